@@ -1,0 +1,36 @@
+# Telha — one-command setup, run and test. Everything installs into .venv in this checkout.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+CONFIG ?= config.toml
+
+.PHONY: setup run test lint typecheck check bench clean
+
+$(BIN)/telha: pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e ".[dev]"
+	touch $(BIN)/telha
+
+setup: $(BIN)/telha
+
+# Set everything up and run `telha serve` on the embedded SQLite default.
+run: setup
+	$(BIN)/telha serve --config $(CONFIG)
+
+lint: setup
+	$(BIN)/ruff check telha tests bench
+	$(BIN)/ruff format --check telha tests bench
+
+typecheck: setup
+	$(BIN)/mypy
+
+# Set everything up and run lint, type-check and the whole test suite.
+test: setup lint typecheck
+	$(BIN)/pytest -q
+
+bench: setup
+	$(BIN)/python bench/json_ingest.py
+
+clean:
+	rm -rf $(VENV) data .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,3 @@
+from telha.cli import main
+
+main()

@@ -1,0 +1,103 @@
+"""The ``telha`` command line (click): ``serve`` and ``api-key create``.
+
+Exit codes: 0 success, 1 runtime failure, 2 usage or configuration error (the message names
+the dotted config key).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import anyio
+import click
+
+from telha.auth import hash_key, mint_api_key
+from telha.config import Config, ConfigError, load_config
+from telha.errors import StorageError
+from telha.logs import configure_logging
+from telha.model import Scope
+from telha.storage.sqlite import SqliteStore
+
+__all__ = ["main"]
+
+_CONFIG = click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="config.toml (default: ./config.toml when present, else built-in defaults)",
+)
+
+
+def _load(config_path: Path | None) -> tuple[Config, Path]:
+    if config_path is None and Path("config.toml").is_file():
+        config_path = Path("config.toml")
+    try:
+        return load_config(config_path)
+    except ConfigError as exc:
+        click.echo(f"telha: config error: {exc}", err=True)
+        sys.exit(2)
+
+
+def _run_backend() -> dict[str, object]:
+    try:
+        import uvloop  # noqa: F401
+    except ImportError:
+        return {}
+    return {"use_uvloop": True}
+
+
+@click.group()
+def main() -> None:
+    """Telha: ingest documents into a graph with byte-exact provenance."""
+
+
+@main.command()
+@_CONFIG
+@click.option("--log-level", default="info", show_default=True)
+def serve(config_path: Path | None, log_level: str) -> None:
+    """Run the service (REST front, store, workers) until SIGTERM/SIGINT."""
+    from telha.service import serve as run_service
+
+    cfg, base_dir = _load(config_path)
+    configure_logging(log_level)
+    try:
+        anyio.run(run_service, cfg, base_dir, backend="asyncio", backend_options=_run_backend())
+    except StorageError as exc:
+        click.echo(f"telha: storage error: {exc.message}", err=True)
+        sys.exit(1)
+    except OSError as exc:
+        click.echo(f"telha: {exc}", err=True)
+        sys.exit(1)
+
+
+@main.group("api-key")
+def api_key() -> None:
+    """Manage credentials."""
+
+
+@api_key.command("create")
+@click.option("--tenant", required=True, help="tenant id of the key's scope")
+@click.option("--org", required=True, help="organization id of the key's scope")
+@_CONFIG
+def api_key_create(tenant: str, org: str, config_path: Path | None) -> None:
+    """Mint a REST API key for (tenant, org); prints the key alone on one line.
+
+    Only its hash is stored; a running ``telha serve`` accepts it at once.
+    """
+    if not tenant.strip() or not org.strip():
+        raise click.UsageError("--tenant and --org must not be empty")
+    cfg, base_dir = _load(config_path)
+    key_id, key = mint_api_key()
+
+    async def store_key() -> None:
+        async with SqliteStore(cfg.storage_path(base_dir), synchronous=cfg.storage.synchronous, readers=1) as store:
+            await store.insert_api_key(Scope(tenant, org), key_id, hash_key(key))
+
+    try:
+        anyio.run(store_key, backend="asyncio")
+    except StorageError as exc:
+        click.echo(f"telha: storage error: {exc.message}", err=True)
+        sys.exit(1)
+    click.echo(key)

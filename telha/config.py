@@ -1,0 +1,212 @@
+"""Configuration: ``config.toml`` parsed and validated with msgspec (DESIGN.md §10).
+
+Every key is optional; the defaults are the ones DESIGN.md §10 shows. Unknown keys and wrong
+types fail start-up with the key's dotted name (:class:`ConfigError`). Environment variables
+``TELHA_<SECTION>__<KEY>`` override single keys; their value is read as a TOML scalar
+(``TELHA_JOBS__MAX_ATTEMPTS=3`` is an integer), falling back to a plain string.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import msgspec
+
+__all__ = ["Config", "ConfigError", "load_config"]
+
+
+class _Section(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Base of every config section: frozen, keyword-only, unknown keys rejected."""
+
+
+class ServerConfig(_Section):
+    #: REST front bind address, ``host:port`` (port 0 picks a free port).
+    rest_addr: str = "127.0.0.1:7625"
+    #: gRPC front bind address, ``host:port``.
+    grpc_addr: str = "127.0.0.1:7626"
+    #: Seconds in-flight requests get to finish after SIGTERM/SIGINT.
+    shutdown_grace_s: float = 10.0
+
+
+class StorageConfig(_Section):
+    engine: Literal["sqlite"] = "sqlite"
+    #: SQLite file; a relative path is relative to the config file's folder.
+    path: str = "data/telha.db"
+    synchronous: Literal["normal", "full"] = "normal"
+    #: Read-only connections used by the read API (WAL readers).
+    readers: int = 2
+
+
+class AuthConfig(_Section):
+    pass
+
+
+class GrpcConfig(_Section):
+    #: HMAC key for worker tokens; empty means one is generated into the data folder.
+    token_key: str = ""
+
+
+class IngestConfig(_Section):
+    #: Largest accepted ``POST /v1/ingest`` body, in bytes.
+    max_body_bytes: int = 8 * 1024 * 1024
+    #: Largest accepted ``format=json`` batch, in records.
+    json_max_records: int = 10_000
+    #: Deepest accepted object nesting in a JSON record (a record's own fields are level 1).
+    json_max_depth: int = 8
+    json_nested: Literal["flatten", "child"] = "flatten"
+
+
+class JobsConfig(_Section):
+    max_attempts: int = 5
+    lease_secs: float = 180.0
+    backoff_base_ms: int = 1000
+    backoff_max_s: float = 300.0
+    reap_interval_s: float = 5.0
+
+
+class WorkersConfig(_Section):
+    in_process: list[str] = msgspec.field(
+        default_factory=lambda: [
+            "text_worker",
+            "tabular_worker",
+            "docling_worker",
+            "email_worker",
+            "code_worker",
+            "web_worker",
+        ]
+    )
+    #: Consumers per in-process worker module.
+    concurrency: int = 2
+
+
+class DoclingConfig(_Section):
+    max_pages: int = 2000
+    mem_ceiling_mb: int = 4096
+    timeout_s: float = 600.0
+
+
+class Config(_Section):
+    """The whole of ``config.toml``; ``base_dir`` is the config file's folder (not a TOML key)."""
+
+    server: ServerConfig = msgspec.field(default_factory=ServerConfig)
+    storage: StorageConfig = msgspec.field(default_factory=StorageConfig)
+    auth: AuthConfig = msgspec.field(default_factory=AuthConfig)
+    grpc: GrpcConfig = msgspec.field(default_factory=GrpcConfig)
+    ingest: IngestConfig = msgspec.field(default_factory=IngestConfig)
+    jobs: JobsConfig = msgspec.field(default_factory=JobsConfig)
+    workers: WorkersConfig = msgspec.field(default_factory=WorkersConfig)
+    docling: DoclingConfig = msgspec.field(default_factory=DoclingConfig)
+
+    def storage_path(self, base_dir: Path) -> Path:
+        """The SQLite file, resolved against ``base_dir`` (the config file's folder)."""
+        p = Path(self.storage.path)
+        return p if p.is_absolute() else (base_dir / p)
+
+
+class ConfigError(Exception):
+    """A config file that cannot be used; ``key`` is the dotted name of the offending key."""
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(f"{key}: {message}" if key else message)
+        self.key = key
+
+
+_PATH_RE = re.compile(r" - at `\$(?P<path>[^`]*)`$")
+_UNKNOWN_RE = re.compile(r"^Object contains unknown field `(?P<field>[^`]+)`")
+_ENV_PREFIX = "TELHA_"
+
+
+def _dotted(path: str) -> str:
+    """``.server.rest_addr`` / ``.workers.in_process[0]`` → ``server.rest_addr``…"""
+    return path.lstrip(".")
+
+
+def _translate(err: msgspec.ValidationError) -> ConfigError:
+    text = str(err)
+    m = _PATH_RE.search(text)
+    path = _dotted(m.group("path")) if m else ""
+    message = text[: m.start()] if m else text
+    unknown = _UNKNOWN_RE.match(message)
+    if unknown:
+        key = f"{path}.{unknown.group('field')}" if path else unknown.group("field")
+        return ConfigError(key, "unknown key")
+    return ConfigError(path, message)
+
+
+def _env_scalar(raw: str) -> Any:
+    try:
+        return tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        return raw
+
+
+def _apply_env(data: dict[str, Any], environ: Mapping[str, str]) -> None:
+    for name, raw in sorted(environ.items()):
+        if not name.startswith(_ENV_PREFIX) or "__" not in name:
+            continue
+        section, _, key = name[len(_ENV_PREFIX) :].lower().partition("__")
+        target = data.setdefault(section, {})
+        if not isinstance(target, dict):
+            raise ConfigError(section, f"{name} overrides a key inside a non-table")
+        target[key] = _env_scalar(raw)
+
+
+def _validate(cfg: Config) -> None:
+    checks: list[tuple[bool, str, str]] = [
+        (cfg.ingest.max_body_bytes > 0, "ingest.max_body_bytes", "must be > 0"),
+        (cfg.ingest.json_max_records > 0, "ingest.json_max_records", "must be > 0"),
+        (cfg.ingest.json_max_depth >= 1, "ingest.json_max_depth", "must be >= 1"),
+        (cfg.jobs.max_attempts >= 1, "jobs.max_attempts", "must be >= 1"),
+        (cfg.jobs.lease_secs > 0, "jobs.lease_secs", "must be > 0"),
+        (cfg.jobs.backoff_base_ms >= 0, "jobs.backoff_base_ms", "must be >= 0"),
+        (cfg.jobs.reap_interval_s > 0, "jobs.reap_interval_s", "must be > 0"),
+        (cfg.workers.concurrency >= 1, "workers.concurrency", "must be >= 1"),
+        (cfg.storage.readers >= 1, "storage.readers", "must be >= 1"),
+        (cfg.server.shutdown_grace_s >= 0, "server.shutdown_grace_s", "must be >= 0"),
+    ]
+    for ok, key, message in checks:
+        if not ok:
+            raise ConfigError(key, message)
+    for key in ("rest_addr", "grpc_addr"):
+        try:
+            split_addr(getattr(cfg.server, key))
+        except ValueError as exc:
+            raise ConfigError(f"server.{key}", str(exc)) from None
+
+
+def split_addr(addr: str) -> tuple[str, int]:
+    """``"127.0.0.1:7625"`` → ``("127.0.0.1", 7625)``; raises ``ValueError`` when malformed."""
+    host, sep, port = addr.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"expected host:port, got {addr!r}")
+    return host.strip("[]"), int(port)
+
+
+def load_config(path: Path | None, environ: Mapping[str, str] | None = None) -> tuple[Config, Path]:
+    """Read and validate ``path`` (or the defaults when ``None``), then the env overrides.
+
+    :returns: the config and the folder relative storage paths resolve against.
+    :raises ConfigError: unreadable file, bad TOML, unknown key, wrong type or bad value.
+    """
+    data: dict[str, Any] = {}
+    base_dir = Path.cwd()
+    if path is not None:
+        try:
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise ConfigError("", f"cannot read {path}: {exc.strerror}") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError("", f"{path} is not valid TOML: {exc}") from None
+        base_dir = path.resolve().parent
+    _apply_env(data, os.environ if environ is None else environ)
+    try:
+        cfg = msgspec.convert(data, Config)
+    except msgspec.ValidationError as exc:
+        raise _translate(exc) from None
+    _validate(cfg)
+    return cfg, base_dir

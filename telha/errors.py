@@ -1,0 +1,80 @@
+"""The error taxonomy of the core (DESIGN.md §5).
+
+Every error a client can see is a :class:`TelhaError` subclass carrying its REST code and HTTP
+status; the REST front maps them once, at the edge, to ``{"error": {"code", "message"}}``.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+__all__ = [
+    "ContentError",
+    "NotFound",
+    "PayloadTooLarge",
+    "RequestError",
+    "StorageError",
+    "TelhaError",
+    "Unauthenticated",
+    "Unavailable",
+]
+
+
+class TelhaError(Exception):
+    """Root of the client-visible errors: ``code`` (REST error code) and ``http_status``."""
+
+    code: ClassVar[str] = "INTERNAL"
+    http_status: ClassVar[int] = 500
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class ContentError(TelhaError):
+    """The submitted content cannot be ingested (malformed, wrong shape): 400 INVALID_CONTENT."""
+
+    code = "INVALID_CONTENT"
+    http_status = 400
+
+
+class RequestError(TelhaError):
+    """The request itself is malformed (fields, options, parameters): 400 INVALID_REQUEST."""
+
+    code = "INVALID_REQUEST"
+    http_status = 400
+
+
+class Unauthenticated(TelhaError):
+    """Missing or unknown credentials: 401 UNAUTHENTICATED."""
+
+    code = "UNAUTHENTICATED"
+    http_status = 401
+
+
+class NotFound(TelhaError):
+    """No such resource in the caller's scope (other scopes' ids also land here): 404."""
+
+    code = "NOT_FOUND"
+    http_status = 404
+
+
+class PayloadTooLarge(TelhaError):
+    """Request body over ``ingest.max_body_bytes``: 413 PAYLOAD_TOO_LARGE."""
+
+    code = "PAYLOAD_TOO_LARGE"
+    http_status = 413
+
+
+class Unavailable(TelhaError):
+    """The service is starting or shutting down: 503 UNAVAILABLE."""
+
+    code = "UNAVAILABLE"
+    http_status = 503
+
+
+class StorageError(TelhaError):
+    """The storage engine failed (disk full, corrupt file); wraps the driver error with ``from``."""
+
+    code = "INTERNAL"
+    http_status = 500

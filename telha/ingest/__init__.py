@@ -1,0 +1,1 @@
+"""Ingestion: request parsing, the JSON bypass projection, submission apply (spec 001, 004)."""

@@ -1,0 +1,206 @@
+"""The ``format=json`` bypass projection (spec 001 "format=json options", spec 004 "json_bypass",
+DESIGN.md §11). Pure: bytes in, :class:`~telha.ingest.projection.Projection` out.
+
+Canonical text is one compact JSON line per top-level record (input key order, UTF-8 not
+escaped), NFC, LF-joined. Each record's line is one span of kind ``body``, referenced by the
+record's node and by every child node projected from it. Nodes are listed records in input
+order, each record's node before its children (depth first, document order).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import msgspec
+
+from telha.canonical import key_snake, nfc
+from telha.errors import ContentError
+from telha.ingest.projection import EdgeOut, NodeOut, Projection, SpanOut
+
+__all__ = ["JsonOptions", "project_json"]
+
+_encode = msgspec.json.encode
+#: Guard for nesting inside arrays of scalars (objects are bounded by ``max_depth``).
+_MAX_ARRAY_NESTING = 64
+_UTF8_BOM = b"\xef\xbb\xbf"
+
+
+@dataclass(frozen=True, slots=True)
+class JsonOptions:
+    """Resolved options: the record label, nesting policy and the ``[ingest]`` limits."""
+
+    label: str
+    nested: Literal["flatten", "child"]
+    max_records: int
+    max_depth: int
+
+
+def _deep_nfc(value: Any, depth: int = 0) -> Any:
+    if depth > 2 * _MAX_ARRAY_NESTING:
+        raise ContentError("JSON nesting is too deep")
+    if type(value) is str:
+        return nfc(value)
+    if type(value) is dict:
+        return {nfc(k): _deep_nfc(v, depth + 1) for k, v in value.items()}
+    if type(value) is list:
+        return [_deep_nfc(v, depth + 1) for v in value]
+    return value
+
+
+def _decode(raw: bytes) -> Any:
+    if raw.startswith(_UTF8_BOM):
+        raw = raw[len(_UTF8_BOM) :]
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ContentError(f"content is not UTF-8 (byte {exc.start}); JSON must be UTF-8") from None
+    try:
+        doc = msgspec.json.decode(raw)
+    except msgspec.DecodeError as exc:
+        raise ContentError(f"malformed JSON: {exc}") from None
+    except RecursionError:
+        raise ContentError("malformed JSON: nesting is too deep") from None
+    if not raw.isascii() or b"\\u" in raw:
+        doc = _deep_nfc(doc)
+    return doc
+
+
+def _records(doc: Any, max_records: int) -> list[dict[str, Any]]:
+    if type(doc) is dict:
+        return [doc]
+    if type(doc) is not list:
+        raise ContentError(
+            f"top level must be an object or an array of objects, got {type(doc).__name__}"
+        )
+    if not doc:
+        raise ContentError("top-level array is empty: send at least one object")
+    for i, rec in enumerate(doc):
+        if type(rec) is not dict:
+            raise ContentError(
+                f"top-level array must hold only objects; item {i} is {type(rec).__name__}"
+            )
+    if len(doc) > max_records:
+        raise ContentError(f"{len(doc)} records is over ingest.json_max_records ({max_records})")
+    return doc
+
+
+def _check_scalar_array(value: list[Any], path: str, nesting: int = 0) -> None:
+    if nesting > _MAX_ARRAY_NESTING:
+        raise ContentError(f"{path}: arrays nested too deep")
+    for item in value:
+        if type(item) is dict:
+            raise ContentError(f"{path}: an array inside an array may not hold objects")
+        if type(item) is list:
+            _check_scalar_array(item, path, nesting + 1)
+
+
+class _Projector:
+    """Walks records into nodes and edges; one instance per request."""
+
+    def __init__(self, opts: JsonOptions) -> None:
+        self.opts = opts
+        self.nodes: list[NodeOut] = []
+        self.edges: list[EdgeOut] = []
+
+    def record(self, rec: dict[str, Any], line: bytes, span: int) -> None:
+        self._object(rec, (self.opts.label,), span, depth=1, line=line)
+
+    def _object(
+        self,
+        obj: dict[str, Any],
+        labels: tuple[str, ...],
+        span: int,
+        depth: int,
+        line: bytes | None = None,
+    ) -> int:
+        if depth > self.opts.max_depth:
+            raise ContentError(
+                f"object nesting is deeper than ingest.json_max_depth ({self.opts.max_depth})"
+            )
+        props: dict[str, Any] = {}
+        children: list[tuple[str, Any]] = []
+        flat = self._walk(obj, "", depth, props, children)
+        index = len(self.nodes)
+        props_json = line if flat and line is not None else _encode(props)
+        self.nodes.append(NodeOut(labels, props_json, (span,)))
+        for key, value in children:
+            self._children(index, key, value, span, depth + 1)
+        return index
+
+    def _walk(
+        self,
+        obj: dict[str, Any],
+        prefix: str,
+        depth: int,
+        props: dict[str, Any],
+        children: list[tuple[str, Any]],
+    ) -> bool:
+        """Fill ``props``/``children``; True when ``props`` equals ``obj`` (nothing moved)."""
+        flat = True
+        for k, v in obj.items():
+            key = prefix + k
+            t = type(v)
+            if t is dict:
+                if self.opts.nested == "child":
+                    children.append((key, v))
+                    flat = False
+                    continue
+                if depth + 1 > self.opts.max_depth:
+                    raise ContentError(
+                        f"{key}: object nesting is deeper than ingest.json_max_depth "
+                        f"({self.opts.max_depth})"
+                    )
+                if v:
+                    self._walk(v, key + ".", depth + 1, props, children)
+                    flat = False
+                    continue
+            elif t is list and v:
+                n_obj = sum(1 for item in v if type(item) is dict)
+                if n_obj == len(v):
+                    children.append((key, v))
+                    flat = False
+                    continue
+                if n_obj:
+                    raise ContentError(f"{key}: an array may not mix objects with other values")
+                _check_scalar_array(v, key)
+            if key in props:
+                raise ContentError(f"{key}: flattened key collides with a literal key")
+            props[key] = v
+        return flat
+
+    def _children(self, parent: int, key: str, value: Any, span: int, depth: int) -> None:
+        label = key_snake(key) or "CHILD"
+        edge_type = f"HAS_{label}"
+        key_prop = {} if label != "CHILD" else {"key": key}
+        if type(value) is dict:
+            child = self._object(value, (label,), span, depth)
+            self.edges.append(EdgeOut(edge_type, parent, child, _encode(key_prop)))
+            return
+        for ord_, item in enumerate(value):
+            child = self._object(item, (label,), span, depth)
+            self.edges.append(EdgeOut(edge_type, parent, child, _encode({**key_prop, "ord": ord_})))
+
+
+def project_json(raw: bytes, opts: JsonOptions) -> Projection:
+    """Project ``raw`` (the request's content bytes) into a :class:`Projection`.
+
+    :param raw: the raw content bytes (UTF-8, optionally with a BOM).
+    :raises ContentError: not UTF-8; malformed JSON; a top level that is not one object or a
+        non-empty array of objects; more than ``opts.max_records`` records; object nesting
+        deeper than ``opts.max_depth``; an array mixing objects with other values; a flattened
+        dotted key colliding with a literal one.
+    """
+    records = _records(_decode(raw), opts.max_records)
+    projector = _Projector(opts)
+    lines: list[bytes] = []
+    spans: list[SpanOut] = []
+    offset = 0
+    for i, rec in enumerate(records):
+        line = _encode(rec)
+        lines.append(line)
+        end = offset + len(line)
+        spans.append(SpanOut(offset, end, "body"))
+        offset = end + 1
+        projector.record(rec, line, i)
+    return Projection(b"\n".join(lines), spans, projector.nodes, projector.edges)

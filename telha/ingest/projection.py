@@ -1,0 +1,57 @@
+"""The validated projection every ingest path hands to storage (spec 004 "apply_parts").
+
+A :class:`Projection` is what a submission becomes once it has passed validation: canonical
+text as UTF-8 bytes, spans as byte ranges into it, nodes and edges referring to spans and to each
+other by index. The JSON bypass builds one directly; worker submissions are converted to one.
+Pure data, no I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+__all__ = ["EdgeOut", "NodeOut", "Projection", "SpanOut"]
+
+
+@dataclass(slots=True, frozen=True)
+class SpanOut:
+    """A span: ``[start, end)`` UTF-8 byte offsets into the canonical text, and its ``kind``."""
+
+    start: int
+    end: int
+    kind: str
+
+
+@dataclass(slots=True, frozen=True)
+class NodeOut:
+    """A node to create: labels, properties (compact JSON object bytes), span indices.
+
+    ``node_id`` is a worker-supplied deterministic id (16 bytes) or ``None`` for a fresh uuid7.
+    """
+
+    labels: tuple[str, ...]
+    properties_json: bytes
+    span_refs: tuple[int, ...]
+    node_id: bytes | None = None
+
+
+@dataclass(slots=True, frozen=True)
+class EdgeOut:
+    """An edge: each endpoint is a node index in this projection (``*_ref``) or an id (``*_id``)."""
+
+    type: str
+    from_ref: int | None
+    to_ref: int | None
+    properties_json: bytes = b"{}"
+    from_id: bytes | None = None
+    to_id: bytes | None = None
+
+
+@dataclass(slots=True)
+class Projection:
+    """Canonical text (UTF-8, NFC, LF), spans, nodes and edges of one source version."""
+
+    canonical: bytes
+    spans: list[SpanOut] = field(default_factory=list)
+    nodes: list[NodeOut] = field(default_factory=list)
+    edges: list[EdgeOut] = field(default_factory=list)

@@ -1,0 +1,127 @@
+"""Domain records shared by storage, ingestion and the fronts (spec 004 "Data model").
+
+Ids are 16-byte ``bytes`` inside the core and UUID strings on the wire; hashes are 32-byte
+``bytes`` inside and lowercase hex on the wire; times are integers in microseconds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+__all__ = [
+    "CommitOutcome",
+    "Direction",
+    "EdgeRecord",
+    "NewVersion",
+    "NodeVersion",
+    "ProvenanceSpan",
+    "Scope",
+    "SourceVersion",
+    "SpanRecord",
+]
+
+#: Canonical text chunk size in bytes (spec 004 ``BLOB_CHUNK``).
+BLOB_CHUNK = 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """The isolation unit: every row carries one, every read filters by it (DESIGN.md §3)."""
+
+    tenant_id: str
+    organization_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class NewVersion:
+    """What an ingest path knows about a version before storage assigns its transaction time."""
+
+    source_id: bytes
+    name: str
+    format: str
+    content_hash: bytes
+    size: int
+    worker: str
+    job_id: bytes | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SourceVersion:
+    """A stored source version (spec 004 ``SourceVersion``); ``text_len`` is in bytes."""
+
+    source_id: bytes
+    tx: int
+    name: str
+    format: str
+    content_hash: bytes
+    canonical_text_hash: bytes | None
+    size: int
+    worker: str | None
+    job_id: bytes | None
+    blob_id: bytes | None
+    text_len: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class CommitOutcome:
+    """Result of committing a version: either deduplicated (nothing written) or the new rows."""
+
+    deduplicated: bool
+    source_version_tx: int | None
+    node_ids: list[bytes]
+    edge_ids: list[bytes]
+
+
+@dataclass(frozen=True, slots=True)
+class ProvenanceSpan:
+    """spec 004 ``SpanRef``: ``[start, end)`` byte offsets into one version's canonical text."""
+
+    source_id: bytes
+    source_version_tx: int
+    start: int
+    end: int
+
+
+@dataclass(frozen=True, slots=True)
+class NodeVersion:
+    """One version of a node; ``tx_to``/``valid_*`` are ``None`` when unbounded."""
+
+    node_id: bytes
+    labels: list[str]
+    properties: dict[str, Any]
+    tx_from: int
+    tx_to: int | None
+    valid_from: int | None
+    valid_to: int | None
+    provenance: list[ProvenanceSpan]
+
+
+@dataclass(frozen=True, slots=True)
+class EdgeRecord:
+    """A current edge whose endpoints both exist."""
+
+    edge_id: bytes
+    type: str
+    from_id: bytes
+    to_id: bytes
+    properties: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class SpanRecord:
+    """spec 004 ``SpanRow``: a span of a version with the nodes it produced."""
+
+    start: int
+    end: int
+    kind: str
+    linked_nodes: list[bytes]
+
+
+class Direction(Enum):
+    """Which edges of a node to read."""
+
+    OUT = "out"
+    IN = "in"
+    BOTH = "both"

@@ -1,0 +1,155 @@
+"""The starlette application: routes, authentication and the one error mapping (DESIGN.md §5).
+
+Every error leaves as ``{"error": {"code", "message"}}`` with the status its
+:class:`~telha.errors.TelhaError` carries; unknown routes and methods too.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+import structlog
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from telha.auth import hash_key
+from telha.config import Config
+from telha.errors import NotFound, RequestError, TelhaError, Unauthenticated, Unavailable
+from telha.ingest.ingestor import Ingestor
+from telha.model import Scope
+from telha.rest.schemas import ErrorBody, ErrorDetail
+from telha.storage.protocol import Storage
+
+__all__ = ["AppState", "create_app", "json_response", "parse_uuid", "require_scope"]
+
+log = structlog.get_logger("telha.rest")
+_HTTP_CODES = {404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED", 400: "INVALID_REQUEST"}
+
+
+@dataclass
+class AppState:
+    """What the handlers need, hung on ``app.state.telha``."""
+
+    config: Config
+    store: Storage
+    ingestor: Ingestor
+    ready: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def state(request: Request) -> AppState:
+    """The :class:`AppState` of the app serving ``request``."""
+    st: AppState = request.app.state.telha
+    return st
+
+
+def json_response(body: Any, status: int = 200) -> Response:
+    """``body`` (a msgspec Struct or plain data) encoded as JSON."""
+    return Response(msgspec.json.encode(body), status_code=status, media_type="application/json")
+
+
+def error_response(code: str, message: str, status: int) -> Response:
+    """The one error body shape: ``{"error": {"code", "message"}}``."""
+    return json_response(ErrorBody(error=ErrorDetail(code=code, message=message)), status)
+
+
+async def require_scope(request: Request) -> Scope:
+    """The scope of the request's ``x-api-key``.
+
+    :raises Unauthenticated: header missing or key unknown/revoked.
+    :raises Unavailable: the service is not ready (starting or shutting down).
+    """
+    key = request.headers.get("x-api-key")
+    if not key:
+        raise Unauthenticated("missing x-api-key header")
+    scope = await state(request).store.scope_for_key(hash_key(key))
+    if scope is None:
+        raise Unauthenticated("unknown or revoked API key")
+    return scope
+
+
+def parse_uuid(value: str, what: str) -> bytes:
+    """A path or query id as 16 bytes.
+
+    :raises NotFound: ``value`` is not a UUID (so it cannot name anything).
+    """
+    try:
+        return uuid.UUID(value).bytes
+    except ValueError:
+        raise NotFound(f"no such {what}: {value!r} is not a UUID") from None
+
+
+def parse_int(value: str | None, what: str, *, minimum: int = 0) -> int | None:
+    """An optional integer query or path parameter.
+
+    :raises RequestError: not an integer, or below ``minimum``.
+    """
+    if value is None:
+        return None
+    try:
+        n = int(value)
+    except ValueError:
+        raise RequestError(f"{what} must be an integer, got {value!r}") from None
+    if n < minimum:
+        raise RequestError(f"{what} must be >= {minimum}")
+    return n
+
+
+async def _telha_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, TelhaError)
+    if exc.http_status >= 500:
+        log.error("request_failed", path=request.url.path, code=exc.code, error=exc.message)
+    return error_response(exc.code, exc.message, exc.http_status)
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    code = _HTTP_CODES.get(exc.status_code, "HTTP_ERROR")
+    return error_response(code, str(exc.detail), exc.status_code)
+
+
+async def _unexpected(request: Request, exc: Exception) -> Response:
+    log.exception("unhandled_error", path=request.url.path)
+    return error_response("INTERNAL", "internal error", 500)
+
+
+async def healthz(request: Request) -> Response:
+    """Liveness: the process answers."""
+    return json_response({"status": "ok"})
+
+
+async def readyz(request: Request) -> Response:
+    """Readiness: 200 once storage is open and migrated, 503 while starting or stopping."""
+    if not state(request).ready:
+        raise Unavailable("not ready")
+    return json_response({"status": "ready"})
+
+
+def create_app(st: AppState) -> Starlette:
+    """Build the app over ``st``; the routes come from :mod:`telha.rest.ingest_routes`,
+    :mod:`telha.rest.read_routes` and :mod:`telha.rest.openapi`."""
+    from telha.rest import ingest_routes, openapi, read_routes
+
+    routes = [
+        Route("/healthz", healthz, methods=["GET"]),
+        Route("/readyz", readyz, methods=["GET"]),
+        *ingest_routes.routes,
+        *read_routes.routes,
+        *openapi.routes,
+    ]
+    app = Starlette(
+        routes=routes,
+        exception_handlers={
+            TelhaError: _telha_error,
+            HTTPException: _http_error,
+            Exception: _unexpected,
+        },
+    )
+    app.state.telha = st
+    return app

@@ -1,0 +1,64 @@
+"""``POST /v1/ingest`` (spec 001): 201 applied, 200 deduplicated, typed 4xx otherwise."""
+
+from __future__ import annotations
+
+import uuid
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from telha.errors import PayloadTooLarge
+from telha.ingest.request import parse_ingest_request
+from telha.rest.app import json_response, require_scope, state
+from telha.rest.schemas import Deduplicated, IngestApplied
+
+__all__ = ["read_body", "routes"]
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The request body, refusing more than ``limit`` bytes as soon as it is known.
+
+    :raises PayloadTooLarge: ``Content-Length`` or the bytes received exceed ``limit``.
+    """
+    declared = request.headers.get("content-length", "")
+    too_large = f"request body is over ingest.max_body_bytes ({limit} bytes)"
+    if declared.isdigit() and int(declared) > limit:
+        raise PayloadTooLarge(too_large)
+    parts: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise PayloadTooLarge(too_large)
+        parts.append(chunk)
+    return b"".join(parts)
+
+
+def _id(b: bytes) -> str:
+    return str(uuid.UUID(bytes=b))
+
+
+async def ingest(request: Request) -> Response:
+    """POST /v1/ingest: validate, dedup, apply (json) — see :class:`telha.ingest.ingestor.Ingestor`."""
+    scope = await require_scope(request)
+    st = state(request)
+    body = await read_body(request, st.config.ingest.max_body_bytes)
+    req = parse_ingest_request(body)
+    result = await st.ingestor.ingest(scope, req)
+    if result.deduplicated:
+        return json_response(Deduplicated(deduplicated=True, source_id=str(result.source_id)))
+    assert result.source_version_tx is not None
+    return json_response(
+        IngestApplied(
+            deduplicated=False,
+            source_id=str(result.source_id),
+            source_version_tx=result.source_version_tx,
+            node_ids=[_id(n) for n in result.node_ids],
+            edge_ids=[_id(e) for e in result.edge_ids],
+        ),
+        201,
+    )
+
+
+routes = [Route("/v1/ingest", ingest, methods=["POST"])]

@@ -1,0 +1,184 @@
+"""``GET /openapi.json``: the REST API described (OpenAPI 3.1), schemas generated from
+:mod:`telha.rest.schemas` so the document cannot drift from what the handlers encode."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import msgspec
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from telha import __version__
+from telha.ingest.request import KNOWN_FORMATS
+from telha.rest import schemas
+
+__all__ = ["openapi_document", "routes"]
+
+_REF = "#/components/schemas/{name}"
+
+
+def _ref(name: str) -> dict[str, Any]:
+    return {"$ref": _REF.format(name=name)}
+
+
+def _json(name: str, description: str) -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": _ref(name)}}}
+
+
+_ERRORS = {
+    "400": _json("ErrorBody", "INVALID_REQUEST or INVALID_CONTENT"),
+    "401": _json("ErrorBody", "UNAUTHENTICATED: missing or unknown x-api-key"),
+    "404": _json("ErrorBody", "NOT_FOUND (also for another scope's ids)"),
+}
+
+
+def _param(name: str, where: str, schema: dict[str, Any], description: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "in": where,
+        "required": where == "path",
+        "schema": schema,
+        "description": description,
+    }
+
+
+_UUID = {"type": "string", "format": "uuid"}
+_INT = {"type": "integer", "minimum": 0}
+_SOURCE = _param("sourceId", "path", _UUID, "source id")
+_TX = _param("tx", "path", _INT, "source version transaction time, µs")
+_NODE = _param("nodeId", "path", _UUID, "logical node id")
+
+_INGEST_BODY = {
+    "type": "object",
+    "required": ["format", "name"],
+    "additionalProperties": False,
+    "properties": {
+        "format": {"type": "string", "enum": list(KNOWN_FORMATS)},
+        "name": {"type": "string", "minLength": 1, "description": "file name or URL: the source identity"},
+        "content": {"type": ["string", "null"], "description": "content as text (UTF-8)"},
+        "contentBase64": {"type": ["string", "null"], "description": "content as base64 bytes"},
+        "options": {
+            "type": ["object", "null"],
+            "description": "format options; json: label (UPPER_SNAKE), nested (flatten|child)",
+        },
+    },
+}
+
+
+def _paths() -> dict[str, Any]:
+    secured = [{"apiKey": []}]
+    return {
+        "/v1/ingest": {
+            "post": {
+                "summary": "Ingest a document (json is applied synchronously)",
+                "security": secured,
+                "requestBody": {"required": True, "content": {"application/json": {"schema": _INGEST_BODY}}},
+                "responses": {
+                    "201": _json("IngestApplied", "applied"),
+                    "200": _json("Deduplicated", "identical bytes to the latest version"),
+                    "413": _json("ErrorBody", "PAYLOAD_TOO_LARGE"),
+                    **_ERRORS,
+                },
+            }
+        },
+        "/v1/sources/{sourceId}": {
+            "get": {
+                "summary": "A source and its versions, newest first",
+                "security": secured,
+                "parameters": [_SOURCE],
+                "responses": {"200": _json("SourceOut", "the source"), **_ERRORS},
+            }
+        },
+        "/v1/sources/{sourceId}/versions/{tx}/text": {
+            "get": {
+                "summary": "Canonical text bytes [start, end) of one version",
+                "security": secured,
+                "parameters": [
+                    _SOURCE,
+                    _TX,
+                    _param("start", "query", _INT, "first byte (inclusive)"),
+                    _param("end", "query", _INT, "last byte (exclusive)"),
+                ],
+                "responses": {
+                    "200": {"description": "the bytes", "content": {"text/plain; charset=utf-8": {"schema": {"type": "string"}}}},
+                    **_ERRORS,
+                },
+            }
+        },
+        "/v1/sources/{sourceId}/versions/{tx}/spans": {
+            "get": {
+                "summary": "Span rows of one version in document order",
+                "security": secured,
+                "parameters": [_SOURCE, _TX],
+                "responses": {"200": _json("SpanList", "the spans"), **_ERRORS},
+            }
+        },
+        "/v1/nodes": {
+            "get": {
+                "summary": "Current nodes, paged",
+                "security": secured,
+                "parameters": [
+                    _param("label", "query", {"type": "string"}, "only nodes with this label"),
+                    _param("sourceId", "query", _UUID, "only nodes from this source"),
+                    _param("limit", "query", {"type": "integer", "minimum": 1, "maximum": 1000}, "page size (100)"),
+                    _param("cursor", "query", {"type": "string"}, "nextCursor of the previous page"),
+                ],
+                "responses": {"200": _json("NodeList", "a page of nodes"), **_ERRORS},
+            }
+        },
+        "/v1/nodes/{nodeId}": {
+            "get": {
+                "summary": "A node with its provenance spans resolved to text",
+                "security": secured,
+                "parameters": [_NODE, _param("asOf", "query", _INT, "transaction time, µs")],
+                "responses": {"200": _json("NodeOut", "the node"), **_ERRORS},
+            }
+        },
+        "/v1/nodes/{nodeId}/edges": {
+            "get": {
+                "summary": "Edges of a node whose endpoints both exist",
+                "security": secured,
+                "parameters": [
+                    _NODE,
+                    _param("direction", "query", {"type": "string", "enum": ["out", "in", "both"]}, "default both"),
+                ],
+                "responses": {"200": _json("EdgeList", "the edges"), **_ERRORS},
+            }
+        },
+        "/healthz": {"get": {"summary": "Liveness", "responses": {"200": {"description": "alive"}}}},
+        "/readyz": {
+            "get": {
+                "summary": "Readiness",
+                "responses": {"200": {"description": "ready"}, "503": _json("ErrorBody", "UNAVAILABLE")},
+            }
+        },
+        "/openapi.json": {"get": {"summary": "This document", "responses": {"200": {"description": "OpenAPI 3.1"}}}},
+    }
+
+
+@functools.cache
+def openapi_document() -> bytes:
+    """The OpenAPI 3.1 document as JSON bytes (built once)."""
+    types = [getattr(schemas, name) for name in schemas.__all__]
+    _, components = msgspec.json.schema_components(types, ref_template=_REF)
+    doc = {
+        "openapi": "3.1.0",
+        "info": {"title": "Telha", "version": __version__},
+        "paths": _paths(),
+        "components": {
+            "schemas": components,
+            "securitySchemes": {"apiKey": {"type": "apiKey", "in": "header", "name": "x-api-key"}},
+        },
+    }
+    return msgspec.json.encode(doc)
+
+
+async def openapi_json(request: Request) -> Response:
+    """GET /openapi.json."""
+    return Response(openapi_document(), media_type="application/json")
+
+
+routes = [Route("/openapi.json", openapi_json, methods=["GET"])]

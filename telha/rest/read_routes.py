@@ -1,0 +1,225 @@
+"""The provenance read API (DESIGN.md §5): sources, versions' text and spans, nodes, edges.
+
+Every route is scoped by the caller's key; another scope's ids answer 404.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import uuid
+from collections import defaultdict
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from telha.errors import NotFound, RequestError
+from telha.model import Direction, NodeVersion, Scope
+from telha.rest.app import json_response, parse_int, parse_uuid, require_scope, state
+from telha.rest.schemas import (
+    EdgeList,
+    EdgeOut,
+    Interval,
+    NodeList,
+    NodeOut,
+    Provenance,
+    ProvenanceSpanOut,
+    SourceOut,
+    SpanList,
+    SpanOut,
+    VersionOut,
+)
+from telha.storage.protocol import Storage
+
+__all__ = ["routes"]
+
+_MAX_LIMIT = 1000
+_DEFAULT_LIMIT = 100
+
+
+def _id(b: bytes) -> str:
+    return str(uuid.UUID(bytes=b))
+
+
+def _hex(b: bytes | None) -> str | None:
+    return b.hex() if b is not None else None
+
+
+async def get_source(request: Request) -> Response:
+    """GET /v1/sources/{sourceId}: the source and its versions, newest first."""
+    scope = await require_scope(request)
+    source_id = parse_uuid(request.path_params["source_id"], "source")
+    versions = await state(request).store.source_versions(scope, source_id)
+    if not versions:
+        raise NotFound("no such source")
+    latest = versions[0]
+    return json_response(
+        SourceOut(
+            source_id=_id(source_id),
+            name=latest.name,
+            format=latest.format,
+            versions=[
+                VersionOut(
+                    source_version_tx=v.tx,
+                    content_hash=v.content_hash.hex(),
+                    canonical_text_hash=_hex(v.canonical_text_hash),
+                    size=v.size,
+                    worker=v.worker,
+                    job_id=_id(v.job_id) if v.job_id else None,
+                )
+                for v in versions
+            ],
+        )
+    )
+
+
+def _version_params(request: Request) -> tuple[bytes, int]:
+    source_id = parse_uuid(request.path_params["source_id"], "source")
+    tx = parse_int(request.path_params["tx"], "sourceVersionTx")
+    assert tx is not None
+    return source_id, tx
+
+
+async def get_text(request: Request) -> Response:
+    """GET /v1/sources/{sourceId}/versions/{tx}/text?start=&end= — canonical bytes [start, end)."""
+    scope = await require_scope(request)
+    source_id, tx = _version_params(request)
+    start = parse_int(request.query_params.get("start"), "start")
+    end = parse_int(request.query_params.get("end"), "end")
+    data = await state(request).store.read_text(scope, source_id, tx, start, end)
+    return Response(data, media_type="text/plain; charset=utf-8")
+
+
+async def get_spans(request: Request) -> Response:
+    """GET /v1/sources/{sourceId}/versions/{tx}/spans — span rows in document order."""
+    scope = await require_scope(request)
+    source_id, tx = _version_params(request)
+    rows = await state(request).store.span_rows(scope, source_id, tx)
+    return json_response(
+        SpanList(
+            spans=[
+                SpanOut(start=r.start, end=r.end, kind=r.kind, linked_nodes=[_id(n) for n in r.linked_nodes])
+                for r in rows
+            ]
+        )
+    )
+
+
+def _slice(window: tuple[int, bytes], start: int, end: int) -> str:
+    base, data = window
+    return data[start - base : end - base].decode("utf-8", "replace")
+
+
+async def _node_out(store: Storage, scope: Scope, nodes: list[NodeVersion]) -> list[NodeOut]:
+    """Nodes with each provenance span's text resolved (one read per distinct version)."""
+    wanted: dict[tuple[bytes, int], list[tuple[int, int]]] = defaultdict(list)
+    for n in nodes:
+        for s in n.provenance:
+            wanted[(s.source_id, s.source_version_tx)].append((s.start, s.end))
+    texts: dict[tuple[bytes, int], tuple[int, bytes]] = {}
+    for key, ranges in wanted.items():
+        lo, hi = min(a for a, _ in ranges), max(b for _, b in ranges)
+        try:
+            texts[key] = (lo, await store.read_text(scope, key[0], key[1], lo, hi))
+        except (NotFound, RequestError):
+            texts[key] = (lo, b"")
+    out = []
+    for n in nodes:
+        spans = [
+            ProvenanceSpanOut(
+                source_id=_id(s.source_id),
+                source_version_tx=s.source_version_tx,
+                start=s.start,
+                end=s.end,
+                text=_slice(texts[(s.source_id, s.source_version_tx)], s.start, s.end),
+            )
+            for s in n.provenance
+        ]
+        out.append(
+            NodeOut(
+                node_id=_id(n.node_id),
+                labels=n.labels,
+                properties=n.properties,
+                valid_time=Interval(from_=n.valid_from, to=n.valid_to),
+                tx_time=Interval(from_=n.tx_from, to=n.tx_to),
+                provenance=Provenance(spans=spans),
+            )
+        )
+    return out
+
+
+async def get_node(request: Request) -> Response:
+    """GET /v1/nodes/{nodeId}?asOf= — one node version with its provenance text."""
+    scope = await require_scope(request)
+    node_id = parse_uuid(request.path_params["node_id"], "node")
+    as_of = parse_int(request.query_params.get("asOf"), "asOf")
+    store = state(request).store
+    node = await store.get_node(scope, node_id, as_of)
+    if node is None:
+        raise NotFound("no such node" + ("" if as_of is None else f" as of {as_of}"))
+    return json_response((await _node_out(store, scope, [node]))[0])
+
+
+def _cursor(value: str | None) -> bytes | None:
+    if value is None:
+        return None
+    try:
+        raw = base64.urlsafe_b64decode(value + "=" * (-len(value) % 4))
+    except (binascii.Error, ValueError):
+        raw = b""
+    if len(raw) != 16:
+        raise RequestError("cursor is not one this service returned")
+    return raw
+
+
+async def list_nodes(request: Request) -> Response:
+    """GET /v1/nodes?label=&sourceId=&limit=&cursor= — current nodes, paged by id."""
+    scope = await require_scope(request)
+    q = request.query_params
+    limit = parse_int(q.get("limit"), "limit", minimum=1) or _DEFAULT_LIMIT
+    if limit > _MAX_LIMIT:
+        raise RequestError(f"limit must be <= {_MAX_LIMIT}")
+    source = q.get("sourceId")
+    source_id = parse_uuid(source, "source") if source is not None else None
+    store = state(request).store
+    nodes = await store.list_nodes(
+        scope, label=q.get("label"), source_id=source_id, limit=limit + 1, after=_cursor(q.get("cursor"))
+    )
+    more = len(nodes) > limit
+    nodes = nodes[:limit]
+    cursor = base64.urlsafe_b64encode(nodes[-1].node_id).rstrip(b"=").decode() if more else None
+    return json_response(NodeList(nodes=await _node_out(store, scope, nodes), next_cursor=cursor))
+
+
+async def node_edges(request: Request) -> Response:
+    """GET /v1/nodes/{nodeId}/edges?direction=out|in|both — edges with live endpoints only."""
+    scope = await require_scope(request)
+    node_id = parse_uuid(request.path_params["node_id"], "node")
+    raw = request.query_params.get("direction", "both")
+    try:
+        direction = Direction(raw)
+    except ValueError:
+        raise RequestError("direction must be out, in or both") from None
+    store = state(request).store
+    if await store.get_node(scope, node_id, None) is None:
+        raise NotFound("no such node")
+    edges = await store.node_edges(scope, node_id, direction)
+    return json_response(
+        EdgeList(
+            edges=[
+                EdgeOut(edge_id=_id(e.edge_id), type=e.type, from_=_id(e.from_id), to=_id(e.to_id), properties=e.properties)
+                for e in edges
+            ]
+        )
+    )
+
+
+routes = [
+    Route("/v1/sources/{source_id}", get_source, methods=["GET"]),
+    Route("/v1/sources/{source_id}/versions/{tx}/text", get_text, methods=["GET"]),
+    Route("/v1/sources/{source_id}/versions/{tx}/spans", get_spans, methods=["GET"]),
+    Route("/v1/nodes", list_nodes, methods=["GET"]),
+    Route("/v1/nodes/{node_id}", get_node, methods=["GET"]),
+    Route("/v1/nodes/{node_id}/edges", node_edges, methods=["GET"]),
+]

@@ -1,0 +1,129 @@
+"""Response bodies of the REST front (DESIGN.md §5, issue "Core service" §6), as msgspec
+Structs: camelCase on the wire, ids as UUID strings, hashes as hex, times as µs integers.
+The OpenAPI document is generated from these."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+__all__ = [
+    "Deduplicated",
+    "EdgeList",
+    "EdgeOut",
+    "ErrorBody",
+    "ErrorDetail",
+    "IngestApplied",
+    "Interval",
+    "NodeList",
+    "NodeOut",
+    "Provenance",
+    "ProvenanceSpanOut",
+    "SourceOut",
+    "SpanList",
+    "SpanOut",
+    "VersionOut",
+]
+
+
+class _Out(msgspec.Struct, rename="camel", kw_only=True):
+    pass
+
+
+class ErrorDetail(_Out):
+    code: str
+    message: str
+
+
+class ErrorBody(_Out):
+    error: ErrorDetail
+
+
+class IngestApplied(_Out):
+    """201: a ``format=json`` request applied synchronously."""
+
+    deduplicated: bool
+    source_id: str
+    source_version_tx: int
+    node_ids: list[str]
+    edge_ids: list[str]
+
+
+class Deduplicated(_Out):
+    """200: identical bytes to the source's latest version; nothing written."""
+
+    deduplicated: bool
+    source_id: str
+
+
+class VersionOut(_Out):
+    source_version_tx: int
+    content_hash: str
+    canonical_text_hash: str | None
+    size: int
+    worker: str | None
+    job_id: str | None
+
+
+class SourceOut(_Out):
+    source_id: str
+    name: str
+    format: str
+    versions: list[VersionOut]
+
+
+class SpanOut(_Out):
+    start: int
+    end: int
+    kind: str
+    linked_nodes: list[str]
+
+
+class SpanList(_Out):
+    spans: list[SpanOut]
+
+
+class Interval(_Out):
+    """A time interval in µs; ``None`` is unbounded."""
+
+    from_: int | None = msgspec.field(name="from")
+    to: int | None
+
+
+class ProvenanceSpanOut(_Out):
+    source_id: str
+    source_version_tx: int
+    start: int
+    end: int
+    text: str
+
+
+class Provenance(_Out):
+    spans: list[ProvenanceSpanOut]
+
+
+class NodeOut(_Out):
+    node_id: str
+    labels: list[str]
+    properties: dict[str, Any]
+    valid_time: Interval
+    tx_time: Interval
+    provenance: Provenance
+
+
+class NodeList(_Out):
+    nodes: list[NodeOut]
+    next_cursor: str | None
+
+
+class EdgeOut(_Out):
+    edge_id: str
+    type: str
+    from_: str = msgspec.field(name="from")
+    to: str
+    properties: dict[str, Any]
+
+
+class EdgeList(_Out):
+    edges: list[EdgeOut]

@@ -1,0 +1,59 @@
+"""The REST front actor: hypercorn serving the starlette app on a socket we bind ourselves."""
+
+from __future__ import annotations
+
+import socket
+
+import anyio
+import anyio.abc
+import structlog
+from hypercorn.asyncio import serve
+from hypercorn.config import Config as HypercornConfig
+from starlette.applications import Starlette
+
+from telha.config import split_addr
+
+__all__ = ["RestFront"]
+
+log = structlog.get_logger("telha.rest")
+
+
+def bind_tcp(addr: str) -> socket.socket:
+    """A listening TCP socket on ``host:port`` (port 0 picks a free one)."""
+    host, port = split_addr(addr)
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(1024)
+    sock.setblocking(False)
+    return sock
+
+
+class RestFront:
+    """Serves ``app`` on ``addr`` until ``shutdown`` is set, then drains in-flight requests for
+    at most ``grace_s`` seconds and returns.
+
+    ``run`` reports the bound ``"host:port"`` through ``task_status``.
+    """
+
+    def __init__(self, app: Starlette, addr: str, grace_s: float, shutdown: anyio.Event) -> None:
+        self._app = app
+        self._addr = addr
+        self._grace_s = grace_s
+        self._shutdown = shutdown
+
+    async def run(self, *, task_status: anyio.abc.TaskStatus[str]) -> None:
+        """Actor body; raises ``OSError`` when the address cannot be bound."""
+        sock = bind_tcp(self._addr)
+        host, port = sock.getsockname()[:2]
+        cfg = HypercornConfig()
+        cfg.bind = [f"fd://{sock.detach()}"]
+        cfg.graceful_timeout = self._grace_s
+        cfg.accesslog = None
+        cfg.keep_alive_timeout = 75
+        bound = f"{host}:{port}"
+        log.info("rest_listening", addr=bound)
+        task_status.started(bound)
+        await serve(self._app, cfg, shutdown_trigger=self._shutdown.wait)  # type: ignore[arg-type]
+        log.info("rest_stopped")

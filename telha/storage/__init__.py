@@ -1,0 +1,1 @@
+"""Storage: the domain-level Protocol and its engines (SQLite by default)."""

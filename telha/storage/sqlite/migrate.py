@@ -1,0 +1,66 @@
+"""Numbered SQL migrations (``migrations/NNNN_name.sql``), applied in order at start."""
+
+from __future__ import annotations
+
+import re
+from importlib import resources
+
+import aiosqlite
+
+from telha.ids import now_us
+
+__all__ = ["apply_migrations", "migrations"]
+
+_NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
+
+
+def migrations() -> list[tuple[int, str, str]]:
+    """All migrations as ``(number, file name, sql)``, ordered by number."""
+    found = []
+    for entry in resources.files("telha.storage.sqlite").joinpath("migrations").iterdir():
+        m = _NAME.match(entry.name)
+        if m:
+            found.append((int(m.group(1)), entry.name, entry.read_text(encoding="utf-8")))
+    found.sort()
+    return found
+
+
+async def _current(conn: aiosqlite.Connection) -> int:
+    async with conn.execute("SELECT coalesce(max(version), 0) FROM schema_migrations") as cur:
+        row = await cur.fetchone()
+    return int(row[0]) if row else 0
+
+
+async def apply_migrations(conn: aiosqlite.Connection) -> list[int]:
+    """Apply every migration newer than the database's; each in its own transaction.
+
+    :returns: the numbers applied now (empty when the schema was current).
+    """
+    await conn.execute(
+        "CREATE TABLE IF NOT EXISTS schema_migrations"
+        " (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)"
+    )
+    await conn.commit()
+    current = await _current(conn)
+    applied = []
+    for number, name, sql in migrations():
+        if number <= current:
+            continue
+        script = (
+            "BEGIN IMMEDIATE;\n"
+            f"{sql}\n"
+            f"INSERT INTO schema_migrations VALUES ({number}, '{name}', {now_us()});\n"
+            "COMMIT;"
+        )
+        try:
+            await conn.executescript(script)
+        except Exception:
+            if conn.in_transaction:
+                await conn.rollback()
+            # Another process (say `telha api-key create` beside `telha serve`) may have
+            # applied it first; only a migration still missing is an error.
+            if await _current(conn) >= number:
+                continue
+            raise
+        applied.append(number)
+    return applied

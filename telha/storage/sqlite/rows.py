@@ -1,0 +1,104 @@
+"""Pure row building for one committed version (spec 004 apply_parts steps 3–6).
+
+Turns a :class:`~telha.ingest.projection.Projection` plus its assigned transaction time into
+the parameter tuples the SQLite engine writes with ``executemany``. No I/O; runs in a worker
+thread so a large projection never blocks the event loop.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+
+from telha.ids import new_id
+from telha.ingest.projection import Projection
+from telha.model import BLOB_CHUNK
+
+__all__ = ["VersionRows", "build_rows"]
+
+_encode = msgspec.json.encode
+
+
+@dataclass(slots=True)
+class VersionRows:
+    """Parameter tuples for each table, and the logical ids in creation order."""
+
+    chunks: list[tuple[Any, ...]]
+    nodes: list[tuple[Any, ...]]
+    labels: list[tuple[Any, ...]]
+    edges: list[tuple[Any, ...]]
+    spans: list[tuple[Any, ...]]
+    node_ids: list[bytes]
+    edge_ids: list[bytes]
+
+
+def build_rows(
+    scope_id: int,
+    source_id: bytes,
+    tx: int,
+    blob_id: bytes,
+    proj: Projection,
+) -> VersionRows:
+    """Rows for ``proj`` written at transaction time ``tx`` (µs) under ``blob_id``.
+
+    Node and edge ids are the projection's deterministic ids where given, fresh uuid7s
+    otherwise. Span rows with the same ``[start, end)`` are merged (first kind wins).
+    """
+    text = proj.canonical
+    view = memoryview(text)
+    chunks = [
+        (scope_id, blob_id, i // BLOB_CHUNK, view[i : i + BLOB_CHUNK].tobytes())
+        for i in range(0, len(text), BLOB_CHUNK)
+    ]
+    sid = str(uuid.UUID(bytes=source_id))
+    spans = proj.spans
+    prov_cache: dict[tuple[int, ...], bytes] = {}
+    node_ids: list[bytes] = []
+    nodes: list[tuple[Any, ...]] = []
+    labels: list[tuple[Any, ...]] = []
+    linked: dict[tuple[int, int], list[bytes]] = {}
+    kinds: dict[tuple[int, int], str] = {}
+    for sp in spans:
+        key = (sp.start, sp.end)
+        if key not in kinds:
+            kinds[key] = sp.kind
+            linked[key] = []
+    for node in proj.nodes:
+        nid = node.node_id or new_id()
+        node_ids.append(nid)
+        prov = prov_cache.get(node.span_refs)
+        if prov is None:
+            prov = _encode([[sid, tx, spans[i].start, spans[i].end] for i in node.span_refs])
+            prov_cache[node.span_refs] = prov
+        nodes.append(
+            (
+                scope_id,
+                nid,
+                tx,
+                _encode(list(node.labels)).decode(),
+                node.properties_json,
+                prov,
+                source_id if node.span_refs else None,
+            )
+        )
+        for label in node.labels:
+            labels.append((scope_id, label, nid, tx))
+        for i in node.span_refs:
+            sp = spans[i]
+            linked[(sp.start, sp.end)].append(nid)
+    edge_ids: list[bytes] = []
+    edges: list[tuple[Any, ...]] = []
+    for edge in proj.edges:
+        eid = new_id()
+        edge_ids.append(eid)
+        from_id = node_ids[edge.from_ref] if edge.from_ref is not None else edge.from_id
+        to_id = node_ids[edge.to_ref] if edge.to_ref is not None else edge.to_id
+        edges.append((scope_id, eid, tx, edge.type, from_id, to_id, edge.properties_json))
+    span_rows = [
+        (scope_id, source_id, tx, start, end, kinds[(start, end)], b"".join(ids))
+        for (start, end), ids in linked.items()
+    ]
+    return VersionRows(chunks, nodes, labels, edges, span_rows, node_ids, edge_ids)
