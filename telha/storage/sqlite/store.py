@@ -115,6 +115,10 @@ class SqliteStore:
         for conn in self._readers:
             await conn.close()
         self._readers.clear()
+        if self._pool_send is not None:
+            self._pool_send.close()
+            self._pool_recv.close()
+            self._pool_send = self._pool_recv = None
         if self._writer is not None:
             await self._writer.close()
             self._writer = None

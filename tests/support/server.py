@@ -1,0 +1,106 @@
+"""Start and stop a real ``telha serve`` subprocess (port 0 on 127.0.0.1, a temp SQLite file).
+
+The server logs JSON lines to a file; :meth:`ServerProcess.start` waits for the ``ready``
+event and reads the bound REST address from it. Shared by tests and benchmarks.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from telha.auth import hash_key, mint_api_key
+from telha.model import Scope
+from telha.storage.sqlite import SqliteStore
+
+__all__ = ["ServerProcess", "write_config"]
+
+READY_TIMEOUT_S = 30.0
+
+
+def write_config(folder: Path, **sections: dict[str, Any]) -> Path:
+    """Write ``config.toml`` in ``folder``: REST on port 0, the DB in ``folder``, plus overrides."""
+    merged: dict[str, dict[str, Any]] = {
+        "server": {"rest_addr": "127.0.0.1:0", "grpc_addr": "127.0.0.1:0", "shutdown_grace_s": 5},
+        "storage": {"path": "telha.db"},
+    }
+    for name, values in sections.items():
+        merged.setdefault(name, {}).update(values)
+    lines = []
+    for name, values in merged.items():
+        lines.append(f"[{name}]")
+        lines.extend(f"{k} = {json.dumps(v)}" for k, v in values.items())
+    path = folder / "config.toml"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+class ServerProcess:
+    """One ``telha serve --config PATH`` child process."""
+
+    def __init__(self, config: Path) -> None:
+        self.config = config
+        self.db = config.parent / "telha.db"
+        self.log = config.parent / "serve.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.base_url = ""
+
+    def start(self) -> ServerProcess:
+        """Spawn and wait for readiness; raises ``RuntimeError`` with the log if it exits."""
+        offset = self.log.stat().st_size if self.log.exists() else 0
+        with self.log.open("ab") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "telha", "serve", "--config", str(self.config)],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            )
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while time.monotonic() < deadline:
+            for line in self.log.read_bytes()[offset:].splitlines():
+                try:
+                    event = json.loads(line)
+                except ValueError:
+                    continue
+                if event.get("event") == "ready":
+                    self.base_url = f"http://{event['rest_addr']}"
+                    return self
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"telha serve exited {self.proc.returncode}:\n{self.log_text()}")
+            time.sleep(0.02)
+        self.kill()
+        raise RuntimeError(f"telha serve not ready in {READY_TIMEOUT_S}s:\n{self.log_text()}")
+
+    def log_text(self) -> str:
+        return self.log.read_text(encoding="utf-8", errors="replace")
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 20.0) -> int:
+        """Send ``sig`` and wait for the exit code."""
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        return self.proc.wait(timeout)
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+    def create_key(self, tenant: str, org: str) -> str:
+        """Mint a key straight into the server's SQLite file (what ``api-key create`` does)."""
+        key_id, key = mint_api_key()
+
+        async def insert() -> None:
+            async with SqliteStore(self.db, readers=1) as store:
+                await store.insert_api_key(Scope(tenant, org), key_id, hash_key(key))
+
+        anyio.run(insert)
+        return key
