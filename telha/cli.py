@@ -6,6 +6,7 @@ the dotted config key).
 
 from __future__ import annotations
 
+import signal
 import sys
 from pathlib import Path
 
@@ -64,6 +65,9 @@ def serve(config_path: Path | None, log_level: str) -> None:
     configure_logging(log_level)
     try:
         anyio.run(run_service, cfg, base_dir, backend="asyncio", backend_options=_run_backend())
+        # Stopped cleanly: a late signal must not turn exit 0 into a kill.
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
     except StorageError as exc:
         click.echo(f"telha: storage error: {exc.message}", err=True)
         sys.exit(1)

@@ -8,6 +8,7 @@ cancelled in reverse order and the store closes after its last transaction. Exit
 from __future__ import annotations
 
 import signal
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import anyio
@@ -26,12 +27,16 @@ __all__ = ["serve"]
 log = structlog.get_logger("telha.serve")
 
 
-async def _watch_signals(shutdown: anyio.Event) -> None:
-    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-        async for signum in signals:
-            log.info("shutdown_requested", signal=signal.Signals(signum).name)
-            shutdown.set()
-            return
+async def _watch_signals(signals: AsyncIterator[int], shutdown: anyio.Event) -> None:
+    """First SIGTERM/SIGINT starts the graceful shutdown; later ones are logged, not fatal,
+    so a repeated signal cannot cut the drain (and its last transaction) short."""
+    async for signum in signals:
+        name = signal.Signals(signum).name
+        if shutdown.is_set():
+            log.info("shutdown_in_progress", signal=name)
+            continue
+        log.info("shutdown_requested", signal=name)
+        shutdown.set()
 
 
 async def serve(cfg: Config, base_dir: Path, shutdown: anyio.Event | None = None) -> None:
@@ -42,8 +47,18 @@ async def serve(cfg: Config, base_dir: Path, shutdown: anyio.Event | None = None
     :raises telha.supervisor.CrashLoop: an actor kept crashing.
     """
     shutdown = shutdown or anyio.Event()
+    # The receiver stays open until every actor has stopped: a signal during the final
+    # close is absorbed, never the default "terminate now".
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        await _serve(cfg, base_dir, shutdown, signals)
+    log.info("stopped")
+
+
+async def _serve(
+    cfg: Config, base_dir: Path, shutdown: anyio.Event, signals: AsyncIterator[int]
+) -> None:
     async with anyio.create_task_group() as tg:
-        tg.start_soon(_watch_signals, shutdown)
+        tg.start_soon(_watch_signals, signals, shutdown)
         sup = Supervisor(tg)
         store = SqliteStore(
             cfg.storage_path(base_dir),
@@ -61,4 +76,3 @@ async def serve(cfg: Config, base_dir: Path, shutdown: anyio.Event | None = None
             await shutdown.wait()
             state.ready = False
         tg.cancel_scope.cancel()
-    log.info("stopped")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import socket
 
 import anyio
@@ -51,6 +52,7 @@ class RestFront:
         cfg.bind = [f"fd://{sock.detach()}"]
         cfg.graceful_timeout = self._grace_s
         cfg.accesslog = None
+        cfg.errorlog = logging.getLogger("hypercorn.error")  # through our structlog handler
         cfg.keep_alive_timeout = 75
         bound = f"{host}:{port}"
         log.info("rest_listening", addr=bound)

@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -102,5 +103,7 @@ class ServerProcess:
             async with SqliteStore(self.db, readers=1) as store:
                 await store.insert_api_key(Scope(tenant, org), key_id, hash_key(key))
 
-        anyio.run(insert)
+        # Own thread, own event loop: callable from sync fixtures and async tests alike.
+        with ThreadPoolExecutor(1) as pool:
+            pool.submit(anyio.run, insert).result()
         return key

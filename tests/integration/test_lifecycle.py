@@ -1,0 +1,128 @@
+"""``telha serve`` as a process: config errors, keys from the CLI, restart, graceful shutdown."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import anyio
+import httpx
+import pytest
+
+from tests.support.server import ServerProcess, write_config
+
+pytestmark = pytest.mark.anyio
+
+
+def _telha(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "telha", *args], capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.parametrize(
+    ("toml", "key"),
+    [
+        ("[server]\nrest_adr = '127.0.0.1:0'\n", "server.rest_adr"),
+        ("[jobs]\nmax_attempts = 'five'\n", "jobs.max_attempts"),
+        ("[storage]\nsynchronous = 'sometimes'\n", "storage.synchronous"),
+        ("[nonsense]\n", "nonsense"),
+        ("[server]\nrest_addr = 'no-port'\n", "server.rest_addr"),
+        ("[ingest]\nmax_body_bytes = 0\n", "ingest.max_body_bytes"),
+    ],
+)
+def test_bad_config_exits_2_naming_the_key(tmp_path: Path, toml: str, key: str) -> None:
+    cfg = tmp_path / "config.toml"
+    cfg.write_text(toml)
+    result = _telha("serve", "--config", str(cfg))
+    assert result.returncode == 2
+    assert key in result.stderr
+    assert not (tmp_path / "data").exists()  # failed before touching storage
+
+
+def test_env_override_wrong_type_exits_2(tmp_path: Path) -> None:
+    cfg = write_config(tmp_path)
+    result = subprocess.run(
+        [sys.executable, "-m", "telha", "serve", "--config", str(cfg)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"TELHA_JOBS__MAX_ATTEMPTS": "many", "PATH": "/usr/bin:/bin"},
+    )
+    assert result.returncode == 2 and "jobs.max_attempts" in result.stderr
+
+
+@pytest.fixture
+async def own_server(tmp_path: Path) -> AsyncIterator[ServerProcess]:
+    proc = ServerProcess(write_config(tmp_path)).start()
+    yield proc
+    proc.kill()
+
+
+async def test_cli_key_works_at_once_and_restart_keeps_everything(own_server: ServerProcess) -> None:
+    result = _telha("api-key", "create", "--tenant", "t", "--org", "o", "--config", str(own_server.config))
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("telha_")
+    key = lines[0]
+    raw_db = own_server.db.read_bytes() + own_server.db.with_name("telha.db-wal").read_bytes()
+    assert key.encode() not in raw_db  # only the hash is stored
+    body = {"format": "json", "name": "keep.json", "content": '[{"a": 1}, {"a": 2}]'}
+    async with httpx.AsyncClient(base_url=own_server.base_url, headers={"x-api-key": key}) as c:
+        created = (await c.post("/v1/ingest", json=body)).json()
+    assert own_server.stop() == 0
+
+    own_server.start()
+    async with httpx.AsyncClient(base_url=own_server.base_url, headers={"x-api-key": key}) as c:
+        assert (await c.post("/v1/ingest", json=body)).json()["deduplicated"] is True
+        node = (await c.get(f"/v1/nodes/{created['nodeIds'][1]}")).json()
+        assert node["provenance"]["spans"][0]["text"] == '{"a":2}'
+        newer = (await c.post("/v1/ingest", json={**body, "content": '[{"a": 3}]'})).json()
+        assert newer["sourceVersionTx"] > created["sourceVersionTx"]  # tx stays increasing
+    assert own_server.stop(signal.SIGINT) == 0
+
+
+async def test_sigterm_lets_an_inflight_ingest_finish(own_server: ServerProcess) -> None:
+    key = own_server.create_key("t", "o")
+    records = json.dumps([{"i": i, "s": "x" * 50} for i in range(2000)])
+    body = json.dumps({"format": "json", "name": "inflight.json", "content": records}).encode()
+    half = len(body) // 2
+    signalled = anyio.Event()
+
+    async def slow_body() -> AsyncIterator[bytes]:
+        yield body[:half]
+        await signalled.wait()
+        yield body[half:]
+
+    async def sigterm() -> None:
+        await anyio.sleep(0.3)  # the first half is on the wire
+        assert own_server.proc is not None
+        own_server.proc.send_signal(signal.SIGTERM)
+        await anyio.sleep(0.2)
+        signalled.set()
+
+    async with httpx.AsyncClient(base_url=own_server.base_url, headers={"x-api-key": key}, timeout=30) as c:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(sigterm)
+            resp = await c.post(
+                "/v1/ingest", content=slow_body(), headers={"content-length": str(len(body)), "content-type": "application/json"}
+            )
+    assert resp.status_code == 201, resp.text
+    assert own_server.stop() == 0
+    log = own_server.log_text()
+    assert '"shutdown_requested"' in log and '"stopped"' in log
+
+    own_server.start()
+    async with httpx.AsyncClient(base_url=own_server.base_url, headers={"x-api-key": key}) as c:
+        nodes = (await c.get("/v1/nodes", params={"label": "INFLIGHT", "limit": 1000})).json()
+        assert len(nodes["nodes"]) == 1000 and nodes["nextCursor"] is not None
+
+
+def test_port_in_use_exits_nonzero(tmp_path: Path, server: ServerProcess) -> None:
+    taken = server.base_url.removeprefix("http://")
+    cfg = write_config(tmp_path, server={"rest_addr": taken})
+    result = _telha("serve", "--config", str(cfg))
+    assert result.returncode == 1
+    assert "Address already in use" in result.stderr or "address already in use" in result.stderr.lower()

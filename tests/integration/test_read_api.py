@@ -1,0 +1,142 @@
+"""The provenance read API (DESIGN.md §5) against a real server: shapes, scopes, errors."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import httpx
+import pytest
+
+from tests.support.server import ServerProcess
+
+pytestmark = pytest.mark.anyio
+
+
+async def _ingest(client: httpx.AsyncClient, records: object, name: str, **options: object) -> dict[str, object]:
+    resp = await client.post(
+        "/v1/ingest", json={"format": "json", "name": name, "content": json.dumps(records), "options": options}
+    )
+    assert resp.status_code == 201, resp.text
+    return dict(resp.json())
+
+
+async def test_unauthenticated(server: ServerProcess) -> None:
+    async with httpx.AsyncClient(base_url=server.base_url) as anon:
+        for headers in ({}, {"x-api-key": "telha_wrong"}):
+            for method, path in [("GET", f"/v1/nodes/{uuid.uuid4()}"), ("POST", "/v1/ingest"), ("GET", "/v1/nodes")]:
+                resp = await anon.request(method, path, headers=headers)
+                assert resp.status_code == 401
+                assert resp.json()["error"]["code"] == "UNAUTHENTICATED"
+        assert (await anon.get("/healthz")).status_code == 200
+        assert (await anon.get("/readyz")).json() == {"status": "ready"}
+
+
+async def test_scope_isolation(server: ServerProcess, client: httpx.AsyncClient) -> None:
+    created = await _ingest(client, [{"secret": "a"}], "private.json")
+    node_id, src, tx = created["nodeIds"][0], created["sourceId"], created["sourceVersionTx"]  # type: ignore[index]
+    # Same tenant, other organization: a different scope.
+    other_key = server.create_key("tenant-shared", "org-b")
+    same_tenant_key = server.create_key("tenant-shared", "org-a")
+    async with httpx.AsyncClient(base_url=server.base_url, headers={"x-api-key": other_key}) as other:
+        for path in [
+            f"/v1/nodes/{node_id}",
+            f"/v1/nodes/{node_id}/edges",
+            f"/v1/sources/{src}",
+            f"/v1/sources/{src}/versions/{tx}/text",
+            f"/v1/sources/{src}/versions/{tx}/spans",
+        ]:
+            resp = await other.get(path)
+            assert resp.status_code == 404, path
+            assert resp.json()["error"]["code"] == "NOT_FOUND"
+        assert (await other.get("/v1/nodes")).json() == {"nodes": [], "nextCursor": None}
+        # The same name in another scope is another source's first version, not a dedup.
+        again = await other.post("/v1/ingest", json={"format": "json", "name": "private.json", "content": '[{"secret": "a"}]'})
+        assert again.status_code == 201
+    async with httpx.AsyncClient(base_url=server.base_url, headers={"x-api-key": same_tenant_key}) as sibling:
+        assert (await sibling.get(f"/v1/nodes/{node_id}")).status_code == 404
+
+
+async def test_text_slices(client: httpx.AsyncClient) -> None:
+    created = await _ingest(client, [{"w": "héllo"}], "slice.json")
+    base = f"/v1/sources/{created['sourceId']}/versions/{created['sourceVersionTx']}/text"
+    whole = (await client.get(base)).content
+    assert whole == '{"w":"héllo"}'.encode()
+    assert (await client.get(base, params={"start": 6, "end": 12})).content == "héllo".encode()
+    assert (await client.get(base, params={"start": 6})).content == whole[6:]
+    assert (await client.get(base, params={"end": 0})).content == b""
+    e_acute = whole.index("é".encode())
+    for params in [{"start": 0, "end": len(whole) + 1}, {"start": 5, "end": 2}, {"start": e_acute + 1}, {"end": e_acute + 1}, {"start": "x"}, {"start": -1}]:
+        resp = await client.get(base, params=params)
+        assert resp.status_code == 400, params
+        assert resp.json()["error"]["code"] == "INVALID_REQUEST"
+    assert (await client.get(f"/v1/sources/{created['sourceId']}/versions/1/text")).status_code == 404
+    assert (await client.get(f"/v1/sources/{uuid.uuid4()}")).status_code == 404
+    assert (await client.get("/v1/sources/not-a-uuid")).status_code == 404
+
+
+async def test_spans_in_document_order(client: httpx.AsyncClient) -> None:
+    created = await _ingest(client, [{"i": i} for i in range(5)], "spans.json")
+    spans = (await client.get(f"/v1/sources/{created['sourceId']}/versions/{created['sourceVersionTx']}/spans")).json()["spans"]
+    assert [s["start"] for s in spans] == sorted(s["start"] for s in spans)
+    assert [s["linkedNodes"] for s in spans] == [[n] for n in created["nodeIds"]]  # type: ignore[union-attr]
+    text = (await client.get(f"/v1/sources/{created['sourceId']}/versions/{created['sourceVersionTx']}/text")).content
+    assert [text[s["start"] : s["end"]] for s in spans] == [f'{{"i":{i}}}'.encode() for i in range(5)]
+
+
+async def test_listing_pages_and_filters(client: httpx.AsyncClient) -> None:
+    a = await _ingest(client, [{"i": i} for i in range(7)], "alpha.json")
+    b = await _ingest(client, [{"j": 1, "kids": [{"k": 1}]}], "beta.json")
+    seen: list[str] = []
+    cursor = None
+    while True:
+        params = {"limit": 3, **({"cursor": cursor} if cursor else {})}
+        page = (await client.get("/v1/nodes", params=params)).json()
+        assert len(page["nodes"]) <= 3
+        seen += [n["nodeId"] for n in page["nodes"]]
+        cursor = page["nextCursor"]
+        if cursor is None:
+            break
+    assert seen == sorted(seen) and len(seen) == 9 == len(set(seen))
+    alpha = (await client.get("/v1/nodes", params={"label": "ALPHA"})).json()["nodes"]
+    assert [n["nodeId"] for n in alpha] == a["nodeIds"]
+    by_source = (await client.get("/v1/nodes", params={"sourceId": b["sourceId"]})).json()["nodes"]
+    assert [n["nodeId"] for n in by_source] == b["nodeIds"]
+    both = (await client.get("/v1/nodes", params={"sourceId": b["sourceId"], "label": "KIDS"})).json()["nodes"]
+    assert [n["labels"] for n in both] == [["KIDS"]]
+    for params in [{"limit": 0}, {"limit": 1001}, {"limit": "ten"}, {"cursor": "!!"}]:
+        resp = await client.get("/v1/nodes", params=params)
+        assert resp.status_code == 400, params
+
+
+async def test_as_of(client: httpx.AsyncClient) -> None:
+    created = await _ingest(client, {"x": 1}, "asof.json")
+    node, tx = created["nodeIds"][0], created["sourceVersionTx"]  # type: ignore[index]
+    assert (await client.get(f"/v1/nodes/{node}", params={"asOf": tx})).status_code == 200
+    assert (await client.get(f"/v1/nodes/{node}", params={"asOf": tx - 1})).status_code == 404  # type: ignore[operator]
+    assert (await client.get(f"/v1/nodes/{node}", params={"asOf": "yesterday"})).status_code == 400
+    assert (await client.get(f"/v1/nodes/{node}/edges", params={"direction": "sideways"})).status_code == 400
+
+
+async def test_openapi_describes_every_route(server: ServerProcess) -> None:
+    async with httpx.AsyncClient(base_url=server.base_url) as anon:
+        doc = (await anon.get("/openapi.json")).json()
+        assert doc["openapi"].startswith("3.")
+        assert set(doc["paths"]) == {
+            "/v1/ingest",
+            "/v1/sources/{sourceId}",
+            "/v1/sources/{sourceId}/versions/{tx}/text",
+            "/v1/sources/{sourceId}/versions/{tx}/spans",
+            "/v1/nodes",
+            "/v1/nodes/{nodeId}",
+            "/v1/nodes/{nodeId}/edges",
+            "/healthz",
+            "/readyz",
+            "/openapi.json",
+        }
+        for name in ("IngestApplied", "NodeOut", "ErrorBody", "SourceOut", "SpanList", "EdgeList", "NodeList"):
+            assert name in doc["components"]["schemas"]
+        missing = await anon.get("/v1/nothing-here")
+        assert missing.status_code == 404 and missing.json()["error"]["code"] == "NOT_FOUND"
+        wrong_method = await anon.delete("/v1/ingest")
+        assert wrong_method.status_code == 405 and "error" in wrong_method.json()
