@@ -96,7 +96,9 @@ def api_key_create(tenant: str, org: str, config_path: Path | None) -> None:
     key_id, key = mint_api_key()
 
     async def store_key() -> None:
-        async with SqliteStore(cfg.storage_path(base_dir), synchronous=cfg.storage.synchronous, readers=1) as store:
+        async with SqliteStore(
+            cfg.storage_path(base_dir), synchronous=cfg.storage.synchronous, readers=1
+        ) as store:
             await store.insert_api_key(Scope(tenant, org), key_id, hash_key(key))
 
     try:

@@ -24,7 +24,7 @@ class _Section(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     """Base of every config section: frozen, keyword-only, unknown keys rejected."""
 
 
-class ServerConfig(_Section):
+class ServerConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
     #: REST front bind address, ``host:port`` (port 0 picks a free port).
     rest_addr: str = "127.0.0.1:7625"
     #: gRPC front bind address, ``host:port``.
@@ -33,7 +33,7 @@ class ServerConfig(_Section):
     shutdown_grace_s: float = 10.0
 
 
-class StorageConfig(_Section):
+class StorageConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
     engine: Literal["sqlite"] = "sqlite"
     #: SQLite file; a relative path is relative to the config file's folder.
     path: str = "data/telha.db"
@@ -42,16 +42,16 @@ class StorageConfig(_Section):
     readers: int = 2
 
 
-class AuthConfig(_Section):
+class AuthConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
     pass
 
 
-class GrpcConfig(_Section):
+class GrpcConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
     #: HMAC key for worker tokens; empty means one is generated into the data folder.
     token_key: str = ""
 
 
-class IngestConfig(_Section):
+class IngestConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
     #: Largest accepted ``POST /v1/ingest`` body, in bytes.
     max_body_bytes: int = 8 * 1024 * 1024
     #: Largest accepted ``format=json`` batch, in records.
@@ -61,7 +61,7 @@ class IngestConfig(_Section):
     json_nested: Literal["flatten", "child"] = "flatten"
 
 
-class JobsConfig(_Section):
+class JobsConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
     max_attempts: int = 5
     lease_secs: float = 180.0
     backoff_base_ms: int = 1000
@@ -69,7 +69,7 @@ class JobsConfig(_Section):
     reap_interval_s: float = 5.0
 
 
-class WorkersConfig(_Section):
+class WorkersConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
     in_process: list[str] = msgspec.field(
         default_factory=lambda: [
             "text_worker",
@@ -84,13 +84,13 @@ class WorkersConfig(_Section):
     concurrency: int = 2
 
 
-class DoclingConfig(_Section):
+class DoclingConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
     max_pages: int = 2000
     mem_ceiling_mb: int = 4096
     timeout_s: float = 600.0
 
 
-class Config(_Section):
+class Config(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """The whole of ``config.toml``; ``base_dir`` is the config file's folder (not a TOML key)."""
 
     server: ServerConfig = msgspec.field(default_factory=ServerConfig)

@@ -68,7 +68,9 @@ async def _serve(
         await sup.start("store", store.run)
         ingestor = Ingestor(store, cfg.ingest)
         state = AppState(config=cfg, store=store, ingestor=ingestor)
-        rest = RestFront(create_app(state), cfg.server.rest_addr, cfg.server.shutdown_grace_s, shutdown)
+        rest = RestFront(
+            create_app(state), cfg.server.rest_addr, cfg.server.shutdown_grace_s, shutdown
+        )
         async with anyio.create_task_group() as fronts:
             rest_addr = await Supervisor(fronts).start("rest", rest.run)
             state.ready = True

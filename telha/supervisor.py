@@ -26,6 +26,19 @@ class CrashLoop(Exception):
     """An actor crashed more than the supervisor allows; the process must exit non-zero."""
 
 
+class _ReportOnce:
+    """Forwards the first ``started(value)`` to the supervisor's caller; restarts are silent."""
+
+    def __init__(self, outer: anyio.abc.TaskStatus[Any]) -> None:
+        self._outer = outer
+        self.reported = False
+
+    def started(self, value: Any = None) -> None:
+        if not self.reported:
+            self.reported = True
+            self._outer.started(value)
+
+
 class Supervisor:
     """Starts actors in ``tg`` and restarts them when they crash.
 
@@ -60,23 +73,13 @@ class Supervisor:
         self, name: str, run: ActorRun, *, task_status: anyio.abc.TaskStatus[Any]
     ) -> None:
         crashes: deque[float] = deque()
-        status: anyio.abc.TaskStatus[Any] = task_status
-        started = False
-
-        class _Reporter:
-            def started(self, value: Any = None) -> None:
-                nonlocal started
-                if not started:
-                    started = True
-                    task_status.started(value)
-
-        status = _Reporter()  # type: ignore[assignment]
+        status = _ReportOnce(task_status)
         while True:
             try:
                 await run(task_status=status)
                 return
             except Exception as exc:
-                if not started:
+                if not status.reported:
                     raise
                 now = time.monotonic()
                 crashes.append(now)
@@ -84,7 +87,9 @@ class Supervisor:
                     crashes.popleft()
                 if len(crashes) > self._max:
                     log.error("actor_crash_loop", actor=name, crashes=len(crashes))
-                    raise CrashLoop(f"{name} crashed {len(crashes)} times in {self._window}s") from exc
+                    raise CrashLoop(
+                        f"{name} crashed {len(crashes)} times in {self._window}s"
+                    ) from exc
                 delay = min(self._cap, self._base * 2 ** (len(crashes) - 1))
                 log.exception("actor_crashed", actor=name, restart_in_s=delay)
                 await anyio.sleep(delay)

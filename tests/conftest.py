@@ -23,7 +23,9 @@ def anyio_backend() -> str:
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     """One ``telha serve`` for the session (tests isolate themselves by scope)."""
     folder = tmp_path_factory.mktemp("server")
-    proc = ServerProcess(write_config(folder, ingest={"json_max_records": 50, "max_body_bytes": 262_144}))
+    proc = ServerProcess(
+        write_config(folder, ingest={"json_max_records": 50, "max_body_bytes": 262_144})
+    )
     proc.start()
     yield proc
     code = proc.stop()

@@ -40,7 +40,7 @@ def _id(b: bytes) -> str:
 
 
 async def ingest(request: Request) -> Response:
-    """POST /v1/ingest: validate, dedup, apply (json) — see :class:`telha.ingest.ingestor.Ingestor`."""
+    """POST /v1/ingest: validate, dedup, apply; see :class:`~telha.ingest.ingestor.Ingestor`."""
     scope = await require_scope(request)
     st = state(request)
     body = await read_body(request, st.config.ingest.max_body_bytes)

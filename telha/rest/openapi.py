@@ -57,7 +57,11 @@ _INGEST_BODY = {
     "additionalProperties": False,
     "properties": {
         "format": {"type": "string", "enum": list(KNOWN_FORMATS)},
-        "name": {"type": "string", "minLength": 1, "description": "file name or URL: the source identity"},
+        "name": {
+            "type": "string",
+            "minLength": 1,
+            "description": "file name or URL: the source identity",
+        },
         "content": {"type": ["string", "null"], "description": "content as text (UTF-8)"},
         "contentBase64": {"type": ["string", "null"], "description": "content as base64 bytes"},
         "options": {
@@ -69,13 +73,16 @@ _INGEST_BODY = {
 
 
 def _paths() -> dict[str, Any]:
-    secured = [{"apiKey": []}]
+    secured: list[dict[str, list[str]]] = [{"apiKey": []}]
     return {
         "/v1/ingest": {
             "post": {
                 "summary": "Ingest a document (json is applied synchronously)",
                 "security": secured,
-                "requestBody": {"required": True, "content": {"application/json": {"schema": _INGEST_BODY}}},
+                "requestBody": {
+                    "required": True,
+                    "content": {"application/json": {"schema": _INGEST_BODY}},
+                },
                 "responses": {
                     "201": _json("IngestApplied", "applied"),
                     "200": _json("Deduplicated", "identical bytes to the latest version"),
@@ -103,7 +110,10 @@ def _paths() -> dict[str, Any]:
                     _param("end", "query", _INT, "last byte (exclusive)"),
                 ],
                 "responses": {
-                    "200": {"description": "the bytes", "content": {"text/plain; charset=utf-8": {"schema": {"type": "string"}}}},
+                    "200": {
+                        "description": "the bytes",
+                        "content": {"text/plain; charset=utf-8": {"schema": {"type": "string"}}},
+                    },
                     **_ERRORS,
                 },
             }
@@ -123,8 +133,15 @@ def _paths() -> dict[str, Any]:
                 "parameters": [
                     _param("label", "query", {"type": "string"}, "only nodes with this label"),
                     _param("sourceId", "query", _UUID, "only nodes from this source"),
-                    _param("limit", "query", {"type": "integer", "minimum": 1, "maximum": 1000}, "page size (100)"),
-                    _param("cursor", "query", {"type": "string"}, "nextCursor of the previous page"),
+                    _param(
+                        "limit",
+                        "query",
+                        {"type": "integer", "minimum": 1, "maximum": 1000},
+                        "page size (100)",
+                    ),
+                    _param(
+                        "cursor", "query", {"type": "string"}, "nextCursor of the previous page"
+                    ),
                 ],
                 "responses": {"200": _json("NodeList", "a page of nodes"), **_ERRORS},
             }
@@ -143,19 +160,34 @@ def _paths() -> dict[str, Any]:
                 "security": secured,
                 "parameters": [
                     _NODE,
-                    _param("direction", "query", {"type": "string", "enum": ["out", "in", "both"]}, "default both"),
+                    _param(
+                        "direction",
+                        "query",
+                        {"type": "string", "enum": ["out", "in", "both"]},
+                        "default both",
+                    ),
                 ],
                 "responses": {"200": _json("EdgeList", "the edges"), **_ERRORS},
             }
         },
-        "/healthz": {"get": {"summary": "Liveness", "responses": {"200": {"description": "alive"}}}},
+        "/healthz": {
+            "get": {"summary": "Liveness", "responses": {"200": {"description": "alive"}}}
+        },
         "/readyz": {
             "get": {
                 "summary": "Readiness",
-                "responses": {"200": {"description": "ready"}, "503": _json("ErrorBody", "UNAVAILABLE")},
+                "responses": {
+                    "200": {"description": "ready"},
+                    "503": _json("ErrorBody", "UNAVAILABLE"),
+                },
             }
         },
-        "/openapi.json": {"get": {"summary": "This document", "responses": {"200": {"description": "OpenAPI 3.1"}}}},
+        "/openapi.json": {
+            "get": {
+                "summary": "This document",
+                "responses": {"200": {"description": "OpenAPI 3.1"}},
+            }
+        },
     }
 
 

@@ -99,7 +99,12 @@ async def get_spans(request: Request) -> Response:
     return json_response(
         SpanList(
             spans=[
-                SpanOut(start=r.start, end=r.end, kind=r.kind, linked_nodes=[_id(n) for n in r.linked_nodes])
+                SpanOut(
+                    start=r.start,
+                    end=r.end,
+                    kind=r.kind,
+                    linked_nodes=[_id(n) for n in r.linked_nodes],
+                )
                 for r in rows
             ]
         )
@@ -184,7 +189,11 @@ async def list_nodes(request: Request) -> Response:
     source_id = parse_uuid(source, "source") if source is not None else None
     store = state(request).store
     nodes = await store.list_nodes(
-        scope, label=q.get("label"), source_id=source_id, limit=limit + 1, after=_cursor(q.get("cursor"))
+        scope,
+        label=q.get("label"),
+        source_id=source_id,
+        limit=limit + 1,
+        after=_cursor(q.get("cursor")),
     )
     more = len(nodes) > limit
     nodes = nodes[:limit]
@@ -208,7 +217,13 @@ async def node_edges(request: Request) -> Response:
     return json_response(
         EdgeList(
             edges=[
-                EdgeOut(edge_id=_id(e.edge_id), type=e.type, from_=_id(e.from_id), to=_id(e.to_id), properties=e.properties)
+                EdgeOut(
+                    edge_id=_id(e.edge_id),
+                    type=e.type,
+                    from_=_id(e.from_id),
+                    to=_id(e.to_id),
+                    properties=e.properties,
+                )
                 for e in edges
             ]
         )

@@ -80,5 +80,7 @@ class Storage(Protocol):
     ) -> list[NodeVersion]:
         """Current nodes ordered by id, strictly after ``after``, at most ``limit``."""
 
-    async def node_edges(self, scope: Scope, node_id: bytes, direction: Direction) -> list[EdgeRecord]:
+    async def node_edges(
+        self, scope: Scope, node_id: bytes, direction: Direction
+    ) -> list[EdgeRecord]:
         """Current edges of a node whose far endpoint exists (dangling edges are left out)."""

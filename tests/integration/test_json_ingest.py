@@ -28,7 +28,9 @@ async def _error(resp: httpx.Response, status: int, code: str) -> str:
 
 
 async def test_spec_worked_example_201_then_dedup_200(client: httpx.AsyncClient) -> None:
-    content = json.dumps([{"label": "RISK", "title": "Supplier delay", "severity": 7, "status": "open"}])
+    content = json.dumps(
+        [{"label": "RISK", "title": "Supplier delay", "severity": 7, "status": "open"}]
+    )
     first = await client.post("/v1/ingest", json=_body(content))
     assert first.status_code == 201, first.text
     created = first.json()
@@ -43,7 +45,12 @@ async def test_spec_worked_example_201_then_dedup_200(client: httpx.AsyncClient)
     node = (await client.get(f"/v1/nodes/{created['nodeIds'][0]}")).json()
     assert node["labels"] == ["RISKS_2026_07"]
     # A record's own field named "label" is an ordinary property (DESIGN.md §11).
-    assert node["properties"] == {"label": "RISK", "title": "Supplier delay", "severity": 7, "status": "open"}
+    assert node["properties"] == {
+        "label": "RISK",
+        "title": "Supplier delay",
+        "severity": 7,
+        "status": "open",
+    }
     assert node["validTime"] == {"from": None, "to": None}
     assert node["txTime"] == {"from": created["sourceVersionTx"], "to": None}
     [span] = node["provenance"]["spans"]
@@ -61,7 +68,9 @@ async def test_spec_child_example(client: httpx.AsyncClient) -> None:
     content = '{"title": "MSA", "parties": [{"name": "Acme"}, {"name": "Globex"}]}'
     resp = await client.post(
         "/v1/ingest",
-        json=_body(content, name="contracts.json", options={"label": "CONTRACT", "nested": "child"}),
+        json=_body(
+            content, name="contracts.json", options={"label": "CONTRACT", "nested": "child"}
+        ),
     )
     assert resp.status_code == 201, resp.text
     created = resp.json()
@@ -72,25 +81,45 @@ async def test_spec_child_example(client: httpx.AsyncClient) -> None:
     assert [p["labels"] for p in parties] == [["PARTIES"], ["PARTIES"]]
     assert [p["properties"]["name"] for p in parties] == ["Acme", "Globex"]
     # Children share their record's span.
-    assert parties[0]["provenance"]["spans"][0]["text"] == json.dumps(json.loads(content), separators=(",", ":"))
+    assert parties[0]["provenance"]["spans"][0]["text"] == json.dumps(
+        json.loads(content), separators=(",", ":")
+    )
 
-    out = (await client.get(f"/v1/nodes/{contract_id}/edges", params={"direction": "out"})).json()["edges"]
+    out = (await client.get(f"/v1/nodes/{contract_id}/edges", params={"direction": "out"})).json()[
+        "edges"
+    ]
     assert [(e["type"], e["to"], e["properties"]) for e in out] == [
         ("HAS_PARTIES", party_ids[0], {"ord": 0}),
         ("HAS_PARTIES", party_ids[1], {"ord": 1}),
     ]
-    inbound = (await client.get(f"/v1/nodes/{party_ids[1]}/edges", params={"direction": "in"})).json()
+    inbound = (
+        await client.get(f"/v1/nodes/{party_ids[1]}/edges", params={"direction": "in"})
+    ).json()
     assert [e["from"] for e in inbound["edges"]] == [contract_id]
-    assert (await client.get(f"/v1/nodes/{contract_id}/edges", params={"direction": "in"})).json() == {"edges": []}
+    assert (
+        await client.get(f"/v1/nodes/{contract_id}/edges", params={"direction": "in"})
+    ).json() == {"edges": []}
 
 
 async def test_flatten_nested_objects_and_arrays_of_objects(client: httpx.AsyncClient) -> None:
-    content = json.dumps({"id": 1, "homeAddress": {"city": "Porto", "geo": {"lat": 41.1}}, "tags": ["a", "b"], "items": [{"sku": "x"}]})
+    content = json.dumps(
+        {
+            "id": 1,
+            "homeAddress": {"city": "Porto", "geo": {"lat": 41.1}},
+            "tags": ["a", "b"],
+            "items": [{"sku": "x"}],
+        }
+    )
     created = (await client.post("/v1/ingest", json=_body(content, name="orders.json"))).json()
     record_id, item_id = created["nodeIds"]
     record = (await client.get(f"/v1/nodes/{record_id}")).json()
     assert record["labels"] == ["ORDERS"]
-    assert record["properties"] == {"id": 1, "homeAddress.city": "Porto", "homeAddress.geo.lat": 41.1, "tags": ["a", "b"]}
+    assert record["properties"] == {
+        "id": 1,
+        "homeAddress.city": "Porto",
+        "homeAddress.geo.lat": 41.1,
+        "tags": ["a", "b"],
+    }
     item = (await client.get(f"/v1/nodes/{item_id}")).json()
     assert item["labels"] == ["ITEMS"] and item["properties"] == {"sku": "x"}
     [edge] = (await client.get(f"/v1/nodes/{record_id}/edges")).json()["edges"]
@@ -99,7 +128,11 @@ async def test_flatten_nested_objects_and_arrays_of_objects(client: httpx.AsyncC
 
 async def test_node_ids_in_creation_order_depth_first(client: httpx.AsyncClient) -> None:
     content = json.dumps([{"n": 0, "kids": [{"k": "a", "sub": {"z": 1}}, {"k": "b"}]}, {"n": 1}])
-    created = (await client.post("/v1/ingest", json=_body(content, name="tree.json", options={"nested": "child"}))).json()
+    created = (
+        await client.post(
+            "/v1/ingest", json=_body(content, name="tree.json", options={"nested": "child"})
+        )
+    ).json()
     nodes = [(await client.get(f"/v1/nodes/{n}")).json() for n in created["nodeIds"]]
     assert [(n["labels"][0], n["properties"]) for n in nodes] == [
         ("TREE", {"n": 0}),
@@ -108,7 +141,11 @@ async def test_node_ids_in_creation_order_depth_first(client: httpx.AsyncClient)
         ("KIDS", {"k": "b"}),
         ("TREE", {"n": 1}),
     ]
-    spans = (await client.get(f"/v1/sources/{created['sourceId']}/versions/{created['sourceVersionTx']}/spans")).json()["spans"]
+    spans = (
+        await client.get(
+            f"/v1/sources/{created['sourceId']}/versions/{created['sourceVersionTx']}/spans"
+        )
+    ).json()["spans"]
     assert [len(s["linkedNodes"]) for s in spans] == [4, 1]
     assert all(s["kind"] == "body" for s in spans)
 
@@ -143,17 +180,31 @@ async def test_depth_limit_under_both_policies(client: httpx.AsyncClient) -> Non
         return obj
 
     for policy in ("flatten", "child"):
-        ok = await client.post("/v1/ingest", json=_body(json.dumps(nest(8)), name=f"deep8-{policy}.json", options={"nested": policy}))
+        ok = await client.post(
+            "/v1/ingest",
+            json=_body(
+                json.dumps(nest(8)), name=f"deep8-{policy}.json", options={"nested": policy}
+            ),
+        )
         assert ok.status_code == 201, ok.text
-        bad = await client.post("/v1/ingest", json=_body(json.dumps(nest(9)), name=f"deep9-{policy}.json", options={"nested": policy}))
+        bad = await client.post(
+            "/v1/ingest",
+            json=_body(
+                json.dumps(nest(9)), name=f"deep9-{policy}.json", options={"nested": policy}
+            ),
+        )
         await _error(bad, 400, "INVALID_CONTENT")
 
 
 async def test_too_many_records(client: httpx.AsyncClient) -> None:
     # The session server runs with ingest.json_max_records = 50.
-    ok = await client.post("/v1/ingest", json=_body(json.dumps([{"i": i} for i in range(50)]), name="fifty.json"))
+    ok = await client.post(
+        "/v1/ingest", json=_body(json.dumps([{"i": i} for i in range(50)]), name="fifty.json")
+    )
     assert ok.status_code == 201
-    bad = await client.post("/v1/ingest", json=_body(json.dumps([{"i": i} for i in range(51)]), name="fiftyone.json"))
+    bad = await client.post(
+        "/v1/ingest", json=_body(json.dumps([{"i": i} for i in range(51)]), name="fiftyone.json")
+    )
     assert "json_max_records" in await _error(bad, 400, "INVALID_CONTENT")
 
 
@@ -175,7 +226,12 @@ async def test_content_base64_and_null_counts_as_absent(client: httpx.AsyncClien
     raw = b'{"a": 1}'
     resp = await client.post(
         "/v1/ingest",
-        json={"format": "json", "name": "b64.json", "content": None, "contentBase64": base64.b64encode(raw).decode()},
+        json={
+            "format": "json",
+            "name": "b64.json",
+            "content": None,
+            "contentBase64": base64.b64encode(raw).decode(),
+        },
     )
     assert resp.status_code == 201
     # Dedup compares raw bytes: the same bytes as plain content dedupe.
@@ -191,13 +247,21 @@ async def test_content_base64_and_null_counts_as_absent(client: httpx.AsyncClien
         ({"name": "a.json", "content": "{}"}, "format"),
         ({"format": "json", "name": "", "content": "{}"}, "name"),
         ({"format": "json", "name": "a.json", "content": "{}", "extra": 1}, "extra"),
-        ({"format": "json", "name": "a.json", "content": "{}", "options": {"label": "lower"}}, "label"),
-        ({"format": "json", "name": "a.json", "content": "{}", "options": {"nested": "deep"}}, "nested"),
+        (
+            {"format": "json", "name": "a.json", "content": "{}", "options": {"label": "lower"}},
+            "label",
+        ),
+        (
+            {"format": "json", "name": "a.json", "content": "{}", "options": {"nested": "deep"}},
+            "nested",
+        ),
         ({"format": "json", "name": "a.json", "content": "{}", "options": {"colour": 1}}, "colour"),
         ({"format": "json", "name": "___.json", "content": "{}"}, "options.label"),
     ],
 )
-async def test_invalid_request(client: httpx.AsyncClient, body: dict[str, object], fragment: str) -> None:
+async def test_invalid_request(
+    client: httpx.AsyncClient, body: dict[str, object], fragment: str
+) -> None:
     resp = await client.post("/v1/ingest", json=body)
     assert fragment in await _error(resp, 400, "INVALID_REQUEST")
 
@@ -219,7 +283,10 @@ async def test_new_bytes_make_a_new_version_and_old_one_stays(client: httpx.Asyn
     v2 = (await client.post("/v1/ingest", json=_body('{"v": 2}', name="doc.json"))).json()
     assert v1["sourceId"] == v2["sourceId"] and v2["sourceVersionTx"] > v1["sourceVersionTx"]
     versions = (await client.get(f"/v1/sources/{v1['sourceId']}")).json()["versions"]
-    assert [v["sourceVersionTx"] for v in versions] == [v2["sourceVersionTx"], v1["sourceVersionTx"]]
+    assert [v["sourceVersionTx"] for v in versions] == [
+        v2["sourceVersionTx"],
+        v1["sourceVersionTx"],
+    ]
     old = await client.get(f"/v1/sources/{v1['sourceId']}/versions/{v1['sourceVersionTx']}/text")
     assert old.text == '{"v":1}' and old.headers["content-type"] == "text/plain; charset=utf-8"
     # Going back to version 1's bytes is a change against the latest: a third version.
@@ -229,7 +296,10 @@ async def test_new_bytes_make_a_new_version_and_old_one_stays(client: httpx.Asyn
 
 async def test_nfd_input_offsets_are_bytes_into_nfc(client: httpx.AsyncClient) -> None:
     nfd = unicodedata.normalize("NFD", "Zoë Čapek")
-    content = json.dumps([{"name": "ascii"}, {"name": nfd, unicodedata.normalize("NFD", "ké"): "ñ"}], ensure_ascii=False)
+    content = json.dumps(
+        [{"name": "ascii"}, {"name": nfd, unicodedata.normalize("NFD", "ké"): "ñ"}],
+        ensure_ascii=False,
+    )
     created = (await client.post("/v1/ingest", json=_body(content, name="people.json"))).json()
     src, tx = created["sourceId"], created["sourceVersionTx"]
     text = (await client.get(f"/v1/sources/{src}/versions/{tx}/text")).content
@@ -258,17 +328,25 @@ async def test_corpus_json_files(client: httpx.AsyncClient) -> None:
     for name, status in expected.items():
         raw = (folder / name).read_bytes()
         resp = await client.post(
-            "/v1/ingest", json={"format": "json", "name": name, "contentBase64": base64.b64encode(raw).decode()}
+            "/v1/ingest",
+            json={"format": "json", "name": name, "contentBase64": base64.b64encode(raw).decode()},
         )
         assert resp.status_code == status, (name, resp.text)
         if status == 400:
             assert resp.json()["error"]["code"] == "INVALID_CONTENT"
-    dup = (await client.get("/v1/nodes", params={"label": "Y_OBJECT_DUPLICATED_KEY"})).json()["nodes"]
+    dup = (await client.get("/v1/nodes", params={"label": "Y_OBJECT_DUPLICATED_KEY"})).json()[
+        "nodes"
+    ]
     assert dup[0]["properties"] == {"a": "c"}  # the last duplicate key wins
     repaired = (folder / "dots_simple.json").read_bytes().rstrip() + b"]"
-    resp = await client.post("/v1/ingest", json={"format": "json", "name": "dots_simple.json", "content": repaired.decode()})
+    resp = await client.post(
+        "/v1/ingest",
+        json={"format": "json", "name": "dots_simple.json", "content": repaired.decode()},
+    )
     assert resp.status_code == 201, resp.text
-    dots = (await client.get("/v1/nodes", params={"label": "DOTS_SIMPLE", "limit": 1000})).json()["nodes"]
+    dots = (await client.get("/v1/nodes", params={"label": "DOTS_SIMPLE", "limit": 1000})).json()[
+        "nodes"
+    ]
     assert len(dots) == len(json.loads(repaired)) == len(resp.json()["nodeIds"])
 
 

@@ -19,7 +19,9 @@ pytestmark = pytest.mark.anyio
 
 
 def _telha(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "telha", *args], capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "telha", *args], capture_output=True, text=True, timeout=60
+    )
 
 
 @pytest.mark.parametrize(
@@ -61,8 +63,12 @@ async def own_server(tmp_path: Path) -> AsyncIterator[ServerProcess]:
     proc.kill()
 
 
-async def test_cli_key_works_at_once_and_restart_keeps_everything(own_server: ServerProcess) -> None:
-    result = _telha("api-key", "create", "--tenant", "t", "--org", "o", "--config", str(own_server.config))
+async def test_cli_key_works_at_once_and_restart_keeps_everything(
+    own_server: ServerProcess,
+) -> None:
+    result = _telha(
+        "api-key", "create", "--tenant", "t", "--org", "o", "--config", str(own_server.config)
+    )
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert len(lines) == 1 and lines[0].startswith("telha_")
@@ -103,12 +109,18 @@ async def test_sigterm_lets_an_inflight_ingest_finish(own_server: ServerProcess)
         await anyio.sleep(0.2)
         signalled.set()
 
-    async with httpx.AsyncClient(base_url=own_server.base_url, headers={"x-api-key": key}, timeout=30) as c:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(sigterm)
-            resp = await c.post(
-                "/v1/ingest", content=slow_body(), headers={"content-length": str(len(body)), "content-type": "application/json"}
-            )
+    async with (
+        httpx.AsyncClient(
+            base_url=own_server.base_url, headers={"x-api-key": key}, timeout=30
+        ) as c,
+        anyio.create_task_group() as tg,
+    ):
+        tg.start_soon(sigterm)
+        resp = await c.post(
+            "/v1/ingest",
+            content=slow_body(),
+            headers={"content-length": str(len(body)), "content-type": "application/json"},
+        )
     assert resp.status_code == 201, resp.text
     assert own_server.stop() == 0
     log = own_server.log_text()
@@ -125,4 +137,7 @@ def test_port_in_use_exits_nonzero(tmp_path: Path, server: ServerProcess) -> Non
     cfg = write_config(tmp_path, server={"rest_addr": taken})
     result = _telha("serve", "--config", str(cfg))
     assert result.returncode == 1
-    assert "Address already in use" in result.stderr or "address already in use" in result.stderr.lower()
+    assert (
+        "Address already in use" in result.stderr
+        or "address already in use" in result.stderr.lower()
+    )

@@ -13,9 +13,12 @@ from tests.support.server import ServerProcess
 pytestmark = pytest.mark.anyio
 
 
-async def _ingest(client: httpx.AsyncClient, records: object, name: str, **options: object) -> dict[str, object]:
+async def _ingest(
+    client: httpx.AsyncClient, records: object, name: str, **options: object
+) -> dict[str, object]:
     resp = await client.post(
-        "/v1/ingest", json={"format": "json", "name": name, "content": json.dumps(records), "options": options}
+        "/v1/ingest",
+        json={"format": "json", "name": name, "content": json.dumps(records), "options": options},
     )
     assert resp.status_code == 201, resp.text
     return dict(resp.json())
@@ -24,7 +27,11 @@ async def _ingest(client: httpx.AsyncClient, records: object, name: str, **optio
 async def test_unauthenticated(server: ServerProcess) -> None:
     async with httpx.AsyncClient(base_url=server.base_url) as anon:
         for headers in ({}, {"x-api-key": "telha_wrong"}):
-            for method, path in [("GET", f"/v1/nodes/{uuid.uuid4()}"), ("POST", "/v1/ingest"), ("GET", "/v1/nodes")]:
+            for method, path in [
+                ("GET", f"/v1/nodes/{uuid.uuid4()}"),
+                ("POST", "/v1/ingest"),
+                ("GET", "/v1/nodes"),
+            ]:
                 resp = await anon.request(method, path, headers=headers)
                 assert resp.status_code == 401
                 assert resp.json()["error"]["code"] == "UNAUTHENTICATED"
@@ -38,7 +45,9 @@ async def test_scope_isolation(server: ServerProcess, client: httpx.AsyncClient)
     # Same tenant, other organization: a different scope.
     other_key = server.create_key("tenant-shared", "org-b")
     same_tenant_key = server.create_key("tenant-shared", "org-a")
-    async with httpx.AsyncClient(base_url=server.base_url, headers={"x-api-key": other_key}) as other:
+    async with httpx.AsyncClient(
+        base_url=server.base_url, headers={"x-api-key": other_key}
+    ) as other:
         for path in [
             f"/v1/nodes/{node_id}",
             f"/v1/nodes/{node_id}/edges",
@@ -51,9 +60,14 @@ async def test_scope_isolation(server: ServerProcess, client: httpx.AsyncClient)
             assert resp.json()["error"]["code"] == "NOT_FOUND"
         assert (await other.get("/v1/nodes")).json() == {"nodes": [], "nextCursor": None}
         # The same name in another scope is another source's first version, not a dedup.
-        again = await other.post("/v1/ingest", json={"format": "json", "name": "private.json", "content": '[{"secret": "a"}]'})
+        again = await other.post(
+            "/v1/ingest",
+            json={"format": "json", "name": "private.json", "content": '[{"secret": "a"}]'},
+        )
         assert again.status_code == 201
-    async with httpx.AsyncClient(base_url=server.base_url, headers={"x-api-key": same_tenant_key}) as sibling:
+    async with httpx.AsyncClient(
+        base_url=server.base_url, headers={"x-api-key": same_tenant_key}
+    ) as sibling:
         assert (await sibling.get(f"/v1/nodes/{node_id}")).status_code == 404
 
 
@@ -66,22 +80,41 @@ async def test_text_slices(client: httpx.AsyncClient) -> None:
     assert (await client.get(base, params={"start": 6})).content == whole[6:]
     assert (await client.get(base, params={"end": 0})).content == b""
     e_acute = whole.index("é".encode())
-    for params in [{"start": 0, "end": len(whole) + 1}, {"start": 5, "end": 2}, {"start": e_acute + 1}, {"end": e_acute + 1}, {"start": "x"}, {"start": -1}]:
+    for params in [
+        {"start": 0, "end": len(whole) + 1},
+        {"start": 5, "end": 2},
+        {"start": e_acute + 1},
+        {"end": e_acute + 1},
+        {"start": "x"},
+        {"start": -1},
+    ]:
         resp = await client.get(base, params=params)
         assert resp.status_code == 400, params
         assert resp.json()["error"]["code"] == "INVALID_REQUEST"
-    assert (await client.get(f"/v1/sources/{created['sourceId']}/versions/1/text")).status_code == 404
+    assert (
+        await client.get(f"/v1/sources/{created['sourceId']}/versions/1/text")
+    ).status_code == 404
     assert (await client.get(f"/v1/sources/{uuid.uuid4()}")).status_code == 404
     assert (await client.get("/v1/sources/not-a-uuid")).status_code == 404
 
 
 async def test_spans_in_document_order(client: httpx.AsyncClient) -> None:
     created = await _ingest(client, [{"i": i} for i in range(5)], "spans.json")
-    spans = (await client.get(f"/v1/sources/{created['sourceId']}/versions/{created['sourceVersionTx']}/spans")).json()["spans"]
+    spans = (
+        await client.get(
+            f"/v1/sources/{created['sourceId']}/versions/{created['sourceVersionTx']}/spans"
+        )
+    ).json()["spans"]
     assert [s["start"] for s in spans] == sorted(s["start"] for s in spans)
     assert [s["linkedNodes"] for s in spans] == [[n] for n in created["nodeIds"]]  # type: ignore[union-attr]
-    text = (await client.get(f"/v1/sources/{created['sourceId']}/versions/{created['sourceVersionTx']}/text")).content
-    assert [text[s["start"] : s["end"]] for s in spans] == [f'{{"i":{i}}}'.encode() for i in range(5)]
+    text = (
+        await client.get(
+            f"/v1/sources/{created['sourceId']}/versions/{created['sourceVersionTx']}/text"
+        )
+    ).content
+    assert [text[s["start"] : s["end"]] for s in spans] == [
+        f'{{"i":{i}}}'.encode() for i in range(5)
+    ]
 
 
 async def test_listing_pages_and_filters(client: httpx.AsyncClient) -> None:
@@ -102,7 +135,9 @@ async def test_listing_pages_and_filters(client: httpx.AsyncClient) -> None:
     assert [n["nodeId"] for n in alpha] == a["nodeIds"]
     by_source = (await client.get("/v1/nodes", params={"sourceId": b["sourceId"]})).json()["nodes"]
     assert [n["nodeId"] for n in by_source] == b["nodeIds"]
-    both = (await client.get("/v1/nodes", params={"sourceId": b["sourceId"], "label": "KIDS"})).json()["nodes"]
+    both = (
+        await client.get("/v1/nodes", params={"sourceId": b["sourceId"], "label": "KIDS"})
+    ).json()["nodes"]
     assert [n["labels"] for n in both] == [["KIDS"]]
     for params in [{"limit": 0}, {"limit": 1001}, {"limit": "ten"}, {"cursor": "!!"}]:
         resp = await client.get("/v1/nodes", params=params)
@@ -115,7 +150,9 @@ async def test_as_of(client: httpx.AsyncClient) -> None:
     assert (await client.get(f"/v1/nodes/{node}", params={"asOf": tx})).status_code == 200
     assert (await client.get(f"/v1/nodes/{node}", params={"asOf": tx - 1})).status_code == 404  # type: ignore[operator]
     assert (await client.get(f"/v1/nodes/{node}", params={"asOf": "yesterday"})).status_code == 400
-    assert (await client.get(f"/v1/nodes/{node}/edges", params={"direction": "sideways"})).status_code == 400
+    assert (
+        await client.get(f"/v1/nodes/{node}/edges", params={"direction": "sideways"})
+    ).status_code == 400
 
 
 async def test_openapi_describes_every_route(server: ServerProcess) -> None:
@@ -134,7 +171,15 @@ async def test_openapi_describes_every_route(server: ServerProcess) -> None:
             "/readyz",
             "/openapi.json",
         }
-        for name in ("IngestApplied", "NodeOut", "ErrorBody", "SourceOut", "SpanList", "EdgeList", "NodeList"):
+        for name in (
+            "IngestApplied",
+            "NodeOut",
+            "ErrorBody",
+            "SourceOut",
+            "SpanList",
+            "EdgeList",
+            "NodeList",
+        ):
             assert name in doc["components"]["schemas"]
         missing = await anon.get("/v1/nothing-here")
         assert missing.status_code == 404 and missing.json()["error"]["code"] == "NOT_FOUND"

@@ -363,7 +363,9 @@ class SqliteStore:
         )
         return [_version(r) for r in rows]
 
-    async def _version_at(self, scope: Scope, source_id: bytes, tx: int) -> tuple[int, SourceVersion]:
+    async def _version_at(
+        self, scope: Scope, source_id: bytes, tx: int
+    ) -> tuple[int, SourceVersion]:
         sid = await self._scope_id(scope, create=False)
         if sid is not None:
             rows = await self._fetchall(
@@ -417,6 +419,7 @@ class SqliteStore:
         sid = await self._scope_id(scope, create=False)
         if sid is None:
             return None
+        params: tuple[Any, ...]
         if as_of is None:
             where, params = "n.tx_to IS NULL", (sid, node_id)
         else:
@@ -468,7 +471,9 @@ class SqliteStore:
             params = (sid, after)
         return [_node(r) for r in await self._fetchall(sql, (*params, limit))]
 
-    async def node_edges(self, scope: Scope, node_id: bytes, direction: Direction) -> list[EdgeRecord]:
+    async def node_edges(
+        self, scope: Scope, node_id: bytes, direction: Direction
+    ) -> list[EdgeRecord]:
         """See :meth:`telha.storage.protocol.Storage.node_edges`."""
         sid = await self._scope_id(scope, create=False)
         if sid is None:

@@ -1,0 +1,77 @@
+"""Config parsing: defaults, dotted-key errors, env overrides (DESIGN.md §10)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from telha.config import ConfigError, load_config, split_addr
+
+
+def _load(tmp_path: Path, text: str, env: dict[str, str] | None = None) -> object:
+    p = tmp_path / "c.toml"
+    p.write_text(text)
+    return load_config(p, env or {})[0]
+
+
+def test_defaults_match_design(tmp_path: Path) -> None:
+    cfg, _base = load_config(None, {})
+    assert cfg.server.rest_addr == "127.0.0.1:7625" and cfg.server.grpc_addr == "127.0.0.1:7626"
+    assert cfg.ingest.max_body_bytes == 8388608 and cfg.ingest.json_max_records == 10000
+    assert cfg.ingest.json_max_depth == 8 and cfg.ingest.json_nested == "flatten"
+    assert cfg.jobs.max_attempts == 5 and cfg.jobs.lease_secs == 180
+    assert cfg.workers.concurrency == 2 and "text_worker" in cfg.workers.in_process
+    assert cfg.storage_path(tmp_path) == tmp_path / "data" / "telha.db"
+
+
+def test_repo_config_toml_is_valid() -> None:
+    cfg, _base = load_config(Path(__file__).resolve().parents[2] / "config.toml", {})
+    assert cfg.storage.engine == "sqlite"
+
+
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        ("[server]\nbogus = 1", "server.bogus"),
+        ("top = 1", "top"),
+        ("[jobs]\nmax_attempts = '3'", "jobs.max_attempts"),
+        ("[workers]\nin_process = [1]", "workers.in_process[0]"),
+        ("[ingest]\njson_nested = 'sideways'", "ingest.json_nested"),
+        ("[jobs]\nmax_attempts = 0", "jobs.max_attempts"),
+        ("[server]\ngrpc_addr = '127.0.0.1:99999'", "server.grpc_addr"),
+        ("server = 3", "server"),
+    ],
+)
+def test_errors_name_the_dotted_key(tmp_path: Path, text: str, key: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        _load(tmp_path, text)
+    assert info.value.key == key
+
+
+def test_bad_toml(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        _load(tmp_path, "[server\n")
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_config(tmp_path / "missing.toml", {})
+
+
+def test_env_overrides_are_toml_scalars(tmp_path: Path) -> None:
+    cfg = _load(
+        tmp_path,
+        "[jobs]\nmax_attempts = 5",
+        {"TELHA_JOBS__MAX_ATTEMPTS": "3", "TELHA_SERVER__REST_ADDR": "127.0.0.1:9", "OTHER": "x"},
+    )
+    assert cfg.jobs.max_attempts == 3  # type: ignore[attr-defined]
+    assert cfg.server.rest_addr == "127.0.0.1:9"  # type: ignore[attr-defined]
+    with pytest.raises(ConfigError) as info:
+        _load(tmp_path, "", {"TELHA_INGEST__NOPE": "1"})
+    assert info.value.key == "ingest.nope"
+
+
+def test_split_addr() -> None:
+    assert split_addr("127.0.0.1:0") == ("127.0.0.1", 0)
+    assert split_addr("[::1]:80") == ("::1", 80)
+    for bad in ("127.0.0.1", ":80", "h:x", "h:70000"):
+        with pytest.raises(ValueError):
+            split_addr(bad)
