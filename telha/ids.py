@@ -15,7 +15,15 @@ import blake3
 import uuid_utils
 import xxhash
 
-__all__ = ["TxClock", "blob_id_for", "content_hash", "new_id", "now_us", "source_id_for"]
+__all__ = [
+    "TxClock",
+    "blob_id_for",
+    "content_hash",
+    "id_str",
+    "new_id",
+    "now_us",
+    "source_id_for",
+]
 
 
 def source_id_for(name: str) -> uuid.UUID:
@@ -38,6 +46,12 @@ def blob_id_for(canonical_hash: bytes) -> uuid.UUID:
 def new_id() -> bytes:
     """A fresh uuid7 as its 16 bytes (time-ordered, so listings by id follow creation order)."""
     return uuid_utils.uuid7().bytes
+
+
+def id_str(raw: bytes) -> str:
+    """The canonical UUID string (``8-4-4-4-12`` lowercase hex) of 16 id bytes; ~6x faster
+    than ``str(uuid.UUID(bytes=raw))``, which matters for 10,000-id responses."""
+    return str(uuid_utils.UUID(bytes=raw))
 
 
 def now_us() -> int:

@@ -9,6 +9,7 @@ order, each record's node before its children (depth first, document order).
 
 from __future__ import annotations
 
+import unicodedata
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -52,17 +53,17 @@ def _decode(raw: bytes) -> Any:
     if raw.startswith(_UTF8_BOM):
         raw = raw[len(_UTF8_BOM) :]
     try:
-        raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ContentError(f"content is not UTF-8 (byte {exc.start}); JSON must be UTF-8") from None
-    try:
         doc = msgspec.json.decode(raw)
     except msgspec.DecodeError as exc:
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError as bad:
+            raise ContentError(
+                f"content is not UTF-8 (byte {bad.start}); JSON must be UTF-8"
+            ) from None
         raise ContentError(f"malformed JSON: {exc}") from None
     except RecursionError:
         raise ContentError("malformed JSON: nesting is too deep") from None
-    if not raw.isascii() or b"\\u" in raw:
-        doc = _deep_nfc(doc)
     return doc
 
 
@@ -93,6 +94,15 @@ def _check_scalar_array(value: list[Any], path: str, nesting: int = 0) -> None:
             raise ContentError(f"{path}: an array inside an array may not hold objects")
         if type(item) is list:
             _check_scalar_array(item, path, nesting + 1)
+
+
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
+def _all_scalars(items: list[Any]) -> bool:
+    """True when no item of ``items`` is an object or an array (the common, flat case)."""
+    scalars = _SCALARS
+    return all(type(item) in scalars for item in items)
 
 
 class _Projector:
@@ -139,8 +149,14 @@ class _Projector:
         """Fill ``props``/``children``; True when ``props`` equals ``obj`` (nothing moved)."""
         flat = True
         for k, v in obj.items():
-            key = prefix + k
             t = type(v)
+            if t is not dict and t is not list:
+                key = prefix + k if prefix else k
+                if key in props:
+                    raise ContentError(f"{key}: flattened key collides with a literal key")
+                props[key] = v
+                continue
+            key = prefix + k
             if t is dict:
                 if self.opts.nested == "child":
                     children.append((key, v))
@@ -155,7 +171,7 @@ class _Projector:
                     self._walk(v, key + ".", depth + 1, props, children)
                     flat = False
                     continue
-            elif t is list and v:
+            elif v and not _all_scalars(v):
                 n_obj = sum(1 for item in v if type(item) is dict)
                 if n_obj == len(v):
                     children.append((key, v))
@@ -192,15 +208,19 @@ def project_json(raw: bytes, opts: JsonOptions) -> Projection:
         dotted key colliding with a literal one.
     """
     records = _records(_decode(raw), opts.max_records)
+    lines = [_encode(rec) for rec in records]
+    canonical = b"\n".join(lines)
+    if not canonical.isascii() and not unicodedata.is_normalized("NFC", canonical.decode()):
+        # Rare: some key or string is not NFC. Normalize every string, render again.
+        records = _deep_nfc(records)
+        lines = [_encode(rec) for rec in records]
+        canonical = b"\n".join(lines)
     projector = _Projector(opts)
-    lines: list[bytes] = []
     spans: list[SpanOut] = []
     offset = 0
-    for i, rec in enumerate(records):
-        line = _encode(rec)
-        lines.append(line)
+    for i, (rec, line) in enumerate(zip(records, lines, strict=True)):
         end = offset + len(line)
         spans.append(SpanOut(offset, end, "body"))
         offset = end + 1
         projector.record(rec, line, i)
-    return Projection(b"\n".join(lines), spans, projector.nodes, projector.edges)
+    return Projection(canonical, spans, projector.nodes, projector.edges)

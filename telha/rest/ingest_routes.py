@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import uuid
-
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
 from telha.errors import PayloadTooLarge
+from telha.ids import id_str
 from telha.ingest.request import parse_ingest_request
 from telha.rest.app import json_response, require_scope, state
 from telha.rest.schemas import Deduplicated, IngestApplied
@@ -35,10 +34,6 @@ async def read_body(request: Request, limit: int) -> bytes:
     return b"".join(parts)
 
 
-def _id(b: bytes) -> str:
-    return str(uuid.UUID(bytes=b))
-
-
 async def ingest(request: Request) -> Response:
     """POST /v1/ingest: validate, dedup, apply; see :class:`~telha.ingest.ingestor.Ingestor`."""
     scope = await require_scope(request)
@@ -54,8 +49,8 @@ async def ingest(request: Request) -> Response:
             deduplicated=False,
             source_id=str(result.source_id),
             source_version_tx=result.source_version_tx,
-            node_ids=[_id(n) for n in result.node_ids],
-            edge_ids=[_id(e) for e in result.edge_ids],
+            node_ids=[id_str(n) for n in result.node_ids],
+            edge_ids=[id_str(e) for e in result.edge_ids],
         ),
         201,
     )

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import uuid
 from collections import defaultdict
 
 from starlette.requests import Request
@@ -15,6 +14,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from telha.errors import NotFound, RequestError
+from telha.ids import id_str
 from telha.model import Direction, NodeVersion, Scope
 from telha.rest.app import json_response, parse_int, parse_uuid, require_scope, state
 from telha.rest.schemas import (
@@ -38,10 +38,6 @@ _MAX_LIMIT = 1000
 _DEFAULT_LIMIT = 100
 
 
-def _id(b: bytes) -> str:
-    return str(uuid.UUID(bytes=b))
-
-
 def _hex(b: bytes | None) -> str | None:
     return b.hex() if b is not None else None
 
@@ -56,7 +52,7 @@ async def get_source(request: Request) -> Response:
     latest = versions[0]
     return json_response(
         SourceOut(
-            source_id=_id(source_id),
+            source_id=id_str(source_id),
             name=latest.name,
             format=latest.format,
             versions=[
@@ -66,7 +62,7 @@ async def get_source(request: Request) -> Response:
                     canonical_text_hash=_hex(v.canonical_text_hash),
                     size=v.size,
                     worker=v.worker,
-                    job_id=_id(v.job_id) if v.job_id else None,
+                    job_id=id_str(v.job_id) if v.job_id else None,
                 )
                 for v in versions
             ],
@@ -103,7 +99,7 @@ async def get_spans(request: Request) -> Response:
                     start=r.start,
                     end=r.end,
                     kind=r.kind,
-                    linked_nodes=[_id(n) for n in r.linked_nodes],
+                    linked_nodes=[id_str(n) for n in r.linked_nodes],
                 )
                 for r in rows
             ]
@@ -133,7 +129,7 @@ async def _node_out(store: Storage, scope: Scope, nodes: list[NodeVersion]) -> l
     for n in nodes:
         spans = [
             ProvenanceSpanOut(
-                source_id=_id(s.source_id),
+                source_id=id_str(s.source_id),
                 source_version_tx=s.source_version_tx,
                 start=s.start,
                 end=s.end,
@@ -143,7 +139,7 @@ async def _node_out(store: Storage, scope: Scope, nodes: list[NodeVersion]) -> l
         ]
         out.append(
             NodeOut(
-                node_id=_id(n.node_id),
+                node_id=id_str(n.node_id),
                 labels=n.labels,
                 properties=n.properties,
                 valid_time=Interval(from_=n.valid_from, to=n.valid_to),
@@ -218,10 +214,10 @@ async def node_edges(request: Request) -> Response:
         EdgeList(
             edges=[
                 EdgeOut(
-                    edge_id=_id(e.edge_id),
+                    edge_id=id_str(e.edge_id),
                     type=e.type,
-                    from_=_id(e.from_id),
-                    to=_id(e.to_id),
+                    from_=id_str(e.from_id),
+                    to=id_str(e.to_id),
                     properties=e.properties,
                 )
                 for e in edges

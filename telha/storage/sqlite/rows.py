@@ -55,40 +55,47 @@ def build_rows(
     ]
     sid = str(uuid.UUID(bytes=source_id))
     spans = proj.spans
+    # Provenance JSON per span, built once: [[sourceId, tx, start, end], ...].
+    span_json = [f'["{sid}",{tx},{sp.start},{sp.end}]'.encode() for sp in spans]
     prov_cache: dict[tuple[int, ...], bytes] = {}
+    labels_cache: dict[tuple[str, ...], str] = {}
     node_ids: list[bytes] = []
     nodes: list[tuple[Any, ...]] = []
     labels: list[tuple[Any, ...]] = []
     linked: dict[tuple[int, int], list[bytes]] = {}
     kinds: dict[tuple[int, int], str] = {}
-    for sp in spans:
-        key = (sp.start, sp.end)
+    span_keys = [(sp.start, sp.end) for sp in spans]
+    for sp, key in zip(spans, span_keys, strict=True):
         if key not in kinds:
             kinds[key] = sp.kind
             linked[key] = []
     for node in proj.nodes:
         nid = node.node_id or new_id()
         node_ids.append(nid)
-        prov = prov_cache.get(node.span_refs)
+        refs = node.span_refs
+        prov = prov_cache.get(refs)
         if prov is None:
-            prov = _encode([[sid, tx, spans[i].start, spans[i].end] for i in node.span_refs])
-            prov_cache[node.span_refs] = prov
+            prov = b"[" + b",".join([span_json[i] for i in refs]) + b"]"
+            prov_cache[refs] = prov
+        node_labels = node.labels
+        labels_json = labels_cache.get(node_labels)
+        if labels_json is None:
+            labels_json = labels_cache[node_labels] = _encode(list(node_labels)).decode()
         nodes.append(
             (
                 scope_id,
                 nid,
                 tx,
-                _encode(list(node.labels)).decode(),
+                labels_json,
                 node.properties_json,
                 prov,
-                source_id if node.span_refs else None,
+                source_id if refs else None,
             )
         )
-        for label in node.labels:
+        for label in node_labels:
             labels.append((scope_id, label, nid, tx))
-        for i in node.span_refs:
-            sp = spans[i]
-            linked[(sp.start, sp.end)].append(nid)
+        for i in refs:
+            linked[span_keys[i]].append(nid)
     edge_ids: list[bytes] = []
     edges: list[tuple[Any, ...]] = []
     for edge in proj.edges:
