@@ -4,11 +4,13 @@ the synchronous JSON bypass. Worker formats join in the job-queue issue.
 
 from __future__ import annotations
 
+import time
 import uuid
 from dataclasses import dataclass
 from typing import Any, Literal, cast
 
 import anyio
+import structlog
 
 from telha.canonical import is_label, upper_snake
 from telha.config import IngestConfig
@@ -20,6 +22,8 @@ from telha.model import NewVersion, Scope
 from telha.storage.protocol import Storage
 
 __all__ = ["IngestResult", "Ingestor"]
+
+log = structlog.get_logger("telha.ingest")
 
 #: ``SourceVersion.worker`` of versions written by the JSON bypass (DESIGN.md §11).
 JSON_BYPASS_WORKER = "core:json-bypass"
@@ -96,7 +100,9 @@ class Ingestor:
         latest = await self._store.latest_version(scope, source_id.bytes)
         if latest is not None and latest.content_hash == digest:
             return IngestResult(True, source_id)
+        t0 = time.perf_counter()
         projection = await anyio.to_thread.run_sync(project_json, req.raw, opts)
+        t1 = time.perf_counter()
         version = NewVersion(
             source_id=source_id.bytes,
             name=req.name,
@@ -106,8 +112,20 @@ class Ingestor:
             worker=JSON_BYPASS_WORKER,
         )
         outcome = await self._store.commit_version(scope, version, projection, dedup_content=True)
+        t2 = time.perf_counter()
         if outcome.deduplicated:
             return IngestResult(True, source_id)
+        log.info(
+            "ingested",
+            source_id=str(source_id),
+            tx=outcome.source_version_tx,
+            format=req.format,
+            bytes=len(req.raw),
+            nodes=len(outcome.node_ids),
+            edges=len(outcome.edge_ids),
+            project_ms=round((t1 - t0) * 1000, 1),
+            commit_ms=round((t2 - t1) * 1000, 1),
+        )
         return IngestResult(
             False,
             source_id,
