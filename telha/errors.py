@@ -13,6 +13,7 @@ __all__ = [
     "NotFound",
     "PayloadTooLarge",
     "RequestError",
+    "StaleLease",
     "StorageError",
     "TelhaError",
     "Unauthenticated",
@@ -71,6 +72,14 @@ class Unavailable(TelhaError):
 
     code = "UNAVAILABLE"
     http_status = 503
+
+
+class StaleLease(TelhaError):
+    """A submission or heartbeat for a job the caller does not hold under the current lease
+    generation (or that is no longer leased): gRPC ``FAILED_PRECONDITION``, nothing written."""
+
+    code = "FAILED_PRECONDITION"
+    http_status = 409
 
 
 class StorageError(TelhaError):

@@ -8,12 +8,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any
+from typing import Any, Literal
 
 __all__ = [
     "CommitOutcome",
+    "Dedup",
     "Direction",
     "EdgeRecord",
+    "EnqueueOutcome",
+    "JobCompletion",
+    "JobEvent",
+    "JobRecord",
+    "JobState",
+    "LeaseRef",
+    "NewJob",
     "NewVersion",
     "NodeVersion",
     "ProvenanceSpan",
@@ -125,3 +133,88 @@ class Direction(Enum):
     OUT = "out"
     IN = "in"
     BOTH = "both"
+
+
+JobState = Literal["pending", "leased", "completed", "dead"]
+
+
+@dataclass(frozen=True, slots=True)
+class NewJob:
+    """A job to enqueue: ``payload`` is the IngestJobPayload JSON (spec 004)."""
+
+    job_id: bytes
+    kind: str
+    format: str
+    source_id: bytes
+    content_hash: bytes | None
+    payload: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class EnqueueOutcome:
+    """``job_id`` of the new job, or of the pending/leased job that already covers the same
+    ``(sourceId, contentHash)``; ``deduplicated`` with no ``job_id`` when the latest version
+    already has these bytes."""
+
+    deduplicated: bool
+    job_id: bytes | None
+
+
+@dataclass(frozen=True, slots=True)
+class JobEvent:
+    """One entry of a job's append-only event list (its manifest)."""
+
+    at: int
+    transition: str
+    detail: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class JobRecord:
+    """A job row; times in µs; ``attempts`` counts failed attempts."""
+
+    job_id: bytes
+    scope: Scope
+    kind: str
+    format: str
+    source_id: bytes
+    content_hash: bytes | None
+    payload: bytes
+    state: JobState
+    attempts: int
+    lease_generation: int
+    lease_owner: str | None
+    lease_deadline: int | None
+    available_at: int
+    failure_reason: str | None
+    stats: bytes | None
+    events: tuple[JobEvent, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseRef:
+    """Who must hold a job for a write to be accepted: the job and its lease generation."""
+
+    job_id: bytes
+    lease_generation: int
+
+
+class Dedup(Enum):
+    """Which dedup rule a commit applies against the source's latest version (spec 004)."""
+
+    #: No check (streamed chains).
+    NONE = "none"
+    #: Request level: same raw ``content_hash`` → nothing written.
+    CONTENT = "content"
+    #: Submit time: same ``content_hash`` and ``canonical_text_hash``, written by another job.
+    SUBMIT = "submit"
+
+
+@dataclass(frozen=True, slots=True)
+class JobCompletion:
+    """Completes a held job in the same transaction as its version (or its dedup)."""
+
+    lease: LeaseRef
+    now_us: int
+    stats: bytes | None = None
+    children: tuple[NewJob, ...] = ()

@@ -18,7 +18,7 @@ from telha.errors import RequestError
 from telha.ids import content_hash, source_id_for
 from telha.ingest.json_projection import JsonOptions, project_json
 from telha.ingest.request import IngestRequest
-from telha.model import NewVersion, Scope
+from telha.model import Dedup, NewVersion, Scope
 from telha.storage.protocol import Storage
 
 __all__ = ["IngestResult", "Ingestor"]
@@ -111,7 +111,7 @@ class Ingestor:
             size=len(req.raw),
             worker=JSON_BYPASS_WORKER,
         )
-        outcome = await self._store.commit_version(scope, version, projection, dedup_content=True)
+        outcome = await self._store.commit_version(scope, version, projection, dedup=Dedup.CONTENT)
         t2 = time.perf_counter()
         if outcome.deduplicated:
             return IngestResult(True, source_id)

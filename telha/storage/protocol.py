@@ -8,19 +8,27 @@ for something that is not there or not addressable.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol
 
 from telha.ingest.projection import Projection
 from telha.model import (
     CommitOutcome,
+    Dedup,
     Direction,
     EdgeRecord,
+    EnqueueOutcome,
+    JobCompletion,
+    JobRecord,
+    LeaseRef,
+    NewJob,
     NewVersion,
     NodeVersion,
     Scope,
     SourceVersion,
     SpanRecord,
 )
+from telha.queue.policy import Decide
 
 __all__ = ["Storage"]
 
@@ -38,15 +46,68 @@ class Storage(Protocol):
         """The newest version of a source, or ``None`` for a new source."""
 
     async def commit_version(
-        self, scope: Scope, version: NewVersion, projection: Projection, *, dedup_content: bool
+        self,
+        scope: Scope,
+        version: NewVersion,
+        projection: Projection,
+        *,
+        dedup: Dedup,
+        completion: JobCompletion | None = None,
     ) -> CommitOutcome:
         """Write one source version and its projection in one transaction (spec 004 apply_parts
-        steps 3–6): version row, canonical text chunks, nodes, edges, span rows.
+        steps 2–7): version row, canonical text chunks, nodes (deterministic ids through the
+        upsert ladder), edges, span rows, and with ``completion`` the job's completion and its
+        child jobs.
 
-        With ``dedup_content`` the latest version is checked inside the same transaction and an
-        equal ``content_hash`` writes nothing (``CommitOutcome.deduplicated``). All-or-nothing:
-        on any failure nothing is left behind.
+        ``dedup`` is checked inside the same transaction; a duplicate writes no version
+        (``CommitOutcome.deduplicated``) but still completes the job. All-or-nothing.
+
+        :raises StaleLease: ``completion`` names a job not held under that lease generation.
         """
+
+    # -- jobs (DESIGN.md §6) ---------------------------------------------------------------
+
+    async def enqueue_job(
+        self, scope: Scope, job: NewJob, *, now_us: int, dedup: bool
+    ) -> EnqueueOutcome:
+        """Insert a pending job; with ``dedup``, request-level dedup against the latest version
+        and against a pending/leased job of the same ``(source, content hash)``."""
+
+    async def lease_next_job(
+        self,
+        formats: Sequence[str],
+        *,
+        scope: Scope | None,
+        worker_id: str,
+        now_us: int,
+        lease_us: int,
+    ) -> JobRecord | None:
+        """Lease the oldest available pending job of ``formats`` (``scope=None``: any scope)."""
+
+    async def next_available_at(self, formats: Sequence[str]) -> int | None:
+        """Earliest ``available_at`` (µs) among pending jobs of ``formats``."""
+
+    async def heartbeat_jobs(
+        self, leases: Sequence[LeaseRef], *, now_us: int, lease_us: int
+    ) -> list[bytes]:
+        """Extend the leases still held; returns the ids extended."""
+
+    async def fail_job(
+        self, lease: LeaseRef, kind: str, reason: str, *, now_us: int, decide: Decide
+    ) -> JobRecord:
+        """Record a failed attempt (retried or dead per ``decide``).
+
+        :raises StaleLease: the lease is not current.
+        """
+
+    async def release_job(self, lease: LeaseRef, *, now_us: int, detail: str) -> bool:
+        """Give a held job back to pending without counting an attempt."""
+
+    async def reap_expired(self, *, now_us: int, decide: Decide) -> list[tuple[bytes, str, str]]:
+        """Expired leases → pending or dead; ``(job_id, format, state)`` per job."""
+
+    async def get_job(self, scope: Scope | None, job_id: bytes) -> JobRecord | None:
+        """A job with its events; ``None`` when absent or in another scope."""
 
     async def source_versions(self, scope: Scope, source_id: bytes) -> list[SourceVersion]:
         """All versions of a source, newest first; empty when the source is unknown."""

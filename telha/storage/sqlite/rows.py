@@ -33,6 +33,10 @@ class VersionRows:
     spans: list[tuple[Any, ...]]
     node_ids: list[bytes]
     edge_ids: list[bytes]
+    #: Node ids whose current version this commit closes (``tx_to = tx``).
+    closes: list[bytes]
+    scope_id: int
+    tx: int
 
 
 def build_rows(
@@ -41,12 +45,18 @@ def build_rows(
     tx: int,
     blob_id: bytes,
     proj: Projection,
+    existing: dict[bytes, tuple[str, bytes]] | None = None,
 ) -> VersionRows:
     """Rows for ``proj`` written at transaction time ``tx`` (µs) under ``blob_id``.
 
     Node and edge ids are the projection's deterministic ids where given, fresh uuid7s
-    otherwise. Span rows with the same ``[start, end)`` are merged (first kind wins).
+    otherwise. A deterministic id runs the upsert ladder of spec 004 against ``existing``
+    (its current ``(labels JSON, properties JSON)``): absent → create; identical → no row;
+    changed → a new version that closes the old one. Span rows with the same
+    ``[start, end)`` are merged (first kind wins).
     """
+    existing = existing or {}
+    closes: list[bytes] = []
     text = proj.canonical
     view = memoryview(text)
     chunks = [
@@ -108,4 +118,6 @@ def build_rows(
         (scope_id, source_id, tx, start, end, kinds[(start, end)], b"".join(ids))
         for (start, end), ids in linked.items()
     ]
-    return VersionRows(chunks, nodes, labels, edges, span_rows, node_ids, edge_ids)
+    return VersionRows(
+        chunks, nodes, labels, edges, span_rows, node_ids, edge_ids, closes, scope_id, tx
+    )

@@ -24,8 +24,10 @@ from telha.ingest.projection import Projection
 from telha.model import (
     BLOB_CHUNK,
     CommitOutcome,
+    Dedup,
     Direction,
     EdgeRecord,
+    JobCompletion,
     NewVersion,
     NodeVersion,
     ProvenanceSpan,
@@ -34,6 +36,7 @@ from telha.model import (
     SpanRecord,
 )
 from telha.storage.sqlite.checkpointer import Checkpointer
+from telha.storage.sqlite.jobs import JobsMixin, add_event, check_lease
 from telha.storage.sqlite.migrate import apply_migrations
 from telha.storage.sqlite.rows import VersionRows, build_rows
 
@@ -72,7 +75,7 @@ def _is_boundary(text: bytes, pos: int) -> bool:
     return pos >= len(text) or (text[pos] & 0xC0) != 0x80
 
 
-class SqliteStore:
+class SqliteStore(JobsMixin):
     """SQLite implementation of :class:`telha.storage.protocol.Storage`.
 
     Use as an actor (``await tg.start(store.run)`` reports the opened store) or, in short-lived
@@ -268,33 +271,43 @@ class SqliteStore:
                 await w.execute("ROLLBACK")
 
     async def commit_version(
-        self, scope: Scope, version: NewVersion, projection: Projection, *, dedup_content: bool
+        self,
+        scope: Scope,
+        version: NewVersion,
+        projection: Projection,
+        *,
+        dedup: Dedup,
+        completion: JobCompletion | None = None,
     ) -> CommitOutcome:
         """See :meth:`telha.storage.protocol.Storage.commit_version`."""
         canonical_hash = await anyio.to_thread.run_sync(content_hash, projection.canonical)
         blob_id = blob_id_for(canonical_hash).bytes
+        explicit = [n.node_id for n in projection.nodes if n.node_id is not None]
         async with self._write_lock:
             w = self._require_writer()
             try:
                 await w.execute("BEGIN IMMEDIATE")
+                if completion is not None:
+                    await check_lease(w, completion.lease)
                 sid = await self._scope_id(scope, create=True)
                 assert sid is not None
-                if dedup_content:
-                    async with w.execute(
-                        "SELECT content_hash FROM source_versions WHERE scope_id = ?"
-                        " AND source_id = ? ORDER BY tx DESC LIMIT 1",
-                        (sid, version.source_id),
-                    ) as cur:
-                        latest = await cur.fetchone()
-                    if latest is not None and latest[0] == version.content_hash:
+                if await self._is_duplicate(w, sid, version, canonical_hash, dedup):
+                    if completion is None:
                         await w.execute("ROLLBACK")
                         return CommitOutcome(True, None, [], [])
+                    await self._complete_job(w, sid, completion, "deduplicated")
+                    await w.execute("COMMIT")
+                    self._on_commit()
+                    return CommitOutcome(True, None, [], [])
                 tx = self._clock.next()
+                existing = await self._current_nodes(w, sid, explicit) if explicit else {}
                 rows = await anyio.to_thread.run_sync(
-                    build_rows, sid, version.source_id, tx, blob_id, projection
+                    build_rows, sid, version.source_id, tx, blob_id, projection, existing
                 )
                 await self._insert_version(w, sid, tx, version, canonical_hash, blob_id, projection)
                 await self._insert_rows(w, rows)
+                if completion is not None:
+                    await self._complete_job(w, sid, completion, None)
                 await w.execute("COMMIT")
                 self._on_commit()
             except sqlite3.Error as exc:
@@ -304,6 +317,53 @@ class SqliteStore:
                 await self._rollback()
                 raise
         return CommitOutcome(False, tx, rows.node_ids, rows.edge_ids)
+
+    @staticmethod
+    async def _is_duplicate(
+        w: aiosqlite.Connection, sid: int, v: NewVersion, canonical_hash: bytes, dedup: Dedup
+    ) -> bool:
+        if dedup is Dedup.NONE:
+            return False
+        async with w.execute(
+            "SELECT content_hash, canonical_text_hash, job_id FROM source_versions"
+            " WHERE scope_id = ? AND source_id = ? ORDER BY tx DESC LIMIT 1",
+            (sid, v.source_id),
+        ) as cur:
+            latest = await cur.fetchone()
+        if latest is None or latest[0] != v.content_hash:
+            return False
+        if dedup is Dedup.CONTENT:
+            return True
+        # Submit time: a retry of the same job must re-apply (crash recovery), not dedup.
+        return bool(latest[1] == canonical_hash and latest[2] != v.job_id)
+
+    @staticmethod
+    async def _current_nodes(
+        w: aiosqlite.Connection, sid: int, ids: list[bytes]
+    ) -> dict[bytes, tuple[str, bytes]]:
+        found: dict[bytes, tuple[str, bytes]] = {}
+        for i in range(0, len(ids), 500):
+            part = ids[i : i + 500]
+            async with w.execute(
+                "SELECT node_id, labels, properties FROM nodes WHERE scope_id = ? AND tx_to IS NULL"
+                f" AND node_id IN ({','.join('?' * len(part))})",
+                (sid, *part),
+            ) as cur:
+                for node_id, labels, props in await cur.fetchall():
+                    found[node_id] = (labels, props)
+        return found
+
+    async def _complete_job(
+        self, w: aiosqlite.Connection, sid: int, c: JobCompletion, detail: str | None
+    ) -> None:
+        await w.execute(
+            "UPDATE jobs SET state = 'completed', lease_owner = NULL, lease_deadline = NULL,"
+            " stats = ?, updated_at = ? WHERE job_id = ?",
+            (c.stats, c.now_us, c.lease.job_id),
+        )
+        for child in c.children:
+            await self._enqueue_in_tx(w, sid, child, c.now_us, parent=c.lease.job_id)
+        await add_event(w, c.lease.job_id, c.now_us, "completed", detail)
 
     async def _insert_version(
         self,
@@ -340,6 +400,11 @@ class SqliteStore:
             "INSERT OR IGNORE INTO blob_chunks (scope_id, blob_id, idx, data) VALUES (?, ?, ?, ?)",
             rows.chunks,
         )
+        for node_id in rows.closes:
+            await w.execute(
+                "UPDATE nodes SET tx_to = ? WHERE scope_id = ? AND node_id = ? AND tx_to IS NULL",
+                (rows.tx, rows.scope_id, node_id),
+            )
         await w.executemany(
             "INSERT INTO nodes (scope_id, node_id, tx_from, labels, properties, provenance,"
             " source_id) VALUES (?, ?, ?, ?, ?, ?, ?)",

@@ -1,0 +1,99 @@
+"""Pure retry policy of the job queue (DESIGN.md §6): failure kinds, backoff, reasons.
+
+No I/O and no clock: callers pass ``now_us`` and a random source, so the state machine can be
+property-tested.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+__all__ = [
+    "FAILURE_REASON_MAX_BYTES",
+    "PERMANENT_KINDS",
+    "RETRYABLE_KINDS",
+    "Decide",
+    "FailureDecision",
+    "backoff_us",
+    "decide_failure",
+    "format_reason",
+    "parse_reason",
+]
+
+#: Kinds that dead-letter at once: the same input would fail the same way again.
+PERMANENT_KINDS = frozenset({"corrupt_input", "unsupported_feature", "invalid_submission"})
+#: Kinds that retry with backoff up to ``jobs.max_attempts``.
+RETRYABLE_KINDS = frozenset({"transient", "resource_limit", "lease_expired"})
+#: ``failure_reason`` is ``"{kind}: {detail}"`` capped at this many UTF-8 bytes.
+FAILURE_REASON_MAX_BYTES = 512
+
+
+@dataclass(frozen=True, slots=True)
+class FailureDecision:
+    """What a failed attempt leads to: back to ``pending`` at ``available_at`` (µs), or ``dead``."""
+
+    state: Literal["pending", "dead"]
+    attempts: int
+    available_at: int
+
+
+#: ``decide(kind, attempts_before)`` → the failed attempt's outcome (bound by the JobQueue).
+Decide = Callable[[str, int], FailureDecision]
+
+
+def backoff_us(attempts: int, *, base_ms: int, max_s: float, rng: random.Random) -> int:
+    """Delay before retry number ``attempts`` (1 = first retry), in µs.
+
+    Exponential with "equal jitter": ``d = min(max_s, base_ms · 2^(attempts-1))``, then a
+    uniform draw from ``[d/2, d]``; never negative, never above ``max_s``.
+    """
+    ceiling_us = int(max_s * 1_000_000)
+    exp = min(attempts - 1, 62)
+    d = min(ceiling_us, base_ms * 1000 * (1 << max(exp, 0)))
+    return d // 2 + rng.randint(0, d - d // 2) if d > 0 else 0
+
+
+def decide_failure(
+    kind: str,
+    *,
+    attempts_before: int,
+    max_attempts: int,
+    now_us: int,
+    base_ms: int,
+    max_s: float,
+    rng: random.Random,
+) -> FailureDecision:
+    """The outcome of one failed attempt of a job that had ``attempts_before`` failures.
+
+    Permanent kinds go ``dead`` at once; any other kind (unknown kinds count as transient)
+    goes back to ``pending`` after :func:`backoff_us`, until the failed attempts reach
+    ``max_attempts``, then ``dead``.
+    """
+    attempts = attempts_before + 1
+    if kind in PERMANENT_KINDS or attempts >= max_attempts:
+        return FailureDecision("dead", attempts, now_us)
+    delay = backoff_us(attempts, base_ms=base_ms, max_s=max_s, rng=rng)
+    return FailureDecision("pending", attempts, now_us + delay)
+
+
+def format_reason(kind: str, detail: str) -> str:
+    """``"{kind}: {detail}"`` cut to at most 512 UTF-8 bytes, on a character boundary."""
+    reason = f"{kind}: {detail}".encode()
+    if len(reason) <= FAILURE_REASON_MAX_BYTES:
+        return reason.decode()
+    return reason[:FAILURE_REASON_MAX_BYTES].decode("utf-8", "ignore")
+
+
+def parse_reason(reason: str, *, permanent: bool) -> tuple[str, str]:
+    """Split a worker's ``failure_reason`` into ``(kind, detail)``.
+
+    A reason without a known ``kind:`` prefix is ``transient`` (or ``corrupt_input`` when the
+    worker flagged it ``permanent``), with the whole text as detail.
+    """
+    kind, sep, detail = reason.partition(": ")
+    if sep and (kind in PERMANENT_KINDS or kind in RETRYABLE_KINDS):
+        return kind, detail
+    return ("corrupt_input" if permanent else "transient"), reason
