@@ -6,6 +6,7 @@ the dotted config key).
 
 from __future__ import annotations
 
+import errno
 import signal
 import sys
 from pathlib import Path
@@ -19,6 +20,7 @@ from telha.errors import StorageError
 from telha.logs import configure_logging
 from telha.model import Scope
 from telha.storage.sqlite import SqliteStore
+from telha.supervisor import CrashLoop
 
 __all__ = ["main"]
 
@@ -68,12 +70,32 @@ def serve(config_path: Path | None, log_level: str) -> None:
         # Stopped cleanly: a late signal must not turn exit 0 into a kill.
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         signal.signal(signal.SIGINT, signal.SIG_IGN)
-    except StorageError as exc:
-        click.echo(f"telha: storage error: {exc.message}", err=True)
+    except BaseException as exc:
+        message = _startup_failure(exc)
+        if message is None:
+            raise
+        click.echo(f"telha: {message}", err=True)
         sys.exit(1)
-    except OSError as exc:
-        click.echo(f"telha: {exc}", err=True)
-        sys.exit(1)
+
+
+def _startup_failure(exc: BaseException) -> str | None:
+    """A one-line message for the failures an operator fixes outside the code (a busy port,
+    an unopenable database, a crash loop), looked up through task-group exception groups."""
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            found = _startup_failure(inner)
+            if found is not None:
+                return found
+        return None
+    if isinstance(exc, StorageError):
+        return f"storage error: {exc.message}"
+    if isinstance(exc, CrashLoop):
+        return f"gave up: {exc}"
+    if isinstance(exc, OSError):
+        hint = " (set [server] addresses or TELHA_SERVER__REST_ADDR)"
+        where = hint if exc.errno == errno.EADDRINUSE else ""
+        return f"{exc.strerror or exc}{where}"
+    return None
 
 
 @main.group("api-key")
