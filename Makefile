@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 CONFIG ?= config.toml
 
-.PHONY: setup run test lint typecheck check bench clean
+.PHONY: setup run test lint typecheck check bench clean proto
 
 $(BIN)/telha: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -19,8 +19,8 @@ run: setup
 	$(BIN)/telha serve --config $(CONFIG)
 
 lint: setup
-	$(BIN)/ruff check telha tests bench
-	$(BIN)/ruff format --check telha tests bench
+	$(BIN)/ruff check telha workers tests bench
+	$(BIN)/ruff format --check telha workers tests bench
 
 typecheck: setup
 	$(BIN)/mypy
@@ -34,3 +34,12 @@ bench: setup
 
 clean:
 	rm -rf $(VENV) data .pytest_cache .mypy_cache .ruff_cache
+
+# Regenerate telha_proto/ from proto/ (betterproto2-compiler, pinned in pyproject's dev extra).
+proto: setup
+	rm -rf telha_proto
+	mkdir -p telha_proto
+	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/python -m grpc_tools.protoc -I proto \
+		--python_betterproto2_out=telha_proto \
+		--python_betterproto2_opt=client_generation=async,server_generation=async \
+		proto/telha/worker/v1/worker.proto

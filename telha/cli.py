@@ -70,6 +70,9 @@ def serve(config_path: Path | None, log_level: str) -> None:
         # Stopped cleanly: a late signal must not turn exit 0 into a kill.
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except ConfigError as exc:
+        click.echo(f"telha: config error: {exc}", err=True)
+        sys.exit(2)
     except BaseException as exc:
         message = _startup_failure(exc)
         if message is None:

@@ -10,17 +10,23 @@ from __future__ import annotations
 import signal
 from collections.abc import AsyncIterator
 from pathlib import Path
+from types import ModuleType
 
 import anyio
 import anyio.abc
 import structlog
 
-from telha.config import Config
+from telha.config import Config, ConfigError
+from telha.grpc.front import GrpcFront
+from telha.grpc.servicer import WorkerServicer
+from telha.grpc.tokens import load_token_key
 from telha.ingest.ingestor import Ingestor
+from telha.queue.job_queue import JobQueue
 from telha.rest.app import AppState, create_app
 from telha.rest.server import RestFront
 from telha.storage.sqlite import SqliteStore
 from telha.supervisor import Supervisor
+from telha.worker_pools import WorkerPools, load_worker_modules
 
 __all__ = ["serve"]
 
@@ -39,23 +45,40 @@ async def _watch_signals(signals: AsyncIterator[int], shutdown: anyio.Event) -> 
         shutdown.set()
 
 
+async def _wait_rest_drained(fronts: anyio.abc.TaskGroup, rest: RestFront, grace_s: float) -> None:
+    """Give the REST front ``grace_s`` to finish in-flight requests, then cancel the fronts
+    and pools (pools release their held jobs on the way out)."""
+    with anyio.move_on_after(grace_s + 1):
+        await rest.drained.wait()
+    fronts.cancel_scope.cancel()
+
+
 async def serve(cfg: Config, base_dir: Path, shutdown: anyio.Event | None = None) -> None:
     """Run the service until SIGTERM/SIGINT (or ``shutdown`` is set).
 
+    :raises ConfigError: a ``workers.in_process`` module cannot be loaded.
     :raises telha.errors.StorageError: the database cannot be opened or migrated.
     :raises OSError: a listen address cannot be bound.
     :raises telha.supervisor.CrashLoop: an actor kept crashing.
     """
+    try:
+        modules = load_worker_modules(cfg.workers.in_process)
+    except ValueError as exc:
+        raise ConfigError("workers.in_process", str(exc)) from None
     shutdown = shutdown or anyio.Event()
     # The receiver stays open until every actor has stopped: a signal during the final
     # close is absorbed, never the default "terminate now".
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-        await _serve(cfg, base_dir, shutdown, signals)
+        await _serve(cfg, base_dir, modules, shutdown, signals)
     log.info("stopped")
 
 
 async def _serve(
-    cfg: Config, base_dir: Path, shutdown: anyio.Event, signals: AsyncIterator[int]
+    cfg: Config,
+    base_dir: Path,
+    modules: dict[str, ModuleType],
+    shutdown: anyio.Event,
+    signals: AsyncIterator[int],
 ) -> None:
     async with anyio.create_task_group() as tg:
         tg.start_soon(_watch_signals, signals, shutdown)
@@ -66,15 +89,33 @@ async def _serve(
             readers=cfg.storage.readers,
         )
         await sup.start("store", store.run)
-        ingestor = Ingestor(store, cfg.ingest)
-        state = AppState(config=cfg, store=store, ingestor=ingestor)
+        queue = JobQueue(store, cfg.jobs)
+        await sup.start("job_queue", queue.run)
+        ingestor = Ingestor(store, cfg.ingest, queue)
+        servicer = WorkerServicer(queue, ingestor)
+        token_key = load_token_key(cfg.grpc.token_key, store.path.parent)
+        state = AppState(config=cfg, store=store, ingestor=ingestor, queue=queue)
         rest = RestFront(
             create_app(state), cfg.server.rest_addr, cfg.server.shutdown_grace_s, shutdown
         )
         async with anyio.create_task_group() as fronts:
+            pools = WorkerPools(
+                modules, cfg.workers.concurrency, servicer, queue, cfg.jobs.lease_secs
+            )
+            workers = await Supervisor(fronts).start("worker_pools", pools.run)
+            grpc = GrpcFront(servicer, cfg.server.grpc_addr, token_key)
+            grpc_addr = await Supervisor(fronts).start("grpc", grpc.run)
             rest_addr = await Supervisor(fronts).start("rest", rest.run)
             state.ready = True
-            log.info("ready", rest_addr=rest_addr, db=str(store.path))
+            log.info(
+                "ready",
+                rest_addr=rest_addr,
+                grpc_addr=grpc_addr,
+                db=str(store.path),
+                in_process_workers=len(workers),
+            )
             await shutdown.wait()
             state.ready = False
+            # REST drains on its own (hypercorn's grace); then stop taking work.
+            await _wait_rest_drained(fronts, rest, cfg.server.shutdown_grace_s)
         tg.cancel_scope.cancel()

@@ -1,27 +1,40 @@
-"""The Ingestor (spec 004 "The Ingestor and its three entry paths"): request-level dedup and
-the synchronous JSON bypass. Worker formats join in the job-queue issue.
+"""The Ingestor (spec 004 "The Ingestor and its three entry paths"): request-level dedup, the
+synchronous JSON bypass, job enqueueing for worker formats, and ``apply_submission`` (spec 004
+"Single-shot apply") for what workers submit.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import time
 import uuid
 from dataclasses import dataclass
 from typing import Any, Literal, cast
 
 import anyio
+import msgspec
 import structlog
 
 from telha.canonical import is_label, upper_snake
 from telha.config import IngestConfig
 from telha.errors import RequestError
-from telha.ids import content_hash, source_id_for
+from telha.ids import content_hash, id_str, new_id, now_us, source_id_for
 from telha.ingest.json_projection import JsonOptions, project_json
-from telha.ingest.request import IngestRequest
-from telha.model import Dedup, NewVersion, Scope
+from telha.ingest.projection import Projection
+from telha.ingest.request import FETCH_FORMATS, KNOWN_FORMATS, IngestRequest
+from telha.ingest.submission import (
+    ChildJobIn,
+    InvalidSubmission,
+    Submission,
+    decode_submission,
+    to_projection,
+)
+from telha.model import Dedup, JobCompletion, JobRecord, LeaseRef, NewJob, NewVersion, Scope
+from telha.queue.job_queue import JobQueue
 from telha.storage.protocol import Storage
 
-__all__ = ["IngestResult", "Ingestor"]
+__all__ = ["IngestJobPayload", "IngestResult", "Ingestor", "SubmitResult"]
 
 log = structlog.get_logger("telha.ingest")
 
@@ -32,25 +45,53 @@ _JSON_OPTIONS = frozenset({"label", "nested"})
 
 @dataclass(frozen=True, slots=True)
 class IngestResult:
-    """Outcome of one ingest: deduplicated (nothing written) or applied (201 body fields)."""
+    """Outcome of one ingest: deduplicated (nothing written; ``job_id`` of an active job
+    covering the same bytes, if any), applied (json: the 201 body fields) or enqueued
+    (``job_id`` of the new job)."""
 
     deduplicated: bool
     source_id: uuid.UUID
     source_version_tx: int | None = None
     node_ids: tuple[bytes, ...] = ()
     edge_ids: tuple[bytes, ...] = ()
+    job_id: bytes | None = None
+
+
+class IngestJobPayload(msgspec.Struct, kw_only=True):
+    """spec 004 ``IngestJobPayload``: the job's opaque payload, JSON, ``content_hash`` hex."""
+
+    v: int = 1
+    source_id: str
+    format: str
+    name: str
+    content_b64: str
+    content_hash: str | None
+    options: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class SubmitResult:
+    """What ``SubmitIngestionResult`` answers: accepted (node ids in submission order) or
+    refused as ``invalid_submission`` with the reason."""
+
+    accepted: bool
+    node_ids: tuple[bytes, ...] = ()
+    deduplicated: bool = False
+    reason: str | None = None
 
 
 class Ingestor:
-    """Single entry point of ``POST /v1/ingest``.
+    """Single entry point of ``POST /v1/ingest`` and of worker submissions.
 
     :param store: the storage engine.
     :param config: the ``[ingest]`` section (limits and the default nesting policy).
+    :param queue: the job queue worker formats are enqueued on.
     """
 
-    def __init__(self, store: Storage, config: IngestConfig) -> None:
+    def __init__(self, store: Storage, config: IngestConfig, queue: JobQueue) -> None:
         self._store = store
         self._config = config
+        self._queue = queue
 
     def json_options(self, name: str, options: dict[str, Any]) -> JsonOptions:
         """Resolve ``options`` of a ``format=json`` request (spec 001 "format=json options").
@@ -82,17 +123,42 @@ class Ingestor:
         )
 
     async def ingest(self, scope: Scope, req: IngestRequest) -> IngestResult:
-        """Ingest one validated request.
+        """Ingest one validated request: ``json`` is applied now, every other format becomes
+        an ``ingest:{format}`` job (request-level dedup except for ``web``).
 
-        :raises RequestError: a format other than ``json`` (worker formats are not served yet)
-            or bad options.
-        :raises ContentError: content the projection rejects; nothing is written.
+        :raises RequestError: bad options.
+        :raises ContentError: content the JSON projection rejects; nothing is written.
         """
         if req.format != "json":
-            raise RequestError(
-                f"format {req.format!r} needs a format worker, which this build does not run"
-                " yet; supported formats: json"
-            )
+            return await self._enqueue(scope, req)
+        return await self._json_bypass(scope, req)
+
+    async def _enqueue(self, scope: Scope, req: IngestRequest) -> IngestResult:
+        source_id = source_id_for(req.name)
+        raw = req.raw or b""
+        digest = content_hash(raw) if req.raw is not None else None
+        payload = IngestJobPayload(
+            source_id=str(source_id),
+            format=req.format,
+            name=req.name,
+            content_b64=base64.b64encode(raw).decode(),
+            content_hash=digest.hex() if digest is not None else None,
+            options=req.options,
+        )
+        job = NewJob(
+            job_id=new_id(),
+            kind=f"ingest:{req.format}",
+            format=req.format,
+            source_id=source_id.bytes,
+            content_hash=digest,
+            payload=msgspec.json.encode(payload),
+        )
+        outcome = await self._queue.enqueue(scope, job, dedup=req.format not in FETCH_FORMATS)
+        if not outcome.deduplicated:
+            log.info("enqueued", job_id=id_str(job.job_id), kind=job.kind, bytes=len(raw))
+        return IngestResult(outcome.deduplicated, source_id, job_id=outcome.job_id)
+
+    async def _json_bypass(self, scope: Scope, req: IngestRequest) -> IngestResult:
         assert req.raw is not None
         opts = self.json_options(req.name, req.options)
         source_id = source_id_for(req.name)
@@ -133,3 +199,91 @@ class Ingestor:
             tuple(outcome.node_ids),
             tuple(outcome.edge_ids),
         )
+
+    async def apply_submission(
+        self, job: JobRecord, lease: LeaseRef, result_json: bytes, worker: str
+    ) -> SubmitResult:
+        """Apply a worker's single-shot submission (spec 004 apply_parts, steps 1–7).
+
+        Validated before anything is written; an invalid submission writes nothing and
+        dead-letters the job as ``invalid_submission``. The version, its rows, the job's
+        completion and its child jobs commit in one transaction.
+
+        :raises telha.errors.StaleLease: the caller does not hold ``job`` under ``lease``.
+        """
+        try:
+            sub, projection = await anyio.to_thread.run_sync(_validate, result_json)
+            payload = msgspec.json.decode(job.payload, type=IngestJobPayload)
+            children = tuple(_child_job(c) for c in sub.child_jobs)
+        except InvalidSubmission as exc:
+            reason = str(exc)
+            await self._queue.fail(lease, "invalid_submission", reason)
+            log.warning("invalid_submission", job_id=id_str(job.job_id), reason=reason)
+            return SubmitResult(False, reason=reason)
+        raw_size = len(payload.content_b64) * 3 // 4 - payload.content_b64[-2:].count("=")
+        reported = sub.content_hash or payload.content_hash
+        version = NewVersion(
+            source_id=job.source_id,
+            name=payload.name,
+            format=payload.format,
+            content_hash=bytes.fromhex(reported) if reported else content_hash(b""),
+            size=raw_size,
+            worker=worker,
+            job_id=job.job_id,
+        )
+        stats = msgspec.json.encode(sub.stats) if sub.stats is not None else None
+        completion = JobCompletion(lease, now_us(), stats, children)
+        outcome = await self._store.commit_version(
+            job.scope, version, projection, dedup=Dedup.SUBMIT, completion=completion
+        )
+        self._queue.finished(job.job_id)
+        for fmt in {c.format for c in children}:
+            self._queue.notify(fmt)
+        log.info(
+            "job_completed",
+            job_id=id_str(job.job_id),
+            deduplicated=outcome.deduplicated,
+            nodes=len(outcome.node_ids),
+            children=len(children),
+        )
+        return SubmitResult(True, tuple(outcome.node_ids), outcome.deduplicated)
+
+
+def _validate(raw: bytes) -> tuple[Submission, Projection]:
+    sub = decode_submission(raw)
+    if sub.partial or sub.seq != 0:
+        raise InvalidSubmission("streamed (partial) submissions are not supported yet")
+    return sub, to_projection(sub)
+
+
+def _child_job(child: ChildJobIn) -> NewJob:
+    if child.format not in KNOWN_FORMATS or child.format == "json":
+        raise InvalidSubmission(f"childJobs: format {child.format!r} is not a worker format")
+    if not child.name:
+        raise InvalidSubmission("childJobs: name must not be empty")
+    raw = b""
+    if child.content_b64 is not None:
+        try:
+            raw = base64.b64decode(child.content_b64, validate=True)
+        except (binascii.Error, ValueError):
+            raise InvalidSubmission(f"childJobs: {child.name}: contentB64 is not base64") from None
+    elif child.format not in FETCH_FORMATS:
+        raise InvalidSubmission(f"childJobs: {child.name}: contentB64 is required")
+    source_id = source_id_for(child.name)
+    digest = content_hash(raw) if child.format not in FETCH_FORMATS else None
+    payload = IngestJobPayload(
+        source_id=str(source_id),
+        format=child.format,
+        name=child.name,
+        content_b64=child.content_b64 or "",
+        content_hash=digest.hex() if digest is not None else None,
+        options=child.options,
+    )
+    return NewJob(
+        new_id(),
+        f"ingest:{child.format}",
+        child.format,
+        source_id.bytes,
+        digest,
+        msgspec.json.encode(payload),
+    )

@@ -32,6 +32,9 @@ class NodeOut(NamedTuple):
     properties_json: bytes
     span_refs: tuple[int, ...]
     node_id: bytes | None = None
+    #: Valid time in µs; ``None`` is unbounded.
+    valid_from: int | None = None
+    valid_to: int | None = None
 
 
 class EdgeOut(NamedTuple):

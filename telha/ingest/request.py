@@ -15,13 +15,17 @@ import msgspec
 
 from telha.errors import ContentError, RequestError
 
-__all__ = ["KNOWN_FORMATS", "IngestRequest", "parse_ingest_request"]
+__all__ = ["FETCH_FORMATS", "KNOWN_FORMATS", "IngestRequest", "parse_ingest_request"]
 
 #: Every format name the service knows (spec 001, DESIGN.md §7).
 KNOWN_FORMATS = (
     "json", "text", "markdown", "pdf", "docx", "pptx", "html",
     "csv", "tsv", "xlsx", "web", "code", "eml", "msg",
 )  # fmt: skip
+
+
+#: Formats whose worker fetches the content itself: the request carries only the name (URL).
+FETCH_FORMATS = frozenset({"web"})
 
 
 class _Body(msgspec.Struct, forbid_unknown_fields=True, rename="camel"):
@@ -78,7 +82,7 @@ def parse_ingest_request(body: bytes) -> IngestRequest:
             raw = b64decode(req.content_base64, validate=True)
         except (binascii.Error, ValueError) as exc:
             raise ContentError(f"contentBase64 is not valid base64: {exc}") from None
-    elif req.format == "web":
+    elif req.format in FETCH_FORMATS:
         raw = None
     else:
         raise ContentError("send exactly one of content and contentBase64")

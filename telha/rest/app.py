@@ -23,6 +23,7 @@ from telha.config import Config
 from telha.errors import NotFound, RequestError, TelhaError, Unauthenticated, Unavailable
 from telha.ingest.ingestor import Ingestor
 from telha.model import Scope
+from telha.queue.job_queue import JobQueue
 from telha.rest.schemas import ErrorBody, ErrorDetail
 from telha.storage.protocol import Storage
 
@@ -39,6 +40,7 @@ class AppState:
     config: Config
     store: Storage
     ingestor: Ingestor
+    queue: JobQueue
     ready: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 

@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
+import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from telha.errors import PayloadTooLarge
+from telha.errors import NotFound, PayloadTooLarge
 from telha.ids import id_str
 from telha.ingest.request import parse_ingest_request
-from telha.rest.app import json_response, require_scope, state
-from telha.rest.schemas import Deduplicated, IngestApplied
+from telha.rest.app import json_response, parse_uuid, require_scope, state
+from telha.rest.schemas import (
+    Deduplicated,
+    IngestApplied,
+    IngestEnqueued,
+    JobEventOut,
+    JobStatus,
+)
 
 __all__ = ["read_body", "routes"]
 
@@ -42,7 +49,21 @@ async def ingest(request: Request) -> Response:
     req = parse_ingest_request(body)
     result = await st.ingestor.ingest(scope, req)
     if result.deduplicated:
-        return json_response(Deduplicated(deduplicated=True, source_id=str(result.source_id)))
+        job = id_str(result.job_id) if result.job_id else None
+        return json_response(
+            Deduplicated(deduplicated=True, source_id=str(result.source_id), job_id=job)
+        )
+    if result.job_id is not None:
+        job_id = id_str(result.job_id)
+        return json_response(
+            IngestEnqueued(
+                deduplicated=False,
+                job_id=job_id,
+                source_id=str(result.source_id),
+                status_url=f"/v1/ingest/{job_id}",
+            ),
+            202,
+        )
     assert result.source_version_tx is not None
     return json_response(
         IngestApplied(
@@ -56,4 +77,30 @@ async def ingest(request: Request) -> Response:
     )
 
 
-routes = [Route("/v1/ingest", ingest, methods=["POST"])]
+async def job_status(request: Request) -> Response:
+    """GET /v1/ingest/{jobId}: the job's state, attempts and event list (its manifest)."""
+    scope = await require_scope(request)
+    job_id = parse_uuid(request.path_params["job_id"], "job")
+    job = await state(request).queue.get(scope, job_id)
+    if job is None:
+        raise NotFound("no such job")
+    return json_response(
+        JobStatus(
+            job_id=id_str(job.job_id),
+            kind=job.kind,
+            state=job.state,
+            attempts=job.attempts,
+            source_id=id_str(job.source_id),
+            events=[
+                JobEventOut(at=e.at, transition=e.transition, detail=e.detail) for e in job.events
+            ],
+            failure_reason=job.failure_reason,
+            stats=msgspec.json.decode(job.stats) if job.stats else None,
+        )
+    )
+
+
+routes = [
+    Route("/v1/ingest", ingest, methods=["POST"]),
+    Route("/v1/ingest/{job_id}", job_status, methods=["GET"]),
+]

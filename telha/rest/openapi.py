@@ -84,11 +84,22 @@ def _paths() -> dict[str, Any]:
                     "content": {"application/json": {"schema": _INGEST_BODY}},
                 },
                 "responses": {
-                    "201": _json("IngestApplied", "applied"),
-                    "200": _json("Deduplicated", "identical bytes to the latest version"),
+                    "201": _json("IngestApplied", "format=json applied"),
+                    "202": _json("IngestEnqueued", "a job for a format worker was enqueued"),
+                    "200": _json(
+                        "Deduplicated", "identical bytes to the latest version or a pending job"
+                    ),
                     "413": _json("ErrorBody", "PAYLOAD_TOO_LARGE"),
                     **_ERRORS,
                 },
+            }
+        },
+        "/v1/ingest/{jobId}": {
+            "get": {
+                "summary": "A job's state, attempts and events",
+                "security": secured,
+                "parameters": [_param("jobId", "path", _UUID, "job id")],
+                "responses": {"200": _json("JobStatus", "the job"), **_ERRORS},
             }
         },
         "/v1/sources/{sourceId}": {

@@ -15,7 +15,10 @@ __all__ = [
     "ErrorBody",
     "ErrorDetail",
     "IngestApplied",
+    "IngestEnqueued",
     "Interval",
+    "JobEventOut",
+    "JobStatus",
     "NodeList",
     "NodeOut",
     "Provenance",
@@ -50,11 +53,41 @@ class IngestApplied(_Out):
     edge_ids: list[str]
 
 
-class Deduplicated(_Out):
-    """200: identical bytes to the source's latest version; nothing written."""
+class Deduplicated(_Out, omit_defaults=True):
+    """200: identical bytes to the source's latest version (nothing written), or to a job
+    still pending/leased (``jobId`` names it)."""
 
     deduplicated: bool
     source_id: str
+    job_id: str | None = None
+
+
+class IngestEnqueued(_Out):
+    """202: a job was enqueued for a format worker; poll ``statusUrl``."""
+
+    deduplicated: bool
+    job_id: str
+    source_id: str
+    status_url: str
+
+
+class JobEventOut(_Out):
+    at: int
+    transition: str
+    detail: str | None
+
+
+class JobStatus(_Out):
+    """``GET /v1/ingest/{jobId}``: state is pending, leased, completed or dead."""
+
+    job_id: str
+    kind: str
+    state: str
+    attempts: int
+    source_id: str
+    events: list[JobEventOut]
+    failure_reason: str | None
+    stats: dict[str, Any] | None
 
 
 class VersionOut(_Out):

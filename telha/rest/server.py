@@ -43,6 +43,8 @@ class RestFront:
         self._addr = addr
         self._grace_s = grace_s
         self._shutdown = shutdown
+        #: Set once hypercorn has stopped and drained (or given up after the grace period).
+        self.drained = anyio.Event()
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[str]) -> None:
         """Actor body; raises ``OSError`` when the address cannot be bound."""
@@ -57,5 +59,8 @@ class RestFront:
         bound = f"{host}:{port}"
         log.info("rest_listening", addr=bound)
         task_status.started(bound)
-        await serve(self._app, cfg, shutdown_trigger=self._shutdown.wait)  # type: ignore[arg-type]
+        try:
+            await serve(self._app, cfg, shutdown_trigger=self._shutdown.wait)  # type: ignore[arg-type]
+        finally:
+            self.drained.set()
         log.info("rest_stopped")

@@ -242,7 +242,6 @@ async def test_content_base64_and_null_counts_as_absent(client: httpx.AsyncClien
 @pytest.mark.parametrize(
     ("body", "fragment"),
     [
-        ({"format": "pdf", "name": "a.pdf", "content": "x"}, "json"),
         ({"format": "nope", "name": "a", "content": "x"}, "known formats"),
         ({"name": "a.json", "content": "{}"}, "format"),
         ({"format": "json", "name": "", "content": "{}"}, "name"),

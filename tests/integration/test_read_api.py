@@ -161,6 +161,7 @@ async def test_openapi_describes_every_route(server: ServerProcess) -> None:
         assert doc["openapi"].startswith("3.")
         assert set(doc["paths"]) == {
             "/v1/ingest",
+            "/v1/ingest/{jobId}",
             "/v1/sources/{sourceId}",
             "/v1/sources/{sourceId}/versions/{tx}/text",
             "/v1/sources/{sourceId}/versions/{tx}/spans",

@@ -21,7 +21,7 @@ def test_defaults_match_design(tmp_path: Path) -> None:
     assert cfg.ingest.max_body_bytes == 8388608 and cfg.ingest.json_max_records == 10000
     assert cfg.ingest.json_max_depth == 8 and cfg.ingest.json_nested == "flatten"
     assert cfg.jobs.max_attempts == 5 and cfg.jobs.lease_secs == 180
-    assert cfg.workers.concurrency == 2 and "text_worker" in cfg.workers.in_process
+    assert cfg.workers.concurrency == 2 and cfg.workers.in_process == ["text_worker"]
     assert cfg.storage_path(tmp_path) == tmp_path / "data" / "telha.db"
 
 

@@ -91,21 +91,20 @@ def build_rows(
         labels_json = labels_cache.get(node_labels)
         if labels_json is None:
             labels_json = labels_cache[node_labels] = _encode(list(node_labels)).decode()
-        nodes.append(
-            (
-                scope_id,
-                nid,
-                tx,
-                labels_json,
-                node.properties_json,
-                prov,
-                source_id if refs else None,
-            )
-        )
-        for label in node_labels:
-            labels.append((scope_id, label, nid, tx))
         for i in refs:
             linked[span_keys[i]].append(nid)
+        current = existing.get(nid) if node.node_id is not None else None
+        if current is not None:
+            if current == (labels_json, node.properties_json):
+                continue  # identical: no new version
+            closes.append(nid)
+        origin = source_id if refs else None
+        nodes.append(
+            (scope_id, nid, tx, labels_json, node.properties_json, prov, origin,
+             node.valid_from, node.valid_to)
+        )  # fmt: skip
+        for label in node_labels:
+            labels.append((scope_id, label, nid, tx))
     edge_ids: list[bytes] = []
     edges: list[tuple[Any, ...]] = []
     for edge in proj.edges:

@@ -407,7 +407,7 @@ class SqliteStore(JobsMixin):
             )
         await w.executemany(
             "INSERT INTO nodes (scope_id, node_id, tx_from, labels, properties, provenance,"
-            " source_id) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            " source_id, valid_from, valid_to) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             rows.nodes,
         )
         await w.executemany(

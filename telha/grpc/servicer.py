@@ -1,0 +1,144 @@
+"""``WorkerService`` (spec 000): PollJobs, SubmitIngestionResult, Heartbeat over the same
+:class:`~telha.queue.job_queue.JobQueue` and :class:`~telha.ingest.ingestor.Ingestor` the
+in-process pools use. The caller's identity comes from :data:`current_auth`, set by the gRPC
+front's auth hook (or by the in-process transport).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from contextvars import ContextVar
+
+import anyio
+from grpclib import GRPCError, Status
+
+from telha.errors import StaleLease
+from telha.grpc.tokens import WorkerAuth
+from telha.ids import id_str
+from telha.ingest.ingestor import Ingestor
+from telha.ingest.request import KNOWN_FORMATS
+from telha.model import JobRecord, LeaseRef
+from telha.queue.job_queue import JobQueue
+from telha.queue.policy import parse_reason
+from telha_proto.telha.worker.v1 import (
+    HeartbeatRequest,
+    HeartbeatResponse,
+    IngestionResult,
+    JobPayload,
+    PollJobsRequest,
+    SubmitResponse,
+    WorkerServiceBase,
+)
+
+__all__ = ["WorkerServicer", "current_auth"]
+
+#: The authenticated worker of the current call.
+current_auth: ContextVar[WorkerAuth] = ContextVar("telha_worker_auth")
+
+
+def _job_id(text: str) -> bytes:
+    try:
+        return uuid.UUID(text).bytes
+    except ValueError:
+        raise GRPCError(Status.INVALID_ARGUMENT, f"job_id {text!r} is not a UUID") from None
+
+
+def _auth() -> WorkerAuth:
+    try:
+        return current_auth.get()
+    except LookupError:
+        raise GRPCError(Status.UNAUTHENTICATED, "no worker credentials") from None
+
+
+class WorkerServicer(WorkerServiceBase):
+    """The worker protocol's server side.
+
+    :param queue: leases, heartbeats, failures.
+    :param ingestor: applies submissions.
+    """
+
+    def __init__(self, queue: JobQueue, ingestor: Ingestor) -> None:
+        self._queue = queue
+        self._ingestor = ingestor
+
+    async def poll_jobs(self, message: PollJobsRequest) -> AsyncIterator[JobPayload]:
+        """Stream leased jobs of ``message.formats``, never more than ``capacity`` unfinished
+        at once on this stream (a slot frees when its job completes, fails or expires)."""
+        auth = _auth()
+        unknown = sorted(set(message.formats) - set(KNOWN_FORMATS))
+        if not message.formats or unknown:
+            raise GRPCError(
+                Status.INVALID_ARGUMENT,
+                f"formats must be known format names; unknown: {unknown or '(none given)'}",
+            )
+        slots = anyio.Semaphore(max(1, message.capacity))
+        worker_id = message.worker_id or "anonymous"
+        while True:
+            await slots.acquire()
+            try:
+                job = await self._queue.lease(
+                    message.formats, scope=auth.scope, worker_id=worker_id
+                )
+            except BaseException:
+                slots.release()
+                raise
+            self._queue.track(job.job_id, slots.release)
+            yield JobPayload(
+                job_id=id_str(job.job_id),
+                tenant_id=job.scope.tenant_id,
+                organization_id=job.scope.organization_id,
+                kind=job.kind,
+                payload_json=job.payload,
+                lease_deadline=job.lease_deadline or 0,
+                attempts=job.attempts,
+                lease_generation=job.lease_generation,
+            )
+
+    async def _held(self, auth: WorkerAuth, job_id: bytes, generation: int) -> JobRecord:
+        job = await self._queue.get(auth.scope, job_id)
+        if job is None or job.state != "leased" or job.lease_generation != generation:
+            raise GRPCError(
+                Status.FAILED_PRECONDITION,
+                f"job {id_str(job_id)} is not held under lease generation {generation}",
+            )
+        return job
+
+    async def submit_ingestion_result(self, message: IngestionResult) -> SubmitResponse:
+        """A submission (applied atomically with the job's completion) or a typed failure."""
+        auth = _auth()
+        job_id = _job_id(message.job_id)
+        job = await self._held(auth, job_id, message.lease_generation)
+        lease = LeaseRef(job_id, message.lease_generation)
+        try:
+            if message.success:
+                worker = message.worker_id or job.lease_owner or "worker"
+                result = await self._ingestor.apply_submission(
+                    job, lease, message.result_json, worker
+                )
+                return SubmitResponse(
+                    accepted=result.accepted, node_ids=[id_str(n) for n in result.node_ids]
+                )
+            kind, detail = parse_reason(message.failure_reason, permanent=message.permanent)
+            await self._queue.fail(lease, kind, detail)
+            return SubmitResponse(accepted=True)
+        except StaleLease as exc:
+            raise GRPCError(Status.FAILED_PRECONDITION, exc.message) from None
+
+    async def heartbeat(self, message: HeartbeatRequest) -> HeartbeatResponse:
+        """Extend the leases the caller holds; reports which were extended."""
+        auth = _auth()
+        if len(message.job_ids) != len(message.lease_generations):
+            raise GRPCError(
+                Status.INVALID_ARGUMENT, "job_ids and lease_generations differ in length"
+            )
+        leases = []
+        for text, gen in zip(message.job_ids, message.lease_generations, strict=True):
+            job_id = _job_id(text)
+            if auth.scope is not None and await self._queue.get(auth.scope, job_id) is None:
+                continue  # another scope's job is never extended by a scoped token
+            leases.append(LeaseRef(job_id, gen))
+        extended, deadline = await self._queue.heartbeat(leases)
+        return HeartbeatResponse(
+            extended_job_ids=[id_str(j) for j in extended], lease_deadline=deadline
+        )

@@ -1,0 +1,112 @@
+"""Worker tokens (DESIGN.md §6): signed, expiring JWTs (HS256, PyJWT) keyed by
+``grpc.token_key``. A scoped token carries ``tenant``/``org``; a fleet token ``fleet: true``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import jwt
+
+from telha.model import Scope
+
+__all__ = [
+    "InvalidToken",
+    "WorkerAuth",
+    "load_token_key",
+    "mint_worker_token",
+    "parse_ttl",
+    "verify_worker_token",
+]
+
+_ISSUER = "telha"
+_AUDIENCE = "telha-worker"
+_TTL = re.compile(r"^(\d+)([smhd]?)$")
+_UNIT_S = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+KEY_FILE = "grpc_token.key"
+
+
+class InvalidToken(Exception):
+    """Missing, malformed, forged or expired worker token."""
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerAuth:
+    """Who a worker is: ``scope`` for a scoped token, ``None`` for a fleet token."""
+
+    scope: Scope | None
+    subject: str = "worker"
+
+
+def parse_ttl(text: str) -> int:
+    """``"30d"``, ``"12h"``, ``"90m"``, ``"45s"`` or plain seconds → seconds.
+
+    :raises ValueError: anything else, or zero.
+    """
+    m = _TTL.match(text.strip())
+    if not m or int(m.group(1)) == 0:
+        raise ValueError(f"expected a duration like 30d, 12h, 90m or 45s, got {text!r}")
+    return int(m.group(1)) * _UNIT_S[m.group(2)]
+
+
+def load_token_key(configured: str, data_dir: Path) -> bytes:
+    """The HMAC key: ``grpc.token_key`` when set, else the key file in ``data_dir``, created
+    once (32 random bytes, hex, mode 0600) by whichever process needs it first."""
+    if configured:
+        return configured.encode()
+    path = data_dir / KEY_FILE
+    data_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return path.read_text(encoding="ascii").strip().encode()
+    with os.fdopen(fd, "w", encoding="ascii") as f:
+        f.write(secrets.token_hex(32) + "\n")
+    return path.read_text(encoding="ascii").strip().encode()
+
+
+def mint_worker_token(
+    key: bytes, scope: Scope | None, ttl_s: int, *, now_s: int | None = None
+) -> str:
+    """A token for ``scope`` (``None``: fleet) valid for ``ttl_s`` seconds."""
+    iat = int(time.time()) if now_s is None else now_s
+    claims: dict[str, object] = {
+        "iss": _ISSUER,
+        "aud": _AUDIENCE,
+        "sub": "worker",
+        "iat": iat,
+        "exp": iat + ttl_s,
+    }
+    if scope is None:
+        claims["fleet"] = True
+    else:
+        claims["tenant"] = scope.tenant_id
+        claims["org"] = scope.organization_id
+    return jwt.encode(claims, key, algorithm="HS256")
+
+
+def verify_worker_token(key: bytes, token: str) -> WorkerAuth:
+    """Check signature, issuer, audience and expiry.
+
+    :raises InvalidToken: with the reason (expired, bad signature, malformed, no scope).
+    """
+    try:
+        claims = jwt.decode(
+            token, key, algorithms=["HS256"], audience=_AUDIENCE, issuer=_ISSUER,
+            options={"require": ["exp", "iat", "iss", "aud"]},
+        )  # fmt: skip
+    except jwt.ExpiredSignatureError:
+        raise InvalidToken("worker token expired") from None
+    except jwt.PyJWTError as exc:
+        raise InvalidToken(f"invalid worker token: {exc}") from None
+    if claims.get("fleet") is True:
+        return WorkerAuth(None)
+    tenant, org = claims.get("tenant"), claims.get("org")
+    if not isinstance(tenant, str) or not isinstance(org, str):
+        raise InvalidToken("worker token names no scope")
+    return WorkerAuth(Scope(tenant, org))

@@ -1,0 +1,201 @@
+"""Worker submissions (spec 000 "Wire submission shape"): decoding and validation.
+
+Core validates every submission before anything is written (DESIGN.md §6): version, canonical
+text already NFC/LF, offsets inside the text and on UTF-8 boundaries, span/node/edge
+references in range, exactly one of ``*Ref``/``*Id``, ids are UUIDs, labels UPPER_SNAKE,
+sizes bounded. A valid submission becomes a :class:`~telha.ingest.projection.Projection`.
+Pure; no I/O.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from typing import Any
+
+import msgspec
+
+from telha.canonical import is_label, normalize_canonical
+from telha.ingest.projection import EdgeOut, NodeOut, Projection, SpanOut
+
+__all__ = ["ChildJobIn", "InvalidSubmission", "Submission", "decode_submission", "to_projection"]
+
+#: Upper bounds on one submission (each partial of a stream counts on its own).
+MAX_NODES = 1_000_000
+MAX_EDGES = 2_000_000
+MAX_SPANS = 1_000_000
+_KIND = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
+_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+
+
+class InvalidSubmission(Exception):
+    """A submission core refuses; the job dead-letters as ``invalid_submission``."""
+
+
+class _In(msgspec.Struct, rename="camel", forbid_unknown_fields=True, kw_only=True):
+    pass
+
+
+class SpanIn(_In):
+    start: int
+    end: int
+    kind: str
+
+
+class ValidTimeIn(msgspec.Struct, forbid_unknown_fields=True):
+    from_: int | None = msgspec.field(default=None, name="from")
+    to: int | None = None
+
+
+class NodeIn(_In):
+    labels: list[str]
+    properties: dict[str, Any] = {}
+    span_refs: list[int] = []
+    id: str | None = None
+    valid_time: ValidTimeIn | None = None
+
+
+class RelationshipIn(_In):
+    type: str
+    from_ref: int | None = None
+    from_id: str | None = None
+    to_ref: int | None = None
+    to_id: str | None = None
+    properties: dict[str, Any] = {}
+
+
+class ChildJobIn(_In):
+    format: str
+    name: str
+    content_b64: str | None = None
+    options: dict[str, Any] = {}
+
+
+class Submission(_In):
+    """The wire submission of spec 000 plus ``seq``/``partial`` (streaming)."""
+
+    v: int
+    canonical_text: str = ""
+    spans: list[SpanIn] = []
+    nodes: list[NodeIn] = []
+    relationships: list[RelationshipIn] = []
+    stats: dict[str, Any] | None = None
+    content_hash: str | None = None
+    child_jobs: list[ChildJobIn] = []
+    ambiguities: list[dict[str, Any]] = []
+    seq: int = 0
+    partial: bool = False
+
+
+def decode_submission(raw: bytes) -> Submission:
+    """Decode ``result_json``.
+
+    :raises InvalidSubmission: not JSON, or not the wire shape (unknown or mistyped field).
+    """
+    try:
+        return msgspec.json.decode(raw, type=Submission)
+    except msgspec.DecodeError as exc:
+        raise InvalidSubmission(f"result_json is not a submission: {exc}") from None
+
+
+def _uuid(value: str, where: str) -> bytes:
+    try:
+        return uuid.UUID(value).bytes
+    except ValueError:
+        raise InvalidSubmission(f"{where}: {value!r} is not a UUID") from None
+
+
+def _is_boundary(text: bytes, pos: int) -> bool:
+    return pos >= len(text) or (text[pos] & 0xC0) != 0x80
+
+
+def _spans(sub: Submission, text: bytes) -> list[SpanOut]:
+    if len(sub.spans) > MAX_SPANS:
+        raise InvalidSubmission(f"{len(sub.spans)} spans is over the limit of {MAX_SPANS}")
+    out = []
+    for i, sp in enumerate(sub.spans):
+        if not 0 <= sp.start <= sp.end <= len(text):
+            raise InvalidSubmission(
+                f"spans[{i}]: [{sp.start}, {sp.end}) is outside the text ({len(text)} bytes)"
+            )
+        if not (_is_boundary(text, sp.start) and _is_boundary(text, sp.end)):
+            raise InvalidSubmission(f"spans[{i}]: offsets are not on UTF-8 character boundaries")
+        if not _KIND.match(sp.kind):
+            raise InvalidSubmission(f"spans[{i}]: kind {sp.kind!r} is not a lower_snake name")
+        out.append(SpanOut(sp.start, sp.end, sp.kind))
+    return out
+
+
+def _nodes(sub: Submission) -> list[NodeOut]:
+    if len(sub.nodes) > MAX_NODES:
+        raise InvalidSubmission(f"{len(sub.nodes)} nodes is over the limit of {MAX_NODES}")
+    out = []
+    seen: set[bytes] = set()
+    n_spans = len(sub.spans)
+    for i, node in enumerate(sub.nodes):
+        if not node.labels or not all(is_label(label) for label in node.labels):
+            raise InvalidSubmission(f"nodes[{i}]: labels must be non-empty UPPER_SNAKE names")
+        for ref in node.span_refs:
+            if not 0 <= ref < n_spans:
+                raise InvalidSubmission(f"nodes[{i}]: spanRef {ref} is out of range")
+        node_id = None
+        if node.id is not None:
+            node_id = _uuid(node.id, f"nodes[{i}].id")
+            if node_id in seen:
+                raise InvalidSubmission(f"nodes[{i}]: id {node.id} appears twice")
+            seen.add(node_id)
+        props = msgspec.json.encode(node.properties)
+        vt = node.valid_time
+        if vt is not None and vt.from_ is not None and vt.to is not None and vt.to < vt.from_:
+            raise InvalidSubmission(f"nodes[{i}]: validTime ends before it starts")
+        out.append(
+            NodeOut(
+                tuple(node.labels),
+                props,
+                tuple(node.span_refs),
+                node_id,
+                vt.from_ if vt else None,
+                vt.to if vt else None,
+            )
+        )
+    return out
+
+
+def _edges(sub: Submission) -> list[EdgeOut]:
+    if len(sub.relationships) > MAX_EDGES:
+        raise InvalidSubmission(f"{len(sub.relationships)} relationships is over {MAX_EDGES}")
+    n_nodes = len(sub.nodes)
+    out = []
+    for i, rel in enumerate(sub.relationships):
+        where = f"relationships[{i}]"
+        if not is_label(rel.type):
+            raise InvalidSubmission(f"{where}: type {rel.type!r} is not UPPER_SNAKE")
+        ends: list[tuple[int | None, bytes | None]] = []
+        for side, ref, id_ in (("from", rel.from_ref, rel.from_id), ("to", rel.to_ref, rel.to_id)):
+            if (ref is None) == (id_ is None):
+                raise InvalidSubmission(f"{where}: exactly one of {side}Ref and {side}Id")
+            if ref is not None and not 0 <= ref < n_nodes:
+                raise InvalidSubmission(f"{where}: {side}Ref {ref} is out of range")
+            ends.append((ref, _uuid(id_, f"{where}.{side}Id") if id_ is not None else None))
+        (from_ref, from_id), (to_ref, to_id) = ends
+        props = msgspec.json.encode(rel.properties)
+        out.append(EdgeOut(rel.type, from_ref, to_ref, props, from_id, to_id))
+    return out
+
+
+def to_projection(sub: Submission) -> Projection:
+    """Validate ``sub`` and turn it into a :class:`Projection`.
+
+    :raises InvalidSubmission: any rule of the module docstring broken; names the field.
+    """
+    if sub.v != 1:
+        raise InvalidSubmission(f"unsupported submission version v={sub.v}")
+    if normalize_canonical(sub.canonical_text) != sub.canonical_text:
+        raise InvalidSubmission("canonicalText is not normalized (NFC, LF line endings)")
+    try:
+        text = sub.canonical_text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidSubmission("canonicalText holds a lone surrogate") from None
+    if sub.content_hash is not None and not _HEX64.match(sub.content_hash):
+        raise InvalidSubmission("contentHash must be 64 lowercase hex characters (BLAKE3)")
+    return Projection(text, _spans(sub, text), _nodes(sub), _edges(sub))

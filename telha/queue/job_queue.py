@@ -1,0 +1,205 @@
+"""The JobQueue actor (DESIGN.md §1, §6): leases with deadlines and generations, heartbeats,
+retries with backoff, dead letters, the reaper, and wake-ups for waiting pollers.
+
+A poller waiting for work is woken the moment a job of one of its formats is enqueued or
+returned to ``pending`` (no database polling); a job backing off is picked up when its
+``available_at`` passes. Per-poller capacity is enforced by the caller through
+:meth:`JobQueue.track`: the slot a job holds is given back when the job finishes, fails, is
+released or its lease is reaped.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import defaultdict
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+
+import anyio
+import anyio.abc
+import structlog
+
+from telha.config import JobsConfig
+from telha.ids import id_str, now_us
+from telha.model import EnqueueOutcome, JobRecord, LeaseRef, NewJob, Scope
+from telha.queue.policy import FailureDecision, decide_failure, format_reason
+from telha.storage.protocol import Storage
+
+__all__ = ["JobQueue"]
+
+log = structlog.get_logger("telha.queue")
+
+#: Longest a waiting poller sleeps without a wake-up before looking again (a safety net for
+#: wake-ups that cannot be seen in-process, e.g. jobs enqueued by another process).
+_MAX_IDLE_S = 5.0
+
+
+class _Wakeups:
+    """Per-format wake-up registrations; a waiter registers before it looks, so no
+    notification between its look and its wait is lost."""
+
+    def __init__(self) -> None:
+        self._waiters: defaultdict[str, set[anyio.Event]] = defaultdict(set)
+
+    def notify(self, fmt: str) -> None:
+        for event in self._waiters.pop(fmt, set()):
+            event.set()
+
+    @contextmanager
+    def register(self, formats: Sequence[str]) -> Iterator[anyio.Event]:
+        event = anyio.Event()
+        for fmt in formats:
+            self._waiters[fmt].add(event)
+        try:
+            yield event
+        finally:
+            for fmt in formats:
+                waiters = self._waiters.get(fmt)
+                if waiters is not None:
+                    waiters.discard(event)
+                    if not waiters:
+                        del self._waiters[fmt]
+
+
+class JobQueue:
+    """The queue over a :class:`~telha.storage.protocol.Storage`.
+
+    :param store: the storage engine holding job rows and events.
+    :param config: the ``[jobs]`` section (``lease_secs``, ``max_attempts``, backoff, reaper).
+    :param clock: µs clock (injectable for tests).
+    :param rng: randomness for backoff jitter.
+    """
+
+    def __init__(
+        self,
+        store: Storage,
+        config: JobsConfig,
+        *,
+        clock: Callable[[], int] = now_us,
+        rng: random.Random | None = None,
+    ) -> None:
+        self._store = store
+        self._config = config
+        self._clock = clock
+        self._rng = rng or random.Random()
+        self._wakeups = _Wakeups()
+        self._holders: dict[bytes, Callable[[], None]] = {}
+
+    @property
+    def lease_us(self) -> int:
+        """Lease length in µs (``jobs.lease_secs``)."""
+        return int(self._config.lease_secs * 1_000_000)
+
+    def decide(self, kind: str, attempts_before: int) -> FailureDecision:
+        """The retry policy bound to this queue's config and clock."""
+        return decide_failure(
+            kind,
+            attempts_before=attempts_before,
+            max_attempts=self._config.max_attempts,
+            now_us=self._clock(),
+            base_ms=self._config.backoff_base_ms,
+            max_s=self._config.backoff_max_s,
+            rng=self._rng,
+        )
+
+    async def run(self, *, task_status: anyio.abc.TaskStatus[JobQueue]) -> None:
+        """Actor body: the reaper, every ``jobs.reap_interval_s`` seconds, until cancelled."""
+        task_status.started(self)
+        while True:
+            await anyio.sleep(self._config.reap_interval_s)
+            await self.reap()
+
+    async def reap(self) -> int:
+        """Return expired leases to ``pending`` (``lease_expired``, a failed attempt) or
+        dead-letter them; wakes pollers. Returns how many leases were reaped."""
+        reaped = await self._store.reap_expired(now_us=self._clock(), decide=self.decide)
+        for job_id, fmt, state in reaped:
+            log.warning("lease_expired", job_id=id_str(job_id), format=fmt, state=state)
+            self.finished(job_id)
+            if state == "pending":
+                self._wakeups.notify(fmt)
+        return len(reaped)
+
+    async def enqueue(self, scope: Scope, job: NewJob, *, dedup: bool) -> EnqueueOutcome:
+        """Enqueue ``job`` (request-level dedup with ``dedup``) and wake its pollers."""
+        outcome = await self._store.enqueue_job(scope, job, now_us=self._clock(), dedup=dedup)
+        if not outcome.deduplicated:
+            self._wakeups.notify(job.format)
+        return outcome
+
+    def notify(self, fmt: str) -> None:
+        """Wake pollers of ``fmt`` (after jobs of it were enqueued elsewhere, e.g. children)."""
+        self._wakeups.notify(fmt)
+
+    async def lease(
+        self, formats: Sequence[str], *, scope: Scope | None, worker_id: str
+    ) -> JobRecord:
+        """Wait for and lease the next available job of ``formats``.
+
+        :param scope: only this scope's jobs (a scoped worker token), or ``None`` for all.
+        Cancellation while waiting leases nothing.
+        """
+        while True:
+            with self._wakeups.register(formats) as woken:
+                job = await self._store.lease_next_job(
+                    formats,
+                    scope=scope,
+                    worker_id=worker_id,
+                    now_us=self._clock(),
+                    lease_us=self.lease_us,
+                )
+                if job is not None:
+                    return job
+                wait_s = _MAX_IDLE_S
+                due = await self._store.next_available_at(formats)
+                if due is not None:
+                    wait_s = min(wait_s, max(0.0, (due - self._clock()) / 1_000_000))
+                with anyio.move_on_after(wait_s):
+                    await woken.wait()
+
+    def track(self, job_id: bytes, on_finished: Callable[[], None]) -> None:
+        """Call ``on_finished`` once when ``job_id`` completes, fails, is released or reaped."""
+        self._holders[job_id] = on_finished
+
+    def finished(self, job_id: bytes) -> None:
+        """A job left the lease (any way): give its poller's slot back."""
+        release = self._holders.pop(job_id, None)
+        if release is not None:
+            release()
+
+    async def heartbeat(self, leases: Sequence[LeaseRef]) -> tuple[list[bytes], int]:
+        """Extend held leases; returns the extended ids and the new deadline (µs)."""
+        now = self._clock()
+        extended = await self._store.heartbeat_jobs(leases, now_us=now, lease_us=self.lease_us)
+        return extended, now + self.lease_us
+
+    async def fail(self, lease: LeaseRef, kind: str, detail: str) -> JobRecord:
+        """Record a failed attempt of a held job (retry with backoff, or dead).
+
+        :raises telha.errors.StaleLease: the caller does not hold the job.
+        """
+        reason = format_reason(kind, detail)
+        job = await self._store.fail_job(
+            lease, kind, reason, now_us=self._clock(), decide=self.decide
+        )
+        self.finished(lease.job_id)
+        log.info(
+            "job_failed",
+            job_id=id_str(lease.job_id),
+            kind=kind,
+            state=job.state,
+            attempts=job.attempts,
+        )
+        if job.state == "pending":
+            self._wakeups.notify(job.format)
+        return job
+
+    async def release(self, lease: LeaseRef, detail: str) -> bool:
+        """Give a held job back without counting an attempt (shutdown of a worker pool)."""
+        released = await self._store.release_job(lease, now_us=self._clock(), detail=detail)
+        self.finished(lease.job_id)
+        return released
+
+    async def get(self, scope: Scope | None, job_id: bytes) -> JobRecord | None:
+        """A job with its events, if it exists in ``scope`` (``None``: any scope)."""
+        return await self._store.get_job(scope, job_id)

@@ -1,0 +1,131 @@
+"""In-process worker pools (DESIGN.md §1, §7): the ``[workers] in_process`` modules run inside
+``telha serve``, ``concurrency`` consumers each, through an in-process transport that calls the
+same :class:`~telha.grpc.servicer.WorkerServicer` the gRPC front serves. Handlers run in
+worker threads (the consumer's doing), never on the event loop.
+
+On shutdown every job still held by a pool is released: back to ``pending`` at once, the
+attempt not counted.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import AsyncIterator
+from types import ModuleType
+
+import anyio
+import anyio.abc
+import structlog
+from workers_common.consumer import HEARTBEAT_INTERVAL_SECS, WorkerConsumer
+
+from telha.grpc.servicer import WorkerServicer, current_auth
+from telha.grpc.tokens import WorkerAuth
+from telha.model import LeaseRef
+from telha.queue.job_queue import JobQueue
+from telha_proto.telha.worker.v1 import (
+    HeartbeatRequest,
+    HeartbeatResponse,
+    IngestionResult,
+    JobPayload,
+    PollJobsRequest,
+    SubmitResponse,
+)
+
+__all__ = ["InProcessTransport", "WorkerPools", "load_worker_modules"]
+
+log = structlog.get_logger("telha.workers")
+
+_FLEET = WorkerAuth(None, "in-process")
+
+
+class InProcessTransport:
+    """The worker protocol without the network: same servicer, fleet identity."""
+
+    def __init__(self, servicer: WorkerServicer) -> None:
+        self._servicer = servicer
+
+    async def poll_jobs(self, request: PollJobsRequest) -> AsyncIterator[JobPayload]:
+        """Leased jobs, as ``PollJobs`` streams them."""
+        current_auth.set(_FLEET)
+        async for payload in self._servicer.poll_jobs(request):
+            yield payload
+
+    async def submit(self, result: IngestionResult) -> SubmitResponse:
+        """``SubmitIngestionResult``."""
+        current_auth.set(_FLEET)
+        return await self._servicer.submit_ingestion_result(result)
+
+    async def heartbeat(self, request: HeartbeatRequest) -> HeartbeatResponse:
+        """``Heartbeat``."""
+        current_auth.set(_FLEET)
+        return await self._servicer.heartbeat(request)
+
+
+def load_worker_modules(names: list[str]) -> dict[str, ModuleType]:
+    """Import each worker module; all-or-nothing before any work starts.
+
+    :raises ValueError: a module is missing or lacks ``FORMATS``/``handle``.
+    """
+    modules = {}
+    for name in names:
+        try:
+            module = importlib.import_module(name)
+        except ImportError as exc:
+            raise ValueError(f"worker module {name!r} cannot be imported: {exc}") from None
+        if not callable(getattr(module, "handle", None)) or not getattr(module, "FORMATS", None):
+            raise ValueError(f"{name!r} is not a worker module (needs FORMATS and handle)")
+        modules[name] = module
+    return modules
+
+
+class WorkerPools:
+    """Runs ``concurrency`` consumers per module until cancelled.
+
+    :param heartbeat_interval_s: kept under a third of the lease so no in-process job loses
+        its lease while it is being worked on.
+    """
+
+    def __init__(
+        self,
+        modules: dict[str, ModuleType],
+        concurrency: int,
+        servicer: WorkerServicer,
+        queue: JobQueue,
+        lease_secs: float,
+    ) -> None:
+        self._modules = modules
+        self._concurrency = concurrency
+        self._transport = InProcessTransport(servicer)
+        self._queue = queue
+        self._interval = min(float(HEARTBEAT_INTERVAL_SECS), lease_secs / 3)
+        self._consumers: list[WorkerConsumer] = []
+
+    async def run(self, *, task_status: anyio.abc.TaskStatus[list[str]]) -> None:
+        """Actor body; reports the started consumers' worker ids."""
+        for name, module in self._modules.items():
+            for i in range(self._concurrency):
+                self._consumers.append(
+                    WorkerConsumer(
+                        self._transport,
+                        module.handle,
+                        list(module.FORMATS),
+                        worker_id=f"in-process:{name}:{i}",
+                        capacity=1,
+                        heartbeat_interval_s=self._interval,
+                    )
+                )
+        try:
+            async with anyio.create_task_group() as tg:
+                for consumer in self._consumers:
+                    await tg.start(consumer.run)
+                task_status.started([c.worker_id for c in self._consumers])
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self._release_all()
+
+    async def _release_all(self) -> None:
+        for consumer in self._consumers:
+            for job_id, generation in consumer.in_flight():
+                lease = LeaseRef(job_id, generation)
+                if await self._queue.release(lease, "released at shutdown"):
+                    log.info("job_released", job_id=str(job_id), worker=consumer.worker_id)

@@ -1,0 +1,119 @@
+"""``text_worker``: plain text and markdown (formats ``text``, ``markdown``).
+
+Projection: one ``DOCUMENT`` node (``name``, ``format``) whose span is the whole text (kind
+``body``); one ``PARAGRAPH`` node per blank-line-separated block (span kind ``paragraph``);
+in markdown, an ATX heading line (``#`` to ``######``) is a ``SECTION`` node with ``level``
+and ``title`` (span kind ``heading``). ``CONTAINS`` edges from the document to each block
+carry ``ord`` (0-based, document order). UTF-8 only (a BOM is dropped); undecodable bytes are
+``corrupt_input``. Deterministic: the same bytes and options give the same submission.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from workers_common import CorruptInput, IngestionResultBuilder, Job, normalize_canonical
+
+__all__ = ["FORMATS", "handle", "project"]
+
+FORMATS = ("text", "markdown")
+
+_BOM = b"\xef\xbb\xbf"
+_HEADING = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
+
+
+def _decode(raw: bytes) -> str:
+    if raw.startswith(_BOM):
+        raw = raw[len(_BOM) :]
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise CorruptInput(f"not UTF-8: invalid byte at offset {exc.start}") from None
+
+
+def _blocks(text: str) -> list[tuple[int, int]]:
+    """Character ranges of blank-line-separated blocks (trailing whitespace excluded)."""
+    blocks: list[tuple[int, int]] = []
+    start: int | None = None
+    end = 0
+    pos = 0
+    for line in text.split("\n"):
+        line_end = pos + len(line)
+        if line.strip():
+            if start is None:
+                start = pos + (len(line) - len(line.lstrip()))
+            end = pos + len(line.rstrip())
+        elif start is not None:
+            blocks.append((start, end))
+            start = None
+        pos = line_end + 1
+    if start is not None:
+        blocks.append((start, end))
+    return blocks
+
+
+def _markdown_parts(text: str, block: tuple[int, int]) -> list[tuple[str, int, int, int]]:
+    """Split a markdown block into headings and paragraphs: ``(kind, start, end, level)``."""
+    parts: list[tuple[str, int, int, int]] = []
+    para_start: int | None = None
+    para_end = block[0]
+    pos = block[0]
+    for line in text[block[0] : block[1]].split("\n"):
+        m = _HEADING.match(line)
+        if m:
+            if para_start is not None:
+                parts.append(("paragraph", para_start, para_end, 0))
+                para_start = None
+            parts.append(("heading", pos, pos + len(line.rstrip()), len(m.group(1))))
+        elif line.strip():
+            if para_start is None:
+                para_start = pos + (len(line) - len(line.lstrip()))
+            para_end = pos + len(line.rstrip())
+        pos += len(line) + 1
+    if para_start is not None:
+        parts.append(("paragraph", para_start, para_end, 0))
+    return parts
+
+
+def project(text: str, name: str, fmt: str) -> dict[str, Any]:
+    """The submission for canonical ``text`` (already normalized)."""
+    b = IngestionResultBuilder()
+    b.set_canonical_text(text)
+    data = text.encode("utf-8")
+    whole = b.add_span_range(0, len(data), "body")
+    doc = b.add_node(["DOCUMENT"], {"name": name, "format": fmt}, spans=[whole])
+    # Character offsets → byte offsets; boundaries come in increasing order, so each call
+    # encodes only the text since the previous one.
+    cursor = [0, 0]  # (character offset, byte offset)
+
+    def byte_at(i: int) -> int:
+        cursor[1] += len(text[cursor[0] : i].encode("utf-8"))
+        cursor[0] = i
+        return cursor[1]
+
+    order = 0
+    for block in _blocks(text):
+        parts = _markdown_parts(text, block) if fmt == "markdown" else [("paragraph", *block, 0)]
+        for kind, start, end, level in parts:
+            span = b.add_span_range(byte_at(start), byte_at(end), kind)
+            body = text[start:end]
+            if kind == "heading":
+                m = _HEADING.match(body)
+                title = (m.group(2) or "").strip() if m else body
+                node = b.add_node(["SECTION"], {"level": level, "title": title}, spans=[span])
+            else:
+                node = b.add_node(["PARAGRAPH"], {"text": body}, spans=[span])
+            b.add_relationship("CONTAINS", from_ref=doc, to_ref=node, properties={"ord": order})
+            order += 1
+    b.set_stats({"blocks": order, "bytes": len(data)})
+    return b.build()
+
+
+def handle(job: Job) -> dict[str, Any]:
+    """Project one text or markdown job.
+
+    :raises CorruptInput: the bytes are not UTF-8.
+    """
+    text = normalize_canonical(_decode(job.content))
+    return project(text, job.name, job.format)

@@ -1,0 +1,266 @@
+"""``WorkerConsumer`` (spec 000 "The consumer loop"): poll, dispatch, heartbeat, submit.
+
+A handler is ``handle(job) -> dict | bytes`` (single shot) or a generator yielding submission
+dicts (``ids = yield builder.build()``): the consumer assigns ``seq``, defaults each yielded
+dict to ``partial: True`` unless it sets ``partial: False`` (which finalizes), sends back the
+node ids core assigned, and submits an empty finalizer if the generator ends without one.
+Handlers run in a worker thread, never on the event loop. One heartbeat task per stream
+extends every in-flight lease each ``heartbeat_interval_s``; a job whose lease was not
+extended is abandoned (its result is never submitted).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import types
+import uuid
+from collections.abc import Callable, Generator
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import anyio
+import anyio.abc
+
+from telha_proto.telha.worker.v1 import (
+    HeartbeatRequest,
+    HeartbeatResponse,
+    IngestionResult,
+    JobPayload,
+    PollJobsRequest,
+    SubmitResponse,
+)
+from workers_common.failures import classify
+
+__all__ = ["HEARTBEAT_INTERVAL_SECS", "Job", "Transport", "WorkerConsumer"]
+
+log = logging.getLogger("workers_common")
+
+#: Heartbeat period in seconds (spec 000); core's ``jobs.lease_secs`` must exceed twice this.
+HEARTBEAT_INTERVAL_SECS = 60
+
+
+class Transport(Protocol):
+    """The three RPCs of ``WorkerService``, over gRPC or in-process."""
+
+    def poll_jobs(self, request: PollJobsRequest) -> Any:
+        """An async iterator of :class:`JobPayload`."""
+
+    async def submit(self, result: IngestionResult) -> SubmitResponse:
+        """``SubmitIngestionResult``."""
+
+    async def heartbeat(self, request: HeartbeatRequest) -> HeartbeatResponse:
+        """``Heartbeat``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """What a handler sees of a leased job; ``content`` is the raw bytes."""
+
+    job_id: str
+    kind: str
+    format: str
+    name: str
+    content: bytes
+    content_hash: str | None
+    options: dict[str, Any]
+    attempts: int
+    tenant_id: str
+    organization_id: str
+
+
+_DONE = object()
+
+
+def _advance(gen: Generator[Any, Any, Any], ids: list[str] | None) -> Any:
+    """Next submission of a generator handler (``send(ids)`` after the first), or ``_DONE``.
+    StopIteration cannot cross a thread/future boundary, hence the sentinel."""
+    try:
+        return next(gen) if ids is None else gen.send(ids)
+    except StopIteration:
+        return _DONE
+
+
+class _HandlerFailed(Exception):
+    """Handler code raised; the cause is the handler's exception (classified for the wire)."""
+
+
+@dataclass
+class _InFlight:
+    generation: int
+    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+
+
+def _job(payload: JobPayload) -> Job:
+    body = json.loads(payload.payload_json)
+    return Job(
+        job_id=payload.job_id,
+        kind=payload.kind,
+        format=body["format"],
+        name=body["name"],
+        content=base64.b64decode(body.get("content_b64") or ""),
+        content_hash=body.get("content_hash"),
+        options=body.get("options") or {},
+        attempts=payload.attempts,
+        tenant_id=payload.tenant_id,
+        organization_id=payload.organization_id,
+    )
+
+
+def _encode(submission: dict[str, Any] | bytes) -> bytes:
+    if isinstance(submission, bytes | bytearray):
+        return bytes(submission)
+    return json.dumps(submission, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+class WorkerConsumer:
+    """Runs one worker module against a transport.
+
+    :param transport: gRPC or in-process.
+    :param handler: the module's ``handle(job)``.
+    :param formats: the formats to poll for.
+    :param worker_id: reported to core (leases, versions).
+    :param capacity: jobs in flight at once on this stream.
+    :param heartbeat_interval_s: seconds between heartbeats.
+    """
+
+    def __init__(
+        self,
+        transport: Transport,
+        handler: Callable[[Job], Any],
+        formats: list[str],
+        *,
+        worker_id: str,
+        capacity: int = 1,
+        heartbeat_interval_s: float = HEARTBEAT_INTERVAL_SECS,
+    ) -> None:
+        self._transport = transport
+        self._handler = handler
+        self._formats = formats
+        self._worker_id = worker_id
+        self._capacity = capacity
+        self._interval = heartbeat_interval_s
+        self._in_flight: dict[str, _InFlight] = {}
+
+    @property
+    def worker_id(self) -> str:
+        """The id this consumer reports to core."""
+        return self._worker_id
+
+    def in_flight(self) -> list[tuple[bytes, int]]:
+        """``(job id bytes, lease generation)`` of the jobs this consumer holds now."""
+        return [(uuid.UUID(j).bytes, slot.generation) for j, slot in self._in_flight.items()]
+
+    async def run(
+        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Poll until cancelled or the stream ends; jobs run concurrently up to ``capacity``."""
+        request = PollJobsRequest(
+            worker_id=self._worker_id, formats=self._formats, capacity=self._capacity
+        )
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._heartbeats)
+            task_status.started()
+            async for payload in self._transport.poll_jobs(request):
+                slot = _InFlight(payload.lease_generation)
+                self._in_flight[payload.job_id] = slot
+                tg.start_soon(self._process, payload, slot)
+            tg.cancel_scope.cancel()
+
+    async def _heartbeats(self) -> None:
+        while True:
+            await anyio.sleep(self._interval)
+            if not self._in_flight:
+                continue
+            sent = [(job_id, slot.generation) for job_id, slot in self._in_flight.items()]
+            try:
+                resp = await self._transport.heartbeat(
+                    HeartbeatRequest(
+                        worker_id=self._worker_id,
+                        job_ids=[j for j, _ in sent],
+                        lease_generations=[g for _, g in sent],
+                    )
+                )
+            except Exception as exc:  # core unreachable: try again next beat
+                log.warning("heartbeat failed: %s", exc)
+                continue
+            kept = set(resp.extended_job_ids)
+            for job_id, generation in sent:
+                slot = self._in_flight.get(job_id)
+                if job_id not in kept and slot is not None and slot.generation == generation:
+                    log.warning("lease of job %s was not extended: abandoning it", job_id)
+                    slot.scope.cancel()
+
+    async def _process(self, payload: JobPayload, slot: _InFlight) -> None:
+        try:
+            with slot.scope:
+                try:
+                    await self._run_handler(payload)
+                except _HandlerFailed as failed:
+                    assert failed.__cause__ is not None
+                    reason, permanent, _ = classify(failed.__cause__)
+                    log.info("job %s failed: %s", payload.job_id, reason)
+                    await self._transport.submit(
+                        IngestionResult(
+                            job_id=payload.job_id,
+                            success=False,
+                            failure_reason=reason,
+                            permanent=permanent,
+                            lease_generation=payload.lease_generation,
+                            worker_id=self._worker_id,
+                        )
+                    )
+        except Exception as exc:
+            # Core refused or could not be reached: the lease expires and the job is retried.
+            log.warning("job %s: submission not accepted: %s", payload.job_id, exc)
+        finally:
+            self._in_flight.pop(payload.job_id, None)
+
+    async def _submit(self, payload: JobPayload, body: bytes) -> SubmitResponse:
+        return await self._transport.submit(
+            IngestionResult(
+                job_id=payload.job_id,
+                success=True,
+                result_json=body,
+                lease_generation=payload.lease_generation,
+                worker_id=self._worker_id,
+            )
+        )
+
+    async def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run handler code in a worker thread; its exceptions become :class:`_HandlerFailed`."""
+        try:
+            return await anyio.to_thread.run_sync(fn, *args, abandon_on_cancel=True)
+        except Exception as exc:
+            raise _HandlerFailed() from exc
+
+    async def _run_handler(self, payload: JobPayload) -> None:
+        try:
+            job = _job(payload)
+        except (ValueError, KeyError, TypeError) as exc:
+            raise _HandlerFailed() from exc
+        result = await self._call(self._handler, job)
+        if not isinstance(result, types.GeneratorType):
+            await self._submit(payload, _encode(result))
+            return
+        await self._run_generator(payload, result)
+
+    async def _run_generator(self, payload: JobPayload, gen: Generator[Any, Any, Any]) -> None:
+        seq = 0
+        ids: list[str] | None = None
+        while True:
+            item = await self._call(_advance, gen, ids)
+            if item is _DONE:
+                final = {"v": 1, "canonicalText": "", "seq": seq, "partial": False}
+                await self._submit(payload, _encode(final))
+                return
+            submission = dict(item)
+            submission["seq"] = seq
+            submission.setdefault("partial", True)
+            resp = await self._submit(payload, _encode(submission))
+            if not submission["partial"]:
+                gen.close()
+                return
+            ids = list(resp.node_ids)
+            seq += 1

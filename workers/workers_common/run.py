@@ -1,0 +1,123 @@
+"""``python -m workers_common.run <worker_module>``: run a format worker against a remote
+``telha serve`` (spec 001 "When a worker must be running").
+
+Reads ``TELHA_GRPC_TARGET`` (``host:port``) and ``TELHA_WORKER_TOKEN``. While core is
+unreachable it retries with exponential backoff (capped at 30 s), saying so on stderr; a
+rejected token or a bad module ends the process with exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import os
+import socket
+import sys
+from types import ModuleType
+
+import anyio
+from grpclib import GRPCError, Status
+from grpclib.exceptions import StreamTerminatedError
+
+from workers_common.consumer import HEARTBEAT_INTERVAL_SECS, WorkerConsumer
+from workers_common.transport import GrpcTransport, split_target
+
+__all__ = ["load_worker", "main"]
+
+log = logging.getLogger("workers_common.run")
+_BACKOFF_MAX_S = 30.0
+
+
+class UsageError(Exception):
+    """Bad arguments or environment: exit code 2 with the message."""
+
+
+def load_worker(name: str) -> ModuleType:
+    """Import a worker module and check it has ``FORMATS`` and ``handle``.
+
+    :raises UsageError: missing module or missing attributes.
+    """
+    try:
+        module = importlib.import_module(name)
+    except ImportError as exc:
+        raise UsageError(f"cannot import worker module {name!r}: {exc}") from None
+    if not callable(getattr(module, "handle", None)) or not getattr(module, "FORMATS", None):
+        raise UsageError(f"{name} is not a worker module (needs FORMATS and handle(job))")
+    return module
+
+
+def _env(name: str) -> str:
+    value = os.environ.get(name, "").strip()
+    if not value:
+        raise UsageError(
+            f"{name} is not set. Export TELHA_GRPC_TARGET=host:port (telha serve's grpc_addr) and"
+            " TELHA_WORKER_TOKEN=$(telha api-key worker-token --tenant T --org O --config PATH)"
+        )
+    return value
+
+
+async def _serve(args: argparse.Namespace, module: ModuleType, target: str, token: str) -> None:
+    delay = 0.5
+    while True:
+        transport = GrpcTransport(target, token)
+        consumer = WorkerConsumer(
+            transport,
+            module.handle,
+            list(module.FORMATS),
+            worker_id=args.worker_id,
+            capacity=args.capacity,
+            heartbeat_interval_s=args.heartbeat_interval_s,
+        )
+        try:
+            log.info("polling %s for %s as %s", target, ",".join(module.FORMATS), args.worker_id)
+            await consumer.run()
+            delay = 0.5
+        except GRPCError as exc:
+            if exc.status in (
+                Status.UNAUTHENTICATED,
+                Status.PERMISSION_DENIED,
+                Status.INVALID_ARGUMENT,
+            ):
+                raise UsageError(
+                    f"core refused this worker: {exc.status.name}: {exc.message}"
+                ) from None
+            log.warning("core at %s answered %s; retrying in %.1fs", target, exc.status.name, delay)
+        except (OSError, StreamTerminatedError) as exc:
+            log.warning("core unreachable at %s (%s); retrying in %.1fs", target, exc, delay)
+        finally:
+            transport.close()
+        await anyio.sleep(delay)
+        delay = min(_BACKOFF_MAX_S, delay * 2)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point; returns the exit code."""
+    parser = argparse.ArgumentParser(prog="python -m workers_common.run")
+    parser.add_argument("worker", help="worker module, e.g. text_worker")
+    parser.add_argument("--capacity", type=int, default=1, help="jobs in flight at once")
+    parser.add_argument("--worker-id", default=f"{socket.gethostname()}-{os.getpid()}")
+    parser.add_argument(
+        "--heartbeat-interval-s",
+        type=float,
+        default=float(os.environ.get("TELHA_HEARTBEAT_INTERVAL_SECS", HEARTBEAT_INTERVAL_SECS)),
+    )
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        module = load_worker(args.worker)
+        target, token = _env("TELHA_GRPC_TARGET"), _env("TELHA_WORKER_TOKEN")
+        split_target(target)
+        anyio.run(_serve, args, module, target, token, backend="asyncio")
+    except (UsageError, ValueError) as exc:
+        sys.stderr.write(f"workers_common.run: {exc}\n")
+        return 2
+    except KeyboardInterrupt:
+        return 0
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
