@@ -31,6 +31,13 @@ def normalize_canonical(text: str) -> str:
     return text
 
 
+def _fold(text: str) -> str:
+    """Accents dropped (NFKD, combining marks removed): ``relatório`` → ``relatorio``."""
+    if text.isascii():
+        return text
+    return "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
+
+
 def upper_snake(name: str) -> str:
     """UPPER_SNAKE of a name (DESIGN.md §11): drop folders, strip the last extension, split
     camelCase, runs of non-alphanumerics → ``_``, trim ``_``, upper-case.
@@ -42,13 +49,14 @@ def upper_snake(name: str) -> str:
     stem, dot, _ext = base.rpartition(".")
     if dot and stem:
         base = stem
+    base = _fold(base)
     base = _CAMEL_2.sub(r"\1_\2", _CAMEL_1.sub(r"\1_\2", base))
     return _NON_ALNUM.sub("_", base).strip("_").upper()
 
 
 def key_snake(key: str) -> str:
     """UPPER_SNAKE of a JSON key (no extension stripping: ``"a.b"`` → ``"A_B"``)."""
-    base = _CAMEL_2.sub(r"\1_\2", _CAMEL_1.sub(r"\1_\2", key))
+    base = _CAMEL_2.sub(r"\1_\2", _CAMEL_1.sub(r"\1_\2", _fold(key)))
     return _NON_ALNUM.sub("_", base).strip("_").upper()
 
 

@@ -17,6 +17,7 @@ import click
 from telha.auth import hash_key, mint_api_key
 from telha.config import Config, ConfigError, load_config
 from telha.errors import StorageError
+from telha.grpc.tokens import load_token_key, mint_worker_token, parse_ttl
 from telha.logs import configure_logging
 from telha.model import Scope
 from telha.storage.sqlite import SqliteStore
@@ -132,3 +133,26 @@ def api_key_create(tenant: str, org: str, config_path: Path | None) -> None:
         click.echo(f"telha: storage error: {exc.message}", err=True)
         sys.exit(1)
     click.echo(key)
+
+
+@api_key.command("worker-token")
+@click.option("--tenant", default=None, help="tenant of the jobs the worker may take")
+@click.option("--org", default=None, help="organization of the jobs the worker may take")
+@click.option("--fleet", is_flag=True, help="a token for every scope's jobs")
+@click.option("--ttl", default="30d", show_default=True, help="lifetime: 30d, 12h, 90m, 45s")
+@_CONFIG
+def worker_token(
+    tenant: str | None, org: str | None, fleet: bool, ttl: str, config_path: Path | None
+) -> None:
+    """Mint a signed, expiring worker token (for TELHA_WORKER_TOKEN); prints it alone on one
+    line. Keyed by ``grpc.token_key`` (or the key file generated in the data folder)."""
+    if fleet == bool(tenant or org) or (not fleet and not (tenant and org)):
+        raise click.UsageError("give --tenant and --org for a scoped token, or --fleet alone")
+    try:
+        ttl_s = parse_ttl(ttl)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--ttl") from None
+    cfg, base_dir = _load(config_path)
+    key = load_token_key(cfg.grpc.token_key, cfg.storage_path(base_dir).parent)
+    scope = None if fleet else Scope(str(tenant), str(org))
+    click.echo(mint_worker_token(key, scope, ttl_s))

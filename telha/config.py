@@ -58,7 +58,11 @@ class IngestConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     json_max_records: int = 10_000
     #: Deepest accepted object nesting in a JSON record (a record's own fields are level 1).
     json_max_depth: int = 8
+    #: Most nodes one ``format=json`` request may create (records plus child objects).
+    json_max_nodes: int = 100_000
     json_nested: Literal["flatten", "child"] = "flatten"
+    #: Ingest requests processed at once; more answer 503 UNAVAILABLE (retry later).
+    max_concurrent: int = 16
 
 
 class JobsConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -138,6 +142,16 @@ def _env_scalar(raw: str) -> Any:
         return raw
 
 
+def _is_str_field(section: str, key: str) -> bool:
+    """True when ``section.key`` is declared as a string (its env value is taken verbatim)."""
+    section_type = Config.__annotations__.get(section)
+    if section_type is None:
+        return False
+    cls = globals().get(str(section_type).strip("'\""))
+    hint = getattr(cls, "__annotations__", {}).get(key)
+    return hint == "str"
+
+
 def _apply_env(data: dict[str, Any], environ: Mapping[str, str]) -> None:
     for name, raw in sorted(environ.items()):
         if not name.startswith(_ENV_PREFIX) or "__" not in name:
@@ -146,7 +160,7 @@ def _apply_env(data: dict[str, Any], environ: Mapping[str, str]) -> None:
         target = data.setdefault(section, {})
         if not isinstance(target, dict):
             raise ConfigError(section, f"{name} overrides a key inside a non-table")
-        target[key] = _env_scalar(raw)
+        target[key] = raw if _is_str_field(section, key) else _env_scalar(raw)
 
 
 def _validate(cfg: Config) -> None:
@@ -154,6 +168,8 @@ def _validate(cfg: Config) -> None:
         (cfg.ingest.max_body_bytes > 0, "ingest.max_body_bytes", "must be > 0"),
         (cfg.ingest.json_max_records > 0, "ingest.json_max_records", "must be > 0"),
         (cfg.ingest.json_max_depth >= 1, "ingest.json_max_depth", "must be >= 1"),
+        (cfg.ingest.json_max_nodes >= 1, "ingest.json_max_nodes", "must be >= 1"),
+        (cfg.ingest.max_concurrent >= 1, "ingest.max_concurrent", "must be >= 1"),
         (cfg.jobs.max_attempts >= 1, "jobs.max_attempts", "must be >= 1"),
         (cfg.jobs.lease_secs > 0, "jobs.lease_secs", "must be > 0"),
         (cfg.jobs.backoff_base_ms >= 0, "jobs.backoff_base_ms", "must be >= 0"),

@@ -21,6 +21,7 @@ from telha.config import IngestConfig
 from telha.errors import RequestError
 from telha.ids import content_hash, id_str, new_id, now_us, source_id_for
 from telha.ingest.json_projection import JsonOptions, project_json
+from telha.ingest.offload import off_loop
 from telha.ingest.projection import Projection
 from telha.ingest.request import FETCH_FORMATS, KNOWN_FORMATS, IngestRequest
 from telha.ingest.submission import (
@@ -112,7 +113,9 @@ class Ingestor:
                 raise RequestError(f"cannot derive a label from name {name!r}; set options.label")
         elif not isinstance(label, str) or not is_label(label):
             raise RequestError("options.label must be an UPPER_SNAKE string such as RISK")
-        nested = options.get("nested", self._config.json_nested)
+        nested = options.get("nested")
+        if nested is None:
+            nested = self._config.json_nested
         if nested not in ("flatten", "child"):
             raise RequestError('options.nested must be "flatten" or "child"')
         return JsonOptions(
@@ -120,6 +123,7 @@ class Ingestor:
             nested=cast(Literal["flatten", "child"], nested),
             max_records=self._config.json_max_records,
             max_depth=self._config.json_max_depth,
+            max_nodes=self._config.json_max_nodes,
         )
 
     async def ingest(self, scope: Scope, req: IngestRequest) -> IngestResult:
@@ -136,7 +140,7 @@ class Ingestor:
     async def _enqueue(self, scope: Scope, req: IngestRequest) -> IngestResult:
         source_id = source_id_for(req.name)
         raw = req.raw or b""
-        digest = content_hash(raw) if req.raw is not None else None
+        digest = await off_loop(len(raw), content_hash, raw) if req.raw is not None else None
         payload = IngestJobPayload(
             source_id=str(source_id),
             format=req.format,
@@ -162,7 +166,7 @@ class Ingestor:
         assert req.raw is not None
         opts = self.json_options(req.name, req.options)
         source_id = source_id_for(req.name)
-        digest = content_hash(req.raw)
+        digest = await off_loop(len(req.raw), content_hash, req.raw)
         latest = await self._store.latest_version(scope, source_id.bytes)
         if latest is not None and latest.content_hash == digest:
             return IngestResult(True, source_id)

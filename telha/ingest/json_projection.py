@@ -35,6 +35,8 @@ class JsonOptions:
     nested: Literal["flatten", "child"]
     max_records: int
     max_depth: int
+    #: Most nodes one request may create (records plus child nodes).
+    max_nodes: int = 100_000
 
 
 def _deep_nfc(value: Any, depth: int = 0) -> Any:
@@ -43,7 +45,11 @@ def _deep_nfc(value: Any, depth: int = 0) -> Any:
     if type(value) is str:
         return nfc(value)
     if type(value) is dict:
-        return {nfc(k): _deep_nfc(v, depth + 1) for k, v in value.items()}
+        out = {nfc(k): _deep_nfc(v, depth + 1) for k, v in value.items()}
+        if len(out) != len(value):
+            clash = sorted({nfc(k) for k in value if nfc(k) != k})
+            raise ContentError(f"keys {clash} are equal once in NFC: one value would be lost")
+        return out
     if type(value) is list:
         return [_deep_nfc(v, depth + 1) for v in value]
     return value
@@ -129,13 +135,17 @@ class _Projector:
                 f"object nesting is deeper than ingest.json_max_depth ({self.opts.max_depth})"
             )
         props: dict[str, Any] = {}
-        children: list[tuple[str, Any]] = []
+        children: list[tuple[str, Any, int]] = []
         flat = self._walk(obj, "", depth, props, children)
         index = len(self.nodes)
+        if index >= self.opts.max_nodes:
+            raise ContentError(
+                f"more than {self.opts.max_nodes} nodes (records and child objects) in one request"
+            )
         props_json = line if flat and line is not None else _encode(props)
         self.nodes.append(NodeOut(labels, props_json, (span,)))
-        for key, value in children:
-            self._children(index, key, value, span, depth + 1)
+        for key, value, child_depth in children:
+            self._children(index, key, value, span, child_depth)
         return index
 
     def _walk(
@@ -144,7 +154,7 @@ class _Projector:
         prefix: str,
         depth: int,
         props: dict[str, Any],
-        children: list[tuple[str, Any]],
+        children: list[tuple[str, Any, int]],
     ) -> bool:
         """Fill ``props``/``children``; True when ``props`` equals ``obj`` (nothing moved)."""
         flat = True
@@ -159,7 +169,7 @@ class _Projector:
             key = prefix + k
             if t is dict:
                 if self.opts.nested == "child":
-                    children.append((key, v))
+                    children.append((key, v, depth + 1))
                     flat = False
                     continue
                 if depth + 1 > self.opts.max_depth:
@@ -174,7 +184,7 @@ class _Projector:
             elif v and not _all_scalars(v):
                 n_obj = sum(1 for item in v if type(item) is dict)
                 if n_obj == len(v):
-                    children.append((key, v))
+                    children.append((key, v, depth + 1))
                     flat = False
                     continue
                 if n_obj:
@@ -186,16 +196,16 @@ class _Projector:
         return flat
 
     def _children(self, parent: int, key: str, value: Any, span: int, depth: int) -> None:
+        """Child nodes of ``key`` at object depth ``depth``; each edge is listed before the
+        child's own subtree (creation order, depth first)."""
         label = key_snake(key) or "CHILD"
         edge_type = f"HAS_{label}"
         key_prop = {} if label != "CHILD" else {"key": key}
-        if type(value) is dict:
-            child = self._object(value, (label,), span, depth)
-            self.edges.append(EdgeOut(edge_type, parent, child, _encode(key_prop)))
-            return
-        for ord_, item in enumerate(value):
-            child = self._object(item, (label,), span, depth)
-            self.edges.append(EdgeOut(edge_type, parent, child, _encode({**key_prop, "ord": ord_})))
+        items = [(None, value)] if type(value) is dict else list(enumerate(value))
+        for ord_, item in items:
+            props = key_prop if ord_ is None else {**key_prop, "ord": ord_}
+            self.edges.append(EdgeOut(edge_type, parent, len(self.nodes), _encode(props)))
+            self._object(item, (label,), span, depth)
 
 
 def project_json(raw: bytes, opts: JsonOptions) -> Projection:

@@ -6,10 +6,12 @@ Every error leaves as ``{"error": {"code", "message"}}`` with the status its
 
 from __future__ import annotations
 
+import re
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+import anyio
 import msgspec
 import structlog
 from starlette.applications import Starlette
@@ -42,7 +44,11 @@ class AppState:
     ingestor: Ingestor
     queue: JobQueue
     ready: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)
+    #: Bounds concurrent ingests (``ingest.max_concurrent``); no unbounded wait for the writer.
+    ingest_slots: anyio.Semaphore = field(default_factory=lambda: anyio.Semaphore(16))
+
+    def __post_init__(self) -> None:
+        self.ingest_slots = anyio.Semaphore(self.config.ingest.max_concurrent)
 
 
 def state(request: Request) -> AppState:
@@ -87,20 +93,34 @@ def parse_uuid(value: str, what: str) -> bytes:
         raise NotFound(f"no such {what}: {value!r} is not a UUID") from None
 
 
-def parse_int(value: str | None, what: str, *, minimum: int = 0) -> int | None:
-    """An optional integer query or path parameter.
+_UINT = re.compile(r"^[0-9]{1,19}$")
+_INT64_MAX = 2**63 - 1
 
-    :raises RequestError: not an integer, or below ``minimum``.
+
+def parse_int(value: str | None, what: str, *, minimum: int = 0) -> int | None:
+    """An optional non-negative integer query or path parameter (ASCII digits, ≤ 2⁶³−1).
+
+    :raises RequestError: not such an integer, or below ``minimum``.
     """
     if value is None:
         return None
-    try:
-        n = int(value)
-    except ValueError:
-        raise RequestError(f"{what} must be an integer, got {value!r}") from None
+    if not _UINT.match(value) or int(value) > _INT64_MAX:
+        raise RequestError(f"{what} must be a non-negative 64-bit integer, got {value!r}")
+    n = int(value)
     if n < minimum:
         raise RequestError(f"{what} must be >= {minimum}")
     return n
+
+
+def parse_uuid_param(value: str, what: str) -> bytes:
+    """A query-parameter id as 16 bytes.
+
+    :raises RequestError: ``value`` is not a UUID.
+    """
+    try:
+        return uuid.UUID(value).bytes
+    except ValueError:
+        raise RequestError(f"{what} must be a UUID, got {value!r}") from None
 
 
 async def _telha_error(request: Request, exc: Exception) -> Response:

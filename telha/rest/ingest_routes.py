@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import anyio
 import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from telha.errors import NotFound, PayloadTooLarge
+from telha.errors import NotFound, PayloadTooLarge, Unavailable
 from telha.ids import id_str
+from telha.ingest.offload import off_loop
 from telha.ingest.request import parse_ingest_request
 from telha.rest.app import json_response, parse_uuid, require_scope, state
 from telha.rest.schemas import (
@@ -45,9 +47,19 @@ async def ingest(request: Request) -> Response:
     """POST /v1/ingest: validate, dedup, apply; see :class:`~telha.ingest.ingestor.Ingestor`."""
     scope = await require_scope(request)
     st = state(request)
-    body = await read_body(request, st.config.ingest.max_body_bytes)
-    req = parse_ingest_request(body)
-    result = await st.ingestor.ingest(scope, req)
+    try:
+        st.ingest_slots.acquire_nowait()
+    except anyio.WouldBlock:
+        raise Unavailable(
+            f"{st.config.ingest.max_concurrent} ingests are in progress (ingest.max_concurrent);"
+            " retry shortly"
+        ) from None
+    try:
+        body = await read_body(request, st.config.ingest.max_body_bytes)
+        req = await off_loop(len(body), parse_ingest_request, body)
+        result = await st.ingestor.ingest(scope, req)
+    finally:
+        st.ingest_slots.release()
     if result.deduplicated:
         job = id_str(result.job_id) if result.job_id else None
         return json_response(

@@ -16,7 +16,14 @@ from starlette.routing import Route
 from telha.errors import NotFound, RequestError
 from telha.ids import id_str
 from telha.model import Direction, NodeVersion, Scope
-from telha.rest.app import json_response, parse_int, parse_uuid, require_scope, state
+from telha.rest.app import (
+    json_response,
+    parse_int,
+    parse_uuid,
+    parse_uuid_param,
+    require_scope,
+    state,
+)
 from telha.rest.schemas import (
     EdgeList,
     EdgeOut,
@@ -182,7 +189,7 @@ async def list_nodes(request: Request) -> Response:
     if limit > _MAX_LIMIT:
         raise RequestError(f"limit must be <= {_MAX_LIMIT}")
     source = q.get("sourceId")
-    source_id = parse_uuid(source, "source") if source is not None else None
+    source_id = parse_uuid_param(source, "sourceId") if source is not None else None
     store = state(request).store
     nodes = await store.list_nodes(
         scope,

@@ -352,3 +352,34 @@ async def test_corpus_json_files(client: httpx.AsyncClient) -> None:
 def test_corpus_present() -> None:
     assert (CORPUS / "MANIFEST.tsv").is_file(), f"corpus not found at {CORPUS}"
     assert Path(CORPUS / "json").is_dir()
+
+
+async def test_a_refused_ingest_leaves_nothing(client: httpx.AsyncClient) -> None:
+    bad = await client.post(
+        "/v1/ingest", json=_body('[{"ok": 1}, {"a.b": 1, "a": {"b": 2}}]', name="half.json")
+    )
+    await _error(bad, 400, "INVALID_CONTENT")
+    assert (await client.get("/v1/nodes", params={"label": "HALF"})).json()["nodes"] == []
+    from telha.ids import source_id_for
+
+    assert (await client.get(f"/v1/sources/{source_id_for('half.json')}")).status_code == 404
+
+
+async def test_edge_ids_in_creation_order(client: httpx.AsyncClient) -> None:
+    content = json.dumps({"kids": [{"sub": {"z": 1}}, {"k": 2}]})
+    created = (
+        await client.post(
+            "/v1/ingest", json=_body(content, name="order.json", options={"nested": "child"})
+        )
+    ).json()
+    root, kid0, sub, kid1 = created["nodeIds"]
+    edges = [
+        (await client.get(f"/v1/nodes/{n}/edges", params={"direction": "out"})).json()["edges"]
+        for n in (root, kid0)
+    ]
+    by_id = {e["edgeId"]: (e["type"], e["from"], e["to"]) for es in edges for e in es}
+    assert [by_id[e] for e in created["edgeIds"]] == [
+        ("HAS_KIDS", root, kid0),
+        ("HAS_SUB", kid0, sub),
+        ("HAS_KIDS", root, kid1),
+    ]

@@ -141,3 +141,13 @@ def test_port_in_use_exits_nonzero(tmp_path: Path, server: ServerProcess) -> Non
         "Address already in use" in result.stderr
         or "address already in use" in result.stderr.lower()
     )
+
+
+@pytest.mark.parametrize("command", ["serve", "api-key"])
+def test_unopenable_database_fails_fast_with_one_line(tmp_path: Path, command: str) -> None:
+    cfg = write_config(tmp_path)
+    (tmp_path / "telha.db").write_bytes(b"this is not a SQLite database" * 100)
+    args = ["serve"] if command == "serve" else ["api-key", "create", "--tenant", "t", "--org", "o"]
+    result = _telha(*args, "--config", str(cfg))  # a hang would hit the 60 s timeout
+    assert result.returncode == 1
+    assert "storage error" in result.stderr and "Traceback" not in result.stderr

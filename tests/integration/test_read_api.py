@@ -186,3 +186,18 @@ async def test_openapi_describes_every_route(server: ServerProcess) -> None:
         assert missing.status_code == 404 and missing.json()["error"]["code"] == "NOT_FOUND"
         wrong_method = await anon.delete("/v1/ingest")
         assert wrong_method.status_code == 405 and "error" in wrong_method.json()
+
+
+async def test_integer_and_id_parameters_are_strict(client: httpx.AsyncClient) -> None:
+    created = await _ingest(client, {"x": 1}, "strict.json")
+    src = created["sourceId"]
+    for tx in ["99999999999999999999999", "1_000", " 5", "-1", "١٢"]:
+        resp = await client.get(f"/v1/sources/{src}/versions/{tx}/text")
+        assert resp.status_code == 400, tx
+        assert resp.json()["error"]["code"] == "INVALID_REQUEST"
+    node = created["nodeIds"][0]  # type: ignore[index]
+    assert (
+        await client.get(f"/v1/nodes/{node}", params={"asOf": "99999999999999999999999"})
+    ).status_code == 400
+    resp = await client.get("/v1/nodes", params={"sourceId": "zzz"})
+    assert resp.status_code == 400 and "sourceId" in resp.json()["error"]["message"]

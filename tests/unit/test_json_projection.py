@@ -112,3 +112,33 @@ def test_unicode_key_child_label_falls_back() -> None:
     assert proj.nodes[1].labels == ("CHILD",)
     assert json.loads(proj.edges[0].properties_json) == {"key": "日本"}
     assert proj.edges[0].type == "HAS_CHILD"
+
+
+def test_depth_counts_objects_inside_flattened_arrays() -> None:
+    shallow = JsonOptions(label="REC", nested="flatten", max_records=10, max_depth=3)
+    with pytest.raises(ContentError, match="json_max_depth"):
+        project_json(b'{"a": {"b": {"items": [{"x": {"y": 1}}]}}}', shallow)
+    proj = project_json(b'{"a": {"items": [{"x": 1}]}}', shallow)
+    assert [n.labels for n in proj.nodes] == [("REC",), ("A_ITEMS",)]
+
+
+def test_edges_listed_in_creation_order() -> None:
+    proj = project_json(b'{"kids": [{"sub": {"z": 1}}, {"k": 2}]}', CHILD)
+    assert [(e.type, e.from_ref, e.to_ref) for e in proj.edges] == [
+        ("HAS_KIDS", 0, 1),
+        ("HAS_SUB", 1, 2),
+        ("HAS_KIDS", 0, 3),
+    ]
+
+
+def test_node_cap_per_request() -> None:
+    capped = JsonOptions(label="REC", nested="child", max_records=10, max_depth=8, max_nodes=5)
+    project_json(json.dumps({"a": [{}] * 4}).encode(), capped)
+    with pytest.raises(ContentError, match="more than 5 nodes"):
+        project_json(json.dumps({"a": [{}] * 5}).encode(), capped)
+
+
+def test_keys_equal_after_nfc_are_refused() -> None:
+    doc = '{"\u00e9": 1, "e\u0301": 2}'.encode()
+    with pytest.raises(ContentError, match="NFC"):
+        project_json(doc, FLAT)

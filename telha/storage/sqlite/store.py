@@ -170,11 +170,17 @@ class SqliteStore(JobsMixin):
             )
         else:
             conn = await aiosqlite.connect(self.path, isolation_level=None)
-        await conn.execute("PRAGMA busy_timeout=5000")
-        await conn.execute(f"PRAGMA synchronous={self._synchronous}")
-        await conn.execute("PRAGMA foreign_keys=ON")
-        # A 2.3 MB JSON batch dirties ~10 MB of pages: keep them in memory until COMMIT.
-        await conn.execute("PRAGMA cache_size=-65536")
+        try:
+            await conn.execute("PRAGMA busy_timeout=5000")
+            await conn.execute(f"PRAGMA synchronous={self._synchronous}")
+            await conn.execute("PRAGMA foreign_keys=ON")
+            # A 2.3 MB JSON batch dirties ~10 MB of pages: keep them in memory until COMMIT.
+            await conn.execute("PRAGMA cache_size=-65536")
+        except BaseException:
+            # Not a database (or unreadable): close, or its thread keeps the process alive.
+            with anyio.CancelScope(shield=True):
+                await conn.close()
+            raise
         return conn
 
     async def _max_tx(self) -> int:
