@@ -19,6 +19,7 @@ from typing import Any
 import anyio
 
 from telha.auth import hash_key, mint_api_key
+from telha.grpc.tokens import load_token_key, mint_worker_token
 from telha.model import Scope
 from telha.storage.sqlite import SqliteStore
 
@@ -53,6 +54,7 @@ class ServerProcess:
         self.log = config.parent / "serve.log"
         self.proc: subprocess.Popen[bytes] | None = None
         self.base_url = ""
+        self.grpc_addr = ""
 
     def start(self) -> ServerProcess:
         """Spawn and wait for readiness; raises ``RuntimeError`` with the log if it exits."""
@@ -73,6 +75,7 @@ class ServerProcess:
                     continue
                 if event.get("event") == "ready":
                     self.base_url = f"http://{event['rest_addr']}"
+                    self.grpc_addr = str(event["grpc_addr"])
                     return self
             if self.proc.poll() is not None:
                 raise RuntimeError(f"telha serve exited {self.proc.returncode}:\n{self.log_text()}")
@@ -107,3 +110,8 @@ class ServerProcess:
         with ThreadPoolExecutor(1) as pool:
             pool.submit(anyio.run, insert).result()
         return key
+
+    def worker_token(self, scope: Scope | None, ttl_s: int = 3600) -> str:
+        """A worker token signed with this server's key file (what ``worker-token`` prints)."""
+        key = load_token_key("", self.db.parent)
+        return mint_worker_token(key, scope, ttl_s)

@@ -1,0 +1,422 @@
+"""The job queue and WorkerService against a real server over gRPC on 127.0.0.1: leases,
+heartbeats, retries, dead letters, auth, apply (spec 000, spec 004, DESIGN.md §6)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import anyio
+import httpx
+import pytest
+from grpclib import GRPCError, Status
+
+from telha.model import Scope
+from telha_proto.telha.worker.v1 import PollJobsRequest
+from tests.support.server import ServerProcess, write_config
+from tests.support.worker import ScriptedWorker, scripted_worker
+
+pytestmark = pytest.mark.anyio
+
+LEASE_S = 1.0
+
+
+@pytest.fixture(scope="module")
+def qserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """No in-process workers: the tests are the workers. Short leases, fast reaper, tiny backoff."""
+    folder = tmp_path_factory.mktemp("queue")
+    proc = ServerProcess(
+        write_config(
+            folder,
+            workers={"in_process": []},
+            jobs={
+                "lease_secs": LEASE_S,
+                "reap_interval_s": 0.1,
+                "backoff_base_ms": 10,
+                "backoff_max_s": 0.05,
+                "max_attempts": 3,
+            },
+        )
+    )
+    proc.start()
+    yield proc
+    assert proc.stop() == 0, proc.log_text()
+
+
+class Tenant:
+    """A fresh scope: REST client with its key, and a scoped worker token."""
+
+    def __init__(self, server: ServerProcess, client: httpx.AsyncClient, scope: Scope) -> None:
+        self.server, self.client, self.scope = server, client, scope
+        self.token = server.worker_token(scope)
+
+    async def post(self, fmt: str, name: str, content: str | bytes) -> dict[str, object]:
+        field = (
+            {"content": content}
+            if isinstance(content, str)
+            else {"contentBase64": base64.b64encode(content).decode()}
+        )
+        resp = await self.client.post("/v1/ingest", json={"format": fmt, "name": name, **field})
+        assert resp.status_code in (200, 202), resp.text
+        return dict(resp.json())
+
+    async def job(self, job_id: object) -> dict[str, object]:
+        resp = await self.client.get(f"/v1/ingest/{job_id}")
+        assert resp.status_code == 200, resp.text
+        return dict(resp.json())
+
+    async def wait_state(
+        self, job_id: object, *states: str, timeout: float = 10.0
+    ) -> dict[str, object]:
+        with anyio.fail_after(timeout):
+            while True:
+                job = await self.job(job_id)
+                if job["state"] in states:
+                    return job
+                await anyio.sleep(0.05)
+
+
+@pytest.fixture
+async def tenant(qserver: ServerProcess) -> AsyncIterator[Tenant]:
+    scope = Scope(f"t-{uuid.uuid4()}", "org")
+    key = qserver.create_key(scope.tenant_id, scope.organization_id)
+    async with httpx.AsyncClient(
+        base_url=qserver.base_url, headers={"x-api-key": key}, timeout=30
+    ) as c:
+        yield Tenant(qserver, c, scope)
+
+
+@pytest.fixture
+async def worker(tenant: Tenant) -> AsyncIterator[ScriptedWorker]:
+    async with scripted_worker(tenant.server.grpc_addr, tenant.token) as w:
+        yield w
+
+
+def text_submission(text: str, **node: object) -> dict[str, object]:
+    data = text.encode()
+    return {
+        "v": 1,
+        "canonicalText": text,
+        "spans": [{"start": 0, "end": len(data), "kind": "body"}],
+        "nodes": [{"labels": ["DOC"], "properties": {}, "spanRefs": [0], **node}],
+        "relationships": [],
+    }
+
+
+def transitions(job: dict[str, object]) -> list[str]:
+    return [e["transition"] for e in job["events"]]  # type: ignore[attr-defined, index]
+
+
+async def test_enqueue_lease_submit_complete(tenant: Tenant, worker: ScriptedWorker) -> None:
+    posted = await tenant.post("text", "a.txt", "hello")
+    assert (
+        posted["deduplicated"] is False and posted["statusUrl"] == f"/v1/ingest/{posted['jobId']}"
+    )
+    assert (await tenant.job(posted["jobId"]))["state"] == "pending"
+    again = await tenant.post("text", "a.txt", "hello")
+    assert again == {"deduplicated": True, "sourceId": posted["sourceId"], "jobId": posted["jobId"]}
+
+    job = await worker.next_job(["text"])
+    assert job.job_id == posted["jobId"] and job.kind == "ingest:text" and job.attempts == 0
+    assert job.tenant_id == tenant.scope.tenant_id and job.lease_generation == 1
+    payload = json.loads(job.payload_json)
+    assert base64.b64decode(payload["content_b64"]) == b"hello" and payload["format"] == "text"
+    assert (await tenant.job(job.job_id))["state"] == "leased"
+
+    resp = await worker.submit(job, text_submission("hello"))
+    assert resp.accepted and len(resp.node_ids) == 1
+    done = await tenant.job(job.job_id)
+    assert done["state"] == "completed" and transitions(done) == ["enqueued", "leased", "completed"]
+    node = (await tenant.client.get(f"/v1/nodes/{resp.node_ids[0]}")).json()
+    assert node["provenance"]["spans"][0]["text"] == "hello"
+    version = (await tenant.client.get(f"/v1/sources/{posted['sourceId']}")).json()["versions"][0]
+    assert version["jobId"] == job.job_id and version["worker"] == "scripted"
+    # Same bytes again: request-level dedup against the latest version now.
+    assert (await tenant.post("text", "a.txt", "hello")) == {
+        "deduplicated": True,
+        "sourceId": posted["sourceId"],
+    }
+    # A late duplicate submission of a finished job is refused, writing nothing.
+    with pytest.raises(GRPCError) as err:
+        await worker.submit(job, text_submission("hello"))
+    assert err.value.status is Status.FAILED_PRECONDITION
+
+
+async def test_lease_expiry_release_and_stale_generation(
+    tenant: Tenant, worker: ScriptedWorker
+) -> None:
+    posted = await tenant.post("text", "slow.txt", "slow")
+    first = await worker.next_job(["text"])
+    expired = await tenant.wait_state(posted["jobId"], "pending", timeout=LEASE_S + 5)
+    assert expired["attempts"] == 1 and "lease_expired" in transitions(expired)
+    second = await worker.next_job(["text"])
+    assert second.job_id == first.job_id and second.lease_generation == first.lease_generation + 1
+    assert second.attempts == 1
+    with pytest.raises(GRPCError) as err:
+        await worker.submit(first, text_submission("slow"))
+    assert err.value.status is Status.FAILED_PRECONDITION
+    hb = await worker.heartbeat(first)
+    assert hb.extended_job_ids == []
+    assert (await worker.submit(second, text_submission("slow"))).accepted
+
+
+async def test_heartbeats_keep_a_long_job(tenant: Tenant, worker: ScriptedWorker) -> None:
+    posted = await tenant.post("text", "long.txt", "long")
+    job = await worker.next_job(["text"])
+    for _ in range(int(3 * LEASE_S / 0.3)):  # three leases' worth of time
+        hb = await worker.heartbeat(job)
+        assert hb.extended_job_ids == [job.job_id] and hb.lease_deadline > 0
+        await anyio.sleep(0.3)
+    assert (await worker.submit(job, text_submission("long"))).accepted
+    done = await tenant.job(posted["jobId"])
+    assert done["state"] == "completed" and "lease_expired" not in transitions(done)
+
+
+async def test_transient_retries_with_backoff_then_dead(
+    tenant: Tenant, worker: ScriptedWorker
+) -> None:
+    posted = await tenant.post("text", "flaky.txt", "flaky")
+    for attempt in range(3):
+        job = await worker.next_job(["text"])
+        assert job.attempts == attempt
+        await worker.fail(job, f"transient: upstream busy ({attempt})")
+    dead = await tenant.wait_state(posted["jobId"], "dead")
+    assert dead["attempts"] == 3
+    assert transitions(dead) == [
+        "enqueued",
+        "leased",
+        "retried",
+        "leased",
+        "retried",
+        "leased",
+        "dead",
+    ]
+    assert dead["failureReason"] == "transient: upstream busy (2)"
+
+
+@pytest.mark.parametrize("kind", ["corrupt_input", "unsupported_feature"])
+async def test_permanent_kinds_dead_at_once(
+    tenant: Tenant, worker: ScriptedWorker, kind: str
+) -> None:
+    posted = await tenant.post("text", f"{kind}.txt", kind)
+    job = await worker.next_job(["text"])
+    await worker.fail(job, f"{kind}: cannot read this " + "x" * 600, permanent=True)
+    dead = await tenant.job(posted["jobId"])
+    assert dead["state"] == "dead" and dead["attempts"] == 1
+    reason = str(dead["failureReason"])
+    assert reason.startswith(f"{kind}: cannot read") and len(reason.encode()) == 512
+
+
+@pytest.mark.parametrize(
+    "submission",
+    [
+        {"v": 1, "canonicalText": "abc", "spans": [{"start": 0, "end": 9, "kind": "body"}]},
+        {"v": 1, "canonicalText": "é", "spans": [{"start": 0, "end": 1, "kind": "body"}]},
+        {"v": 1, "canonicalText": "a\r\nb"},
+        {"v": 1, "canonicalText": "x", "nodes": [{"labels": ["lower"]}]},
+        {"v": 1, "canonicalText": "x", "nodes": [{"labels": ["A"], "spanRefs": [3]}]},
+        {"v": 1, "canonicalText": "x", "nodes": [{"labels": ["A"], "id": "not-a-uuid"}]},
+        {
+            "v": 1,
+            "nodes": [{"labels": ["A"]}],
+            "relationships": [{"type": "R", "fromRef": 0, "toRef": 0, "toId": str(uuid.uuid4())}],
+        },
+        {"v": 1, "relationships": [{"type": "R", "fromRef": 5, "toId": str(uuid.uuid4())}]},
+        {"v": 2},
+        {"v": 1, "surprise": True},
+        b"not json",
+    ],
+)
+async def test_invalid_submission_dead_letters_and_writes_nothing(
+    tenant: Tenant, worker: ScriptedWorker, submission: dict[str, object] | bytes
+) -> None:
+    posted = await tenant.post("text", "invalid.txt", "x")
+    job = await worker.next_job(["text"])
+    resp = await worker.submit(job, submission)
+    assert resp.accepted is False
+    dead = await tenant.job(posted["jobId"])
+    assert dead["state"] == "dead" and str(dead["failureReason"]).startswith("invalid_submission: ")
+    assert (await tenant.client.get(f"/v1/sources/{posted['sourceId']}")).status_code == 404
+    assert (await tenant.client.get("/v1/nodes")).json()["nodes"] == []
+
+
+async def test_auth_failures(qserver: ServerProcess, tenant: Tenant) -> None:
+    expired = qserver.worker_token(tenant.scope, ttl_s=-10)
+    forged = tenant.token[:-4] + ("AAAA" if not tenant.token.endswith("AAAA") else "BBBB")
+    for token in (None, "garbage", forged, expired):
+        async with scripted_worker(qserver.grpc_addr, token) as w:
+            with pytest.raises(GRPCError) as err:
+                await w.next_job(["text"], timeout=5)
+            assert err.value.status is Status.UNAUTHENTICATED
+            with pytest.raises(GRPCError) as err:
+                await w.heartbeat()
+            assert err.value.status is Status.UNAUTHENTICATED
+
+
+async def test_scoped_tokens_see_only_their_scope(qserver: ServerProcess, tenant: Tenant) -> None:
+    posted = await tenant.post("eml", "mail.eml", "From: a@b\n\nhi")
+    other = qserver.worker_token(Scope(f"other-{uuid.uuid4()}", "org"))
+    async with scripted_worker(qserver.grpc_addr, other) as stranger:
+        with pytest.raises(TimeoutError):
+            await stranger.next_job(["eml"], timeout=0.5)
+    async with scripted_worker(qserver.grpc_addr, qserver.worker_token(None), "fleet") as fleet:
+        job = await fleet.next_job(["eml"])
+        assert job.job_id == posted["jobId"] and job.tenant_id == tenant.scope.tenant_id
+        async with scripted_worker(qserver.grpc_addr, other) as stranger:
+            with pytest.raises(GRPCError) as err:
+                await stranger.submit(job, text_submission("hi"))
+            assert err.value.status is Status.FAILED_PRECONDITION
+            assert (await stranger.heartbeat(job)).extended_job_ids == []
+        assert (await fleet.submit(job, text_submission("hi"))).accepted
+
+
+async def test_unknown_format_listed_and_known_format_without_worker_stays_pending(
+    tenant: Tenant,
+) -> None:
+    resp = await tenant.client.post(
+        "/v1/ingest", json={"format": "rtf", "name": "a.rtf", "content": "x"}
+    )
+    assert resp.status_code == 400 and "pdf" in resp.json()["error"]["message"]
+    posted = await tenant.post("pdf", "report.pdf", b"%PDF-1.4 not really")
+    await anyio.sleep(0.3)
+    assert (await tenant.job(posted["jobId"]))["state"] == "pending"
+    assert (await tenant.client.get(f"/v1/ingest/{uuid.uuid4()}")).status_code == 404
+
+
+async def test_web_needs_no_content(tenant: Tenant) -> None:
+    resp = await tenant.client.post(
+        "/v1/ingest", json={"format": "web", "name": "http://127.0.0.1:9/page"}
+    )
+    assert resp.status_code == 202
+    again = await tenant.client.post(
+        "/v1/ingest", json={"format": "web", "name": "http://127.0.0.1:9/page"}
+    )
+    assert (
+        again.status_code == 202 and again.json()["jobId"] != resp.json()["jobId"]
+    )  # fetch formats skip it
+
+
+async def test_deterministic_id_upsert_ladder(tenant: Tenant, worker: ScriptedWorker) -> None:
+    node_id = str(uuid.uuid5(uuid.NAMESPACE_URL, f"person:{tenant.scope.tenant_id}"))
+    txs = []
+    for i, (text, props) in enumerate([("v1", {"n": 1}), ("v2", {"n": 1}), ("v3", {"n": 2})]):
+        await tenant.post("text", f"p{i}.txt", text)
+        job = await worker.next_job(["text"])
+        resp = await worker.submit(job, text_submission(text, id=node_id, properties=props))
+        assert resp.accepted and resp.node_ids == [node_id]
+        node = (await tenant.client.get(f"/v1/nodes/{node_id}")).json()
+        txs.append(node["txTime"]["from"])
+    assert txs[0] == txs[1] < txs[2]  # identical → no new version; changed → new version
+    now = (await tenant.client.get(f"/v1/nodes/{node_id}")).json()
+    assert now["properties"] == {"n": 2} and now["txTime"]["to"] is None
+    old = (await tenant.client.get(f"/v1/nodes/{node_id}", params={"asOf": txs[0]})).json()
+    assert old["properties"] == {"n": 1} and old["txTime"] == {"from": txs[0], "to": txs[2]}
+
+
+async def test_dangling_edge_hidden_until_endpoint_arrives(
+    tenant: Tenant, worker: ScriptedWorker
+) -> None:
+    parent = str(uuid.uuid5(uuid.NAMESPACE_URL, f"msg:{tenant.scope.tenant_id}"))
+    reply = text_submission("reply")
+    reply["relationships"] = [
+        {"type": "IN_REPLY_TO", "fromRef": 0, "toId": parent, "properties": {}}
+    ]
+    await tenant.post("eml", "reply.eml", "reply")
+    job = await worker.next_job(["eml"])
+    [reply_id] = (await worker.submit(job, reply)).node_ids
+    assert (await tenant.client.get(f"/v1/nodes/{reply_id}/edges")).json() == {"edges": []}
+    await tenant.post("eml", "parent.eml", "parent")
+    job = await worker.next_job(["eml"])
+    await worker.submit(job, text_submission("parent", id=parent))
+    [edge] = (await tenant.client.get(f"/v1/nodes/{reply_id}/edges")).json()["edges"]
+    assert (edge["type"], edge["from"], edge["to"]) == ("IN_REPLY_TO", reply_id, parent)
+
+
+async def test_child_jobs_enqueued_with_dedup(tenant: Tenant, worker: ScriptedWorker) -> None:
+    await tenant.post("eml", "with-attachment.eml", "parent")
+    job = await worker.next_job(["eml"])
+    sub = text_submission("parent")
+    attachment = base64.b64encode(b"attached text").decode()
+    sub["childJobs"] = [
+        {"format": "text", "name": "attachment:abc", "contentB64": attachment},
+        {"format": "text", "name": "attachment:abc", "contentB64": attachment},
+    ]
+    assert (await worker.submit(job, sub)).accepted
+    child = await worker.next_job(["text"])
+    assert json.loads(child.payload_json)["name"] == "attachment:abc"
+    events = (await tenant.job(child.job_id))["events"]
+    assert events[0]["detail"] == f"parent={job.job_id}"  # type: ignore[index]
+    with pytest.raises(TimeoutError):  # the second, identical child was deduplicated
+        await worker.next_job(["text"], timeout=0.5)
+
+
+async def test_capacity_bounds_unfinished_jobs_per_stream(
+    tenant: Tenant, worker: ScriptedWorker
+) -> None:
+    posted = [await tenant.post("code", f"f{i}.py", f"x = {i}") for i in range(3)]
+    got: list[str] = []
+    finished_first = False
+    request = PollJobsRequest(worker_id="cap", formats=["code"], capacity=2)
+    with anyio.move_on_after(LEASE_S * 0.6):  # well inside one lease: nothing expires
+        async for job in worker.stub.poll_jobs(request):
+            got.append(job.job_id)
+            if len(got) == 2:
+                await anyio.sleep(0.2)  # a third job is waiting, but both slots are taken
+                states = sorted([str((await tenant.job(p["jobId"]))["state"]) for p in posted])
+                assert states == ["leased", "leased", "pending"]
+                assert (await worker.submit(job, text_submission("x"))).accepted
+                finished_first = True
+    # Two at once; the third only after one of them finished.
+    assert finished_first and len(got) == 3 == len(set(got))
+
+
+def test_remote_worker_process_end_to_end(tmp_path: Path) -> None:
+    """A real ``python -m workers_common.run text_worker`` process over gRPC."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    server = ServerProcess(write_config(tmp_path, workers={"in_process": []})).start()
+    try:
+        key = server.create_key("t", "o")
+        env = {
+            **os.environ,
+            "TELHA_GRPC_TARGET": server.grpc_addr,
+            "TELHA_WORKER_TOKEN": server.worker_token(Scope("t", "o")),
+        }
+        log = (tmp_path / "worker.log").open("wb")
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "workers_common.run", "text_worker"], env=env, stderr=log
+        )
+        try:
+            with httpx.Client(base_url=server.base_url, headers={"x-api-key": key}) as c:
+                posted = c.post(
+                    "/v1/ingest",
+                    json={"format": "markdown", "name": "r.md", "content": "# Hi\n\nThere."},
+                ).json()
+                deadline = time.monotonic() + 20
+                while (state := c.get(f"/v1/ingest/{posted['jobId']}").json())[
+                    "state"
+                ] != "completed":
+                    assert time.monotonic() < deadline, state
+                    time.sleep(0.05)
+                nodes = c.get("/v1/nodes", params={"sourceId": posted["sourceId"]}).json()["nodes"]
+                texts = {n["labels"][0]: n["provenance"]["spans"][0]["text"] for n in nodes}
+                assert texts == {
+                    "DOCUMENT": "# Hi\n\nThere.",
+                    "SECTION": "# Hi",
+                    "PARAGRAPH": "There.",
+                }
+                version = c.get(f"/v1/sources/{posted['sourceId']}").json()["versions"][0]
+                assert version["worker"].endswith(str(proc.pid))
+        finally:
+            proc.terminate()
+            proc.wait(10)
+            log.close()
+        assert "polling" in (tmp_path / "worker.log").read_text()
+    finally:
+        assert server.stop() == 0
