@@ -69,9 +69,9 @@ class Tenant:
         return dict(resp.json())
 
     async def wait_state(
-        self, job_id: object, *states: str, timeout: float = 10.0
+        self, job_id: object, *states: str, within_s: float = 10.0
     ) -> dict[str, object]:
-        with anyio.fail_after(timeout):
+        with anyio.fail_after(within_s):
             while True:
                 job = await self.job(job_id)
                 if job["state"] in states:
@@ -150,7 +150,7 @@ async def test_lease_expiry_release_and_stale_generation(
 ) -> None:
     posted = await tenant.post("text", "slow.txt", "slow")
     first = await worker.next_job(["text"])
-    expired = await tenant.wait_state(posted["jobId"], "pending", timeout=LEASE_S + 5)
+    expired = await tenant.wait_state(posted["jobId"], "pending", within_s=LEASE_S + 5)
     assert expired["attempts"] == 1 and "lease_expired" in transitions(expired)
     second = await worker.next_job(["text"])
     assert second.job_id == first.job_id and second.lease_generation == first.lease_generation + 1
@@ -249,7 +249,7 @@ async def test_auth_failures(qserver: ServerProcess, tenant: Tenant) -> None:
     for token in (None, "garbage", forged, expired):
         async with scripted_worker(qserver.grpc_addr, token) as w:
             with pytest.raises(GRPCError) as err:
-                await w.next_job(["text"], timeout=5)
+                await w.next_job(["text"], within_s=5)
             assert err.value.status is Status.UNAUTHENTICATED
             with pytest.raises(GRPCError) as err:
                 await w.heartbeat()
@@ -261,7 +261,7 @@ async def test_scoped_tokens_see_only_their_scope(qserver: ServerProcess, tenant
     other = qserver.worker_token(Scope(f"other-{uuid.uuid4()}", "org"))
     async with scripted_worker(qserver.grpc_addr, other) as stranger:
         with pytest.raises(TimeoutError):
-            await stranger.next_job(["eml"], timeout=0.5)
+            await stranger.next_job(["eml"], within_s=0.5)
     async with scripted_worker(qserver.grpc_addr, qserver.worker_token(None), "fleet") as fleet:
         job = await fleet.next_job(["eml"])
         assert job.job_id == posted["jobId"] and job.tenant_id == tenant.scope.tenant_id
@@ -350,7 +350,7 @@ async def test_child_jobs_enqueued_with_dedup(tenant: Tenant, worker: ScriptedWo
     events = (await tenant.job(child.job_id))["events"]
     assert events[0]["detail"] == f"parent={job.job_id}"  # type: ignore[index]
     with pytest.raises(TimeoutError):  # the second, identical child was deduplicated
-        await worker.next_job(["text"], timeout=0.5)
+        await worker.next_job(["text"], within_s=0.5)
 
 
 async def test_capacity_bounds_unfinished_jobs_per_stream(

@@ -32,10 +32,10 @@ class ScriptedWorker:
         self.worker_id = worker_id
 
     async def next_job(
-        self, formats: list[str], timeout: float = 10.0, capacity: int = 1
+        self, formats: list[str], within_s: float = 10.0, capacity: int = 1
     ) -> JobPayload:
         """Open a PollJobs stream, take its first job and close the stream."""
-        with anyio.fail_after(timeout):
+        with anyio.fail_after(within_s):
             request = PollJobsRequest(worker_id=self.worker_id, formats=formats, capacity=capacity)
             async for job in self.stub.poll_jobs(request):
                 return job
