@@ -16,7 +16,6 @@ from types import ModuleType
 import anyio
 import anyio.abc
 import structlog
-from workers_common.consumer import HEARTBEAT_INTERVAL_SECS, WorkerConsumer
 
 from telha.grpc.servicer import WorkerServicer, current_auth
 from telha.grpc.tokens import WorkerAuth
@@ -30,6 +29,7 @@ from telha_proto.telha.worker.v1 import (
     PollJobsRequest,
     SubmitResponse,
 )
+from workers_common.consumer import HEARTBEAT_INTERVAL_SECS, WorkerConsumer
 
 __all__ = ["InProcessTransport", "WorkerPools", "load_worker_modules"]
 

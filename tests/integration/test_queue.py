@@ -420,3 +420,59 @@ def test_remote_worker_process_end_to_end(tmp_path: Path) -> None:
         assert "polling" in (tmp_path / "worker.log").read_text()
     finally:
         assert server.stop() == 0
+
+
+async def test_restart_keeps_jobs_in_every_state(tmp_path: Path) -> None:
+    server = ServerProcess(
+        write_config(
+            tmp_path,
+            workers={"in_process": []},
+            jobs={"lease_secs": LEASE_S, "reap_interval_s": 0.1, "max_attempts": 3},
+        )
+    ).start()
+    scope = Scope("t", "o")
+    key = server.create_key(scope.tenant_id, scope.organization_id)
+    try:
+        async with httpx.AsyncClient(base_url=server.base_url, headers={"x-api-key": key}) as c:
+            t = Tenant(server, c, scope)
+            ids = {
+                name: (await t.post("csv", f"{name}.csv", name))["jobId"]
+                for name in ("done", "dead", "held", "waiting")
+            }
+            async with scripted_worker(server.grpc_addr, t.token) as w:
+                for name in ("done", "dead", "held"):
+                    job = await w.next_job(["csv"])
+                    assert job.job_id == ids[name]
+                    if name == "done":
+                        await w.submit(job, text_submission(name))
+                    elif name == "dead":
+                        await w.fail(job, "corrupt_input: nope", permanent=True)
+            before = {name: (await t.job(j))["state"] for name, j in ids.items()}
+            assert before == {
+                "done": "completed",
+                "dead": "dead",
+                "held": "leased",
+                "waiting": "pending",
+            }
+        assert server.stop() == 0
+        server.start()
+        async with httpx.AsyncClient(base_url=server.base_url, headers={"x-api-key": key}) as c:
+            t = Tenant(server, c, scope)
+            after = {name: (await t.job(j))["state"] for name, j in ids.items()}
+            assert (
+                after["done"] == "completed"
+                and after["dead"] == "dead"
+                and after["waiting"] == "pending"
+            )
+            assert after["held"] in (
+                "leased",
+                "pending",
+            )  # the lease outlives the restart, then expires
+            await t.wait_state(ids["held"], "pending", within_s=LEASE_S + 5)
+            async with scripted_worker(server.grpc_addr, t.token) as w:
+                leased = {(await w.next_job(["csv"])).job_id for _ in range(2)}
+                assert leased == {ids["held"], ids["waiting"]}
+                with pytest.raises(TimeoutError):  # nothing lost, nothing duplicated
+                    await w.next_job(["csv"], within_s=0.5)
+    finally:
+        server.kill()

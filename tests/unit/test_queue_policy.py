@@ -1,0 +1,73 @@
+"""The pure retry policy (DESIGN.md §6) as a state machine, property-tested."""
+
+from __future__ import annotations
+
+import random
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from telha.queue.policy import (
+    PERMANENT_KINDS,
+    backoff_us,
+    decide_failure,
+    format_reason,
+    parse_reason,
+)
+
+kinds = st.sampled_from(
+    ["transient", "resource_limit", "lease_expired", "weird", *sorted(PERMANENT_KINDS)]
+)
+
+
+@given(st.integers(1, 80), st.integers(0, 10_000), st.floats(0, 3600), st.integers(0, 2**32))
+def test_backoff_bounded_and_jittered(attempts: int, base_ms: int, max_s: float, seed: int) -> None:
+    d = backoff_us(attempts, base_ms=base_ms, max_s=max_s, rng=random.Random(seed))
+    ceiling = min(int(max_s * 1_000_000), base_ms * 1000 * 2 ** min(attempts - 1, 62))
+    assert ceiling // 2 <= d <= ceiling
+
+
+@given(st.lists(kinds, min_size=1, max_size=12), st.integers(1, 6), st.integers(0, 2**32))
+def test_failure_sequence(kinds_seen: list[str], max_attempts: int, seed: int) -> None:
+    """Attempts count up by one per failure; a job is dead exactly when a permanent kind
+    occurred or attempts reached max_attempts; it never leaves dead; pending retries become
+    available only in the future."""
+    rng = random.Random(seed)
+    attempts, state, now = 0, "pending", 1_000_000
+    for kind in kinds_seen:
+        if state == "dead":
+            break
+        d = decide_failure(
+            kind,
+            attempts_before=attempts,
+            max_attempts=max_attempts,
+            now_us=now,
+            base_ms=10,
+            max_s=1.0,
+            rng=rng,
+        )
+        assert d.attempts == attempts + 1
+        attempts, state = d.attempts, d.state
+        if kind in PERMANENT_KINDS or attempts >= max_attempts:
+            assert state == "dead"
+        else:
+            assert state == "pending" and now <= d.available_at <= now + 1_000_000
+        now += 1
+    assert attempts <= max_attempts or any(k in PERMANENT_KINDS for k in kinds_seen)
+
+
+@given(st.text(max_size=700))
+def test_reasons_capped_on_char_boundary(detail: str) -> None:
+    reason = format_reason("transient", detail)
+    assert len(reason.encode()) <= 512 and reason.startswith("transient: ")
+    assert parse_reason(reason, permanent=False)[0] == "transient"
+
+
+def test_parse_reason() -> None:
+    assert parse_reason("corrupt_input: bad bytes", permanent=True) == (
+        "corrupt_input",
+        "bad bytes",
+    )
+    assert parse_reason("boom", permanent=False) == ("transient", "boom")
+    assert parse_reason("boom", permanent=True) == ("corrupt_input", "boom")
+    assert parse_reason("madeup: x", permanent=False) == ("transient", "madeup: x")

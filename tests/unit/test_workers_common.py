@@ -1,0 +1,97 @@
+"""workers_common: the result builder, the failure classifier, the text worker's projection."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import text_worker
+from telha.ingest.submission import decode_submission, to_projection
+from workers_common import (
+    CorruptInput,
+    IngestionResultBuilder,
+    Job,
+    ResourceLimit,
+    UnsupportedFeature,
+    classify,
+)
+
+
+def _job(content: bytes, fmt: str = "markdown", name: str = "doc.md") -> Job:
+    return Job("id", f"ingest:{fmt}", fmt, name, content, None, {}, 0, "t", "o")
+
+
+def test_builder_offsets_and_base_offset() -> None:
+    b = IngestionResultBuilder()
+    s0 = b.add_span_text("é\r\n", kind="paragraph")
+    b.add_text("-")
+    s1 = b.add_span_text("x")
+    n = b.add_node(["A"], {"k": 1}, spans=[s0], id="2b0e4f9e-9f0e-4a7b-8f52-1c0c0c0c0c0c")
+    b.attach_span(n, s1)
+    b.add_relationship("R", from_ref=n, to_id="2b0e4f9e-9f0e-4a7b-8f52-1c0c0c0c0c0d")
+    out = b.build()
+    assert out["canonicalText"] == "é\n-x"
+    assert out["spans"] == [
+        {"start": 0, "end": 3, "kind": "paragraph"},
+        {"start": 4, "end": 5, "kind": "body"},
+    ]
+    assert out["nodes"][0]["spanRefs"] == [0, 1]
+    to_projection(decode_submission(b.to_json()))  # core accepts it
+
+    later = IngestionResultBuilder(base_offset=b.byte_length)
+    span = later.add_span_text("tail")
+    assert later.build()["spans"][span] == {"start": 5, "end": 9, "kind": "body"}
+    with pytest.raises(ValueError):
+        later.add_span_range(0, 2)
+    with pytest.raises(ValueError):
+        later.add_relationship("R", from_ref=0, from_id="x", to_ref=0)
+
+
+def test_classify() -> None:
+    assert classify(CorruptInput("bad"))[:2] == ("corrupt_input: bad", True)
+    assert classify(UnsupportedFeature("macros"))[:2] == ("unsupported_feature: macros", True)
+    assert classify(ResourceLimit("too big"))[:2] == ("resource_limit: too big", False)
+    reason, permanent, kind = classify(KeyError("x" * 1000))
+    assert kind == "transient" and not permanent and len(reason.encode()) <= 512
+    assert reason.startswith("transient: KeyError")
+
+
+def test_text_worker_projection() -> None:
+    raw = "\ufeff# Títle\r\n\r\nFirst para\nline two\n\n\n## Sub ##\nunder sub\n".encode()
+    out = text_worker.handle(_job(raw))
+    text = out["canonicalText"].encode()
+    assert b"\r" not in text and not out["canonicalText"].startswith("\ufeff")
+    spans = out["spans"]
+    labels = [(n["labels"][0], n["properties"]) for n in out["nodes"]]
+    assert labels == [
+        ("DOCUMENT", {"name": "doc.md", "format": "markdown"}),
+        ("SECTION", {"level": 1, "title": "Títle"}),
+        ("PARAGRAPH", {"text": "First para\nline two"}),
+        ("SECTION", {"level": 2, "title": "Sub"}),
+        ("PARAGRAPH", {"text": "under sub"}),
+    ]
+    pieces = [
+        text[spans[n["spanRefs"][0]]["start"] : spans[n["spanRefs"][0]]["end"]].decode()
+        for n in out["nodes"][1:]
+    ]
+    assert pieces == ["# Títle", "First para\nline two", "## Sub ##", "under sub"]
+    assert [r["properties"]["ord"] for r in out["relationships"]] == [0, 1, 2, 3]
+    # Deterministic: the same bytes give the same submission.
+    assert json.dumps(text_worker.handle(_job(raw))) == json.dumps(out)
+    to_projection(decode_submission(json.dumps(out).encode()))
+
+
+def test_text_worker_plain_text_keeps_hashes_as_paragraphs() -> None:
+    out = text_worker.handle(_job(b"# not a heading in text\n\nsecond", fmt="text", name="a.txt"))
+    assert [n["labels"][0] for n in out["nodes"]] == ["DOCUMENT", "PARAGRAPH", "PARAGRAPH"]
+
+
+def test_text_worker_rejects_non_utf8() -> None:
+    with pytest.raises(CorruptInput, match="offset 2"):
+        text_worker.handle(_job(b"ok\xff\xfe"))
+
+
+def test_text_worker_empty_document() -> None:
+    out = text_worker.handle(_job(b"", fmt="text"))
+    assert out["canonicalText"] == "" and [n["labels"] for n in out["nodes"]] == [["DOCUMENT"]]
