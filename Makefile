@@ -31,6 +31,7 @@ test: setup lint typecheck
 
 bench: setup
 	$(BIN)/python bench/json_ingest.py
+	$(BIN)/python bench/queue.py
 
 clean:
 	rm -rf $(VENV) data .pytest_cache .mypy_cache .ruff_cache
