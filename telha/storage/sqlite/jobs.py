@@ -7,17 +7,16 @@ Mixed into :class:`~telha.storage.sqlite.store.SqliteStore`; the retry policy it
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
 import aiosqlite
-import anyio
 
-from telha.errors import StaleLease, StorageError
+from telha.errors import StaleLease
 from telha.ids import id_str
 from telha.model import EnqueueOutcome, JobEvent, JobRecord, LeaseRef, NewJob, Scope
 from telha.queue.policy import Decide, FailureDecision
+from telha.storage.sqlite.base import SqliteBase
 
 __all__ = ["JobsMixin", "add_event", "check_lease"]
 
@@ -62,50 +61,23 @@ async def check_lease(w: aiosqlite.Connection, lease: LeaseRef) -> tuple[Any, ..
     return tuple(row[:3])
 
 
-class JobsMixin:
-    """Job operations of the SQLite engine; see :class:`telha.storage.protocol.Storage`.
-
-    The host class provides the writer, its lock and the helpers declared below.
-    """
-
-    _write_lock: anyio.Lock
-
-    def _require_writer(self) -> aiosqlite.Connection:
-        raise NotImplementedError
-
-    async def _rollback(self) -> None:
-        raise NotImplementedError
-
-    async def _scope_id(self, scope: Scope, *, create: bool) -> int | None:
-        raise NotImplementedError
-
-    async def _fetchall(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
-        raise NotImplementedError
+class JobsMixin(SqliteBase):
+    """Job operations of the SQLite engine; see :class:`telha.storage.protocol.Storage`."""
 
     async def enqueue_job(
         self, scope: Scope, job: NewJob, *, now_us: int, dedup: bool
     ) -> EnqueueOutcome:
         """Insert a pending job, unless (with ``dedup``) the source's latest version already has
         ``job.content_hash`` or a pending/leased job covers the same ``(source, hash)``."""
-        async with self._write_lock:
-            w = self._require_writer()
-            try:
-                await w.execute("BEGIN IMMEDIATE")
-                sid = await self._scope_id(scope, create=True)
-                assert sid is not None
-                if dedup:
-                    outcome = await self._enqueue_dedup(w, sid, job)
-                    if outcome is not None:
-                        await w.execute("ROLLBACK")
-                        return outcome
-                await self._insert_job(w, sid, job, now_us, None)
-                await w.execute("COMMIT")
-            except sqlite3.Error as exc:
-                await self._rollback()
-                raise StorageError(f"cannot enqueue job: {exc}") from exc
-            except BaseException:
-                await self._rollback()
-                raise
+        async with self._transaction("enqueue job") as w:
+            sid = await self._scope_id(scope, create=True)
+            assert sid is not None
+            if dedup:
+                outcome = await self._enqueue_dedup(w, sid, job)
+                if outcome is not None:
+                    await w.execute("ROLLBACK")
+                    return outcome
+            await self._insert_job(w, sid, job, now_us, None)
         return EnqueueOutcome(False, job.job_id)
 
     async def _enqueue_in_tx(
@@ -175,32 +147,22 @@ class JobsMixin:
                 return None
             scope_sql = " AND scope_id = ?"
             params.append(sid)
-        async with self._write_lock:
-            w = self._require_writer()
-            try:
-                await w.execute("BEGIN IMMEDIATE")
-                async with w.execute(
-                    "UPDATE jobs SET state = 'leased', lease_generation = lease_generation + 1,"
-                    " lease_owner = ?, lease_deadline = ?, updated_at = ? WHERE job_id = ("
-                    f"SELECT job_id FROM jobs WHERE state = 'pending' AND format IN ({marks})"
-                    f" AND available_at <= ?{scope_sql} ORDER BY available_at, job_id LIMIT 1)"
-                    " RETURNING job_id",
-                    (worker_id, now_us + lease_us, now_us, *params),
-                ) as cur:
-                    row = await cur.fetchone()
-                if row is None:
-                    await w.execute("ROLLBACK")
-                    return None
-                await add_event(w, row[0], now_us, "leased", f"worker={worker_id}")
-                async with w.execute(f"SELECT {_JOB_COLS}{_FROM} WHERE j.job_id = ?", row) as cur:
-                    job = await cur.fetchone()
-                await w.execute("COMMIT")
-            except sqlite3.Error as exc:
-                await self._rollback()
-                raise StorageError(f"cannot lease job: {exc}") from exc
-            except BaseException:
-                await self._rollback()
-                raise
+        async with self._transaction("lease job") as w:
+            async with w.execute(
+                "UPDATE jobs SET state = 'leased', lease_generation = lease_generation + 1,"
+                " lease_owner = ?, lease_deadline = ?, updated_at = ? WHERE job_id = ("
+                f"SELECT job_id FROM jobs WHERE state = 'pending' AND format IN ({marks})"
+                f" AND available_at <= ?{scope_sql} ORDER BY available_at, job_id LIMIT 1)"
+                " RETURNING job_id",
+                (worker_id, now_us + lease_us, now_us, *params),
+            ) as cur:
+                row = await cur.fetchone()
+            if row is None:
+                await w.execute("ROLLBACK")
+                return None
+            await add_event(w, row[0], now_us, "leased", f"worker={worker_id}")
+            async with w.execute(f"SELECT {_JOB_COLS}{_FROM} WHERE j.job_id = ?", row) as cur:
+                job = await cur.fetchone()
         assert job is not None
         return _job(job)
 
@@ -220,22 +182,15 @@ class JobsMixin:
     ) -> list[bytes]:
         """Extend the leases still held under the given generations; returns their ids."""
         extended: list[bytes] = []
-        async with self._write_lock:
-            w = self._require_writer()
-            try:
-                await w.execute("BEGIN IMMEDIATE")
-                for lease in leases:
-                    cur = await w.execute(
-                        "UPDATE jobs SET lease_deadline = ?, updated_at = ? WHERE job_id = ?"
-                        " AND state = 'leased' AND lease_generation = ?",
-                        (now_us + lease_us, now_us, lease.job_id, lease.lease_generation),
-                    )
-                    if cur.rowcount:
-                        extended.append(lease.job_id)
-                await w.execute("COMMIT")
-            except sqlite3.Error as exc:
-                await self._rollback()
-                raise StorageError(f"cannot extend leases: {exc}") from exc
+        async with self._transaction("extend leases") as w:
+            for lease in leases:
+                cur = await w.execute(
+                    "UPDATE jobs SET lease_deadline = ?, updated_at = ? WHERE job_id = ?"
+                    " AND state = 'leased' AND lease_generation = ?",
+                    (now_us + lease_us, now_us, lease.job_id, lease.lease_generation),
+                )
+                if cur.rowcount:
+                    extended.append(lease.job_id)
         return extended
 
     async def fail_job(
@@ -245,23 +200,13 @@ class JobsMixin:
 
         :raises StaleLease: the caller does not hold the job.
         """
-        async with self._write_lock:
-            w = self._require_writer()
-            try:
-                await w.execute("BEGIN IMMEDIATE")
-                _, attempts, _ = await check_lease(w, lease)
-                await self._apply_failure(w, lease.job_id, kind, reason, attempts, now_us, decide)
-                async with w.execute(
-                    f"SELECT {_JOB_COLS}{_FROM} WHERE j.job_id = ?", (lease.job_id,)
-                ) as cur:
-                    row = await cur.fetchone()
-                await w.execute("COMMIT")
-            except sqlite3.Error as exc:
-                await self._rollback()
-                raise StorageError(f"cannot record failure: {exc}") from exc
-            except BaseException:
-                await self._rollback()
-                raise
+        async with self._transaction("record failure") as w:
+            _, attempts, _ = await check_lease(w, lease)
+            await self._apply_failure(w, lease.job_id, kind, reason, attempts, now_us, decide)
+            async with w.execute(
+                f"SELECT {_JOB_COLS}{_FROM} WHERE j.job_id = ?", (lease.job_id,)
+            ) as cur:
+                row = await cur.fetchone()
         assert row is not None
         return _job(row)
 
@@ -292,23 +237,16 @@ class JobsMixin:
 
     async def release_job(self, lease: LeaseRef, *, now_us: int, detail: str) -> bool:
         """Give a held job back (shutdown): pending at once, the attempt not counted."""
-        async with self._write_lock:
-            w = self._require_writer()
-            try:
-                await w.execute("BEGIN IMMEDIATE")
-                cur = await w.execute(
-                    "UPDATE jobs SET state = 'pending', lease_owner = NULL, lease_deadline = NULL,"
-                    " available_at = ?, updated_at = ? WHERE job_id = ? AND state = 'leased'"
-                    " AND lease_generation = ?",
-                    (now_us, now_us, lease.job_id, lease.lease_generation),
-                )
-                released = bool(cur.rowcount)
-                if released:
-                    await add_event(w, lease.job_id, now_us, "released", detail)
-                await w.execute("COMMIT")
-            except sqlite3.Error as exc:
-                await self._rollback()
-                raise StorageError(f"cannot release job: {exc}") from exc
+        async with self._transaction("release job") as w:
+            cur = await w.execute(
+                "UPDATE jobs SET state = 'pending', lease_owner = NULL, lease_deadline = NULL,"
+                " available_at = ?, updated_at = ? WHERE job_id = ? AND state = 'leased'"
+                " AND lease_generation = ?",
+                (now_us, now_us, lease.job_id, lease.lease_generation),
+            )
+            released = bool(cur.rowcount)
+            if released:
+                await add_event(w, lease.job_id, now_us, "released", detail)
         return released
 
     async def reap_expired(self, *, now_us: int, decide: Decide) -> list[tuple[bytes, str, str]]:
@@ -317,26 +255,19 @@ class JobsMixin:
         :returns: ``(job_id, format, new state)`` per reaped job.
         """
         reaped: list[tuple[bytes, str, str]] = []
-        async with self._write_lock:
-            w = self._require_writer()
-            try:
-                await w.execute("BEGIN IMMEDIATE")
-                async with w.execute(
-                    "SELECT job_id, attempts, format, lease_owner FROM jobs"
-                    " WHERE state = 'leased' AND lease_deadline < ?",
-                    (now_us,),
-                ) as cur:
-                    rows = list(await cur.fetchall())
-                for job_id, attempts, fmt, owner in rows:
-                    reason = f"lease_expired: lease of worker {owner} ran out"
-                    d = await self._apply_failure(
-                        w, job_id, "lease_expired", reason, attempts, now_us, decide
-                    )
-                    reaped.append((job_id, fmt, d.state))
-                await w.execute("COMMIT")
-            except sqlite3.Error as exc:
-                await self._rollback()
-                raise StorageError(f"cannot reap leases: {exc}") from exc
+        async with self._transaction("reap leases") as w:
+            async with w.execute(
+                "SELECT job_id, attempts, format, lease_owner FROM jobs"
+                " WHERE state = 'leased' AND lease_deadline < ?",
+                (now_us,),
+            ) as cur:
+                rows = list(await cur.fetchall())
+            for job_id, attempts, fmt, owner in rows:
+                reason = f"lease_expired: lease of worker {owner} ran out"
+                d = await self._apply_failure(
+                    w, job_id, "lease_expired", reason, attempts, now_us, decide
+                )
+                reaped.append((job_id, fmt, d.state))
         return reaped
 
     async def get_job(self, scope: Scope | None, job_id: bytes) -> JobRecord | None:
