@@ -476,3 +476,51 @@ async def test_restart_keeps_jobs_in_every_state(tmp_path: Path) -> None:
                     await w.next_job(["csv"], within_s=0.5)
     finally:
         server.kill()
+
+
+async def test_worker_consumer_over_grpc(tenant: Tenant) -> None:
+    """workers_common.WorkerConsumer against the real server: a generator handler's final
+    submission, a typed failure, and an untyped exception (transient, retried)."""
+    from workers_common import CorruptInput, IngestionResultBuilder, Job, WorkerConsumer
+    from workers_common.transport import GrpcTransport
+
+    calls: dict[str, int] = {}
+
+    def handler(job: Job) -> object:
+        calls[job.name] = calls.get(job.name, 0) + 1
+        if job.name == "corrupt.tsv":
+            raise CorruptInput("row 3 has 2 columns, expected 3")
+        if job.name == "flaky.tsv" and job.attempts == 0:
+            raise RuntimeError("disk hiccup")
+
+        def stream() -> object:
+            b = IngestionResultBuilder()
+            span = b.add_span_text(job.content.decode(), kind="body")
+            b.add_node(["TABLE"], {"name": job.name}, spans=[span])
+            b.set_partial(False)
+            yield b.build()
+
+        return stream()
+
+    transport = GrpcTransport(tenant.server.grpc_addr, tenant.token)
+    consumer = WorkerConsumer(transport, handler, ["tsv"], worker_id="consumer-test", capacity=2)
+    try:
+        async with anyio.create_task_group() as tg:
+            await tg.start(consumer.run)
+            ok = await tenant.post("tsv", "ok.tsv", "a\tb")
+            bad = await tenant.post("tsv", "corrupt.tsv", "a\tb\nc")
+            flaky = await tenant.post("tsv", "flaky.tsv", "x\ty")
+            assert (await tenant.wait_state(ok["jobId"], "completed"))["attempts"] == 0
+            dead = await tenant.wait_state(bad["jobId"], "dead")
+            assert dead["failureReason"] == "corrupt_input: row 3 has 2 columns, expected 3"
+            retried = await tenant.wait_state(flaky["jobId"], "completed")
+            assert retried["attempts"] == 1 and "retried" in transitions(retried)
+            assert str(retried["events"][2]["detail"]).startswith(
+                "transient: RuntimeError: disk hiccup"
+            )  # type: ignore[index]
+            tg.cancel_scope.cancel()
+    finally:
+        transport.close()
+    assert calls == {"ok.tsv": 1, "corrupt.tsv": 1, "flaky.tsv": 2}
+    nodes = (await tenant.client.get("/v1/nodes", params={"label": "TABLE"})).json()["nodes"]
+    assert sorted(n["properties"]["name"] for n in nodes) == ["flaky.tsv", "ok.tsv"]
