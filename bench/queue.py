@@ -74,7 +74,7 @@ async def post_jobs(client: httpx.AsyncClient, tag: str, n: int, rate: float | N
                 await limit.acquire()  # back-pressure: no 5,000 tasks parked at once
                 limit.release()
             else:
-                await anyio.sleep(start + i / rate - time.perf_counter())
+                await anyio.sleep(max(0.0, start + i / rate - time.perf_counter()))
             tg.start_soon(one, i)
     return ids
 

@@ -7,6 +7,8 @@ the dotted config key).
 from __future__ import annotations
 
 import errno
+import logging
+import os
 import signal
 import sys
 from pathlib import Path
@@ -71,6 +73,10 @@ def serve(config_path: Path | None, log_level: str) -> None:
         # Stopped cleanly: a late signal must not turn exit 0 into a kill.
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+        # Everything is committed and every held job released; a parse still running in a
+        # worker thread (its job already back in the queue) must not hold the exit.
+        logging.shutdown()
+        os._exit(0)
     except ConfigError as exc:
         click.echo(f"telha: config error: {exc}", err=True)
         sys.exit(2)

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import signal
+import socket
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -151,3 +153,78 @@ def test_unopenable_database_fails_fast_with_one_line(tmp_path: Path, command: s
     result = _telha(*args, "--config", str(cfg))  # a hang would hit the 60 s timeout
     assert result.returncode == 1
     assert "storage error" in result.stderr and "Traceback" not in result.stderr
+
+
+async def test_shutdown_releases_in_process_jobs(tmp_path: Path) -> None:
+    """Leased in-process jobs go back to pending at shutdown, the attempt not counted."""
+    server = ServerProcess(
+        write_config(
+            tmp_path, workers={"in_process": ["tests.support.slow_worker"], "concurrency": 1}
+        )
+    ).start()
+    try:
+        key = server.create_key("t", "o")
+        async with httpx.AsyncClient(base_url=server.base_url, headers={"x-api-key": key}) as c:
+            job_id = (
+                await c.post(
+                    "/v1/ingest", json={"format": "code", "name": "a.py", "content": "x = 1"}
+                )
+            ).json()["jobId"]
+            with anyio.fail_after(10):
+                while True:
+                    if (await c.get(f"/v1/ingest/{job_id}")).json()["state"] == "leased":
+                        break
+                    await anyio.sleep(0.05)
+        assert server.stop() == 0
+        assert '"job_released"' in server.log_text()
+        server.start()
+        async with httpx.AsyncClient(base_url=server.base_url, headers={"x-api-key": key}) as c:
+            job = (await c.get(f"/v1/ingest/{job_id}")).json()
+        assert job["attempts"] == 0
+        assert [e["transition"] for e in job["events"]][:3] == ["enqueued", "leased", "released"]
+    finally:
+        server.kill()
+
+
+def test_unknown_in_process_worker_is_a_config_error(tmp_path: Path) -> None:
+    cfg = write_config(tmp_path, workers={"in_process": ["no_such_worker"]})
+    result = _telha("serve", "--config", str(cfg))
+    assert result.returncode == 2 and "workers.in_process" in result.stderr
+
+
+def test_remote_runner_explains_missing_env_and_retries_unreachable_core(tmp_path: Path) -> None:
+    env = {"PATH": "/usr/bin:/bin"}
+    result = subprocess.run(
+        [sys.executable, "-m", "workers_common.run", "text_worker"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert result.returncode == 2 and "TELHA_GRPC_TARGET" in result.stderr
+    bad = subprocess.run(
+        [sys.executable, "-m", "workers_common.run", "no_such_worker"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert bad.returncode == 2 and "no_such_worker" in bad.stderr
+    with socket.socket() as s:  # a port with nothing listening
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**env, "TELHA_GRPC_TARGET": f"127.0.0.1:{port}", "TELHA_WORKER_TOKEN": "x"}
+    log = (tmp_path / "w.log").open("wb")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "workers_common.run", "text_worker"], stderr=log, env=env
+    )
+    try:
+        deadline = time.monotonic() + 20
+        while b"retrying" not in (tmp_path / "w.log").read_bytes():
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.1)
+        assert b"core unreachable" in (tmp_path / "w.log").read_bytes()
+    finally:
+        proc.kill()
+        proc.wait()
+        log.close()

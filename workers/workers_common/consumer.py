@@ -193,29 +193,39 @@ class WorkerConsumer:
                     slot.scope.cancel()
 
     async def _process(self, payload: JobPayload, slot: _InFlight) -> None:
+        """Run one job. It leaves the in-flight set when it is done (submitted, failed, refused
+        or abandoned); cancelled from outside (shutdown) it stays, so its owner can release
+        the lease."""
+        done = False
         try:
             with slot.scope:
                 try:
                     await self._run_handler(payload)
                 except _HandlerFailed as failed:
-                    assert failed.__cause__ is not None
-                    reason, permanent, _ = classify(failed.__cause__)
-                    log.info("job %s failed: %s", payload.job_id, reason)
-                    await self._transport.submit(
-                        IngestionResult(
-                            job_id=payload.job_id,
-                            success=False,
-                            failure_reason=reason,
-                            permanent=permanent,
-                            lease_generation=payload.lease_generation,
-                            worker_id=self._worker_id,
-                        )
-                    )
+                    await self._submit_failure(payload, failed)
+            done = True
         except Exception as exc:
             # Core refused or could not be reached: the lease expires and the job is retried.
             log.warning("job %s: submission not accepted: %s", payload.job_id, exc)
+            done = True
         finally:
-            self._in_flight.pop(payload.job_id, None)
+            if done:
+                self._in_flight.pop(payload.job_id, None)
+
+    async def _submit_failure(self, payload: JobPayload, failed: _HandlerFailed) -> None:
+        assert failed.__cause__ is not None
+        reason, permanent, _ = classify(failed.__cause__)
+        log.info("job %s failed: %s", payload.job_id, reason)
+        await self._transport.submit(
+            IngestionResult(
+                job_id=payload.job_id,
+                success=False,
+                failure_reason=reason,
+                permanent=permanent,
+                lease_generation=payload.lease_generation,
+                worker_id=self._worker_id,
+            )
+        )
 
     async def _submit(self, payload: JobPayload, body: bytes) -> SubmitResponse:
         return await self._transport.submit(

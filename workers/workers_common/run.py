@@ -47,6 +47,16 @@ def load_worker(name: str) -> ModuleType:
     return module
 
 
+_FATAL = (Status.UNAUTHENTICATED, Status.PERMISSION_DENIED, Status.INVALID_ARGUMENT)
+
+
+def _leaf(exc: BaseException) -> BaseException:
+    """The first exception inside (possibly nested) exception groups."""
+    while isinstance(exc, BaseExceptionGroup):
+        exc = exc.exceptions[0]
+    return exc
+
+
 def _env(name: str) -> str:
     value = os.environ.get(name, "").strip()
     if not value:
@@ -73,18 +83,20 @@ async def _serve(args: argparse.Namespace, module: ModuleType, target: str, toke
             log.info("polling %s for %s as %s", target, ",".join(module.FORMATS), args.worker_id)
             await consumer.run()
             delay = 0.5
-        except GRPCError as exc:
-            if exc.status in (
-                Status.UNAUTHENTICATED,
-                Status.PERMISSION_DENIED,
-                Status.INVALID_ARGUMENT,
-            ):
+        except Exception as exc:  # task groups wrap what the stream raised
+            cause = _leaf(exc)
+            if isinstance(cause, GRPCError) and cause.status in _FATAL:
                 raise UsageError(
-                    f"core refused this worker: {exc.status.name}: {exc.message}"
+                    f"core refused this worker: {cause.status.name}: {cause.message}"
                 ) from None
-            log.warning("core at %s answered %s; retrying in %.1fs", target, exc.status.name, delay)
-        except (OSError, StreamTerminatedError) as exc:
-            log.warning("core unreachable at %s (%s); retrying in %.1fs", target, exc, delay)
+            if isinstance(cause, GRPCError):
+                log.warning(
+                    "core at %s answered %s; retrying in %.1fs", target, cause.status.name, delay
+                )
+            elif isinstance(cause, OSError | StreamTerminatedError):
+                log.warning("core unreachable at %s (%s); retrying in %.1fs", target, cause, delay)
+            else:
+                raise
         finally:
             transport.close()
         await anyio.sleep(delay)
