@@ -177,6 +177,20 @@ class SqliteBase:
             with anyio.CancelScope(shield=True):
                 await w.execute("ROLLBACK")
 
+    @staticmethod
+    async def _latest_hashes(
+        w: aiosqlite.Connection, sid: int, source_id: bytes
+    ) -> tuple[bytes, bytes | None, bytes | None] | None:
+        """``(content_hash, canonical_text_hash, job_id)`` of a source's latest version, read
+        inside the caller's write transaction (the dedup rules of spec 004)."""
+        async with w.execute(
+            "SELECT content_hash, canonical_text_hash, job_id FROM source_versions"
+            " WHERE scope_id = ? AND source_id = ? ORDER BY tx DESC LIMIT 1",
+            (sid, source_id),
+        ) as cur:
+            row = await cur.fetchone()
+        return (row[0], row[1], row[2]) if row is not None else None
+
     @asynccontextmanager
     async def _transaction(self, what: str) -> AsyncIterator[aiosqlite.Connection]:
         """One ``BEGIN IMMEDIATE`` transaction on the writer, under the write lock.

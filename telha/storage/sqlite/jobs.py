@@ -105,16 +105,10 @@ class JobsMixin(SqliteBase):
         )  # fmt: skip
         await add_event(w, job.job_id, now_us, "enqueued", detail)
 
-    @staticmethod
     async def _enqueue_dedup(
-        w: aiosqlite.Connection, sid: int, job: NewJob
+        self, w: aiosqlite.Connection, sid: int, job: NewJob
     ) -> EnqueueOutcome | None:
-        async with w.execute(
-            "SELECT content_hash FROM source_versions WHERE scope_id = ? AND source_id = ?"
-            " ORDER BY tx DESC LIMIT 1",
-            (sid, job.source_id),
-        ) as cur:
-            latest = await cur.fetchone()
+        latest = await self._latest_hashes(w, sid, job.source_id)
         if latest is not None and latest[0] == job.content_hash:
             return EnqueueOutcome(True, None)
         async with w.execute(

@@ -92,18 +92,17 @@ class SqliteStore(ReadsMixin, JobsMixin):
                 await self._complete_job(w, sid, completion, None)
         return CommitOutcome(False, tx, rows.node_ids, rows.edge_ids)
 
-    @staticmethod
     async def _is_duplicate(
-        w: aiosqlite.Connection, sid: int, v: NewVersion, canonical_hash: bytes, dedup: Dedup
+        self,
+        w: aiosqlite.Connection,
+        sid: int,
+        v: NewVersion,
+        canonical_hash: bytes,
+        dedup: Dedup,
     ) -> bool:
         if dedup is Dedup.NONE:
             return False
-        async with w.execute(
-            "SELECT content_hash, canonical_text_hash, job_id FROM source_versions"
-            " WHERE scope_id = ? AND source_id = ? ORDER BY tx DESC LIMIT 1",
-            (sid, v.source_id),
-        ) as cur:
-            latest = await cur.fetchone()
+        latest = await self._latest_hashes(w, sid, v.source_id)
         if latest is None or latest[0] != v.content_hash:
             return False
         if dedup is Dedup.CONTENT:
