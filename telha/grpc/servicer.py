@@ -96,13 +96,21 @@ class WorkerServicer(WorkerServiceBase):
             )
 
     async def _held(self, auth: WorkerAuth, job_id: bytes, generation: int) -> JobRecord:
-        job = await self._queue.get(auth.scope, job_id)
-        if job is None or job.state != "leased" or job.lease_generation != generation:
-            raise GRPCError(
-                Status.FAILED_PRECONDITION,
-                f"job {id_str(job_id)} is not held under lease generation {generation}",
-            )
-        return job
+        """The job, when it is leased under ``generation`` in the caller's scope.
+
+        :raises GRPCError: ``FAILED_PRECONDITION`` otherwise (nothing is written).
+        """
+        holder = await self._queue.lease_holder(job_id)
+        if holder is not None:
+            scope, current, state = holder
+            if state == "leased" and current == generation and auth.scope in (None, scope):
+                job = await self._queue.get(scope, job_id, events=False)
+                if job is not None:
+                    return job
+        raise GRPCError(
+            Status.FAILED_PRECONDITION,
+            f"job {id_str(job_id)} is not held under lease generation {generation}",
+        )
 
     async def submit_ingestion_result(self, message: IngestionResult) -> SubmitResponse:
         """A submission (applied atomically with the job's completion) or a typed failure."""

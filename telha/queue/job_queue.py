@@ -200,6 +200,13 @@ class JobQueue:
         self.finished(lease.job_id)
         return released
 
-    async def get(self, scope: Scope | None, job_id: bytes) -> JobRecord | None:
-        """A job with its events, if it exists in ``scope`` (``None``: any scope)."""
-        return await self._store.get_job(scope, job_id)
+    async def get(
+        self, scope: Scope | None, job_id: bytes, *, events: bool = True
+    ) -> JobRecord | None:
+        """A job (with its events unless ``events=False``), if it exists in ``scope``
+        (``None``: any scope)."""
+        return await self._store.get_job(scope, job_id, events=events)
+
+    async def lease_holder(self, job_id: bytes) -> tuple[Scope, int, str] | None:
+        """``(scope, lease_generation, state)`` of a job: the cheap check before a submission."""
+        return await self._store.get_lease_holder(job_id)

@@ -106,8 +106,14 @@ class Storage(Protocol):
     async def reap_expired(self, *, now_us: int, decide: Decide) -> list[tuple[bytes, str, str]]:
         """Expired leases → pending or dead; ``(job_id, format, state)`` per job."""
 
-    async def get_job(self, scope: Scope | None, job_id: bytes) -> JobRecord | None:
-        """A job with its events; ``None`` when absent or in another scope."""
+    async def get_job(
+        self, scope: Scope | None, job_id: bytes, *, events: bool = True
+    ) -> JobRecord | None:
+        """A job (with its events unless ``events=False``); ``None`` when absent or in
+        another scope."""
+
+    async def get_lease_holder(self, job_id: bytes) -> tuple[Scope, int, str] | None:
+        """``(scope, lease_generation, state)`` of a job, or ``None``."""
 
     async def source_versions(self, scope: Scope, source_id: bytes) -> list[SourceVersion]:
         """All versions of a source, newest first; empty when the source is unknown."""

@@ -9,7 +9,7 @@ import sqlite3
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, Literal, Self
+from typing import Any, Literal, Self, TypeVar
 
 import aiosqlite
 import anyio
@@ -19,7 +19,9 @@ from telha.ids import TxClock
 from telha.model import Scope
 from telha.storage.sqlite.migrate import apply_migrations
 
-__all__ = ["SqliteBase"]
+__all__ = ["SqliteBase", "latest_hashes"]
+
+T = TypeVar("T")
 
 #: WAL size (pages) at which the committing connection checkpoints itself, should the
 #: Checkpointer fall behind.
@@ -50,6 +52,7 @@ class SqliteBase:
         self._pool_recv: Any = None
         self._readers: list[aiosqlite.Connection] = []
         self._scopes: dict[Scope, int] = {}
+        self._new_scopes: dict[Scope, int] = {}
         self._clock = TxClock()
         self._on_commit: Callable[[], None] = _nothing
 
@@ -140,76 +143,95 @@ class SqliteBase:
             self._pool_send.send_nowait(conn)
 
     async def _fetchall(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
-        async with self._reader() as conn, conn.execute(sql, params) as cur:
-            return [tuple(r) for r in await cur.fetchall()]
+        async with self._reader() as conn:
+            return [tuple(r) for r in await conn.execute_fetchall(sql, params)]
 
-    async def _scope_id(self, scope: Scope, *, create: bool) -> int | None:
-        """The interned id of ``scope``; with ``create``, inserted inside the caller's open write
-        transaction. Only ids read back from committed data are cached, so a rolled-back insert
-        never leaves a stale id behind."""
+    async def _scope_id(self, scope: Scope) -> int | None:
+        """The interned id of ``scope`` for reads; ``None`` when the scope never wrote."""
         cached = self._scopes.get(scope)
         if cached is not None:
             return cached
-        sql = "SELECT scope_id FROM scopes WHERE tenant_id = ? AND organization_id = ?"
-        params = (scope.tenant_id, scope.organization_id)
-        if create:
-            w = self._require_writer()
-            await w.execute(
-                "INSERT OR IGNORE INTO scopes (tenant_id, organization_id) VALUES (?, ?)", params
-            )
-            async with w.execute(sql, params) as cur:
-                row = await cur.fetchone()
-            return int(row[0]) if row else None
-        rows = await self._fetchall(sql, params)
+        rows = await self._fetchall(
+            "SELECT scope_id FROM scopes WHERE tenant_id = ? AND organization_id = ?",
+            (scope.tenant_id, scope.organization_id),
+        )
         if not rows:
             return None
         self._scopes[scope] = int(rows[0][0])
         return self._scopes[scope]
+
+    def _tx_scope_id(self, conn: sqlite3.Connection, scope: Scope) -> int:
+        """The id of ``scope``, interned inside the current write transaction (writer thread).
+        Only ids of committed transactions reach the cache (see :meth:`_write`)."""
+        cached = self._scopes.get(scope) or self._new_scopes.get(scope)
+        if cached is not None:
+            return cached
+        params = (scope.tenant_id, scope.organization_id)
+        conn.execute(
+            "INSERT OR IGNORE INTO scopes (tenant_id, organization_id) VALUES (?, ?)", params
+        )
+        row = conn.execute(
+            "SELECT scope_id FROM scopes WHERE tenant_id = ? AND organization_id = ?", params
+        ).fetchone()
+        self._new_scopes[scope] = int(row[0])
+        return self._new_scopes[scope]
 
     def _require_writer(self) -> aiosqlite.Connection:
         if self._writer is None:
             raise StorageError("store is not open")
         return self._writer
 
-    async def _rollback(self) -> None:
-        w = self._writer
-        if w is not None and w.in_transaction:
-            with anyio.CancelScope(shield=True):
-                await w.execute("ROLLBACK")
+    async def _write(self, what: str, fn: Callable[..., T], *args: Any) -> T:
+        """Run ``fn(conn, *args)`` as one ``BEGIN IMMEDIATE`` transaction on the writer's own
+        thread: one hand-off per transaction, not one per statement.
 
-    @staticmethod
-    async def _latest_hashes(
-        w: aiosqlite.Connection, sid: int, source_id: bytes
-    ) -> tuple[bytes, bytes | None, bytes | None] | None:
-        """``(content_hash, canonical_text_hash, job_id)`` of a source's latest version, read
-        inside the caller's write transaction (the dedup rules of spec 004)."""
-        async with w.execute(
-            "SELECT content_hash, canonical_text_hash, job_id FROM source_versions"
-            " WHERE scope_id = ? AND source_id = ? ORDER BY tx DESC LIMIT 1",
-            (sid, source_id),
-        ) as cur:
-            row = await cur.fetchone()
-        return (row[0], row[1], row[2]) if row is not None else None
-
-    @asynccontextmanager
-    async def _transaction(self, what: str) -> AsyncIterator[aiosqlite.Connection]:
-        """One ``BEGIN IMMEDIATE`` transaction on the writer, under the write lock.
-
-        Commits when the body ends with the transaction still open (a body may ``ROLLBACK``
-        itself to write nothing); rolls back on any error. ``sqlite3`` errors become
-        :class:`StorageError` ("cannot {what}: ...").
+        ``fn`` is synchronous and gets the raw ``sqlite3.Connection``; it may ``ROLLBACK``
+        itself to write nothing. Any exception rolls back. The await is shielded: a caller
+        cancelled mid-commit still learns the outcome, and the lock is never released while
+        a transaction is open. ``sqlite3`` errors become :class:`StorageError`.
         """
-        async with self._write_lock:
-            w = self._require_writer()
-            try:
-                await w.execute("BEGIN IMMEDIATE")
-                yield w
-                if w.in_transaction:
-                    await w.execute("COMMIT")
-                    self._on_commit()
-            except sqlite3.Error as exc:
-                await self._rollback()
-                raise StorageError(f"cannot {what}: {exc}") from exc
-            except BaseException:
-                await self._rollback()
-                raise
+        with anyio.CancelScope(shield=True):
+            async with self._write_lock:
+                w = self._require_writer()
+                try:
+                    # aiosqlite has no public "run this on the connection's thread";
+                    # _execute/_conn are stable across the pinned 0.22 line.
+                    result: T = await w._execute(  # type: ignore[no-untyped-call]
+                        _in_transaction, w._conn, fn, args
+                    )
+                except sqlite3.Error as exc:
+                    self._new_scopes.clear()
+                    raise StorageError(f"cannot {what}: {exc}") from exc
+                except BaseException:
+                    self._new_scopes.clear()
+                    raise
+                self._scopes.update(self._new_scopes)
+                self._new_scopes.clear()
+        self._on_commit()
+        return result
+
+
+def _in_transaction(conn: sqlite3.Connection, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        result = fn(conn, *args)
+        if conn.in_transaction:
+            conn.execute("COMMIT")
+        return result
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+
+
+def latest_hashes(
+    conn: sqlite3.Connection, sid: int, source_id: bytes
+) -> tuple[bytes, bytes | None, bytes | None] | None:
+    """``(content_hash, canonical_text_hash, job_id)`` of a source's latest version, read inside
+    the current write transaction (the dedup rules of spec 004)."""
+    row = conn.execute(
+        "SELECT content_hash, canonical_text_hash, job_id FROM source_versions"
+        " WHERE scope_id = ? AND source_id = ? ORDER BY tx DESC LIMIT 1",
+        (sid, source_id),
+    ).fetchone()
+    return (row[0], row[1], row[2]) if row is not None else None

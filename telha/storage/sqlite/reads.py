@@ -74,7 +74,7 @@ class ReadsMixin(SqliteBase):
         return await self._versions(scope, source_id, limit=-1)
 
     async def _versions(self, scope: Scope, source_id: bytes, *, limit: int) -> list[SourceVersion]:
-        sid = await self._scope_id(scope, create=False)
+        sid = await self._scope_id(scope)
         if sid is None:
             return []
         rows = await self._fetchall(
@@ -87,7 +87,7 @@ class ReadsMixin(SqliteBase):
     async def _version_at(
         self, scope: Scope, source_id: bytes, tx: int
     ) -> tuple[int, SourceVersion]:
-        sid = await self._scope_id(scope, create=False)
+        sid = await self._scope_id(scope)
         if sid is not None:
             rows = await self._fetchall(
                 f"SELECT {VERSION_COLS} FROM source_versions"
@@ -137,7 +137,7 @@ class ReadsMixin(SqliteBase):
 
     async def get_node(self, scope: Scope, node_id: bytes, as_of: int | None) -> NodeVersion | None:
         """See :meth:`telha.storage.protocol.Storage.get_node`."""
-        sid = await self._scope_id(scope, create=False)
+        sid = await self._scope_id(scope)
         if sid is None:
             return None
         params: tuple[Any, ...]
@@ -163,7 +163,7 @@ class ReadsMixin(SqliteBase):
         after: bytes | None,
     ) -> list[NodeVersion]:
         """See :meth:`telha.storage.protocol.Storage.list_nodes`."""
-        sid = await self._scope_id(scope, create=False)
+        sid = await self._scope_id(scope)
         if sid is None:
             return []
         after = after or b""
@@ -196,7 +196,7 @@ class ReadsMixin(SqliteBase):
         self, scope: Scope, node_id: bytes, direction: Direction
     ) -> list[EdgeRecord]:
         """See :meth:`telha.storage.protocol.Storage.node_edges`."""
-        sid = await self._scope_id(scope, create=False)
+        sid = await self._scope_id(scope)
         if sid is None:
             return []
         live = (

@@ -7,16 +7,18 @@ actor and the version commit (spec 004 apply_parts); reads and jobs are mixins b
 
 from __future__ import annotations
 
-import aiosqlite
+import sqlite3
+
 import anyio
 import anyio.abc
 
-from telha.ids import blob_id_for, content_hash, now_us
+from telha.ids import blob_id_for, content_hash, id_str, now_us
+from telha.ingest.offload import off_loop
 from telha.ingest.projection import Projection
 from telha.model import CommitOutcome, Dedup, JobCompletion, NewVersion, Scope
-from telha.storage.sqlite.base import _nothing
+from telha.storage.sqlite.base import _nothing, latest_hashes
 from telha.storage.sqlite.checkpointer import Checkpointer
-from telha.storage.sqlite.jobs import JobsMixin, add_event, check_lease
+from telha.storage.sqlite.jobs import JobsMixin, add_event, check_lease, enqueue_tx
 from telha.storage.sqlite.reads import VERSION_COLS, ReadsMixin
 from telha.storage.sqlite.rows import VersionRows, build_rows
 
@@ -50,12 +52,14 @@ class SqliteStore(ReadsMixin, JobsMixin):
 
     async def insert_api_key(self, scope: Scope, key_id: str, key_hash: bytes) -> None:
         """See :meth:`telha.storage.protocol.Storage.insert_api_key`."""
-        async with self._transaction("store api key") as w:
-            sid = await self._scope_id(scope, create=True)
-            await w.execute(
+
+        def tx(conn: sqlite3.Connection) -> None:
+            conn.execute(
                 "INSERT INTO api_keys (key_hash, key_id, scope_id, created_at) VALUES (?, ?, ?, ?)",
-                (key_hash, key_id, sid, now_us()),
+                (key_hash, key_id, self._tx_scope_id(conn, scope), now_us()),
             )
+
+        await self._write("store api key", tx)
 
     async def commit_version(
         self,
@@ -67,134 +71,116 @@ class SqliteStore(ReadsMixin, JobsMixin):
         completion: JobCompletion | None = None,
     ) -> CommitOutcome:
         """See :meth:`telha.storage.protocol.Storage.commit_version`."""
-        canonical_hash = await anyio.to_thread.run_sync(content_hash, projection.canonical)
+        text = projection.canonical
+        canonical_hash = await off_loop(len(text), content_hash, text)
         blob_id = blob_id_for(canonical_hash).bytes
-        explicit = [n.node_id for n in projection.nodes if n.node_id is not None]
-        async with self._transaction("commit version") as w:
+
+        def tx(conn: sqlite3.Connection) -> CommitOutcome:
             if completion is not None:
-                await check_lease(w, completion.lease)
-            sid = await self._scope_id(scope, create=True)
-            assert sid is not None
-            if await self._is_duplicate(w, sid, version, canonical_hash, dedup):
+                check_lease(conn, completion.lease)
+            sid = self._tx_scope_id(conn, scope)
+            if _is_duplicate(conn, sid, version, canonical_hash, dedup):
                 if completion is None:
-                    await w.execute("ROLLBACK")  # nothing to write
+                    conn.execute("ROLLBACK")  # nothing to write
                 else:
-                    await self._complete_job(w, sid, completion, "deduplicated")
+                    _complete_job(conn, sid, completion, "deduplicated")
                 return CommitOutcome(True, None, [], [])
-            tx = self._clock.next()
-            existing = await self._current_nodes(w, sid, explicit) if explicit else {}
-            rows = await anyio.to_thread.run_sync(
-                build_rows, sid, version.source_id, tx, blob_id, projection, existing
-            )
-            await self._insert_version(w, sid, tx, version, canonical_hash, blob_id, projection)
-            await self._insert_rows(w, rows)
+            tx_time = self._clock.next()
+            explicit = [n.node_id for n in projection.nodes if n.node_id is not None]
+            existing = _current_nodes(conn, sid, explicit) if explicit else {}
+            rows = build_rows(sid, version.source_id, tx_time, blob_id, projection, existing)
+            _insert_version(conn, sid, tx_time, version, canonical_hash, blob_id, len(text))
+            _insert_rows(conn, rows)
             if completion is not None:
-                await self._complete_job(w, sid, completion, None)
-        return CommitOutcome(False, tx, rows.node_ids, rows.edge_ids)
+                _complete_job(conn, sid, completion, None)
+            return CommitOutcome(False, tx_time, rows.node_ids, rows.edge_ids)
 
-    async def _is_duplicate(
-        self,
-        w: aiosqlite.Connection,
-        sid: int,
-        v: NewVersion,
-        canonical_hash: bytes,
-        dedup: Dedup,
-    ) -> bool:
-        if dedup is Dedup.NONE:
-            return False
-        latest = await self._latest_hashes(w, sid, v.source_id)
-        if latest is None or latest[0] != v.content_hash:
-            return False
-        if dedup is Dedup.CONTENT:
-            return True
-        # Submit time: a retry of the same job must re-apply (crash recovery), not dedup.
-        return bool(latest[1] == canonical_hash and latest[2] != v.job_id)
+        return await self._write("commit version", tx)
 
-    @staticmethod
-    async def _current_nodes(
-        w: aiosqlite.Connection, sid: int, ids: list[bytes]
-    ) -> dict[bytes, tuple[str, bytes]]:
-        found: dict[bytes, tuple[str, bytes]] = {}
-        for i in range(0, len(ids), 500):
-            part = ids[i : i + 500]
-            async with w.execute(
-                "SELECT node_id, labels, properties FROM nodes WHERE scope_id = ? AND tx_to IS NULL"
-                f" AND node_id IN ({','.join('?' * len(part))})",
-                (sid, *part),
-            ) as cur:
-                for node_id, labels, props in await cur.fetchall():
-                    found[node_id] = (labels, props)
-        return found
 
-    async def _complete_job(
-        self, w: aiosqlite.Connection, sid: int, c: JobCompletion, detail: str | None
-    ) -> None:
-        await w.execute(
-            "UPDATE jobs SET state = 'completed', lease_owner = NULL, lease_deadline = NULL,"
-            " stats = ?, updated_at = ? WHERE job_id = ?",
-            (c.stats, c.now_us, c.lease.job_id),
-        )
-        for child in c.children:
-            await self._enqueue_in_tx(w, sid, child, c.now_us, parent=c.lease.job_id)
-        await add_event(w, c.lease.job_id, c.now_us, "completed", detail)
+def _is_duplicate(
+    conn: sqlite3.Connection, sid: int, v: NewVersion, canonical_hash: bytes, dedup: Dedup
+) -> bool:
+    if dedup is Dedup.NONE:
+        return False
+    latest = latest_hashes(conn, sid, v.source_id)
+    if latest is None or latest[0] != v.content_hash:
+        return False
+    if dedup is Dedup.CONTENT:
+        return True
+    # Submit time: a retry of the same job must re-apply (crash recovery), not dedup.
+    return bool(latest[1] == canonical_hash and latest[2] != v.job_id)
 
-    async def _insert_version(
-        self,
-        w: aiosqlite.Connection,
-        sid: int,
-        tx: int,
-        v: NewVersion,
-        canonical_hash: bytes,
-        blob_id: bytes,
-        proj: Projection,
-    ) -> None:
-        await w.execute(
-            f"INSERT INTO source_versions (scope_id, {VERSION_COLS})"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                sid,
-                v.source_id,
-                tx,
-                v.name,
-                v.format,
-                v.content_hash,
-                canonical_hash,
-                v.size,
-                v.worker,
-                v.job_id,
-                blob_id,
-                len(proj.canonical),
-            ),
-        )
 
-    @staticmethod
-    async def _insert_rows(w: aiosqlite.Connection, rows: VersionRows) -> None:
-        await w.executemany(
-            "INSERT OR IGNORE INTO blob_chunks (scope_id, blob_id, idx, data) VALUES (?, ?, ?, ?)",
-            rows.chunks,
-        )
-        for node_id in rows.closes:
-            await w.execute(
-                "UPDATE nodes SET tx_to = ? WHERE scope_id = ? AND node_id = ? AND tx_to IS NULL",
-                (rows.tx, rows.scope_id, node_id),
-            )
-        await w.executemany(
-            "INSERT INTO nodes (scope_id, node_id, tx_from, labels, properties, provenance,"
-            " source_id, valid_from, valid_to) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            rows.nodes,
-        )
-        await w.executemany(
-            "INSERT INTO node_labels (scope_id, label, node_id, tx_from) VALUES (?, ?, ?, ?)",
-            rows.labels,
-        )
-        if rows.edges:
-            await w.executemany(
-                "INSERT INTO edges (scope_id, edge_id, tx_from, type, from_id, to_id, properties)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                rows.edges,
-            )
-        await w.executemany(
-            'INSERT INTO span_rows (scope_id, source_id, source_version_tx, start, "end", kind,'
-            " linked_nodes) VALUES (?, ?, ?, ?, ?, ?, ?)",
-            rows.spans,
-        )
+def _current_nodes(
+    conn: sqlite3.Connection, sid: int, ids: list[bytes]
+) -> dict[bytes, tuple[str, bytes]]:
+    found: dict[bytes, tuple[str, bytes]] = {}
+    for i in range(0, len(ids), 500):
+        part = ids[i : i + 500]
+        for node_id, labels, props in conn.execute(
+            "SELECT node_id, labels, properties FROM nodes WHERE scope_id = ? AND tx_to IS NULL"
+            f" AND node_id IN ({','.join('?' * len(part))})",
+            (sid, *part),
+        ):
+            found[node_id] = (labels, props)
+    return found
+
+
+def _complete_job(conn: sqlite3.Connection, sid: int, c: JobCompletion, detail: str | None) -> None:
+    conn.execute(
+        "UPDATE jobs SET state = 'completed', lease_owner = NULL, lease_deadline = NULL,"
+        " stats = ?, updated_at = ? WHERE job_id = ?",
+        (c.stats, c.now_us, c.lease.job_id),
+    )
+    parent = f"parent={id_str(c.lease.job_id)}"
+    for child in c.children:
+        enqueue_tx(conn, sid, child, c.now_us, dedup=True, detail=parent)
+    add_event(conn, c.lease.job_id, c.now_us, "completed", detail)
+
+
+def _insert_version(
+    conn: sqlite3.Connection,
+    sid: int,
+    tx: int,
+    v: NewVersion,
+    canonical_hash: bytes,
+    blob_id: bytes,
+    text_len: int,
+) -> None:
+    conn.execute(
+        f"INSERT INTO source_versions (scope_id, {VERSION_COLS})"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (sid, v.source_id, tx, v.name, v.format, v.content_hash, canonical_hash, v.size,
+         v.worker, v.job_id, blob_id, text_len),
+    )  # fmt: skip
+
+
+def _insert_rows(conn: sqlite3.Connection, rows: VersionRows) -> None:
+    conn.executemany(
+        "INSERT OR IGNORE INTO blob_chunks (scope_id, blob_id, idx, data) VALUES (?, ?, ?, ?)",
+        rows.chunks,
+    )
+    conn.executemany(
+        "UPDATE nodes SET tx_to = ? WHERE scope_id = ? AND node_id = ? AND tx_to IS NULL",
+        [(rows.tx, rows.scope_id, node_id) for node_id in rows.closes],
+    )
+    conn.executemany(
+        "INSERT INTO nodes (scope_id, node_id, tx_from, labels, properties, provenance,"
+        " source_id, valid_from, valid_to) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        rows.nodes,
+    )
+    conn.executemany(
+        "INSERT INTO node_labels (scope_id, label, node_id, tx_from) VALUES (?, ?, ?, ?)",
+        rows.labels,
+    )
+    conn.executemany(
+        "INSERT INTO edges (scope_id, edge_id, tx_from, type, from_id, to_id, properties)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?)",
+        rows.edges,
+    )
+    conn.executemany(
+        'INSERT INTO span_rows (scope_id, source_id, source_version_tx, start, "end", kind,'
+        " linked_nodes) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        rows.spans,
+    )
