@@ -100,13 +100,9 @@ class WorkerServicer(WorkerServiceBase):
 
         :raises GRPCError: ``FAILED_PRECONDITION`` otherwise (nothing is written).
         """
-        holder = await self._queue.lease_holder(job_id)
-        if holder is not None:
-            scope, current, state = holder
-            if state == "leased" and current == generation and auth.scope in (None, scope):
-                job = await self._queue.get(scope, job_id, events=False)
-                if job is not None:
-                    return job
+        job = await self._queue.get(auth.scope, job_id, events=False)
+        if job is not None and job.state == "leased" and job.lease_generation == generation:
+            return job
         raise GRPCError(
             Status.FAILED_PRECONDITION,
             f"job {id_str(job_id)} is not held under lease generation {generation}",

@@ -159,7 +159,7 @@ class Ingestor:
         )
         outcome = await self._queue.enqueue(scope, job, dedup=req.format not in FETCH_FORMATS)
         if not outcome.deduplicated:
-            log.info("enqueued", job_id=id_str(job.job_id), kind=job.kind, bytes=len(raw))
+            log.debug("enqueued", job_id=id_str(job.job_id), kind=job.kind, bytes=len(raw))
         return IngestResult(outcome.deduplicated, source_id, job_id=outcome.job_id)
 
     async def _json_bypass(self, scope: Scope, req: IngestRequest) -> IngestResult:
@@ -216,7 +216,7 @@ class Ingestor:
         :raises telha.errors.StaleLease: the caller does not hold ``job`` under ``lease``.
         """
         try:
-            sub, projection = await anyio.to_thread.run_sync(_validate, result_json)
+            sub, projection = await off_loop(len(result_json), _validate, result_json)
             payload = msgspec.json.decode(job.payload, type=IngestJobPayload)
             children = tuple(_child_job(c) for c in sub.child_jobs)
         except InvalidSubmission as exc:

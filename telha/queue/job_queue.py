@@ -206,7 +206,3 @@ class JobQueue:
         """A job (with its events unless ``events=False``), if it exists in ``scope``
         (``None``: any scope)."""
         return await self._store.get_job(scope, job_id, events=events)
-
-    async def lease_holder(self, job_id: bytes) -> tuple[Scope, int, str] | None:
-        """``(scope, lease_generation, state)`` of a job: the cheap check before a submission."""
-        return await self._store.get_lease_holder(job_id)

@@ -112,9 +112,6 @@ class Storage(Protocol):
         """A job (with its events unless ``events=False``); ``None`` when absent or in
         another scope."""
 
-    async def get_lease_holder(self, job_id: bytes) -> tuple[Scope, int, str] | None:
-        """``(scope, lease_generation, state)`` of a job, or ``None``."""
-
     async def source_versions(self, scope: Scope, source_id: bytes) -> list[SourceVersion]:
         """All versions of a source, newest first; empty when the source is unknown."""
 

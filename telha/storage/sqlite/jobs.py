@@ -288,15 +288,3 @@ class JobsMixin(SqliteBase):
             (job_id,),
         )
         return _job(rows[0], tuple(JobEvent(*e) for e in found))
-
-    async def get_lease_holder(self, job_id: bytes) -> tuple[Scope, int, str] | None:
-        """``(scope, lease_generation, state)`` of a job, without its events (a cheap check)."""
-        rows = await self._fetchall(
-            "SELECT s.tenant_id, s.organization_id, j.lease_generation, j.state" + _FROM
-            + " WHERE j.job_id = ?",
-            (job_id,),
-        )  # fmt: skip
-        if not rows:
-            return None
-        tenant, org, gen, state = rows[0]
-        return Scope(tenant, org), int(gen), str(state)
