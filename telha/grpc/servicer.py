@@ -83,7 +83,7 @@ class WorkerServicer(WorkerServiceBase):
             except BaseException:
                 slots.release()
                 raise
-            self._queue.track(job.job_id, slots.release)
+            self._queue.track(job, slots.release)
             yield JobPayload(
                 job_id=id_str(job.job_id),
                 tenant_id=job.scope.tenant_id,
@@ -100,8 +100,15 @@ class WorkerServicer(WorkerServiceBase):
 
         :raises GRPCError: ``FAILED_PRECONDITION`` otherwise (nothing is written).
         """
-        job = await self._queue.get(auth.scope, job_id, events=False)
-        if job is not None and job.state == "leased" and job.lease_generation == generation:
+        job = self._queue.leased_here(job_id)
+        if job is None:  # leased before a restart, or through another replica
+            job = await self._queue.get(auth.scope, job_id, events=False)
+        if (
+            job is not None
+            and auth.scope in (None, job.scope)
+            and job.state == "leased"
+            and job.lease_generation == generation
+        ):
             return job
         raise GRPCError(
             Status.FAILED_PRECONDITION,

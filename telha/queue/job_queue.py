@@ -83,7 +83,7 @@ class JobQueue:
         self._clock = clock
         self._rng = rng or random.Random()
         self._wakeups = _Wakeups()
-        self._holders: dict[bytes, Callable[[], None]] = {}
+        self._holders: dict[bytes, tuple[JobRecord, Callable[[], None]]] = {}
 
     @property
     def lease_us(self) -> int:
@@ -157,15 +157,22 @@ class JobQueue:
                 with anyio.move_on_after(wait_s):
                     await woken.wait()
 
-    def track(self, job_id: bytes, on_finished: Callable[[], None]) -> None:
-        """Call ``on_finished`` once when ``job_id`` completes, fails, is released or reaped."""
-        self._holders[job_id] = on_finished
+    def track(self, job: JobRecord, on_finished: Callable[[], None]) -> None:
+        """Remember a job leased through this process and call ``on_finished`` once when it
+        completes, fails, is released or reaped."""
+        self._holders[job.job_id] = (job, on_finished)
+
+    def leased_here(self, job_id: bytes) -> JobRecord | None:
+        """The record of a job this process leased and that has not finished yet (saves a
+        read per submission; the lease itself is re-checked inside the commit)."""
+        held = self._holders.get(job_id)
+        return held[0] if held is not None else None
 
     def finished(self, job_id: bytes) -> None:
         """A job left the lease (any way): give its poller's slot back."""
-        release = self._holders.pop(job_id, None)
-        if release is not None:
-            release()
+        held = self._holders.pop(job_id, None)
+        if held is not None:
+            held[1]()
 
     async def heartbeat(self, leases: Sequence[LeaseRef]) -> tuple[list[bytes], int]:
         """Extend held leases; returns the extended ids and the new deadline (µs)."""

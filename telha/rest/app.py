@@ -7,6 +7,7 @@ Every error leaves as ``{"error": {"code", "message"}}`` with the status its
 from __future__ import annotations
 
 import re
+import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -44,11 +45,45 @@ class AppState:
     ingestor: Ingestor
     queue: JobQueue
     ready: bool = False
+    keys: KeyCache = field(init=False)
     #: Bounds concurrent ingests (``ingest.max_concurrent``); no unbounded wait for the writer.
     ingest_slots: anyio.Semaphore = field(default_factory=lambda: anyio.Semaphore(16))
 
     def __post_init__(self) -> None:
         self.ingest_slots = anyio.Semaphore(self.config.ingest.max_concurrent)
+        self.keys = KeyCache(self.store)
+
+
+class KeyCache:
+    """API key → scope, remembering hits for ``ttl_s`` seconds (a read per request otherwise).
+
+    Only known keys are remembered: a key minted while the service runs works at once.
+    """
+
+    def __init__(self, store: Storage, ttl_s: float = 10.0, max_entries: int = 10_000) -> None:
+        self._store = store
+        self._ttl_s = ttl_s
+        self._max = max_entries
+        self._hits: dict[bytes, tuple[Scope, float]] = {}
+
+    async def scope_of(self, key: str) -> Scope:
+        """The scope of ``key``.
+
+        :raises Unauthenticated: unknown or revoked key.
+        """
+        digest = hash_key(key)
+        hit = self._hits.get(digest)
+        now = time.monotonic()
+        if hit is not None and hit[1] > now:
+            return hit[0]
+        scope = await self._store.scope_for_key(digest)
+        if scope is None:
+            self._hits.pop(digest, None)
+            raise Unauthenticated("unknown or revoked API key")
+        if len(self._hits) >= self._max:
+            self._hits.clear()
+        self._hits[digest] = (scope, now + self._ttl_s)
+        return scope
 
 
 def state(request: Request) -> AppState:
@@ -76,10 +111,7 @@ async def require_scope(request: Request) -> Scope:
     key = request.headers.get("x-api-key")
     if not key:
         raise Unauthenticated("missing x-api-key header")
-    scope = await state(request).store.scope_for_key(hash_key(key))
-    if scope is None:
-        raise Unauthenticated("unknown or revoked API key")
-    return scope
+    return await state(request).keys.scope_of(key)
 
 
 def parse_uuid(value: str, what: str) -> bytes:
