@@ -15,14 +15,19 @@ non-zero only if a request fails.
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
+# bench/ holds queue.py: replace it (sys.path[0]) with the repo root so ``import queue`` is
+# the stdlib's and ``telha``/``tests`` import from the checkout.
+sys.path[0] = str(Path(__file__).resolve().parent.parent)
+
 import random
 import sqlite3
 import statistics
-import sys
 import tempfile
 import time
 import uuid
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -30,8 +35,6 @@ import blake3
 import httpx
 import msgspec
 from uuid_utils import uuid7
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from telha.model import BLOB_CHUNK
 from telha.storage.sqlite import SqliteStore
