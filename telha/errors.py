@@ -10,7 +10,9 @@ from typing import ClassVar
 
 __all__ = [
     "ContentError",
+    "InvalidStream",
     "NotFound",
+    "OutOfSync",
     "PayloadTooLarge",
     "RequestError",
     "StaleLease",
@@ -80,6 +82,22 @@ class StaleLease(TelhaError):
 
     code = "FAILED_PRECONDITION"
     http_status = 409
+
+
+class OutOfSync(TelhaError):
+    """A streamed submission whose ``seq`` matches neither the expected next one nor a replay
+    of the last (spec 004): gRPC ``ABORTED``; the worker restarts the job."""
+
+    code = "ABORTED"
+    http_status = 409
+
+
+class InvalidStream(TelhaError):
+    """A streamed partial that only storage can find invalid (an offset inside earlier text
+    off a UTF-8 boundary): the job dead-letters as ``invalid_submission``."""
+
+    code = "INVALID_SUBMISSION"
+    http_status = 400
 
 
 class StorageError(TelhaError):

@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 __all__ = [
     "CommitOutcome",
+    "Continuation",
     "Dedup",
     "Direction",
     "EdgeRecord",
@@ -28,6 +29,8 @@ __all__ = [
     "Scope",
     "SourceVersion",
     "SpanRecord",
+    "StreamOutcome",
+    "StreamPart",
 ]
 
 #: Canonical text chunk size in bytes (spec 004 ``BLOB_CHUNK``).
@@ -218,3 +221,47 @@ class JobCompletion:
     now_us: int
     stats: bytes | None = None
     children: tuple[NewJob, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Continuation:
+    """spec 004 ``IngestContinuation``: the checkpoint of a streamed job, fenced by the worker
+    and lease generation that wrote it. ``length`` is the accumulated canonical text in bytes;
+    ``node_ids`` are those the last accepted partial created (for an idempotent replay)."""
+
+    worker_id: str
+    lease_generation: int
+    next_seq: int
+    tx: int
+    blob_id: bytes
+    length: int
+    next_chunk: int
+    node_ids: tuple[bytes, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class StreamPart:
+    """One streamed submission as the store applies it."""
+
+    lease: LeaseRef
+    worker_id: str
+    seq: int
+    partial: bool
+    base: int
+    now_us: int
+    lease_us: int
+    content_hash: bytes | None = None
+    stats: bytes | None = None
+    children: tuple[NewJob, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class StreamOutcome:
+    """What a streamed submission did: ``replay`` (a repeated last seq: nothing written, the
+    same node ids), ``finalized`` (the version row now has its canonical text hash)."""
+
+    node_ids: list[bytes]
+    source_version_tx: int
+    lease_deadline: int
+    replay: bool = False
+    finalized: bool = False

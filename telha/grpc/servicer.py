@@ -13,7 +13,7 @@ from contextvars import ContextVar
 import anyio
 from grpclib import GRPCError, Status
 
-from telha.errors import StaleLease
+from telha.errors import OutOfSync, StaleLease
 from telha.grpc.tokens import WorkerAuth
 from telha.ids import id_str
 from telha.ingest.ingestor import Ingestor
@@ -135,6 +135,8 @@ class WorkerServicer(WorkerServiceBase):
             return SubmitResponse(accepted=True)
         except StaleLease as exc:
             raise GRPCError(Status.FAILED_PRECONDITION, exc.message) from None
+        except OutOfSync as exc:
+            raise GRPCError(Status.ABORTED, exc.message) from None
 
     async def heartbeat(self, message: HeartbeatRequest) -> HeartbeatResponse:
         """Extend the leases the caller holds; reports which were extended."""

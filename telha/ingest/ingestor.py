@@ -18,11 +18,10 @@ import structlog
 
 from telha.canonical import is_label, upper_snake
 from telha.config import IngestConfig
-from telha.errors import RequestError
+from telha.errors import InvalidStream, RequestError
 from telha.ids import content_hash, id_str, new_id, now_us, source_id_for
 from telha.ingest.json_projection import JsonOptions, project_json
 from telha.ingest.offload import off_loop
-from telha.ingest.projection import Projection
 from telha.ingest.request import FETCH_FORMATS, KNOWN_FORMATS, IngestRequest
 from telha.ingest.submission import (
     ChildJobIn,
@@ -31,7 +30,16 @@ from telha.ingest.submission import (
     decode_submission,
     to_projection,
 )
-from telha.model import Dedup, JobCompletion, JobRecord, LeaseRef, NewJob, NewVersion, Scope
+from telha.model import (
+    Dedup,
+    JobCompletion,
+    JobRecord,
+    LeaseRef,
+    NewJob,
+    NewVersion,
+    Scope,
+    StreamPart,
+)
 from telha.queue.job_queue import JobQueue
 from telha.storage.protocol import Storage
 
@@ -79,6 +87,10 @@ class SubmitResult:
     node_ids: tuple[bytes, ...] = ()
     deduplicated: bool = False
     reason: str | None = None
+    #: For an accepted partial: the extended lease deadline (µs).
+    lease_deadline: int = 0
+    #: A repeated last seq answered from the checkpoint, nothing written.
+    replay: bool = False
 
 
 class Ingestor:
@@ -207,57 +219,78 @@ class Ingestor:
     async def apply_submission(
         self, job: JobRecord, lease: LeaseRef, result_json: bytes, worker: str
     ) -> SubmitResult:
-        """Apply a worker's single-shot submission (spec 004 apply_parts, steps 1–7).
+        """Apply a worker's submission: single shot (spec 004 apply_parts, steps 1–7) or one
+        part of a stream (spec 004 "The streaming multi-submit protocol").
 
         Validated before anything is written; an invalid submission writes nothing and
-        dead-letters the job as ``invalid_submission``. The version, its rows, the job's
-        completion and its child jobs commit in one transaction.
+        dead-letters the job as ``invalid_submission``. Each submission commits in one
+        transaction (a single shot or final part with the job's completion and children).
 
         :raises telha.errors.StaleLease: the caller does not hold ``job`` under ``lease``.
+        :raises telha.errors.OutOfSync: a streamed part out of sequence (gRPC ``ABORTED``).
         """
         try:
-            sub, projection = await off_loop(len(result_json), _validate, result_json)
+            sub = await off_loop(len(result_json), decode_submission, result_json)
+            streamed = sub.partial or sub.seq != 0
+            base = await self._store.stream_base(job.job_id, lease, worker) if streamed else 0
+            projection = await off_loop(len(result_json), to_projection, sub, base)
             payload = msgspec.json.decode(job.payload, type=IngestJobPayload)
             children = tuple(_child_job(c) for c in sub.child_jobs)
-        except InvalidSubmission as exc:
+            version = _version(job, payload, sub, worker)
+            stats = msgspec.json.encode(sub.stats) if sub.stats is not None else None
+            now = now_us()
+            if not streamed:
+                completion = JobCompletion(lease, now, stats, children)
+                outcome = await self._store.commit_version(
+                    job.scope, version, projection, dedup=Dedup.SUBMIT, completion=completion
+                )
+                result = SubmitResult(True, tuple(outcome.node_ids), outcome.deduplicated)
+            else:
+                part = StreamPart(
+                    lease, worker, sub.seq, sub.partial, base, now, self._queue.lease_us,
+                    bytes.fromhex(sub.content_hash) if sub.content_hash else None, stats, children,
+                )  # fmt: skip
+                streamed_outcome = await self._store.apply_stream_part(
+                    job.scope, version, projection, part
+                )
+                result = SubmitResult(
+                    True,
+                    tuple(streamed_outcome.node_ids),
+                    lease_deadline=streamed_outcome.lease_deadline,
+                    replay=streamed_outcome.replay,
+                )
+                if sub.partial:
+                    return result
+        except (InvalidSubmission, InvalidStream) as exc:
             reason = str(exc)
             await self._queue.fail(lease, "invalid_submission", reason)
             log.warning("invalid_submission", job_id=id_str(job.job_id), reason=reason)
             return SubmitResult(False, reason=reason)
-        raw_size = len(payload.content_b64) * 3 // 4 - payload.content_b64[-2:].count("=")
-        reported = sub.content_hash or payload.content_hash
-        version = NewVersion(
-            source_id=job.source_id,
-            name=payload.name,
-            format=payload.format,
-            content_hash=bytes.fromhex(reported) if reported else content_hash(b""),
-            size=raw_size,
-            worker=worker,
-            job_id=job.job_id,
-        )
-        stats = msgspec.json.encode(sub.stats) if sub.stats is not None else None
-        completion = JobCompletion(lease, now_us(), stats, children)
-        outcome = await self._store.commit_version(
-            job.scope, version, projection, dedup=Dedup.SUBMIT, completion=completion
-        )
         self._queue.finished(job.job_id)
         for fmt in {c.format for c in children}:
             self._queue.notify(fmt)
         log.info(
             "job_completed",
             job_id=id_str(job.job_id),
-            deduplicated=outcome.deduplicated,
-            nodes=len(outcome.node_ids),
+            deduplicated=result.deduplicated,
+            nodes=len(result.node_ids),
             children=len(children),
         )
-        return SubmitResult(True, tuple(outcome.node_ids), outcome.deduplicated)
+        return result
 
 
-def _validate(raw: bytes) -> tuple[Submission, Projection]:
-    sub = decode_submission(raw)
-    if sub.partial or sub.seq != 0:
-        raise InvalidSubmission("streamed (partial) submissions are not supported yet")
-    return sub, to_projection(sub)
+def _version(job: JobRecord, payload: IngestJobPayload, sub: Submission, worker: str) -> NewVersion:
+    raw_size = len(payload.content_b64) * 3 // 4 - payload.content_b64[-2:].count("=")
+    reported = sub.content_hash or payload.content_hash
+    return NewVersion(
+        source_id=job.source_id,
+        name=payload.name,
+        format=payload.format,
+        content_hash=bytes.fromhex(reported) if reported else content_hash(b""),
+        size=raw_size,
+        worker=worker,
+        job_id=job.job_id,
+    )
 
 
 def _child_job(child: ChildJobIn) -> NewJob:

@@ -50,9 +50,14 @@ class EdgeOut(NamedTuple):
 
 @dataclass(slots=True)
 class Projection:
-    """Canonical text (UTF-8, NFC, LF), spans, nodes and edges of one source version."""
+    """Canonical text (UTF-8, NFC, LF), spans, nodes and edges of one source version — or,
+    for a streamed partial, the text it appends at byte ``base`` and its spans in global
+    offsets. ``earlier_offsets`` are span offsets that fall inside text earlier partials
+    stored: storage checks they sit on UTF-8 boundaries."""
 
     canonical: bytes
     spans: list[SpanOut] = field(default_factory=list)
     nodes: list[NodeOut] = field(default_factory=list)
     edges: list[EdgeOut] = field(default_factory=list)
+    base: int = 0
+    earlier_offsets: list[int] = field(default_factory=list)

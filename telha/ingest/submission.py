@@ -109,17 +109,23 @@ def _is_boundary(text: bytes, pos: int) -> bool:
     return pos >= len(text) or (text[pos] & 0xC0) != 0x80
 
 
-def _spans(sub: Submission, text: bytes) -> list[SpanOut]:
+def _spans(sub: Submission, text: bytes, base: int, earlier: list[int]) -> list[SpanOut]:
     if len(sub.spans) > MAX_SPANS:
         raise InvalidSubmission(f"{len(sub.spans)} spans is over the limit of {MAX_SPANS}")
+    total = base + len(text)
     out = []
     for i, sp in enumerate(sub.spans):
-        if not 0 <= sp.start <= sp.end <= len(text):
+        if not 0 <= sp.start <= sp.end <= total:
             raise InvalidSubmission(
-                f"spans[{i}]: [{sp.start}, {sp.end}) is outside the text ({len(text)} bytes)"
+                f"spans[{i}]: [{sp.start}, {sp.end}) is outside the text ({total} bytes)"
             )
-        if not (_is_boundary(text, sp.start) and _is_boundary(text, sp.end)):
-            raise InvalidSubmission(f"spans[{i}]: offsets are not on UTF-8 character boundaries")
+        for pos in (sp.start, sp.end):
+            if pos < base:
+                earlier.append(pos)
+            elif not _is_boundary(text, pos - base):
+                raise InvalidSubmission(
+                    f"spans[{i}]: offsets are not on UTF-8 character boundaries"
+                )
         if not _KIND.match(sp.kind):
             raise InvalidSubmission(f"spans[{i}]: kind {sp.kind!r} is not a lower_snake name")
         out.append(SpanOut(sp.start, sp.end, sp.kind))
@@ -183,9 +189,11 @@ def _edges(sub: Submission) -> list[EdgeOut]:
     return out
 
 
-def to_projection(sub: Submission) -> Projection:
+def to_projection(sub: Submission, base: int = 0) -> Projection:
     """Validate ``sub`` and turn it into a :class:`Projection`.
 
+    :param base: bytes of canonical text earlier partials of the same stream appended; span
+        offsets are global, so they may reach back into that text (0 for single shot).
     :raises InvalidSubmission: any rule of the module docstring broken; names the field.
     """
     if sub.v != 1:
@@ -198,4 +206,6 @@ def to_projection(sub: Submission) -> Projection:
         raise InvalidSubmission("canonicalText holds a lone surrogate") from None
     if sub.content_hash is not None and not _HEX64.match(sub.content_hash):
         raise InvalidSubmission("contentHash must be 64 lowercase hex characters (BLAKE3)")
-    return Projection(text, _spans(sub, text), _nodes(sub), _edges(sub))
+    earlier: list[int] = []
+    spans = _spans(sub, text, base, earlier)
+    return Projection(text, spans, _nodes(sub), _edges(sub), base, earlier)

@@ -27,6 +27,8 @@ from telha.model import (
     Scope,
     SourceVersion,
     SpanRecord,
+    StreamOutcome,
+    StreamPart,
 )
 from telha.queue.policy import Decide
 
@@ -63,6 +65,19 @@ class Storage(Protocol):
         (``CommitOutcome.deduplicated``) but still completes the job. All-or-nothing.
 
         :raises StaleLease: ``completion`` names a job not held under that lease generation.
+        """
+
+    async def stream_base(self, job_id: bytes, lease: LeaseRef, worker_id: str) -> int:
+        """Bytes of canonical text the job's live stream (of this lease and worker) holds."""
+
+    async def apply_stream_part(
+        self, scope: Scope, version: NewVersion, projection: Projection, part: StreamPart
+    ) -> StreamOutcome:
+        """Apply one streamed submission (spec 004 streaming rules) in one transaction.
+
+        :raises telha.errors.StaleLease: the lease is not current.
+        :raises telha.errors.OutOfSync: wrong seq, or a partial built on another length.
+        :raises telha.errors.InvalidStream: an offset into earlier text off a boundary.
         """
 
     # -- jobs (DESIGN.md §6) ---------------------------------------------------------------

@@ -227,11 +227,13 @@ def _in_transaction(conn: sqlite3.Connection, fn: Callable[..., T], args: tuple[
 def latest_hashes(
     conn: sqlite3.Connection, sid: int, source_id: bytes
 ) -> tuple[bytes, bytes | None, bytes | None] | None:
-    """``(content_hash, canonical_text_hash, job_id)`` of a source's latest version, read inside
-    the current write transaction (the dedup rules of spec 004)."""
+    """``(content_hash, canonical_text_hash, job_id)`` of a source's latest finalized version,
+    read inside the current write transaction (the dedup rules of spec 004). A streamed version
+    still open, or abandoned, has no canonical hash and is not a version yet."""
     row = conn.execute(
         "SELECT content_hash, canonical_text_hash, job_id FROM source_versions"
-        " WHERE scope_id = ? AND source_id = ? ORDER BY tx DESC LIMIT 1",
+        " WHERE scope_id = ? AND source_id = ? AND canonical_text_hash IS NOT NULL"
+        " ORDER BY tx DESC LIMIT 1",
         (sid, source_id),
     ).fetchone()
     return (row[0], row[1], row[2]) if row is not None else None

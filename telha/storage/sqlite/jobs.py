@@ -12,12 +12,30 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
+import msgspec
+
 from telha.errors import StaleLease
-from telha.model import EnqueueOutcome, JobEvent, JobRecord, LeaseRef, NewJob, Scope
+from telha.model import (
+    Continuation,
+    EnqueueOutcome,
+    JobEvent,
+    JobRecord,
+    LeaseRef,
+    NewJob,
+    Scope,
+)
 from telha.queue.policy import Decide, FailureDecision
 from telha.storage.sqlite.base import SqliteBase, latest_hashes
 
-__all__ = ["JobsMixin", "add_event", "check_lease", "enqueue_tx"]
+__all__ = [
+    "JobsMixin",
+    "abandon_stream",
+    "add_event",
+    "check_lease",
+    "enqueue_tx",
+    "load_continuation",
+    "store_continuation",
+]
 
 _JOB_COLS = (
     "j.job_id, s.tenant_id, s.organization_id, j.kind, j.format, j.source_id, j.content_hash,"
@@ -100,6 +118,71 @@ def enqueue_tx(
     return EnqueueOutcome(False, job.job_id)
 
 
+class _Cont(msgspec.Struct, array_like=True):
+    worker_id: str
+    lease_generation: int
+    next_seq: int
+    tx: int
+    blob_id: bytes
+    length: int
+    next_chunk: int
+    node_ids: list[bytes]
+
+
+def load_continuation(conn: sqlite3.Connection, job_id: bytes) -> Continuation | None:
+    """The job's streaming checkpoint, if it has one."""
+    row = conn.execute("SELECT continuation FROM jobs WHERE job_id = ?", (job_id,)).fetchone()
+    if row is None or row[0] is None:
+        return None
+    c = msgspec.msgpack.decode(row[0], type=_Cont)
+    return Continuation(
+        c.worker_id, c.lease_generation, c.next_seq, c.tx, c.blob_id, c.length, c.next_chunk,
+        tuple(c.node_ids),
+    )  # fmt: skip
+
+
+def store_continuation(
+    conn: sqlite3.Connection, job_id: bytes, c: Continuation | None, now_us: int
+) -> None:
+    """Write (or with ``None`` clear) the job's streaming checkpoint."""
+    blob = None
+    if c is not None:
+        blob = msgspec.msgpack.encode(
+            _Cont(c.worker_id, c.lease_generation, c.next_seq, c.tx, c.blob_id, c.length,
+                  c.next_chunk, list(c.node_ids))
+        )  # fmt: skip
+    conn.execute(
+        "UPDATE jobs SET continuation = ?, updated_at = ? WHERE job_id = ?", (blob, now_us, job_id)
+    )
+
+
+def abandon_stream(conn: sqlite3.Connection, job_id: bytes, now_us: int) -> int | None:
+    """Close the rows of a job's checkpointed stream, if it has one; returns its pinned tx.
+
+    Runs inside the current write transaction (a failure, a re-lease, a single-shot retry).
+    """
+    cont = load_continuation(conn, job_id)
+    if cont is None:
+        return None
+    row = conn.execute("SELECT scope_id FROM jobs WHERE job_id = ?", (job_id,)).fetchone()
+    sid, tx = row[0], cont.tx
+    conn.execute(
+        "UPDATE nodes SET tx_to = NULL WHERE scope_id = ? AND tx_to = ? AND tx_from <> ?",
+        (sid, tx, tx),
+    )
+    conn.execute(
+        "UPDATE nodes SET tx_to = tx_from WHERE scope_id = ? AND tx_from = ? AND tx_to IS NULL",
+        (sid, tx),
+    )
+    conn.execute(
+        "UPDATE edges SET tx_to = tx_from WHERE scope_id = ? AND tx_from = ? AND tx_to IS NULL",
+        (sid, tx),
+    )
+    store_continuation(conn, job_id, None, now_us)
+    add_event(conn, job_id, now_us, "stream_abandoned", f"version {tx} left unfinalized")
+    return tx
+
+
 def _apply_failure(
     conn: sqlite3.Connection,
     job_id: bytes,
@@ -110,6 +193,7 @@ def _apply_failure(
     decide: Decide,
 ) -> FailureDecision:
     d = decide(kind, attempts)
+    abandon_stream(conn, job_id, now_us)
     conn.execute(
         "UPDATE jobs SET state = ?, attempts = ?, available_at = ?, failure_reason = ?,"
         " lease_owner = NULL, lease_deadline = NULL, updated_at = ? WHERE job_id = ?",

@@ -79,7 +79,7 @@ class ReadsMixin(SqliteBase):
             return []
         rows = await self._fetchall(
             f"SELECT {VERSION_COLS} FROM source_versions WHERE scope_id = ? AND source_id = ?"
-            " ORDER BY tx DESC LIMIT ?",
+            " AND canonical_text_hash IS NOT NULL ORDER BY tx DESC LIMIT ?",
             (sid, source_id, limit),
         )
         return [_version(r) for r in rows]
@@ -91,7 +91,8 @@ class ReadsMixin(SqliteBase):
         if sid is not None:
             rows = await self._fetchall(
                 f"SELECT {VERSION_COLS} FROM source_versions"
-                " WHERE scope_id = ? AND source_id = ? AND tx = ?",
+                " WHERE scope_id = ? AND source_id = ? AND tx = ?"
+                " AND canonical_text_hash IS NOT NULL",
                 (sid, source_id, tx),
             )
             if rows:

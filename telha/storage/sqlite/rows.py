@@ -7,6 +7,7 @@ thread so a large projection never blocks the event loop.
 
 from __future__ import annotations
 
+import sqlite3
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -17,7 +18,7 @@ from telha.ids import new_id
 from telha.ingest.projection import Projection
 from telha.model import BLOB_CHUNK
 
-__all__ = ["VersionRows", "build_rows"]
+__all__ = ["VersionRows", "build_rows", "current_nodes", "insert_rows"]
 
 _encode = msgspec.json.encode
 
@@ -46,6 +47,8 @@ def build_rows(
     blob_id: bytes,
     proj: Projection,
     existing: dict[bytes, tuple[str, bytes]] | None = None,
+    *,
+    chunks: bool = True,
 ) -> VersionRows:
     """Rows for ``proj`` written at transaction time ``tx`` (µs) under ``blob_id``.
 
@@ -59,9 +62,9 @@ def build_rows(
     closes: list[bytes] = []
     text = proj.canonical
     view = memoryview(text)
-    chunks = [
+    chunk_rows = [
         (scope_id, blob_id, i // BLOB_CHUNK, view[i : i + BLOB_CHUNK].tobytes())
-        for i in range(0, len(text), BLOB_CHUNK)
+        for i in range(0, len(text) if chunks else 0, BLOB_CHUNK)
     ]
     sid = str(uuid.UUID(bytes=source_id))
     spans = proj.spans
@@ -118,5 +121,53 @@ def build_rows(
         for (start, end), ids in linked.items()
     ]
     return VersionRows(
-        chunks, nodes, labels, edges, span_rows, node_ids, edge_ids, closes, scope_id, tx
+        chunk_rows, nodes, labels, edges, span_rows, node_ids, edge_ids, closes, scope_id, tx
+    )
+
+
+def current_nodes(
+    conn: sqlite3.Connection, sid: int, ids: list[bytes]
+) -> dict[bytes, tuple[str, bytes]]:
+    """Current ``(labels JSON, properties JSON)`` of the given node ids (the upsert ladder)."""
+    found: dict[bytes, tuple[str, bytes]] = {}
+    for i in range(0, len(ids), 500):
+        part = ids[i : i + 500]
+        for node_id, labels, props in conn.execute(
+            "SELECT node_id, labels, properties FROM nodes WHERE scope_id = ? AND tx_to IS NULL"
+            f" AND node_id IN ({','.join('?' * len(part))})",
+            (sid, *part),
+        ):
+            found[node_id] = (labels, props)
+    return found
+
+
+def insert_rows(conn: sqlite3.Connection, rows: VersionRows) -> None:
+    """Write ``rows`` inside the current transaction (span rows of the same range merge)."""
+    conn.executemany(
+        "INSERT OR IGNORE INTO blob_chunks (scope_id, blob_id, idx, data) VALUES (?, ?, ?, ?)",
+        rows.chunks,
+    )
+    conn.executemany(
+        "UPDATE nodes SET tx_to = ? WHERE scope_id = ? AND node_id = ? AND tx_to IS NULL",
+        [(rows.tx, rows.scope_id, node_id) for node_id in rows.closes],
+    )
+    conn.executemany(
+        "INSERT INTO nodes (scope_id, node_id, tx_from, labels, properties, provenance,"
+        " source_id, valid_from, valid_to) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        rows.nodes,
+    )
+    conn.executemany(
+        "INSERT INTO node_labels (scope_id, label, node_id, tx_from) VALUES (?, ?, ?, ?)",
+        rows.labels,
+    )
+    conn.executemany(
+        "INSERT INTO edges (scope_id, edge_id, tx_from, type, from_id, to_id, properties)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?)",
+        rows.edges,
+    )
+    conn.executemany(
+        'INSERT INTO span_rows (scope_id, source_id, source_version_tx, start, "end", kind,'
+        " linked_nodes) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO UPDATE SET"
+        " linked_nodes = linked_nodes || excluded.linked_nodes",
+        rows.spans,
     )

@@ -18,14 +18,21 @@ from telha.ingest.projection import Projection
 from telha.model import CommitOutcome, Dedup, JobCompletion, NewVersion, Scope
 from telha.storage.sqlite.base import _nothing, latest_hashes
 from telha.storage.sqlite.checkpointer import Checkpointer
-from telha.storage.sqlite.jobs import JobsMixin, add_event, check_lease, enqueue_tx
+from telha.storage.sqlite.jobs import (
+    JobsMixin,
+    abandon_stream,
+    add_event,
+    check_lease,
+    enqueue_tx,
+)
 from telha.storage.sqlite.reads import VERSION_COLS, ReadsMixin
-from telha.storage.sqlite.rows import VersionRows, build_rows
+from telha.storage.sqlite.rows import build_rows, current_nodes, insert_rows
+from telha.storage.sqlite.streams import StreamsMixin
 
 __all__ = ["SqliteStore"]
 
 
-class SqliteStore(ReadsMixin, JobsMixin):
+class SqliteStore(ReadsMixin, JobsMixin, StreamsMixin):
     """SQLite implementation of :class:`telha.storage.protocol.Storage`.
 
     Use as an actor (``await tg.start(store.run)`` reports the opened store) or, in short-lived
@@ -78,6 +85,8 @@ class SqliteStore(ReadsMixin, JobsMixin):
         def tx(conn: sqlite3.Connection) -> CommitOutcome:
             if completion is not None:
                 check_lease(conn, completion.lease)
+                # A single-shot retry of a job whose earlier attempt streamed: close that.
+                abandon_stream(conn, completion.lease.job_id, completion.now_us)
             sid = self._tx_scope_id(conn, scope)
             if _is_duplicate(conn, sid, version, canonical_hash, dedup):
                 if completion is None:
@@ -87,10 +96,10 @@ class SqliteStore(ReadsMixin, JobsMixin):
                 return CommitOutcome(True, None, [], [])
             tx_time = self._clock.next()
             explicit = [n.node_id for n in projection.nodes if n.node_id is not None]
-            existing = _current_nodes(conn, sid, explicit) if explicit else {}
+            existing = current_nodes(conn, sid, explicit) if explicit else {}
             rows = build_rows(sid, version.source_id, tx_time, blob_id, projection, existing)
             _insert_version(conn, sid, tx_time, version, canonical_hash, blob_id, len(text))
-            _insert_rows(conn, rows)
+            insert_rows(conn, rows)
             if completion is not None:
                 _complete_job(conn, sid, completion, None)
             return CommitOutcome(False, tx_time, rows.node_ids, rows.edge_ids)
@@ -110,21 +119,6 @@ def _is_duplicate(
         return True
     # Submit time: a retry of the same job must re-apply (crash recovery), not dedup.
     return bool(latest[1] == canonical_hash and latest[2] != v.job_id)
-
-
-def _current_nodes(
-    conn: sqlite3.Connection, sid: int, ids: list[bytes]
-) -> dict[bytes, tuple[str, bytes]]:
-    found: dict[bytes, tuple[str, bytes]] = {}
-    for i in range(0, len(ids), 500):
-        part = ids[i : i + 500]
-        for node_id, labels, props in conn.execute(
-            "SELECT node_id, labels, properties FROM nodes WHERE scope_id = ? AND tx_to IS NULL"
-            f" AND node_id IN ({','.join('?' * len(part))})",
-            (sid, *part),
-        ):
-            found[node_id] = (labels, props)
-    return found
 
 
 def _complete_job(conn: sqlite3.Connection, sid: int, c: JobCompletion, detail: str | None) -> None:
@@ -154,33 +148,3 @@ def _insert_version(
         (sid, v.source_id, tx, v.name, v.format, v.content_hash, canonical_hash, v.size,
          v.worker, v.job_id, blob_id, text_len),
     )  # fmt: skip
-
-
-def _insert_rows(conn: sqlite3.Connection, rows: VersionRows) -> None:
-    conn.executemany(
-        "INSERT OR IGNORE INTO blob_chunks (scope_id, blob_id, idx, data) VALUES (?, ?, ?, ?)",
-        rows.chunks,
-    )
-    conn.executemany(
-        "UPDATE nodes SET tx_to = ? WHERE scope_id = ? AND node_id = ? AND tx_to IS NULL",
-        [(rows.tx, rows.scope_id, node_id) for node_id in rows.closes],
-    )
-    conn.executemany(
-        "INSERT INTO nodes (scope_id, node_id, tx_from, labels, properties, provenance,"
-        " source_id, valid_from, valid_to) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        rows.nodes,
-    )
-    conn.executemany(
-        "INSERT INTO node_labels (scope_id, label, node_id, tx_from) VALUES (?, ?, ?, ?)",
-        rows.labels,
-    )
-    conn.executemany(
-        "INSERT INTO edges (scope_id, edge_id, tx_from, type, from_id, to_id, properties)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?)",
-        rows.edges,
-    )
-    conn.executemany(
-        'INSERT INTO span_rows (scope_id, source_id, source_version_tx, start, "end", kind,'
-        " linked_nodes) VALUES (?, ?, ?, ?, ?, ?, ?)",
-        rows.spans,
-    )
