@@ -128,7 +128,9 @@ class WorkerServicer(WorkerServiceBase):
                     job, lease, message.result_json, worker
                 )
                 return SubmitResponse(
-                    accepted=result.accepted, node_ids=[id_str(n) for n in result.node_ids]
+                    accepted=result.accepted,
+                    node_ids=[id_str(n) for n in result.node_ids],
+                    lease_deadline=result.lease_deadline,
                 )
             kind, detail = parse_reason(message.failure_reason, permanent=message.permanent)
             await self._queue.fail(lease, kind, detail)

@@ -57,10 +57,14 @@ def _append(conn: sqlite3.Connection, sid: int, c: Continuation, text: bytes) ->
     fill = c.length % BLOB_CHUNK
     if fill and text:
         room = BLOB_CHUNK - fill
+        key = (sid, c.blob_id, c.length // BLOB_CHUNK)
+        (last,) = conn.execute(
+            "SELECT data FROM blob_chunks WHERE scope_id = ? AND blob_id = ? AND idx = ?", key
+        ).fetchone()
+        # Bytes in Python: SQLite's || would turn the BLOB into TEXT.
         conn.execute(
-            "UPDATE blob_chunks SET data = data || ? WHERE scope_id = ? AND blob_id = ?"
-            " AND idx = ?",
-            (view[:room].tobytes(), sid, c.blob_id, c.length // BLOB_CHUNK),
+            "UPDATE blob_chunks SET data = ? WHERE scope_id = ? AND blob_id = ? AND idx = ?",
+            (bytes(last) + view[:room].tobytes(), *key),
         )
         pos = min(room, len(text))
     rows = [

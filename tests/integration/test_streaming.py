@@ -1,0 +1,272 @@
+"""Streaming multi-submit over real gRPC (spec 004 "The streaming multi-submit protocol"):
+pinning, global offsets, chunking across 1 MiB, replay, OutOfSync, finalize, crash recovery."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import blake3
+import httpx
+import pytest
+from grpclib import GRPCError, Status
+
+from telha.model import Scope
+from telha_proto.telha.worker.v1 import JobPayload
+from tests.integration.test_queue import Tenant, transitions
+from tests.support.server import ServerProcess, write_config
+from tests.support.worker import ScriptedWorker, scripted_worker
+from workers_common import IngestionResultBuilder
+
+pytestmark = pytest.mark.anyio
+LEASE_S = 1.0
+
+
+@pytest.fixture(scope="module")
+def sserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    folder = tmp_path_factory.mktemp("stream")
+    proc = ServerProcess(
+        write_config(
+            folder,
+            workers={"in_process": []},
+            jobs={
+                "lease_secs": LEASE_S,
+                "reap_interval_s": 0.1,
+                "backoff_base_ms": 10,
+                "backoff_max_s": 0.05,
+            },
+        )
+    ).start()
+    yield proc
+    assert proc.stop() == 0, proc.log_text()
+
+
+@pytest.fixture
+async def tenant(sserver: ServerProcess) -> AsyncIterator[Tenant]:
+    scope = Scope(f"s-{uuid.uuid4()}", "org")
+    key = sserver.create_key(scope.tenant_id, scope.organization_id)
+    async with httpx.AsyncClient(
+        base_url=sserver.base_url, headers={"x-api-key": key}, timeout=30
+    ) as c:
+        yield Tenant(sserver, c, scope)
+
+
+@pytest.fixture
+async def worker(tenant: Tenant) -> AsyncIterator[ScriptedWorker]:
+    async with scripted_worker(tenant.server.grpc_addr, tenant.token, "streamer") as w:
+        yield w
+
+
+def part(
+    rows: list[str], base: int, seq: int, *, partial: bool = True
+) -> tuple[dict[str, object], int]:
+    """A partial with one ROW node per line; returns it and the next base offset."""
+    b = IngestionResultBuilder(base_offset=base)
+    for i, row in enumerate(rows):
+        span = b.add_span_text(row + "\n", kind="cell")
+        b.add_node(["ROW"], {"seq": seq, "i": i}, spans=[span])
+    out = b.build()
+    out["seq"], out["partial"] = seq, partial
+    return out, base + b.byte_length
+
+
+async def start(
+    tenant: Tenant, worker: ScriptedWorker, name: str = "big.csv"
+) -> tuple[dict[str, object], JobPayload]:
+    posted = await tenant.post("csv", name, "a,b\n1,2\n")
+    return posted, await worker.next_job(["csv"])
+
+
+async def test_stream_pins_one_version_and_finalizes(
+    tenant: Tenant, worker: ScriptedWorker
+) -> None:
+    posted, job = await start(tenant, worker)
+    base, text, ids = 0, b"", []
+    for seq in range(3):
+        sub, nxt = part([f"row {seq}-{i} é" for i in range(4)], base, seq)
+        resp = await worker.submit(job, sub)
+        assert resp.accepted and len(resp.node_ids) == 4 and resp.lease_deadline > 0
+        text += str(sub["canonicalText"]).encode()
+        ids += resp.node_ids
+        base = nxt
+        # Not a version until finalized: the source has no readable version yet.
+        assert (await tenant.client.get(f"/v1/sources/{posted['sourceId']}")).status_code == 404
+    final, _ = part(["last"], base, 3, partial=False)
+    resp = await worker.submit(job, final)
+    assert resp.accepted
+    text += b"last\n"
+    done = await tenant.job(job.job_id)
+    assert done["state"] == "completed"
+    partials = [e["detail"] for e in done["events"] if e["transition"] == "partial"]  # type: ignore[attr-defined, index]
+    assert partials == [*(f"seq={i} bytes=44 nodes=4" for i in range(3)), "seq=3 bytes=5 nodes=1"]
+    [version] = (await tenant.client.get(f"/v1/sources/{posted['sourceId']}")).json()["versions"]
+    assert version["canonicalTextHash"] == blake3.blake3(text).hexdigest()
+    tx = version["sourceVersionTx"]
+    assert (
+        await tenant.client.get(f"/v1/sources/{posted['sourceId']}/versions/{tx}/text")
+    ).content == text
+    node = (await tenant.client.get(f"/v1/nodes/{ids[5]}")).json()
+    assert node["provenance"]["spans"][0]["text"] == "row 1-1 é\n"
+    assert node["txTime"]["from"] == tx  # every partial's rows sit at the pinned tx
+    spans = (
+        await tenant.client.get(f"/v1/sources/{posted['sourceId']}/versions/{tx}/spans")
+    ).json()["spans"]
+    assert len(spans) == 13 and [s["start"] for s in spans] == sorted(s["start"] for s in spans)
+
+
+async def test_replay_and_out_of_sync(tenant: Tenant, worker: ScriptedWorker) -> None:
+    posted, job = await start(tenant, worker, "replay.csv")
+    with pytest.raises(GRPCError) as err:  # a stream must start at seq 0
+        await worker.submit(job, part(["x"], 0, 1)[0])
+    assert err.value.status is Status.ABORTED
+    first, base = part(["a", "b"], 0, 0)
+    ids0 = (await worker.submit(job, first)).node_ids
+    second, base2 = part(["c"], base, 1)
+    ids1 = (await worker.submit(job, second)).node_ids
+    again = await worker.submit(job, second)  # the ack was "lost": same seq again
+    assert again.accepted and again.node_ids == ids1
+    rows = (await tenant.client.get("/v1/nodes", params={"label": "ROW"})).json()["nodes"]
+    assert len(rows) == 3  # the replay wrote nothing
+    for bad in (part(["d"], base2, 3)[0], part(["d"], base2, 0)[0]):
+        with pytest.raises(GRPCError) as err:  # a skipped seq; a restart inside the stream
+            await worker.submit(job, bad)
+        assert err.value.status is Status.ABORTED
+    assert (await worker.submit(job, part(["d"], base2, 2, partial=False)[0])).accepted
+    assert len(ids0) == 2
+    assert (await tenant.job(posted["jobId"]))["state"] == "completed"
+
+
+async def test_chunks_cross_1_mib(tenant: Tenant, worker: ScriptedWorker) -> None:
+    posted, job = await start(tenant, worker, "wide.csv")
+    rows = ["x" * 1000 + "é" * 100 for _ in range(600)]  # ~720 KB a partial
+    base, text = 0, b""
+    for seq in range(3):
+        sub, base = part(rows, base, seq, partial=seq < 2)
+        assert (await worker.submit(job, sub)).accepted
+        text += str(sub["canonicalText"]).encode()
+    [version] = (await tenant.client.get(f"/v1/sources/{posted['sourceId']}")).json()["versions"]
+    assert version["canonicalTextHash"] == blake3.blake3(text).hexdigest() and len(text) > 2 * 2**20
+    url = f"/v1/sources/{posted['sourceId']}/versions/{version['sourceVersionTx']}/text"
+    edge = 2**20 - 50
+    start_at = text.rfind(b"\n", 0, edge) + 1
+    assert (
+        await tenant.client.get(url, params={"start": start_at, "end": start_at + 1300})
+    ).content == text[start_at : start_at + 1300]
+
+
+async def test_span_into_earlier_text_is_checked(tenant: Tenant, worker: ScriptedWorker) -> None:
+    posted, job = await start(tenant, worker, "earlier.csv")
+    first, base = part(["ééé"], 0, 0)
+    await worker.submit(job, first)
+    final = {
+        "v": 1,
+        "canonicalText": "",
+        "spans": [{"start": 1, "end": base, "kind": "body"}],
+        "seq": 1,
+        "partial": False,
+    }
+    resp = await worker.submit(job, final)
+    assert resp.accepted is False
+    dead = await tenant.job(posted["jobId"])
+    assert dead["state"] == "dead" and "UTF-8" in str(dead["failureReason"])
+    assert (await tenant.client.get("/v1/nodes", params={"label": "ROW"})).json()["nodes"] == []
+
+
+async def test_lost_lease_restarts_a_clean_stream(tenant: Tenant, worker: ScriptedWorker) -> None:
+    posted, job = await start(tenant, worker, "crash.csv")
+    first, base = part(["old 1", "old 2"], 0, 0)
+    await worker.submit(job, first)
+    await tenant.wait_state(posted["jobId"], "pending", within_s=LEASE_S + 5)
+    retry = await worker.next_job(["csv"])
+    assert retry.lease_generation == job.lease_generation + 1
+    with pytest.raises(GRPCError) as err:  # the old lease cannot continue its stream
+        await worker.submit(job, part(["old 3"], base, 1)[0])
+    assert err.value.status is Status.FAILED_PRECONDITION
+    sub, base = part(["new 1"], 0, 0)
+    await worker.submit(retry, sub)
+    await worker.submit(retry, part(["new 2"], base, 1, partial=False)[0])
+    done = await tenant.job(posted["jobId"])
+    assert done["state"] == "completed" and "stream_abandoned" in transitions(done)
+    versions = (await tenant.client.get(f"/v1/sources/{posted['sourceId']}")).json()["versions"]
+    assert (
+        len(versions) == 1
+        and versions[0]["canonicalTextHash"] == blake3.blake3(b"new 1\nnew 2\n").hexdigest()
+    )
+    rows = (await tenant.client.get("/v1/nodes", params={"label": "ROW"})).json()["nodes"]
+    assert sorted(n["provenance"]["spans"][0]["text"] for n in rows) == ["new 1\n", "new 2\n"]
+
+
+def test_worker_killed_mid_stream_then_rerun_completes_once(tmp_path: Path) -> None:
+    """A real streaming worker process, SIGKILLed after its first partial; after the lease
+    expires a second process re-runs the job: one finalized version, no duplicate rows."""
+    server = ServerProcess(
+        write_config(
+            tmp_path,
+            workers={"in_process": []},
+            jobs={"lease_secs": LEASE_S, "reap_interval_s": 0.1},
+        )
+    ).start()
+    scope = Scope("t", "o")
+
+    def run_worker(pause_s: str) -> subprocess.Popen[bytes]:
+        env = {
+            **os.environ,
+            "TELHA_GRPC_TARGET": server.grpc_addr,
+            "TELHA_WORKER_TOKEN": server.worker_token(scope),
+            "STREAM_WORKER_PAUSE_S": pause_s,
+            "TELHA_HEARTBEAT_INTERVAL_SECS": "0.3",
+        }
+        return subprocess.Popen(
+            [sys.executable, "-m", "workers_common.run", "tests.support.stream_worker"],
+            env=env, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+
+    try:
+        key = server.create_key(scope.tenant_id, scope.organization_id)
+        with httpx.Client(base_url=server.base_url, headers={"x-api-key": key}) as c:
+            posted = c.post(
+                "/v1/ingest",
+                json={
+                    "format": "tsv",
+                    "name": "t.tsv",
+                    "content": "\n".join(f"r{i}" for i in range(30)),
+                },
+            ).json()
+            first = run_worker("30")
+            try:
+                deadline = time.monotonic() + 20
+                while "partial" not in [
+                    e["transition"] for e in c.get(f"/v1/ingest/{posted['jobId']}").json()["events"]
+                ]:
+                    assert time.monotonic() < deadline
+                    time.sleep(0.05)
+            finally:
+                first.send_signal(signal.SIGKILL)
+                first.wait()
+            second = run_worker("0")
+            try:
+                deadline = time.monotonic() + 30
+                while (job := c.get(f"/v1/ingest/{posted['jobId']}").json())[
+                    "state"
+                ] != "completed":
+                    assert job["state"] != "dead" and time.monotonic() < deadline, job
+                    time.sleep(0.1)
+            finally:
+                second.terminate()
+                second.wait()
+            assert "stream_abandoned" in [e["transition"] for e in job["events"]]
+            versions = c.get(f"/v1/sources/{posted['sourceId']}").json()["versions"]
+            assert len(versions) == 1
+            rows = c.get("/v1/nodes", params={"label": "ROW", "limit": 1000}).json()["nodes"]
+            assert sorted(json.dumps(n["properties"]) for n in rows) == sorted(
+                json.dumps({"i": i}) for i in range(30)
+            )
+    finally:
+        server.kill()
