@@ -101,7 +101,9 @@ class WorkerPools:
         self._consumers: list[WorkerConsumer] = []
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[list[str]]) -> None:
-        """Actor body; reports the started consumers' worker ids."""
+        """Actor body; reports the started consumers' worker ids. A restart after a crash
+        builds a fresh set of consumers (never more than ``concurrency`` per module)."""
+        self._consumers = []
         for name, module in self._modules.items():
             for i in range(self._concurrency):
                 self._consumers.append(

@@ -248,7 +248,7 @@ class Ingestor:
             else:
                 part = StreamPart(
                     lease, worker, sub.seq, sub.partial, base, now, self._queue.lease_us,
-                    bytes.fromhex(sub.content_hash) if sub.content_hash else None, stats, children,
+                    version.content_hash if sub.content_hash else None, stats, children,
                 )  # fmt: skip
                 streamed_outcome = await self._store.apply_stream_part(
                     job.scope, version, projection, part
@@ -280,8 +280,18 @@ class Ingestor:
 
 
 def _version(job: JobRecord, payload: IngestJobPayload, sub: Submission, worker: str) -> NewVersion:
+    """The version a submission writes. ``contentHash`` is what a fetch-format worker fetched
+    (required there); for every other format the raw bytes' hash stands, and a different
+    one is refused (a worker may not rewrite content identity)."""
     raw_size = len(payload.content_b64) * 3 // 4 - payload.content_b64[-2:].count("=")
-    reported = sub.content_hash or payload.content_hash
+    if payload.format in FETCH_FORMATS:
+        if not sub.content_hash and not (sub.partial or sub.seq):
+            raise InvalidSubmission(f"contentHash is required for format {payload.format!r}")
+        reported = sub.content_hash or payload.content_hash
+    else:
+        if sub.content_hash and sub.content_hash != payload.content_hash:
+            raise InvalidSubmission("contentHash differs from the hash of the job's raw bytes")
+        reported = payload.content_hash
     return NewVersion(
         source_id=job.source_id,
         name=payload.name,

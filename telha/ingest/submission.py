@@ -24,6 +24,9 @@ __all__ = ["ChildJobIn", "InvalidSubmission", "Submission", "decode_submission",
 MAX_NODES = 1_000_000
 MAX_EDGES = 2_000_000
 MAX_SPANS = 1_000_000
+MAX_TEXT_BYTES = 256 * 1024 * 1024
+MAX_CHILD_JOBS = 10_000
+_INT64 = (-(2**63), 2**63 - 1)
 _KIND = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
@@ -37,17 +40,23 @@ class _In(msgspec.Struct, rename="camel", forbid_unknown_fields=True, kw_only=Tr
 
 
 class SpanIn(_In):
+    """A span: ``[start, end)`` global UTF-8 byte offsets, ``kind`` lower_snake."""
+
     start: int
     end: int
     kind: str
 
 
 class ValidTimeIn(msgspec.Struct, forbid_unknown_fields=True):
+    """Valid time ``{from, to}`` in µs; ``null`` is unbounded."""
+
     from_: int | None = msgspec.field(default=None, name="from")
     to: int | None = None
 
 
 class NodeIn(_In):
+    """A node: labels, properties, span indices, an optional deterministic UUID and valid time."""
+
     labels: list[str]
     properties: dict[str, Any] = {}
     span_refs: list[int] = []
@@ -56,6 +65,8 @@ class NodeIn(_In):
 
 
 class RelationshipIn(_In):
+    """An edge; each end is ``*Ref`` (node index here) or ``*Id`` (existing id), not both."""
+
     type: str
     from_ref: int | None = None
     from_id: str | None = None
@@ -65,6 +76,8 @@ class RelationshipIn(_In):
 
 
 class ChildJobIn(_In):
+    """A follow-up job core enqueues (request-level dedup applies)."""
+
     format: str
     name: str
     content_b64: str | None = None
@@ -150,10 +163,17 @@ def _nodes(sub: Submission) -> list[NodeOut]:
             if node_id in seen:
                 raise InvalidSubmission(f"nodes[{i}]: id {node.id} appears twice")
             seen.add(node_id)
-        props = msgspec.json.encode(node.properties)
+        # Sorted keys: the same properties in another order are the same version (upserts).
+        props = msgspec.json.encode(node.properties, order="sorted")
         vt = node.valid_time
-        if vt is not None and vt.from_ is not None and vt.to is not None and vt.to < vt.from_:
-            raise InvalidSubmission(f"nodes[{i}]: validTime ends before it starts")
+        if vt is not None:
+            for bound in (vt.from_, vt.to):
+                if bound is not None and not _INT64[0] <= bound <= _INT64[1]:
+                    raise InvalidSubmission(
+                        f"nodes[{i}]: validTime {bound} is not a 64-bit µs time"
+                    )
+            if vt.from_ is not None and vt.to is not None and vt.to < vt.from_:
+                raise InvalidSubmission(f"nodes[{i}]: validTime ends before it starts")
         out.append(
             NodeOut(
                 tuple(node.labels),
@@ -204,6 +224,10 @@ def to_projection(sub: Submission, base: int = 0) -> Projection:
         text = sub.canonical_text.encode("utf-8")
     except UnicodeEncodeError:
         raise InvalidSubmission("canonicalText holds a lone surrogate") from None
+    if len(text) > MAX_TEXT_BYTES:
+        raise InvalidSubmission(f"canonicalText is over {MAX_TEXT_BYTES} bytes: stream it")
+    if len(sub.child_jobs) > MAX_CHILD_JOBS:
+        raise InvalidSubmission(f"more than {MAX_CHILD_JOBS} childJobs")
     if sub.content_hash is not None and not _HEX64.match(sub.content_hash):
         raise InvalidSubmission("contentHash must be 64 lowercase hex characters (BLAKE3)")
     earlier: list[int] = []

@@ -32,6 +32,7 @@ log = structlog.get_logger("telha.queue")
 #: Longest a waiting poller sleeps without a wake-up before looking again (a safety net for
 #: wake-ups that cannot be seen in-process, e.g. jobs enqueued by another process).
 _MAX_IDLE_S = 5.0
+_MIN_WAIT_S = 0.05
 
 
 class _Wakeups:
@@ -151,9 +152,11 @@ class JobQueue:
                 if job is not None:
                     return job
                 wait_s = _MAX_IDLE_S
-                due = await self._store.next_available_at(formats)
+                due = await self._store.next_available_at(formats, scope)
                 if due is not None:
-                    wait_s = min(wait_s, max(0.0, (due - self._clock()) / 1_000_000))
+                    # At least _MIN_WAIT_S: a job due now that this poller still could not
+                    # lease (taken meanwhile) must not turn the wait into a busy loop.
+                    wait_s = min(wait_s, max(_MIN_WAIT_S, (due - self._clock()) / 1_000_000))
                 with anyio.move_on_after(wait_s):
                     await woken.wait()
 

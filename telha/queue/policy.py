@@ -15,6 +15,7 @@ __all__ = [
     "FAILURE_REASON_MAX_BYTES",
     "PERMANENT_KINDS",
     "RETRYABLE_KINDS",
+    "WORKER_KINDS",
     "Decide",
     "FailureDecision",
     "backoff_us",
@@ -27,6 +28,8 @@ __all__ = [
 PERMANENT_KINDS = frozenset({"corrupt_input", "unsupported_feature", "invalid_submission"})
 #: Kinds that retry with backoff up to ``jobs.max_attempts``.
 RETRYABLE_KINDS = frozenset({"transient", "resource_limit", "lease_expired"})
+#: Kinds a worker may report (``lease_expired`` and ``invalid_submission`` are core's own).
+WORKER_KINDS = frozenset({"transient", "resource_limit", "corrupt_input", "unsupported_feature"})
 #: ``failure_reason`` is ``"{kind}: {detail}"`` capped at this many UTF-8 bytes.
 FAILURE_REASON_MAX_BYTES = 512
 
@@ -90,10 +93,11 @@ def format_reason(kind: str, detail: str) -> str:
 def parse_reason(reason: str, *, permanent: bool) -> tuple[str, str]:
     """Split a worker's ``failure_reason`` into ``(kind, detail)``.
 
-    A reason without a known ``kind:`` prefix is ``transient`` (or ``corrupt_input`` when the
-    worker flagged it ``permanent``), with the whole text as detail.
+    The kind prefix is authoritative when it is one a worker may report (:data:`WORKER_KINDS`);
+    anything else is ``transient`` (or ``corrupt_input`` when the worker flagged it
+    ``permanent``), with the whole text as detail.
     """
     kind, sep, detail = reason.partition(": ")
-    if sep and (kind in PERMANENT_KINDS or kind in RETRYABLE_KINDS):
+    if sep and kind in WORKER_KINDS:
         return kind, detail
     return ("corrupt_input" if permanent else "transient"), reason

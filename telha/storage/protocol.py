@@ -99,8 +99,10 @@ class Storage(Protocol):
     ) -> JobRecord | None:
         """Lease the oldest available pending job of ``formats`` (``scope=None``: any scope)."""
 
-    async def next_available_at(self, formats: Sequence[str]) -> int | None:
-        """Earliest ``available_at`` (µs) among pending jobs of ``formats``."""
+    async def next_available_at(
+        self, formats: Sequence[str], scope: Scope | None = None
+    ) -> int | None:
+        """Earliest ``available_at`` (µs) among pending jobs of ``formats`` (of ``scope``)."""
 
     async def heartbeat_jobs(
         self, leases: Sequence[LeaseRef], *, now_us: int, lease_us: int

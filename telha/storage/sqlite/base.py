@@ -9,7 +9,7 @@ import sqlite3
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, Literal, Self, TypeVar
+from typing import Any, Literal, Self, TypeVar, cast
 
 import aiosqlite
 import anyio
@@ -196,7 +196,7 @@ class SqliteBase:
                 try:
                     # aiosqlite has no public "run this on the connection's thread";
                     # _execute/_conn are stable across the pinned 0.22 line.
-                    result: T = await w._execute(  # type: ignore[no-untyped-call]
+                    result, committed = await w._execute(  # type: ignore[no-untyped-call]
                         _in_transaction, w._conn, fn, args
                     )
                 except sqlite3.Error as exc:
@@ -205,19 +205,25 @@ class SqliteBase:
                 except BaseException:
                     self._new_scopes.clear()
                     raise
-                self._scopes.update(self._new_scopes)
+                if committed:  # a body that rolled itself back interned nothing
+                    self._scopes.update(self._new_scopes)
                 self._new_scopes.clear()
-        self._on_commit()
-        return result
+        if committed:
+            self._on_commit()
+        return cast(T, result)
 
 
-def _in_transaction(conn: sqlite3.Connection, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
+def _in_transaction(
+    conn: sqlite3.Connection, fn: Callable[..., T], args: tuple[Any, ...]
+) -> tuple[T, bool]:
+    """``(fn's result, whether it committed)``; False when the body rolled back itself."""
     conn.execute("BEGIN IMMEDIATE")
     try:
         result = fn(conn, *args)
-        if conn.in_transaction:
-            conn.execute("COMMIT")
-        return result
+        if not conn.in_transaction:
+            return result, False
+        conn.execute("COMMIT")
+        return result, True
     except BaseException:
         if conn.in_transaction:
             conn.execute("ROLLBACK")

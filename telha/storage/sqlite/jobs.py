@@ -270,15 +270,23 @@ class JobsMixin(SqliteBase):
 
         return await self._write("lease job", tx)
 
-    async def next_available_at(self, formats: Sequence[str]) -> int | None:
-        """Earliest ``available_at`` (µs) of a pending job of ``formats``, or ``None``."""
+    async def next_available_at(
+        self, formats: Sequence[str], scope: Scope | None = None
+    ) -> int | None:
+        """Earliest ``available_at`` (µs) of a pending job of ``formats`` (in ``scope`` only,
+        unless ``None``), or ``None``."""
         if not formats:
             return None
         marks = ",".join("?" * len(formats))
-        rows = await self._fetchall(
-            f"SELECT min(available_at) FROM jobs WHERE state = 'pending' AND format IN ({marks})",
-            tuple(formats),
-        )
+        sql = f"SELECT min(available_at) FROM jobs WHERE state = 'pending' AND format IN ({marks})"
+        params: tuple[Any, ...] = tuple(formats)
+        if scope is not None:
+            sid = await self._scope_id(scope)
+            if sid is None:
+                return None
+            sql += " AND scope_id = ?"
+            params += (sid,)
+        rows = await self._fetchall(sql, params)
         return rows[0][0] if rows and rows[0][0] is not None else None
 
     async def heartbeat_jobs(

@@ -46,7 +46,7 @@ def build_rows(
     tx: int,
     blob_id: bytes,
     proj: Projection,
-    existing: dict[bytes, tuple[str, bytes]] | None = None,
+    existing: dict[bytes, tuple[str, bytes, int | None, int | None]] | None = None,
     *,
     chunks: bool = True,
 ) -> VersionRows:
@@ -54,9 +54,9 @@ def build_rows(
 
     Node and edge ids are the projection's deterministic ids where given, fresh uuid7s
     otherwise. A deterministic id runs the upsert ladder of spec 004 against ``existing``
-    (its current ``(labels JSON, properties JSON)``): absent → create; identical → no row;
-    changed → a new version that closes the old one. Span rows with the same
-    ``[start, end)`` are merged (first kind wins).
+    (its current ``(labels JSON, properties JSON, valid_from, valid_to)``): absent → create;
+    identical → no row; changed → a new version that closes the old one. Span rows with the
+    same ``[start, end)`` are merged (first kind wins).
     """
     existing = existing or {}
     closes: list[bytes] = []
@@ -98,7 +98,7 @@ def build_rows(
             linked[span_keys[i]].append(nid)
         current = existing.get(nid) if node.node_id is not None else None
         if current is not None:
-            if current == (labels_json, node.properties_json):
+            if current == (labels_json, node.properties_json, node.valid_from, node.valid_to):
                 continue  # identical: no new version
             closes.append(nid)
         origin = source_id if refs else None
@@ -127,17 +127,18 @@ def build_rows(
 
 def current_nodes(
     conn: sqlite3.Connection, sid: int, ids: list[bytes]
-) -> dict[bytes, tuple[str, bytes]]:
-    """Current ``(labels JSON, properties JSON)`` of the given node ids (the upsert ladder)."""
-    found: dict[bytes, tuple[str, bytes]] = {}
+) -> dict[bytes, tuple[str, bytes, int | None, int | None]]:
+    """Current ``(labels JSON, properties JSON, valid_from, valid_to)`` of the given node ids
+    (the upsert ladder)."""
+    found: dict[bytes, tuple[str, bytes, int | None, int | None]] = {}
     for i in range(0, len(ids), 500):
         part = ids[i : i + 500]
-        for node_id, labels, props in conn.execute(
-            "SELECT node_id, labels, properties FROM nodes WHERE scope_id = ? AND tx_to IS NULL"
-            f" AND node_id IN ({','.join('?' * len(part))})",
+        for node_id, labels, props, vfrom, vto in conn.execute(
+            "SELECT node_id, labels, properties, valid_from, valid_to FROM nodes"
+            f" WHERE scope_id = ? AND tx_to IS NULL AND node_id IN ({','.join('?' * len(part))})",
             (sid, *part),
         ):
-            found[node_id] = (labels, props)
+            found[node_id] = (labels, props, vfrom, vto)
     return found
 
 

@@ -8,6 +8,7 @@ actor and the version commit (spec 004 apply_parts); reads and jobs are mixins b
 from __future__ import annotations
 
 import sqlite3
+from dataclasses import replace
 
 import anyio
 import anyio.abc
@@ -91,8 +92,8 @@ class SqliteStore(ReadsMixin, JobsMixin, StreamsMixin):
             if _is_duplicate(conn, sid, version, canonical_hash, dedup):
                 if completion is None:
                     conn.execute("ROLLBACK")  # nothing to write
-                else:
-                    _complete_job(conn, sid, completion, "deduplicated")
+                else:  # a duplicate writes no rows: no children either (spec 004 step 2)
+                    _complete_job(conn, sid, replace(completion, children=()), "deduplicated")
                 return CommitOutcome(True, None, [], [])
             tx_time = self._clock.next()
             explicit = [n.node_id for n in projection.nodes if n.node_id is not None]
