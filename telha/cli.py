@@ -159,6 +159,10 @@ def worker_token(
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--ttl") from None
     cfg, base_dir = _load(config_path)
-    key = load_token_key(cfg.grpc.token_key, cfg.storage_path(base_dir).parent)
+    try:
+        key = load_token_key(cfg.grpc.token_key, cfg.storage_path(base_dir).parent)
+    except ValueError as exc:
+        click.echo(f"telha: config error: grpc.token_key: {exc}", err=True)
+        sys.exit(2)
     scope = None if fleet else Scope(str(tenant), str(org))
     click.echo(mint_worker_token(key, scope, ttl_s))

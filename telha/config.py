@@ -181,6 +181,8 @@ def _validate(cfg: Config) -> None:
     for ok, key, message in checks:
         if not ok:
             raise ConfigError(key, message)
+    if cfg.grpc.token_key and len(cfg.grpc.token_key.encode()) < 32:
+        raise ConfigError("grpc.token_key", "must be at least 32 bytes (or empty: generated)")
     for key in ("rest_addr", "grpc_addr"):
         try:
             split_addr(getattr(cfg.server, key))

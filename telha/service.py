@@ -93,7 +93,10 @@ async def _serve(
         await sup.start("job_queue", queue.run)
         ingestor = Ingestor(store, cfg.ingest, queue)
         servicer = WorkerServicer(queue, ingestor)
-        token_key = load_token_key(cfg.grpc.token_key, store.path.parent)
+        try:
+            token_key = load_token_key(cfg.grpc.token_key, store.path.parent)
+        except ValueError as exc:
+            raise ConfigError("grpc.token_key", str(exc)) from None
         state = AppState(config=cfg, store=store, ingestor=ingestor, queue=queue)
         rest = RestFront(
             create_app(state), cfg.server.rest_addr, cfg.server.shutdown_grace_s, shutdown

@@ -13,7 +13,7 @@ from contextvars import ContextVar
 import anyio
 from grpclib import GRPCError, Status
 
-from telha.errors import OutOfSync, StaleLease
+from telha.errors import OutOfSync, StaleLease, TelhaError
 from telha.grpc.tokens import WorkerAuth
 from telha.ids import id_str
 from telha.ingest.ingestor import Ingestor
@@ -139,9 +139,13 @@ class WorkerServicer(WorkerServiceBase):
             raise GRPCError(Status.FAILED_PRECONDITION, exc.message) from None
         except OutOfSync as exc:
             raise GRPCError(Status.ABORTED, exc.message) from None
+        except TelhaError as exc:  # storage trouble: the worker retries, the lease protects
+            raise GRPCError(Status.UNAVAILABLE, exc.message) from None
 
     async def heartbeat(self, message: HeartbeatRequest) -> HeartbeatResponse:
-        """Extend the leases the caller holds; reports which were extended."""
+        """Extend the leases the caller holds. All or nothing: if any listed job is not held
+        under its generation (or is another scope's), ``FAILED_PRECONDITION`` and nothing is
+        extended (workers heartbeat each job on its own, so they learn which lease is lost)."""
         auth = _auth()
         if len(message.job_ids) != len(message.lease_generations):
             raise GRPCError(
@@ -149,11 +153,11 @@ class WorkerServicer(WorkerServiceBase):
             )
         leases = []
         for text, gen in zip(message.job_ids, message.lease_generations, strict=True):
-            job_id = _job_id(text)
-            if auth.scope is not None and await self._queue.get(auth.scope, job_id) is None:
-                continue  # another scope's job is never extended by a scoped token
-            leases.append(LeaseRef(job_id, gen))
+            job = await self._held(auth, _job_id(text), gen)
+            leases.append(LeaseRef(job.job_id, gen))
         extended, deadline = await self._queue.heartbeat(leases)
+        if len(extended) != len(leases):  # lost between the check and the write
+            raise GRPCError(Status.FAILED_PRECONDITION, "a listed lease is no longer held")
         return HeartbeatResponse(
             extended_job_ids=[id_str(j) for j in extended], lease_deadline=deadline
         )

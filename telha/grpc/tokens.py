@@ -4,9 +4,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import secrets
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,18 +58,31 @@ def parse_ttl(text: str) -> int:
 
 def load_token_key(configured: str, data_dir: Path) -> bytes:
     """The HMAC key: ``grpc.token_key`` when set, else the key file in ``data_dir``, created
-    once (32 random bytes, hex, mode 0600) by whichever process needs it first."""
+    once (32 random bytes, hex, mode 0600) by whichever process needs it first — written
+    under a temporary name and linked into place, so no reader ever sees it half-written.
+
+    :raises ValueError: a configured key shorter than 32 bytes, or an empty key file.
+    """
     if configured:
+        if len(configured.encode()) < 32:
+            raise ValueError("grpc.token_key must be at least 32 bytes")
         return configured.encode()
     path = data_dir / KEY_FILE
-    data_dir.mkdir(parents=True, exist_ok=True)
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        return path.read_text(encoding="ascii").strip().encode()
-    with os.fdopen(fd, "w", encoding="ascii") as f:
-        f.write(secrets.token_hex(32) + "\n")
-    return path.read_text(encoding="ascii").strip().encode()
+    if not path.exists():
+        data_dir.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=data_dir, prefix=".grpc_token.")
+        try:
+            with os.fdopen(fd, "w", encoding="ascii") as f:
+                f.write(secrets.token_hex(32) + "\n")
+            os.chmod(tmp, 0o600)
+            with contextlib.suppress(FileExistsError):  # another process won the race
+                os.link(tmp, path)
+        finally:
+            os.unlink(tmp)
+    key = path.read_text(encoding="ascii").strip().encode()
+    if not key:
+        raise ValueError(f"{path} is empty: delete it to have a new key generated")
+    return key
 
 
 def mint_worker_token(

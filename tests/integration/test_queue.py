@@ -15,7 +15,7 @@ import pytest
 from grpclib import GRPCError, Status
 
 from telha.model import Scope
-from telha_proto.telha.worker.v1 import PollJobsRequest
+from telha_proto.telha.worker.v1 import JobPayload, PollJobsRequest
 from tests.support.server import ServerProcess, write_config
 from tests.support.worker import ScriptedWorker, scripted_worker
 
@@ -158,8 +158,9 @@ async def test_lease_expiry_release_and_stale_generation(
     with pytest.raises(GRPCError) as err:
         await worker.submit(first, text_submission("slow"))
     assert err.value.status is Status.FAILED_PRECONDITION
-    hb = await worker.heartbeat(first)
-    assert hb.extended_job_ids == []
+    with pytest.raises(GRPCError) as err:  # the old generation's heartbeat extends nothing
+        await worker.heartbeat(first)
+    assert err.value.status is Status.FAILED_PRECONDITION
     assert (await worker.submit(second, text_submission("slow"))).accepted
 
 
@@ -254,6 +255,11 @@ async def test_auth_failures(qserver: ServerProcess, tenant: Tenant) -> None:
             with pytest.raises(GRPCError) as err:
                 await w.heartbeat()
             assert err.value.status is Status.UNAUTHENTICATED
+            with pytest.raises(GRPCError) as err:
+                await w.fail(
+                    JobPayload(job_id=str(uuid.uuid4()), lease_generation=1), "transient: x"
+                )
+            assert err.value.status is Status.UNAUTHENTICATED
 
 
 async def test_scoped_tokens_see_only_their_scope(qserver: ServerProcess, tenant: Tenant) -> None:
@@ -269,7 +275,9 @@ async def test_scoped_tokens_see_only_their_scope(qserver: ServerProcess, tenant
             with pytest.raises(GRPCError) as err:
                 await stranger.submit(job, text_submission("hi"))
             assert err.value.status is Status.FAILED_PRECONDITION
-            assert (await stranger.heartbeat(job)).extended_job_ids == []
+            with pytest.raises(GRPCError) as err:
+                await stranger.heartbeat(job)
+            assert err.value.status is Status.FAILED_PRECONDITION
         assert (await fleet.submit(job, text_submission("hi"))).accepted
 
 
@@ -524,3 +532,65 @@ async def test_worker_consumer_over_grpc(tenant: Tenant) -> None:
     assert calls == {"ok.tsv": 1, "corrupt.tsv": 1, "flaky.tsv": 2}
     nodes = (await tenant.client.get("/v1/nodes", params={"label": "TABLE"})).json()["nodes"]
     assert sorted(n["properties"]["name"] for n in nodes) == ["flaky.tsv", "ok.tsv"]
+
+
+async def test_a_waiting_poller_is_woken_at_once(tenant: Tenant, worker: ScriptedWorker) -> None:
+    """A new job reaches a waiting PollJobs stream by wake-up, well before the 5 s idle re-check."""
+    got: list[JobPayload] = []
+
+    async def poll() -> None:
+        got.append(await worker.next_job(["xlsx"], within_s=3))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(poll)
+        await anyio.sleep(0.3)  # the poller is waiting on an empty queue
+        posted = await tenant.post("xlsx", "w.xlsx", b"PK")
+    assert got[0].job_id == posted["jobId"]
+
+
+async def test_content_hash_is_not_rewritten_for_raw_formats(
+    tenant: Tenant, worker: ScriptedWorker
+) -> None:
+    posted = await tenant.post("text", "hash.txt", "abc")
+    job = await worker.next_job(["text"])
+    sub = text_submission("abc")
+    sub["contentHash"] = "0" * 64
+    assert (await worker.submit(job, sub)).accepted is False
+    dead = await tenant.job(posted["jobId"])
+    assert dead["state"] == "dead" and "contentHash" in str(dead["failureReason"])
+
+
+async def test_invalid_child_jobs_write_nothing(tenant: Tenant, worker: ScriptedWorker) -> None:
+    posted = await tenant.post("text", "parent.txt", "p")
+    job = await worker.next_job(["text"])
+    sub = text_submission("p")
+    sub["childJobs"] = [{"format": "text", "name": "c.txt", "contentB64": "!!not base64"}]
+    assert (await worker.submit(job, sub)).accepted is False
+    assert (await tenant.job(posted["jobId"]))["state"] == "dead"
+    assert (await tenant.client.get("/v1/nodes")).json()["nodes"] == []
+    with pytest.raises(TimeoutError):
+        await worker.next_job(["text"], within_s=0.5)
+
+
+async def test_upsert_sees_valid_time_and_ignores_key_order(
+    tenant: Tenant, worker: ScriptedWorker
+) -> None:
+    node_id = str(uuid.uuid5(uuid.NAMESPACE_URL, f"vt:{tenant.scope.tenant_id}"))
+    shapes = [
+        {"properties": {"a": 1, "b": 2}},
+        {"properties": {"b": 2, "a": 1}},  # same properties, other order: identical
+        {"properties": {"a": 1, "b": 2}, "validTime": {"from": 1_000_000, "to": None}},
+    ]
+    txs = []
+    for i, shape in enumerate(shapes):
+        await tenant.post("text", f"vt{i}.txt", f"vt{i}")
+        job = await worker.next_job(["text"])
+        assert (await worker.submit(job, text_submission(f"vt{i}", id=node_id, **shape))).accepted
+        node = (await tenant.client.get(f"/v1/nodes/{node_id}")).json()
+        txs.append(node["txTime"]["from"])
+    assert txs[0] == txs[1] < txs[2]
+    assert node["validTime"] == {"from": 1_000_000, "to": None}
+    bad = text_submission("x", validTime={"from": 2**63})
+    await tenant.post("text", "vtbad.txt", "x")
+    job = await worker.next_job(["text"])
+    assert (await worker.submit(job, bad)).accepted is False

@@ -41,6 +41,7 @@ def test_repo_config_toml_is_valid() -> None:
         ("[jobs]\nmax_attempts = 0", "jobs.max_attempts"),
         ("[server]\ngrpc_addr = '127.0.0.1:99999'", "server.grpc_addr"),
         ("server = 3", "server"),
+        ("[grpc]\ntoken_key = 'short'", "grpc.token_key"),
     ],
 )
 def test_errors_name_the_dotted_key(tmp_path: Path, text: str, key: str) -> None:

@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 import anyio
 import anyio.abc
+from grpclib import GRPCError, Status
 
 from telha_proto.telha.worker.v1 import (
     HeartbeatRequest,
@@ -108,6 +109,13 @@ def _job(payload: JobPayload) -> Job:
     )
 
 
+def _handle(handler: Callable[[Job], Any], payload: JobPayload) -> Any:
+    """Decode the payload, run the handler; encode a single-shot result (generators are
+    driven part by part by the consumer)."""
+    result = handler(_job(payload))
+    return result if isinstance(result, types.GeneratorType) else _encode(result)
+
+
 def _encode(submission: dict[str, Any] | bytes) -> bytes:
     if isinstance(submission, bytes | bytearray):
         return bytes(submission)
@@ -169,28 +177,27 @@ class WorkerConsumer:
             tg.cancel_scope.cancel()
 
     async def _heartbeats(self) -> None:
+        """Every interval, extend each in-flight lease; a job whose lease core refuses
+        (``FAILED_PRECONDITION``) is abandoned, never submitted."""
         while True:
             await anyio.sleep(self._interval)
-            if not self._in_flight:
-                continue
-            sent = [(job_id, slot.generation) for job_id, slot in self._in_flight.items()]
-            try:
-                resp = await self._transport.heartbeat(
-                    HeartbeatRequest(
-                        worker_id=self._worker_id,
-                        job_ids=[j for j, _ in sent],
-                        lease_generations=[g for _, g in sent],
+            for job_id, slot in list(self._in_flight.items()):
+                try:
+                    await self._transport.heartbeat(
+                        HeartbeatRequest(
+                            worker_id=self._worker_id,
+                            job_ids=[job_id],
+                            lease_generations=[slot.generation],
+                        )
                     )
-                )
-            except Exception as exc:  # core unreachable: try again next beat
-                log.warning("heartbeat failed: %s", exc)
-                continue
-            kept = set(resp.extended_job_ids)
-            for job_id, generation in sent:
-                slot = self._in_flight.get(job_id)
-                if job_id not in kept and slot is not None and slot.generation == generation:
-                    log.warning("lease of job %s was not extended: abandoning it", job_id)
-                    slot.scope.cancel()
+                except GRPCError as exc:
+                    if exc.status is Status.FAILED_PRECONDITION:
+                        log.warning("lease of job %s was not extended: abandoning it", job_id)
+                        slot.scope.cancel()
+                    else:
+                        log.warning("heartbeat failed: %s", exc)
+                except Exception as exc:  # core unreachable: try again next beat
+                    log.warning("heartbeat failed: %s", exc)
 
     async def _process(self, payload: JobPayload, slot: _InFlight) -> None:
         """Run one job. It leaves the in-flight set when it is done (submitted, failed, refused
@@ -246,13 +253,11 @@ class WorkerConsumer:
             raise _HandlerFailed() from exc
 
     async def _run_handler(self, payload: JobPayload) -> None:
-        try:
-            job = _job(payload)
-        except (ValueError, KeyError, TypeError) as exc:
-            raise _HandlerFailed() from exc
-        result = await self._call(self._handler, job)
+        # Payload decoding, the handler and result encoding all run in the worker thread:
+        # none of them may hold the event loop (a result can be megabytes of JSON).
+        result = await self._call(_handle, self._handler, payload)
         if not isinstance(result, types.GeneratorType):
-            await self._submit(payload, _encode(result))
+            await self._submit(payload, result)
             return
         await self._run_generator(payload, result)
 
@@ -268,7 +273,7 @@ class WorkerConsumer:
             submission = dict(item)
             submission["seq"] = seq
             submission.setdefault("partial", True)
-            resp = await self._submit(payload, _encode(submission))
+            resp = await self._submit(payload, await anyio.to_thread.run_sync(_encode, submission))
             if not submission["partial"]:
                 gen.close()
                 return
