@@ -1,0 +1,231 @@
+"""The lease/retry state machine over a real SQLite store, property-tested (hypothesis
+stateful): enqueue, lease, heartbeat, fail, release, complete, reap and the passage of time,
+checked step by step against a model of DESIGN.md §6."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from anyio.from_thread import BlockingPortal, start_blocking_portal
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+
+from telha.config import JobsConfig
+from telha.errors import StaleLease
+from telha.ids import new_id
+from telha.ingest.projection import NodeOut, Projection, SpanOut
+from telha.model import Dedup, JobCompletion, LeaseRef, NewJob, NewVersion, Scope
+from telha.queue.job_queue import JobQueue
+from telha.queue.policy import PERMANENT_KINDS
+from telha.storage.sqlite import SqliteStore
+
+SCOPE = Scope("t", "o")
+LEASE_US = 1_000_000
+MAX_ATTEMPTS = 3
+KINDS = ["transient", "resource_limit", "corrupt_input", "unsupported_feature"]
+
+
+@dataclass
+class Model:
+    state: str = "pending"
+    attempts: int = 0
+    generation: int = 0
+    deadline: int = 0
+    available_at: int = 0
+
+
+class QueueMachine(RuleBasedStateMachine):
+    """One store, one queue, a clock the rules move; the model says what must be true."""
+
+    portal: BlockingPortal
+    tmp: Path
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.now = 1_000_000_000
+        self.jobs: dict[bytes, Model] = {}
+        self.stack = ExitStack()
+
+    @initialize()
+    def open_store(self) -> None:
+        path = self.tmp / f"{new_id().hex()}.db"
+        self.store = SqliteStore(path, readers=1)
+        self.portal.call(self.store.open)
+        cfg = JobsConfig(
+            max_attempts=MAX_ATTEMPTS,
+            lease_secs=LEASE_US / 1e6,
+            backoff_base_ms=100,
+            backoff_max_s=1.0,
+        )
+        self.queue = JobQueue(self.store, cfg, clock=lambda: self.now, rng=random.Random(0))
+
+    def teardown(self) -> None:
+        if hasattr(self, "store"):
+            self.portal.call(self.store.close)
+
+    def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        async def run() -> Any:
+            return await fn(*args, **kwargs)
+
+        return self.portal.call(run)
+
+    def _held(self) -> list[bytes]:
+        return [j for j, m in self.jobs.items() if m.state == "leased"]
+
+    @rule()
+    def enqueue(self) -> None:
+        job_id = new_id()
+        job = NewJob(job_id, "ingest:text", "text", new_id(), new_id() * 2, b"{}")
+        outcome = self._call(self.queue.enqueue, SCOPE, job, dedup=True)
+        assert not outcome.deduplicated
+        self.jobs[job_id] = Model(available_at=self.now)
+
+    @rule()
+    def lease(self) -> None:
+        leased = self._call(
+            self.store.lease_next_job,
+            ["text"],
+            scope=None,
+            worker_id="w",
+            now_us=self.now,
+            lease_us=LEASE_US,
+        )
+        available = [
+            j for j, m in self.jobs.items() if m.state == "pending" and m.available_at <= self.now
+        ]
+        if leased is None:
+            assert available == []
+            return
+        m = self.jobs[leased.job_id]
+        assert leased.job_id in available and leased.attempts == m.attempts
+        assert leased.lease_generation == m.generation + 1
+        m.state, m.generation, m.deadline = "leased", leased.lease_generation, self.now + LEASE_US
+
+    @rule(data=st.data(), stale=st.booleans())
+    def heartbeat(self, data: st.DataObject, stale: bool) -> None:
+        held = self._held()
+        if not held:
+            return
+        job_id = data.draw(st.sampled_from(held))
+        m = self.jobs[job_id]
+        gen = m.generation - 1 if stale else m.generation
+        extended, deadline = self._call(self.queue.heartbeat, [LeaseRef(job_id, gen)])
+        if stale:
+            assert extended == []
+        else:
+            assert extended == [job_id]
+            m.deadline = deadline
+
+    @rule(data=st.data(), kind=st.sampled_from(KINDS))
+    def fail(self, data: st.DataObject, kind: str) -> None:
+        held = self._held()
+        if not held:
+            return
+        job_id = data.draw(st.sampled_from(held))
+        m = self.jobs[job_id]
+        job = self._call(self.queue.fail, LeaseRef(job_id, m.generation), kind, "boom")
+        m.attempts += 1
+        if kind in PERMANENT_KINDS or m.attempts >= MAX_ATTEMPTS:
+            assert job.state == "dead"
+            m.state = "dead"
+        else:
+            assert job.state == "pending" and job.available_at >= self.now
+            m.state, m.available_at = "pending", job.available_at
+
+    @rule(data=st.data())
+    def release(self, data: st.DataObject) -> None:
+        held = self._held()
+        if not held:
+            return
+        job_id = data.draw(st.sampled_from(held))
+        m = self.jobs[job_id]
+        assert self._call(self.queue.release, LeaseRef(job_id, m.generation), "test")
+        m.state, m.available_at = "pending", self.now
+
+    @rule(data=st.data(), stale=st.booleans())
+    def complete(self, data: st.DataObject, stale: bool) -> None:
+        held = self._held()
+        if not held:
+            return
+        job_id = data.draw(st.sampled_from(held))
+        m = self.jobs[job_id]
+        lease = LeaseRef(job_id, m.generation - 1 if stale else m.generation)
+        version = NewVersion(new_id(), "x", "text", new_id() * 2, 1, "w", job_id)
+        proj = Projection(b"x", [SpanOut(0, 1, "body")], [NodeOut(("A",), b"{}", (0,))])
+        completion = JobCompletion(lease, self.now)
+        if stale:
+            with pytest.raises(StaleLease):
+                self._call(
+                    self.store.commit_version,
+                    SCOPE,
+                    version,
+                    proj,
+                    dedup=Dedup.SUBMIT,
+                    completion=completion,
+                )
+            return
+        self._call(
+            self.store.commit_version,
+            SCOPE,
+            version,
+            proj,
+            dedup=Dedup.SUBMIT,
+            completion=completion,
+        )
+        m.state = "completed"
+
+    @rule(dt=st.integers(0, 3 * LEASE_US))
+    def time_passes(self, dt: int) -> None:
+        self.now += dt
+
+    @rule()
+    def reap(self) -> None:
+        self._call(self.queue.reap)
+        for m in self.jobs.values():
+            if m.state == "leased" and m.deadline < self.now:
+                m.attempts += 1
+                m.state = "dead" if m.attempts >= MAX_ATTEMPTS else "pending"
+
+    @invariant()
+    def store_matches_model(self) -> None:
+        if not hasattr(self, "store"):
+            return
+        for job_id, m in self.jobs.items():
+            job = self._call(self.store.get_job, SCOPE, job_id)
+            assert (job.state, job.attempts, job.lease_generation) == (
+                m.state,
+                m.attempts,
+                m.generation,
+            )
+            assert job.events[0].transition == "enqueued"
+            if m.state in ("completed", "dead"):
+                assert job.events[-1].transition in ("completed", "dead")
+
+
+@pytest.fixture(scope="module")
+def portal() -> Iterator[BlockingPortal]:
+    with start_blocking_portal(backend="asyncio") as p:
+        yield p
+
+
+def test_lease_retry_state_machine(portal: BlockingPortal, tmp_path: Path) -> None:
+    QueueMachine.portal = portal
+    QueueMachine.tmp = tmp_path
+    from hypothesis.stateful import run_state_machine_as_test
+
+    run_state_machine_as_test(
+        QueueMachine,
+        settings=settings(
+            max_examples=25,
+            stateful_step_count=30,
+            deadline=None,
+            suppress_health_check=list(HealthCheck),
+        ),
+    )
