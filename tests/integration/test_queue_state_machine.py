@@ -15,7 +15,13 @@ import pytest
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+)
 
 from telha.config import JobsConfig
 from telha.errors import StaleLease
@@ -28,7 +34,7 @@ from telha.storage.sqlite import SqliteStore
 
 SCOPE = Scope("t", "o")
 LEASE_US = 1_000_000
-MAX_ATTEMPTS = 3
+MAX_ATTEMPTS = 2
 KINDS = ["transient", "resource_limit", "corrupt_input", "unsupported_feature"]
 
 
@@ -77,8 +83,18 @@ class QueueMachine(RuleBasedStateMachine):
         return self.portal.call(run)
 
     def _held(self) -> list[bytes]:
-        return [j for j, m in self.jobs.items() if m.state == "leased"]
+        """Jobs held now; when none is, lease one (letting backoff time pass if needed), so
+        every rule acts on a job and long retry histories are reached."""
+        held = [j for j, m in self.jobs.items() if m.state == "leased"]
+        if not held and any(m.state == "pending" for m in self.jobs.values()):
+            self.now = max(
+                [self.now] + [m.available_at for m in self.jobs.values() if m.state == "pending"]
+            )
+            self.lease()
+            held = [j for j, m in self.jobs.items() if m.state == "leased"]
+        return held
 
+    @precondition(lambda self: len(self.jobs) < 3)  # few jobs, many transitions each
     @rule()
     def enqueue(self) -> None:
         job_id = new_id()
@@ -223,8 +239,8 @@ def test_lease_retry_state_machine(portal: BlockingPortal, tmp_path: Path) -> No
     run_state_machine_as_test(
         QueueMachine,
         settings=settings(
-            max_examples=25,
-            stateful_step_count=30,
+            max_examples=60,
+            stateful_step_count=40,
             deadline=None,
             suppress_health_check=list(HealthCheck),
         ),
