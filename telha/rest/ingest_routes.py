@@ -90,7 +90,11 @@ async def ingest(request: Request) -> Response:
 
 
 async def job_status(request: Request) -> Response:
-    """GET /v1/ingest/{jobId}: the job's state, attempts and event list (its manifest)."""
+    """GET /v1/ingest/{jobId}: the job's state, attempts and event list (its manifest).
+
+    ``attempts`` counts attempts made, as spec 001's example shows: the failed ones, plus the
+    one in progress or the one that completed (a job released at shutdown is not charged).
+    """
     scope = await require_scope(request)
     job_id = parse_uuid(request.path_params["job_id"], "job")
     job = await state(request).queue.get(scope, job_id)
@@ -101,7 +105,7 @@ async def job_status(request: Request) -> Response:
             job_id=id_str(job.job_id),
             kind=job.kind,
             state=job.state,
-            attempts=job.attempts,
+            attempts=job.attempts + (job.state in ("leased", "completed")),
             source_id=id_str(job.source_id),
             events=[
                 JobEventOut(at=e.at, transition=e.transition, detail=e.detail) for e in job.events

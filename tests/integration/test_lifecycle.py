@@ -180,8 +180,11 @@ async def test_shutdown_releases_in_process_jobs(tmp_path: Path) -> None:
         server.start()
         async with httpx.AsyncClient(base_url=server.base_url, headers={"x-api-key": key}) as c:
             job = (await c.get(f"/v1/ingest/{job_id}")).json()
-        assert job["attempts"] == 0
-        assert [e["transition"] for e in job["events"]][:3] == ["enqueued", "leased", "released"]
+        transitions = [e["transition"] for e in job["events"]]
+        assert transitions[:3] == ["enqueued", "leased", "released"]
+        # Not charged: no failed attempt recorded (the restarted pool may hold it again).
+        assert not {"retried", "lease_expired", "dead"} & set(transitions)
+        assert job["attempts"] == (1 if job["state"] == "leased" else 0)
     finally:
         server.kill()
 

@@ -130,6 +130,7 @@ async def test_enqueue_lease_submit_complete(tenant: Tenant, worker: ScriptedWor
     assert resp.accepted and len(resp.node_ids) == 1
     done = await tenant.job(job.job_id)
     assert done["state"] == "completed" and transitions(done) == ["enqueued", "leased", "completed"]
+    assert done["attempts"] == 1  # attempts made (spec 001's example), not failures
     node = (await tenant.client.get(f"/v1/nodes/{resp.node_ids[0]}")).json()
     assert node["provenance"]["spans"][0]["text"] == "hello"
     version = (await tenant.client.get(f"/v1/sources/{posted['sourceId']}")).json()["versions"][0]
@@ -518,11 +519,11 @@ async def test_worker_consumer_over_grpc(tenant: Tenant) -> None:
             ok = await tenant.post("tsv", "ok.tsv", "a\tb")
             bad = await tenant.post("tsv", "corrupt.tsv", "a\tb\nc")
             flaky = await tenant.post("tsv", "flaky.tsv", "x\ty")
-            assert (await tenant.wait_state(ok["jobId"], "completed"))["attempts"] == 0
+            assert (await tenant.wait_state(ok["jobId"], "completed"))["attempts"] == 1
             dead = await tenant.wait_state(bad["jobId"], "dead")
             assert dead["failureReason"] == "corrupt_input: row 3 has 2 columns, expected 3"
             retried = await tenant.wait_state(flaky["jobId"], "completed")
-            assert retried["attempts"] == 1 and "retried" in transitions(retried)
+            assert retried["attempts"] == 2 and "retried" in transitions(retried)
             assert str(retried["events"][2]["detail"]).startswith(
                 "transient: RuntimeError: disk hiccup"
             )  # type: ignore[index]

@@ -12,6 +12,7 @@ import argparse
 import importlib
 import logging
 import os
+import signal
 import socket
 import sys
 from types import ModuleType
@@ -68,6 +69,24 @@ def _env(name: str) -> str:
 
 
 async def _serve(args: argparse.Namespace, module: ModuleType, target: str, token: str) -> None:
+    """Run until SIGINT/SIGTERM, which stop polling and end the process with exit 0 (a job in
+    hand is abandoned; its lease expires and core retries it)."""
+    async with anyio.create_task_group() as tg:
+
+        async def stop_on_signal() -> None:
+            with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+                async for signum in signals:
+                    log.info("%s: stopping", signal.Signals(signum).name)
+                    tg.cancel_scope.cancel()
+                    return
+
+        tg.start_soon(stop_on_signal)
+        await _poll_forever(args, module, target, token)
+
+
+async def _poll_forever(
+    args: argparse.Namespace, module: ModuleType, target: str, token: str
+) -> None:
     delay = 0.5
     while True:
         transport = GrpcTransport(target, token)

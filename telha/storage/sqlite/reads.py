@@ -107,7 +107,9 @@ class ReadsMixin(SqliteBase):
         length = version.text_len or 0
         lo = 0 if start is None else start
         hi = length if end is None else end
-        if not 0 <= lo <= hi <= length:
+        if lo > hi:
+            raise RequestError(f"start ({lo}) is after end ({hi})")
+        if hi > length:
             raise RequestError(f"range [{lo}, {hi}) is outside the text (0..{length} bytes)")
         if version.blob_id is None or length == 0:
             return b""
