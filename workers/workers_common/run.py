@@ -15,6 +15,7 @@ import os
 import signal
 import socket
 import sys
+import threading
 from types import ModuleType
 
 import anyio
@@ -48,6 +49,9 @@ def load_worker(name: str) -> ModuleType:
     return module
 
 
+#: Set once a stop signal arrived: whatever the cancellation then unwinds is a clean exit.
+_stopping = threading.Event()
+
 _FATAL = (Status.UNAUTHENTICATED, Status.PERMISSION_DENIED, Status.INVALID_ARGUMENT)
 
 
@@ -77,6 +81,7 @@ async def _serve(args: argparse.Namespace, module: ModuleType, target: str, toke
             with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
                 async for signum in signals:
                     log.info("%s: stopping", signal.Signals(signum).name)
+                    _stopping.set()
                     tg.cancel_scope.cancel()
                     return
 
@@ -145,8 +150,13 @@ def main(argv: list[str] | None = None) -> int:
     except (UsageError, ValueError) as exc:
         sys.stderr.write(f"workers_common.run: {exc}\n")
         return 2
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, SystemExit):
         return 0
+    except BaseException:
+        # A cancellation can surface from grpclib's stream teardown once we stop on purpose.
+        if _stopping.is_set():
+            return 0
+        raise
     return 0
 
 
