@@ -6,7 +6,7 @@ from __future__ import annotations
 import base64
 import json
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
@@ -16,6 +16,7 @@ from grpclib import GRPCError, Status
 
 from telha.model import Scope
 from telha_proto.telha.worker.v1 import JobPayload, PollJobsRequest
+from tests.support.queue_env import Tenant, queue_server, text_submission, transitions
 from tests.support.server import ServerProcess, write_config
 from tests.support.worker import ScriptedWorker, scripted_worker
 
@@ -25,89 +26,10 @@ LEASE_S = 1.0
 
 
 @pytest.fixture(scope="module")
-def qserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    """No in-process workers: the tests are the workers. Short leases, fast reaper, tiny backoff."""
-    folder = tmp_path_factory.mktemp("queue")
-    proc = ServerProcess(
-        write_config(
-            folder,
-            workers={"in_process": []},
-            jobs={
-                "lease_secs": LEASE_S,
-                "reap_interval_s": 0.1,
-                "backoff_base_ms": 10,
-                "backoff_max_s": 0.05,
-                "max_attempts": 3,
-            },
-        )
-    )
-    proc.start()
+def queue_srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    proc = queue_server(tmp_path_factory, "queue", LEASE_S, max_attempts=3)
     yield proc
     assert proc.stop() == 0, proc.log_text()
-
-
-class Tenant:
-    """A fresh scope: REST client with its key, and a scoped worker token."""
-
-    def __init__(self, server: ServerProcess, client: httpx.AsyncClient, scope: Scope) -> None:
-        self.server, self.client, self.scope = server, client, scope
-        self.token = server.worker_token(scope)
-
-    async def post(self, fmt: str, name: str, content: str | bytes) -> dict[str, object]:
-        field = (
-            {"content": content}
-            if isinstance(content, str)
-            else {"contentBase64": base64.b64encode(content).decode()}
-        )
-        resp = await self.client.post("/v1/ingest", json={"format": fmt, "name": name, **field})
-        assert resp.status_code in (200, 202), resp.text
-        return dict(resp.json())
-
-    async def job(self, job_id: object) -> dict[str, object]:
-        resp = await self.client.get(f"/v1/ingest/{job_id}")
-        assert resp.status_code == 200, resp.text
-        return dict(resp.json())
-
-    async def wait_state(
-        self, job_id: object, *states: str, within_s: float = 10.0
-    ) -> dict[str, object]:
-        with anyio.fail_after(within_s):
-            while True:
-                job = await self.job(job_id)
-                if job["state"] in states:
-                    return job
-                await anyio.sleep(0.05)
-
-
-@pytest.fixture
-async def tenant(qserver: ServerProcess) -> AsyncIterator[Tenant]:
-    scope = Scope(f"t-{uuid.uuid4()}", "org")
-    key = qserver.create_key(scope.tenant_id, scope.organization_id)
-    async with httpx.AsyncClient(
-        base_url=qserver.base_url, headers={"x-api-key": key}, timeout=30
-    ) as c:
-        yield Tenant(qserver, c, scope)
-
-
-@pytest.fixture
-async def worker(tenant: Tenant) -> AsyncIterator[ScriptedWorker]:
-    async with scripted_worker(tenant.server.grpc_addr, tenant.token) as w:
-        yield w
-
-
-def text_submission(text: str, **node: object) -> dict[str, object]:
-    data = text.encode()
-    return {
-        "v": 1,
-        "canonicalText": text,
-        "spans": [{"start": 0, "end": len(data), "kind": "body"}],
-        "nodes": [{"labels": ["DOC"], "properties": {}, "spanRefs": [0], **node}],
-        "relationships": [],
-    }
-
-
-def transitions(job: dict[str, object]) -> list[str]:
-    return [e["transition"] for e in job["events"]]  # type: ignore[attr-defined, index]
 
 
 async def test_enqueue_lease_submit_complete(tenant: Tenant, worker: ScriptedWorker) -> None:
@@ -245,11 +167,11 @@ async def test_invalid_submission_dead_letters_and_writes_nothing(
     assert (await tenant.client.get("/v1/nodes")).json()["nodes"] == []
 
 
-async def test_auth_failures(qserver: ServerProcess, tenant: Tenant) -> None:
-    expired = qserver.worker_token(tenant.scope, ttl_s=-10)
+async def test_auth_failures(queue_srv: ServerProcess, tenant: Tenant) -> None:
+    expired = queue_srv.worker_token(tenant.scope, ttl_s=-10)
     forged = tenant.token[:-4] + ("AAAA" if not tenant.token.endswith("AAAA") else "BBBB")
     for token in (None, "garbage", forged, expired):
-        async with scripted_worker(qserver.grpc_addr, token) as w:
+        async with scripted_worker(queue_srv.grpc_addr, token) as w:
             with pytest.raises(GRPCError) as err:
                 await w.next_job(["text"], within_s=5)
             assert err.value.status is Status.UNAUTHENTICATED
@@ -263,16 +185,16 @@ async def test_auth_failures(qserver: ServerProcess, tenant: Tenant) -> None:
             assert err.value.status is Status.UNAUTHENTICATED
 
 
-async def test_scoped_tokens_see_only_their_scope(qserver: ServerProcess, tenant: Tenant) -> None:
+async def test_scoped_tokens_see_only_their_scope(queue_srv: ServerProcess, tenant: Tenant) -> None:
     posted = await tenant.post("eml", "mail.eml", "From: a@b\n\nhi")
-    other = qserver.worker_token(Scope(f"other-{uuid.uuid4()}", "org"))
-    async with scripted_worker(qserver.grpc_addr, other) as stranger:
+    other = queue_srv.worker_token(Scope(f"other-{uuid.uuid4()}", "org"))
+    async with scripted_worker(queue_srv.grpc_addr, other) as stranger:
         with pytest.raises(TimeoutError):
             await stranger.next_job(["eml"], within_s=0.5)
-    async with scripted_worker(qserver.grpc_addr, qserver.worker_token(None), "fleet") as fleet:
+    async with scripted_worker(queue_srv.grpc_addr, queue_srv.worker_token(None), "fleet") as fleet:
         job = await fleet.next_job(["eml"])
         assert job.job_id == posted["jobId"] and job.tenant_id == tenant.scope.tenant_id
-        async with scripted_worker(qserver.grpc_addr, other) as stranger:
+        async with scripted_worker(queue_srv.grpc_addr, other) as stranger:
             with pytest.raises(GRPCError) as err:
                 await stranger.submit(job, text_submission("hi"))
             assert err.value.status is Status.FAILED_PRECONDITION

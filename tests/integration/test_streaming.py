@@ -9,8 +9,7 @@ import signal
 import subprocess
 import sys
 import time
-import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import blake3
@@ -20,9 +19,9 @@ from grpclib import GRPCError, Status
 
 from telha.model import Scope
 from telha_proto.telha.worker.v1 import JobPayload
-from tests.integration.test_queue import Tenant, transitions
+from tests.support.queue_env import Tenant, queue_server, transitions
 from tests.support.server import ServerProcess, write_config
-from tests.support.worker import ScriptedWorker, scripted_worker
+from tests.support.worker import ScriptedWorker
 from workers_common import IngestionResultBuilder
 
 pytestmark = pytest.mark.anyio
@@ -30,38 +29,10 @@ LEASE_S = 1.0
 
 
 @pytest.fixture(scope="module")
-def sserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    folder = tmp_path_factory.mktemp("stream")
-    proc = ServerProcess(
-        write_config(
-            folder,
-            workers={"in_process": []},
-            jobs={
-                "lease_secs": LEASE_S,
-                "reap_interval_s": 0.1,
-                "backoff_base_ms": 10,
-                "backoff_max_s": 0.05,
-            },
-        )
-    ).start()
+def queue_srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    proc = queue_server(tmp_path_factory, "stream", LEASE_S)
     yield proc
     assert proc.stop() == 0, proc.log_text()
-
-
-@pytest.fixture
-async def tenant(sserver: ServerProcess) -> AsyncIterator[Tenant]:
-    scope = Scope(f"s-{uuid.uuid4()}", "org")
-    key = sserver.create_key(scope.tenant_id, scope.organization_id)
-    async with httpx.AsyncClient(
-        base_url=sserver.base_url, headers={"x-api-key": key}, timeout=30
-    ) as c:
-        yield Tenant(sserver, c, scope)
-
-
-@pytest.fixture
-async def worker(tenant: Tenant) -> AsyncIterator[ScriptedWorker]:
-    async with scripted_worker(tenant.server.grpc_addr, tenant.token, "streamer") as w:
-        yield w
 
 
 def part(

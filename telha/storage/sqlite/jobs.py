@@ -32,6 +32,7 @@ __all__ = [
     "abandon_stream",
     "add_event",
     "check_lease",
+    "decode_continuation",
     "enqueue_tx",
     "load_continuation",
     "store_continuation",
@@ -118,39 +119,24 @@ def enqueue_tx(
     return EnqueueOutcome(False, job.job_id)
 
 
-class _Cont(msgspec.Struct, array_like=True):
-    worker_id: str
-    lease_generation: int
-    next_seq: int
-    tx: int
-    blob_id: bytes
-    length: int
-    next_chunk: int
-    node_ids: list[bytes]
-
-
 def load_continuation(conn: sqlite3.Connection, job_id: bytes) -> Continuation | None:
-    """The job's streaming checkpoint, if it has one."""
+    """The job's streaming checkpoint, if it has one (msgpack of :class:`Continuation`)."""
     row = conn.execute("SELECT continuation FROM jobs WHERE job_id = ?", (job_id,)).fetchone()
     if row is None or row[0] is None:
         return None
-    c = msgspec.msgpack.decode(row[0], type=_Cont)
-    return Continuation(
-        c.worker_id, c.lease_generation, c.next_seq, c.tx, c.blob_id, c.length, c.next_chunk,
-        tuple(c.node_ids),
-    )  # fmt: skip
+    return decode_continuation(row[0])
+
+
+def decode_continuation(blob: bytes) -> Continuation:
+    """A stored checkpoint back as a :class:`Continuation`."""
+    return msgspec.msgpack.decode(blob, type=Continuation)
 
 
 def store_continuation(
     conn: sqlite3.Connection, job_id: bytes, c: Continuation | None, now_us: int
 ) -> None:
     """Write (or with ``None`` clear) the job's streaming checkpoint."""
-    blob = None
-    if c is not None:
-        blob = msgspec.msgpack.encode(
-            _Cont(c.worker_id, c.lease_generation, c.next_seq, c.tx, c.blob_id, c.length,
-                  c.next_chunk, list(c.node_ids))
-        )  # fmt: skip
+    blob = msgspec.msgpack.encode(c) if c is not None else None
     conn.execute(
         "UPDATE jobs SET continuation = ?, updated_at = ? WHERE job_id = ?", (blob, now_us, job_id)
     )

@@ -16,7 +16,6 @@ from dataclasses import replace
 from typing import Any
 
 import blake3
-import msgspec
 
 from telha.errors import InvalidStream, OutOfSync
 from telha.ids import new_id
@@ -24,10 +23,10 @@ from telha.ingest.projection import Projection
 from telha.model import BLOB_CHUNK, Continuation, NewVersion, Scope, StreamOutcome, StreamPart
 from telha.storage.sqlite.base import SqliteBase
 from telha.storage.sqlite.jobs import (
-    _Cont,
     abandon_stream,
     add_event,
     check_lease,
+    decode_continuation,
     enqueue_tx,
     load_continuation,
     store_continuation,
@@ -98,7 +97,7 @@ class StreamsMixin(SqliteBase):
         rows = await self._fetchall("SELECT continuation FROM jobs WHERE job_id = ?", (job_id,))
         if not rows or rows[0][0] is None:
             return 0
-        c = msgspec.msgpack.decode(rows[0][0], type=_Cont)
+        c = decode_continuation(rows[0][0])
         fenced = c.worker_id == worker_id and c.lease_generation == lease.lease_generation
         return c.length if fenced else 0
 
