@@ -241,3 +241,24 @@ def test_worker_killed_mid_stream_then_rerun_completes_once(tmp_path: Path) -> N
             )
     finally:
         server.kill()
+
+
+async def test_same_span_in_two_partials_links_both_nodes(
+    tenant: Tenant, worker: ScriptedWorker
+) -> None:
+    posted, job = await start(tenant, worker, "shared-span.csv")
+    first, base = part(["\u00ff\u00fe shared"], 0, 0)  # ids with any byte values must survive
+    [a] = (await worker.submit(job, first)).node_ids
+    final = {
+        "v": 1,
+        "canonicalText": "",
+        "spans": [{"start": 0, "end": base, "kind": "cell"}],
+        "nodes": [{"labels": ["ROW"], "properties": {"again": True}, "spanRefs": [0]}],
+        "seq": 1,
+        "partial": False,
+    }
+    [b] = (await worker.submit(job, final)).node_ids
+    [version] = (await tenant.client.get(f"/v1/sources/{posted['sourceId']}")).json()["versions"]
+    url = f"/v1/sources/{posted['sourceId']}/versions/{version['sourceVersionTx']}/spans"
+    [span] = (await tenant.client.get(url)).json()["spans"]
+    assert span["linkedNodes"] == [a, b]

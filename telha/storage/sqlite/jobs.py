@@ -150,15 +150,18 @@ def abandon_stream(conn: sqlite3.Connection, job_id: bytes, now_us: int) -> int 
     cont = load_continuation(conn, job_id)
     if cont is None:
         return None
-    row = conn.execute("SELECT scope_id FROM jobs WHERE job_id = ?", (job_id,)).fetchone()
-    sid, tx = row[0], cont.tx
+    row = conn.execute(
+        "SELECT scope_id, source_id FROM jobs WHERE job_id = ?", (job_id,)
+    ).fetchone()
+    sid, source_id, tx = row[0], row[1], cont.tx
     conn.execute(
         "UPDATE nodes SET tx_to = NULL WHERE scope_id = ? AND tx_to = ? AND tx_from <> ?",
         (sid, tx, tx),
     )
     conn.execute(
-        "UPDATE nodes SET tx_to = tx_from WHERE scope_id = ? AND tx_from = ? AND tx_to IS NULL",
-        (sid, tx),
+        "UPDATE nodes SET tx_to = tx_from WHERE scope_id = ? AND source_id = ? AND tx_from = ?"
+        " AND tx_to IS NULL",
+        (sid, source_id, tx),
     )
     conn.execute(
         "UPDATE edges SET tx_to = tx_from WHERE scope_id = ? AND tx_from = ? AND tx_to IS NULL",

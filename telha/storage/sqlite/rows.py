@@ -101,9 +101,8 @@ def build_rows(
             if current == (labels_json, node.properties_json, node.valid_from, node.valid_to):
                 continue  # identical: no new version
             closes.append(nid)
-        origin = source_id if refs else None
         nodes.append(
-            (scope_id, nid, tx, labels_json, node.properties_json, prov, origin,
+            (scope_id, nid, tx, labels_json, node.properties_json, prov, source_id,
              node.valid_from, node.valid_to)
         )  # fmt: skip
         for label in node_labels:
@@ -169,6 +168,7 @@ def insert_rows(conn: sqlite3.Connection, rows: VersionRows) -> None:
     conn.executemany(
         'INSERT INTO span_rows (scope_id, source_id, source_version_tx, start, "end", kind,'
         " linked_nodes) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO UPDATE SET"
-        " linked_nodes = linked_nodes || excluded.linked_nodes",
+        # || yields TEXT; the cast keeps the bytes a BLOB of 16-byte ids.
+        " linked_nodes = CAST(linked_nodes || excluded.linked_nodes AS BLOB)",
         rows.spans,
     )

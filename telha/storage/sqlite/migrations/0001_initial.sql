@@ -53,7 +53,7 @@ CREATE TABLE nodes (
     labels     TEXT NOT NULL,             -- JSON array of strings
     properties BLOB NOT NULL,             -- JSON object
     provenance BLOB NOT NULL,             -- JSON [[sourceId, sourceVersionTx, start, end], ...]
-    source_id  BLOB,                      -- source of the first provenance span (listing filter)
+    source_id  BLOB,                      -- the source whose version wrote this node version
     PRIMARY KEY (scope_id, node_id, tx_from)
 ) WITHOUT ROWID;
 CREATE INDEX nodes_by_source ON nodes (scope_id, source_id, node_id) WHERE tx_to IS NULL;
