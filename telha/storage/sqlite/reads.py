@@ -4,7 +4,6 @@ nodes as of a transaction time, listings, edges with live endpoints. All on the 
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterable
 from typing import Any
 
@@ -30,7 +29,7 @@ VERSION_COLS = (
     " blob_id, text_len"
 )
 _NODE_COLS = "n.node_id, n.labels, n.properties, n.tx_from, n.tx_to, n.valid_from, n.valid_to,"
-_NODE_COLS += " n.provenance"
+_NODE_COLS += " n.provenance, n.source_id"
 _decode = msgspec.json.decode
 
 
@@ -39,8 +38,8 @@ def _version(row: Iterable[Any]) -> SourceVersion:
 
 
 def _node(row: tuple[Any, ...]) -> NodeVersion:
-    node_id, labels, props, tx_from, tx_to, valid_from, valid_to, prov = row
-    spans = [ProvenanceSpan(uuid.UUID(s).bytes, t, a, b) for s, t, a, b in _decode(prov)]
+    node_id, labels, props, tx_from, tx_to, valid_from, valid_to, prov, source_id = row
+    spans = [ProvenanceSpan(source_id, tx_from, a, b) for a, b in _decode(prov)]
     return NodeVersion(
         node_id, _decode(labels), _decode(props), tx_from, tx_to, valid_from, valid_to, spans
     )

@@ -8,7 +8,6 @@ thread so a large projection never blocks the event loop.
 from __future__ import annotations
 
 import sqlite3
-import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,10 +65,11 @@ def build_rows(
         (scope_id, blob_id, i // BLOB_CHUNK, view[i : i + BLOB_CHUNK].tobytes())
         for i in range(0, len(text) if chunks else 0, BLOB_CHUNK)
     ]
-    sid = str(uuid.UUID(bytes=source_id))
     spans = proj.spans
     # Provenance JSON per span, built once: [[sourceId, tx, start, end], ...].
-    span_json = [f'["{sid}",{tx},{sp.start},{sp.end}]'.encode() for sp in spans]
+    # Provenance is [[start, end], ...]: a node version's spans are always in the version
+    # that wrote it, whose source and tx the row carries (source_id, tx_from).
+    span_json = [f"[{sp.start},{sp.end}]".encode() for sp in spans]
     prov_cache: dict[tuple[int, ...], bytes] = {}
     labels_cache: dict[tuple[str, ...], str] = {}
     node_ids: list[bytes] = []

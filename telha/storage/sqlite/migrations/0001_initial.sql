@@ -52,7 +52,7 @@ CREATE TABLE nodes (
     valid_to   INTEGER,
     labels     TEXT NOT NULL,             -- JSON array of strings
     properties BLOB NOT NULL,             -- JSON object
-    provenance BLOB NOT NULL,             -- JSON [[sourceId, sourceVersionTx, start, end], ...]
+    provenance BLOB NOT NULL,             -- JSON [[start, end], ...] into (source_id, tx_from)
     source_id  BLOB,                      -- the source whose version wrote this node version
     PRIMARY KEY (scope_id, node_id, tx_from)
 ) WITHOUT ROWID;
