@@ -158,42 +158,56 @@ class _Projector:
     ) -> bool:
         """Fill ``props``/``children``; True when ``props`` equals ``obj`` (nothing moved)."""
         flat = True
+        dict_, list_ = dict, list
         for k, v in obj.items():
             t = type(v)
-            if t is not dict and t is not list:
-                key = prefix + k if prefix else k
-                if key in props:
-                    raise ContentError(f"{key}: flattened key collides with a literal key")
-                props[key] = v
+            if t is not dict_ and t is not list_:
+                if prefix:
+                    k = prefix + k
+                    if k in props:
+                        raise ContentError(f"{k}: flattened key collides with a literal key")
+                elif k in props:  # a literal key equal to one flattened before it
+                    raise ContentError(f"{k}: flattened key collides with a literal key")
+                props[k] = v
                 continue
-            key = prefix + k
-            if t is dict:
-                if self.opts.nested == "child":
-                    children.append((key, v, depth + 1))
-                    flat = False
-                    continue
-                if depth + 1 > self.opts.max_depth:
-                    raise ContentError(
-                        f"{key}: object nesting is deeper than ingest.json_max_depth "
-                        f"({self.opts.max_depth})"
-                    )
-                if v:
-                    self._walk(v, key + ".", depth + 1, props, children)
-                    flat = False
-                    continue
-            elif v and not _all_scalars(v):
-                n_obj = sum(1 for item in v if type(item) is dict)
-                if n_obj == len(v):
-                    children.append((key, v, depth + 1))
-                    flat = False
-                    continue
-                if n_obj:
-                    raise ContentError(f"{key}: an array may not mix objects with other values")
-                _check_scalar_array(v, key)
-            if key in props:
-                raise ContentError(f"{key}: flattened key collides with a literal key")
-            props[key] = v
+            if self._nested(v, t, prefix + k, depth, props, children):
+                flat = False
         return flat
+
+    def _nested(
+        self,
+        v: Any,
+        t: type,
+        key: str,
+        depth: int,
+        props: dict[str, Any],
+        children: list[tuple[str, Any, int]],
+    ) -> bool:
+        """Place a dict or list value; True when it left ``props`` (flattened or a child)."""
+        if t is dict:
+            if self.opts.nested == "child":
+                children.append((key, v, depth + 1))
+                return True
+            if depth + 1 > self.opts.max_depth:
+                raise ContentError(
+                    f"{key}: object nesting is deeper than ingest.json_max_depth "
+                    f"({self.opts.max_depth})"
+                )
+            if v:
+                self._walk(v, key + ".", depth + 1, props, children)
+                return True
+        elif v and not _all_scalars(v):
+            n_obj = sum(1 for item in v if type(item) is dict)
+            if n_obj == len(v):
+                children.append((key, v, depth + 1))
+                return True
+            if n_obj:
+                raise ContentError(f"{key}: an array may not mix objects with other values")
+            _check_scalar_array(v, key)
+        if key in props:
+            raise ContentError(f"{key}: flattened key collides with a literal key")
+        props[key] = v
+        return False
 
     def _children(self, parent: int, key: str, value: Any, span: int, depth: int) -> None:
         """Child nodes of ``key`` at object depth ``depth``; each edge is listed before the
