@@ -197,7 +197,7 @@ class QueueMachine(RuleBasedStateMachine):
         )
         m.state = "completed"
 
-    @rule(dt=st.integers(0, 3 * LEASE_US))
+    @rule(dt=st.sampled_from([0, 1, LEASE_US // 2, LEASE_US + 1, 3 * LEASE_US]))
     def time_passes(self, dt: int) -> None:
         self.now += dt
 
@@ -250,3 +250,36 @@ def test_lease_retry_state_machine(portal: BlockingPortal, tmp_path: Path) -> No
             suppress_health_check=list(HealthCheck),
         ),
     )
+
+
+def test_expired_leases_count_until_dead(portal: BlockingPortal, tmp_path: Path) -> None:
+    """Each expired lease is a failed attempt with backoff; at max_attempts the job is dead."""
+    now = [1_000_000_000]
+    store = SqliteStore(tmp_path / "reap.db", readers=1)
+    portal.call(store.open)
+    try:
+        cfg = JobsConfig(
+            max_attempts=MAX_ATTEMPTS, lease_secs=1.0, backoff_base_ms=100, backoff_max_s=1.0
+        )
+        queue = JobQueue(store, cfg, clock=lambda: now[0], rng=random.Random(0))
+        job = NewJob(new_id(), "ingest:text", "text", new_id(), new_id() * 2, b"{}")
+
+        async def scenario() -> list[str]:
+            await queue.enqueue(SCOPE, job, dedup=True)
+            states = []
+            for _ in range(MAX_ATTEMPTS):
+                leased = await store.lease_next_job(
+                    ["text"], scope=None, worker_id="w", now_us=now[0], lease_us=LEASE_US
+                )
+                assert leased is not None and leased.job_id == job.job_id
+                now[0] += LEASE_US + 1
+                assert await queue.reap() == 1
+                record = await store.get_job(SCOPE, job.job_id)
+                assert record is not None
+                states.append(record.state)
+                now[0] = max(now[0], record.available_at)
+            return states
+
+        assert portal.call(scenario) == ["pending"] * (MAX_ATTEMPTS - 1) + ["dead"]
+    finally:
+        portal.call(store.close)
