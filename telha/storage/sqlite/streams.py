@@ -18,7 +18,7 @@ from typing import Any
 import blake3
 
 from telha.errors import InvalidStream, OutOfSync
-from telha.ids import new_id
+from telha.ids import id_str, new_id
 from telha.ingest.projection import Projection
 from telha.model import BLOB_CHUNK, Continuation, NewVersion, Scope, StreamOutcome, StreamPart
 from telha.storage.sqlite.base import SqliteBase
@@ -193,6 +193,7 @@ class StreamsMixin(SqliteBase):
             " stats = ?, updated_at = ? WHERE job_id = ?",
             (part.stats, part.now_us, part.lease.job_id),
         )
+        parent = f"parent={id_str(part.lease.job_id)}"
         for child in part.children:
-            enqueue_tx(conn, sid, child, part.now_us, dedup=True)
+            enqueue_tx(conn, sid, child, part.now_us, dedup=True, detail=parent)
         add_event(conn, part.lease.job_id, part.now_us, "completed", f"version={c.tx}")
