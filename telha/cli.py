@@ -77,15 +77,28 @@ def serve(config_path: Path | None, log_level: str) -> None:
         # worker thread (its job already back in the queue) must not hold the exit.
         logging.shutdown()
         os._exit(0)
-    except ConfigError as exc:
-        click.echo(f"telha: config error: {exc}", err=True)
-        sys.exit(2)
     except BaseException as exc:
+        config_error = _find(exc, ConfigError)
+        if config_error is not None:
+            click.echo(f"telha: config error: {config_error}", err=True)
+            sys.exit(2)
         message = _startup_failure(exc)
         if message is None:
             raise
         click.echo(f"telha: {message}", err=True)
         sys.exit(1)
+
+
+def _find(exc: BaseException, kind: type[ConfigError]) -> ConfigError | None:
+    """``exc`` itself or the first ``kind`` inside (possibly nested) exception groups."""
+    if isinstance(exc, kind):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            found = _find(inner, kind)
+            if found is not None:
+                return found
+    return None
 
 
 def _startup_failure(exc: BaseException) -> str | None:

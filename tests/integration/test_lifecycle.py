@@ -231,3 +231,11 @@ def test_remote_runner_explains_missing_env_and_retries_unreachable_core(tmp_pat
         proc.kill()
         proc.wait()
         log.close()
+
+
+def test_empty_token_key_file_is_a_config_error(tmp_path: Path) -> None:
+    cfg = write_config(tmp_path)
+    (tmp_path / "grpc_token.key").write_text("")
+    result = _telha("serve", "--config", str(cfg))
+    assert result.returncode == 2 and "grpc.token_key" in result.stderr
+    assert "Traceback" not in result.stderr
