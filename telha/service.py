@@ -21,6 +21,7 @@ from telha.grpc.front import GrpcFront
 from telha.grpc.servicer import WorkerServicer
 from telha.grpc.tokens import load_token_key
 from telha.ingest.ingestor import Ingestor
+from telha.metrics import Metrics
 from telha.queue.job_queue import JobQueue
 from telha.rest.app import AppState, create_app
 from telha.rest.server import RestFront
@@ -89,7 +90,8 @@ async def _serve(
             readers=cfg.storage.readers,
         )
         await sup.start("store", store.run)
-        queue = JobQueue(store, cfg.jobs)
+        metrics = Metrics()
+        queue = JobQueue(store, cfg.jobs, metrics=metrics)
         await sup.start("job_queue", queue.run)
         ingestor = Ingestor(store, cfg.ingest, queue)
         servicer = WorkerServicer(queue, ingestor)
@@ -97,7 +99,7 @@ async def _serve(
             token_key = load_token_key(cfg.grpc.token_key, store.path.parent)
         except ValueError as exc:
             raise ConfigError("grpc.token_key", str(exc)) from None
-        state = AppState(config=cfg, store=store, ingestor=ingestor, queue=queue)
+        state = AppState(config=cfg, store=store, ingestor=ingestor, queue=queue, metrics=metrics)
         rest = RestFront(
             create_app(state), cfg.server.rest_addr, cfg.server.shutdown_grace_s, shutdown
         )

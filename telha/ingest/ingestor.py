@@ -267,6 +267,7 @@ class Ingestor:
             log.warning("invalid_submission", job_id=id_str(job.job_id), reason=reason)
             return SubmitResult(False, reason=reason)
         self._queue.finished(job.job_id)
+        self._queue.transition("completed")
         for fmt in {c.format for c in children}:
             self._queue.notify(fmt)
         log.info(

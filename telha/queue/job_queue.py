@@ -21,6 +21,7 @@ import structlog
 
 from telha.config import JobsConfig
 from telha.ids import id_str, now_us
+from telha.metrics import Metrics
 from telha.model import EnqueueOutcome, JobRecord, LeaseRef, NewJob, Scope
 from telha.queue.policy import FailureDecision, decide_failure, format_reason
 from telha.storage.protocol import Storage
@@ -69,6 +70,7 @@ class JobQueue:
     :param config: the ``[jobs]`` section (``lease_secs``, ``max_attempts``, backoff, reaper).
     :param clock: µs clock (injectable for tests).
     :param rng: randomness for backoff jitter.
+    :param metrics: where transitions and the pending/leased gauges are recorded.
     """
 
     def __init__(
@@ -78,7 +80,9 @@ class JobQueue:
         *,
         clock: Callable[[], int] = now_us,
         rng: random.Random | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
+        self._metrics = metrics or Metrics()
         self._store = store
         self._config = config
         self._clock = clock
@@ -109,6 +113,12 @@ class JobQueue:
         while True:
             await anyio.sleep(self._config.reap_interval_s)
             await self.reap()
+            for state, count in (await self._store.active_job_counts()).items():
+                self._metrics.jobs.labels(state).set(count)
+
+    def transition(self, name: str) -> None:
+        """Count one job state transition (``telha_job_transitions_total``)."""
+        self._metrics.job_transitions.labels(name).inc()
 
     async def reap(self) -> int:
         """Return expired leases to ``pending`` (``lease_expired``, a failed attempt) or
@@ -116,6 +126,7 @@ class JobQueue:
         reaped = await self._store.reap_expired(now_us=self._clock(), decide=self.decide)
         for job_id, fmt, state in reaped:
             log.warning("lease_expired", job_id=id_str(job_id), format=fmt, state=state)
+            self.transition("lease_expired" if state == "pending" else "dead")
             self.finished(job_id)
             if state == "pending":
                 self._wakeups.notify(fmt)
@@ -150,6 +161,7 @@ class JobQueue:
                     lease_us=self.lease_us,
                 )
                 if job is not None:
+                    self.transition("leased")
                     return job
                 wait_s = _MAX_IDLE_S
                 due = await self._store.next_available_at(formats, scope)
@@ -193,6 +205,7 @@ class JobQueue:
             lease, kind, reason, now_us=self._clock(), decide=self.decide
         )
         self.finished(lease.job_id)
+        self.transition("retried" if job.state == "pending" else "dead")
         log.info(
             "job_failed",
             job_id=id_str(lease.job_id),
@@ -208,6 +221,8 @@ class JobQueue:
         """Give a held job back without counting an attempt (shutdown of a worker pool)."""
         released = await self._store.release_job(lease, now_us=self._clock(), detail=detail)
         self.finished(lease.job_id)
+        if released:
+            self.transition("released")
         return released
 
     async def get(

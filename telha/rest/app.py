@@ -15,6 +15,7 @@ from typing import Any
 import anyio
 import msgspec
 import structlog
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -25,6 +26,7 @@ from telha.auth import hash_key
 from telha.config import Config
 from telha.errors import NotFound, RequestError, TelhaError, Unauthenticated, Unavailable
 from telha.ingest.ingestor import Ingestor
+from telha.metrics import Metrics
 from telha.model import Scope
 from telha.queue.job_queue import JobQueue
 from telha.rest.schemas import ErrorBody, ErrorDetail
@@ -44,6 +46,7 @@ class AppState:
     store: Storage
     ingestor: Ingestor
     queue: JobQueue
+    metrics: Metrics = field(default_factory=Metrics)
     ready: bool = False
     keys: KeyCache = field(init=False)
     #: Bounds concurrent ingests (``ingest.max_concurrent``); no unbounded wait for the writer.
@@ -185,6 +188,12 @@ async def readyz(request: Request) -> Response:
     return json_response({"status": "ready"})
 
 
+async def metrics(request: Request) -> Response:
+    """Prometheus text exposition of this instance's metrics."""
+    body = generate_latest(state(request).metrics.registry)
+    return Response(body, media_type=CONTENT_TYPE_LATEST)
+
+
 def create_app(st: AppState) -> Starlette:
     """Build the app over ``st``; the routes come from :mod:`telha.rest.ingest_routes`,
     :mod:`telha.rest.read_routes` and :mod:`telha.rest.openapi`."""
@@ -193,6 +202,7 @@ def create_app(st: AppState) -> Starlette:
     routes = [
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
+        Route("/metrics", metrics, methods=["GET"]),
         *ingest_routes.routes,
         *read_routes.routes,
         *openapi.routes,

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import time
+
 import anyio
 import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from telha.errors import NotFound, PayloadTooLarge, Unavailable
+from telha.errors import NotFound, PayloadTooLarge, TelhaError, Unavailable
 from telha.ids import id_str
+from telha.ingest.ingestor import IngestResult
 from telha.ingest.offload import off_loop
 from telha.ingest.request import parse_ingest_request
 from telha.rest.app import json_response, parse_uuid, require_scope, state
@@ -43,6 +46,12 @@ async def read_body(request: Request, limit: int) -> bytes:
     return b"".join(parts)
 
 
+def _outcome(result: IngestResult) -> str:
+    if result.deduplicated:
+        return "deduplicated"
+    return "enqueued" if result.job_id is not None else "created"
+
+
 async def ingest(request: Request) -> Response:
     """POST /v1/ingest: validate, dedup, apply; see :class:`~telha.ingest.ingestor.Ingestor`."""
     scope = await require_scope(request)
@@ -54,12 +63,23 @@ async def ingest(request: Request) -> Response:
             f"{st.config.ingest.max_concurrent} ingests are in progress (ingest.max_concurrent);"
             " retry shortly"
         ) from None
+    started = time.perf_counter()
+    fmt = "unknown"
     try:
         body = await read_body(request, st.config.ingest.max_body_bytes)
         req = await off_loop(len(body), parse_ingest_request, body)
+        fmt = req.format
         result = await st.ingestor.ingest(scope, req)
+    except TelhaError:
+        st.metrics.ingest_requests.labels(fmt, "error").inc()
+        raise
     finally:
         st.ingest_slots.release()
+    st.metrics.ingest_seconds.labels(fmt).observe(time.perf_counter() - started)
+    outcome = (
+        "deduplicated" if result.deduplicated else ("enqueued" if result.job_id else "created")
+    )
+    st.metrics.ingest_requests.labels(fmt, outcome).inc()
     if result.deduplicated:
         job = id_str(result.job_id) if result.job_id else None
         return json_response(

@@ -193,6 +193,12 @@ def _paths() -> dict[str, Any]:
                 },
             }
         },
+        "/metrics": {
+            "get": {
+                "summary": "Prometheus metrics",
+                "responses": {"200": {"description": "text exposition format"}},
+            }
+        },
         "/openapi.json": {
             "get": {
                 "summary": "This document",

@@ -104,6 +104,9 @@ class Storage(Protocol):
     ) -> int | None:
         """Earliest ``available_at`` (µs) among pending jobs of ``formats`` (of ``scope``)."""
 
+    async def active_job_counts(self) -> dict[str, int]:
+        """Jobs now ``pending`` and ``leased`` (for the gauges)."""
+
     async def heartbeat_jobs(
         self, leases: Sequence[LeaseRef], *, now_us: int, lease_us: int
     ) -> list[bytes]:

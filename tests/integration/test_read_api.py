@@ -170,6 +170,7 @@ async def test_openapi_describes_every_route(server: ServerProcess) -> None:
             "/v1/nodes/{nodeId}/edges",
             "/healthz",
             "/readyz",
+            "/metrics",
             "/openapi.json",
         }
         for name in (
@@ -201,3 +202,25 @@ async def test_integer_and_id_parameters_are_strict(client: httpx.AsyncClient) -
     ).status_code == 400
     resp = await client.get("/v1/nodes", params={"sourceId": "zzz"})
     assert resp.status_code == 400 and "sourceId" in resp.json()["error"]["message"]
+
+
+async def test_metrics(server: ServerProcess, client: httpx.AsyncClient) -> None:
+    async with httpx.AsyncClient(base_url=server.base_url) as anon:
+        before = (await anon.get("/metrics")).text
+    await _ingest(client, {"m": 1}, "metrics.json")
+    await client.post(
+        "/v1/ingest", json={"format": "json", "name": "metrics.json", "content": '{"m": 1}'}
+    )
+    await client.post("/v1/ingest", json={"format": "json", "name": "bad.json", "content": "[1]"})
+    async with httpx.AsyncClient(base_url=server.base_url) as anon:
+        resp = await anon.get("/metrics")
+    assert resp.status_code == 200 and resp.headers["content-type"].startswith("text/plain")
+
+    def value(text: str, series: str) -> float:
+        lines = [line for line in text.splitlines() if line.startswith(series + " ")]
+        return float(lines[0].split()[-1]) if lines else 0.0
+
+    for outcome in ("created", "deduplicated", "error"):
+        series = f'telha_ingest_requests_total{{format="json",outcome="{outcome}"}}'
+        assert value(resp.text, series) >= value(before, series) + 1, outcome
+    assert "telha_ingest_seconds_bucket" in resp.text

@@ -278,6 +278,12 @@ class JobsMixin(SqliteBase):
         rows = await self._fetchall(sql, params)
         return rows[0][0] if rows and rows[0][0] is not None else None
 
+    async def active_job_counts(self) -> dict[str, int]:
+        """``{"pending": n, "leased": m}`` (counted through the partial indexes)."""
+        pending = await self._fetchall("SELECT count(*) FROM jobs WHERE state = 'pending'", ())
+        leased = await self._fetchall("SELECT count(*) FROM jobs WHERE state = 'leased'", ())
+        return {"pending": int(pending[0][0]), "leased": int(leased[0][0])}
+
     async def heartbeat_jobs(
         self, leases: Sequence[LeaseRef], *, now_us: int, lease_us: int
     ) -> list[bytes]:
