@@ -15,9 +15,11 @@ from typing import Any
 import msgspec
 
 from telha.errors import StaleLease
+from telha.ids import id_str
 from telha.model import (
     Continuation,
     EnqueueOutcome,
+    JobCompletion,
     JobEvent,
     JobRecord,
     LeaseRef,
@@ -32,6 +34,7 @@ __all__ = [
     "abandon_stream",
     "add_event",
     "check_lease",
+    "complete_tx",
     "decode_continuation",
     "enqueue_tx",
     "load_continuation",
@@ -170,6 +173,20 @@ def abandon_stream(conn: sqlite3.Connection, job_id: bytes, now_us: int) -> int 
     store_continuation(conn, job_id, None, now_us)
     add_event(conn, job_id, now_us, "stream_abandoned", f"version {tx} left unfinalized")
     return tx
+
+
+def complete_tx(conn: sqlite3.Connection, sid: int, c: JobCompletion, detail: str | None) -> None:
+    """Complete a held job inside the current transaction: state, stats, its child jobs
+    (each with request-level dedup, naming its parent) and the ``completed`` event."""
+    conn.execute(
+        "UPDATE jobs SET state = 'completed', lease_owner = NULL, lease_deadline = NULL,"
+        " stats = ?, continuation = NULL, updated_at = ? WHERE job_id = ?",
+        (c.stats, c.now_us, c.lease.job_id),
+    )
+    parent = f"parent={id_str(c.lease.job_id)}"
+    for child in c.children:
+        enqueue_tx(conn, sid, child, c.now_us, dedup=True, detail=parent)
+    add_event(conn, c.lease.job_id, c.now_us, "completed", detail)
 
 
 def _apply_failure(

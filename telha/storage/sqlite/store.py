@@ -13,7 +13,7 @@ from dataclasses import replace
 import anyio
 import anyio.abc
 
-from telha.ids import blob_id_for, content_hash, id_str, now_us
+from telha.ids import blob_id_for, content_hash, now_us
 from telha.ingest.offload import off_loop
 from telha.ingest.projection import Projection
 from telha.model import CommitOutcome, Dedup, JobCompletion, NewVersion, Scope
@@ -22,9 +22,8 @@ from telha.storage.sqlite.checkpointer import Checkpointer
 from telha.storage.sqlite.jobs import (
     JobsMixin,
     abandon_stream,
-    add_event,
     check_lease,
-    enqueue_tx,
+    complete_tx,
 )
 from telha.storage.sqlite.reads import VERSION_COLS, ReadsMixin
 from telha.storage.sqlite.rows import build_rows, current_nodes, insert_rows
@@ -93,7 +92,7 @@ class SqliteStore(ReadsMixin, JobsMixin, StreamsMixin):
                 if completion is None:
                     conn.execute("ROLLBACK")  # nothing to write
                 else:  # a duplicate writes no rows: no children either (spec 004 step 2)
-                    _complete_job(conn, sid, replace(completion, children=()), "deduplicated")
+                    complete_tx(conn, sid, replace(completion, children=()), "deduplicated")
                 return CommitOutcome(True, None, [], [])
             tx_time = self._clock.next()
             explicit = [n.node_id for n in projection.nodes if n.node_id is not None]
@@ -102,7 +101,7 @@ class SqliteStore(ReadsMixin, JobsMixin, StreamsMixin):
             _insert_version(conn, sid, tx_time, version, canonical_hash, blob_id, len(text))
             insert_rows(conn, rows)
             if completion is not None:
-                _complete_job(conn, sid, completion, None)
+                complete_tx(conn, sid, completion, None)
             return CommitOutcome(False, tx_time, rows.node_ids, rows.edge_ids)
 
         return await self._write("commit version", tx)
@@ -120,18 +119,6 @@ def _is_duplicate(
         return True
     # Submit time: a retry of the same job must re-apply (crash recovery), not dedup.
     return bool(latest[1] == canonical_hash and latest[2] != v.job_id)
-
-
-def _complete_job(conn: sqlite3.Connection, sid: int, c: JobCompletion, detail: str | None) -> None:
-    conn.execute(
-        "UPDATE jobs SET state = 'completed', lease_owner = NULL, lease_deadline = NULL,"
-        " stats = ?, updated_at = ? WHERE job_id = ?",
-        (c.stats, c.now_us, c.lease.job_id),
-    )
-    parent = f"parent={id_str(c.lease.job_id)}"
-    for child in c.children:
-        enqueue_tx(conn, sid, child, c.now_us, dedup=True, detail=parent)
-    add_event(conn, c.lease.job_id, c.now_us, "completed", detail)
 
 
 def _insert_version(

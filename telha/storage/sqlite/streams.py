@@ -18,16 +18,24 @@ from typing import Any
 import blake3
 
 from telha.errors import InvalidStream, OutOfSync
-from telha.ids import id_str, new_id
+from telha.ids import new_id
 from telha.ingest.projection import Projection
-from telha.model import BLOB_CHUNK, Continuation, NewVersion, Scope, StreamOutcome, StreamPart
+from telha.model import (
+    BLOB_CHUNK,
+    Continuation,
+    JobCompletion,
+    NewVersion,
+    Scope,
+    StreamOutcome,
+    StreamPart,
+)
 from telha.storage.sqlite.base import SqliteBase
 from telha.storage.sqlite.jobs import (
     abandon_stream,
     add_event,
     check_lease,
+    complete_tx,
     decode_continuation,
-    enqueue_tx,
     load_continuation,
     store_continuation,
 )
@@ -187,13 +195,5 @@ class StreamsMixin(SqliteBase):
             (_hash_chunks(conn, sid, c.blob_id), c.length, part.content_hash, sid, v.source_id,
              c.tx),
         )  # fmt: skip
-        store_continuation(conn, part.lease.job_id, None, part.now_us)
-        conn.execute(
-            "UPDATE jobs SET state = 'completed', lease_owner = NULL, lease_deadline = NULL,"
-            " stats = ?, updated_at = ? WHERE job_id = ?",
-            (part.stats, part.now_us, part.lease.job_id),
-        )
-        parent = f"parent={id_str(part.lease.job_id)}"
-        for child in part.children:
-            enqueue_tx(conn, sid, child, part.now_us, dedup=True, detail=parent)
-        add_event(conn, part.lease.job_id, part.now_us, "completed", f"version={c.tx}")
+        completion = JobCompletion(part.lease, part.now_us, part.stats, part.children)
+        complete_tx(conn, sid, completion, f"version={c.tx}")
