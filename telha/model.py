@@ -221,6 +221,9 @@ class JobCompletion:
     now_us: int
     stats: bytes | None = None
     children: tuple[NewJob, ...] = ()
+    #: The submitting worker: a stream it has open under this lease makes a single shot
+    #: out of sequence.
+    worker_id: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -131,6 +131,7 @@ class WorkerServicer(WorkerServiceBase):
                     accepted=result.accepted,
                     node_ids=[id_str(n) for n in result.node_ids],
                     lease_deadline=result.lease_deadline,
+                    replay=result.replay,
                 )
             kind, detail = parse_reason(message.failure_reason, permanent=message.permanent)
             await self._queue.fail(lease, kind, detail)

@@ -235,12 +235,14 @@ class Ingestor:
             base = await self._store.stream_base(job.job_id, lease, worker) if streamed else 0
             projection = await off_loop(len(result_json), to_projection, sub, base)
             payload = msgspec.json.decode(job.payload, type=IngestJobPayload)
+            if sub.partial and sub.child_jobs:
+                raise InvalidSubmission("childJobs belong in the final submission of a stream")
             children = tuple(_child_job(c) for c in sub.child_jobs)
             version = _version(job, payload, sub, worker)
             stats = msgspec.json.encode(sub.stats) if sub.stats is not None else None
             now = now_us()
             if not streamed:
-                completion = JobCompletion(lease, now, stats, children)
+                completion = JobCompletion(lease, now, stats, children, worker)
                 outcome = await self._store.commit_version(
                     job.scope, version, projection, dedup=Dedup.SUBMIT, completion=completion
                 )
@@ -286,7 +288,7 @@ def _version(job: JobRecord, payload: IngestJobPayload, sub: Submission, worker:
     one is refused (a worker may not rewrite content identity)."""
     raw_size = len(payload.content_b64) * 3 // 4 - payload.content_b64[-2:].count("=")
     if payload.format in FETCH_FORMATS:
-        if not sub.content_hash and not (sub.partial or sub.seq):
+        if not sub.content_hash and not sub.partial:  # the single shot or a stream's final part
             raise InvalidSubmission(f"contentHash is required for format {payload.format!r}")
         reported = sub.content_hash or payload.content_hash
     else:

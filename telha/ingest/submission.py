@@ -10,6 +10,7 @@ Pure; no I/O.
 from __future__ import annotations
 
 import re
+import unicodedata
 import uuid
 from typing import Any
 
@@ -224,6 +225,9 @@ def to_projection(sub: Submission, base: int = 0) -> Projection:
         text = sub.canonical_text.encode("utf-8")
     except UnicodeEncodeError:
         raise InvalidSubmission("canonicalText holds a lone surrogate") from None
+    if base and sub.canonical_text and unicodedata.combining(sub.canonical_text[0]):
+        # NFC of the joined text could differ from the parts': split streams on characters.
+        raise InvalidSubmission("a streamed part may not start with a combining mark")
     if len(text) > MAX_TEXT_BYTES:
         raise InvalidSubmission(f"canonicalText is over {MAX_TEXT_BYTES} bytes: stream it")
     if len(sub.child_jobs) > MAX_CHILD_JOBS:

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -102,7 +103,7 @@ async def test_replay_and_out_of_sync(tenant: Tenant, worker: ScriptedWorker) ->
     second, base2 = part(["c"], base, 1)
     ids1 = (await worker.submit(job, second)).node_ids
     again = await worker.submit(job, second)  # the ack was "lost": same seq again
-    assert again.accepted and again.node_ids == ids1
+    assert again.accepted and again.replay and again.node_ids == ids1
     rows = (await tenant.client.get("/v1/nodes", params={"label": "ROW"})).json()["nodes"]
     assert len(rows) == 3  # the replay wrote nothing
     for bad in (part(["d"], base2, 3)[0], part(["d"], base2, 0)[0]):
@@ -262,3 +263,81 @@ async def test_same_span_in_two_partials_links_both_nodes(
     url = f"/v1/sources/{posted['sourceId']}/versions/{version['sourceVersionTx']}/spans"
     [span] = (await tenant.client.get(url)).json()["spans"]
     assert span["linkedNodes"] == [a, b]
+
+
+def node_sub(
+    node_id: str, props: dict[str, object], seq: int | None = None, base: int = 0
+) -> dict[str, object]:
+    """One node with a deterministic id and a span over its own line."""
+    text = f"{props}\n"
+    sub: dict[str, object] = {
+        "v": 1,
+        "canonicalText": text,
+        "spans": [{"start": base, "end": base + len(text.encode()), "kind": "body"}],
+        "nodes": [{"labels": ["Y"], "properties": props, "spanRefs": [0], "id": node_id}],
+    }
+    if seq is not None:
+        sub["seq"], sub["partial"] = seq, True
+    return sub
+
+
+async def test_stream_and_later_writes_of_one_node_id(
+    tenant: Tenant, worker: ScriptedWorker
+) -> None:
+    """A stream pinned before a later write of the same id leaves the later one current, and
+    abandoning the stream restores exactly the history the other writers left."""
+    y = str(uuid.uuid5(uuid.NAMESPACE_URL, f"y:{tenant.scope.tenant_id}"))
+    await tenant.post("text", "a.txt", "a")
+    job_a = await worker.next_job(["text"])
+    await worker.submit(job_a, node_sub(y, {"v": "a"}))  # Y@T0
+    posted_b, job_b = await start(tenant, worker, "b.csv")
+    await worker.submit(job_b, node_sub(y, {"v": "stream"}, seq=0))  # Y@T1 (pinned)
+    await tenant.post("text", "c.txt", "c")
+    job_c = await worker.next_job(["text"])
+    await worker.submit(job_c, node_sub(y, {"v": "c"}))  # Y@T2 closes Y@T1
+    b_text = f"{ {'v': 'late'} }\n"
+    late = node_sub(y, {"v": "late"}, seq=1, base=len("{'v': 'stream'}\n"))
+    late["canonicalText"] = b_text
+    assert (await worker.submit(job_b, late)).accepted  # pinned before Y@T2: T2 stands
+    now = (await tenant.client.get(f"/v1/nodes/{y}")).json()
+    assert now["properties"] == {"v": "c"}
+    # The stream loses its lease: its rows are closed, Y@T0 ends where it ended before.
+    await tenant.wait_state(posted_b["jobId"], "pending", within_s=LEASE_S + 5)
+    retry = await worker.next_job(["csv"])
+    await worker.submit(retry, {**part(["x"], 0, 0, partial=False)[0]})
+    listed = (await tenant.client.get("/v1/nodes", params={"label": "Y"})).json()["nodes"]
+    assert [n["properties"] for n in listed] == [{"v": "c"}]
+    t1 = json.loads((await tenant.client.get(f"/v1/ingest/{posted_b['jobId']}")).text)["events"]
+    assert any(e["transition"] == "stream_abandoned" for e in t1)
+    history = [
+        (await tenant.client.get(f"/v1/nodes/{y}", params={"asOf": t})).json()
+        for t in (now["txTime"]["from"] - 1,)
+    ]
+    assert history[0]["properties"] == {"v": "a"}  # just before T2: A's version, never the stream's
+
+
+async def test_stream_rules_refused(tenant: Tenant, worker: ScriptedWorker) -> None:
+    # The same id changed by two parts of one stream: invalid, the job dead, nothing visible.
+    z = str(uuid.uuid4())
+    posted, job = await start(tenant, worker, "twice.csv")
+    first = node_sub(z, {"n": 1}, seq=0)
+    await worker.submit(job, first)
+    second = node_sub(z, {"n": 2}, seq=1, base=len("{'n': 1}\n"))
+    assert (await worker.submit(job, second)).accepted is False
+    dead = await tenant.job(posted["jobId"])
+    assert dead["state"] == "dead" and "earlier part of this stream" in str(dead["failureReason"])
+    assert (await tenant.client.get(f"/v1/nodes/{z}")).status_code == 404
+    # A single shot while this lease's stream is open is out of sequence.
+    _, job = await start(tenant, worker, "single.csv")
+    await worker.submit(job, part(["a"], 0, 0)[0])
+    with pytest.raises(GRPCError) as err:
+        await worker.submit(job, part(["b"], 0, 0, partial=False)[0])
+    assert err.value.status is Status.ABORTED
+    # Children only with the final part; no part may start with a combining mark.
+    sub, _ = part(["c"], 2, 1)
+    sub["childJobs"] = [{"format": "text", "name": "kid.txt", "contentB64": "eA=="}]
+    assert (await worker.submit(job, sub)).accepted is False
+    _, job = await start(tenant, worker, "nfc.csv")
+    await worker.submit(job, part(["e"], 0, 0)[0])
+    mark = {"v": 1, "canonicalText": "\u0301x", "seq": 1, "partial": False}
+    assert (await worker.submit(job, mark)).accepted is False

@@ -273,9 +273,16 @@ class WorkerConsumer:
             submission = dict(item)
             submission["seq"] = seq
             submission.setdefault("partial", True)
-            resp = await self._submit(payload, await anyio.to_thread.run_sync(_encode, submission))
-            if not submission["partial"]:
+            try:
+                body = await anyio.to_thread.run_sync(_encode, submission)
+                resp = await self._submit(payload, body)
+            except GRPCError as exc:
                 gen.close()
+                if exc.status is Status.ABORTED:  # out of sequence: fail now, core retries
+                    raise _HandlerFailed() from exc
+                raise
+            if not submission["partial"] or not resp.accepted:
+                gen.close()  # finished, or refused (invalid): the job is settled in core
                 return
             ids = list(resp.node_ids)
             seq += 1

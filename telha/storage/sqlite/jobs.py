@@ -157,13 +157,17 @@ def abandon_stream(conn: sqlite3.Connection, job_id: bytes, now_us: int) -> int 
         "SELECT scope_id, source_id FROM jobs WHERE job_id = ?", (job_id,)
     ).fetchone()
     sid, source_id, tx = row[0], row[1], cont.tx
+    # Versions the stream closed get back the end its own version had (NULL while current,
+    # or the tx of a later write that closed the stream's row), then every row of the
+    # stream is closed at its own start: visible at no time.
     conn.execute(
-        "UPDATE nodes SET tx_to = NULL WHERE scope_id = ? AND tx_to = ? AND tx_from <> ?",
-        (sid, tx, tx),
+        "UPDATE nodes SET tx_to = (SELECT s.tx_to FROM nodes s WHERE s.scope_id = nodes.scope_id"
+        " AND s.node_id = nodes.node_id AND s.tx_from = ?)"
+        " WHERE scope_id = ? AND tx_to = ? AND tx_from <> ?",
+        (tx, sid, tx, tx),
     )
     conn.execute(
-        "UPDATE nodes SET tx_to = tx_from WHERE scope_id = ? AND source_id = ? AND tx_from = ?"
-        " AND tx_to IS NULL",
+        "UPDATE nodes SET tx_to = tx_from WHERE scope_id = ? AND source_id = ? AND tx_from = ?",
         (sid, source_id, tx),
     )
     conn.execute(
@@ -346,6 +350,7 @@ class JobsMixin(SqliteBase):
                 (now_us, now_us, lease.job_id, lease.lease_generation),
             )
             if cur.rowcount:
+                abandon_stream(conn, lease.job_id, now_us)
                 add_event(conn, lease.job_id, now_us, "released", detail)
             return bool(cur.rowcount)
 

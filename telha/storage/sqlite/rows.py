@@ -13,7 +13,8 @@ from typing import Any
 
 import msgspec
 
-from telha.ids import new_id
+from telha.errors import InvalidStream
+from telha.ids import id_str, new_id
 from telha.ingest.projection import Projection
 from telha.model import BLOB_CHUNK
 
@@ -45,7 +46,7 @@ def build_rows(
     tx: int,
     blob_id: bytes,
     proj: Projection,
-    existing: dict[bytes, tuple[str, bytes, int | None, int | None]] | None = None,
+    existing: dict[bytes, tuple[str, bytes, int | None, int | None, int]] | None = None,
     *,
     chunks: bool = True,
 ) -> VersionRows:
@@ -53,9 +54,11 @@ def build_rows(
 
     Node and edge ids are the projection's deterministic ids where given, fresh uuid7s
     otherwise. A deterministic id runs the upsert ladder of spec 004 against ``existing``
-    (its current ``(labels JSON, properties JSON, valid_from, valid_to)``): absent → create;
-    identical → no row; changed → a new version that closes the old one. Span rows with the
-    same ``[start, end)`` are merged (first kind wins).
+    (its current ``(labels JSON, properties JSON, valid_from, valid_to, tx_from)``): absent →
+    create; identical → no row; changed → a new version that closes the old one. A streamed
+    part (``tx`` pinned earlier) leaves a node written after its pin alone, and refuses to
+    change one an earlier part of the same stream wrote (:class:`InvalidStream`). Span rows
+    with the same ``[start, end)`` are merged (first kind wins).
     """
     existing = existing or {}
     closes: list[bytes] = []
@@ -98,8 +101,15 @@ def build_rows(
             linked[span_keys[i]].append(nid)
         current = existing.get(nid) if node.node_id is not None else None
         if current is not None:
-            if current == (labels_json, node.properties_json, node.valid_from, node.valid_to):
+            if current[:4] == (labels_json, node.properties_json, node.valid_from, node.valid_to):
                 continue  # identical: no new version
+            if current[4] > tx:
+                continue  # a stream pinned before a later committed write: the later one stands
+            if current[4] == tx:
+                raise InvalidStream(
+                    f"node {id_str(nid)} was written by an earlier part of this stream with"
+                    " other content"
+                )
             closes.append(nid)
         nodes.append(
             (scope_id, nid, tx, labels_json, node.properties_json, prov, source_id,
@@ -126,18 +136,18 @@ def build_rows(
 
 def current_nodes(
     conn: sqlite3.Connection, sid: int, ids: list[bytes]
-) -> dict[bytes, tuple[str, bytes, int | None, int | None]]:
-    """Current ``(labels JSON, properties JSON, valid_from, valid_to)`` of the given node ids
-    (the upsert ladder)."""
-    found: dict[bytes, tuple[str, bytes, int | None, int | None]] = {}
+) -> dict[bytes, tuple[str, bytes, int | None, int | None, int]]:
+    """Current ``(labels JSON, properties JSON, valid_from, valid_to, tx_from)`` of the given
+    node ids (the upsert ladder)."""
+    found: dict[bytes, tuple[str, bytes, int | None, int | None, int]] = {}
     for i in range(0, len(ids), 500):
         part = ids[i : i + 500]
-        for node_id, labels, props, vfrom, vto in conn.execute(
-            "SELECT node_id, labels, properties, valid_from, valid_to FROM nodes"
+        for node_id, labels, props, vfrom, vto, tx_from in conn.execute(
+            "SELECT node_id, labels, properties, valid_from, valid_to, tx_from FROM nodes"
             f" WHERE scope_id = ? AND tx_to IS NULL AND node_id IN ({','.join('?' * len(part))})",
             (sid, *part),
         ):
-            found[node_id] = (labels, props, vfrom, vto)
+            found[node_id] = (labels, props, vfrom, vto, tx_from)
     return found
 
 

@@ -13,6 +13,7 @@ from dataclasses import replace
 import anyio
 import anyio.abc
 
+from telha.errors import OutOfSync
 from telha.ids import blob_id_for, content_hash, now_us
 from telha.ingest.offload import off_loop
 from telha.ingest.projection import Projection
@@ -24,6 +25,7 @@ from telha.storage.sqlite.jobs import (
     abandon_stream,
     check_lease,
     complete_tx,
+    load_continuation,
 )
 from telha.storage.sqlite.reads import VERSION_COLS, ReadsMixin
 from telha.storage.sqlite.rows import build_rows, current_nodes, insert_rows
@@ -85,6 +87,12 @@ class SqliteStore(ReadsMixin, JobsMixin, StreamsMixin):
         def tx(conn: sqlite3.Connection) -> CommitOutcome:
             if completion is not None:
                 check_lease(conn, completion.lease)
+                cont = load_continuation(conn, completion.lease.job_id)
+                if cont is not None and (cont.worker_id, cont.lease_generation) == (
+                    completion.worker_id,
+                    completion.lease.lease_generation,
+                ):
+                    raise OutOfSync(f"a stream is open: expected seq {cont.next_seq}, got 0")
                 # A single-shot retry of a job whose earlier attempt streamed: close that.
                 abandon_stream(conn, completion.lease.job_id, completion.now_us)
             sid = self._tx_scope_id(conn, scope)

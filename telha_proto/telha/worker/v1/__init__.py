@@ -156,6 +156,11 @@ class SubmitResponse(betterproto2.Message):
     µs; the extended lease of a partial submission
     """
 
+    replay: "bool" = betterproto2.field(4, betterproto2.TYPE_BOOL)
+    """
+    a repeated last seq: answered from the checkpoint
+    """
+
 
 default_message_pool.register_message("telha.worker.v1", "SubmitResponse", SubmitResponse)
 
