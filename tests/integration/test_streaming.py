@@ -13,6 +13,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import anyio
 import blake3
 import httpx
 import pytest
@@ -341,3 +342,49 @@ async def test_stream_rules_refused(tenant: Tenant, worker: ScriptedWorker) -> N
     await worker.submit(job, part(["e"], 0, 0)[0])
     mark = {"v": 1, "canonicalText": "\u0301x", "seq": 1, "partial": False}
     assert (await worker.submit(job, mark)).accepted is False
+
+
+async def test_consumer_resends_a_part_whose_ack_was_lost(tenant: Tenant) -> None:
+    """A real consumer over real gRPC; the transport loses the answer to part 1 once (after
+    core applied it). The resend is a replay: the stream completes with no duplicate rows."""
+    from telha_proto.telha.worker.v1 import IngestionResult, SubmitResponse
+    from workers_common import Job, WorkerConsumer
+    from workers_common.transport import GrpcTransport
+
+    class LosesOneAck(GrpcTransport):
+        lost = 0
+
+        async def submit(self, result: IngestionResult) -> SubmitResponse:
+            resp = await super().submit(result)
+            if b'"seq":1' in result.result_json and not self.lost:
+                self.lost += 1
+                raise ConnectionResetError("answer lost on the way back")
+            return resp
+
+    def handler(job: Job) -> object:
+        def stream() -> object:
+            base = 0
+            for seq in range(3):
+                sub, base = part([f"{job.name} {seq}"], base, seq, partial=seq < 2)
+                del sub["seq"]
+                yield sub
+
+        return stream()
+
+    transport = LosesOneAck(tenant.server.grpc_addr, tenant.token)
+    consumer = WorkerConsumer(transport, handler, ["csv"], worker_id="resender")
+    try:
+        async with anyio.create_task_group() as tg:
+            await tg.start(consumer.run)
+            posted = await tenant.post("csv", "lossy.csv", "a\n")
+            done = await tenant.wait_state(posted["jobId"], "completed", "dead")
+            tg.cancel_scope.cancel()
+    finally:
+        transport.close()
+    assert transport.lost == 1 and done["state"] == "completed"
+    rows = (await tenant.client.get("/v1/nodes", params={"label": "ROW"})).json()["nodes"]
+    assert sorted(n["provenance"]["spans"][0]["text"] for n in rows) == [
+        f"lossy.csv {i}\n" for i in range(3)
+    ]
+    partials = [e["detail"] for e in done["events"] if e["transition"] == "partial"]  # type: ignore[attr-defined, index]
+    assert len(partials) == 3  # the resent part 1 wrote nothing

@@ -23,6 +23,7 @@ from typing import Any, Protocol
 import anyio
 import anyio.abc
 from grpclib import GRPCError, Status
+from grpclib.exceptions import StreamTerminatedError
 
 from telha_proto.telha.worker.v1 import (
     HeartbeatRequest,
@@ -37,6 +38,11 @@ from workers_common.failures import classify
 __all__ = ["HEARTBEAT_INTERVAL_SECS", "Job", "Transport", "WorkerConsumer"]
 
 log = logging.getLogger("workers_common")
+
+#: Resends of a submission whose answer was lost, first after this many seconds, doubling.
+_RESENDS = 4
+_RESEND_FIRST_S = 0.2
+_RESEND_STATUSES = frozenset({Status.UNAVAILABLE, Status.DEADLINE_EXCEEDED})
 
 #: Heartbeat period in seconds (spec 000); core's ``jobs.lease_secs`` must exceed twice this.
 HEARTBEAT_INTERVAL_SECS = 60
@@ -235,6 +241,27 @@ class WorkerConsumer:
         )
 
     async def _submit(self, payload: JobPayload, body: bytes) -> SubmitResponse:
+        """Submit, resending the same body when core could not be reached or did not answer:
+        a lost acknowledgement of a partial is answered from the checkpoint (a replay, the same
+        node ids); of a final submission, by ``FAILED_PRECONDITION`` (it was applied)."""
+        delay = _RESEND_FIRST_S
+        for attempt in range(_RESENDS + 1):
+            try:
+                return await self._submit_once(payload, body)
+            except GRPCError as exc:
+                if exc.status not in _RESEND_STATUSES or attempt == _RESENDS:
+                    raise
+                problem: Exception = exc
+            except (OSError, StreamTerminatedError) as exc:
+                if attempt == _RESENDS:
+                    raise
+                problem = exc
+            log.warning("job %s: submission lost (%s); resending", payload.job_id, problem)
+            await anyio.sleep(delay)
+            delay *= 2
+        raise AssertionError("unreachable")
+
+    async def _submit_once(self, payload: JobPayload, body: bytes) -> SubmitResponse:
         return await self._transport.submit(
             IngestionResult(
                 job_id=payload.job_id,
