@@ -50,7 +50,7 @@ class AppState:
     ready: bool = False
     keys: KeyCache = field(init=False)
     #: Bounds concurrent ingests (``ingest.max_concurrent``); no unbounded wait for the writer.
-    ingest_slots: anyio.Semaphore = field(default_factory=lambda: anyio.Semaphore(16))
+    ingest_slots: anyio.Semaphore = field(init=False)
 
     def __post_init__(self) -> None:
         self.ingest_slots = anyio.Semaphore(self.config.ingest.max_concurrent)
@@ -109,7 +109,6 @@ async def require_scope(request: Request) -> Scope:
     """The scope of the request's ``x-api-key``.
 
     :raises Unauthenticated: header missing or key unknown/revoked.
-    :raises Unavailable: the service is not ready (starting or shutting down).
     """
     key = request.headers.get("x-api-key")
     if not key:
