@@ -30,14 +30,13 @@ import time
 import uuid
 from typing import Any
 
-import anyio
 import blake3
 import httpx
 import msgspec
 from uuid_utils import uuid7
 
 from telha.model import BLOB_CHUNK
-from telha.storage.sqlite import SqliteStore
+from tests.support.floor import floor_db
 from tests.support.server import ServerProcess, write_config
 
 RECORDS = 10_000
@@ -167,17 +166,8 @@ def floor_once(conn: sqlite3.Connection, raw: bytes, tx: int) -> float:
 
 def run_floor(batches: list[bytes], tmp: Path) -> list[float]:
     """Floor wall times (s) for each measured batch (batch 0 is the warm-up)."""
-    db = tmp / "floor.db"
-
-    async def migrate() -> None:
-        async with SqliteStore(db, readers=1):
-            pass
-
-    anyio.run(migrate)
-    conn = sqlite3.connect(db, isolation_level=None)
+    conn = floor_db(tmp / "floor.db")
     try:
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=NORMAL")
         times = [floor_once(conn, raw, tx=1_000 + i) for i, raw in enumerate(batches)]
     finally:
         conn.close()

@@ -25,7 +25,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import argparse
 import os
-import sqlite3
 import subprocess
 import tempfile
 import time
@@ -37,7 +36,7 @@ import httpx
 from uuid_utils import uuid7
 
 from telha.model import Scope
-from telha.storage.sqlite import SqliteStore
+from tests.support.floor import floor_db
 from tests.support.server import ServerProcess, write_config
 
 # httpcore tries ``import sniffio`` per request; absent, each failed import rescans sys.path.
@@ -189,17 +188,8 @@ def run_server(
 
 def run_floor(tmp: Path, n: int) -> float:
     """jobs/s of ``n`` × (INSERT transaction + UPDATE transaction) on the jobs table."""
-    db = tmp / "floor.db"
-
-    async def migrate() -> None:
-        async with SqliteStore(db, readers=1):
-            pass
-
-    anyio.run(migrate)
-    conn = sqlite3.connect(db, isolation_level=None)
+    conn = floor_db(tmp / "floor.db")
     try:
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=NORMAL")
         t0 = time.perf_counter()
         for i in range(n):
             job_id, now = uuid7().bytes, time.time_ns() // 1000
