@@ -517,3 +517,58 @@ async def test_upsert_sees_valid_time_and_ignores_key_order(
     await tenant.post("text", "vtbad.txt", "x")
     job = await worker.next_job(["text"])
     assert (await worker.submit(job, bad)).accepted is False
+
+
+def test_remote_worker_finishes_its_job_across_a_core_restart(tmp_path: Path) -> None:
+    """The poll stream breaks when core restarts; the job in hand still finishes and its
+    submission reaches the restarted core: one attempt, no expired lease."""
+    import os
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        grpc_addr = f"127.0.0.1:{s.getsockname()[1]}"
+    server = ServerProcess(
+        write_config(tmp_path, server={"grpc_addr": grpc_addr}, workers={"in_process": []})
+    ).start()
+    try:
+        key = server.create_key("t", "o")
+        env = {
+            **os.environ,
+            "TELHA_GRPC_TARGET": grpc_addr,
+            "TELHA_WORKER_TOKEN": server.worker_token(Scope("t", "o")),
+            "SLOW_WORKER_S": "3",
+        }
+        log = (tmp_path / "worker.log").open("wb")
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "workers_common.run", "tests.support.slow_worker"],
+            env=env,
+            stderr=log,
+        )
+        try:
+            with httpx.Client(base_url=server.base_url, headers={"x-api-key": key}) as c:
+                job_id = c.post(
+                    "/v1/ingest", json={"format": "code", "name": "a.py", "content": "x = 1"}
+                ).json()["jobId"]
+                deadline = time.monotonic() + 20
+                while c.get(f"/v1/ingest/{job_id}").json()["state"] != "leased":
+                    assert time.monotonic() < deadline
+                    time.sleep(0.05)
+            assert server.stop() == 0  # mid-job
+            server.start()
+            with httpx.Client(base_url=server.base_url, headers={"x-api-key": key}) as c:
+                deadline = time.monotonic() + 40
+                while (job := c.get(f"/v1/ingest/{job_id}").json())["state"] != "completed":
+                    assert job["state"] != "dead" and time.monotonic() < deadline, job
+                    time.sleep(0.1)
+            assert job["attempts"] == 1
+            assert "lease_expired" not in [e["transition"] for e in job["events"]]
+        finally:
+            proc.terminate()
+            proc.wait(10)
+            log.close()
+    finally:
+        server.kill()

@@ -1,7 +1,9 @@
-"""A worker module for tests: holds every ``code`` job for a minute (to be caught in flight)."""
+"""A worker module for tests: holds every ``code`` job for ``SLOW_WORKER_S`` seconds (60 by
+default) so a test can catch it in flight, then submits an empty document."""
 
 from __future__ import annotations
 
+import os
 import time
 
 from workers_common import Job
@@ -10,5 +12,5 @@ FORMATS = ("code",)
 
 
 def handle(job: Job) -> dict[str, object]:
-    time.sleep(60)
+    time.sleep(float(os.environ.get("SLOW_WORKER_S", "60")))
     return {"v": 1, "canonicalText": ""}

@@ -40,7 +40,7 @@ __all__ = ["HEARTBEAT_INTERVAL_SECS", "Job", "Transport", "WorkerConsumer"]
 log = logging.getLogger("workers_common")
 
 #: Resends of a submission whose answer was lost, first after this many seconds, doubling.
-_RESENDS = 4
+_RESENDS = 6  # 0.2 s doubling: about 25 s in all, enough for core to restart
 _RESEND_FIRST_S = 0.2
 _RESEND_STATUSES = frozenset({Status.UNAVAILABLE, Status.DEADLINE_EXCEEDED})
 
@@ -137,6 +137,7 @@ class WorkerConsumer:
     :param worker_id: reported to core (leases, versions).
     :param capacity: jobs in flight at once on this stream.
     :param heartbeat_interval_s: seconds between heartbeats.
+    :param drain_s: how long jobs in hand may still run after the stream broke.
     """
 
     def __init__(
@@ -148,6 +149,7 @@ class WorkerConsumer:
         worker_id: str,
         capacity: int = 1,
         heartbeat_interval_s: float = HEARTBEAT_INTERVAL_SECS,
+        drain_s: float = 60.0,
     ) -> None:
         self._transport = transport
         self._handler = handler
@@ -156,6 +158,8 @@ class WorkerConsumer:
         self._capacity = capacity
         self._interval = heartbeat_interval_s
         self._in_flight: dict[str, _InFlight] = {}
+        self._idle = anyio.Event()  # set whenever no job is in flight
+        self._drain_s = drain_s
 
     @property
     def worker_id(self) -> str:
@@ -169,18 +173,33 @@ class WorkerConsumer:
     async def run(
         self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
     ) -> None:
-        """Poll until cancelled or the stream ends; jobs run concurrently up to ``capacity``."""
+        """Poll until cancelled or the stream ends; jobs run concurrently up to ``capacity``.
+
+        When the stream breaks (core restarting, network), jobs in hand still finish and
+        submit — resends ride out a short outage — for at most ``drain_s`` seconds; then the
+        stream's error is raised, for the caller to reconnect.
+        """
         request = PollJobsRequest(
             worker_id=self._worker_id, formats=self._formats, capacity=self._capacity
         )
+        lost: Exception | None = None
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._heartbeats)
             task_status.started()
-            async for payload in self._transport.poll_jobs(request):
-                slot = _InFlight(payload.lease_generation)
-                self._in_flight[payload.job_id] = slot
-                tg.start_soon(self._process, payload, slot)
+            try:
+                async for payload in self._transport.poll_jobs(request):
+                    slot = _InFlight(payload.lease_generation)
+                    self._in_flight[payload.job_id] = slot
+                    self._idle = anyio.Event()
+                    tg.start_soon(self._process, payload, slot)
+            except (GRPCError, OSError, StreamTerminatedError) as exc:
+                lost = exc
+            if self._in_flight:
+                with anyio.move_on_after(self._drain_s):
+                    await self._idle.wait()
             tg.cancel_scope.cancel()
+        if lost is not None:
+            raise lost
 
     async def _heartbeats(self) -> None:
         """Every interval, extend each in-flight lease; a job whose lease core refuses
@@ -224,6 +243,8 @@ class WorkerConsumer:
         finally:
             if done:
                 self._in_flight.pop(payload.job_id, None)
+                if not self._in_flight:
+                    self._idle.set()
 
     async def _submit_failure(self, payload: JobPayload, failed: _HandlerFailed) -> None:
         assert failed.__cause__ is not None
