@@ -239,3 +239,24 @@ def test_empty_token_key_file_is_a_config_error(tmp_path: Path) -> None:
     result = _telha("serve", "--config", str(cfg))
     assert result.returncode == 2 and "grpc.token_key" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_remote_runner_with_a_rejected_token_exits_2_in_one_line(tmp_path: Path) -> None:
+    server = ServerProcess(write_config(tmp_path, workers={"in_process": []})).start()
+    try:
+        env = {
+            "PATH": "/usr/bin:/bin",
+            "TELHA_GRPC_TARGET": server.grpc_addr,
+            "TELHA_WORKER_TOKEN": "forged",
+        }
+        result = subprocess.run(
+            [sys.executable, "-m", "workers_common.run", "text_worker"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+        )
+        assert result.returncode == 2 and "UNAUTHENTICATED" in result.stderr
+        assert "Traceback" not in result.stderr
+    finally:
+        server.kill()

@@ -152,7 +152,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except (KeyboardInterrupt, SystemExit):
         return 0
-    except BaseException:
+    except BaseException as exc:
+        cause = _leaf(exc)  # the task group wraps what the polling loop raised
+        if isinstance(cause, UsageError):
+            sys.stderr.write(f"workers_common.run: {cause}\n")
+            return 2
         # A cancellation can surface from grpclib's stream teardown once we stop on purpose.
         if _stopping.is_set():
             return 0
