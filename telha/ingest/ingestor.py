@@ -153,22 +153,7 @@ class Ingestor:
         source_id = source_id_for(req.name)
         raw = req.raw or b""
         digest = await off_loop(len(raw), content_hash, raw) if req.raw is not None else None
-        payload = IngestJobPayload(
-            source_id=str(source_id),
-            format=req.format,
-            name=req.name,
-            content_b64=base64.b64encode(raw).decode(),
-            content_hash=digest.hex() if digest is not None else None,
-            options=req.options,
-        )
-        job = NewJob(
-            job_id=new_id(),
-            kind=f"ingest:{req.format}",
-            format=req.format,
-            source_id=source_id.bytes,
-            content_hash=digest,
-            payload=msgspec.json.encode(payload),
-        )
+        job = await off_loop(len(raw), _new_job, req.format, req.name, raw, digest, req.options)
         outcome = await self._queue.enqueue(scope, job, dedup=req.format not in FETCH_FORMATS)
         if not outcome.deduplicated:
             log.debug("enqueued", job_id=id_str(job.job_id), kind=job.kind, bytes=len(raw))
@@ -234,10 +219,12 @@ class Ingestor:
             streamed = sub.partial or sub.seq != 0
             base = await self._store.stream_base(job.job_id, lease, worker) if streamed else 0
             projection = await off_loop(len(result_json), to_projection, sub, base)
-            payload = msgspec.json.decode(job.payload, type=IngestJobPayload)
+            # The payload embeds the raw content (base64) and children may carry theirs:
+            # decoding and hashing them is work for a thread when they are large.
+            payload = await off_loop(len(job.payload), _decode_payload, job.payload)
             if sub.partial and sub.child_jobs:
                 raise InvalidSubmission("childJobs belong in the final submission of a stream")
-            children = tuple(_child_job(c) for c in sub.child_jobs)
+            children = await off_loop(len(result_json), _child_jobs, sub.child_jobs)
             version = _version(job, payload, sub, worker)
             stats = msgspec.json.encode(sub.stats) if sub.stats is not None else None
             now = now_us()
@@ -319,21 +306,32 @@ def _child_job(child: ChildJobIn) -> NewJob:
             raise InvalidSubmission(f"childJobs: {child.name}: contentB64 is not base64") from None
     elif child.format not in FETCH_FORMATS:
         raise InvalidSubmission(f"childJobs: {child.name}: contentB64 is required")
-    source_id = source_id_for(child.name)
     digest = content_hash(raw) if child.format not in FETCH_FORMATS else None
+    return _new_job(child.format, child.name, raw, digest, child.options)
+
+
+def _child_jobs(children: list[ChildJobIn]) -> tuple[NewJob, ...]:
+    return tuple(_child_job(c) for c in children)
+
+
+def _decode_payload(raw: bytes) -> IngestJobPayload:
+    return msgspec.json.decode(raw, type=IngestJobPayload)
+
+
+def _new_job(
+    fmt: str, name: str, raw: bytes, digest: bytes | None, options: dict[str, Any]
+) -> NewJob:
+    """An ``ingest:{fmt}`` job whose payload is spec 004's ``IngestJobPayload`` (the raw bytes
+    base64-encoded, ``content_hash`` hex; ``None`` for fetch formats)."""
+    source_id = source_id_for(name)
     payload = IngestJobPayload(
         source_id=str(source_id),
-        format=child.format,
-        name=child.name,
-        content_b64=child.content_b64 or "",
+        format=fmt,
+        name=name,
+        content_b64=base64.b64encode(raw).decode(),
         content_hash=digest.hex() if digest is not None else None,
-        options=child.options,
+        options=options,
     )
     return NewJob(
-        new_id(),
-        f"ingest:{child.format}",
-        child.format,
-        source_id.bytes,
-        digest,
-        msgspec.json.encode(payload),
+        new_id(), f"ingest:{fmt}", fmt, source_id.bytes, digest, msgspec.json.encode(payload)
     )

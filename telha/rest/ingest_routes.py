@@ -47,6 +47,7 @@ async def read_body(request: Request, limit: int) -> bytes:
 
 
 def _outcome(result: IngestResult) -> str:
+    """The ``outcome`` label of ``telha_ingest_requests_total`` for a successful ingest."""
     if result.deduplicated:
         return "deduplicated"
     return "enqueued" if result.job_id is not None else "created"
@@ -76,10 +77,7 @@ async def ingest(request: Request) -> Response:
     finally:
         st.ingest_slots.release()
     st.metrics.ingest_seconds.labels(fmt).observe(time.perf_counter() - started)
-    outcome = (
-        "deduplicated" if result.deduplicated else ("enqueued" if result.job_id else "created")
-    )
-    st.metrics.ingest_requests.labels(fmt, outcome).inc()
+    st.metrics.ingest_requests.labels(fmt, _outcome(result)).inc()
     if result.deduplicated:
         job = id_str(result.job_id) if result.job_id else None
         return json_response(

@@ -26,6 +26,17 @@ def _telha(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+def _runner(worker: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """``python -m workers_common.run WORKER`` to completion under ``env`` (a 60 s cap)."""
+    return subprocess.run(
+        [sys.executable, "-m", "workers_common.run", worker],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+
+
 @pytest.mark.parametrize(
     ("toml", "key"),
     [
@@ -197,21 +208,9 @@ def test_unknown_in_process_worker_is_a_config_error(tmp_path: Path) -> None:
 
 def test_remote_runner_explains_missing_env_and_retries_unreachable_core(tmp_path: Path) -> None:
     env = {"PATH": "/usr/bin:/bin"}
-    result = subprocess.run(
-        [sys.executable, "-m", "workers_common.run", "text_worker"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=60,
-    )
+    result = _runner("text_worker", env)
     assert result.returncode == 2 and "TELHA_GRPC_TARGET" in result.stderr
-    bad = subprocess.run(
-        [sys.executable, "-m", "workers_common.run", "no_such_worker"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=60,
-    )
+    bad = _runner("no_such_worker", env)
     assert bad.returncode == 2 and "no_such_worker" in bad.stderr
     with socket.socket() as s:  # a port with nothing listening
         s.bind(("127.0.0.1", 0))
@@ -249,13 +248,7 @@ def test_remote_runner_with_a_rejected_token_exits_2_in_one_line(tmp_path: Path)
             "TELHA_GRPC_TARGET": server.grpc_addr,
             "TELHA_WORKER_TOKEN": "forged",
         }
-        result = subprocess.run(
-            [sys.executable, "-m", "workers_common.run", "text_worker"],
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=60,
-        )
+        result = _runner("text_worker", env)
         assert result.returncode == 2 and "UNAUTHENTICATED" in result.stderr
         assert "Traceback" not in result.stderr
     finally:

@@ -94,6 +94,14 @@ class QueueMachine(RuleBasedStateMachine):
             held = [j for j, m in self.jobs.items() if m.state == "leased"]
         return held
 
+    def _pick(self, data: st.DataObject) -> tuple[bytes, Model] | None:
+        """A held job (leasing one if needed) and its model, or ``None`` when there is none."""
+        held = self._held()
+        if not held:
+            return None
+        job_id = data.draw(st.sampled_from(held))
+        return job_id, self.jobs[job_id]
+
     @precondition(lambda self: len(self.jobs) < 3)  # few jobs, many transitions each
     @rule()
     def enqueue(self) -> None:
@@ -126,11 +134,10 @@ class QueueMachine(RuleBasedStateMachine):
 
     @rule(data=st.data(), stale=st.booleans())
     def heartbeat(self, data: st.DataObject, stale: bool) -> None:
-        held = self._held()
-        if not held:
+        picked = self._pick(data)
+        if picked is None:
             return
-        job_id = data.draw(st.sampled_from(held))
-        m = self.jobs[job_id]
+        job_id, m = picked
         gen = m.generation - 1 if stale else m.generation
         extended, deadline = self._call(self.queue.heartbeat, [LeaseRef(job_id, gen)])
         if stale:
@@ -141,11 +148,10 @@ class QueueMachine(RuleBasedStateMachine):
 
     @rule(data=st.data(), kind=st.sampled_from(KINDS))
     def fail(self, data: st.DataObject, kind: str) -> None:
-        held = self._held()
-        if not held:
+        picked = self._pick(data)
+        if picked is None:
             return
-        job_id = data.draw(st.sampled_from(held))
-        m = self.jobs[job_id]
+        job_id, m = picked
         job = self._call(self.queue.fail, LeaseRef(job_id, m.generation), kind, "boom")
         m.attempts += 1
         if kind in PERMANENT_KINDS or m.attempts >= MAX_ATTEMPTS:
@@ -157,21 +163,19 @@ class QueueMachine(RuleBasedStateMachine):
 
     @rule(data=st.data())
     def release(self, data: st.DataObject) -> None:
-        held = self._held()
-        if not held:
+        picked = self._pick(data)
+        if picked is None:
             return
-        job_id = data.draw(st.sampled_from(held))
-        m = self.jobs[job_id]
+        job_id, m = picked
         assert self._call(self.queue.release, LeaseRef(job_id, m.generation), "test")
         m.state, m.available_at = "pending", self.now
 
     @rule(data=st.data(), stale=st.booleans())
     def complete(self, data: st.DataObject, stale: bool) -> None:
-        held = self._held()
-        if not held:
+        picked = self._pick(data)
+        if picked is None:
             return
-        job_id = data.draw(st.sampled_from(held))
-        m = self.jobs[job_id]
+        job_id, m = picked
         lease = LeaseRef(job_id, m.generation - 1 if stale else m.generation)
         version = NewVersion(new_id(), "x", "text", new_id() * 2, 1, "w", job_id)
         proj = Projection(b"x", [SpanOut(0, 1, "body")], [NodeOut(("A",), b"{}", (0,))])

@@ -212,6 +212,7 @@ async def test_metrics(server: ServerProcess, client: httpx.AsyncClient) -> None
         "/v1/ingest", json={"format": "json", "name": "metrics.json", "content": '{"m": 1}'}
     )
     await client.post("/v1/ingest", json={"format": "json", "name": "bad.json", "content": "[1]"})
+    await client.post("/v1/ingest", json={"format": "text", "name": "m.txt", "content": "m"})
     async with httpx.AsyncClient(base_url=server.base_url) as anon:
         resp = await anon.get("/metrics")
     assert resp.status_code == 200 and resp.headers["content-type"].startswith("text/plain")
@@ -220,7 +221,12 @@ async def test_metrics(server: ServerProcess, client: httpx.AsyncClient) -> None
         lines = [line for line in text.splitlines() if line.startswith(series + " ")]
         return float(lines[0].split()[-1]) if lines else 0.0
 
-    for outcome in ("created", "deduplicated", "error"):
-        series = f'telha_ingest_requests_total{{format="json",outcome="{outcome}"}}'
+    for fmt, outcome in [
+        ("json", "created"),
+        ("json", "deduplicated"),
+        ("json", "error"),
+        ("text", "enqueued"),
+    ]:
+        series = f'telha_ingest_requests_total{{format="{fmt}",outcome="{outcome}"}}'
         assert value(resp.text, series) >= value(before, series) + 1, outcome
     assert "telha_ingest_seconds_bucket" in resp.text

@@ -95,3 +95,28 @@ def test_text_worker_rejects_non_utf8() -> None:
 def test_text_worker_empty_document() -> None:
     out = text_worker.handle(_job(b"", fmt="text"))
     assert out["canonicalText"] == "" and [n["labels"] for n in out["nodes"]] == [["DOCUMENT"]]
+
+
+def test_builder_extras_reach_the_wire_and_core_accepts_them() -> None:
+    b = IngestionResultBuilder()
+    span = b.add_span_text("Effective 2026-07-01.")
+    doc = b.add_node(["DOCUMENT"], {"name": "d"}, spans=[span], valid_time=(1_000, None))
+    b.set_content_hash("ab" * 32)
+    b.add_child_job("text", "attachment:1", options={"k": 1}, content=b"\x00\xff")
+    b.add_ambiguity(doc, "relative_date", [{"label": "2026-07-01 (document date)"}], 0.85, 0.5)
+    b.set_stats({"rows": 1})
+    out = b.build()
+    assert out["contentHash"] == "ab" * 32 and out["stats"] == {"rows": 1}
+    assert out["childJobs"] == [
+        {"format": "text", "name": "attachment:1", "options": {"k": 1}, "contentB64": "AP8="}
+    ]
+    assert out["ambiguities"][0] == {
+        "nodeRef": 0,
+        "kind": "relative_date",
+        "candidates": [{"label": "2026-07-01 (document date)"}],
+        "detectorConfidence": 0.85,
+        "appliedCandidateConfidence": 0.5,
+    }
+    assert out["nodes"][0]["validTime"] == {"from": 1_000, "to": None}
+    proj = to_projection(decode_submission(b.to_json()))
+    assert proj.nodes[0].valid_from == 1_000

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import sqlite3
 from dataclasses import replace
-from typing import Any
 
 import blake3
 
@@ -24,6 +23,7 @@ from telha.model import (
     BLOB_CHUNK,
     Continuation,
     JobCompletion,
+    LeaseRef,
     NewVersion,
     Scope,
     StreamOutcome,
@@ -99,7 +99,7 @@ def _hash_chunks(conn: sqlite3.Connection, sid: int, blob_id: bytes) -> bytes:
 class StreamsMixin(SqliteBase):
     """Streamed submissions; see :class:`telha.storage.protocol.Storage`."""
 
-    async def stream_base(self, job_id: bytes, lease: Any, worker_id: str) -> int:
+    async def stream_base(self, job_id: bytes, lease: LeaseRef, worker_id: str) -> int:
         """Bytes the job's live stream holds (0 when there is none, or it is another lease's):
         the ``base`` a partial's offsets are validated against before it is applied."""
         rows = await self._fetchall("SELECT continuation FROM jobs WHERE job_id = ?", (job_id,))
