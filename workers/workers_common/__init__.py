@@ -6,7 +6,7 @@ same module runs inside ``telha serve`` (in-process pools) or remotely through
 """
 
 from workers_common.canonical import normalize_canonical
-from workers_common.consumer import HEARTBEAT_INTERVAL_SECS, Job, WorkerConsumer
+from workers_common.consumer import HEARTBEAT_INTERVAL_SECS, WorkerConsumer
 from workers_common.failures import (
     CorruptInput,
     ResourceLimit,
@@ -15,6 +15,7 @@ from workers_common.failures import (
     WorkerFailure,
     classify,
 )
+from workers_common.job import Job
 from workers_common.result import IngestionResultBuilder
 
 __all__ = [

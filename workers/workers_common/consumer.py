@@ -34,6 +34,7 @@ from telha_proto.telha.worker.v1 import (
     SubmitResponse,
 )
 from workers_common.failures import classify
+from workers_common.job import Job
 
 __all__ = ["HEARTBEAT_INTERVAL_SECS", "Job", "Transport", "WorkerConsumer"]
 
@@ -59,22 +60,6 @@ class Transport(Protocol):
 
     async def heartbeat(self, request: HeartbeatRequest) -> HeartbeatResponse:
         """``Heartbeat``."""
-
-
-@dataclass(frozen=True, slots=True)
-class Job:
-    """What a handler sees of a leased job; ``content`` is the raw bytes."""
-
-    job_id: str
-    kind: str
-    format: str
-    name: str
-    content: bytes
-    content_hash: str | None
-    options: dict[str, Any]
-    attempts: int
-    tenant_id: str
-    organization_id: str
 
 
 _DONE = object()
@@ -106,7 +91,7 @@ def _job(payload: JobPayload) -> Job:
         kind=payload.kind,
         format=body["format"],
         name=body["name"],
-        content=base64.b64decode(body.get("content_b64") or ""),
+        raw=base64.b64decode(body.get("content_b64") or ""),
         content_hash=body.get("content_hash"),
         options=body.get("options") or {},
         attempts=payload.attempts,
