@@ -54,6 +54,8 @@ class GrpcConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True
 class IngestConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
     #: Largest accepted ``POST /v1/ingest`` body, in bytes.
     max_body_bytes: int = 8 * 1024 * 1024
+    #: Largest accepted ``multipart/form-data`` file part, in bytes (streamed to disk).
+    max_upload_bytes: int = 2 * 1024 * 1024 * 1024
     #: Largest accepted ``format=json`` batch, in records.
     json_max_records: int = 10_000
     #: Deepest accepted object nesting in a JSON record (a record's own fields are level 1).
@@ -166,6 +168,7 @@ def _apply_env(data: dict[str, Any], environ: Mapping[str, str]) -> None:
 def _validate(cfg: Config) -> None:
     checks: list[tuple[bool, str, str]] = [
         (cfg.ingest.max_body_bytes > 0, "ingest.max_body_bytes", "must be > 0"),
+        (cfg.ingest.max_upload_bytes > 0, "ingest.max_upload_bytes", "must be > 0"),
         (cfg.ingest.json_max_records > 0, "ingest.json_max_records", "must be > 0"),
         (cfg.ingest.json_max_depth >= 1, "ingest.json_max_depth", "must be >= 1"),
         (cfg.ingest.json_max_nodes >= 1, "ingest.json_max_nodes", "must be >= 1"),

@@ -6,7 +6,7 @@ Ids are 16-byte ``bytes`` inside the core and UUID strings on the wire; hashes a
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Literal
 
@@ -107,6 +107,21 @@ class NodeVersion:
     valid_from: int | None
     valid_to: int | None
     provenance: list[ProvenanceSpan]
+    #: Temporal ambiguities recorded for this version (spec 000), filled by ``get_node``.
+    ambiguities: list[Ambiguity] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class Ambiguity:
+    """A temporal ambiguity of a node version: ``candidates`` best first, each
+    ``{label, validFrom, validTo, span}`` (µs; ``span`` is ``[start, end]`` bytes or null);
+    the node's valid time is the first candidate's interval."""
+
+    kind: str
+    candidates: list[dict[str, Any]]
+    detector_confidence: float | None
+    applied_candidate_confidence: float | None
+    severity_hint: str | None
 
 
 @dataclass(frozen=True, slots=True)

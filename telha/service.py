@@ -94,12 +94,19 @@ async def _serve(
         queue = JobQueue(store, cfg.jobs, metrics=metrics)
         await sup.start("job_queue", queue.run)
         ingestor = Ingestor(store, cfg.ingest, queue)
-        servicer = WorkerServicer(queue, ingestor)
+        servicer = WorkerServicer(queue, ingestor, store)
         try:
             token_key = load_token_key(cfg.grpc.token_key, store.path.parent)
         except ValueError as exc:
             raise ConfigError("grpc.token_key", str(exc)) from None
-        state = AppState(config=cfg, store=store, ingestor=ingestor, queue=queue, metrics=metrics)
+        state = AppState(
+            config=cfg,
+            store=store,
+            ingestor=ingestor,
+            queue=queue,
+            metrics=metrics,
+            upload_dir=cfg.storage_path(base_dir).parent / "uploads",
+        )
         rest = RestFront(
             create_app(state), cfg.server.rest_addr, cfg.server.shutdown_grace_s, shutdown
         )

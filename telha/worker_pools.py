@@ -22,6 +22,8 @@ from telha.grpc.tokens import WorkerAuth
 from telha.model import LeaseRef
 from telha.queue.job_queue import JobQueue
 from telha_proto.telha.worker.v1 import (
+    ContentChunk,
+    FetchContentRequest,
     HeartbeatRequest,
     HeartbeatResponse,
     IngestionResult,
@@ -59,6 +61,12 @@ class InProcessTransport:
         """``Heartbeat``."""
         current_auth.set(_FLEET)
         return await self._servicer.heartbeat(request)
+
+    async def fetch_content(self, request: FetchContentRequest) -> AsyncIterator[ContentChunk]:
+        """``FetchContent``: a held job's stored raw bytes, read from the store directly."""
+        current_auth.set(_FLEET)
+        async for chunk in self._servicer.fetch_content(request):
+            yield chunk
 
 
 def load_worker_modules(names: list[str]) -> dict[str, ModuleType]:

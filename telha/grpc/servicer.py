@@ -13,15 +13,18 @@ from contextvars import ContextVar
 import anyio
 from grpclib import GRPCError, Status
 
-from telha.errors import OutOfSync, StaleLease, TelhaError
+from telha.errors import NotFound, OutOfSync, StaleLease, TelhaError
 from telha.grpc.tokens import WorkerAuth
 from telha.ids import id_str
-from telha.ingest.ingestor import Ingestor
+from telha.ingest.ingestor import Ingestor, content_ref
 from telha.ingest.request import KNOWN_FORMATS
 from telha.model import JobRecord, LeaseRef
 from telha.queue.job_queue import JobQueue
 from telha.queue.policy import parse_reason
+from telha.storage.protocol import Storage
 from telha_proto.telha.worker.v1 import (
+    ContentChunk,
+    FetchContentRequest,
     HeartbeatRequest,
     HeartbeatResponse,
     IngestionResult,
@@ -56,11 +59,13 @@ class WorkerServicer(WorkerServiceBase):
 
     :param queue: leases, heartbeats, failures.
     :param ingestor: applies submissions.
+    :param store: where ``FetchContent`` reads stored raw bytes.
     """
 
-    def __init__(self, queue: JobQueue, ingestor: Ingestor) -> None:
+    def __init__(self, queue: JobQueue, ingestor: Ingestor, store: Storage) -> None:
         self._queue = queue
         self._ingestor = ingestor
+        self._store = store
 
     async def poll_jobs(self, message: PollJobsRequest) -> AsyncIterator[JobPayload]:
         """Stream leased jobs of ``message.formats``, never more than ``capacity`` unfinished
@@ -142,6 +147,27 @@ class WorkerServicer(WorkerServiceBase):
             raise GRPCError(Status.ABORTED, exc.message) from None
         except TelhaError as exc:  # storage trouble: the worker retries, the lease protects
             raise GRPCError(Status.UNAVAILABLE, exc.message) from None
+
+    async def fetch_content(self, message: FetchContentRequest) -> AsyncIterator[ContentChunk]:
+        """The stored raw bytes of a held job (its payload's ``content_ref``), from
+        ``message.offset`` on, in chunks of at most 1 MiB.
+
+        :raises GRPCError: ``FAILED_PRECONDITION`` when the caller does not hold the job under
+            ``lease_generation``; ``NOT_FOUND`` when the job references no stored content or
+            the offset is past its end.
+        """
+        auth = _auth()
+        job = await self._held(auth, _job_id(message.job_id), message.lease_generation)
+        digest = content_ref(job.payload)
+        if digest is None:
+            raise GRPCError(Status.NOT_FOUND, "the job's content is inline in its payload")
+        try:
+            async for offset, data, total in self._store.read_raw(
+                job.scope, digest, message.offset
+            ):
+                yield ContentChunk(offset=offset, data=data, total_size=total)
+        except NotFound as exc:
+            raise GRPCError(Status.NOT_FOUND, exc.message) from None
 
     async def heartbeat(self, message: HeartbeatRequest) -> HeartbeatResponse:
         """Extend the leases the caller holds. All or nothing: if any listed job is not held

@@ -10,6 +10,7 @@ import binascii
 import time
 import uuid
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal, cast
 
 import anyio
@@ -18,7 +19,7 @@ import structlog
 
 from telha.canonical import is_label, upper_snake
 from telha.config import IngestConfig
-from telha.errors import InvalidStream, RequestError
+from telha.errors import InvalidStream, PayloadTooLarge, RequestError
 from telha.ids import content_hash, id_str, new_id, now_us, source_id_for
 from telha.ingest.json_projection import JsonOptions, project_json
 from telha.ingest.offload import off_loop
@@ -43,7 +44,14 @@ from telha.model import (
 from telha.queue.job_queue import JobQueue
 from telha.storage.protocol import Storage
 
-__all__ = ["IngestJobPayload", "IngestResult", "Ingestor", "SubmitResult"]
+__all__ = [
+    "IngestJobPayload",
+    "IngestResult",
+    "Ingestor",
+    "SubmitResult",
+    "UploadedFile",
+    "content_ref",
+]
 
 log = structlog.get_logger("telha.ingest")
 
@@ -66,15 +74,32 @@ class IngestResult:
     job_id: bytes | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class UploadedFile:
+    """Raw bytes received to a file: ``size`` bytes at ``path`` with BLAKE3 ``digest``."""
+
+    path: Path
+    digest: bytes
+    size: int
+
+
 class IngestJobPayload(msgspec.Struct, kw_only=True):
-    """spec 004 ``IngestJobPayload``: the job's opaque payload, JSON, ``content_hash`` hex."""
+    """spec 004 ``IngestJobPayload``: the job's opaque payload, JSON, ``content_hash`` hex.
+
+    Small content travels inline as ``content_b64``. A multipart upload is stored in core
+    (content-addressed raw chunks) and referenced instead: ``content_ref`` is its BLAKE3 hex
+    (equal to ``content_hash``), ``content_b64`` is empty, and workers read the bytes with
+    ``FetchContent``. ``size`` is the raw byte count either way.
+    """
 
     v: int = 1
     source_id: str
     format: str
     name: str
-    content_b64: str
+    content_b64: str = ""
     content_hash: str | None
+    content_ref: str | None = None
+    size: int = 0
     options: dict[str, Any]
 
 
@@ -148,6 +173,43 @@ class Ingestor:
         if req.format != "json":
             return await self._enqueue(scope, req)
         return await self._json_bypass(scope, req)
+
+    async def ingest_upload(
+        self, scope: Scope, fmt: str, name: str, options: dict[str, Any], upload: UploadedFile
+    ) -> IngestResult:
+        """Ingest a multipart upload already on disk: request-level dedup against the latest
+        version first (nothing stored for a re-upload of the same bytes), then the raw bytes
+        stored content-addressed and an ``ingest:{fmt}`` job referencing them (``content_ref``)
+        — the job's dedup runs again in the enqueue transaction. ``json`` is projected as a
+        JSON body is, so it is held to ``ingest.max_body_bytes``.
+
+        :raises PayloadTooLarge: a ``json`` upload over ``ingest.max_body_bytes``.
+        :raises RequestError: a fetch format (``web``) with a file, bad options.
+        :raises ContentError: JSON content the projection rejects.
+        """
+        if fmt == "json":
+            if upload.size > self._config.max_body_bytes:
+                raise PayloadTooLarge(
+                    "format=json is projected in memory: at most ingest.max_body_bytes"
+                    f" ({self._config.max_body_bytes} bytes)"
+                )
+            raw = await anyio.to_thread.run_sync(upload.path.read_bytes)
+            return await self._json_bypass(scope, IngestRequest(fmt, name, raw, options))
+        if fmt in FETCH_FORMATS:
+            raise RequestError(f"format={fmt} fetches its content from the name; send no file")
+        source_id = source_id_for(name)
+        latest = await self._store.latest_version(scope, source_id.bytes)
+        if latest is not None and latest.content_hash == upload.digest:
+            return IngestResult(True, source_id)
+        await self._store.store_raw(scope, upload.digest, upload.path, upload.size)
+        job = _new_job(fmt, name, b"", upload.digest, options, stored=True, size=upload.size)
+        outcome = await self._queue.enqueue(scope, job, dedup=True)
+        if not outcome.deduplicated:
+            log.info(
+                "enqueued", job_id=id_str(job.job_id), kind=job.kind, bytes=upload.size,
+                stored=True,
+            )  # fmt: skip
+        return IngestResult(outcome.deduplicated, source_id, job_id=outcome.job_id)
 
     async def _enqueue(self, scope: Scope, req: IngestRequest) -> IngestResult:
         source_id = source_id_for(req.name)
@@ -273,7 +335,6 @@ def _version(job: JobRecord, payload: IngestJobPayload, sub: Submission, worker:
     """The version a submission writes. ``contentHash`` is what a fetch-format worker fetched
     (required there); for every other format the raw bytes' hash stands, and a different
     one is refused (a worker may not rewrite content identity)."""
-    raw_size = len(payload.content_b64) * 3 // 4 - payload.content_b64[-2:].count("=")
     if payload.format in FETCH_FORMATS:
         if not sub.content_hash and not sub.partial:  # the single shot or a stream's final part
             raise InvalidSubmission(f"contentHash is required for format {payload.format!r}")
@@ -287,7 +348,7 @@ def _version(job: JobRecord, payload: IngestJobPayload, sub: Submission, worker:
         name=payload.name,
         format=payload.format,
         content_hash=bytes.fromhex(reported) if reported else content_hash(b""),
-        size=raw_size,
+        size=payload.size,
         worker=worker,
         job_id=job.job_id,
     )
@@ -318,18 +379,40 @@ def _decode_payload(raw: bytes) -> IngestJobPayload:
     return msgspec.json.decode(raw, type=IngestJobPayload)
 
 
+class _Ref(msgspec.Struct):
+    content_ref: str | None = None
+
+
+def content_ref(payload: bytes) -> bytes | None:
+    """The BLAKE3 digest of the stored raw bytes a job payload references, or ``None`` when
+    its content is inline. Decodes only that field (a payload can hold megabytes of base64)."""
+    ref = msgspec.json.decode(payload, type=_Ref).content_ref
+    return bytes.fromhex(ref) if ref else None
+
+
 def _new_job(
-    fmt: str, name: str, raw: bytes, digest: bytes | None, options: dict[str, Any]
+    fmt: str,
+    name: str,
+    raw: bytes,
+    digest: bytes | None,
+    options: dict[str, Any],
+    *,
+    stored: bool = False,
+    size: int | None = None,
 ) -> NewJob:
-    """An ``ingest:{fmt}`` job whose payload is spec 004's ``IngestJobPayload`` (the raw bytes
-    base64-encoded, ``content_hash`` hex; ``None`` for fetch formats)."""
+    """An ``ingest:{fmt}`` job whose payload is spec 004's ``IngestJobPayload``: the raw bytes
+    base64-encoded, or with ``stored`` a reference to the raw bytes stored under ``digest``
+    (``size`` bytes); ``content_hash`` hex, ``None`` for fetch formats."""
     source_id = source_id_for(name)
+    hex_digest = digest.hex() if digest is not None else None
     payload = IngestJobPayload(
         source_id=str(source_id),
         format=fmt,
         name=name,
-        content_b64=base64.b64encode(raw).decode(),
-        content_hash=digest.hex() if digest is not None else None,
+        content_b64="" if stored else base64.b64encode(raw).decode(),
+        content_hash=hex_digest,
+        content_ref=hex_digest if stored else None,
+        size=len(raw) if size is None else size,
         options=options,
     )
     return NewJob(

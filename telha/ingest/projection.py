@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-__all__ = ["EdgeOut", "NodeOut", "Projection", "SpanOut"]
+__all__ = ["AmbiguityOut", "EdgeOut", "NodeOut", "Projection", "SpanOut"]
 
 
 class SpanOut(NamedTuple):
@@ -48,6 +48,19 @@ class EdgeOut(NamedTuple):
     to_id: bytes | None = None
 
 
+class AmbiguityOut(NamedTuple):
+    """A temporal ambiguity of node ``node_ref``: ``candidates_json`` is a JSON array, best
+    first, of ``{label, validFrom, validTo, span: [start, end] | null}`` (µs, byte offsets);
+    the node's valid time is already the first candidate's interval."""
+
+    node_ref: int
+    kind: str
+    candidates_json: bytes
+    detector_confidence: float | None
+    applied_candidate_confidence: float | None
+    severity_hint: str | None
+
+
 @dataclass(slots=True)
 class Projection:
     """Canonical text (UTF-8, NFC, LF), spans, nodes and edges of one source version — or,
@@ -61,3 +74,4 @@ class Projection:
     edges: list[EdgeOut] = field(default_factory=list)
     base: int = 0
     earlier_offsets: list[int] = field(default_factory=list)
+    ambiguities: list[AmbiguityOut] = field(default_factory=list)

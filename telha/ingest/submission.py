@@ -17,7 +17,7 @@ from typing import Any
 import msgspec
 
 from telha.canonical import is_label, normalize_canonical
-from telha.ingest.projection import EdgeOut, NodeOut, Projection, SpanOut
+from telha.ingest.projection import AmbiguityOut, EdgeOut, NodeOut, Projection, SpanOut
 
 __all__ = ["ChildJobIn", "InvalidSubmission", "Submission", "decode_submission", "to_projection"]
 
@@ -85,6 +85,27 @@ class ChildJobIn(_In):
     options: dict[str, Any] = {}
 
 
+class CandidateIn(_In):
+    """One reading of an ambiguous fact: a label and the valid-time interval it implies (µs),
+    with the span holding its evidence."""
+
+    label: str
+    valid_from: int | None = None
+    valid_to: int | None = None
+    span_ref: int | None = None
+
+
+class AmbiguityIn(_In):
+    """A temporal ambiguity (spec 000 "Temporal ambiguity detection"), candidates best first."""
+
+    node_ref: int
+    kind: str
+    candidates: list[CandidateIn]
+    detector_confidence: float | None = None
+    applied_candidate_confidence: float | None = None
+    severity_hint: str | None = None
+
+
 class Submission(_In):
     """The wire submission of spec 000 plus ``seq``/``partial`` (streaming)."""
 
@@ -96,7 +117,7 @@ class Submission(_In):
     stats: dict[str, Any] | None = None
     content_hash: str | None = None
     child_jobs: list[ChildJobIn] = []
-    ambiguities: list[dict[str, Any]] = []
+    ambiguities: list[AmbiguityIn] = []
     seq: int = 0
     partial: bool = False
 
@@ -210,6 +231,67 @@ def _edges(sub: Submission) -> list[EdgeOut]:
     return out
 
 
+def _confidence(value: float | None, where: str) -> float | None:
+    if value is not None and not 0.0 <= value <= 1.0:
+        raise InvalidSubmission(f"{where} must be within [0, 1]")
+    return value
+
+
+def _ambiguities(sub: Submission, nodes: list[NodeOut], spans: list[SpanOut]) -> list[AmbiguityOut]:
+    """Validate ambiguities and apply each one's first candidate interval to its node's valid
+    time (``nodes`` is updated in place; a first candidate with neither bound, e.g. for an
+    undated document, leaves the node's own valid time). At most one ambiguity per node (v1).
+    """
+    out: list[AmbiguityOut] = []
+    seen: set[int] = set()
+    for i, amb in enumerate(sub.ambiguities):
+        where = f"ambiguities[{i}]"
+        if not 0 <= amb.node_ref < len(nodes):
+            raise InvalidSubmission(f"{where}: nodeRef {amb.node_ref} is out of range")
+        if amb.node_ref in seen:
+            raise InvalidSubmission(f"{where}: node {amb.node_ref} already has an ambiguity")
+        seen.add(amb.node_ref)
+        if not _KIND.match(amb.kind):
+            raise InvalidSubmission(f"{where}: kind {amb.kind!r} is not a lower_snake name")
+        if not amb.candidates:
+            raise InvalidSubmission(f"{where}: at least one candidate is required")
+        candidates: list[dict[str, Any]] = []
+        for j, c in enumerate(amb.candidates):
+            cw = f"{where}.candidates[{j}]"
+            for bound in (c.valid_from, c.valid_to):
+                if bound is not None and not _INT64[0] <= bound <= _INT64[1]:
+                    raise InvalidSubmission(f"{cw}: {bound} is not a 64-bit µs time")
+            if c.valid_from is not None and c.valid_to is not None and c.valid_to < c.valid_from:
+                raise InvalidSubmission(f"{cw}: validTo is before validFrom")
+            span = None
+            if c.span_ref is not None:
+                if not 0 <= c.span_ref < len(spans):
+                    raise InvalidSubmission(f"{cw}: spanRef {c.span_ref} is out of range")
+                span = [spans[c.span_ref].start, spans[c.span_ref].end]
+            candidates.append(
+                {"label": c.label, "validFrom": c.valid_from, "validTo": c.valid_to, "span": span}
+            )
+        first = amb.candidates[0]
+        if first.valid_from is not None or first.valid_to is not None:
+            node = nodes[amb.node_ref]
+            nodes[amb.node_ref] = node._replace(
+                valid_from=first.valid_from, valid_to=first.valid_to
+            )
+        out.append(
+            AmbiguityOut(
+                amb.node_ref,
+                amb.kind,
+                msgspec.json.encode(candidates),
+                _confidence(amb.detector_confidence, f"{where}.detectorConfidence"),
+                _confidence(
+                    amb.applied_candidate_confidence, f"{where}.appliedCandidateConfidence"
+                ),
+                amb.severity_hint,
+            )
+        )
+    return out
+
+
 def to_projection(sub: Submission, base: int = 0) -> Projection:
     """Validate ``sub`` and turn it into a :class:`Projection`.
 
@@ -236,4 +318,6 @@ def to_projection(sub: Submission, base: int = 0) -> Projection:
         raise InvalidSubmission("contentHash must be 64 lowercase hex characters (BLAKE3)")
     earlier: list[int] = []
     spans = _spans(sub, text, base, earlier)
-    return Projection(text, spans, _nodes(sub), _edges(sub), base, earlier)
+    nodes = _nodes(sub)
+    ambiguities = _ambiguities(sub, nodes, spans)
+    return Projection(text, spans, nodes, _edges(sub), base, earlier, ambiguities)

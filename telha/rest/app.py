@@ -10,6 +10,7 @@ import re
 import time
 import uuid
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -47,6 +48,8 @@ class AppState:
     ingestor: Ingestor
     queue: JobQueue
     metrics: Metrics = field(default_factory=Metrics)
+    #: Where multipart uploads are received before storage copies them (beside the database).
+    upload_dir: Path = Path("data/uploads")
     ready: bool = False
     keys: KeyCache = field(init=False)
     #: Bounds concurrent ingests (``ingest.max_concurrent``); no unbounded wait for the writer.

@@ -23,6 +23,7 @@ from telha.rest.schemas import (
     JobEventOut,
     JobStatus,
 )
+from telha.rest.upload import receive_upload
 
 __all__ = ["read_body", "routes"]
 
@@ -54,7 +55,11 @@ def _outcome(result: IngestResult) -> str:
 
 
 async def ingest(request: Request) -> Response:
-    """POST /v1/ingest: validate, dedup, apply; see :class:`~telha.ingest.ingestor.Ingestor`."""
+    """POST /v1/ingest: validate, dedup, apply; see :class:`~telha.ingest.ingestor.Ingestor`.
+
+    A JSON body (spec 001) or ``multipart/form-data`` with a ``file`` part and ``format``,
+    ``name``, ``options`` fields (streamed to disk, :mod:`telha.rest.upload`).
+    """
     scope = await require_scope(request)
     st = state(request)
     try:
@@ -67,10 +72,19 @@ async def ingest(request: Request) -> Response:
     started = time.perf_counter()
     fmt = "unknown"
     try:
-        body = await read_body(request, st.config.ingest.max_body_bytes)
-        req = await off_loop(len(body), parse_ingest_request, body)
-        fmt = req.format
-        result = await st.ingestor.ingest(scope, req)
+        content_type = request.headers.get("content-type", "")
+        if content_type.lower().startswith("multipart/form-data"):
+            limit = st.config.ingest.max_upload_bytes
+            async with receive_upload(request, st.upload_dir, limit) as up:
+                fmt = up.format
+                result = await st.ingestor.ingest_upload(
+                    scope, up.format, up.name, up.options, up.file
+                )
+        else:
+            body = await read_body(request, st.config.ingest.max_body_bytes)
+            req = await off_loop(len(body), parse_ingest_request, body)
+            fmt = req.format
+            result = await st.ingestor.ingest(scope, req)
     except TelhaError:
         st.metrics.ingest_requests.labels(fmt, "error").inc()
         raise

@@ -9,6 +9,7 @@ import base64
 import binascii
 from collections import defaultdict
 
+import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -25,6 +26,8 @@ from telha.rest.app import (
     state,
 )
 from telha.rest.schemas import (
+    AmbiguityOut,
+    CandidateOut,
     EdgeList,
     EdgeOut,
     Interval,
@@ -166,7 +169,18 @@ async def get_node(request: Request) -> Response:
     node = await store.get_node(scope, node_id, as_of)
     if node is None:
         raise NotFound("no such node" + ("" if as_of is None else f" as of {as_of}"))
-    return json_response((await _node_out(store, scope, [node]))[0])
+    out = (await _node_out(store, scope, [node]))[0]
+    out.ambiguities = [
+        AmbiguityOut(
+            kind=a.kind,
+            candidates=[msgspec.convert(c, CandidateOut) for c in a.candidates],
+            detector_confidence=a.detector_confidence,
+            applied_candidate_confidence=a.applied_candidate_confidence,
+            severity_hint=a.severity_hint,
+        )
+        for a in node.ambiguities
+    ]
+    return json_response(out)
 
 
 def _cursor(value: str | None) -> bytes | None:

@@ -136,6 +136,26 @@ class Provenance(_Out):
     spans: list[ProvenanceSpanOut]
 
 
+class CandidateOut(_Out):
+    """One reading: its label, the valid time it implies (µs), the evidence span (bytes)."""
+
+    label: str
+    valid_from: int | None
+    valid_to: int | None
+    span: list[int] | None
+
+
+class AmbiguityOut(_Out):
+    """A temporal ambiguity of this node version (spec 000); candidates best first, the first
+    one applied to ``validTime``."""
+
+    kind: str
+    candidates: list[CandidateOut]
+    detector_confidence: float | None
+    applied_candidate_confidence: float | None
+    severity_hint: str | None
+
+
 class NodeOut(_Out):
     node_id: str
     labels: list[str]
@@ -143,6 +163,8 @@ class NodeOut(_Out):
     valid_time: Interval
     tx_time: Interval
     provenance: Provenance
+    #: Only on ``GET /v1/nodes/{nodeId}`` (not in listings): the version's ambiguities.
+    ambiguities: list[AmbiguityOut] | msgspec.UnsetType = msgspec.UNSET
 
 
 class NodeList(_Out):

@@ -8,7 +8,8 @@ for something that is not there or not addressable.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
 from typing import Protocol
 
 from telha.ingest.projection import Projection
@@ -78,6 +79,27 @@ class Storage(Protocol):
         :raises telha.errors.StaleLease: the lease is not current.
         :raises telha.errors.OutOfSync: wrong seq, or a partial built on another length.
         :raises telha.errors.InvalidStream: an offset into earlier text off a boundary.
+        """
+
+    # -- raw uploaded bytes (issue 4) -------------------------------------------------------
+
+    async def has_raw(self, scope: Scope, digest: bytes) -> bool:
+        """Whether raw bytes with BLAKE3 ``digest`` are stored complete in ``scope``."""
+
+    async def store_raw(self, scope: Scope, digest: bytes, path: Path, size: int) -> None:
+        """Store the file at ``path`` (``size`` bytes, BLAKE3 ``digest``, checked by the caller)
+        content-addressed in 1 MiB chunks, a few chunks per transaction; a no-op when those
+        bytes are stored already. Marked complete in the last transaction, so a store cut short
+        is never read and is overwritten by the next store of the same bytes."""
+
+    def read_raw(
+        self, scope: Scope, digest: bytes, offset: int = 0
+    ) -> AsyncIterator[tuple[int, bytes, int]]:
+        """The stored raw bytes from byte ``offset`` on, as ``(offset, data, total size)``
+        chunks of at most 1 MiB.
+
+        :raises NotFound: no complete raw bytes with ``digest`` in ``scope``, or ``offset`` is
+            past their end.
         """
 
     # -- jobs (DESIGN.md §6) ---------------------------------------------------------------

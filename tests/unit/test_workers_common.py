@@ -7,7 +7,7 @@ import json
 import pytest
 
 import text_worker
-from telha.ingest.submission import decode_submission, to_projection
+from telha.ingest.submission import InvalidSubmission, decode_submission, to_projection
 from workers_common import (
     CorruptInput,
     IngestionResultBuilder,
@@ -119,4 +119,58 @@ def test_builder_extras_reach_the_wire_and_core_accepts_them() -> None:
     }
     assert out["nodes"][0]["validTime"] == {"from": 1_000, "to": None}
     proj = to_projection(decode_submission(b.to_json()))
-    assert proj.nodes[0].valid_from == 1_000
+    assert proj.nodes[0].valid_from == 1_000  # a candidate without an interval changes nothing
+    assert proj.ambiguities[0].kind == "relative_date"
+
+
+def test_first_candidate_interval_becomes_the_node_valid_time() -> None:
+    b = IngestionResultBuilder()
+    span = b.add_span_text("3/2/2026")
+    row = b.add_node(["ROW"], {"d": "2026-03-02"}, spans=[span], valid_time=(1, 2))
+    first = {"label": "2026-03-02 (month-first)", "validFrom": 1_772_409_600_000_000, "spanRef": 0}
+    second = {"label": "2026-02-03 (day-first)", "validFrom": 1_770_076_800_000_000}
+    b.add_ambiguity(row, "day_first_month_first", [first, second], 0.9, 0.5)
+    proj = to_projection(decode_submission(b.to_json()))
+    assert (proj.nodes[0].valid_from, proj.nodes[0].valid_to) == (1_772_409_600_000_000, None)
+    assert json.loads(proj.ambiguities[0].candidates_json)[0]["span"] == [0, 8]
+
+
+@pytest.mark.parametrize(
+    ("ambiguity", "message"),
+    [
+        ({"nodeRef": 5, "kind": "k", "candidates": [{"label": "x"}]}, "out of range"),
+        ({"nodeRef": 0, "kind": "Bad Kind", "candidates": [{"label": "x"}]}, "lower_snake"),
+        ({"nodeRef": 0, "kind": "k", "candidates": []}, "at least one candidate"),
+        ({"nodeRef": 0, "kind": "k", "candidates": [{"label": "x", "spanRef": 3}]}, "spanRef"),
+        (
+            {"nodeRef": 0, "kind": "k", "candidates": [{"label": "x"}], "detectorConfidence": 2},
+            r"within \[0, 1\]",
+        ),
+        (
+            {
+                "nodeRef": 0,
+                "kind": "k",
+                "candidates": [{"label": "x", "validFrom": 5, "validTo": 1}],
+            },
+            "before validFrom",
+        ),
+    ],
+)
+def test_invalid_ambiguities_are_refused(ambiguity: dict[str, object], message: str) -> None:
+    b = IngestionResultBuilder()
+    span = b.add_span_text("x")
+    b.add_node(["ROW"], {}, spans=[span])
+    sub = b.build()
+    sub["ambiguities"] = [ambiguity]
+    with pytest.raises(InvalidSubmission, match=message):
+        to_projection(decode_submission(json.dumps(sub).encode()))
+
+
+def test_two_ambiguities_on_one_node_are_refused() -> None:
+    b = IngestionResultBuilder()
+    span = b.add_span_text("x")
+    node = b.add_node(["ROW"], {}, spans=[span])
+    b.add_ambiguity(node, "a", [{"label": "x"}])
+    b.add_ambiguity(node, "b", [{"label": "y"}])
+    with pytest.raises(InvalidSubmission, match="already has an ambiguity"):
+        to_projection(decode_submission(b.to_json()))

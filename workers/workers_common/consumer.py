@@ -12,20 +12,26 @@ extended is abandoned (its result is never submitted).
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import logging
+import os
+import tempfile
 import types
 import uuid
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from pathlib import Path
+from typing import Any, BinaryIO, Protocol
 
 import anyio
 import anyio.abc
+import blake3
 from grpclib import GRPCError, Status
 from grpclib.exceptions import StreamTerminatedError
 
 from telha_proto.telha.worker.v1 import (
+    FetchContentRequest,
     HeartbeatRequest,
     HeartbeatResponse,
     IngestionResult,
@@ -33,7 +39,7 @@ from telha_proto.telha.worker.v1 import (
     PollJobsRequest,
     SubmitResponse,
 )
-from workers_common.failures import classify
+from workers_common.failures import TransientFailure, classify
 from workers_common.job import Job
 
 __all__ = ["HEARTBEAT_INTERVAL_SECS", "Job", "Transport", "WorkerConsumer"]
@@ -61,6 +67,14 @@ class Transport(Protocol):
     async def heartbeat(self, request: HeartbeatRequest) -> HeartbeatResponse:
         """``Heartbeat``."""
 
+    def fetch_content(self, request: FetchContentRequest) -> Any:
+        """An async iterator of :class:`ContentChunk` (``FetchContent``)."""
+
+
+def _spool_write(out: BinaryIO, hasher: Any, data: bytes) -> None:
+    hasher.update(data)
+    out.write(data)
+
 
 _DONE = object()
 
@@ -84,26 +98,29 @@ class _InFlight:
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
 
 
-def _job(payload: JobPayload) -> Job:
+def _job(payload: JobPayload) -> tuple[Job, str | None]:
+    """The handler's view of a payload, and the ``content_ref`` to fetch (``None``: inline)."""
     body = json.loads(payload.payload_json)
-    return Job(
+    ref = body.get("content_ref")
+    job = Job(
         job_id=payload.job_id,
         kind=payload.kind,
         format=body["format"],
         name=body["name"],
-        raw=base64.b64decode(body.get("content_b64") or ""),
+        raw=None if ref else base64.b64decode(body.get("content_b64") or ""),
         content_hash=body.get("content_hash"),
         options=body.get("options") or {},
         attempts=payload.attempts,
         tenant_id=payload.tenant_id,
         organization_id=payload.organization_id,
     )
+    return job, ref
 
 
-def _handle(handler: Callable[[Job], Any], payload: JobPayload) -> Any:
-    """Decode the payload, run the handler; encode a single-shot result (generators are
-    driven part by part by the consumer)."""
-    result = handler(_job(payload))
+def _handle(handler: Callable[[Job], Any], job: Job) -> Any:
+    """Run the handler; encode a single-shot result (generators are driven part by part by
+    the consumer)."""
+    result = handler(job)
     return result if isinstance(result, types.GeneratorType) else _encode(result)
 
 
@@ -123,6 +140,7 @@ class WorkerConsumer:
     :param capacity: jobs in flight at once on this stream.
     :param heartbeat_interval_s: seconds between heartbeats.
     :param drain_s: how long jobs in hand may still run after the stream broke.
+    :param spool_dir: where fetched raw bytes are spooled (default: the system temp folder).
     """
 
     def __init__(
@@ -135,6 +153,7 @@ class WorkerConsumer:
         capacity: int = 1,
         heartbeat_interval_s: float = HEARTBEAT_INTERVAL_SECS,
         drain_s: float = 60.0,
+        spool_dir: Path | None = None,
     ) -> None:
         self._transport = transport
         self._handler = handler
@@ -145,6 +164,7 @@ class WorkerConsumer:
         self._in_flight: dict[str, _InFlight] = {}
         self._idle = anyio.Event()  # set whenever no job is in flight
         self._drain_s = drain_s
+        self._spool_dir = spool_dir
 
     @property
     def worker_id(self) -> str:
@@ -286,13 +306,78 @@ class WorkerConsumer:
             raise _HandlerFailed() from exc
 
     async def _run_handler(self, payload: JobPayload) -> None:
-        # Payload decoding, the handler and result encoding all run in the worker thread:
-        # none of them may hold the event loop (a result can be megabytes of JSON).
-        result = await self._call(_handle, self._handler, payload)
-        if not isinstance(result, types.GeneratorType):
-            await self._submit(payload, result)
-            return
-        await self._run_generator(payload, result)
+        # Payload decoding, the handler and result encoding all run in worker threads: none
+        # of them may hold the event loop (a payload or result can be megabytes of JSON).
+        job, ref = await self._call(_job, payload)
+        spool: Path | None = None
+        try:
+            if ref is not None:
+                spool = await self._fetch(payload, ref)
+                job = dataclasses.replace(job, raw_path=spool)
+            result = await self._call(_handle, self._handler, job)
+            if not isinstance(result, types.GeneratorType):
+                await self._submit(payload, result)
+                return
+            await self._run_generator(payload, result)
+        finally:
+            if spool is not None:
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(spool.unlink, True)
+
+    async def _fetch(self, payload: JobPayload, ref: str) -> Path:
+        """Fetch the job's stored raw bytes into a spool file (``FetchContent``), checking
+        their BLAKE3 against ``ref``; a broken stream resumes at the last byte received.
+
+        :raises _HandlerFailed: the bytes do not match (transient: core is asked again on
+            the retry).
+        """
+        fd, name = await anyio.to_thread.run_sync(
+            lambda: tempfile.mkstemp(prefix="telha-fetch-", dir=self._spool_dir)
+        )
+        path = Path(name)
+        hasher = blake3.blake3()
+        offset = 0
+        try:
+            with os.fdopen(fd, "wb") as out:
+                delay = _RESEND_FIRST_S
+                for attempt in range(_RESENDS + 1):
+                    request = FetchContentRequest(
+                        job_id=payload.job_id,
+                        lease_generation=payload.lease_generation,
+                        worker_id=self._worker_id,
+                        offset=offset,
+                    )
+                    try:
+                        async for chunk in self._transport.fetch_content(request):
+                            if chunk.offset != offset:
+                                raise _HandlerFailed() from TransientFailure(
+                                    f"content stream skipped from byte {offset} to {chunk.offset}"
+                                )
+                            await anyio.to_thread.run_sync(_spool_write, out, hasher, chunk.data)
+                            offset += len(chunk.data)
+                        break
+                    except GRPCError as exc:
+                        if exc.status is Status.NOT_FOUND:
+                            raise _HandlerFailed() from TransientFailure(
+                                f"core has no stored content for this job: {exc.message}"
+                            )
+                        if exc.status not in _RESEND_STATUSES or attempt == _RESENDS:
+                            raise
+                    except (OSError, StreamTerminatedError):
+                        if attempt == _RESENDS:
+                            raise
+                    log.warning("job %s: content stream broke at byte %d", payload.job_id, offset)
+                    await anyio.sleep(delay)
+                    delay *= 2
+            if hasher.hexdigest() != ref:
+                raise _HandlerFailed() from TransientFailure(
+                    f"fetched content ({offset} bytes) does not match its content hash"
+                )
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(path.unlink, True)
+            raise
+        return path
 
     async def _run_generator(self, payload: JobPayload, gen: Generator[Any, Any, Any]) -> None:
         seq = 0

@@ -8,6 +8,7 @@ from typing import Any
 from grpclib.client import Channel
 
 from telha_proto.telha.worker.v1 import (
+    FetchContentRequest,
     HeartbeatRequest,
     HeartbeatResponse,
     IngestionResult,
@@ -54,6 +55,10 @@ class GrpcTransport:
     async def heartbeat(self, request: HeartbeatRequest) -> HeartbeatResponse:
         """``Heartbeat``."""
         return await self._stub.heartbeat(request, timeout=HEARTBEAT_TIMEOUT_S)
+
+    def fetch_content(self, request: FetchContentRequest) -> Any:
+        """The server stream of a held job's stored raw bytes (no deadline: it may be GBs)."""
+        return self._stub.fetch_content(request)
 
     def close(self) -> None:
         """Close the channel."""

@@ -5,6 +5,7 @@ nodes as of a transaction time, listings, edges with live endpoints. All on the 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import Any
 
 import msgspec
@@ -12,6 +13,7 @@ import msgspec
 from telha.errors import NotFound, RequestError
 from telha.model import (
     BLOB_CHUNK,
+    Ambiguity,
     Direction,
     EdgeRecord,
     NodeVersion,
@@ -153,7 +155,20 @@ class ReadsMixin(SqliteBase):
             " ORDER BY n.tx_from DESC LIMIT 1",
             params,
         )
-        return _node(rows[0]) if rows else None
+        if not rows:
+            return None
+        node = _node(rows[0])
+        found = await self._fetchall(
+            "SELECT kind, candidates, detector_confidence, applied_candidate_confidence,"
+            " severity_hint FROM ambiguities WHERE scope_id = ? AND node_id = ? AND tx = ?",
+            (sid, node_id, node.tx_from),
+        )
+        if found:
+            node = replace(
+                node,
+                ambiguities=[Ambiguity(k, _decode(c), dc, ac, sh) for k, c, dc, ac, sh in found],
+            )
+        return node
 
     async def list_nodes(
         self,

@@ -32,6 +32,7 @@ class VersionRows:
     labels: list[tuple[Any, ...]]
     edges: list[tuple[Any, ...]]
     spans: list[tuple[Any, ...]]
+    ambiguities: list[tuple[Any, ...]]
     node_ids: list[bytes]
     edge_ids: list[bytes]
     #: Node ids whose current version this commit closes (``tx_to = tx``).
@@ -85,7 +86,8 @@ def build_rows(
         if key not in kinds:
             kinds[key] = sp.kind
             linked[key] = []
-    for node in proj.nodes:
+    written: set[int] = set()  # indices of nodes that get a new version row
+    for index, node in enumerate(proj.nodes):
         nid = node.node_id or new_id()
         node_ids.append(nid)
         refs = node.span_refs
@@ -111,6 +113,7 @@ def build_rows(
                     " other content"
                 )
             closes.append(nid)
+        written.add(index)
         nodes.append(
             (scope_id, nid, tx, labels_json, node.properties_json, prov, source_id,
              node.valid_from, node.valid_to)
@@ -129,9 +132,16 @@ def build_rows(
         (scope_id, source_id, tx, start, end, kinds[(start, end)], b"".join(ids))
         for (start, end), ids in linked.items()
     ]
+    ambiguities = [
+        (scope_id, node_ids[a.node_ref], tx, source_id, a.kind, a.candidates_json,
+         a.detector_confidence, a.applied_candidate_confidence, a.severity_hint)
+        for a in proj.ambiguities
+        if a.node_ref in written  # an unchanged upserted node keeps its version and ambiguity
+    ]  # fmt: skip
     return VersionRows(
-        chunk_rows, nodes, labels, edges, span_rows, node_ids, edge_ids, closes, scope_id, tx
-    )
+        chunk_rows, nodes, labels, edges, span_rows, ambiguities, node_ids, edge_ids, closes,
+        scope_id, tx,
+    )  # fmt: skip
 
 
 def current_nodes(
@@ -182,3 +192,10 @@ def insert_rows(conn: sqlite3.Connection, rows: VersionRows) -> None:
         " linked_nodes = CAST(linked_nodes || excluded.linked_nodes AS BLOB)",
         rows.spans,
     )
+    if rows.ambiguities:
+        conn.executemany(
+            "INSERT INTO ambiguities (scope_id, node_id, tx, source_id, kind, candidates,"
+            " detector_confidence, applied_candidate_confidence, severity_hint)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            rows.ambiguities,
+        )

@@ -27,6 +27,7 @@ from telha.storage.sqlite.jobs import (
     complete_tx,
     load_continuation,
 )
+from telha.storage.sqlite.raw import RawMixin
 from telha.storage.sqlite.reads import VERSION_COLS, ReadsMixin
 from telha.storage.sqlite.rows import build_rows, current_nodes, insert_rows
 from telha.storage.sqlite.streams import StreamsMixin
@@ -34,7 +35,7 @@ from telha.storage.sqlite.streams import StreamsMixin
 __all__ = ["SqliteStore"]
 
 
-class SqliteStore(ReadsMixin, JobsMixin, StreamsMixin):
+class SqliteStore(ReadsMixin, JobsMixin, StreamsMixin, RawMixin):
     """SQLite implementation of :class:`telha.storage.protocol.Storage`.
 
     Use as an actor (``await tg.start(store.run)`` reports the opened store) or, in short-lived

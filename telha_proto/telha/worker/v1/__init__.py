@@ -4,6 +4,8 @@
 # This file has been @generated
 
 __all__ = (
+    "ContentChunk",
+    "FetchContentRequest",
     "HeartbeatRequest",
     "HeartbeatResponse",
     "IngestionResult",
@@ -31,6 +33,41 @@ if TYPE_CHECKING:
 
 _COMPILER_VERSION = "0.10.1"
 betterproto2.check_compiler_version(_COMPILER_VERSION)
+
+
+@dataclass(eq=False, repr=False)
+class ContentChunk(betterproto2.Message):
+    offset: "int" = betterproto2.field(1, betterproto2.TYPE_UINT64)
+    """
+    of data[0] in the raw bytes
+    """
+
+    data: "bytes" = betterproto2.field(2, betterproto2.TYPE_BYTES)
+
+    total_size: "int" = betterproto2.field(3, betterproto2.TYPE_UINT64)
+    """
+    bytes in all
+    """
+
+
+default_message_pool.register_message("telha.worker.v1", "ContentChunk", ContentChunk)
+
+
+@dataclass(eq=False, repr=False)
+class FetchContentRequest(betterproto2.Message):
+    job_id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+
+    lease_generation: "int" = betterproto2.field(2, betterproto2.TYPE_UINT64)
+
+    worker_id: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
+
+    offset: "int" = betterproto2.field(4, betterproto2.TYPE_UINT64)
+    """
+    first byte wanted (resume after a broken stream)
+    """
+
+
+default_message_pool.register_message("telha.worker.v1", "FetchContentRequest", FetchContentRequest)
 
 
 @dataclass(eq=False, repr=False)
@@ -231,6 +268,30 @@ class WorkerServiceStub(betterproto2_grpclib.ServiceStub):
             metadata=metadata,
         )
 
+    async def fetch_content(
+        self,
+        message: "FetchContentRequest",
+        *,
+        timeout: "float | None" = None,
+        deadline: "Deadline | None" = None,
+        metadata: "MetadataLike | None" = None,
+    ) -> "AsyncIterator[ContentChunk]":
+        """
+        The raw bytes of a held job whose payload references stored content (content_ref), in
+        chunks of at most 1 MiB from `offset` on. Refused (FAILED_PRECONDITION) unless the caller
+        holds the job under `lease_generation`.
+        """
+
+        async for response in self._unary_stream(
+            "/telha.worker.v1.WorkerService/FetchContent",
+            message,
+            ContentChunk,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        ):
+            yield response
+
 
 class WorkerServiceBase(betterproto2_grpclib.ServiceBase):
     async def poll_jobs(self, message: "PollJobsRequest") -> "AsyncIterator[JobPayload]":
@@ -255,6 +316,16 @@ class WorkerServiceBase(betterproto2_grpclib.ServiceBase):
         """
 
         raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
+
+    async def fetch_content(self, message: "FetchContentRequest") -> "AsyncIterator[ContentChunk]":
+        """
+        The raw bytes of a held job whose payload references stored content (content_ref), in
+        chunks of at most 1 MiB from `offset` on. Refused (FAILED_PRECONDITION) unless the caller
+        holds the job under `lease_generation`.
+        """
+
+        raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
+        yield ContentChunk()
 
     async def __rpc_poll_jobs(
         self, stream: "grpclib.server.Stream[PollJobsRequest, JobPayload]"
@@ -283,6 +354,17 @@ class WorkerServiceBase(betterproto2_grpclib.ServiceBase):
         response = await self.heartbeat(request)
         await stream.send_message(response)
 
+    async def __rpc_fetch_content(
+        self, stream: "grpclib.server.Stream[FetchContentRequest, ContentChunk]"
+    ) -> None:
+        request = await stream.recv_message()
+        assert request is not None
+        await self._call_rpc_handler_server_stream(
+            self.fetch_content,
+            stream,
+            request,
+        )
+
     def __mapping__(self) -> "dict[str, grpclib.const.Handler]":
         return {
             "/telha.worker.v1.WorkerService/PollJobs": grpclib.const.Handler(
@@ -302,5 +384,11 @@ class WorkerServiceBase(betterproto2_grpclib.ServiceBase):
                 grpclib.const.Cardinality.UNARY_UNARY,
                 HeartbeatRequest,
                 HeartbeatResponse,
+            ),
+            "/telha.worker.v1.WorkerService/FetchContent": grpclib.const.Handler(
+                self.__rpc_fetch_content,
+                grpclib.const.Cardinality.UNARY_STREAM,
+                FetchContentRequest,
+                ContentChunk,
             ),
         }
