@@ -74,6 +74,13 @@ async def serve(cfg: Config, base_dir: Path, shutdown: anyio.Event | None = None
     log.info("stopped")
 
 
+def _remove_partial_uploads(folder: Path) -> None:
+    """Uploads a crash cut short (their requests never answered): nothing references them."""
+    for path in folder.glob("upload-*"):
+        path.unlink(missing_ok=True)
+        log.warning("partial_upload_removed", path=str(path))
+
+
 async def _serve(
     cfg: Config,
     base_dir: Path,
@@ -99,13 +106,15 @@ async def _serve(
             token_key = load_token_key(cfg.grpc.token_key, store.path.parent)
         except ValueError as exc:
             raise ConfigError("grpc.token_key", str(exc)) from None
+        upload_dir = cfg.storage_path(base_dir).parent / "uploads"
+        await anyio.to_thread.run_sync(_remove_partial_uploads, upload_dir)
         state = AppState(
             config=cfg,
             store=store,
             ingestor=ingestor,
             queue=queue,
             metrics=metrics,
-            upload_dir=cfg.storage_path(base_dir).parent / "uploads",
+            upload_dir=upload_dir,
         )
         rest = RestFront(
             create_app(state), cfg.server.rest_addr, cfg.server.shutdown_grace_s, shutdown

@@ -12,6 +12,7 @@ import anyio
 from grpclib.client import Channel
 
 from telha_proto.telha.worker.v1 import (
+    FetchContentRequest,
     HeartbeatRequest,
     HeartbeatResponse,
     IngestionResult,
@@ -68,6 +69,18 @@ class ScriptedWorker:
                 worker_id=self.worker_id,
             )
         )
+
+    async def fetch(
+        self, job: JobPayload, offset: int = 0, *, generation: int | None = None
+    ) -> list[tuple[int, bytes, int]]:
+        """``FetchContent`` of a held job: ``(offset, data, total size)`` per chunk."""
+        request = FetchContentRequest(
+            job_id=job.job_id,
+            lease_generation=job.lease_generation if generation is None else generation,
+            worker_id=self.worker_id,
+            offset=offset,
+        )
+        return [(c.offset, c.data, c.total_size) async for c in self.stub.fetch_content(request)]
 
     async def heartbeat(self, *jobs: JobPayload) -> HeartbeatResponse:
         return await self.stub.heartbeat(
