@@ -1,0 +1,136 @@
+"""``tabular_worker``: CSV, TSV and XLSX (formats ``csv``, ``tsv``, ``xlsx``), streamed.
+
+**Projection.** One ``TABLE`` node per CSV/TSV file or per worksheet with ``name`` (the file
+or sheet name), ``columns`` (the column names) and ``rows`` (data rows; a table is profiled
+before it is written, so the node is written once). An XLSX adds one ``WORKBOOK`` node (``name``,
+``sheets``: the number of cell sheets read) with ``CONTAINS`` edges to its tables carrying
+``ord`` (0-based sheet order). Each data row is one node labelled ``options.label`` (default
+``TABLE_ROW``) whose properties are the typed cells keyed by column name plus ``row`` (the
+1-based data row number), with a ``CONTAINS`` edge from its table carrying ``ord`` (0-based).
+Empty cells are ``null``. Column naming, header detection and blank-row rules:
+:mod:`tabular_worker.table`; cell typing, ``dirty_counts`` and day-first/month-first dates:
+:mod:`tabular_worker.cells`.
+
+**Canonical text** (:mod:`tabular_worker.projection`): per table a header line (names joined by
+TAB; span kind ``heading``, the table's span), then one line per row (cell texts joined by
+TAB; span kind ``cell``, the row's span; the span text is exactly the line). Inside a line each
+run of tabs/newlines in a cell is one space and an empty cell is nothing; the row's property
+keeps the real value (NFC, CRLF → LF). A blank line separates tables.
+
+**Streaming.** ``handle`` is a generator: a partial submission every ``rows_per_partial`` rows
+(offsets global, each partial carrying only its new text), the last one with
+``partial: False`` and ``stats``: ``rows``, ``columns`` (summed over tables), ``encoding`` and
+``delimiter`` (CSV/TSV; ``None`` for XLSX), ``header`` (every table had a header row),
+``sheets`` (XLSX: cell sheets read), ``skipped_sheets``, ``tables`` (per table: name, rows,
+columns, header, types), ``dirty_counts``, ``ambiguous_dates``, ``ambiguities`` and
+``ambiguities_suppressed``. CSV/TSV memory is bounded by the batch (polars scans the file; a
+non-UTF-8 file is transcoded to a temporary UTF-8 file first); XLSX loads one sheet at a time.
+
+**Options.** ``delimiter`` (one character; sniffed among ``, ; \\t |`` when absent; TSV
+defaults to tab; a non-ASCII one such as ``÷`` works), ``encoding`` (a codec name; detected
+when absent: BOM, UTF-8, charset-normalizer — :mod:`tabular_worker.encoding`), ``header``
+(``auto``/``true``/``false``), ``sheets`` (XLSX sheet names; default all), ``rows_per_partial``
+(default 10,000), ``label`` (UPPER_SNAKE) and ``clarify`` (emit ambiguities). Anything else, or
+a bad value: ``unsupported_feature`` naming the option.
+
+**Failures.** ``corrupt_input``: undecodable text, binary content, a broken ZIP or workbook.
+``unsupported_feature``: an encrypted workbook (``encrypted: …``), an invalid option.
+``resource_limit``: ZIP-bomb-like parts, a sheet over the cell limit, too many columns
+(:mod:`tabular_worker.xlsx_source`, :mod:`tabular_worker.csv_source`). Empty and
+whitespace-only files are not failures: one ``TABLE`` with ``rows: 0``.
+
+Deterministic: identical bytes and options give identical submissions (the job name only
+appears as the CSV table's and the workbook's ``name``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+# Fewer polars threads keep the per-thread CSV buffers (and peak RSS) down; see measure.py.
+os.environ.setdefault("POLARS_MAX_THREADS", "2")
+
+from tabular_worker.csv_source import open_csv
+from tabular_worker.encoding import utf8_input
+from tabular_worker.options import parse_options
+from tabular_worker.projection import Projector, Submissions
+from tabular_worker.table import Table
+from tabular_worker.xlsx_source import iter_tables, open_workbook
+from workers_common import Job
+
+__all__ = ["FORMATS", "handle"]
+
+FORMATS = ("csv", "tsv", "xlsx")
+
+
+def _table_stats(tables: list[Table]) -> dict[str, object]:
+    return {
+        "rows": sum(t.rows for t in tables),
+        "columns": sum(len(t.columns) for t in tables),
+        "header": all(t.header for t in tables),
+        "tables": [
+            {
+                "name": t.name,
+                "rows": t.rows,
+                "columns": len(t.columns),
+                "header": t.header,
+                "types": dict(zip(t.columns, t.types, strict=True)),
+            }
+            for t in tables
+        ],
+    }
+
+
+def _csv(job: Job) -> Submissions:
+    opts = parse_options(job.options)
+    with job.local_path() as path, utf8_input(path, opts.encoding, opts.delimiter) as src:
+        table, delimiter = open_csv(
+            src.path, job.name, job.format, opts.delimiter, src.delimiter_substituted, opts.header
+        )
+        projector = Projector(opts.label, opts.rows_per_partial, opts.clarify)
+        yield from projector.run(
+            [table],
+            None,
+            lambda: {"encoding": src.encoding, "delimiter": delimiter, **_table_stats([table])},
+        )
+
+
+def _xlsx(job: Job) -> Submissions:
+    opts = parse_options(job.options)
+    with job.local_path() as path:
+        book = open_workbook(path)
+        seen: list[Table] = []
+
+        def tables() -> Iterator[Table]:
+            for table in iter_tables(book, opts.sheets, opts.header):
+                seen.append(table)
+                yield table
+
+        def stats() -> dict[str, object]:
+            return {
+                "encoding": None,
+                "delimiter": None,
+                "sheets": len(seen),
+                "skipped_sheets": len(book.skipped),
+                **_table_stats(seen),
+            }
+
+        read = [n for n, _ in book.sheets if opts.sheets is None or n in opts.sheets]
+        projector = Projector(opts.label, opts.rows_per_partial, opts.clarify)
+        yield from projector.run(tables(), {"name": job.name, "sheets": len(read)}, stats)
+
+
+def handle(job: Job) -> Submissions:
+    """Project one CSV, TSV or XLSX job as a stream of submissions (module docstring).
+
+    Yields submission dicts and receives, for each, the node ids core assigned (in node
+    order); the last submission has ``partial: False``.
+
+    :raises UnsupportedFeature: an invalid option, or an encrypted workbook (``encrypted:``).
+    :raises CorruptInput: undecodable or corrupt input.
+    :raises ResourceLimit: a ZIP-bomb-like workbook, too many cells or columns.
+    """
+    if job.format == "xlsx":
+        return _xlsx(job)
+    return _csv(job)

@@ -1,0 +1,141 @@
+"""CSV/TSV input: comment lines, delimiter sniffing and a lazy polars scan of string columns.
+
+* Lines starting with ``#`` (and blank lines) before the first row are skipped; later lines
+  starting with ``#`` are data.
+* The delimiter is ``options.delimiter``, else a tab for TSV, else sniffed among ``,`` ``;``
+  ``\\t`` ``|`` on the first :data:`SNIFF_LINES` lines (quotes respected): the candidate giving
+  the most rows with the same field count (more than one field) wins, ties in that order; no
+  winner means ``,``. A non-ASCII delimiter was already replaced by U+001F while transcoding
+  (:mod:`tabular_worker.encoding`) and is put back in cell text here.
+* Quoting is RFC 4180 (``"``, doubled to escape); embedded newlines stay in the cell.
+* TSV's ``\\N`` (the PostgreSQL/MySQL dump null marker) is null.
+* Every cell is read as a string; typing happens later (:mod:`tabular_worker.cells`).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+
+import polars as pl
+
+from tabular_worker.encoding import SUBSTITUTE
+from tabular_worker.table import Table, build_table
+from workers_common import CorruptInput, ResourceLimit
+
+__all__ = ["HEAD_BYTES", "MAX_COLUMNS", "SNIFF_LINES", "open_csv", "sniff_delimiter"]
+
+#: Bytes of the file read to find comment lines and sniff the delimiter.
+HEAD_BYTES = 64 * 1024
+#: Lines used for delimiter sniffing.
+SNIFF_LINES = 50
+#: Most columns a CSV/TSV row may have (over it: ResourceLimit).
+MAX_COLUMNS = 16_384
+
+_CANDIDATES = (",", "\t", ";", "|")
+
+
+def _head(path: Path) -> str:
+    with path.open("rb") as f:
+        data = f.read(HEAD_BYTES)
+    return data.decode("utf-8", errors="ignore")
+
+
+def _comment_lines(head: str) -> int:
+    count = 0
+    for line in head.splitlines(keepends=True):
+        if not line.endswith(("\n", "\r")):
+            break  # possibly cut by HEAD_BYTES
+        if line.startswith("#") or not line.strip():
+            count += 1
+        else:
+            break
+    return count
+
+
+def _rows(text: str, delimiter: str) -> list[list[str]]:
+    try:
+        reader = csv.reader(io.StringIO(text), delimiter=delimiter, strict=False)
+        return [row for _, row in zip(range(SNIFF_LINES), reader, strict=False) if row]
+    except csv.Error:
+        return []
+
+
+def sniff_delimiter(text: str) -> str:
+    """The delimiter among ``, \\t ; |`` that splits the first lines of ``text`` most
+    consistently (rule in the module docstring)."""
+    lines = text.splitlines(keepends=True)
+    if len(lines) > 1 and not text.endswith(("\n", "\r")):
+        lines = lines[:-1]  # the last line may be cut
+    sample = "".join(lines[:SNIFF_LINES])
+    best, best_score = ",", (0, 0)
+    for candidate in _CANDIDATES:
+        counts = [len(r) for r in _rows(sample, candidate)]
+        widths = [n for n in counts if n > 1]
+        if not widths:
+            continue
+        mode = max(sorted(set(widths)), key=widths.count)
+        score = (widths.count(mode), mode)
+        if score > best_score:
+            best, best_score = candidate, score
+    return best
+
+
+def _max_fields(text: str, delimiter: str) -> int:
+    return max((len(r) for r in _rows(text, delimiter)), default=1)
+
+
+def _scan(
+    path: Path, separator: str, skip: int, width: int, null_values: list[str] | None
+) -> pl.LazyFrame:
+    return pl.scan_csv(
+        path,
+        has_header=False,
+        separator=separator,
+        quote_char='"',
+        skip_lines=skip,
+        schema={f"column_{i + 1}": pl.String for i in range(width)},
+        missing_columns="insert",
+        null_values=null_values,
+        raise_if_empty=False,
+    )
+
+
+def open_csv(
+    path: Path,
+    name: str,
+    fmt: str,
+    delimiter: str | None,
+    substituted: bool,
+    header_option: str,
+) -> tuple[Table, str]:
+    """Profile the UTF-8 file at ``path`` as one :class:`Table`; returns it and the delimiter.
+
+    :param delimiter: ``options.delimiter`` (``None`` to sniff or, for TSV, tab).
+    :param substituted: a non-ASCII delimiter was replaced by U+001F in the file.
+    :raises ResourceLimit: a row has more than :data:`MAX_COLUMNS` fields.
+    :raises CorruptInput: polars cannot parse the file.
+    """
+    head = _head(path)
+    skip = _comment_lines(head)
+    body = "".join(head.splitlines(keepends=True)[skip:])
+    if delimiter is None:
+        delimiter = "\t" if fmt == "tsv" else sniff_delimiter(body)
+    separator = SUBSTITUTE if substituted else delimiter
+    if len(separator.encode()) != 1:
+        raise CorruptInput(f"delimiter: {delimiter!r} needs transcoding (internal error)")
+    null_values = ["\\N"] if fmt == "tsv" else None
+    width = _max_fields(body, separator) + 8
+    while True:
+        frame = _scan(path, separator, skip, width, null_values)
+        if substituted:
+            frame = frame.select(pl.all().str.replace_all(SUBSTITUTE, delimiter, literal=True))
+        try:
+            return build_table(name, frame, header_option), delimiter
+        except pl.exceptions.ComputeError as exc:
+            if "more fields" not in str(exc):
+                raise CorruptInput(f"unparseable {fmt}: {exc}".splitlines()[0]) from None
+            if width >= MAX_COLUMNS:
+                raise ResourceLimit(f"a row has more than {MAX_COLUMNS} fields") from None
+            width = min(width * 4, MAX_COLUMNS)

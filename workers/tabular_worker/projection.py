@@ -1,0 +1,243 @@
+"""Streaming projection of profiled tables into submissions (spec 000 wire shape).
+
+Canonical text: per table a header line (column names joined by TAB; span kind ``heading``,
+the TABLE node's span), then one line per data row (normalized cell texts joined by TAB, each
+run of tabs/newlines inside a cell shown as one space, empty cells as nothing; span kind
+``cell``, the row node's span, exactly the line without its newline). Lines are separated by
+``"\\n"``, tables by a blank line. Every partial after the first therefore starts with
+``"\\n"`` (never with a combining mark), and each partial's spans are global byte offsets
+(``base`` = bytes of all earlier partials).
+
+A partial is flushed every ``rows_per_partial`` data rows; nodes written in an earlier partial
+(the WORKBOOK, a TABLE) are then addressed by the ids core assigned (``ids = yield ...``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Generator, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import polars as pl
+
+from tabular_worker.cells import Ambiguous, DateVotes, display_expr, normalize_expr, type_columns
+from tabular_worker.table import Table
+from workers_common import normalize_canonical
+from workers_common.temporal import to_us
+
+__all__ = [
+    "APPLIED_CANDIDATE_CONFIDENCE",
+    "DETECTOR_CONFIDENCE",
+    "Projector",
+    "Submissions",
+]
+
+#: ``detectorConfidence`` of a day-first/month-first ambiguity: both readings are valid dates.
+DETECTOR_CONFIDENCE = 0.9
+#: ``appliedCandidateConfidence`` of the month-first reading applied without evidence.
+APPLIED_CANDIDATE_CONFIDENCE = 0.5
+
+#: What the generator yields (a submission dict) and receives back (the node ids).
+Submissions = Generator[dict[str, Any], list[str], None]
+
+
+@dataclass(slots=True)
+class _Partial:
+    """One submission under construction; offsets are global (``base`` + local bytes)."""
+
+    base: int
+    parts: list[str] = field(default_factory=list)
+    length: int = 0
+    spans: list[dict[str, Any]] = field(default_factory=list)
+    nodes: list[dict[str, Any]] = field(default_factory=list)
+    rels: list[dict[str, Any]] = field(default_factory=list)
+    ambiguities: list[dict[str, Any]] = field(default_factory=list)
+    rows: int = 0
+
+    @property
+    def end(self) -> int:
+        return self.base + self.length
+
+    def text(self, text: str) -> tuple[int, int]:
+        start = self.end
+        self.parts.append(text)
+        self.length += len(text.encode("utf-8"))
+        return start, self.end
+
+    def span(self, start: int, end: int, kind: str) -> int:
+        self.spans.append({"start": start, "end": end, "kind": kind})
+        return len(self.spans) - 1
+
+    def node(self, labels: list[str], props: dict[str, Any], spans: list[int]) -> int:
+        self.nodes.append({"labels": labels, "properties": props, "spanRefs": spans})
+        return len(self.nodes) - 1
+
+    def edge(self, src: int | str, dst: int, ordinal: int) -> None:
+        key = "fromRef" if isinstance(src, int) else "fromId"
+        self.rels.append(
+            {"type": "CONTAINS", key: src, "toRef": dst, "properties": {"ord": ordinal}}
+        )
+
+    def build(self, final: bool, stats: dict[str, Any] | None = None) -> dict[str, Any]:
+        text = "".join(self.parts)
+        if normalize_canonical(text) != text:
+            raise AssertionError("tabular canonical text is not normalized")
+        out: dict[str, Any] = {
+            "v": 1,
+            "canonicalText": text,
+            "spans": self.spans,
+            "nodes": self.nodes,
+            "relationships": self.rels,
+        }
+        if stats is not None:
+            out["stats"] = stats
+        if self.ambiguities:
+            out["ambiguities"] = self.ambiguities
+        out["partial"] = not final
+        return out
+
+
+class Projector:
+    """Turns tables into a stream of submissions; see the module docstring.
+
+    :param label: the row node label.
+    :param rows_per_partial: data rows per submission.
+    :param clarify: emit day-first/month-first ambiguities (``options.clarify``).
+    """
+
+    def __init__(self, label: str, rows_per_partial: int, clarify: bool) -> None:
+        self.label = label
+        self.rows_per_partial = rows_per_partial
+        self.clarify = clarify
+        self.dirty: dict[str, int] = {}
+        self.ambiguous_dates = 0
+        self.emitted = 0
+        self.suppressed = 0
+        self._p = _Partial(0)
+        self._refs: dict[str, int | str] = {}  # "workbook"/"table" → ref here, or id
+
+    def _flush(self) -> Generator[dict[str, Any], list[str], None]:
+        ids = yield self._p.build(final=False)
+        self._refs = {k: ids[v] if isinstance(v, int) else v for k, v in self._refs.items()}
+        self._p = _Partial(self._p.end)
+
+    def run(
+        self,
+        tables: Iterable[Table],
+        workbook: dict[str, Any] | None,
+        stats: Callable[[], dict[str, Any]],
+    ) -> Submissions:
+        """Yield every submission; the last one (``partial: False``) carries ``stats()``
+        (called after the last table) plus the dirty/ambiguity counters. ``workbook`` holds
+        the WORKBOOK node's properties (XLSX) or is ``None``."""
+        if workbook is not None:
+            self._refs["workbook"] = self._p.node(["WORKBOOK"], workbook, [])
+        for ordinal, table in enumerate(tables):
+            yield from self._table(ordinal, table)
+        final = {
+            **stats(),
+            "dirty_counts": dict(sorted(self.dirty.items())),
+            "ambiguous_dates": self.ambiguous_dates,
+            "ambiguities": self.emitted,
+            "ambiguities_suppressed": self.suppressed,
+        }
+        yield self._p.build(final=True, stats=final)
+
+    def _table(self, ordinal: int, table: Table) -> Submissions:
+        p = self._p
+        if p.end > 0:
+            p.text("\n\n")
+        start, end = p.text("\t".join(table.columns))
+        span = p.span(start, end, "heading")
+        props = {"name": table.name, "columns": table.columns, "rows": table.rows}
+        self._refs["table"] = p.node(["TABLE"], props, [span])
+        if "workbook" in self._refs:
+            p.edge(self._refs["workbook"], self._refs["table"], ordinal)  # type: ignore[arg-type]
+        votes = [DateVotes() for _ in table.columns]
+        row = 0
+        for batch in table.batches(self.rows_per_partial):
+            offset = 0
+            while offset < batch.height:
+                take = min(self.rows_per_partial - self._p.rows, batch.height - offset)
+                self._rows(table, batch.slice(offset, take), row, votes)
+                offset += take
+                row += take
+                if self._p.rows >= self.rows_per_partial:
+                    yield from self._flush()
+
+    def _rows(
+        self, table: Table, frame: pl.DataFrame, first_row: int, votes: list[DateVotes]
+    ) -> None:
+        p = self._p
+        cols = frame.columns
+        norm = frame.select(normalize_expr(pl.col(c)) for c in cols)
+        lines_s = norm.select(
+            pl.concat_str([display_expr(pl.col(c)) for c in cols], separator="\t")
+        ).to_series()
+        lengths = lines_s.str.len_bytes().to_list()
+        typed = type_columns(norm, table.types, votes)
+        for i, kind in enumerate(table.types):
+            if typed[i].dirty:
+                self.dirty[kind] = self.dirty.get(kind, 0) + typed[i].dirty
+        p.text("\n" + "\n".join(lines_s.to_list()))
+        pos = p.end - sum(lengths) - len(lengths) + 1
+        spans, nodes, rels = p.spans, p.nodes, p.rels
+        table_ref = self._refs["table"]
+        from_key = "fromRef" if isinstance(table_ref, int) else "fromId"
+        labels = [self.label]
+        names = table.columns
+        first_span, first_node = len(spans), len(nodes)
+        for k, values in enumerate(zip(*(t.values for t in typed), strict=True)):
+            end = pos + lengths[k]
+            spans.append({"start": pos, "end": end, "kind": "cell"})
+            props = dict(zip(names, values, strict=True))
+            props["row"] = first_row + k + 1
+            nodes.append({"labels": labels, "properties": props, "spanRefs": [first_span + k]})
+            rels.append(
+                {
+                    "type": "CONTAINS",
+                    from_key: table_ref,
+                    "toRef": first_node + k,
+                    "properties": {"ord": first_row + k},
+                }
+            )
+            pos = end + 1
+        p.rows += frame.height
+        self._ambiguities([t.ambiguous for t in typed], first_span, first_node)
+
+    def _ambiguities(
+        self, per_column: list[list[Ambiguous]], first_span: int, first_node: int
+    ) -> None:
+        by_row: dict[int, list[Ambiguous]] = {}
+        for cells in per_column:
+            for cell in cells:
+                by_row.setdefault(cell.row, []).append(cell)
+        for k in sorted(by_row):
+            cells = by_row[k]
+            self.ambiguous_dates += len(cells)
+            if not self.clarify:
+                continue
+            self.suppressed += len(cells) - 1
+            self.emitted += 1
+            cell, span = cells[0], first_span + k
+            self._p.ambiguities.append(
+                {
+                    "nodeRef": first_node + k,
+                    "kind": "day_first_month_first",
+                    "candidates": [
+                        _candidate(cell.month_first, "month-first", span),
+                        _candidate(cell.day_first, "day-first", span),
+                    ],
+                    "detectorConfidence": DETECTOR_CONFIDENCE,
+                    "appliedCandidateConfidence": APPLIED_CANDIDATE_CONFIDENCE,
+                }
+            )
+
+
+def _candidate(iso: str, reading: str, span: int) -> dict[str, Any]:
+    return {
+        "label": f"{iso} ({reading})",
+        "validFrom": to_us(dt.date.fromisoformat(iso)),
+        "spanRef": span,
+    }
