@@ -36,7 +36,7 @@ class InvalidSubmission(Exception):
     """A submission core refuses; the job dead-letters as ``invalid_submission``."""
 
 
-class _In(msgspec.Struct, rename="camel", forbid_unknown_fields=True, kw_only=True):
+class _In(msgspec.Struct, rename="camel", forbid_unknown_fields=True, kw_only=True, gc=False):
     pass
 
 
@@ -48,18 +48,25 @@ class SpanIn(_In):
     kind: str
 
 
-class ValidTimeIn(msgspec.Struct, forbid_unknown_fields=True):
+class ValidTimeIn(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     """Valid time ``{from, to}`` in µs; ``null`` is unbounded."""
 
     from_: int | None = msgspec.field(default=None, name="from")
     to: int | None = None
 
 
+_EMPTY_OBJECT = msgspec.Raw(b"{}")
+
+
 class NodeIn(_In):
-    """A node: labels, properties, span indices, an optional deterministic UUID and valid time."""
+    """A node: labels, properties, span indices, an optional deterministic UUID and valid time.
+
+    ``properties`` stays the raw JSON text as sent (checked to be an object): decoding tens of
+    thousands of property maps only to encode them again would dominate a large submission.
+    """
 
     labels: list[str]
-    properties: dict[str, Any] = {}
+    properties: msgspec.Raw = _EMPTY_OBJECT
     span_refs: list[int] = []
     id: str | None = None
     valid_time: ValidTimeIn | None = None
@@ -73,7 +80,7 @@ class RelationshipIn(_In):
     from_id: str | None = None
     to_ref: int | None = None
     to_id: str | None = None
-    properties: dict[str, Any] = {}
+    properties: msgspec.Raw = _EMPTY_OBJECT
 
 
 class ChildJobIn(_In):
@@ -133,6 +140,22 @@ def decode_submission(raw: bytes) -> Submission:
         raise InvalidSubmission(f"result_json is not a submission: {exc}") from None
 
 
+def _object_json(raw: msgspec.Raw, field: str, index: int, *, canonical: bool) -> bytes:
+    """The JSON text of a properties object. ``canonical`` (nodes with a deterministic id, which
+    the upsert ladder compares): re-encoded with sorted keys, so the same properties in another
+    order are the same version. Otherwise the text as sent, which msgspec has checked is JSON.
+
+    :param field: ``nodes`` or ``relationships``, and ``index``: where, for the error message.
+    :raises InvalidSubmission: not a JSON object.
+    """
+    data = bytes(raw)
+    if not data.startswith(b"{"):
+        raise InvalidSubmission(f"{field}[{index}].properties must be a JSON object")
+    if canonical:
+        return msgspec.json.encode(msgspec.json.decode(data), order="sorted")
+    return data
+
+
 def _uuid(value: str, where: str) -> bytes:
     try:
         return uuid.UUID(value).bytes
@@ -149,34 +172,53 @@ def _spans(sub: Submission, text: bytes, base: int, earlier: list[int]) -> list[
         raise InvalidSubmission(f"{len(sub.spans)} spans is over the limit of {MAX_SPANS}")
     total = base + len(text)
     out = []
+    kinds: set[str] = set()  # kinds already checked (a stream has a handful)
     for i, sp in enumerate(sub.spans):
-        if not 0 <= sp.start <= sp.end <= total:
+        start, end, kind = sp.start, sp.end, sp.kind
+        if not 0 <= start <= end <= total:
             raise InvalidSubmission(
-                f"spans[{i}]: [{sp.start}, {sp.end}) is outside the text ({total} bytes)"
+                f"spans[{i}]: [{start}, {end}) is outside the text ({total} bytes)"
             )
-        for pos in (sp.start, sp.end):
+        for pos in (start, end):
             if pos < base:
                 earlier.append(pos)
-            elif not _is_boundary(text, pos - base):
+            elif pos - base < len(text) and (text[pos - base] & 0xC0) == 0x80:
                 raise InvalidSubmission(
                     f"spans[{i}]: offsets are not on UTF-8 character boundaries"
                 )
-        if not _KIND.match(sp.kind):
-            raise InvalidSubmission(f"spans[{i}]: kind {sp.kind!r} is not a lower_snake name")
-        out.append(SpanOut(sp.start, sp.end, sp.kind))
+        if kind not in kinds:
+            if not _KIND.match(kind):
+                raise InvalidSubmission(f"spans[{i}]: kind {kind!r} is not a lower_snake name")
+            kinds.add(kind)
+        out.append(SpanOut(start, end, kind))
     return out
 
 
+def _check_valid_time(i: int, vt: ValidTimeIn) -> None:
+    for bound in (vt.from_, vt.to):
+        if bound is not None and not _INT64[0] <= bound <= _INT64[1]:
+            raise InvalidSubmission(f"nodes[{i}]: validTime {bound} is not a 64-bit µs time")
+    if vt.from_ is not None and vt.to is not None and vt.to < vt.from_:
+        raise InvalidSubmission(f"nodes[{i}]: validTime ends before it starts")
+
+
 def _nodes(sub: Submission) -> list[NodeOut]:
+    """Validated nodes. The loop runs once per node of submissions of tens of thousands:
+    label sets are checked once each, and error messages are built only on error."""
     if len(sub.nodes) > MAX_NODES:
         raise InvalidSubmission(f"{len(sub.nodes)} nodes is over the limit of {MAX_NODES}")
     out = []
     seen: set[bytes] = set()
     n_spans = len(sub.spans)
+    label_sets: dict[tuple[str, ...], tuple[str, ...]] = {}
     for i, node in enumerate(sub.nodes):
-        if not node.labels or not all(is_label(label) for label in node.labels):
-            raise InvalidSubmission(f"nodes[{i}]: labels must be non-empty UPPER_SNAKE names")
-        for ref in node.span_refs:
+        labels = tuple(node.labels)
+        if labels not in label_sets:
+            if not labels or not all(is_label(label) for label in labels):
+                raise InvalidSubmission(f"nodes[{i}]: labels must be non-empty UPPER_SNAKE names")
+            label_sets[labels] = labels
+        refs = tuple(node.span_refs)
+        for ref in refs:
             if not 0 <= ref < n_spans:
                 raise InvalidSubmission(f"nodes[{i}]: spanRef {ref} is out of range")
         node_id = None
@@ -185,48 +227,48 @@ def _nodes(sub: Submission) -> list[NodeOut]:
             if node_id in seen:
                 raise InvalidSubmission(f"nodes[{i}]: id {node.id} appears twice")
             seen.add(node_id)
-        # Sorted keys: the same properties in another order are the same version (upserts).
-        props = msgspec.json.encode(node.properties, order="sorted")
+            props = _object_json(node.properties, "nodes", i, canonical=True)
+        else:
+            props = _object_json(node.properties, "nodes", i, canonical=False)
         vt = node.valid_time
-        if vt is not None:
-            for bound in (vt.from_, vt.to):
-                if bound is not None and not _INT64[0] <= bound <= _INT64[1]:
-                    raise InvalidSubmission(
-                        f"nodes[{i}]: validTime {bound} is not a 64-bit µs time"
-                    )
-            if vt.from_ is not None and vt.to is not None and vt.to < vt.from_:
-                raise InvalidSubmission(f"nodes[{i}]: validTime ends before it starts")
-        out.append(
-            NodeOut(
-                tuple(node.labels),
-                props,
-                tuple(node.span_refs),
-                node_id,
-                vt.from_ if vt else None,
-                vt.to if vt else None,
-            )
-        )
+        if vt is None:
+            out.append(NodeOut(label_sets[labels], props, refs, node_id))
+        else:
+            _check_valid_time(i, vt)
+            out.append(NodeOut(label_sets[labels], props, refs, node_id, vt.from_, vt.to))
     return out
 
 
 def _edges(sub: Submission) -> list[EdgeOut]:
+    """Validated edges; types and ids many edges share (a table's) are checked once."""
     if len(sub.relationships) > MAX_EDGES:
         raise InvalidSubmission(f"{len(sub.relationships)} relationships is over {MAX_EDGES}")
     n_nodes = len(sub.nodes)
     out = []
+    known: dict[str, bytes] = {}
+    types: set[str] = set()
     for i, rel in enumerate(sub.relationships):
-        where = f"relationships[{i}]"
-        if not is_label(rel.type):
-            raise InvalidSubmission(f"{where}: type {rel.type!r} is not UPPER_SNAKE")
+        if rel.type not in types:
+            if not is_label(rel.type):
+                raise InvalidSubmission(f"relationships[{i}]: type {rel.type!r} is not UPPER_SNAKE")
+            types.add(rel.type)
         ends: list[tuple[int | None, bytes | None]] = []
         for side, ref, id_ in (("from", rel.from_ref, rel.from_id), ("to", rel.to_ref, rel.to_id)):
             if (ref is None) == (id_ is None):
-                raise InvalidSubmission(f"{where}: exactly one of {side}Ref and {side}Id")
-            if ref is not None and not 0 <= ref < n_nodes:
-                raise InvalidSubmission(f"{where}: {side}Ref {ref} is out of range")
-            ends.append((ref, _uuid(id_, f"{where}.{side}Id") if id_ is not None else None))
+                raise InvalidSubmission(
+                    f"relationships[{i}]: exactly one of {side}Ref and {side}Id"
+                )
+            if id_ is None:
+                if not 0 <= ref < n_nodes:  # type: ignore[operator]
+                    raise InvalidSubmission(f"relationships[{i}]: {side}Ref {ref} is out of range")
+                ends.append((ref, None))
+            else:
+                parsed = known.get(id_)
+                if parsed is None:
+                    parsed = known[id_] = _uuid(id_, f"relationships[{i}].{side}Id")
+                ends.append((None, parsed))
         (from_ref, from_id), (to_ref, to_id) = ends
-        props = msgspec.json.encode(rel.properties)
+        props = _object_json(rel.properties, "relationships", i, canonical=False)
         out.append(EdgeOut(rel.type, from_ref, to_ref, props, from_id, to_id))
     return out
 

@@ -11,6 +11,7 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
+import blake3
 import pytest
 import tabular_worker
 import xlsxwriter
@@ -28,7 +29,9 @@ def _job(
     fmt: str | None = None,
 ) -> Job:
     fmt = fmt or name.rsplit(".", 1)[-1]
-    return Job("id", f"ingest:{fmt}", fmt, name, raw, None, options or {}, 0, "t", "o", path)
+    data = raw if raw is not None else path.read_bytes() if path is not None else b""
+    digest = blake3.blake3(data).hexdigest()  # as core puts it in the payload
+    return Job("id", f"ingest:{fmt}", fmt, name, raw, digest, options or {}, 0, "t", "o", path)
 
 
 class Run:
@@ -237,8 +240,9 @@ def test_xlsx_projection() -> None:
     example = run_file("xlsx/example.xlsx", {"sheets": ["test5", "temporal"]})
     names = [t["properties"]["name"] for t in example.nodes("TABLE")]
     assert names == ["test5", "temporal"]
-    rels = [r for s in example.subs for r in s["relationships"] if "fromRef" in r]
-    assert [r["properties"]["ord"] for r in rels[:2]] == [0, 0]
+    (workbook_id,) = [n["id"] for n in example.nodes("WORKBOOK")]
+    rels = [r for s in example.subs for r in s["relationships"] if r["fromId"] == workbook_id]
+    assert [r["properties"]["ord"] for r in rels] == [0, 1]
     assert example.rows()[0] == {
         "dtm": "1999-12-31T10:30:45",
         "dt": "2024-01-01",
@@ -267,7 +271,8 @@ def test_streaming_partials_concatenate_to_the_single_shot_text() -> None:
     assert streamed.span_texts("TABLE_ROW") == single.text.split("\n")[1:]
     assert streamed.rows() == single.rows()
     later = streamed.subs[1]["relationships"]
-    assert later[0]["fromId"] == streamed.ids[0]  # the TABLE node of the first partial
+    (table,) = streamed.nodes("TABLE")
+    assert later[0]["fromId"] == table["id"]  # the TABLE node's deterministic id
     assert [r["properties"]["ord"] for r in later] == [3, 4, 5]
     assert streamed.rows()[0] == {
         "id": 0,
@@ -284,8 +289,13 @@ def test_deterministic_across_runs_and_job_names() -> None:
     a = Run(_job("a.csv", raw, {"rows_per_partial": 7}))
     b = Run(_job("b.csv", raw, {"rows_per_partial": 7}))
     assert a.text == b.text and len(a.nodes("TABLE_ROW")) == len(b.nodes("TABLE_ROW")) == 25
-    assert a.canonical().replace("a.csv", "b.csv") == b.canonical()  # only the name differs
+    # Only the name differs, and the TABLE id derived from it (uuid5 of name and content hash).
+    table_a, table_b = a.nodes("TABLE")[0]["id"], b.nodes("TABLE")[0]["id"]
+    assert table_a != table_b
+    assert a.canonical().replace("a.csv", "b.csv").replace(table_a, table_b) == b.canonical()
     assert Run(_job("a.csv", raw, {"rows_per_partial": 7})).canonical() == a.canonical()
+    changed = Run(_job("a.csv", raw + b"99,x,2026-01-01,1.0,true\n", {"rows_per_partial": 7}))
+    assert changed.nodes("TABLE")[0]["id"] != table_a  # a new version's table is its own node
 
 
 @pytest.mark.parametrize("raw", [b"", b"  \r\n\t\n  ", b"\xef\xbb\xbf", b"# only a comment\n"])

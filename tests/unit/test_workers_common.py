@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import threading
+import time
+from collections.abc import Iterator
 
 import pytest
 
@@ -16,6 +19,7 @@ from workers_common import (
     UnsupportedFeature,
     classify,
 )
+from workers_common.prefetch import ahead
 
 
 def _job(content: bytes, fmt: str = "markdown", name: str = "doc.md") -> Job:
@@ -174,3 +178,49 @@ def test_two_ambiguities_on_one_node_are_refused() -> None:
     b.add_ambiguity(node, "b", [{"label": "y"}])
     with pytest.raises(InvalidSubmission, match="already has an ambiguity"):
         to_projection(decode_submission(b.to_json()))
+
+
+def test_ahead_hands_on_items_in_order_and_runs_ahead() -> None:
+    produced: list[int] = []
+
+    def source() -> Iterator[int]:
+        for i in range(5):
+            produced.append(i)
+            yield i
+
+    gen = ahead(source(), depth=1)
+    assert next(gen) == 0
+    deadline = time.monotonic() + 5
+    while len(produced) < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    # One taken, one waiting in the queue, one built and blocked on the full queue: no more.
+    time.sleep(0.1)
+    assert produced == [0, 1, 2]
+    assert gen.send(["ignored-id"]) == 1
+    assert list(gen) == [2, 3, 4]
+
+
+def test_ahead_reraises_the_source_failure_in_place() -> None:
+    def source() -> Iterator[int]:
+        yield 1
+        raise CorruptInput("row 2 is garbage")
+
+    gen = ahead(source())
+    assert next(gen) == 1
+    with pytest.raises(CorruptInput, match="row 2"):
+        next(gen)
+
+
+def test_ahead_closed_early_stops_and_closes_the_source() -> None:
+    closed = threading.Event()
+
+    def source() -> Iterator[int]:
+        try:
+            yield from range(1_000_000)
+        finally:
+            closed.set()
+
+    gen = ahead(source(), depth=2)
+    assert next(gen) == 0
+    gen.close()
+    assert closed.wait(5)

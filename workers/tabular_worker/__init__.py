@@ -39,8 +39,9 @@ a bad value: ``unsupported_feature`` naming the option.
 (:mod:`tabular_worker.xlsx_source`, :mod:`tabular_worker.csv_source`). Empty and
 whitespace-only files are not failures: one ``TABLE`` with ``rows: 0``.
 
-Deterministic: identical bytes and options give identical submissions (the job name only
-appears as the CSV table's and the workbook's ``name``).
+Deterministic: identical bytes, options and name give identical submissions. Under another
+name the canonical text and the rows are the same; the name appears as the CSV table's and the
+workbook's ``name`` and seeds the WORKBOOK/TABLE node ids (uuid5 of name and content hash).
 """
 
 from __future__ import annotations
@@ -60,6 +61,7 @@ from tabular_worker.projection import Projector, Submissions
 from tabular_worker.table import Table
 from tabular_worker.xlsx_source import iter_tables, open_workbook
 from workers_common import Job
+from workers_common.prefetch import ahead
 
 __all__ = ["FORMATS", "handle"]
 
@@ -84,13 +86,18 @@ def _table_stats(tables: list[Table]) -> dict[str, object]:
     }
 
 
+def _identity(job: Job) -> str:
+    """What the WORKBOOK/TABLE node ids derive from: the source name and the bytes' hash."""
+    return f"{job.name}\x00{job.content_hash or ''}"
+
+
 def _csv(job: Job) -> Submissions:
     opts = parse_options(job.options)
     with job.local_path() as path, utf8_input(path, opts.encoding, opts.delimiter) as src:
         table, delimiter = open_csv(
             src.path, job.name, job.format, opts.delimiter, src.delimiter_substituted, opts.header
         )
-        projector = Projector(opts.label, opts.rows_per_partial, opts.clarify)
+        projector = Projector(opts.label, opts.rows_per_partial, opts.clarify, _identity(job))
         yield from projector.run(
             [table],
             None,
@@ -119,20 +126,19 @@ def _xlsx(job: Job) -> Submissions:
             }
 
         read = [n for n, _ in book.sheets if opts.sheets is None or n in opts.sheets]
-        projector = Projector(opts.label, opts.rows_per_partial, opts.clarify)
+        projector = Projector(opts.label, opts.rows_per_partial, opts.clarify, _identity(job))
         yield from projector.run(tables(), {"name": job.name, "sheets": len(read)}, stats)
 
 
 def handle(job: Job) -> Submissions:
     """Project one CSV, TSV or XLSX job as a stream of submissions (module docstring).
 
-    Yields submission dicts and receives, for each, the node ids core assigned (in node
-    order); the last submission has ``partial: False``.
+    Yields submission dicts, the last one with ``partial: False``. They are built one partial
+    ahead of core's apply (:func:`workers_common.prefetch.ahead`): no partial needs the ids
+    core assigned to an earlier one.
 
     :raises UnsupportedFeature: an invalid option, or an encrypted workbook (``encrypted:``).
     :raises CorruptInput: undecodable or corrupt input.
     :raises ResourceLimit: a ZIP-bomb-like workbook, too many cells or columns.
     """
-    if job.format == "xlsx":
-        return _xlsx(job)
-    return _csv(job)
+    return ahead(_xlsx(job) if job.format == "xlsx" else _csv(job))

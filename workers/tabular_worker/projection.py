@@ -8,13 +8,17 @@ run of tabs/newlines inside a cell shown as one space, empty cells as nothing; s
 ``"\\n"`` (never with a combining mark), and each partial's spans are global byte offsets
 (``base`` = bytes of all earlier partials).
 
-A partial is flushed every ``rows_per_partial`` data rows; nodes written in an earlier partial
-(the WORKBOOK, a TABLE) are then addressed by the ids core assigned (``ids = yield ...``).
+A partial is flushed every ``rows_per_partial`` data rows. The WORKBOOK and TABLE nodes carry
+deterministic ids (uuid5 of the job's name, the raw bytes' hash and the table's position), so
+rows in later partials reference their table without waiting for the ids core assigns: the
+stream can be built ahead of core's apply (:func:`workers_common.prefetch.ahead`). The hash in
+the id keeps a changed file's tables apart from the previous version's.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import uuid
 from collections.abc import Callable, Generator, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,8 +42,11 @@ DETECTOR_CONFIDENCE = 0.9
 #: ``appliedCandidateConfidence`` of the month-first reading applied without evidence.
 APPLIED_CANDIDATE_CONFIDENCE = 0.5
 
-#: What the generator yields (a submission dict) and receives back (the node ids).
-Submissions = Generator[dict[str, Any], list[str], None]
+#: What the generator yields (a submission dict) and receives back (the node ids, unused).
+Submissions = Generator[dict[str, Any], Any, None]
+
+#: Namespace of the tabular worker's deterministic node ids (uuid5).
+ID_NAMESPACE = uuid.UUID("6f1c1f2e-2b8e-5c55-9a53-7461626c6172")
 
 
 @dataclass(slots=True)
@@ -69,14 +76,13 @@ class _Partial:
         self.spans.append({"start": start, "end": end, "kind": kind})
         return len(self.spans) - 1
 
-    def node(self, labels: list[str], props: dict[str, Any], spans: list[int]) -> int:
-        self.nodes.append({"labels": labels, "properties": props, "spanRefs": spans})
+    def node(self, labels: list[str], props: dict[str, Any], spans: list[int], node_id: str) -> int:
+        self.nodes.append({"labels": labels, "properties": props, "spanRefs": spans, "id": node_id})
         return len(self.nodes) - 1
 
-    def edge(self, src: int | str, dst: int, ordinal: int) -> None:
-        key = "fromRef" if isinstance(src, int) else "fromId"
+    def edge(self, src: str, dst: int, ordinal: int) -> None:
         self.rels.append(
-            {"type": "CONTAINS", key: src, "toRef": dst, "properties": {"ord": ordinal}}
+            {"type": "CONTAINS", "fromId": src, "toRef": dst, "properties": {"ord": ordinal}}
         )
 
     def build(self, final: bool, stats: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -104,9 +110,11 @@ class Projector:
     :param label: the row node label.
     :param rows_per_partial: data rows per submission.
     :param clarify: emit day-first/month-first ambiguities (``options.clarify``).
+    :param identity: what the deterministic ids derive from (the job's name and content hash).
     """
 
-    def __init__(self, label: str, rows_per_partial: int, clarify: bool) -> None:
+    def __init__(self, label: str, rows_per_partial: int, clarify: bool, identity: str) -> None:
+        self.identity = identity
         self.label = label
         self.rows_per_partial = rows_per_partial
         self.clarify = clarify
@@ -115,11 +123,14 @@ class Projector:
         self.emitted = 0
         self.suppressed = 0
         self._p = _Partial(0)
-        self._refs: dict[str, int | str] = {}  # "workbook"/"table" → ref here, or id
+        self._workbook: str | None = None
+        self._table_id = ""
 
-    def _flush(self) -> Generator[dict[str, Any], list[str], None]:
-        ids = yield self._p.build(final=False)
-        self._refs = {k: ids[v] if isinstance(v, int) else v for k, v in self._refs.items()}
+    def _id(self, what: str) -> str:
+        return str(uuid.uuid5(ID_NAMESPACE, f"{self.identity}\x00{what}"))
+
+    def _flush(self) -> Submissions:
+        yield self._p.build(final=False)
         self._p = _Partial(self._p.end)
 
     def run(
@@ -132,7 +143,8 @@ class Projector:
         (called after the last table) plus the dirty/ambiguity counters. ``workbook`` holds
         the WORKBOOK node's properties (XLSX) or is ``None``."""
         if workbook is not None:
-            self._refs["workbook"] = self._p.node(["WORKBOOK"], workbook, [])
+            self._workbook = self._id("workbook")
+            self._p.node(["WORKBOOK"], workbook, [], self._workbook)
         for ordinal, table in enumerate(tables):
             yield from self._table(ordinal, table)
         final = {
@@ -151,9 +163,10 @@ class Projector:
         start, end = p.text("\t".join(table.columns))
         span = p.span(start, end, "heading")
         props = {"name": table.name, "columns": table.columns, "rows": table.rows}
-        self._refs["table"] = p.node(["TABLE"], props, [span])
-        if "workbook" in self._refs:
-            p.edge(self._refs["workbook"], self._refs["table"], ordinal)  # type: ignore[arg-type]
+        self._table_id = self._id(f"table:{ordinal}")
+        table_ref = p.node(["TABLE"], props, [span], self._table_id)
+        if self._workbook is not None:
+            p.edge(self._workbook, table_ref, ordinal)
         votes = [DateVotes() for _ in table.columns]
         row = 0
         for batch in table.batches(self.rows_per_partial):
@@ -183,8 +196,7 @@ class Projector:
         p.text("\n" + "\n".join(lines_s.to_list()))
         pos = p.end - sum(lengths) - len(lengths) + 1
         spans, nodes, rels = p.spans, p.nodes, p.rels
-        table_ref = self._refs["table"]
-        from_key = "fromRef" if isinstance(table_ref, int) else "fromId"
+        table_id = self._table_id
         labels = [self.label]
         names = table.columns
         first_span, first_node = len(spans), len(nodes)
@@ -197,7 +209,7 @@ class Projector:
             rels.append(
                 {
                     "type": "CONTAINS",
-                    from_key: table_ref,
+                    "fromId": table_id,
                     "toRef": first_node + k,
                     "properties": {"ord": first_row + k},
                 }

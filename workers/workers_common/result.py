@@ -9,8 +9,9 @@ partial's builder carries only its newly appended text while span offsets stay g
 from __future__ import annotations
 
 import base64
-import json
 from typing import Any
+
+import msgspec
 
 from workers_common.canonical import normalize_canonical
 
@@ -197,4 +198,4 @@ class IngestionResultBuilder:
 
     def to_json(self) -> bytes:
         """:meth:`build` as compact UTF-8 JSON (deterministic: insertion order, no spaces)."""
-        return json.dumps(self.build(), ensure_ascii=False, separators=(",", ":")).encode()
+        return msgspec.json.encode(self.build())

@@ -23,6 +23,7 @@ from grpclib import GRPCError, Status
 from grpclib.exceptions import StreamTerminatedError
 
 from workers_common.consumer import HEARTBEAT_INTERVAL_SECS, WorkerConsumer
+from workers_common.gc_tuning import tune_gc
 from workers_common.transport import GrpcTransport, split_target
 
 __all__ = ["load_worker", "main"]
@@ -146,6 +147,7 @@ def main(argv: list[str] | None = None) -> int:
         module = load_worker(args.worker)
         target, token = _env("TELHA_GRPC_TARGET"), _env("TELHA_WORKER_TOKEN")
         split_target(target)
+        tune_gc()
         anyio.run(_serve, args, module, target, token, backend="asyncio")
     except (UsageError, ValueError) as exc:
         sys.stderr.write(f"workers_common.run: {exc}\n")
