@@ -65,11 +65,12 @@ def main() -> None:
 def serve(config_path: Path | None, log_level: str) -> None:
     """Run the service (REST front, store, workers) until SIGTERM/SIGINT."""
     from telha.service import serve as run_service
-    from workers_common.gc_tuning import tune_gc
+    from workers_common.gc_tuning import limit_malloc_arenas, tune_gc
 
     cfg, base_dir = _load(config_path)
     configure_logging(log_level)
     tune_gc()
+    limit_malloc_arenas()
     try:
         anyio.run(run_service, cfg, base_dir, backend="asyncio", backend_options=_run_backend())
         # Stopped cleanly: a late signal must not turn exit 0 into a kill.

@@ -51,8 +51,9 @@ from collections.abc import Iterator
 
 # Fewer polars threads keep the per-thread CSV buffers (and peak RSS) down. Measured with
 # measure.py on a 100 MB, 8-column CSV (1.16M rows): 1 thread 76k rows/s, 321 MB peak RSS;
-# 2 threads 87k rows/s, 340 MB; 4 threads 90k rows/s, 454 MB.
-os.environ.setdefault("POLARS_MAX_THREADS", "2")
+# 2 threads 87k rows/s, 340 MB; 4 threads 90k rows/s, 454 MB. Core applies about 24k rows/s
+# (bench/tabular.py), so the worker is not the bottleneck: one thread.
+os.environ.setdefault("POLARS_MAX_THREADS", "1")
 
 from tabular_worker.csv_source import open_csv
 from tabular_worker.encoding import utf8_input

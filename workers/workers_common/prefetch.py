@@ -30,29 +30,32 @@ def ahead(source: Iterator[T], depth: int = 1) -> Generator[T, Any, None]:
     have been yielded. Closing the returned generator (the consumer abandons the job) stops
     the thread after the item it is building, and closes ``source`` there.
 
-    :param depth: items produced and not yet taken, at most (>= 1).
+    :param depth: items built (or being built) ahead of the one handed on, at most (>= 1).
     """
-    items: queue.Queue[tuple[object, BaseException | None]] = queue.Queue(maxsize=depth)
+    items: queue.Queue[tuple[object, BaseException | None]] = queue.Queue()
+    # Held while an item is built or waits to be taken: at most ``depth`` exist beside the
+    # one the consumer is handing on (memory: depth + 1 items, not depth + 2).
+    room = threading.Semaphore(depth)
     stop = threading.Event()
 
-    def put(entry: tuple[object, BaseException | None]) -> bool:
+    def wait_for_room() -> bool:
         while not stop.is_set():
-            try:
-                items.put(entry, timeout=_POLL_S)
+            if room.acquire(timeout=_POLL_S):
                 return True
-            except queue.Full:
-                continue
         return False
 
     def produce() -> None:
         try:
-            for item in source:
-                if not put((item, None)):
-                    break
-            else:
-                put((_END, None))
+            iterator = iter(source)
+            while wait_for_room():
+                try:
+                    item = next(iterator)
+                except StopIteration:
+                    items.put((_END, None))
+                    return
+                items.put((item, None))
         except BaseException as exc:  # handed to the consuming side, raised there
-            put((_END, exc))
+            items.put((_END, exc))
         finally:
             close = getattr(source, "close", None)
             if stop.is_set() and close is not None:
@@ -67,6 +70,7 @@ def ahead(source: Iterator[T], depth: int = 1) -> Generator[T, Any, None]:
                 raise error
             if item is _END:
                 return
+            room.release()
             yield cast(T, item)
     finally:
         stop.set()

@@ -23,7 +23,7 @@ from grpclib import GRPCError, Status
 from grpclib.exceptions import StreamTerminatedError
 
 from workers_common.consumer import HEARTBEAT_INTERVAL_SECS, WorkerConsumer
-from workers_common.gc_tuning import tune_gc
+from workers_common.gc_tuning import limit_malloc_arenas, tune_gc
 from workers_common.transport import GrpcTransport, split_target
 
 __all__ = ["load_worker", "main"]
@@ -148,6 +148,7 @@ def main(argv: list[str] | None = None) -> int:
         target, token = _env("TELHA_GRPC_TARGET"), _env("TELHA_WORKER_TOKEN")
         split_target(target)
         tune_gc()
+        limit_malloc_arenas()
         anyio.run(_serve, args, module, target, token, backend="asyncio")
     except (UsageError, ValueError) as exc:
         sys.stderr.write(f"workers_common.run: {exc}\n")
