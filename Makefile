@@ -32,6 +32,7 @@ test: setup lint typecheck
 bench: setup
 	$(BIN)/python bench/json_ingest.py
 	$(BIN)/python bench/queue.py
+	$(BIN)/python bench/tabular.py
 
 clean:
 	rm -rf $(VENV) data .pytest_cache .mypy_cache .ruff_cache

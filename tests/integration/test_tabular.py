@@ -62,7 +62,12 @@ async def test_upload_streams_partials_and_rows_read_back_with_their_text(
     job = await tenant.wait_state(posted["jobId"], "completed", "dead", within_s=60)
     assert job["state"] == "completed", job
     partials = [e["detail"] for e in job["events"] if e["transition"] == "partial"]
-    assert [d.split()[0] for d in partials] == ["seq=0", "seq=1", "seq=2", "seq=3"]
+    # 1,000 rows per partial: two partials and the final part (the last 500 rows).
+    assert [(d.split()[0], d.split()[2]) for d in partials] == [
+        ("seq=0", "nodes=1001"),  # the TABLE node and 1,000 rows
+        ("seq=1", "nodes=1000"),
+        ("seq=2", "nodes=500"),
+    ]
     assert job["stats"]["rows"] == 2_500 and job["stats"]["delimiter"] == ","
 
     rows = await _all_nodes(tenant, label="TABLE_ROW", sourceId=posted["sourceId"])

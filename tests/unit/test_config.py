@@ -20,8 +20,10 @@ def test_defaults_match_design(tmp_path: Path) -> None:
     assert cfg.server.rest_addr == "127.0.0.1:7625" and cfg.server.grpc_addr == "127.0.0.1:7626"
     assert cfg.ingest.max_body_bytes == 8388608 and cfg.ingest.json_max_records == 10000
     assert cfg.ingest.json_max_depth == 8 and cfg.ingest.json_nested == "flatten"
+    assert cfg.ingest.max_upload_bytes == 2 * 1024**3
     assert cfg.jobs.max_attempts == 5 and cfg.jobs.lease_secs == 180
-    assert cfg.workers.concurrency == 2 and cfg.workers.in_process == ["text_worker"]
+    assert cfg.workers.concurrency == 2
+    assert cfg.workers.in_process == ["text_worker", "tabular_worker"]
     assert cfg.storage_path(tmp_path) == tmp_path / "data" / "telha.db"
 
 
