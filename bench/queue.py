@@ -159,11 +159,7 @@ def run_server(
     procs: list[subprocess.Popen[bytes]] = []
     try:
         key = server.create_key(TENANT, ORG)
-        env = {
-            **os.environ,
-            "TELHA_GRPC_TARGET": server.grpc_addr,
-            "TELHA_WORKER_TOKEN": server.worker_token(Scope(TENANT, ORG)),
-        }
+        env = server.worker_env(Scope(TENANT, ORG))
         for i in range(remote):
             cmd = [sys.executable, "-m", "workers_common.run", "text_worker"]
             with (folder / f"worker{i}.log").open("wb") as log:

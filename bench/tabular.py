@@ -27,7 +27,6 @@ from pathlib import Path
 sys.path[0] = str(Path(__file__).resolve().parent.parent)
 
 import argparse
-import os
 import random
 import subprocess
 import tempfile
@@ -133,11 +132,7 @@ def run_end_to_end(path: Path, fmt: str, tmp: Path, *, remote: bool) -> Run:
     try:
         key = server.create_key("bench", "org")
         if remote:
-            env = {
-                **os.environ,
-                "TELHA_GRPC_TARGET": server.grpc_addr,
-                "TELHA_WORKER_TOKEN": server.worker_token(Scope("bench", "org")),
-            }
+            env = server.worker_env(Scope("bench", "org"))
             worker = subprocess.Popen(
                 [sys.executable, "-m", "workers_common.run", "tabular_worker"],
                 env=env,

@@ -306,7 +306,6 @@ async def test_capacity_bounds_unfinished_jobs_per_stream(
 
 def test_remote_worker_process_end_to_end(tmp_path: Path) -> None:
     """A real ``python -m workers_common.run text_worker`` process over gRPC."""
-    import os
     import subprocess
     import sys
     import time
@@ -314,11 +313,7 @@ def test_remote_worker_process_end_to_end(tmp_path: Path) -> None:
     server = ServerProcess(write_config(tmp_path, workers={"in_process": []})).start()
     try:
         key = server.create_key("t", "o")
-        env = {
-            **os.environ,
-            "TELHA_GRPC_TARGET": server.grpc_addr,
-            "TELHA_WORKER_TOKEN": server.worker_token(Scope("t", "o")),
-        }
+        env = server.worker_env(Scope("t", "o"))
         log = (tmp_path / "worker.log").open("wb")
         proc = subprocess.Popen(
             [sys.executable, "-m", "workers_common.run", "text_worker"], env=env, stderr=log
@@ -522,7 +517,6 @@ async def test_upsert_sees_valid_time_and_ignores_key_order(
 def test_remote_worker_finishes_its_job_across_a_core_restart(tmp_path: Path) -> None:
     """The poll stream breaks when core restarts; the job in hand still finishes and its
     submission reaches the restarted core: one attempt, no expired lease."""
-    import os
     import socket
     import subprocess
     import sys
@@ -537,10 +531,8 @@ def test_remote_worker_finishes_its_job_across_a_core_restart(tmp_path: Path) ->
     try:
         key = server.create_key("t", "o")
         env = {
-            **os.environ,
+            **server.worker_env(Scope("t", "o"), SLOW_WORKER_S="3"),
             "TELHA_GRPC_TARGET": grpc_addr,
-            "TELHA_WORKER_TOKEN": server.worker_token(Scope("t", "o")),
-            "SLOW_WORKER_S": "3",
         }
         log = (tmp_path / "worker.log").open("wb")
         proc = subprocess.Popen(

@@ -4,7 +4,6 @@ pinning, global offsets, chunking across 1 MiB, replay, OutOfSync, finalize, cra
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -189,13 +188,9 @@ def test_worker_killed_mid_stream_then_rerun_completes_once(tmp_path: Path) -> N
     scope = Scope("t", "o")
 
     def run_worker(pause_s: str) -> subprocess.Popen[bytes]:
-        env = {
-            **os.environ,
-            "TELHA_GRPC_TARGET": server.grpc_addr,
-            "TELHA_WORKER_TOKEN": server.worker_token(scope),
-            "STREAM_WORKER_PAUSE_S": pause_s,
-            "TELHA_HEARTBEAT_INTERVAL_SECS": "0.3",
-        }
+        env = server.worker_env(
+            scope, STREAM_WORKER_PAUSE_S=pause_s, TELHA_HEARTBEAT_INTERVAL_SECS="0.3"
+        )
         return subprocess.Popen(
             [sys.executable, "-m", "workers_common.run", "tests.support.stream_worker"],
             env=env, stderr=subprocess.DEVNULL,

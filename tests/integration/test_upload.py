@@ -228,11 +228,7 @@ def test_remote_worker_fetches_uploaded_content(tmp_path: Path) -> None:
     server = ServerProcess(write_config(tmp_path, workers={"in_process": []})).start()
     try:
         key = server.create_key("t", "o")
-        env = {
-            **os.environ,
-            "TELHA_GRPC_TARGET": server.grpc_addr,
-            "TELHA_WORKER_TOKEN": server.worker_token(Scope("t", "o")),
-        }
+        env = server.worker_env(Scope("t", "o"))
         paragraphs = [f"Paragraph {i} é {'w' * 90}" for i in range(25_000)]
         text = "\n\n".join(paragraphs)
         assert len(text.encode()) > 2 * MiB

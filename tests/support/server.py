@@ -115,3 +115,13 @@ class ServerProcess:
         """A worker token signed with this server's key file (what ``worker-token`` prints)."""
         key = load_token_key("", self.db.parent)
         return mint_worker_token(key, scope, ttl_s)
+
+    def worker_env(self, scope: Scope | None, **extra: str) -> dict[str, str]:
+        """The environment of a ``python -m workers_common.run`` process for this server:
+        this process's, plus the gRPC target, a worker token for ``scope`` and ``extra``."""
+        return {
+            **os.environ,
+            "TELHA_GRPC_TARGET": self.grpc_addr,
+            "TELHA_WORKER_TOKEN": self.worker_token(scope),
+            **extra,
+        }
