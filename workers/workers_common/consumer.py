@@ -7,6 +7,10 @@ node ids core assigned, and submits an empty finalizer if the generator ends wit
 Handlers run in a worker thread, never on the event loop. One heartbeat task per stream
 extends every in-flight lease each ``heartbeat_interval_s``; a job whose lease was not
 extended is abandoned (its result is never submitted).
+
+A job whose payload references stored content (``content_ref``: a large upload) is fetched
+with ``FetchContent`` into a spool file before the handler runs (``Job.raw_path``), checked
+against its BLAKE3, and removed when the job is done.
 """
 
 from __future__ import annotations
