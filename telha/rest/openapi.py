@@ -72,6 +72,22 @@ _INGEST_BODY = {
 }
 
 
+_UPLOAD_FORM = {
+    "type": "object",
+    "required": ["format", "name", "file"],
+    "properties": {
+        "file": {
+            "type": "string",
+            "format": "binary",
+            "description": "the raw bytes, streamed to disk; at most ingest.max_upload_bytes",
+        },
+        "format": {"type": "string", "enum": list(KNOWN_FORMATS)},
+        "name": {"type": "string", "minLength": 1, "description": "the source identity"},
+        "options": {"type": "string", "description": "format options as a JSON object"},
+    },
+}
+
+
 def _paths() -> dict[str, Any]:
     secured: list[dict[str, list[str]]] = [{"apiKey": []}]
     return {
@@ -81,7 +97,10 @@ def _paths() -> dict[str, Any]:
                 "security": secured,
                 "requestBody": {
                     "required": True,
-                    "content": {"application/json": {"schema": _INGEST_BODY}},
+                    "content": {
+                        "application/json": {"schema": _INGEST_BODY},
+                        "multipart/form-data": {"schema": _UPLOAD_FORM},
+                    },
                 },
                 "responses": {
                     "201": _json("IngestApplied", "format=json applied"),
@@ -89,7 +108,14 @@ def _paths() -> dict[str, Any]:
                     "200": _json(
                         "Deduplicated", "identical bytes to the latest version or a pending job"
                     ),
-                    "413": _json("ErrorBody", "PAYLOAD_TOO_LARGE"),
+                    "413": _json(
+                        "ErrorBody",
+                        "PAYLOAD_TOO_LARGE: over ingest.max_body_bytes (JSON body) or"
+                        " ingest.max_upload_bytes (multipart file)",
+                    ),
+                    "503": _json(
+                        "ErrorBody", "UNAVAILABLE: ingest.max_concurrent ingests in progress"
+                    ),
                     **_ERRORS,
                 },
             }
