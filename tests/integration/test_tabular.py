@@ -5,11 +5,19 @@ determinism; day-first/month-first ambiguities end to end."""
 from __future__ import annotations
 
 import base64
+import json
+import signal
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
+from telha.model import Scope
 from tests.conftest import CORPUS
 from tests.support.queue_env import Tenant, transitions
 from tests.support.server import ServerProcess, write_config
@@ -31,8 +39,6 @@ async def _upload(
 ) -> dict[str, Any]:
     form = {"format": fmt, "name": name}
     if options is not None:
-        import json
-
         form["options"] = json.dumps(options)
     resp = await tenant.client.post("/v1/ingest", data=form, files={"file": (name, data)})
     assert resp.status_code == 202, resp.text
@@ -172,3 +178,72 @@ async def test_month_first_reading_applied_and_ambiguity_shown(tenant: Tenant) -
     # Row 2 (25 > 12) is evidence for day-first, so row 3 reads day-first, unambiguously.
     third = (await tenant.client.get(f"/v1/nodes/{rows[3]['nodeId']}")).json()
     assert third["properties"]["paid_on"] == "2026-05-04" and third["ambiguities"] == []
+
+
+def test_remote_tabular_worker_killed_mid_stream_then_rerun_completes_once(
+    tmp_path: Path,
+) -> None:
+    """A real ``tabular_worker`` process reading an upload through FetchContent is SIGKILLed
+    after its first partials; once the lease expires a second process fetches the content
+    again and streams the table afresh: one finalized version, every row exactly once."""
+    server = ServerProcess(
+        write_config(
+            tmp_path, workers={"in_process": []}, jobs={"lease_secs": 2, "reap_interval_s": 0.1}
+        )
+    ).start()
+    scope = Scope("t", "o")
+    env = server.worker_env(scope, TELHA_HEARTBEAT_INTERVAL_SECS="0.5")
+
+    def run_worker() -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            [sys.executable, "-m", "workers_common.run", "tabular_worker"],
+            env=env, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+
+    rows = 30_000
+    data = ("n,label\n" + "".join(f"{i},row {i}\n" for i in range(rows))).encode()
+    try:
+        key = server.create_key(scope.tenant_id, scope.organization_id)
+        with httpx.Client(base_url=server.base_url, headers={"x-api-key": key}, timeout=30) as c:
+            posted = c.post(
+                "/v1/ingest",
+                data={"format": "csv", "name": "kill.csv", "options": '{"rows_per_partial": 500}'},
+                files={"file": ("kill.csv", data)},
+            ).json()
+            status = f"/v1/ingest/{posted['jobId']}"
+            first = run_worker()
+            try:
+                deadline = time.monotonic() + 30
+                while transitions(c.get(status).json()).count("partial") < 2:
+                    assert time.monotonic() < deadline
+                    time.sleep(0.02)
+            finally:
+                first.send_signal(signal.SIGKILL)
+                first.wait()
+            second = run_worker()
+            try:
+                deadline = time.monotonic() + 60
+                while (job := c.get(status).json())["state"] != "completed":
+                    assert job["state"] != "dead" and time.monotonic() < deadline, job
+                    time.sleep(0.1)
+            finally:
+                second.terminate()
+                second.wait()
+            events = transitions(job)
+            assert "lease_expired" in events and "stream_abandoned" in events
+            assert events.count("leased") == 2
+            versions = c.get(f"/v1/sources/{posted['sourceId']}").json()["versions"]
+            assert len(versions) == 1 and versions[0]["canonicalTextHash"] is not None
+            seen: list[int] = []
+            cursor = None
+            while True:
+                params = {"label": "TABLE_ROW", "sourceId": posted["sourceId"], "limit": 1000}
+                page = c.get(
+                    "/v1/nodes", params={**params, **({"cursor": cursor} if cursor else {})}
+                ).json()
+                seen += [n["properties"]["row"] for n in page["nodes"]]
+                if (cursor := page["nextCursor"]) is None:
+                    break
+            assert sorted(seen) == list(range(1, rows + 1))
+    finally:
+        server.kill()
