@@ -24,7 +24,8 @@ keeps the real value (NFC, CRLF → LF). A blank line separates tables.
 ``sheets`` (XLSX: cell sheets read), ``skipped_sheets``, ``tables`` (per table: name, rows,
 columns, header, types), ``dirty_counts``, ``ambiguous_dates``, ``ambiguities`` and
 ``ambiguities_suppressed``. CSV/TSV memory is bounded by the batch (polars scans the file; a
-non-UTF-8 file is transcoded to a temporary UTF-8 file first); XLSX loads one sheet at a time.
+non-UTF-8 file is transcoded to a temporary UTF-8 file first); XLSX streams one sheet at a
+time through a temporary spill (:mod:`tabular_worker.xlsx_source`).
 
 **Options.** ``delimiter`` (one character; sniffed among ``, ; \\t |`` when absent; TSV
 defaults to tab; a non-ASCII one such as ``÷`` works), ``encoding`` (a codec name; detected

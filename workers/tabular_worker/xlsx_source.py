@@ -1,39 +1,45 @@
 """XLSX input: container checks, limits, sheet kinds, and worksheets as string frames.
 
-Checks before calamine (fastexcel) opens the workbook:
+Checks before any worksheet is read:
 
 * ``D0 CF 11 E0`` (an OLE/CFB container): a password-encrypted OOXML package (or a legacy
   ``.xls``) → ``unsupported_feature: encrypted: …``. Any other non-ZIP bytes → ``corrupt_input``.
 * ZIP bombs: a part whose uncompressed size exceeds :data:`MAX_RATIO` times its compressed
   size (and :data:`RATIO_MIN_BYTES`), or parts totalling more than
   :data:`MAX_UNCOMPRESSED_BYTES` → ``resource_limit``.
-* Cell count: a worksheet whose ``<dimension ref>`` (or, without one, its loaded size) covers
-  more than :data:`MAX_CELLS` cells → ``resource_limit``.
+* Cell count: a worksheet whose ``<dimension ref>`` covers more than :data:`MAX_CELLS` cells →
+  ``resource_limit``; while reading, so is one holding more than :data:`MAX_CELLS` values or
+  whose used range (rows × columns) is over it.
 
 Sheets come in workbook order. Chartsheets, dialog sheets and macro sheets hold no cells: they
 are skipped and counted in ``stats.skipped_sheets``; so is a worksheet holding a drawing and
 no cell at all (how LibreOffice saves a chart sheet, e.g. ``xlsx_03_chartsheet.xlsx``).
 Strict OOXML (ISO 29500 namespaces, ``testEXCEL.strict.xlsx``) is read like transitional.
-Cells are read as calamine renders them as text (numbers without a trailing ``.0``, dates as
-ISO ``YYYY-MM-DD HH:MM:SS``); a date-time at exactly midnight is shown as the date alone (Excel
-stores dates as midnight date-times). Formulas give their cached value.
-Merged ranges keep their value in the top-left cell only.
+Worksheets are read by :mod:`tabular_worker.xlsx_stream` (a streaming reader of the sheet's
+XML part, replacing calamine/fastexcel, which held a whole sheet in memory: ~380 MB for a
+30 MB workbook) and render cells as calamine did (numbers without a trailing ``.0``, dates as
+ISO ``YYYY-MM-DD HH:MM:SS``; formulas give their cached value; merged ranges keep their value
+in the top-left cell only). A date-time at exactly midnight is shown as the date alone (Excel
+stores dates as midnight date-times). The reader's batches are spilled to Arrow IPC files in a
+temporary folder (one read of the XML; the profiling pass and the data pass of
+:func:`tabular_worker.table.build_table` both scan the spill), cut to calamine's range: the
+columns from the first to the last one holding a value.
 """
 
 from __future__ import annotations
 
 import re
+import tempfile
 import xml.etree.ElementTree as ET
 import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-import fastexcel
 import polars as pl
 
 from tabular_worker.table import Table, build_table
+from tabular_worker.xlsx_stream import SheetStream, read_workbook_info
 from workers_common import CorruptInput, ResourceLimit, UnsupportedFeature
 
 __all__ = [
@@ -53,6 +59,8 @@ RATIO_MIN_BYTES = 1 << 20
 MAX_UNCOMPRESSED_BYTES = 1 << 30
 #: Largest accepted cell count (rows × columns of the used range) of one worksheet.
 MAX_CELLS = 20_000_000
+#: Rows per spilled batch (one Arrow IPC file each).
+SPILL_BATCH_ROWS = 50_000
 
 _CFB = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
 _CELL_SHEET = re.compile(r"/worksheet$")
@@ -188,41 +196,72 @@ def open_workbook(path: Path) -> Workbook:
     return Workbook(path, sheets, skipped)
 
 
-def _reader(path: Path) -> Any:
+def _spill(stream: SheetStream, name: str, folder: Path) -> pl.LazyFrame:
+    """Read the sheet once, writing its batches to Arrow IPC files under ``folder``; the lazy
+    frame over them has calamine's shape: the used range's columns (``c0`` = its first
+    column), one row per sheet row holding a value (empty rows in between, which calamine
+    keeps as all-null rows, are dropped later anyway)."""
+    files: list[tuple[Path, int]] = []
     try:
-        return fastexcel.read_excel(str(path))
-    except Exception as exc:  # calamine raises its own error types
-        text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        if "password" in text.lower():
-            raise UnsupportedFeature(f"encrypted: {text}") from None
-        raise CorruptInput(f"XLSX unreadable: {text}") from None
-
-
-def _sheet_frame(reader: Any, name: str) -> pl.DataFrame:
-    try:
-        sheet = reader.load_sheet(name, header_row=None, dtypes="string")
-        frame: pl.DataFrame = sheet.to_polars()
-    except Exception as exc:  # calamine raises its own error types
+        for i, batch in enumerate(stream.batches(SPILL_BATCH_ROWS)):
+            if stream.cells > MAX_CELLS:
+                raise ResourceLimit(f"sheet {name!r} has over {MAX_CELLS} cells")
+            path = folder / f"{i}.arrow"
+            batch.write_ipc(path, compression="uncompressed")
+            files.append((path, batch.width))
+    except (
+        ET.ParseError,
+        UnicodeDecodeError,
+        pl.exceptions.PolarsError,
+        zipfile.BadZipFile,
+    ) as exc:
         raise CorruptInput(f"sheet {name!r} unreadable: {str(exc).splitlines()[0]}") from None
-    if frame.height * frame.width > MAX_CELLS:
-        raise ResourceLimit(f"sheet {name!r} has {frame.height * frame.width} cells")
-    frame.columns = [f"c{i}" for i in range(frame.width)]
-    return frame.select(pl.all().cast(pl.String).str.replace(_MIDNIGHT, "$1"))
+    if not files:
+        return pl.DataFrame().lazy()
+    lo, hi = stream.first_col, stream.last_col
+    cells = (stream.last_row - stream.first_row + 1) * (hi - lo + 1)
+    if cells > MAX_CELLS:
+        raise ResourceLimit(f"sheet {name!r} has {cells} cells")
+    parts = [
+        pl.scan_ipc(path).select(
+            [
+                (pl.col(f"c{j}") if j < width else pl.lit(None, pl.String)).alias(f"c{j - lo}")
+                for j in range(lo, hi + 1)
+            ]
+        )
+        for path, width in files
+    ]
+    frame = pl.concat(parts, how="vertical")
+    return frame.select(pl.all().str.replace(_MIDNIGHT, "$1"))
 
 
 def iter_tables(book: Workbook, wanted: tuple[str, ...] | None, header: str) -> Iterator[Table]:
-    """The cell sheets of ``book`` (only ``wanted`` ones when given), as tables, loaded one
-    at a time.
+    """The cell sheets of ``book`` (only ``wanted`` ones when given), as tables, read one at
+    a time by :mod:`tabular_worker.xlsx_stream` and spilled to a temporary folder (removed
+    when the next table is asked for or the iteration ends).
 
     :raises UnsupportedFeature: ``sheets: …`` names a sheet the workbook lacks.
+    :raises CorruptInput: a malformed part.
+    :raises ResourceLimit: a sheet over :data:`MAX_CELLS` cells.
     """
-    names = [n for n, _ in book.sheets]
+    parts = dict(book.sheets)
+    names = list(parts)
     if wanted is not None:
         missing = [w for w in wanted if w not in names and w not in book.skipped]
         if missing:
             raise UnsupportedFeature(f"sheets: no cell sheet named {missing[0]!r}")
         names = [n for n in names if n in wanted]
-    reader = _reader(book.path)
-    for name in names:
-        frame = _sheet_frame(reader, name)
-        yield build_table(name, frame.lazy(), header)
+    try:
+        zf = zipfile.ZipFile(book.path)
+        info = read_workbook_info(zf)
+    except (zipfile.BadZipFile, ET.ParseError, UnicodeDecodeError) as exc:
+        raise CorruptInput(f"XLSX unreadable: {str(exc).splitlines()[0]}") from None
+    with zf:
+        for name in names:
+            part = parts[name]
+            with tempfile.TemporaryDirectory(prefix="telha-xlsx-") as folder:
+                if part is None or part not in zf.NameToInfo:
+                    frame = pl.DataFrame().lazy()
+                else:
+                    frame = _spill(SheetStream(zf, part, info), name, Path(folder))
+                yield build_table(name, frame, header)
