@@ -16,8 +16,9 @@ processing instruction — is parsed with :mod:`xml.etree.ElementTree` instead (
 concatenated ``<t>`` texts (rich-text runs included, phonetic ``<rPh>`` runs excluded) with
 ``_xHHHH_`` escapes decoded; ``t="str"`` (formula string) is the ``<v>`` text; ``t="b"`` is
 ``true``/``false``; ``t="e"`` (an error) is null but still occupies its cell; ``t="d"`` (ISO
-date) is ``YYYY-MM-DD HH:MM:SS``; numbers are shortest round-trip decimals without an exponent,
-whole numbers without ``.0`` (exact digits, as Rust's ``{:.0}``); a number whose style has a
+date) is its text as written; numbers are rounded to 9 decimals without an exponent, trailing
+zeros and point dropped (whole numbers show all their digits, ``1/3`` is ``0.333333333``, a tiny
+negative is ``-0``: fastexcel's ``{:.9}``); a number whose style has a
 date format (built-in ``numFmtId`` 14–22 and 45–47, or a custom code with ``d m y h s`` outside
 quotes, brackets and escapes) is a date-time ``YYYY-MM-DD HH:MM:SS`` (``.mmm`` added when the
 milliseconds are not zero; serials before 60 are shifted a day for Excel's 1900 leap-year bug;
@@ -38,7 +39,6 @@ import xml.etree.ElementTree as ET
 import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from decimal import Decimal
 
 import polars as pl
 
@@ -368,12 +368,10 @@ def _wrap(block: bytes) -> bytes:
 
 
 def _number_text(x: float) -> str:
-    """A float as calamine shows it: whole numbers with exact digits, others shortest."""
-    if x != x or x in (float("inf"), float("-inf")):
-        return str(x)
-    if x == int(x):
-        return f"{x:.0f}"
-    return format(Decimal(repr(x)), "f")
+    """A float as calamine shows it: rounded to 9 decimals (exactly, from the binary value),
+    trailing zeros and point dropped (``1.5e300`` gives all its digits, ``1/3`` ``0.333333333``,
+    ``-0.0`` ``-0``)."""
+    return f"{x:.9f}".rstrip("0").rstrip(".")
 
 
 def _render(cells: pl.DataFrame, info: WorkbookInfo) -> pl.DataFrame:
@@ -384,13 +382,19 @@ def _render(cells: pl.DataFrame, info: WorkbookInfo) -> pl.DataFrame:
     x = v.cast(pl.Float64, strict=False)
     whole = (x == x.floor()) & (x.abs() < 2.0**53)
     neg_zero = (x == 0) & (pl.lit(1.0) / x < 0)
-    plain = pl.when(x.is_null()).then(v)
+    # Vectorized where :func:`_number_text` is known to agree: whole numbers below 2**53, and
+    # shortest round-trip texts of at most 9 decimals below 2**22 (there an ulp is under
+    # 1e-9, so rounding the exact value to 9 decimals gives the same digits); the rest
+    # (marked null here) goes through :func:`_number_text`.
     number = (
-        plain.when(whole & neg_zero)
+        pl.when(x.is_null())
+        .then(v)
+        .when(whole & neg_zero)
         .then(pl.lit("-0"))
         .when(whole)
         .then(x.cast(pl.Int64).cast(pl.String))
-        .otherwise(x.cast(pl.String))
+        .when(x.abs() < 2.0**22)
+        .then(x.cast(pl.String))
     )
     epoch = _EPOCH_1904 if info.date1904 else _EPOCH_1900
     days = x if info.date1904 else pl.when(x >= 60).then(x).otherwise(x + 1)
@@ -406,7 +410,6 @@ def _render(cells: pl.DataFrame, info: WorkbookInfo) -> pl.DataFrame:
             .otherwise(pl.lit(""))
         )
     )
-    iso = v.str.strip_chars().str.to_datetime(strict=False, time_unit="ms")
     styles = list(info.date_styles)
     value = (
         pl.when(t == "n")
@@ -417,8 +420,6 @@ def _render(cells: pl.DataFrame, info: WorkbookInfo) -> pl.DataFrame:
         .then(v)
         .when(t == "b")
         .then(pl.when(v == "0").then(pl.lit("false")).when(v.is_not_null()).then(pl.lit("true")))
-        .when(t == "d")
-        .then(pl.coalesce(iso.dt.strftime("%Y-%m-%d %H:%M:%S"), v))
         .when((t == "s") | (t == "e"))
         .then(pl.lit(None, pl.String))
         .otherwise(v)
@@ -441,7 +442,9 @@ def _render(cells: pl.DataFrame, info: WorkbookInfo) -> pl.DataFrame:
             )
         odd = (pl.col("t").fill_null("n") == "n") & ~pl.col("s").is_in(styles).fill_null(False)
         odd = odd & pl.col("v").cast(pl.Float64, strict=False).is_not_null()
-        odd = odd & pl.col("value").str.contains(r"[eEnN]")
+        odd = odd & (
+            pl.col("value").is_null() | pl.col("value").str.contains(r"[eEnN]|\.[0-9]{10}")
+        )
         mask = out.select(odd.fill_null(False)).to_series()
         if mask.any():
             values = out["value"].to_list()
