@@ -277,10 +277,13 @@ class Ingestor:
         :raises telha.errors.OutOfSync: a streamed part out of sequence (gRPC ``ABORTED``).
         """
         try:
+            t0 = time.perf_counter()
             sub = await off_loop(len(result_json), decode_submission, result_json)
+            t1 = time.perf_counter()
             streamed = sub.partial or sub.seq != 0
             base = await self._store.stream_base(job.job_id, lease, worker) if streamed else 0
             projection = await off_loop(len(result_json), to_projection, sub, base)
+            t2 = time.perf_counter()
             # The payload embeds the raw content (base64) and children may carry theirs:
             # decoding and hashing them is work for a thread when they are large.
             payload = await off_loop(len(job.payload), _decode_payload, job.payload)
@@ -303,6 +306,17 @@ class Ingestor:
                 )  # fmt: skip
                 streamed_outcome = await self._store.apply_stream_part(
                     job.scope, version, projection, part
+                )
+                log.info(
+                    "partial_applied",
+                    job_id=id_str(job.job_id),
+                    seq=sub.seq,
+                    nodes=len(streamed_outcome.node_ids),
+                    bytes=len(projection.canonical),
+                    replay=streamed_outcome.replay,
+                    decode_ms=round((t1 - t0) * 1000, 1),
+                    validate_ms=round((t2 - t1) * 1000, 1),
+                    apply_ms=round((time.perf_counter() - t2) * 1000, 1),
                 )
                 result = SubmitResult(
                     True,
