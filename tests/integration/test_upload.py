@@ -5,7 +5,6 @@ reading them with ``FetchContent`` (real gRPC, real worker processes)."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -228,7 +227,12 @@ def test_remote_worker_fetches_uploaded_content(tmp_path: Path) -> None:
     server = ServerProcess(write_config(tmp_path, workers={"in_process": []})).start()
     try:
         key = server.create_key("t", "o")
-        env = server.worker_env(Scope("t", "o"))
+        spool = tmp_path / "spool"
+        spool.mkdir()
+        # A spool file a killed worker left behind (its pid is gone) is swept at start.
+        stale = spool / "telha-fetch-999999999-abc"
+        stale.write_bytes(b"left over")
+        env = server.worker_env(Scope("t", "o"), TMPDIR=str(spool))
         paragraphs = [f"Paragraph {i} é {'w' * 90}" for i in range(25_000)]
         text = "\n\n".join(paragraphs)
         assert len(text.encode()) > 2 * MiB
@@ -256,8 +260,8 @@ def test_remote_worker_fetches_uploaded_content(tmp_path: Path) -> None:
             finally:
                 proc.terminate()
                 proc.wait(10)
-        # The spool file is gone once the job is done.
-        assert "telha-fetch-" not in " ".join(os.listdir(os.environ.get("TMPDIR", "/tmp")))
+        # The job's spool file is gone once the job is done, and so is the stale one.
+        assert list(spool.iterdir()) == []
     finally:
         assert server.stop() == 0, server.log_text()
 

@@ -47,7 +47,7 @@ from telha_proto.telha.worker.v1 import (
 from workers_common.failures import TransientFailure, classify
 from workers_common.job import Job
 
-__all__ = ["HEARTBEAT_INTERVAL_SECS", "Job", "Transport", "WorkerConsumer"]
+__all__ = ["HEARTBEAT_INTERVAL_SECS", "Job", "Transport", "WorkerConsumer", "sweep_stale_spools"]
 
 log = logging.getLogger("workers_common")
 
@@ -74,6 +74,34 @@ class Transport(Protocol):
 
     def fetch_content(self, request: FetchContentRequest) -> Any:
         """An async iterator of :class:`ContentChunk` (``FetchContent``)."""
+
+
+#: Spool files are named ``telha-fetch-<pid>-<random>``: the pid tells a live worker's file
+#: from one a killed worker left behind.
+_SPOOL_PREFIX = "telha-fetch-"
+
+
+def sweep_stale_spools(folder: Path | None) -> int:
+    """Remove spool files of worker processes that no longer exist (a SIGKILLed worker cannot
+    remove its own); returns how many were removed. ``None`` is the system temp folder."""
+    removed = 0
+    for path in Path(folder or tempfile.gettempdir()).glob(f"{_SPOOL_PREFIX}*-*"):
+        pid_text = path.name[len(_SPOOL_PREFIX) :].split("-", 1)[0]
+        if not pid_text.isdigit() or _alive(int(pid_text)):
+            continue
+        path.unlink(missing_ok=True)
+        removed += 1
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's live process
+        return True
+    return True
 
 
 def _spool_write(out: BinaryIO, hasher: Any, data: bytes) -> None:
@@ -194,6 +222,9 @@ class WorkerConsumer:
             worker_id=self._worker_id, formats=self._formats, capacity=self._capacity
         )
         lost: Exception | None = None
+        removed = await anyio.to_thread.run_sync(sweep_stale_spools, self._spool_dir)
+        if removed:
+            log.info("removed %d spool file(s) left by workers that are gone", removed)
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._heartbeats)
             task_status.started()
@@ -338,7 +369,7 @@ class WorkerConsumer:
             the retry).
         """
         fd, name = await anyio.to_thread.run_sync(
-            lambda: tempfile.mkstemp(prefix="telha-fetch-", dir=self._spool_dir)
+            lambda: tempfile.mkstemp(prefix=f"{_SPOOL_PREFIX}{os.getpid()}-", dir=self._spool_dir)
         )
         path = Path(name)
         hasher = blake3.blake3()
