@@ -427,16 +427,20 @@ class WorkerConsumer:
                 return
             submission = dict(item)
             submission["seq"] = seq
-            submission.setdefault("partial", True)
+            partial = submission.setdefault("partial", True)
             try:
                 body = await anyio.to_thread.run_sync(_encode, submission)
+                # A 10,000-row partial is tens of MB of dicts: not kept alive while core
+                # applies it (its JSON is what is sent, and resent).
+                del item, submission
                 resp = await self._submit(payload, body)
             except GRPCError as exc:
                 gen.close()
                 if exc.status is Status.ABORTED:  # out of sequence: fail now, core retries
                     raise _HandlerFailed() from exc
                 raise
-            if not submission["partial"] or not resp.accepted:
+            del body
+            if not partial or not resp.accepted:
                 gen.close()  # finished, or refused (invalid): the job is settled in core
                 return
             ids = list(resp.node_ids)
