@@ -13,6 +13,7 @@ from grpclib.server import Server
 from telha.grpc.servicer import WorkerServicer, current_auth
 from telha.grpc.tokens import InvalidToken, verify_worker_token
 from telha.rest.server import bind_tcp
+from workers_common.transport import h2_config
 
 __all__ = ["GrpcFront"]
 
@@ -42,7 +43,7 @@ class GrpcFront:
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[str]) -> None:
         """Actor body; closes the server (shielded) when cancelled."""
-        server = Server([self._servicer])
+        server = Server([self._servicer], config=h2_config())
         listen(server, RecvRequest, self._authenticate)
         sock = bind_tcp(self._addr)
         host, port = sock.getsockname()[:2]
