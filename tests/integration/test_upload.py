@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import blake3
 import httpx
 import pytest
@@ -283,3 +284,22 @@ def test_in_process_worker_fetches_uploaded_content(tmp_path: Path) -> None:
             assert sorted(n["labels"][0] for n in nodes) == ["DOCUMENT", "PARAGRAPH", "SECTION"]
     finally:
         assert server.stop() == 0, server.log_text()
+
+
+async def test_the_same_upload_twice_at_once_is_stored_once_and_enqueued_once(
+    tenant: Tenant, worker: ScriptedWorker
+) -> None:
+    data = _mixed_bytes(3 * MiB + 5)
+    answers: list[httpx.Response] = []
+
+    async def post() -> None:
+        answers.append(await _upload(tenant, "csv", "twice.csv", data))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(post)
+        tg.start_soon(post)
+    assert sorted(a.status_code for a in answers) == [200, 202], [a.text for a in answers]
+    assert len({a.json()["jobId"] for a in answers}) == 1
+    job = await worker.next_job(["csv"])
+    assert b"".join(c[1] for c in await worker.fetch(job)) == data
+    await worker.fail(job, "corrupt_input: test done", permanent=True)

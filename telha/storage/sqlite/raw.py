@@ -8,6 +8,9 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
+
+import anyio
 
 from telha.errors import NotFound
 from telha.ids import now_us
@@ -23,6 +26,13 @@ _CHUNKS_PER_TX = 8
 class RawMixin(SqliteBase):
     """Raw blob operations; see :class:`telha.storage.protocol.Storage`."""
 
+    #: One lock per (scope, digest) being stored.
+    _raw_locks: dict[tuple[Scope, bytes], anyio.Lock]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._raw_locks = {}
+
     async def has_raw(self, scope: Scope, digest: bytes) -> bool:
         """See :meth:`telha.storage.protocol.Storage.has_raw`."""
         sid = await self._scope_id(scope)
@@ -35,9 +45,23 @@ class RawMixin(SqliteBase):
         return bool(rows)
 
     async def store_raw(self, scope: Scope, digest: bytes, path: Path, size: int) -> None:
-        """See :meth:`telha.storage.protocol.Storage.store_raw`."""
-        if await self.has_raw(scope, digest):
-            return  # content-addressed: those bytes are stored already
+        """See :meth:`telha.storage.protocol.Storage.store_raw`.
+
+        Two uploads of the same bytes at once (a client retrying) store them once: the second
+        waits for the first, then finds them stored.
+        """
+        key = (scope, digest)
+        lock = self._raw_locks.setdefault(key, anyio.Lock())
+        try:
+            async with lock:
+                if await self.has_raw(scope, digest):
+                    return  # content-addressed: those bytes are stored already
+                await self._store_raw_chunks(scope, digest, path, size)
+        finally:
+            if not lock.statistics().tasks_waiting and not lock.locked():
+                self._raw_locks.pop(key, None)
+
+    async def _store_raw_chunks(self, scope: Scope, digest: bytes, path: Path, size: int) -> None:
 
         def begin(conn: sqlite3.Connection) -> int:
             sid = self._tx_scope_id(conn, scope)
