@@ -383,3 +383,35 @@ async def test_consumer_resends_a_part_whose_ack_was_lost(tenant: Tenant) -> Non
     ]
     partials = [e["detail"] for e in done["events"] if e["transition"] == "partial"]  # type: ignore[attr-defined, index]
     assert len(partials) == 3  # the resent part 1 wrote nothing
+
+
+def test_refused_stream_closes_the_handler_generator(tmp_path: Path) -> None:
+    """Core refuses a part as invalid: the job is dead, and the worker closes the handler's
+    generator (its cleanup runs) instead of leaving it suspended."""
+    server = ServerProcess(write_config(tmp_path, workers={"in_process": []})).start()
+    scope = Scope("t", "o")
+    mark = tmp_path / "closed"
+    env = server.worker_env(scope, CLOSING_WORKER_MARK=str(mark))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "workers_common.run", "tests.support.closing_worker"],
+        env=env, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        key = server.create_key(scope.tenant_id, scope.organization_id)
+        with httpx.Client(base_url=server.base_url, headers={"x-api-key": key}) as c:
+            posted = c.post(
+                "/v1/ingest", json={"format": "tsv", "name": "bad.tsv", "content": "x"}
+            ).json()
+            deadline = time.monotonic() + 20
+            while (job := c.get(f"/v1/ingest/{posted['jobId']}").json())["state"] != "dead":
+                assert time.monotonic() < deadline, job
+                time.sleep(0.05)
+            assert str(job["failureReason"]).startswith("invalid_submission")
+            while not mark.exists():
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+            assert mark.read_text() == "closed"
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        server.stop()

@@ -21,6 +21,7 @@ import json
 import logging
 import os
 import tempfile
+import time
 import types
 import uuid
 from collections.abc import Callable, Generator
@@ -119,6 +120,28 @@ def _advance(gen: Generator[Any, Any, Any], ids: list[str] | None) -> Any:
         return next(gen) if ids is None else gen.send(ids)
     except StopIteration:
         return _DONE
+
+
+#: How long closing a generator waits for a step still running in an abandoned thread.
+_CLOSE_WAIT_S = 2.0
+
+
+def _close_generator(gen: Generator[Any, Any, Any]) -> None:
+    """Close ``gen``; if a step of it still runs in a thread a cancelled job left behind,
+    retry for up to :data:`_CLOSE_WAIT_S`, then leave it to finish on its own."""
+    deadline = time.monotonic() + _CLOSE_WAIT_S
+    while True:
+        try:
+            gen.close()
+            return
+        except ValueError:  # "generator already executing"
+            if time.monotonic() > deadline:
+                log.warning("a handler step is still running; its generator is left open")
+                return
+            time.sleep(0.05)
+        except Exception as exc:  # a handler's cleanup failing must not fail the job again
+            log.warning("closing the handler's generator raised: %s", exc)
+            return
 
 
 class _HandlerFailed(Exception):
@@ -417,6 +440,16 @@ class WorkerConsumer:
         return path
 
     async def _run_generator(self, payload: JobPayload, gen: Generator[Any, Any, Any]) -> None:
+        """Drive a generator handler part by part; however that ends (finished, refused,
+        failed, abandoned, cancelled) the generator is closed off the event loop, so its
+        ``finally`` blocks (open files, a prefetch thread) run."""
+        try:
+            await self._drive(payload, gen)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(_close_generator, gen)
+
+    async def _drive(self, payload: JobPayload, gen: Generator[Any, Any, Any]) -> None:
         seq = 0
         ids: list[str] | None = None
         while True:
@@ -435,13 +468,11 @@ class WorkerConsumer:
                 del item, submission
                 resp = await self._submit(payload, body)
             except GRPCError as exc:
-                gen.close()
                 if exc.status is Status.ABORTED:  # out of sequence: fail now, core retries
                     raise _HandlerFailed() from exc
                 raise
             del body
             if not partial or not resp.accepted:
-                gen.close()  # finished, or refused (invalid): the job is settled in core
-                return
+                return  # finished, or refused (invalid): the job is settled in core
             ids = list(resp.node_ids)
             seq += 1
