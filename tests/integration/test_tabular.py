@@ -247,3 +247,13 @@ def test_remote_tabular_worker_killed_mid_stream_then_rerun_completes_once(
             assert sorted(seen) == list(range(1, rows + 1))
     finally:
         server.kill()
+
+
+async def test_empty_upload_is_one_empty_table(tenant: Tenant) -> None:
+    posted = await _upload(tenant, "csv", "empty.csv", b"")
+    job = await tenant.wait_state(posted["jobId"], "completed", "dead", within_s=30)
+    assert job["state"] == "completed", job
+    (table,) = await _all_nodes(tenant, label="TABLE", sourceId=posted["sourceId"])
+    assert table["properties"]["rows"] == 0 and job["stats"]["rows"] == 0
+    versions = (await tenant.client.get(f"/v1/sources/{posted['sourceId']}")).json()["versions"]
+    assert versions[0]["size"] == 0
