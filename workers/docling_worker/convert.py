@@ -1,0 +1,103 @@
+"""docling conversion: one converter per process, input checks, failures typed.
+
+PDF runs docling's model-free ``NativePdfPipeline`` (one text item per line, with page and
+box; no headings or tables): the layout-model pipeline needs model weights this machine cannot
+download. DOCX, PPTX and HTML use docling's own backends, fully offline (``HF_HUB_OFFLINE``
+is set before docling is imported).
+
+Failure mapping: an OLE/CFB container given as DOCX/PPTX (how Office stores a
+password-protected file) and a PDF that needs a password → ``unsupported_feature``
+(``encrypted: …``); a PDF whose pages hold no text layer → ``unsupported_feature``
+(``ocr_required: …``); anything docling cannot load → ``corrupt_input``; more than
+``max_pages`` pages → ``resource_limit``.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from docling.datamodel.base_models import ConversionStatus, InputFormat
+from docling.datamodel.pipeline_options import NativePdfPipelineOptions
+from docling.document_converter import DocumentConverter, PdfFormatOption
+from docling.pipeline.native_pdf_pipeline import NativePdfPipeline
+from docling_core.types.doc import DoclingDocument
+
+from workers_common import CorruptInput, ResourceLimit, UnsupportedFeature
+
+__all__ = ["MAX_PAGES", "convert"]
+
+#: Most pages a document may have (``docling.max_pages``).
+MAX_PAGES = 2000
+
+_CFB = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
+_FORMATS = {"pdf": InputFormat.PDF, "docx": InputFormat.DOCX, "pptx": InputFormat.PPTX,
+            "html": InputFormat.HTML}  # fmt: skip
+
+
+@cache
+def _converter() -> DocumentConverter:
+    """The process's converter (docling imports and pipeline set-up are paid once)."""
+    pdf = PdfFormatOption(
+        pipeline_cls=NativePdfPipeline,
+        pipeline_options=NativePdfPipelineOptions(
+            generate_page_images=False, generate_picture_images=False
+        ),
+    )
+    return DocumentConverter(
+        allowed_formats=list(_FORMATS.values()), format_options={InputFormat.PDF: pdf}
+    )
+
+
+def _pdf_needs_password(path: Path) -> bool:
+    import pypdfium2
+
+    try:
+        pypdfium2.PdfDocument(str(path)).close()
+    except pypdfium2.PdfiumError as exc:
+        return "password" in str(exc).lower()
+    return False
+
+
+def _check(path: Path, fmt: str) -> None:
+    with path.open("rb") as f:
+        head = f.read(8)
+    if fmt in ("docx", "pptx") and head.startswith(_CFB):
+        raise UnsupportedFeature(
+            f"encrypted: the {fmt} is an OLE/CFB container (a password-protected Office file)"
+        )
+    if fmt == "pdf" and _pdf_needs_password(path):
+        raise UnsupportedFeature("encrypted: the PDF needs a password")
+
+
+def convert(path: Path, fmt: str, max_pages: int = MAX_PAGES) -> DoclingDocument:
+    """Convert the file at ``path`` as ``fmt`` (``pdf``, ``docx``, ``pptx``, ``html``).
+
+    :raises UnsupportedFeature: encrypted input; a PDF without any text layer.
+    :raises CorruptInput: docling cannot read it.
+    :raises ResourceLimit: more than ``max_pages`` pages.
+    """
+    _check(path, fmt)
+    # docling picks the backend by file name: give the bytes one with the format's extension.
+    with tempfile.TemporaryDirectory(prefix="telha-docling-") as folder:
+        named = Path(folder) / f"input.{fmt}"
+        named.symlink_to(path.resolve())
+        result: Any = _converter().convert(
+            named, raises_on_error=False, max_num_pages=max_pages + 1
+        )
+    if result.status not in (ConversionStatus.SUCCESS, ConversionStatus.PARTIAL_SUCCESS):
+        detail = "; ".join(e.error_message for e in result.errors)[:300] or result.status.value
+        raise CorruptInput(f"docling cannot read this {fmt}: {detail}")
+    doc: DoclingDocument = result.document
+    if len(doc.pages) > max_pages:
+        raise ResourceLimit(f"{len(doc.pages)} pages is over docling.max_pages ({max_pages})")
+    if fmt == "pdf" and doc.pages and not any(t.text.strip() for t in doc.texts):
+        raise UnsupportedFeature(
+            f"ocr_required: {len(doc.pages)} page(s) without a text layer (scanned images)"
+        )
+    return doc

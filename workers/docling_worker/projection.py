@@ -1,0 +1,282 @@
+"""A DoclingDocument as a Telha submission (spec 003 §3/§5; issue 5 "Deliver" 2).
+
+**Nodes.** One ``DOCUMENT`` (``name``, ``format``, ``pages`` when known) whose span is the whole
+canonical text (kind ``body``). A ``SECTION`` per title or section header (``title``,
+``level``: 0 for a title, the header's level otherwise), nested by level: a section is
+contained in the nearest open section of a lower level. A ``PARAGRAPH`` per text block
+(``text``, ``label``: docling's label such as ``text``, ``paragraph``, ``list_item``,
+``caption``, ``code``; ``list_level`` for list items, 1 for a top-level list). A ``TABLE``
+per table (``columns``, ``rows``: data rows) with one ``TABLE_ROW`` per data row whose cells
+are properties keyed by column name (header rows give the names, several header rows joined
+by `` / ``; headerless or blank → ``col_<i>``, 1-based; duplicates → ``name_2``, …) plus
+``row`` (1-based). ``CONTAINS`` edges parent → child carry ``ord`` (0-based, reading order per
+parent). Nodes docling places on a page carry ``page`` (1-based) and ``bbox``
+``[x0, y0, x1, y1]``: **top-left origin**, in the page's own unit (PDF points; PPTX EMU).
+
+**Canonical text** (NFC, LF): the blocks in reading order separated by one blank line; a
+table is one block of lines, one per row (header rows first), cells joined by TAB. Spans: one
+per block — ``heading`` (section), ``paragraph`` (text), ``table`` (the whole table, the TABLE
+node's span) and ``cell`` (one per row line, the TABLE_ROW's span; header rows have a span but
+no node). TABs and line breaks inside a cell or a text block's line become one space in the
+canonical text only where they would break the block structure (cells: TAB/LF → space;
+paragraphs keep their own line breaks, blank lines collapsed).
+
+**Skipped.** Pictures, charts, formulas and footnotes are not projected; they are counted in
+``stats.skipped`` (charts count as pictures: telling them apart takes docling's picture
+classifier, a model this offline build does not run). A document whose only
+content is skipped features fails as ``unsupported_feature`` naming the first such feature.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from docling_core.types.doc import (
+    CoordOrigin,
+    DocItem,
+    DoclingDocument,
+    ListGroup,
+    PictureItem,
+    SectionHeaderItem,
+    TableItem,
+    TextItem,
+    TitleItem,
+)
+
+from workers_common import IngestionResultBuilder, UnsupportedFeature, normalize_canonical
+from workers_common.doc_ambiguity import Block, detect_document_ambiguity
+
+__all__ = ["project_document"]
+
+_SKIPPED_TEXT_LABELS = {"footnote": "footnotes", "formula": "formulas"}
+_BLANK_LINES = re.compile(r"\n{2,}")
+_CELL_BREAKS = re.compile(r"[\t\n]+")
+
+
+@dataclass(slots=True)
+class _Section:
+    level: int
+    ref: int
+    children: int = 0
+
+
+@dataclass(slots=True)
+class _Build:
+    """Accumulates text, spans, nodes and edges in reading order."""
+
+    builder: IngestionResultBuilder = field(default_factory=IngestionResultBuilder)
+    doc_ref: int = -1
+    stack: list[_Section] = field(default_factory=list)
+    doc_children: int = 0
+    blocks: list[Block] = field(default_factory=list)
+    skipped: dict[str, int] = field(default_factory=dict)
+    counts: dict[str, int] = field(default_factory=dict)
+
+    def separate(self) -> None:
+        if self.builder.byte_length:
+            self.builder.add_text("\n\n")
+
+    def block_span(self, text: str, kind: str) -> int:
+        self.separate()
+        span = self.builder.add_span_text(text, kind)
+        self.blocks.append(Block(text, span))
+        return span
+
+    def contain(self, child: int) -> None:
+        """A ``CONTAINS`` edge from the current section (or the document) to ``child``."""
+        if self.stack:
+            parent = self.stack[-1]
+            ordinal, parent.children = parent.children, parent.children + 1
+            ref = parent.ref
+        else:
+            ordinal, self.doc_children = self.doc_children, self.doc_children + 1
+            ref = self.doc_ref
+        self.builder.add_relationship(
+            "CONTAINS", from_ref=ref, to_ref=child, properties={"ord": ordinal}
+        )
+
+    def count(self, what: str) -> None:
+        self.counts[what] = self.counts.get(what, 0) + 1
+
+    def skip(self, feature: str) -> None:
+        self.skipped[feature] = self.skipped.get(feature, 0) + 1
+
+
+def _geometry(doc: DoclingDocument, item: DocItem) -> dict[str, Any]:
+    """``page`` and a top-left-origin ``bbox`` for an item docling placed on a page."""
+    if not item.prov:
+        return {}
+    prov = item.prov[0]
+    box = prov.bbox
+    if box.coord_origin is not CoordOrigin.TOPLEFT:
+        page = doc.pages.get(prov.page_no)
+        if page is None:
+            return {"page": prov.page_no}
+        box = box.to_top_left_origin(page_height=page.size.height)
+    return {"page": prov.page_no, "bbox": [round(v, 2) for v in (box.l, box.t, box.r, box.b)]}
+
+
+def _list_level(doc: DoclingDocument, item: DocItem) -> int:
+    level = 0
+    parent = item.parent.resolve(doc) if item.parent else None
+    while parent is not None:
+        if isinstance(parent, ListGroup):
+            level += 1
+        parent = parent.parent.resolve(doc) if parent.parent else None
+    return max(level, 1)
+
+
+def _clean(text: str) -> str:
+    return _BLANK_LINES.sub("\n", normalize_canonical(text)).strip()
+
+
+def _cell(text: str) -> str:
+    return _CELL_BREAKS.sub(" ", normalize_canonical(text)).strip()
+
+
+def _column_names(header_rows: list[list[str]], width: int) -> list[str]:
+    names: list[str] = []
+    seen: dict[str, int] = {}
+    for i in range(width):
+        parts: list[str] = []
+        for row in header_rows:
+            if row[i] and row[i] not in parts:
+                parts.append(row[i])
+        name = " / ".join(parts) or f"col_{i + 1}"
+        if name in seen:
+            seen[name] += 1
+            name = f"{name}_{seen[name]}"
+        else:
+            seen[name] = 1
+        names.append(name)
+    return names
+
+
+def _table(b: _Build, doc: DoclingDocument, item: TableItem) -> None:
+    grid = item.data.grid
+    if not grid or not any(c.text.strip() for row in grid for c in row):
+        return
+    width = max(len(row) for row in grid)
+    cells = [[_cell(c.text) for c in row] + [""] * (width - len(row)) for row in grid]
+    headers = 0
+    while (
+        headers < len(grid)
+        and all(c.column_header or not c.text.strip() for c in grid[headers])
+        and any(c.column_header for c in grid[headers])
+    ):
+        headers += 1
+    names = _column_names(cells[:headers], width)
+    lines = ["\t".join(row) for row in cells]
+    table_span = b.block_span("\n".join(lines), "table")
+    start = b.builder.base_offset + b.builder.byte_length - len("\n".join(lines).encode())
+    row_spans = []
+    for line in lines:
+        end = start + len(line.encode())
+        row_spans.append(b.builder.add_span_range(start, end, "cell"))
+        start = end + 1
+    data_rows = len(grid) - headers
+    props = {"columns": names, "rows": data_rows, **_geometry(doc, item)}
+    table_ref = b.builder.add_node(["TABLE"], props, spans=[table_span])
+    b.contain(table_ref)
+    b.count("tables")
+    for k in range(data_rows):
+        row = cells[headers + k]
+        row_props: dict[str, Any] = {
+            name: (value if value else None) for name, value in zip(names, row, strict=True)
+        }
+        row_props["row"] = k + 1
+        row_ref = b.builder.add_node(["TABLE_ROW"], row_props, spans=[row_spans[headers + k]])
+        b.builder.add_relationship(
+            "CONTAINS", from_ref=table_ref, to_ref=row_ref, properties={"ord": k}
+        )
+
+
+def _section(b: _Build, doc: DoclingDocument, item: TextItem, level: int) -> None:
+    title = _cell(item.text)
+    if not title:
+        return
+    span = b.block_span(title, "heading")
+    while b.stack and b.stack[-1].level >= level:
+        b.stack.pop()
+    ref = b.builder.add_node(
+        ["SECTION"], {"title": title, "level": level, **_geometry(doc, item)}, spans=[span]
+    )
+    b.contain(ref)
+    b.stack.append(_Section(level, ref))
+    b.count("sections")
+
+
+def _paragraph(b: _Build, doc: DoclingDocument, item: TextItem) -> None:
+    text = _clean(item.text)
+    if not text:
+        return
+    label = item.label.value
+    span = b.block_span(text, "paragraph")
+    props: dict[str, Any] = {"text": text, "label": label}
+    if label == "list_item":
+        props["list_level"] = _list_level(doc, item)
+    props.update(_geometry(doc, item))
+    b.contain(b.builder.add_node(["PARAGRAPH"], props, spans=[span]))
+    b.count("paragraphs")
+
+
+def project_document(doc: DoclingDocument, name: str, fmt: str, *, clarify: bool) -> dict[str, Any]:
+    """The single submission for ``doc`` (module docstring), with ``stats``: ``sections``,
+    ``paragraphs``, ``tables``, ``skipped`` (per feature), ``pages`` and the ambiguity
+    counters of spec 003 §15 (``options.clarify``).
+
+    :raises UnsupportedFeature: the document holds nothing but skipped features
+        (``pictures: …``, ``charts: …``, ``formulas: …``, ``footnotes: …``).
+    """
+    b = _Build()
+    # The DOCUMENT node's span covers the whole text: added once the text is complete.
+    pending_doc: dict[str, Any] = {"name": name, "format": fmt}
+    if doc.pages:
+        pending_doc["pages"] = len(doc.pages)
+    b.doc_ref = b.builder.add_node(["DOCUMENT"], pending_doc)
+    for item, _level in doc.iterate_items():
+        if isinstance(item, TitleItem):
+            _section(b, doc, item, 0)
+        elif isinstance(item, SectionHeaderItem):
+            _section(b, doc, item, int(item.level))
+        elif isinstance(item, TableItem):
+            _table(b, doc, item)
+        elif isinstance(item, PictureItem):
+            # Telling charts from other pictures takes docling's picture classifier, a model
+            # this offline build does not run: every picture counts as one.
+            b.skip("pictures")
+        elif isinstance(item, TextItem):
+            feature = _SKIPPED_TEXT_LABELS.get(item.label.value)
+            if feature is not None:
+                b.skip(feature)
+            else:
+                _paragraph(b, doc, item)
+    total = b.builder.byte_length
+    if not b.blocks and b.skipped:
+        feature = sorted(b.skipped)[0]
+        raise UnsupportedFeature(f"{feature}: the document holds only {feature} (not projected)")
+    b.builder.attach_span(b.doc_ref, b.builder.add_span_range(0, total, "body"))
+    found = detect_document_ambiguity(b.blocks, total, clarify=clarify)
+    if found.ambiguity is not None:
+        amb = found.ambiguity
+        b.builder.add_ambiguity(
+            amb["nodeRef"],
+            amb["kind"],
+            amb["candidates"],
+            amb["detectorConfidence"],
+            amb["appliedCandidateConfidence"],
+        )
+    b.builder.set_stats(
+        {
+            "sections": b.counts.get("sections", 0),
+            "paragraphs": b.counts.get("paragraphs", 0),
+            "tables": b.counts.get("tables", 0),
+            "skipped": dict(sorted(b.skipped.items())),
+            "pages": len(doc.pages),
+            "bytes": total,
+            **found.stats,
+        }
+    )
+    return b.builder.build()
