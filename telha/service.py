@@ -7,6 +7,7 @@ cancelled in reverse order and the store closes after its last transaction. Exit
 
 from __future__ import annotations
 
+import os
 import signal
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -54,6 +55,14 @@ async def _wait_rest_drained(fronts: anyio.abc.TaskGroup, rest: RestFront, grace
     fronts.cancel_scope.cancel()
 
 
+def _export_worker_settings(cfg: Config) -> None:
+    """Worker modules import nothing from ``telha``: the settings they read (the ``[docling]``
+    limits) reach in-process workers through the environment, under the same
+    ``TELHA_<SECTION>__<KEY>`` names a remote worker is given."""
+    for key in ("mem_ceiling_mb", "timeout_s", "max_pages"):
+        os.environ[f"TELHA_DOCLING__{key.upper()}"] = str(getattr(cfg.docling, key))
+
+
 async def serve(cfg: Config, base_dir: Path, shutdown: anyio.Event | None = None) -> None:
     """Run the service until SIGTERM/SIGINT (or ``shutdown`` is set).
 
@@ -62,6 +71,7 @@ async def serve(cfg: Config, base_dir: Path, shutdown: anyio.Event | None = None
     :raises OSError: a listen address cannot be bound.
     :raises telha.supervisor.CrashLoop: an actor kept crashing.
     """
+    _export_worker_settings(cfg)
     try:
         modules = load_worker_modules(cfg.workers.in_process)
     except ValueError as exc:

@@ -11,10 +11,11 @@ from typing import Any
 import blake3
 import docling_worker
 import pytest
+from docling_worker.isolation import ChildPool, Limits, limits_from_env
 
 from telha.ingest.submission import decode_submission, to_projection
 from tests.conftest import CORPUS
-from workers_common import Job, classify
+from workers_common import Job, ResourceLimit, TransientFailure, classify
 
 
 def _job(path: Path, options: dict[str, Any] | None = None, name: str | None = None) -> Job:
@@ -25,9 +26,9 @@ def _job(path: Path, options: dict[str, Any] | None = None, name: str | None = N
 
 
 def _run(rel: str, options: dict[str, Any] | None = None) -> dict[str, Any]:
-    out = docling_worker.handle(_job(CORPUS / rel, options))
-    to_projection(decode_submission(json.dumps(out).encode()))  # core accepts it
-    return out
+    body = docling_worker.handle(_job(CORPUS / rel, options))  # parsed in a child process
+    to_projection(decode_submission(body))  # core accepts it
+    return dict(json.loads(body))
 
 
 def _count(out: dict[str, Any]) -> dict[str, int]:
@@ -168,7 +169,8 @@ def test_geometry_is_top_left_with_pages() -> None:
 
 def test_same_bytes_same_submission() -> None:
     for rel in ("docx/docx_rich_cells.docx", "pdf/normal_4pages.pdf", "html/wiki_duck.html"):
-        assert json.dumps(_run(rel)) == json.dumps(_run(rel))
+        first = docling_worker.handle(_job(CORPUS / rel))
+        assert docling_worker.handle(_job(CORPUS / rel)) == first
 
 
 def test_clarify_adds_the_document_ambiguity() -> None:
@@ -184,3 +186,37 @@ def test_unknown_option_is_refused() -> None:
     with pytest.raises(Exception) as failure:
         docling_worker.handle(_job(CORPUS / "docx/word_sample.docx", {"ocr": True}))
     assert classify(failure.value)[0].startswith("unsupported_feature: option")
+
+
+def test_isolation_timeout_kills_the_child_and_the_next_job_gets_a_fresh_one() -> None:
+    pool = ChildPool(Limits(timeout_s=0.2), size=1)  # a fresh child cannot even import docling
+    with pytest.raises(ResourceLimit, match="timeout"):
+        pool.convert(CORPUS / "docx/word_sample.docx", "docx", "w.docx", clarify=False)
+    pool.limits = Limits(timeout_s=120)
+    body = pool.convert(CORPUS / "docx/word_sample.docx", "docx", "w.docx", clarify=False)
+    assert json.loads(body)["stats"]["tables"] == 1
+
+
+def test_isolation_memory_ceiling_is_a_typed_failure_not_a_dead_worker() -> None:
+    starved = ChildPool(Limits(mem_ceiling_mb=300, timeout_s=120), size=1)
+    with pytest.raises((ResourceLimit, TransientFailure)) as failure:
+        starved.convert(CORPUS / "pdf/normal_4pages.pdf", "pdf", "n.pdf", clarify=False)
+    assert "parser process died" in str(failure.value)
+
+
+def test_isolation_page_limit() -> None:
+    pool = ChildPool(Limits(max_pages=2, timeout_s=120), size=1)
+    with pytest.raises(ResourceLimit, match=r"5 pages is over docling.max_pages \(2\)"):
+        pool.convert(CORPUS / "pdf/multi_page.pdf", "pdf", "m.pdf", clarify=False)
+    # The typed failure came over the pipe: the same child serves the next job.
+    body = pool.convert(CORPUS / "pdf/simple1.pdf", "pdf", "s.pdf", clarify=False)
+    assert json.loads(body)["stats"]["pages"] == 1
+
+
+def test_limits_from_env() -> None:
+    assert limits_from_env({}) == Limits()
+    env = {"TELHA_DOCLING__MEM_CEILING_MB": "2048", "TELHA_DOCLING__TIMEOUT_S": "30",
+           "TELHA_DOCLING__MAX_PAGES": "10"}  # fmt: skip
+    assert limits_from_env(env) == Limits(2048, 30.0, 10)
+    with pytest.raises(ValueError):
+        limits_from_env({"TELHA_DOCLING__TIMEOUT_S": "0"})

@@ -1,12 +1,12 @@
 """``docling_worker``: PDF, DOCX, PPTX and HTML through docling (spec 003; issue 5).
 
-**Status: first increment.** Conversion (:mod:`docling_worker.convert`) and the projection
+**Status: first increment.** Conversion (:mod:`docling_worker.convert`), the projection
 (:mod:`docling_worker.projection`, with the spec 003 §15 ambiguity rules of
-:mod:`workers_common.doc_ambiguity`) are in place and tested on the corpus. Not yet: parsing
-in isolated child processes (RLIMIT_AS, timeouts, a warm pool), PDF block building from line
-geometry (PDF text is one PARAGRAPH per line today), streaming large submissions, the golden
-fixtures and ``bench/docling.py``. Until the isolation lands this module is **not** in the
-default ``[workers] in_process`` list: a hostile document could take the server's memory.
+:mod:`workers_common.doc_ambiguity`) and parsing in warm child processes with a memory
+ceiling and a timeout (:mod:`docling_worker.isolation`) are in place and tested on the corpus.
+Not yet: PDF block building from line geometry (PDF text is one PARAGRAPH per line today), the
+layout-model pipeline, streaming large submissions, the golden fixtures and
+``bench/docling.py``; it is not in the default ``[workers] in_process`` list yet.
 
 One submission per document; ``stats`` as :func:`docling_worker.projection.project_document`
 gives them. Options: ``clarify`` (report temporal ambiguities). Deterministic: the same bytes
@@ -15,10 +15,7 @@ give the same submission.
 
 from __future__ import annotations
 
-from typing import Any
-
-from docling_worker.convert import convert
-from docling_worker.projection import project_document
+from docling_worker.isolation import pool
 from workers_common import Job, UnsupportedFeature
 
 __all__ = ["FORMATS", "handle"]
@@ -27,8 +24,8 @@ FORMATS = ("pdf", "docx", "pptx", "html")
 _OPTIONS = frozenset({"clarify"})
 
 
-def handle(job: Job) -> dict[str, Any]:
-    """Convert and project one document job.
+def handle(job: Job) -> bytes:
+    """Convert and project one document job in a child process; returns the submission JSON.
 
     :raises UnsupportedFeature: an unknown option, encrypted input, a PDF without text, a
         document of nothing but pictures/charts/formulas/footnotes.
@@ -39,5 +36,4 @@ def handle(job: Job) -> dict[str, Any]:
     if unknown:
         raise UnsupportedFeature(f"option: unknown option(s) {', '.join(unknown)}")
     with job.local_path() as path:
-        doc = convert(path, job.format)
-    return project_document(doc, job.name, job.format, clarify=bool(job.options.get("clarify")))
+        return pool().convert(path, job.format, job.name, clarify=bool(job.options.get("clarify")))

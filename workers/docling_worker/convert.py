@@ -15,6 +15,7 @@ password-protected file) and a PDF that needs a password → ``unsupported_featu
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from functools import cache
 from pathlib import Path
@@ -36,6 +37,7 @@ __all__ = ["MAX_PAGES", "convert"]
 MAX_PAGES = 2000
 
 _CFB = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
+_OVER_PAGES = re.compile(r"has (\d+) pages, exceeding the max_num_pages")
 _FORMATS = {"pdf": InputFormat.PDF, "docx": InputFormat.DOCX, "pptx": InputFormat.PPTX,
             "html": InputFormat.HTML}  # fmt: skip
 
@@ -92,6 +94,9 @@ def convert(path: Path, fmt: str, max_pages: int = MAX_PAGES) -> DoclingDocument
         )
     if result.status not in (ConversionStatus.SUCCESS, ConversionStatus.PARTIAL_SUCCESS):
         detail = "; ".join(e.error_message for e in result.errors)[:300] or result.status.value
+        over = _OVER_PAGES.search(detail)
+        if over:  # docling refuses before parsing when the page count is over the limit
+            raise ResourceLimit(f"{over.group(1)} pages is over docling.max_pages ({max_pages})")
         raise CorruptInput(f"docling cannot read this {fmt}: {detail}")
     doc: DoclingDocument = result.document
     if len(doc.pages) > max_pages:

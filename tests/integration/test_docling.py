@@ -1,0 +1,98 @@
+"""docling_worker inside ``telha serve`` (issue 5, first increment): real corpus documents
+POSTed, read back as sections, paragraphs and table rows whose spans slice to their text;
+corrupt and encrypted files end ``dead`` with their failure kind."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.conftest import CORPUS
+from tests.support.queue_env import Tenant
+from tests.support.server import ServerProcess, write_config
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(scope="module")
+def queue_srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    folder = tmp_path_factory.mktemp("docling")
+    config = write_config(
+        folder,
+        workers={"in_process": ["docling_worker"], "concurrency": 1},
+        docling={"timeout_s": 120, "mem_ceiling_mb": 4096},
+    )
+    proc = ServerProcess(config).start()
+    yield proc
+    assert proc.stop() == 0, proc.log_text()
+
+
+async def _ingest(tenant: Tenant, rel: str) -> dict[str, Any]:
+    path = CORPUS / rel
+    resp = await tenant.client.post(
+        "/v1/ingest",
+        json={
+            "format": path.parent.name,
+            "name": path.name,
+            "contentBase64": base64.b64encode(path.read_bytes()).decode(),
+        },
+    )
+    assert resp.status_code == 202, resp.text
+    return await tenant.wait_state(resp.json()["jobId"], "completed", "dead", within_s=90)
+
+
+async def _nodes(tenant: Tenant, source_id: str, label: str) -> list[dict[str, Any]]:
+    page = await tenant.client.get(
+        "/v1/nodes", params={"sourceId": source_id, "label": label, "limit": 1000}
+    )
+    return list(page.json()["nodes"])
+
+
+@pytest.mark.parametrize(
+    ("rel", "label", "text"),
+    [
+        ("docx/word_sample.docx", "SECTION", "Let’s swim!"),
+        ("pptx/powerpoint_sample.pptx", "SECTION", "Test Table Slide"),
+        ("html/table_06.html", "TABLE_ROW", None),
+        ("pdf/simple1.pdf", "PARAGRAPH", None),
+    ],
+)
+async def test_documents_read_back_with_their_text(
+    tenant: Tenant, rel: str, label: str, text: str | None
+) -> None:
+    job = await _ingest(tenant, rel)
+    assert job["state"] == "completed", job
+    nodes = await _nodes(tenant, str(job["sourceId"]), label)
+    assert nodes
+    for node in nodes:
+        (span,) = node["provenance"]["spans"]
+        props = node["properties"]
+        if label == "SECTION":
+            assert span["text"] == props["title"]
+        elif label == "PARAGRAPH":
+            assert span["text"] == props["text"]
+        else:
+            cells = [v or "" for k, v in props.items() if k != "row"]
+            assert span["text"] == "\t".join(cells)
+    if text is not None:
+        assert text in [n["properties"]["title"] for n in nodes]
+
+
+@pytest.mark.parametrize(
+    ("rel", "reason"),
+    [
+        ("docx/testWORD_truncated.docx", "corrupt_input"),
+        ("docx/testWORD_protected_passtika.docx", "unsupported_feature: encrypted"),
+        ("pdf/aes-256.pdf", "unsupported_feature: encrypted"),
+        ("pdf/testOCR.pdf", "unsupported_feature: ocr_required"),
+    ],
+)
+async def test_bad_documents_end_dead_with_their_kind(
+    tenant: Tenant, rel: str, reason: str
+) -> None:
+    job = await _ingest(tenant, rel)
+    assert job["state"] == "dead" and str(job["failureReason"]).startswith(reason), job
+    assert job["attempts"] == 1  # permanent kinds are not retried
