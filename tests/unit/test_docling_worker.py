@@ -39,8 +39,8 @@ def _count(out: dict[str, Any]) -> dict[str, int]:
 
 
 # Expected outcome per corpus file: node counts by label, or the failure reason's start.
-# Notes: PDFs run docling's model-free NativePdfPipeline, one PARAGRAPH per text line (block
-# building from geometry is still to come); Strict.docx and footnotes.docx give docling's
+# Notes: PDFs run docling's model-free NativePdfPipeline; lines are grouped into paragraphs and
+# headings by geometry (docling_worker.pdf_blocks); Strict.docx and footnotes.docx give docling's
 # single paragraph (it reads neither strict OOXML body text nor footnotes).
 EXPECTED: dict[str, dict[str, int] | str] = {
     "docx/Strict.docx": {"DOCUMENT": 1, "PARAGRAPH": 1},
@@ -65,20 +65,20 @@ EXPECTED: dict[str, dict[str, int] | str] = {
     "html/wiki_duck.html": {
         "DOCUMENT": 1, "SECTION": 21, "PARAGRAPH": 1212, "TABLE": 2, "TABLE_ROW": 14,
     },
-    "pdf/2305.03393v1-pg9.pdf": {"DOCUMENT": 1, "PARAGRAPH": 62},
+    "pdf/2305.03393v1-pg9.pdf": {"DOCUMENT": 1, "PARAGRAPH": 38, "SECTION": 1},
     "pdf/aes-256.pdf": "unsupported_feature: encrypted",
     "pdf/invisible_text_layer.pdf": {"DOCUMENT": 1, "PARAGRAPH": 2},
-    "pdf/multi_page.pdf": {"DOCUMENT": 1, "PARAGRAPH": 136},
-    "pdf/normal_4pages.pdf": {"DOCUMENT": 1, "PARAGRAPH": 305},
+    "pdf/multi_page.pdf": {"DOCUMENT": 1, "PARAGRAPH": 86},
+    "pdf/normal_4pages.pdf": {"DOCUMENT": 1, "SECTION": 9, "PARAGRAPH": 182},
     "pdf/ocr_test_rotated_90.pdf": "unsupported_feature: ocr_required",
-    "pdf/r6-empty-password.pdf": {"DOCUMENT": 1, "PARAGRAPH": 2},
-    "pdf/right_to_left_01.pdf": {"DOCUMENT": 1, "PARAGRAPH": 56},
+    "pdf/r6-empty-password.pdf": {"DOCUMENT": 1, "PARAGRAPH": 1},
+    "pdf/right_to_left_01.pdf": {"DOCUMENT": 1, "PARAGRAPH": 5},
     "pdf/simple1.pdf": {"DOCUMENT": 1, "PARAGRAPH": 8},
-    "pdf/skipped_1page.pdf": {"DOCUMENT": 1, "PARAGRAPH": 42},
+    "pdf/skipped_1page.pdf": {"DOCUMENT": 1, "PARAGRAPH": 32, "SECTION": 8},
     "pdf/testOCR.pdf": "unsupported_feature: ocr_required",
-    "pdf/testPDF_bad_page_303226.pdf": {"DOCUMENT": 1, "PARAGRAPH": 2213},
+    "pdf/testPDF_bad_page_303226.pdf": {"DOCUMENT": 1, "SECTION": 84, "PARAGRAPH": 1582},
     "pdf/testPDF_no_extract_no_accessibility_owner_empty.pdf": {"DOCUMENT": 1, "PARAGRAPH": 1},
-    "pdf/zen_of_python_corrupted.pdf": {"DOCUMENT": 1, "PARAGRAPH": 26},
+    "pdf/zen_of_python_corrupted.pdf": {"DOCUMENT": 1, "SECTION": 7, "PARAGRAPH": 19},
     "pptx/powerpoint_malformed_pictures.pptx": {"DOCUMENT": 1, "PARAGRAPH": 3},
     "pptx/powerpoint_sample.pptx": {
         "DOCUMENT": 1, "SECTION": 2, "TABLE": 1, "TABLE_ROW": 8, "PARAGRAPH": 23,
@@ -220,3 +220,19 @@ def test_limits_from_env() -> None:
     assert limits_from_env(env) == Limits(2048, 30.0, 10)
     with pytest.raises(ValueError):
         limits_from_env({"TELHA_DOCLING__TIMEOUT_S": "0"})
+
+
+def test_pdf_lines_become_paragraphs_headings_and_columns() -> None:
+    from docling_worker.convert import convert
+    from docling_worker.pdf_blocks import pdf_blocks
+
+    ragged = pdf_blocks(convert(CORPUS / "pdf/multi_page.pdf", "pdf"))
+    first = next(b for b in ragged if b.text.startswith("The concept of the word processor"))
+    assert first.text.endswith("several technological milestones.")  # two lines, one block
+    two_columns = pdf_blocks(convert(CORPUS / "pdf/normal_4pages.pdf", "pdf"))
+    heading = next(b for b in two_columns if "들어가며" in b.text)
+    assert heading.level >= 1 and heading.text == "1 들어가며"  # one baseline, merged
+    for page in (2, 3):  # two-column body pages: the left column is read first
+        blocks = [b for b in two_columns if b.page == page]
+        sides = [b.bbox[0] > 306 for b in blocks]
+        assert sides == sorted(sides) and sides[0] is False and sides[-1] is True

@@ -4,9 +4,10 @@
 (:mod:`docling_worker.projection`, with the spec 003 §15 ambiguity rules of
 :mod:`workers_common.doc_ambiguity`) and parsing in warm child processes with a memory
 ceiling and a timeout (:mod:`docling_worker.isolation`) are in place and tested on the corpus.
-Not yet: PDF block building from line geometry (PDF text is one PARAGRAPH per line today), the
-layout-model pipeline, streaming large submissions, the golden fixtures and
-``bench/docling.py``; it is not in the default ``[workers] in_process`` list yet.
+PDF text is grouped into paragraphs and headings from line geometry
+(:mod:`docling_worker.pdf_blocks`). Not yet: the layout-model pipeline, streaming large
+submissions, the golden fixtures and ``bench/docling.py``; it is not in the default
+``[workers] in_process`` list yet.
 
 One submission per document; ``stats`` as :func:`docling_worker.projection.project_document`
 gives them. Options: ``clarify`` (report temporal ambiguities). Deterministic: the same bytes

@@ -45,6 +45,7 @@ from docling_core.types.doc import (
     TitleItem,
 )
 
+from docling_worker.pdf_blocks import pdf_blocks
 from workers_common import IngestionResultBuilder, UnsupportedFeature, normalize_canonical
 from workers_common.doc_ambiguity import Block, detect_document_ambiguity
 
@@ -208,6 +209,32 @@ def _section(b: _Build, doc: DoclingDocument, item: TextItem, level: int) -> Non
     b.count("sections")
 
 
+def _pdf(b: _Build, doc: DoclingDocument) -> None:
+    """PDF text from the native pipeline: blocks built from line geometry
+    (:mod:`docling_worker.pdf_blocks`); headings open sections as docling's would."""
+    for block in pdf_blocks(doc):
+        text = _cell(block.text)
+        if not text:
+            continue
+        geometry = {"page": block.page, "bbox": block.bbox}
+        if block.level:
+            span = b.block_span(text, "heading")
+            while b.stack and b.stack[-1].level >= block.level:
+                b.stack.pop()
+            props = {"title": text, "level": block.level, **geometry}
+            ref = b.builder.add_node(["SECTION"], props, spans=[span])
+            b.contain(ref)
+            b.stack.append(_Section(block.level, ref))
+            b.count("sections")
+        else:
+            span = b.block_span(text, "paragraph")
+            props = {"text": text, "label": "text", **geometry}
+            b.contain(b.builder.add_node(["PARAGRAPH"], props, spans=[span]))
+            b.count("paragraphs")
+    for _picture in doc.pictures:
+        b.skip("pictures")
+
+
 def _paragraph(b: _Build, doc: DoclingDocument, item: TextItem) -> None:
     text = _clean(item.text)
     if not text:
@@ -236,7 +263,9 @@ def project_document(doc: DoclingDocument, name: str, fmt: str, *, clarify: bool
     if doc.pages:
         pending_doc["pages"] = len(doc.pages)
     b.doc_ref = b.builder.add_node(["DOCUMENT"], pending_doc)
-    for item, _level in doc.iterate_items():
+    if fmt == "pdf":
+        _pdf(b, doc)
+    for item, _level in [] if fmt == "pdf" else doc.iterate_items():
         if isinstance(item, TitleItem):
             _section(b, doc, item, 0)
         elif isinstance(item, SectionHeaderItem):
