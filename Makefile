@@ -33,6 +33,7 @@ bench: setup
 	$(BIN)/python bench/json_ingest.py
 	$(BIN)/python bench/queue.py
 	$(BIN)/python bench/tabular.py
+	$(BIN)/python bench/docling.py
 
 clean:
 	rm -rf $(VENV) data .pytest_cache .mypy_cache .ruff_cache
