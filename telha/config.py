@@ -87,6 +87,9 @@ class DoclingConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=T
     max_pages: int = 2000
     mem_ceiling_mb: int = 4096
     timeout_s: float = 600.0
+    #: Folder of docling's downloaded models; set, PDFs use the layout-model pipeline
+    #: (headings, tables, reading order), empty: the model-free native pipeline.
+    artifacts_path: str = ""
 
 
 class Config(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -186,6 +189,8 @@ def _validate(cfg: Config) -> None:
             raise ConfigError(key, message)
     if cfg.grpc.token_key and len(cfg.grpc.token_key.encode()) < 32:
         raise ConfigError("grpc.token_key", "must be at least 32 bytes (or empty: generated)")
+    if cfg.docling.artifacts_path and not Path(cfg.docling.artifacts_path).is_dir():
+        raise ConfigError("docling.artifacts_path", "is not a folder (docling's models)")
     for key in ("rest_addr", "grpc_addr"):
         try:
             split_addr(getattr(cfg.server, key))

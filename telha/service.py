@@ -56,10 +56,10 @@ async def _wait_rest_drained(fronts: anyio.abc.TaskGroup, rest: RestFront, grace
 
 
 def _export_worker_settings(cfg: Config) -> None:
-    """Worker modules import nothing from ``telha``: the settings they read (the ``[docling]``
-    limits) reach in-process workers through the environment, under the same
+    """Worker modules import nothing from ``telha``: the settings they read (``[docling]``
+    limits and models) reach in-process workers through the environment, under the same
     ``TELHA_<SECTION>__<KEY>`` names a remote worker is given."""
-    for key in ("mem_ceiling_mb", "timeout_s", "max_pages"):
+    for key in ("mem_ceiling_mb", "timeout_s", "max_pages", "artifacts_path"):
         os.environ[f"TELHA_DOCLING__{key.upper()}"] = str(getattr(cfg.docling, key))
 
 

@@ -47,6 +47,7 @@ def _runner(worker: str, env: dict[str, str]) -> subprocess.CompletedProcess[str
         ("[server]\nrest_addr = 'no-port'\n", "server.rest_addr"),
         ("[ingest]\nmax_body_bytes = 0\n", "ingest.max_body_bytes"),
         ("[ingest]\nmax_upload_bytes = -1\n", "ingest.max_upload_bytes"),
+        ("[docling]\nartifacts_path = '/no/such/models'\n", "docling.artifacts_path"),
     ],
 )
 def test_bad_config_exits_2_naming_the_key(tmp_path: Path, toml: str, key: str) -> None:

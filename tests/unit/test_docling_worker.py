@@ -163,6 +163,7 @@ def test_geometry_is_top_left_with_pages() -> None:
         for props in placed:
             x0, y0, x1, y1 = props["bbox"]
             assert x0 <= x1 and y0 <= y1 and props["page"] >= 1
+    assert _run("pdf/multi_page.pdf")["stats"]["pdf_pipeline"] == "native"
     pages = [n["properties"]["page"] for n in _run("pdf/multi_page.pdf")["nodes"][1:]]
     assert pages == sorted(pages) and pages[-1] == 5  # reading order follows the pages
 

@@ -1,9 +1,11 @@
 """docling conversion: one converter per process, input checks, failures typed.
 
-PDF runs docling's model-free ``NativePdfPipeline`` (one text item per line, with page and
-box; no headings or tables): the layout-model pipeline needs model weights this machine cannot
-download. DOCX, PPTX and HTML use docling's own backends, fully offline (``HF_HUB_OFFLINE``
-is set before docling is imported).
+PDF runs docling's layout-model pipeline (``StandardPdfPipeline``: headings, tables, reading
+order; OCR off) when ``TELHA_DOCLING__ARTIFACTS_PATH`` (``[docling] artifacts_path``) names a
+folder of downloaded docling models, else the model-free ``NativePdfPipeline`` (one text item
+per line, with page and box, grouped into blocks by :mod:`docling_worker.pdf_blocks`). DOCX,
+PPTX and HTML use docling's own backends, fully offline (``HF_HUB_OFFLINE`` is set before
+docling is imported).
 
 Failure mapping: an OLE/CFB container given as DOCX/PPTX (how Office stores a
 password-protected file) and a PDF that needs a password → ``unsupported_feature``
@@ -24,14 +26,15 @@ from typing import Any
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from docling.datamodel.base_models import ConversionStatus, InputFormat
-from docling.datamodel.pipeline_options import NativePdfPipelineOptions
+from docling.datamodel.pipeline_options import NativePdfPipelineOptions, PdfPipelineOptions
 from docling.document_converter import DocumentConverter, PdfFormatOption
 from docling.pipeline.native_pdf_pipeline import NativePdfPipeline
+from docling.pipeline.standard_pdf_pipeline import StandardPdfPipeline
 from docling_core.types.doc import DoclingDocument
 
 from workers_common import CorruptInput, ResourceLimit, UnsupportedFeature
 
-__all__ = ["MAX_PAGES", "convert"]
+__all__ = ["MAX_PAGES", "convert", "pdf_pipeline"]
 
 #: Most pages a document may have (``docling.max_pages``).
 MAX_PAGES = 2000
@@ -42,15 +45,30 @@ _FORMATS = {"pdf": InputFormat.PDF, "docx": InputFormat.DOCX, "pptx": InputForma
             "html": InputFormat.HTML}  # fmt: skip
 
 
+def pdf_pipeline() -> str:
+    """``"layout"`` when ``TELHA_DOCLING__ARTIFACTS_PATH`` names docling's models (the
+    layout-model pipeline), else ``"native"`` (model-free)."""
+    return "layout" if os.environ.get("TELHA_DOCLING__ARTIFACTS_PATH") else "native"
+
+
 @cache
 def _converter() -> DocumentConverter:
     """The process's converter (docling imports and pipeline set-up are paid once)."""
-    pdf = PdfFormatOption(
-        pipeline_cls=NativePdfPipeline,
-        pipeline_options=NativePdfPipelineOptions(
-            generate_page_images=False, generate_picture_images=False
-        ),
-    )
+    artifacts = os.environ.get("TELHA_DOCLING__ARTIFACTS_PATH", "")
+    if artifacts:
+        pdf = PdfFormatOption(
+            pipeline_cls=StandardPdfPipeline,
+            pipeline_options=PdfPipelineOptions(
+                artifacts_path=artifacts, do_ocr=False, generate_page_images=False
+            ),
+        )
+    else:
+        pdf = PdfFormatOption(
+            pipeline_cls=NativePdfPipeline,
+            pipeline_options=NativePdfPipelineOptions(
+                generate_page_images=False, generate_picture_images=False
+            ),
+        )
     return DocumentConverter(
         allowed_formats=list(_FORMATS.values()), format_options={InputFormat.PDF: pdf}
     )

@@ -13,7 +13,8 @@ pipe with its kind and keeps the child alive.
 
 Settings come from the environment (``telha serve`` exports its ``[docling]`` section there for
 in-process workers; a remote worker reads the same names): ``TELHA_DOCLING__MEM_CEILING_MB``
-(default 4096), ``TELHA_DOCLING__TIMEOUT_S`` (600), ``TELHA_DOCLING__MAX_PAGES`` (2000).
+(default 4096), ``TELHA_DOCLING__TIMEOUT_S`` (600), ``TELHA_DOCLING__MAX_PAGES`` (2000), and
+``TELHA_DOCLING__ARTIFACTS_PATH`` (read by :mod:`docling_worker.convert` in the child).
 """
 
 from __future__ import annotations
@@ -88,7 +89,7 @@ def _child_main(conn: Connection, mem_ceiling_mb: int) -> None:
     try:
         import msgspec
 
-        from docling_worker.convert import convert
+        from docling_worker.convert import convert, pdf_pipeline
         from docling_worker.projection import project_document
     except MemoryError:
         os._exit(30)
@@ -100,7 +101,10 @@ def _child_main(conn: Connection, mem_ceiling_mb: int) -> None:
         path, fmt, name, clarify, max_pages = request
         try:
             doc = convert(Path(path), fmt, max_pages)
-            body = msgspec.json.encode(project_document(doc, name, fmt, clarify=clarify))
+            projected = project_document(
+                doc, name, fmt, clarify=clarify, pdf_pipeline=pdf_pipeline()
+            )
+            body = msgspec.json.encode(projected)
             conn.send(("ok", body))
         except MemoryError:
             os._exit(30)

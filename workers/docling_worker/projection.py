@@ -249,10 +249,14 @@ def _paragraph(b: _Build, doc: DoclingDocument, item: TextItem) -> None:
     b.count("paragraphs")
 
 
-def project_document(doc: DoclingDocument, name: str, fmt: str, *, clarify: bool) -> dict[str, Any]:
+def project_document(
+    doc: DoclingDocument, name: str, fmt: str, *, clarify: bool, pdf_pipeline: str = "native"
+) -> dict[str, Any]:
     """The single submission for ``doc`` (module docstring), with ``stats``: ``sections``,
-    ``paragraphs``, ``tables``, ``skipped`` (per feature), ``pages`` and the ambiguity
-    counters of spec 003 §15 (``options.clarify``).
+    ``paragraphs``, ``tables``, ``skipped`` (per feature), ``pages``, for PDFs
+    ``pdf_pipeline`` (``native``: lines grouped by :mod:`docling_worker.pdf_blocks`;
+    ``layout``: docling's items as they are) and the ambiguity counters of spec 003 §15
+    (``options.clarify``).
 
     :raises UnsupportedFeature: the document holds nothing but skipped features
         (``pictures: …``, ``charts: …``, ``formulas: …``, ``footnotes: …``).
@@ -263,9 +267,10 @@ def project_document(doc: DoclingDocument, name: str, fmt: str, *, clarify: bool
     if doc.pages:
         pending_doc["pages"] = len(doc.pages)
     b.doc_ref = b.builder.add_node(["DOCUMENT"], pending_doc)
-    if fmt == "pdf":
+    native_pdf = fmt == "pdf" and pdf_pipeline == "native"
+    if native_pdf:
         _pdf(b, doc)
-    for item, _level in [] if fmt == "pdf" else doc.iterate_items():
+    for item, _level in [] if native_pdf else doc.iterate_items():
         if isinstance(item, TitleItem):
             _section(b, doc, item, 0)
         elif isinstance(item, SectionHeaderItem):
@@ -305,6 +310,7 @@ def project_document(doc: DoclingDocument, name: str, fmt: str, *, clarify: bool
             "skipped": dict(sorted(b.skipped.items())),
             "pages": len(doc.pages),
             "bytes": total,
+            **({"pdf_pipeline": pdf_pipeline} if fmt == "pdf" else {}),
             **found.stats,
         }
     )
