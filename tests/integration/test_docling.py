@@ -96,3 +96,35 @@ async def test_bad_documents_end_dead_with_their_kind(
     job = await _ingest(tenant, rel)
     assert job["state"] == "dead" and str(job["failureReason"]).startswith(reason), job
     assert job["attempts"] == 1  # permanent kinds are not retried
+
+
+async def test_a_large_document_streams_as_partials(tenant: Tenant) -> None:
+    paragraphs = 20_000
+    body = "".join(
+        f"<p>Paragraph {i}: the quick brown fox jumps over the lazy dog, "
+        f"again and again, for the {i}th time in this long report.</p>\n"
+        for i in range(paragraphs)
+    )
+    html = f"<html><body><h1>Report</h1>\n{body}</body></html>".encode()
+    resp = await tenant.client.post(
+        "/v1/ingest",
+        json={
+            "format": "html",
+            "name": "big-report.html",
+            "contentBase64": base64.b64encode(html).decode(),
+        },
+    )
+    assert resp.status_code == 202, resp.text
+    job = await tenant.wait_state(resp.json()["jobId"], "completed", "dead", within_s=120)
+    assert job["state"] == "completed", job
+    partials = [e["detail"] for e in job["events"] if e["transition"] == "partial"]
+    assert len(partials) >= 2  # over 2 MiB of text: at least two parts
+    assert job["stats"]["paragraphs"] == paragraphs
+    source = (await tenant.client.get(f"/v1/sources/{job['sourceId']}")).json()
+    (version,) = source["versions"]
+    assert version["canonicalTextHash"] is not None
+    (section,) = await _nodes(tenant, str(job["sourceId"]), "SECTION")
+    edges = (
+        await tenant.client.get(f"/v1/nodes/{section['nodeId']}/edges", params={"direction": "out"})
+    ).json()["edges"]
+    assert len([e for e in edges if e["type"] == "CONTAINS"]) == paragraphs

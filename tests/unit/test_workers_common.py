@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import threading
 import time
+import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -20,6 +22,7 @@ from workers_common import (
     classify,
 )
 from workers_common.prefetch import ahead
+from workers_common.splitter import stream_submission
 
 
 def _job(content: bytes, fmt: str = "markdown", name: str = "doc.md") -> Job:
@@ -224,3 +227,65 @@ def test_ahead_closed_early_stops_and_closes_the_source() -> None:
     assert next(gen) == 0
     gen.close()
     assert closed.wait(5)
+
+
+def _document_submission(paragraphs: int) -> dict[str, Any]:
+    """DOCUMENT (whole-text span) → SECTION → PARAGRAPHs, an ambiguity, stats."""
+    b = IngestionResultBuilder()
+    head = b.add_span_text("Heading", kind="heading")
+    doc = b.add_node(["DOCUMENT"], {"name": "d"})
+    section = b.add_node(["SECTION"], {"title": "Heading", "level": 1}, spans=[head])
+    b.add_relationship("CONTAINS", from_ref=doc, to_ref=section, properties={"ord": 0})
+    for i in range(paragraphs):
+        b.add_text("\n\n")
+        span = b.add_span_text(f"Paragraph {i} é " + "w" * 40, kind="paragraph")
+        node = b.add_node(["PARAGRAPH"], {"i": i}, spans=[span])
+        b.add_relationship("CONTAINS", from_ref=section, to_ref=node, properties={"ord": i})
+    b.attach_span(doc, b.add_span_range(0, b.byte_length, "body"))
+    b.add_ambiguity(doc, "undated", [{"label": "No date", "spanRef": 3}], 0.9, 0.0)
+    b.set_stats({"paragraphs": paragraphs})
+    return b.build()
+
+
+def test_stream_submission_splits_and_core_accepts_every_part() -> None:
+    original = _document_submission(60)
+    text = original["canonicalText"].encode()
+    gen = stream_submission(original, part_bytes=1000)
+    parts, base, ids = [], 0, None
+    while True:
+        try:
+            part = gen.send(ids) if parts else next(gen)
+        except StopIteration:
+            break
+        proj = to_projection(decode_submission(json.dumps(part).encode()), base)
+        base += len(proj.canonical)
+        parts.append(part)
+        ids = [str(uuid.uuid4()) for _ in part["nodes"]]
+    assert len(parts) > 3 and [p["partial"] for p in parts] == [True] * (len(parts) - 1) + [False]
+    assert "".join(p["canonicalText"] for p in parts).encode() == text
+    assert sum(len(p["nodes"]) for p in parts) == len(original["nodes"])
+    assert sum(len(p["relationships"]) for p in parts) == len(original["relationships"])
+    assert all("stats" not in p for p in parts[:-1]) and parts[-1]["stats"] == {"paragraphs": 60}
+    last = parts[-1]
+    (doc,) = [n for n in last["nodes"] if n["labels"] == ["DOCUMENT"]]  # spans the whole text
+    assert last["spans"][doc["spanRefs"][0]] == {"start": 0, "end": len(text), "kind": "body"}
+    (amb,) = last["ambiguities"]
+    assert last["spans"][amb["candidates"][0]["spanRef"]] == original["spans"][3]
+    # Every node's span is the original one: the same text.
+    spans_of = sorted(
+        (tuple(sorted(n["properties"].items())), p["spans"][n["spanRefs"][0]]["start"])
+        for p in parts for n in p["nodes"]
+    )  # fmt: skip
+    assert spans_of == sorted(
+        (tuple(sorted(n["properties"].items())), original["spans"][n["spanRefs"][0]]["start"])
+        for n in original["nodes"]
+    )
+    # The section went early; its edges to later paragraphs address it by the id core gave.
+    later_edges = [r for p in parts[1:] for r in p["relationships"] if "fromId" in r]
+    assert later_edges
+
+
+def test_stream_submission_small_text_is_one_final_submission() -> None:
+    original = _document_submission(2)
+    (only,) = list(stream_submission(original, part_bytes=1_000_000))
+    assert only == {**original, "partial": False}

@@ -5,9 +5,8 @@
 :mod:`workers_common.doc_ambiguity`) and parsing in warm child processes with a memory
 ceiling and a timeout (:mod:`docling_worker.isolation`) are in place and tested on the corpus.
 PDF text is grouped into paragraphs and headings from line geometry
-(:mod:`docling_worker.pdf_blocks`). Not yet: the layout-model pipeline, streaming large
-submissions, the golden fixtures and ``bench/docling.py``; it is not in the default
-``[workers] in_process`` list yet.
+(:mod:`docling_worker.pdf_blocks`); large submissions stream as partials. Not yet: the golden
+DoclingDocument fixtures; it is not in the default ``[workers] in_process`` list yet.
 
 One submission per document; ``stats`` as :func:`docling_worker.projection.project_document`
 gives them. Options: ``clarify`` (report temporal ambiguities). Deterministic: the same bytes
@@ -16,17 +15,27 @@ give the same submission.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import Any
+
+import msgspec
+
 from docling_worker.isolation import pool
 from workers_common import Job, UnsupportedFeature
+from workers_common.splitter import stream_submission
 
 __all__ = ["FORMATS", "handle"]
 
 FORMATS = ("pdf", "docx", "pptx", "html")
+#: Submissions larger than this (JSON bytes) are streamed as partials (issue 5: ~2 MiB).
+STREAM_OVER_BYTES = 2 * 1024 * 1024
 _OPTIONS = frozenset({"clarify"})
 
 
-def handle(job: Job) -> bytes:
-    """Convert and project one document job in a child process; returns the submission JSON.
+def handle(job: Job) -> bytes | Iterator[dict[str, Any]]:
+    """Convert and project one document job in a child process; returns the submission JSON,
+    or, over :data:`STREAM_OVER_BYTES`, streams it as partials
+    (:func:`workers_common.splitter.stream_submission`).
 
     :raises UnsupportedFeature: an unknown option, encrypted input, a PDF without text, a
         document of nothing but pictures/charts/formulas/footnotes.
@@ -37,4 +46,7 @@ def handle(job: Job) -> bytes:
     if unknown:
         raise UnsupportedFeature(f"option: unknown option(s) {', '.join(unknown)}")
     with job.local_path() as path:
-        return pool().convert(path, job.format, job.name, clarify=bool(job.options.get("clarify")))
+        body = pool().convert(path, job.format, job.name, clarify=bool(job.options.get("clarify")))
+    if len(body) <= STREAM_OVER_BYTES:
+        return body
+    return stream_submission(msgspec.json.decode(body))
