@@ -5,6 +5,7 @@ submission; geometry is top-left; the §15 ambiguity reaches the submission."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -237,3 +238,28 @@ def test_pdf_lines_become_paragraphs_headings_and_columns() -> None:
         blocks = [b for b in two_columns if b.page == page]
         sides = [b.bbox[0] > 306 for b in blocks]
         assert sides == sorted(sides) and sides[0] is False and sides[-1] is True
+
+
+GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "docling_corpus.json"
+
+
+def test_golden_submissions() -> None:
+    """Counts and the BLAKE3 of each corpus document's submission, against a reviewed file.
+    After an intended projection change, regenerate with ``TELHA_REGENERATE_GOLDEN=1`` and
+    review the diff of tests/golden/docling_corpus.json."""
+    found: dict[str, dict[str, Any]] = {}
+    for rel, expected in sorted(EXPECTED.items()):
+        if isinstance(expected, str):
+            continue
+        body = docling_worker.handle(_job(CORPUS / rel))
+        assert isinstance(body, bytes)
+        sub = json.loads(body)
+        found[rel] = {
+            "nodes": len(sub["nodes"]),
+            "edges": len(sub["relationships"]),
+            "spans": len(sub["spans"]),
+            "blake3": blake3.blake3(body).hexdigest(),
+        }
+    if os.environ.get("TELHA_REGENERATE_GOLDEN") == "1":
+        GOLDEN.write_text(json.dumps(found, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    assert json.loads(GOLDEN.read_text(encoding="utf-8")) == found
