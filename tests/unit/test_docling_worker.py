@@ -263,3 +263,48 @@ def test_golden_submissions() -> None:
     if os.environ.get("TELHA_REGENERATE_GOLDEN") == "1":
         GOLDEN.write_text(json.dumps(found, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     assert json.loads(GOLDEN.read_text(encoding="utf-8")) == found
+
+
+def test_layout_path_on_the_golden_docling_document() -> None:
+    """The layout-model pipeline's output (a golden DoclingDocument built with docling-core,
+    tests/support/docling_fixtures.py): nested sections, a list, a header table, pages and
+    top-left boxes, the §15 conflicting dates."""
+    from docling_core.types.doc import DoclingDocument
+    from docling_worker.projection import project_document
+
+    from tests.support import docling_fixtures
+
+    path = docling_fixtures.FOLDER / "contract.json"
+    committed = path.read_text(encoding="utf-8")
+    assert committed == docling_fixtures.build("contract")  # regenerate: python -m ...
+    doc = DoclingDocument.model_validate_json(committed)
+    out = project_document(doc, "contract.pdf", "pdf", clarify=True, pdf_pipeline="layout")
+    to_projection(decode_submission(json.dumps(out).encode()))
+    _audit_spans(out)
+    titles = {i: n["properties"].get("title") for i, n in enumerate(out["nodes"])}
+    contains = {
+        (titles[r["fromRef"]], titles[r["toRef"]])
+        for r in out["relationships"]
+        if titles[r["fromRef"]] and titles[r["toRef"]]
+    }
+    assert contains == {
+        ("Supply Agreement", "1. Scope"),
+        ("1. Scope", "1.1 Delivery"),
+        ("Supply Agreement", "2. Prices"),
+    }
+    (table,) = [n["properties"] for n in out["nodes"] if n["labels"] == ["TABLE"]]
+    assert table == {
+        "columns": ["Part", "Price (EUR)"],
+        "rows": 2,
+        "page": 2,
+        "bbox": [72.0, 90.0, 540.0, 150.0],
+    }
+    rows = [n["properties"] for n in out["nodes"] if n["labels"] == ["TABLE_ROW"]]
+    assert rows == [{"Part": "Bolt", "Price (EUR)": "0.12", "row": 1},
+                    {"Part": "Nut", "Price (EUR)": "0.05", "row": 2}]  # fmt: skip
+    assert out["stats"]["pdf_pipeline"] == "layout" and out["stats"]["pages"] == 2
+    (amb,) = out["ambiguities"]
+    assert [c["label"] for c in amb["candidates"]] == [
+        "2026-04-01 (effective)",
+        "2026-03-01 (signed)",
+    ]
