@@ -1,12 +1,13 @@
 """``docling_worker``: PDF, DOCX, PPTX and HTML through docling (spec 003; issue 5).
 
-**Status: first increment.** Conversion (:mod:`docling_worker.convert`), the projection
+Conversion (:mod:`docling_worker.convert`), the projection
 (:mod:`docling_worker.projection`, with the spec 003 §15 ambiguity rules of
 :mod:`workers_common.doc_ambiguity`) and parsing in warm child processes with a memory
 ceiling and a timeout (:mod:`docling_worker.isolation`) are in place and tested on the corpus.
 PDF text is grouped into paragraphs and headings from line geometry
 (:mod:`docling_worker.pdf_blocks`); large submissions stream as partials. Not yet: the golden
-DoclingDocument fixtures; it is not in the default ``[workers] in_process`` list yet.
+DoclingDocument fixtures cover the layout-model path with one document so far. The parent
+process never imports docling: only the children do.
 
 One submission per document; ``stats`` as :func:`docling_worker.projection.project_document`
 gives them. Options: ``clarify`` (report temporal ambiguities). Deterministic: the same bytes
