@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -188,13 +187,12 @@ def test_worker_killed_mid_stream_then_rerun_completes_once(tmp_path: Path) -> N
     scope = Scope("t", "o")
 
     def run_worker(pause_s: str) -> subprocess.Popen[bytes]:
-        env = server.worker_env(
-            scope, STREAM_WORKER_PAUSE_S=pause_s, TELHA_HEARTBEAT_INTERVAL_SECS="0.3"
+        return server.spawn_worker(
+            "tests.support.stream_worker",
+            scope,
+            STREAM_WORKER_PAUSE_S=pause_s,
+            TELHA_HEARTBEAT_INTERVAL_SECS="0.3",
         )
-        return subprocess.Popen(
-            [sys.executable, "-m", "workers_common.run", "tests.support.stream_worker"],
-            env=env, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
 
     try:
         key = server.create_key(scope.tenant_id, scope.organization_id)
@@ -391,11 +389,7 @@ def test_refused_stream_closes_the_handler_generator(tmp_path: Path) -> None:
     server = ServerProcess(write_config(tmp_path, workers={"in_process": []})).start()
     scope = Scope("t", "o")
     mark = tmp_path / "closed"
-    env = server.worker_env(scope, CLOSING_WORKER_MARK=str(mark))
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "workers_common.run", "tests.support.closing_worker"],
-        env=env, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+    proc = server.spawn_worker("tests.support.closing_worker", scope, CLOSING_WORKER_MARK=str(mark))
     try:
         key = server.create_key(scope.tenant_id, scope.organization_id)
         with httpx.Client(base_url=server.base_url, headers={"x-api-key": key}) as c:

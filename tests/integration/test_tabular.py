@@ -8,7 +8,6 @@ import base64
 import json
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -192,13 +191,9 @@ def test_remote_tabular_worker_killed_mid_stream_then_rerun_completes_once(
         )
     ).start()
     scope = Scope("t", "o")
-    env = server.worker_env(scope, TELHA_HEARTBEAT_INTERVAL_SECS="0.5")
 
     def run_worker() -> subprocess.Popen[bytes]:
-        return subprocess.Popen(
-            [sys.executable, "-m", "workers_common.run", "tabular_worker"],
-            env=env, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
+        return server.spawn_worker("tabular_worker", scope, TELHA_HEARTBEAT_INTERVAL_SECS="0.5")
 
     rows = 30_000
     data = ("n,label\n" + "".join(f"{i},row {i}\n" for i in range(rows))).encode()

@@ -116,6 +116,17 @@ class ServerProcess:
         key = load_token_key("", self.db.parent)
         return mint_worker_token(key, scope, ttl_s)
 
+    def spawn_worker(
+        self, module: str, scope: Scope | None, stderr: Any = subprocess.DEVNULL, **extra: str
+    ) -> subprocess.Popen[bytes]:
+        """Start ``python -m workers_common.run module`` against this server (the caller
+        stops it); ``extra`` goes into its environment."""
+        return subprocess.Popen(
+            [sys.executable, "-m", "workers_common.run", module],
+            env=self.worker_env(scope, **extra),
+            stderr=stderr,
+        )
+
     def worker_env(self, scope: Scope | None, **extra: str) -> dict[str, str]:
         """The environment of a ``python -m workers_common.run`` process for this server:
         this process's, plus the gRPC target, a worker token for ``scope`` and ``extra``."""
