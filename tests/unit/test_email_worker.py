@@ -1,0 +1,158 @@
+"""email_worker (issue 6, first increment: ``.eml``): every corpus message has its documented
+outcome; identities are deterministic (messages, people, attachments); headers and bodies in
+any charset; replies point at their parent's id; the Date/body ambiguity."""
+
+from __future__ import annotations
+
+import json
+from email.message import EmailMessage
+from typing import Any
+
+import email_worker
+import pytest
+
+from telha.ingest.submission import decode_submission, to_projection
+from tests.conftest import CORPUS
+from workers_common import Job, classify
+
+
+def _run(raw: bytes, name: str = "m.eml", options: dict[str, Any] | None = None) -> dict[str, Any]:
+    out = email_worker.handle(Job("id", "ingest:eml", "eml", name, raw, None, options or {}, 0,
+                                  "t", "o"))  # fmt: skip
+    to_projection(decode_submission(json.dumps(out).encode()))  # core accepts it
+    return out
+
+
+def _count(out: dict[str, Any]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for node in out["nodes"]:
+        counts[node["labels"][0]] = counts.get(node["labels"][0], 0) + 1
+    return counts
+
+
+# Per corpus file: node counts, the subject, child jobs (attachments Telha ingests).
+EXPECTED: dict[str, tuple[dict[str, int], str, int]] = {
+    "attachment_message_rfc822.eml": ({"MESSAGE": 1, "PERSON": 2, "ATTACHMENT": 1}, "testing", 1),
+    "attachment_nonascii_filename.eml": (
+        {"MESSAGE": 1, "PERSON": 2, "ATTACHMENT": 1}, "testing", 1,
+    ),
+    "bad_encoded_subject.eml": ({"MESSAGE": 1}, "TEST", 0),
+    "cpython_msg_02.eml": (
+        {"MESSAGE": 1, "PERSON": 2, "ATTACHMENT": 7}, "Ppp digest, Vol 1 #2 - 5 msgs", 7,
+    ),
+    "email_with_similar_boundaries.eml": (
+        {"MESSAGE": 1, "PERSON": 2, "ATTACHMENT": 1}, "Xxxxxx", 0,
+    ),
+    "eml_with_attachment.eml": (
+        {"MESSAGE": 1, "PERSON": 2, "ATTACHMENT": 1}, "Email with Attachment", 1,
+    ),
+    "japanese_iso_2022.eml": ({"MESSAGE": 1, "PERSON": 1}, "まみむめも", 0),
+    "raw_email.eml": ({"MESSAGE": 1, "PERSON": 2}, "NOTE: 한국말로 하는 것", 0),
+    "raw_email_reply.eml": ({"MESSAGE": 1, "PERSON": 2}, "Re: Test reply email", 0),
+    "raw_email_with_partially_quoted_subject.eml": (
+        {"MESSAGE": 1, "PERSON": 1}, 'Re: Test: "漢字" mid "漢字" tail', 0,
+    ),
+    "utf8_headers.eml": ({"MESSAGE": 1, "PERSON": 2}, "Säying Hello", 0),
+}  # fmt: skip
+
+
+def test_every_corpus_message_has_an_expectation() -> None:
+    assert {p.name for p in (CORPUS / "eml").iterdir()} == set(EXPECTED)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_corpus_message(name: str) -> None:
+    counts, subject, children = EXPECTED[name]
+    raw = (CORPUS / "eml" / name).read_bytes()
+    out = _run(raw, name)
+    assert _count(out) == counts
+    (message,) = [n for n in out["nodes"] if n["labels"] == ["MESSAGE"]]
+    assert message["properties"]["subject"] == subject
+    assert len(out.get("childJobs", [])) == children
+    text = out["canonicalText"].encode()
+    for span in out["spans"]:  # header lines and paragraphs slice on their own text
+        piece = text[span["start"] : span["end"]].decode()
+        assert piece == piece.strip() and "\n\n" not in piece
+    assert _run(raw, name) == out  # deterministic
+
+
+def _message(**headers: str) -> bytes:
+    msg = EmailMessage()
+    for key, value in headers.items():
+        msg[key.replace("_", "-")] = value
+    msg.set_content("First paragraph.\n\nThe invoice is dated 3 March 2026.\n")
+    return bytes(msg)
+
+
+def test_identities_replies_and_people() -> None:
+    parent = _run(
+        _message(
+            From="Ana <ANA@example.com>",
+            To="bo@example.com",
+            Subject="Plan",
+            Message_ID="<p1@example.com>",
+            Date="Tue, 03 Mar 2026 10:00:00 +0000",
+        )
+    )
+    reply = _run(
+        _message(
+            From="Bo <bo@example.com>",
+            To="ana@example.com",
+            Subject="RE: [team] Plan",
+            Message_ID="<r1@example.com>",
+            In_Reply_To="<P1@example.com>",
+            References="<p1@example.com>",
+            Date="Wed, 04 Mar 2026 09:00:00 +0000",
+        )
+    )
+    parent_id = parent["nodes"][0]["id"]
+    threads = {"IN_REPLY_TO", "REFERENCES"}
+    edges = {r["type"]: r for r in reply["relationships"] if r["type"] in threads}
+    assert edges["IN_REPLY_TO"]["toId"] == parent_id == edges["REFERENCES"]["toId"]
+    assert reply["nodes"][0]["properties"]["subject_normalized"] == "Plan"
+    people = {
+        n["properties"]["address"]: n["id"]
+        for out in (parent, reply)
+        for n in out["nodes"]
+        if n["labels"] == ["PERSON"]
+    }
+    assert set(people) == {"ana@example.com", "bo@example.com"}  # one id per address, any case
+    assert parent["nodes"][0]["properties"]["sent_at"] == 1_772_532_000_000_000
+
+
+@pytest.mark.parametrize(
+    ("headers", "kind", "labels"),
+    [
+        ({"Date": "Tue, 10 Feb 2026 10:00:00 +0000"}, "conflicting_dates",
+         ["2026-02-10 (Date header)", "2026-03-03 (in body)"]),
+        ({"Date": "Tue, 03 Mar 2026 10:00:00 +0000"}, None, []),
+        ({}, "undated", ["No usable Date header"]),
+    ],
+)  # fmt: skip
+def test_date_ambiguity(headers: dict[str, str], kind: str | None, labels: list[str]) -> None:
+    out = _run(_message(From="a@example.com", Subject="x", **headers), options={"clarify": True})
+    if kind is None:
+        assert "ambiguities" not in out
+        return
+    (amb,) = out["ambiguities"]
+    assert amb["kind"] == kind and [c["label"] for c in amb["candidates"]] == labels
+    assert "ambiguities" not in _run(_message(From="a@example.com", **headers))
+
+
+def test_same_attachment_in_two_messages_is_one_child_source() -> None:
+    names = []
+    for sender in ("a@example.com", "b@example.com"):
+        msg = EmailMessage()
+        msg["From"], msg["Subject"] = sender, "report"
+        msg.set_content("See attached.")
+        msg.add_attachment(b"id,v\n1,2\n", maintype="text", subtype="csv", filename="r.csv")
+        (child,) = _run(bytes(msg))["childJobs"]
+        assert child["format"] == "csv"
+        names.append(child["name"])
+    assert names[0] == names[1] and names[0].startswith("attachment:")
+
+
+def test_unknown_option_is_refused() -> None:
+    with pytest.raises(Exception) as failure:
+        _run(_message(From="a@example.com"), options={"thread": True})
+    assert classify(failure.value)[0].startswith("unsupported_feature: option")
