@@ -156,3 +156,49 @@ def test_unknown_option_is_refused() -> None:
     with pytest.raises(Exception) as failure:
         _run(_message(From="a@example.com"), options={"thread": True})
     assert classify(failure.value)[0].startswith("unsupported_feature: option")
+
+
+# Outlook .msg files: node counts, the subject, the formats of the attachments' child jobs.
+# testMSG_chinese.msg's subject comes out as extract-msg decodes it (mojibake: see the note).
+MSG_EXPECTED: dict[str, tuple[dict[str, int], str, list[str]]] = {
+    "msg_with_attachment.msg": (
+        {"MESSAGE": 1, "PERSON": 1, "ATTACHMENT": 2}, "Email with Attachment", ["text", "pdf"],
+    ),
+    "test-outlook.msg": ({"MESSAGE": 1, "PERSON": 1}, "Microsoft Outlook Express 6", []),
+    "testMSG_att_doc.msg": (
+        {"MESSAGE": 1, "PERSON": 1, "ATTACHMENT": 2}, "test pièce jointe 1", ["text"],
+    ),
+    "testMSG_att_msg.msg": (
+        {"MESSAGE": 1, "PERSON": 1, "ATTACHMENT": 2}, "test email", ["msg", "pdf"],
+    ),
+    "testMSG_chinese.msg": ({"MESSAGE": 1, "PERSON": 1}, "Alfresco MSG format testing (", []),
+}  # fmt: skip
+
+
+def _run_msg(raw: bytes, name: str) -> dict[str, Any]:
+    out = email_worker.handle(Job("id", "ingest:msg", "msg", name, raw, None, {}, 0, "t", "o"))
+    to_projection(decode_submission(json.dumps(out).encode()))
+    return out
+
+
+def test_every_corpus_msg_has_an_expectation() -> None:
+    assert {p.name for p in (CORPUS / "msg").iterdir()} == set(MSG_EXPECTED)
+
+
+@pytest.mark.parametrize("name", sorted(MSG_EXPECTED))
+def test_corpus_msg(name: str) -> None:
+    counts, subject, formats = MSG_EXPECTED[name]
+    raw = (CORPUS / "msg" / name).read_bytes()
+    out = _run_msg(raw, name)
+    assert _count(out) == counts
+    assert out["nodes"][0]["properties"]["subject"].startswith(subject)
+    assert [c["format"] for c in out.get("childJobs", [])] == formats
+    assert _run_msg(raw, name) == out  # deterministic
+
+
+def test_msg_that_is_rfc822_text_and_a_broken_msg() -> None:
+    rfc822 = _run_msg(_message(From="a@example.com", Subject="plain"), "really-eml.msg")
+    assert rfc822["nodes"][0]["properties"]["subject"] == "plain"
+    with pytest.raises(Exception) as failure:
+        _run_msg(b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + b"\x00" * 600, "broken.msg")
+    assert classify(failure.value)[0].startswith("corrupt_input")

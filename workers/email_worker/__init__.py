@@ -1,5 +1,5 @@
-"""``email_worker``: RFC 822 messages (format ``eml``; issue 6, first increment — ``.msg``
-through extract-msg is still to come).
+"""``email_worker``: RFC 822 messages (``eml``) and Outlook messages (``msg``, through
+extract-msg, turned into the same message structure first; issue 6, first increment).
 
 Parsed with the standard library (``email.policy.default``: RFC 2047/2231 headers, any charset,
 raw 8-bit and UTF-8 headers, nested multiparts, ``message/rfc822`` parts and digests).
@@ -33,6 +33,7 @@ from __future__ import annotations
 import datetime as dt
 import email
 import email.policy
+import email.utils
 import re
 import uuid
 from email.message import EmailMessage
@@ -40,12 +41,19 @@ from typing import Any
 
 import blake3
 
-from workers_common import IngestionResultBuilder, Job, UnsupportedFeature, normalize_canonical
+from workers_common import (
+    CorruptInput,
+    IngestionResultBuilder,
+    Job,
+    UnsupportedFeature,
+    normalize_canonical,
+)
 from workers_common.temporal import find_dates, to_us
 
 __all__ = ["FORMATS", "handle", "normalize_subject"]
 
-FORMATS = ("eml",)
+FORMATS = ("eml", "msg")
+_CFB = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
 NAMESPACE = uuid.UUID("0b6a3d6e-7f0a-5c8e-9a57-656d61696c21")
 _OPTIONS = frozenset({"clarify"})
 _PREFIX = re.compile(
@@ -61,6 +69,62 @@ _BY_TYPE = {
     "application/pdf": "pdf", "message/rfc822": "eml", "text/csv": "csv", "text/html": "html",
     "text/plain": "text", "text/markdown": "markdown",
 }  # fmt: skip
+
+
+def _from_msg(raw: bytes) -> EmailMessage:
+    """An Outlook ``.msg`` (extract-msg: Unicode and code-page messages decoded with the
+    message's code page) as an :class:`EmailMessage` with the same headers, the plain body
+    (else the HTML one) and the attachments; an embedded ``.msg`` stays a ``.msg`` attachment.
+
+    :raises CorruptInput: not a readable ``.msg``.
+    """
+    import extract_msg
+
+    try:
+        # openMsg is typed as the base MSGFile; a message file is a Message (subject, …).
+        source: Any = extract_msg.openMsg(raw)
+    except Exception as exc:
+        raise CorruptInput(f"not a readable .msg: {type(exc).__name__}: {exc}") from None
+    try:
+        msg = EmailMessage(policy=email.policy.default)
+        header = source.header
+        for name in ("From", "To", "Cc", "Bcc", "Subject", "Message-ID", "In-Reply-To",
+                     "References"):  # fmt: skip
+            value = header.get(name) if header is not None else None
+            fallback = {
+                "From": source.sender,
+                "To": source.to,
+                "Cc": source.cc,
+                "Subject": source.subject,
+                "Message-ID": source.messageId,
+            }.get(name)
+            value = value or fallback
+            if value:
+                try:
+                    msg[name] = " ".join(str(value).replace("\x00", "").split())
+                except (ValueError, TypeError):
+                    continue
+        if isinstance(source.date, dt.datetime):
+            msg["Date"] = email.utils.format_datetime(source.date)
+        body = source.body
+        if body:
+            msg.set_content(str(body))
+        elif source.htmlBody:
+            html = source.htmlBody
+            msg.set_content(html.decode("utf-8", "replace") if isinstance(html, bytes) else html,
+                            subtype="html")  # fmt: skip
+        for att in source.attachments:
+            data = att.data
+            if hasattr(data, "exportBytes"):  # an embedded message
+                name, blob = "message.msg", data.exportBytes()
+            else:
+                name, blob = att.longFilename or att.shortFilename or "attachment", data
+            if isinstance(blob, bytes):
+                msg.add_attachment(blob, maintype="application", subtype="octet-stream",
+                                   filename=name)  # fmt: skip
+        return msg
+    finally:
+        source.close()
 
 
 def _clean(text: str) -> str:
@@ -255,8 +319,13 @@ def handle(job: Job) -> dict[str, Any]:
     unknown = sorted(set(job.options) - _OPTIONS)
     if unknown:
         raise UnsupportedFeature(f"option: unknown option(s) {', '.join(unknown)}")
-    msg = email.message_from_bytes(job.content, policy=email.policy.default)
-    assert isinstance(msg, EmailMessage)
+    raw = job.content
+    if job.format == "msg" and raw.startswith(_CFB):
+        msg = _from_msg(raw)
+    else:  # .eml, or a .msg that is really RFC 822 text
+        parsed = email.message_from_bytes(raw, policy=email.policy.default)
+        assert isinstance(parsed, EmailMessage)
+        msg = parsed
     subject = " ".join(_header(msg, "Subject").split())
     sent = _sent_at(msg)
     roles = {k: _addresses(msg, k) for k in ("From", "To", "Cc", "Bcc")}
