@@ -79,7 +79,13 @@ class WorkersConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=T
     #: Worker modules run inside ``telha serve`` (each must be importable). DESIGN.md §10
     #: lists all six; the default holds those that exist in this build.
     in_process: list[str] = msgspec.field(
-        default_factory=lambda: ["text_worker", "tabular_worker", "docling_worker", "email_worker"]
+        default_factory=lambda: [
+            "text_worker",
+            "tabular_worker",
+            "docling_worker",
+            "email_worker",
+            "code_worker",
+        ]
     )
     #: Consumers per in-process worker module.
     concurrency: int = 2

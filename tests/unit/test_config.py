@@ -24,7 +24,7 @@ def test_defaults_match_design(tmp_path: Path) -> None:
     assert cfg.jobs.max_attempts == 5 and cfg.jobs.lease_secs == 180
     assert cfg.workers.concurrency == 2
     assert cfg.workers.in_process == [
-        "text_worker", "tabular_worker", "docling_worker", "email_worker",
+        "text_worker", "tabular_worker", "docling_worker", "email_worker", "code_worker",
     ]  # fmt: skip
     assert cfg.storage_path(tmp_path) == tmp_path / "data" / "telha.db"
 

@@ -1,0 +1,197 @@
+"""``code_worker``: source files through tree-sitter (format ``code``; issue 6, first
+increment — archive fan-out and same-file CALLS edges are still to come).
+
+Languages: Python, Rust, JavaScript, TypeScript (and TSX), Go, from the individual pre-built
+grammar packages; chosen by ``options.language`` or the file extension of the job's name.
+
+**Projection.** Canonical text is the normalized source (NFC, LF). A ``FILE`` node (id: uuid5 of
+``options.repo`` + the path, so a re-ingest of the same file upserts; ``path``, ``language``,
+``lines``) whose span is the whole text (kind ``code``). One node per definition — ``FUNCTION``,
+``METHOD`` (a function directly inside a class/impl/trait), ``CLASS``, ``STRUCT``, ``ENUM``,
+``TRAIT``, ``IMPL``, ``INTERFACE``, ``MODULE`` (Rust ``mod foo { … }`` only) — with ``name``,
+``qualified_name`` (enclosing names joined by ``.``), ``start_line``/``end_line`` (1-based) and a
+span of kind ``code`` over the definition (decorators included); ``CONTAINS`` edges for nesting
+(file → top level, definition → nested definition). Every import (Python ``import``/``from``,
+Rust ``use`` and ``mod foo;``, JS/TS ``import``/``require``, Go ``import``) is an ``IMPORTS``
+edge to the deterministic id of the target module (uuid5 of ``module:<language>:<name>``),
+dangling until that module is ingested. Syntax errors do not fail the job: tree-sitter's error
+nodes are counted in ``stats.syntax_errors`` and the rest is projected.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from typing import Any
+
+from tree_sitter import Language, Node, Parser
+
+from workers_common import (
+    CorruptInput,
+    IngestionResultBuilder,
+    Job,
+    UnsupportedFeature,
+    normalize_canonical,
+)
+
+__all__ = ["FORMATS", "LANGUAGES", "handle"]
+
+FORMATS = ("code",)
+NAMESPACE = uuid.UUID("4c0d3e5a-1b2c-5d6e-8f90-636f64652121")
+_OPTIONS = frozenset({"language", "repo"})
+#: Extension → language.
+LANGUAGES = {
+    "py": "python", "pyi": "python", "rs": "rust", "js": "javascript", "mjs": "javascript",
+    "cjs": "javascript", "jsx": "javascript", "ts": "typescript", "tsx": "tsx", "go": "go",
+}  # fmt: skip
+#: tree-sitter node type → label, per language family.
+_DEFINITIONS = {
+    "function_definition": "FUNCTION", "class_definition": "CLASS",  # python
+    "function_item": "FUNCTION", "struct_item": "STRUCT", "enum_item": "ENUM",  # rust
+    "trait_item": "TRAIT", "impl_item": "IMPL", "mod_item": "MODULE",
+    "function_declaration": "FUNCTION", "class_declaration": "CLASS",  # js/ts/go
+    "method_definition": "METHOD", "interface_declaration": "INTERFACE",
+    "method_declaration": "METHOD", "type_spec": "STRUCT",
+}  # fmt: skip
+_CONTAINERS = {"CLASS", "IMPL", "TRAIT", "INTERFACE"}
+_IMPORTS = {
+    "import_statement", "import_from_statement",  # python, js/ts
+    "use_declaration",  # rust
+    "import_spec",  # go
+}  # fmt: skip
+_QUOTED = re.compile(r"""["'`]([^"'`]+)["'`]""")
+
+
+def _language(name: str) -> Language:
+    if name == "python":
+        import tree_sitter_python as grammar
+
+        return Language(grammar.language())
+    if name == "rust":
+        import tree_sitter_rust as grammar_rs
+
+        return Language(grammar_rs.language())
+    if name == "javascript":
+        import tree_sitter_javascript as grammar_js
+
+        return Language(grammar_js.language())
+    if name in ("typescript", "tsx"):
+        import tree_sitter_typescript as grammar_ts
+
+        fn = grammar_ts.language_tsx if name == "tsx" else grammar_ts.language_typescript
+        return Language(fn())
+    import tree_sitter_go as grammar_go
+
+    return Language(grammar_go.language())
+
+
+def _name_of(node: Node) -> str:
+    field = node.child_by_field_name("name") or node.child_by_field_name("type")
+    if field is None or field.text is None:
+        return "<anonymous>"
+    return field.text.decode("utf-8", "replace")
+
+
+def _import_target(node: Node, language: str) -> list[str]:
+    text = (node.text or b"").decode("utf-8", "replace")
+    if language == "python":
+        if node.type == "import_from_statement":
+            module = node.child_by_field_name("module_name")
+            return [(module.text or b"").decode()] if module is not None else []
+        return [
+            (c.text or b"").decode().split(" as ")[0]
+            for c in node.children
+            if c.type in ("dotted_name", "aliased_import")
+        ]
+    if language == "rust":
+        path = text.removeprefix("pub ").removeprefix("use ").rstrip(";").strip()
+        return [path.split("::{")[0].split(" as ")[0]] if path else []
+    found = _QUOTED.findall(text)
+    return found[-1:] if found else []
+
+
+class _Walk:
+    """Collects definitions, nesting and imports from a parse tree."""
+
+    def __init__(self, b: IngestionResultBuilder, language: str, file_ref: int) -> None:
+        self.b = b
+        self.language = language
+        self.file_ref = file_ref
+        self.counts: dict[str, int] = {}
+        self.imports: list[str] = []
+        self.errors = 0
+
+    def visit(self, node: Node, parent: int, parent_label: str, qual: list[str]) -> None:
+        if node.is_error or node.is_missing:
+            self.errors += 1
+        if node.type in _IMPORTS:
+            self.imports.extend(_import_target(node, self.language))
+        if node.type == "call_expression" and self.language == "javascript":
+            callee = node.child_by_field_name("function")
+            if callee is not None and callee.text == b"require":
+                self.imports.extend(_QUOTED.findall((node.text or b"").decode()))
+        label = _DEFINITIONS.get(node.type)
+        if label == "MODULE" and node.child_by_field_name("body") is None:
+            self.imports.append(_name_of(node))  # `mod foo;`: a reference, not a declaration
+            label = None
+        if label == "FUNCTION" and parent_label in _CONTAINERS:
+            label = "METHOD"
+        if label is None:
+            for child in node.children:
+                self.visit(child, parent, parent_label, qual)
+            return
+        target = node.parent if node.parent and node.parent.type == "decorated_definition" else node
+        name = _name_of(node)
+        span = self.b.add_span_range(target.start_byte, target.end_byte, "code")
+        props = {
+            "name": name,
+            "qualified_name": ".".join([*qual, name]),
+            "start_line": target.start_point[0] + 1,
+            "end_line": target.end_point[0] + 1,
+        }
+        ref = self.b.add_node([label], props, spans=[span])
+        self.b.add_relationship("CONTAINS", from_ref=parent, to_ref=ref)
+        self.counts[label] = self.counts.get(label, 0) + 1
+        for child in node.children:
+            self.visit(child, ref, label, [*qual, name])
+
+
+def handle(job: Job) -> dict[str, Any]:
+    """Project one source file (module docstring).
+
+    :raises UnsupportedFeature: an unknown option or language.
+    :raises CorruptInput: the bytes are not UTF-8 text.
+    """
+    unknown = sorted(set(job.options) - _OPTIONS)
+    if unknown:
+        raise UnsupportedFeature(f"option: unknown option(s) {', '.join(unknown)}")
+    ext = job.name.rsplit(".", 1)[-1].lower() if "." in job.name else ""
+    language = str(job.options.get("language") or LANGUAGES.get(ext, ""))
+    if language not in set(LANGUAGES.values()):
+        raise UnsupportedFeature(f"language: cannot tell the language of {job.name!r}")
+    try:
+        text = normalize_canonical(job.content.decode("utf-8").removeprefix("\ufeff"))
+    except UnicodeDecodeError as exc:
+        raise CorruptInput(f"not UTF-8 source: invalid byte at offset {exc.start}") from None
+    source = text.encode("utf-8")
+    tree = Parser(_language(language)).parse(source)
+    b = IngestionResultBuilder()
+    b.set_canonical_text(text)
+    whole = b.add_span_range(0, len(source), "code")
+    repo = str(job.options.get("repo") or "")
+    props = {"path": job.name, "language": language, "lines": text.count("\n") + 1}
+    file_ref = b.add_node(
+        ["FILE"], props, spans=[whole], id=str(uuid.uuid5(NAMESPACE, f"file:{repo}:{job.name}"))
+    )
+    walk = _Walk(b, language, file_ref)
+    walk.visit(tree.root_node, file_ref, "FILE", [])
+    for module in dict.fromkeys(walk.imports):  # once each, first-seen order
+        target = str(uuid.uuid5(NAMESPACE, f"module:{language}:{module}"))
+        b.add_relationship(
+            "IMPORTS", from_ref=file_ref, to_id=target, properties={"module": module}
+        )
+    b.set_stats(
+        {"language": language, "definitions": dict(sorted(walk.counts.items())),
+         "imports": len(dict.fromkeys(walk.imports)), "syntax_errors": walk.errors}
+    )  # fmt: skip
+    return b.build()
