@@ -104,3 +104,21 @@ def test_bad_inputs(raw: bytes, name: str, options: dict[str, Any], reason: str)
 def test_language_option_overrides_the_extension() -> None:
     out = _run(b"fn main() {}\n", "script.txt", {"language": "rust"})
     assert out["stats"]["language"] == "rust" and out["stats"]["definitions"] == {"FUNCTION": 1}
+
+
+def test_same_file_calls() -> None:
+    src = (
+        b"def helper(x):\n    return x\n\ndef main():\n    return helper(1) + len([])\n\n"
+        b"class A:\n    def m(self):\n        return self.n()\n"
+        b"    def n(self):\n        return main()\n\nmain()\n"
+    )
+    out = _run(src, "m.py")
+    names = {i: n["properties"].get("qualified_name", "FILE") for i, n in enumerate(out["nodes"])}
+    calls = sorted(
+        (names[r["fromRef"]], names[r["toRef"]])
+        for r in out["relationships"]
+        if r["type"] == "CALLS"
+    )
+    # len() is not defined in the file: no edge (calls across files are not resolved).
+    assert calls == [("A.m", "A.n"), ("A.n", "main"), ("FILE", "main"), ("main", "helper")]
+    assert out["stats"]["calls"] == 4

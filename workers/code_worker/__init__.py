@@ -1,5 +1,5 @@
 """``code_worker``: source files through tree-sitter (format ``code``; issue 6, first
-increment — archive fan-out and same-file CALLS edges are still to come).
+increment — archive fan-out is still to come).
 
 Languages: Python, Rust, JavaScript, TypeScript (and TSX), Go, from the individual pre-built
 grammar packages; chosen by ``options.language`` or the file extension of the job's name.
@@ -14,7 +14,10 @@ span of kind ``code`` over the definition (decorators included); ``CONTAINS`` ed
 (file → top level, definition → nested definition). Every import (Python ``import``/``from``,
 Rust ``use`` and ``mod foo;``, JS/TS ``import``/``require``, Go ``import``) is an ``IMPORTS``
 edge to the deterministic id of the target module (uuid5 of ``module:<language>:<name>``),
-dangling until that module is ingested. Syntax errors do not fail the job: tree-sitter's error
+dangling until that module is ingested. ``CALLS`` edges link a definition (or the file, for
+top-level code) to a function or method of the same file that it calls by name, when that
+name is defined exactly once in the file; calls across files are not resolved (each file is
+its own job). Syntax errors do not fail the job: tree-sitter's error
 nodes are counted in ``stats.syntax_errors`` and the rest is projected.
 """
 
@@ -60,6 +63,7 @@ _IMPORTS = {
     "import_spec",  # go
 }  # fmt: skip
 _QUOTED = re.compile(r"""["'`]([^"'`]+)["'`]""")
+_LAST_NAME = re.compile(r"[^\W\d]\w*")
 
 
 def _language(name: str) -> Language:
@@ -120,16 +124,22 @@ class _Walk:
         self.counts: dict[str, int] = {}
         self.imports: list[str] = []
         self.errors = 0
+        self.calls: list[tuple[int, str]] = []  # (calling definition or file, callee name)
+        self.defined: dict[str, list[int]] = {}  # name → definitions of that name
 
     def visit(self, node: Node, parent: int, parent_label: str, qual: list[str]) -> None:
         if node.is_error or node.is_missing:
             self.errors += 1
         if node.type in _IMPORTS:
             self.imports.extend(_import_target(node, self.language))
-        if node.type == "call_expression" and self.language == "javascript":
+        if node.type in ("call", "call_expression"):
             callee = node.child_by_field_name("function")
             if callee is not None and callee.text == b"require":
                 self.imports.extend(_QUOTED.findall((node.text or b"").decode()))
+            elif callee is not None and callee.text:
+                words = _LAST_NAME.findall(callee.text.decode("utf-8", "replace"))
+                if words:
+                    self.calls.append((parent, words[-1]))
         label = _DEFINITIONS.get(node.type)
         if label == "MODULE" and node.child_by_field_name("body") is None:
             self.imports.append(_name_of(node))  # `mod foo;`: a reference, not a declaration
@@ -151,6 +161,8 @@ class _Walk:
         }
         ref = self.b.add_node([label], props, spans=[span])
         self.b.add_relationship("CONTAINS", from_ref=parent, to_ref=ref)
+        if label in ("FUNCTION", "METHOD"):
+            self.defined.setdefault(name, []).append(ref)
         self.counts[label] = self.counts.get(label, 0) + 1
         for child in node.children:
             self.visit(child, ref, label, [*qual, name])
@@ -190,8 +202,15 @@ def handle(job: Job) -> dict[str, Any]:
         b.add_relationship(
             "IMPORTS", from_ref=file_ref, to_id=target, properties={"module": module}
         )
+    calls = 0
+    for caller, callee in dict.fromkeys(walk.calls):
+        targets = walk.defined.get(callee, [])
+        if len(targets) == 1 and targets[0] != caller:  # unambiguous, same file
+            b.add_relationship("CALLS", from_ref=caller, to_ref=targets[0])
+            calls += 1
     b.set_stats(
         {"language": language, "definitions": dict(sorted(walk.counts.items())),
-         "imports": len(dict.fromkeys(walk.imports)), "syntax_errors": walk.errors}
+         "imports": len(dict.fromkeys(walk.imports)), "calls": calls,
+         "syntax_errors": walk.errors}
     )  # fmt: skip
     return b.build()
