@@ -31,7 +31,7 @@ def queue_srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProces
 
 def _message(sender: str, msg_id: str, reply_to: str | None = None) -> bytes:
     msg = EmailMessage()
-    msg["From"], msg["To"], msg["Subject"] = sender, "team@example.com", "Plan"
+    msg["From"], msg["To"], msg["Subject"] = sender, "team@example.test", "Plan"
     msg["Message-ID"], msg["Date"] = msg_id, "Tue, 03 Mar 2026 10:00:00 +0000"
     if reply_to:
         msg["In-Reply-To"] = reply_to
@@ -58,26 +58,26 @@ async def _message_node(tenant: Tenant, source_id: str) -> dict[str, Any]:
 
 async def test_reply_before_parent_then_the_edge_appears(tenant: Tenant) -> None:
     reply_job = await _ingest(
-        tenant, "reply.eml", _message("bo@example.com", "<r@x>", reply_to="<p@x>")
+        tenant, "reply.eml", _message("bo@example.test", "<r@x>", reply_to="<p@x>")
     )
     reply = await _message_node(tenant, str(reply_job["sourceId"]))
     url = f"/v1/nodes/{reply['nodeId']}/edges"
     out = (await tenant.client.get(url, params={"direction": "out"})).json()["edges"]
     assert "IN_REPLY_TO" not in {e["type"] for e in out}  # the parent is not there yet
-    parent_job = await _ingest(tenant, "parent.eml", _message("Ana <ana@example.com>", "<p@x>"))
+    parent_job = await _ingest(tenant, "parent.eml", _message("Ana <ana@example.test>", "<p@x>"))
     parent = await _message_node(tenant, str(parent_job["sourceId"]))
     out = (await tenant.client.get(url, params={"direction": "out"})).json()["edges"]
     (edge,) = [e for e in out if e["type"] == "IN_REPLY_TO"]
     assert edge["to"] == parent["nodeId"]
-    # team@example.com is in both messages: one PERSON node.
+    # team@example.test is in both messages: one PERSON node.
     people = (await tenant.client.get("/v1/nodes", params={"label": "PERSON"})).json()["nodes"]
     addresses = [p["properties"]["address"] for p in people]
-    assert addresses.count("team@example.com") == 1
+    assert addresses.count("team@example.test") == 1
 
 
 async def test_attachment_becomes_a_child_job(tenant: Tenant) -> None:
     msg = EmailMessage()
-    msg["From"], msg["Subject"] = "a@example.com", "numbers"
+    msg["From"], msg["Subject"] = "a@example.test", "numbers"
     msg.set_content("Attached.")
     msg.add_attachment(b"id,v\n1,2\n3,4\n", maintype="text", subtype="csv", filename="n.csv")
     await _ingest(tenant, "with-attachment.eml", bytes(msg))

@@ -87,21 +87,21 @@ def _message(**headers: str) -> bytes:
 def test_identities_replies_and_people() -> None:
     parent = _run(
         _message(
-            From="Ana <ANA@example.com>",
-            To="bo@example.com",
+            From="Ana <ANA@example.test>",
+            To="bo@example.test",
             Subject="Plan",
-            Message_ID="<p1@example.com>",
+            Message_ID="<p1@example.test>",
             Date="Tue, 03 Mar 2026 10:00:00 +0000",
         )
     )
     reply = _run(
         _message(
-            From="Bo <bo@example.com>",
-            To="ana@example.com",
+            From="Bo <bo@example.test>",
+            To="ana@example.test",
             Subject="RE: [team] Plan",
-            Message_ID="<r1@example.com>",
-            In_Reply_To="<P1@example.com>",
-            References="<p1@example.com>",
+            Message_ID="<r1@example.test>",
+            In_Reply_To="<P1@example.test>",
+            References="<p1@example.test>",
             Date="Wed, 04 Mar 2026 09:00:00 +0000",
         )
     )
@@ -116,7 +116,7 @@ def test_identities_replies_and_people() -> None:
         for n in out["nodes"]
         if n["labels"] == ["PERSON"]
     }
-    assert set(people) == {"ana@example.com", "bo@example.com"}  # one id per address, any case
+    assert set(people) == {"ana@example.test", "bo@example.test"}  # one id per address, any case
     assert parent["nodes"][0]["properties"]["sent_at"] == 1_772_532_000_000_000
 
 
@@ -130,18 +130,18 @@ def test_identities_replies_and_people() -> None:
     ],
 )  # fmt: skip
 def test_date_ambiguity(headers: dict[str, str], kind: str | None, labels: list[str]) -> None:
-    out = _run(_message(From="a@example.com", Subject="x", **headers), options={"clarify": True})
+    out = _run(_message(From="a@example.test", Subject="x", **headers), options={"clarify": True})
     if kind is None:
         assert "ambiguities" not in out
         return
     (amb,) = out["ambiguities"]
     assert amb["kind"] == kind and [c["label"] for c in amb["candidates"]] == labels
-    assert "ambiguities" not in _run(_message(From="a@example.com", **headers))
+    assert "ambiguities" not in _run(_message(From="a@example.test", **headers))
 
 
 def test_same_attachment_in_two_messages_is_one_child_source() -> None:
     names = []
-    for sender in ("a@example.com", "b@example.com"):
+    for sender in ("a@example.test", "b@example.test"):
         msg = EmailMessage()
         msg["From"], msg["Subject"] = sender, "report"
         msg.set_content("See attached.")
@@ -154,7 +154,7 @@ def test_same_attachment_in_two_messages_is_one_child_source() -> None:
 
 def test_unknown_option_is_refused() -> None:
     with pytest.raises(Exception) as failure:
-        _run(_message(From="a@example.com"), options={"thread": True})
+        _run(_message(From="a@example.test"), options={"thread": True})
     assert classify(failure.value)[0].startswith("unsupported_feature: option")
 
 
@@ -197,7 +197,7 @@ def test_corpus_msg(name: str) -> None:
 
 
 def test_msg_that_is_rfc822_text_and_a_broken_msg() -> None:
-    rfc822 = _run_msg(_message(From="a@example.com", Subject="plain"), "really-eml.msg")
+    rfc822 = _run_msg(_message(From="a@example.test", Subject="plain"), "really-eml.msg")
     assert rfc822["nodes"][0]["properties"]["subject"] == "plain"
     with pytest.raises(Exception) as failure:
         _run_msg(b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + b"\x00" * 600, "broken.msg")

@@ -146,8 +146,8 @@ def test_generated_workbooks_read_as_calamine_reads_them(
 
 
 _SHEET = """<?xml version="1.0" encoding="UTF-8" standalone="yes"?>
-<x:worksheet xmlns:x="http://schemas.openxmlformats.org/spreadsheetml/2006/main"
- xmlns:x14ac="http://schemas.microsoft.com/office/spreadsheetml/2009/9/ac">
+<x:worksheet xmlns:x="urn:test:spreadsheetml"
+ xmlns:x14ac="urn:test:x14ac">
 <x:dimension ref="A1:C2"/>
 <x:sheetData>
  <x:row r="1" x14ac:dyDescent="0.25">
@@ -171,7 +171,7 @@ _SHEET = """<?xml version="1.0" encoding="UTF-8" standalone="yes"?>
 #: Only what the regex path reads (no reference, CDATA or comment), in unusual spellings:
 #: prefixes, ``t`` before ``s``, single quotes, spaces around ``=``, an empty ``<v/>``.
 _SHEET_REGEX = """<?xml version="1.0" encoding="UTF-8"?>
-<x:worksheet xmlns:x="http://schemas.openxmlformats.org/spreadsheetml/2006/main">
+<x:worksheet xmlns:x="urn:test:spreadsheetml">
 <x:sheetData><x:row r="2"><x:c r="B2" t='inlineStr' s = '0'><x:is><x:r><x:t>rich</x:t></x:r>
 <x:r><x:t xml:space="preserve"> &lt;text&gt;</x:t></x:r></x:is></x:c>
 <x:c r="C2" t="str"><x:v/></x:c>
