@@ -25,6 +25,8 @@ class _Section(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
 
 
 class ServerConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``[server]``: listen addresses of the REST and gRPC fronts and the shutdown grace (s)."""
+
     #: REST front bind address, ``host:port`` (port 0 picks a free port).
     rest_addr: str = "127.0.0.1:7625"
     #: gRPC front bind address, ``host:port``.
@@ -34,6 +36,8 @@ class ServerConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=Tr
 
 
 class StorageConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``[storage]``: the engine, the SQLite file and its durability, the read pool size."""
+
     engine: Literal["sqlite"] = "sqlite"
     #: SQLite file; a relative path is relative to the config file's folder.
     path: str = "data/telha.db"
@@ -43,15 +47,22 @@ class StorageConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=T
 
 
 class AuthConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``[auth]``: REST API key settings."""
+
     pass
 
 
 class GrpcConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``[grpc]``: the HMAC key of worker tokens."""
+
     #: HMAC key for worker tokens; empty means one is generated into the data folder.
     token_key: str = ""
 
 
 class IngestConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``[ingest]``: request limits (body and upload bytes, JSON records, depth, nodes) and
+    concurrency."""
+
     #: Largest accepted ``POST /v1/ingest`` body, in bytes.
     max_body_bytes: int = 8 * 1024 * 1024
     #: Largest accepted ``multipart/form-data`` file part, in bytes (streamed to disk).
@@ -68,6 +79,8 @@ class IngestConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=Tr
 
 
 class JobsConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``[jobs]``: attempts, lease length (s), backoff (ms base, s cap), reaper period (s)."""
+
     max_attempts: int = 5
     lease_secs: float = 180.0
     backoff_base_ms: int = 1000
@@ -76,6 +89,8 @@ class JobsConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True
 
 
 class WorkersConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``[workers]``: worker modules run in-process and consumers per module."""
+
     #: Worker modules run inside ``telha serve`` (each must be importable). DESIGN.md §10
     #: lists all six; the default holds those that exist in this build.
     in_process: list[str] = msgspec.field(
@@ -92,6 +107,9 @@ class WorkersConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=T
 
 
 class DoclingConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``[docling]``: per-parse limits (pages, address space MB, time s) and the models folder;
+    exported to workers as ``TELHA_DOCLING__*``."""
+
     max_pages: int = 2000
     mem_ceiling_mb: int = 4096
     timeout_s: float = 600.0

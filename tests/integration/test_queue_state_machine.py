@@ -180,25 +180,18 @@ class QueueMachine(RuleBasedStateMachine):
         version = NewVersion(new_id(), "x", "text", new_id() * 2, 1, "w", job_id)
         proj = Projection(b"x", [SpanOut(0, 1, "body")], [NodeOut(("A",), b"{}", (0,))])
         completion = JobCompletion(lease, self.now)
+
+        def commit() -> None:
+            self._call(
+                self.store.commit_version, SCOPE, version, proj,
+                dedup=Dedup.SUBMIT, completion=completion,
+            )  # fmt: skip
+
         if stale:
             with pytest.raises(StaleLease):
-                self._call(
-                    self.store.commit_version,
-                    SCOPE,
-                    version,
-                    proj,
-                    dedup=Dedup.SUBMIT,
-                    completion=completion,
-                )
+                commit()
             return
-        self._call(
-            self.store.commit_version,
-            SCOPE,
-            version,
-            proj,
-            dedup=Dedup.SUBMIT,
-            completion=completion,
-        )
+        commit()
         m.state = "completed"
 
     @rule(dt=st.sampled_from([0, 1, LEASE_US // 2, LEASE_US + 1, 3 * LEASE_US]))

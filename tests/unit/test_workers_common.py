@@ -289,3 +289,11 @@ def test_stream_submission_small_text_is_one_final_submission() -> None:
     original = _document_submission(2)
     (only,) = list(stream_submission(original, part_bytes=1_000_000))
     assert only == {**original, "partial": False}
+
+
+def test_stream_submission_never_cuts_inside_a_block() -> None:
+    b = IngestionResultBuilder()
+    span = b.add_span_text("x" * 5000, kind="paragraph")  # one block, no blank line to cut at
+    b.add_node(["PARAGRAPH"], {}, spans=[span])
+    (only,) = list(stream_submission(b.build(), part_bytes=1000))
+    assert only["partial"] is False and len(only["canonicalText"]) == 5000

@@ -194,19 +194,29 @@ def _table(b: _Build, doc: DoclingDocument, item: TableItem) -> None:
         )
 
 
-def _section(b: _Build, doc: DoclingDocument, item: TextItem, level: int) -> None:
-    title = _cell(item.text)
-    if not title:
-        return
+def _open_section(b: _Build, title: str, level: int, geometry: dict[str, Any]) -> None:
+    """A SECTION block: closes open sections of the same or a deeper level, then nests."""
     span = b.block_span(title, "heading")
     while b.stack and b.stack[-1].level >= level:
         b.stack.pop()
-    ref = b.builder.add_node(
-        ["SECTION"], {"title": title, "level": level, **_geometry(doc, item)}, spans=[span]
-    )
+    props = {"title": title, "level": level, **geometry}
+    ref = b.builder.add_node(["SECTION"], props, spans=[span])
     b.contain(ref)
     b.stack.append(_Section(level, ref))
     b.count("sections")
+
+
+def _add_paragraph(b: _Build, text: str, props: dict[str, Any]) -> None:
+    """A PARAGRAPH block holding ``text`` (its span) and ``props`` besides ``text``."""
+    span = b.block_span(text, "paragraph")
+    b.contain(b.builder.add_node(["PARAGRAPH"], {"text": text, **props}, spans=[span]))
+    b.count("paragraphs")
+
+
+def _section(b: _Build, doc: DoclingDocument, item: TextItem, level: int) -> None:
+    title = _cell(item.text)
+    if title:
+        _open_section(b, title, level, _geometry(doc, item))
 
 
 def _pdf(b: _Build, doc: DoclingDocument) -> None:
@@ -218,19 +228,9 @@ def _pdf(b: _Build, doc: DoclingDocument) -> None:
             continue
         geometry = {"page": block.page, "bbox": block.bbox}
         if block.level:
-            span = b.block_span(text, "heading")
-            while b.stack and b.stack[-1].level >= block.level:
-                b.stack.pop()
-            props = {"title": text, "level": block.level, **geometry}
-            ref = b.builder.add_node(["SECTION"], props, spans=[span])
-            b.contain(ref)
-            b.stack.append(_Section(block.level, ref))
-            b.count("sections")
+            _open_section(b, text, block.level, geometry)
         else:
-            span = b.block_span(text, "paragraph")
-            props = {"text": text, "label": "text", **geometry}
-            b.contain(b.builder.add_node(["PARAGRAPH"], props, spans=[span]))
-            b.count("paragraphs")
+            _add_paragraph(b, text, {"label": "text", **geometry})
     for _picture in doc.pictures:
         b.skip("pictures")
 
@@ -240,13 +240,10 @@ def _paragraph(b: _Build, doc: DoclingDocument, item: TextItem) -> None:
     if not text:
         return
     label = item.label.value
-    span = b.block_span(text, "paragraph")
-    props: dict[str, Any] = {"text": text, "label": label}
+    props: dict[str, Any] = {"label": label}
     if label == "list_item":
         props["list_level"] = _list_level(doc, item)
-    props.update(_geometry(doc, item))
-    b.contain(b.builder.add_node(["PARAGRAPH"], props, spans=[span]))
-    b.count("paragraphs")
+    _add_paragraph(b, text, {**props, **_geometry(doc, item)})
 
 
 def project_document(

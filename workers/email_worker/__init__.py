@@ -359,8 +359,12 @@ def handle(job: Job) -> dict[str, Any]:
         "ambiguities": 0,
         "ambiguities_suppressed": 0,
     }
-    amb = _ambiguity(sent, paragraph_spans, [s for k, s in lines if k == "Date"])
-    if job.options.get("clarify") and amb is not None:
+    amb = (
+        _ambiguity(sent, paragraph_spans, [s for k, s in lines if k == "Date"])
+        if job.options.get("clarify")
+        else None
+    )
+    if amb is not None:
         b.add_ambiguity(message, **amb)
         stats["ambiguities"] = 1
     b.set_stats(stats)

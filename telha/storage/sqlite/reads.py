@@ -222,19 +222,16 @@ class ReadsMixin(SqliteBase):
         )
         parts = []
         params: list[Any] = []
-        if direction in (Direction.OUT, Direction.BOTH):
-            parts.append(
-                "SELECT e.edge_id, e.type, e.from_id, e.to_id, e.properties FROM edges e"
-                " WHERE e.scope_id = ? AND e.from_id = ? AND e.tx_to IS NULL AND "
-                + live.format(col="e.to_id")
-            )
-            params += [sid, node_id]
-        if direction in (Direction.IN, Direction.BOTH):
-            parts.append(
-                "SELECT e.edge_id, e.type, e.from_id, e.to_id, e.properties FROM edges e"
-                " WHERE e.scope_id = ? AND e.to_id = ? AND e.tx_to IS NULL AND "
-                + live.format(col="e.from_id")
-            )
-            params += [sid, node_id]
+        for side, near, far in (
+            (Direction.OUT, "from_id", "to_id"),
+            (Direction.IN, "to_id", "from_id"),
+        ):
+            if direction in (side, Direction.BOTH):
+                parts.append(
+                    "SELECT e.edge_id, e.type, e.from_id, e.to_id, e.properties FROM edges e"
+                    f" WHERE e.scope_id = ? AND e.{near} = ? AND e.tx_to IS NULL AND "
+                    + live.format(col=f"e.{far}")
+                )
+                params += [sid, node_id]
         rows = await self._fetchall(" UNION ".join(parts) + " ORDER BY 1", tuple(params))
         return [EdgeRecord(eid, t, f, to, _decode(p)) for eid, t, f, to, p in rows]
