@@ -23,6 +23,7 @@ from telha.errors import InvalidStream, PayloadTooLarge, RequestError
 from telha.ids import content_hash, id_str, new_id, now_us, source_id_for
 from telha.ingest.json_projection import JsonOptions, project_json
 from telha.ingest.offload import off_loop
+from telha.ingest.projection import Projection
 from telha.ingest.request import FETCH_FORMATS, KNOWN_FORMATS, IngestRequest
 from telha.ingest.submission import (
     ChildJobIn,
@@ -101,6 +102,9 @@ class IngestJobPayload(msgspec.Struct, kw_only=True):
     content_ref: str | None = None
     size: int = 0
     options: dict[str, Any]
+    #: For a child job whose parent links to it: the id its projection root gets when the
+    #: worker supplies none (:class:`telha.ingest.submission.ChildJobIn`).
+    root_node_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -287,6 +291,9 @@ class Ingestor:
             # The payload embeds the raw content (base64) and children may carry theirs:
             # decoding and hashing them is work for a thread when they are large.
             payload = await off_loop(len(job.payload), _decode_payload, job.payload)
+            if payload.root_node_id and not streamed:
+                # A stream's root may come in any part: streaming workers place the id.
+                projection = _with_root_id(projection, payload.root_node_id)
             if sub.partial and sub.child_jobs:
                 raise InvalidSubmission("childJobs belong in the final submission of a stream")
             children = await off_loop(len(result_json), _child_jobs, sub.child_jobs)
@@ -382,7 +389,27 @@ def _child_job(child: ChildJobIn) -> NewJob:
     elif child.format not in FETCH_FORMATS:
         raise InvalidSubmission(f"childJobs: {child.name}: contentB64 is required")
     digest = content_hash(raw) if child.format not in FETCH_FORMATS else None
-    return _new_job(child.format, child.name, raw, digest, child.options)
+    root = None
+    if child.root_node_id is not None:
+        try:
+            root = str(uuid.UUID(child.root_node_id))
+        except ValueError:
+            raise InvalidSubmission(f"childJobs: {child.name}: rootNodeId is not a UUID") from None
+    return _new_job(child.format, child.name, raw, digest, child.options, root_node_id=root)
+
+
+def _with_root_id(projection: Projection, root_id: str) -> Projection:
+    """``projection`` whose first node (the projection root) gets ``root_id`` when the worker
+    gave it no id and no other node of the submission has that id; else it stays as sent.
+    Its properties are re-encoded with sorted keys, as for every deterministic id (the upsert
+    ladder compares them)."""
+    nodes = projection.nodes
+    root = uuid.UUID(root_id).bytes
+    if not nodes or nodes[0].node_id is not None or any(n.node_id == root for n in nodes):
+        return projection
+    props = msgspec.json.encode(msgspec.json.decode(nodes[0].properties_json), order="sorted")
+    nodes[0] = nodes[0]._replace(node_id=root, properties_json=props)
+    return projection
 
 
 def _child_jobs(children: list[ChildJobIn]) -> tuple[NewJob, ...]:
@@ -413,6 +440,7 @@ def _new_job(
     *,
     stored: bool = False,
     size: int | None = None,
+    root_node_id: str | None = None,
 ) -> NewJob:
     """An ``ingest:{fmt}`` job whose payload is spec 004's ``IngestJobPayload``: the raw bytes
     base64-encoded, or with ``stored`` a reference to the raw bytes stored under ``digest``
@@ -428,6 +456,7 @@ def _new_job(
         content_ref=hex_digest if stored else None,
         size=len(raw) if size is None else size,
         options=options,
+        root_node_id=root_node_id,
     )
     return NewJob(
         new_id(), f"ingest:{fmt}", fmt, source_id.bytes, digest, msgspec.json.encode(payload)

@@ -84,12 +84,17 @@ class RelationshipIn(_In):
 
 
 class ChildJobIn(_In):
-    """A follow-up job core enqueues (request-level dedup applies)."""
+    """A follow-up job core enqueues (request-level dedup applies).
+
+    ``root_node_id``: the id the child's projection root (its first node) gets when its
+    worker supplies none, so the parent can point an edge at it before the child runs
+    (email ``HAS_ATTACHMENT``); dangling until the child's version is applied."""
 
     format: str
     name: str
     content_b64: str | None = None
     options: dict[str, Any] = {}
+    root_node_id: str | None = None
 
 
 class CandidateIn(_In):

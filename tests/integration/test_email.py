@@ -22,7 +22,8 @@ pytestmark = pytest.mark.anyio
 def queue_srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     folder = tmp_path_factory.mktemp("email")
     config = write_config(
-        folder, workers={"in_process": ["email_worker", "tabular_worker"], "concurrency": 1}
+        folder,
+        workers={"in_process": ["email_worker", "tabular_worker", "text_worker"], "concurrency": 1},
     )
     proc = ServerProcess(config).start()
     yield proc
@@ -75,16 +76,57 @@ async def test_reply_before_parent_then_the_edge_appears(tenant: Tenant) -> None
     assert addresses.count("team@example.test") == 1
 
 
-async def test_attachment_becomes_a_child_job(tenant: Tenant) -> None:
-    msg = EmailMessage()
-    msg["From"], msg["Subject"] = "a@example.test", "numbers"
-    msg.set_content("Attached.")
-    msg.add_attachment(b"id,v\n1,2\n3,4\n", maintype="text", subtype="csv", filename="n.csv")
-    await _ingest(tenant, "with-attachment.eml", bytes(msg))
-    rows = []
-    for _ in range(100):  # the child job (a CSV) completes after its parent
-        rows = (await tenant.client.get("/v1/nodes", params={"label": "TABLE_ROW"})).json()["nodes"]
-        if len(rows) == 2:
+async def _out_edges(tenant: Tenant, node_id: str, edge_type: str) -> list[dict[str, Any]]:
+    url = f"/v1/nodes/{node_id}/edges"
+    edges = (await tenant.client.get(url, params={"direction": "out"})).json()["edges"]
+    return [e for e in edges if e["type"] == edge_type]
+
+
+async def _until(tenant: Tenant, node_id: str, count: int) -> list[dict[str, Any]]:
+    """HAS_ATTACHMENT edges of ``node_id`` once ``count`` are visible (their children done)."""
+    edges: list[dict[str, Any]] = []
+    for _ in range(150):
+        edges = await _out_edges(tenant, node_id, "HAS_ATTACHMENT")
+        if len(edges) >= count:
             break
         await anyio.sleep(0.1)
+    return edges
+
+
+async def test_attachments_become_child_jobs_linked_to_their_roots(tenant: Tenant) -> None:
+    inner = _message("c@example.test", "<inner@x>")
+    msgs = []
+    for sender in ("a@example.test", "b@example.test"):
+        msg = EmailMessage()
+        msg["From"], msg["Subject"] = sender, "numbers"
+        msg.set_content("Attached.")
+        msg.add_attachment(b"id,v\n1,2\n3,4\n", maintype="text", subtype="csv", filename="n.csv")
+        msg.add_attachment(b"Some notes.\n", maintype="text", subtype="plain", filename="n.txt")
+        msg.add_attachment(inner, maintype="application", subtype="octet-stream",
+                           filename="fwd.eml")  # fmt: skip
+        msg.add_attachment(b"\x00\x01", maintype="application", subtype="x-blob", filename="b.bin")
+        msgs.append(msg)
+    first = await _ingest(tenant, "with-attachment.eml", bytes(msgs[0]))
+    message = await _message_node(tenant, str(first["sourceId"]))
+    # The unknown blob is an ATTACHMENT node at once; the others appear as their children apply.
+    edges = await _until(tenant, message["nodeId"], 4)
+    assert len(edges) == 4, edges
+    targets = {}
+    for edge in edges:
+        node = (await tenant.client.get(f"/v1/nodes/{edge['to']}")).json()
+        targets[edge["properties"]["name"]] = node
+    assert targets["n.csv"]["labels"] == ["TABLE"]
+    assert targets["n.txt"]["labels"] == ["DOCUMENT"]
+    assert targets["fwd.eml"]["labels"] == ["MESSAGE"]
+    assert targets["fwd.eml"]["properties"]["message_id"] == "inner@x"
+    assert targets["b.bin"]["labels"] == ["ATTACHMENT"]
+    assert targets["b.bin"]["properties"]["size"] == 2
+    rows = (await tenant.client.get("/v1/nodes", params={"label": "TABLE_ROW"})).json()["nodes"]
     assert sorted(r["properties"]["id"] for r in rows) == [1, 3]
+    # The same bytes attached to a second message: no new child source, the same roots.
+    second = await _ingest(tenant, "again.eml", bytes(msgs[1]))
+    other = await _message_node(tenant, str(second["sourceId"]))
+    again = await _until(tenant, other["nodeId"], 4)
+    assert {e["to"] for e in again} == {e["to"] for e in edges}
+    tables = (await tenant.client.get("/v1/nodes", params={"label": "TABLE"})).json()["nodes"]
+    assert len(tables) == 1

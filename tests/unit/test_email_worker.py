@@ -4,6 +4,7 @@ any charset; replies point at their parent's id; the Date/body ambiguity."""
 
 from __future__ import annotations
 
+import base64
 import json
 from email.message import EmailMessage
 from typing import Any
@@ -14,6 +15,7 @@ import pytest
 from telha.ingest.submission import decode_submission, to_projection
 from tests.conftest import CORPUS
 from workers_common import Job, classify
+from workers_common.ids import child_root_id
 
 
 def _run(raw: bytes, name: str = "m.eml", options: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -30,22 +32,40 @@ def _count(out: dict[str, Any]) -> dict[str, int]:
     return counts
 
 
+def _check_attachment_edges(out: dict[str, Any]) -> None:
+    """One HAS_ATTACHMENT per attachment: to the child's root id for an ingested one (an
+    attached message: its MESSAGE id), to its ATTACHMENT node otherwise."""
+    children = {c["name"]: c for c in out.get("childJobs", [])}
+    edges = [r for r in out["relationships"] if r["type"] == "HAS_ATTACHMENT"]
+    nodes = [n for n in out["nodes"] if n["labels"] == ["ATTACHMENT"]]
+    assert len(edges) == len(children) + len(nodes)
+    for edge in edges:
+        props = edge["properties"]
+        child = children.get(f"attachment:{props['blake3']}")
+        if props["format"] is None:
+            assert out["nodes"][edge["toRef"]]["labels"] == ["ATTACHMENT"] and child is None
+            continue
+        assert child is not None and child["rootNodeId"] == child_root_id(child["name"])
+        content = base64.b64decode(child["contentB64"])
+        if props["format"] in ("eml", "msg"):
+            assert edge["toId"] == email_worker.message_node_id(content, props["format"])
+        else:
+            assert edge["toId"] == child["rootNodeId"]
+        assert props["size"] == len(content)
+
+
 # Per corpus file: node counts, the subject, child jobs (attachments Telha ingests).
 EXPECTED: dict[str, tuple[dict[str, int], str, int]] = {
-    "attachment_message_rfc822.eml": ({"MESSAGE": 1, "PERSON": 2, "ATTACHMENT": 1}, "testing", 1),
-    "attachment_nonascii_filename.eml": (
-        {"MESSAGE": 1, "PERSON": 2, "ATTACHMENT": 1}, "testing", 1,
-    ),
+    "attachment_message_rfc822.eml": ({"MESSAGE": 1, "PERSON": 2}, "testing", 1),
+    "attachment_nonascii_filename.eml": ({"MESSAGE": 1, "PERSON": 2}, "testing", 1),
     "bad_encoded_subject.eml": ({"MESSAGE": 1}, "TEST", 0),
     "cpython_msg_02.eml": (
-        {"MESSAGE": 1, "PERSON": 2, "ATTACHMENT": 7}, "Ppp digest, Vol 1 #2 - 5 msgs", 7,
+        {"MESSAGE": 1, "PERSON": 2}, "Ppp digest, Vol 1 #2 - 5 msgs", 7,
     ),
     "email_with_similar_boundaries.eml": (
         {"MESSAGE": 1, "PERSON": 2, "ATTACHMENT": 1}, "Xxxxxx", 0,
     ),
-    "eml_with_attachment.eml": (
-        {"MESSAGE": 1, "PERSON": 2, "ATTACHMENT": 1}, "Email with Attachment", 1,
-    ),
+    "eml_with_attachment.eml": ({"MESSAGE": 1, "PERSON": 2}, "Email with Attachment", 1),
     "japanese_iso_2022.eml": ({"MESSAGE": 1, "PERSON": 1}, "まみむめも", 0),
     "raw_email.eml": ({"MESSAGE": 1, "PERSON": 2}, "NOTE: 한국말로 하는 것", 0),
     "raw_email_reply.eml": ({"MESSAGE": 1, "PERSON": 2}, "Re: Test reply email", 0),
@@ -69,6 +89,7 @@ def test_corpus_message(name: str) -> None:
     (message,) = [n for n in out["nodes"] if n["labels"] == ["MESSAGE"]]
     assert message["properties"]["subject"] == subject
     assert len(out.get("childJobs", [])) == children
+    _check_attachment_edges(out)
     text = out["canonicalText"].encode()
     for span in out["spans"]:  # header lines and paragraphs slice on their own text
         piece = text[span["start"] : span["end"]].decode()
@@ -162,14 +183,14 @@ def test_unknown_option_is_refused() -> None:
 # testMSG_chinese.msg's subject comes out as extract-msg decodes it (mojibake: see the note).
 MSG_EXPECTED: dict[str, tuple[dict[str, int], str, list[str]]] = {
     "msg_with_attachment.msg": (
-        {"MESSAGE": 1, "PERSON": 1, "ATTACHMENT": 2}, "Email with Attachment", ["text", "pdf"],
+        {"MESSAGE": 1, "PERSON": 1}, "Email with Attachment", ["text", "pdf"],
     ),
     "test-outlook.msg": ({"MESSAGE": 1, "PERSON": 1}, "Microsoft Outlook Express 6", []),
     "testMSG_att_doc.msg": (
-        {"MESSAGE": 1, "PERSON": 1, "ATTACHMENT": 2}, "test pièce jointe 1", ["text"],
+        {"MESSAGE": 1, "PERSON": 1, "ATTACHMENT": 1}, "test pièce jointe 1", ["text"],
     ),
     "testMSG_att_msg.msg": (
-        {"MESSAGE": 1, "PERSON": 1, "ATTACHMENT": 2}, "test email", ["msg", "pdf"],
+        {"MESSAGE": 1, "PERSON": 1}, "test email", ["msg", "pdf"],
     ),
     "testMSG_chinese.msg": ({"MESSAGE": 1, "PERSON": 1}, "Alfresco MSG format testing (", []),
 }  # fmt: skip
@@ -193,6 +214,7 @@ def test_corpus_msg(name: str) -> None:
     assert _count(out) == counts
     assert out["nodes"][0]["properties"]["subject"].startswith(subject)
     assert [c["format"] for c in out.get("childJobs", [])] == formats
+    _check_attachment_edges(out)
     assert _run_msg(raw, name) == out  # deterministic
 
 

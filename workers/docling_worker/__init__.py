@@ -49,5 +49,8 @@ def handle(job: Job) -> bytes | Iterator[dict[str, Any]]:
     with job.local_path() as path:
         body = pool().convert(path, job.format, job.name, clarify=bool(job.options.get("clarify")))
     if len(body) <= STREAM_OVER_BYTES:
-        return body
-    return stream_submission(msgspec.json.decode(body))
+        return body  # core gives the DOCUMENT (the first node) job.root_node_id, if any
+    submission = msgspec.json.decode(body)
+    if job.root_node_id is not None:  # a stream's DOCUMENT comes last: it carries the id
+        submission["nodes"][0].setdefault("id", job.root_node_id)
+    return stream_submission(submission)

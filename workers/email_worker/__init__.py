@@ -1,5 +1,6 @@
 """``email_worker``: RFC 822 messages (``eml``) and Outlook messages (``msg``, through
-extract-msg, turned into the same message structure first; issue 6, first increment).
+extract-msg, turned into the same message structure first; issue 6). Reading is in
+:mod:`email_worker.parse`; this module is the projection.
 
 Parsed with the standard library (``email.policy.default``: RFC 2047/2231 headers, any charset,
 raw 8-bit and UTF-8 headers, nested multiparts, ``message/rfc822`` parts and digests).
@@ -11,11 +12,18 @@ whitespace folded), ``sent_at`` (µs, from the Date header; absent when it is mi
 unparsable) and ``message_id``. A ``PERSON`` per address (id: uuid5 of the lower-cased address,
 so one node across messages; ``address``, ``name``), with ``FROM``/``TO``/``CC``/``BCC`` edges
 message → person. ``IN_REPLY_TO`` and ``REFERENCES`` edges point at the parent messages'
-deterministic ids, dangling until those arrive. Attachments (and attached or digested
-messages) become ``ATTACHMENT`` nodes (id: uuid5 of the bytes' BLAKE3: one node for identical
-bytes in any number of messages; ``name``, ``size``, ``media_type``, ``blake3``, ``format``)
-with ``HAS_ATTACHMENT`` edges; those of a format Telha ingests are also child jobs named
-``attachment:<blake3 hex>`` (one source for identical bytes).
+deterministic ids, dangling until those arrive.
+
+**Attachments** (and attached or digested messages). One of a format Telha ingests
+(pdf/docx/pptx/xlsx/csv/tsv/html/eml/msg/text/markdown, by extension, then media type) becomes
+a child job named ``attachment:<blake3 hex>`` — identical bytes in any number of messages are
+one source — and a ``HAS_ATTACHMENT`` edge from the message to that source's root node:
+the child's projection root gets :func:`workers_common.ids.child_root_id` of the child's name
+(an attached message: its own ``MESSAGE`` id, computed here the way its own job computes it).
+The edge dangles until the child's version is applied. Any other attachment is an
+``ATTACHMENT`` node (id: uuid5 of the bytes' BLAKE3; ``size``, ``media_type``, ``blake3``),
+not ingested. Every ``HAS_ATTACHMENT`` edge carries this message's ``name``, ``size``,
+``media_type``, ``blake3`` and ``format`` (``null``: not ingested) of the attachment.
 
 **Canonical text.** The header block — ``From``, ``To``, ``Cc``, ``Date``, ``Subject`` lines that
 are present, each a span of kind ``heading`` — a blank line, then the body: the first
@@ -31,16 +39,26 @@ from the Date header → ``conflicting_dates`` (the header's date first); no usa
 from __future__ import annotations
 
 import datetime as dt
-import email
-import email.policy
-import email.utils
 import re
 import uuid
+from dataclasses import dataclass
 from email.message import EmailMessage
 from typing import Any
 
 import blake3
 
+from email_worker.parse import (
+    addresses,
+    attachments,
+    body_text,
+    clean,
+    format_of,
+    header,
+    message_ids,
+    normalize_subject,
+    read_message,
+    sent_at,
+)
 from workers_common import (
     CorruptInput,
     IngestionResultBuilder,
@@ -48,202 +66,67 @@ from workers_common import (
     UnsupportedFeature,
     normalize_canonical,
 )
+from workers_common.ids import child_root_id
 from workers_common.temporal import find_dates, to_us
 
-__all__ = ["FORMATS", "handle", "normalize_subject"]
+__all__ = ["FORMATS", "handle", "message_node_id", "normalize_subject"]
 
 FORMATS = ("eml", "msg")
-_CFB = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
 NAMESPACE = uuid.UUID("0b6a3d6e-7f0a-5c8e-9a57-656d61696c21")
 _OPTIONS = frozenset({"clarify"})
-_PREFIX = re.compile(
-    r"^\s*(?:(?:re|fwd?|aw|sv|wg|antw|vs|tr)\s*(?:\[\d+\])?\s*:\s*|\[[^\]]*\]\s*)+", re.I
-)
-_MSGID = re.compile(r"<([^<>\s]+)>")
-#: Attachment types Telha ingests: by file extension, then by media type.
-_BY_EXTENSION = {
-    "pdf": "pdf", "docx": "docx", "pptx": "pptx", "xlsx": "xlsx", "csv": "csv", "tsv": "tsv",
-    "html": "html", "htm": "html", "eml": "eml", "msg": "msg", "txt": "text", "md": "markdown",
-}  # fmt: skip
-_BY_TYPE = {
-    "application/pdf": "pdf", "message/rfc822": "eml", "text/csv": "csv", "text/html": "html",
-    "text/plain": "text", "text/markdown": "markdown",
-}  # fmt: skip
-
-
-def _from_msg(raw: bytes) -> EmailMessage:
-    """An Outlook ``.msg`` (extract-msg: Unicode and code-page messages decoded with the
-    message's code page) as an :class:`EmailMessage` with the same headers, the plain body
-    (else the HTML one) and the attachments; an embedded ``.msg`` stays a ``.msg`` attachment.
-
-    :raises CorruptInput: not a readable ``.msg``.
-    """
-    import extract_msg
-
-    try:
-        # openMsg is typed as the base MSGFile; a message file is a Message (subject, …).
-        source: Any = extract_msg.openMsg(raw)
-    except Exception as exc:
-        raise CorruptInput(f"not a readable .msg: {type(exc).__name__}: {exc}") from None
-    try:
-        msg = EmailMessage(policy=email.policy.default)
-        header = source.header
-        for name in ("From", "To", "Cc", "Bcc", "Subject", "Message-ID", "In-Reply-To",
-                     "References"):  # fmt: skip
-            value = header.get(name) if header is not None else None
-            fallback = {
-                "From": source.sender,
-                "To": source.to,
-                "Cc": source.cc,
-                "Subject": source.subject,
-                "Message-ID": source.messageId,
-            }.get(name)
-            value = value or fallback
-            if value:
-                try:
-                    msg[name] = " ".join(str(value).replace("\x00", "").split())
-                except (ValueError, TypeError):
-                    continue
-        if isinstance(source.date, dt.datetime):
-            msg["Date"] = email.utils.format_datetime(source.date)
-        body = source.body
-        if body:
-            msg.set_content(str(body))
-        elif source.htmlBody:
-            html = source.htmlBody
-            msg.set_content(html.decode("utf-8", "replace") if isinstance(html, bytes) else html,
-                            subtype="html")  # fmt: skip
-        for att in source.attachments:
-            data = att.data
-            if hasattr(data, "exportBytes"):  # an embedded message
-                name, blob = "message.msg", data.exportBytes()
-            else:
-                name, blob = att.longFilename or att.shortFilename or "attachment", data
-            if isinstance(blob, bytes):
-                msg.add_attachment(blob, maintype="application", subtype="octet-stream",
-                                   filename=name)  # fmt: skip
-        return msg
-    finally:
-        source.close()
-
-
-def _clean(text: str) -> str:
-    """Valid Unicode: raw 8-bit bytes the parser kept as surrogate escapes are read as UTF-8
-    (invalid sequences replaced), then NFC/LF."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        text = text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-    return normalize_canonical(text)
+_ROLES = ("From", "To", "Cc", "Bcc")
 
 
 def _id(kind: str, key: str) -> str:
     return str(uuid.uuid5(NAMESPACE, f"{kind}:{key}"))
 
 
-def normalize_subject(subject: str) -> str:
-    """``subject`` without reply/forward prefixes and ``[list]`` tags, whitespace folded."""
-    return " ".join(_PREFIX.sub("", subject).split())
+@dataclass(frozen=True, slots=True)
+class _Headers:
+    """What the header block and the message's identity come from."""
+
+    subject: str
+    sent: dt.datetime | None
+    roles: dict[str, list[tuple[str, str]]]
+    ids: list[str]
+
+    def lines(self) -> list[tuple[str, str]]:
+        """``(header name, canonical line)`` of the header block, in order."""
+        out = []
+        for key in ("From", "To", "Cc"):
+            if self.roles[key]:
+                shown = ", ".join(f"{n} <{a}>" if n else a for a, n in self.roles[key])
+                out.append((key, f"{key}: {shown}"))
+        if self.sent is not None:
+            out.append(("Date", f"Date: {self.sent.isoformat()}"))
+        if self.subject:
+            out.append(("Subject", f"Subject: {self.subject}"))
+        return out
+
+    def message_id(self) -> str:
+        """The MESSAGE node id: uuid5 of the first Message-ID, else of the header block's
+        BLAKE3 (the canonical header lines, each ending in LF)."""
+        if self.ids:
+            return _id("message", self.ids[0])
+        block = normalize_canonical("".join(line + "\n" for _, line in self.lines()))
+        return _id("message", blake3.blake3(block.encode()).hexdigest())
 
 
-def _message_ids(value: str) -> list[str]:
-    """Normalized ids (``<…>`` stripped, lower-cased) in a Message-ID-like header."""
-    found = [m.lower() for m in _MSGID.findall(value)]
-    return found or ([value.strip().lower()] if value.strip() else [])
+def _headers(msg: EmailMessage) -> _Headers:
+    return _Headers(
+        subject=" ".join(header(msg, "Subject").split()),
+        sent=sent_at(msg),
+        roles={k: addresses(msg, k) for k in _ROLES},
+        ids=message_ids(header(msg, "Message-ID")),
+    )
 
 
-def _header(msg: EmailMessage, name: str) -> str:
-    """A header's text as the policy decodes it; its raw text when the policy cannot."""
-    try:
-        value = msg[name]
-    except Exception:
-        value = next((v for k, v in msg.raw_items() if k.lower() == name.lower()), None)
-    return _clean(str(value)) if value is not None else ""
+def message_node_id(raw: bytes, fmt: str) -> str:
+    """The MESSAGE node id the ``eml``/``msg`` job of ``raw`` will give its message.
 
-
-def _addresses(msg: EmailMessage, name: str) -> list[tuple[str, str]]:
-    """``(address, display name)`` of an address header, in order."""
-    try:
-        value = msg[name]
-    except Exception:
-        return []
-    out = []
-    for addr in getattr(value, "addresses", ()):
-        spec = _clean(addr.addr_spec or "")
-        if "@" in spec:
-            out.append((spec, _clean(addr.display_name or "")))
-    return out
-
-
-def _sent_at(msg: EmailMessage) -> dt.datetime | None:
-    try:
-        when = getattr(msg["Date"], "datetime", None)
-    except Exception:
-        return None
-    if not isinstance(when, dt.datetime):
-        return None
-    return when if when.tzinfo is not None else when.replace(tzinfo=dt.UTC)
-
-
-def _text_of(part: EmailMessage) -> str:
-    try:
-        content = part.get_content()
-    except (LookupError, UnicodeError, AssertionError):
-        payload = part.get_payload(decode=True)
-        raw = payload if isinstance(payload, bytes) else b""
-        content = raw.decode(part.get_content_charset() or "utf-8", "replace")
-    return content if isinstance(content, str) else ""
-
-
-def _body(msg: EmailMessage) -> str:
-    """The first text/plain part, else the first text/html part as text."""
-    plain = html = None
-    for part in msg.walk():
-        if part.is_multipart() or part.get_content_disposition() == "attachment":
-            continue
-        ctype = part.get_content_type()
-        if ctype == "text/plain" and plain is None:
-            plain = _text_of(part)
-        elif ctype == "text/html" and html is None:
-            html = _text_of(part)
-    if plain is not None:
-        return plain
-    if html is not None:
-        from bs4 import BeautifulSoup
-
-        return BeautifulSoup(html, "html.parser").get_text("\n")
-    return ""
-
-
-def _message_bytes(part: Any) -> bytes:
-    """The bytes of the message a ``message/rfc822`` part carries."""
-    inner: Any = part.get_payload()
-    if isinstance(inner, list) and inner:
-        inner = inner[0]
-    return bytes(inner.as_bytes()) if isinstance(inner, email.message.Message) else b""
-
-
-def _attachments(msg: EmailMessage) -> list[tuple[str, str, bytes]]:
-    """``(file name, media type, bytes)`` of every attachment and attached message."""
-    out = []
-    for part in msg.iter_attachments():
-        ctype = part.get_content_type()
-        name = _clean(part.get_filename() or "")
-        if ctype == "message/rfc822":
-            out.append((name or "message.eml", ctype, _message_bytes(part)))
-        elif part.is_multipart():
-            for inner in part.iter_parts():  # a digest: each part an implicit message
-                if inner.get_content_type() == "message/rfc822":
-                    out.append(("message.eml", "message/rfc822", _message_bytes(inner)))
-        else:
-            data = part.get_payload(decode=True)
-            out.append((name or "attachment", ctype, data if isinstance(data, bytes) else b""))
-    return out
-
-
-def _format_of(name: str, ctype: str) -> str | None:
-    ext = name.rsplit(".", 1)[-1].lower() if "." in name else ""
-    return _BY_EXTENSION.get(ext) or _BY_TYPE.get(ctype)
+    :raises CorruptInput: an unreadable ``.msg``.
+    """
+    return _headers(read_message(raw, fmt)).message_id()
 
 
 def _paragraphs(text: str) -> list[str]:
@@ -251,27 +134,16 @@ def _paragraphs(text: str) -> list[str]:
 
 
 def _header_block(
-    b: IngestionResultBuilder,
-    roles: dict[str, list[tuple[str, str]]],
-    sent: dt.datetime | None,
-    subject: str,
+    b: IngestionResultBuilder, h: _Headers
 ) -> tuple[list[tuple[str, int]], dict[str, list[int]]]:
     """Write the header lines; returns ``(name, span)`` per line and each address's spans."""
     lines: list[tuple[str, int]] = []
     person_spans: dict[str, list[int]] = {}
-    for key in ("From", "To", "Cc"):
-        if roles[key]:
-            shown = ", ".join(f"{n} <{a}>" if n else a for a, n in roles[key])
-            lines.append((key, b.add_span_text(f"{key}: {shown}", "heading")))
-            b.add_text("\n")
-            for address, _ in roles[key]:
-                person_spans.setdefault(address.lower(), []).append(lines[-1][1])
-    if sent is not None:
-        lines.append(("Date", b.add_span_text(f"Date: {sent.isoformat()}", "heading")))
+    for key, line in h.lines():
+        lines.append((key, b.add_span_text(line, "heading")))
         b.add_text("\n")
-    if subject:
-        lines.append(("Subject", b.add_span_text(f"Subject: {subject}", "heading")))
-        b.add_text("\n")
+        for address, _ in h.roles.get(key, ()):
+            person_spans.setdefault(address.lower(), []).append(lines[-1][1])
     return lines, person_spans
 
 
@@ -295,62 +167,68 @@ def _people(
     return len(people)
 
 
+def _attachment_root(fmt: str, child: str, data: bytes) -> str:
+    """The id of the root node of attachment job ``child``: an attached message's MESSAGE id
+    (its own job keeps it: threading needs it), else the id core gives the child's root."""
+    if fmt in ("eml", "msg"):
+        try:
+            return message_node_id(data, fmt)
+        except CorruptInput:
+            pass  # its own job ends corrupt_input: no root will ever have this id
+    return child_root_id(child)
+
+
 def _attachment_nodes(b: IngestionResultBuilder, message: int, msg: EmailMessage) -> int:
-    """ATTACHMENT nodes, HAS_ATTACHMENT edges, child jobs; returns the child job count."""
+    """Child jobs or ATTACHMENT nodes and HAS_ATTACHMENT edges; returns the child job count."""
     children = 0
-    for name, ctype, data in _attachments(msg):
+    for name, ctype, data in attachments(msg):
         digest = blake3.blake3(data).hexdigest()
-        fmt = _format_of(name, ctype)
+        fmt = format_of(name, ctype)
         props = {"name": name, "size": len(data), "media_type": ctype, "blake3": digest,
                  "format": fmt}  # fmt: skip
-        node = b.add_node(["ATTACHMENT"], props, id=_id("attachment", digest))
-        b.add_relationship("HAS_ATTACHMENT", from_ref=message, to_ref=node)
-        if fmt is not None:
-            b.add_child_job(fmt, f"attachment:{digest}", content=data)
-            children += 1
+        if fmt is None:
+            node_props = {k: props[k] for k in ("size", "media_type", "blake3")}
+            node = b.add_node(["ATTACHMENT"], node_props, id=_id("attachment", digest))
+            b.add_relationship("HAS_ATTACHMENT", from_ref=message, to_ref=node, properties=props)
+            continue
+        child = f"attachment:{digest}"
+        b.add_child_job(fmt, child, content=data, root_node_id=child_root_id(child))
+        root = _attachment_root(fmt, child, data)
+        b.add_relationship("HAS_ATTACHMENT", from_ref=message, to_id=root, properties=props)
+        children += 1
     return children
 
 
 def handle(job: Job) -> dict[str, Any]:
-    """Project one ``.eml`` job (module docstring).
+    """Project one ``.eml``/``.msg`` job (module docstring).
 
     :raises UnsupportedFeature: an unknown option.
+    :raises CorruptInput: an unreadable ``.msg``.
     """
     unknown = sorted(set(job.options) - _OPTIONS)
     if unknown:
         raise UnsupportedFeature(f"option: unknown option(s) {', '.join(unknown)}")
-    raw = job.content
-    if job.format == "msg" and raw.startswith(_CFB):
-        msg = _from_msg(raw)
-    else:  # .eml, or a .msg that is really RFC 822 text
-        parsed = email.message_from_bytes(raw, policy=email.policy.default)
-        assert isinstance(parsed, EmailMessage)
-        msg = parsed
-    subject = " ".join(_header(msg, "Subject").split())
-    sent = _sent_at(msg)
-    roles = {k: _addresses(msg, k) for k in ("From", "To", "Cc", "Bcc")}
+    msg = read_message(job.content, job.format)
+    h = _headers(msg)
     b = IngestionResultBuilder()
-    lines, person_spans = _header_block(b, roles, sent, subject)
-    header_text = b.build()["canonicalText"]
+    lines, person_spans = _header_block(b, h)
     paragraph_spans: list[tuple[str, int]] = []
-    for i, para in enumerate(_paragraphs(_clean(_body(msg)))):
+    for i, para in enumerate(_paragraphs(clean(body_text(msg)))):
         b.add_text("\n" if i == 0 else "\n\n")
         paragraph_spans.append((para, b.add_span_text(para, "paragraph")))
-    ids = _message_ids(_header(msg, "Message-ID"))
-    key = ids[0] if ids else blake3.blake3(header_text.encode()).hexdigest()
     props: dict[str, Any] = {
-        "subject": subject,
-        "subject_normalized": normalize_subject(subject),
-        "message_id": ids[0] if ids else None,
+        "subject": h.subject,
+        "subject_normalized": normalize_subject(h.subject),
+        "message_id": h.ids[0] if h.ids else None,
     }
-    if sent is not None:
-        props["sent_at"] = int(sent.timestamp()) * 1_000_000 + sent.microsecond
+    if h.sent is not None:
+        props["sent_at"] = int(h.sent.timestamp()) * 1_000_000 + h.sent.microsecond
     spans = [s for _, s in lines] + [s for _, s in paragraph_spans]
-    message = b.add_node(["MESSAGE"], props, spans=spans, id=_id("message", key))
-    people = _people(b, message, roles, person_spans)
-    for parent in _message_ids(_header(msg, "In-Reply-To"))[:1]:
+    message = b.add_node(["MESSAGE"], props, spans=spans, id=h.message_id())
+    people = _people(b, message, h.roles, person_spans)
+    for parent in message_ids(header(msg, "In-Reply-To"))[:1]:
         b.add_relationship("IN_REPLY_TO", from_ref=message, to_id=_id("message", parent))
-    for ref in _message_ids(_header(msg, "References")):
+    for ref in message_ids(header(msg, "References")):
         b.add_relationship("REFERENCES", from_ref=message, to_id=_id("message", ref))
     stats: dict[str, Any] = {
         "paragraphs": len(paragraph_spans),
@@ -360,7 +238,7 @@ def handle(job: Job) -> dict[str, Any]:
         "ambiguities_suppressed": 0,
     }
     amb = (
-        _ambiguity(sent, paragraph_spans, [s for k, s in lines if k == "Date"])
+        _ambiguity(h.sent, paragraph_spans, [s for k, s in lines if k == "Date"])
         if job.options.get("clarify")
         else None
     )

@@ -99,7 +99,9 @@ def _csv(job: Job) -> Submissions:
         table, delimiter = open_csv(
             src.path, job.name, job.format, opts.delimiter, src.delimiter_substituted, opts.header
         )
-        projector = Projector(opts.label, opts.rows_per_partial, opts.clarify, _identity(job))
+        projector = Projector(
+            opts.label, opts.rows_per_partial, opts.clarify, _identity(job), job.root_node_id
+        )
         yield from projector.run(
             [table],
             None,
@@ -128,7 +130,9 @@ def _xlsx(job: Job) -> Submissions:
             }
 
         read = [n for n, _ in book.sheets if opts.sheets is None or n in opts.sheets]
-        projector = Projector(opts.label, opts.rows_per_partial, opts.clarify, _identity(job))
+        projector = Projector(
+            opts.label, opts.rows_per_partial, opts.clarify, _identity(job), job.root_node_id
+        )
         yield from projector.run(tables(), {"name": job.name, "sheets": len(read)}, stats)
 
 

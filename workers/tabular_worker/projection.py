@@ -111,10 +111,20 @@ class Projector:
     :param rows_per_partial: data rows per submission.
     :param clarify: emit day-first/month-first ambiguities (``options.clarify``).
     :param identity: what the deterministic ids derive from (the job's name and content hash).
+    :param root_id: the id the root (the WORKBOOK, else the first TABLE) takes instead: a
+        parent job's link to this child (:attr:`workers_common.Job.root_node_id`).
     """
 
-    def __init__(self, label: str, rows_per_partial: int, clarify: bool, identity: str) -> None:
+    def __init__(
+        self,
+        label: str,
+        rows_per_partial: int,
+        clarify: bool,
+        identity: str,
+        root_id: str | None = None,
+    ) -> None:
         self.identity = identity
+        self.root_id = root_id
         self.label = label
         self.rows_per_partial = rows_per_partial
         self.clarify = clarify
@@ -143,7 +153,7 @@ class Projector:
         (called after the last table) plus the dirty/ambiguity counters. ``workbook`` holds
         the WORKBOOK node's properties (XLSX) or is ``None``."""
         if workbook is not None:
-            self._workbook = self._id("workbook")
+            self._workbook = self.root_id or self._id("workbook")
             self._p.node(["WORKBOOK"], workbook, [], self._workbook)
         for ordinal, table in enumerate(tables):
             yield from self._table(ordinal, table)
@@ -163,7 +173,8 @@ class Projector:
         start, end = p.text("\t".join(table.columns))
         span = p.span(start, end, "heading")
         props = {"name": table.name, "columns": table.columns, "rows": table.rows}
-        self._table_id = self._id(f"table:{ordinal}")
+        root = ordinal == 0 and self._workbook is None and self.root_id
+        self._table_id = root or self._id(f"table:{ordinal}")
         table_ref = p.node(["TABLE"], props, [span], self._table_id)
         if self._workbook is not None:
             p.edge(self._workbook, table_ref, ordinal)

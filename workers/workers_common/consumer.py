@@ -169,6 +169,7 @@ def _job(payload: JobPayload) -> tuple[Job, str | None]:
         attempts=payload.attempts,
         tenant_id=payload.tenant_id,
         organization_id=payload.organization_id,
+        root_node_id=body.get("root_node_id"),
     )
     return job, ref
 

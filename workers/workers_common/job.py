@@ -30,6 +30,9 @@ class Job:
         the consumer after the job), else ``None``. At most one of ``raw``/``raw_path`` is set;
         neither for fetch formats (``web``), whose worker fetches ``name`` itself.
     :ivar content_hash: BLAKE3 hex of the raw bytes (``None`` for fetch formats).
+    :ivar root_node_id: for a child job a parent links to, the id its projection root gets
+        (core assigns it to the first node when the handler supplies no id there; a handler
+        whose root has a deterministic id of its own uses this one instead), else ``None``.
     """
 
     job_id: str
@@ -43,6 +46,7 @@ class Job:
     tenant_id: str
     organization_id: str
     raw_path: Path | None = None
+    root_node_id: str | None = None
 
     @property
     def size(self) -> int:

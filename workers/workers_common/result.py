@@ -145,11 +145,20 @@ class IngestionResultBuilder:
         name: str,
         options: dict[str, Any] | None = None,
         content: bytes | None = None,
+        root_node_id: str | None = None,
     ) -> None:
-        """Ask core to enqueue a follow-up job (attachments, crawl fan-out)."""
+        """Ask core to enqueue a follow-up job (attachments, crawl fan-out).
+
+        :param root_node_id: the id (a UUID string, e.g. :func:`workers_common.ids.child_root_id`)
+            the child's projection root gets when the child's worker supplies none, so this
+            submission can already point an edge at it (``to_id``); the edge dangles until
+            the child's version is applied.
+        """
         child: dict[str, Any] = {"format": format, "name": name, "options": dict(options or {})}
         if content is not None:
             child["contentB64"] = base64.b64encode(content).decode()
+        if root_node_id is not None:
+            child["rootNodeId"] = root_node_id
         self._children.append(child)
 
     def add_ambiguity(
