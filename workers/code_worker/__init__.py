@@ -1,11 +1,13 @@
-"""``code_worker``: source files through tree-sitter (format ``code``; issue 6, first
-increment — archive fan-out is still to come).
+"""``code_worker``: source files through tree-sitter (format ``code``; issue 6). An archive
+(``.zip``, ``.tar``, ``.tar.gz``, …) fans out into one child job per source file under a
+``MANIFEST`` node: :mod:`code_worker.archive`.
 
 Languages: Python, Rust, JavaScript, TypeScript (and TSX), Go, from the individual pre-built
 grammar packages; chosen by ``options.language`` or the file extension of the job's name.
 
 **Projection.** Canonical text is the normalized source (NFC, LF). A ``FILE`` node (id: uuid5 of
-``options.repo`` + the path, so a re-ingest of the same file upserts; ``path``, ``language``,
+``options.repo`` + the path — ``options.path``, else the job's name — so a re-ingest of the
+same file upserts; ``path``, ``language``,
 ``lines``) whose span is the whole text (kind ``code``). One node per definition — ``FUNCTION``,
 ``METHOD`` (a function directly inside a class/impl/trait), ``CLASS``, ``STRUCT``, ``ENUM``,
 ``TRAIT``, ``IMPL``, ``INTERFACE``, ``MODULE`` (Rust ``mod foo { … }`` only) — with ``name``,
@@ -29,6 +31,7 @@ from typing import Any
 
 from tree_sitter import Language, Node, Parser
 
+from code_worker.archive import ARCHIVE_OPTIONS, fan_out, is_archive
 from workers_common import (
     CorruptInput,
     IngestionResultBuilder,
@@ -37,11 +40,11 @@ from workers_common import (
     normalize_canonical,
 )
 
-__all__ = ["FORMATS", "LANGUAGES", "handle"]
+__all__ = ["FORMATS", "LANGUAGES", "file_id", "handle"]
 
 FORMATS = ("code",)
 NAMESPACE = uuid.UUID("4c0d3e5a-1b2c-5d6e-8f90-636f64652121")
-_OPTIONS = frozenset({"language", "repo"})
+_OPTIONS = frozenset({"language", "repo", "path"})
 #: Extension → language.
 LANGUAGES = {
     "py": "python", "pyi": "python", "rs": "rust", "js": "javascript", "mjs": "javascript",
@@ -168,19 +171,42 @@ class _Walk:
             self.visit(child, ref, label, [*qual, name])
 
 
+def file_id(repo: str, path: str) -> str:
+    """The ``FILE`` node id of ``path`` in ``repo`` (uuid5; ``repo`` may be empty)."""
+    return str(uuid.uuid5(NAMESPACE, f"file:{repo}:{path}"))
+
+
+def _extension(path: str) -> str:
+    name = path.rsplit("/", 1)[-1]
+    return name.rsplit(".", 1)[-1].lower() if "." in name else ""
+
+
+def _is_source(path: str) -> bool:
+    return _extension(path) in LANGUAGES
+
+
 def handle(job: Job) -> dict[str, Any]:
-    """Project one source file (module docstring).
+    """Project one source file (module docstring), or fan an archive out
+    (:func:`code_worker.archive.fan_out`).
 
     :raises UnsupportedFeature: an unknown option or language.
-    :raises CorruptInput: the bytes are not UTF-8 text.
+    :raises CorruptInput: the bytes are not UTF-8 text; an unreadable or hostile archive.
+    :raises ResourceLimit: an archive over its file-count or size limit.
     """
+    with job.open() as f:
+        head = f.read(512)
+    if "language" not in job.options and is_archive(job.name, head):
+        unknown = sorted(set(job.options) - ARCHIVE_OPTIONS - {"repo"})
+        if unknown:
+            raise UnsupportedFeature(f"option: unknown option(s) {', '.join(unknown)}")
+        return fan_out(job, _is_source, file_id)
     unknown = sorted(set(job.options) - _OPTIONS)
     if unknown:
         raise UnsupportedFeature(f"option: unknown option(s) {', '.join(unknown)}")
-    ext = job.name.rsplit(".", 1)[-1].lower() if "." in job.name else ""
-    language = str(job.options.get("language") or LANGUAGES.get(ext, ""))
+    path = str(job.options.get("path") or job.name)
+    language = str(job.options.get("language") or LANGUAGES.get(_extension(path), ""))
     if language not in set(LANGUAGES.values()):
-        raise UnsupportedFeature(f"language: cannot tell the language of {job.name!r}")
+        raise UnsupportedFeature(f"language: cannot tell the language of {path!r}")
     try:
         text = normalize_canonical(job.content.decode("utf-8").removeprefix("\ufeff"))
     except UnicodeDecodeError as exc:
@@ -191,10 +217,8 @@ def handle(job: Job) -> dict[str, Any]:
     b.set_canonical_text(text)
     whole = b.add_span_range(0, len(source), "code")
     repo = str(job.options.get("repo") or "")
-    props = {"path": job.name, "language": language, "lines": text.count("\n") + 1}
-    file_ref = b.add_node(
-        ["FILE"], props, spans=[whole], id=str(uuid.uuid5(NAMESPACE, f"file:{repo}:{job.name}"))
-    )
+    props = {"path": path, "language": language, "lines": text.count("\n") + 1}
+    file_ref = b.add_node(["FILE"], props, spans=[whole], id=file_id(repo, path))
     walk = _Walk(b, language, file_ref)
     walk.visit(tree.root_node, file_ref, "FILE", [])
     for module in dict.fromkeys(walk.imports):  # once each, first-seen order
