@@ -34,6 +34,7 @@ bench: setup
 	$(BIN)/python bench/queue.py
 	$(BIN)/python bench/tabular.py
 	$(BIN)/python bench/docling.py
+	$(BIN)/python bench/email_code.py
 
 clean:
 	rm -rf $(VENV) data .pytest_cache .mypy_cache .ruff_cache
