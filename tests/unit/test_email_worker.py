@@ -180,7 +180,7 @@ def test_unknown_option_is_refused() -> None:
 
 
 # Outlook .msg files: node counts, the subject, the formats of the attachments' child jobs.
-# testMSG_chinese.msg's subject comes out as extract-msg decodes it (mojibake: see the note).
+# testMSG_chinese.msg is an ANSI message in code page 950 (Big5), named by PR_INTERNET_CPID.
 MSG_EXPECTED: dict[str, tuple[dict[str, int], str, list[str]]] = {
     "msg_with_attachment.msg": (
         {"MESSAGE": 1, "PERSON": 1}, "Email with Attachment", ["text", "pdf"],
@@ -192,7 +192,9 @@ MSG_EXPECTED: dict[str, tuple[dict[str, int], str, list[str]]] = {
     "testMSG_att_msg.msg": (
         {"MESSAGE": 1, "PERSON": 1}, "test email", ["msg", "pdf"],
     ),
-    "testMSG_chinese.msg": ({"MESSAGE": 1, "PERSON": 1}, "Alfresco MSG format testing (", []),
+    "testMSG_chinese.msg": (
+        {"MESSAGE": 1, "PERSON": 1}, "Alfresco MSG format testing ( MSG 格式測試 )", [],
+    ),
 }  # fmt: skip
 
 
@@ -224,3 +226,11 @@ def test_msg_that_is_rfc822_text_and_a_broken_msg() -> None:
     with pytest.raises(Exception) as failure:
         _run_msg(b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + b"\x00" * 600, "broken.msg")
     assert classify(failure.value)[0].startswith("corrupt_input")
+
+
+def test_ansi_msg_is_decoded_with_its_code_page() -> None:
+    out = _run_msg((CORPUS / "msg" / "testMSG_chinese.msg").read_bytes(), "c.msg")
+    assert "中文測試" in out["canonicalText"]  # the body, Big5 (code page 950)
+    # A Unicode message is read as it is, its code-page property notwithstanding.
+    att = _run_msg((CORPUS / "msg" / "testMSG_att_doc.msg").read_bytes(), "d.msg")
+    assert att["nodes"][0]["properties"]["subject"] == "test pièce jointe 1"

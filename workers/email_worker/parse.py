@@ -4,6 +4,7 @@ attachment helpers the projection uses. Strings come back as valid Unicode, NFC/
 
 from __future__ import annotations
 
+import codecs
 import datetime as dt
 import email
 import email.policy
@@ -48,10 +49,35 @@ def read_message(raw: bytes, fmt: str) -> EmailMessage:
     return parsed
 
 
-def read_msg(raw: bytes) -> EmailMessage:
-    """An Outlook ``.msg`` (extract-msg: Unicode and code-page messages decoded with the
-    message's code page) as an :class:`EmailMessage` with the same headers, the plain body
-    (else the HTML one) and the attachments; an embedded ``.msg`` stays a ``.msg`` attachment.
+#: Windows code page numbers whose Python codec is not ``cp<N>``.
+_CODE_PAGES = {
+    20127: "ascii", 28591: "latin-1", 28592: "iso-8859-2", 28595: "iso-8859-5",
+    28597: "iso-8859-7", 28605: "iso-8859-15", 50220: "iso-2022-jp", 51932: "euc-jp",
+    51949: "euc-kr", 52936: "hz", 54936: "gb18030", 65001: "utf-8", 20866: "koi8-r",
+}  # fmt: skip
+#: PR_MESSAGE_CODEPAGE, then PR_INTERNET_CPID: the code page of a non-Unicode message.
+_CODE_PAGE_PROPS = ("3FFD0003", "3FDE0003")
+
+
+def _code_page(source: Any) -> str | None:
+    """The codec of an ANSI (non-Unicode) message's strings from its code-page properties,
+    ``None`` when it has none Python knows (extract-msg's default then stands)."""
+    for prop in _CODE_PAGE_PROPS:
+        found = source.props.get(prop)
+        number = getattr(found, "value", None)
+        if isinstance(number, int) and number > 0:
+            name = _CODE_PAGES.get(number, f"cp{number}")
+            try:
+                return codecs.lookup(name).name
+            except LookupError:
+                continue
+    return None
+
+
+def _open_msg(raw: bytes) -> Any:
+    """extract-msg's message object; an ANSI message is reopened with its own code page
+    (extract-msg reads only PR_MESSAGE_CODEPAGE, and defaults to ISO-8859-15: a Big5
+    message's subject came out as mojibake).
 
     :raises CorruptInput: not a readable ``.msg``.
     """
@@ -60,8 +86,24 @@ def read_msg(raw: bytes) -> EmailMessage:
     try:
         # openMsg is typed as the base MSGFile; a message file is a Message (subject, …).
         source: Any = extract_msg.openMsg(raw)
+        if not source.areStringsUnicode:
+            codec = _code_page(source)
+            if codec is not None and codec != codecs.lookup(source.stringEncoding).name:
+                source.close()
+                source = extract_msg.openMsg(raw, overrideEncoding=codec)
     except Exception as exc:
         raise CorruptInput(f"not a readable .msg: {type(exc).__name__}: {exc}") from None
+    return source
+
+
+def read_msg(raw: bytes) -> EmailMessage:
+    """An Outlook ``.msg`` (extract-msg: Unicode messages, and code-page messages decoded with
+    the message's code page) as an :class:`EmailMessage` with the same headers, the plain body
+    (else the HTML one) and the attachments; an embedded ``.msg`` stays a ``.msg`` attachment.
+
+    :raises CorruptInput: not a readable ``.msg``.
+    """
+    source = _open_msg(raw)
     try:
         msg = EmailMessage(policy=email.policy.default)
         header = source.header
