@@ -130,3 +130,20 @@ async def test_attachments_become_child_jobs_linked_to_their_roots(tenant: Tenan
     assert {e["to"] for e in again} == {e["to"] for e in edges}
     tables = (await tenant.client.get("/v1/nodes", params={"label": "TABLE"})).json()["nodes"]
     assert len(tables) == 1
+
+
+async def test_a_person_in_two_messages_is_one_node_upserted(tenant: Tenant) -> None:
+    await _ingest(tenant, "first.eml", _message("Ana Old <ana2@example.test>", "<f@x>"))
+    people = (await tenant.client.get("/v1/nodes", params={"label": "PERSON"})).json()["nodes"]
+    (before,) = [p for p in people if p["properties"]["address"] == "ana2@example.test"]
+    await _ingest(tenant, "second.eml", _message("Ana New <ANA2@example.test>", "<s@x>"))
+    people = (await tenant.client.get("/v1/nodes", params={"label": "PERSON"})).json()["nodes"]
+    (after,) = [p for p in people if p["properties"]["address"] == "ana2@example.test"]
+    assert after["nodeId"] == before["nodeId"] and after["properties"]["name"] == "Ana New"
+    assert after["txTime"]["from"] > before["txTime"]["from"]  # a new version of one node
+    url = f"/v1/nodes/{before['nodeId']}"
+    old = (await tenant.client.get(url, params={"asOf": before["txTime"]["from"]})).json()
+    assert old["properties"]["name"] == "Ana Old"
+    # The current version's provenance is the second message's From line.
+    spans = (await tenant.client.get(url)).json()["provenance"]["spans"]
+    assert any("Ana New" in s["text"] for s in spans)
