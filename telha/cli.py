@@ -1,4 +1,5 @@
-"""The ``telha`` command line (click): ``serve`` and ``api-key create``.
+"""The ``telha`` command line (click): ``serve``, ``api-key create``/``worker-token``, and the
+client commands ``ingest``, ``job`` and ``source`` (:mod:`telha.cli_client`).
 
 Exit codes: 0 success, 1 runtime failure, 2 usage or configuration error (the message names
 the dotted config key).
@@ -182,3 +183,13 @@ def worker_token(
         sys.exit(2)
     scope = None if fleet else Scope(str(tenant), str(org))
     click.echo(mint_worker_token(key, scope, ttl_s))
+
+
+def _client_commands() -> None:
+    from telha.cli_client import ingest, job, source
+
+    for command in (ingest, job, source):
+        main.add_command(command)
+
+
+_client_commands()

@@ -110,7 +110,8 @@ class SqliteStore(ReadsMixin, JobsMixin, StreamsMixin, RawMixin):
             _insert_version(conn, sid, tx_time, version, canonical_hash, blob_id, len(text))
             insert_rows(conn, rows)
             if completion is not None:
-                complete_tx(conn, sid, completion, None)
+                detail = f"version={tx_time} nodes={len(rows.node_ids)}"
+                complete_tx(conn, sid, completion, detail)
             return CommitOutcome(False, tx_time, rows.node_ids, rows.edge_ids)
 
         return await self._write("commit version", tx)

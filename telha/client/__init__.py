@@ -1,0 +1,60 @@
+"""The async Python client of Telha's REST API (issue 9): :class:`AsyncTelha`.
+
+Example::
+
+    async with AsyncTelha("http://127.0.0.1:7625", api_key) as telha:
+        job = await telha.ingest("markdown", "notes.md", content="# Notes\\n\\nHello.")
+        done = await telha.wait(job.job_id, timeout=60)
+        async for node in telha.nodes(source_id=done.source_id):
+            print(node.labels, node.provenance.spans[0].text)
+"""
+
+from telha.client.client import MULTIPART_OVER_BYTES, AsyncTelha, IngestResult
+from telha.client.errors import (
+    ConnectionFailed,
+    ContentErased,
+    InternalError,
+    InvalidContent,
+    InvalidRequest,
+    NotFound,
+    PayloadTooLarge,
+    TelhaError,
+    Unauthenticated,
+    Unavailable,
+)
+from telha.rest.schemas import (
+    Deduplicated,
+    EdgeOut,
+    IngestApplied,
+    IngestEnqueued,
+    JobEventOut,
+    JobStatus,
+    NodeOut,
+    SourceOut,
+    SpanOut,
+)
+
+__all__ = [
+    "MULTIPART_OVER_BYTES",
+    "AsyncTelha",
+    "ConnectionFailed",
+    "ContentErased",
+    "Deduplicated",
+    "EdgeOut",
+    "IngestApplied",
+    "IngestEnqueued",
+    "IngestResult",
+    "InternalError",
+    "InvalidContent",
+    "InvalidRequest",
+    "JobEventOut",
+    "JobStatus",
+    "NodeOut",
+    "NotFound",
+    "PayloadTooLarge",
+    "SourceOut",
+    "SpanOut",
+    "TelhaError",
+    "Unauthenticated",
+    "Unavailable",
+]

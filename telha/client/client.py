@@ -1,0 +1,345 @@
+"""``AsyncTelha``: an async client of the REST API (DESIGN.md §5, spec 001), on httpx.
+
+Results are the server's own response Structs (:mod:`telha.rest.schemas`: camelCase on the
+wire, snake_case attributes; ids as UUID strings, times in µs, offsets in UTF-8 bytes). Errors
+raise one class per REST error code (:mod:`telha.client.errors`). Connection errors and 503
+answers are retried with exponential backoff and jitter (tenacity); retrying an ingest is
+safe, since identical bytes deduplicate (spec 001 "Dedup").
+"""
+
+from __future__ import annotations
+
+import base64
+import inspect
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Any, Literal, TypeVar
+
+import anyio
+import httpx
+import msgspec
+from tenacity import (
+    AsyncRetrying,
+    retry_if_exception_type,
+    stop_after_attempt,
+    wait_exponential_jitter,
+)
+
+from telha.client.errors import ConnectionFailed, TelhaError, Unavailable, error_for
+from telha.rest.schemas import (
+    Deduplicated,
+    EdgeList,
+    EdgeOut,
+    IngestApplied,
+    IngestEnqueued,
+    JobEventOut,
+    JobStatus,
+    NodeList,
+    NodeOut,
+    SourceOut,
+    SpanList,
+    SpanOut,
+)
+
+__all__ = ["MULTIPART_OVER_BYTES", "AsyncTelha", "IngestResult"]
+
+#: Files larger than this go through the multipart upload, streamed from disk (bytes).
+MULTIPART_OVER_BYTES = 4 * 1024 * 1024
+#: ``ingest()``'s answer: 201 applied (json), 202 enqueued, or 200 deduplicated.
+IngestResult = IngestApplied | IngestEnqueued | Deduplicated
+TERMINAL_STATES = frozenset({"completed", "dead"})
+
+_T = TypeVar("_T")
+_ERROR = msgspec.json.Decoder(dict[str, Any])
+_Progress = Callable[[int], None]
+EventCallback = Callable[[JobEventOut], Awaitable[None] | None]
+
+
+class _ProgressReader:
+    """A binary file whose reads report the bytes read so far (httpx's multipart encoder
+    reads the file part in chunks through ``read``)."""
+
+    def __init__(self, f: IO[bytes], report: _Progress) -> None:
+        self._f = f
+        self._report = report
+        self._done = 0
+
+    def read(self, size: int = -1) -> bytes:
+        data = self._f.read(size)
+        self._done += len(data)
+        self._report(self._done)
+        return data
+
+    def __getattr__(self, name: str) -> Any:  # seek, tell, fileno, name for httpx
+        return getattr(self._f, name)
+
+
+class AsyncTelha:
+    """A client of one Telha server for one API key (one tenant/organization scope).
+
+    Use as ``async with AsyncTelha("http://127.0.0.1:7625", key) as telha: ...``.
+
+    :param base_url: the REST front, e.g. ``http://127.0.0.1:7625``.
+    :param api_key: sent as ``x-api-key``.
+    :param timeout: seconds for each HTTP request (connect, read, write, pool).
+    :param retries: extra attempts after a connection error or a 503 (0: none).
+    :param backoff_max_s: the longest wait between two attempts, seconds.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str,
+        *,
+        timeout: float = 60.0,
+        retries: int = 5,
+        backoff_max_s: float = 5.0,
+    ) -> None:
+        self._http = httpx.AsyncClient(
+            base_url=base_url.rstrip("/"), headers={"x-api-key": api_key}, timeout=timeout
+        )
+        self._retries = retries
+        self._backoff_max_s = backoff_max_s
+
+    async def __aenter__(self) -> AsyncTelha:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the connection pool."""
+        await self._http.aclose()
+
+    async def _request(
+        self, method: str, url: str, build: Callable[[], dict[str, Any]] | None = None
+    ) -> httpx.Response:
+        """One request, retried on connection errors and 503. ``build`` gives httpx's request
+        arguments afresh for every attempt (a file part is reopened).
+
+        :raises TelhaError: its subclass for the error code; ConnectionFailed when no
+            attempt got an answer.
+        """
+        retrying = AsyncRetrying(
+            retry=retry_if_exception_type((ConnectionFailed, Unavailable)),
+            # 0.1 s doubling per attempt, plus up to half of that at random, capped.
+            wait=wait_exponential_jitter(
+                multiplier=0.1, max=self._backoff_max_s, jitter=min(0.5, self._backoff_max_s)
+            ),
+            stop=stop_after_attempt(self._retries + 1),
+            reraise=True,
+        )
+        async for attempt in retrying:
+            with attempt:
+                try:
+                    resp = await self._http.request(method, url, **(build() if build else {}))
+                except httpx.TransportError as exc:
+                    raise ConnectionFailed(f"{type(exc).__name__}: {exc}", status=0) from exc
+                if resp.status_code >= 400:
+                    raise _error(resp)
+                return resp
+        raise AssertionError("unreachable: tenacity re-raises the last error")  # pragma: no cover
+
+    async def _get(self, url: str, typ: type[_T], params: Mapping[str, Any] | None = None) -> _T:
+        query = {k: v for k, v in (params or {}).items() if v is not None}
+        resp = await self._request("GET", url, lambda: {"params": query})
+        return msgspec.json.decode(resp.content, type=typ)
+
+    async def ingest(
+        self,
+        format: str,
+        name: str,
+        *,
+        content: str | bytes | None = None,
+        path: str | Path | None = None,
+        options: Mapping[str, Any] | None = None,
+        on_upload: _Progress | None = None,
+    ) -> IngestResult:
+        """``POST /v1/ingest``: ``content`` (text, or bytes), or the file at ``path``. A file
+        over :data:`MULTIPART_OVER_BYTES` goes as a multipart upload streamed from disk;
+        smaller bodies as JSON (``content``, or ``contentBase64`` for bytes).
+
+        :param format: ``json``, ``text``, ``csv``, ``pdf``, … (spec 001); ``web`` takes
+            neither ``content`` nor ``path`` (``name`` is the URL).
+        :param on_upload: called with the bytes of the file sent so far (multipart only).
+        :returns: :class:`IngestApplied` (201, json), :class:`IngestEnqueued` (202, a job) or
+            :class:`Deduplicated` (200: these bytes are the latest version already, or a job
+            for them is still pending/leased: ``job_id``).
+        :raises ValueError: both ``content`` and ``path``.
+        :raises TelhaError: InvalidContent, InvalidRequest, PayloadTooLarge, ContentErased, …
+        """
+        if content is not None and path is not None:
+            raise ValueError("pass content or path, not both")
+        opts = dict(options or {})
+        if path is not None and (await anyio.Path(path).stat()).st_size > MULTIPART_OVER_BYTES:
+            resp = await self._upload(format, name, Path(path), opts, on_upload)
+        else:
+            if path is not None:
+                content = await anyio.Path(path).read_bytes()
+            body: dict[str, Any] = {"format": format, "name": name, "options": opts}
+            if isinstance(content, str):
+                body["content"] = content
+            elif content is not None:
+                body["contentBase64"] = base64.b64encode(content).decode()
+            payload = msgspec.json.encode(body)
+            headers = {"content-type": "application/json"}
+            resp = await self._request(
+                "POST", "/v1/ingest", lambda: {"content": payload, "headers": headers}
+            )
+        if resp.status_code == 201:
+            return msgspec.json.decode(resp.content, type=IngestApplied)
+        if resp.status_code == 202:
+            return msgspec.json.decode(resp.content, type=IngestEnqueued)
+        return msgspec.json.decode(resp.content, type=Deduplicated)
+
+    async def _upload(
+        self,
+        format: str,
+        name: str,
+        path: Path,
+        options: dict[str, Any],
+        on_upload: _Progress | None,
+    ) -> httpx.Response:
+        """The multipart upload; the file is reopened for each attempt and read in chunks
+        (small blocking reads of a local file, as httpx's encoder does them)."""
+        files: list[IO[bytes]] = []
+
+        def build() -> dict[str, Any]:
+            f = path.open("rb")
+            files.append(f)
+            part: Any = _ProgressReader(f, on_upload) if on_upload else f
+            data = {"format": format, "name": name, "options": msgspec.json.encode(options)}
+            return {"data": data, "files": {"file": (path.name, part)}}
+
+        try:
+            return await self._request("POST", "/v1/ingest", build)
+        finally:
+            for f in files:
+                f.close()
+
+    async def job(self, job_id: str) -> JobStatus:
+        """``GET /v1/ingest/{jobId}``: state, attempts, events (oldest first), failure, stats.
+
+        :raises NotFound: no such job in this scope.
+        """
+        return await self._get(f"/v1/ingest/{job_id}", JobStatus)
+
+    async def wait(
+        self,
+        job_id: str,
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109 — the client's documented signature
+        on_event: EventCallback | None = None,
+        poll_s: float = 0.05,
+        max_poll_s: float = 1.0,
+    ) -> JobStatus:
+        """Poll a job until it is ``completed`` or ``dead``, calling ``on_event`` (a function
+        or coroutine function) once for each new event, in order.
+
+        :param timeout: seconds at most (``None``: no limit).
+        :param poll_s: first polling interval, doubled up to ``max_poll_s`` while nothing
+            changes and reset when something does.
+        :returns: the terminal job.
+        :raises TimeoutError: not terminal within ``timeout``.
+        :raises NotFound: no such job in this scope.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        seen = 0
+        interval = poll_s
+        while True:
+            job = await self.job(job_id)
+            for event in job.events[seen:]:
+                if on_event is not None:
+                    result = on_event(event)
+                    if inspect.isawaitable(result):
+                        await result
+            interval = poll_s if len(job.events) > seen else min(interval * 2, max_poll_s)
+            seen = len(job.events)
+            if job.state in TERMINAL_STATES:
+                return job
+            if deadline is not None and time.monotonic() + interval > deadline:
+                raise TimeoutError(f"job {job_id} is still {job.state} after {timeout} s")
+            await anyio.sleep(interval)
+
+    async def source(self, source_id: str) -> SourceOut:
+        """``GET /v1/sources/{sourceId}``: the source and its versions, newest first.
+
+        :raises NotFound: no such source in this scope.
+        """
+        return await self._get(f"/v1/sources/{source_id}", SourceOut)
+
+    async def text(
+        self, source_id: str, tx: int, start: int | None = None, end: int | None = None
+    ) -> str:
+        """A version's canonical text, or its byte slice ``[start, end)`` (UTF-8 byte
+        offsets, as spans give them).
+
+        :raises InvalidRequest: a range outside the text or not on UTF-8 boundaries.
+        :raises NotFound: no such source or version.
+        """
+        query = {k: v for k, v in {"start": start, "end": end}.items() if v is not None}
+        url = f"/v1/sources/{source_id}/versions/{tx}/text"
+        resp = await self._request("GET", url, lambda: {"params": query})
+        return resp.content.decode("utf-8")
+
+    async def spans(self, source_id: str, tx: int) -> list[SpanOut]:
+        """A version's span rows in document order, each with its ``linked_nodes``.
+
+        :raises NotFound: no such source or version.
+        """
+        url = f"/v1/sources/{source_id}/versions/{tx}/spans"
+        return (await self._get(url, SpanList)).spans
+
+    async def node(self, node_id: str, as_of: int | None = None) -> NodeOut:
+        """``GET /v1/nodes/{nodeId}``: the node (as of transaction time ``as_of`` µs, else
+        now) with ``provenance.spans[].text`` resolved and its ``ambiguities``.
+
+        :raises NotFound: no such node (at that time).
+        """
+        return await self._get(f"/v1/nodes/{node_id}", NodeOut, {"asOf": as_of})
+
+    async def nodes(
+        self, *, label: str | None = None, source_id: str | None = None, page_size: int = 500
+    ) -> AsyncIterator[NodeOut]:
+        """Every node with ``label`` and/or from ``source_id``, over all pages
+        (``page_size`` per request, at most 1000).
+
+        :raises InvalidRequest: a bad filter.
+        """
+        cursor = None
+        while True:
+            params = {"label": label, "sourceId": source_id, "limit": page_size,
+                      "cursor": cursor}  # fmt: skip
+            page = await self._get("/v1/nodes", NodeList, params)
+            for node in page.nodes:
+                yield node
+            cursor = page.next_cursor
+            if cursor is None:
+                return
+
+    async def edges(
+        self, node_id: str, direction: Literal["in", "out", "both"] = "both"
+    ) -> list[EdgeOut]:
+        """A node's edges whose other end exists now (dangling edges are not shown).
+
+        :raises NotFound: no such node.
+        """
+        url = f"/v1/nodes/{node_id}/edges"
+        return (await self._get(url, EdgeList, {"direction": direction})).edges
+
+
+def _error(resp: httpx.Response) -> TelhaError:
+    try:
+        detail = _ERROR.decode(resp.content).get("error") or {}
+    except msgspec.DecodeError:
+        detail = {}
+    code = detail.get("code") if isinstance(detail, dict) else None
+    message = detail.get("message") if isinstance(detail, dict) else None
+    return error_for(resp.status_code, code, message or resp.text[:200] or resp.reason_phrase)

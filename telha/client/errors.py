@@ -1,0 +1,113 @@
+"""The client's errors: one class per REST error code (DESIGN.md §5), under :class:`TelhaError`.
+
+A response with an error body ``{"error": {"code", "message"}}`` raises the class of its code
+(:func:`error_for`); a code this client does not know raises :class:`TelhaError` itself with
+that code. Connection failures that outlast the retries raise :class:`ConnectionFailed`.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+__all__ = [
+    "ConnectionFailed",
+    "ContentErased",
+    "InternalError",
+    "InvalidContent",
+    "InvalidRequest",
+    "NotFound",
+    "PayloadTooLarge",
+    "TelhaError",
+    "Unauthenticated",
+    "Unavailable",
+    "error_for",
+]
+
+
+class TelhaError(Exception):
+    """An error answer of a Telha server.
+
+    :ivar code: the REST error code (``NOT_FOUND``, …).
+    :ivar status: the HTTP status (0: no answer at all).
+    :ivar message: the server's message.
+    """
+
+    default_code: ClassVar[str] = "UNKNOWN"
+
+    def __init__(self, message: str, *, status: int, code: str | None = None) -> None:
+        super().__init__(f"{code or self.default_code} ({status}): {message}")
+        self.code = code or self.default_code
+        self.status = status
+        self.message = message
+
+
+class InvalidContent(TelhaError):
+    """400: the content cannot be ingested (malformed, wrong shape)."""
+
+    default_code = "INVALID_CONTENT"
+
+
+class InvalidRequest(TelhaError):
+    """400: a field, option or query parameter is wrong."""
+
+    default_code = "INVALID_REQUEST"
+
+
+class Unauthenticated(TelhaError):
+    """401: no API key, or one the server does not know."""
+
+    default_code = "UNAUTHENTICATED"
+
+
+class NotFound(TelhaError):
+    """404: no such job, source, version or node in this key's scope."""
+
+    default_code = "NOT_FOUND"
+
+
+class ContentErased(TelhaError):
+    """410: the content was erased (GDPR) and is refused for good."""
+
+    default_code = "CONTENT_ERASED"
+
+
+class PayloadTooLarge(TelhaError):
+    """413: the body or upload is over the server's limit."""
+
+    default_code = "PAYLOAD_TOO_LARGE"
+
+
+class Unavailable(TelhaError):
+    """503: the server is starting, stopping or at its ingest concurrency limit (retried)."""
+
+    default_code = "UNAVAILABLE"
+
+
+class InternalError(TelhaError):
+    """500: the server failed (its log says why)."""
+
+    default_code = "INTERNAL"
+
+
+class ConnectionFailed(TelhaError):
+    """No answer: the server could not be reached, or the connection broke (after retries)."""
+
+    default_code = "CONNECTION_FAILED"
+
+
+_BY_CODE: dict[str, type[TelhaError]] = {
+    cls.default_code: cls
+    for cls in (
+        InvalidContent, InvalidRequest, Unauthenticated, NotFound, ContentErased,
+        PayloadTooLarge, Unavailable, InternalError,
+    )
+}  # fmt: skip
+
+
+def error_for(status: int, code: str | None, message: str) -> TelhaError:
+    """The exception for an error answer: the class of ``code``, else :class:`TelhaError`
+    with ``code`` (or ``HTTP_<status>`` when the body had none)."""
+    cls = _BY_CODE.get(code or "")
+    if cls is not None:
+        return cls(message, status=status)
+    return TelhaError(message, status=status, code=code or f"HTTP_{status}")

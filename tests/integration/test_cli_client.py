@@ -1,0 +1,121 @@
+"""``telha ingest``, ``telha job`` and ``telha source`` against a real ``telha serve`` (issue 9):
+a folder of corpus files of mixed formats, one of them encrypted and one of no format Telha
+knows, ends with the expected table and exit code 1; plain output when not on a terminal."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import CORPUS
+from tests.support.server import ServerProcess, write_config
+
+FILES = {
+    "countries.csv": "csv/countries.csv",
+    "protected.xlsx": "xlsx/protectedFile.xlsx",
+    "hello.eml": "eml/utf8_headers.eml",
+    "tabs.py": "code/python/mixed-spaces-tabs.py",
+}
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    folder = tmp_path_factory.mktemp("cli")
+    workers = ["text_worker", "tabular_worker", "email_worker", "code_worker"]
+    config = write_config(folder, workers={"in_process": workers, "concurrency": 1})
+    proc = ServerProcess(config).start()
+    yield proc
+    assert proc.stop() == 0, proc.log_text()
+
+
+def _telha(server: ServerProcess, key: str, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "TELHA_API_KEY": key, "TELHA_URL": server.base_url}
+    return subprocess.run(
+        [sys.executable, "-m", "telha", *args], capture_output=True, text=True, env=env,
+        timeout=120, check=False,
+    )  # fmt: skip
+
+
+def _table(stdout: str) -> dict[str, dict[str, str]]:
+    """The closing TSV table: file → its row (the lines after the ``file`` header)."""
+    lines = stdout.splitlines()
+    start = lines.index("file\tsource id\tstate\tnodes\tfailure")
+    header = lines[start].split("\t")
+    rows = [dict(zip(header, line.split("\t"), strict=True)) for line in lines[start + 1 :]]
+    return {r["file"]: r for r in rows}
+
+
+def _folder(tmp_path: Path) -> Path:
+    folder = tmp_path / "inbox"
+    folder.mkdir()
+    for name, rel in FILES.items():
+        shutil.copy(CORPUS / rel, folder / name)
+    (folder / "notes").write_text("# Notes\n\nNo extension: sniffed as text.\n")
+    (folder / "data.json").write_text('[{"a": 1}, {"a": 2}]')
+    (folder / "blob.bin").write_bytes(b"\x00\xff\xfe\x80" * 64)  # no format: refused
+    (folder / ".hidden").write_text("skipped")
+    return folder
+
+
+def _key(server: ServerProcess) -> str:
+    return server.create_key(f"t-{uuid.uuid4()}", "org")
+
+
+def test_ingest_a_mixed_folder_then_job_and_source(server: ServerProcess, tmp_path: Path) -> None:
+    key = _key(server)
+    out = _telha(server, key, "ingest", str(_folder(tmp_path)))
+    assert out.returncode == 1, out.stderr
+    table = _table(out.stdout)
+    assert set(table) == {f"inbox/{n}" for n in [*FILES, "notes", "data.json", "blob.bin"]}
+    states = {name.removeprefix("inbox/"): row["state"] for name, row in table.items()}
+    assert states == {
+        "countries.csv": "completed", "protected.xlsx": "dead", "hello.eml": "completed",
+        "tabs.py": "completed", "notes": "completed", "data.json": "applied",
+        "blob.bin": "refused",
+    }  # fmt: skip
+    assert table["inbox/protected.xlsx"]["failure"].startswith("unsupported_feature: encrypted")
+    assert table["inbox/blob.bin"]["failure"].startswith("cannot tell the format")
+    assert table["inbox/data.json"]["nodes"] == "2"
+    assert table["inbox/countries.csv"]["nodes"] == "6"  # TABLE + 5 rows
+    # Plain progress lines, one a step: the state changes of each job in order.
+    steps = [line for line in out.stdout.splitlines() if line.startswith("inbox/tabs.py: ")]
+    assert [s.split(": ")[1].split(" ")[0] for s in steps] == [
+        "uploading",
+        "uploaded",
+        "enqueued",
+        "leased",
+        "completed",
+    ]
+
+    csv = table["inbox/countries.csv"]
+    source = _telha(server, key, "source", csv["source id"])
+    assert source.returncode == 0 and "name    inbox/countries.csv" in source.stdout
+    assert "core:" not in source.stdout and "in-process:tabular_worker" in source.stdout
+    uploaded = next(
+        s for s in out.stdout.splitlines() if s.startswith("inbox/countries.csv: uploaded")
+    )
+    job_id = uploaded.split("job ")[1].rstrip(")")
+    job = _telha(server, key, "job", job_id)
+    assert job.returncode == 0, job.stderr
+    assert "state     completed" in job.stdout and "  completed  version=" in job.stdout
+    other = _telha(server, _key(server), "job", job_id)
+    assert other.returncode == 1 and "NOT_FOUND" in other.stderr  # another scope's key: 404
+
+
+def test_no_wait_and_format_override(server: ServerProcess, tmp_path: Path) -> None:
+    path = tmp_path / "page.dat"
+    path.write_text("First paragraph.\n\nSecond paragraph.\n")
+    key = _key(server)
+    out = _telha(server, key, "ingest", "--no-wait", "--format", "markdown", str(path))
+    assert out.returncode == 0, out.stderr
+    (row,) = _table(out.stdout).values()
+    assert row["file"] == "page.dat" and row["state"] == "pending"
+    bad = _telha(server, key, "ingest", "--options", "[1]", str(path))
+    assert bad.returncode == 2 and "must be a JSON object" in bad.stderr
