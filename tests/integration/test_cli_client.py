@@ -22,6 +22,7 @@ FILES = {
     "protected.xlsx": "xlsx/protectedFile.xlsx",
     "hello.eml": "eml/utf8_headers.eml",
     "tabs.py": "code/python/mixed-spaces-tabs.py",
+    "unclosed.json": "json/n_structure_unclosed_object.json",
 }
 
 
@@ -78,10 +79,11 @@ def test_ingest_a_mixed_folder_then_job_and_source(server: ServerProcess, tmp_pa
     assert states == {
         "countries.csv": "completed", "protected.xlsx": "dead", "hello.eml": "completed",
         "tabs.py": "completed", "notes": "completed", "data.json": "applied",
-        "blob.bin": "refused",
+        "blob.bin": "refused", "unclosed.json": "refused",
     }  # fmt: skip
     assert table["inbox/protected.xlsx"]["failure"].startswith("unsupported_feature: encrypted")
     assert table["inbox/blob.bin"]["failure"].startswith("cannot tell the format")
+    assert table["inbox/unclosed.json"]["failure"].startswith("INVALID_CONTENT: ")
     assert table["inbox/data.json"]["nodes"] == "2"
     assert table["inbox/countries.csv"]["nodes"] == "6"  # TABLE + 5 rows
     # Plain progress lines, one a step: the state changes of each job in order.
