@@ -47,6 +47,8 @@ from telha_proto.telha.worker.v1 import (
 )
 from workers_common.failures import TransientFailure, classify
 from workers_common.job import Job
+from workers_common.logs import bound_job, job_fields
+from workers_common.metrics import WorkerMetrics
 
 __all__ = ["HEARTBEAT_INTERVAL_SECS", "Job", "Transport", "WorkerConsumer", "sweep_stale_spools"]
 
@@ -174,6 +176,24 @@ def _job(payload: JobPayload) -> tuple[Job, str | None]:
     return job, ref
 
 
+def _log_fields(payload: JobPayload) -> dict[str, Any]:
+    """The job's log fields (:func:`workers_common.logs.job_fields`); ``source_id`` is read
+    from the payload's head (core writes it first) without decoding the content."""
+    head = payload.payload_json[:120]
+    start = head.find(b'"source_id":"')
+    source_id = None
+    if start >= 0:
+        source_id = head[start + 13 : start + 49].decode("ascii", "replace")
+    return job_fields(
+        job_id=payload.job_id,
+        kind=payload.kind,
+        source_id=source_id,
+        attempt=payload.attempts + 1,
+        tenant_id=payload.tenant_id,
+        organization_id=payload.organization_id,
+    )
+
+
 def _handle(handler: Callable[[Job], Any], job: Job) -> Any:
     """Run the handler; encode a single-shot result (generators are driven part by part by
     the consumer)."""
@@ -199,6 +219,7 @@ class WorkerConsumer:
     :param heartbeat_interval_s: seconds between heartbeats.
     :param drain_s: how long jobs in hand may still run after the stream broke.
     :param spool_dir: where fetched raw bytes are spooled (default: the system temp folder).
+    :param metrics: where job outcomes are counted (a worker process's ``/metrics``).
     """
 
     def __init__(
@@ -212,6 +233,7 @@ class WorkerConsumer:
         heartbeat_interval_s: float = HEARTBEAT_INTERVAL_SECS,
         drain_s: float = 60.0,
         spool_dir: Path | None = None,
+        metrics: WorkerMetrics | None = None,
     ) -> None:
         self._transport = transport
         self._handler = handler
@@ -223,6 +245,7 @@ class WorkerConsumer:
         self._idle = anyio.Event()  # set whenever no job is in flight
         self._drain_s = drain_s
         self._spool_dir = spool_dir
+        self._metrics = metrics
 
     @property
     def worker_id(self) -> str:
@@ -294,23 +317,33 @@ class WorkerConsumer:
         """Run one job. It leaves the in-flight set when it is done (submitted, failed, refused
         or abandoned); cancelled from outside (shutdown) it stays, so its owner can release
         the lease."""
-        done = False
-        try:
-            with slot.scope:
-                try:
-                    await self._run_handler(payload)
-                except _HandlerFailed as failed:
-                    await self._submit_failure(payload, failed)
-            done = True
-        except Exception as exc:
-            # Core refused or could not be reached: the lease expires and the job is retried.
-            log.warning("job %s: submission not accepted: %s", payload.job_id, exc)
-            done = True
-        finally:
-            if done:
-                self._in_flight.pop(payload.job_id, None)
-                if not self._in_flight:
-                    self._idle.set()
+        done, outcome = False, "submitted"
+        if self._metrics is not None:
+            self._metrics.job_started(payload.job_id)
+        with bound_job(**_log_fields(payload)):
+            try:
+                with slot.scope:
+                    try:
+                        await self._run_handler(payload)
+                    except _HandlerFailed as failed:
+                        outcome = "failed"
+                        await self._submit_failure(payload, failed)
+                done = True
+                if slot.scope.cancelled_caught:
+                    outcome = "abandoned"
+            except Exception as exc:
+                # Core refused or could not be reached: the lease expires, the job is retried.
+                log.warning("job %s: submission not accepted: %s", payload.job_id, exc)
+                done, outcome = True, "not_accepted"
+            finally:
+                if done:
+                    self._in_flight.pop(payload.job_id, None)
+                    if not self._in_flight:
+                        self._idle.set()
+                if self._metrics is not None:
+                    self._metrics.job_finished(
+                        payload.job_id, payload.kind, outcome if done else "abandoned"
+                    )
 
     async def _submit_failure(self, payload: JobPayload, failed: _HandlerFailed) -> None:
         assert failed.__cause__ is not None
