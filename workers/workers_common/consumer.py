@@ -347,8 +347,10 @@ class WorkerConsumer:
 
     async def _submit_failure(self, payload: JobPayload, failed: _HandlerFailed) -> None:
         assert failed.__cause__ is not None
-        reason, permanent, _ = classify(failed.__cause__)
-        log.info("job %s failed: %s", payload.job_id, reason)
+        reason, permanent, kind = classify(failed.__cause__)
+        # The reason goes to core (the job's failureReason), not to the log: a handler's
+        # message may quote the content it choked on.
+        log.info("job %s failed: %s (%s)", payload.job_id, kind, type(failed.__cause__).__name__)
         await self._transport.submit(
             IngestionResult(
                 job_id=payload.job_id,

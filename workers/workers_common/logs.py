@@ -23,7 +23,15 @@ from typing import Any, TextIO
 
 import structlog
 
-__all__ = ["REDACTED", "bound_job", "configure_logging", "is_secret_key", "job_fields", "redact"]
+__all__ = [
+    "QUIET_LOGGERS",
+    "REDACTED",
+    "bound_job",
+    "configure_logging",
+    "is_secret_key",
+    "job_fields",
+    "redact",
+]
 
 REDACTED = "[redacted]"
 
@@ -53,6 +61,13 @@ _SECRET_KEYS = frozenset(
     }
 )
 _SECRET_SUFFIXES = ("_token", "_api_key", "_secret", "_password", "_b64", "_content")
+
+
+#: Libraries whose DEBUG lines carry values: aiosqlite prints each call with its SQL
+#: parameters (content), hpack/h2 decoded headers (``authorization: Bearer <token>``),
+#: httpcore/h11/multipart request bytes. They log at INFO or above whatever the level.
+QUIET_LOGGERS = ("aiosqlite", "hpack", "h2", "h11", "httpcore", "httpx", "grpclib", "multipart",
+                 "python_multipart")  # fmt: skip
 
 
 def is_secret_key(key: str) -> bool:
@@ -149,3 +164,6 @@ def configure_logging(level: str = "info", stream: TextIO | None = None) -> None
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+    floor = max(root.level, logging.INFO)
+    for name in QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(floor)
