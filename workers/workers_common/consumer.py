@@ -340,10 +340,10 @@ class WorkerConsumer:
                     self._in_flight.pop(payload.job_id, None)
                     if not self._in_flight:
                         self._idle.set()
+                outcome = outcome if done else "abandoned"
+                log.debug("job %s: %s", payload.job_id, outcome)
                 if self._metrics is not None:
-                    self._metrics.job_finished(
-                        payload.job_id, payload.kind, outcome if done else "abandoned"
-                    )
+                    self._metrics.job_finished(payload.job_id, payload.kind, outcome)
 
     async def _submit_failure(self, payload: JobPayload, failed: _HandlerFailed) -> None:
         assert failed.__cause__ is not None
