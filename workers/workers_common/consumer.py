@@ -154,6 +154,8 @@ class _HandlerFailed(Exception):
 class _InFlight:
     generation: int
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+    #: For ``WorkerMetrics``: submitted, failed or not_accepted (abandoned is seen from scope).
+    outcome: str = "submitted"
 
 
 def _job(payload: JobPayload) -> tuple[Job, str | None]:
@@ -280,7 +282,7 @@ class WorkerConsumer:
                     slot = _InFlight(payload.lease_generation)
                     self._in_flight[payload.job_id] = slot
                     self._idle = anyio.Event()
-                    tg.start_soon(self._process, payload, slot)
+                    tg.start_soon(self._tracked, payload, slot)
             except (GRPCError, OSError, StreamTerminatedError) as exc:
                 lost = exc
             if self._in_flight:
@@ -313,37 +315,46 @@ class WorkerConsumer:
                 except Exception as exc:  # core unreachable: try again next beat
                     log.warning("heartbeat failed: %s", exc)
 
-    async def _process(self, payload: JobPayload, slot: _InFlight) -> None:
-        """Run one job. It leaves the in-flight set when it is done (submitted, failed, refused
-        or abandoned); cancelled from outside (shutdown) it stays, so its owner can release
-        the lease."""
-        done, outcome = False, "submitted"
+    async def _tracked(self, payload: JobPayload, slot: _InFlight) -> None:
+        """:meth:`_process` with the job's fields bound for every log line it causes (here, in
+        handler threads, in-process in core) and its outcome counted in ``metrics``."""
         if self._metrics is not None:
             self._metrics.job_started(payload.job_id)
         with bound_job(**_log_fields(payload)):
             try:
-                with slot.scope:
-                    try:
-                        await self._run_handler(payload)
-                    except _HandlerFailed as failed:
-                        outcome = "failed"
-                        await self._submit_failure(payload, failed)
-                done = True
-                if slot.scope.cancelled_caught:
-                    outcome = "abandoned"
-            except Exception as exc:
-                # Core refused or could not be reached: the lease expires, the job is retried.
-                log.warning("job %s: submission not accepted: %s", payload.job_id, exc)
-                done, outcome = True, "not_accepted"
+                await self._process(payload, slot)
             finally:
-                if done:
-                    self._in_flight.pop(payload.job_id, None)
-                    if not self._in_flight:
-                        self._idle.set()
-                outcome = outcome if done else "abandoned"
+                # Still in flight: cancelled from outside (shutdown), its lease left to expire
+                # or be released; a cancelled slot scope: the lease was lost.
+                lost = slot.scope.cancelled_caught or payload.job_id in self._in_flight
+                outcome = "abandoned" if lost else slot.outcome
                 log.debug("job %s: %s", payload.job_id, outcome)
                 if self._metrics is not None:
                     self._metrics.job_finished(payload.job_id, payload.kind, outcome)
+
+    async def _process(self, payload: JobPayload, slot: _InFlight) -> None:
+        """Run one job. It leaves the in-flight set when it is done (submitted, failed, refused
+        or abandoned); cancelled from outside (shutdown) it stays, so its owner can release
+        the lease."""
+        done = False
+        try:
+            with slot.scope:
+                try:
+                    await self._run_handler(payload)
+                except _HandlerFailed as failed:
+                    slot.outcome = "failed"
+                    await self._submit_failure(payload, failed)
+            done = True
+        except Exception as exc:
+            # Core refused or could not be reached: the lease expires and the job is retried.
+            log.warning("job %s: submission not accepted: %s", payload.job_id, exc)
+            slot.outcome = "not_accepted"
+            done = True
+        finally:
+            if done:
+                self._in_flight.pop(payload.job_id, None)
+                if not self._in_flight:
+                    self._idle.set()
 
     async def _submit_failure(self, payload: JobPayload, failed: _HandlerFailed) -> None:
         assert failed.__cause__ is not None
