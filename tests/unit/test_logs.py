@@ -106,3 +106,18 @@ def test_fields_of_a_new_job() -> None:
     assert fields["job_id"] == "01010101-0101-0101-0101-010101010101"
     with pytest.raises(ValueError):
         fields_of(job)
+
+
+def test_payload_fields_read_the_source_id_from_a_core_payload() -> None:
+    from telha.ingest.ingestor import _new_job
+    from telha_proto.telha.worker.v1 import JobPayload
+    from workers_common.logs import payload_fields
+
+    job = _new_job("text", "a.txt", b"x" * 100_000, None, {})
+    payload = JobPayload(
+        job_id="j", tenant_id="t", organization_id="o", kind=job.kind,
+        payload_json=job.payload, attempts=2,
+    )  # fmt: skip
+    fields = payload_fields(payload)
+    assert fields["source_id"] == fields_of(job, Scope("t", "o"))["source_id"]
+    assert fields["attempt"] == 3 and fields["kind"] == "ingest:text"

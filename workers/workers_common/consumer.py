@@ -47,7 +47,7 @@ from telha_proto.telha.worker.v1 import (
 )
 from workers_common.failures import TransientFailure, classify
 from workers_common.job import Job
-from workers_common.logs import bound_job, job_fields
+from workers_common.logs import bound_job, payload_fields
 from workers_common.metrics import WorkerMetrics
 
 __all__ = ["HEARTBEAT_INTERVAL_SECS", "Job", "Transport", "WorkerConsumer", "sweep_stale_spools"]
@@ -178,24 +178,6 @@ def _job(payload: JobPayload) -> tuple[Job, str | None]:
     return job, ref
 
 
-def _log_fields(payload: JobPayload) -> dict[str, Any]:
-    """The job's log fields (:func:`workers_common.logs.job_fields`); ``source_id`` is read
-    from the payload's head (core writes it first) without decoding the content."""
-    head = payload.payload_json[:120]
-    start = head.find(b'"source_id":"')
-    source_id = None
-    if start >= 0:
-        source_id = head[start + 13 : start + 49].decode("ascii", "replace")
-    return job_fields(
-        job_id=payload.job_id,
-        kind=payload.kind,
-        source_id=source_id,
-        attempt=payload.attempts + 1,
-        tenant_id=payload.tenant_id,
-        organization_id=payload.organization_id,
-    )
-
-
 def _handle(handler: Callable[[Job], Any], job: Job) -> Any:
     """Run the handler; encode a single-shot result (generators are driven part by part by
     the consumer)."""
@@ -320,7 +302,7 @@ class WorkerConsumer:
         handler threads, in-process in core) and its outcome counted in ``metrics``."""
         if self._metrics is not None:
             self._metrics.job_started(payload.job_id)
-        with bound_job(**_log_fields(payload)):
+        with bound_job(**payload_fields(payload)):
             try:
                 await self._process(payload, slot)
             finally:

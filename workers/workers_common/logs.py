@@ -23,6 +23,8 @@ from typing import Any, TextIO
 
 import structlog
 
+from telha_proto.telha.worker.v1 import JobPayload
+
 __all__ = [
     "QUIET_LOGGERS",
     "REDACTED",
@@ -30,6 +32,7 @@ __all__ = [
     "configure_logging",
     "is_secret_key",
     "job_fields",
+    "payload_fields",
     "redact",
 ]
 
@@ -110,6 +113,26 @@ def job_fields(
         "tenant_id": tenant_id,
         "organization_id": organization_id,
     }
+
+
+def payload_fields(payload: JobPayload) -> dict[str, Any]:
+    """:func:`job_fields` of a leased job as a worker receives it. ``source_id`` is read from
+    the head of ``payload_json`` (core's ``IngestJobPayload`` encodes it second, after ``v``)
+    so a payload carrying megabytes of base64 content is not decoded for it; ``None`` when it
+    is not there."""
+    head = payload.payload_json[:120]
+    start = head.find(b'"source_id":"')
+    source_id = None
+    if start >= 0:
+        source_id = head[start + 13 : start + 49].decode("ascii", "replace")
+    return job_fields(
+        job_id=payload.job_id,
+        kind=payload.kind,
+        source_id=source_id,
+        attempt=payload.attempts + 1,
+        tenant_id=payload.tenant_id,
+        organization_id=payload.organization_id,
+    )
 
 
 @contextmanager
