@@ -15,14 +15,12 @@ from pathlib import Path
 import anyio
 import httpx
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from telha.model import Scope
+from tests.support.metrics import parse, scrape, value
 from tests.support.server import ServerProcess, write_config
 
 pytestmark = pytest.mark.anyio
-
-Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
 TEMPLATES = {
     "/healthz", "/readyz", "/metrics", "/openapi.json", "/v1/ingest", "/v1/ingest/{job_id}",
@@ -30,19 +28,6 @@ TEMPLATES = {
     "/v1/sources/{source_id}/versions/{tx}/spans", "/v1/nodes", "/v1/nodes/{node_id}",
     "/v1/nodes/{node_id}/edges", "<unmatched>",
 }  # fmt: skip
-
-
-def parse(text: str) -> Samples:
-    """Every sample of a Prometheus text page: ``(name, labels) -> value``."""
-    out: Samples = {}
-    for family in text_string_to_metric_families(text):
-        for s in family.samples:
-            out[(s.name, frozenset(s.labels.items()))] = s.value
-    return out
-
-
-def value(samples: Samples, name: str, **labels: str) -> float:
-    return samples.get((name, frozenset(labels.items())), 0.0)
 
 
 @pytest.fixture(scope="module")
@@ -62,13 +47,6 @@ async def api(srv: ServerProcess) -> AsyncIterator[httpx.AsyncClient]:
         base_url=srv.base_url, headers={"x-api-key": key}, timeout=30
     ) as c:
         yield c
-
-
-async def scrape(base_url: str) -> Samples:
-    async with httpx.AsyncClient(base_url=base_url, timeout=30) as anon:
-        resp = await anon.get("/metrics")
-    assert resp.status_code == 200 and resp.headers["content-type"].startswith("text/plain")
-    return parse(resp.text)
 
 
 async def wait_job(api: httpx.AsyncClient, job_id: str, *states: str) -> dict[str, object]:
