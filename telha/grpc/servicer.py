@@ -6,6 +6,7 @@ front's auth hook (or by the in-process transport).
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import AsyncIterator
 from contextvars import ContextVar
@@ -94,7 +95,8 @@ class WorkerServicer(WorkerServiceBase):
                 raise
             self._queue.track(job, slots.release)
             # No contextvars here: an async generator runs in its consumer's context.
-            log.debug("job_leased", **fields_of(job), worker=worker_id)
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug("job_leased", **fields_of(job), worker=worker_id)
             yield JobPayload(
                 job_id=id_str(job.job_id),
                 tenant_id=job.scope.tenant_id,
