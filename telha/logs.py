@@ -1,48 +1,39 @@
-"""Structured logging (structlog): JSON lines on stderr, or a console renderer on a TTY."""
+"""Structured logging (structlog): JSON lines on stderr, or a console renderer on a TTY.
+
+The configuration, the redaction backstop and the job-context binding are shared with the
+workers (:mod:`workers_common.logs`, which imports nothing from ``telha``); this module adds
+the job fields of core's own records.
+"""
 
 from __future__ import annotations
 
-import logging
-import sys
+from typing import Any
 
-import structlog
+from telha.ids import id_str
+from telha.model import JobRecord, NewJob, Scope
+from workers_common.logs import bound_job, configure_logging, job_fields, redact
 
-__all__ = ["configure_logging"]
+__all__ = ["bound_job", "configure_logging", "fields_of", "redact"]
 
 
-def configure_logging(level: str = "info") -> None:
-    """Route structlog and stdlib logging (hypercorn, aiosqlite) to stderr, one event a line.
+def fields_of(job: JobRecord | NewJob, scope: Scope | None = None) -> dict[str, Any]:
+    """The log fields of ``job`` (:func:`workers_common.logs.job_fields`): ``attempt`` is the
+    attempt in progress or next (failed attempts + 1; 1 for a new job). ``scope`` is needed
+    for a :class:`NewJob`, which does not carry one.
 
-    JSON lines unless stderr is a terminal; each line has ``event``, ``level``, ``timestamp``.
+    :raises ValueError: a :class:`NewJob` without ``scope``.
     """
-    renderer: structlog.types.Processor
-    if sys.stderr.isatty():
-        renderer = structlog.dev.ConsoleRenderer()
+    if isinstance(job, JobRecord):
+        scope, attempt = job.scope, job.attempts + 1
+    elif scope is None:
+        raise ValueError("a NewJob's log fields need its scope")
     else:
-        renderer = structlog.processors.JSONRenderer()
-    shared: list[structlog.types.Processor] = [
-        structlog.contextvars.merge_contextvars,
-        structlog.stdlib.add_log_level,
-        structlog.stdlib.add_logger_name,
-        structlog.processors.TimeStamper(fmt="iso", utc=True),
-    ]
-    structlog.configure(
-        processors=[*shared, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
-        logger_factory=structlog.stdlib.LoggerFactory(),
-        wrapper_class=structlog.stdlib.BoundLogger,
-        cache_logger_on_first_use=True,
+        attempt = 1
+    return job_fields(
+        job_id=id_str(job.job_id),
+        kind=job.kind,
+        source_id=id_str(job.source_id),
+        attempt=attempt,
+        tenant_id=scope.tenant_id,
+        organization_id=scope.organization_id,
     )
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(
-        structlog.stdlib.ProcessorFormatter(
-            processors=[
-                structlog.stdlib.ProcessorFormatter.remove_processors_meta,
-                structlog.processors.format_exc_info,
-                renderer,
-            ],
-            foreign_pre_chain=shared,
-        )
-    )
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(level.upper())

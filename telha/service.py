@@ -108,6 +108,12 @@ async def _serve(
         )
         await sup.start("store", store.run)
         metrics = Metrics()
+        metrics.watch_channels(store.channel_statistics)
+        metrics.watch_gauge(
+            "telha_storage_writer_waiting",
+            "Tasks waiting for the single SQLite writer connection",
+            store.writers_waiting,
+        )
         queue = JobQueue(store, cfg.jobs, metrics=metrics)
         await sup.start("job_queue", queue.run)
         ingestor = Ingestor(store, cfg.ingest, queue)
@@ -125,6 +131,11 @@ async def _serve(
             queue=queue,
             metrics=metrics,
             upload_dir=upload_dir,
+        )
+        metrics.watch_gauge(
+            "telha_ingest_in_progress",
+            "POST /v1/ingest requests being handled (at most ingest.max_concurrent)",
+            lambda: cfg.ingest.max_concurrent - state.ingest_slots.value,
         )
         rest = RestFront(
             create_app(state), cfg.server.rest_addr, cfg.server.shutdown_grace_s, shutdown

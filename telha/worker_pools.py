@@ -19,6 +19,8 @@ import structlog
 
 from telha.grpc.servicer import WorkerServicer, current_auth
 from telha.grpc.tokens import WorkerAuth
+from telha.ids import id_str
+from telha.logs import fields_of
 from telha.model import LeaseRef
 from telha.queue.job_queue import JobQueue
 from telha_proto.telha.worker.v1 import (
@@ -137,5 +139,7 @@ class WorkerPools:
         for consumer in self._consumers:
             for job_id, generation in consumer.in_flight():
                 lease = LeaseRef(job_id, generation)
+                held = self._queue.leased_here(job_id)
                 if await self._queue.release(lease, "released at shutdown"):
-                    log.info("job_released", job_id=str(job_id), worker=consumer.worker_id)
+                    fields = fields_of(held) if held is not None else {"job_id": id_str(job_id)}
+                    log.info("job_released", **fields, worker=consumer.worker_id)

@@ -6,11 +6,13 @@ front's auth hook (or by the in-process transport).
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import AsyncIterator
 from contextvars import ContextVar
 
 import anyio
+import structlog
 from grpclib import GRPCError, Status
 
 from telha.errors import NotFound, OutOfSync, StaleLease, TelhaError
@@ -18,6 +20,7 @@ from telha.grpc.tokens import WorkerAuth
 from telha.ids import id_str
 from telha.ingest.ingestor import Ingestor, content_ref
 from telha.ingest.request import KNOWN_FORMATS
+from telha.logs import bound_job, fields_of
 from telha.model import JobRecord, LeaseRef
 from telha.queue.job_queue import JobQueue
 from telha.queue.policy import parse_reason
@@ -35,6 +38,8 @@ from telha_proto.telha.worker.v1 import (
 )
 
 __all__ = ["WorkerServicer", "current_auth"]
+
+log = structlog.get_logger("telha.grpc")
 
 #: The authenticated worker of the current call.
 current_auth: ContextVar[WorkerAuth] = ContextVar("telha_worker_auth")
@@ -89,6 +94,9 @@ class WorkerServicer(WorkerServiceBase):
                 slots.release()
                 raise
             self._queue.track(job, slots.release)
+            # No contextvars here: an async generator runs in its consumer's context.
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug("job_leased", **fields_of(job), worker=worker_id)
             yield JobPayload(
                 job_id=id_str(job.job_id),
                 tenant_id=job.scope.tenant_id,
@@ -115,6 +123,7 @@ class WorkerServicer(WorkerServiceBase):
             and job.lease_generation == generation
         ):
             return job
+        self._queue.metrics.leases_lost.labels(job.kind if job is not None else "unknown").inc()
         raise GRPCError(
             Status.FAILED_PRECONDITION,
             f"job {id_str(job_id)} is not held under lease generation {generation}",
@@ -125,13 +134,21 @@ class WorkerServicer(WorkerServiceBase):
         auth = _auth()
         job_id = _job_id(message.job_id)
         job = await self._held(auth, job_id, message.lease_generation)
-        lease = LeaseRef(job_id, message.lease_generation)
+        with bound_job(**fields_of(job)):
+            return await self._settle(job, message)
+
+    async def _settle(self, job: JobRecord, message: IngestionResult) -> SubmitResponse:
+        """Apply a success or record a failure of a held job; observes the lease-to-submit
+        time when the job leaves the lease (final submission, failure, invalid)."""
+        lease = LeaseRef(job.job_id, message.lease_generation)
+        held_s = self._queue.held_seconds(job.job_id)
         try:
             if message.success:
                 worker = message.worker_id or job.lease_owner or "worker"
                 result = await self._ingestor.apply_submission(
                     job, lease, message.result_json, worker
                 )
+                self._observe_settled(job, held_s)
                 return SubmitResponse(
                     accepted=result.accepted,
                     node_ids=[id_str(n) for n in result.node_ids],
@@ -140,13 +157,19 @@ class WorkerServicer(WorkerServiceBase):
                 )
             kind, detail = parse_reason(message.failure_reason, permanent=message.permanent)
             await self._queue.fail(lease, kind, detail)
+            self._observe_settled(job, held_s)
             return SubmitResponse(accepted=True)
         except StaleLease as exc:
+            self._queue.metrics.leases_lost.labels(job.kind).inc()
             raise GRPCError(Status.FAILED_PRECONDITION, exc.message) from None
         except OutOfSync as exc:
             raise GRPCError(Status.ABORTED, exc.message) from None
         except TelhaError as exc:  # storage trouble: the worker retries, the lease protects
             raise GRPCError(Status.UNAVAILABLE, exc.message) from None
+
+    def _observe_settled(self, job: JobRecord, held_s: float | None) -> None:
+        if held_s is not None and self._queue.leased_here(job.job_id) is None:
+            self._queue.metrics.lease_to_submit.labels(job.kind).observe(held_s)
 
     async def fetch_content(self, message: FetchContentRequest) -> AsyncIterator[ContentChunk]:
         """The stored raw bytes of a held job (its payload's ``content_ref``), from
@@ -184,6 +207,7 @@ class WorkerServicer(WorkerServiceBase):
             leases.append(LeaseRef(job.job_id, gen))
         extended, deadline = await self._queue.heartbeat(leases)
         if len(extended) != len(leases):  # lost between the check and the write
+            self._queue.metrics.leases_lost.labels("unknown").inc()
             raise GRPCError(Status.FAILED_PRECONDITION, "a listed lease is no longer held")
         return HeartbeatResponse(
             extended_job_ids=[id_str(j) for j in extended], lease_deadline=deadline

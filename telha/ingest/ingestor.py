@@ -20,7 +20,7 @@ import structlog
 from telha.canonical import is_label, upper_snake
 from telha.config import IngestConfig
 from telha.errors import InvalidStream, PayloadTooLarge, RequestError
-from telha.ids import content_hash, id_str, new_id, now_us, source_id_for
+from telha.ids import content_hash, new_id, now_us, source_id_for
 from telha.ingest.json_projection import JsonOptions, project_json
 from telha.ingest.offload import off_loop
 from telha.ingest.projection import Projection
@@ -32,6 +32,7 @@ from telha.ingest.submission import (
     decode_submission,
     to_projection,
 )
+from telha.logs import fields_of
 from telha.model import (
     Dedup,
     JobCompletion,
@@ -209,10 +210,7 @@ class Ingestor:
         job = _new_job(fmt, name, b"", upload.digest, options, stored=True, size=upload.size)
         outcome = await self._queue.enqueue(scope, job, dedup=True)
         if not outcome.deduplicated:
-            log.info(
-                "enqueued", job_id=id_str(job.job_id), kind=job.kind, bytes=upload.size,
-                stored=True,
-            )  # fmt: skip
+            log.info("enqueued", **fields_of(job, scope), bytes=upload.size, stored=True)
         return IngestResult(outcome.deduplicated, source_id, job_id=outcome.job_id)
 
     async def _enqueue(self, scope: Scope, req: IngestRequest) -> IngestResult:
@@ -222,7 +220,7 @@ class Ingestor:
         job = await off_loop(len(raw), _new_job, req.format, req.name, raw, digest, req.options)
         outcome = await self._queue.enqueue(scope, job, dedup=req.format not in FETCH_FORMATS)
         if not outcome.deduplicated:
-            log.debug("enqueued", job_id=id_str(job.job_id), kind=job.kind, bytes=len(raw))
+            log.debug("enqueued", **fields_of(job, scope), bytes=len(raw))
         return IngestResult(outcome.deduplicated, source_id, job_id=outcome.job_id)
 
     async def _json_bypass(self, scope: Scope, req: IngestRequest) -> IngestResult:
@@ -251,6 +249,8 @@ class Ingestor:
         log.info(
             "ingested",
             source_id=str(source_id),
+            tenant_id=scope.tenant_id,
+            organization_id=scope.organization_id,
             tx=outcome.source_version_tx,
             format=req.format,
             bytes=len(req.raw),
@@ -306,6 +306,10 @@ class Ingestor:
                     job.scope, version, projection, dedup=Dedup.SUBMIT, completion=completion
                 )
                 result = SubmitResult(True, tuple(outcome.node_ids), outcome.deduplicated)
+                self._queue.metrics.submission_applied(
+                    job.kind, partial=False, replay=False, deduplicated=outcome.deduplicated,
+                    canonical_bytes=len(projection.canonical), stats=sub.stats,
+                )  # fmt: skip
             else:
                 part = StreamPart(
                     lease, worker, sub.seq, sub.partial, base, now, self._queue.lease_us,
@@ -314,9 +318,13 @@ class Ingestor:
                 streamed_outcome = await self._store.apply_stream_part(
                     job.scope, version, projection, part
                 )
+                self._queue.metrics.submission_applied(
+                    job.kind, partial=sub.partial, replay=streamed_outcome.replay,
+                    deduplicated=False, canonical_bytes=len(projection.canonical),
+                    stats=sub.stats,
+                )  # fmt: skip
                 log.info(
                     "partial_applied",
-                    job_id=id_str(job.job_id),
                     seq=sub.seq,
                     nodes=len(streamed_outcome.node_ids),
                     bytes=len(projection.canonical),
@@ -336,15 +344,15 @@ class Ingestor:
         except (InvalidSubmission, InvalidStream) as exc:
             reason = str(exc)
             await self._queue.fail(lease, "invalid_submission", reason)
-            log.warning("invalid_submission", job_id=id_str(job.job_id), reason=reason)
+            self._queue.metrics.invalid_submissions.labels(job.kind).inc()
+            log.warning("invalid_submission", reason=reason)
             return SubmitResult(False, reason=reason)
         self._queue.finished(job.job_id)
-        self._queue.transition("completed")
+        self._queue.transition(job.kind, "completed")
         for fmt in {c.format for c in children}:
             self._queue.notify(fmt)
         log.info(
             "job_completed",
-            job_id=id_str(job.job_id),
             deduplicated=result.deduplicated,
             nodes=len(result.node_ids),
             children=len(children),

@@ -11,6 +11,7 @@ released or its lease is reaped.
 from __future__ import annotations
 
 import random
+import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -20,7 +21,8 @@ import anyio.abc
 import structlog
 
 from telha.config import JobsConfig
-from telha.ids import id_str, now_us
+from telha.ids import now_us
+from telha.logs import bound_job, fields_of
 from telha.metrics import Metrics
 from telha.model import EnqueueOutcome, JobRecord, LeaseRef, NewJob, Scope
 from telha.queue.policy import FailureDecision, decide_failure, format_reason
@@ -88,7 +90,13 @@ class JobQueue:
         self._clock = clock
         self._rng = rng or random.Random()
         self._wakeups = _Wakeups()
-        self._holders: dict[bytes, tuple[JobRecord, Callable[[], None]]] = {}
+        #: job id → (record as leased, slot release, monotonic seconds at lease)
+        self._holders: dict[bytes, tuple[JobRecord, Callable[[], None], float]] = {}
+
+    @property
+    def metrics(self) -> Metrics:
+        """Where this queue (and the ingestor and servicer over it) count what happens."""
+        return self._metrics
 
     @property
     def lease_us(self) -> int:
@@ -113,23 +121,27 @@ class JobQueue:
         while True:
             await anyio.sleep(self._config.reap_interval_s)
             await self.reap()
-            for state, count in (await self._store.active_job_counts()).items():
-                self._metrics.jobs.labels(state).set(count)
+            await self.refresh_gauges()
 
-    def transition(self, name: str) -> None:
-        """Count one job state transition (``telha_job_transitions_total``)."""
-        self._metrics.job_transitions.labels(name).inc()
+    async def refresh_gauges(self) -> None:
+        """Take a new snapshot of active jobs by kind and state for ``telha_jobs``."""
+        self._metrics.set_job_counts(await self._store.active_job_counts())
+
+    def transition(self, kind: str, name: str) -> None:
+        """Count one job state transition of a ``kind`` job (``telha_job_transitions_total``)."""
+        self._metrics.transition(kind, name)
 
     async def reap(self) -> int:
         """Return expired leases to ``pending`` (``lease_expired``, a failed attempt) or
         dead-letter them; wakes pollers. Returns how many leases were reaped."""
         reaped = await self._store.reap_expired(now_us=self._clock(), decide=self.decide)
-        for job_id, fmt, state in reaped:
-            log.warning("lease_expired", job_id=id_str(job_id), format=fmt, state=state)
-            self.transition("lease_expired" if state == "pending" else "dead")
-            self.finished(job_id)
+        for job, state in reaped:
+            with bound_job(**fields_of(job)):
+                log.warning("lease_expired", worker=job.lease_owner, state=state)
+            self._metrics.lease_expired(job.kind, state)
+            self.finished(job.job_id)
             if state == "pending":
-                self._wakeups.notify(fmt)
+                self._wakeups.notify(job.format)
         return len(reaped)
 
     async def enqueue(self, scope: Scope, job: NewJob, *, dedup: bool) -> EnqueueOutcome:
@@ -161,7 +173,7 @@ class JobQueue:
                     lease_us=self.lease_us,
                 )
                 if job is not None:
-                    self.transition("leased")
+                    self.transition(job.kind, "leased")
                     return job
                 wait_s = _MAX_IDLE_S
                 due = await self._store.next_available_at(formats, scope)
@@ -175,13 +187,19 @@ class JobQueue:
     def track(self, job: JobRecord, on_finished: Callable[[], None]) -> None:
         """Remember a job leased through this process and call ``on_finished`` once when it
         completes, fails, is released or reaped."""
-        self._holders[job.job_id] = (job, on_finished)
+        self._holders[job.job_id] = (job, on_finished, time.monotonic())
 
     def leased_here(self, job_id: bytes) -> JobRecord | None:
         """The record of a job this process leased and that has not finished yet (saves a
         read per submission; the lease itself is re-checked inside the commit)."""
         held = self._holders.get(job_id)
         return held[0] if held is not None else None
+
+    def held_seconds(self, job_id: bytes) -> float | None:
+        """Seconds since a job this process leased (and that has not finished) was tracked
+        at its lease; ``None`` for a job not held here."""
+        held = self._holders.get(job_id)
+        return time.monotonic() - held[2] if held is not None else None
 
     def finished(self, job_id: bytes) -> None:
         """A job left the lease (any way): give its poller's slot back."""
@@ -205,24 +223,21 @@ class JobQueue:
             lease, kind, reason, now_us=self._clock(), decide=self.decide
         )
         self.finished(lease.job_id)
-        self.transition("retried" if job.state == "pending" else "dead")
-        log.info(
-            "job_failed",
-            job_id=id_str(lease.job_id),
-            kind=kind,
-            state=job.state,
-            attempts=job.attempts,
-        )
+        self.transition(job.kind, "retried" if job.state == "pending" else "dead")
+        # The line is about the attempt that failed (``job`` already counts it).
+        with bound_job(**{**fields_of(job), "attempt": job.attempts}):
+            log.info("job_failed", failure_kind=kind, state=job.state, attempts=job.attempts)
         if job.state == "pending":
             self._wakeups.notify(job.format)
         return job
 
     async def release(self, lease: LeaseRef, detail: str) -> bool:
         """Give a held job back without counting an attempt (shutdown of a worker pool)."""
+        held = self._holders.get(lease.job_id)
         released = await self._store.release_job(lease, now_us=self._clock(), detail=detail)
         self.finished(lease.job_id)
         if released:
-            self.transition("released")
+            self.transition(held[0].kind if held is not None else "unknown", "released")
         return released
 
     async def get(

@@ -19,6 +19,7 @@ import structlog
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -30,6 +31,7 @@ from telha.ingest.ingestor import Ingestor
 from telha.metrics import Metrics
 from telha.model import Scope
 from telha.queue.job_queue import JobQueue
+from telha.rest.metrics_middleware import MetricsMiddleware
 from telha.rest.schemas import ErrorBody, ErrorDetail
 from telha.storage.protocol import Storage
 
@@ -191,8 +193,11 @@ async def readyz(request: Request) -> Response:
 
 
 async def metrics(request: Request) -> Response:
-    """Prometheus text exposition of this instance's metrics."""
-    body = generate_latest(state(request).metrics.registry)
+    """Prometheus text exposition of this instance's metrics (the active-jobs gauges are
+    refreshed first: two counts over the pending/leased partial indexes)."""
+    st = state(request)
+    await st.queue.refresh_gauges()
+    body = generate_latest(st.metrics.registry)
     return Response(body, media_type=CONTENT_TYPE_LATEST)
 
 
@@ -211,6 +216,7 @@ def create_app(st: AppState) -> Starlette:
     ]
     app = Starlette(
         routes=routes,
+        middleware=[Middleware(MetricsMiddleware, metrics=st.metrics, routes=routes)],
         exception_handlers={
             TelhaError: _telha_error,
             HTTPException: _http_error,

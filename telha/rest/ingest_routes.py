@@ -70,20 +70,20 @@ async def ingest(request: Request) -> Response:
             " retry shortly"
         ) from None
     started = time.perf_counter()
-    fmt = "unknown"
+    fmt, size = "unknown", 0
     try:
         content_type = request.headers.get("content-type", "")
         if content_type.lower().startswith("multipart/form-data"):
             limit = st.config.ingest.max_upload_bytes
             async with receive_upload(request, st.upload_dir, limit) as up:
-                fmt = up.format
+                fmt, size = up.format, up.file.size
                 result = await st.ingestor.ingest_upload(
                     scope, up.format, up.name, up.options, up.file
                 )
         else:
             body = await read_body(request, st.config.ingest.max_body_bytes)
             req = await off_loop(len(body), parse_ingest_request, body)
-            fmt = req.format
+            fmt, size = req.format, len(req.raw or b"")
             result = await st.ingestor.ingest(scope, req)
     except TelhaError:
         st.metrics.ingest_requests.labels(fmt, "error").inc()
@@ -91,7 +91,7 @@ async def ingest(request: Request) -> Response:
     finally:
         st.ingest_slots.release()
     st.metrics.ingest_seconds.labels(fmt).observe(time.perf_counter() - started)
-    st.metrics.ingest_requests.labels(fmt, _outcome(result)).inc()
+    st.metrics.ingest_accepted(fmt, _outcome(result), size)
     if result.deduplicated:
         job = id_str(result.job_id) if result.job_id else None
         return json_response(

@@ -126,8 +126,8 @@ class Storage(Protocol):
     ) -> int | None:
         """Earliest ``available_at`` (µs) among pending jobs of ``formats`` (of ``scope``)."""
 
-    async def active_job_counts(self) -> dict[str, int]:
-        """Jobs now ``pending`` and ``leased`` (for the gauges)."""
+    async def active_job_counts(self) -> dict[tuple[str, str], int]:
+        """``{(kind, state): n}`` of jobs now ``pending`` and ``leased`` (for the gauges)."""
 
     async def heartbeat_jobs(
         self, leases: Sequence[LeaseRef], *, now_us: int, lease_us: int
@@ -145,8 +145,8 @@ class Storage(Protocol):
     async def release_job(self, lease: LeaseRef, *, now_us: int, detail: str) -> bool:
         """Give a held job back to pending without counting an attempt."""
 
-    async def reap_expired(self, *, now_us: int, decide: Decide) -> list[tuple[bytes, str, str]]:
-        """Expired leases → pending or dead; ``(job_id, format, state)`` per job."""
+    async def reap_expired(self, *, now_us: int, decide: Decide) -> list[tuple[JobRecord, str]]:
+        """Expired leases → pending or dead; ``(job as reaped, new state)`` per job."""
 
     async def get_job(
         self, scope: Scope | None, job_id: bytes, *, events: bool = True

@@ -48,8 +48,10 @@ def write_config(folder: Path, **sections: dict[str, Any]) -> Path:
 class ServerProcess:
     """One ``telha serve --config PATH`` child process."""
 
-    def __init__(self, config: Path) -> None:
+    def __init__(self, config: Path, serve_args: tuple[str, ...] = ()) -> None:
+        """``serve_args`` are appended to ``telha serve --config PATH`` (``--log-level``)."""
         self.config = config
+        self.serve_args = serve_args
         self.db = config.parent / "telha.db"
         self.log = config.parent / "serve.log"
         self.proc: subprocess.Popen[bytes] | None = None
@@ -59,9 +61,10 @@ class ServerProcess:
     def start(self) -> ServerProcess:
         """Spawn and wait for readiness; raises ``RuntimeError`` with the log if it exits."""
         offset = self.log.stat().st_size if self.log.exists() else 0
+        cmd = [sys.executable, "-m", "telha", "serve", "--config", str(self.config)]
         with self.log.open("ab") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "telha", "serve", "--config", str(self.config)],
+                [*cmd, *self.serve_args],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env={**os.environ, "PYTHONUNBUFFERED": "1"},

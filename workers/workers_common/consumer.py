@@ -47,6 +47,8 @@ from telha_proto.telha.worker.v1 import (
 )
 from workers_common.failures import TransientFailure, classify
 from workers_common.job import Job
+from workers_common.logs import bound_job, payload_fields
+from workers_common.metrics import WorkerMetrics
 
 __all__ = ["HEARTBEAT_INTERVAL_SECS", "Job", "Transport", "WorkerConsumer", "sweep_stale_spools"]
 
@@ -152,6 +154,8 @@ class _HandlerFailed(Exception):
 class _InFlight:
     generation: int
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+    #: For ``WorkerMetrics``: submitted, failed or not_accepted (abandoned is seen from scope).
+    outcome: str = "submitted"
 
 
 def _job(payload: JobPayload) -> tuple[Job, str | None]:
@@ -199,6 +203,7 @@ class WorkerConsumer:
     :param heartbeat_interval_s: seconds between heartbeats.
     :param drain_s: how long jobs in hand may still run after the stream broke.
     :param spool_dir: where fetched raw bytes are spooled (default: the system temp folder).
+    :param metrics: where job outcomes are counted (a worker process's ``/metrics``).
     """
 
     def __init__(
@@ -212,6 +217,7 @@ class WorkerConsumer:
         heartbeat_interval_s: float = HEARTBEAT_INTERVAL_SECS,
         drain_s: float = 60.0,
         spool_dir: Path | None = None,
+        metrics: WorkerMetrics | None = None,
     ) -> None:
         self._transport = transport
         self._handler = handler
@@ -223,6 +229,7 @@ class WorkerConsumer:
         self._idle = anyio.Event()  # set whenever no job is in flight
         self._drain_s = drain_s
         self._spool_dir = spool_dir
+        self._metrics = metrics
 
     @property
     def worker_id(self) -> str:
@@ -257,7 +264,7 @@ class WorkerConsumer:
                     slot = _InFlight(payload.lease_generation)
                     self._in_flight[payload.job_id] = slot
                     self._idle = anyio.Event()
-                    tg.start_soon(self._process, payload, slot)
+                    tg.start_soon(self._tracked, payload, slot)
             except (GRPCError, OSError, StreamTerminatedError) as exc:
                 lost = exc
             if self._in_flight:
@@ -290,6 +297,23 @@ class WorkerConsumer:
                 except Exception as exc:  # core unreachable: try again next beat
                     log.warning("heartbeat failed: %s", exc)
 
+    async def _tracked(self, payload: JobPayload, slot: _InFlight) -> None:
+        """:meth:`_process` with the job's fields bound for every log line it causes (here, in
+        handler threads, in-process in core) and its outcome counted in ``metrics``."""
+        if self._metrics is not None:
+            self._metrics.job_started(payload.job_id)
+        with bound_job(**payload_fields(payload)):
+            try:
+                await self._process(payload, slot)
+            finally:
+                # Still in flight: cancelled from outside (shutdown), its lease left to expire
+                # or be released; a cancelled slot scope: the lease was lost.
+                lost = slot.scope.cancelled_caught or payload.job_id in self._in_flight
+                outcome = "abandoned" if lost else slot.outcome
+                log.debug("job %s: %s", payload.job_id, outcome)
+                if self._metrics is not None:
+                    self._metrics.job_finished(payload.job_id, payload.kind, outcome)
+
     async def _process(self, payload: JobPayload, slot: _InFlight) -> None:
         """Run one job. It leaves the in-flight set when it is done (submitted, failed, refused
         or abandoned); cancelled from outside (shutdown) it stays, so its owner can release
@@ -300,11 +324,13 @@ class WorkerConsumer:
                 try:
                     await self._run_handler(payload)
                 except _HandlerFailed as failed:
+                    slot.outcome = "failed"
                     await self._submit_failure(payload, failed)
             done = True
         except Exception as exc:
             # Core refused or could not be reached: the lease expires and the job is retried.
             log.warning("job %s: submission not accepted: %s", payload.job_id, exc)
+            slot.outcome = "not_accepted"
             done = True
         finally:
             if done:
@@ -314,8 +340,10 @@ class WorkerConsumer:
 
     async def _submit_failure(self, payload: JobPayload, failed: _HandlerFailed) -> None:
         assert failed.__cause__ is not None
-        reason, permanent, _ = classify(failed.__cause__)
-        log.info("job %s failed: %s", payload.job_id, reason)
+        reason, permanent, kind = classify(failed.__cause__)
+        # The reason goes to core (the job's failureReason), not to the log: a handler's
+        # message may quote the content it choked on.
+        log.info("job %s failed: %s (%s)", payload.job_id, kind, type(failed.__cause__).__name__)
         await self._transport.submit(
             IngestionResult(
                 job_id=payload.job_id,

@@ -4,6 +4,12 @@
 Reads ``TELHA_GRPC_TARGET`` (``host:port``) and ``TELHA_WORKER_TOKEN``. While core is
 unreachable it retries with exponential backoff (capped at 30 s), saying so on stderr; a
 rejected token or a bad module ends the process with exit code 2.
+
+Logs are JSON lines on stderr (console lines on a terminal), each line about a job carrying
+its ``job_id``, ``kind``, ``source_id``, ``attempt`` and scope (:mod:`workers_common.logs`).
+With ``--http-port`` (0: any free port) the process serves ``GET /health`` and
+``GET /metrics`` on ``--http-host`` (default 127.0.0.1) and logs the bound address as
+``http_listening`` (:mod:`workers_common.http`).
 """
 
 from __future__ import annotations
@@ -24,6 +30,9 @@ from grpclib.exceptions import StreamTerminatedError
 
 from workers_common.consumer import HEARTBEAT_INTERVAL_SECS, WorkerConsumer
 from workers_common.gc_tuning import limit_malloc_arenas, tune_gc
+from workers_common.http import health_app, serve_http
+from workers_common.logs import configure_logging
+from workers_common.metrics import WorkerMetrics
 from workers_common.transport import GrpcTransport, split_target
 
 __all__ = ["load_worker", "main"]
@@ -76,7 +85,11 @@ def _env(name: str) -> str:
 async def _serve(args: argparse.Namespace, module: ModuleType, target: str, token: str) -> None:
     """Run until SIGINT/SIGTERM, which stop polling and end the process with exit 0 (a job in
     hand is abandoned; its lease expires and core retries it)."""
+    metrics = WorkerMetrics(args.worker)
     async with anyio.create_task_group() as tg:
+        if args.http_port is not None:
+            app = health_app(metrics, list(module.FORMATS))
+            await tg.start(serve_http, app, args.http_host, args.http_port)
 
         async def stop_on_signal() -> None:
             with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
@@ -87,11 +100,12 @@ async def _serve(args: argparse.Namespace, module: ModuleType, target: str, toke
                     return
 
         tg.start_soon(stop_on_signal)
-        await _poll_forever(args, module, target, token)
+        await _poll_forever(args, module, target, token, metrics)
+        tg.cancel_scope.cancel()
 
 
 async def _poll_forever(
-    args: argparse.Namespace, module: ModuleType, target: str, token: str
+    args: argparse.Namespace, module: ModuleType, target: str, token: str, metrics: WorkerMetrics
 ) -> None:
     delay = 0.5
     while True:
@@ -103,9 +117,11 @@ async def _poll_forever(
             worker_id=args.worker_id,
             capacity=args.capacity,
             heartbeat_interval_s=args.heartbeat_interval_s,
+            metrics=metrics,
         )
         try:
             log.info("polling %s for %s as %s", target, ",".join(module.FORMATS), args.worker_id)
+            metrics.set_polling(True)
             await consumer.run()
             delay = 0.5
         except Exception as exc:  # task groups wrap what the stream raised
@@ -123,6 +139,7 @@ async def _poll_forever(
             else:
                 raise
         finally:
+            metrics.set_polling(False)
             transport.close()
         await anyio.sleep(delay)
         delay = min(_BACKOFF_MAX_S, delay * 2)
@@ -139,10 +156,18 @@ def main(argv: list[str] | None = None) -> int:
         type=float,
         default=float(os.environ.get("TELHA_HEARTBEAT_INTERVAL_SECS", HEARTBEAT_INTERVAL_SECS)),
     )
-    args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    parser.add_argument(
+        "--http-port",
+        type=int,
+        default=None,
+        help="serve GET /health and GET /metrics on this port (0: any free port; default: off)",
     )
+    parser.add_argument(
+        "--http-host", default="127.0.0.1", help="address --http-port binds (default 127.0.0.1)"
+    )
+    parser.add_argument("--log-level", default="info", help="logging level (default info)")
+    args = parser.parse_args(argv)
+    configure_logging(args.log_level)
     try:
         module = load_worker(args.worker)
         target, token = _env("TELHA_GRPC_TARGET"), _env("TELHA_WORKER_TOKEN")

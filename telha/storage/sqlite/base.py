@@ -97,6 +97,18 @@ class SqliteBase:
             await self._writer.close()
             self._writer = None
 
+    def channel_statistics(self) -> dict[str, Any]:
+        """``{"storage.readers": statistics()}`` of the bounded pool of idle read connections
+        (an anyio memory object stream: items = idle readers, waiting receivers = reads
+        queued for a connection); empty while the store is closed."""
+        if self._pool_recv is None:
+            return {}
+        return {"storage.readers": self._pool_recv.statistics()}
+
+    def writers_waiting(self) -> int:
+        """Tasks waiting for the single writer connection (its lock) now."""
+        return int(self._write_lock.statistics().tasks_waiting)
+
     async def __aenter__(self) -> Self:
         await self.open()
         return self

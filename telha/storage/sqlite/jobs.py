@@ -299,11 +299,16 @@ class JobsMixin(SqliteBase):
         rows = await self._fetchall(sql, params)
         return rows[0][0] if rows and rows[0][0] is not None else None
 
-    async def active_job_counts(self) -> dict[str, int]:
-        """``{"pending": n, "leased": m}`` (counted through the partial indexes)."""
-        pending = await self._fetchall("SELECT count(*) FROM jobs WHERE state = 'pending'", ())
-        leased = await self._fetchall("SELECT count(*) FROM jobs WHERE state = 'leased'", ())
-        return {"pending": int(pending[0][0]), "leased": int(leased[0][0])}
+    async def active_job_counts(self) -> dict[tuple[str, str], int]:
+        """``{(kind, state): n}`` for ``pending`` and ``leased`` jobs (each state counted
+        through its partial index); absent pairs have no jobs."""
+        rows = await self._fetchall(
+            "SELECT kind, 'pending', count(*) FROM jobs WHERE state = 'pending' GROUP BY kind"
+            " UNION ALL"
+            " SELECT kind, 'leased', count(*) FROM jobs WHERE state = 'leased' GROUP BY kind",
+            (),
+        )
+        return {(str(kind), str(state)): int(n) for kind, state, n in rows}
 
     async def heartbeat_jobs(
         self, leases: Sequence[LeaseRef], *, now_us: int, lease_us: int
@@ -356,25 +361,27 @@ class JobsMixin(SqliteBase):
 
         return await self._write("release job", tx)
 
-    async def reap_expired(self, *, now_us: int, decide: Decide) -> list[tuple[bytes, str, str]]:
+    async def reap_expired(self, *, now_us: int, decide: Decide) -> list[tuple[JobRecord, str]]:
         """Expired leases back to pending (a failed attempt, ``lease_expired``) or dead.
 
-        :returns: ``(job_id, format, new state)`` per reaped job.
+        :returns: ``(job as it was when reaped, new state)`` per reaped job.
         """
 
-        def tx(conn: sqlite3.Connection) -> list[tuple[bytes, str, str]]:
+        def tx(conn: sqlite3.Connection) -> list[tuple[JobRecord, str]]:
             rows = conn.execute(
-                "SELECT job_id, attempts, format, lease_owner FROM jobs"
-                " WHERE state = 'leased' AND lease_deadline < ?",
+                f"SELECT {_JOB_COLS}{_FROM} WHERE j.state = 'leased' AND j.lease_deadline < ?",
                 (now_us,),
             ).fetchall()
             if not rows:
                 conn.execute("ROLLBACK")
-            reaped: list[tuple[bytes, str, str]] = []
-            for job_id, attempts, fmt, owner in rows:
-                reason = f"lease_expired: lease of worker {owner} ran out"
-                d = _apply_failure(conn, job_id, "lease_expired", reason, attempts, now_us, decide)
-                reaped.append((job_id, fmt, d.state))
+            reaped: list[tuple[JobRecord, str]] = []
+            for row in rows:
+                job = _job(row)
+                reason = f"lease_expired: lease of worker {job.lease_owner} ran out"
+                d = _apply_failure(
+                    conn, job.job_id, "lease_expired", reason, job.attempts, now_us, decide
+                )
+                reaped.append((job, d.state))
             return reaped
 
         return await self._write("reap leases", tx)
