@@ -74,6 +74,8 @@ class _Build:
     blocks: list[Block] = field(default_factory=list)
     skipped: dict[str, int] = field(default_factory=dict)
     counts: dict[str, int] = field(default_factory=dict)
+    #: ``[node index, href, text]`` of the items that carry a hyperlink (``links=True``).
+    links: list[list[Any]] | None = None
 
     def separate(self) -> None:
         if self.builder.byte_length:
@@ -103,6 +105,11 @@ class _Build:
 
     def skip(self, feature: str) -> None:
         self.skipped[feature] = self.skipped.get(feature, 0) + 1
+
+    def link(self, item: TextItem, ref: int, text: str) -> None:
+        """Record ``item``'s hyperlink (as written in the source) on node ``ref``."""
+        if self.links is not None and item.hyperlink is not None:
+            self.links.append([ref, str(item.hyperlink), text])
 
 
 def _geometry(doc: DoclingDocument, item: DocItem) -> dict[str, Any]:
@@ -206,17 +213,21 @@ def _open_section(b: _Build, title: str, level: int, geometry: dict[str, Any]) -
     b.count("sections")
 
 
-def _add_paragraph(b: _Build, text: str, props: dict[str, Any]) -> None:
-    """A PARAGRAPH block holding ``text`` (its span) and ``props`` besides ``text``."""
+def _add_paragraph(b: _Build, text: str, props: dict[str, Any]) -> int:
+    """A PARAGRAPH block holding ``text`` (its span) and ``props`` besides ``text``; returns
+    its node index."""
     span = b.block_span(text, "paragraph")
-    b.contain(b.builder.add_node(["PARAGRAPH"], {"text": text, **props}, spans=[span]))
+    ref = b.builder.add_node(["PARAGRAPH"], {"text": text, **props}, spans=[span])
+    b.contain(ref)
     b.count("paragraphs")
+    return ref
 
 
 def _section(b: _Build, doc: DoclingDocument, item: TextItem, level: int) -> None:
     title = _cell(item.text)
     if title:
         _open_section(b, title, level, _geometry(doc, item))
+        b.link(item, b.stack[-1].ref, title)
 
 
 def _pdf(b: _Build, doc: DoclingDocument) -> None:
@@ -243,22 +254,31 @@ def _paragraph(b: _Build, doc: DoclingDocument, item: TextItem) -> None:
     props: dict[str, Any] = {"label": label}
     if label == "list_item":
         props["list_level"] = _list_level(doc, item)
-    _add_paragraph(b, text, {**props, **_geometry(doc, item)})
+    b.link(item, _add_paragraph(b, text, {**props, **_geometry(doc, item)}), text)
 
 
 def project_document(
-    doc: DoclingDocument, name: str, fmt: str, *, clarify: bool, pdf_pipeline: str = "native"
+    doc: DoclingDocument,
+    name: str,
+    fmt: str,
+    *,
+    clarify: bool,
+    pdf_pipeline: str = "native",
+    links: bool = False,
 ) -> dict[str, Any]:
     """The single submission for ``doc`` (module docstring), with ``stats``: ``sections``,
     ``paragraphs``, ``tables``, ``skipped`` (per feature), ``pages``, for PDFs
     ``pdf_pipeline`` (``native``: lines grouped by :mod:`docling_worker.pdf_blocks`;
     ``layout``: docling's items as they are) and the ambiguity counters of spec 003 §15
-    (``options.clarify``).
+    (``options.clarify``). With ``links`` the dict also holds ``"links"``: ``[node index, href,
+    text]`` for each SECTION/PARAGRAPH whose item carries a hyperlink, href as written in the
+    source (not resolved), in reading order — for ``web_worker``, which removes the key
+    before submitting.
 
     :raises UnsupportedFeature: the document holds nothing but skipped features
         (``pictures: …``, ``charts: …``, ``formulas: …``, ``footnotes: …``).
     """
-    b = _Build()
+    b = _Build(links=[] if links else None)
     # The DOCUMENT node's span covers the whole text: added once the text is complete.
     pending_doc: dict[str, Any] = {"name": name, "format": fmt}
     if doc.pages:
@@ -311,4 +331,7 @@ def project_document(
             **found.stats,
         }
     )
-    return b.builder.build()
+    out = b.builder.build()
+    if b.links is not None:
+        out["links"] = b.links
+    return out
