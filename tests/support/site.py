@@ -73,7 +73,10 @@ def _handler(site: Site) -> type[BaseHTTPRequestHandler]:
             for k, v in resp.headers.items():
                 self.send_header(k, v)
             self.end_headers()
-            self.wfile.write(resp.body)
+            try:
+                self.wfile.write(resp.body)
+            except (BrokenPipeError, ConnectionResetError):  # the browser gave up (a timeout)
+                pass
 
         def log_message(self, format: str, *args: object) -> None:
             pass
