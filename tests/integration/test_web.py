@@ -178,7 +178,9 @@ async def test_depth_one_crawl_honours_robots(tenant: Tenant, site: Site) -> Non
     for i in range(1, 4):
         url = site.url(f"/site/p{i}.html")
         with anyio.fail_after(60):
-            while not (await _page_docs(tenant, url)):
+            while True:
+                if await _page_docs(tenant, url):
+                    break
                 await anyio.sleep(0.1)
     assert site.hit_count("/site/p4.html") == 0  # disallowed by robots.txt
     assert all(site.hit_count(f"/site/deeper{i}.html") == 0 for i in range(1, 5))
@@ -230,7 +232,10 @@ async def test_retryable_statuses_honour_retry_after(
     url = site.page(path, "<p>busy</p>", status=status, headers={"Retry-After": "1"})
     posted = await _post(tenant, url)
     with anyio.fail_after(30):
-        while "retried" not in transitions(job := await tenant.job(posted["jobId"])):
+        while True:
+            job = await tenant.job(posted["jobId"])
+            if "retried" in transitions(job):
+                break
             await anyio.sleep(0.05)
     (retried,) = [e for e in job["events"] if e["transition"] == "retried"]  # type: ignore[union-attr]
     assert f"transient: http_status {status}" in retried["detail"]

@@ -3,6 +3,7 @@ benchmarks: pages are set (and changed) per path; every request is recorded."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Iterator
@@ -73,10 +74,8 @@ def _handler(site: Site) -> type[BaseHTTPRequestHandler]:
             for k, v in resp.headers.items():
                 self.send_header(k, v)
             self.end_headers()
-            try:
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # a client gave up
                 self.wfile.write(resp.body)
-            except (BrokenPipeError, ConnectionResetError):  # the browser gave up (a timeout)
-                pass
 
         def log_message(self, format: str, *args: object) -> None:
             pass
