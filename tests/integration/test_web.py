@@ -281,3 +281,55 @@ async def test_bad_option_and_disallowed_host(tenant: Tenant) -> None:
     off = await _post(tenant, "http://192.0.2.1/never.html")
     job = await tenant.wait_state(off["jobId"], "dead", "completed", within_s=30)
     assert str(job["failureReason"]).startswith("unsupported_feature: host_not_allowed")
+
+
+async def test_crawl_child_is_deduplicated_against_an_active_job(
+    tenant: Tenant, site: Site
+) -> None:
+    with serve_site() as other:  # another origin: its fetch does not wait for site's gate
+        target = other.page("/slow-target.html", "<p>target</p>", delay_s=2)
+        held = await _post(tenant, target)
+        await tenant.wait_state(held["jobId"], "leased", within_s=30)
+        root = site.page("/links-to-slow.html", f"<p><a href='{target}'>slow</a></p>")
+        crawl = {"max_depth": 1, "same_origin": False, "delay_s": 0}
+        job = await _crawl_page(tenant, root, crawl=crawl)
+        assert job["stats"]["children"] == 1  # asked for, and deduplicated by core
+        done = await tenant.wait_state(held["jobId"], "completed", "dead", within_s=30)
+        assert done["state"] == "completed"
+        await anyio.sleep(1)
+        assert other.hit_count("/slow-target.html") == 1
+
+
+@pytest.fixture(scope="module")
+def bare_srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    folder = tmp_path_factory.mktemp("web-remote")
+    proc = ServerProcess(write_config(folder, workers={"in_process": []})).start()
+    yield proc
+    assert proc.stop() == 0, proc.log_text()
+
+
+async def test_remote_web_worker_process(bare_srv: ServerProcess, site: Site) -> None:
+    """``python -m workers_common.run web_worker``: its lifespan (the browser) runs there."""
+    tenant_key = bare_srv.create_key("remote-web", "org")
+    scope_worker = bare_srv.spawn_worker("web_worker", None, TELHA_WEB__ALLOWED_HOSTS="127.0.0.1")
+    try:
+        import httpx
+
+        async with httpx.AsyncClient(
+            base_url=bare_srv.base_url, headers={"x-api-key": tenant_key}, timeout=30
+        ) as client:
+            url = site.page("/remote.html", "<h1>Remote</h1><p>fetched elsewhere</p>")
+            resp = await client.post(
+                "/v1/ingest", json={"format": "web", "name": url, "options": NO_DELAY}
+            )
+            job_id = resp.json()["jobId"]
+            with anyio.fail_after(60):
+                while True:
+                    job = (await client.get(f"/v1/ingest/{job_id}")).json()
+                    if job["state"] in ("completed", "dead"):
+                        break
+                    await anyio.sleep(0.1)
+            assert job["state"] == "completed", job
+    finally:
+        scope_worker.terminate()
+        assert scope_worker.wait(30) == 0

@@ -199,3 +199,21 @@ def test_route_format(media: str, url: str, fmt: str) -> None:
 def test_route_format_unknown() -> None:
     with pytest.raises(UnsupportedFeature, match="content_type: image/png"):
         route_format("image/png", "http://h.test/a.png")
+
+
+@pytest.mark.anyio
+async def test_missing_chromium_fails_clearly(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    import web_worker
+    from web_worker.browser import BrowserUnavailable
+    from workers_common import Job
+
+    monkeypatch.setenv("TELHA_WEB__CHROMIUM_PATH", "/nonexistent/chromium")
+    job = Job("j", "ingest:web", "web", "http://127.0.0.1:9/x", b"", None, {}, 0, "t", "o")
+    with caplog.at_level("ERROR", logger="web_worker"):
+        async with web_worker.lifespan():
+            with pytest.raises(BrowserUnavailable, match="Chromium not found at /nonexistent"):
+                await web_worker.handle(job)
+    assert "Chromium not found" in caplog.text  # said once at start, before any job
+    assert classify(BrowserUnavailable("x"))[2] == "transient"
