@@ -4,6 +4,7 @@ taxonomy and the queue's retry policy."""
 
 from __future__ import annotations
 
+import itertools
 import random
 
 import pytest
@@ -217,3 +218,30 @@ async def test_missing_chromium_fails_clearly(
                 await web_worker.handle(job)
     assert "Chromium not found" in caplog.text  # said once at start, before any job
     assert classify(BrowserUnavailable("x"))[2] == "transient"
+
+
+@pytest.mark.anyio
+async def test_origin_gate_serializes_one_origin_with_the_delay() -> None:
+    import time
+
+    import anyio
+
+    from web_worker.gate import OriginGate
+
+    gate = OriginGate()
+    spans: dict[str, list[tuple[float, float]]] = {"a": [], "b": []}
+
+    async def fetch(origin: str, delay: float) -> None:
+        async with gate.turn(origin, delay):
+            start = time.monotonic()
+            await anyio.sleep(0.05)
+            spans[origin].append((start, time.monotonic()))
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(3):
+            tg.start_soon(fetch, "a", 0.1)
+        tg.start_soon(fetch, "b", 0.0)
+    a = sorted(spans["a"])
+    for (_s1, e1), (s2, _e2) in itertools.pairwise(a):
+        assert s2 - e1 >= 0.09  # one at a time, the delay between
+    assert spans["b"][0][0] < a[1][0]  # another origin is not held up

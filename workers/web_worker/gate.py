@@ -15,6 +15,10 @@ import anyio
 
 __all__ = ["OriginGate"]
 
+#: Origins remembered before idle ones are pruned, and how old "idle" is (seconds).
+_MAX_IDLE_SLOTS = 1024
+_FORGET_AFTER_S = 60.0
+
 
 @dataclass
 class _Slot:
@@ -33,6 +37,8 @@ class OriginGate:
     async def turn(self, origin: str, delay_s: float) -> AsyncIterator[None]:
         """Hold ``origin``'s turn for the duration of the ``with`` block (one fetch), after
         waiting for the previous holder and ``delay_s`` seconds after it finished."""
+        if len(self._slots) > _MAX_IDLE_SLOTS:
+            self._prune()
         slot = self._slots.setdefault(origin, _Slot())
         slot.users += 1
         try:
@@ -48,3 +54,11 @@ class OriginGate:
             slot.users -= 1
             if slot.users == 0 and delay_s <= 0:
                 self._slots.pop(origin, None)
+
+    def _prune(self) -> None:
+        """Forget origins nobody waits for whose last fetch is over a minute old (longer than
+        any sensible delay), so a long crawl of many sites does not grow the map forever."""
+        now = time.monotonic()
+        for origin, slot in list(self._slots.items()):
+            if slot.users == 0 and now - slot.last_end > _FORGET_AFTER_S:
+                del self._slots[origin]
