@@ -13,8 +13,9 @@ in the job's events), so an unchanged page gives an identical submission.
 **Links.** Each hyperlink docling found on a SECTION or PARAGRAPH, made absolute against the
 page's base URL (:func:`web_worker.links.absolute_url`), becomes one ``URL_REF`` node per
 distinct URL in this submission (``url``; its spans are those of the blocks linking to it),
-with a ``LINKS_TO`` edge (``ord``: 0-based, document order) from each block holding the link
-to it, once per (block, URL). ``contentHash`` is BLAKE3 of the rendered HTML bytes.
+with a ``LINKS_TO`` edge (``ord``: 0-based, document order; ``anchor``: the link's text) from
+each block holding the link to it, once per (block, URL). ``contentHash`` is BLAKE3 of the
+rendered HTML bytes.
 
 **Other media.** A response that is not HTML becomes a child job of the matching format
 (:func:`route_format`) with the bytes as content, named ``<final URL>#<format>`` (a source of
@@ -95,14 +96,14 @@ def _document(sub: dict[str, Any]) -> dict[str, Any]:
     return node
 
 
-def page_links(sub: dict[str, Any], base_url: str) -> list[tuple[int, str]]:
-    """``(holding node index, absolute URL)`` of the projection's hyperlinks, in document
-    order (kept: http/https only)."""
-    out: list[tuple[int, str]] = []
-    for ref, href, _text in sub.get("links", []):
+def page_links(sub: dict[str, Any], base_url: str) -> list[tuple[int, str, str]]:
+    """``(holding node index, absolute URL, anchor text)`` of the projection's hyperlinks, in
+    document order (kept: http/https only)."""
+    out: list[tuple[int, str, str]] = []
+    for ref, href, text in sub.get("links", []):
         url = absolute_url(base_url, str(href))
         if url is not None:
-            out.append((int(ref), url))
+            out.append((int(ref), url, str(text)))
     return out
 
 
@@ -126,7 +127,7 @@ def project_page(
     rels: list[dict[str, Any]] = sub["relationships"]
     url_refs: dict[str, int] = {}
     linked: set[tuple[int, int]] = set()
-    for ref, url in links:
+    for ref, url, anchor in links:
         target = url_refs.get(url)
         if target is None:
             target = len(nodes)
@@ -138,8 +139,8 @@ def project_page(
         spans = nodes[target]["spanRefs"]
         spans.extend(s for s in nodes[ref]["spanRefs"] if s not in spans)
         rels.append(
-            {"type": "LINKS_TO", "properties": {"ord": len(linked) - 1}, "fromRef": ref,
-             "toRef": target}
+            {"type": "LINKS_TO", "properties": {"ord": len(linked) - 1, "anchor": anchor},
+             "fromRef": ref, "toRef": target}
         )  # fmt: skip
     sub["contentHash"] = blake3.blake3(page.html).hexdigest()
     stats = dict(sub.get("stats") or {})
