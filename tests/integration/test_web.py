@@ -133,11 +133,22 @@ async def test_links_base_href_and_js_rendered_text(tenant: Tenant, site: Site) 
         await tenant.client.get(f"/v1/nodes/{target['nodeId']}/edges", params={"direction": "in"})
     ).json()["edges"]
     assert len(incoming) == 2 and {e["type"] for e in incoming} == {"LINKS_TO"}
+    assert sorted(e["properties"]["anchor"] for e in incoming) == ["target", "the target"]
     for edge in incoming:  # from the paragraphs holding the link
         holder = (await tenant.client.get(f"/v1/nodes/{edge['from']}")).json()
         assert holder["labels"] == ["PARAGRAPH"]
         assert "target" in holder["properties"]["text"]
         assert holder["provenance"]["spans"][0]["text"] == holder["properties"]["text"]
+
+
+async def test_wait_for_text_a_script_adds_later(tenant: Tenant, site: Site) -> None:
+    url = site.page(
+        "/late.html",
+        "<h1>Late</h1><script>setTimeout(() => document.body.insertAdjacentHTML('beforeend',"
+        " '<p id=\"late\">Arrived after load.</p>'), 300)</script>",
+    )
+    job = await _crawl_page(tenant, url, wait_for="#late", crawl={"delay_s": 0})
+    assert "Arrived after load." in await _text(tenant, str(job["sourceId"]))
 
 
 async def test_redirect_and_relative_links(tenant: Tenant, site: Site) -> None:
@@ -194,9 +205,13 @@ async def _page_docs(tenant: Tenant, url: str) -> list[dict[str, Any]]:
 
 
 async def test_csv_response_becomes_a_csv_child_job(tenant: Tenant, site: Site) -> None:
-    url = site.page("/data/n.csv", "id,v\n1,2\n3,4\n", content_type="text/csv")
+    site.page("/data/n.csv", "id,v\n1,2\n3,4\n", content_type="text/csv")
+    url = site.redirect("/data/moved.csv", "/data/n.csv")  # followed by the download path
     job = await _crawl_page(tenant, url)
     assert job["stats"]["routed_to"] == "csv"
+    (stub,) = await _nodes(tenant, str(job["sourceId"]), "DOCUMENT")
+    assert stub["properties"]["final_url"] == site.url("/data/n.csv")
+    assert stub["properties"]["routed_to"] == "csv"
     rows: list[dict[str, Any]] = []
     with anyio.fail_after(30):
         while len(rows) < 2:

@@ -94,7 +94,8 @@ async def _children(
             break
         if not process.host.settings.allows(url):
             continue
-        robots = await process.robots.get(await process.host.playwright(), origin_of(url))
+        playwright = await process.host.playwright()
+        robots = await process.robots.get(playwright, origin_of(url), process.host.settings.allows)
         if robots.allows(url):
             allowed.append(url)
     children = child_options(allowed, crawl, options.raw, origin=origin)

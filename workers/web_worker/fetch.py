@@ -17,10 +17,11 @@ import anyio
 from playwright.async_api import BrowserContext, Response
 from playwright.async_api import Error as PlaywrightError
 
-from web_worker.browser import BrowserHost
+from web_worker import requests
+from web_worker.browser import BrowserHost, WebSettings
 from web_worker.options import WebOptions
 from web_worker.status import network_failure, status_failure
-from workers_common import ResourceLimit, TransientFailure, UnsupportedFeature
+from workers_common import CorruptInput, ResourceLimit, TransientFailure, UnsupportedFeature
 
 __all__ = ["FetchedFile", "FetchedPage", "fetch"]
 
@@ -65,13 +66,19 @@ def _checked_size(size: int, options: WebOptions, what: str) -> None:
         raise ResourceLimit(f"{what} is {size} bytes, over options.max_bytes ({options.max_bytes})")
 
 
-async def _download(ctx: BrowserContext, url: str, options: WebOptions) -> FetchedFile:
+async def _download(
+    ctx: BrowserContext, url: str, options: WebOptions, settings: WebSettings
+) -> FetchedFile:
     """Bytes Chromium would only download (a CSV, a ZIP …), through the context's own HTTP
-    client (same cookies and allow-list checks as the page)."""
+    client (same cookies; every redirect hop checked against the allow-list)."""
     try:
-        response = await ctx.request.get(
-            url, timeout=options.timeout_s * 1000, max_redirects=20, fail_on_status_code=False
+        response = await requests.get(
+            ctx.request, url, allows=settings.allows, max_redirects=20, timeout_s=options.timeout_s
         )
+    except requests.HostNotAllowed as exc:
+        raise UnsupportedFeature(f"host_not_allowed: {url} redirects to {exc}") from None
+    except requests.TooManyRedirects:
+        raise CorruptInput(f"too many redirects from {url}") from None
     except PlaywrightError as exc:
         raise network_failure(exc.message, url) from None
     try:
@@ -90,7 +97,7 @@ async def _download(ctx: BrowserContext, url: str, options: WebOptions) -> Fetch
 
 
 async def _navigate(
-    ctx: BrowserContext, url: str, options: WebOptions
+    ctx: BrowserContext, url: str, options: WebOptions, settings: WebSettings
 ) -> FetchedPage | FetchedFile:
     page = await ctx.new_page()
     try:
@@ -101,7 +108,7 @@ async def _navigate(
         )
     except PlaywrightError as exc:
         if "Download is starting" in exc.message:
-            return await _download(ctx, url, options)
+            return await _download(ctx, url, options, settings)
         raise network_failure(exc.message, url) from None
     if response is None:
         raise TransientFailure(f"fetch failed for {url}: no response")
@@ -135,7 +142,7 @@ async def fetch(host: BrowserHost, url: str, options: WebOptions) -> FetchedPage
     try:
         with anyio.fail_after(options.timeout_s + 1):
             async with host.context() as ctx:
-                return await _navigate(ctx, url, options)
+                return await _navigate(ctx, url, options, host.settings)
     except TimeoutError:
         raise TransientFailure(f"timeout: {url} took over {options.timeout_s:g} s") from None
     except PlaywrightError as exc:  # a wait_for timeout, the page crashing, …

@@ -6,19 +6,23 @@ Which links it governs: the links a crawl would follow (child jobs). A URL submi
 is fetched as asked, like a browser would.
 
 Rules (RFC 9309 §2.3.1): 2xx → the file's rules for user agent :data:`ROBOTS_AGENT` (else
-``*``); a 4xx (no robots.txt) → everything allowed; a 5xx or a network failure → nothing
-allowed, for this fan-out. Answers are cached per origin for :data:`CACHE_S` seconds in the
-worker process; a ``Crawl-delay`` raises the origin's polite delay.
+``*``); a 4xx (no robots.txt) → everything allowed; a 5xx, a network failure, a redirect
+off the allow-list or more than 5 redirects → nothing allowed, for this fan-out. Answers are
+cached per origin for :data:`CACHE_S` seconds in the worker process; a ``Crawl-delay`` raises
+the origin's polite delay (for jobs after the one that fetched it).
 """
 
 from __future__ import annotations
 
 import time
 import urllib.robotparser
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import Playwright
+
+from web_worker import requests
 
 __all__ = ["CACHE_S", "ROBOTS_AGENT", "Robots", "RobotsCache"]
 
@@ -71,31 +75,38 @@ class RobotsCache:
             return hit[1]
         return None
 
-    async def get(self, playwright: Playwright, origin: str) -> Robots:
+    async def get(
+        self, playwright: Playwright, origin: str, allows: Callable[[str], bool]
+    ) -> Robots:
         """The rules of ``origin`` (``scheme://host[:port]``); never raises for the file's
-        absence or a failed fetch (see the module docstring)."""
+        absence or a failed fetch (see the module docstring). Redirects (at most 5, RFC 9309)
+        are followed only to hosts ``allows`` accepts."""
         now = time.monotonic()
         hit = self._cache.get(origin)
         if hit is not None and now - hit[0] < CACHE_S:
             return hit[1]
-        robots = await self._fetch(playwright, origin)
+        robots = await self._fetch(playwright, origin, allows)
         self._cache[origin] = (now, robots)
         return robots
 
-    async def _fetch(self, playwright: Playwright, origin: str) -> Robots:
-        request = await playwright.request.new_context()
+    async def _fetch(
+        self, playwright: Playwright, origin: str, allows: Callable[[str], bool]
+    ) -> Robots:
+        api = await playwright.request.new_context()
         try:
-            response = await request.get(
-                f"{origin}/robots.txt", timeout=_TIMEOUT_S * 1000, max_redirects=5,
-                fail_on_status_code=False,
-            )  # fmt: skip
-            if 400 <= response.status < 500:
-                return Robots(None, True)
-            if not 200 <= response.status < 300:
-                return Robots(None, False)
-            body = (await response.body())[:_MAX_BYTES]
+            response = await requests.get(
+                api, f"{origin}/robots.txt", allows=allows, max_redirects=5, timeout_s=_TIMEOUT_S
+            )
+            try:
+                if 400 <= response.status < 500:
+                    return Robots(None, True)
+                if not 200 <= response.status < 300:
+                    return Robots(None, False)
+                body = (await response.body())[:_MAX_BYTES]
+            finally:
+                await response.dispose()
             return parse_robots(body.decode("utf-8", "replace"))
-        except PlaywrightError:
+        except (PlaywrightError, requests.HostNotAllowed, requests.TooManyRedirects):
             return Robots(None, False)
         finally:
-            await request.dispose()
+            await api.dispose()
