@@ -169,6 +169,9 @@ def test_network_failures() -> None:
     refused = network_failure("net::ERR_CONNECTION_REFUSED at http://h.test/\nCall log:", "u")
     assert refused.kind == "transient" and "ERR_CONNECTION_REFUSED" in str(refused)
     assert network_failure("net::ERR_BLOCKED_BY_CLIENT", "u").kind == "unsupported_feature"
+    for message in ("net::ERR_NAME_NOT_RESOLVED", "net::ERR_CONNECTION_RESET", "Timeout 30000ms"):
+        failure = network_failure(f"Page.goto: {message} at http://h.test/", "http://h.test/")
+        assert failure.kind == "transient" and message in str(failure)
 
 
 def test_robots_rules() -> None:
@@ -245,3 +248,16 @@ async def test_origin_gate_serializes_one_origin_with_the_delay() -> None:
     for (_s1, e1), (s2, _e2) in itertools.pairwise(a):
         assert s2 - e1 >= 0.09  # one at a time, the delay between
     assert spans["b"][0][0] < a[1][0]  # another origin is not held up
+
+
+@pytest.mark.anyio
+async def test_module_lifespan_is_optional() -> None:
+    import types
+
+    import web_worker
+    from workers_common.consumer import module_lifespan
+
+    async with module_lifespan(types.ModuleType("plain_worker")):
+        pass  # a module without lifespan(): nothing to enter
+    async with module_lifespan(web_worker):
+        pass  # entered and left without a job: no browser was started
