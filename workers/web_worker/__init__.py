@@ -129,8 +129,9 @@ async def handle(job: Job) -> dict[str, Any]:
         raise UnsupportedFeature(f"url: {job.name!r} is not an absolute http(s) URL")
     process = _process()
     delay = await _polite_delay(process, url, options)
-    async with process.gate.turn(origin_of(url), delay):
-        fetched = await fetch(process.host, url, options)
+    fetched = await fetch(
+        process.host, url, options, lambda: process.gate.turn(origin_of(url), delay)
+    )
     if isinstance(fetched, FetchedFile):
         return project_file(fetched, job.name)
     sub, links = await anyio.to_thread.run_sync(

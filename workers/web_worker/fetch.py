@@ -4,17 +4,21 @@ The page is navigated to (``options.wait_until``, default ``load``), redirects f
 browser; then ``options.wait_for`` is awaited if given; then the rendered DOM is serialized
 (``page.content()``), with the final URL, ``document.baseURI``, the title and the status. A
 response that is not HTML (its ``Content-Type`` is neither ``text/html`` nor
-``application/xhtml+xml``; or Chromium turns it into a download) is returned as its raw bytes
-instead, for re-routing. Everything is bounded by ``options.timeout_s``; failures are mapped
-by :mod:`web_worker.status`.
+``application/xhtml+xml``; or Chromium turns it into a download) is fetched again with the
+context's HTTP client and returned as its raw bytes instead, for re-routing (the page would
+hold Chromium's viewer, not the bytes served). Everything is bounded by ``options.timeout_s``;
+failures are mapped by :mod:`web_worker.status`.
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 
 import anyio
-from playwright.async_api import BrowserContext, Response
+from playwright.async_api import BrowserContext, Page, Response
 from playwright.async_api import Error as PlaywrightError
 
 from web_worker import requests
@@ -97,9 +101,8 @@ async def _download(
 
 
 async def _navigate(
-    ctx: BrowserContext, url: str, options: WebOptions, settings: WebSettings
+    ctx: BrowserContext, page: Page, url: str, options: WebOptions, settings: WebSettings
 ) -> FetchedPage | FetchedFile:
-    page = await ctx.new_page()
     try:
         response: Response | None = await page.goto(
             url,
@@ -117,19 +120,27 @@ async def _navigate(
         raise failure
     media = _media_type(await response.header_value("content-type"))
     if media and media not in _HTML_TYPES:
-        body = await response.body()
-        _checked_size(len(body), options, "the response")
-        return FetchedFile(url, page.url, response.status, media, body)
+        # What the page shows is Chromium's viewer (a PDF's is an HTML page of its own), not
+        # the bytes served: fetch them again, as served.
+        return await _download(ctx, page.url, options, settings)
     if options.wait_for:
         await page.wait_for_selector(options.wait_for, timeout=options.timeout_s * 1000)
     html = (await page.content()).encode("utf-8")
     _checked_size(len(html), options, "the rendered page")
-    base = await page.evaluate("document.baseURI")
-    return FetchedPage(url, page.url, str(base), response.status, await page.title(), html)
+    title, base = await page.evaluate("[document.title, document.baseURI]")
+    return FetchedPage(url, page.url, str(base), response.status, str(title), html)
 
 
-async def fetch(host: BrowserHost, url: str, options: WebOptions) -> FetchedPage | FetchedFile:
-    """Fetch ``url`` in a fresh context (closed before this returns or raises).
+async def fetch(
+    host: BrowserHost,
+    url: str,
+    options: WebOptions,
+    turn: Callable[[], AbstractAsyncContextManager[None]] = contextlib.nullcontext,
+) -> FetchedPage | FetchedFile:
+    """Fetch ``url`` in a fresh context (closed before this returns or raises). The context
+    and its page are made first; ``turn()`` (the origin's politeness gate) is held from the
+    navigation until the rendered HTML is read, and ``options.timeout_s`` bounds that part
+    (time waiting for the turn does not count).
 
     :raises UnsupportedFeature: ``host_not_allowed`` (allow-list), ``auth_required`` (401/403).
     :raises CorruptInput: 404, 410 and other statuses that are not worth retrying.
@@ -140,9 +151,12 @@ async def fetch(host: BrowserHost, url: str, options: WebOptions) -> FetchedPage
     if not host.settings.allows(url):
         raise UnsupportedFeature(f"host_not_allowed: {url} is not on [web] allowed_hosts")
     try:
-        with anyio.fail_after(options.timeout_s + 1):
-            async with host.context() as ctx:
-                return await _navigate(ctx, url, options, host.settings)
+        async with host.context() as ctx:
+            with anyio.fail_after(options.timeout_s + 1):
+                page = await ctx.new_page()
+            async with turn():
+                with anyio.fail_after(options.timeout_s + 1):
+                    return await _navigate(ctx, page, url, options, host.settings)
     except TimeoutError:
         raise TransientFailure(f"timeout: {url} took over {options.timeout_s:g} s") from None
     except PlaywrightError as exc:  # a wait_for timeout, the page crashing, …
