@@ -101,9 +101,10 @@ async def run_floor(urls: list[str], fetchers: int) -> float:
 
         async def loop() -> None:
             while todo:
+                url = todo.pop()
                 ctx = await browser.new_context(service_workers="block")
                 page = await ctx.new_page()
-                await page.goto(todo.pop(), wait_until="load")
+                await page.goto(url, wait_until="load")
                 await page.content()
                 await ctx.close()
 
