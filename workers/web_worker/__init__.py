@@ -102,7 +102,7 @@ async def _children(
     return [{"format": "web", "name": url, "options": opts} for url, opts in children]
 
 
-async def _polite_delay(process: _Process, url: str, options: WebOptions) -> float:
+def _polite_delay(process: _Process, url: str, options: WebOptions) -> float:
     """The origin's delay: the option, raised by a cached robots.txt ``Crawl-delay``."""
     delay = options.crawl.delay_s
     if options.crawl.max_depth:
@@ -128,7 +128,7 @@ async def handle(job: Job) -> dict[str, Any]:
     if url is None:
         raise UnsupportedFeature(f"url: {job.name!r} is not an absolute http(s) URL")
     process = _process()
-    delay = await _polite_delay(process, url, options)
+    delay = _polite_delay(process, url, options)
     fetched = await fetch(
         process.host, url, options, lambda: process.gate.turn(origin_of(url), delay)
     )
