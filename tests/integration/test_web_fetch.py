@@ -14,7 +14,7 @@ from tests.conftest import CORPUS
 from tests.support.site import serve_site
 from web_worker.fetch import FetchedFile, FetchedPage, fetch
 from web_worker.options import parse_options
-from workers_common import CorruptInput
+from workers_common import CorruptInput, UnsupportedFeature
 
 pytestmark = pytest.mark.anyio
 
@@ -52,3 +52,23 @@ async def test_html_page_and_404(process: object) -> None:
         assert (page.title, page.status, page.final_url, page.base_url) == ("T", 200, url, url)
         with pytest.raises(CorruptInput, match="http_status 404"):
             await fetch(process.host, site.url("/missing"), parse_options({}))  # type: ignore[attr-defined]
+
+
+async def test_allow_list_stops_every_other_host(process: object) -> None:
+    """Only 127.0.0.1 is reachable: a subresource on ``localhost`` (the same server, another
+    host name) and a redirect there never arrive."""
+    with serve_site() as site:
+        port = site.base.rsplit(":", 1)[1]
+        other = f"http://localhost:{port}"
+        url = site.page(
+            "/guarded.html",
+            f"<img src='{other}/img-other.png'><img src='{site.base}/img-same.png'><p>x</p>",
+        )
+        page = await fetch(process.host, url, parse_options({}))  # type: ignore[attr-defined]
+        assert isinstance(page, FetchedPage)
+        assert site.hit_count("/img-same.png") == 1
+        assert site.hit_count("/img-other.png") == 0
+        away = site.redirect("/away", f"{other}/target.html")
+        with pytest.raises(UnsupportedFeature, match="host_not_allowed"):
+            await fetch(process.host, away, parse_options({}))  # type: ignore[attr-defined]
+        assert site.hit_count("/target.html") == 0

@@ -9,10 +9,13 @@ every path. Chromium runs headless with background networking, component updates
 and DNS prefetching off, service workers blocked; nothing is downloaded at run time.
 
 Settings (environment; ``telha serve`` exports its ``[web]`` section): ``TELHA_WEB__CHROMIUM_PATH``
-(default ``/usr/bin/chromium``) and ``TELHA_WEB__ALLOWED_HOSTS`` (comma-separated host names; empty:
-any host). With an allow-list every request of a page to another host is aborted, and a job
-for such a URL fails ``unsupported_feature`` (``host_not_allowed``) — tests and benchmarks
-use ``127.0.0.1``.
+(default ``/usr/bin/chromium``) and ``TELHA_WEB__ALLOWED_HOSTS`` (comma-separated host names;
+empty: any host). With an allow-list Chromium is started with every request sent to a proxy
+that refuses connections (a local socket bound but never listening) except those to the
+allowed hosts (``--proxy-bypass-list``): nothing else leaves the browser, subresources
+included, at no per-request cost. A job for a URL off the list fails ``unsupported_feature``
+(``host_not_allowed``) before anything is requested — tests and benchmarks use
+``127.0.0.1``.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import socket
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +35,6 @@ from playwright.async_api import (
     Browser,
     BrowserContext,
     Playwright,
-    Route,
     async_playwright,
 )
 from playwright.async_api import Error as PlaywrightError
@@ -114,6 +117,7 @@ class BrowserHost:
         self._manager: Any = None
         self._playwright: Playwright | None = None
         self._browser: Browser | None = None
+        self._dead_proxy: socket.socket | None = None
 
     async def playwright(self) -> Playwright:
         """The running Playwright driver (started with the browser).
@@ -143,7 +147,7 @@ class BrowserHost:
                 self._browser = await self._playwright.chromium.launch(
                     executable_path=str(self.settings.chromium_path),
                     headless=True,
-                    args=list(CHROMIUM_ARGS),
+                    args=[*CHROMIUM_ARGS, *self._guard_args()],
                 )
             except PlaywrightError as exc:
                 raise BrowserUnavailable(f"Chromium did not start: {exc.message}") from None
@@ -159,8 +163,6 @@ class BrowserHost:
         browser = await self.browser()
         ctx = await browser.new_context(service_workers="block")
         try:
-            if self.settings.allowed_hosts:
-                await ctx.route("**/*", self._guard)
             yield ctx
         finally:
             with (
@@ -170,11 +172,21 @@ class BrowserHost:
             ):
                 await ctx.close()
 
-    async def _guard(self, route: Route) -> None:
-        if self.settings.allows(route.request.url):
-            await route.continue_()
-        else:
-            await route.abort("blockedbyclient")
+    def _guard_args(self) -> list[str]:
+        """Launch flags of the allow-list (module docstring); none without one."""
+        if not self.settings.allowed_hosts:
+            return []
+        if self._dead_proxy is None:
+            self._dead_proxy = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            self._dead_proxy.bind(("127.0.0.1", 0))  # bound, never listening: refuses
+        port = self._dead_proxy.getsockname()[1]
+        bypass = ";".join(f"[{h}]" if ":" in h else h for h in sorted(self.settings.allowed_hosts))
+        # "<-loopback>" (first: later it cancels the list's loopback entries) drops Chromium's
+        # implicit loopback bypass, so only the listed hosts are reachable.
+        return [
+            f"--proxy-server=http://127.0.0.1:{port}",
+            f"--proxy-bypass-list=<-loopback>;{bypass}",
+        ]
 
     async def aclose(self) -> None:
         """Close the browser and stop Playwright (idempotent, bounded, shielded)."""
@@ -188,3 +200,6 @@ class BrowserHost:
                 if manager is not None:
                     with contextlib.suppress(PlaywrightError):
                         await manager.__aexit__(None, None, None)
+                if self._dead_proxy is not None:
+                    self._dead_proxy.close()
+                    self._dead_proxy = None

@@ -49,9 +49,9 @@ def status_failure(status: int, url: str, retry_after: str | None = None) -> Wor
 
 def network_failure(message: str, url: str) -> WorkerFailure:
     """A navigation error (Playwright's message, e.g. ``net::ERR_CONNECTION_REFUSED``) as a
-    failure: a request the allow-list blocked is ``unsupported_feature`` (``host_not_allowed``),
-    anything else ``transient``."""
+    failure: a request the allow-list blocked (its refusing proxy) is ``unsupported_feature``
+    (``host_not_allowed``), anything else ``transient``."""
     first = message.strip().splitlines()[0] if message.strip() else "navigation failed"
-    if "ERR_BLOCKED_BY_CLIENT" in message:
+    if "ERR_BLOCKED_BY_CLIENT" in message or "ERR_PROXY_CONNECTION_FAILED" in message:
         return UnsupportedFeature(f"host_not_allowed: {url} (redirected off the allowed hosts)")
     return TransientFailure(f"fetch failed for {url}: {first}")
