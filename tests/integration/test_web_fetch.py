@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 
@@ -20,7 +21,7 @@ pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture
-async def process(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[object]:
+async def process(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Any]:
     monkeypatch.setenv("TELHA_WEB__ALLOWED_HOSTS", "127.0.0.1")
     monkeypatch.delenv("TELHA_WEB__CHROMIUM_PATH", raising=False)
     async with web_worker.lifespan():
@@ -35,26 +36,26 @@ async def process(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[object]:
         ("tsv/table.tsv", "text/plain"),  # rendered as text by Chromium
     ],
 )
-async def test_non_html_bytes_are_the_bytes_served(process: object, rel: str, media: str) -> None:
+async def test_non_html_bytes_are_the_bytes_served(process: Any, rel: str, media: str) -> None:
     raw = (CORPUS / rel).read_bytes()
     with serve_site() as site:
         url = site.page(f"/{os.path.basename(rel)}", raw, content_type=media)
-        fetched = await fetch(process.host, url, parse_options({}))  # type: ignore[attr-defined]
+        fetched = await fetch(process.host, url, parse_options({}))
     assert isinstance(fetched, FetchedFile)
     assert fetched.body == raw and fetched.content_type == media
 
 
-async def test_html_page_and_404(process: object) -> None:
+async def test_html_page_and_404(process: Any) -> None:
     with serve_site() as site:
         url = site.page("/p.html", "<title>T</title><p>x</p>")
-        page = await fetch(process.host, url, parse_options({}))  # type: ignore[attr-defined]
+        page = await fetch(process.host, url, parse_options({}))
         assert isinstance(page, FetchedPage)
         assert (page.title, page.status, page.final_url, page.base_url) == ("T", 200, url, url)
         with pytest.raises(CorruptInput, match="http_status 404"):
-            await fetch(process.host, site.url("/missing"), parse_options({}))  # type: ignore[attr-defined]
+            await fetch(process.host, site.url("/missing"), parse_options({}))
 
 
-async def test_allow_list_stops_every_other_host(process: object) -> None:
+async def test_allow_list_stops_every_other_host(process: Any) -> None:
     """Only 127.0.0.1 is reachable: a subresource on ``localhost`` (the same server, another
     host name) and a redirect there never arrive."""
     with serve_site() as site:
@@ -64,11 +65,11 @@ async def test_allow_list_stops_every_other_host(process: object) -> None:
             "/guarded.html",
             f"<img src='{other}/img-other.png'><img src='{site.base}/img-same.png'><p>x</p>",
         )
-        page = await fetch(process.host, url, parse_options({}))  # type: ignore[attr-defined]
+        page = await fetch(process.host, url, parse_options({}))
         assert isinstance(page, FetchedPage)
         assert site.hit_count("/img-same.png") == 1
         assert site.hit_count("/img-other.png") == 0
         away = site.redirect("/away", f"{other}/target.html")
         with pytest.raises(UnsupportedFeature, match="host_not_allowed"):
-            await fetch(process.host, away, parse_options({}))  # type: ignore[attr-defined]
+            await fetch(process.host, away, parse_options({}))
         assert site.hit_count("/target.html") == 0
