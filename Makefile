@@ -12,7 +12,13 @@ $(BIN)/telha: pyproject.toml
 	$(BIN)/pip install --quiet -e ".[dev]"
 	touch $(BIN)/telha
 
-setup: $(BIN)/telha
+# web_worker drives Debian's chromium (never a browser download at run time); CI runs as root.
+CHROMIUM ?= /usr/bin/chromium
+
+setup: $(BIN)/telha $(CHROMIUM)
+
+$(CHROMIUM):
+	command -v chromium >/dev/null || (apt-get update && apt-get install -y chromium)
 
 # Set everything up and run `telha serve` on the embedded SQLite default.
 run: setup
@@ -35,6 +41,7 @@ bench: setup
 	$(BIN)/python bench/tabular.py
 	$(BIN)/python bench/docling.py
 	$(BIN)/python bench/email_code.py
+	$(BIN)/python bench/web.py
 
 clean:
 	rm -rf $(VENV) data .pytest_cache .mypy_cache .ruff_cache

@@ -91,8 +91,8 @@ class JobsConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True
 class WorkersConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``[workers]``: worker modules run in-process and consumers per module."""
 
-    #: Worker modules run inside ``telha serve`` (each must be importable). DESIGN.md §10
-    #: lists all six; the default holds those that exist in this build.
+    #: Worker modules run inside ``telha serve`` (each must be importable): DESIGN.md §10's six
+    #: plus ``text_worker``.
     in_process: list[str] = msgspec.field(
         default_factory=lambda: [
             "text_worker",
@@ -100,6 +100,7 @@ class WorkersConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=T
             "docling_worker",
             "email_worker",
             "code_worker",
+            "web_worker",
         ]
     )
     #: Consumers per in-process worker module.
@@ -118,6 +119,15 @@ class DoclingConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=T
     artifacts_path: str = ""
 
 
+class WebConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``[web]``: the browser ``web_worker`` drives; exported to workers as ``TELHA_WEB__*``."""
+
+    #: The Chromium executable (Debian's ``chromium`` package; never downloaded at run time).
+    chromium_path: str = "/usr/bin/chromium"
+    #: Hosts the browser may reach; empty: any. Tests and benchmarks set ``["127.0.0.1"]``.
+    allowed_hosts: list[str] = msgspec.field(default_factory=list)
+
+
 class Config(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """The whole of ``config.toml``; ``base_dir`` is the config file's folder (not a TOML key)."""
 
@@ -129,6 +139,7 @@ class Config(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
     jobs: JobsConfig = msgspec.field(default_factory=JobsConfig)
     workers: WorkersConfig = msgspec.field(default_factory=WorkersConfig)
     docling: DoclingConfig = msgspec.field(default_factory=DoclingConfig)
+    web: WebConfig = msgspec.field(default_factory=WebConfig)
 
     def storage_path(self, base_dir: Path) -> Path:
         """The SQLite file, resolved against ``base_dir`` (the config file's folder)."""

@@ -57,10 +57,12 @@ async def _wait_rest_drained(fronts: anyio.abc.TaskGroup, rest: RestFront, grace
 
 def _export_worker_settings(cfg: Config) -> None:
     """Worker modules import nothing from ``telha``: the settings they read (``[docling]``
-    limits and models) reach in-process workers through the environment, under the same
-    ``TELHA_<SECTION>__<KEY>`` names a remote worker is given."""
+    limits and models, the ``[web]`` browser) reach in-process workers through the
+    environment, under the same ``TELHA_<SECTION>__<KEY>`` names a remote worker is given."""
     for key in ("mem_ceiling_mb", "timeout_s", "max_pages", "artifacts_path"):
         os.environ[f"TELHA_DOCLING__{key.upper()}"] = str(getattr(cfg.docling, key))
+    os.environ["TELHA_WEB__CHROMIUM_PATH"] = cfg.web.chromium_path
+    os.environ["TELHA_WEB__ALLOWED_HOSTS"] = ",".join(cfg.web.allowed_hosts)
 
 
 async def serve(cfg: Config, base_dir: Path, shutdown: anyio.Event | None = None) -> None:

@@ -1,7 +1,8 @@
 """In-process worker pools (DESIGN.md §1, §7): the ``[workers] in_process`` modules run inside
 ``telha serve``, ``concurrency`` consumers each, through an in-process transport that calls the
 same :class:`~telha.grpc.servicer.WorkerServicer` the gRPC front serves. Handlers run in
-worker threads (the consumer's doing), never on the event loop.
+worker threads (the consumer's doing), never on the event loop; ``async def`` handlers are
+awaited on it. A module's ``lifespan()`` (if any) is entered around its consumers.
 
 On shutdown every job still held by a pool is released: back to ``pending`` at once, the
 attempt not counted.
@@ -9,6 +10,7 @@ attempt not counted.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 from collections.abc import AsyncIterator
 from types import ModuleType
@@ -33,7 +35,7 @@ from telha_proto.telha.worker.v1 import (
     PollJobsRequest,
     SubmitResponse,
 )
-from workers_common.consumer import HEARTBEAT_INTERVAL_SECS, WorkerConsumer
+from workers_common.consumer import HEARTBEAT_INTERVAL_SECS, WorkerConsumer, module_lifespan
 
 __all__ = ["InProcessTransport", "WorkerPools", "load_worker_modules"]
 
@@ -127,10 +129,15 @@ class WorkerPools:
                     )
                 )
         try:
-            async with anyio.create_task_group() as tg:
-                for consumer in self._consumers:
-                    await tg.start(consumer.run)
-                task_status.started([c.worker_id for c in self._consumers])
+            async with contextlib.AsyncExitStack() as stack:
+                # Each module's lifespan (a browser, …) wraps its consumers: entered before
+                # they start, left after they stopped.
+                for module in self._modules.values():
+                    await stack.enter_async_context(module_lifespan(module))
+                async with anyio.create_task_group() as tg:
+                    for consumer in self._consumers:
+                        await tg.start(consumer.run)
+                    task_status.started([c.worker_id for c in self._consumers])
         finally:
             with anyio.CancelScope(shield=True):
                 await self._release_all()

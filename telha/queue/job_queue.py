@@ -25,7 +25,7 @@ from telha.ids import now_us
 from telha.logs import bound_job, fields_of
 from telha.metrics import Metrics
 from telha.model import EnqueueOutcome, JobRecord, LeaseRef, NewJob, Scope
-from telha.queue.policy import FailureDecision, decide_failure, format_reason
+from telha.queue.policy import FailureDecision, decide_failure, format_reason, retry_after_us
 from telha.storage.protocol import Storage
 
 __all__ = ["JobQueue"]
@@ -103,8 +103,9 @@ class JobQueue:
         """Lease length in µs (``jobs.lease_secs``)."""
         return int(self._config.lease_secs * 1_000_000)
 
-    def decide(self, kind: str, attempts_before: int) -> FailureDecision:
-        """The retry policy bound to this queue's config and clock."""
+    def decide(self, kind: str, attempts_before: int, min_delay_us: int = 0) -> FailureDecision:
+        """The retry policy bound to this queue's config and clock (``min_delay_us``: the
+        least delay a worker asked for, e.g. an HTTP ``Retry-After``)."""
         return decide_failure(
             kind,
             attempts_before=attempts_before,
@@ -113,6 +114,7 @@ class JobQueue:
             base_ms=self._config.backoff_base_ms,
             max_s=self._config.backoff_max_s,
             rng=self._rng,
+            min_delay_us=min_delay_us,
         )
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[JobQueue]) -> None:
@@ -214,14 +216,18 @@ class JobQueue:
         return extended, now + self.lease_us
 
     async def fail(self, lease: LeaseRef, kind: str, detail: str) -> JobRecord:
-        """Record a failed attempt of a held job (retry with backoff, or dead).
+        """Record a failed attempt of a held job (retry with backoff, or dead). A detail
+        ending in ``(retry_after_s=N)`` delays the retry by at least ``N`` seconds.
 
         :raises telha.errors.StaleLease: the caller does not hold the job.
         """
         reason = format_reason(kind, detail)
-        job = await self._store.fail_job(
-            lease, kind, reason, now_us=self._clock(), decide=self.decide
-        )
+        least = retry_after_us(detail)
+
+        def decide(k: str, attempts_before: int) -> FailureDecision:
+            return self.decide(k, attempts_before, least)
+
+        job = await self._store.fail_job(lease, kind, reason, now_us=self._clock(), decide=decide)
         self.finished(lease.job_id)
         self.transition(job.kind, "retried" if job.state == "pending" else "dead")
         # The line is about the attempt that failed (``job`` already counts it).

@@ -7,6 +7,7 @@ property-tested.
 from __future__ import annotations
 
 import random
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
@@ -22,6 +23,7 @@ __all__ = [
     "decide_failure",
     "format_reason",
     "parse_reason",
+    "retry_after_us",
 ]
 
 #: Kinds that dead-letter at once: the same input would fail the same way again.
@@ -68,18 +70,32 @@ def decide_failure(
     base_ms: int,
     max_s: float,
     rng: random.Random,
+    min_delay_us: int = 0,
 ) -> FailureDecision:
     """The outcome of one failed attempt of a job that had ``attempts_before`` failures.
 
     Permanent kinds go ``dead`` at once; any other kind (unknown kinds count as transient)
     goes back to ``pending`` after :func:`backoff_us`, until the failed attempts reach
-    ``max_attempts``, then ``dead``.
+    ``max_attempts``, then ``dead``. ``min_delay_us`` (a worker's ``Retry-After``, see
+    :func:`retry_after_us`) raises the delay to at least that, never above ``max_s``.
     """
     attempts = attempts_before + 1
     if kind in PERMANENT_KINDS or attempts >= max_attempts:
         return FailureDecision("dead", attempts, now_us)
     delay = backoff_us(attempts, base_ms=base_ms, max_s=max_s, rng=rng)
+    delay = max(delay, min(min_delay_us, int(max_s * 1_000_000)))
     return FailureDecision("pending", attempts, now_us + delay)
+
+
+_RETRY_AFTER = re.compile(r"\(retry_after_s=(\d{1,9})\)$")
+
+
+def retry_after_us(detail: str) -> int:
+    """The least retry delay (µs) a worker asked for: ``detail`` ending in
+    ``(retry_after_s=N)`` (``workers_common.failures.RETRY_AFTER_MARK``) gives ``N`` seconds;
+    anything else 0."""
+    m = _RETRY_AFTER.search(detail)
+    return int(m.group(1)) * 1_000_000 if m else 0
 
 
 def format_reason(kind: str, detail: str) -> str:

@@ -33,6 +33,8 @@ def write_config(folder: Path, **sections: dict[str, Any]) -> Path:
     merged: dict[str, dict[str, Any]] = {
         "server": {"rest_addr": "127.0.0.1:0", "grpc_addr": "127.0.0.1:0", "shutdown_grace_s": 5},
         "storage": {"path": "telha.db"},
+        # web_worker's browser may reach the test's own pages only, never another address.
+        "web": {"allowed_hosts": ["127.0.0.1"]},
     }
     for name, values in sections.items():
         merged.setdefault(name, {}).update(values)

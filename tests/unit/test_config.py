@@ -25,13 +25,16 @@ def test_defaults_match_design(tmp_path: Path) -> None:
     assert cfg.workers.concurrency == 2
     assert cfg.workers.in_process == [
         "text_worker", "tabular_worker", "docling_worker", "email_worker", "code_worker",
+        "web_worker",
     ]  # fmt: skip
+    assert cfg.web.chromium_path == "/usr/bin/chromium" and cfg.web.allowed_hosts == []
     assert cfg.storage_path(tmp_path) == tmp_path / "data" / "telha.db"
 
 
 def test_repo_config_toml_is_valid() -> None:
     cfg, _base = load_config(Path(__file__).resolve().parents[2] / "config.toml", {})
     assert cfg.storage.engine == "sqlite"
+    assert cfg.workers.in_process == load_config(None, {})[0].workers.in_process
 
 
 @pytest.mark.parametrize(

@@ -98,11 +98,11 @@ def _child_main(conn: Connection, mem_ceiling_mb: int) -> None:
             request = conn.recv()
         except EOFError:
             return
-        path, fmt, name, clarify, max_pages = request
+        path, fmt, name, clarify, max_pages, links = request
         try:
             doc = convert(Path(path), fmt, max_pages)
             projected = project_document(
-                doc, name, fmt, clarify=clarify, pdf_pipeline=pdf_pipeline()
+                doc, name, fmt, clarify=clarify, pdf_pipeline=pdf_pipeline(), links=links
             )
             body = msgspec.json.encode(projected)
             conn.send(("ok", body))
@@ -187,12 +187,15 @@ class ChildPool:
                 if child.alive:
                     self._idle.put(child)
 
-    def convert(self, path: Path, fmt: str, name: str, *, clarify: bool) -> bytes:
-        """The submission JSON for the document at ``path``, parsed in a child.
+    def convert(
+        self, path: Path, fmt: str, name: str, *, clarify: bool, links: bool = False
+    ) -> bytes:
+        """The submission JSON for the document at ``path``, parsed in a child (``links``:
+        with the hyperlink sidecar of :func:`docling_worker.projection.project_document`).
 
         :raises WorkerFailure: the typed failure of the parse (see the module docstring).
         """
-        request = (str(path), fmt, name, clarify, self.limits.max_pages)
+        request = (str(path), fmt, name, clarify, self.limits.max_pages, links)
         with self.child() as child:
             return child.run(request, self.limits.timeout_s)
 

@@ -5,7 +5,9 @@ canonical text (kind ``body``). A ``SECTION`` per title or section header (``tit
 ``level``: 0 for a title, the header's level otherwise), nested by level: a section is
 contained in the nearest open section of a lower level. A ``PARAGRAPH`` per text block
 (``text``, ``label``: docling's label such as ``text``, ``paragraph``, ``list_item``,
-``caption``, ``code``; ``list_level`` for list items, 1 for a top-level list). A ``TABLE``
+``caption``, ``code``; ``list_level`` for list items, 1 for a top-level list); the fragments
+of one docling inline group (text with links or emphasis) are one PARAGRAPH, joined by single
+spaces (none before closing punctuation), labelled as its first fragment. A ``TABLE``
 per table (``columns``, ``rows``: data rows) with one ``TABLE_ROW`` per data row whose cells
 are properties keyed by column name (header rows give the names, several header rows joined
 by `` / ``; headerless or blank → ``col_<i>``, 1-based; duplicates → ``name_2``, …) plus
@@ -30,6 +32,7 @@ content is skipped features fails as ``unsupported_feature`` naming the first su
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,6 +40,7 @@ from docling_core.types.doc import (
     CoordOrigin,
     DocItem,
     DoclingDocument,
+    InlineGroup,
     ListGroup,
     PictureItem,
     SectionHeaderItem,
@@ -74,6 +78,8 @@ class _Build:
     blocks: list[Block] = field(default_factory=list)
     skipped: dict[str, int] = field(default_factory=dict)
     counts: dict[str, int] = field(default_factory=dict)
+    #: ``[node index, href, text]`` of the items that carry a hyperlink (``links=True``).
+    links: list[list[Any]] | None = None
 
     def separate(self) -> None:
         if self.builder.byte_length:
@@ -103,6 +109,11 @@ class _Build:
 
     def skip(self, feature: str) -> None:
         self.skipped[feature] = self.skipped.get(feature, 0) + 1
+
+    def link(self, item: TextItem, ref: int, text: str) -> None:
+        """Record ``item``'s hyperlink (as written in the source) on node ``ref``."""
+        if self.links is not None and item.hyperlink is not None:
+            self.links.append([ref, str(item.hyperlink), text])
 
 
 def _geometry(doc: DoclingDocument, item: DocItem) -> dict[str, Any]:
@@ -206,17 +217,21 @@ def _open_section(b: _Build, title: str, level: int, geometry: dict[str, Any]) -
     b.count("sections")
 
 
-def _add_paragraph(b: _Build, text: str, props: dict[str, Any]) -> None:
-    """A PARAGRAPH block holding ``text`` (its span) and ``props`` besides ``text``."""
+def _add_paragraph(b: _Build, text: str, props: dict[str, Any]) -> int:
+    """A PARAGRAPH block holding ``text`` (its span) and ``props`` besides ``text``; returns
+    its node index."""
     span = b.block_span(text, "paragraph")
-    b.contain(b.builder.add_node(["PARAGRAPH"], {"text": text, **props}, spans=[span]))
+    ref = b.builder.add_node(["PARAGRAPH"], {"text": text, **props}, spans=[span])
+    b.contain(ref)
     b.count("paragraphs")
+    return ref
 
 
 def _section(b: _Build, doc: DoclingDocument, item: TextItem, level: int) -> None:
     title = _cell(item.text)
     if title:
         _open_section(b, title, level, _geometry(doc, item))
+        b.link(item, b.stack[-1].ref, title)
 
 
 def _pdf(b: _Build, doc: DoclingDocument) -> None:
@@ -243,22 +258,120 @@ def _paragraph(b: _Build, doc: DoclingDocument, item: TextItem) -> None:
     props: dict[str, Any] = {"label": label}
     if label == "list_item":
         props["list_level"] = _list_level(doc, item)
-    _add_paragraph(b, text, {**props, **_geometry(doc, item)})
+    b.link(item, _add_paragraph(b, text, {**props, **_geometry(doc, item)}), text)
+
+
+@dataclass(slots=True)
+class _InlineRun:
+    """Consecutive text items of one docling inline group (a ``<p>`` with links or
+    emphasis, a DOCX run of formatted text): one paragraph, not one per fragment."""
+
+    items: list[TextItem]
+
+
+def _plain_text(item: object) -> bool:
+    return (
+        isinstance(item, TextItem)
+        and not isinstance(item, TitleItem | SectionHeaderItem)
+        and item.label.value not in _SKIPPED_TEXT_LABELS
+    )
+
+
+def _items(doc: DoclingDocument) -> Iterator[object]:
+    """``doc``'s items in reading order, with the plain text items of each inline group
+    gathered into one :class:`_InlineRun`."""
+    run: _InlineRun | None = None
+    group: object = None
+    for item, _level in doc.iterate_items():
+        parent = item.parent.resolve(doc) if item.parent else None
+        if _plain_text(item) and isinstance(parent, InlineGroup):
+            assert isinstance(item, TextItem)
+            if run is not None and parent is group:
+                run.items.append(item)
+                continue
+            if run is not None:
+                yield run
+            run, group = _InlineRun([item]), parent
+            continue
+        if run is not None:
+            yield run
+            run, group = None, None
+        yield item
+    if run is not None:
+        yield run
+
+
+_NO_SPACE_BEFORE = frozenset(".,;:!?)]}%’”")
+_NO_SPACE_AFTER = frozenset("([{‘“")
+
+
+def _join_inline(parts: list[str]) -> str:
+    """Fragments of one inline run as one line: a space between them, except before closing
+    punctuation and after an opening bracket or quote."""
+    out = ""
+    for part in parts:
+        if out and part[0] not in _NO_SPACE_BEFORE and out[-1] not in _NO_SPACE_AFTER:
+            out += " "
+        out += part
+    return out
+
+
+def _inline(b: _Build, doc: DoclingDocument, run: _InlineRun) -> None:
+    parts = [(item, _clean(item.text)) for item in run.items]
+    parts = [(item, text) for item, text in parts if text]
+    if not parts:
+        return
+    first = parts[0][0]
+    text = _join_inline([t for _item, t in parts])
+    ref = _add_paragraph(b, text, {"label": first.label.value, **_geometry(doc, first)})
+    for item, part in parts:
+        b.link(item, ref, part)
+
+
+def _project_item(b: _Build, doc: DoclingDocument, item: object) -> None:
+    """One item of :func:`_items` (reading order) into ``b``."""
+    if isinstance(item, _InlineRun):
+        _inline(b, doc, item)
+    elif isinstance(item, TitleItem):
+        _section(b, doc, item, 0)
+    elif isinstance(item, SectionHeaderItem):
+        _section(b, doc, item, int(item.level))
+    elif isinstance(item, TableItem):
+        _table(b, doc, item)
+    elif isinstance(item, PictureItem):
+        # Telling charts from other pictures takes docling's picture classifier, a model
+        # this offline build does not run: every picture counts as one.
+        b.skip("pictures")
+    elif isinstance(item, TextItem):
+        feature = _SKIPPED_TEXT_LABELS.get(item.label.value)
+        if feature is not None:
+            b.skip(feature)
+        else:
+            _paragraph(b, doc, item)
 
 
 def project_document(
-    doc: DoclingDocument, name: str, fmt: str, *, clarify: bool, pdf_pipeline: str = "native"
+    doc: DoclingDocument,
+    name: str,
+    fmt: str,
+    *,
+    clarify: bool,
+    pdf_pipeline: str = "native",
+    links: bool = False,
 ) -> dict[str, Any]:
     """The single submission for ``doc`` (module docstring), with ``stats``: ``sections``,
     ``paragraphs``, ``tables``, ``skipped`` (per feature), ``pages``, for PDFs
     ``pdf_pipeline`` (``native``: lines grouped by :mod:`docling_worker.pdf_blocks`;
     ``layout``: docling's items as they are) and the ambiguity counters of spec 003 §15
-    (``options.clarify``).
+    (``options.clarify``). With ``links`` the dict also holds ``"links"``: ``[node index, href,
+    text]`` for each SECTION/PARAGRAPH whose item carries a hyperlink, href as written in the
+    source (not resolved), in reading order — for ``web_worker``, which removes the key
+    before submitting.
 
     :raises UnsupportedFeature: the document holds nothing but skipped features
         (``pictures: …``, ``charts: …``, ``formulas: …``, ``footnotes: …``).
     """
-    b = _Build()
+    b = _Build(links=[] if links else None)
     # The DOCUMENT node's span covers the whole text: added once the text is complete.
     pending_doc: dict[str, Any] = {"name": name, "format": fmt}
     if doc.pages:
@@ -267,23 +380,8 @@ def project_document(
     native_pdf = fmt == "pdf" and pdf_pipeline == "native"
     if native_pdf:
         _pdf(b, doc)
-    for item, _level in [] if native_pdf else doc.iterate_items():
-        if isinstance(item, TitleItem):
-            _section(b, doc, item, 0)
-        elif isinstance(item, SectionHeaderItem):
-            _section(b, doc, item, int(item.level))
-        elif isinstance(item, TableItem):
-            _table(b, doc, item)
-        elif isinstance(item, PictureItem):
-            # Telling charts from other pictures takes docling's picture classifier, a model
-            # this offline build does not run: every picture counts as one.
-            b.skip("pictures")
-        elif isinstance(item, TextItem):
-            feature = _SKIPPED_TEXT_LABELS.get(item.label.value)
-            if feature is not None:
-                b.skip(feature)
-            else:
-                _paragraph(b, doc, item)
+    for item in [] if native_pdf else _items(doc):
+        _project_item(b, doc, item)
     total = b.builder.byte_length
     if not b.blocks and b.skipped:
         feature = sorted(b.skipped)[0]
@@ -311,4 +409,7 @@ def project_document(
             **found.stats,
         }
     )
-    return b.builder.build()
+    out = b.builder.build()
+    if b.links is not None:
+        out["links"] = b.links
+    return out

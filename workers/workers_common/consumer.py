@@ -4,7 +4,11 @@ A handler is ``handle(job) -> dict | bytes`` (single shot) or a generator yieldi
 dicts (``ids = yield builder.build()``): the consumer assigns ``seq``, defaults each yielded
 dict to ``partial: True`` unless it sets ``partial: False`` (which finalizes), sends back the
 node ids core assigned, and submits an empty finalizer if the generator ends without one.
-Handlers run in a worker thread, never on the event loop. One heartbeat task per stream
+Plain and generator handlers run in a worker thread, never on the event loop; an ``async def``
+handler (I/O-bound: ``web_worker`` driving a browser) is awaited on the event loop and must
+keep its CPU-bound work off it (its result is encoded in a thread). A worker module may also
+expose ``lifespan()``, an async context manager entered once around all its consumers
+(:func:`module_lifespan`): process-wide resources such as a browser. One heartbeat task per stream
 extends every in-flight lease each ``heartbeat_interval_s``; a job whose lease was not
 extended is abandoned (its result is never submitted).
 
@@ -16,7 +20,9 @@ against its BLAKE3, and removed when the job is done.
 from __future__ import annotations
 
 import base64
+import contextlib
 import dataclasses
+import inspect
 import json
 import logging
 import os
@@ -25,8 +31,10 @@ import time
 import types
 import uuid
 from collections.abc import Callable, Generator
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import Any, BinaryIO, Protocol
 
 import anyio
@@ -50,7 +58,14 @@ from workers_common.job import Job
 from workers_common.logs import bound_job, payload_fields
 from workers_common.metrics import WorkerMetrics
 
-__all__ = ["HEARTBEAT_INTERVAL_SECS", "Job", "Transport", "WorkerConsumer", "sweep_stale_spools"]
+__all__ = [
+    "HEARTBEAT_INTERVAL_SECS",
+    "Job",
+    "Transport",
+    "WorkerConsumer",
+    "module_lifespan",
+    "sweep_stale_spools",
+]
 
 log = logging.getLogger("workers_common")
 
@@ -144,6 +159,16 @@ def _close_generator(gen: Generator[Any, Any, Any]) -> None:
         except Exception as exc:  # a handler's cleanup failing must not fail the job again
             log.warning("closing the handler's generator raised: %s", exc)
             return
+
+
+def module_lifespan(module: ModuleType) -> AbstractAsyncContextManager[Any]:
+    """The worker module's ``lifespan()`` context (entered once around its consumers, in the
+    task that starts them), or a no-op when it has none."""
+    factory = getattr(module, "lifespan", None)
+    if factory is None:
+        return contextlib.nullcontext()
+    cm: AbstractAsyncContextManager[Any] = factory()
+    return cm
 
 
 class _HandlerFailed(Exception):
@@ -394,6 +419,16 @@ class WorkerConsumer:
         except Exception as exc:
             raise _HandlerFailed() from exc
 
+    async def _call_async(self, job: Job) -> bytes:
+        """Await an ``async def`` handler on the event loop, then encode its result in a
+        thread; its exceptions become :class:`_HandlerFailed`."""
+        try:
+            result = await self._handler(job)
+        except Exception as exc:
+            raise _HandlerFailed() from exc
+        encoded: bytes = await self._call(_encode, result)
+        return encoded
+
     async def _run_handler(self, payload: JobPayload) -> None:
         # Payload decoding, the handler and result encoding all run in worker threads: none
         # of them may hold the event loop (a payload or result can be megabytes of JSON).
@@ -403,6 +438,9 @@ class WorkerConsumer:
             if ref is not None:
                 spool = await self._fetch(payload, ref)
                 job = dataclasses.replace(job, raw_path=spool)
+            if inspect.iscoroutinefunction(self._handler):
+                await self._submit(payload, await self._call_async(job))
+                return
             result = await self._call(_handle, self._handler, job)
             if not isinstance(result, types.GeneratorType):
                 await self._submit(payload, result)

@@ -6,10 +6,12 @@
 
 from __future__ import annotations
 
+import math
 from typing import ClassVar
 
 __all__ = [
     "FAILURE_REASON_MAX_BYTES",
+    "RETRY_AFTER_MARK",
     "CorruptInput",
     "ResourceLimit",
     "TransientFailure",
@@ -22,11 +24,24 @@ __all__ = [
 FAILURE_REASON_MAX_BYTES = 512
 
 
+#: How a retry delay rides on the wire: a ``failure_reason`` ending in ``(retry_after_s=N)``
+#: asks core to wait at least ``N`` seconds (still capped by ``jobs.backoff_max_s``).
+RETRY_AFTER_MARK = "retry_after_s="
+
+
 class WorkerFailure(Exception):
-    """Base failure: ``kind`` goes on the wire; ``permanent`` kinds dead-letter at once."""
+    """Base failure: ``kind`` goes on the wire; ``permanent`` kinds dead-letter at once.
+
+    :param retry_after_s: the least delay in seconds before a retry (an HTTP ``Retry-After``);
+        core takes the larger of it and its own backoff. Ignored for permanent kinds.
+    """
 
     kind: ClassVar[str] = "transient"
     permanent: ClassVar[bool] = False
+
+    def __init__(self, *args: object, retry_after_s: float | None = None) -> None:
+        super().__init__(*args)
+        self.retry_after_s = retry_after_s
 
 
 class TransientFailure(WorkerFailure):
@@ -57,11 +72,17 @@ def classify(exc: BaseException) -> tuple[str, bool, str]:
     """``(failure_reason, permanent, kind)`` for an exception that escaped a handler.
 
     ``failure_reason`` is ``"{kind}: {detail}"`` cut to 512 UTF-8 bytes on a character
-    boundary; untyped exceptions are ``transient`` with their type name in the detail.
+    boundary; untyped exceptions are ``transient`` with their type name in the detail. A
+    retryable failure with ``retry_after_s`` ends in ``" (retry_after_s=N)"`` (N whole
+    seconds, rounded up), kept whole however long the detail is.
     """
+    mark = ""
     if isinstance(exc, WorkerFailure):
         kind, permanent, detail = exc.kind, exc.permanent, str(exc) or type(exc).__name__
+        if exc.retry_after_s is not None and not permanent:
+            mark = f" ({RETRY_AFTER_MARK}{max(0, math.ceil(exc.retry_after_s))})"
     else:
         kind, permanent, detail = "transient", False, f"{type(exc).__name__}: {exc}"
-    reason = f"{kind}: {detail}".encode()[:FAILURE_REASON_MAX_BYTES].decode("utf-8", "ignore")
+    room = FAILURE_REASON_MAX_BYTES - len(mark)
+    reason = f"{kind}: {detail}".encode()[:room].decode("utf-8", "ignore") + mark
     return reason, permanent, kind

@@ -28,7 +28,7 @@ import anyio
 from grpclib import GRPCError, Status
 from grpclib.exceptions import StreamTerminatedError
 
-from workers_common.consumer import HEARTBEAT_INTERVAL_SECS, WorkerConsumer
+from workers_common.consumer import HEARTBEAT_INTERVAL_SECS, WorkerConsumer, module_lifespan
 from workers_common.gc_tuning import limit_malloc_arenas, tune_gc
 from workers_common.http import health_app, serve_http
 from workers_common.logs import configure_logging
@@ -100,7 +100,8 @@ async def _serve(args: argparse.Namespace, module: ModuleType, target: str, toke
                     return
 
         tg.start_soon(stop_on_signal)
-        await _poll_forever(args, module, target, token, metrics)
+        async with module_lifespan(module):
+            await _poll_forever(args, module, target, token, metrics)
         tg.cancel_scope.cancel()
 
 

@@ -106,11 +106,21 @@ def enqueue_tx(
 ) -> EnqueueOutcome:
     """Insert a pending job (and its ``enqueued`` event) inside the current transaction; with
     ``dedup`` (and a content hash), request-level dedup against the latest version and an
-    active job of the same ``(source, hash)``."""
+    active job of the same ``(source, hash)``. A fetch-format job (``web``: no content hash)
+    with ``dedup`` — a crawl's child — is deduplicated against an active job fetching the
+    same name (source) instead: what it would fetch is not known yet."""
     if dedup and job.content_hash is not None:
         outcome = _active_dedup(conn, sid, job)
         if outcome is not None:
             return outcome
+    elif dedup:
+        active = conn.execute(
+            "SELECT job_id FROM jobs WHERE scope_id = ? AND source_id = ? AND format = ?"
+            " AND content_hash IS NULL AND state IN ('pending', 'leased') LIMIT 1",
+            (sid, job.source_id, job.format),
+        ).fetchone()
+        if active is not None:
+            return EnqueueOutcome(True, active[0])
     conn.execute(
         "INSERT INTO jobs (job_id, scope_id, kind, format, source_id, content_hash,"
         " payload, state, available_at, created_at, updated_at)"

@@ -1,0 +1,164 @@
+"""Fetching one URL in a fresh browser context (issue 7 "Deliver" 1, 5).
+
+The page is navigated to (``options.wait_until``, default ``load``), redirects followed by the
+browser; then ``options.wait_for`` is awaited if given; then the rendered DOM is serialized
+(``page.content()``), with the final URL, ``document.baseURI``, the title and the status. A
+response that is not HTML (its ``Content-Type`` is neither ``text/html`` nor
+``application/xhtml+xml``; or Chromium turns it into a download) is fetched again with the
+context's HTTP client and returned as its raw bytes instead, for re-routing (the page would
+hold Chromium's viewer, not the bytes served). Everything is bounded by ``options.timeout_s``;
+failures are mapped by :mod:`web_worker.status`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+
+import anyio
+from playwright.async_api import BrowserContext, Page, Response
+from playwright.async_api import Error as PlaywrightError
+
+from web_worker import requests
+from web_worker.browser import BrowserHost, WebSettings
+from web_worker.options import WebOptions
+from web_worker.status import network_failure, status_failure
+from workers_common import CorruptInput, ResourceLimit, TransientFailure, UnsupportedFeature
+
+__all__ = ["FetchedFile", "FetchedPage", "fetch"]
+
+_HTML_TYPES = ("text/html", "application/xhtml+xml")
+
+
+@dataclass(frozen=True, slots=True)
+class FetchedPage:
+    """A rendered HTML page.
+
+    :ivar html: the serialized DOM after scripts ran, UTF-8 (its BLAKE3 is the content hash).
+    :ivar final_url: the URL after redirects.
+    :ivar base_url: ``document.baseURI`` (``<base href>`` resolved, else ``final_url``).
+    """
+
+    url: str
+    final_url: str
+    base_url: str
+    status: int
+    title: str
+    html: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class FetchedFile:
+    """A non-HTML response: its bytes as served and its media type (lower case, no
+    parameters; empty when the server sent none)."""
+
+    url: str
+    final_url: str
+    status: int
+    content_type: str
+    body: bytes
+
+
+def _media_type(header: str | None) -> str:
+    return (header or "").split(";", 1)[0].strip().lower()
+
+
+def _checked_size(size: int, options: WebOptions, what: str) -> None:
+    if size > options.max_bytes:
+        raise ResourceLimit(f"{what} is {size} bytes, over options.max_bytes ({options.max_bytes})")
+
+
+async def _download(
+    ctx: BrowserContext, url: str, options: WebOptions, settings: WebSettings
+) -> FetchedFile:
+    """Bytes Chromium would only download (a CSV, a ZIP …), through the context's own HTTP
+    client (same cookies; every redirect hop checked against the allow-list)."""
+    try:
+        response = await requests.get(
+            ctx.request, url, allows=settings.allows, max_redirects=20, timeout_s=options.timeout_s
+        )
+    except requests.HostNotAllowed as exc:
+        raise UnsupportedFeature(f"host_not_allowed: {url} redirects to {exc}") from None
+    except requests.TooManyRedirects:
+        raise CorruptInput(f"too many redirects from {url}") from None
+    except PlaywrightError as exc:
+        raise network_failure(exc.message, url) from None
+    try:
+        failure = status_failure(response.status, url, response.headers.get("retry-after"))
+        if failure is not None:
+            raise failure
+        length = response.headers.get("content-length", "")
+        if length.isdigit():
+            _checked_size(int(length), options, "the response")
+        body = await response.body()
+        _checked_size(len(body), options, "the response")
+        media = _media_type(response.headers.get("content-type"))
+        return FetchedFile(url, response.url, response.status, media, body)
+    finally:
+        await response.dispose()
+
+
+async def _navigate(
+    ctx: BrowserContext, page: Page, url: str, options: WebOptions, settings: WebSettings
+) -> FetchedPage | FetchedFile:
+    try:
+        response: Response | None = await page.goto(
+            url,
+            wait_until=options.wait_until,
+            timeout=options.timeout_s * 1000,
+        )
+    except PlaywrightError as exc:
+        if "Download is starting" in exc.message:
+            return await _download(ctx, url, options, settings)
+        raise network_failure(exc.message, url) from None
+    if response is None:
+        raise TransientFailure(f"fetch failed for {url}: no response")
+    failure = status_failure(response.status, url, await response.header_value("retry-after"))
+    if failure is not None:
+        raise failure
+    media = _media_type(await response.header_value("content-type"))
+    if media and media not in _HTML_TYPES:
+        # What the page shows is Chromium's viewer (a PDF's is an HTML page of its own), not
+        # the bytes served: fetch them again, as served.
+        return await _download(ctx, page.url, options, settings)
+    if options.wait_for:
+        await page.wait_for_selector(options.wait_for, timeout=options.timeout_s * 1000)
+    html = (await page.content()).encode("utf-8")
+    _checked_size(len(html), options, "the rendered page")
+    title, base = await page.evaluate("[document.title, document.baseURI]")
+    return FetchedPage(url, page.url, str(base), response.status, str(title), html)
+
+
+async def fetch(
+    host: BrowserHost,
+    url: str,
+    options: WebOptions,
+    turn: Callable[[], AbstractAsyncContextManager[None]] = contextlib.nullcontext,
+) -> FetchedPage | FetchedFile:
+    """Fetch ``url`` in a fresh context (closed before this returns or raises). The context
+    and its page are made first; ``turn()`` (the origin's politeness gate) is held from the
+    navigation until the rendered HTML is read, and ``options.timeout_s`` bounds that part
+    (time waiting for the turn does not count).
+
+    :raises UnsupportedFeature: ``host_not_allowed`` (allow-list), ``auth_required`` (401/403).
+    :raises CorruptInput: 404, 410 and other statuses that are not worth retrying.
+    :raises TransientFailure: 429/5xx (with ``retry_after_s``), network errors, the timeout,
+        a missing browser (:class:`~web_worker.browser.BrowserUnavailable`).
+    :raises ResourceLimit: more than ``options.max_bytes``.
+    """
+    if not host.settings.allows(url):
+        raise UnsupportedFeature(f"host_not_allowed: {url} is not on [web] allowed_hosts")
+    try:
+        async with host.context() as ctx:
+            with anyio.fail_after(options.timeout_s + 1):
+                page = await ctx.new_page()
+            async with turn():
+                with anyio.fail_after(options.timeout_s + 1):
+                    return await _navigate(ctx, page, url, options, host.settings)
+    except TimeoutError:
+        raise TransientFailure(f"timeout: {url} took over {options.timeout_s:g} s") from None
+    except PlaywrightError as exc:  # a wait_for timeout, the page crashing, …
+        first = exc.message.strip().splitlines()[0] if exc.message.strip() else type(exc).__name__
+        raise TransientFailure(f"fetch failed for {url}: {first}") from None
