@@ -26,8 +26,18 @@ import anyio
 import click
 import msgspec
 from rich.console import Console
-from rich.progress import BarColumn, DownloadColumn, Progress, TaskID, TextColumn
+from rich.progress import (
+    BarColumn,
+    DownloadColumn,
+    MofNCompleteColumn,
+    Progress,
+    ProgressColumn,
+    Task,
+    TaskID,
+    TextColumn,
+)
 from rich.table import Table
+from rich.text import Text
 
 from telha.client import (
     AsyncTelha,
@@ -98,6 +108,19 @@ def _nodes(job: JobStatus) -> int:
     return sum(int(m.group(1)) for e in job.events for m in _NODES.finditer(e.detail or ""))
 
 
+class _CountColumn(ProgressColumn):
+    """Bytes for a file's bar, ``done/total files`` for the overall one."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._bytes, self._files = DownloadColumn(), MofNCompleteColumn()
+
+    def render(self, task: Task) -> Text:
+        if task.fields.get("overall"):
+            return Text(f"{self._files.render(task)} files")
+        return self._bytes.render(task)
+
+
 class _Reporter:
     """Progress on a terminal (rich bars), plain lines otherwise."""
 
@@ -105,10 +128,10 @@ class _Reporter:
         self.console = console
         self.live = console.is_terminal
         self.progress = Progress(
-            TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
+            TextColumn("{task.description}"), BarColumn(), _CountColumn(),
             TextColumn("{task.fields[state]}"), console=console, disable=not self.live,
         )  # fmt: skip
-        self.total = self.progress.add_task("all files", total=len(files), state="")
+        self.total = self.progress.add_task("all files", total=len(files), state="", overall=True)
         self.tasks: dict[int, TaskID] = {}
         self.sizes: dict[int, int] = {}
         for i, f in enumerate(files):
@@ -120,6 +143,8 @@ class _Reporter:
 
     def state(self, i: int, f: _File, state: str, detail: str | None = None) -> None:
         self.progress.update(self.tasks[i], state=state)
+        if state == "uploaded":  # a small file goes in one JSON body: no progress reads
+            self.progress.update(self.tasks[i], completed=self.sizes[i])
         if state in _FINAL:  # the table will show it: keep the bars to the files in flight
             self.progress.update(self.tasks[i], completed=self.sizes[i], visible=False)
         if not self.live:  # one line a step, never wrapped
@@ -160,6 +185,8 @@ async def _ingest_one(
     out.state(i, f, "uploaded", f"job {f.job_id}")
     if wait and f.job_id is not None:
         await _wait(client, i, f, out)
+    elif out.live:  # piped output has the job in the line above
+        out.progress.console.print(f"{f.name}: job {f.job_id}", markup=False, highlight=False)
 
 
 async def _wait(client: AsyncTelha, i: int, f: _File, out: _Reporter) -> None:

@@ -14,9 +14,13 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+import prometheus_client
 from prometheus_client import CollectorRegistry, Counter, Histogram, Summary
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
+
+# Counters as `_total` alone: no `_created` series beside every counter and histogram.
+prometheus_client.disable_created_metrics()
 
 __all__ = ["MAX_WORKER_STATS", "Metrics"]
 

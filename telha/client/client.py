@@ -247,9 +247,13 @@ class AsyncTelha:
         :param poll_s: first polling interval, doubled up to ``max_poll_s`` while nothing
             changes and reset when something does.
         :returns: the terminal job.
+        :raises ValueError: ``job_id`` is empty or ``None`` (a :class:`Deduplicated` answer
+            without a job: there is nothing to wait for).
         :raises TimeoutError: not terminal within ``timeout``.
         :raises NotFound: no such job in this scope.
         """
+        if not job_id:
+            raise ValueError("no job to wait for (a deduplicated ingest has job_id None)")
         deadline = None if timeout is None else time.monotonic() + timeout
         seen = 0
         interval = poll_s

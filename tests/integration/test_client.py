@@ -131,6 +131,8 @@ async def test_each_error_code_raises_its_class(telha: AsyncTelha, server: Serve
     assert isinstance(applied, IngestApplied)
     with pytest.raises(InvalidRequest):  # the middle of "é": not a UTF-8 boundary
         await telha.text(applied.source_id, applied.source_version_tx, 0, 7)
+    with pytest.raises(ValueError, match="no job to wait for"):  # a Deduplicated's job_id
+        await telha.wait(None)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="not both"):
         await telha.ingest("text", "x.txt", content="x", path=Path(__file__))
     async with AsyncTelha(server.base_url, "not-a-key") as stranger:

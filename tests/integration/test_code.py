@@ -80,14 +80,14 @@ async def test_archive_fans_out_and_reingests_only_changed_files(tenant: Tenant)
         assert span["text"] == normalize_canonical(source)  # the whole file, NFC/LF
         first_ids[node["properties"]["path"]] = node["nodeId"]
     # A new archive with one file changed: one new child job, the same FILE ids.
-    changed = {**files, "go/no_newline_at_eof.go": b"package main\n\nfunc main() {}\n"}
+    changed = {**files, "go/no_newline_at_eof.go": b"package main\n\nfunc main() {}\n\n// v2\n"}
     await _ingest_zip(tenant, _zip(changed))
     jobs = (await tenant.client.get("/v1/nodes", params={"label": "FILE"})).json()["nodes"]
     assert sorted(n["properties"]["path"] for n in jobs) == sorted(files)
     with anyio.fail_after(30):
         while True:
             node = await tenant.client.get(f"/v1/nodes/{first_ids['go/no_newline_at_eof.go']}")
-            if node.json()["properties"]["lines"] == 4:
+            if node.json()["properties"]["lines"] == 5:
                 break
             await anyio.sleep(0.1)
     for path, node_id in first_ids.items():  # the changed file got a version, no other did

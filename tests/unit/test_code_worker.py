@@ -122,3 +122,10 @@ def test_same_file_calls() -> None:
     # len() is not defined in the file: no edge (calls across files are not resolved).
     assert calls == [("A.m", "A.n"), ("A.n", "main"), ("FILE", "main"), ("main", "helper")]
     assert out["stats"]["calls"] == 4
+
+
+@pytest.mark.parametrize(
+    ("source", "lines"), [("", 0), ("x = 1", 1), ("x = 1\n", 1), ("x = 1\n\ny = 2\n", 3)]
+)
+def test_file_lines_count_lines_not_newlines(source: str, lines: int) -> None:
+    assert _run(source.encode(), "m.py")["nodes"][0]["properties"]["lines"] == lines

@@ -217,7 +217,8 @@ def handle(job: Job) -> dict[str, Any]:
     b.set_canonical_text(text)
     whole = b.add_span_range(0, len(source), "code")
     repo = str(job.options.get("repo") or "")
-    props = {"path": path, "language": language, "lines": text.count("\n") + 1}
+    lines = text.count("\n") + (0 if not text or text.endswith("\n") else 1)
+    props = {"path": path, "language": language, "lines": lines}
     file_ref = b.add_node(["FILE"], props, spans=[whole], id=file_id(repo, path))
     walk = _Walk(b, language, file_ref)
     walk.visit(tree.root_node, file_ref, "FILE", [])

@@ -89,10 +89,13 @@ async def serve_http(
     app: Callable[..., Any],
     host: str = "127.0.0.1",
     port: int = 0,
+    shutdown: anyio.Event | None = None,
     *,
     task_status: anyio.abc.TaskStatus[tuple[str, int]] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Serve ``app`` on ``host:port`` until cancelled; reports the bound ``(host, port)``.
+    """Serve ``app`` on ``host:port`` until ``shutdown`` is set (hypercorn's graceful stop:
+    open keep-alive connections are closed cleanly; cancelling the task instead left asyncio
+    errors in the log) or the task is cancelled; reports the bound ``(host, port)``.
 
     :raises OSError: the address cannot be bound (in use, not local).
     """
@@ -105,4 +108,5 @@ async def serve_http(
     cfg.graceful_timeout = 1.0
     log.info("http_listening", host=bound_host, port=bound_port)
     task_status.started((bound_host, bound_port))
-    await serve(app, cfg, mode="asgi")
+    trigger = shutdown.wait if shutdown is not None else None
+    await serve(app, cfg, mode="asgi", shutdown_trigger=trigger)

@@ -10,9 +10,13 @@ from __future__ import annotations
 
 import time
 
+import prometheus_client
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 __all__ = ["OUTCOMES", "WorkerMetrics"]
+
+# Counters as `_total` alone: no `_created` series beside every counter and histogram.
+prometheus_client.disable_created_metrics()
 
 #: ``submitted`` (core answered the submission), ``failed`` (the handler raised; the failure
 #: was reported), ``abandoned`` (the lease was lost; nothing submitted), ``not_accepted``

@@ -86,23 +86,28 @@ async def _serve(args: argparse.Namespace, module: ModuleType, target: str, toke
     """Run until SIGINT/SIGTERM, which stop polling and end the process with exit 0 (a job in
     hand is abandoned; its lease expires and core retries it)."""
     metrics = WorkerMetrics(args.worker)
-    async with anyio.create_task_group() as tg:
+    http_done = anyio.Event()  # the HTTP endpoint outlives polling and shuts down gracefully
+    async with anyio.create_task_group() as outer:
         if args.http_port is not None:
             app = health_app(metrics, list(module.FORMATS))
-            await tg.start(serve_http, app, args.http_host, args.http_port)
+            await outer.start(serve_http, app, args.http_host, args.http_port, http_done)
+        try:
+            async with anyio.create_task_group() as tg:
 
-        async def stop_on_signal() -> None:
-            with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-                async for signum in signals:
-                    log.info("%s: stopping", signal.Signals(signum).name)
-                    _stopping.set()
-                    tg.cancel_scope.cancel()
-                    return
+                async def stop_on_signal() -> None:
+                    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+                        async for signum in signals:
+                            log.info("%s: stopping", signal.Signals(signum).name)
+                            _stopping.set()
+                            tg.cancel_scope.cancel()
+                            return
 
-        tg.start_soon(stop_on_signal)
-        async with module_lifespan(module):
-            await _poll_forever(args, module, target, token, metrics)
-        tg.cancel_scope.cancel()
+                tg.start_soon(stop_on_signal)
+                async with module_lifespan(module):
+                    await _poll_forever(args, module, target, token, metrics)
+                tg.cancel_scope.cancel()
+        finally:
+            http_done.set()
 
 
 async def _poll_forever(
