@@ -20,7 +20,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 # Counters as `_total` alone: no `_created` series beside every counter and histogram.
-prometheus_client.disable_created_metrics()
+prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]
 
 __all__ = ["MAX_WORKER_STATS", "Metrics"]
 

@@ -16,7 +16,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 __all__ = ["OUTCOMES", "WorkerMetrics"]
 
 # Counters as `_total` alone: no `_created` series beside every counter and histogram.
-prometheus_client.disable_created_metrics()
+prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]
 
 #: ``submitted`` (core answered the submission), ``failed`` (the handler raised; the failure
 #: was reported), ``abandoned`` (the lease was lost; nothing submitted), ``not_accepted``
