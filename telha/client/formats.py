@@ -3,7 +3,8 @@ its first bytes.
 
 Sniffing, when the extension says nothing Telha knows: ``%PDF-`` → ``pdf``; an OLE2 (CFB)
 container → ``msg``; a ZIP holding ``word/``, ``xl/`` or ``ppt/`` → ``docx``/``xlsx``/``pptx``,
-another ZIP or a tar → ``code`` (an archive of sources); RFC 822 header lines (after an mbox ``From `` line, if any) → ``eml``;
+another ZIP or a tar → ``code`` (an archive of sources); RFC 822 header lines (after an mbox
+``From `` line, if any) → ``eml``;
 ``<!doctype html``/``<html`` → ``html``; a JSON object or array → ``json``; other UTF-8 text →
 ``text``. Anything else: ``None`` (the caller reports the file as refused).
 """

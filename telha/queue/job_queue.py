@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import random
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import contextmanager
 
 import anyio
@@ -34,6 +34,8 @@ log = structlog.get_logger("telha.queue")
 #: wake-ups that cannot be seen in-process, e.g. jobs enqueued by another process).
 _MAX_IDLE_S = 5.0
 _MIN_WAIT_S = 0.05
+#: A wake-up for every format (after the storage engine's cross-process channel reconnects).
+ALL_FORMATS = "*"
 
 
 class _Wakeups:
@@ -44,6 +46,14 @@ class _Wakeups:
         self._waiters: defaultdict[str, set[anyio.Event]] = defaultdict(set)
 
     def notify(self, fmt: str) -> None:
+        """Wake the waiters of ``fmt`` (``"*"``: every waiter)."""
+        if fmt == ALL_FORMATS:
+            waiting = list(self._waiters.values())
+            self._waiters.clear()
+            for events in waiting:
+                for event in events:
+                    event.set()
+            return
         for event in self._waiters.pop(fmt, set()):
             event.set()
 
@@ -108,13 +118,24 @@ class JobQueue:
         )
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[JobQueue]) -> None:
-        """Actor body: the reaper, every ``jobs.reap_interval_s`` seconds, until cancelled."""
-        task_status.started(self)
-        while True:
-            await anyio.sleep(self._config.reap_interval_s)
-            await self.reap()
-            for state, count in (await self._store.active_job_counts()).items():
-                self._metrics.jobs.labels(state).set(count)
+        """Actor body: the reaper, every ``jobs.reap_interval_s`` seconds, and (when the
+        engine has them) wake-ups from other processes, until cancelled."""
+        async with anyio.create_task_group() as tg:
+            wakeups = self._store.job_wakeups()
+            if wakeups is not None:
+                tg.start_soon(self._forward_wakeups, wakeups)
+            task_status.started(self)
+            while True:
+                await anyio.sleep(self._config.reap_interval_s)
+                await self.reap()
+                for state, count in (await self._store.active_job_counts()).items():
+                    self._metrics.jobs.labels(state).set(count)
+
+    async def _forward_wakeups(self, wakeups: AsyncIterator[str]) -> None:
+        """Wake local pollers for formats made available elsewhere (another replica's
+        enqueue, failure or reap): the storage engine's channel, e.g. LISTEN/NOTIFY."""
+        async for fmt in wakeups:
+            self._wakeups.notify(fmt)
 
     def transition(self, name: str) -> None:
         """Count one job state transition (``telha_job_transitions_total``)."""

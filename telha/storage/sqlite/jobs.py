@@ -280,6 +280,11 @@ class JobsMixin(SqliteBase):
 
         return await self._write("lease job", tx)
 
+    def job_wakeups(self) -> None:
+        """No cross-process wake-ups: one ``telha serve`` owns an SQLite file, and its
+        in-process wake-ups see every enqueue (see :meth:`Storage.job_wakeups`)."""
+        return None
+
     async def next_available_at(
         self, formats: Sequence[str], scope: Scope | None = None
     ) -> int | None:
