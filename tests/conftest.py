@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.support.pg import ENGINES, admin_dsn, drop_databases, pg_disabled_reason
+from tests.support.pg import ENGINES, drop_databases, require_engine
 from tests.support.server import ServerProcess, write_config
 
 CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus"
@@ -18,19 +18,6 @@ CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus"
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
-
-
-def _engine(name: str) -> str:
-    """``name``, after making sure its database is there (PostgreSQL: the test cluster)."""
-    if name == "postgres":
-        reason = pg_disabled_reason()
-        if reason is not None:
-            pytest.skip(reason)
-        try:
-            admin_dsn()
-        except RuntimeError as exc:
-            pytest.fail(str(exc), pytrace=False)
-    return name
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -44,7 +31,7 @@ def _drop_test_databases() -> Iterator[None]:
 def engine(request: pytest.FixtureRequest) -> str:
     """The storage engine a module's servers run on: every module that uses it runs once on
     SQLite and once on PostgreSQL (one database per module server)."""
-    return _engine(str(request.param))
+    return require_engine(str(request.param))
 
 
 @pytest.fixture(scope="session", params=ENGINES)
@@ -52,7 +39,7 @@ def server(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ServerProcess]:
     """One ``telha serve`` per engine for the session (tests isolate themselves by scope)."""
-    engine = _engine(str(request.param))
+    engine = require_engine(str(request.param))
     folder = tmp_path_factory.mktemp(f"server-{engine}")
     proc = ServerProcess(
         write_config(folder, engine, ingest={"json_max_records": 50, "max_body_bytes": 262_144})

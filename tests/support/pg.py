@@ -17,8 +17,16 @@ from urllib.parse import urlsplit, urlunsplit
 
 import anyio
 import asyncpg
+import pytest
 
-__all__ = ["ENGINES", "admin_dsn", "create_database", "drop_databases", "pg_disabled_reason"]
+__all__ = [
+    "ENGINES",
+    "admin_dsn",
+    "create_database",
+    "drop_databases",
+    "pg_disabled_reason",
+    "require_engine",
+]
 
 #: The storage engines the ServerProcess-based suites run against.
 ENGINES = ("sqlite", "postgres")
@@ -36,6 +44,21 @@ def pg_disabled_reason() -> str | None:
             "in this run; unset TELHA_TEST_PG to run them (scripts/pg-test-server) !!!"
         )
     return None
+
+
+def require_engine(name: str) -> str:
+    """``name``, after making sure its database is there: for ``"postgres"`` the test
+    cluster (skipped, loudly, only with ``TELHA_TEST_PG=0``; a cluster that cannot start
+    fails the test)."""
+    if name == "postgres":
+        reason = pg_disabled_reason()
+        if reason is not None:
+            pytest.skip(reason)
+        try:
+            admin_dsn()
+        except RuntimeError as exc:
+            pytest.fail(str(exc), pytrace=False)
+    return name
 
 
 def admin_dsn() -> str:
