@@ -24,7 +24,7 @@ from telha.ids import id_str, now_us
 from telha.metrics import Metrics
 from telha.model import EnqueueOutcome, JobRecord, LeaseRef, NewJob, Scope
 from telha.queue.policy import FailureDecision, decide_failure, format_reason
-from telha.storage.protocol import Storage
+from telha.storage.protocol import ALL_FORMATS, Storage
 
 __all__ = ["JobQueue"]
 
@@ -34,8 +34,6 @@ log = structlog.get_logger("telha.queue")
 #: wake-ups that cannot be seen in-process, e.g. jobs enqueued by another process).
 _MAX_IDLE_S = 5.0
 _MIN_WAIT_S = 0.05
-#: A wake-up for every format (after the storage engine's cross-process channel reconnects).
-ALL_FORMATS = "*"
 
 
 class _Wakeups:

@@ -35,7 +35,11 @@ from telha.model import (
 )
 from telha.queue.policy import Decide
 
-__all__ = ["Storage", "StorageEngine"]
+__all__ = ["ALL_FORMATS", "Storage", "StorageEngine"]
+
+#: What :meth:`Storage.job_wakeups` yields when wake-ups may have been missed (say, its
+#: channel reconnected): every format's pollers should look again.
+ALL_FORMATS = "*"
 
 
 class Storage(Protocol):
@@ -124,8 +128,8 @@ class Storage(Protocol):
         """Lease the oldest available pending job of ``formats`` (``scope=None``: any scope)."""
 
     def job_wakeups(self) -> AsyncIterator[str] | None:
-        """Formats whose jobs became available through another process (``"*"``: look at
-        every format), for the JobQueue's per-format wake-ups; ``None`` when the engine has
+        """Formats whose jobs became available through another process (:data:`ALL_FORMATS`:
+        look at every format), for the JobQueue's per-format wake-ups; ``None`` when the engine has
         no such channel (one process: in-process wake-ups see every enqueue)."""
 
     async def next_available_at(

@@ -254,26 +254,27 @@ async def test_round_robin_load_exactly_once_then_a_replica_dies(
     await _check_exactly_once(pair.dsn, half)
 
     # Mid-load: post the second half, and kill replica A while its workers hold jobs. A's
-    # workers are frozen (SIGSTOP) at a moment they hold leases, so which jobs are stranded
-    # is known; then A is SIGKILLed.
+    # workers are frozen (SIGSTOP) at a moment they hold leases, A is given a moment to
+    # finish what it had already received from them, then A is SIGKILLed: the jobs still
+    # leased to A's workers are stranded (nothing can complete them through A any more).
     await _post_round_robin(clients, half, half)
     a_workers = pair.workers[:WORKERS_PER_REPLICA]
-    stranded: list[asyncpg.Record] = []
+    held_by_a = "SELECT job_id FROM jobs WHERE state = 'leased' AND lease_owner LIKE 'replica-a-%'"
     with anyio.fail_after(60):
-        while not stranded:
+        while True:
             for w in a_workers:
                 os.kill(w.pid, signal.SIGSTOP)
-            stranded = await _query(
-                pair.dsn,
-                "SELECT job_id FROM jobs WHERE state = 'leased' AND lease_owner LIKE 'replica-a-%'",
-            )
-            if not stranded:
-                for w in a_workers:
-                    os.kill(w.pid, signal.SIGCONT)
-                await anyio.sleep(0.01)
+            await anyio.sleep(0.5)
+            if await _query(pair.dsn, held_by_a):
+                break
+            for w in a_workers:
+                os.kill(w.pid, signal.SIGCONT)
+            await anyio.sleep(0.01)
     assert pair.a.proc is not None
     os.kill(pair.a.proc.pid, signal.SIGKILL)
     pair.a.proc.wait(10)
+    stranded = await _query(pair.dsn, held_by_a)
+    assert stranded, "replica A's workers held no lease when A died"
     for w in a_workers:
         os.kill(w.pid, signal.SIGCONT)  # they come back to a dead replica
     await _wait_completed(pair.dsn, JOBS, 180)

@@ -38,15 +38,12 @@ from telha.storage.postgres.raw import RawMixin
 from telha.storage.postgres.reads import VERSION_COLS, ReadsMixin
 from telha.storage.postgres.rows import current_nodes, insert_rows
 from telha.storage.postgres.streams import StreamsMixin
+from telha.storage.protocol import ALL_FORMATS
 from telha.storage.rows import build_rows
 
-__all__ = ["ALL_FORMATS", "PostgresStore"]
+__all__ = ["PostgresStore"]
 
 log = structlog.get_logger("telha.storage")
-
-#: What :meth:`PostgresStore.job_wakeups` yields when wake-ups may have been missed (the
-#: LISTEN connection was re-opened): every format's pollers should look again.
-ALL_FORMATS = "*"
 
 _RECONNECT_S = (0.1, 0.5, 1.0, 2.0, 5.0)
 
