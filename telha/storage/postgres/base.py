@@ -58,6 +58,13 @@ async def lock_sources(conn: Conn, sid: int, source_ids: Sequence[bytes]) -> Non
         await conn.execute("SELECT pg_advisory_xact_lock($1)", key)
 
 
+async def _keep_session(_conn: Any) -> None:
+    """The pool's reset on release: nothing to send. Pooled sessions hold no state between
+    operations (advisory locks are transaction-level; the migrator releases its session lock
+    itself; no LISTEN, SET or cursor outside a transaction), and asyncpg still ends an open
+    transaction. Saves the default reset query's round trip on every operation."""
+
+
 class PgBase:
     """The pool, the transaction helper and scope ids.
 
@@ -88,7 +95,11 @@ class PgBase:
         """
         try:
             self._pool = await asyncpg.create_pool(
-                self.dsn, min_size=1, max_size=self._pool_size, command_timeout=120
+                self.dsn,
+                min_size=1,
+                max_size=self._pool_size,
+                command_timeout=120,
+                reset=_keep_session,
             )
             async with self._pool.acquire() as conn:
                 await apply_migrations(conn)
@@ -158,8 +169,12 @@ class PgBase:
         self._scopes[scope] = int(rows[0][0])
         return self._scopes[scope]
 
-    async def _write(self, what: str, fn: Callable[..., Awaitable[T]], *args: Any) -> T:
-        """Run ``await fn(conn, *args)`` in one transaction on a pooled connection.
+    async def _write(
+        self, what: str, fn: Callable[..., Awaitable[T]], *args: Any, transaction: bool = True
+    ) -> T:
+        """Run ``await fn(conn, *args)`` in one transaction on a pooled connection
+        (``transaction=False``: ``fn`` runs one statement, which is its own transaction; it
+        saves the BEGIN and COMMIT round trips).
 
         ``fn`` may raise :class:`Rollback` to write nothing and return its value. A
         transaction PostgreSQL aborted to break a deadlock or a serialization conflict is run
@@ -173,6 +188,8 @@ class PgBase:
                 try:
                     async with pool.acquire() as conn:
                         try:
+                            if not transaction:
+                                return await fn(conn, *args)
                             async with conn.transaction():
                                 return await fn(conn, *args)
                         except Rollback as rb:

@@ -127,17 +127,22 @@ async def latest_hashes(
 
 
 async def _active_dedup(conn: Conn, sid: int, job: NewJob) -> EnqueueOutcome | None:
-    latest = await latest_hashes(conn, sid, job.source_id)
-    if latest is not None and latest[0] == job.content_hash:
-        return EnqueueOutcome(True, None)
-    active = await conn.fetchval(
-        "SELECT job_id FROM jobs WHERE scope_id = $1 AND source_id = $2 AND content_hash = $3"
-        " AND state IN ('pending', 'leased') ORDER BY created_at, job_id LIMIT 1",
+    # One statement: the latest finalized version's content hash and the oldest active job
+    # of the same (source, hash); read after the source's advisory lock was taken.
+    row = await conn.fetchrow(
+        "SELECT (SELECT content_hash FROM source_versions WHERE scope_id = $1"
+        " AND source_id = $2 AND canonical_text_hash IS NOT NULL ORDER BY tx DESC LIMIT 1),"
+        " (SELECT job_id FROM jobs WHERE scope_id = $1 AND source_id = $2"
+        " AND content_hash = $3 AND state IN ('pending', 'leased')"
+        " ORDER BY created_at, job_id LIMIT 1)",
         sid,
         job.source_id,
         job.content_hash,
     )
-    return EnqueueOutcome(True, active) if active is not None else None
+    assert row is not None
+    if row[0] is not None and row[0] == job.content_hash:
+        return EnqueueOutcome(True, None)
+    return EnqueueOutcome(True, row[1]) if row[1] is not None else None
 
 
 async def enqueue_tx(
@@ -151,15 +156,17 @@ async def enqueue_tx(
         outcome = await _active_dedup(conn, sid, job)
         if outcome is not None:
             return outcome
+    # One statement: the row, its first event (a new job's seq is 1) and the NOTIFY.
     await conn.execute(
-        "INSERT INTO jobs (job_id, scope_id, kind, format, source_id, content_hash,"
+        "WITH j AS (INSERT INTO jobs (job_id, scope_id, kind, format, source_id, content_hash,"
         " payload, state, available_at, created_at, updated_at)"
-        " VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', $8, $8, $8)",
+        " VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', $8, $8, $8)),"
+        " e AS (INSERT INTO job_events (job_id, seq, at, transition, detail)"
+        " VALUES ($1, 1, $8, 'enqueued', $9))"
+        " SELECT pg_notify($10, $4)",
         job.job_id, sid, job.kind, job.format, job.source_id, job.content_hash, job.payload,
-        now_us,
+        now_us, detail, CHANNEL,
     )  # fmt: skip
-    await add_event(conn, job.job_id, now_us, "enqueued", detail)
-    await notify(conn, job.format)
     return EnqueueOutcome(False, job.job_id)
 
 
@@ -224,17 +231,23 @@ async def abandon_stream(conn: Conn, job_id: bytes, now_us: int, blob: bytes | N
 async def complete_tx(conn: Conn, sid: int, c: JobCompletion, detail: str | None) -> None:
     """Complete a held job inside the current transaction: state, stats, its child jobs
     (each with request-level dedup, naming its parent) and the ``completed`` event."""
-    await conn.execute(
-        "UPDATE jobs SET state = 'completed', lease_owner = NULL, lease_deadline = NULL,"
-        " stats = $1, continuation = NULL, updated_at = $2 WHERE job_id = $3",
-        c.stats,
-        c.now_us,
-        c.lease.job_id,
-    )
     parent = f"parent={id_str(c.lease.job_id)}"
     for child in c.children:
         await enqueue_tx(conn, sid, child, c.now_us, dedup=True, detail=parent)
-    await add_event(conn, c.lease.job_id, c.now_us, "completed", detail)
+    # One statement: the state and the ``completed`` event (under the row lock the caller's
+    # lease check holds).
+    await conn.execute(
+        "WITH u AS (UPDATE jobs SET state = 'completed', lease_owner = NULL,"
+        " lease_deadline = NULL, stats = $1, continuation = NULL, updated_at = $2"
+        " WHERE job_id = $3)"
+        " INSERT INTO job_events (job_id, seq, at, transition, detail) VALUES ($3,"
+        " (SELECT coalesce(max(seq), 0) + 1 FROM job_events WHERE job_id = $3), $2,"
+        " 'completed', $4)",
+        c.stats,
+        c.now_us,
+        c.lease.job_id,
+        detail,
+    )
 
 
 async def _apply_failure(
@@ -305,36 +318,34 @@ class JobsMixin(PgBase):
         over, never leased twice."""
         if not formats:
             return None
-        params: list[Any] = [list(formats), now_us]
+        params: list[Any] = [list(formats), now_us, worker_id, now_us + lease_us]
         scope_sql = ""
         if scope is not None:
             sid = await self._scope_id(scope)
             if sid is None:
                 return None
-            scope_sql = " AND scope_id = $3"
+            scope_sql = " AND scope_id = $5"
             params.append(sid)
-        pick = (
-            "SELECT job_id FROM jobs WHERE state = 'pending' AND format = ANY($1::text[])"
-            f" AND available_at <= $2{scope_sql} ORDER BY available_at, job_id LIMIT 1"
-            " FOR UPDATE SKIP LOCKED"
-        )
+        # One statement (one round trip, its own transaction): pick with SKIP LOCKED, mark it
+        # leased, append its event under the row lock the pick holds, return the record.
+        sql = (
+            "WITH pick AS (SELECT job_id FROM jobs WHERE state = 'pending'"
+            " AND format = ANY($1::text[]) AND available_at <= $2" + scope_sql +
+            " ORDER BY available_at, job_id LIMIT 1 FOR UPDATE SKIP LOCKED),"
+            " j AS (UPDATE jobs SET state = 'leased', lease_generation = lease_generation + 1,"
+            " lease_owner = $3, lease_deadline = $4, updated_at = $2 FROM pick"
+            " WHERE jobs.job_id = pick.job_id RETURNING jobs.*),"
+            " ev AS (INSERT INTO job_events (job_id, seq, at, transition, detail)"
+            " SELECT j.job_id, (SELECT coalesce(max(seq), 0) + 1 FROM job_events x"
+            " WHERE x.job_id = j.job_id), $2, 'leased', 'worker=' || $3 FROM j)"
+            f" SELECT {_JOB_COLS} FROM j JOIN scopes s ON s.scope_id = j.scope_id"
+        )  # fmt: skip
 
-        async def tx(conn: Conn) -> JobRecord | None:
-            job_id = await conn.fetchval(pick, *params)
-            if job_id is None:
-                raise Rollback(None)
-            await conn.execute(
-                "UPDATE jobs SET state = 'leased', lease_generation = lease_generation + 1,"
-                " lease_owner = $1, lease_deadline = $2, updated_at = $3 WHERE job_id = $4",
-                worker_id,
-                now_us + lease_us,
-                now_us,
-                job_id,
-            )
-            await add_event(conn, job_id, now_us, "leased", f"worker={worker_id}")
-            return await _select_job(conn, job_id)
+        async def one(conn: Conn) -> JobRecord | None:
+            row = await conn.fetchrow(sql, *params)
+            return _job(row) if row is not None else None
 
-        return await self._write("lease job", tx)
+        return await self._write("lease job", one, transaction=False)
 
     async def next_available_at(
         self, formats: Sequence[str], scope: Scope | None = None

@@ -1,8 +1,9 @@
 """Writing one committed version's rows on PostgreSQL (spec 004 apply_parts steps 3–6).
 
 The rows are built by the engine-neutral :func:`telha.storage.rows.build_rows`; here each
-table's rows go in as one ``INSERT … SELECT … FROM unnest($1, $2, …)`` statement (one round
-trip per table, whatever the row count), inside the caller's transaction.
+table's rows go in as one ``INSERT … SELECT … FROM unnest($1, $2, …)`` part (one array per
+column, whatever the row count), and all parts of a commit as one statement of
+data-modifying CTEs (:class:`Batch`): one round trip, inside the caller's transaction.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any
 from telha.storage.postgres.base import Conn
 from telha.storage.rows import Existing, VersionRows
 
-__all__ = ["current_nodes", "insert_rows", "insert_unnest"]
+__all__ = ["Batch", "add_rows", "current_nodes", "insert_rows", "insert_unnest"]
 
 
 async def current_nodes(conn: Conn, sid: int, ids: list[bytes]) -> Existing:
@@ -31,6 +32,53 @@ async def current_nodes(conn: Conn, sid: int, ids: list[bytes]) -> Existing:
     return {r[0]: (r[1], r[2], r[3], r[4], r[5]) for r in rows}
 
 
+class Batch:
+    """Several ``INSERT … SELECT * FROM unnest(…)`` parts (and plain statements) sent as one
+    statement of data-modifying CTEs: one round trip for every table a commit writes. The parts
+    all see the snapshot the statement starts with, so none may depend on another's rows."""
+
+    def __init__(self) -> None:
+        self._parts: list[str] = []
+        self._params: list[Any] = []
+
+    def param(self, value: Any, cast: str) -> str:
+        """Register one parameter; returns its placeholder (``$n::cast``)."""
+        self._params.append(value)
+        return f"${len(self._params)}::{cast}"
+
+    def statement(self, sql: str) -> None:
+        """A data-modifying statement (its placeholders from :meth:`param`)."""
+        self._parts.append(sql)
+
+    def insert(
+        self,
+        table: str,
+        columns: str,
+        types: Sequence[str],
+        rows: Sequence[tuple[Any, ...]],
+        tail: str = "",
+    ) -> None:
+        """``INSERT INTO table (columns) SELECT * FROM unnest(...)`` of ``rows``, one array per
+        column (``types`` are the element types); nothing for no rows."""
+        if not rows:
+            return
+        arrays = zip(*rows, strict=True)
+        params = ", ".join(
+            self.param(list(col), f"{t}[]") for col, t in zip(arrays, types, strict=True)
+        )
+        self.statement(f"INSERT INTO {table} ({columns}) SELECT * FROM unnest({params}){tail}")
+
+    async def run(self, conn: Conn) -> None:
+        """Send every part as one statement (nothing when empty)."""
+        if not self._parts:
+            return
+        if len(self._parts) == 1:
+            await conn.execute(self._parts[0], *self._params)
+            return
+        ctes = ", ".join(f"w{i} AS ({part})" for i, part in enumerate(self._parts))
+        await conn.execute(f"WITH {ctes} SELECT 1", *self._params)
+
+
 async def insert_unnest(
     conn: Conn,
     table: str,
@@ -39,57 +87,60 @@ async def insert_unnest(
     rows: Sequence[tuple[Any, ...]],
     tail: str = "",
 ) -> None:
-    """``INSERT INTO table (columns) SELECT * FROM unnest(...)`` for every row of ``rows``:
-    one statement, one array parameter per column (``types`` are their element types)."""
-    if not rows:
-        return
-    arrays = [list(col) for col in zip(*rows, strict=True)]
-    params = ", ".join(f"${i + 1}::{t}[]" for i, t in enumerate(types))
-    await conn.execute(
-        f"INSERT INTO {table} ({columns}) SELECT * FROM unnest({params}){tail}", *arrays
-    )
+    """One :meth:`Batch.insert`, sent on its own."""
+    batch = Batch()
+    batch.insert(table, columns, types, rows, tail)
+    await batch.run(conn)
 
 
-async def insert_rows(conn: Conn, rows: VersionRows) -> None:
-    """Write ``rows`` inside the current transaction (span rows of the same range merge)."""
-    await insert_unnest(
-        conn, "blob_chunks", "scope_id, blob_id, idx, data",
+def add_rows(batch: Batch, rows: VersionRows) -> None:
+    """Add ``rows`` to ``batch``: chunks, closes of upserted nodes, node versions, labels,
+    edges, span rows (those of the same range merge) and ambiguities."""
+    batch.insert(
+        "blob_chunks", "scope_id, blob_id, idx, data",
         ("integer", "bytea", "integer", "bytea"), rows.chunks, " ON CONFLICT DO NOTHING",
     )  # fmt: skip
     if rows.closes:
-        await conn.execute(
-            "UPDATE nodes SET tx_to = $1 WHERE scope_id = $2 AND node_id = ANY($3::bytea[])"
-            " AND tx_to IS NULL",
-            rows.tx,
-            rows.scope_id,
-            rows.closes,
+        # Closes rows that exist before this statement; the new versions below are not seen.
+        batch.statement(
+            f"UPDATE nodes SET tx_to = {batch.param(rows.tx, 'bigint')}"
+            f" WHERE scope_id = {batch.param(rows.scope_id, 'integer')}"
+            f" AND node_id = ANY({batch.param(rows.closes, 'bytea[]')}) AND tx_to IS NULL"
         )
-    await insert_unnest(
-        conn, "nodes",
+    batch.insert(
+        "nodes",
         "scope_id, node_id, tx_from, labels, properties, provenance, source_id, valid_from,"
         " valid_to",
         ("integer", "bytea", "bigint", "text", "bytea", "bytea", "bytea", "bigint", "bigint"),
         rows.nodes,
-    )  # fmt: skip
-    await insert_unnest(
-        conn, "node_labels", "scope_id, label, node_id, tx_from",
+    )
+    batch.insert(
+        "node_labels", "scope_id, label, node_id, tx_from",
         ("integer", "text", "bytea", "bigint"), rows.labels,
     )  # fmt: skip
-    await insert_unnest(
-        conn, "edges", "scope_id, edge_id, tx_from, type, from_id, to_id, properties",
+    batch.insert(
+        "edges", "scope_id, edge_id, tx_from, type, from_id, to_id, properties",
         ("integer", "bytea", "bigint", "text", "bytea", "bytea", "bytea"), rows.edges,
     )  # fmt: skip
-    await insert_unnest(
-        conn, "span_rows",
+    batch.insert(
+        "span_rows",
         'scope_id, source_id, source_version_tx, start, "end", kind, linked_nodes',
-        ("integer", "bytea", "bigint", "bigint", "bigint", "text", "bytea"), rows.spans,
-        " ON CONFLICT (scope_id, source_id, source_version_tx, start, \"end\") DO UPDATE SET"
+        ("integer", "bytea", "bigint", "bigint", "bigint", "text", "bytea"),
+        rows.spans,
+        ' ON CONFLICT (scope_id, source_id, source_version_tx, start, "end") DO UPDATE SET'
         " linked_nodes = span_rows.linked_nodes || excluded.linked_nodes",
-    )  # fmt: skip
-    await insert_unnest(
-        conn, "ambiguities",
+    )
+    batch.insert(
+        "ambiguities",
         "scope_id, node_id, tx, source_id, kind, candidates, detector_confidence,"
         " applied_candidate_confidence, severity_hint",
         ("integer", "bytea", "bigint", "bytea", "text", "bytea", "float8", "float8", "text"),
         rows.ambiguities,
-    )  # fmt: skip
+    )
+
+
+async def insert_rows(conn: Conn, rows: VersionRows) -> None:
+    """Write ``rows`` inside the current transaction, in one statement."""
+    batch = Batch()
+    add_rows(batch, rows)
+    await batch.run(conn)

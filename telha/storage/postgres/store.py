@@ -36,7 +36,7 @@ from telha.storage.postgres.jobs import (
 )
 from telha.storage.postgres.raw import RawMixin
 from telha.storage.postgres.reads import VERSION_COLS, ReadsMixin
-from telha.storage.postgres.rows import current_nodes, insert_rows
+from telha.storage.postgres.rows import Batch, add_rows, current_nodes
 from telha.storage.postgres.streams import StreamsMixin
 from telha.storage.protocol import ALL_FORMATS
 from telha.storage.rows import build_rows
@@ -191,8 +191,10 @@ class PostgresStore(ReadsMixin, JobsMixin, StreamsMixin, RawMixin):
             existing = await current_nodes(conn, sid, explicit) if explicit else {}
             tx_time = await next_tx(conn)
             rows = build_rows(sid, version.source_id, tx_time, blob_id, projection, existing)
-            await _insert_version(conn, sid, tx_time, version, canonical_hash, blob_id, len(text))
-            await insert_rows(conn, rows)
+            batch = Batch()  # the version and all its rows: one statement
+            _insert_version(batch, sid, tx_time, version, canonical_hash, blob_id, len(text))
+            add_rows(batch, rows)
+            await batch.run(conn)
             if completion is not None:
                 detail = f"version={tx_time} nodes={len(rows.node_ids)}"
                 await complete_tx(conn, sid, completion, detail)
@@ -215,8 +217,8 @@ async def _is_duplicate(
     return bool(latest[1] == canonical_hash and latest[2] != v.job_id)
 
 
-async def _insert_version(
-    conn: Conn,
+def _insert_version(
+    batch: Batch,
     sid: int,
     tx: int,
     v: NewVersion,
@@ -224,9 +226,11 @@ async def _insert_version(
     blob_id: bytes,
     text_len: int,
 ) -> None:
-    await conn.execute(
-        f"INSERT INTO source_versions (scope_id, {VERSION_COLS})"
-        " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
-        sid, v.source_id, tx, v.name, v.format, v.content_hash, canonical_hash, v.size,
-        v.worker, v.job_id, blob_id, text_len,
-    )  # fmt: skip
+    values = [
+        (sid, "integer"), (v.source_id, "bytea"), (tx, "bigint"), (v.name, "text"),
+        (v.format, "text"), (v.content_hash, "bytea"), (canonical_hash, "bytea"),
+        (v.size, "bigint"), (v.worker, "text"), (v.job_id, "bytea"), (blob_id, "bytea"),
+        (text_len, "bigint"),
+    ]  # fmt: skip
+    marks = ", ".join(batch.param(value, cast) for value, cast in values)
+    batch.statement(f"INSERT INTO source_versions (scope_id, {VERSION_COLS}) VALUES ({marks})")
