@@ -36,6 +36,7 @@ from telha.model import (
 )
 from telha.queue.policy import Decide, FailureDecision
 from telha.storage.postgres.base import Conn, PgBase, Rollback, lock_sources
+from telha.storage.postgres.rows import Batch
 
 __all__ = [
     "CHANNEL",
@@ -43,6 +44,7 @@ __all__ = [
     "abandon_stream",
     "add_event",
     "check_lease",
+    "complete_in_batch",
     "complete_tx",
     "decode_continuation",
     "enqueue_tx",
@@ -247,6 +249,24 @@ async def complete_tx(conn: Conn, sid: int, c: JobCompletion, detail: str | None
         c.now_us,
         c.lease.job_id,
         detail,
+    )
+
+
+def complete_in_batch(batch: Batch, c: JobCompletion, detail_sql: str) -> None:
+    """:func:`complete_tx` of a completion without children, as two parts of ``batch`` (the
+    caller holds the job row's lock): ``detail_sql`` is an SQL text expression (it may use
+    :data:`~telha.storage.postgres.rows.TX`)."""
+    job = batch.param(c.lease.job_id, "bytea")
+    at = batch.param(c.now_us, "bigint")
+    batch.statement(
+        "UPDATE jobs SET state = 'completed', lease_owner = NULL, lease_deadline = NULL,"
+        f" stats = {batch.param(c.stats, 'bytea')}, continuation = NULL, updated_at = {at}"
+        f" WHERE job_id = {job}"
+    )
+    batch.statement(
+        f"INSERT INTO job_events (job_id, seq, at, transition, detail) VALUES ({job},"
+        f" (SELECT coalesce(max(seq), 0) + 1 FROM job_events WHERE job_id = {job}), {at},"
+        f" 'completed', {detail_sql})"
     )
 
 

@@ -24,19 +24,20 @@ from telha.ids import blob_id_for, content_hash, now_us
 from telha.ingest.offload import off_loop
 from telha.ingest.projection import Projection
 from telha.model import CommitOutcome, Dedup, JobCompletion, NewVersion, Scope
-from telha.storage.postgres.base import Conn, Rollback, lock_sources, next_tx
+from telha.storage.postgres.base import Conn, Rollback, lock_sources
 from telha.storage.postgres.jobs import (
     CHANNEL,
     JobsMixin,
     abandon_stream,
     check_lease,
+    complete_in_batch,
     complete_tx,
     decode_continuation,
     latest_hashes,
 )
 from telha.storage.postgres.raw import RawMixin
 from telha.storage.postgres.reads import VERSION_COLS, ReadsMixin
-from telha.storage.postgres.rows import Batch, add_rows, current_nodes
+from telha.storage.postgres.rows import PENDING_TX, TX, Batch, add_rows, current_nodes
 from telha.storage.postgres.streams import StreamsMixin
 from telha.storage.protocol import ALL_FORMATS
 from telha.storage.rows import build_rows
@@ -189,15 +190,19 @@ class PostgresStore(ReadsMixin, JobsMixin, StreamsMixin, RawMixin):
                 return CommitOutcome(True, None, [], [])
             explicit = [n.node_id for n in projection.nodes if n.node_id is not None]
             existing = await current_nodes(conn, sid, explicit) if explicit else {}
-            tx_time = await next_tx(conn)
-            rows = build_rows(sid, version.source_id, tx_time, blob_id, projection, existing)
-            batch = Batch()  # the version and all its rows: one statement
-            _insert_version(batch, sid, tx_time, version, canonical_hash, blob_id, len(text))
+            # Rows are built before the transaction time exists; the one statement that writes
+            # them takes it from the clock row (locked from there to the commit only).
+            rows = build_rows(sid, version.source_id, PENDING_TX, blob_id, projection, existing)
+            batch = Batch(take_tx=True)
+            _insert_version(batch, sid, version, canonical_hash, blob_id, len(text))
             add_rows(batch, rows)
-            await batch.run(conn)
-            if completion is not None:
-                detail = f"version={tx_time} nodes={len(rows.node_ids)}"
-                await complete_tx(conn, sid, completion, detail)
+            nodes = f"nodes={len(rows.node_ids)}"
+            if completion is not None and not completion.children:
+                complete_in_batch(batch, completion, f"'version=' || {TX} || ' {nodes}'")
+            tx_time = await batch.run(conn)
+            assert tx_time is not None
+            if completion is not None and completion.children:
+                await complete_tx(conn, sid, completion, f"version={tx_time} {nodes}")
             return CommitOutcome(False, tx_time, rows.node_ids, rows.edge_ids)
 
         return await self._write("commit version", tx)
@@ -218,19 +223,12 @@ async def _is_duplicate(
 
 
 def _insert_version(
-    batch: Batch,
-    sid: int,
-    tx: int,
-    v: NewVersion,
-    canonical_hash: bytes,
-    blob_id: bytes,
-    text_len: int,
+    batch: Batch, sid: int, v: NewVersion, canonical_hash: bytes, blob_id: bytes, text_len: int
 ) -> None:
     values = [
-        (sid, "integer"), (v.source_id, "bytea"), (tx, "bigint"), (v.name, "text"),
-        (v.format, "text"), (v.content_hash, "bytea"), (canonical_hash, "bytea"),
-        (v.size, "bigint"), (v.worker, "text"), (v.job_id, "bytea"), (blob_id, "bytea"),
-        (text_len, "bigint"),
+        (sid, "integer"), (v.source_id, "bytea"), None, (v.name, "text"), (v.format, "text"),
+        (v.content_hash, "bytea"), (canonical_hash, "bytea"), (v.size, "bigint"),
+        (v.worker, "text"), (v.job_id, "bytea"), (blob_id, "bytea"), (text_len, "bigint"),
     ]  # fmt: skip
-    marks = ", ".join(batch.param(value, cast) for value, cast in values)
+    marks = ", ".join(TX if item is None else batch.param(*item) for item in values)
     batch.statement(f"INSERT INTO source_versions (scope_id, {VERSION_COLS}) VALUES ({marks})")
