@@ -21,7 +21,7 @@ from telha.errors import StorageError
 from telha.model import Scope
 from telha.storage.postgres.migrate import apply_migrations
 
-__all__ = ["Conn", "PgBase", "lock_sources", "next_tx"]
+__all__ = ["Conn", "PgBase", "Rollback", "lock_sources", "next_tx"]
 
 T = TypeVar("T")
 #: A connection of the pool (or a plain one: the migrator and LISTEN accept either).
@@ -159,15 +159,19 @@ class PgBase:
         if cached is not None:
             return cached
         rows = await self._fetch(
-            "WITH ins AS (INSERT INTO scopes (tenant_id, organization_id) VALUES ($1, $2)"
-            " ON CONFLICT DO NOTHING RETURNING scope_id)"
-            " SELECT scope_id FROM ins UNION ALL SELECT scope_id FROM scopes"
-            " WHERE tenant_id = $1 AND organization_id = $2",
+            "INSERT INTO scopes (tenant_id, organization_id) VALUES ($1, $2)"
+            " ON CONFLICT DO NOTHING RETURNING scope_id",
             scope.tenant_id,
             scope.organization_id,
         )
-        self._scopes[scope] = int(rows[0][0])
-        return self._scopes[scope]
+        if rows:
+            self._scopes[scope] = int(rows[0][0])
+            return self._scopes[scope]
+        # Another process interned it at the same moment: a new statement sees its row.
+        found = await self._scope_id(scope)
+        if found is None:
+            raise StorageError(f"scope {scope} vanished while being interned")
+        return found
 
     async def _write(
         self, what: str, fn: Callable[..., Awaitable[T]], *args: Any, transaction: bool = True

@@ -30,7 +30,7 @@ from telha.model import (
     StreamOutcome,
     StreamPart,
 )
-from telha.storage.postgres.base import Conn, PgBase, lock_sources, next_tx
+from telha.storage.postgres.base import Conn, PgBase, lock_sources
 from telha.storage.postgres.jobs import (
     abandon_stream,
     add_event,
@@ -40,8 +40,16 @@ from telha.storage.postgres.jobs import (
     store_continuation,
 )
 from telha.storage.postgres.reads import VERSION_COLS
-from telha.storage.postgres.rows import current_nodes, insert_rows, insert_unnest
-from telha.storage.rows import build_rows
+from telha.storage.postgres.rows import (
+    PENDING_TX,
+    TX,
+    Batch,
+    add_rows,
+    current_nodes,
+    insert_rows,
+    insert_unnest,
+)
+from telha.storage.rows import Existing, VersionRows, build_rows
 
 __all__ = ["StreamsMixin"]
 
@@ -150,23 +158,30 @@ class StreamsMixin(PgBase):
             expected = 0 if cont is None else cont.next_seq
             if part.seq != expected:
                 raise OutOfSync(f"expected seq {expected}, got {part.seq}")
-            if cont is None:
-                cont = await _pin(conn, sid, version, part)
-            if part.base != cont.length:
-                raise OutOfSync(
-                    f"partial built on {part.base} bytes; the stream holds {cont.length}"
-                )
-            for pos in projection.earlier_offsets:
-                byte = await _byte_at(conn, sid, cont.blob_id, pos)
-                if byte is not None and (byte & 0xC0) == 0x80:
-                    raise InvalidStream(f"span offset {pos} is not on a UTF-8 boundary")
-            length, next_chunk = await _append(conn, sid, cont, projection.canonical)
             explicit = [n.node_id for n in projection.nodes if n.node_id is not None]
-            existing = await current_nodes(conn, sid, explicit) if explicit else {}
-            rows = build_rows(
-                sid, version.source_id, cont.tx, cont.blob_id, projection, existing, chunks=False
-            )
-            await insert_rows(conn, rows)
+            text = projection.canonical
+            if cont is None:  # the first part pins the version
+                if part.base != 0:
+                    raise OutOfSync(f"partial built on {part.base} bytes; the stream holds 0")
+                existing = await current_nodes(conn, sid, explicit) if explicit else {}
+                cont, rows = await _pin(conn, sid, version, part, projection, existing)
+                length, next_chunk = len(text), (len(text) + BLOB_CHUNK - 1) // BLOB_CHUNK
+            else:
+                if part.base != cont.length:
+                    raise OutOfSync(
+                        f"partial built on {part.base} bytes; the stream holds {cont.length}"
+                    )
+                for pos in projection.earlier_offsets:
+                    byte = await _byte_at(conn, sid, cont.blob_id, pos)
+                    if byte is not None and (byte & 0xC0) == 0x80:
+                        raise InvalidStream(f"span offset {pos} is not on a UTF-8 boundary")
+                length, next_chunk = await _append(conn, sid, cont, text)
+                existing = await current_nodes(conn, sid, explicit) if explicit else {}
+                rows = build_rows(
+                    sid, version.source_id, cont.tx, cont.blob_id, projection, existing,
+                    chunks=False,
+                )  # fmt: skip
+                await insert_rows(conn, rows)
             detail = f"seq={part.seq} bytes={len(projection.canonical)} nodes={len(rows.node_ids)}"
             await add_event(conn, job_id, part.now_us, "partial", detail)
             cont = replace(
@@ -183,16 +198,32 @@ class StreamsMixin(PgBase):
         return await self._write("apply streamed submission", tx)
 
 
-async def _pin(conn: Conn, sid: int, v: NewVersion, part: StreamPart) -> Continuation:
-    tx = await next_tx(conn)
+async def _pin(
+    conn: Conn,
+    sid: int,
+    v: NewVersion,
+    part: StreamPart,
+    projection: Projection,
+    existing: Existing,
+) -> tuple[Continuation, VersionRows]:
+    """The first part: one statement takes the transaction time from the clock row (locked
+    from here to the commit only) and writes the pinned version row (no canonical hash yet,
+    a provisional uuid7 blob id), the part's text chunks and its rows at that time."""
     blob_id = new_id()
-    await conn.execute(
-        f"INSERT INTO source_versions (scope_id, {VERSION_COLS})"
-        " VALUES ($1, $2, $3, $4, $5, $6, NULL, $7, $8, $9, $10, 0)",
-        sid, v.source_id, tx, v.name, v.format, v.content_hash, v.size, v.worker, v.job_id,
-        blob_id,
-    )  # fmt: skip
-    return Continuation(part.worker_id, part.lease.lease_generation, 0, tx, blob_id, 0, 0, ())
+    rows = build_rows(sid, v.source_id, PENDING_TX, blob_id, projection, existing)
+    batch = Batch(take_tx=True)
+    values = [
+        (sid, "integer"), (v.source_id, "bytea"), None, (v.name, "text"), (v.format, "text"),
+        (v.content_hash, "bytea"), (None, "bytea"), (v.size, "bigint"), (v.worker, "text"),
+        (v.job_id, "bytea"), (blob_id, "bytea"), (0, "bigint"),
+    ]  # fmt: skip
+    marks = ", ".join(TX if item is None else batch.param(*item) for item in values)
+    batch.statement(f"INSERT INTO source_versions (scope_id, {VERSION_COLS}) VALUES ({marks})")
+    add_rows(batch, rows)
+    tx = await batch.run(conn)
+    assert tx is not None
+    cont = Continuation(part.worker_id, part.lease.lease_generation, 0, tx, blob_id, 0, 0, ())
+    return cont, rows
 
 
 async def _finalize(conn: Conn, sid: int, v: NewVersion, c: Continuation, part: StreamPart) -> None:
