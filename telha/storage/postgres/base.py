@@ -21,7 +21,7 @@ from telha.errors import StorageError
 from telha.model import Scope
 from telha.storage.postgres.migrate import apply_migrations
 
-__all__ = ["Conn", "PgBase", "Rollback", "lock_sources", "next_tx"]
+__all__ = ["Conn", "PgBase", "Rollback", "lock_sources", "next_tx", "source_lock_key"]
 
 T = TypeVar("T")
 #: A connection of the pool (or a plain one: the migrator and LISTEN accept either).
@@ -44,7 +44,8 @@ async def next_tx(conn: Conn) -> int:
     return int(tx)
 
 
-def _source_key(sid: int, source_id: bytes) -> int:
+def source_lock_key(sid: int, source_id: bytes) -> int:
+    """The advisory lock key (a signed bigint) of ``(scope, source)``."""
     digest = hashlib.blake2b(sid.to_bytes(8, "big") + source_id, digest_size=8).digest()
     return int.from_bytes(digest, "big", signed=True)
 
@@ -54,7 +55,7 @@ async def lock_sources(conn: Conn, sid: int, source_ids: Sequence[bytes]) -> Non
     two transactions never wait on each other): request-level and submit-time dedup read the
     source's latest version and active jobs under it, so concurrent POSTs of the same bytes to
     different replicas make exactly one version or job. Re-taking a held lock is a no-op."""
-    for key in sorted({_source_key(sid, s) for s in source_ids}):
+    for key in sorted({source_lock_key(sid, s) for s in source_ids}):
         await conn.execute("SELECT pg_advisory_xact_lock($1)", key)
 
 

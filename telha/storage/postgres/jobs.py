@@ -35,7 +35,7 @@ from telha.model import (
     Scope,
 )
 from telha.queue.policy import Decide, FailureDecision
-from telha.storage.postgres.base import Conn, PgBase, Rollback, lock_sources
+from telha.storage.postgres.base import Conn, PgBase, Rollback, lock_sources, source_lock_key
 from telha.storage.postgres.rows import Batch
 
 __all__ = [
@@ -48,7 +48,6 @@ __all__ = [
     "complete_tx",
     "decode_continuation",
     "enqueue_tx",
-    "latest_hashes",
     "notify",
     "store_continuation",
 ]
@@ -110,22 +109,6 @@ async def check_lease(conn: Conn, lease: LeaseRef) -> tuple[int, str, bytes | No
     if row is None or row[2] != "leased" or row[3] != lease.lease_generation:
         raise StaleLease("job is not leased under this lease generation")
     return int(row[0]), str(row[1]), row[4]
-
-
-async def latest_hashes(
-    conn: Conn, sid: int, source_id: bytes
-) -> tuple[bytes, bytes | None, bytes | None] | None:
-    """``(content_hash, canonical_text_hash, job_id)`` of a source's latest finalized version,
-    read inside the current transaction (spec 004 dedup rules); call under
-    :func:`~telha.storage.postgres.base.lock_sources`."""
-    row = await conn.fetchrow(
-        "SELECT content_hash, canonical_text_hash, job_id FROM source_versions"
-        " WHERE scope_id = $1 AND source_id = $2 AND canonical_text_hash IS NOT NULL"
-        " ORDER BY tx DESC LIMIT 1",
-        sid,
-        source_id,
-    )
-    return (row[0], row[1], row[2]) if row is not None else None
 
 
 async def _active_dedup(conn: Conn, sid: int, job: NewJob) -> EnqueueOutcome | None:
@@ -315,13 +298,18 @@ class JobsMixin(PgBase):
         ``job.content_hash`` or a pending/leased job covers the same ``(source, hash)``."""
         sid = await self._ensure_scope(scope)
 
-        async def tx(conn: Conn) -> EnqueueOutcome:
-            outcome = await enqueue_tx(conn, sid, job, now_us, dedup=dedup)
-            if outcome.deduplicated:
-                raise Rollback(outcome)
-            return outcome
+        async def one(conn: Conn) -> EnqueueOutcome:
+            # telha_enqueue (migration 0002): enqueue_tx's steps in one call, one round trip.
+            row = await conn.fetchrow(
+                "SELECT deduplicated, job_id FROM telha_enqueue($1, $2, $3, $4, $5, $6, $7, $8,"
+                " $9, NULL, $10, $11)",
+                job.job_id, sid, job.kind, job.format, job.source_id, job.content_hash,
+                job.payload, now_us, dedup, source_lock_key(sid, job.source_id), CHANNEL,
+            )  # fmt: skip
+            assert row is not None
+            return EnqueueOutcome(bool(row[0]), row[1])
 
-        return await self._write("enqueue job", tx)
+        return await self._write("enqueue job", one, transaction=False)
 
     async def lease_next_job(
         self,

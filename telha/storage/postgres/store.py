@@ -19,21 +19,19 @@ import anyio.abc
 import asyncpg
 import structlog
 
-from telha.errors import OutOfSync
+from telha.errors import OutOfSync, StaleLease
 from telha.ids import blob_id_for, content_hash, now_us
 from telha.ingest.offload import off_loop
 from telha.ingest.projection import Projection
 from telha.model import CommitOutcome, Dedup, JobCompletion, NewVersion, Scope
-from telha.storage.postgres.base import Conn, Rollback, lock_sources
+from telha.storage.postgres.base import Conn, Rollback, source_lock_key
 from telha.storage.postgres.jobs import (
     CHANNEL,
     JobsMixin,
     abandon_stream,
-    check_lease,
     complete_in_batch,
     complete_tx,
     decode_continuation,
-    latest_hashes,
 )
 from telha.storage.postgres.raw import RawMixin
 from telha.storage.postgres.reads import VERSION_COLS, ReadsMixin
@@ -170,8 +168,25 @@ class PostgresStore(ReadsMixin, JobsMixin, StreamsMixin, RawMixin):
         sid = await self._ensure_scope(scope)
 
         async def tx(conn: Conn) -> CommitOutcome:
+            children = completion.children if completion is not None else ()
+            sources = (version.source_id, *(c.source_id for c in children))
+            lease = completion.lease if completion is not None else None
+            # telha_commit_check (migration 0002): the lease fence (job row locked), the
+            # sources' advisory locks, then the latest version, in one round trip.
+            check = await conn.fetchrow(
+                "SELECT held, continuation, latest_hash, latest_canonical, latest_job"
+                " FROM telha_commit_check($1, $2, $3, $4, $5)",
+                lease.job_id if lease is not None else None,
+                lease.lease_generation if lease is not None else 0,
+                [source_lock_key(sid, source) for source in sources],
+                sid,
+                version.source_id,
+            )
+            assert check is not None
+            if not check[0]:
+                raise StaleLease("job is not leased under this lease generation")
             if completion is not None:
-                _, _, blob = await check_lease(conn, completion.lease)
+                blob = check[1]
                 cont = decode_continuation(blob) if blob is not None else None
                 if cont is not None and (cont.worker_id, cont.lease_generation) == (
                     completion.worker_id,
@@ -180,9 +195,8 @@ class PostgresStore(ReadsMixin, JobsMixin, StreamsMixin, RawMixin):
                     raise OutOfSync(f"a stream is open: expected seq {cont.next_seq}, got 0")
                 # A single-shot retry of a job whose earlier attempt streamed: close that.
                 await abandon_stream(conn, completion.lease.job_id, completion.now_us, blob)
-            children = completion.children if completion is not None else ()
-            await lock_sources(conn, sid, [version.source_id, *(c.source_id for c in children)])
-            if await _is_duplicate(conn, sid, version, canonical_hash, dedup):
+            latest = (check[2], check[3], check[4]) if check[2] is not None else None
+            if _is_duplicate(latest, version, canonical_hash, dedup):
                 if completion is None:
                     raise Rollback(CommitOutcome(True, None, [], []))
                 # A duplicate writes no rows: no children either (spec 004 step 2).
@@ -208,13 +222,15 @@ class PostgresStore(ReadsMixin, JobsMixin, StreamsMixin, RawMixin):
         return await self._write("commit version", tx)
 
 
-async def _is_duplicate(
-    conn: Conn, sid: int, v: NewVersion, canonical_hash: bytes, dedup: Dedup
+def _is_duplicate(
+    latest: tuple[bytes, bytes | None, bytes | None] | None,
+    v: NewVersion,
+    canonical_hash: bytes,
+    dedup: Dedup,
 ) -> bool:
-    if dedup is Dedup.NONE:
-        return False
-    latest = await latest_hashes(conn, sid, v.source_id)
-    if latest is None or latest[0] != v.content_hash:
+    """The dedup rules of spec 004 against the source's latest finalized version
+    ``(content_hash, canonical_text_hash, job_id)``."""
+    if dedup is Dedup.NONE or latest is None or latest[0] != v.content_hash:
         return False
     if dedup is Dedup.CONTENT:
         return True
