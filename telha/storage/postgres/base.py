@@ -1,6 +1,7 @@
 """Connections of the PostgreSQL engine (DESIGN.md §4, §9): an asyncpg pool shared by reads
-and write transactions, the transaction helper every write goes through, the database clock
-that orders transaction time across replicas, and scope interning.
+and write transactions, the transaction helper every write goes through, the ``(scope,
+source)`` advisory locks of dedup, and scope interning. (The database clock that orders
+transaction time across replicas is taken by :class:`~telha.storage.postgres.rows.Batch`.)
 
 Unlike SQLite there is no single writer: several transactions (of this process and of other
 replicas) run at once, so every operation that must not interleave takes a row or advisory
@@ -21,7 +22,7 @@ from telha.errors import StorageError
 from telha.model import Scope
 from telha.storage.postgres.migrate import apply_migrations
 
-__all__ = ["Conn", "PgBase", "Rollback", "lock_sources", "next_tx", "source_lock_key"]
+__all__ = ["Conn", "PgBase", "Rollback", "lock_sources", "source_lock_key"]
 
 T = TypeVar("T")
 #: A connection of the pool (or a plain one: the migrator and LISTEN accept either).
@@ -30,18 +31,6 @@ Conn: TypeAlias = "asyncpg.Connection[asyncpg.Record] | PoolConnectionProxy[asyn
 #: SQLSTATEs of transactions PostgreSQL aborted to resolve a conflict: safe to run again.
 _RETRY_STATES = frozenset({"40001", "40P01"})
 _ATTEMPTS = 5
-
-
-async def next_tx(conn: Conn) -> int:
-    """The next transaction time (µs) from the database's clock row, inside the current
-    transaction: ``greatest(last + 1, clock_timestamp() in µs)``. The row stays locked until
-    the transaction ends, so transaction times are strictly increasing across every replica
-    and commits are ordered by them. Take it last, after every other lock."""
-    tx = await conn.fetchval(
-        "UPDATE tx_clock SET tx = greatest(tx + 1,"
-        " (extract(epoch FROM clock_timestamp()) * 1000000)::bigint) WHERE id = 1 RETURNING tx"
-    )
-    return int(tx)
 
 
 def source_lock_key(sid: int, source_id: bytes) -> int:

@@ -58,10 +58,12 @@ class Batch:
     statement of data-modifying CTEs: one round trip for every table a commit writes. The parts
     all see the snapshot the statement starts with, so none may depend on another's rows.
 
-    :param take_tx: the statement also takes the next transaction time from the clock row
-        (see :func:`~telha.storage.postgres.base.next_tx`) and writes it into every part's tx
-        column (:data:`TX`); :meth:`run` returns it. The clock row is then locked only from
-        this statement to the commit, not while the rows are built.
+    :param take_tx: the statement also takes the next transaction time (µs) from the clock
+        row, ``greatest(last + 1, clock_timestamp() in µs)``, and writes it into every part's
+        tx column (:data:`TX`); :meth:`run` returns it. The row stays locked until the
+        transaction ends, so transaction times are strictly increasing across every replica
+        and commits are ordered by them; it is locked only from this statement to the commit,
+        not while the rows are built. Take it after every other lock.
     """
 
     def __init__(self, *, take_tx: bool = False) -> None:
