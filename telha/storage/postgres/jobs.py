@@ -20,8 +20,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import msgspec
-
 from telha.errors import StaleLease
 from telha.ids import id_str
 from telha.model import (
@@ -37,6 +35,8 @@ from telha.model import (
 from telha.queue.policy import Decide, FailureDecision
 from telha.storage.postgres.base import Conn, PgBase, Rollback, lock_sources, source_lock_key
 from telha.storage.postgres.rows import Batch
+from telha.storage.records import decode_continuation, encode_continuation
+from telha.storage.records import job_record as _job
 
 __all__ = [
     "CHANNEL",
@@ -61,15 +61,6 @@ _JOB_COLS = (
     " j.available_at, j.failure_reason, j.stats"
 )
 _FROM = " FROM jobs j JOIN scopes s ON s.scope_id = j.scope_id"
-
-
-def _job(row: Any, events: tuple[JobEvent, ...] = ()) -> JobRecord:
-    (job_id, tenant, org, kind, fmt, source_id, chash, payload, state, attempts, gen, owner,
-     deadline, available_at, reason, stats) = row  # fmt: skip
-    return JobRecord(
-        job_id, Scope(tenant, org), kind, fmt, source_id, chash, payload, state, attempts,
-        gen, owner, deadline, available_at, reason, stats, events,
-    )  # fmt: skip
 
 
 async def notify(conn: Conn, fmt: str) -> None:
@@ -155,16 +146,11 @@ async def enqueue_tx(
     return EnqueueOutcome(False, job.job_id)
 
 
-def decode_continuation(blob: bytes) -> Continuation:
-    """A stored checkpoint back as a :class:`Continuation` (msgpack)."""
-    return msgspec.msgpack.decode(blob, type=Continuation)
-
-
 async def store_continuation(
     conn: Conn, job_id: bytes, c: Continuation | None, now_us: int
 ) -> None:
     """Write (or with ``None`` clear) the job's streaming checkpoint."""
-    blob = msgspec.msgpack.encode(c) if c is not None else None
+    blob = encode_continuation(c) if c is not None else None
     await conn.execute(
         "UPDATE jobs SET continuation = $1, updated_at = $2 WHERE job_id = $3", blob, now_us, job_id
     )

@@ -38,6 +38,7 @@ from telha.storage.postgres.reads import VERSION_COLS, ReadsMixin
 from telha.storage.postgres.rows import PENDING_TX, TX, Batch, add_rows, current_nodes
 from telha.storage.postgres.streams import StreamsMixin
 from telha.storage.protocol import ALL_FORMATS
+from telha.storage.records import is_duplicate
 from telha.storage.rows import build_rows
 
 __all__ = ["PostgresStore"]
@@ -196,7 +197,7 @@ class PostgresStore(ReadsMixin, JobsMixin, StreamsMixin, RawMixin):
                 # A single-shot retry of a job whose earlier attempt streamed: close that.
                 await abandon_stream(conn, completion.lease.job_id, completion.now_us, blob)
             latest = (check[2], check[3], check[4]) if check[2] is not None else None
-            if _is_duplicate(latest, version, canonical_hash, dedup):
+            if is_duplicate(latest, version, canonical_hash, dedup):
                 if completion is None:
                     raise Rollback(CommitOutcome(True, None, [], []))
                 # A duplicate writes no rows: no children either (spec 004 step 2).
@@ -220,22 +221,6 @@ class PostgresStore(ReadsMixin, JobsMixin, StreamsMixin, RawMixin):
             return CommitOutcome(False, tx_time, rows.node_ids, rows.edge_ids)
 
         return await self._write("commit version", tx)
-
-
-def _is_duplicate(
-    latest: tuple[bytes, bytes | None, bytes | None] | None,
-    v: NewVersion,
-    canonical_hash: bytes,
-    dedup: Dedup,
-) -> bool:
-    """The dedup rules of spec 004 against the source's latest finalized version
-    ``(content_hash, canonical_text_hash, job_id)``."""
-    if dedup is Dedup.NONE or latest is None or latest[0] != v.content_hash:
-        return False
-    if dedup is Dedup.CONTENT:
-        return True
-    # Submit time: a retry of the same job must re-apply (crash recovery), not dedup.
-    return bool(latest[1] == canonical_hash and latest[2] != v.job_id)
 
 
 def _insert_version(
