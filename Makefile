@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 CONFIG ?= config.toml
 
-.PHONY: setup run test lint typecheck check bench clean proto
+.PHONY: setup run test lint typecheck check bench bench-postgres clean proto
 
 $(BIN)/telha: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -42,6 +42,14 @@ bench: setup
 	$(BIN)/python bench/docling.py
 	$(BIN)/python bench/email_code.py
 	$(BIN)/python bench/web.py
+
+# The queue benchmark on PostgreSQL too (one replica and two), beside the SQLite rows, on the
+# throwaway cluster of scripts/pg-test-server (fsync on, synchronous_commit off).
+bench-postgres: setup
+	TELHA_PG_DIR=/tmp/telha-pg-bench TELHA_PG_OPTS="-c synchronous_commit=off" \
+		scripts/pg-test-server start >/dev/null
+	TELHA_TEST_PG_DSN=$$(TELHA_PG_DIR=/tmp/telha-pg-bench scripts/pg-test-server dsn) \
+		$(BIN)/python bench/queue.py --engine postgres
 
 clean:
 	rm -rf $(VENV) data .pytest_cache .mypy_cache .ruff_cache

@@ -1,5 +1,5 @@
-"""The ``telha`` command line (click): ``serve``, ``api-key create``/``worker-token``, and the
-client commands ``ingest``, ``job`` and ``source`` (:mod:`telha.cli_client`).
+"""The ``telha`` command line (click): ``serve``, ``migrate``, ``api-key create``/``worker-token``,
+and the client commands ``ingest``, ``job`` and ``source`` (:mod:`telha.cli_client`).
 
 Exit codes: 0 success, 1 runtime failure, 2 usage or configuration error (the message names
 the dotted config key).
@@ -23,7 +23,7 @@ from telha.errors import StorageError
 from telha.grpc.tokens import load_token_key, mint_worker_token, parse_ttl
 from telha.logs import configure_logging
 from telha.model import Scope
-from telha.storage.sqlite import SqliteStore
+from telha.storage import open_store
 from telha.supervisor import CrashLoop
 
 __all__ = ["main"]
@@ -125,6 +125,25 @@ def _startup_failure(exc: BaseException) -> str | None:
     return None
 
 
+@main.command()
+@_CONFIG
+def migrate(config_path: Path | None) -> None:
+    """Apply the storage engine's pending migrations, then exit (``serve`` applies them at
+    start too; several replicas starting at once apply each migration once)."""
+    cfg, base_dir = _load(config_path)
+
+    async def run() -> None:
+        async with open_store(cfg, base_dir, readers=1, pool_size=2):
+            pass
+
+    try:
+        anyio.run(run, backend="asyncio")
+    except StorageError as exc:
+        click.echo(f"telha: storage error: {exc.message}", err=True)
+        sys.exit(1)
+    click.echo(f"telha: {cfg.storage.engine} schema is current")
+
+
 @main.group("api-key")
 def api_key() -> None:
     """Manage credentials."""
@@ -145,9 +164,7 @@ def api_key_create(tenant: str, org: str, config_path: Path | None) -> None:
     key_id, key = mint_api_key()
 
     async def store_key() -> None:
-        async with SqliteStore(
-            cfg.storage_path(base_dir), synchronous=cfg.storage.synchronous, readers=1
-        ) as store:
+        async with open_store(cfg, base_dir, readers=1, pool_size=2) as store:
             await store.insert_api_key(Scope(tenant, org), key_id, hash_key(key))
 
     try:

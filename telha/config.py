@@ -36,14 +36,23 @@ class ServerConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=Tr
 
 
 class StorageConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """``[storage]``: the engine, the SQLite file and its durability, the read pool size."""
+    """``[storage]``: the engine; for SQLite the file, its durability and the read pool size;
+    for PostgreSQL the DSN and the connection pool size (DESIGN.md §4, §9)."""
 
-    engine: Literal["sqlite"] = "sqlite"
-    #: SQLite file; a relative path is relative to the config file's folder.
+    #: ``"sqlite"`` (embedded, one process) or ``"postgres"`` (several replicas, one database).
+    engine: Literal["sqlite", "postgres"] = "sqlite"
+    #: SQLite file; a relative path is relative to the config file's folder. With PostgreSQL
+    #: its folder still holds the process's local files (uploads being received, the
+    #: generated worker-token key).
     path: str = "data/telha.db"
     synchronous: Literal["normal", "full"] = "normal"
     #: Read-only connections used by the read API (WAL readers).
     readers: int = 2
+    #: PostgreSQL connection string (``postgresql://user@host:port/db``); required with
+    #: ``engine = "postgres"``.
+    dsn: str = ""
+    #: PostgreSQL connections per replica in the pool (one more is opened for LISTEN).
+    pool_size: int = 10
 
 
 class AuthConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -219,6 +228,12 @@ def _validate(cfg: Config) -> None:
         (cfg.jobs.reap_interval_s > 0, "jobs.reap_interval_s", "must be > 0"),
         (cfg.workers.concurrency >= 1, "workers.concurrency", "must be >= 1"),
         (cfg.storage.readers >= 1, "storage.readers", "must be >= 1"),
+        (cfg.storage.pool_size >= 2, "storage.pool_size", "must be >= 2"),
+        (
+            cfg.storage.engine != "postgres" or bool(cfg.storage.dsn),
+            "storage.dsn",
+            'is required with engine = "postgres"',
+        ),
         (cfg.server.shutdown_grace_s >= 0, "server.shutdown_grace_s", "must be >= 0"),
     ]
     for ok, key, message in checks:

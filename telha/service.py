@@ -26,7 +26,7 @@ from telha.metrics import Metrics
 from telha.queue.job_queue import JobQueue
 from telha.rest.app import AppState, create_app
 from telha.rest.server import RestFront
-from telha.storage.sqlite import SqliteStore
+from telha.storage import open_store
 from telha.supervisor import Supervisor
 from telha.worker_pools import WorkerPools, load_worker_modules
 
@@ -103,11 +103,7 @@ async def _serve(
     async with anyio.create_task_group() as tg:
         tg.start_soon(_watch_signals, signals, shutdown)
         sup = Supervisor(tg)
-        store = SqliteStore(
-            cfg.storage_path(base_dir),
-            synchronous=cfg.storage.synchronous,
-            readers=cfg.storage.readers,
-        )
+        store = open_store(cfg, base_dir)
         await sup.start("store", store.run)
         metrics = Metrics()
         metrics.watch_channels(store.channel_statistics)
@@ -121,7 +117,7 @@ async def _serve(
         ingestor = Ingestor(store, cfg.ingest, queue)
         servicer = WorkerServicer(queue, ingestor, store)
         try:
-            token_key = load_token_key(cfg.grpc.token_key, store.path.parent)
+            token_key = load_token_key(cfg.grpc.token_key, cfg.storage_path(base_dir).parent)
         except ValueError as exc:
             raise ConfigError("grpc.token_key", str(exc)) from None
         upload_dir = cfg.storage_path(base_dir).parent / "uploads"
@@ -155,7 +151,8 @@ async def _serve(
                 "ready",
                 rest_addr=rest_addr,
                 grpc_addr=grpc_addr,
-                db=str(store.path),
+                engine=cfg.storage.engine,
+                db=store.location,
                 in_process_workers=len(workers),
             )
             await shutdown.wait()

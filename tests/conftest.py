@@ -9,6 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.support.pg import ENGINES, drop_databases, require_engine
 from tests.support.server import ServerProcess, write_config
 
 CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus"
@@ -19,12 +20,29 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-@pytest.fixture(scope="session")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    """One ``telha serve`` for the session (tests isolate themselves by scope)."""
-    folder = tmp_path_factory.mktemp("server")
+@pytest.fixture(scope="session", autouse=True)
+def _drop_test_databases() -> Iterator[None]:
+    """Drop the PostgreSQL databases the session created, once it ends."""
+    yield
+    drop_databases()
+
+
+@pytest.fixture(scope="module", params=ENGINES)
+def engine(request: pytest.FixtureRequest) -> str:
+    """The storage engine a module's servers run on: every module that uses it runs once on
+    SQLite and once on PostgreSQL (one database per module server)."""
+    return require_engine(str(request.param))
+
+
+@pytest.fixture(scope="session", params=ENGINES)
+def server(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ServerProcess]:
+    """One ``telha serve`` per engine for the session (tests isolate themselves by scope)."""
+    engine = require_engine(str(request.param))
+    folder = tmp_path_factory.mktemp(f"server-{engine}")
     proc = ServerProcess(
-        write_config(folder, ingest={"json_max_records": 50, "max_body_bytes": 262_144})
+        write_config(folder, engine, ingest={"json_max_records": 50, "max_body_bytes": 262_144})
     )
     proc.start()
     yield proc

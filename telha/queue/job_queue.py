@@ -13,7 +13,7 @@ from __future__ import annotations
 import random
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import contextmanager
 
 import anyio
@@ -26,7 +26,7 @@ from telha.logs import bound_job, fields_of
 from telha.metrics import Metrics
 from telha.model import EnqueueOutcome, JobRecord, LeaseRef, NewJob, Scope
 from telha.queue.policy import FailureDecision, decide_failure, format_reason, retry_after_us
-from telha.storage.protocol import Storage
+from telha.storage.protocol import ALL_FORMATS, Storage
 
 __all__ = ["JobQueue"]
 
@@ -46,6 +46,14 @@ class _Wakeups:
         self._waiters: defaultdict[str, set[anyio.Event]] = defaultdict(set)
 
     def notify(self, fmt: str) -> None:
+        """Wake the waiters of ``fmt`` (``"*"``: every waiter)."""
+        if fmt == ALL_FORMATS:
+            waiting = list(self._waiters.values())
+            self._waiters.clear()
+            for events in waiting:
+                for event in events:
+                    event.set()
+            return
         for event in self._waiters.pop(fmt, set()):
             event.set()
 
@@ -118,12 +126,23 @@ class JobQueue:
         )
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[JobQueue]) -> None:
-        """Actor body: the reaper, every ``jobs.reap_interval_s`` seconds, until cancelled."""
-        task_status.started(self)
-        while True:
-            await anyio.sleep(self._config.reap_interval_s)
-            await self.reap()
-            await self.refresh_gauges()
+        """Actor body: the reaper, every ``jobs.reap_interval_s`` seconds, and (when the
+        engine has them) wake-ups from other processes, until cancelled."""
+        async with anyio.create_task_group() as tg:
+            wakeups = self._store.job_wakeups()
+            if wakeups is not None:
+                tg.start_soon(self._forward_wakeups, wakeups)
+            task_status.started(self)
+            while True:
+                await anyio.sleep(self._config.reap_interval_s)
+                await self.reap()
+                await self.refresh_gauges()
+
+    async def _forward_wakeups(self, wakeups: AsyncIterator[str]) -> None:
+        """Wake local pollers for formats made available elsewhere (another replica's
+        enqueue, failure or reap): the storage engine's channel, e.g. LISTEN/NOTIFY."""
+        async for fmt in wakeups:
+            self._wakeups.notify(fmt)
 
     async def refresh_gauges(self) -> None:
         """Take a new snapshot of active jobs by kind and state for ``telha_jobs``."""

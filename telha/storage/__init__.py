@@ -1,1 +1,39 @@
-"""Storage: the domain-level Protocol and its engines (SQLite by default)."""
+"""Storage: the domain-level Protocol and its engines (SQLite by default, PostgreSQL for
+several replicas). :func:`open_store` is the one place an engine is chosen; nothing outside
+this package names an engine.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from telha.config import Config
+from telha.storage.protocol import Storage, StorageEngine
+
+__all__ = ["Storage", "StorageEngine", "open_store"]
+
+
+def open_store(
+    cfg: Config, base_dir: Path, *, readers: int | None = None, pool_size: int | None = None
+) -> StorageEngine:
+    """The engine ``[storage]`` names, not yet opened (run it as an actor, or use it as an
+    async context manager).
+
+    :param cfg: the whole config (``[storage]`` and the data folder's path).
+    :param base_dir: the folder relative SQLite paths resolve against.
+    :param readers: SQLite read pool size (default ``storage.readers``); short-lived tools
+        pass 1.
+    :param pool_size: PostgreSQL pool size (default ``storage.pool_size``).
+    """
+    storage = cfg.storage
+    if storage.engine == "postgres":
+        from telha.storage.postgres import PostgresStore
+
+        return PostgresStore(storage.dsn, pool_size=pool_size or storage.pool_size)
+    from telha.storage.sqlite import SqliteStore
+
+    return SqliteStore(
+        cfg.storage_path(base_dir),
+        synchronous=storage.synchronous,
+        readers=readers or storage.readers,
+    )

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol, Self
+
+import anyio.abc
 
 from telha.ingest.projection import Projection
 from telha.model import (
@@ -33,7 +35,11 @@ from telha.model import (
 )
 from telha.queue.policy import Decide
 
-__all__ = ["Storage"]
+__all__ = ["ALL_FORMATS", "Storage", "StorageEngine"]
+
+#: What :meth:`Storage.job_wakeups` yields when wake-ups may have been missed (say, its
+#: channel reconnected): every format's pollers should look again.
+ALL_FORMATS = "*"
 
 
 class Storage(Protocol):
@@ -121,6 +127,11 @@ class Storage(Protocol):
     ) -> JobRecord | None:
         """Lease the oldest available pending job of ``formats`` (``scope=None``: any scope)."""
 
+    def job_wakeups(self) -> AsyncIterator[str] | None:
+        """Formats whose jobs became available through another process (:data:`ALL_FORMATS`:
+        look at every format), for the JobQueue's per-format wake-ups; ``None`` when the engine has
+        no such channel (one process: in-process wake-ups see every enqueue)."""
+
     async def next_available_at(
         self, formats: Sequence[str], scope: Scope | None = None
     ) -> int | None:
@@ -190,3 +201,28 @@ class Storage(Protocol):
         self, scope: Scope, node_id: bytes, direction: Direction
     ) -> list[EdgeRecord]:
         """Current edges of a node whose far endpoint exists (dangling edges are left out)."""
+
+
+class StorageEngine(Storage, Protocol):
+    """An engine as the service and tools hold it: the operations plus its lifecycle."""
+
+    @property
+    def location(self) -> str:
+        """Where the data lives, for logs (a file path, or a DSN without its password)."""
+
+    async def run(self, *, task_status: anyio.abc.TaskStatus[Any]) -> None:
+        """Actor body: open, report the store as started, serve until cancelled, close."""
+
+    def channel_statistics(self) -> dict[str, Any]:
+        """``{name: anyio MemoryObjectStreamStatistics}`` of the engine's bounded channels,
+        for ``/metrics`` (empty when it has none, or while closed)."""
+
+    def writers_waiting(self) -> int:
+        """Tasks waiting to write now (SQLite: for its one writer; PostgreSQL: for a pooled
+        connection), for ``/metrics``."""
+
+    async def __aenter__(self) -> Self:
+        """Open (and migrate) for short-lived use."""
+
+    async def __aexit__(self, *exc: object) -> None:
+        """Close."""

@@ -26,8 +26,8 @@ LEASE_S = 1.0
 
 
 @pytest.fixture(scope="module")
-def queue_srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    proc = queue_server(tmp_path_factory, "queue", LEASE_S, max_attempts=3)
+def queue_srv(tmp_path_factory: pytest.TempPathFactory, engine: str) -> Iterator[ServerProcess]:
+    proc = queue_server(tmp_path_factory, f"queue-{engine}", LEASE_S, engine, max_attempts=3)
     yield proc
     assert proc.stop() == 0, proc.log_text()
 
@@ -304,13 +304,13 @@ async def test_capacity_bounds_unfinished_jobs_per_stream(
     assert finished_first and len(got) == 3 == len(set(got))
 
 
-def test_remote_worker_process_end_to_end(tmp_path: Path) -> None:
+def test_remote_worker_process_end_to_end(tmp_path: Path, engine: str) -> None:
     """A real ``python -m workers_common.run text_worker`` process over gRPC."""
     import subprocess
     import sys
     import time
 
-    server = ServerProcess(write_config(tmp_path, workers={"in_process": []})).start()
+    server = ServerProcess(write_config(tmp_path, engine, workers={"in_process": []})).start()
     try:
         key = server.create_key("t", "o")
         env = server.worker_env(Scope("t", "o"))
@@ -348,10 +348,11 @@ def test_remote_worker_process_end_to_end(tmp_path: Path) -> None:
         assert server.stop() == 0
 
 
-async def test_restart_keeps_jobs_in_every_state(tmp_path: Path) -> None:
+async def test_restart_keeps_jobs_in_every_state(tmp_path: Path, engine: str) -> None:
     server = ServerProcess(
         write_config(
             tmp_path,
+            engine,
             workers={"in_process": []},
             jobs={"lease_secs": LEASE_S, "reap_interval_s": 0.1, "max_attempts": 3},
         )
@@ -514,7 +515,7 @@ async def test_upsert_sees_valid_time_and_ignores_key_order(
     assert (await worker.submit(job, bad)).accepted is False
 
 
-def test_remote_worker_finishes_its_job_across_a_core_restart(tmp_path: Path) -> None:
+def test_remote_worker_finishes_its_job_across_a_core_restart(tmp_path: Path, engine: str) -> None:
     """The poll stream breaks when core restarts; the job in hand still finishes and its
     submission reaches the restarted core: one attempt, no expired lease."""
     import socket
@@ -526,7 +527,7 @@ def test_remote_worker_finishes_its_job_across_a_core_restart(tmp_path: Path) ->
         s.bind(("127.0.0.1", 0))
         grpc_addr = f"127.0.0.1:{s.getsockname()[1]}"
     server = ServerProcess(
-        write_config(tmp_path, server={"grpc_addr": grpc_addr}, workers={"in_process": []})
+        write_config(tmp_path, engine, server={"grpc_addr": grpc_addr}, workers={"in_process": []})
     ).start()
     try:
         key = server.create_key("t", "o")

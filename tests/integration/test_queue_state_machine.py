@@ -1,16 +1,17 @@
-"""The lease/retry state machine over a real SQLite store, property-tested (hypothesis
-stateful): enqueue, lease, heartbeat, fail, release, complete, reap and the passage of time,
-checked step by step against a model of DESIGN.md §6."""
+"""The lease/retry state machine over a real store (SQLite, and PostgreSQL on the test
+cluster), property-tested (hypothesis stateful): enqueue, lease, heartbeat, fail, release,
+complete, reap and the passage of time, checked step by step against a model of DESIGN.md §6."""
 
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 import pytest
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 from hypothesis import HealthCheck, settings
@@ -30,7 +31,10 @@ from telha.ingest.projection import NodeOut, Projection, SpanOut
 from telha.model import Dedup, JobCompletion, LeaseRef, NewJob, NewVersion, Scope
 from telha.queue.job_queue import JobQueue
 from telha.queue.policy import PERMANENT_KINDS
+from telha.storage import StorageEngine
+from telha.storage.postgres import PostgresStore
 from telha.storage.sqlite import SqliteStore
+from tests.support.pg import create_database
 
 SCOPE = Scope("t", "o")
 LEASE_US = 1_000_000
@@ -52,6 +56,8 @@ class QueueMachine(RuleBasedStateMachine):
 
     portal: BlockingPortal
     tmp: Path
+    #: A fresh, empty store (not yet opened) per example.
+    make_store: Callable[[Path], StorageEngine]
 
     def __init__(self) -> None:
         super().__init__()
@@ -61,9 +67,8 @@ class QueueMachine(RuleBasedStateMachine):
 
     @initialize()
     def open_store(self) -> None:
-        path = self.tmp / f"{new_id().hex()}.db"
-        self.store = SqliteStore(path, readers=1)
-        self.portal.call(self.store.open)
+        self.store = type(self).make_store(self.tmp)
+        self.portal.call(self.store.__aenter__)
         cfg = JobsConfig(
             max_attempts=MAX_ATTEMPTS,
             lease_secs=LEASE_US / 1e6,
@@ -74,7 +79,7 @@ class QueueMachine(RuleBasedStateMachine):
 
     def teardown(self) -> None:
         if hasattr(self, "store"):
-            self.portal.call(self.store.close)
+            self.portal.call(self.store.__aexit__, None, None, None)
 
     def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         async def run() -> Any:
@@ -232,9 +237,43 @@ def portal() -> Iterator[BlockingPortal]:
         yield p
 
 
-def test_lease_retry_state_machine(portal: BlockingPortal, tmp_path: Path) -> None:
+_TABLES = (
+    "jobs", "job_events", "source_versions", "blob_chunks", "nodes", "node_labels", "edges",
+    "span_rows", "raw_blobs", "raw_chunks", "ambiguities", "api_keys", "scopes",
+)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def make_store(portal: BlockingPortal, engine: str) -> Callable[[Path], StorageEngine]:
+    """A fresh empty store per call: a new SQLite file, or the module's PostgreSQL database
+    with every table emptied."""
+    if engine == "sqlite":
+        return lambda tmp: SqliteStore(tmp / f"{new_id().hex()}.db", readers=1)
+    dsn = create_database()
+
+    async def empty() -> None:
+        async with PostgresStore(dsn, pool_size=1):  # migrates the first time
+            pass
+        conn = await asyncpg.connect(dsn)
+        try:
+            # DELETE, not TRUNCATE: a few rows each, and no file rewrites per example.
+            await conn.execute("; ".join(f"DELETE FROM {t}" for t in _TABLES))
+        finally:
+            await conn.close()
+
+    def make(_tmp: Path) -> StorageEngine:
+        portal.call(empty)
+        return PostgresStore(dsn, pool_size=2)
+
+    return make
+
+
+def test_lease_retry_state_machine(
+    portal: BlockingPortal, tmp_path: Path, make_store: Callable[[Path], StorageEngine]
+) -> None:
     QueueMachine.portal = portal
     QueueMachine.tmp = tmp_path
+    QueueMachine.make_store = staticmethod(make_store)  # type: ignore[method-assign]
     from hypothesis.stateful import run_state_machine_as_test
 
     run_state_machine_as_test(
@@ -249,11 +288,13 @@ def test_lease_retry_state_machine(portal: BlockingPortal, tmp_path: Path) -> No
     )
 
 
-def test_expired_leases_count_until_dead(portal: BlockingPortal, tmp_path: Path) -> None:
+def test_expired_leases_count_until_dead(
+    portal: BlockingPortal, tmp_path: Path, make_store: Callable[[Path], StorageEngine]
+) -> None:
     """Each expired lease is a failed attempt with backoff; at max_attempts the job is dead."""
     now = [1_000_000_000]
-    store = SqliteStore(tmp_path / "reap.db", readers=1)
-    portal.call(store.open)
+    store = make_store(tmp_path)
+    portal.call(store.__aenter__)
     try:
         cfg = JobsConfig(
             max_attempts=MAX_ATTEMPTS, lease_secs=1.0, backoff_base_ms=100, backoff_max_s=1.0
@@ -279,4 +320,4 @@ def test_expired_leases_count_until_dead(portal: BlockingPortal, tmp_path: Path)
 
         assert portal.call(scenario) == ["pending"] * (MAX_ATTEMPTS - 1) + ["dead"]
     finally:
-        portal.call(store.close)
+        portal.call(store.__aexit__, None, None, None)

@@ -29,8 +29,8 @@ LEASE_S = 1.0
 
 
 @pytest.fixture(scope="module")
-def queue_srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    proc = queue_server(tmp_path_factory, "stream", LEASE_S)
+def queue_srv(tmp_path_factory: pytest.TempPathFactory, engine: str) -> Iterator[ServerProcess]:
+    proc = queue_server(tmp_path_factory, f"stream-{engine}", LEASE_S, engine)
     yield proc
     assert proc.stop() == 0, proc.log_text()
 
@@ -174,12 +174,13 @@ async def test_lost_lease_restarts_a_clean_stream(tenant: Tenant, worker: Script
     assert sorted(n["provenance"]["spans"][0]["text"] for n in rows) == ["new 1\n", "new 2\n"]
 
 
-def test_worker_killed_mid_stream_then_rerun_completes_once(tmp_path: Path) -> None:
+def test_worker_killed_mid_stream_then_rerun_completes_once(tmp_path: Path, engine: str) -> None:
     """A real streaming worker process, SIGKILLed after its first partial; after the lease
     expires a second process re-runs the job: one finalized version, no duplicate rows."""
     server = ServerProcess(
         write_config(
             tmp_path,
+            engine,
             workers={"in_process": []},
             jobs={"lease_secs": LEASE_S, "reap_interval_s": 0.1},
         )
@@ -383,10 +384,10 @@ async def test_consumer_resends_a_part_whose_ack_was_lost(tenant: Tenant) -> Non
     assert len(partials) == 3  # the resent part 1 wrote nothing
 
 
-def test_refused_stream_closes_the_handler_generator(tmp_path: Path) -> None:
+def test_refused_stream_closes_the_handler_generator(tmp_path: Path, engine: str) -> None:
     """Core refuses a part as invalid: the job is dead, and the worker closes the handler's
     generator (its cleanup runs) instead of leaving it suspended."""
-    server = ServerProcess(write_config(tmp_path, workers={"in_process": []})).start()
+    server = ServerProcess(write_config(tmp_path, engine, workers={"in_process": []})).start()
     scope = Scope("t", "o")
     mark = tmp_path / "closed"
     proc = server.spawn_worker("tests.support.closing_worker", scope, CLOSING_WORKER_MARK=str(mark))

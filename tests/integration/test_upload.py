@@ -30,10 +30,11 @@ MiB = 1024 * 1024
 
 
 @pytest.fixture(scope="module")
-def queue_srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    folder = tmp_path_factory.mktemp("upload")
+def queue_srv(tmp_path_factory: pytest.TempPathFactory, engine: str) -> Iterator[ServerProcess]:
+    folder = tmp_path_factory.mktemp(f"upload-{engine}")
     config = write_config(
         folder,
+        engine,
         workers={"in_process": []},
         jobs={"lease_secs": 30, "reap_interval_s": 0.1},
         ingest={"max_upload_bytes": MAX_UPLOAD},
@@ -222,10 +223,10 @@ def _wait_completed(c: httpx.Client, job_id: str, within_s: float = 30) -> dict[
     return dict(job)
 
 
-def test_remote_worker_fetches_uploaded_content(tmp_path: Path) -> None:
+def test_remote_worker_fetches_uploaded_content(tmp_path: Path, engine: str) -> None:
     """A real ``python -m workers_common.run text_worker`` process reads a 2.5 MiB upload
     through FetchContent (three chunks) and projects it."""
-    server = ServerProcess(write_config(tmp_path, workers={"in_process": []})).start()
+    server = ServerProcess(write_config(tmp_path, engine, workers={"in_process": []})).start()
     try:
         key = server.create_key("t", "o")
         spool = tmp_path / "spool"
@@ -267,8 +268,9 @@ def test_remote_worker_fetches_uploaded_content(tmp_path: Path) -> None:
         assert server.stop() == 0, server.log_text()
 
 
-def test_in_process_worker_fetches_uploaded_content(tmp_path: Path) -> None:
-    server = ServerProcess(write_config(tmp_path, workers={"in_process": ["text_worker"]})).start()
+def test_in_process_worker_fetches_uploaded_content(tmp_path: Path, engine: str) -> None:
+    config = write_config(tmp_path, engine, workers={"in_process": ["text_worker"]})
+    server = ServerProcess(config).start()
     try:
         key = server.create_key("t", "o")
         with httpx.Client(base_url=server.base_url, headers={"x-api-key": key}, timeout=30) as c:

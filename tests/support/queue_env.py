@@ -19,10 +19,14 @@ __all__ = ["Tenant", "queue_server", "text_submission", "transitions"]
 
 
 def queue_server(
-    tmp_path_factory: pytest.TempPathFactory, name: str, lease_s: float, **jobs: object
+    tmp_path_factory: pytest.TempPathFactory,
+    name: str,
+    lease_s: float,
+    engine: str = "sqlite",
+    **jobs: object,
 ) -> ServerProcess:
-    """A server with no in-process workers (the test is the worker), short leases, a fast
-    reaper and tiny backoff."""
+    """A server on ``engine`` with no in-process workers (the test is the worker), short
+    leases, a fast reaper and tiny backoff."""
     folder = tmp_path_factory.mktemp(name)
     settings = {
         "lease_secs": lease_s,
@@ -31,7 +35,8 @@ def queue_server(
         "backoff_max_s": 0.05,
         **jobs,
     }
-    return ServerProcess(write_config(folder, workers={"in_process": []}, jobs=settings)).start()
+    config = write_config(folder, engine, workers={"in_process": []}, jobs=settings)
+    return ServerProcess(config).start()
 
 
 class Tenant:

@@ -1,4 +1,5 @@
-"""Start and stop a real ``telha serve`` subprocess (port 0 on 127.0.0.1, a temp SQLite file).
+"""Start and stop a real ``telha serve`` subprocess (port 0 on 127.0.0.1; a temp SQLite file,
+or with ``engine="postgres"`` a fresh database on the test cluster, see :mod:`tests.support.pg`).
 
 The server logs JSON lines to a file; :meth:`ServerProcess.start` waits for the ``ready``
 event and reads the bound REST address from it. Shared by tests and benchmarks.
@@ -19,20 +20,28 @@ from typing import Any
 import anyio
 
 from telha.auth import hash_key, mint_api_key
+from telha.config import load_config
 from telha.grpc.tokens import load_token_key, mint_worker_token
 from telha.model import Scope
-from telha.storage.sqlite import SqliteStore
+from telha.storage import open_store
+from tests.support.pg import create_database
 
 __all__ = ["ServerProcess", "write_config"]
 
 READY_TIMEOUT_S = 30.0
 
 
-def write_config(folder: Path, **sections: dict[str, Any]) -> Path:
-    """Write ``config.toml`` in ``folder``: REST on port 0, the DB in ``folder``, plus overrides."""
+def write_config(folder: Path, engine: str = "sqlite", **sections: dict[str, Any]) -> Path:
+    """Write ``config.toml`` in ``folder``: REST on port 0, the data folder ``folder``, plus
+    overrides. ``engine="postgres"``: a fresh database (unless ``storage`` names a ``dsn``)."""
+    storage: dict[str, Any] = {"path": "telha.db"}
+    if engine == "postgres":
+        storage.update(engine="postgres", pool_size=4)
+        if "dsn" not in sections.get("storage", {}):
+            storage["dsn"] = create_database()
     merged: dict[str, dict[str, Any]] = {
         "server": {"rest_addr": "127.0.0.1:0", "grpc_addr": "127.0.0.1:0", "shutdown_grace_s": 5},
-        "storage": {"path": "telha.db"},
+        "storage": storage,
         # web_worker's browser may reach the test's own pages only, never another address.
         "web": {"allowed_hosts": ["127.0.0.1"]},
     }
@@ -104,11 +113,12 @@ class ServerProcess:
             self.proc.wait()
 
     def create_key(self, tenant: str, org: str) -> str:
-        """Mint a key straight into the server's SQLite file (what ``api-key create`` does)."""
+        """Mint a key straight into the server's store (what ``api-key create`` does)."""
         key_id, key = mint_api_key()
+        cfg, base_dir = load_config(self.config, environ={})
 
         async def insert() -> None:
-            async with SqliteStore(self.db, readers=1) as store:
+            async with open_store(cfg, base_dir, readers=1, pool_size=2) as store:
                 await store.insert_api_key(Scope(tenant, org), key_id, hash_key(key))
 
         # Own thread, own event loop: callable from sync fixtures and async tests alike.
@@ -118,7 +128,8 @@ class ServerProcess:
 
     def worker_token(self, scope: Scope | None, ttl_s: int = 3600) -> str:
         """A worker token signed with this server's key file (what ``worker-token`` prints)."""
-        key = load_token_key("", self.db.parent)
+        cfg, _ = load_config(self.config, environ={})
+        key = load_token_key(cfg.grpc.token_key, self.db.parent)
         return mint_worker_token(key, scope, ttl_s)
 
     def spawn_worker(

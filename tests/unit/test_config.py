@@ -49,6 +49,13 @@ def test_repo_config_toml_is_valid() -> None:
         ("[server]\ngrpc_addr = '127.0.0.1:99999'", "server.grpc_addr"),
         ("server = 3", "server"),
         ("[grpc]\ntoken_key = 'short'", "grpc.token_key"),
+        ("[storage]\nengine = 'mysql'", "storage.engine"),
+        ("[storage]\nengine = 'postgres'", "storage.dsn"),
+        (
+            "[storage]\nengine = 'postgres'\ndsn = 'postgresql://x@h/db'\npool_size = 1",
+            "storage.pool_size",
+        ),
+        ("[storage]\ndsn = 3", "storage.dsn"),
     ],
 )
 def test_errors_name_the_dotted_key(tmp_path: Path, text: str, key: str) -> None:
@@ -83,3 +90,13 @@ def test_split_addr() -> None:
     for bad in ("127.0.0.1", ":80", "h:x", "h:70000"):
         with pytest.raises(ValueError):
             split_addr(bad)
+
+
+def test_postgres_storage_section(tmp_path: Path) -> None:
+    cfg = _load(
+        tmp_path,
+        "[storage]\nengine = 'postgres'\ndsn = 'postgresql://telha@127.0.0.1:5432/telha'\n"
+        "pool_size = 20",
+    )
+    assert cfg.storage.engine == "postgres"  # type: ignore[attr-defined]
+    assert cfg.storage.pool_size == 20  # type: ignore[attr-defined]

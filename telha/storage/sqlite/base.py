@@ -63,6 +63,11 @@ class SqliteBase:
         self._clock = TxClock()
         self._on_commit: Callable[[], None] = _nothing
 
+    @property
+    def location(self) -> str:
+        """Where the data lives, for logs: the database file."""
+        return str(self.path)
+
     async def open(self) -> None:
         """Open the writer, apply migrations, load the clock, open the readers."""
         self.path.parent.mkdir(parents=True, exist_ok=True)

@@ -12,8 +12,6 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-import msgspec
-
 from telha.errors import StaleLease
 from telha.ids import id_str
 from telha.model import (
@@ -27,6 +25,8 @@ from telha.model import (
     Scope,
 )
 from telha.queue.policy import Decide, FailureDecision
+from telha.storage.records import decode_continuation, encode_continuation
+from telha.storage.records import job_record as _job
 from telha.storage.sqlite.base import SqliteBase, latest_hashes
 
 __all__ = [
@@ -47,15 +47,6 @@ _JOB_COLS = (
     " j.available_at, j.failure_reason, j.stats"
 )
 _FROM = " FROM jobs j JOIN scopes s ON s.scope_id = j.scope_id"
-
-
-def _job(row: Sequence[Any], events: tuple[JobEvent, ...] = ()) -> JobRecord:
-    (job_id, tenant, org, kind, fmt, source_id, chash, payload, state, attempts, gen, owner,
-     deadline, available_at, reason, stats) = row  # fmt: skip
-    return JobRecord(
-        job_id, Scope(tenant, org), kind, fmt, source_id, chash, payload, state, attempts,
-        gen, owner, deadline, available_at, reason, stats, events,
-    )  # fmt: skip
 
 
 def add_event(
@@ -140,16 +131,11 @@ def load_continuation(conn: sqlite3.Connection, job_id: bytes) -> Continuation |
     return decode_continuation(row[0])
 
 
-def decode_continuation(blob: bytes) -> Continuation:
-    """A stored checkpoint back as a :class:`Continuation`."""
-    return msgspec.msgpack.decode(blob, type=Continuation)
-
-
 def store_continuation(
     conn: sqlite3.Connection, job_id: bytes, c: Continuation | None, now_us: int
 ) -> None:
     """Write (or with ``None`` clear) the job's streaming checkpoint."""
-    blob = msgspec.msgpack.encode(c) if c is not None else None
+    blob = encode_continuation(c) if c is not None else None
     conn.execute(
         "UPDATE jobs SET continuation = ?, updated_at = ? WHERE job_id = ?", (blob, now_us, job_id)
     )
@@ -289,6 +275,11 @@ class JobsMixin(SqliteBase):
             return _select_job(conn, row[0])
 
         return await self._write("lease job", tx)
+
+    def job_wakeups(self) -> None:
+        """No cross-process wake-ups: one ``telha serve`` owns an SQLite file, and its
+        in-process wake-ups see every enqueue (see :meth:`Storage.job_wakeups`)."""
+        return None
 
     async def next_available_at(
         self, formats: Sequence[str], scope: Scope | None = None

@@ -4,7 +4,6 @@ nodes as of a transaction time, listings, edges with live endpoints. All on the 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
 
@@ -17,11 +16,13 @@ from telha.model import (
     Direction,
     EdgeRecord,
     NodeVersion,
-    ProvenanceSpan,
     Scope,
     SourceVersion,
     SpanRecord,
 )
+from telha.storage.records import is_boundary as _is_boundary
+from telha.storage.records import node_record as _node
+from telha.storage.records import version_record as _version
 from telha.storage.sqlite.base import SqliteBase
 
 __all__ = ["ReadsMixin"]
@@ -33,23 +34,6 @@ VERSION_COLS = (
 _NODE_COLS = "n.node_id, n.labels, n.properties, n.tx_from, n.tx_to, n.valid_from, n.valid_to,"
 _NODE_COLS += " n.provenance, n.source_id"
 _decode = msgspec.json.decode
-
-
-def _version(row: Iterable[Any]) -> SourceVersion:
-    return SourceVersion(*row)
-
-
-def _node(row: tuple[Any, ...]) -> NodeVersion:
-    node_id, labels, props, tx_from, tx_to, valid_from, valid_to, prov, source_id = row
-    spans = [ProvenanceSpan(source_id, tx_from, a, b) for a, b in _decode(prov)]
-    return NodeVersion(
-        node_id, _decode(labels), _decode(props), tx_from, tx_to, valid_from, valid_to, spans
-    )
-
-
-def _is_boundary(text: bytes, pos: int) -> bool:
-    """True when byte offset ``pos`` of ``text`` is not inside a UTF-8 sequence."""
-    return pos >= len(text) or (text[pos] & 0xC0) != 0x80
 
 
 class ReadsMixin(SqliteBase):

@@ -18,6 +18,7 @@ from telha.ids import blob_id_for, content_hash, now_us
 from telha.ingest.offload import off_loop
 from telha.ingest.projection import Projection
 from telha.model import CommitOutcome, Dedup, JobCompletion, NewVersion, Scope
+from telha.storage.records import is_duplicate
 from telha.storage.sqlite.base import _nothing, latest_hashes
 from telha.storage.sqlite.checkpointer import Checkpointer
 from telha.storage.sqlite.jobs import (
@@ -122,13 +123,7 @@ def _is_duplicate(
 ) -> bool:
     if dedup is Dedup.NONE:
         return False
-    latest = latest_hashes(conn, sid, v.source_id)
-    if latest is None or latest[0] != v.content_hash:
-        return False
-    if dedup is Dedup.CONTENT:
-        return True
-    # Submit time: a retry of the same job must re-apply (crash recovery), not dedup.
-    return bool(latest[1] == canonical_hash and latest[2] != v.job_id)
+    return is_duplicate(latest_hashes(conn, sid, v.source_id), v, canonical_hash, dedup)
 
 
 def _insert_version(

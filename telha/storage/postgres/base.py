@@ -1,0 +1,221 @@
+"""Connections of the PostgreSQL engine (DESIGN.md §4, §9): an asyncpg pool shared by reads
+and write transactions, the transaction helper every write goes through, the ``(scope,
+source)`` advisory locks of dedup, and scope interning. (The database clock that orders
+transaction time across replicas is taken by :class:`~telha.storage.postgres.rows.Batch`.)
+
+Unlike SQLite there is no single writer: several transactions (of this process and of other
+replicas) run at once, so every operation that must not interleave takes a row or advisory
+lock inside its own transaction (see :mod:`telha.storage.postgres.jobs`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Self, TypeAlias, TypeVar
+
+import anyio
+import asyncpg
+from asyncpg.pool import PoolConnectionProxy
+
+from telha.errors import StorageError
+from telha.model import Scope
+from telha.storage.postgres.migrate import apply_migrations
+
+__all__ = ["Conn", "PgBase", "Rollback", "lock_sources", "source_lock_key"]
+
+T = TypeVar("T")
+#: A connection of the pool (or a plain one: the migrator and LISTEN accept either).
+Conn: TypeAlias = "asyncpg.Connection[asyncpg.Record] | PoolConnectionProxy[asyncpg.Record]"
+
+#: SQLSTATEs of transactions PostgreSQL aborted to resolve a conflict: safe to run again.
+_RETRY_STATES = frozenset({"40001", "40P01"})
+_ATTEMPTS = 5
+
+
+def source_lock_key(sid: int, source_id: bytes) -> int:
+    """The advisory lock key (a signed bigint) of ``(scope, source)``."""
+    digest = hashlib.blake2b(sid.to_bytes(8, "big") + source_id, digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+async def lock_sources(conn: Conn, sid: int, source_ids: Sequence[bytes]) -> None:
+    """Take the transaction-level advisory lock of each ``(scope, source)`` (in key order, so
+    two transactions never wait on each other): request-level and submit-time dedup read the
+    source's latest version and active jobs under it, so concurrent POSTs of the same bytes to
+    different replicas make exactly one version or job. Re-taking a held lock is a no-op."""
+    for key in sorted({source_lock_key(sid, s) for s in source_ids}):
+        await conn.execute("SELECT pg_advisory_xact_lock($1)", key)
+
+
+async def _keep_session(_conn: Any) -> None:
+    """The pool's reset on release: nothing to send. Pooled sessions hold no state between
+    operations (advisory locks are transaction-level; the migrator releases its session lock
+    itself; no LISTEN, SET or cursor outside a transaction), and asyncpg still ends an open
+    transaction. Saves the default reset query's round trip on every operation."""
+
+
+class PgBase:
+    """The pool, the transaction helper and scope ids.
+
+    :param dsn: a libpq connection string (``postgresql://user@host:port/db``).
+    :param pool_size: most pooled connections of this process (the LISTEN connection of
+        :class:`~telha.storage.postgres.store.PostgresStore` is one more).
+    """
+
+    def __init__(self, dsn: str, *, pool_size: int = 10) -> None:
+        self.dsn = dsn
+        self._pool_size = pool_size
+        self._waiting = 0  # writes waiting for a pooled connection (``writers_waiting``)
+        self._pool: asyncpg.Pool | None = None
+        self._scopes: dict[Scope, int] = {}
+
+    @property
+    def location(self) -> str:
+        """Where the data lives, for logs: the DSN without its password."""
+        head, at, tail = self.dsn.rpartition("@")
+        if not at:
+            return self.dsn
+        scheme, sep, user = head.partition("://")
+        return f"{scheme}{sep}{user.split(':', 1)[0]}@{tail}"
+
+    async def open(self) -> None:
+        """Open the pool and apply migrations (under the migration lock).
+
+        :raises StorageError: the database cannot be reached or migrated.
+        """
+        try:
+            self._pool = await asyncpg.create_pool(
+                self.dsn,
+                min_size=1,
+                max_size=self._pool_size,
+                command_timeout=120,
+                reset=_keep_session,
+            )
+            async with self._pool.acquire() as conn:
+                await apply_migrations(conn)
+        except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError) as exc:
+            await self.close()
+            raise StorageError(f"cannot open {self.location}: {exc}") from exc
+
+    async def close(self) -> None:
+        """Close the pool (waits for connections in use to be given back, then closes)."""
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            with anyio.move_on_after(10) as scope:
+                await pool.close()
+            if scope.cancelled_caught:
+                pool.terminate()
+
+    async def __aenter__(self) -> Self:
+        await self.open()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        with anyio.CancelScope(shield=True):
+            await self.close()
+
+    def channel_statistics(self) -> dict[str, Any]:
+        """No anyio channels here (asyncpg's pool is its own): an empty mapping."""
+        return {}
+
+    def writers_waiting(self) -> int:
+        """Writes waiting for a pooled connection now."""
+        return self._waiting
+
+    def _require_pool(self) -> asyncpg.Pool:
+        if self._pool is None:
+            raise StorageError("store is not open")
+        return self._pool
+
+    async def _fetch(self, sql: str, *args: Any) -> list[asyncpg.Record]:
+        """One read statement on a pooled connection (autocommit)."""
+        try:
+            async with self._require_pool().acquire() as conn:
+                return list(await conn.fetch(sql, *args))
+        except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError) as exc:
+            raise StorageError(f"read failed: {exc}") from exc
+
+    async def _scope_id(self, scope: Scope) -> int | None:
+        """The interned id of ``scope`` for reads; ``None`` when the scope never wrote."""
+        cached = self._scopes.get(scope)
+        if cached is not None:
+            return cached
+        rows = await self._fetch(
+            "SELECT scope_id FROM scopes WHERE tenant_id = $1 AND organization_id = $2",
+            scope.tenant_id,
+            scope.organization_id,
+        )
+        if not rows:
+            return None
+        self._scopes[scope] = int(rows[0][0])
+        return self._scopes[scope]
+
+    async def _ensure_scope(self, scope: Scope) -> int:
+        """The id of ``scope``, interned in its own (committed) statement first if new. An
+        interned scope without rows is harmless, so a later rollback need not undo it."""
+        cached = await self._scope_id(scope)
+        if cached is not None:
+            return cached
+        rows = await self._fetch(
+            "INSERT INTO scopes (tenant_id, organization_id) VALUES ($1, $2)"
+            " ON CONFLICT DO NOTHING RETURNING scope_id",
+            scope.tenant_id,
+            scope.organization_id,
+        )
+        if rows:
+            self._scopes[scope] = int(rows[0][0])
+            return self._scopes[scope]
+        # Another process interned it at the same moment: a new statement sees its row.
+        found = await self._scope_id(scope)
+        if found is None:
+            raise StorageError(f"scope {scope} vanished while being interned")
+        return found
+
+    async def _write(
+        self, what: str, fn: Callable[..., Awaitable[T]], *args: Any, transaction: bool = True
+    ) -> T:
+        """Run ``await fn(conn, *args)`` in one transaction on a pooled connection
+        (``transaction=False``: ``fn`` runs one statement, which is its own transaction; it
+        saves the BEGIN and COMMIT round trips).
+
+        ``fn`` may raise :class:`Rollback` to write nothing and return its value. A
+        transaction PostgreSQL aborted to break a deadlock or a serialization conflict is run
+        again (at most five times); other exceptions roll back and propagate. The await is
+        shielded: a caller cancelled mid-commit still learns the outcome. Driver errors
+        become :class:`StorageError` (``from`` the driver's).
+        """
+        pool = self._require_pool()
+        with anyio.CancelScope(shield=True):
+            for attempt in range(_ATTEMPTS):
+                try:
+                    self._waiting += 1
+                    try:
+                        conn = await pool.acquire()
+                    finally:
+                        self._waiting -= 1
+                    try:
+                        if not transaction:
+                            return await fn(conn, *args)
+                        async with conn.transaction():
+                            return await fn(conn, *args)
+                    except Rollback as rb:
+                        return rb.value  # type: ignore[no-any-return]
+                    finally:
+                        await pool.release(conn)
+                except asyncpg.PostgresError as exc:
+                    if exc.sqlstate in _RETRY_STATES and attempt + 1 < _ATTEMPTS:
+                        await anyio.sleep(0.01 * (attempt + 1))
+                        continue
+                    raise StorageError(f"cannot {what}: {exc}") from exc
+                except (asyncpg.InterfaceError, OSError) as exc:
+                    raise StorageError(f"cannot {what}: {exc}") from exc
+        raise AssertionError("unreachable")
+
+
+class Rollback(Exception):
+    """Raised inside a :meth:`PgBase._write` body: roll back and return ``value``."""
+
+    def __init__(self, value: Any) -> None:
+        super().__init__("rollback")
+        self.value = value

@@ -1,0 +1,480 @@
+"""Job rows and events on PostgreSQL (DESIGN.md §4, §6, §9), correct with several replicas on
+one database:
+
+- leasing takes the oldest available job with ``FOR UPDATE SKIP LOCKED`` in the transaction
+  that marks it leased, so two pollers (of any replicas) never lease the same job;
+- every write a lease guards (a submission, a failure, a release, a heartbeat) locks the job
+  row and checks the lease generation in the same transaction as the write;
+- the reaper locks expired rows with ``SKIP LOCKED`` and re-checks their deadline, so reapers
+  of every replica may run at once and each expired lease is reaped once;
+- enqueue holds the ``(scope, source)`` advisory lock while it checks request-level dedup;
+- a job that becomes available sends ``NOTIFY telha_jobs, '<format>'`` (delivered at commit),
+  which wakes pollers on every replica (:meth:`PostgresStore.job_wakeups`).
+
+Mixed into :class:`~telha.storage.postgres.store.PostgresStore`; the retry policy is pure
+(:mod:`telha.queue.policy`) and arrives as a callable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from telha.errors import StaleLease
+from telha.ids import id_str
+from telha.model import (
+    Continuation,
+    EnqueueOutcome,
+    JobCompletion,
+    JobEvent,
+    JobRecord,
+    LeaseRef,
+    NewJob,
+    Scope,
+)
+from telha.queue.policy import Decide, FailureDecision
+from telha.storage.postgres.base import Conn, PgBase, Rollback, lock_sources, source_lock_key
+from telha.storage.postgres.rows import Batch
+from telha.storage.records import decode_continuation, encode_continuation
+from telha.storage.records import job_record as _job
+
+__all__ = [
+    "CHANNEL",
+    "JobsMixin",
+    "abandon_stream",
+    "add_event",
+    "check_lease",
+    "complete_in_batch",
+    "complete_tx",
+    "decode_continuation",
+    "enqueue_tx",
+    "notify",
+    "store_continuation",
+]
+
+#: The LISTEN/NOTIFY channel; the payload is the format whose jobs became available.
+CHANNEL = "telha_jobs"
+
+_JOB_COLS = (
+    "j.job_id, s.tenant_id, s.organization_id, j.kind, j.format, j.source_id, j.content_hash,"
+    " j.payload, j.state, j.attempts, j.lease_generation, j.lease_owner, j.lease_deadline,"
+    " j.available_at, j.failure_reason, j.stats"
+)
+_FROM = " FROM jobs j JOIN scopes s ON s.scope_id = j.scope_id"
+
+
+async def notify(conn: Conn, fmt: str) -> None:
+    """Wake pollers of ``fmt`` on every replica once the current transaction commits."""
+    await conn.execute("SELECT pg_notify($1, $2)", CHANNEL, fmt)
+
+
+async def add_event(
+    conn: Conn, job_id: bytes, at: int, transition: str, detail: str | None
+) -> None:
+    """Append one event to a job's event list (inside the current transaction, which holds the
+    job row's lock, so two events of one job never race for a seq)."""
+    await conn.execute(
+        "INSERT INTO job_events (job_id, seq, at, transition, detail) VALUES ($1,"
+        " (SELECT coalesce(max(seq), 0) + 1 FROM job_events WHERE job_id = $1), $2, $3, $4)",
+        job_id,
+        at,
+        transition,
+        detail,
+    )
+
+
+async def check_lease(conn: Conn, lease: LeaseRef) -> tuple[int, str, bytes | None]:
+    """Lock the held job's row and return its ``(attempts, format, continuation)``.
+
+    The lock lasts until the transaction ends: the reaper, a heartbeat or another submission
+    of the same job waits for it, so the generation checked here is the one the write is
+    committed under.
+
+    :raises StaleLease: the job is not leased under ``lease.lease_generation``.
+    """
+    row = await conn.fetchrow(
+        "SELECT attempts, format, state, lease_generation, continuation FROM jobs"
+        " WHERE job_id = $1 FOR UPDATE",
+        lease.job_id,
+    )
+    if row is None or row[2] != "leased" or row[3] != lease.lease_generation:
+        raise StaleLease("job is not leased under this lease generation")
+    return int(row[0]), str(row[1]), row[4]
+
+
+async def _active_dedup(conn: Conn, sid: int, job: NewJob) -> EnqueueOutcome | None:
+    # One statement: the latest finalized version's content hash and the oldest active job
+    # of the same (source, hash); read after the source's advisory lock was taken.
+    row = await conn.fetchrow(
+        "SELECT (SELECT content_hash FROM source_versions WHERE scope_id = $1"
+        " AND source_id = $2 AND canonical_text_hash IS NOT NULL ORDER BY tx DESC LIMIT 1),"
+        " (SELECT job_id FROM jobs WHERE scope_id = $1 AND source_id = $2"
+        " AND content_hash = $3 AND state IN ('pending', 'leased')"
+        " ORDER BY created_at, job_id LIMIT 1)",
+        sid,
+        job.source_id,
+        job.content_hash,
+    )
+    assert row is not None
+    if row[0] is not None and row[0] == job.content_hash:
+        return EnqueueOutcome(True, None)
+    return EnqueueOutcome(True, row[1]) if row[1] is not None else None
+
+
+async def enqueue_tx(
+    conn: Conn, sid: int, job: NewJob, now_us: int, *, dedup: bool, detail: str | None = None
+) -> EnqueueOutcome:
+    """Insert a pending job (its ``enqueued`` event, a NOTIFY) inside the current transaction;
+    with ``dedup`` (and a content hash), request-level dedup against the latest version and an
+    active job of the same ``(source, hash)``, under that source's advisory lock."""
+    if dedup and job.content_hash is not None:
+        await lock_sources(conn, sid, [job.source_id])
+        outcome = await _active_dedup(conn, sid, job)
+        if outcome is not None:
+            return outcome
+    # One statement: the row, its first event (a new job's seq is 1) and the NOTIFY.
+    await conn.execute(
+        "WITH j AS (INSERT INTO jobs (job_id, scope_id, kind, format, source_id, content_hash,"
+        " payload, state, available_at, created_at, updated_at)"
+        " VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', $8, $8, $8)),"
+        " e AS (INSERT INTO job_events (job_id, seq, at, transition, detail)"
+        " VALUES ($1, 1, $8, 'enqueued', $9))"
+        " SELECT pg_notify($10, $4)",
+        job.job_id, sid, job.kind, job.format, job.source_id, job.content_hash, job.payload,
+        now_us, detail, CHANNEL,
+    )  # fmt: skip
+    return EnqueueOutcome(False, job.job_id)
+
+
+async def store_continuation(
+    conn: Conn, job_id: bytes, c: Continuation | None, now_us: int
+) -> None:
+    """Write (or with ``None`` clear) the job's streaming checkpoint."""
+    blob = encode_continuation(c) if c is not None else None
+    await conn.execute(
+        "UPDATE jobs SET continuation = $1, updated_at = $2 WHERE job_id = $3", blob, now_us, job_id
+    )
+
+
+async def abandon_stream(conn: Conn, job_id: bytes, now_us: int, blob: bytes | None) -> int | None:
+    """Close the rows of a job's checkpointed stream (``blob``, read under the job row's
+    lock), if it has one; returns its pinned tx. Same rules as the SQLite engine: versions the
+    stream closed get back the end their own version had, then every row of the stream is
+    closed at its own start (visible at no time)."""
+    if blob is None:
+        return None
+    cont = decode_continuation(blob)
+    row = await conn.fetchrow("SELECT scope_id, source_id FROM jobs WHERE job_id = $1", job_id)
+    assert row is not None
+    sid, source_id, tx = row[0], row[1], cont.tx
+    await conn.execute(
+        "UPDATE nodes SET tx_to = s.tx_to FROM nodes s WHERE nodes.scope_id = $1"
+        " AND nodes.tx_to = $2 AND nodes.tx_from <> $2 AND s.scope_id = nodes.scope_id"
+        " AND s.node_id = nodes.node_id AND s.tx_from = $2",
+        sid,
+        tx,
+    )
+    # A closed version whose stream row is absent (never written) keeps the SQL NULL rule of
+    # the SQLite engine: its end becomes NULL (current again).
+    await conn.execute(
+        "UPDATE nodes SET tx_to = NULL WHERE scope_id = $1 AND tx_to = $2 AND tx_from <> $2"
+        " AND NOT EXISTS (SELECT 1 FROM nodes s WHERE s.scope_id = nodes.scope_id"
+        " AND s.node_id = nodes.node_id AND s.tx_from = $2)",
+        sid,
+        tx,
+    )
+    await conn.execute(
+        "UPDATE nodes SET tx_to = tx_from WHERE scope_id = $1 AND source_id = $2 AND tx_from = $3",
+        sid,
+        source_id,
+        tx,
+    )
+    await conn.execute(
+        "UPDATE edges SET tx_to = tx_from WHERE scope_id = $1 AND tx_from = $2 AND tx_to IS NULL",
+        sid,
+        tx,
+    )
+    await store_continuation(conn, job_id, None, now_us)
+    await add_event(conn, job_id, now_us, "stream_abandoned", f"version {tx} left unfinalized")
+    return tx
+
+
+async def complete_tx(conn: Conn, sid: int, c: JobCompletion, detail: str | None) -> None:
+    """Complete a held job inside the current transaction: state, stats, its child jobs
+    (each with request-level dedup, naming its parent) and the ``completed`` event."""
+    parent = f"parent={id_str(c.lease.job_id)}"
+    for child in c.children:
+        await enqueue_tx(conn, sid, child, c.now_us, dedup=True, detail=parent)
+    # One statement: the state and the ``completed`` event (under the row lock the caller's
+    # lease check holds).
+    await conn.execute(
+        "WITH u AS (UPDATE jobs SET state = 'completed', lease_owner = NULL,"
+        " lease_deadline = NULL, stats = $1, continuation = NULL, updated_at = $2"
+        " WHERE job_id = $3)"
+        " INSERT INTO job_events (job_id, seq, at, transition, detail) VALUES ($3,"
+        " (SELECT coalesce(max(seq), 0) + 1 FROM job_events WHERE job_id = $3), $2,"
+        " 'completed', $4)",
+        c.stats,
+        c.now_us,
+        c.lease.job_id,
+        detail,
+    )
+
+
+def complete_in_batch(batch: Batch, c: JobCompletion, detail_sql: str) -> None:
+    """:func:`complete_tx` of a completion without children, as two parts of ``batch`` (the
+    caller holds the job row's lock): ``detail_sql`` is an SQL text expression (it may use
+    :data:`~telha.storage.postgres.rows.TX`)."""
+    job = batch.param(c.lease.job_id, "bytea")
+    at = batch.param(c.now_us, "bigint")
+    batch.statement(
+        "UPDATE jobs SET state = 'completed', lease_owner = NULL, lease_deadline = NULL,"
+        f" stats = {batch.param(c.stats, 'bytea')}, continuation = NULL, updated_at = {at}"
+        f" WHERE job_id = {job}"
+    )
+    batch.statement(
+        f"INSERT INTO job_events (job_id, seq, at, transition, detail) VALUES ({job},"
+        f" (SELECT coalesce(max(seq), 0) + 1 FROM job_events WHERE job_id = {job}), {at},"
+        f" 'completed', {detail_sql})"
+    )
+
+
+async def _apply_failure(
+    conn: Conn,
+    job_id: bytes,
+    fmt: str,
+    kind: str,
+    reason: str,
+    attempts: int,
+    now_us: int,
+    decide: Decide,
+    continuation: bytes | None,
+) -> FailureDecision:
+    d = decide(kind, attempts)
+    await abandon_stream(conn, job_id, now_us, continuation)
+    await conn.execute(
+        "UPDATE jobs SET state = $1, attempts = $2, available_at = $3, failure_reason = $4,"
+        " lease_owner = NULL, lease_deadline = NULL, updated_at = $5 WHERE job_id = $6",
+        d.state, d.attempts, d.available_at, reason, now_us, job_id,
+    )  # fmt: skip
+    if kind == "lease_expired":
+        await add_event(conn, job_id, now_us, "lease_expired", reason)
+        if d.state == "dead":
+            await add_event(conn, job_id, now_us, "dead", reason)
+    else:
+        await add_event(conn, job_id, now_us, "dead" if d.state == "dead" else "retried", reason)
+    if d.state == "pending":
+        await notify(conn, fmt)
+    return d
+
+
+async def _select_job(conn: Conn, job_id: bytes) -> JobRecord:
+    row = await conn.fetchrow(f"SELECT {_JOB_COLS}{_FROM} WHERE j.job_id = $1", job_id)
+    assert row is not None
+    return _job(row)
+
+
+class JobsMixin(PgBase):
+    """Job operations of the PostgreSQL engine; see :class:`telha.storage.protocol.Storage`."""
+
+    async def enqueue_job(
+        self, scope: Scope, job: NewJob, *, now_us: int, dedup: bool
+    ) -> EnqueueOutcome:
+        """Insert a pending job, unless (with ``dedup``) the source's latest version already has
+        ``job.content_hash`` or a pending/leased job covers the same ``(source, hash)``."""
+        sid = await self._ensure_scope(scope)
+
+        async def one(conn: Conn) -> EnqueueOutcome:
+            # telha_enqueue (migration 0002): enqueue_tx's steps in one call, one round trip.
+            row = await conn.fetchrow(
+                "SELECT deduplicated, job_id FROM telha_enqueue($1, $2, $3, $4, $5, $6, $7, $8,"
+                " $9, NULL, $10, $11)",
+                job.job_id, sid, job.kind, job.format, job.source_id, job.content_hash,
+                job.payload, now_us, dedup, source_lock_key(sid, job.source_id), CHANNEL,
+            )  # fmt: skip
+            assert row is not None
+            return EnqueueOutcome(bool(row[0]), row[1])
+
+        return await self._write("enqueue job", one, transaction=False)
+
+    async def lease_next_job(
+        self,
+        formats: Sequence[str],
+        *,
+        scope: Scope | None,
+        worker_id: str,
+        now_us: int,
+        lease_us: int,
+    ) -> JobRecord | None:
+        """Lease the oldest available pending job of ``formats`` (of ``scope`` only, unless
+        ``None``): state ``leased``, generation + 1, deadline ``now_us + lease_us``. The row is
+        picked with ``FOR UPDATE SKIP LOCKED``: a job another transaction is leasing is passed
+        over, never leased twice."""
+        if not formats:
+            return None
+        params: list[Any] = [list(formats), now_us, worker_id, now_us + lease_us]
+        scope_sql = ""
+        if scope is not None:
+            sid = await self._scope_id(scope)
+            if sid is None:
+                return None
+            scope_sql = " AND scope_id = $5"
+            params.append(sid)
+        # One statement (one round trip, its own transaction): pick with SKIP LOCKED, mark it
+        # leased, append its event under the row lock the pick holds, return the record.
+        sql = (
+            "WITH pick AS (SELECT job_id FROM jobs WHERE state = 'pending'"
+            " AND format = ANY($1::text[]) AND available_at <= $2" + scope_sql +
+            " ORDER BY available_at, job_id LIMIT 1 FOR UPDATE SKIP LOCKED),"
+            " j AS (UPDATE jobs SET state = 'leased', lease_generation = lease_generation + 1,"
+            " lease_owner = $3, lease_deadline = $4, updated_at = $2 FROM pick"
+            " WHERE jobs.job_id = pick.job_id RETURNING jobs.*),"
+            " ev AS (INSERT INTO job_events (job_id, seq, at, transition, detail)"
+            " SELECT j.job_id, (SELECT coalesce(max(seq), 0) + 1 FROM job_events x"
+            " WHERE x.job_id = j.job_id), $2, 'leased', 'worker=' || $3 FROM j)"
+            f" SELECT {_JOB_COLS} FROM j JOIN scopes s ON s.scope_id = j.scope_id"
+        )  # fmt: skip
+
+        async def one(conn: Conn) -> JobRecord | None:
+            row = await conn.fetchrow(sql, *params)
+            return _job(row) if row is not None else None
+
+        return await self._write("lease job", one, transaction=False)
+
+    async def next_available_at(
+        self, formats: Sequence[str], scope: Scope | None = None
+    ) -> int | None:
+        """Earliest ``available_at`` (µs) of a pending job of ``formats`` (in ``scope`` only,
+        unless ``None``), or ``None``."""
+        if not formats:
+            return None
+        sql = "SELECT min(available_at) FROM jobs WHERE state = 'pending' AND format = ANY($1)"
+        params: list[Any] = [list(formats)]
+        if scope is not None:
+            sid = await self._scope_id(scope)
+            if sid is None:
+                return None
+            sql += " AND scope_id = $2"
+            params.append(sid)
+        rows = await self._fetch(sql, *params)
+        return int(rows[0][0]) if rows and rows[0][0] is not None else None
+
+    async def active_job_counts(self) -> dict[tuple[str, str], int]:
+        """``{(kind, state): n}`` for ``pending`` and ``leased`` jobs (each state counted
+        through its partial index); absent pairs have no jobs."""
+        rows = await self._fetch(
+            "SELECT kind, 'pending', count(*) FROM jobs WHERE state = 'pending' GROUP BY kind"
+            " UNION ALL"
+            " SELECT kind, 'leased', count(*) FROM jobs WHERE state = 'leased' GROUP BY kind"
+        )
+        return {(str(kind), str(state)): int(n) for kind, state, n in rows}
+
+    async def heartbeat_jobs(
+        self, leases: Sequence[LeaseRef], *, now_us: int, lease_us: int
+    ) -> list[bytes]:
+        """Extend the leases still held under the given generations; returns their ids."""
+        if not leases:
+            return []
+
+        async def tx(conn: Conn) -> list[bytes]:
+            rows = await conn.fetch(
+                "UPDATE jobs SET lease_deadline = $1, updated_at = $2"
+                " FROM unnest($3::bytea[], $4::integer[]) AS l (job_id, gen)"
+                " WHERE jobs.job_id = l.job_id AND jobs.state = 'leased'"
+                " AND jobs.lease_generation = l.gen RETURNING jobs.job_id",
+                now_us + lease_us,
+                now_us,
+                [lease.job_id for lease in leases],
+                [lease.lease_generation for lease in leases],
+            )
+            held = {r[0] for r in rows}
+            return [lease.job_id for lease in leases if lease.job_id in held]
+
+        return await self._write("extend leases", tx)
+
+    async def fail_job(
+        self, lease: LeaseRef, kind: str, reason: str, *, now_us: int, decide: Decide
+    ) -> JobRecord:
+        """Record a failed attempt of a held job: back to pending (retried) or dead.
+
+        :raises StaleLease: the caller does not hold the job.
+        """
+
+        async def tx(conn: Conn) -> JobRecord:
+            attempts, fmt, cont = await check_lease(conn, lease)
+            await _apply_failure(
+                conn, lease.job_id, fmt, kind, reason, attempts, now_us, decide, cont
+            )
+            return await _select_job(conn, lease.job_id)
+
+        return await self._write("record failure", tx)
+
+    async def release_job(self, lease: LeaseRef, *, now_us: int, detail: str) -> bool:
+        """Give a held job back (shutdown): pending at once, the attempt not counted."""
+
+        async def tx(conn: Conn) -> bool:
+            try:
+                _, fmt, cont = await check_lease(conn, lease)
+            except StaleLease:
+                raise Rollback(False) from None
+            await conn.execute(
+                "UPDATE jobs SET state = 'pending', lease_owner = NULL, lease_deadline = NULL,"
+                " available_at = $1, updated_at = $1 WHERE job_id = $2",
+                now_us,
+                lease.job_id,
+            )
+            await abandon_stream(conn, lease.job_id, now_us, cont)
+            await add_event(conn, lease.job_id, now_us, "released", detail)
+            await notify(conn, fmt)
+            return True
+
+        return await self._write("release job", tx)
+
+    async def reap_expired(self, *, now_us: int, decide: Decide) -> list[tuple[JobRecord, str]]:
+        """Expired leases back to pending (a failed attempt, ``lease_expired``) or dead. Rows
+        are locked with ``SKIP LOCKED`` (one being committed, or reaped by another replica,
+        is left to that transaction) and their deadline is checked on the locked row.
+
+        :returns: ``(job as it was when reaped, new state)`` per reaped job.
+        """
+
+        async def tx(conn: Conn) -> list[tuple[JobRecord, str]]:
+            rows = await conn.fetch(
+                f"SELECT {_JOB_COLS}, j.continuation{_FROM}"
+                " WHERE j.state = 'leased' AND j.lease_deadline < $1 ORDER BY j.job_id LIMIT 500"
+                " FOR UPDATE OF j SKIP LOCKED",
+                now_us,
+            )
+            if not rows:
+                raise Rollback([])
+            reaped: list[tuple[JobRecord, str]] = []
+            for row in rows:
+                job = _job(tuple(row)[:-1])
+                reason = f"lease_expired: lease of worker {job.lease_owner} ran out"
+                d = await _apply_failure(
+                    conn, job.job_id, job.format, "lease_expired", reason, job.attempts, now_us,
+                    decide, row[-1],
+                )  # fmt: skip
+                reaped.append((job, d.state))
+            return reaped
+
+        return await self._write("reap leases", tx)
+
+    async def get_job(
+        self, scope: Scope | None, job_id: bytes, *, events: bool = True
+    ) -> JobRecord | None:
+        """A job with its events (oldest first) unless ``events=False``; ``None`` when absent
+        or in another scope."""
+        rows = await self._fetch(f"SELECT {_JOB_COLS}{_FROM} WHERE j.job_id = $1", job_id)
+        if not rows:
+            return None
+        job = _job(rows[0])
+        if scope is not None and job.scope != scope:
+            return None
+        if not events:
+            return job
+        found = await self._fetch(
+            "SELECT at, transition, detail FROM job_events WHERE job_id = $1 ORDER BY seq",
+            job_id,
+        )
+        return _job(rows[0], tuple(JobEvent(*e) for e in found))

@@ -1,0 +1,67 @@
+"""Numbered SQL migrations of the PostgreSQL engine (``migrations/NNNN_name.sql``), applied in
+order when a store opens.
+
+Several replicas may start at once: the migrator holds a session-level advisory lock
+(:data:`MIGRATION_LOCK`) while it reads ``schema_migrations`` and applies what is missing, so
+exactly one of them applies each migration and the others find it applied. Each migration runs
+in its own transaction together with its ``schema_migrations`` row.
+"""
+
+from __future__ import annotations
+
+import re
+from importlib import resources
+
+import asyncpg
+from asyncpg.pool import PoolConnectionProxy
+
+from telha.ids import now_us
+
+__all__ = ["MIGRATION_LOCK", "apply_migrations", "migrations"]
+
+#: Advisory lock key (bigint) taken by the migrator: ``int.from_bytes(b"telhamig")``.
+MIGRATION_LOCK = int.from_bytes(b"telhamig", "big") & 0x7FFF_FFFF_FFFF_FFFF
+
+_NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
+
+
+def migrations() -> list[tuple[int, str, str]]:
+    """All migrations as ``(number, file name, sql)``, ordered by number."""
+    found = []
+    for entry in resources.files("telha.storage.postgres").joinpath("migrations").iterdir():
+        m = _NAME.match(entry.name)
+        if m:
+            found.append((int(m.group(1)), entry.name, entry.read_text(encoding="utf-8")))
+    found.sort()
+    return found
+
+
+async def apply_migrations(
+    conn: asyncpg.Connection[asyncpg.Record] | PoolConnectionProxy[asyncpg.Record],
+) -> list[int]:
+    """Apply every migration newer than the database's, under the migration lock.
+
+    :param conn: a connection outside any transaction (the lock is session-level).
+    :returns: the numbers applied now (empty when the schema was current).
+    :raises asyncpg.PostgresError: a migration failed (it is rolled back; the lock released).
+    """
+    await conn.execute("SELECT pg_advisory_lock($1)", MIGRATION_LOCK)
+    try:
+        await conn.execute(
+            "CREATE TABLE IF NOT EXISTS schema_migrations"
+            " (version integer PRIMARY KEY, name text NOT NULL, applied_at bigint NOT NULL)"
+        )
+        current = await conn.fetchval("SELECT coalesce(max(version), 0) FROM schema_migrations")
+        applied = []
+        for number, name, sql in migrations():
+            if number <= int(current):
+                continue
+            async with conn.transaction():
+                await conn.execute(sql)
+                await conn.execute(
+                    "INSERT INTO schema_migrations VALUES ($1, $2, $3)", number, name, now_us()
+                )
+            applied.append(number)
+        return applied
+    finally:
+        await conn.execute("SELECT pg_advisory_unlock($1)", MIGRATION_LOCK)

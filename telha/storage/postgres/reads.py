@@ -1,0 +1,233 @@
+"""Reads of the PostgreSQL engine (DESIGN.md §5): versions, canonical text slices, span rows,
+nodes as of a transaction time, listings, edges with live endpoints. Each is one or two
+autocommit statements on the pool; the results are the records the SQLite engine returns.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import msgspec
+
+from telha.errors import NotFound, RequestError
+from telha.model import (
+    BLOB_CHUNK,
+    Ambiguity,
+    Direction,
+    EdgeRecord,
+    NodeVersion,
+    Scope,
+    SourceVersion,
+    SpanRecord,
+)
+from telha.storage.postgres.base import PgBase
+from telha.storage.records import is_boundary as _is_boundary
+from telha.storage.records import node_record as _node
+from telha.storage.records import version_record as _version
+
+__all__ = ["VERSION_COLS", "ReadsMixin"]
+
+VERSION_COLS = (
+    "source_id, tx, name, format, content_hash, canonical_text_hash, size, worker, job_id,"
+    " blob_id, text_len"
+)
+_NODE_COLS = "n.node_id, n.labels, n.properties, n.tx_from, n.tx_to, n.valid_from, n.valid_to,"
+_NODE_COLS += " n.provenance, n.source_id"
+_decode = msgspec.json.decode
+
+
+class ReadsMixin(PgBase):
+    """Read operations; see :class:`telha.storage.protocol.Storage`."""
+
+    async def scope_for_key(self, key_hash: bytes) -> Scope | None:
+        """See :meth:`telha.storage.protocol.Storage.scope_for_key`."""
+        rows = await self._fetch(
+            "SELECT s.tenant_id, s.organization_id FROM api_keys k"
+            " JOIN scopes s ON s.scope_id = k.scope_id"
+            " WHERE k.key_hash = $1 AND k.revoked_at IS NULL",
+            key_hash,
+        )
+        return Scope(rows[0][0], rows[0][1]) if rows else None
+
+    async def latest_version(self, scope: Scope, source_id: bytes) -> SourceVersion | None:
+        """See :meth:`telha.storage.protocol.Storage.latest_version`."""
+        versions = await self._versions(scope, source_id, limit=1)
+        return versions[0] if versions else None
+
+    async def source_versions(self, scope: Scope, source_id: bytes) -> list[SourceVersion]:
+        """See :meth:`telha.storage.protocol.Storage.source_versions`."""
+        return await self._versions(scope, source_id, limit=None)
+
+    async def _versions(
+        self, scope: Scope, source_id: bytes, *, limit: int | None
+    ) -> list[SourceVersion]:
+        sid = await self._scope_id(scope)
+        if sid is None:
+            return []
+        rows = await self._fetch(
+            f"SELECT {VERSION_COLS} FROM source_versions WHERE scope_id = $1 AND source_id = $2"
+            " AND canonical_text_hash IS NOT NULL ORDER BY tx DESC LIMIT $3",
+            sid,
+            source_id,
+            limit,
+        )
+        return [_version(r) for r in rows]
+
+    async def _version_at(
+        self, scope: Scope, source_id: bytes, tx: int
+    ) -> tuple[int, SourceVersion]:
+        sid = await self._scope_id(scope)
+        if sid is not None:
+            rows = await self._fetch(
+                f"SELECT {VERSION_COLS} FROM source_versions"
+                " WHERE scope_id = $1 AND source_id = $2 AND tx = $3"
+                " AND canonical_text_hash IS NOT NULL",
+                sid,
+                source_id,
+                tx,
+            )
+            if rows:
+                return sid, _version(rows[0])
+        raise NotFound("no such source version")
+
+    async def read_text(
+        self, scope: Scope, source_id: bytes, tx: int, start: int | None, end: int | None
+    ) -> bytes:
+        """See :meth:`telha.storage.protocol.Storage.read_text`."""
+        sid, version = await self._version_at(scope, source_id, tx)
+        length = version.text_len or 0
+        lo = 0 if start is None else start
+        hi = length if end is None else end
+        if lo > hi:
+            raise RequestError(f"start ({lo}) is after end ({hi})")
+        if hi > length:
+            raise RequestError(f"range [{lo}, {hi}) is outside the text (0..{length} bytes)")
+        if version.blob_id is None or length == 0:
+            return b""
+        first, last = lo // BLOB_CHUNK, min(hi, length - 1) // BLOB_CHUNK
+        rows = await self._fetch(
+            "SELECT data FROM blob_chunks WHERE scope_id = $1 AND blob_id = $2"
+            " AND idx BETWEEN $3 AND $4 ORDER BY idx",
+            sid,
+            version.blob_id,
+            first,
+            last,
+        )
+        buf = b"".join(r[0] for r in rows)
+        base = first * BLOB_CHUNK
+        if not (_is_boundary(buf, lo - base) and _is_boundary(buf, hi - base)):
+            raise RequestError(f"range [{lo}, {hi}) is not on UTF-8 character boundaries")
+        return buf[lo - base : hi - base]
+
+    async def span_rows(self, scope: Scope, source_id: bytes, tx: int) -> list[SpanRecord]:
+        """See :meth:`telha.storage.protocol.Storage.span_rows`."""
+        sid, _ = await self._version_at(scope, source_id, tx)
+        rows = await self._fetch(
+            'SELECT start, "end", kind, linked_nodes FROM span_rows WHERE scope_id = $1'
+            ' AND source_id = $2 AND source_version_tx = $3 ORDER BY start, "end"',
+            sid,
+            source_id,
+            tx,
+        )
+        return [
+            SpanRecord(s, e, k, [ids[i : i + 16] for i in range(0, len(ids), 16)])
+            for s, e, k, ids in rows
+        ]
+
+    async def get_node(self, scope: Scope, node_id: bytes, as_of: int | None) -> NodeVersion | None:
+        """See :meth:`telha.storage.protocol.Storage.get_node`."""
+        sid = await self._scope_id(scope)
+        if sid is None:
+            return None
+        params: tuple[Any, ...]
+        if as_of is None:
+            where, params = "n.tx_to IS NULL", (sid, node_id)
+        else:
+            where = "n.tx_from <= $3 AND (n.tx_to IS NULL OR n.tx_to > $3)"
+            params = (sid, node_id, as_of)
+        rows = await self._fetch(
+            f"SELECT {_NODE_COLS} FROM nodes n WHERE n.scope_id = $1 AND n.node_id = $2"
+            f" AND {where} ORDER BY n.tx_from DESC LIMIT 1",
+            *params,
+        )
+        if not rows:
+            return None
+        node = _node(rows[0])
+        found = await self._fetch(
+            "SELECT kind, candidates, detector_confidence, applied_candidate_confidence,"
+            " severity_hint FROM ambiguities WHERE scope_id = $1 AND node_id = $2 AND tx = $3",
+            sid,
+            node_id,
+            node.tx_from,
+        )
+        if found:
+            node = replace(
+                node,
+                ambiguities=[Ambiguity(k, _decode(c), dc, ac, sh) for k, c, dc, ac, sh in found],
+            )
+        return node
+
+    async def list_nodes(
+        self,
+        scope: Scope,
+        *,
+        label: str | None,
+        source_id: bytes | None,
+        limit: int,
+        after: bytes | None,
+    ) -> list[NodeVersion]:
+        """See :meth:`telha.storage.protocol.Storage.list_nodes`."""
+        sid = await self._scope_id(scope)
+        if sid is None:
+            return []
+        after = after or b""
+        params: list[Any] = [sid, after]
+        if label is not None:
+            sql = (
+                f"SELECT {_NODE_COLS} FROM node_labels l JOIN nodes n ON n.scope_id = l.scope_id"
+                " AND n.node_id = l.node_id AND n.tx_from = l.tx_from"
+                " WHERE l.scope_id = $1 AND l.node_id > $2 AND n.tx_to IS NULL AND l.label = $3"
+            )
+            params.append(label)
+            if source_id is not None:
+                sql += " AND n.source_id = $4"
+                params.append(source_id)
+            order = " ORDER BY l.node_id"
+        else:
+            sql = (
+                f"SELECT {_NODE_COLS} FROM nodes n WHERE n.scope_id = $1 AND n.node_id > $2"
+                " AND n.tx_to IS NULL"
+            )
+            if source_id is not None:
+                sql += " AND n.source_id = $3"
+                params.append(source_id)
+            order = " ORDER BY n.node_id"
+        params.append(limit)
+        sql += f"{order} LIMIT ${len(params)}"
+        return [_node(r) for r in await self._fetch(sql, *params)]
+
+    async def node_edges(
+        self, scope: Scope, node_id: bytes, direction: Direction
+    ) -> list[EdgeRecord]:
+        """See :meth:`telha.storage.protocol.Storage.node_edges`."""
+        sid = await self._scope_id(scope)
+        if sid is None:
+            return []
+        live = (
+            "EXISTS (SELECT 1 FROM nodes x WHERE x.scope_id = e.scope_id AND x.node_id = {col}"
+            " AND x.tx_to IS NULL)"
+        )
+        parts = []
+        for side, near, far in (
+            (Direction.OUT, "from_id", "to_id"),
+            (Direction.IN, "to_id", "from_id"),
+        ):
+            if direction in (side, Direction.BOTH):
+                parts.append(
+                    "SELECT e.edge_id, e.type, e.from_id, e.to_id, e.properties FROM edges e"
+                    f" WHERE e.scope_id = $1 AND e.{near} = $2 AND e.tx_to IS NULL AND "
+                    + live.format(col=f"e.{far}")
+                )
+        rows = await self._fetch(" UNION ".join(parts) + " ORDER BY 1", sid, node_id)
+        return [EdgeRecord(eid, t, f, to, _decode(p)) for eid, t, f, to, p in rows]

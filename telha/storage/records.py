@@ -1,0 +1,94 @@
+"""Engine-neutral pieces of the storage engines: stored rows back as :mod:`telha.model`
+records, the dedup rules of spec 004, the streaming checkpoint's encoding. Pure; no I/O.
+
+Each engine selects its columns in the order these functions unpack them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from telha.model import (
+    Continuation,
+    Dedup,
+    JobEvent,
+    JobRecord,
+    NewVersion,
+    NodeVersion,
+    ProvenanceSpan,
+    Scope,
+    SourceVersion,
+)
+
+__all__ = [
+    "decode_continuation",
+    "encode_continuation",
+    "is_boundary",
+    "is_duplicate",
+    "job_record",
+    "node_record",
+    "version_record",
+]
+
+_decode = msgspec.json.decode
+
+
+def job_record(row: Any, events: tuple[JobEvent, ...] = ()) -> JobRecord:
+    """A job from ``(job_id, tenant, org, kind, format, source_id, content_hash, payload,
+    state, attempts, lease_generation, lease_owner, lease_deadline µs, available_at µs,
+    failure_reason, stats)``."""
+    (job_id, tenant, org, kind, fmt, source_id, chash, payload, state, attempts, gen, owner,
+     deadline, available_at, reason, stats) = row  # fmt: skip
+    return JobRecord(
+        job_id, Scope(tenant, org), kind, fmt, source_id, chash, payload, state, attempts,
+        gen, owner, deadline, available_at, reason, stats, events,
+    )  # fmt: skip
+
+
+def version_record(row: Any) -> SourceVersion:
+    """A version from its row in :class:`~telha.model.SourceVersion` field order."""
+    return SourceVersion(*row)
+
+
+def node_record(row: Any) -> NodeVersion:
+    """A node version from ``(node_id, labels JSON, properties JSON, tx_from, tx_to,
+    valid_from, valid_to, provenance JSON [[start, end], ...], source_id)``; provenance spans
+    are byte offsets into the version ``(source_id, tx_from)`` that wrote it."""
+    node_id, labels, props, tx_from, tx_to, valid_from, valid_to, prov, source_id = row
+    spans = [ProvenanceSpan(source_id, tx_from, a, b) for a, b in _decode(prov)]
+    return NodeVersion(
+        node_id, _decode(labels), _decode(props), tx_from, tx_to, valid_from, valid_to, spans
+    )
+
+
+def is_boundary(text: bytes, pos: int) -> bool:
+    """True when byte offset ``pos`` of ``text`` is not inside a UTF-8 sequence."""
+    return pos >= len(text) or (text[pos] & 0xC0) != 0x80
+
+
+def is_duplicate(
+    latest: tuple[bytes, bytes | None, bytes | None] | None,
+    v: NewVersion,
+    canonical_hash: bytes,
+    dedup: Dedup,
+) -> bool:
+    """The dedup rules of spec 004 for committing ``v`` against the source's latest finalized
+    version ``(content_hash, canonical_text_hash, job_id)`` (``None``: a new source)."""
+    if dedup is Dedup.NONE or latest is None or latest[0] != v.content_hash:
+        return False
+    if dedup is Dedup.CONTENT:
+        return True
+    # Submit time: a retry of the same job must re-apply (crash recovery), not dedup.
+    return bool(latest[1] == canonical_hash and latest[2] != v.job_id)
+
+
+def decode_continuation(blob: bytes) -> Continuation:
+    """A stored streaming checkpoint (msgpack) back as a :class:`Continuation`."""
+    return msgspec.msgpack.decode(blob, type=Continuation)
+
+
+def encode_continuation(c: Continuation) -> bytes:
+    """A streaming checkpoint as stored on the job row (msgpack)."""
+    return msgspec.msgpack.encode(c)

@@ -1,0 +1,149 @@
+"""The PostgreSQL engine directly, with two stores (two pools: what two replicas hold) on one
+real database: migrations applied once when both open at once, transaction time unique and
+increasing across them, a job never leased twice, dedup under concurrent commits of the same
+bytes, the reaper in both at once, and driver errors typed as ``StorageError``."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import AsyncIterator
+
+import anyio
+import asyncpg
+import pytest
+
+from telha.errors import StorageError
+from telha.ids import new_id
+from telha.ingest.projection import NodeOut, Projection, SpanOut
+from telha.model import Dedup, NewJob, NewVersion, Scope
+from telha.queue.policy import FailureDecision, decide_failure
+from telha.storage.postgres import PostgresStore
+from telha.storage.postgres.migrate import migrations
+from tests.support.pg import create_database, require_engine
+
+pytestmark = pytest.mark.anyio
+
+SCOPE = Scope("t", "o")
+
+
+@pytest.fixture
+async def two() -> AsyncIterator[tuple[PostgresStore, PostgresStore, str]]:
+    require_engine("postgres")
+    dsn = create_database()
+    a, b = PostgresStore(dsn, pool_size=4), PostgresStore(dsn, pool_size=4)
+    async with anyio.create_task_group() as tg:  # both migrate the empty database at once
+        tg.start_soon(a.open)
+        tg.start_soon(b.open)
+    try:
+        yield a, b, dsn
+    finally:
+        await a.close()
+        await b.close()
+
+
+def _proj(text: bytes) -> Projection:
+    return Projection(text, [SpanOut(0, len(text), "body")], [NodeOut(("DOC",), b"{}", (0,))])
+
+
+async def test_migrations_applied_once(two: tuple[PostgresStore, PostgresStore, str]) -> None:
+    conn = await asyncpg.connect(two[2])
+    try:
+        rows = await conn.fetch("SELECT version FROM schema_migrations ORDER BY version")
+    finally:
+        await conn.close()
+    assert [r[0] for r in rows] == [n for n, _, _ in migrations()]
+
+
+async def test_tx_time_strictly_increasing_across_stores(
+    two: tuple[PostgresStore, PostgresStore, str],
+) -> None:
+    a, b, _ = two
+    seen: dict[str, list[int]] = {"a": [], "b": []}
+
+    async def commits(name: str, store: PostgresStore) -> None:
+        for i in range(40):
+            text = f"{name} {i}".encode()
+            v = NewVersion(new_id(), f"{name}-{i}", "json", new_id() * 2, len(text), "t")
+            out = await store.commit_version(SCOPE, v, _proj(text), dedup=Dedup.CONTENT)
+            assert out.source_version_tx is not None
+            seen[name].append(out.source_version_tx)
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(2):
+            tg.start_soon(commits, "a", a)
+            tg.start_soon(commits, "b", b)
+    every = seen["a"] + seen["b"]
+    assert len(set(every)) == len(every) == 160
+
+
+async def test_same_bytes_committed_through_both_make_one_version(
+    two: tuple[PostgresStore, PostgresStore, str],
+) -> None:
+    a, b, _ = two
+    source, digest = new_id(), new_id() * 2
+    outcomes = []
+
+    async def commit(store: PostgresStore) -> None:
+        v = NewVersion(source, "same.json", "json", digest, 4, "t")
+        outcomes.append(await store.commit_version(SCOPE, v, _proj(b"same"), dedup=Dedup.CONTENT))
+
+    async with anyio.create_task_group() as tg:
+        for store in (a, b, a, b):
+            tg.start_soon(commit, store)
+    assert sorted(o.deduplicated for o in outcomes) == [False, True, True, True]
+    assert len(await a.source_versions(SCOPE, source)) == 1
+
+
+async def test_no_job_leased_twice_and_reapers_at_once(
+    two: tuple[PostgresStore, PostgresStore, str],
+) -> None:
+    a, b, _ = two
+    now = 1_000_000_000_000
+    jobs = [
+        NewJob(new_id(), "ingest:text", "text", new_id(), new_id() * 2, b"{}") for _ in range(60)
+    ]
+    for job in jobs:
+        await a.enqueue_job(SCOPE, job, now_us=now, dedup=True)
+    leased: list[bytes] = []
+
+    async def lease(store: PostgresStore, worker: str) -> None:
+        while True:
+            job = await store.lease_next_job(
+                ["text"], scope=None, worker_id=worker, now_us=now, lease_us=1_000
+            )
+            if job is None:
+                return
+            leased.append(job.job_id)
+
+    async with anyio.create_task_group() as tg:
+        for i in range(3):
+            tg.start_soon(lease, a, f"a{i}")
+            tg.start_soon(lease, b, f"b{i}")
+    assert sorted(leased) == sorted(j.job_id for j in jobs)
+
+    def decide(kind: str, attempts: int) -> FailureDecision:
+        return decide_failure(
+            kind, attempts_before=attempts, max_attempts=5, now_us=now + 2_000, base_ms=0,
+            max_s=0.0, rng=random.Random(0),
+        )  # fmt: skip
+
+    reaped: list[bytes] = []
+
+    async def reap(store: PostgresStore) -> None:
+        reaped.extend(r[0] for r in await store.reap_expired(now_us=now + 2_000, decide=decide))
+
+    async with anyio.create_task_group() as tg:
+        for store in (a, b, a, b):
+            tg.start_soon(reap, store)
+    assert sorted(reaped) == sorted(j.job_id for j in jobs)  # each exactly once
+    record = await a.get_job(SCOPE, jobs[0].job_id)
+    assert record is not None and record.state == "pending" and record.attempts == 1
+    assert [e.transition for e in record.events] == ["enqueued", "leased", "lease_expired"]
+
+
+async def test_driver_errors_are_storage_errors() -> None:
+    require_engine("postgres")
+    store = PostgresStore("postgresql://nobody@127.0.0.1:1/none", pool_size=2)
+    with pytest.raises(StorageError) as info:
+        await store.open()
+    assert info.value.__cause__ is not None

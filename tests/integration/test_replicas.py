@@ -1,0 +1,286 @@
+"""Several ``telha serve`` replicas on one PostgreSQL database (issue 10, DESIGN.md §9): two real
+server processes started at once (one applies the migrations), real remote worker processes
+attached to each, real sockets.
+
+- The same bytes POSTed to both replicas at once make exactly one job (worker formats) or one
+  version (the JSON bypass).
+- A job enqueued through replica A reaches a worker polling replica B at once (LISTEN/NOTIFY),
+  not at the poll safety net.
+- 2,000 tiny jobs posted round-robin: every job completes exactly once, no lease generation is
+  handed out twice, one version per source. Then replica A is SIGKILLed mid-load: the jobs its
+  workers held expire, are reaped by B and finish through B's workers.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.abc
+import asyncpg
+import httpx
+import pytest
+
+from telha.model import Scope
+from tests.support.pg import create_database, require_engine
+from tests.support.server import ServerProcess, write_config
+
+pytestmark = pytest.mark.anyio
+
+#: Jobs of the round-robin load (the payload JSON names the source; base64 has no "-").
+_ROUND_ROBIN = "convert_from(payload, 'UTF8') LIKE '%rr-%'"
+LEASE_S = 3.0
+JOBS = 2000
+WORKERS_PER_REPLICA = 2
+
+
+class Pair:
+    """Two replicas on one database, their worker processes, a key of one scope."""
+
+    def __init__(self, a: ServerProcess, b: ServerProcess, dsn: str, folder: Path) -> None:
+        self.a, self.b, self.dsn, self.folder = a, b, dsn, folder
+        self.scope = Scope("replicas", "org")
+        self.key = a.create_key(self.scope.tenant_id, self.scope.organization_id)
+        self.workers: list[subprocess.Popen[bytes]] = []
+
+    def spawn_workers(self, server: ServerProcess, name: str, count: int) -> None:
+        for i in range(count):
+            log = (self.folder / f"worker-{name}-{i}.log").open("wb")
+            argv = ["-m", "workers_common.run", "text_worker", "--capacity", "4"]
+            self.workers.append(
+                subprocess.Popen(
+                    [sys.executable, *argv, "--worker-id", f"{name}-{i}"],
+                    env=server.worker_env(None),
+                    stderr=log,
+                )
+            )
+            log.close()
+
+    def stop_workers(self) -> None:
+        for proc in self.workers:
+            if proc.poll() is None:
+                proc.kill()
+        for proc in self.workers:
+            proc.wait(10)
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
+    require_engine("postgres")  # several replicas share a database; SQLite is one process
+    dsn = create_database()
+    token_key = secrets.token_hex(32)
+    servers = []
+    for name in ("a", "b"):
+        folder = tmp_path_factory.mktemp(f"replica-{name}")
+        config = write_config(
+            folder,
+            "postgres",
+            storage={"dsn": dsn, "pool_size": 6},
+            grpc={"token_key": token_key},
+            workers={"in_process": []},
+            jobs={"lease_secs": LEASE_S, "reap_interval_s": 0.2, "backoff_base_ms": 10},
+        )
+        servers.append(ServerProcess(config))
+    # Started at once: both migrate the empty database; the advisory lock lets one apply.
+    with ThreadPoolExecutor(2) as pool:
+        list(pool.map(ServerProcess.start, servers))
+    p = Pair(servers[0], servers[1], dsn, tmp_path_factory.mktemp("replica-workers"))
+    try:
+        yield p
+    finally:
+        p.stop_workers()
+        for s in servers:
+            if s.proc is not None and s.proc.poll() is None:
+                assert s.stop() == 0, s.log_text()
+
+
+@pytest.fixture
+async def clients(pair: Pair) -> AsyncIterator[tuple[httpx.AsyncClient, httpx.AsyncClient]]:
+    headers = {"x-api-key": pair.key}
+    async with (
+        httpx.AsyncClient(base_url=pair.a.base_url, headers=headers, timeout=30) as a,
+        httpx.AsyncClient(base_url=pair.b.base_url, headers=headers, timeout=30) as b,
+    ):
+        yield a, b
+
+
+async def _query(dsn: str, sql: str, *args: Any) -> list[asyncpg.Record]:
+    conn = await asyncpg.connect(dsn)
+    try:
+        return list(await conn.fetch(sql, *args))
+    finally:
+        await conn.close()
+
+
+async def test_same_bytes_to_both_replicas_make_one_job_or_version(
+    pair: Pair, clients: tuple[httpx.AsyncClient, httpx.AsyncClient]
+) -> None:
+    a, b = clients
+    for i in range(20):
+        bodies = [
+            {"format": "text", "name": f"dup-{i}.txt", "content": f"same bytes {i}"},
+            {"format": "json", "name": f"dup-{i}.json", "content": f'[{{"n": {i}}}]'},
+        ]
+        for body in bodies:
+            answers: list[httpx.Response] = []
+
+            async def post(
+                c: httpx.AsyncClient,
+                body: dict[str, str] = body,
+                answers: list[httpx.Response] = answers,
+            ) -> None:
+                answers.append(await c.post("/v1/ingest", json=body))
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(post, a)
+                tg.start_soon(post, b)
+            codes = sorted(r.status_code for r in answers)
+            if body["format"] == "json":
+                assert codes == [200, 201], [r.text for r in answers]
+            else:
+                assert codes == [200, 202], [r.text for r in answers]
+                ids = {r.json()["jobId"] for r in answers}
+                assert len(ids) == 1, answers  # the dedup answer names the same job
+    rows = await _query(
+        pair.dsn,
+        "SELECT (SELECT count(*) FROM jobs WHERE kind = 'ingest:text'),"
+        " (SELECT count(*) FROM source_versions WHERE format = 'json')",
+    )
+    assert tuple(rows[0]) == (20, 20)
+
+
+async def test_a_job_enqueued_on_one_replica_wakes_a_poller_on_the_other(
+    pair: Pair, clients: tuple[httpx.AsyncClient, httpx.AsyncClient]
+) -> None:
+    """A worker waits on B (its poll is parked on B's wake-up); the job is posted to A. The
+    poll safety net is 5 s; the NOTIFY gets it there in well under that."""
+    a, _ = clients
+    pair.spawn_workers(pair.b, "wake-b", 1)
+    await anyio.sleep(3)  # the worker connects and parks its poll
+    started = time.monotonic()
+    posted = await a.post("/v1/ingest", json={"format": "text", "name": "w", "content": "w"})
+    job_id = posted.json()["jobId"]
+    with anyio.fail_after(20):
+        while True:
+            if (await a.get(f"/v1/ingest/{job_id}")).json()["state"] == "completed":
+                break
+            await anyio.sleep(0.02)
+    assert time.monotonic() - started < 4.0
+    pair.stop_workers()
+    pair.workers.clear()
+
+
+async def _post_round_robin(
+    clients: tuple[httpx.AsyncClient, httpx.AsyncClient], first: int, count: int
+) -> None:
+    send, recv = anyio.create_memory_object_stream[int](16)
+
+    async def producer() -> None:
+        async with send:
+            for i in range(first, first + count):
+                await send.send(i)
+
+    async def poster(recv: anyio.abc.ObjectReceiveStream[int]) -> None:
+        async with recv:
+            async for i in recv:
+                c = clients[i % 2]
+                body = {"format": "text", "name": f"rr-{i}.txt", "content": f"tiny job {i}"}
+                while True:
+                    resp = await c.post("/v1/ingest", json=body)
+                    if resp.status_code != 503:  # over the replica's concurrency limit: retry
+                        break
+                    await anyio.sleep(0.05)
+                assert resp.status_code == 202, resp.text
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(producer)
+        with recv:
+            for _ in range(12):
+                tg.start_soon(poster, recv.clone())
+
+
+async def _wait_completed(dsn: str, total: int, within_s: float) -> None:
+    with anyio.fail_after(within_s):
+        while True:
+            rows = await _query(
+                dsn, f"SELECT count(*) FROM jobs WHERE state = 'completed' AND {_ROUND_ROBIN}"
+            )
+            if int(rows[0][0]) >= total:
+                return
+            await anyio.sleep(0.25)
+
+
+async def _check_exactly_once(dsn: str, total: int) -> None:
+    rows = await _query(
+        dsn,
+        "SELECT j.job_id, j.state, j.lease_generation,"
+        " count(*) FILTER (WHERE e.transition = 'leased') AS leased,"
+        " count(*) FILTER (WHERE e.transition = 'completed') AS completed"
+        " FROM jobs j JOIN job_events e ON e.job_id = j.job_id"
+        f" WHERE {_ROUND_ROBIN.replace('payload', 'j.payload')} GROUP BY j.job_id",
+    )
+    assert len(rows) == total
+    for r in rows:
+        assert r["state"] == "completed" and r["completed"] == 1, dict(r)
+        # One leased event per generation: no generation was handed out twice.
+        assert r["leased"] == r["lease_generation"], dict(r)
+    dups = await _query(
+        dsn,
+        "SELECT source_id, count(*) FROM source_versions WHERE name LIKE 'rr-%'"
+        " GROUP BY source_id HAVING count(*) > 1",
+    )
+    assert dups == []
+    versions = await _query(dsn, "SELECT count(*) FROM source_versions WHERE name LIKE 'rr-%'")
+    assert int(versions[0][0]) == total
+
+
+async def test_round_robin_load_exactly_once_then_a_replica_dies(
+    pair: Pair, clients: tuple[httpx.AsyncClient, httpx.AsyncClient]
+) -> None:
+    pair.spawn_workers(pair.a, "replica-a", WORKERS_PER_REPLICA)
+    pair.spawn_workers(pair.b, "replica-b", WORKERS_PER_REPLICA)
+    half = JOBS // 2
+    await _post_round_robin(clients, 0, half)
+    await _wait_completed(pair.dsn, half, 120)
+    await _check_exactly_once(pair.dsn, half)
+
+    # Mid-load: A's workers are frozen (SIGSTOP) with their polls parked on A, so the jobs A
+    # leases to them during the second half stay in their hands; then A is SIGKILLed. The
+    # jobs still leased to A's workers are stranded: nothing can complete them through A.
+    a_workers = pair.workers[:WORKERS_PER_REPLICA]
+    for w in a_workers:
+        os.kill(w.pid, signal.SIGSTOP)
+    await _post_round_robin(clients, half, half)
+    assert pair.a.proc is not None
+    os.kill(pair.a.proc.pid, signal.SIGKILL)
+    pair.a.proc.wait(10)
+    stranded = await _query(
+        pair.dsn,
+        "SELECT job_id FROM jobs WHERE state = 'leased' AND lease_owner LIKE 'replica-a-%'",
+    )
+    assert stranded, "replica A's workers held no lease when A died"
+    for w in a_workers:
+        os.kill(w.pid, signal.SIGCONT)  # they come back to a dead replica
+    await _wait_completed(pair.dsn, JOBS, 180)
+    await _check_exactly_once(pair.dsn, JOBS)
+    # A's workers could not submit through a dead replica: their leases ran out, B's reaper
+    # put the jobs back and B's workers finished them.
+    for row in stranded:
+        events = await _query(
+            pair.dsn,
+            "SELECT transition, detail FROM job_events WHERE job_id = $1 ORDER BY seq",
+            row[0],
+        )
+        transitions = [e[0] for e in events]
+        assert "lease_expired" in transitions, transitions
+        last_lease = [e[1] for e in events if e[0] == "leased"][-1]
+        assert last_lease.startswith("worker=replica-b-"), events
