@@ -130,7 +130,9 @@ async def test_no_job_leased_twice_and_reapers_at_once(
     reaped: list[bytes] = []
 
     async def reap(store: PostgresStore) -> None:
-        reaped.extend(r[0] for r in await store.reap_expired(now_us=now + 2_000, decide=decide))
+        reaped.extend(
+            r[0].job_id for r in await store.reap_expired(now_us=now + 2_000, decide=decide)
+        )
 
     async with anyio.create_task_group() as tg:
         for store in (a, b, a, b):

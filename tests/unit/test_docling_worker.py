@@ -200,10 +200,14 @@ def test_isolation_timeout_kills_the_child_and_the_next_job_gets_a_fresh_one() -
 
 
 def test_isolation_memory_ceiling_is_a_typed_failure_not_a_dead_worker() -> None:
-    starved = ChildPool(Limits(mem_ceiling_mb=300, timeout_s=120), size=1)
+    # A child over its ceiling usually dies at once (MemoryError while importing); in one
+    # full CI run on a loaded machine it hung instead (an allocation failing inside a native
+    # thread) and the time limit ended it: both are the typed failure this test is about.
+    starved = ChildPool(Limits(mem_ceiling_mb=300, timeout_s=30), size=1)
     with pytest.raises((ResourceLimit, TransientFailure)) as failure:
         starved.convert(CORPUS / "pdf/normal_4pages.pdf", "pdf", "n.pdf", clarify=False)
-    assert "parser process died" in str(failure.value)
+    message = str(failure.value)
+    assert "parser process died" in message or message.startswith("timeout: the parse took")
 
 
 def test_isolation_page_limit() -> None:
