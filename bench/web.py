@@ -30,13 +30,13 @@ sys.path.insert(1, str(Path(__file__).resolve().parent.parent / "workers"))
 
 import argparse
 import multiprocessing
-import re
 import tempfile
 import time
 
 import anyio
 import httpx
 from playwright.async_api import async_playwright
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support.server import ServerProcess, write_config
 from tests.support.site import Site, serve_site
@@ -61,15 +61,16 @@ def build_site(site: Site, prefix: str, pages: int) -> str:
     return site.url(f"{prefix}/p0.html")
 
 
-_COMPLETED = re.compile(
-    r'^telha_job_transitions_total\{transition="(completed|dead)"\} (\S+)$', re.MULTILINE
-)
-
-
 def _finished(c: httpx.Client) -> tuple[int, int]:
-    """Jobs completed and dead so far, from ``/metrics`` (cheap to poll, unlike listings)."""
-    found = dict(_COMPLETED.findall(c.get("/metrics").text))
-    return int(float(found.get("completed", 0))), int(float(found.get("dead", 0)))
+    """Jobs completed and dead so far (every kind), from ``/metrics``'s
+    ``telha_job_transitions_total`` (cheap to poll, unlike listings)."""
+    done = {"completed": 0.0, "dead": 0.0}
+    for family in text_string_to_metric_families(c.get("/metrics").text):
+        for sample in family.samples:
+            transition = sample.labels.get("transition", "")
+            if sample.name == "telha_job_transitions_total" and transition in done:
+                done[transition] += sample.value
+    return int(done["completed"]), int(done["dead"])
 
 
 def crawl(c: httpx.Client, index: str, pages: int) -> float:
