@@ -10,7 +10,9 @@ from typing import Any
 
 import msgspec
 
+from telha.errors import RequestError
 from telha.model import (
+    BLOB_CHUNK,
     Continuation,
     Dedup,
     JobEvent,
@@ -29,6 +31,8 @@ __all__ = [
     "is_duplicate",
     "job_record",
     "node_record",
+    "slice_chunks",
+    "slice_text",
     "version_record",
 ]
 
@@ -92,3 +96,32 @@ def decode_continuation(blob: bytes) -> Continuation:
 def encode_continuation(c: Continuation) -> bytes:
     """A streaming checkpoint as stored on the job row (msgpack)."""
     return msgspec.msgpack.encode(c)
+
+
+def slice_chunks(length: int, start: int | None, end: int | None) -> tuple[int, int, int, int]:
+    """The byte range ``[lo, hi)`` a slice request names in a text of ``length`` bytes
+    (``None``: from the start / to the end) and the chunk indexes ``first..last`` holding it
+    (chunks of :data:`telha.model.BLOB_CHUNK` bytes; ``last`` includes the byte at ``hi``,
+    whose boundary is checked; meaningless for an empty text).
+
+    :raises RequestError: ``start`` after ``end``, or the range outside the text.
+    """
+    lo = 0 if start is None else start
+    hi = length if end is None else end
+    if lo > hi:
+        raise RequestError(f"start ({lo}) is after end ({hi})")
+    if hi > length:
+        raise RequestError(f"range [{lo}, {hi}) is outside the text (0..{length} bytes)")
+    return lo, hi, lo // BLOB_CHUNK, min(hi, length - 1) // BLOB_CHUNK
+
+
+def slice_text(chunks: list[bytes], first: int, lo: int, hi: int) -> bytes:
+    """``[lo, hi)`` of the text whose chunks ``first, first + 1, …`` are ``chunks``.
+
+    :raises RequestError: a bound inside a UTF-8 character.
+    """
+    buf = b"".join(chunks)
+    base = first * BLOB_CHUNK
+    if not (is_boundary(buf, lo - base) and is_boundary(buf, hi - base)):
+        raise RequestError(f"range [{lo}, {hi}) is not on UTF-8 character boundaries")
+    return buf[lo - base : hi - base]

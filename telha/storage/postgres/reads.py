@@ -10,9 +10,8 @@ from typing import Any
 
 import msgspec
 
-from telha.errors import NotFound, RequestError
+from telha.errors import NotFound
 from telha.model import (
-    BLOB_CHUNK,
     Ambiguity,
     Direction,
     EdgeRecord,
@@ -22,8 +21,8 @@ from telha.model import (
     SpanRecord,
 )
 from telha.storage.postgres.base import PgBase
-from telha.storage.records import is_boundary as _is_boundary
 from telha.storage.records import node_record as _node
+from telha.storage.records import slice_chunks, slice_text
 from telha.storage.records import version_record as _version
 
 __all__ = ["VERSION_COLS", "ReadsMixin"]
@@ -97,15 +96,9 @@ class ReadsMixin(PgBase):
         """See :meth:`telha.storage.protocol.Storage.read_text`."""
         sid, version = await self._version_at(scope, source_id, tx)
         length = version.text_len or 0
-        lo = 0 if start is None else start
-        hi = length if end is None else end
-        if lo > hi:
-            raise RequestError(f"start ({lo}) is after end ({hi})")
-        if hi > length:
-            raise RequestError(f"range [{lo}, {hi}) is outside the text (0..{length} bytes)")
+        lo, hi, first, last = slice_chunks(length, start, end)
         if version.blob_id is None or length == 0:
             return b""
-        first, last = lo // BLOB_CHUNK, min(hi, length - 1) // BLOB_CHUNK
         rows = await self._fetch(
             "SELECT data FROM blob_chunks WHERE scope_id = $1 AND blob_id = $2"
             " AND idx BETWEEN $3 AND $4 ORDER BY idx",
@@ -114,11 +107,7 @@ class ReadsMixin(PgBase):
             first,
             last,
         )
-        buf = b"".join(r[0] for r in rows)
-        base = first * BLOB_CHUNK
-        if not (_is_boundary(buf, lo - base) and _is_boundary(buf, hi - base)):
-            raise RequestError(f"range [{lo}, {hi}) is not on UTF-8 character boundaries")
-        return buf[lo - base : hi - base]
+        return slice_text([r[0] for r in rows], first, lo, hi)
 
     async def span_rows(self, scope: Scope, source_id: bytes, tx: int) -> list[SpanRecord]:
         """See :meth:`telha.storage.protocol.Storage.span_rows`."""
