@@ -113,7 +113,7 @@ async def test_links_base_href_and_js_rendered_text(tenant: Tenant, site: Site) 
         "<html><head><title>Links</title><base href='/docs/base/'></head><body>"
         "<h1>Links</h1><p>Go to <a href='target.html#section'>the target</a>.</p>"
         "<p>Again <a href='target.html'>target</a>, then <a href='/root.html'>root</a>"
-        " and <a href='mailto:x@example.test'>mail</a>.</p>"
+        " and <a href='mailto:x@127.0.0.1'>mail</a>.</p>"
         "<script>document.body.insertAdjacentHTML('beforeend',"
         " '<p>Rendered only by script: <a href=\"../js.html\">js link</a></p>')</script>"
         "</body></html>",

@@ -32,11 +32,11 @@ BASE = "http://127.0.0.1:8000/docs/index.html"
         ("page.html#part", "http://127.0.0.1:8000/docs/page.html"),
         ("/top?q=1#x", "http://127.0.0.1:8000/top?q=1"),
         ("../up.html", "http://127.0.0.1:8000/up.html"),
-        ("HTTP://Example.TEST:80/A", "http://example.test/A"),
-        ("https://example.test:443", "https://example.test/"),
+        ("HTTP://LocalHost:80/A", "http://localhost/A"),
+        ("https://127.0.0.1:443", "https://127.0.0.1/"),
         ("//127.0.0.1:9/x", "http://127.0.0.1:9/x"),
         ("#only-a-fragment", "http://127.0.0.1:8000/docs/index.html"),
-        ("mailto:a@example.test", None),
+        ("mailto:a@127.0.0.1", None),
         ("javascript:void(0)", None),
         ("   ", None),
         ("http://[::1]:8080/v6", "http://[::1]:8080/v6"),
@@ -48,7 +48,7 @@ def test_absolute_url(href: str, expected: str | None) -> None:
 
 def test_origin_of() -> None:
     assert origin_of("http://127.0.0.1:8000/a/b?c") == "http://127.0.0.1:8000"
-    assert origin_of("https://example.test:443/") == "https://example.test"
+    assert origin_of("https://127.0.0.1:443/") == "https://127.0.0.1"
 
 
 def _crawl(**kw: object) -> CrawlOptions:
@@ -57,29 +57,29 @@ def _crawl(**kw: object) -> CrawlOptions:
 
 def test_candidates_scope() -> None:
     o = "http://127.0.0.1:8000"
-    links = [f"{o}/a", f"{o}/b", f"{o}/a", "http://other.test/x", f"{o}/skip/me", f"{o}/self"]
+    links = [f"{o}/a", f"{o}/b", f"{o}/a", "http://127.0.0.2:8000/x", f"{o}/skip/me", f"{o}/self"]
     crawl = _crawl(exclude=("*/skip/*",))
     assert candidates(links, crawl, page_urls=(f"{o}/self",), origin=o) == [f"{o}/a", f"{o}/b"]
-    wide = _crawl(same_origin=False, include=("http://other.test/*",))
-    assert candidates(links, wide, page_urls=(), origin=o) == ["http://other.test/x"]
+    wide = _crawl(same_origin=False, include=("http://127.0.0.2:8000/*",))
+    assert candidates(links, wide, page_urls=(), origin=o) == ["http://127.0.0.2:8000/x"]
     assert candidates(links, _crawl(max_depth=0), page_urls=(), origin=o) == []
     assert candidates(links, _crawl(depth=1), page_urls=(), origin=o) == []
     assert candidates(links, _crawl(max_pages=1), page_urls=(), origin=o) == []
 
 
 def test_child_budgets_never_exceed_max_pages() -> None:
-    urls = [f"http://h.test/{i}" for i in range(4)]
+    urls = [f"http://127.0.0.1:8000/{i}" for i in range(4)]
     crawl = _crawl(max_depth=3, max_pages=12, delay_s=0.5)
-    children = child_options(urls, crawl, {"timeout_s": 5}, origin="http://h.test")
+    children = child_options(urls, crawl, {"timeout_s": 5}, origin="http://127.0.0.1:8000")
     budgets = [opts["crawl"]["max_pages"] for _url, opts in children]
     assert budgets == [3, 3, 3, 2]  # 11 pages left: 4 children, 7 spare, earlier ones first
     assert sum(budgets) == crawl.max_pages - 1
     for _url, opts in children:
         assert opts["timeout_s"] == 5
         assert opts["crawl"]["depth"] == 1
-        assert opts["crawl"]["origin"] == "http://h.test"
+        assert opts["crawl"]["origin"] == "http://127.0.0.1:8000"
         assert opts["crawl"]["delay_s"] == 0.5
-    few = child_options(urls, _crawl(max_pages=3), {}, origin="http://h.test")
+    few = child_options(urls, _crawl(max_pages=3), {}, origin="http://127.0.0.1:8000")
     assert [u for u, _ in few] == urls[:2]
     assert [o["crawl"]["max_pages"] for _, o in few] == [1, 1]
 
@@ -90,7 +90,7 @@ def test_options() -> None:
     assert (crawl.max_depth, crawl.max_pages, crawl.same_origin, crawl.delay_s) == (
         2, 50, True, CRAWL_DELAY_S,
     )  # fmt: skip
-    assert parse_options({"crawl": {"include": "http://x/*"}}).crawl.include == ("http://x/*",)
+    assert parse_options({"crawl": {"include": "http://127.0.0.1/*"}}).crawl.include == ("http://127.0.0.1/*",)
     for bad in (
         {"nope": 1},
         {"timeout_s": "5"},
@@ -123,7 +123,7 @@ def test_options() -> None:
     ],
 )
 def test_status_failure(status: int, kind: str | None) -> None:
-    failure = status_failure(status, "http://h.test/p")
+    failure = status_failure(status, "http://127.0.0.1:8000/p")
     assert (failure.kind if failure else None) == kind
     if failure is not None:
         assert f"http_status {status}" in str(failure)
@@ -140,7 +140,7 @@ def test_retry_after_header() -> None:
 
 
 def test_retry_after_rides_the_failure_reason_into_the_backoff() -> None:
-    failure = status_failure(503, "http://h.test/p", "30")
+    failure = status_failure(503, "http://127.0.0.1:8000/p", "30")
     assert isinstance(failure, TransientFailure)
     reason, permanent, _kind = classify(failure)
     assert reason.endswith("(retry_after_s=30)") and not permanent
@@ -166,11 +166,11 @@ def test_retry_after_rides_the_failure_reason_into_the_backoff() -> None:
 
 
 def test_network_failures() -> None:
-    refused = network_failure("net::ERR_CONNECTION_REFUSED at http://h.test/\nCall log:", "u")
+    refused = network_failure("net::ERR_CONNECTION_REFUSED at http://127.0.0.1:8000/\nCall log:", "u")
     assert refused.kind == "transient" and "ERR_CONNECTION_REFUSED" in str(refused)
     assert network_failure("net::ERR_BLOCKED_BY_CLIENT", "u").kind == "unsupported_feature"
     for message in ("net::ERR_NAME_NOT_RESOLVED", "net::ERR_CONNECTION_RESET", "Timeout 30000ms"):
-        failure = network_failure(f"Page.goto: {message} at http://h.test/", "http://h.test/")
+        failure = network_failure(f"Page.goto: {message} at http://127.0.0.1:8000/", "http://127.0.0.1:8000/")
         assert failure.kind == "transient" and message in str(failure)
 
 
@@ -178,22 +178,22 @@ def test_robots_rules() -> None:
     robots = parse_robots(
         "User-agent: *\nDisallow: /private/\n\nUser-agent: Telha\nCrawl-delay: 2\n"
     )
-    assert robots.allows("http://h.test/private/x")  # our own group has no Disallow
+    assert robots.allows("http://127.0.0.1:8000/private/x")  # our own group has no Disallow
     assert robots.crawl_delay_s() == 2.0
     strict = parse_robots("User-agent: *\nDisallow: /private/\n")
-    assert not strict.allows("http://h.test/private/x")
-    assert strict.allows("http://h.test/public")
+    assert not strict.allows("http://127.0.0.1:8000/private/x")
+    assert strict.allows("http://127.0.0.1:8000/public")
     assert strict.crawl_delay_s() == 0.0
 
 
 @pytest.mark.parametrize(
     ("media", "url", "fmt"),
     [
-        ("application/pdf", "http://h.test/x", "pdf"),
-        ("text/csv", "http://h.test/x", "csv"),
-        ("text/plain", "http://h.test/x", "text"),
-        ("application/octet-stream", "http://h.test/r.XLSX", "xlsx"),
-        ("", "http://h.test/a.docx", "docx"),
+        ("application/pdf", "http://127.0.0.1:8000/x", "pdf"),
+        ("text/csv", "http://127.0.0.1:8000/x", "csv"),
+        ("text/plain", "http://127.0.0.1:8000/x", "text"),
+        ("application/octet-stream", "http://127.0.0.1:8000/r.XLSX", "xlsx"),
+        ("", "http://127.0.0.1:8000/a.docx", "docx"),
     ],
 )
 def test_route_format(media: str, url: str, fmt: str) -> None:
@@ -202,7 +202,7 @@ def test_route_format(media: str, url: str, fmt: str) -> None:
 
 def test_route_format_unknown() -> None:
     with pytest.raises(UnsupportedFeature, match="content_type: image/png"):
-        route_format("image/png", "http://h.test/a.png")
+        route_format("image/png", "http://127.0.0.1:8000/a.png")
 
 
 @pytest.mark.anyio
