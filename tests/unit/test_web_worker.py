@@ -90,7 +90,9 @@ def test_options() -> None:
     assert (crawl.max_depth, crawl.max_pages, crawl.same_origin, crawl.delay_s) == (
         2, 50, True, CRAWL_DELAY_S,
     )  # fmt: skip
-    assert parse_options({"crawl": {"include": "http://127.0.0.1/*"}}).crawl.include == ("http://127.0.0.1/*",)
+    assert parse_options({"crawl": {"include": "http://127.0.0.1/*"}}).crawl.include == (
+        "http://127.0.0.1/*",
+    )
     for bad in (
         {"nope": 1},
         {"timeout_s": "5"},
@@ -166,11 +168,13 @@ def test_retry_after_rides_the_failure_reason_into_the_backoff() -> None:
 
 
 def test_network_failures() -> None:
-    refused = network_failure("net::ERR_CONNECTION_REFUSED at http://127.0.0.1:8000/\nCall log:", "u")
+    refused = network_failure("net::ERR_CONNECTION_REFUSED at http://127.0.0.1/\nCall log:", "u")
     assert refused.kind == "transient" and "ERR_CONNECTION_REFUSED" in str(refused)
     assert network_failure("net::ERR_BLOCKED_BY_CLIENT", "u").kind == "unsupported_feature"
     for message in ("net::ERR_NAME_NOT_RESOLVED", "net::ERR_CONNECTION_RESET", "Timeout 30000ms"):
-        failure = network_failure(f"Page.goto: {message} at http://127.0.0.1:8000/", "http://127.0.0.1:8000/")
+        failure = network_failure(
+            f"Page.goto: {message} at http://127.0.0.1:8000/", "http://127.0.0.1:8000/"
+        )
         assert failure.kind == "transient" and message in str(failure)
 
 
