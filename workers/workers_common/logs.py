@@ -21,6 +21,7 @@ from collections.abc import Iterator, MutableMapping
 from contextlib import contextmanager
 from typing import Any, TextIO
 
+import msgspec
 import structlog
 
 from telha_proto.telha.worker.v1 import JobPayload
@@ -115,16 +116,23 @@ def job_fields(
     }
 
 
+class _PayloadHead(msgspec.Struct):
+    """The one field of core's ``IngestJobPayload`` a log line needs."""
+
+    source_id: str | None = None
+
+
+_HEAD = msgspec.json.Decoder(_PayloadHead)
+
+
 def payload_fields(payload: JobPayload) -> dict[str, Any]:
-    """:func:`job_fields` of a leased job as a worker receives it. ``source_id`` is read from
-    the head of ``payload_json`` (core's ``IngestJobPayload`` encodes it second, after ``v``)
-    so a payload carrying megabytes of base64 content is not decoded for it; ``None`` when it
-    is not there."""
-    head = payload.payload_json[:120]
-    start = head.find(b'"source_id":"')
-    source_id = None
-    if start >= 0:
-        source_id = head[start + 13 : start + 49].decode("ascii", "replace")
+    """:func:`job_fields` of a leased job as a worker receives it; ``source_id`` from the
+    payload JSON (msgspec skips the other fields, base64 content included, without building
+    them), ``None`` when the payload has none or is not an object."""
+    try:
+        source_id = _HEAD.decode(payload.payload_json).source_id
+    except msgspec.DecodeError:
+        source_id = None
     return job_fields(
         job_id=payload.job_id,
         kind=payload.kind,
