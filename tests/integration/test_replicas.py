@@ -256,18 +256,26 @@ async def test_round_robin_load_exactly_once_then_a_replica_dies(
     # Mid-load: A's workers are frozen (SIGSTOP) with their polls parked on A, so the jobs A
     # leases to them during the second half stay in their hands; then A is SIGKILLed. The
     # jobs still leased to A's workers are stranded: nothing can complete them through A.
+    # B's workers are frozen too while the second half is posted: each open stream takes at
+    # most its capacity, so B cannot drain everything before A leases to its own (a race that
+    # failed once under a quiet machine), and A's workers are sure to hold leases.
     a_workers = pair.workers[:WORKERS_PER_REPLICA]
-    for w in a_workers:
+    b_workers = pair.workers[WORKERS_PER_REPLICA:]
+    for w in pair.workers:
         os.kill(w.pid, signal.SIGSTOP)
     await _post_round_robin(clients, half, half)
+    held = "SELECT job_id FROM jobs WHERE state = 'leased' AND lease_owner LIKE 'replica-a-%'"
+    for _ in range(600):  # 30 s at most: A leases to its (frozen) workers' open streams
+        if await _query(pair.dsn, held):
+            break
+        await anyio.sleep(0.05)
     assert pair.a.proc is not None
     os.kill(pair.a.proc.pid, signal.SIGKILL)
     pair.a.proc.wait(10)
-    stranded = await _query(
-        pair.dsn,
-        "SELECT job_id FROM jobs WHERE state = 'leased' AND lease_owner LIKE 'replica-a-%'",
-    )
+    stranded = await _query(pair.dsn, held)
     assert stranded, "replica A's workers held no lease when A died"
+    for w in b_workers:
+        os.kill(w.pid, signal.SIGCONT)
     for w in a_workers:
         os.kill(w.pid, signal.SIGCONT)  # they come back to a dead replica
     await _wait_completed(pair.dsn, JOBS, 180)
