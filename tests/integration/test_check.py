@@ -239,3 +239,10 @@ def test_a_corrupted_copy_fails_naming_the_check(
     lines = [ln for ln in result.stdout.splitlines() if ln.startswith(f"VIOLATION {check}: ")]
     assert any(detail in ln for ln in lines), result.stdout
     assert _summary(result.stdout)[check][1] >= 1, result.stdout
+
+
+def test_a_missing_database_is_an_error_and_is_not_created(tmp_path: Path) -> None:
+    result = _check(write_config(tmp_path))
+    assert result.returncode == 1
+    assert "storage error" in result.stderr, result.stderr
+    assert not (tmp_path / "telha.db").exists()
