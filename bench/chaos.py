@@ -21,6 +21,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+# Drop bench/ (sys.path[0]): its queue.py would shadow the stdlib ``queue``.
+sys.path.pop(0)
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import argparse
