@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 CONFIG ?= config.toml
 
-.PHONY: setup run test lint typecheck check bench bench-postgres clean proto
+.PHONY: setup run test test-crash lint typecheck check bench bench-postgres chaos clean proto
 
 $(BIN)/telha: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -31,9 +31,16 @@ lint: setup
 typecheck: setup
 	$(BIN)/mypy
 
-# Set everything up and run lint, type-check and the whole test suite.
+# Set everything up and run lint, type-check and the whole test suite: the unit and
+# integration tiers, then the crash tier as its own step.
 test: setup lint typecheck
 	$(BIN)/pytest -q
+	$(MAKE) --no-print-directory test-crash
+
+# The crash tier alone (tests/crash, marker `crash`): SIGKILLed servers and workers under a
+# mixed load; a few minutes on 2 cores. TELHA_CRASH_SEED picks another seed.
+test-crash: setup
+	$(BIN)/pytest -q -m crash tests/crash
 
 bench: setup
 	$(BIN)/python bench/json_ingest.py
@@ -50,6 +57,11 @@ bench-postgres: setup
 		scripts/pg-test-server start >/dev/null
 	TELHA_TEST_PG_DSN=$$(TELHA_PG_DIR=/tmp/telha-pg-bench scripts/pg-test-server dsn) \
 		$(BIN)/python bench/queue.py --engine postgres
+
+# Kill-and-recover figures (bench/chaos.py): worker and core SIGKILL recovery times, lost,
+# duplicated, `telha check` violations.
+chaos: setup
+	$(BIN)/python bench/chaos.py
 
 clean:
 	rm -rf $(VENV) data .pytest_cache .mypy_cache .ruff_cache

@@ -1,5 +1,6 @@
-"""The ``telha`` command line (click): ``serve``, ``migrate``, ``api-key create``/``worker-token``,
-and the client commands ``ingest``, ``job`` and ``source`` (:mod:`telha.cli_client`).
+"""The ``telha`` command line (click): ``serve``, ``migrate``, ``check``, ``api-key
+create``/``worker-token``, and the client commands ``ingest``, ``job`` and ``source``
+(:mod:`telha.cli_client`).
 
 Exit codes: 0 success, 1 runtime failure, 2 usage or configuration error (the message names
 the dotted config key).
@@ -142,6 +143,26 @@ def migrate(config_path: Path | None) -> None:
         click.echo(f"telha: storage error: {exc.message}", err=True)
         sys.exit(1)
     click.echo(f"telha: {cfg.storage.engine} schema is current")
+
+
+@main.command()
+@_CONFIG
+@click.option("--page", default=1000, show_default=True, help="rows read per page")
+def check(config_path: Path | None, page: int) -> None:
+    """Check the store's consistency, read-only (safe beside a running ``telha serve``):
+    provenance spans, the span reverse index, canonical text hashes, orphaned streams, job
+    states. Prints a summary; exits 1 on any violation (or when the store cannot be read)."""
+    from telha.check.runner import check_config, format_report
+
+    cfg, base_dir = _load(config_path)
+    location = f"{cfg.storage.engine} {open_store(cfg, base_dir, readonly=True).location}"
+    try:
+        report = anyio.run(lambda: check_config(cfg, base_dir, page=page), backend="asyncio")
+    except StorageError as exc:
+        click.echo(f"telha: storage error: {exc.message}", err=True)
+        sys.exit(1)
+    click.echo(format_report(report, location))
+    sys.exit(1 if report.total else 0)
 
 
 @main.group("api-key")

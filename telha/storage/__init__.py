@@ -14,7 +14,12 @@ __all__ = ["Storage", "StorageEngine", "open_store"]
 
 
 def open_store(
-    cfg: Config, base_dir: Path, *, readers: int | None = None, pool_size: int | None = None
+    cfg: Config,
+    base_dir: Path,
+    *,
+    readers: int | None = None,
+    pool_size: int | None = None,
+    readonly: bool = False,
 ) -> StorageEngine:
     """The engine ``[storage]`` names, not yet opened (run it as an actor, or use it as an
     async context manager).
@@ -24,16 +29,22 @@ def open_store(
     :param readers: SQLite read pool size (default ``storage.readers``); short-lived tools
         pass 1.
     :param pool_size: PostgreSQL pool size (default ``storage.pool_size``).
+    :param readonly: open for reading only (``telha check``): no migrations, no writes
+        (SQLite: ``mode=ro`` connections alone, so it can run beside a live server;
+        PostgreSQL: read-only sessions). The schema must be current.
     """
     storage = cfg.storage
     if storage.engine == "postgres":
         from telha.storage.postgres import PostgresStore
 
-        return PostgresStore(storage.dsn, pool_size=pool_size or storage.pool_size)
+        return PostgresStore(
+            storage.dsn, pool_size=pool_size or storage.pool_size, readonly=readonly
+        )
     from telha.storage.sqlite import SqliteStore
 
     return SqliteStore(
         cfg.storage_path(base_dir),
         synchronous=storage.synchronous,
         readers=readers or storage.readers,
+        readonly=readonly,
     )

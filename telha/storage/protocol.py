@@ -9,6 +9,7 @@ for something that is not there or not addressable.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any, Protocol, Self
 
@@ -34,6 +35,7 @@ from telha.model import (
     StreamPart,
 )
 from telha.queue.policy import Decide
+from telha.storage.scan import StoreScan
 
 __all__ = ["ALL_FORMATS", "Storage", "StorageEngine"]
 
@@ -201,6 +203,16 @@ class Storage(Protocol):
         self, scope: Scope, node_id: bytes, direction: Direction
     ) -> list[EdgeRecord]:
         """Current edges of a node whose far endpoint exists (dangling edges are left out)."""
+
+    # -- whole-store scans (issue 8 item 3, ``telha check``) ---------------------------------
+
+    def scan(self) -> AbstractAsyncContextManager[StoreScan]:
+        """A consistent, read-only snapshot of every table for as long as the ``async with``
+        block runs (see :mod:`telha.storage.scan`); works on a store opened ``readonly``
+        beside a live server.
+
+        :raises StorageError: the store cannot be read.
+        """
 
 
 class StorageEngine(Storage, Protocol):

@@ -20,7 +20,7 @@ from asyncpg.pool import PoolConnectionProxy
 
 from telha.errors import StorageError
 from telha.model import Scope
-from telha.storage.postgres.migrate import apply_migrations
+from telha.storage.postgres.migrate import apply_migrations, migrations
 
 __all__ = ["Conn", "PgBase", "Rollback", "lock_sources", "source_lock_key"]
 
@@ -61,10 +61,13 @@ class PgBase:
     :param dsn: a libpq connection string (``postgresql://user@host:port/db``).
     :param pool_size: most pooled connections of this process (the LISTEN connection of
         :class:`~telha.storage.postgres.store.PostgresStore` is one more).
+    :param readonly: apply no migrations (the schema must be current) and open every session
+        with ``default_transaction_read_only`` on, so nothing can be written (``telha check``).
     """
 
-    def __init__(self, dsn: str, *, pool_size: int = 10) -> None:
+    def __init__(self, dsn: str, *, pool_size: int = 10, readonly: bool = False) -> None:
         self.dsn = dsn
+        self._readonly = readonly
         self._pool_size = pool_size
         self._waiting = 0  # writes waiting for a pooled connection (``writers_waiting``)
         self._pool: asyncpg.Pool | None = None
@@ -80,10 +83,13 @@ class PgBase:
         return f"{scheme}{sep}{user.split(':', 1)[0]}@{tail}"
 
     async def open(self) -> None:
-        """Open the pool and apply migrations (under the migration lock).
+        """Open the pool and apply migrations (under the migration lock; read-only: check
+        that the schema is current instead).
 
-        :raises StorageError: the database cannot be reached or migrated.
+        :raises StorageError: the database cannot be reached or migrated (read-only: or its
+            schema is older than this build's).
         """
+        settings = {"default_transaction_read_only": "on"} if self._readonly else None
         try:
             self._pool = await asyncpg.create_pool(
                 self.dsn,
@@ -91,12 +97,19 @@ class PgBase:
                 max_size=self._pool_size,
                 command_timeout=120,
                 reset=_keep_session,
+                server_settings=settings,
             )
             async with self._pool.acquire() as conn:
-                await apply_migrations(conn)
+                if self._readonly:
+                    await _check_schema(conn, self.location)
+                else:
+                    await apply_migrations(conn)
         except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError) as exc:
             await self.close()
             raise StorageError(f"cannot open {self.location}: {exc}") from exc
+        except StorageError:
+            await self.close()
+            raise
 
     async def close(self) -> None:
         """Close the pool (waits for connections in use to be given back, then closes)."""
@@ -211,6 +224,18 @@ class PgBase:
                 except (asyncpg.InterfaceError, OSError) as exc:
                     raise StorageError(f"cannot {what}: {exc}") from exc
         raise AssertionError("unreachable")
+
+
+async def _check_schema(conn: Conn, location: str) -> None:
+    latest = migrations()[-1][0]
+    if await conn.fetchval("SELECT to_regclass('schema_migrations')") is None:
+        raise StorageError(f"{location} holds no Telha schema")
+    current = await conn.fetchval("SELECT coalesce(max(version), 0) FROM schema_migrations")
+    if current < latest:
+        raise StorageError(
+            f"{location} has schema version {current}, this build needs {latest}"
+            " (run `telha migrate`)"
+        )
 
 
 class Rollback(Exception):

@@ -36,6 +36,7 @@ from telha.storage.postgres.jobs import (
 from telha.storage.postgres.raw import RawMixin
 from telha.storage.postgres.reads import VERSION_COLS, ReadsMixin
 from telha.storage.postgres.rows import PENDING_TX, TX, Batch, add_rows, current_nodes
+from telha.storage.postgres.scan import ScanMixin
 from telha.storage.postgres.streams import StreamsMixin
 from telha.storage.protocol import ALL_FORMATS
 from telha.storage.records import is_duplicate
@@ -48,7 +49,7 @@ log = structlog.get_logger("telha.storage")
 _RECONNECT_S = (0.1, 0.5, 1.0, 2.0, 5.0)
 
 
-class PostgresStore(ReadsMixin, JobsMixin, StreamsMixin, RawMixin):
+class PostgresStore(ReadsMixin, JobsMixin, StreamsMixin, RawMixin, ScanMixin):
     """PostgreSQL implementation of :class:`telha.storage.protocol.Storage`.
 
     Use as an actor (``await tg.start(store.run)`` reports the opened store; it also listens
@@ -56,10 +57,11 @@ class PostgresStore(ReadsMixin, JobsMixin, StreamsMixin, RawMixin):
 
     :param dsn: a libpq connection string.
     :param pool_size: pooled connections of this process (plus one LISTEN connection).
+    :param readonly: no migrations, read-only sessions (``telha check``).
     """
 
-    def __init__(self, dsn: str, *, pool_size: int = 10) -> None:
-        super().__init__(dsn, pool_size=pool_size)
+    def __init__(self, dsn: str, *, pool_size: int = 10, readonly: bool = False) -> None:
+        super().__init__(dsn, pool_size=pool_size, readonly=readonly)
         self._woken: set[str] = set()
         self._woken_event = anyio.Event()
 

@@ -17,7 +17,7 @@ import anyio
 from telha.errors import StorageError
 from telha.ids import TxClock
 from telha.model import Scope
-from telha.storage.sqlite.migrate import apply_migrations
+from telha.storage.sqlite.migrate import apply_migrations, migrations
 
 __all__ = ["SqliteBase", "latest_hashes"]
 
@@ -45,12 +45,21 @@ class SqliteBase:
     :param path: the database file; its folder is created if missing.
     :param synchronous: ``"normal"`` (WAL default) or ``"full"``.
     :param readers: size of the read connection pool.
+    :param readonly: open no writer and apply no migrations (``telha check``): only the
+        ``mode=ro`` readers, on a database whose schema must be current. Writes then raise
+        :class:`StorageError`.
     """
 
     def __init__(
-        self, path: Path, *, synchronous: Literal["normal", "full"] = "normal", readers: int = 2
+        self,
+        path: Path,
+        *,
+        synchronous: Literal["normal", "full"] = "normal",
+        readers: int = 2,
+        readonly: bool = False,
     ) -> None:
         self.path = path
+        self._readonly = readonly
         self._synchronous = synchronous.upper()
         self._n_readers = readers
         self._writer: aiosqlite.Connection | None = None
@@ -69,15 +78,21 @@ class SqliteBase:
         return str(self.path)
 
     async def open(self) -> None:
-        """Open the writer, apply migrations, load the clock, open the readers."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        """Open the writer, apply migrations, load the clock, open the readers (read-only:
+        the readers alone, after checking the schema is current).
+
+        :raises StorageError: the file cannot be opened (read-only: or is missing, or its
+            schema is older than this build's).
+        """
         try:
-            self._writer = await self._connect(readonly=False)
-            await self._writer.execute("PRAGMA journal_mode=WAL")
-            # Backstop only: the Checkpointer actor checkpoints off the write path.
-            await self._writer.execute(f"PRAGMA wal_autocheckpoint={_AUTOCHECKPOINT_PAGES}")
-            await apply_migrations(self._writer)
-            self._clock = TxClock(await self._max_tx())
+            if not self._readonly:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._writer = await self._connect(readonly=False)
+                await self._writer.execute("PRAGMA journal_mode=WAL")
+                # Backstop only: the Checkpointer actor checkpoints off the write path.
+                await self._writer.execute(f"PRAGMA wal_autocheckpoint={_AUTOCHECKPOINT_PAGES}")
+                await apply_migrations(self._writer)
+                self._clock = TxClock(await self._max_tx())
             self._pool_send, self._pool_recv = anyio.create_memory_object_stream[
                 aiosqlite.Connection
             ](self._n_readers)
@@ -85,9 +100,28 @@ class SqliteBase:
                 conn = await self._connect(readonly=True)
                 self._readers.append(conn)
                 self._pool_send.send_nowait(conn)
+            if self._readonly:
+                await self._check_schema()
         except sqlite3.Error as exc:
             await self.close()
             raise StorageError(f"cannot open {self.path}: {exc}") from exc
+        except StorageError:
+            await self.close()
+            raise
+
+    async def _check_schema(self) -> None:
+        latest = migrations()[-1][0]
+        try:
+            rows = await self._fetchall(
+                "SELECT coalesce(max(version), 0) FROM schema_migrations", ()
+            )
+        except StorageError as exc:
+            raise StorageError(f"{self.path} is not a Telha database ({exc})") from exc
+        if int(rows[0][0]) < latest:
+            raise StorageError(
+                f"{self.path} has schema version {rows[0][0]}, this build needs {latest}"
+                " (run `telha migrate`)"
+            )
 
     async def close(self) -> None:
         """Close every connection; an open write transaction is rolled back by SQLite."""
@@ -204,7 +238,7 @@ class SqliteBase:
 
     def _require_writer(self) -> aiosqlite.Connection:
         if self._writer is None:
-            raise StorageError("store is not open")
+            raise StorageError("store is read-only" if self._readonly else "store is not open")
         return self._writer
 
     async def _write(self, what: str, fn: Callable[..., T], *args: Any) -> T:

@@ -31,12 +31,13 @@ from telha.storage.sqlite.jobs import (
 from telha.storage.sqlite.raw import RawMixin
 from telha.storage.sqlite.reads import VERSION_COLS, ReadsMixin
 from telha.storage.sqlite.rows import build_rows, current_nodes, insert_rows
+from telha.storage.sqlite.scan import ScanMixin
 from telha.storage.sqlite.streams import StreamsMixin
 
 __all__ = ["SqliteStore"]
 
 
-class SqliteStore(ReadsMixin, JobsMixin, StreamsMixin, RawMixin):
+class SqliteStore(ReadsMixin, JobsMixin, StreamsMixin, RawMixin, ScanMixin):
     """SQLite implementation of :class:`telha.storage.protocol.Storage`.
 
     Use as an actor (``await tg.start(store.run)`` reports the opened store) or, in short-lived

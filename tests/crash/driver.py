@@ -1,0 +1,248 @@
+"""The crash driver (issue 8 item 4), shared by ``tests/crash`` and ``bench/chaos.py``.
+
+A mixed load (JSON batches, text, streamed CSV, DOCX, email with an attachment, from the shared
+corpus; every request a new source) is posted by clients that retry what users retry: a POST
+whose connection died or was refused, or a 503. :class:`Fleet` runs ``telha serve`` on fixed
+loopback ports (so clients and remote workers find it again after a restart) with remote
+``workers_common.run`` processes, and SIGKILLs and restarts either on demand.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import random
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+
+from tests.conftest import CORPUS
+from tests.support.server import ServerProcess, write_config
+
+__all__ = ["Answer", "Fleet", "Request", "drain", "mixed_load", "post_with_retries"]
+
+DOCX = [
+    "Strict.docx",
+    "docx_lists.docx",
+    "docx_rich_cells.docx",
+    "footnotes.docx",
+    "unit_test_headers_numbered.docx",
+    "word_sample.docx",
+]
+REMOTE_WORKERS = ("text_worker", "tabular_worker", "docling_worker")
+
+
+@dataclass(frozen=True)
+class Request:
+    """One POST /v1/ingest body and its format."""
+
+    fmt: str
+    name: str
+    body: dict[str, Any]
+
+
+@dataclass
+class Answer:
+    """The 2xx answer a request finally got, and how many attempts failed before it."""
+
+    request: Request
+    status: int
+    body: dict[str, Any]
+    retries: int
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def mixed_load(rng: random.Random, n: int) -> list[Request]:
+    """``n`` requests cycling JSON, text, CSV (streamed: 2 rows per partial), DOCX and
+    email-with-attachment, each under its own name (so each makes one version); shuffled."""
+    csv = (CORPUS / "csv" / "countries.csv").read_bytes()
+    eml = (CORPUS / "eml" / "eml_with_attachment.eml").read_bytes()
+    out: list[Request] = []
+    for i in range(n):
+        kind = i % 5
+        if kind == 0:
+            records = [{"title": f"risk {i}.{r} café", "n": r} for r in range(20)]
+            body: dict[str, Any] = {"content": json.dumps(records)}
+            out.append(Request("json", f"batch-{i}.json", body))
+        elif kind == 1:
+            text = f"Note {i}.\n\nÜber paragraph {rng.random()}.\n\nThird."
+            out.append(Request("text", f"note-{i}.txt", {"content": text}))
+        elif kind == 2:
+            data = csv + f"{100 + i},Row,Extra {i},{i}\n".encode()
+            body = {"contentBase64": _b64(data), "options": {"rows_per_partial": 2}}
+            out.append(Request("csv", f"table-{i}.csv", body))
+        elif kind == 3:
+            data = (CORPUS / "docx" / DOCX[(i // 5) % len(DOCX)]).read_bytes()
+            out.append(Request("docx", f"doc-{i}.docx", {"contentBase64": _b64(data)}))
+        else:
+            data = eml.replace(b"Subject: Email with Attachment", f"Subject: Mail {i}".encode())
+            out.append(Request("eml", f"mail-{i}.eml", {"contentBase64": _b64(data)}))
+    rng.shuffle(out)
+    return out
+
+
+async def post_with_retries(
+    client: httpx.AsyncClient, req: Request, *, give_up_s: float = 120.0
+) -> Answer:
+    """POST until a 2xx answer: a refused or dropped connection, a timeout or a 503 is retried
+    (request-level dedup makes that safe). Any other answer raises ``AssertionError``."""
+    retries = 0
+    deadline = time.monotonic() + give_up_s
+    while True:
+        try:
+            resp = await client.post(
+                "/v1/ingest", json={"format": req.fmt, "name": req.name, **req.body}
+            )
+        except httpx.TransportError:
+            resp = None
+        if resp is not None and resp.status_code in (200, 201, 202):
+            return Answer(req, resp.status_code, dict(resp.json()), retries)
+        if resp is not None and resp.status_code != 503:
+            raise AssertionError(f"{req.name}: {resp.status_code} {resp.text}")
+        retries += 1
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{req.name}: no answer in {give_up_s}s")
+        await anyio.sleep(0.1)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Fleet:
+    """``telha serve`` (SQLite, in-process ``text_worker`` and ``email_worker``) plus one remote
+    process per :data:`REMOTE_WORKERS`, on fixed ports, with short leases.
+
+    :param folder: the data folder (config, database, logs).
+    :param synchronous: ``storage.synchronous``.
+    """
+
+    folder: Path
+    synchronous: str = "normal"
+    server: ServerProcess = field(init=False)
+    workers: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    kills: dict[str, int] = field(default_factory=lambda: {"serve": 0, "worker": 0})
+    #: An API key of the load's scope (set once the server has started).
+    key: str = ""
+    #: Times :func:`drain` restarted the remote workers after a hang.
+    restarts: int = 0
+
+    def __post_init__(self) -> None:
+        rest, grpc = _free_port(), _free_port()
+        config = write_config(
+            self.folder,
+            server={"rest_addr": f"127.0.0.1:{rest}", "grpc_addr": f"127.0.0.1:{grpc}"},
+            storage={"synchronous": self.synchronous},
+            jobs={
+                "lease_secs": 2,
+                "reap_interval_s": 0.2,
+                "backoff_base_ms": 50,
+                "backoff_max_s": 0.5,
+                "max_attempts": 100,  # losses to crashes must not exhaust attempts
+            },
+            workers={"in_process": ["text_worker", "email_worker"], "concurrency": 1},
+        )
+        self.server = ServerProcess(config)
+        self.base_url = f"http://127.0.0.1:{rest}"
+
+    def start(self) -> None:
+        """Start the server, then the remote workers (blocking: call in a thread)."""
+        self.server.start()
+        for module in REMOTE_WORKERS:
+            self.start_worker(module)
+
+    def start_worker(self, module: str) -> None:
+        """(Re)start one remote worker process, heartbeating every 0.5 s."""
+        log = (self.folder / f"{module}.log").open("ab")
+        self.workers[module] = subprocess.Popen(
+            [sys.executable, "-m", "workers_common.run", module],
+            env=self.server.worker_env(None, TELHA_HEARTBEAT_INTERVAL_SECS="0.5"),
+            stdout=log,
+            stderr=log,
+        )
+        log.close()
+
+    def kill_server(self) -> None:
+        """SIGKILL ``telha serve`` and restart it (blocking: call in a thread)."""
+        self.server.kill()
+        self.kills["serve"] += 1
+        self.server.start()
+
+    def kill_worker(self, module: str) -> None:
+        """SIGKILL one remote worker and restart it."""
+        proc = self.workers[module]
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        self.kills["worker"] += 1
+        self.start_worker(module)
+
+    def stop(self) -> None:
+        """Stop the workers, then the server (SIGTERM)."""
+        for proc in self.workers.values():
+            proc.terminate()
+        for proc in self.workers.values():
+            try:
+                proc.wait(20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        self.server.stop()
+
+    def db(self) -> sqlite3.Connection:
+        """A read-only connection to the database (beside the live server)."""
+        return sqlite3.connect(f"file:{self.server.db}?mode=ro", uri=True)
+
+    def active_jobs(self) -> int:
+        """Jobs still ``pending`` or ``leased``."""
+        with self.db() as conn:
+            (n,) = conn.execute(
+                "SELECT count(*) FROM jobs WHERE state IN ('pending', 'leased')"
+            ).fetchone()
+        return int(n)
+
+    def check(self) -> subprocess.CompletedProcess[str]:
+        """``telha check`` on the fleet's config."""
+        return subprocess.run(
+            [sys.executable, "-m", "telha", "check", "--config", str(self.server.config)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+
+
+#: Seconds the load may take to drain after the last kill before the remote workers are
+#: restarted once (see :func:`drain`).
+STUCK_S = 60.0
+
+
+async def drain(fleet: Fleet, stuck_s: float = STUCK_S) -> int:
+    """Wait until no job is pending or leased (polling the database: there is no event).
+
+    A remote worker whose ``PollJobs`` call was opened just as core died can hang for good
+    (grpclib#216: a call without a deadline parked before its stream is registered is never
+    woken by the connection loss); its jobs then wait. After ``stuck_s`` the remote workers
+    are restarted once, as a supervisor would; returns how many times (0 or 1)."""
+    restarts = 0
+    started = time.monotonic()
+    while fleet.active_jobs():  # a database to poll: no event to wait on
+        await anyio.sleep(0.2)
+        if time.monotonic() - started >= stuck_s and not restarts:
+            for module in REMOTE_WORKERS:
+                await anyio.to_thread.run_sync(fleet.kill_worker, module)
+            restarts = 1
+    return restarts
