@@ -26,7 +26,7 @@ import anyio
 import httpx
 
 from tests.conftest import CORPUS
-from tests.support.server import ServerProcess, write_config
+from tests.support.server import ServerProcess, telha_check, write_config
 
 __all__ = ["Answer", "Fleet", "Request", "drain", "mixed_load", "post_with_retries"]
 
@@ -216,13 +216,7 @@ class Fleet:
 
     def check(self) -> subprocess.CompletedProcess[str]:
         """``telha check`` on the fleet's config."""
-        return subprocess.run(
-            [sys.executable, "-m", "telha", "check", "--config", str(self.server.config)],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
+        return telha_check(self.server.config)
 
 
 #: Seconds the load may take to drain after the last kill before the remote workers are

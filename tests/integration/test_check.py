@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import base64
 import sqlite3
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -18,7 +16,7 @@ import httpx
 import pytest
 
 from tests.conftest import CORPUS
-from tests.support.server import ServerProcess, write_config
+from tests.support.server import ServerProcess, telha_check, write_config
 
 CHECKS = ("spans_in_text", "span_links", "chunk_hashes", "orphan_versions", "job_states")
 JSON_RECORDS = '[{"title": "Café crème", "n": 1}, {"title": "Zoë", "n": 2}]'
@@ -82,16 +80,6 @@ def loaded(engine: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Se
         assert server.stop() == 0, server.log_text()
 
 
-def _check(config: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "telha", "check", "--config", str(config)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-
-
 def _summary(stdout: str) -> dict[str, tuple[int, int]]:
     rows = {}
     for line in stdout.splitlines():
@@ -102,7 +90,7 @@ def _summary(stdout: str) -> dict[str, tuple[int, int]]:
 
 
 def test_a_clean_store_passes_beside_the_live_server(loaded: ServerProcess) -> None:
-    result = _check(loaded.config)
+    result = telha_check(loaded.config)
     assert result.returncode == 0, result.stdout + result.stderr
     rows = _summary(result.stdout)
     assert set(rows) == set(CHECKS), result.stdout
@@ -216,7 +204,7 @@ CORRUPTIONS: list[tuple[Callable[[Conn], None], str, str]] = [
 @pytest.mark.parametrize(
     ("corrupt", "check", "detail"), CORRUPTIONS, ids=[c[0].__name__ for c in CORRUPTIONS]
 )
-def test_a_corrupted_copy_fails_naming_the_check(
+def test_a_corrupted_copy_fails_naming_thetelha_check(
     engine: str,
     loaded: ServerProcess,
     tmp_path: Path,
@@ -234,7 +222,7 @@ def test_a_corrupted_copy_fails_naming_the_check(
     with dst:
         corrupt(dst)
     dst.close()
-    result = _check(config)
+    result = telha_check(config)
     assert result.returncode == 1, result.stdout + result.stderr
     lines = [ln for ln in result.stdout.splitlines() if ln.startswith(f"VIOLATION {check}: ")]
     assert any(detail in ln for ln in lines), result.stdout
@@ -242,7 +230,7 @@ def test_a_corrupted_copy_fails_naming_the_check(
 
 
 def test_a_missing_database_is_an_error_and_is_not_created(tmp_path: Path) -> None:
-    result = _check(write_config(tmp_path))
+    result = telha_check(write_config(tmp_path))
     assert result.returncode == 1
     assert "storage error" in result.stderr, result.stderr
     assert not (tmp_path / "telha.db").exists()

@@ -32,7 +32,7 @@ import pytest
 
 from telha.model import Scope
 from tests.support.pg import create_database, require_engine
-from tests.support.server import ServerProcess, write_config
+from tests.support.server import ServerProcess, telha_check, write_config
 
 pytestmark = pytest.mark.anyio
 
@@ -280,6 +280,9 @@ async def test_round_robin_load_exactly_once_then_a_replica_dies(
         os.kill(w.pid, signal.SIGCONT)  # they come back to a dead replica
     await _wait_completed(pair.dsn, JOBS, 180)
     await _check_exactly_once(pair.dsn, JOBS)
+    # The consistency checker agrees, read through the surviving replica's config.
+    checked = telha_check(pair.b.config)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
     # A's workers could not submit through a dead replica: their leases ran out, B's reaper
     # put the jobs back and B's workers finished them.
     for row in stranded:

@@ -56,6 +56,18 @@ def write_config(folder: Path, engine: str = "sqlite", **sections: dict[str, Any
     return path
 
 
+def telha_check(config: Path) -> subprocess.CompletedProcess[str]:
+    """``telha check --config config`` (read-only; safe beside a running server): its exit
+    code, summary on stdout and violations."""
+    return subprocess.run(
+        [sys.executable, "-m", "telha", "check", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
 class ServerProcess:
     """One ``telha serve --config PATH`` child process."""
 
