@@ -128,6 +128,8 @@ async def test_a_job_that_kills_its_worker_is_dead_after_three_losses(tenant: Te
             code = await anyio.to_thread.run_sync(proc.wait)
             assert code == 17
             crashes += 1
+            # Its exit reaches core as a closed connection: wait for that loss to be written.
+            await tenant.wait_state(poison["jobId"], "pending", "dead")
     dead = await tenant.job(poison["jobId"])
     assert crashes == 3 and dead["attempts"] == 3
     assert dead["failureReason"] == "resource_limit: worker lost 3 times"

@@ -141,6 +141,7 @@ async def test_permanent_kinds_dead_at_once(
         {"v": 1, "canonicalText": "é", "spans": [{"start": 0, "end": 1, "kind": "body"}]},
         {"v": 1, "canonicalText": "a\r\nb"},
         {"v": 1, "canonicalText": "x", "nodes": [{"labels": ["lower"]}]},
+        {"v": 1, "canonicalText": "x", "nodes": [{"labels": ["A", "A"]}]},  # found by fuzzing
         {"v": 1, "canonicalText": "x", "nodes": [{"labels": ["A"], "spanRefs": [3]}]},
         {"v": 1, "canonicalText": "x", "nodes": [{"labels": ["A"], "id": "not-a-uuid"}]},
         {
