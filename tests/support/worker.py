@@ -39,6 +39,7 @@ class ScriptedWorker:
         self.stub = stub
         self.worker_id = worker_id
         self._tg = tg
+        self._streams: set[anyio.CancelScope] = set()
 
     async def next_job(self, formats: list[str], within_s: float = 10.0) -> JobPayload:
         """Lease one job through a new PollJobs stream (kept open while the job is held).
@@ -61,6 +62,12 @@ class ScriptedWorker:
             raise got
         return got
 
+    def go_away(self) -> None:
+        """Close every stream this worker has open, as a worker that stops does (its held
+        jobs are handed back)."""
+        for scope in self._streams:
+            scope.cancel()
+
     async def _hold(
         self,
         request: PollJobsRequest,
@@ -68,6 +75,7 @@ class ScriptedWorker:
         scope: anyio.CancelScope,
     ) -> None:
         """Read one stream until core ends it; its job (or error) goes to ``send``."""
+        self._streams.add(scope)
         with scope, send:
             try:
                 async for job in self.stub.poll_jobs(request):
@@ -76,6 +84,8 @@ class ScriptedWorker:
             except Exception as exc:
                 with suppress(anyio.BrokenResourceError, anyio.WouldBlock):
                     send.send_nowait(exc)
+            finally:
+                self._streams.discard(scope)
 
     async def submit(
         self, job: JobPayload, submission: dict[str, Any] | bytes, *, generation: int | None = None
