@@ -5,10 +5,10 @@ worker threads (the consumer's doing), never on the event loop; ``async def`` ha
 awaited on it. A module's ``lifespan()`` (if any) is entered around its consumers.
 
 On shutdown every job still held by a pool is released: back to ``pending`` at once, the
-attempt not counted. A consumer task that dies (anything but cancellation escapes it: a
-handler's ``sys.exit()``, a broken poll stream) loses its jobs like a remote worker whose
-stream ended (``worker_lost``, issue 8) and is restarted alone, after a backoff, while the
-module's other consumers go on.
+attempt not counted. A consumer task that dies (anything but a cancellation escapes it: a
+poll stream that broke, a ``BaseException`` out of an ``async def`` handler) loses its jobs
+like a remote worker whose stream ended (``worker_lost``, issue 8) and is restarted alone,
+after a backoff, while the module's other consumers go on.
 """
 
 from __future__ import annotations

@@ -294,6 +294,13 @@ class JobQueue:
         held = self._holders.get(job_id)
         return time.monotonic() - held[2] if held is not None else None
 
+    def forget(self, lease: LeaseRef) -> None:
+        """A lease tracked here turned out not to be current any more (reaped or lost through
+        another replica, which cannot free this process's slots): free its poller's slot."""
+        held = self._holders.get(lease.job_id)
+        if held is not None and held[0].lease_generation == lease.lease_generation:
+            self.finished(lease.job_id)
+
     def finished(self, job_id: bytes) -> None:
         """A job left the lease (any way): give its poller's slot back."""
         self._lost.pop(job_id, None)
