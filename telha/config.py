@@ -88,9 +88,13 @@ class IngestConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=Tr
 
 
 class JobsConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """``[jobs]``: attempts, lease length (s), backoff (ms base, s cap), reaper period (s)."""
+    """``[jobs]``: attempts, losses with a worker, lease length (s), backoff (ms base, s cap),
+    reaper period (s)."""
 
     max_attempts: int = 5
+    #: Losses of one job with its worker (its ``PollJobs`` stream ended, or its lease ran out)
+    #: after which it goes ``dead`` as ``resource_limit: worker lost N times`` (issue 8).
+    max_worker_losses: int = 3
     lease_secs: float = 180.0
     backoff_base_ms: int = 1000
     backoff_max_s: float = 300.0
@@ -227,6 +231,7 @@ def _validate(cfg: Config) -> None:
         (cfg.ingest.json_max_nodes >= 1, "ingest.json_max_nodes", "must be >= 1"),
         (cfg.ingest.max_concurrent >= 1, "ingest.max_concurrent", "must be >= 1"),
         (cfg.jobs.max_attempts >= 1, "jobs.max_attempts", "must be >= 1"),
+        (cfg.jobs.max_worker_losses >= 1, "jobs.max_worker_losses", "must be >= 1"),
         (cfg.jobs.lease_secs > 0, "jobs.lease_secs", "must be > 0"),
         (cfg.jobs.backoff_base_ms >= 0, "jobs.backoff_base_ms", "must be >= 0"),
         (cfg.jobs.reap_interval_s > 0, "jobs.reap_interval_s", "must be > 0"),

@@ -125,8 +125,8 @@ class Metrics:
         )
         self.job_transitions = Counter(
             "telha_job_transitions",
-            "Job state transitions (leased, completed, retried, lease_expired, dead, released)"
-            " by job kind",
+            "Job state transitions (leased, completed, retried, lease_expired, worker_lost, dead,"
+            " released) by job kind",
             ["kind", "transition"],
             registry=r,
         )

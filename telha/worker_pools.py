@@ -6,7 +6,10 @@ worker threads (the consumer's doing), never on the event loop, or — for modul
 handlers are awaited on it. A module's ``lifespan()`` (if any) is entered around its consumers.
 
 On shutdown every job still held by a pool is released: back to ``pending`` at once, the
-attempt not counted.
+attempt not counted. A consumer task that dies (anything but a cancellation escapes it: a
+poll stream that broke, a ``BaseException`` out of an ``async def`` handler) loses its jobs
+like a remote worker whose stream ended (``worker_lost``, issue 8) and is restarted alone,
+after a backoff, while the module's other consumers go on.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import os
+import time
 from collections.abc import AsyncIterator
 from types import ModuleType
 
@@ -45,6 +49,21 @@ log = structlog.get_logger("telha.workers")
 
 _FLEET = WorkerAuth(None, "in-process")
 
+#: A dead consumer is restarted after this many seconds, doubling per death up to the cap
+#: (back to the first delay once a consumer lived ``_STABLE_S`` seconds).
+_RESTART_FIRST_S = 0.2
+_RESTART_MAX_S = 10.0
+_STABLE_S = 60.0
+
+
+def _is_shutdown(exc: BaseException) -> bool:
+    """Whether ``exc`` (or any exception in a group) is a cancellation or an interrupt,
+    which end a consumer on purpose, not a death."""
+    stop = (anyio.get_cancelled_exc_class(), KeyboardInterrupt)
+    if isinstance(exc, BaseExceptionGroup):
+        return exc.subgroup(lambda e: isinstance(e, stop)) is not None
+    return isinstance(exc, stop)
+
 
 class InProcessTransport:
     """The worker protocol without the network: same servicer, fleet identity."""
@@ -55,8 +74,11 @@ class InProcessTransport:
     async def poll_jobs(self, request: PollJobsRequest) -> AsyncIterator[JobPayload]:
         """Leased jobs, as ``PollJobs`` streams them."""
         current_auth.set(_FLEET)
-        async for payload in self._servicer.poll_jobs(request):
-            yield payload
+        # No failover on the stream's end: the pool settles its consumers' jobs itself.
+        stream = self._servicer.poll_jobs(request, failover=False)
+        async with contextlib.aclosing(stream):
+            async for payload in stream:
+                yield payload
 
     async def submit(self, result: IngestionResult) -> SubmitResponse:
         """``SubmitIngestionResult``."""
@@ -120,25 +142,25 @@ class WorkerPools:
         count = (os.cpu_count() or 2) if processes is None else processes
         self._processes = anyio.CapacityLimiter(count) if count else None
 
+    def _consumer(self, name: str, module: ModuleType, i: int) -> WorkerConsumer:
+        return WorkerConsumer(
+            self._transport,
+            module.handle,
+            list(module.FORMATS),
+            worker_id=f"in-process:{name}:{i}",
+            capacity=1,
+            heartbeat_interval_s=self._interval,
+            processes=self._processes if getattr(module, "PROCESS_POOL", False) else None,
+        )
+
     async def run(self, *, task_status: anyio.abc.TaskStatus[list[str]]) -> None:
         """Actor body; reports the started consumers' worker ids. A restart after a crash
         builds a fresh set of consumers (never more than ``concurrency`` per module)."""
-        self._consumers = []
-        for name, module in self._modules.items():
-            for i in range(self._concurrency):
-                self._consumers.append(
-                    WorkerConsumer(
-                        self._transport,
-                        module.handle,
-                        list(module.FORMATS),
-                        worker_id=f"in-process:{name}:{i}",
-                        capacity=1,
-                        heartbeat_interval_s=self._interval,
-                        processes=(
-                            self._processes if getattr(module, "PROCESS_POOL", False) else None
-                        ),
-                    )
-                )
+        self._consumers = [
+            self._consumer(name, module, i)
+            for name, module in self._modules.items()
+            for i in range(self._concurrency)
+        ]
         try:
             async with contextlib.AsyncExitStack() as stack:
                 # Each module's lifespan (a browser, …) wraps its consumers: entered before
@@ -146,12 +168,60 @@ class WorkerPools:
                 for module in self._modules.values():
                     await stack.enter_async_context(module_lifespan(module))
                 async with anyio.create_task_group() as tg:
-                    for consumer in self._consumers:
-                        await tg.start(consumer.run)
+                    slot = 0
+                    for name, module in self._modules.items():
+                        for i in range(self._concurrency):
+                            await tg.start(self._keep, slot, name, module, i)
+                            slot += 1
                     task_status.started([c.worker_id for c in self._consumers])
         finally:
             with anyio.CancelScope(shield=True):
                 await self._release_all()
+
+    async def _keep(
+        self,
+        slot: int,
+        name: str,
+        module: ModuleType,
+        i: int,
+        *,
+        task_status: anyio.abc.TaskStatus[None],
+    ) -> None:
+        """Run consumer ``slot``; when it dies, lose its jobs (``worker_lost``) and restart a
+        fresh one after a backoff. Reports started once the first consumer polls."""
+        status: anyio.abc.TaskStatus[None] | None = task_status
+        deaths = 0
+        while True:
+            consumer = self._consumers[slot]
+            started = time.monotonic()
+            try:
+                if status is not None:
+                    await consumer.run(task_status=status)
+                else:
+                    await consumer.run()
+                failure: BaseException | None = None
+            except BaseException as exc:
+                if _is_shutdown(exc):
+                    raise
+                failure = exc
+            status = None
+            deaths = 1 if time.monotonic() - started > _STABLE_S else deaths + 1
+            await self._lose(consumer, failure)
+            await anyio.sleep(min(_RESTART_MAX_S, _RESTART_FIRST_S * 2 ** (deaths - 1)))
+            self._consumers[slot] = self._consumer(name, module, i)
+
+    async def _lose(self, consumer: WorkerConsumer, failure: BaseException | None) -> None:
+        """A dead consumer's jobs go back to pending (or dead) as lost with their worker."""
+        how = type(failure).__name__ if failure is not None else "its poll stream ended"
+        log.error("in_process_worker_died", worker=consumer.worker_id, error=how)
+        leases = [LeaseRef(job_id, gen) for job_id, gen in consumer.in_flight()]
+        try:
+            with anyio.CancelScope(shield=True):
+                await self._queue.lose(
+                    leases, f"in-process worker {consumer.worker_id} died ({how})"
+                )
+        except Exception:  # storage trouble: their leases expire instead
+            log.exception("worker_lost_not_recorded", worker=consumer.worker_id)
 
     async def _release_all(self) -> None:
         for consumer in self._consumers:

@@ -42,7 +42,8 @@ class GrpcFront:
             raise GRPCError(Status.UNAUTHENTICATED, str(exc)) from None
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[str]) -> None:
-        """Actor body; closes the server (shielded) when cancelled."""
+        """Actor body; closes the server (shielded) when cancelled, detaching its open
+        ``PollJobs`` streams first (their jobs keep their leases)."""
         server = Server([self._servicer], config=h2_config())
         listen(server, RecvRequest, self._authenticate)
         sock = bind_tcp(self._addr)
@@ -55,6 +56,8 @@ class GrpcFront:
             await server.wait_closed()
         finally:
             with anyio.CancelScope(shield=True):
+                # Core closes these streams, their workers live on: no failover for them.
+                self._servicer.detach_streams()
                 server.close()
                 await server.wait_closed()
                 log.info("grpc_stopped")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from contextvars import ContextVar
 
 import anyio
@@ -21,7 +21,7 @@ from telha.ids import id_str
 from telha.ingest.ingestor import Ingestor, content_ref
 from telha.ingest.request import KNOWN_FORMATS
 from telha.logs import bound_job, fields_of
-from telha.model import JobRecord, LeaseRef
+from telha.model import JobRecord, LeaseRef, Scope
 from telha.queue.job_queue import JobQueue
 from telha.queue.policy import parse_reason
 from telha.storage.protocol import Storage
@@ -59,6 +59,55 @@ def _auth() -> WorkerAuth:
         raise GRPCError(Status.UNAUTHENTICATED, "no worker credentials") from None
 
 
+def _payload(job: JobRecord) -> JobPayload:
+    return JobPayload(
+        job_id=id_str(job.job_id),
+        tenant_id=job.scope.tenant_id,
+        organization_id=job.scope.organization_id,
+        kind=job.kind,
+        payload_json=job.payload,
+        lease_deadline=job.lease_deadline or 0,
+        attempts=job.attempts,
+        lease_generation=job.lease_generation,
+    )
+
+
+class _Stream:
+    """One ``PollJobs`` stream: its capacity slots and the jobs it holds (job id → lease
+    generation) until each completes, fails, is released, reaped or lost."""
+
+    def __init__(self, worker_id: str, capacity: int) -> None:
+        self.worker_id = worker_id
+        self.slots = anyio.Semaphore(capacity)
+        self.holds: dict[bytes, int] = {}
+        self.leased = 0
+        self.drained = anyio.Event()
+        self.detached = False
+
+    def leased_all(self, max_jobs: int) -> bool:
+        return max_jobs > 0 and self.leased >= max_jobs
+
+    async def lease(self, queue: JobQueue, formats: list[str], scope: Scope | None) -> JobRecord:
+        """Take a slot, then the next job; the slot is given back when the job leaves."""
+        await self.slots.acquire()
+        try:
+            job = await queue.lease(formats, scope=scope, worker_id=self.worker_id)
+        except BaseException:
+            self.slots.release()
+            raise
+        self.holds[job.job_id] = job.lease_generation
+        self.leased += 1
+        self.drained = anyio.Event()
+        queue.track(job, lambda: self._finished(job.job_id))
+        return job
+
+    def _finished(self, job_id: bytes) -> None:
+        self.holds.pop(job_id, None)
+        self.slots.release()
+        if not self.holds:
+            self.drained.set()
+
+
 class WorkerServicer(WorkerServiceBase):
     """The worker protocol's server side.
 
@@ -71,10 +120,25 @@ class WorkerServicer(WorkerServiceBase):
         self._queue = queue
         self._ingestor = ingestor
         self._store = store
+        #: Open ``PollJobs`` streams with failover.
+        self._streams: set[_Stream] = set()
 
-    async def poll_jobs(self, message: PollJobsRequest) -> AsyncIterator[JobPayload]:
+    async def poll_jobs(
+        self, message: PollJobsRequest, *, failover: bool = True
+    ) -> AsyncGenerator[JobPayload, None]:
         """Stream leased jobs of ``message.formats``, never more than ``capacity`` unfinished
-        at once on this stream (a slot frees when its job completes, fails or expires)."""
+        at once on this stream (a slot frees when its job completes, fails or expires). With
+        ``max_jobs`` (> 0) the stream leases that many jobs in all and ends once they are
+        finished.
+
+        Fast failover (issue 8): when the stream ends any other way (the worker died, the
+        connection reset, the client cancelled it) the jobs it still holds go back to
+        ``pending`` at once (:meth:`JobQueue.lost`, event ``worker_lost``), unless
+        ``failover=False`` (in-process pools settle their own jobs) or core itself is closing
+        the stream (:meth:`detach_streams`).
+
+        :raises GRPCError: ``INVALID_ARGUMENT`` for no or unknown formats.
+        """
         auth = _auth()
         unknown = sorted(set(message.formats) - set(KNOWN_FORMATS))
         if not message.formats or unknown:
@@ -82,31 +146,32 @@ class WorkerServicer(WorkerServiceBase):
                 Status.INVALID_ARGUMENT,
                 f"formats must be known format names; unknown: {unknown or '(none given)'}",
             )
-        slots = anyio.Semaphore(max(1, message.capacity))
-        worker_id = message.worker_id or "anonymous"
-        while True:
-            await slots.acquire()
-            try:
-                job = await self._queue.lease(
-                    message.formats, scope=auth.scope, worker_id=worker_id
+        stream = _Stream(message.worker_id or "anonymous", max(1, message.capacity))
+        if failover:
+            self._streams.add(stream)
+        try:
+            while not stream.leased_all(message.max_jobs):
+                job = await stream.lease(self._queue, message.formats, auth.scope)
+                # No contextvars here: an async generator runs in its consumer's context.
+                if log.isEnabledFor(logging.DEBUG):
+                    log.debug("job_leased", **fields_of(job), worker=stream.worker_id)
+                yield _payload(job)
+            if stream.holds:  # max_jobs leased: end once they are finished
+                await stream.drained.wait()
+        finally:
+            self._streams.discard(stream)
+            if failover and not stream.detached and stream.holds:
+                self._queue.lost(
+                    [LeaseRef(j, gen) for j, gen in stream.holds.items()],
+                    f"worker {stream.worker_id}: its PollJobs stream ended",
                 )
-            except BaseException:
-                slots.release()
-                raise
-            self._queue.track(job, slots.release)
-            # No contextvars here: an async generator runs in its consumer's context.
-            if log.isEnabledFor(logging.DEBUG):
-                log.debug("job_leased", **fields_of(job), worker=worker_id)
-            yield JobPayload(
-                job_id=id_str(job.job_id),
-                tenant_id=job.scope.tenant_id,
-                organization_id=job.scope.organization_id,
-                kind=job.kind,
-                payload_json=job.payload,
-                lease_deadline=job.lease_deadline or 0,
-                attempts=job.attempts,
-                lease_generation=job.lease_generation,
-            )
+
+    def detach_streams(self) -> None:
+        """Core is closing the open ``PollJobs`` streams itself (the gRPC front stopping): their
+        end says nothing about their workers, whose jobs keep their leases (a worker finishes
+        and submits across a core restart; lease expiry is the backstop)."""
+        for stream in self._streams:
+            stream.detached = True
 
     async def _held(self, auth: WorkerAuth, job_id: bytes, generation: int) -> JobRecord:
         """The job, when it is leased under ``generation`` in the caller's scope.
@@ -161,6 +226,7 @@ class WorkerServicer(WorkerServiceBase):
             return SubmitResponse(accepted=True)
         except StaleLease as exc:
             self._queue.metrics.leases_lost.labels(job.kind).inc()
+            self._queue.forget(lease)
             raise GRPCError(Status.FAILED_PRECONDITION, exc.message) from None
         except OutOfSync as exc:
             raise GRPCError(Status.ABORTED, exc.message) from None
@@ -208,6 +274,9 @@ class WorkerServicer(WorkerServiceBase):
         extended, deadline = await self._queue.heartbeat(leases)
         if len(extended) != len(leases):  # lost between the check and the write
             self._queue.metrics.leases_lost.labels("unknown").inc()
+            for lease in leases:
+                if lease.job_id not in extended:
+                    self._queue.forget(lease)
             raise GRPCError(Status.FAILED_PRECONDITION, "a listed lease is no longer held")
         return HeartbeatResponse(
             extended_job_ids=[id_str(j) for j in extended], lease_deadline=deadline

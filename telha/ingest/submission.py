@@ -221,6 +221,8 @@ def _nodes(sub: Submission) -> list[NodeOut]:
         if labels not in label_sets:
             if not labels or not all(is_label(label) for label in labels):
                 raise InvalidSubmission(f"nodes[{i}]: labels must be non-empty UPPER_SNAKE names")
+            if len(set(labels)) != len(labels):  # found by fuzzing: a storage error before
+                raise InvalidSubmission(f"nodes[{i}]: labels must be distinct")
             label_sets[labels] = labels
         refs = tuple(node.span_refs)
         for ref in refs:

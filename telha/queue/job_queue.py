@@ -1,11 +1,18 @@
 """The JobQueue actor (DESIGN.md §1, §6): leases with deadlines and generations, heartbeats,
-retries with backoff, dead letters, the reaper, and wake-ups for waiting pollers.
+retries with backoff, dead letters, the reaper, fast failover of jobs lost with their worker
+(issue 8), and wake-ups for waiting pollers.
 
 A poller waiting for work is woken the moment a job of one of its formats is enqueued or
 returned to ``pending`` (no database polling); a job backing off is picked up when its
 ``available_at`` passes. Per-poller capacity is enforced by the caller through
 :meth:`JobQueue.track`: the slot a job holds is given back when the job finishes, fails, is
 released or its lease is reaped.
+
+Fast failover: a poller whose stream ended hands the jobs it still held to :meth:`JobQueue.lost`
+(synchronous, so it works from a cancelled generator's ``finally``); the actor's loss task
+writes them back to ``pending`` (``worker_lost``, :func:`~telha.queue.policy.decide_loss`) in
+one transaction and wakes waiting pollers at once. Jobs handed over are at most the jobs
+leased through this process, so that hand-off is bounded without a queue of its own.
 """
 
 from __future__ import annotations
@@ -25,7 +32,13 @@ from telha.ids import now_us
 from telha.logs import bound_job, fields_of
 from telha.metrics import Metrics
 from telha.model import EnqueueOutcome, JobRecord, LeaseRef, NewJob, Scope
-from telha.queue.policy import FailureDecision, decide_failure, format_reason, retry_after_us
+from telha.queue.policy import (
+    FailureDecision,
+    decide_failure,
+    decide_loss,
+    format_reason,
+    retry_after_us,
+)
 from telha.storage.protocol import ALL_FORMATS, Storage
 
 __all__ = ["JobQueue"]
@@ -100,6 +113,9 @@ class JobQueue:
         self._wakeups = _Wakeups()
         #: job id → (record as leased, slot release, monotonic seconds at lease)
         self._holders: dict[bytes, tuple[JobRecord, Callable[[], None], float]] = {}
+        #: job id → (lease, detail) of jobs whose stream ended, not yet written back.
+        self._lost: dict[bytes, tuple[LeaseRef, str]] = {}
+        self._lost_ready = anyio.Event()
 
     @property
     def metrics(self) -> Metrics:
@@ -125,13 +141,29 @@ class JobQueue:
             min_delay_us=min_delay_us,
         )
 
+    def decide_loss(self, kind: str, attempts_before: int, losses_before: int) -> FailureDecision:
+        """:func:`~telha.queue.policy.decide_loss` bound to this queue's config and clock."""
+        return decide_loss(
+            kind,
+            attempts_before=attempts_before,
+            losses_before=losses_before,
+            max_attempts=self._config.max_attempts,
+            max_losses=self._config.max_worker_losses,
+            now_us=self._clock(),
+            base_ms=self._config.backoff_base_ms,
+            max_s=self._config.backoff_max_s,
+            rng=self._rng,
+        )
+
     async def run(self, *, task_status: anyio.abc.TaskStatus[JobQueue]) -> None:
-        """Actor body: the reaper, every ``jobs.reap_interval_s`` seconds, and (when the
-        engine has them) wake-ups from other processes, until cancelled."""
+        """Actor body: the reaper, every ``jobs.reap_interval_s`` seconds, the write-back of
+        jobs lost with their worker (:meth:`lost`) and (when the engine has them) wake-ups from
+        other processes, until cancelled."""
         async with anyio.create_task_group() as tg:
             wakeups = self._store.job_wakeups()
             if wakeups is not None:
                 tg.start_soon(self._forward_wakeups, wakeups)
+            tg.start_soon(self._write_back_losses)
             task_status.started(self)
             while True:
                 await anyio.sleep(self._config.reap_interval_s)
@@ -144,6 +176,46 @@ class JobQueue:
         async for fmt in wakeups:
             self._wakeups.notify(fmt)
 
+    def lost(self, leases: Sequence[LeaseRef], detail: str) -> None:
+        """Jobs whose worker is gone (its ``PollJobs`` stream ended while it held them): the
+        actor writes them back (:meth:`lose`) at once. Synchronous and never blocking, for a
+        stream's ``finally``; ``detail`` says which worker and how (the ``worker_lost`` event)."""
+        for lease in leases:
+            self._lost[lease.job_id] = (lease, detail)
+        if self._lost:
+            self._lost_ready.set()
+
+    async def _write_back_losses(self) -> None:
+        while True:
+            await self._lost_ready.wait()
+            self._lost_ready = anyio.Event()
+            batch, self._lost = self._lost, {}
+            by_detail: defaultdict[str, list[LeaseRef]] = defaultdict(list)
+            for lease, detail in batch.values():
+                by_detail[detail].append(lease)
+            for detail, leases in by_detail.items():
+                try:
+                    await self.lose(leases, detail)
+                except Exception:  # storage trouble: the lease expiry is the backstop
+                    log.exception("worker_lost_not_recorded", jobs=len(leases))
+
+    async def lose(self, leases: Sequence[LeaseRef], detail: str) -> int:
+        """Return jobs lost with their worker to ``pending`` (``worker_lost``, a failed attempt,
+        no backoff for a job's first loss) or dead them (``jobs.max_worker_losses``, or
+        ``max_attempts``); wakes pollers. Leases no longer held are skipped. Returns how many
+        jobs were lost."""
+        lost = await self._store.lose_jobs(
+            leases, now_us=self._clock(), detail=detail, decide=self.decide_loss
+        )
+        for job, state in lost:
+            with bound_job(**fields_of(job)):
+                log.warning("worker_lost", worker=job.lease_owner, state=state, detail=detail)
+            self.transition(job.kind, "worker_lost" if state == "pending" else "dead")
+            self.finished(job.job_id)
+            if state == "pending":
+                self._wakeups.notify(job.format)
+        return len(lost)
+
     async def refresh_gauges(self) -> None:
         """Take a new snapshot of active jobs by kind and state for ``telha_jobs``."""
         self._metrics.set_job_counts(await self._store.active_job_counts())
@@ -155,7 +227,7 @@ class JobQueue:
     async def reap(self) -> int:
         """Return expired leases to ``pending`` (``lease_expired``, a failed attempt) or
         dead-letter them; wakes pollers. Returns how many leases were reaped."""
-        reaped = await self._store.reap_expired(now_us=self._clock(), decide=self.decide)
+        reaped = await self._store.reap_expired(now_us=self._clock(), decide=self.decide_loss)
         for job, state in reaped:
             with bound_job(**fields_of(job)):
                 log.warning("lease_expired", worker=job.lease_owner, state=state)
@@ -222,8 +294,16 @@ class JobQueue:
         held = self._holders.get(job_id)
         return time.monotonic() - held[2] if held is not None else None
 
+    def forget(self, lease: LeaseRef) -> None:
+        """A lease tracked here turned out not to be current any more (reaped or lost through
+        another replica, which cannot free this process's slots): free its poller's slot."""
+        held = self._holders.get(lease.job_id)
+        if held is not None and held[0].lease_generation == lease.lease_generation:
+            self.finished(lease.job_id)
+
     def finished(self, job_id: bytes) -> None:
         """A job left the lease (any way): give its poller's slot back."""
+        self._lost.pop(job_id, None)
         held = self._holders.pop(job_id, None)
         if held is not None:
             held[1]()

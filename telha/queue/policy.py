@@ -14,13 +14,16 @@ from typing import Literal
 
 __all__ = [
     "FAILURE_REASON_MAX_BYTES",
+    "LOSS_KINDS",
     "PERMANENT_KINDS",
     "RETRYABLE_KINDS",
     "WORKER_KINDS",
     "Decide",
+    "DecideLoss",
     "FailureDecision",
     "backoff_us",
     "decide_failure",
+    "decide_loss",
     "format_reason",
     "parse_reason",
     "retry_after_us",
@@ -29,7 +32,10 @@ __all__ = [
 #: Kinds that dead-letter at once: the same input would fail the same way again.
 PERMANENT_KINDS = frozenset({"corrupt_input", "unsupported_feature", "invalid_submission"})
 #: Kinds that retry with backoff up to ``jobs.max_attempts``.
-RETRYABLE_KINDS = frozenset({"transient", "resource_limit", "lease_expired"})
+RETRYABLE_KINDS = frozenset({"transient", "resource_limit", "lease_expired", "worker_lost"})
+#: Ways a job is lost with its worker (issue 8): the worker's ``PollJobs`` stream ended while it
+#: held the job, or its lease ran out. Each counts towards ``jobs.max_worker_losses``.
+LOSS_KINDS = frozenset({"worker_lost", "lease_expired"})
 #: Kinds a worker may report (``lease_expired`` and ``invalid_submission`` are core's own).
 WORKER_KINDS = frozenset({"transient", "resource_limit", "corrupt_input", "unsupported_feature"})
 #: ``failure_reason`` is ``"{kind}: {detail}"`` capped at this many UTF-8 bytes.
@@ -43,10 +49,16 @@ class FailureDecision:
     state: Literal["pending", "dead"]
     attempts: int
     available_at: int
+    #: The job's ``failure_reason`` when the decision overrides the caller's (the poison cap:
+    #: ``"resource_limit: worker lost N times"``); ``None`` keeps the caller's reason.
+    reason: str | None = None
 
 
 #: ``decide(kind, attempts_before)`` → the failed attempt's outcome (bound by the JobQueue).
 Decide = Callable[[str, int], FailureDecision]
+#: ``decide(kind, attempts_before, losses_before)`` → the outcome of losing a job with its
+#: worker (``kind`` in :data:`LOSS_KINDS`; ``losses_before``: its earlier losses of either kind).
+DecideLoss = Callable[[str, int, int], FailureDecision]
 
 
 def backoff_us(attempts: int, *, base_ms: int, max_s: float, rng: random.Random) -> int:
@@ -84,6 +96,44 @@ def decide_failure(
         return FailureDecision("dead", attempts, now_us)
     delay = backoff_us(attempts, base_ms=base_ms, max_s=max_s, rng=rng)
     delay = max(delay, min(min_delay_us, int(max_s * 1_000_000)))
+    return FailureDecision("pending", attempts, now_us + delay)
+
+
+def decide_loss(
+    kind: str,
+    *,
+    attempts_before: int,
+    losses_before: int,
+    max_attempts: int,
+    max_losses: int,
+    now_us: int,
+    base_ms: int,
+    max_s: float,
+    rng: random.Random,
+) -> FailureDecision:
+    """The outcome of losing a job with its worker (issue 8 items 1–2): a failed attempt.
+
+    - the loss that brings the job's losses (``worker_lost`` and ``lease_expired`` alike) to
+      ``max_losses`` makes it ``dead`` with reason ``"resource_limit: worker lost N times"``
+      (the poison cap: one input cannot crash the fleet forever);
+    - otherwise, failed attempts reaching ``max_attempts`` make it ``dead`` as any failure;
+    - otherwise ``pending``: at once for a job's first ``worker_lost`` (fast failover, no
+      backoff), after :func:`backoff_us` of its attempts for later losses and lease expiries.
+    """
+    attempts = attempts_before + 1
+    losses = losses_before + 1
+    if losses >= max_losses:
+        return FailureDecision(
+            "dead",
+            attempts,
+            now_us,
+            reason=format_reason("resource_limit", f"worker lost {losses} times"),
+        )
+    if attempts >= max_attempts:
+        return FailureDecision("dead", attempts, now_us)
+    if kind == "worker_lost" and losses == 1:
+        return FailureDecision("pending", attempts, now_us)
+    delay = backoff_us(attempts, base_ms=base_ms, max_s=max_s, rng=rng)
     return FailureDecision("pending", attempts, now_us + delay)
 
 

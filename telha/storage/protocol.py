@@ -34,7 +34,7 @@ from telha.model import (
     StreamOutcome,
     StreamPart,
 )
-from telha.queue.policy import Decide
+from telha.queue.policy import Decide, DecideLoss
 from telha.storage.scan import StoreScan
 
 __all__ = ["ALL_FORMATS", "Storage", "StorageEngine"]
@@ -158,8 +158,22 @@ class Storage(Protocol):
     async def release_job(self, lease: LeaseRef, *, now_us: int, detail: str) -> bool:
         """Give a held job back to pending without counting an attempt."""
 
-    async def reap_expired(self, *, now_us: int, decide: Decide) -> list[tuple[JobRecord, str]]:
-        """Expired leases → pending or dead; ``(job as reaped, new state)`` per job."""
+    async def reap_expired(self, *, now_us: int, decide: DecideLoss) -> list[tuple[JobRecord, str]]:
+        """Expired leases → pending or dead (``decide("lease_expired", attempts, losses)``, the
+        losses counted from the job's ``worker_lost``/``lease_expired`` events); ``(job as
+        reaped, new state)`` per job."""
+
+    async def lose_jobs(
+        self, leases: Sequence[LeaseRef], *, now_us: int, detail: str, decide: DecideLoss
+    ) -> list[tuple[JobRecord, str]]:
+        """Jobs lost with their worker (its ``PollJobs`` stream ended; issue 8 item 1), in one
+        transaction: each one still leased under its generation gets a ``worker_lost`` event
+        (``detail``), a failed attempt and ``decide("worker_lost", attempts, losses)``'s state
+        (a ``dead`` event with the decision's reason when it is dead); leases no longer held
+        are skipped. Pending jobs wake their pollers (on every replica).
+
+        :returns: ``(job as it was when lost, new state)`` per job that was still held.
+        """
 
     async def get_job(
         self, scope: Scope | None, job_id: bytes, *, events: bool = True

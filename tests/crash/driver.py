@@ -154,6 +154,7 @@ class Fleet:
                 "backoff_base_ms": 50,
                 "backoff_max_s": 0.5,
                 "max_attempts": 100,  # losses to crashes must not exhaust attempts
+                "max_worker_losses": 100,  # nor the poison cap (issue 8 item 2)
             },
             workers={"in_process": ["text_worker", "email_worker"], "concurrency": 1},
         )

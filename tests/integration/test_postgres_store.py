@@ -16,7 +16,7 @@ from telha.errors import StorageError
 from telha.ids import new_id
 from telha.ingest.projection import NodeOut, Projection, SpanOut
 from telha.model import Dedup, NewJob, NewVersion, Scope
-from telha.queue.policy import FailureDecision, decide_failure
+from telha.queue.policy import FailureDecision, decide_loss
 from telha.storage.postgres import PostgresStore
 from telha.storage.postgres.migrate import migrations
 from tests.support.pg import create_database, require_engine
@@ -121,10 +121,10 @@ async def test_no_job_leased_twice_and_reapers_at_once(
             tg.start_soon(lease, b, f"b{i}")
     assert sorted(leased) == sorted(j.job_id for j in jobs)
 
-    def decide(kind: str, attempts: int) -> FailureDecision:
-        return decide_failure(
-            kind, attempts_before=attempts, max_attempts=5, now_us=now + 2_000, base_ms=0,
-            max_s=0.0, rng=random.Random(0),
+    def decide(kind: str, attempts: int, losses: int) -> FailureDecision:
+        return decide_loss(
+            kind, attempts_before=attempts, losses_before=losses, max_attempts=5, max_losses=3,
+            now_us=now + 2_000, base_ms=0, max_s=0.0, rng=random.Random(0),
         )  # fmt: skip
 
     reaped: list[bytes] = []

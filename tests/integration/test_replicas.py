@@ -33,6 +33,7 @@ import pytest
 from telha.model import Scope
 from tests.support.pg import create_database, require_engine
 from tests.support.server import ServerProcess, telha_check, write_config
+from tests.support.worker import scripted_worker
 
 pytestmark = pytest.mark.anyio
 
@@ -179,6 +180,37 @@ async def test_a_job_enqueued_on_one_replica_wakes_a_poller_on_the_other(
     pair.workers.clear()
 
 
+async def test_a_worker_lost_on_one_replica_hands_its_job_to_a_worker_on_the_other(
+    pair: Pair, clients: tuple[httpx.AsyncClient, httpx.AsyncClient]
+) -> None:
+    """Fast failover across replicas: a worker holding a job through A goes away; a worker
+    already waiting on B leases it (A writes ``worker_lost``; its NOTIFY wakes B's poller)."""
+    a, _ = clients
+    token = pair.a.worker_token(pair.scope)
+    body = {"format": "code", "name": "failover.py", "content": "x = 1"}
+    job_id = (await a.post("/v1/ingest", json=body)).json()["jobId"]
+    got: list[str] = []
+    async with (
+        scripted_worker(pair.b.grpc_addr, token, "on-b") as on_b,
+        scripted_worker(pair.a.grpc_addr, token, "on-a") as on_a,
+    ):
+        held = await on_a.next_job(["code"])
+
+        async def wait_on_b() -> None:
+            got.append((await on_b.next_job(["code"], within_s=30)).job_id)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(wait_on_b)
+            await anyio.sleep(0.3)  # B's poll is parked on its wake-up
+            await on_a.heartbeat(held)  # far from expiry when its stream closes
+            on_a.go_away()
+    assert got == [job_id] == [held.job_id]
+    job = (await a.get(f"/v1/ingest/{job_id}")).json()
+    events = [(e["transition"], e["detail"]) for e in job["events"]]
+    assert [t for t, _ in events] == ["enqueued", "leased", "worker_lost", "leased"]
+    assert events[1][1] == "worker=on-a" and events[3][1] == "worker=on-b"
+
+
 async def _post_round_robin(
     clients: tuple[httpx.AsyncClient, httpx.AsyncClient], first: int, count: int
 ) -> None:
@@ -265,14 +297,16 @@ async def test_round_robin_load_exactly_once_then_a_replica_dies(
         os.kill(w.pid, signal.SIGSTOP)
     await _post_round_robin(clients, half, half)
     held = "SELECT job_id FROM jobs WHERE state = 'leased' AND lease_owner LIKE 'replica-a-%'"
+    stranded: list[asyncpg.Record] = []
     for _ in range(600):  # 30 s at most: A leases to its (frozen) workers' open streams
-        if await _query(pair.dsn, held):
+        if stranded := await _query(pair.dsn, held):
             break
         await anyio.sleep(0.05)
     assert pair.a.proc is not None
     os.kill(pair.a.proc.pid, signal.SIGKILL)
     pair.a.proc.wait(10)
-    stranded = await _query(pair.dsn, held)
+    # (Those leases may expire before A is dead on a loaded machine: frozen workers cannot
+    # heartbeat. Either way nothing can complete them through A.)
     assert stranded, "replica A's workers held no lease when A died"
     for w in b_workers:
         os.kill(w.pid, signal.SIGCONT)

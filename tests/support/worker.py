@@ -1,14 +1,21 @@
 """A scripted worker for tests: the real gRPC client (grpclib + generated stubs) over
-loopback, driven step by step so tests can submit exactly what they need."""
+loopback, driven step by step so tests can submit exactly what they need.
+
+Each :meth:`ScriptedWorker.next_job` opens a ``PollJobs`` stream that leases one job
+(``max_jobs=1``) and stays open until that job is finished (core then ends it), as a worker
+holding the job would: closing a stream that holds a job hands the job back (fast failover,
+``worker_lost``). Leaving :func:`scripted_worker` closes every stream still open."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from typing import Any
 
 import anyio
+import anyio.abc
+from anyio.streams.memory import MemoryObjectSendStream
 from grpclib.client import Channel
 
 from telha_proto.telha.worker.v1 import (
@@ -28,19 +35,57 @@ __all__ = ["ScriptedWorker", "scripted_worker"]
 class ScriptedWorker:
     """One channel, one stub; ``next_job`` leases through a real PollJobs stream."""
 
-    def __init__(self, stub: WorkerServiceStub, worker_id: str) -> None:
+    def __init__(self, stub: WorkerServiceStub, worker_id: str, tg: anyio.abc.TaskGroup) -> None:
         self.stub = stub
         self.worker_id = worker_id
+        self._tg = tg
+        self._streams: set[anyio.CancelScope] = set()
 
-    async def next_job(
-        self, formats: list[str], within_s: float = 10.0, capacity: int = 1
-    ) -> JobPayload:
-        """Open a PollJobs stream, take its first job and close the stream."""
-        with anyio.fail_after(within_s):
-            request = PollJobsRequest(worker_id=self.worker_id, formats=formats, capacity=capacity)
-            async for job in self.stub.poll_jobs(request):
-                return job
-        raise AssertionError("PollJobs stream ended without a job")
+    async def next_job(self, formats: list[str], within_s: float = 10.0) -> JobPayload:
+        """Lease one job through a new PollJobs stream (kept open while the job is held).
+
+        :raises TimeoutError: no job within ``within_s`` (the stream is closed).
+        :raises GRPCError: the stream was refused (credentials, formats).
+        """
+        request = PollJobsRequest(worker_id=self.worker_id, formats=formats, capacity=1, max_jobs=1)
+        send, receive = anyio.create_memory_object_stream[JobPayload | Exception](1)
+        scope = anyio.CancelScope()
+        self._tg.start_soon(self._hold, request, send, scope)
+        with receive:
+            try:
+                with anyio.fail_after(within_s):
+                    got = await receive.receive()
+            except BaseException:
+                scope.cancel()
+                raise
+        if isinstance(got, Exception):
+            raise got
+        return got
+
+    def go_away(self) -> None:
+        """Close every stream this worker has open, as a worker that stops does (its held
+        jobs are handed back)."""
+        for scope in self._streams:
+            scope.cancel()
+
+    async def _hold(
+        self,
+        request: PollJobsRequest,
+        send: MemoryObjectSendStream[JobPayload | Exception],
+        scope: anyio.CancelScope,
+    ) -> None:
+        """Read one stream until core ends it; its job (or error) goes to ``send``."""
+        self._streams.add(scope)
+        with scope, send:
+            try:
+                async for job in self.stub.poll_jobs(request):
+                    with suppress(anyio.BrokenResourceError):
+                        send.send_nowait(job)
+            except Exception as exc:
+                with suppress(anyio.BrokenResourceError, anyio.WouldBlock):
+                    send.send_nowait(exc)
+            finally:
+                self._streams.discard(scope)
 
     async def submit(
         self, job: JobPayload, submission: dict[str, Any] | bytes, *, generation: int | None = None
@@ -100,6 +145,8 @@ async def scripted_worker(
     channel = Channel(host, int(port))
     metadata = {"authorization": f"Bearer {token}"} if token else {}
     try:
-        yield ScriptedWorker(WorkerServiceStub(channel, metadata=metadata), worker_id)
+        async with anyio.create_task_group() as tg:
+            yield ScriptedWorker(WorkerServiceStub(channel, metadata=metadata), worker_id, tg)
+            tg.cancel_scope.cancel()  # close the streams still open
     finally:
         channel.close()

@@ -22,6 +22,7 @@ def test_defaults_match_design(tmp_path: Path) -> None:
     assert cfg.ingest.json_max_depth == 8 and cfg.ingest.json_nested == "flatten"
     assert cfg.ingest.max_upload_bytes == 2 * 1024**3
     assert cfg.jobs.max_attempts == 5 and cfg.jobs.lease_secs == 180
+    assert cfg.jobs.max_worker_losses == 3
     assert cfg.workers.concurrency == 2 and cfg.workers.processes is None
     assert cfg.workers.in_process == [
         "text_worker", "tabular_worker", "docling_worker", "email_worker", "code_worker",
@@ -46,6 +47,8 @@ def test_repo_config_toml_is_valid() -> None:
         ("[workers]\nin_process = [1]", "workers.in_process[0]"),
         ("[ingest]\njson_nested = 'sideways'", "ingest.json_nested"),
         ("[jobs]\nmax_attempts = 0", "jobs.max_attempts"),
+        ("[jobs]\nmax_worker_losses = 0", "jobs.max_worker_losses"),
+        ("[jobs]\nmax_worker_losses = 'x'", "jobs.max_worker_losses"),
         ("[server]\ngrpc_addr = '127.0.0.1:99999'", "server.grpc_addr"),
         ("server = 3", "server"),
         ("[grpc]\ntoken_key = 'short'", "grpc.token_key"),

@@ -11,6 +11,7 @@ from telha.queue.policy import (
     PERMANENT_KINDS,
     backoff_us,
     decide_failure,
+    decide_loss,
     format_reason,
     parse_reason,
 )
@@ -71,3 +72,40 @@ def test_parse_reason() -> None:
     assert parse_reason("boom", permanent=False) == ("transient", "boom")
     assert parse_reason("boom", permanent=True) == ("corrupt_input", "boom")
     assert parse_reason("madeup: x", permanent=False) == ("transient", "madeup: x")
+
+
+@given(
+    st.lists(st.sampled_from(["worker_lost", "lease_expired", "transient"]), min_size=1),
+    st.integers(1, 8),
+    st.integers(1, 5),
+    st.integers(0, 2**32),
+)
+def test_loss_sequence(
+    kinds_seen: list[str], max_attempts: int, max_losses: int, seed: int
+) -> None:
+    """Losses (worker_lost, lease_expired) and other failures each count an attempt; the
+    job is dead exactly when losses reach max_losses (as ``resource_limit: worker lost N
+    times``) or attempts reach max_attempts; a first worker_lost is retried at once."""
+    rng = random.Random(seed)
+    losses, now = 0, 5_000_000
+    for before, kind in enumerate(kinds_seen):
+        common = {"attempts_before": before, "max_attempts": max_attempts, "now_us": now,
+                  "base_ms": 100, "max_s": 5.0, "rng": rng}  # fmt: skip
+        if kind == "transient":
+            d = decide_failure(kind, **common)  # type: ignore[arg-type]
+        else:
+            d = decide_loss(kind, losses_before=losses, max_losses=max_losses, **common)  # type: ignore[arg-type]
+            losses += 1
+        attempts = before + 1
+        assert d.attempts == attempts
+        if kind != "transient" and losses >= max_losses:
+            assert d.state == "dead" and d.reason == f"resource_limit: worker lost {losses} times"
+            break
+        if attempts >= max_attempts:
+            assert d.state == "dead" and d.reason is None
+            break
+        assert d.state == "pending"
+        if kind == "worker_lost" and losses == 1:
+            assert d.available_at == now
+        else:
+            assert now < d.available_at <= now + 5_000_000

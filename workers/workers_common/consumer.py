@@ -299,7 +299,9 @@ class WorkerConsumer:
 
         When the stream breaks (core restarting, network), jobs in hand still finish and
         submit — resends ride out a short outage — for at most ``drain_s`` seconds; then the
-        stream's error is raised, for the caller to reconnect.
+        stream's error is raised, for the caller to reconnect. (A restarted core accepts those
+        submissions, its leases outlive it; a core that saw the stream end while it kept
+        running has handed the jobs to other workers and refuses them.)
         """
         request = PollJobsRequest(
             worker_id=self._worker_id, formats=self._formats, capacity=self._capacity

@@ -84,7 +84,7 @@ def _env(name: str) -> str:
 
 async def _serve(args: argparse.Namespace, module: ModuleType, target: str, token: str) -> None:
     """Run until SIGINT/SIGTERM, which stop polling and end the process with exit 0 (a job in
-    hand is abandoned; its lease expires and core retries it)."""
+    hand is abandoned; its stream closes and core hands it to another worker at once)."""
     metrics = WorkerMetrics(args.worker)
     http_done = anyio.Event()  # the HTTP endpoint outlives polling and shuts down gracefully
     async with anyio.create_task_group() as outer:

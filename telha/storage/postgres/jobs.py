@@ -32,7 +32,7 @@ from telha.model import (
     NewJob,
     Scope,
 )
-from telha.queue.policy import Decide, FailureDecision
+from telha.queue.policy import LOSS_KINDS, Decide, DecideLoss, FailureDecision
 from telha.storage.postgres.base import Conn, PgBase, Rollback, lock_sources, source_lock_key
 from telha.storage.postgres.rows import Batch
 from telha.storage.records import decode_continuation, encode_continuation
@@ -251,20 +251,52 @@ async def _apply_failure(
     continuation: bytes | None,
 ) -> FailureDecision:
     d = decide(kind, attempts)
+    await _write_failure(conn, job_id, fmt, d, reason, now_us, continuation)
+    await add_event(conn, job_id, now_us, "dead" if d.state == "dead" else "retried", reason)
+    return d
+
+
+async def _write_failure(
+    conn: Conn,
+    job_id: bytes,
+    fmt: str,
+    d: FailureDecision,
+    reason: str,
+    now_us: int,
+    continuation: bytes | None,
+) -> None:
     await abandon_stream(conn, job_id, now_us, continuation)
     await conn.execute(
         "UPDATE jobs SET state = $1, attempts = $2, available_at = $3, failure_reason = $4,"
         " lease_owner = NULL, lease_deadline = NULL, updated_at = $5 WHERE job_id = $6",
-        d.state, d.attempts, d.available_at, reason, now_us, job_id,
+        d.state, d.attempts, d.available_at, d.reason or reason, now_us, job_id,
     )  # fmt: skip
-    if kind == "lease_expired":
-        await add_event(conn, job_id, now_us, "lease_expired", reason)
-        if d.state == "dead":
-            await add_event(conn, job_id, now_us, "dead", reason)
-    else:
-        await add_event(conn, job_id, now_us, "dead" if d.state == "dead" else "retried", reason)
     if d.state == "pending":
         await notify(conn, fmt)
+
+
+async def _apply_loss(
+    conn: Conn,
+    job: JobRecord,
+    kind: str,
+    reason: str,
+    now_us: int,
+    decide: DecideLoss,
+    continuation: bytes | None,
+) -> FailureDecision:
+    """A job lost with its worker (``kind``: ``worker_lost`` or ``lease_expired``; the caller
+    holds the row lock): its loss event, then the decision (counting its earlier losses) and a
+    ``dead`` event if dead."""
+    losses = await conn.fetchval(
+        "SELECT count(*) FROM job_events WHERE job_id = $1 AND transition = ANY($2::text[])",
+        job.job_id,
+        sorted(LOSS_KINDS),
+    )
+    d = decide(kind, job.attempts, int(losses))
+    await _write_failure(conn, job.job_id, job.format, d, reason, now_us, continuation)
+    await add_event(conn, job.job_id, now_us, kind, f"{reason} (loss {int(losses) + 1})")
+    if d.state == "dead":
+        await add_event(conn, job.job_id, now_us, "dead", d.reason or reason)
     return d
 
 
@@ -430,7 +462,7 @@ class JobsMixin(PgBase):
 
         return await self._write("release job", tx)
 
-    async def reap_expired(self, *, now_us: int, decide: Decide) -> list[tuple[JobRecord, str]]:
+    async def reap_expired(self, *, now_us: int, decide: DecideLoss) -> list[tuple[JobRecord, str]]:
         """Expired leases back to pending (a failed attempt, ``lease_expired``) or dead. Rows
         are locked with ``SKIP LOCKED`` (one being committed, or reaped by another replica,
         is left to that transaction) and their deadline is checked on the locked row.
@@ -451,14 +483,37 @@ class JobsMixin(PgBase):
             for row in rows:
                 job = _job(tuple(row)[:-1])
                 reason = f"lease_expired: lease of worker {job.lease_owner} ran out"
-                d = await _apply_failure(
-                    conn, job.job_id, job.format, "lease_expired", reason, job.attempts, now_us,
-                    decide, row[-1],
-                )  # fmt: skip
+                d = await _apply_loss(conn, job, "lease_expired", reason, now_us, decide, row[-1])
                 reaped.append((job, d.state))
             return reaped
 
         return await self._write("reap leases", tx)
+
+    async def lose_jobs(
+        self, leases: Sequence[LeaseRef], *, now_us: int, detail: str, decide: DecideLoss
+    ) -> list[tuple[JobRecord, str]]:
+        """Jobs lost with their worker: ``worker_lost``, a failed attempt, pending (at once
+        for a first loss, with a NOTIFY) or dead per ``decide``; each row is locked and its
+        generation checked, leases no longer held are skipped."""
+        if not leases:
+            return []
+
+        async def tx(conn: Conn) -> list[tuple[JobRecord, str]]:
+            lost: list[tuple[JobRecord, str]] = []
+            for lease in sorted(leases, key=lambda lease: lease.job_id):  # lock order
+                try:
+                    _, _, cont = await check_lease(conn, lease)
+                except StaleLease:
+                    continue
+                job = await _select_job(conn, lease.job_id)
+                reason = f"worker_lost: {detail}"
+                d = await _apply_loss(conn, job, "worker_lost", reason, now_us, decide, cont)
+                lost.append((job, d.state))
+            if not lost:
+                raise Rollback([])
+            return lost
+
+        return await self._write("lose jobs", tx)
 
     async def get_job(
         self, scope: Scope | None, job_id: bytes, *, events: bool = True

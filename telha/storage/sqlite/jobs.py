@@ -24,7 +24,7 @@ from telha.model import (
     NewJob,
     Scope,
 )
-from telha.queue.policy import Decide, FailureDecision
+from telha.queue.policy import LOSS_KINDS, Decide, DecideLoss, FailureDecision
 from telha.storage.records import decode_continuation, encode_continuation
 from telha.storage.records import job_record as _job
 from telha.storage.sqlite.base import SqliteBase, latest_hashes
@@ -199,18 +199,46 @@ def _apply_failure(
     decide: Decide,
 ) -> FailureDecision:
     d = decide(kind, attempts)
+    _write_failure(conn, job_id, d, reason, now_us)
+    add_event(conn, job_id, now_us, "dead" if d.state == "dead" else "retried", reason)
+    return d
+
+
+def _write_failure(
+    conn: sqlite3.Connection, job_id: bytes, d: FailureDecision, reason: str, now_us: int
+) -> None:
     abandon_stream(conn, job_id, now_us)
     conn.execute(
         "UPDATE jobs SET state = ?, attempts = ?, available_at = ?, failure_reason = ?,"
         " lease_owner = NULL, lease_deadline = NULL, updated_at = ? WHERE job_id = ?",
-        (d.state, d.attempts, d.available_at, reason, now_us, job_id),
+        (d.state, d.attempts, d.available_at, d.reason or reason, now_us, job_id),
     )
-    if kind == "lease_expired":
-        add_event(conn, job_id, now_us, "lease_expired", reason)
-        if d.state == "dead":
-            add_event(conn, job_id, now_us, "dead", reason)
-    else:
-        add_event(conn, job_id, now_us, "dead" if d.state == "dead" else "retried", reason)
+
+
+_LOSSES_SQL = (
+    "SELECT count(*) FROM job_events WHERE job_id = ? AND transition IN ("
+    + ", ".join(f"'{k}'" for k in sorted(LOSS_KINDS))
+    + ")"
+)
+
+
+def _apply_loss(
+    conn: sqlite3.Connection,
+    job_id: bytes,
+    kind: str,
+    reason: str,
+    attempts: int,
+    now_us: int,
+    decide: DecideLoss,
+) -> FailureDecision:
+    """A job lost with its worker (``kind``: ``worker_lost`` or ``lease_expired``): its loss
+    event, then the decision (counting its earlier losses) and a ``dead`` event if dead."""
+    losses = int(conn.execute(_LOSSES_SQL, (job_id,)).fetchone()[0])
+    d = decide(kind, attempts, losses)
+    _write_failure(conn, job_id, d, reason, now_us)
+    add_event(conn, job_id, now_us, kind, f"{reason} (loss {losses + 1})")
+    if d.state == "dead":
+        add_event(conn, job_id, now_us, "dead", d.reason or reason)
     return d
 
 
@@ -362,7 +390,7 @@ class JobsMixin(SqliteBase):
 
         return await self._write("release job", tx)
 
-    async def reap_expired(self, *, now_us: int, decide: Decide) -> list[tuple[JobRecord, str]]:
+    async def reap_expired(self, *, now_us: int, decide: DecideLoss) -> list[tuple[JobRecord, str]]:
         """Expired leases back to pending (a failed attempt, ``lease_expired``) or dead.
 
         :returns: ``(job as it was when reaped, new state)`` per reaped job.
@@ -379,13 +407,38 @@ class JobsMixin(SqliteBase):
             for row in rows:
                 job = _job(row)
                 reason = f"lease_expired: lease of worker {job.lease_owner} ran out"
-                d = _apply_failure(
+                d = _apply_loss(
                     conn, job.job_id, "lease_expired", reason, job.attempts, now_us, decide
                 )
                 reaped.append((job, d.state))
             return reaped
 
         return await self._write("reap leases", tx)
+
+    async def lose_jobs(
+        self, leases: Sequence[LeaseRef], *, now_us: int, detail: str, decide: DecideLoss
+    ) -> list[tuple[JobRecord, str]]:
+        """Jobs lost with their worker: ``worker_lost``, a failed attempt, pending (at once
+        for a first loss) or dead per ``decide``; leases no longer held are skipped."""
+
+        def tx(conn: sqlite3.Connection) -> list[tuple[JobRecord, str]]:
+            lost: list[tuple[JobRecord, str]] = []
+            for lease in leases:
+                try:
+                    check_lease(conn, lease)
+                except StaleLease:
+                    continue
+                job = _select_job(conn, lease.job_id)
+                reason = f"worker_lost: {detail}"
+                d = _apply_loss(
+                    conn, job.job_id, "worker_lost", reason, job.attempts, now_us, decide
+                )
+                lost.append((job, d.state))
+            if not lost:
+                conn.execute("ROLLBACK")
+            return lost
+
+        return await self._write("lose jobs", tx) if leases else []
 
     async def get_job(
         self, scope: Scope | None, job_id: bytes, *, events: bool = True

@@ -175,6 +175,13 @@ class PollJobsRequest(betterproto2.Message):
     0 is read as 1
     """
 
+    max_jobs: "int" = betterproto2.field(4, betterproto2.TYPE_UINT32)
+    """
+    Lease at most this many jobs on this stream in all, then end the stream once they are
+    finished (0: no limit). A stream that ends while it holds unfinished jobs hands them
+    back at once (event worker_lost).
+    """
+
 
 default_message_pool.register_message("telha.worker.v1", "PollJobsRequest", PollJobsRequest)
 

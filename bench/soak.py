@@ -1,0 +1,197 @@
+"""Soak: memory of ``telha serve`` over many conversions (issue 8 item 5).
+
+10,000 mixed conversions (``--jobs``) through a real ``telha serve`` on 127.0.0.1 with the
+in-process workers (text, tabular, e-mail, code, docling): markdown and text generated per job,
+CSV/TSV/e-mail/code/DOCX/HTML files from the shared corpus under a new name each (so nothing
+deduplicates), POSTed as JSON by 8 concurrent clients in blocks of 500 (``--block``); after each
+block has finished (no job pending or leased, read from the server's SQLite file), the serve
+process's resident set (``VmRSS``, MB = 10^6 bytes) is sampled. The slope is a least-squares fit
+of RSS against jobs done over the samples after the warm-up (``--warmup``, 2,000 jobs), in MB
+per 1,000 jobs. Target: <= 1 MB per 1,000 jobs (docling-serve's users report ~5 MB per
+conversion). docling parses in child processes (spec 003 §v0.2), which are not part of the
+serve process's RSS; their RSS at each sample is shown beside it.
+
+Run: ``.venv/bin/python bench/soak.py [--jobs 10000] [--block 500] [--warmup 2000]``. Not a
+timed test; exits 0 whether the target passes or not, 1 if the server failed.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[0] = str(ROOT)
+
+import argparse
+import base64
+import collections
+import contextlib
+import os
+import sqlite3
+import tempfile
+import time
+from typing import Any
+
+import anyio
+import httpx
+
+from tests.support.server import ServerProcess, write_config
+
+CORPUS = Path(os.environ.get("TELHA_CORPUS", ROOT.parent / "shared" / "corpus"))
+TARGET_MB_PER_1000 = 1.0
+CLIENTS = 8
+#: One cycle of the mix, in job formats (20 jobs).
+MIX = ["markdown"] * 4 + ["text"] * 3 + ["csv"] * 3 + ["tsv"] * 2 + ["eml"] * 3 + ["code"] * 3
+MIX += ["docx", "html"]
+WORKERS = ["text_worker", "tabular_worker", "email_worker", "code_worker", "docling_worker"]
+#: Corpus files that are meant to fail (truncated, encrypted, malformed) are left out.
+_BROKEN = ("truncated", "protected", "too-many", "duplicate", "bad_")
+_SUFFIX = {"code": (".py", ".rs", ".go", ".js")}
+
+
+def corpus_files(fmt: str) -> list[Path]:
+    """Readable corpus files of ``fmt`` (code: of every language folder)."""
+    folder = CORPUS / fmt
+    suffixes = _SUFFIX.get(fmt, (f".{fmt}",))
+    found = sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix in suffixes)
+    return [p for p in found if not any(b in p.name for b in _BROKEN)]
+
+
+def bodies(n: int, offset: int) -> list[dict[str, Any]]:
+    """Jobs ``offset .. offset + n`` of the mix, deterministic, every one a new source."""
+    files = {fmt: corpus_files(fmt) for fmt in set(MIX) - {"markdown", "text"}}
+    out = []
+    for i in range(offset, offset + n):
+        fmt = MIX[i % len(MIX)]
+        if fmt == "markdown":
+            raw = f"# Note {i}\n\nFirst paragraph {i}.\n\n## Part\n\n- item {i}\n".encode()
+            name = f"soak/{i}.md"
+        elif fmt == "text":
+            raw = f"Plain text {i}.\n\nSecond paragraph of {i}.\n".encode()
+            name = f"soak/{i}.txt"
+        else:
+            path = files[fmt][i % len(files[fmt])]
+            raw, name = path.read_bytes(), f"soak/{i}/{path.name}"
+        out.append({"format": fmt, "name": name, "contentBase64": base64.b64encode(raw).decode()})
+    return out
+
+
+def rss_mb(pid: int) -> float:
+    """Resident set of ``pid`` in MB (10^6 bytes), from ``/proc``."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024 / 1e6
+    raise RuntimeError(f"no VmRSS for {pid}")
+
+
+def children_rss_mb(pid: int) -> float:
+    """Resident sets of ``pid``'s direct children (docling's parse processes), MB."""
+    total = 0.0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        for child in (task / "children").read_text().split():
+            with contextlib.suppress(OSError, RuntimeError):  # it ended meanwhile
+                total += rss_mb(int(child))
+    return total
+
+
+def wait_finished(db: Path, timeout_s: float = 1800) -> collections.Counter[str]:
+    """Block until no job is ``pending``/``leased`` (read-only, every 50 ms); job counts by
+    state.
+
+    :raises TimeoutError: jobs still unfinished after ``timeout_s``.
+    """
+    deadline = time.monotonic() + timeout_s
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        query = "SELECT count(*) FROM jobs WHERE state IN ('pending', 'leased')"
+        while conn.execute(query).fetchone()[0]:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"jobs unfinished after {timeout_s} s")
+            time.sleep(0.05)
+        rows = conn.execute("SELECT state, count(*) FROM jobs GROUP BY state").fetchall()
+    return collections.Counter({str(s): int(n) for s, n in rows})
+
+
+async def post_block(c: httpx.AsyncClient, block: list[dict[str, Any]]) -> None:
+    limit = anyio.Semaphore(CLIENTS)
+
+    async def post(body: dict[str, Any]) -> None:
+        async with limit:
+            resp = await c.post("/v1/ingest", json=body)
+            if resp.status_code not in (200, 201, 202):
+                raise RuntimeError(f"{body['name']}: {resp.status_code} {resp.text}")
+
+    async with anyio.create_task_group() as tg:
+        for body in block:
+            tg.start_soon(post, body)
+
+
+def slope(points: list[tuple[int, float]]) -> float:
+    """Least-squares slope of ``(jobs, MB)`` in MB per 1,000 jobs (0 with < 2 points)."""
+    if len(points) < 2:
+        return 0.0
+    xs, ys = [p[0] / 1000 for p in points], [p[1] for p in points]
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    var = sum((x - mx) ** 2 for x in xs)
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / var if var else 0.0
+
+
+async def soak(server: ServerProcess, key: str, args: argparse.Namespace) -> list[list[str]]:
+    assert server.proc is not None
+    pid = server.proc.pid
+    rows: list[list[str]] = []
+    samples: list[tuple[int, float]] = []
+    start = time.monotonic()
+    rows.append(["0", f"{rss_mb(pid):.1f}", "-", "-", "0"])
+    async with httpx.AsyncClient(
+        base_url=server.base_url, headers={"x-api-key": key}, timeout=120
+    ) as c:
+        done = 0
+        while done < args.jobs:
+            n = min(args.block, args.jobs - done)
+            await post_block(c, bodies(n, done))
+            states = await anyio.to_thread.run_sync(wait_finished, server.db)
+            done += n
+            mb = rss_mb(pid)
+            samples.append((done, mb))
+            failed = states.get("dead", 0)
+            rows.append([f"{done}", f"{mb:.1f}", f"{children_rss_mb(pid):.1f}",
+                         f"{failed}", f"{time.monotonic() - start:.0f}"])  # fmt: skip
+    after = [p for p in samples if p[0] > args.warmup]
+    rows.append(["slope", f"{slope(after):.2f} MB / 1,000 jobs", "", "", ""])
+    return rows
+
+
+def main() -> int:
+    """Run the soak and print the table."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=10_000)
+    parser.add_argument("--block", type=int, default=500)
+    parser.add_argument("--warmup", type=int, default=2_000)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="telha-soak-") as tmp_name:
+        config = write_config(Path(tmp_name), workers={"in_process": WORKERS})
+        server = ServerProcess(config).start()
+        try:
+            key = server.create_key("soak", "org")
+            rows = anyio.run(soak, server, key, args)
+        except (RuntimeError, TimeoutError) as exc:
+            print(f"soak: {exc}", file=sys.stderr)
+            return 1
+        finally:
+            server.stop()
+    mix = ", ".join(sorted(set(MIX)))
+    print(f"soak: {args.jobs} mixed conversions ({mix}), in-process workers, RSS after every"
+          f" {args.block} jobs; slope after {args.warmup} jobs")  # fmt: skip
+    print("| jobs done | serve RSS MB | children RSS MB (docling) | dead jobs | elapsed s |")
+    print("|---|---|---|---|---|")
+    for row in rows:
+        print("| " + " | ".join(row) + " |")
+    fit = float(rows[-1][1].split()[0])
+    verdict = "PASS" if fit <= TARGET_MB_PER_1000 else "FAIL"
+    print(f"target: <= {TARGET_MB_PER_1000:g} MB per 1,000 jobs after warm-up: {verdict}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
