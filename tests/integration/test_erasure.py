@@ -1,0 +1,301 @@
+"""GDPR erasure (issue 11) on both engines, through a real ``telha serve``: JSON, a corpus
+DOCX and an email carrying a unique marker are erased; their bytes are refused afterwards
+(410); the marker is gone from the database (SQLite: the raw bytes of the db, -wal and -shm
+files and the data folder, after the server stopped; PostgreSQL: every row of every table);
+another scope's identical bytes are untouched."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import uuid
+import zipfile
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import asyncpg
+import httpx
+import pytest
+
+from telha.ids import source_id_for
+from tests.conftest import CORPUS
+from tests.support.server import ServerProcess, write_config
+
+pytestmark = pytest.mark.anyio
+
+
+def marker_forms(marker: bytes) -> list[bytes]:
+    """``marker`` as it could sit in a file: plain, hex (PostgreSQL's bytea text) and base64 at
+    each of the three alignments (a job payload's ``content_b64``)."""
+    forms = [marker, marker.hex().encode()]
+    for pad in range(3):
+        encoded = base64.b64encode(b"\0" * pad + marker)
+        start = 4 if pad else 0
+        end = len(encoded) - (4 if (pad + len(marker)) % 3 else 0)
+        forms.append(encoded[start:end])
+    return forms
+
+
+def files_holding(folder: Path, marker: bytes) -> list[str]:
+    """Files under ``folder`` (the database, its -wal and -shm, uploads) holding a form of
+    ``marker``."""
+    forms = marker_forms(marker)
+    found = []
+    for path in sorted(folder.rglob("*")):
+        if path.is_file() and path.suffix not in (".log", ".toml", ".key"):
+            data = path.read_bytes()
+            found += [f"{path.name}: {f!r}" for f in forms if f in data]
+    return found
+
+
+async def rows_holding(dsn: str, marker: bytes) -> list[str]:
+    """Tables of the PostgreSQL database ``dsn`` with a row holding a form of ``marker``."""
+    conn = await asyncpg.connect(dsn)
+    try:
+        tables = [
+            r[0]
+            for r in await conn.fetch(
+                "SELECT tablename FROM pg_tables WHERE schemaname = 'public'"
+            )
+        ]
+        found = []
+        for table in tables:
+            for form in marker_forms(marker):
+                hit = await conn.fetchval(
+                    f'SELECT count(*) FROM "{table}" t WHERE position($1 in t::text) > 0',
+                    form.decode(),
+                )
+                if hit:
+                    found.append(f"{table}: {form!r}")
+        return found
+    finally:
+        await conn.close()
+
+
+def docx_with(marker: str) -> bytes:
+    """The corpus ``word_sample.docx`` with ``marker`` as its first paragraph's text."""
+    src = CORPUS / "docx" / "word_sample.docx"
+    out = io.BytesIO()
+    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as zout:
+        for item in zin.infolist():
+            data = zin.read(item.filename)
+            if item.filename == "word/document.xml":
+                data = data.replace(b">Summer activities<", f">{marker} activities<".encode(), 1)
+                assert marker.encode() in data
+            zout.writestr(item, data)
+    return out.getvalue()
+
+
+def email_with(marker: str) -> bytes:
+    return (
+        "From: Ana Lima <ana.lima@example.org>\r\n"
+        "To: Rui Sousa <rui.sousa@example.org>\r\n"
+        f"Subject: Appointment {marker}\r\n"
+        "Date: Tue, 03 Mar 2026 10:00:00 +0000\r\n"
+        f"Message-ID: <{uuid.uuid4()}@example.org>\r\n"
+        "Content-Type: text/plain; charset=utf-8\r\n"
+        "\r\n"
+        f"Hello Rui, the diagnosis code is {marker}. Regards, Ana\r\n"
+    ).encode()
+
+
+class Api:
+    """One scope's REST client."""
+
+    def __init__(self, client: httpx.AsyncClient) -> None:
+        self.client = client
+
+    async def ingest(self, fmt: str, name: str, raw: bytes, status: int = 0) -> dict[str, Any]:
+        body = {"format": fmt, "name": name, "contentBase64": base64.b64encode(raw).decode()}
+        resp = await self.client.post("/v1/ingest", json=body)
+        if status:
+            assert resp.status_code == status, resp.text
+        assert resp.status_code in (200, 201, 202, 410), resp.text
+        out = dict(resp.json())
+        if resp.status_code == 202:
+            job = await self.wait_job(out["jobId"])
+            assert job["state"] == "completed", job
+        return out
+
+    async def wait_job(self, job_id: str, *states: str, within_s: float = 120) -> dict[str, Any]:
+        with anyio.fail_after(within_s):
+            while True:
+                job = (await self.client.get(f"/v1/ingest/{job_id}")).json()
+                if job["state"] in (states or ("completed", "dead")):
+                    return dict(job)
+                await anyio.sleep(0.1)
+
+    async def erase(self, source_id: str, **body: Any) -> httpx.Response:
+        return await self.client.post(
+            f"/v1/sources/{source_id}/erase", json={"reason": "GDPR art. 17 request", **body}
+        )
+
+    async def source(self, source_id: str) -> dict[str, Any]:
+        resp = await self.client.get(f"/v1/sources/{source_id}")
+        assert resp.status_code == 200, resp.text
+        return dict(resp.json())
+
+
+@pytest.fixture
+async def api_pair(
+    tmp_path: Path, engine: str
+) -> AsyncIterator[tuple[ServerProcess, Api, Api, str]]:
+    """A server with the JSON, docling and email workers, and two scopes' clients; yields
+    ``(server, scope A, scope B, dsn or "")``."""
+    config = write_config(
+        tmp_path,
+        engine,
+        workers={"in_process": ["docling_worker", "email_worker"], "concurrency": 1},
+        docling={"timeout_s": 120},
+    )
+    proc = ServerProcess(config).start()
+    dsn = ""
+    if engine == "postgres":
+        dsn = next(
+            line.split("=", 1)[1].strip().strip('"')
+            for line in config.read_text().splitlines()
+            if line.startswith("dsn")
+        )
+    try:
+        keys = [proc.create_key(f"t-{uuid.uuid4()}", "org") for _ in range(2)]
+        async with (
+            httpx.AsyncClient(base_url=proc.base_url, headers={"x-api-key": keys[0]}, timeout=60) as a,
+            httpx.AsyncClient(base_url=proc.base_url, headers={"x-api-key": keys[1]}, timeout=60) as b,
+        ):
+            yield proc, Api(a), Api(b), dsn
+    finally:
+        proc.kill()
+
+
+async def test_erase_json_docx_email(api_pair: tuple[ServerProcess, Api, Api, str]) -> None:
+    proc, a, b, dsn = api_pair
+    marker = f"MARK{uuid.uuid4().hex}"
+    records = json.dumps([{"patient": f"Ana {marker}", "code": i} for i in range(3)]).encode()
+    docs = {
+        "json": ("patients.json", records),
+        "docx": ("letter.docx", docx_with(marker)),
+        "eml": ("note.eml", email_with(marker)),
+    }
+    for fmt, (name, raw) in docs.items():
+        await a.ingest(fmt, name, raw)
+    await b.ingest("json", "patients.json", records, status=201)  # another scope, same bytes
+    sources = {fmt: str(source_id_for(name)) for fmt, (name, _) in docs.items()}
+    before = {fmt: await a.source(s) for fmt, s in sources.items()}
+    json_nodes = (await a.client.get("/v1/nodes", params={"sourceId": sources["json"]})).json()
+
+    for fmt, source_id in sources.items():
+        resp = await a.erase(source_id)
+        assert resp.status_code == 200, resp.text
+        body = resp.json()
+        tx = before[fmt]["versions"][0]["sourceVersionTx"]
+        assert body["versions"] == [{"sourceId": source_id, "sourceVersionTx": tx}]
+        assert body["nodes"] >= 1 and body["spanRows"] >= 1 and body["bytes"] > 0, body
+        assert body["reason"] == "GDPR art. 17 request" and body["versionTx"] is None
+        again = await a.erase(source_id)  # idempotent: the same answer
+        assert again.status_code == 200 and again.json() == body
+        job = (await a.client.get(f"/v1/ingest/{body['erasureId']}")).json()
+        assert job["kind"] == "erase" and job["state"] == "completed"
+        steps = [e["detail"].split()[0] for e in job["events"] if e["transition"] == "erase_step"]
+        assert steps == ["mark", "jobs", "text", "nodes", "spans"]
+        [version] = (await a.source(source_id))["versions"]
+        assert version["erased"] and version["erasureReason"] == "GDPR art. 17 request"
+        assert version["erasedAt"] == body["erasedAt"] or version["erasedAt"] <= body["erasedAt"]
+        for what in ("text", "spans"):
+            read = await a.client.get(f"/v1/sources/{source_id}/versions/{tx}/{what}")
+            assert read.status_code == 410 and read.json()["error"]["code"] == "CONTENT_ERASED"
+        listed = await a.client.get("/v1/nodes", params={"sourceId": source_id})
+        assert listed.json()["nodes"] == []
+    assert body["nodes"] >= 1  # the email: MESSAGE and PERSON nodes
+    for node in json_nodes["nodes"]:
+        assert (await a.client.get(f"/v1/nodes/{node['nodeId']}")).status_code == 404
+
+    for fmt, (name, raw) in docs.items():  # the same bytes again: refused for good
+        refused = await a.ingest(fmt, name, raw, status=410)
+        assert refused["error"]["code"] == "CONTENT_ERASED"
+        await a.ingest(fmt, f"renamed-{name}", raw, status=410)  # under another name too
+
+    # Scope B's identical bytes are untouched: readable, and deduplicated when sent again.
+    b_source = await b.source(sources["json"])
+    tx_b = b_source["versions"][0]["sourceVersionTx"]
+    text = await b.client.get(f"/v1/sources/{sources['json']}/versions/{tx_b}/text")
+    assert text.status_code == 200 and marker in text.text
+    assert (await b.ingest("json", "patients.json", records))["deduplicated"] is True
+
+    if dsn:
+        # Scope B still holds the marker: only scope A's rows must be clean.
+        assert await rows_holding(dsn, marker.encode()) != []
+        await b.erase(sources["json"])
+        assert await rows_holding(dsn, marker.encode()) == []
+        assert proc.stop() == 0, proc.log_text()
+    else:
+        assert files_holding(proc.db.parent, marker.encode()) != []  # scope B's, still there
+        await b.erase(sources["json"])
+        assert proc.stop() == 0, proc.log_text()
+        assert files_holding(proc.db.parent, marker.encode()) == []
+
+
+async def test_shared_canonical_text_is_erased_for_every_source(
+    api_pair: tuple[ServerProcess, Api, Api, str],
+) -> None:
+    proc, a, _, dsn = api_pair
+    marker = f"MARK{uuid.uuid4().hex}"
+    compact = json.dumps([{"name": marker, "n": 1}], separators=(",", ":")).encode()
+    spaced = json.dumps([{"name": marker, "n": 1}], indent=2).encode()  # other raw bytes
+    first = await a.ingest("json", "first.json", compact, status=201)
+    second = await a.ingest("json", "second.json", spaced, status=201)
+    resp = await a.erase(first["sourceId"])
+    assert resp.status_code == 200, resp.text
+    erased = {(v["sourceId"], v["sourceVersionTx"]) for v in resp.json()["versions"]}
+    assert erased == {
+        (first["sourceId"], first["sourceVersionTx"]),
+        (second["sourceId"], second["sourceVersionTx"]),
+    }
+    shared = f"/v1/sources/{second['sourceId']}/versions/{second['sourceVersionTx']}/text"
+    assert (await a.client.get(shared)).status_code == 410
+    assert (await a.client.get(f"/v1/nodes/{second['nodeIds'][0]}")).status_code == 404
+    assert (await a.source(second["sourceId"]))["versions"][0]["erased"] is True
+    await a.ingest("json", "second.json", spaced, status=410)
+    if dsn:
+        assert await rows_holding(dsn, marker.encode()) == []
+    assert proc.stop() == 0, proc.log_text()
+    if not dsn:
+        assert files_holding(proc.db.parent, marker.encode()) == []
+
+
+async def test_bad_erase_requests(api_pair: tuple[ServerProcess, Api, Api, str]) -> None:
+    _, a, _, _ = api_pair
+    made = await a.ingest("json", "bad-inputs.json", b'[{"a": 1}]', status=201)
+    source = made["sourceId"]
+    assert (await a.erase(str(uuid.uuid4()))).status_code == 404  # unknown source
+    assert (await a.erase("not-a-uuid")).status_code == 404
+    assert (await a.erase(source, versionTx=made["sourceVersionTx"] + 1)).status_code == 404
+    for bad in ({"versionTx": "abc"}, {"versionTx": -1}, {"versionTx": 1.5}):
+        resp = await a.erase(source, **bad)
+        assert resp.status_code == 400, resp.text
+        assert resp.json()["error"]["code"] == "INVALID_REQUEST"
+    url = f"/v1/sources/{source}/erase"
+    for body in (b"{}", b'{"reason": "  "}', b"not json", b'{"reason": "x", "extra": 1}'):
+        resp = await a.client.post(url, content=body)
+        assert resp.status_code == 400, (body, resp.text)
+    assert (await a.client.post(url, json={"reason": "x"}, headers={"x-api-key": ""})).status_code == 401
+    # One version only; the rest of the source stays.
+    second = await a.ingest("json", "bad-inputs.json", b'[{"a": 2}]', status=201)
+    resp = await a.erase(source, versionTx=made["sourceVersionTx"])
+    assert resp.status_code == 200 and resp.json()["versionTx"] == made["sourceVersionTx"]
+    versions = (await a.source(source))["versions"]
+    assert [v["erased"] for v in versions] == [False, True]
+    text = f"/v1/sources/{source}/versions/{second['sourceVersionTx']}/text"
+    assert (await a.client.get(text)).text == '{"a":2}'
+    again = await a.erase(source, versionTx=made["sourceVersionTx"])
+    assert again.json() == resp.json()
+
+
+@pytest.fixture
+def stream_server(tmp_path: Path, engine: str) -> Iterator[ServerProcess]:
+    config = write_config(tmp_path, engine, workers={"in_process": []}, jobs={"lease_secs": 30})
+    proc = ServerProcess(config).start()
+    yield proc
+    proc.kill()
