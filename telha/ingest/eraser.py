@@ -64,9 +64,11 @@ class Eraser:
         versions = await self._store.source_versions(scope, source_id)
         if version_tx is not None:
             versions = [v for v in versions if v.tx == version_tx]
-        if not versions:
-            raise NotFound("no such source" if version_tx is None else "no such source version")
-        if all(v.erasure_id is not None for v in versions):
+        if version_tx is not None and not versions:
+            raise NotFound("no such source version")
+        if not versions and not await self._store.has_source(scope, source_id):
+            raise NotFound("no such source")
+        if versions and all(v.erasure_id is not None for v in versions):
             earlier = max(versions, key=lambda v: v.tx).erasure_id
             assert earlier is not None
             done = await self._queue.get(scope, earlier, events=False)

@@ -212,6 +212,10 @@ class Storage(Protocol):
         :class:`~telha.errors.ContentErased`, ``EnqueueOutcome.erased``,
         ``CommitOutcome.erased`` or ``StreamOutcome.erased`` with the job ended ``dead``)."""
 
+    async def has_source(self, scope: Scope, source_id: bytes) -> bool:
+        """Whether ``scope`` knows the source at all: a version row (finalized or a stream's
+        pinned one) or an ingest job of it."""
+
     async def enqueue_erasure(
         self, scope: Scope, job: NewJob, payload: ErasePayload, *, now_us: int
     ) -> None:

@@ -19,10 +19,17 @@ import anyio
 import asyncpg
 import httpx
 import pytest
+from grpclib import GRPCError, Status
 
+from telha.auth import hash_key
+from telha.config import load_config
 from telha.ids import source_id_for
+from telha.model import Scope
+from telha.storage import open_store
 from tests.conftest import CORPUS
 from tests.support.server import ServerProcess, write_config
+from tests.support.worker import scripted_worker
+from workers_common import IngestionResultBuilder
 
 pytestmark = pytest.mark.anyio
 
@@ -57,9 +64,7 @@ async def rows_holding(dsn: str, marker: bytes) -> list[str]:
     try:
         tables = [
             r[0]
-            for r in await conn.fetch(
-                "SELECT tablename FROM pg_tables WHERE schemaname = 'public'"
-            )
+            for r in await conn.fetch("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")
         ]
         found = []
         for table in tables:
@@ -108,14 +113,16 @@ class Api:
     def __init__(self, client: httpx.AsyncClient) -> None:
         self.client = client
 
-    async def ingest(self, fmt: str, name: str, raw: bytes, status: int = 0) -> dict[str, Any]:
+    async def ingest(
+        self, fmt: str, name: str, raw: bytes, status: int = 0, *, wait: bool = True
+    ) -> dict[str, Any]:
         body = {"format": fmt, "name": name, "contentBase64": base64.b64encode(raw).decode()}
         resp = await self.client.post("/v1/ingest", json=body)
         if status:
             assert resp.status_code == status, resp.text
         assert resp.status_code in (200, 201, 202, 410), resp.text
         out = dict(resp.json())
-        if resp.status_code == 202:
+        if resp.status_code == 202 and wait:
             job = await self.wait_job(out["jobId"])
             assert job["state"] == "completed", job
         return out
@@ -152,18 +159,16 @@ async def api_pair(
         docling={"timeout_s": 120},
     )
     proc = ServerProcess(config).start()
-    dsn = ""
-    if engine == "postgres":
-        dsn = next(
-            line.split("=", 1)[1].strip().strip('"')
-            for line in config.read_text().splitlines()
-            if line.startswith("dsn")
-        )
+    dsn = _dsn_of(proc)
     try:
         keys = [proc.create_key(f"t-{uuid.uuid4()}", "org") for _ in range(2)]
         async with (
-            httpx.AsyncClient(base_url=proc.base_url, headers={"x-api-key": keys[0]}, timeout=60) as a,
-            httpx.AsyncClient(base_url=proc.base_url, headers={"x-api-key": keys[1]}, timeout=60) as b,
+            httpx.AsyncClient(
+                base_url=proc.base_url, headers={"x-api-key": keys[0]}, timeout=60
+            ) as a,
+            httpx.AsyncClient(
+                base_url=proc.base_url, headers={"x-api-key": keys[1]}, timeout=60
+            ) as b,
         ):
             yield proc, Api(a), Api(b), dsn
     finally:
@@ -280,7 +285,9 @@ async def test_bad_erase_requests(api_pair: tuple[ServerProcess, Api, Api, str])
     for body in (b"{}", b'{"reason": "  "}', b"not json", b'{"reason": "x", "extra": 1}'):
         resp = await a.client.post(url, content=body)
         assert resp.status_code == 400, (body, resp.text)
-    assert (await a.client.post(url, json={"reason": "x"}, headers={"x-api-key": ""})).status_code == 401
+    assert (
+        await a.client.post(url, json={"reason": "x"}, headers={"x-api-key": ""})
+    ).status_code == 401
     # One version only; the rest of the source stays.
     second = await a.ingest("json", "bad-inputs.json", b'[{"a": 2}]', status=201)
     resp = await a.erase(source, versionTx=made["sourceVersionTx"])
@@ -299,3 +306,153 @@ def stream_server(tmp_path: Path, engine: str) -> Iterator[ServerProcess]:
     proc = ServerProcess(config).start()
     yield proc
     proc.kill()
+
+
+async def _client(proc: ServerProcess) -> httpx.AsyncClient:
+    key = proc.create_key(f"t-{uuid.uuid4()}", "org")
+    return httpx.AsyncClient(base_url=proc.base_url, headers={"x-api-key": key}, timeout=60)
+
+
+def _dsn_of(proc: ServerProcess) -> str:
+    for line in proc.config.read_text().splitlines():
+        if line.startswith("dsn"):
+            return str(json.loads(line.split("=", 1)[1]))
+    return ""
+
+
+async def test_erasure_during_an_in_flight_stream(stream_server: ServerProcess) -> None:
+    marker = f"MARK{uuid.uuid4().hex}"
+    async with await _client(stream_server) as c:
+        api = Api(c)
+        raw = f"name\n{marker}\n".encode()
+        posted = await api.ingest("csv", "stream.csv", raw, status=202, wait=False)
+        key = c.headers["x-api-key"]
+        scope = await _scope_of(stream_server, key)
+        token = stream_server.worker_token(scope)
+        async with scripted_worker(stream_server.grpc_addr, token) as worker:
+            job = await worker.next_job(["csv"])
+            first, base = _part([f"row {marker}"], 0, 0)
+            assert (await worker.submit(job, first)).accepted
+            resp = await api.erase(posted["sourceId"])
+            assert resp.status_code == 200, resp.text
+            assert resp.json()["jobs"] == 1 and resp.json()["nodes"] == 1
+            with pytest.raises(GRPCError) as err:  # the late submission writes nothing
+                await worker.submit(job, _part(["more"], base, 1, partial=False)[0])
+            assert err.value.status is Status.FAILED_PRECONDITION
+        dead = await api.wait_job(posted["jobId"], "dead")
+        assert str(dead["failureReason"]).startswith("erased:")
+        assert (await c.get("/v1/nodes", params={"label": "ROW"})).json()["nodes"] == []
+    dsn = _dsn_of(stream_server)
+    if dsn:
+        assert await rows_holding(dsn, marker.encode()) == []
+    assert stream_server.stop() == 0, stream_server.log_text()
+    if not dsn:
+        assert files_holding(stream_server.db.parent, marker.encode()) == []
+
+
+async def _scope_of(proc: ServerProcess, key: str) -> Scope:
+    cfg, base_dir = load_config(proc.config, environ={})
+    async with open_store(cfg, base_dir, readers=1, pool_size=2) as store:
+        scope = await store.scope_for_key(hash_key(key))
+    assert scope is not None
+    return scope
+
+
+def _part(
+    rows: list[str], base: int, seq: int, *, partial: bool = True
+) -> tuple[dict[str, object], int]:
+    b = IngestionResultBuilder(base_offset=base)
+    for i, row in enumerate(rows):
+        span = b.add_span_text(row + "\n", kind="cell")
+        b.add_node(["ROW"], {"seq": seq, "i": i, "text": row}, spans=[span])
+    out = b.build()
+    out["seq"], out["partial"] = seq, partial
+    return out, base + b.byte_length
+
+
+async def test_erasure_killed_mid_way_finishes_after_restart(
+    tmp_path: Path, engine: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = write_config(tmp_path, engine, workers={"in_process": []}, jobs={"lease_secs": 1})
+    marker = f"MARK{uuid.uuid4().hex}"
+    monkeypatch.setenv("TELHA_FAILPOINT_ERASE_PAUSE_AFTER", "text")
+    proc = ServerProcess(config).start()
+    monkeypatch.delenv("TELHA_FAILPOINT_ERASE_PAUSE_AFTER")
+    try:
+        key = proc.create_key(f"t-{uuid.uuid4()}", "org")
+        async with httpx.AsyncClient(
+            base_url=proc.base_url, headers={"x-api-key": key}, timeout=60
+        ) as c:
+            api = Api(c)
+            made = await api.ingest("json", "killed.json", json.dumps([{"v": marker}]).encode())
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(api.erase, made["sourceId"])  # never answers: the server dies
+                with anyio.fail_after(20):
+                    while not (await api.source(made["sourceId"]))["versions"][0]["erased"]:
+                        await anyio.sleep(0.05)
+                erasure = (await api.source(made["sourceId"]))["versions"][0]["erasureId"]
+                with anyio.fail_after(20):
+                    while "text" not in _steps(await api.wait_job(erasure, "leased")):
+                        await anyio.sleep(0.05)
+                proc.kill()  # SIGKILL, after the text step, before the nodes step
+                tg.cancel_scope.cancel()
+        # Until the erasure finishes, the blocklist already refuses and the text is gone.
+        proc.start()
+        async with httpx.AsyncClient(
+            base_url=proc.base_url, headers={"x-api-key": key}, timeout=60
+        ) as c:
+            api = Api(c)
+            job = await api.wait_job(erasure, "completed", within_s=60)
+            assert _steps(job) == ["mark", "jobs", "text", "nodes", "spans"]
+            assert "lease_expired" in [e["transition"] for e in job["events"]]
+            assert job["stats"]["nodes"] == 1 and job["stats"]["spanRows"] == 1
+            assert (await c.get(f"/v1/nodes/{made['nodeIds'][0]}")).status_code == 404
+            resp = await api.erase(made["sourceId"])
+            assert resp.status_code == 200 and resp.json() == job["stats"]
+        dsn = _dsn_of(proc)
+        if dsn:
+            assert await rows_holding(dsn, marker.encode()) == []
+        assert proc.stop() == 0, proc.log_text()
+        if not dsn:
+            assert files_holding(proc.db.parent, marker.encode()) == []
+    finally:
+        proc.kill()
+
+
+def _steps(job: dict[str, Any]) -> list[str]:
+    return [e["detail"].split()[0] for e in job["events"] if e["transition"] == "erase_step"]
+
+
+async def test_blocklist_at_submit_time_and_for_child_jobs(stream_server: ServerProcess) -> None:
+    async with await _client(stream_server) as c:
+        api = Api(c)
+        raw = json.dumps([{"who": "erased person"}]).encode()
+        made = await api.ingest("json", "gone.json", raw, status=201)
+        canonical = (
+            await c.get(f"/v1/sources/{made['sourceId']}/versions/{made['sourceVersionTx']}/text")
+        ).text
+        assert (await api.erase(made["sourceId"])).status_code == 200
+        scope = await _scope_of(stream_server, c.headers["x-api-key"])
+        async with scripted_worker(stream_server.grpc_addr, stream_server.worker_token(scope)) as w:
+            # Submit time: other raw bytes whose canonical text is the erased one.
+            posted = await api.ingest("csv", "same-text.csv", b"x\n1\n", status=202, wait=False)
+            job = await w.next_job(["csv"])
+            sub = {"v": 1, "canonicalText": canonical, "spans": [], "nodes": [{"labels": ["DOC"],
+                   "properties": {}, "spanRefs": []}], "relationships": []}  # fmt: skip
+            assert not (await w.submit(job, sub)).accepted
+            dead = await api.wait_job(posted["jobId"])
+            assert dead["state"] == "dead" and dead["failureReason"].startswith("erased:")
+            assert (await c.get(f"/v1/sources/{posted['sourceId']}")).status_code == 404
+            # A child job carrying erased bytes is refused; the parent completes.
+            parent = await api.ingest("csv", "parent.csv", b"y\n2\n", status=202, wait=False)
+            job = await w.next_job(["csv"])
+            child = {"format": "csv", "name": "attached.csv",
+                     "contentB64": base64.b64encode(raw).decode()}  # fmt: skip
+            ok = {"v": 1, "canonicalText": "parent\n", "spans": [], "nodes": [],
+                  "relationships": [], "childJobs": [child]}  # fmt: skip
+            assert (await w.submit(job, ok)).accepted
+            done = await api.wait_job(parent["jobId"])
+            assert done["state"] == "completed"
+            refused = [e for e in done["events"] if e["transition"] == "child_refused"]
+            assert [e["detail"] for e in refused] == ["attached.csv: content erased"]
+            assert (await c.get(f"/v1/sources/{source_id_for('attached.csv')}")).status_code == 404

@@ -98,6 +98,18 @@ class ErasureMixin(SqliteBase):
         )
         return bool(rows)
 
+    async def has_source(self, scope: Scope, source_id: bytes) -> bool:
+        """See :meth:`telha.storage.protocol.Storage.has_source`."""
+        sid = await self._scope_id(scope)
+        if sid is None:
+            return False
+        rows = await self._fetchall(
+            "SELECT EXISTS (SELECT 1 FROM source_versions WHERE scope_id = ? AND source_id = ?)"
+            " OR EXISTS (SELECT 1 FROM jobs WHERE scope_id = ? AND source_id = ? AND kind <> ?)",
+            (sid, source_id, sid, source_id, ERASE_KIND),
+        )
+        return bool(rows[0][0])
+
     async def enqueue_erasure(
         self, scope: Scope, job: NewJob, payload: ErasePayload, *, now_us: int
     ) -> None:
