@@ -11,7 +11,7 @@ import io
 import json
 import uuid
 import zipfile
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -387,13 +387,8 @@ async def test_erasure_killed_mid_way_finishes_after_restart(
             made = await api.ingest("json", "killed.json", json.dumps([{"v": marker}]).encode())
             async with anyio.create_task_group() as tg:
                 tg.start_soon(api.erase, made["sourceId"])  # never answers: the server dies
-                with anyio.fail_after(20):
-                    while not (await api.source(made["sourceId"]))["versions"][0]["erased"]:
-                        await anyio.sleep(0.05)
-                erasure = (await api.source(made["sourceId"]))["versions"][0]["erasureId"]
-                with anyio.fail_after(20):
-                    while "text" not in _steps(await api.wait_job(erasure, "leased")):
-                        await anyio.sleep(0.05)
+                erasure = await _poll(lambda: _erasure_of(api, made["sourceId"]))
+                await _poll(lambda: _after_step(api, erasure, "text"))
                 proc.kill()  # SIGKILL, after the text step, before the nodes step
                 tg.cancel_scope.cancel()
         # Until the erasure finishes, the blocklist already refuses and the text is gone.
@@ -417,6 +412,25 @@ async def test_erasure_killed_mid_way_finishes_after_restart(
             assert files_holding(proc.db.parent, marker.encode()) == []
     finally:
         proc.kill()
+
+
+async def _poll(probe: Callable[[], Awaitable[str | None]], within_s: float = 20) -> str:
+    """The first non-``None`` answer of ``probe``, asked every 50 ms."""
+    with anyio.fail_after(within_s):
+        while True:
+            found = await probe()
+            if found is not None:
+                return found
+            await anyio.sleep(0.05)
+
+
+async def _erasure_of(api: Api, source_id: str) -> str | None:
+    version = (await api.source(source_id))["versions"][0]
+    return str(version["erasureId"]) if version["erased"] else None
+
+
+async def _after_step(api: Api, erasure: str, step: str) -> str | None:
+    return step if step in _steps(await api.wait_job(erasure, "leased")) else None
 
 
 def _steps(job: dict[str, Any]) -> list[str]:
