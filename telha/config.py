@@ -114,6 +114,10 @@ class WorkersConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=T
     )
     #: Consumers per in-process worker module.
     concurrency: int = 2
+    #: Worker processes shared by the in-process modules that declare ``PROCESS_POOL``
+    #: (``email_worker``, ``code_worker``): their parsing runs there, off the GIL of
+    #: ``telha serve``. ``None``: one per CPU; ``0``: run them in threads like the others.
+    processes: int | None = None
 
 
 class DoclingConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -227,6 +231,11 @@ def _validate(cfg: Config) -> None:
         (cfg.jobs.backoff_base_ms >= 0, "jobs.backoff_base_ms", "must be >= 0"),
         (cfg.jobs.reap_interval_s > 0, "jobs.reap_interval_s", "must be > 0"),
         (cfg.workers.concurrency >= 1, "workers.concurrency", "must be >= 1"),
+        (
+            cfg.workers.processes is None or cfg.workers.processes >= 0,
+            "workers.processes",
+            "must be >= 0",
+        ),
         (cfg.storage.readers >= 1, "storage.readers", "must be >= 1"),
         (cfg.storage.pool_size >= 2, "storage.pool_size", "must be >= 2"),
         (

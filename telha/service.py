@@ -145,7 +145,12 @@ async def _serve(
         )
         async with anyio.create_task_group() as fronts:
             pools = WorkerPools(
-                modules, cfg.workers.concurrency, servicer, queue, cfg.jobs.lease_secs
+                modules,
+                cfg.workers.concurrency,
+                servicer,
+                queue,
+                cfg.jobs.lease_secs,
+                processes=cfg.workers.processes,
             )
             workers = await Supervisor(fronts).start("worker_pools", pools.run)
             grpc = GrpcFront(servicer, cfg.server.grpc_addr, token_key)

@@ -1,8 +1,9 @@
 """In-process worker pools (DESIGN.md §1, §7): the ``[workers] in_process`` modules run inside
 ``telha serve``, ``concurrency`` consumers each, through an in-process transport that calls the
 same :class:`~telha.grpc.servicer.WorkerServicer` the gRPC front serves. Handlers run in
-worker threads (the consumer's doing), never on the event loop; ``async def`` handlers are
-awaited on it. A module's ``lifespan()`` (if any) is entered around its consumers.
+worker threads (the consumer's doing), never on the event loop, or — for modules that set
+``PROCESS_POOL`` — in a shared pool of ``[workers] processes`` worker processes; ``async def``
+handlers are awaited on it. A module's ``lifespan()`` (if any) is entered around its consumers.
 
 On shutdown every job still held by a pool is released: back to ``pending`` at once, the
 attempt not counted.
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import os
 from collections.abc import AsyncIterator
 from types import ModuleType
 
@@ -93,6 +95,9 @@ def load_worker_modules(names: list[str]) -> dict[str, ModuleType]:
 class WorkerPools:
     """Runs ``concurrency`` consumers per module until cancelled.
 
+    :param processes: worker processes for the modules that set ``PROCESS_POOL`` (shared by
+        them all; ``None``: one per CPU; ``0``: those modules run in threads too).
+
     :param heartbeat_interval_s: kept under a third of the lease so no in-process job loses
         its lease while it is being worked on.
     """
@@ -104,6 +109,7 @@ class WorkerPools:
         servicer: WorkerServicer,
         queue: JobQueue,
         lease_secs: float,
+        processes: int | None = None,
     ) -> None:
         self._modules = modules
         self._concurrency = concurrency
@@ -111,6 +117,8 @@ class WorkerPools:
         self._queue = queue
         self._interval = min(float(HEARTBEAT_INTERVAL_SECS), lease_secs / 3)
         self._consumers: list[WorkerConsumer] = []
+        count = (os.cpu_count() or 2) if processes is None else processes
+        self._processes = anyio.CapacityLimiter(count) if count else None
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[list[str]]) -> None:
         """Actor body; reports the started consumers' worker ids. A restart after a crash
@@ -126,6 +134,9 @@ class WorkerPools:
                         worker_id=f"in-process:{name}:{i}",
                         capacity=1,
                         heartbeat_interval_s=self._interval,
+                        processes=(
+                            self._processes if getattr(module, "PROCESS_POOL", False) else None
+                        ),
                     )
                 )
         try:

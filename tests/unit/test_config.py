@@ -22,7 +22,7 @@ def test_defaults_match_design(tmp_path: Path) -> None:
     assert cfg.ingest.json_max_depth == 8 and cfg.ingest.json_nested == "flatten"
     assert cfg.ingest.max_upload_bytes == 2 * 1024**3
     assert cfg.jobs.max_attempts == 5 and cfg.jobs.lease_secs == 180
-    assert cfg.workers.concurrency == 2
+    assert cfg.workers.concurrency == 2 and cfg.workers.processes is None
     assert cfg.workers.in_process == [
         "text_worker", "tabular_worker", "docling_worker", "email_worker", "code_worker",
         "web_worker",
@@ -56,6 +56,8 @@ def test_repo_config_toml_is_valid() -> None:
             "storage.pool_size",
         ),
         ("[storage]\ndsn = 3", "storage.dsn"),
+        ("[workers]\nprocesses = -1", "workers.processes"),
+        ("[workers]\nprocesses = 'many'", "workers.processes"),
     ],
 )
 def test_errors_name_the_dotted_key(tmp_path: Path, text: str, key: str) -> None:

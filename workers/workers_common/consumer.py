@@ -8,7 +8,11 @@ Plain and generator handlers run in a worker thread, never on the event loop; an
 handler (I/O-bound: ``web_worker`` driving a browser) is awaited on the event loop and must
 keep its CPU-bound work off it (its result is encoded in a thread). A worker module may also
 expose ``lifespan()``, an async context manager entered once around all its consumers
-(:func:`module_lifespan`): process-wide resources such as a browser. One heartbeat task per stream
+(:func:`module_lifespan`): process-wide resources such as a browser. A module that sets
+``PROCESS_POOL = True`` (a plain, pure-Python, CPU-bound handler: ``email_worker``,
+``code_worker``) runs in a worker process of anyio's process pool when the consumer is given
+a ``processes`` limiter, so its parsing holds no GIL of the process that hosts the consumer
+(``telha serve``); a lost lease kills that process. One heartbeat task per stream
 extends every in-flight lease each ``heartbeat_interval_s``; a job whose lease was not
 extended is abandoned (its result is never submitted).
 
@@ -39,6 +43,7 @@ from typing import Any, BinaryIO, Protocol
 
 import anyio
 import anyio.abc
+import anyio.to_process
 import blake3
 import msgspec
 from grpclib import GRPCError, Status
@@ -53,7 +58,7 @@ from telha_proto.telha.worker.v1 import (
     PollJobsRequest,
     SubmitResponse,
 )
-from workers_common.failures import TransientFailure, classify
+from workers_common.failures import ResourceLimit, TransientFailure, classify
 from workers_common.job import Job
 from workers_common.logs import bound_job, payload_fields
 from workers_common.metrics import WorkerMetrics
@@ -73,6 +78,10 @@ log = logging.getLogger("workers_common")
 _RESENDS = 6  # 0.2 s doubling: about 25 s in all, enough for core to restart
 _RESEND_FIRST_S = 0.2
 _RESEND_STATUSES = frozenset({Status.UNAVAILABLE, Status.DEADLINE_EXCEEDED})
+
+#: Payloads up to this many bytes of JSON are decoded on the event loop (tens of
+#: microseconds); larger ones in a worker thread.
+_INLINE_PAYLOAD_BYTES = 64 * 1024
 
 #: Heartbeat period in seconds (spec 000); core's ``jobs.lease_secs`` must exceed twice this.
 HEARTBEAT_INTERVAL_SECS = 60
@@ -210,6 +219,20 @@ def _handle(handler: Callable[[Job], Any], job: Job) -> Any:
     return result if isinstance(result, types.GeneratorType) else _encode(result)
 
 
+def _handle_in_child(handler: Callable[[Job], Any], job: Job) -> bytes:
+    """The process-pool side of a ``PROCESS_POOL`` module: run the handler and encode its
+    submission there, so only bytes cross the pipe back.
+
+    :raises TypeError: the handler returned a generator (streaming handlers cannot run in
+        a process pool: they stay in threads).
+    """
+    result = handler(job)
+    if isinstance(result, types.GeneratorType):
+        result.close()
+        raise TypeError(f"{handler.__module__}.handle returned a generator (PROCESS_POOL)")
+    return _encode(result)
+
+
 def _encode(submission: dict[str, Any] | bytes) -> bytes:
     if isinstance(submission, bytes | bytearray):
         return bytes(submission)
@@ -229,6 +252,8 @@ class WorkerConsumer:
     :param drain_s: how long jobs in hand may still run after the stream broke.
     :param spool_dir: where fetched raw bytes are spooled (default: the system temp folder).
     :param metrics: where job outcomes are counted (a worker process's ``/metrics``).
+    :param processes: run the (plain, module-level) handler in anyio's process pool, at most
+        this limiter's tokens at once across every consumer sharing it; ``None``: threads.
     """
 
     def __init__(
@@ -243,6 +268,7 @@ class WorkerConsumer:
         drain_s: float = 60.0,
         spool_dir: Path | None = None,
         metrics: WorkerMetrics | None = None,
+        processes: anyio.CapacityLimiter | None = None,
     ) -> None:
         self._transport = transport
         self._handler = handler
@@ -255,6 +281,7 @@ class WorkerConsumer:
         self._drain_s = drain_s
         self._spool_dir = spool_dir
         self._metrics = metrics
+        self._processes = processes
 
     @property
     def worker_id(self) -> str:
@@ -419,6 +446,20 @@ class WorkerConsumer:
         except Exception as exc:
             raise _HandlerFailed() from exc
 
+    async def _call_in_process(self, job: Job, processes: anyio.CapacityLimiter) -> bytes:
+        """Run the handler in a pool process (cancelling kills that process); its exceptions
+        become :class:`_HandlerFailed`, a process that died a ``resource_limit``."""
+        try:
+            encoded: bytes = await anyio.to_process.run_sync(
+                _handle_in_child, self._handler, job, cancellable=True, limiter=processes
+            )
+        except anyio.BrokenWorkerProcess as exc:
+            died = ResourceLimit(f"the handler's worker process died: {exc}")
+            raise _HandlerFailed() from died
+        except Exception as exc:
+            raise _HandlerFailed() from exc
+        return encoded
+
     async def _call_async(self, job: Job) -> bytes:
         """Await an ``async def`` handler on the event loop, then encode its result in a
         thread; its exceptions become :class:`_HandlerFailed`."""
@@ -430,9 +471,16 @@ class WorkerConsumer:
         return encoded
 
     async def _run_handler(self, payload: JobPayload) -> None:
-        # Payload decoding, the handler and result encoding all run in worker threads: none
-        # of them may hold the event loop (a payload or result can be megabytes of JSON).
-        job, ref = await self._call(_job, payload)
+        # The handler and result encoding run in worker threads (or processes), and so does
+        # decoding a large payload: none may hold the event loop (a payload or result can be
+        # megabytes of JSON). A small payload is decoded here: cheaper than the hand-off.
+        if len(payload.payload_json) <= _INLINE_PAYLOAD_BYTES:
+            try:
+                job, ref = _job(payload)
+            except Exception as exc:
+                raise _HandlerFailed() from exc
+        else:
+            job, ref = await self._call(_job, payload)
         spool: Path | None = None
         try:
             if ref is not None:
@@ -440,6 +488,9 @@ class WorkerConsumer:
                 job = dataclasses.replace(job, raw_path=spool)
             if inspect.iscoroutinefunction(self._handler):
                 await self._submit(payload, await self._call_async(job))
+                return
+            if self._processes is not None:
+                await self._submit(payload, await self._call_in_process(job, self._processes))
                 return
             result = await self._call(_handle, self._handler, job)
             if not isinstance(result, types.GeneratorType):

@@ -1,0 +1,87 @@
+"""``PROCESS_POOL`` worker modules in ``telha serve`` (``[workers] processes``): the handler
+runs in a pool process, not in core; its typed failures keep their kind across the pipe; a
+pool process that dies fails the job ``resource_limit`` and the next job gets a fresh one;
+``processes = 0`` runs the same module in core's threads."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+
+from tests.support.server import ServerProcess, write_config
+
+pytestmark = pytest.mark.anyio
+
+WORKER = "tests.support.process_worker"
+
+
+def _server(tmp_path: Path, **workers: Any) -> ServerProcess:
+    config = write_config(
+        tmp_path,
+        workers={"in_process": [WORKER], "concurrency": 1, **workers},
+        jobs={"max_attempts": 2, "backoff_base_ms": 10},
+    )
+    return ServerProcess(config).start()
+
+
+async def _settled(c: httpx.AsyncClient, name: str) -> dict[str, Any]:
+    """POST ``name`` as a ``code`` job and wait until it is completed or dead."""
+    body = {"format": "code", "name": name, "content": f"# {name}\n"}
+    job_id = (await c.post("/v1/ingest", json=body)).json()["jobId"]
+    with anyio.fail_after(60):
+        while True:
+            job: dict[str, Any] = (await c.get(f"/v1/ingest/{job_id}")).json()
+            if job["state"] in ("completed", "dead"):
+                return job
+            await anyio.sleep(0.05)
+
+
+async def _pid_of_run(c: httpx.AsyncClient, name: str) -> int:
+    job = await _settled(c, name)
+    assert job["state"] == "completed", job
+    nodes = (await c.get("/v1/nodes", params={"label": "DOCUMENT", "limit": 100})).json()
+    pids = [n["properties"]["pid"] for n in nodes["nodes"] if n["properties"]["name"] == name]
+    assert len(pids) == 1
+    return int(pids[0])
+
+
+async def test_handler_runs_in_a_pool_process_and_failures_stay_typed(tmp_path: Path) -> None:
+    server = _server(tmp_path)
+    try:
+        assert server.proc is not None
+        key = server.create_key("t", "o")
+        async with httpx.AsyncClient(base_url=server.base_url, headers={"x-api-key": key}) as c:
+            first = await _pid_of_run(c, "a.py")
+            assert first != server.proc.pid
+
+            bad = await _settled(c, "bad.py")
+            assert bad["state"] == "dead"
+            assert bad["failureReason"] == "corrupt_input: this input is refused"
+
+            died = await _settled(c, "die.py")
+            assert died["state"] == "dead"
+            assert died["failureReason"].startswith(
+                "resource_limit: the handler's worker process died"
+            )
+            assert [e["transition"] for e in died["events"]].count("leased") == 2
+
+            # The pool replaced the process that died; core itself never ran the handler.
+            after = await _pid_of_run(c, "b.py")
+            assert after not in (server.proc.pid, 0)
+    finally:
+        server.kill()
+
+
+async def test_processes_zero_runs_the_module_in_core_threads(tmp_path: Path) -> None:
+    server = _server(tmp_path, processes=0)
+    try:
+        assert server.proc is not None
+        key = server.create_key("t", "o")
+        async with httpx.AsyncClient(base_url=server.base_url, headers={"x-api-key": key}) as c:
+            assert await _pid_of_run(c, "a.py") == server.proc.pid
+    finally:
+        server.kill()
