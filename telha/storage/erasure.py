@@ -39,6 +39,7 @@ __all__ = [
     "ERASED_MESSAGE",
     "ERASE_FORMAT",
     "ERASE_KIND",
+    "LEFTOVER_CHECKS",
     "STEPS",
     "ErasePayload",
     "NodePlan",
@@ -271,3 +272,35 @@ def result_body(
         + counts.get("inline_bytes", 0),
     }
     return msgspec.json.encode(body)
+
+
+#: What :meth:`telha.storage.protocol.Storage.erasure_leftovers` counts, across every scope:
+#: ``(name, description, SQL counting the rows)``; each should be 0. The SQL is portable
+#: between the engines except the expression ``{b64}``: a job payload's ``content_b64``.
+LEFTOVER_CHECKS: tuple[tuple[str, str, str], ...] = (
+    ("versions_not_erased", "versions holding a blocklisted digest not marked erased",
+     "SELECT count(*) FROM source_versions v JOIN erasure_blocklist b ON b.scope_id = v.scope_id"
+     " AND b.digest IN (v.content_hash, v.canonical_text_hash) WHERE v.erased_at IS NULL"),
+    ("text_chunks", "canonical text chunks of erased versions",
+     "SELECT count(*) FROM blob_chunks c WHERE EXISTS (SELECT 1 FROM source_versions v"
+     " WHERE v.scope_id = c.scope_id AND v.blob_id = c.blob_id AND v.erased_at IS NOT NULL)"),
+    ("raw_chunks", "raw upload chunks with a blocklisted digest",
+     "SELECT count(*) FROM raw_chunks r JOIN erasure_blocklist b ON b.scope_id = r.scope_id"
+     " AND b.digest = r.content_hash"),
+    ("job_content", "job payloads still holding content that is blocklisted or erased",
+     "SELECT count(*) FROM jobs j LEFT JOIN erasure_blocklist b ON b.scope_id = j.scope_id"
+     " AND b.digest = j.content_hash WHERE (b.digest IS NOT NULL"
+     " OR j.failure_reason LIKE 'erased:%') AND coalesce({b64}, '') <> ''"),
+    ("span_rows", "span rows of erased versions",
+     "SELECT count(*) FROM span_rows r JOIN source_versions v ON v.scope_id = r.scope_id"
+     " AND v.source_id = r.source_id AND v.tx = r.source_version_tx"
+     " WHERE v.erased_at IS NOT NULL"),
+    ("node_versions", "node versions written by erased versions and not scrubbed",
+     "SELECT count(*) FROM nodes n JOIN source_versions v ON v.scope_id = n.scope_id"
+     " AND v.source_id = n.source_id AND v.tx = n.tx_from"
+     " WHERE v.erased_at IS NOT NULL AND NOT n.erased"),
+    ("edges", "edges written by erased versions and not scrubbed",
+     "SELECT count(*) FROM edges e JOIN source_versions v ON v.scope_id = e.scope_id"
+     " AND v.tx = e.tx_from WHERE v.erased_at IS NOT NULL"
+     " AND (e.tx_to IS NULL OR length(e.properties) > 2)"),
+)  # fmt: skip

@@ -216,6 +216,11 @@ class Storage(Protocol):
         """Whether ``scope`` knows the source at all: a version row (finalized or a stream's
         pinned one) or an ingest job of it."""
 
+    async def erasure_leftovers(self) -> dict[str, int]:
+        """Rows, across every scope, that an erasure should have removed or scrubbed and that
+        are still there: ``{name: count}`` for each of
+        :data:`telha.storage.erasure.LEFTOVER_CHECKS` (all 0 when nothing erased remains)."""
+
     async def enqueue_erasure(
         self, scope: Scope, job: NewJob, payload: ErasePayload, *, now_us: int
     ) -> None:

@@ -22,6 +22,7 @@ import pytest
 from grpclib import GRPCError, Status
 
 from telha.auth import hash_key
+from telha.check.erasure import erasure_violations
 from telha.config import load_config
 from telha.ids import source_id_for
 from telha.model import Scope
@@ -391,6 +392,8 @@ async def test_erasure_killed_mid_way_finishes_after_restart(
                 await _poll(lambda: _after_step(api, erasure, "text"))
                 proc.kill()  # SIGKILL, after the text step, before the nodes step
                 tg.cancel_scope.cancel()
+        # The check sees what the erasure has not done yet: nodes and span rows remain.
+        assert [v.split()[2] for v in await _violations(proc)] == ["span", "node"]
         # Until the erasure finishes, the blocklist already refuses and the text is gone.
         proc.start()
         async with httpx.AsyncClient(
@@ -410,8 +413,16 @@ async def test_erasure_killed_mid_way_finishes_after_restart(
         assert proc.stop() == 0, proc.log_text()
         if not dsn:
             assert files_holding(proc.db.parent, marker.encode()) == []
+        assert await _violations(proc) == []
     finally:
         proc.kill()
+
+
+async def _violations(proc: ServerProcess) -> list[str]:
+    """``telha check``'s erasure findings on the (stopped) server's store."""
+    cfg, base_dir = load_config(proc.config, environ={})
+    async with open_store(cfg, base_dir, readers=1, pool_size=2) as store:
+        return await erasure_violations(store)
 
 
 async def _poll(probe: Callable[[], Awaitable[str | None]], within_s: float = 20) -> str:

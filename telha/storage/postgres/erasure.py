@@ -18,6 +18,7 @@ import blake3
 from telha.model import JobCompletion, LeaseRef, NewJob, Scope
 from telha.storage.erasure import (
     ERASE_KIND,
+    LEFTOVER_CHECKS,
     STEPS,
     ErasePayload,
     NodeRow,
@@ -126,6 +127,15 @@ class ErasureMixin(PgBase):
             ERASE_KIND,
         )
         return bool(rows[0][0])
+
+    async def erasure_leftovers(self) -> dict[str, int]:
+        """See :meth:`telha.storage.protocol.Storage.erasure_leftovers`."""
+        b64 = "convert_from(j.payload, 'UTF8')::jsonb ->> 'content_b64'"
+        found = {}
+        for name, _, sql in LEFTOVER_CHECKS:
+            rows = await self._fetch(sql.replace("{b64}", b64))
+            found[name] = int(rows[0][0])
+        return found
 
     async def enqueue_erasure(
         self, scope: Scope, job: NewJob, payload: ErasePayload, *, now_us: int

@@ -22,6 +22,7 @@ import structlog
 from telha.model import JobCompletion, LeaseRef, NewJob, Scope
 from telha.storage.erasure import (
     ERASE_KIND,
+    LEFTOVER_CHECKS,
     STEPS,
     ErasePayload,
     NodeRow,
@@ -109,6 +110,15 @@ class ErasureMixin(SqliteBase):
             (sid, source_id, sid, source_id, ERASE_KIND),
         )
         return bool(rows[0][0])
+
+    async def erasure_leftovers(self) -> dict[str, int]:
+        """See :meth:`telha.storage.protocol.Storage.erasure_leftovers`."""
+        b64 = "json_extract(CAST(j.payload AS TEXT), '$.content_b64')"
+        found = {}
+        for name, _, sql in LEFTOVER_CHECKS:
+            rows = await self._fetchall(sql.replace("{b64}", b64), ())
+            found[name] = int(rows[0][0])
+        return found
 
     async def enqueue_erasure(
         self, scope: Scope, job: NewJob, payload: ErasePayload, *, now_us: int
