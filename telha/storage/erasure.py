@@ -41,9 +41,12 @@ __all__ = [
     "ERASE_KIND",
     "LEFTOVER_CHECKS",
     "STEPS",
+    "VERSION_KEYS",
+    "Counts",
     "ErasePayload",
     "NodePlan",
     "NodeRow",
+    "Versions",
     "blockable",
     "decode_payload",
     "erased_reason",
@@ -53,6 +56,7 @@ __all__ = [
     "result_body",
     "scrub_payload",
     "step_detail",
+    "totals",
 ]
 
 #: Kind and format of an erase job (never a format worker's).
@@ -63,6 +67,22 @@ STEPS = ("mark", "jobs", "text", "nodes", "spans", "finish")
 #: BLAKE3 of no bytes: never blocklisted (empty content carries no personal data, and
 #: refusing it would refuse every empty document of the scope).
 EMPTY_DIGEST = blake3.blake3(b"").digest()
+
+
+#: Counts one step records, e.g. ``{"hidden": 3, "trimmed": 1}``.
+Counts = dict[str, int]
+#: Erased versions as the steps read them: ``(source_id, tx) -> (content_hash,
+#: canonical_text_hash, job_id, blob_id)``, selected as :data:`VERSION_KEYS`.
+Versions = dict[tuple[bytes, int], tuple[bytes, bytes | None, bytes | None, bytes | None]]
+VERSION_KEYS = "source_id, tx, content_hash, canonical_text_hash, job_id, blob_id"
+
+
+def totals(done: dict[str, Counts]) -> Counts:
+    """Every recorded step's counts in one mapping (the ``finish`` step's input)."""
+    out: Counts = {}
+    for counts in done.values():
+        out.update(counts)
+    return out
 
 
 class ErasePayload(msgspec.Struct, kw_only=True):

@@ -81,6 +81,17 @@ async def rows_holding(dsn: str, marker: bytes) -> list[str]:
         await conn.close()
 
 
+async def stop_and_find(proc: ServerProcess, marker: str) -> None:
+    """Stop the server and assert ``marker`` is nowhere: PostgreSQL rows, or (SQLite) the raw
+    bytes of the database, -wal, -shm and upload files once the server has stopped."""
+    dsn = _dsn_of(proc)
+    if dsn:
+        assert await rows_holding(dsn, marker.encode()) == []
+    assert proc.stop() == 0, proc.log_text()
+    if not dsn:
+        assert files_holding(proc.db.parent, marker.encode()) == []
+
+
 def docx_with(marker: str) -> bytes:
     """The corpus ``word_sample.docx`` with ``marker`` as its first paragraph's text."""
     src = CORPUS / "docx" / "word_sample.docx"
@@ -246,7 +257,7 @@ async def test_erase_json_docx_email(api_pair: tuple[ServerProcess, Api, Api, st
 async def test_shared_canonical_text_is_erased_for_every_source(
     api_pair: tuple[ServerProcess, Api, Api, str],
 ) -> None:
-    proc, a, _, dsn = api_pair
+    proc, a, _, _ = api_pair
     marker = f"MARK{uuid.uuid4().hex}"
     compact = json.dumps([{"name": marker, "n": 1}], separators=(",", ":")).encode()
     spaced = json.dumps([{"name": marker, "n": 1}], indent=2).encode()  # other raw bytes
@@ -264,11 +275,7 @@ async def test_shared_canonical_text_is_erased_for_every_source(
     assert (await a.client.get(f"/v1/nodes/{second['nodeIds'][0]}")).status_code == 404
     assert (await a.source(second["sourceId"]))["versions"][0]["erased"] is True
     await a.ingest("json", "second.json", spaced, status=410)
-    if dsn:
-        assert await rows_holding(dsn, marker.encode()) == []
-    assert proc.stop() == 0, proc.log_text()
-    if not dsn:
-        assert files_holding(proc.db.parent, marker.encode()) == []
+    await stop_and_find(proc, marker)
 
 
 async def test_bad_erase_requests(api_pair: tuple[ServerProcess, Api, Api, str]) -> None:
@@ -343,12 +350,7 @@ async def test_erasure_during_an_in_flight_stream(stream_server: ServerProcess) 
         dead = await api.wait_job(posted["jobId"], "dead")
         assert str(dead["failureReason"]).startswith("erased:")
         assert (await c.get("/v1/nodes", params={"label": "ROW"})).json()["nodes"] == []
-    dsn = _dsn_of(stream_server)
-    if dsn:
-        assert await rows_holding(dsn, marker.encode()) == []
-    assert stream_server.stop() == 0, stream_server.log_text()
-    if not dsn:
-        assert files_holding(stream_server.db.parent, marker.encode()) == []
+    await stop_and_find(stream_server, marker)
 
 
 async def _scope_of(proc: ServerProcess, key: str) -> Scope:
@@ -407,12 +409,7 @@ async def test_erasure_killed_mid_way_finishes_after_restart(
             assert (await c.get(f"/v1/nodes/{made['nodeIds'][0]}")).status_code == 404
             resp = await api.erase(made["sourceId"])
             assert resp.status_code == 200 and resp.json() == job["stats"]
-        dsn = _dsn_of(proc)
-        if dsn:
-            assert await rows_holding(dsn, marker.encode()) == []
-        assert proc.stop() == 0, proc.log_text()
-        if not dsn:
-            assert files_holding(proc.db.parent, marker.encode()) == []
+        await stop_and_find(proc, marker)
         assert await _violations(proc) == []
     finally:
         proc.kill()

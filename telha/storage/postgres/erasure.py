@@ -20,8 +20,11 @@ from telha.storage.erasure import (
     ERASE_KIND,
     LEFTOVER_CHECKS,
     STEPS,
+    VERSION_KEYS,
+    Counts,
     ErasePayload,
     NodeRow,
+    Versions,
     blockable,
     decode_payload,
     erased_reason,
@@ -29,6 +32,7 @@ from telha.storage.erasure import (
     plan_nodes,
     result_body,
     step_detail,
+    totals,
 )
 from telha.storage.postgres.base import Conn, PgBase, lock_sources
 from telha.storage.postgres.jobs import (
@@ -42,10 +46,6 @@ from telha.storage.postgres.jobs import (
 
 __all__ = ["ErasureMixin", "purge_stream"]
 
-_Counts = dict[str, int]
-#: ``(source_id, tx) -> (content_hash, canonical_text_hash, job_id, blob_id)``
-_Versions = dict[tuple[bytes, int], tuple[bytes, bytes | None, bytes | None, bytes | None]]
-_VCOLS = "source_id, tx, content_hash, canonical_text_hash, job_id, blob_id"
 _CLOCK = (
     "UPDATE tx_clock SET tx = greatest(tx + 1,"
     " (extract(epoch FROM clock_timestamp()) * 1000000)::bigint) WHERE id = 1 RETURNING tx"
@@ -83,14 +83,15 @@ async def purge_stream(conn: Conn, sid: int, source_id: bytes, tx: int) -> None:
         await conn.execute(f"DELETE FROM {table} WHERE scope_id = $1 AND {col} = $2", sid, tx)
 
 
-def _versions(rows: Sequence[Any]) -> _Versions:
+def _versions(rows: Sequence[Any]) -> Versions:
     return {(r[0], r[1]): (r[2], r[3], r[4], r[5]) for r in rows}
 
 
-async def _erased_versions(conn: Conn, erasure_id: bytes) -> _Versions:
+async def _erased_versions(conn: Conn, erasure_id: bytes) -> Versions:
     return _versions(
         await conn.fetch(
-            f"SELECT {_VCOLS} FROM source_versions WHERE erasure_id = $1 ORDER BY tx", erasure_id
+            f"SELECT {VERSION_KEYS} FROM source_versions WHERE erasure_id = $1 ORDER BY tx",
+            erasure_id,
         )
     )
 
@@ -154,16 +155,16 @@ class ErasureMixin(PgBase):
 
         await self._write("enqueue erasure", tx)
 
-    async def erase_step(self, lease: LeaseRef, step: str, *, now_us: int) -> _Counts:
+    async def erase_step(self, lease: LeaseRef, step: str, *, now_us: int) -> Counts:
         """See :meth:`telha.storage.protocol.Storage.erase_step`."""
         if step not in STEPS:
             raise ValueError(f"unknown erasure step {step!r}")
-        steps: dict[str, Callable[..., Awaitable[_Counts]]] = {
+        steps: dict[str, Callable[..., Awaitable[Counts]]] = {
             "mark": _mark, "jobs": _jobs, "text": _text, "nodes": _nodes, "spans": _spans,
         }  # fmt: skip
         job_id = lease.job_id
 
-        async def tx(conn: Conn) -> _Counts:
+        async def tx(conn: Conn) -> Counts:
             await check_lease(conn, lease)
             row = await conn.fetchrow(
                 "SELECT scope_id, payload FROM jobs WHERE job_id = $1", job_id
@@ -178,11 +179,9 @@ class ErasureMixin(PgBase):
             if step in done:
                 return done[step]
             if step == "finish":
-                totals: _Counts = {}
-                for counts in done.values():
-                    totals.update(counts)
+                total = totals(done)
                 versions = sorted(await _erased_versions(conn, job_id), key=lambda k: k[1])
-                body = result_body(job_id, payload, versions, totals, now_us)
+                body = result_body(job_id, payload, versions, total, now_us)
                 await conn.execute(
                     "UPDATE erasures SET completed_at = $1, result = $2 WHERE erasure_id = $3",
                     now_us,
@@ -190,7 +189,7 @@ class ErasureMixin(PgBase):
                     job_id,
                 )
                 await complete_tx(conn, sid, JobCompletion(lease, now_us, body), "erased")
-                return totals
+                return total
             counts = await steps[step](conn, sid, job_id, payload, now_us)
             await add_event(conn, job_id, now_us, "erase_step", step_detail(step, counts))
             return counts
@@ -198,21 +197,21 @@ class ErasureMixin(PgBase):
         return await self._write(f"erase ({step})", tx)
 
 
-async def _mark(conn: Conn, sid: int, job_id: bytes, p: ErasePayload, now: int) -> _Counts:
+async def _mark(conn: Conn, sid: int, job_id: bytes, p: ErasePayload, now: int) -> Counts:
     source = p.source_bytes()
     # Commits of this source wait for the mark: none slips in between the closure and the
     # blocklist.
     await lock_sources(conn, sid, [source])
     if p.version_tx is None:
         found = await conn.fetch(
-            f"SELECT {_VCOLS} FROM source_versions WHERE scope_id = $1 AND source_id = $2"
+            f"SELECT {VERSION_KEYS} FROM source_versions WHERE scope_id = $1 AND source_id = $2"
             " AND erased_at IS NULL",
             sid,
             source,
         )
     else:
         found = await conn.fetch(
-            f"SELECT {_VCOLS} FROM source_versions WHERE scope_id = $1 AND source_id = $2"
+            f"SELECT {VERSION_KEYS} FROM source_versions WHERE scope_id = $1 AND source_id = $2"
             " AND erased_at IS NULL AND tx = $3 AND canonical_text_hash IS NOT NULL",
             sid,
             source,
@@ -224,7 +223,8 @@ async def _mark(conn: Conn, sid: int, job_id: bytes, p: ErasePayload, now: int) 
         canonical = sorted(blockable(v[1] for v in targets.values()))
         more = _versions(
             await conn.fetch(
-                f"SELECT {_VCOLS} FROM source_versions WHERE scope_id = $1 AND erased_at IS NULL"
+                f"SELECT {VERSION_KEYS} FROM source_versions WHERE scope_id = $1"
+                " AND erased_at IS NULL"
                 " AND (content_hash = ANY($2::bytea[]) OR canonical_text_hash = ANY($3::bytea[]))",
                 sid,
                 content,
@@ -263,7 +263,7 @@ async def _mark(conn: Conn, sid: int, job_id: bytes, p: ErasePayload, now: int) 
     return {"versions": len(targets), "jobs": len(active)}
 
 
-async def _jobs(conn: Conn, sid: int, job_id: bytes, p: ErasePayload, now: int) -> _Counts:
+async def _jobs(conn: Conn, sid: int, job_id: bytes, p: ErasePayload, now: int) -> Counts:
     versions = await _erased_versions(conn, job_id)
     content = [
         r[0]
@@ -298,7 +298,7 @@ async def _jobs(conn: Conn, sid: int, job_id: bytes, p: ErasePayload, now: int) 
     return {"raw_bytes": int(raw), "inline_bytes": inline}
 
 
-async def _text(conn: Conn, sid: int, job_id: bytes, p: ErasePayload, now: int) -> _Counts:
+async def _text(conn: Conn, sid: int, job_id: bytes, p: ErasePayload, now: int) -> Counts:
     versions = await _erased_versions(conn, job_id)
     blobs = sorted({v[3] for v in versions.values() if v[3] is not None})
     total = 0
@@ -326,7 +326,7 @@ async def _text(conn: Conn, sid: int, job_id: bytes, p: ErasePayload, now: int) 
     return {"text_bytes": total}
 
 
-async def _nodes(conn: Conn, sid: int, job_id: bytes, p: ErasePayload, now: int) -> _Counts:
+async def _nodes(conn: Conn, sid: int, job_id: bytes, p: ErasePayload, now: int) -> Counts:
     erased = set(await _erased_versions(conn, job_id))
     if not erased:
         return {"hidden": 0, "trimmed": 0, "edges": 0}
@@ -413,7 +413,7 @@ async def _nodes(conn: Conn, sid: int, job_id: bytes, p: ErasePayload, now: int)
     return {"hidden": plan.hidden, "trimmed": plan.trimmed, "edges": len(edges)}
 
 
-async def _spans(conn: Conn, sid: int, job_id: bytes, p: ErasePayload, now: int) -> _Counts:
+async def _spans(conn: Conn, sid: int, job_id: bytes, p: ErasePayload, now: int) -> Counts:
     erased = list(await _erased_versions(conn, job_id))
     deleted = await conn.fetch(
         "DELETE FROM span_rows r USING unnest($2::bytea[], $3::bigint[]) AS v (s, t)"

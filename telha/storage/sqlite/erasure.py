@@ -24,8 +24,11 @@ from telha.storage.erasure import (
     ERASE_KIND,
     LEFTOVER_CHECKS,
     STEPS,
+    VERSION_KEYS,
+    Counts,
     ErasePayload,
     NodeRow,
+    Versions,
     blockable,
     decode_payload,
     erased_reason,
@@ -33,6 +36,7 @@ from telha.storage.erasure import (
     plan_nodes,
     result_body,
     step_detail,
+    totals,
 )
 from telha.storage.sqlite.base import SqliteBase, marks
 from telha.storage.sqlite.jobs import (
@@ -47,11 +51,6 @@ from telha.storage.sqlite.jobs import (
 __all__ = ["ErasureMixin", "purge_stream"]
 
 log = structlog.get_logger("telha.storage")
-
-_Counts = dict[str, int]
-#: ``(source_id, tx) -> (content_hash, canonical_text_hash, job_id, blob_id)``
-_Versions = dict[tuple[bytes, int], tuple[bytes, bytes | None, bytes | None, bytes | None]]
-_VCOLS = "source_id, tx, content_hash, canonical_text_hash, job_id, blob_id"
 
 
 def purge_stream(conn: sqlite3.Connection, sid: int, source_id: bytes, tx: int) -> None:
@@ -74,11 +73,12 @@ def purge_stream(conn: sqlite3.Connection, sid: int, source_id: bytes, tx: int) 
         conn.execute(f"DELETE FROM {table} WHERE scope_id = ? AND {col} = ?", (sid, tx))
 
 
-def _erased_versions(conn: sqlite3.Connection, erasure_id: bytes) -> _Versions:
+def _erased_versions(conn: sqlite3.Connection, erasure_id: bytes) -> Versions:
     return {
         (s, t): (h, c, j, b)
         for s, t, h, c, j, b in conn.execute(
-            f"SELECT {_VCOLS} FROM source_versions WHERE erasure_id = ? ORDER BY tx", (erasure_id,)
+            f"SELECT {VERSION_KEYS} FROM source_versions WHERE erasure_id = ? ORDER BY tx",
+            (erasure_id,),
         )
     }
 
@@ -137,15 +137,15 @@ class ErasureMixin(SqliteBase):
 
         await self._write("enqueue erasure", tx)
 
-    async def erase_step(self, lease: LeaseRef, step: str, *, now_us: int) -> _Counts:
+    async def erase_step(self, lease: LeaseRef, step: str, *, now_us: int) -> Counts:
         """See :meth:`telha.storage.protocol.Storage.erase_step`."""
-        steps: dict[str, Callable[..., _Counts]] = {
+        steps: dict[str, Callable[..., Counts]] = {
             "mark": self._mark, "jobs": _jobs, "text": _text, "nodes": self._nodes,
             "spans": _spans,
         }  # fmt: skip
         job_id = lease.job_id
 
-        def tx(conn: sqlite3.Connection) -> _Counts:
+        def tx(conn: sqlite3.Connection) -> Counts:
             check_lease(conn, lease)
             sid, raw = conn.execute(
                 "SELECT scope_id, payload FROM jobs WHERE job_id = ?", (job_id,)
@@ -161,17 +161,15 @@ class ErasureMixin(SqliteBase):
             if step in done:
                 return done[step]
             if step == "finish":
-                totals: _Counts = {}
-                for counts in done.values():
-                    totals.update(counts)
+                total = totals(done)
                 versions = sorted(_erased_versions(conn, job_id), key=lambda k: k[1])
-                body = result_body(job_id, payload, versions, totals, now_us)
+                body = result_body(job_id, payload, versions, total, now_us)
                 conn.execute(
                     "UPDATE erasures SET completed_at = ?, result = ? WHERE erasure_id = ?",
                     (now_us, body, job_id),
                 )
                 complete_tx(conn, sid, JobCompletion(lease, now_us, body), "erased")
-                return totals
+                return total
             counts = steps[step](conn, sid, job_id, payload, now_us)
             add_event(conn, job_id, now_us, "erase_step", step_detail(step, counts))
             return counts
@@ -199,22 +197,21 @@ class ErasureMixin(SqliteBase):
 
     def _mark(
         self, conn: sqlite3.Connection, sid: int, job_id: bytes, p: ErasePayload, now: int
-    ) -> _Counts:
+    ) -> Counts:
         source = p.source_bytes()
-        sql = f"SELECT {_VCOLS} FROM source_versions WHERE scope_id = ? AND source_id = ?"
+        sql = f"SELECT {VERSION_KEYS} FROM source_versions WHERE scope_id = ? AND source_id = ?"
         sql += " AND erased_at IS NULL"
         params: tuple[Any, ...] = (sid, source)
         if p.version_tx is not None:
             sql += " AND tx = ? AND canonical_text_hash IS NOT NULL"
             params += (p.version_tx,)
-        targets: _Versions = {
-            (s, t): (h, c, j, b) for s, t, h, c, j, b in conn.execute(sql, params)
-        }
+        targets: Versions = {(s, t): (h, c, j, b) for s, t, h, c, j, b in conn.execute(sql, params)}
         while True:  # the closure: every version sharing one of the erased digests
             content = sorted(blockable(v[0] for v in targets.values()))
             canonical = sorted(blockable(v[1] for v in targets.values()))
             found = conn.execute(
-                f"SELECT {_VCOLS} FROM source_versions WHERE scope_id = ? AND erased_at IS NULL"
+                f"SELECT {VERSION_KEYS} FROM source_versions WHERE scope_id = ?"
+                " AND erased_at IS NULL"
                 f" AND (content_hash IN ({marks(content)})"
                 f" OR canonical_text_hash IN ({marks(canonical)}))",
                 (sid, *content, *canonical),
@@ -247,7 +244,7 @@ class ErasureMixin(SqliteBase):
 
     def _nodes(
         self, conn: sqlite3.Connection, sid: int, job_id: bytes, p: ErasePayload, now: int
-    ) -> _Counts:
+    ) -> Counts:
         erased = set(_erased_versions(conn, job_id))
         if not erased:
             return {"hidden": 0, "trimmed": 0, "edges": 0}
@@ -326,7 +323,7 @@ class ErasureMixin(SqliteBase):
         return {"hidden": plan.hidden, "trimmed": plan.trimmed, "edges": edges}
 
 
-def _jobs(conn: sqlite3.Connection, sid: int, job_id: bytes, p: ErasePayload, now: int) -> _Counts:
+def _jobs(conn: sqlite3.Connection, sid: int, job_id: bytes, p: ErasePayload, now: int) -> Counts:
     versions = _erased_versions(conn, job_id)
     content = sorted(
         d
@@ -357,7 +354,7 @@ def _jobs(conn: sqlite3.Connection, sid: int, job_id: bytes, p: ErasePayload, no
     return {"raw_bytes": int(raw), "inline_bytes": inline}
 
 
-def _text(conn: sqlite3.Connection, sid: int, job_id: bytes, p: ErasePayload, now: int) -> _Counts:
+def _text(conn: sqlite3.Connection, sid: int, job_id: bytes, p: ErasePayload, now: int) -> Counts:
     blobs = sorted({v[3] for v in _erased_versions(conn, job_id).values() if v[3] is not None})
     total = 0
     for blob_id in blobs:
@@ -375,7 +372,7 @@ def _text(conn: sqlite3.Connection, sid: int, job_id: bytes, p: ErasePayload, no
     return {"text_bytes": total}
 
 
-def _spans(conn: sqlite3.Connection, sid: int, job_id: bytes, p: ErasePayload, now: int) -> _Counts:
+def _spans(conn: sqlite3.Connection, sid: int, job_id: bytes, p: ErasePayload, now: int) -> Counts:
     deleted = 0
     for s, t in _erased_versions(conn, job_id):
         deleted += conn.execute(
