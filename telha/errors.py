@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 __all__ = [
+    "ContentErased",
     "ContentError",
     "InvalidStream",
     "NotFound",
@@ -39,6 +40,14 @@ class ContentError(TelhaError):
 
     code = "INVALID_CONTENT"
     http_status = 400
+
+
+class ContentErased(TelhaError):
+    """The content (or the version asked for) was erased (GDPR, issue 11): its digest is on
+    the scope's blocklist, or the version's text and spans are gone: 410 CONTENT_ERASED."""
+
+    code = "CONTENT_ERASED"
+    http_status = 410
 
 
 class RequestError(TelhaError):

@@ -73,16 +73,27 @@ class SourceVersion:
     job_id: bytes | None
     blob_id: bytes | None
     text_len: int | None
+    #: When (µs) and why the version was erased (issue 11), and by which erase job.
+    erased_at: int | None = None
+    erasure_id: bytes | None = None
+    erase_reason: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class CommitOutcome:
-    """Result of committing a version: either deduplicated (nothing written) or the new rows."""
+    """Result of committing a version: either deduplicated (nothing written) or the new rows.
+
+    ``erased``: a digest of the version is on the scope's blocklist; nothing was written and
+    the job (if any) ended ``dead`` with reason ``erased``. ``refused_children``: names of
+    child jobs refused because their content is blocklisted (the parent proceeded).
+    """
 
     deduplicated: bool
     source_version_tx: int | None
     node_ids: list[bytes]
     edge_ids: list[bytes]
+    erased: bool = False
+    refused_children: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,6 +187,8 @@ class EnqueueOutcome:
 
     deduplicated: bool
     job_id: bytes | None
+    #: The content hash is on the scope's erasure blocklist: nothing was enqueued.
+    erased: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -283,3 +296,7 @@ class StreamOutcome:
     lease_deadline: int
     replay: bool = False
     finalized: bool = False
+    #: A digest of the stream is blocklisted: the job ended ``dead`` (``erased``) and what
+    #: the stream had written is gone.
+    erased: bool = False
+    refused_children: tuple[str, ...] = ()

@@ -21,6 +21,7 @@ from telha.config import Config, ConfigError
 from telha.grpc.front import GrpcFront
 from telha.grpc.servicer import WorkerServicer
 from telha.grpc.tokens import load_token_key
+from telha.ingest.eraser import Eraser
 from telha.ingest.ingestor import Ingestor
 from telha.metrics import Metrics
 from telha.queue.job_queue import JobQueue
@@ -115,6 +116,9 @@ async def _serve(
         queue = JobQueue(store, cfg.jobs, metrics=metrics)
         await sup.start("job_queue", queue.run)
         ingestor = Ingestor(store, cfg.ingest, queue)
+        # A failpoint for the crash tests only: pause an erasure after this step.
+        pause = os.environ.get("TELHA_FAILPOINT_ERASE_PAUSE_AFTER") or None
+        eraser = await sup.start("eraser", Eraser(store, queue, pause_after=pause).run)
         servicer = WorkerServicer(queue, ingestor, store)
         try:
             token_key = load_token_key(cfg.grpc.token_key, cfg.storage_path(base_dir).parent)
@@ -127,6 +131,7 @@ async def _serve(
             store=store,
             ingestor=ingestor,
             queue=queue,
+            eraser=eraser,
             metrics=metrics,
             upload_dir=upload_dir,
         )

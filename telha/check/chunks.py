@@ -1,6 +1,7 @@
 """``chunk_hashes``: every finalized version's stored canonical text re-hashes (BLAKE3) to its
 ``canonicalTextHash`` (spec 004 "Canonical text storage": chunks of exactly 1 MiB, the last
-one shorter, indexes 0, 1, …; their total is the version's ``text_len``).
+one shorter, indexes 0, 1, …; their total is the version's ``text_len``). Erased versions are
+left to the ``erasure`` check.
 
 Versions are streamed by key; each text is streamed a few chunks at a time. Versions sharing a
 blob (equal text) are hashed once while the blob stays among the last few thousand seen.
@@ -56,7 +57,9 @@ class ChunkHashes:
         seen: OrderedDict[tuple[int, bytes], tuple[bytes, int, str]] = OrderedDict()
         async for page in ctx.scan.versions(ctx.page):
             for v in page:
-                if v.canonical_text_hash is not None:
+                # An erased version's chunks are redaction records (no bytes to hash): the
+                # ``erasure`` check sees that none of its bytes are left.
+                if v.canonical_text_hash is not None and v.erased_at is None:
                     await self._check(ctx, seen, v)
 
     @staticmethod

@@ -11,6 +11,7 @@ from typing import Protocol
 from telha.check.violations import Report
 from telha.ids import id_str
 from telha.model import BLOB_CHUNK, Scope
+from telha.storage.protocol import Storage
 from telha.storage.scan import ScanVersion, StoreScan
 
 __all__ = ["CheckContext", "CheckFamily", "TextBytes", "VersionCache"]
@@ -96,12 +97,14 @@ class CheckContext:
     :param report: where counts and violations go.
     :param page: rows per page when streaming a table.
     :param scopes: scope names by engine scope number (for subjects).
+    :param store: the store itself, for checks that read beside the snapshot (``erasure``).
     """
 
     scan: StoreScan
     report: Report
     page: int = 1000
     scopes: dict[int, Scope] = field(default_factory=dict)
+    store: Storage | None = None
 
     def where(self, scope: int) -> str:
         """``tenant/org`` of a scope number, for violation subjects."""

@@ -4,7 +4,8 @@
 - any other state holds none, and no streaming checkpoint (completing, failing, releasing
   and reaping all clear both);
 - ``dead`` says why (``failureReason``);
-- ``completed`` has its ``completed`` event, and what it names exists: ``version=<tx>`` a
+- ``completed`` has its ``completed`` event, and (but for an ``erase`` job, which writes no
+  version) what it names exists: ``version=<tx>`` a
   finalized version of the job's source written by this job, ``deduplicated`` a finalized
   version of the source with the job's content hash;
 - a finalized version written by a job belongs to a ``completed`` job (the version and the
@@ -19,6 +20,7 @@ import msgspec
 
 from telha.check.context import CheckContext
 from telha.ids import id_str
+from telha.storage.erasure import ERASE_KIND
 from telha.storage.records import decode_continuation
 from telha.storage.scan import ScanEvent, ScanJob
 
@@ -94,6 +96,8 @@ class JobStates:
         named: dict[bytes, int] = {}
         deduplicated: list[ScanJob] = []
         for j in done:
+            if j.kind == ERASE_KIND:
+                continue  # an erasure writes no version: its completed event is its result
             event = last.get(j.job_id)
             m = _VERSION.match(event.detail or "") if event else None
             if event is None:

@@ -1,8 +1,8 @@
 """Run every registered check over one snapshot of a store and print the summary.
 
 :data:`CHECKS` is the registry: one family per module, run in this order. A new invariant (say
-the erasure check of issue 11: no erased digest's bytes remain) is one more module with a class
-following :class:`~telha.check.context.CheckFamily`, appended here.
+the ``erasure`` check of issue 11: no erased digest's bytes remain) is one more module with a
+class following :class:`~telha.check.context.CheckFamily`, appended here.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from pathlib import Path
 
 from telha.check.chunks import ChunkHashes
 from telha.check.context import CheckContext, CheckFamily
+from telha.check.erasure import ErasureLeftovers
 from telha.check.jobs import JobStates
 from telha.check.orphans import OrphanVersions
 from telha.check.spans import SpanChecks
@@ -23,7 +24,13 @@ from telha.storage.protocol import Storage
 __all__ = ["CHECKS", "check_config", "format_report", "run_checks"]
 
 #: Every check family, in the order they run and appear in the summary.
-CHECKS: list[CheckFamily] = [SpanChecks(), ChunkHashes(), OrphanVersions(), JobStates()]
+CHECKS: list[CheckFamily] = [
+    SpanChecks(),
+    ChunkHashes(),
+    OrphanVersions(),
+    JobStates(),
+    ErasureLeftovers(),
+]
 
 
 async def run_checks(
@@ -46,7 +53,7 @@ async def run_checks(
         for name in family.names:
             report.declare(name)
     async with store.scan() as scan:
-        ctx = CheckContext(scan, report, page, await scan.scopes())
+        ctx = CheckContext(scan, report, page, await scan.scopes(), store)
         for family in families:
             await family.run(ctx)
     return report
@@ -59,7 +66,9 @@ async def check_config(cfg: Config, base_dir: Path, *, page: int = 1000) -> Repo
     :raises telha.errors.StorageError: the store cannot be opened or read, or its schema is
         not current.
     """
-    async with open_store(cfg, base_dir, readers=1, pool_size=1, readonly=True) as store:
+    # Two connections: the snapshot holds one for the whole run; checks that read beside it
+    # (``erasure``) take the other.
+    async with open_store(cfg, base_dir, readers=2, pool_size=2, readonly=True) as store:
         return await run_checks(store, page=page)
 
 

@@ -19,7 +19,7 @@ import structlog
 
 from telha.canonical import is_label, upper_snake
 from telha.config import IngestConfig
-from telha.errors import InvalidStream, PayloadTooLarge, RequestError
+from telha.errors import ContentErased, InvalidStream, PayloadTooLarge, RequestError
 from telha.ids import content_hash, new_id, now_us, source_id_for
 from telha.ingest.json_projection import JsonOptions, project_json
 from telha.ingest.offload import off_loop
@@ -44,6 +44,7 @@ from telha.model import (
     StreamPart,
 )
 from telha.queue.job_queue import JobQueue
+from telha.storage.erasure import BLOCKED_REASON, ERASED_MESSAGE
 from telha.storage.protocol import Storage
 
 __all__ = [
@@ -203,15 +204,27 @@ class Ingestor:
         if fmt in FETCH_FORMATS:
             raise RequestError(f"format={fmt} fetches its content from the name; send no file")
         source_id = source_id_for(name)
+        await self._refuse_erased(scope, upload.digest)
         latest = await self._store.latest_version(scope, source_id.bytes)
         if latest is not None and latest.content_hash == upload.digest:
             return IngestResult(True, source_id)
         await self._store.store_raw(scope, upload.digest, upload.path, upload.size)
         job = _new_job(fmt, name, b"", upload.digest, options, stored=True, size=upload.size)
         outcome = await self._queue.enqueue(scope, job, dedup=True)
+        if outcome.erased:
+            raise ContentErased(ERASED_MESSAGE)
         if not outcome.deduplicated:
             log.info("enqueued", **fields_of(job, scope), bytes=upload.size, stored=True)
         return IngestResult(outcome.deduplicated, source_id, job_id=outcome.job_id)
+
+    async def _refuse_erased(self, scope: Scope, digest: bytes) -> None:
+        """The blocklist check before any dedup match (spec 004 §3.19): a retired digest
+        refuses, never silently matches masked content.
+
+        :raises ContentErased: ``digest`` is on the scope's erasure blocklist.
+        """
+        if await self._store.is_blocked(scope, [digest]):
+            raise ContentErased(ERASED_MESSAGE)
 
     async def _enqueue(self, scope: Scope, req: IngestRequest) -> IngestResult:
         source_id = source_id_for(req.name)
@@ -219,6 +232,8 @@ class Ingestor:
         digest = await off_loop(len(raw), content_hash, raw) if req.raw is not None else None
         job = await off_loop(len(raw), _new_job, req.format, req.name, raw, digest, req.options)
         outcome = await self._queue.enqueue(scope, job, dedup=req.format not in FETCH_FORMATS)
+        if outcome.erased:
+            raise ContentErased(ERASED_MESSAGE)
         if not outcome.deduplicated:
             log.debug("enqueued", **fields_of(job, scope), bytes=len(raw))
         return IngestResult(outcome.deduplicated, source_id, job_id=outcome.job_id)
@@ -228,6 +243,7 @@ class Ingestor:
         opts = self.json_options(req.name, req.options)
         source_id = source_id_for(req.name)
         digest = await off_loop(len(req.raw), content_hash, req.raw)
+        await self._refuse_erased(scope, digest)
         latest = await self._store.latest_version(scope, source_id.bytes)
         if latest is not None and latest.content_hash == digest:
             return IngestResult(True, source_id)
@@ -305,6 +321,9 @@ class Ingestor:
                 outcome = await self._store.commit_version(
                     job.scope, version, projection, dedup=Dedup.SUBMIT, completion=completion
                 )
+                if outcome.erased:
+                    return self._refused_erased(job)
+                self._log_refused(outcome.refused_children)
                 result = SubmitResult(True, tuple(outcome.node_ids), outcome.deduplicated)
                 self._queue.metrics.submission_applied(
                     job.kind, partial=False, replay=False, deduplicated=outcome.deduplicated,
@@ -318,6 +337,9 @@ class Ingestor:
                 streamed_outcome = await self._store.apply_stream_part(
                     job.scope, version, projection, part
                 )
+                if streamed_outcome.erased:
+                    return self._refused_erased(job)
+                self._log_refused(streamed_outcome.refused_children)
                 self._queue.metrics.submission_applied(
                     job.kind, partial=sub.partial, replay=streamed_outcome.replay,
                     deduplicated=False, canonical_bytes=len(projection.canonical),
@@ -358,6 +380,19 @@ class Ingestor:
             children=len(children),
         )
         return result
+
+    def _refused_erased(self, job: JobRecord) -> SubmitResult:
+        """A submission whose content is blocklisted: the store ended the job ``dead``
+        (``erased``) and wrote nothing else."""
+        self._queue.finished(job.job_id)
+        self._queue.transition(job.kind, "dead")
+        log.warning("submission_refused_erased")
+        return SubmitResult(False, reason=BLOCKED_REASON)
+
+    @staticmethod
+    def _log_refused(names: tuple[str, ...]) -> None:
+        for name in names:
+            log.warning("child_refused_erased", child=name)
 
 
 def _version(job: JobRecord, payload: IngestJobPayload, sub: Submission, worker: str) -> NewVersion:

@@ -27,6 +27,7 @@ from starlette.routing import Route
 from telha.auth import hash_key
 from telha.config import Config
 from telha.errors import NotFound, RequestError, TelhaError, Unauthenticated, Unavailable
+from telha.ingest.eraser import Eraser
 from telha.ingest.ingestor import Ingestor
 from telha.metrics import Metrics
 from telha.model import Scope
@@ -49,6 +50,7 @@ class AppState:
     store: Storage
     ingestor: Ingestor
     queue: JobQueue
+    eraser: Eraser
     metrics: Metrics = field(default_factory=Metrics)
     #: Where multipart uploads are received before storage copies them (beside the database).
     upload_dir: Path = Path("data/uploads")
@@ -204,7 +206,7 @@ async def metrics(request: Request) -> Response:
 def create_app(st: AppState) -> Starlette:
     """Build the app over ``st``; the routes come from :mod:`telha.rest.ingest_routes`,
     :mod:`telha.rest.read_routes` and :mod:`telha.rest.openapi`."""
-    from telha.rest import ingest_routes, openapi, read_routes
+    from telha.rest import erase_routes, ingest_routes, openapi, read_routes
 
     routes = [
         Route("/healthz", healthz, methods=["GET"]),
@@ -212,6 +214,7 @@ def create_app(st: AppState) -> Starlette:
         Route("/metrics", metrics, methods=["GET"]),
         *ingest_routes.routes,
         *read_routes.routes,
+        *erase_routes.routes,
         *openapi.routes,
     ]
     app = Starlette(

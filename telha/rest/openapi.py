@@ -33,6 +33,28 @@ _ERRORS = {
     "401": _json("ErrorBody", "UNAUTHENTICATED: missing or unknown x-api-key"),
     "404": _json("ErrorBody", "NOT_FOUND (also for another scope's ids)"),
 }
+_ERASED = _json(
+    "ErrorBody", "CONTENT_ERASED: the content (or this version) was erased (GDPR) for good"
+)
+
+_ERASE_BODY = {
+    "type": "object",
+    "required": ["reason"],
+    "additionalProperties": False,
+    "properties": {
+        "reason": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 1000,
+            "description": "why (kept in the erasure audit, with who and when)",
+        },
+        "versionTx": {
+            "type": ["integer", "null"],
+            "minimum": 0,
+            "description": "erase only this version (transaction time, µs); default every one",
+        },
+    },
+}
 
 
 def _param(name: str, where: str, schema: dict[str, Any], description: str) -> dict[str, Any]:
@@ -116,6 +138,7 @@ def _paths() -> dict[str, Any]:
                     "503": _json(
                         "ErrorBody", "UNAVAILABLE: ingest.max_concurrent ingests in progress"
                     ),
+                    "410": _ERASED,
                     **_ERRORS,
                 },
             }
@@ -136,6 +159,28 @@ def _paths() -> dict[str, Any]:
                 "responses": {"200": _json("SourceOut", "the source"), **_ERRORS},
             }
         },
+        "/v1/sources/{sourceId}/erase": {
+            "post": {
+                "summary": "Erase a source (every version, or one) for good (GDPR)",
+                "description": (
+                    "Runs as an erase job (GET /v1/ingest/{erasureId} shows its steps): raw"
+                    " bytes and inline job content deleted, canonical text replaced by"
+                    " redaction records (length and hash), nodes scrubbed and hidden or"
+                    " trimmed, span rows deleted, pending/leased jobs of the source dead"
+                    " (erased), both digests of every erased version on the scope's"
+                    " blocklist (a later ingest of them answers 410). Versions of other"
+                    " sources sharing the bytes or canonical text are erased with it. A"
+                    " repeated erase answers the same result."
+                ),
+                "security": secured,
+                "parameters": [_SOURCE],
+                "requestBody": {
+                    "required": True,
+                    "content": {"application/json": {"schema": _ERASE_BODY}},
+                },
+                "responses": {"200": _json("ErasureOut", "what was erased"), **_ERRORS},
+            }
+        },
         "/v1/sources/{sourceId}/versions/{tx}/text": {
             "get": {
                 "summary": "Canonical text bytes [start, end) of one version",
@@ -151,6 +196,7 @@ def _paths() -> dict[str, Any]:
                         "description": "the bytes",
                         "content": {"text/plain; charset=utf-8": {"schema": {"type": "string"}}},
                     },
+                    "410": _ERASED,
                     **_ERRORS,
                 },
             }
@@ -160,7 +206,11 @@ def _paths() -> dict[str, Any]:
                 "summary": "Span rows of one version in document order",
                 "security": secured,
                 "parameters": [_SOURCE, _TX],
-                "responses": {"200": _json("SpanList", "the spans"), **_ERRORS},
+                "responses": {
+                    "200": _json("SpanList", "the spans"),
+                    "410": _ERASED,
+                    **_ERRORS,
+                },
             }
         },
         "/v1/nodes": {

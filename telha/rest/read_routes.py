@@ -14,7 +14,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from telha.errors import NotFound, RequestError
+from telha.errors import ContentErased, NotFound, RequestError
 from telha.ids import id_str
 from telha.model import Direction, NodeVersion, Scope
 from telha.rest.app import (
@@ -73,6 +73,10 @@ async def get_source(request: Request) -> Response:
                     size=v.size,
                     worker=v.worker,
                     job_id=id_str(v.job_id) if v.job_id else None,
+                    erased=v.erased_at is not None,
+                    erased_at=v.erased_at,
+                    erasure_reason=v.erase_reason,
+                    erasure_id=id_str(v.erasure_id) if v.erasure_id else None,
                 )
                 for v in versions
             ],
@@ -133,7 +137,7 @@ async def _node_out(store: Storage, scope: Scope, nodes: list[NodeVersion]) -> l
         lo, hi = min(a for a, _ in ranges), max(b for _, b in ranges)
         try:
             texts[key] = (lo, await store.read_text(scope, key[0], key[1], lo, hi))
-        except (NotFound, RequestError):
+        except (NotFound, RequestError, ContentErased):
             texts[key] = (lo, b"")
     out = []
     for n in nodes:

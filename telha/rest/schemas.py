@@ -12,6 +12,8 @@ __all__ = [
     "Deduplicated",
     "EdgeList",
     "EdgeOut",
+    "ErasedVersionOut",
+    "ErasureOut",
     "ErrorBody",
     "ErrorDetail",
     "IngestApplied",
@@ -91,12 +93,47 @@ class JobStatus(_Out):
 
 
 class VersionOut(_Out):
+    """A source version; an erased one (issue 11) says when (µs), why and by which erasure,
+    and its text and spans answer 410 CONTENT_ERASED."""
+
     source_version_tx: int
     content_hash: str
     canonical_text_hash: str | None
     size: int
     worker: str | None
     job_id: str | None
+    erased: bool = False
+    erased_at: int | None = None
+    erasure_reason: str | None = None
+    erasure_id: str | None = None
+
+
+class ErasedVersionOut(_Out):
+    source_id: str
+    source_version_tx: int
+
+
+class ErasureOut(_Out):
+    """200 of ``POST /v1/sources/{sourceId}/erase``: what one erasure erased. ``versions``
+    includes other sources' versions that shared the erased bytes or canonical text;
+    ``nodes`` were hidden (provenance only in erased versions), ``nodesTrimmed`` kept other
+    provenance and lost only the erased spans; ``edges`` written by erased versions were
+    scrubbed; ``jobs`` pending or leased ended ``dead`` (``erased``); ``bytes`` = canonical
+    text redacted + raw uploads deleted + inline job content deleted. ``erasureId`` is the
+    erase job (``GET /v1/ingest/{erasureId}``); ``versionTx`` null = every version."""
+
+    erasure_id: str
+    source_id: str
+    version_tx: int | None
+    reason: str
+    erased_at: int
+    versions: list[ErasedVersionOut]
+    nodes: int
+    nodes_trimmed: int
+    span_rows: int
+    edges: int
+    jobs: int
+    bytes: int
 
 
 class SourceOut(_Out):

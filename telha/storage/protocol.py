@@ -35,6 +35,7 @@ from telha.model import (
     StreamPart,
 )
 from telha.queue.policy import Decide, DecideLoss
+from telha.storage.erasure import ErasePayload
 from telha.storage.scan import StoreScan
 
 __all__ = ["ALL_FORMATS", "Storage", "StorageEngine"]
@@ -226,6 +227,41 @@ class Storage(Protocol):
         beside a live server.
 
         :raises StorageError: the store cannot be read.
+        """
+
+    # -- GDPR erasure (issue 11; :mod:`telha.storage.erasure`) ------------------------------
+
+    async def is_blocked(self, scope: Scope, digests: Sequence[bytes]) -> bool:
+        """Whether one of ``digests`` (BLAKE3, 32 bytes) is on ``scope``'s erasure blocklist.
+        Request-level checks read it before any dedup match; every write path checks again
+        inside its own transaction (a blocklisted commit, enqueue or raw store writes nothing:
+        :class:`~telha.errors.ContentErased`, ``EnqueueOutcome.erased``,
+        ``CommitOutcome.erased`` or ``StreamOutcome.erased`` with the job ended ``dead``)."""
+
+    async def has_source(self, scope: Scope, source_id: bytes) -> bool:
+        """Whether ``scope`` knows the source at all: a version row (finalized or a stream's
+        pinned one) or an ingest job of it."""
+
+    async def erasure_leftovers(self) -> dict[str, int]:
+        """Rows, across every scope, that an erasure should have removed or scrubbed and that
+        are still there: ``{name: count}`` for each of
+        :data:`telha.storage.erasure.LEFTOVER_CHECKS` (all 0 when nothing erased remains)."""
+
+    async def enqueue_erasure(
+        self, scope: Scope, job: NewJob, payload: ErasePayload, *, now_us: int
+    ) -> None:
+        """Insert an erase job (kind ``erase``, pending) and its audit row (who, what, when,
+        why; no content) in one transaction."""
+
+    async def erase_step(self, lease: LeaseRef, step: str, *, now_us: int) -> dict[str, int]:
+        """Run one step of the erase job held under ``lease`` (one of
+        :data:`telha.storage.erasure.STEPS`) in one transaction that also records it (an
+        ``erase_step`` event with its counts); a step already recorded is not run again and
+        returns its recorded counts. ``finish`` completes the job with the result as its
+        ``stats`` (and on SQLite then truncates the WAL).
+
+        :raises StaleLease: the lease is not current.
+        :raises ValueError: an unknown step.
         """
 
 

@@ -59,9 +59,14 @@ def version_record(row: Any) -> SourceVersion:
 def node_record(row: Any) -> NodeVersion:
     """A node version from ``(node_id, labels JSON, properties JSON, tx_from, tx_to,
     valid_from, valid_to, provenance JSON [[start, end], ...], source_id)``; provenance spans
-    are byte offsets into the version ``(source_id, tx_from)`` that wrote it."""
+    are byte offsets into the version ``(source_id, tx_from)`` that wrote it, or with a third
+    element ``[start, end, tx]`` into ``(source_id, tx)`` (a version an erasure appended keeps
+    the spans of the surviving version it stands on, issue 11)."""
     node_id, labels, props, tx_from, tx_to, valid_from, valid_to, prov, source_id = row
-    spans = [ProvenanceSpan(source_id, tx_from, a, b) for a, b in _decode(prov)]
+    spans = [
+        ProvenanceSpan(source_id, s[2] if len(s) > 2 else tx_from, s[0], s[1])
+        for s in _decode(prov)
+    ]
     return NodeVersion(
         node_id, _decode(labels), _decode(props), tx_from, tx_to, valid_from, valid_to, spans
     )

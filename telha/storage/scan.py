@@ -32,7 +32,9 @@ __all__ = [
 @dataclass(frozen=True, slots=True)
 class ScanVersion:
     """One ``source_versions`` row. ``tx`` µs; ``text_len`` bytes (0 while a stream is open);
-    ``canonical_text_hash`` ``None`` for a streamed version not (or never) finalized."""
+    ``canonical_text_hash`` ``None`` for a streamed version not (or never) finalized;
+    ``erased_at`` µs, ``None`` unless the version was erased (issue 11: its text chunks are
+    redaction records since, no bytes)."""
 
     scope: int
     source_id: bytes
@@ -45,6 +47,7 @@ class ScanVersion:
     job_id: bytes | None
     blob_id: bytes | None
     text_len: int | None
+    erased_at: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,9 @@ import pytest
 from tests.conftest import CORPUS
 from tests.support.server import ServerProcess, telha_check, write_config
 
-CHECKS = ("spans_in_text", "span_links", "chunk_hashes", "orphan_versions", "job_states")
+CHECKS = (
+    "spans_in_text", "span_links", "chunk_hashes", "orphan_versions", "job_states", "erasure"
+)  # fmt: skip
 JSON_RECORDS = '[{"title": "Café crème", "n": 1}, {"title": "Zoë", "n": 2}]'
 
 

@@ -163,6 +163,7 @@ async def test_openapi_describes_every_route(server: ServerProcess) -> None:
             "/v1/ingest",
             "/v1/ingest/{jobId}",
             "/v1/sources/{sourceId}",
+            "/v1/sources/{sourceId}/erase",
             "/v1/sources/{sourceId}/versions/{tx}/text",
             "/v1/sources/{sourceId}/versions/{tx}/spans",
             "/v1/nodes",
@@ -181,8 +182,17 @@ async def test_openapi_describes_every_route(server: ServerProcess) -> None:
             "SpanList",
             "EdgeList",
             "NodeList",
+            "ErasureOut",
         ):
             assert name in doc["components"]["schemas"]
+        erase = doc["paths"]["/v1/sources/{sourceId}/erase"]["post"]
+        assert erase["requestBody"]["content"]["application/json"]["schema"]["required"] == [
+            "reason"
+        ]
+        assert "410" in doc["paths"]["/v1/ingest"]["post"]["responses"]
+        assert (
+            "410" in doc["paths"]["/v1/sources/{sourceId}/versions/{tx}/text"]["get"]["responses"]
+        )
         assert "AmbiguityOut" in doc["components"]["schemas"]
         ingest = doc["paths"]["/v1/ingest"]["post"]
         assert set(ingest["requestBody"]["content"]) == {"application/json", "multipart/form-data"}

@@ -11,7 +11,7 @@ lock inside its own transaction (see :mod:`telha.storage.postgres.jobs`).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, Self, TypeAlias, TypeVar
 
 import anyio
@@ -20,9 +20,10 @@ from asyncpg.pool import PoolConnectionProxy
 
 from telha.errors import StorageError
 from telha.model import Scope
+from telha.storage.erasure import blockable
 from telha.storage.postgres.migrate import apply_migrations, migrations
 
-__all__ = ["Conn", "PgBase", "Rollback", "lock_sources", "source_lock_key"]
+__all__ = ["Conn", "PgBase", "Rollback", "blocked", "lock_sources", "source_lock_key"]
 
 T = TypeVar("T")
 #: A connection of the pool (or a plain one: the migrator and LISTEN accept either).
@@ -46,6 +47,22 @@ async def lock_sources(conn: Conn, sid: int, source_ids: Sequence[bytes]) -> Non
     different replicas make exactly one version or job. Re-taking a held lock is a no-op."""
     for key in sorted({source_lock_key(sid, s) for s in source_ids}):
         await conn.execute("SELECT pg_advisory_xact_lock($1)", key)
+
+
+async def blocked(conn: Conn, sid: int, digests: Iterable[bytes | None]) -> bool:
+    """Whether one of ``digests`` is on the scope's erasure blocklist (issue 11), read inside
+    the current transaction; the empty digest never is."""
+    wanted = sorted(blockable(digests))
+    if not wanted:
+        return False
+    return bool(
+        await conn.fetchval(
+            "SELECT EXISTS (SELECT 1 FROM erasure_blocklist WHERE scope_id = $1"
+            " AND digest = ANY($2::bytea[]))",
+            sid,
+            wanted,
+        )
+    )
 
 
 async def _keep_session(_conn: Any) -> None:

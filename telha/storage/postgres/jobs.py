@@ -33,7 +33,15 @@ from telha.model import (
     Scope,
 )
 from telha.queue.policy import LOSS_KINDS, Decide, DecideLoss, FailureDecision
-from telha.storage.postgres.base import Conn, PgBase, Rollback, lock_sources, source_lock_key
+from telha.storage.erasure import payload_name, scrub_payload
+from telha.storage.postgres.base import (
+    Conn,
+    PgBase,
+    Rollback,
+    blocked,
+    lock_sources,
+    source_lock_key,
+)
 from telha.storage.postgres.rows import Batch
 from telha.storage.records import decode_continuation, encode_continuation
 from telha.storage.records import job_record as _job
@@ -47,8 +55,10 @@ __all__ = [
     "complete_in_batch",
     "complete_tx",
     "decode_continuation",
+    "end_erased",
     "enqueue_tx",
     "notify",
+    "scrub_job",
     "store_continuation",
 ]
 
@@ -126,7 +136,10 @@ async def enqueue_tx(
 ) -> EnqueueOutcome:
     """Insert a pending job (its ``enqueued`` event, a NOTIFY) inside the current transaction;
     with ``dedup`` (and a content hash), request-level dedup against the latest version and an
-    active job of the same ``(source, hash)``, under that source's advisory lock."""
+    active job of the same ``(source, hash)``, under that source's advisory lock. A content
+    hash on the scope's erasure blocklist is refused first (``erased``, nothing written)."""
+    if job.content_hash is not None and await blocked(conn, sid, [job.content_hash]):
+        return EnqueueOutcome(False, None, erased=True)
     if dedup and job.content_hash is not None:
         await lock_sources(conn, sid, [job.source_id])
         outcome = await _active_dedup(conn, sid, job)
@@ -199,12 +212,21 @@ async def abandon_stream(conn: Conn, job_id: bytes, now_us: int, blob: bytes | N
     return tx
 
 
-async def complete_tx(conn: Conn, sid: int, c: JobCompletion, detail: str | None) -> None:
+async def complete_tx(
+    conn: Conn, sid: int, c: JobCompletion, detail: str | None
+) -> tuple[str, ...]:
     """Complete a held job inside the current transaction: state, stats, its child jobs
-    (each with request-level dedup, naming its parent) and the ``completed`` event."""
+    (each with request-level dedup, naming its parent) and the ``completed`` event. A child
+    whose content is blocklisted is refused (a ``child_refused`` event; the parent
+    proceeds); returns the refused children's names."""
     parent = f"parent={id_str(c.lease.job_id)}"
+    refused = []
     for child in c.children:
-        await enqueue_tx(conn, sid, child, c.now_us, dedup=True, detail=parent)
+        if (await enqueue_tx(conn, sid, child, c.now_us, dedup=True, detail=parent)).erased:
+            refused.append(payload_name(child.payload))
+            await add_event(
+                conn, c.lease.job_id, c.now_us, "child_refused", f"{refused[-1]}: content erased"
+            )
     # One statement: the state and the ``completed`` event (under the row lock the caller's
     # lease check holds).
     await conn.execute(
@@ -219,6 +241,34 @@ async def complete_tx(conn: Conn, sid: int, c: JobCompletion, detail: str | None
         c.lease.job_id,
         detail,
     )
+    return tuple(refused)
+
+
+async def scrub_job(conn: Conn, job_id: bytes) -> int:
+    """Empty a job payload's inline content (``content_b64``); returns the raw bytes it held."""
+    payload = await conn.fetchval("SELECT payload FROM jobs WHERE job_id = $1", job_id)
+    scrubbed = scrub_payload(payload) if payload is not None else None
+    if scrubbed is None:
+        return 0
+    await conn.execute("UPDATE jobs SET payload = $1 WHERE job_id = $2", scrubbed[0], job_id)
+    return scrubbed[1]
+
+
+async def end_erased(conn: Conn, job_id: bytes, now_us: int, reason: str) -> None:
+    """End a job ``dead`` with ``reason`` (an ``erased: …`` reason) inside the current
+    transaction (which must hold the job row's lock or take it here): its stream (if any) is
+    closed and its payload loses its inline content."""
+    cont = await conn.fetchval("SELECT continuation FROM jobs WHERE job_id = $1 FOR UPDATE", job_id)
+    await abandon_stream(conn, job_id, now_us, cont)
+    await conn.execute(
+        "UPDATE jobs SET state = 'dead', failure_reason = $1, lease_owner = NULL,"
+        " lease_deadline = NULL, continuation = NULL, updated_at = $2 WHERE job_id = $3",
+        reason,
+        now_us,
+        job_id,
+    )
+    await add_event(conn, job_id, now_us, "dead", reason)
+    await scrub_job(conn, job_id)
 
 
 def complete_in_batch(batch: Batch, c: JobCompletion, detail_sql: str) -> None:
@@ -319,13 +369,13 @@ class JobsMixin(PgBase):
         async def one(conn: Conn) -> EnqueueOutcome:
             # telha_enqueue (migration 0002): enqueue_tx's steps in one call, one round trip.
             row = await conn.fetchrow(
-                "SELECT deduplicated, job_id FROM telha_enqueue($1, $2, $3, $4, $5, $6, $7, $8,"
-                " $9, NULL, $10, $11)",
+                "SELECT deduplicated, job_id, erased FROM telha_enqueue($1, $2, $3, $4, $5, $6,"
+                " $7, $8, $9, NULL, $10, $11)",
                 job.job_id, sid, job.kind, job.format, job.source_id, job.content_hash,
                 job.payload, now_us, dedup, source_lock_key(sid, job.source_id), CHANNEL,
             )  # fmt: skip
             assert row is not None
-            return EnqueueOutcome(bool(row[0]), row[1])
+            return EnqueueOutcome(bool(row[0]), row[1], bool(row[2]))
 
         return await self._write("enqueue job", one, transaction=False)
 

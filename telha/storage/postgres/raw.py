@@ -15,10 +15,11 @@ from typing import Any
 
 import anyio
 
-from telha.errors import NotFound
+from telha.errors import ContentErased, NotFound
 from telha.ids import now_us
 from telha.model import BLOB_CHUNK, Scope
-from telha.storage.postgres.base import Conn, PgBase
+from telha.storage.erasure import ERASED_MESSAGE
+from telha.storage.postgres.base import Conn, PgBase, blocked
 
 __all__ = ["RawMixin"]
 
@@ -82,6 +83,8 @@ class RawMixin(PgBase):
         sid = await self._ensure_scope(scope)
 
         async def begin(conn: Conn) -> None:
+            if await blocked(conn, sid, (digest,)):
+                raise ContentErased(ERASED_MESSAGE)
             await conn.execute(
                 "INSERT INTO raw_blobs (scope_id, content_hash, size, complete, created_at)"
                 " VALUES ($1, $2, $3, false, $4) ON CONFLICT DO NOTHING",

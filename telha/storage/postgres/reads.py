@@ -10,7 +10,7 @@ from typing import Any
 
 import msgspec
 
-from telha.errors import NotFound
+from telha.errors import ContentErased, NotFound
 from telha.model import (
     Ambiguity,
     Direction,
@@ -31,6 +31,8 @@ VERSION_COLS = (
     "source_id, tx, name, format, content_hash, canonical_text_hash, size, worker, job_id,"
     " blob_id, text_len"
 )
+#: The columns of :class:`~telha.model.SourceVersion` as reads select them (with the erasure).
+_READ_COLS = VERSION_COLS + ", erased_at, erasure_id, erase_reason"
 _NODE_COLS = "n.node_id, n.labels, n.properties, n.tx_from, n.tx_to, n.valid_from, n.valid_to,"
 _NODE_COLS += " n.provenance, n.source_id"
 _decode = msgspec.json.decode
@@ -65,7 +67,7 @@ class ReadsMixin(PgBase):
         if sid is None:
             return []
         rows = await self._fetch(
-            f"SELECT {VERSION_COLS} FROM source_versions WHERE scope_id = $1 AND source_id = $2"
+            f"SELECT {_READ_COLS} FROM source_versions WHERE scope_id = $1 AND source_id = $2"
             " AND canonical_text_hash IS NOT NULL ORDER BY tx DESC LIMIT $3",
             sid,
             source_id,
@@ -79,7 +81,7 @@ class ReadsMixin(PgBase):
         sid = await self._scope_id(scope)
         if sid is not None:
             rows = await self._fetch(
-                f"SELECT {VERSION_COLS} FROM source_versions"
+                f"SELECT {_READ_COLS} FROM source_versions"
                 " WHERE scope_id = $1 AND source_id = $2 AND tx = $3"
                 " AND canonical_text_hash IS NOT NULL",
                 sid,
@@ -87,7 +89,10 @@ class ReadsMixin(PgBase):
                 tx,
             )
             if rows:
-                return sid, _version(rows[0])
+                version = _version(rows[0])
+                if version.erased_at is not None:
+                    raise ContentErased(f"source version {tx} was erased: {version.erase_reason}")
+                return sid, version
         raise NotFound("no such source version")
 
     async def read_text(
@@ -131,9 +136,9 @@ class ReadsMixin(PgBase):
             return None
         params: tuple[Any, ...]
         if as_of is None:
-            where, params = "n.tx_to IS NULL", (sid, node_id)
+            where, params = "n.tx_to IS NULL AND NOT n.erased", (sid, node_id)
         else:
-            where = "n.tx_from <= $3 AND (n.tx_to IS NULL OR n.tx_to > $3)"
+            where = "n.tx_from <= $3 AND (n.tx_to IS NULL OR n.tx_to > $3) AND NOT n.erased"
             params = (sid, node_id, as_of)
         rows = await self._fetch(
             f"SELECT {_NODE_COLS} FROM nodes n WHERE n.scope_id = $1 AND n.node_id = $2"
@@ -176,7 +181,8 @@ class ReadsMixin(PgBase):
             sql = (
                 f"SELECT {_NODE_COLS} FROM node_labels l JOIN nodes n ON n.scope_id = l.scope_id"
                 " AND n.node_id = l.node_id AND n.tx_from = l.tx_from"
-                " WHERE l.scope_id = $1 AND l.node_id > $2 AND n.tx_to IS NULL AND l.label = $3"
+                " WHERE l.scope_id = $1 AND l.node_id > $2 AND n.tx_to IS NULL AND NOT n.erased"
+                " AND l.label = $3"
             )
             params.append(label)
             if source_id is not None:
@@ -186,7 +192,7 @@ class ReadsMixin(PgBase):
         else:
             sql = (
                 f"SELECT {_NODE_COLS} FROM nodes n WHERE n.scope_id = $1 AND n.node_id > $2"
-                " AND n.tx_to IS NULL"
+                " AND n.tx_to IS NULL AND NOT n.erased"
             )
             if source_id is not None:
                 sql += " AND n.source_id = $3"
@@ -205,7 +211,7 @@ class ReadsMixin(PgBase):
             return []
         live = (
             "EXISTS (SELECT 1 FROM nodes x WHERE x.scope_id = e.scope_id AND x.node_id = {col}"
-            " AND x.tx_to IS NULL)"
+            " AND x.tx_to IS NULL AND NOT x.erased)"
         )
         parts = []
         for side, near, far in (

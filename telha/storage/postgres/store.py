@@ -19,12 +19,14 @@ import anyio.abc
 import asyncpg
 import structlog
 
-from telha.errors import OutOfSync, StaleLease
+from telha.errors import ContentErased, OutOfSync, StaleLease
 from telha.ids import blob_id_for, content_hash, now_us
 from telha.ingest.offload import off_loop
 from telha.ingest.projection import Projection
 from telha.model import CommitOutcome, Dedup, JobCompletion, NewVersion, Scope
-from telha.storage.postgres.base import Conn, Rollback, source_lock_key
+from telha.storage.erasure import BLOCKED_REASON, ERASED_MESSAGE
+from telha.storage.postgres.base import Conn, Rollback, blocked, source_lock_key
+from telha.storage.postgres.erasure import ErasureMixin
 from telha.storage.postgres.jobs import (
     CHANNEL,
     JobsMixin,
@@ -32,6 +34,7 @@ from telha.storage.postgres.jobs import (
     complete_in_batch,
     complete_tx,
     decode_continuation,
+    end_erased,
 )
 from telha.storage.postgres.raw import RawMixin
 from telha.storage.postgres.reads import VERSION_COLS, ReadsMixin
@@ -49,7 +52,7 @@ log = structlog.get_logger("telha.storage")
 _RECONNECT_S = (0.1, 0.5, 1.0, 2.0, 5.0)
 
 
-class PostgresStore(ReadsMixin, JobsMixin, StreamsMixin, RawMixin, ScanMixin):
+class PostgresStore(ReadsMixin, JobsMixin, StreamsMixin, RawMixin, ScanMixin, ErasureMixin):
     """PostgreSQL implementation of :class:`telha.storage.protocol.Storage`.
 
     Use as an actor (``await tg.start(store.run)`` reports the opened store; it also listens
@@ -198,6 +201,11 @@ class PostgresStore(ReadsMixin, JobsMixin, StreamsMixin, RawMixin, ScanMixin):
                     raise OutOfSync(f"a stream is open: expected seq {cont.next_seq}, got 0")
                 # A single-shot retry of a job whose earlier attempt streamed: close that.
                 await abandon_stream(conn, completion.lease.job_id, completion.now_us, blob)
+            if await blocked(conn, sid, (version.content_hash, canonical_hash)):
+                if completion is None:
+                    raise ContentErased(ERASED_MESSAGE)
+                await end_erased(conn, completion.lease.job_id, completion.now_us, BLOCKED_REASON)
+                return CommitOutcome(False, None, [], [], erased=True)
             latest = (check[2], check[3], check[4]) if check[2] is not None else None
             if is_duplicate(latest, version, canonical_hash, dedup):
                 if completion is None:
@@ -218,9 +226,12 @@ class PostgresStore(ReadsMixin, JobsMixin, StreamsMixin, RawMixin, ScanMixin):
                 complete_in_batch(batch, completion, f"'version=' || {TX} || ' {nodes}'")
             tx_time = await batch.run(conn)
             assert tx_time is not None
+            refused: tuple[str, ...] = ()
             if completion is not None and completion.children:
-                await complete_tx(conn, sid, completion, f"version={tx_time} {nodes}")
-            return CommitOutcome(False, tx_time, rows.node_ids, rows.edge_ids)
+                refused = await complete_tx(conn, sid, completion, f"version={tx_time} {nodes}")
+            return CommitOutcome(
+                False, tx_time, rows.node_ids, rows.edge_ids, refused_children=refused
+            )
 
         return await self._write("commit version", tx)
 

@@ -30,13 +30,16 @@ from telha.model import (
     StreamOutcome,
     StreamPart,
 )
-from telha.storage.postgres.base import Conn, PgBase, lock_sources
+from telha.storage.erasure import BLOCKED_REASON
+from telha.storage.postgres.base import Conn, PgBase, blocked, lock_sources
+from telha.storage.postgres.erasure import purge_stream
 from telha.storage.postgres.jobs import (
     abandon_stream,
     add_event,
     check_lease,
     complete_tx,
     decode_continuation,
+    end_erased,
     store_continuation,
 )
 from telha.storage.postgres.reads import VERSION_COLS
@@ -161,8 +164,8 @@ class StreamsMixin(PgBase):
             explicit = [n.node_id for n in projection.nodes if n.node_id is not None]
             text = projection.canonical
             if cont is None:  # the first part pins the version
-                if part.base != 0:
-                    raise OutOfSync(f"partial built on {part.base} bytes; the stream holds 0")
+                if await _refused_first(conn, sid, version, part):
+                    return StreamOutcome([], 0, 0, erased=True)
                 existing = await current_nodes(conn, sid, explicit) if explicit else {}
                 cont, rows = await _pin(conn, sid, version, part, projection, existing)
                 length, next_chunk = len(text), (len(text) + BLOB_CHUNK - 1) // BLOB_CHUNK
@@ -192,10 +195,28 @@ class StreamsMixin(PgBase):
                 await store_continuation(conn, job_id, cont, part.now_us)
                 await _extend(conn, job_id, deadline)
                 return StreamOutcome(rows.node_ids, cont.tx, deadline)
-            await _finalize(conn, sid, version, cont, part)
-            return StreamOutcome(rows.node_ids, cont.tx, 0, finalized=True)
+            refused = await _finalize(conn, sid, version, cont, part)
+            if refused is None:
+                return StreamOutcome([], cont.tx, 0, erased=True)
+            return StreamOutcome(
+                rows.node_ids, cont.tx, 0, finalized=True, refused_children=refused
+            )
 
         return await self._write("apply streamed submission", tx)
+
+
+async def _refused_first(conn: Conn, sid: int, v: NewVersion, part: StreamPart) -> bool:
+    """Check a stream's first part: built on no text, and of content not blocklisted (else
+    the job ends ``dead``, ``erased``, and ``True`` is returned).
+
+    :raises OutOfSync: a first part built on earlier text.
+    """
+    if part.base != 0:
+        raise OutOfSync(f"partial built on {part.base} bytes; the stream holds 0")
+    if await blocked(conn, sid, (v.content_hash,)):
+        await end_erased(conn, part.lease.job_id, part.now_us, BLOCKED_REASON)
+        return True
+    return False
 
 
 async def _pin(
@@ -226,13 +247,22 @@ async def _pin(
     return cont, rows
 
 
-async def _finalize(conn: Conn, sid: int, v: NewVersion, c: Continuation, part: StreamPart) -> None:
+async def _finalize(
+    conn: Conn, sid: int, v: NewVersion, c: Continuation, part: StreamPart
+) -> tuple[str, ...] | None:
+    """Finalize the stream: the version row gets its canonical hash and the job completes
+    (returns the refused children's names). A blocklisted digest instead ends the job
+    ``dead`` (``erased``) and purges what the stream wrote (returns ``None``)."""
+    canonical = await _hash_chunks(conn, sid, c.blob_id)
+    if await blocked(conn, sid, (part.content_hash or v.content_hash, canonical)):
+        await end_erased(conn, part.lease.job_id, part.now_us, BLOCKED_REASON)
+        await purge_stream(conn, sid, v.source_id, c.tx)
+        return None
     await conn.execute(
         "UPDATE source_versions SET canonical_text_hash = $1, text_len = $2,"
         " content_hash = coalesce($3, content_hash) WHERE scope_id = $4 AND source_id = $5"
         " AND tx = $6",
-        await _hash_chunks(conn, sid, c.blob_id), c.length, part.content_hash, sid,
-        v.source_id, c.tx,
+        canonical, c.length, part.content_hash, sid, v.source_id, c.tx,
     )  # fmt: skip
     completion = JobCompletion(part.lease, part.now_us, part.stats, part.children)
-    await complete_tx(conn, sid, completion, f"version={c.tx}")
+    return await complete_tx(conn, sid, completion, f"version={c.tx}")

@@ -6,7 +6,7 @@ interning all tables share. The engine's operations are mixins over this base.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, Literal, Self, TypeVar, cast
@@ -17,9 +17,10 @@ import anyio
 from telha.errors import StorageError
 from telha.ids import TxClock
 from telha.model import Scope
+from telha.storage.erasure import blockable
 from telha.storage.sqlite.migrate import apply_migrations, migrations
 
-__all__ = ["SqliteBase", "latest_hashes"]
+__all__ = ["SqliteBase", "blocked", "latest_hashes", "marks"]
 
 T = TypeVar("T")
 
@@ -167,6 +168,8 @@ class SqliteBase:
             await conn.execute("PRAGMA busy_timeout=5000")
             await conn.execute(f"PRAGMA synchronous={self._synchronous}")
             await conn.execute("PRAGMA foreign_keys=ON")
+            # Erasure (issue 11): deleted and overwritten content is zeroed in the pages.
+            await conn.execute("PRAGMA secure_delete=ON")
             # The writer: a 2.3 MB JSON batch or a 10,000-row partial dirties ~10 MB of pages,
             # kept in memory until COMMIT. Readers serve small pages and slices.
             cache_kib = _READER_CACHE_KIB if readonly else _WRITER_CACHE_KIB
@@ -303,3 +306,22 @@ def latest_hashes(
         (sid, source_id),
     ).fetchone()
     return (row[0], row[1], row[2]) if row is not None else None
+
+
+def marks(items: Sequence[Any]) -> str:
+    """``?`` placeholders for ``items`` (``IN ()`` of no items is false in SQLite)."""
+    return ",".join("?" * len(items))
+
+
+def blocked(conn: sqlite3.Connection, sid: int, digests: Iterable[bytes | None]) -> bool:
+    """Whether one of ``digests`` is on the scope's erasure blocklist (issue 11), read inside
+    the current write transaction; the empty digest never is."""
+    wanted = sorted(blockable(digests))
+    if not wanted:
+        return False
+    row = conn.execute(
+        f"SELECT 1 FROM erasure_blocklist WHERE scope_id = ? AND digest IN ({marks(wanted)})"
+        " LIMIT 1",
+        (sid, *wanted),
+    ).fetchone()
+    return row is not None

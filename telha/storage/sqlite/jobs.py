@@ -25,9 +25,10 @@ from telha.model import (
     Scope,
 )
 from telha.queue.policy import LOSS_KINDS, Decide, DecideLoss, FailureDecision
+from telha.storage.erasure import payload_name, scrub_payload
 from telha.storage.records import decode_continuation, encode_continuation
 from telha.storage.records import job_record as _job
-from telha.storage.sqlite.base import SqliteBase, latest_hashes
+from telha.storage.sqlite.base import SqliteBase, blocked, latest_hashes
 
 __all__ = [
     "JobsMixin",
@@ -36,8 +37,10 @@ __all__ = [
     "check_lease",
     "complete_tx",
     "decode_continuation",
+    "end_erased",
     "enqueue_tx",
     "load_continuation",
+    "scrub_job",
     "store_continuation",
 ]
 
@@ -99,7 +102,10 @@ def enqueue_tx(
     ``dedup`` (and a content hash), request-level dedup against the latest version and an
     active job of the same ``(source, hash)``. A fetch-format job (``web``: no content hash)
     with ``dedup`` — a crawl's child — is deduplicated against an active job fetching the
-    same name (source) instead: what it would fetch is not known yet."""
+    same name (source) instead: what it would fetch is not known yet. A content hash on the
+    scope's erasure blocklist is refused before any dedup (``erased``, nothing written)."""
+    if job.content_hash is not None and blocked(conn, sid, [job.content_hash]):
+        return EnqueueOutcome(False, None, erased=True)
     if dedup and job.content_hash is not None:
         outcome = _active_dedup(conn, sid, job)
         if outcome is not None:
@@ -175,18 +181,50 @@ def abandon_stream(conn: sqlite3.Connection, job_id: bytes, now_us: int) -> int 
     return tx
 
 
-def complete_tx(conn: sqlite3.Connection, sid: int, c: JobCompletion, detail: str | None) -> None:
+def complete_tx(
+    conn: sqlite3.Connection, sid: int, c: JobCompletion, detail: str | None
+) -> tuple[str, ...]:
     """Complete a held job inside the current transaction: state, stats, its child jobs
-    (each with request-level dedup, naming its parent) and the ``completed`` event."""
+    (each with request-level dedup, naming its parent) and the ``completed`` event. A child
+    whose content is blocklisted is refused (a ``child_refused`` event; the parent
+    proceeds); returns the refused children's names."""
     conn.execute(
         "UPDATE jobs SET state = 'completed', lease_owner = NULL, lease_deadline = NULL,"
         " stats = ?, continuation = NULL, updated_at = ? WHERE job_id = ?",
         (c.stats, c.now_us, c.lease.job_id),
     )
     parent = f"parent={id_str(c.lease.job_id)}"
+    refused = []
     for child in c.children:
-        enqueue_tx(conn, sid, child, c.now_us, dedup=True, detail=parent)
+        if enqueue_tx(conn, sid, child, c.now_us, dedup=True, detail=parent).erased:
+            refused.append(payload_name(child.payload))
+            detail_ = f"{refused[-1]}: content erased"
+            add_event(conn, c.lease.job_id, c.now_us, "child_refused", detail_)
     add_event(conn, c.lease.job_id, c.now_us, "completed", detail)
+    return tuple(refused)
+
+
+def scrub_job(conn: sqlite3.Connection, job_id: bytes) -> int:
+    """Empty a job payload's inline content (``content_b64``); returns the raw bytes it held."""
+    row = conn.execute("SELECT payload FROM jobs WHERE job_id = ?", (job_id,)).fetchone()
+    scrubbed = scrub_payload(row[0]) if row is not None else None
+    if scrubbed is None:
+        return 0
+    conn.execute("UPDATE jobs SET payload = ? WHERE job_id = ?", (scrubbed[0], job_id))
+    return scrubbed[1]
+
+
+def end_erased(conn: sqlite3.Connection, job_id: bytes, now_us: int, reason: str) -> None:
+    """End a job ``dead`` with ``reason`` (an ``erased: …`` reason) inside the current
+    transaction: its stream (if any) is closed and its payload loses its inline content."""
+    abandon_stream(conn, job_id, now_us)
+    conn.execute(
+        "UPDATE jobs SET state = 'dead', failure_reason = ?, lease_owner = NULL,"
+        " lease_deadline = NULL, continuation = NULL, updated_at = ? WHERE job_id = ?",
+        (reason, now_us, job_id),
+    )
+    add_event(conn, job_id, now_us, "dead", reason)
+    scrub_job(conn, job_id)
 
 
 def _apply_failure(
@@ -258,7 +296,7 @@ class JobsMixin(SqliteBase):
 
         def tx(conn: sqlite3.Connection) -> EnqueueOutcome:
             outcome = enqueue_tx(conn, self._tx_scope_id(conn, scope), job, now_us, dedup=dedup)
-            if outcome.deduplicated:
+            if outcome.deduplicated or outcome.erased:
                 conn.execute("ROLLBACK")
             return outcome
 

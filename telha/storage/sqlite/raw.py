@@ -12,10 +12,11 @@ from typing import Any
 
 import anyio
 
-from telha.errors import NotFound
+from telha.errors import ContentErased, NotFound
 from telha.ids import now_us
 from telha.model import BLOB_CHUNK, Scope
-from telha.storage.sqlite.base import SqliteBase
+from telha.storage.erasure import ERASED_MESSAGE
+from telha.storage.sqlite.base import SqliteBase, blocked
 
 __all__ = ["RawMixin"]
 
@@ -65,6 +66,8 @@ class RawMixin(SqliteBase):
 
         def begin(conn: sqlite3.Connection) -> int:
             sid = self._tx_scope_id(conn, scope)
+            if blocked(conn, sid, (digest,)):
+                raise ContentErased(ERASED_MESSAGE)
             conn.execute(
                 "INSERT OR REPLACE INTO raw_blobs (scope_id, content_hash, size, complete,"
                 " created_at) VALUES (?, ?, ?, 0, ?)",

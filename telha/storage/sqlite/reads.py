@@ -9,7 +9,7 @@ from typing import Any
 
 import msgspec
 
-from telha.errors import NotFound
+from telha.errors import ContentErased, NotFound
 from telha.model import (
     Ambiguity,
     Direction,
@@ -30,6 +30,8 @@ VERSION_COLS = (
     "source_id, tx, name, format, content_hash, canonical_text_hash, size, worker, job_id,"
     " blob_id, text_len"
 )
+#: The columns of :class:`~telha.model.SourceVersion` as reads select them (with the erasure).
+_READ_COLS = VERSION_COLS + ", erased_at, erasure_id, erase_reason"
 _NODE_COLS = "n.node_id, n.labels, n.properties, n.tx_from, n.tx_to, n.valid_from, n.valid_to,"
 _NODE_COLS += " n.provenance, n.source_id"
 _decode = msgspec.json.decode
@@ -62,7 +64,7 @@ class ReadsMixin(SqliteBase):
         if sid is None:
             return []
         rows = await self._fetchall(
-            f"SELECT {VERSION_COLS} FROM source_versions WHERE scope_id = ? AND source_id = ?"
+            f"SELECT {_READ_COLS} FROM source_versions WHERE scope_id = ? AND source_id = ?"
             " AND canonical_text_hash IS NOT NULL ORDER BY tx DESC LIMIT ?",
             (sid, source_id, limit),
         )
@@ -74,13 +76,16 @@ class ReadsMixin(SqliteBase):
         sid = await self._scope_id(scope)
         if sid is not None:
             rows = await self._fetchall(
-                f"SELECT {VERSION_COLS} FROM source_versions"
+                f"SELECT {_READ_COLS} FROM source_versions"
                 " WHERE scope_id = ? AND source_id = ? AND tx = ?"
                 " AND canonical_text_hash IS NOT NULL",
                 (sid, source_id, tx),
             )
             if rows:
-                return sid, _version(rows[0])
+                version = _version(rows[0])
+                if version.erased_at is not None:
+                    raise ContentErased(f"source version {tx} was erased: {version.erase_reason}")
+                return sid, version
         raise NotFound("no such source version")
 
     async def read_text(
@@ -119,9 +124,9 @@ class ReadsMixin(SqliteBase):
             return None
         params: tuple[Any, ...]
         if as_of is None:
-            where, params = "n.tx_to IS NULL", (sid, node_id)
+            where, params = "n.tx_to IS NULL AND NOT n.erased", (sid, node_id)
         else:
-            where = "n.tx_from <= ? AND (n.tx_to IS NULL OR n.tx_to > ?)"
+            where = "n.tx_from <= ? AND (n.tx_to IS NULL OR n.tx_to > ?) AND NOT n.erased"
             params = (sid, node_id, as_of, as_of)
         rows = await self._fetchall(
             f"SELECT {_NODE_COLS} FROM nodes n WHERE n.scope_id = ? AND n.node_id = ? AND {where}"
@@ -162,6 +167,7 @@ class ReadsMixin(SqliteBase):
                 f"SELECT {_NODE_COLS} FROM node_labels l JOIN nodes n ON n.scope_id = l.scope_id"
                 " AND n.node_id = l.node_id AND n.tx_from = l.tx_from"
                 " WHERE l.scope_id = ? AND l.label = ? AND l.node_id > ? AND n.tx_to IS NULL"
+                " AND NOT n.erased"
             )
             params: tuple[Any, ...] = (sid, label, after)
             if source_id is not None:
@@ -171,13 +177,13 @@ class ReadsMixin(SqliteBase):
         elif source_id is not None:
             sql = (
                 f"SELECT {_NODE_COLS} FROM nodes n WHERE n.scope_id = ? AND n.source_id = ?"
-                " AND n.node_id > ? AND n.tx_to IS NULL ORDER BY n.node_id LIMIT ?"
+                " AND n.node_id > ? AND n.tx_to IS NULL AND NOT n.erased ORDER BY n.node_id LIMIT ?"
             )
             params = (sid, source_id, after)
         else:
             sql = (
                 f"SELECT {_NODE_COLS} FROM nodes n WHERE n.scope_id = ? AND n.node_id > ?"
-                " AND n.tx_to IS NULL ORDER BY n.node_id LIMIT ?"
+                " AND n.tx_to IS NULL AND NOT n.erased ORDER BY n.node_id LIMIT ?"
             )
             params = (sid, after)
         return [_node(r) for r in await self._fetchall(sql, (*params, limit))]
@@ -191,7 +197,7 @@ class ReadsMixin(SqliteBase):
             return []
         live = (
             "EXISTS (SELECT 1 FROM nodes x WHERE x.scope_id = e.scope_id AND x.node_id = {col}"
-            " AND x.tx_to IS NULL)"
+            " AND x.tx_to IS NULL AND NOT x.erased)"
         )
         parts = []
         params: list[Any] = []

@@ -13,19 +13,22 @@ from dataclasses import replace
 import anyio
 import anyio.abc
 
-from telha.errors import OutOfSync
+from telha.errors import ContentErased, OutOfSync
 from telha.ids import blob_id_for, content_hash, now_us
 from telha.ingest.offload import off_loop
 from telha.ingest.projection import Projection
 from telha.model import CommitOutcome, Dedup, JobCompletion, NewVersion, Scope
+from telha.storage.erasure import BLOCKED_REASON, ERASED_MESSAGE
 from telha.storage.records import is_duplicate
-from telha.storage.sqlite.base import _nothing, latest_hashes
+from telha.storage.sqlite.base import _nothing, blocked, latest_hashes
 from telha.storage.sqlite.checkpointer import Checkpointer
+from telha.storage.sqlite.erasure import ErasureMixin
 from telha.storage.sqlite.jobs import (
     JobsMixin,
     abandon_stream,
     check_lease,
     complete_tx,
+    end_erased,
     load_continuation,
 )
 from telha.storage.sqlite.raw import RawMixin
@@ -37,7 +40,7 @@ from telha.storage.sqlite.streams import StreamsMixin
 __all__ = ["SqliteStore"]
 
 
-class SqliteStore(ReadsMixin, JobsMixin, StreamsMixin, RawMixin, ScanMixin):
+class SqliteStore(ReadsMixin, JobsMixin, StreamsMixin, RawMixin, ScanMixin, ErasureMixin):
     """SQLite implementation of :class:`telha.storage.protocol.Storage`.
 
     Use as an actor (``await tg.start(store.run)`` reports the opened store) or, in short-lived
@@ -99,6 +102,11 @@ class SqliteStore(ReadsMixin, JobsMixin, StreamsMixin, RawMixin, ScanMixin):
                 # A single-shot retry of a job whose earlier attempt streamed: close that.
                 abandon_stream(conn, completion.lease.job_id, completion.now_us)
             sid = self._tx_scope_id(conn, scope)
+            if blocked(conn, sid, (version.content_hash, canonical_hash)):
+                if completion is None:
+                    raise ContentErased(ERASED_MESSAGE)
+                end_erased(conn, completion.lease.job_id, completion.now_us, BLOCKED_REASON)
+                return CommitOutcome(False, None, [], [], erased=True)
             if _is_duplicate(conn, sid, version, canonical_hash, dedup):
                 if completion is None:
                     conn.execute("ROLLBACK")  # nothing to write
@@ -111,10 +119,13 @@ class SqliteStore(ReadsMixin, JobsMixin, StreamsMixin, RawMixin, ScanMixin):
             rows = build_rows(sid, version.source_id, tx_time, blob_id, projection, existing)
             _insert_version(conn, sid, tx_time, version, canonical_hash, blob_id, len(text))
             insert_rows(conn, rows)
+            refused: tuple[str, ...] = ()
             if completion is not None:
                 detail = f"version={tx_time} nodes={len(rows.node_ids)}"
-                complete_tx(conn, sid, completion, detail)
-            return CommitOutcome(False, tx_time, rows.node_ids, rows.edge_ids)
+                refused = complete_tx(conn, sid, completion, detail)
+            return CommitOutcome(
+                False, tx_time, rows.node_ids, rows.edge_ids, refused_children=refused
+            )
 
         return await self._write("commit version", tx)
 

@@ -29,13 +29,16 @@ from telha.model import (
     StreamOutcome,
     StreamPart,
 )
-from telha.storage.sqlite.base import SqliteBase
+from telha.storage.erasure import BLOCKED_REASON
+from telha.storage.sqlite.base import SqliteBase, blocked
+from telha.storage.sqlite.erasure import purge_stream
 from telha.storage.sqlite.jobs import (
     abandon_stream,
     add_event,
     check_lease,
     complete_tx,
     decode_continuation,
+    end_erased,
     load_continuation,
     store_continuation,
 )
@@ -140,6 +143,9 @@ class StreamsMixin(SqliteBase):
             if part.seq != expected:
                 raise OutOfSync(f"expected seq {expected}, got {part.seq}")
             if cont is None:
+                if blocked(conn, sid, (version.content_hash,)):
+                    end_erased(conn, job_id, part.now_us, BLOCKED_REASON)
+                    return StreamOutcome([], 0, 0, erased=True)
                 cont = self._pin(conn, sid, version, part)
             if part.base != cont.length:
                 raise OutOfSync(
@@ -166,8 +172,12 @@ class StreamsMixin(SqliteBase):
                 store_continuation(conn, job_id, cont, part.now_us)
                 _extend(conn, job_id, deadline)
                 return StreamOutcome(rows.node_ids, cont.tx, deadline)
-            self._finalize(conn, sid, version, cont, part)
-            return StreamOutcome(rows.node_ids, cont.tx, 0, finalized=True)
+            refused = self._finalize(conn, sid, version, cont, part)
+            if refused is None:
+                return StreamOutcome([], cont.tx, 0, erased=True)
+            return StreamOutcome(
+                rows.node_ids, cont.tx, 0, finalized=True, refused_children=refused
+            )
 
         return await self._write("apply streamed submission", tx)
 
@@ -187,13 +197,20 @@ class StreamsMixin(SqliteBase):
     @staticmethod
     def _finalize(
         conn: sqlite3.Connection, sid: int, v: NewVersion, c: Continuation, part: StreamPart
-    ) -> None:
+    ) -> tuple[str, ...] | None:
+        """Finalize the stream: the version row gets its canonical hash and the job
+        completes (returns the refused children's names). A blocklisted digest instead ends
+        the job ``dead`` (``erased``) and purges what the stream wrote (returns ``None``)."""
+        canonical = _hash_chunks(conn, sid, c.blob_id)
+        if blocked(conn, sid, (part.content_hash or v.content_hash, canonical)):
+            end_erased(conn, part.lease.job_id, part.now_us, BLOCKED_REASON)
+            purge_stream(conn, sid, v.source_id, c.tx)
+            return None
         conn.execute(
             "UPDATE source_versions SET canonical_text_hash = ?, text_len = ?,"
             " content_hash = coalesce(?, content_hash) WHERE scope_id = ? AND source_id = ?"
             " AND tx = ?",
-            (_hash_chunks(conn, sid, c.blob_id), c.length, part.content_hash, sid, v.source_id,
-             c.tx),
-        )  # fmt: skip
+            (canonical, c.length, part.content_hash, sid, v.source_id, c.tx),
+        )
         completion = JobCompletion(part.lease, part.now_us, part.stats, part.children)
-        complete_tx(conn, sid, completion, f"version={c.tx}")
+        return complete_tx(conn, sid, completion, f"version={c.tx}")

@@ -1,0 +1,68 @@
+"""``POST /v1/sources/{sourceId}/erase`` (issue 11): GDPR erasure of a source or one version.
+
+The body is ``{"reason": "...", "versionTx": <µs, optional>}``; the answer (200) says what
+was erased (:class:`~telha.rest.schemas.ErasureOut`). The erasure runs as an ``erase`` job
+(:mod:`telha.ingest.eraser`); its id is the ``erasureId`` and ``GET /v1/ingest/{erasureId}``
+shows its steps.
+"""
+
+from __future__ import annotations
+
+import msgspec
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from telha.errors import RequestError
+from telha.rest.app import parse_uuid, require_scope, state
+from telha.rest.ingest_routes import read_body
+
+__all__ = ["routes"]
+
+#: Longest ``reason`` accepted, characters (it is kept in the audit table).
+MAX_REASON_CHARS = 1000
+_MAX_BODY_BYTES = 16 * 1024
+
+
+class EraseRequest(msgspec.Struct, forbid_unknown_fields=True, rename="camel"):
+    """The request body: why (required) and, optionally, which version."""
+
+    reason: str
+    version_tx: int | None = None
+
+
+def parse_erase_request(body: bytes) -> EraseRequest:
+    """The validated body.
+
+    :raises RequestError: not a JSON object of the shape above, an empty or too long
+        ``reason``, a ``versionTx`` that is not a non-negative integer.
+    """
+    try:
+        req = msgspec.json.decode(body, type=EraseRequest)
+    except msgspec.ValidationError as exc:
+        raise RequestError(f"invalid erase request: {exc}") from None
+    except msgspec.DecodeError as exc:
+        raise RequestError(f"the body is not JSON: {exc}") from None
+    if not req.reason.strip():
+        raise RequestError("reason must not be empty")
+    if len(req.reason) > MAX_REASON_CHARS:
+        raise RequestError(f"reason is over {MAX_REASON_CHARS} characters")
+    if req.version_tx is not None and not 0 <= req.version_tx < 2**63:
+        raise RequestError("versionTx must be a non-negative 64-bit integer")
+    return req
+
+
+async def erase_source(request: Request) -> Response:
+    """POST /v1/sources/{sourceId}/erase — erase for good; 200 with the result (a repeated
+    erase of erased versions answers the same result)."""
+    scope = await require_scope(request)
+    source_id = parse_uuid(request.path_params["source_id"], "source")
+    req = parse_erase_request(await read_body(request, _MAX_BODY_BYTES))
+    principal = f"tenant={scope.tenant_id} organization={scope.organization_id}"
+    result = await state(request).eraser.erase(
+        scope, source_id, req.version_tx, req.reason, principal
+    )
+    return Response(result, media_type="application/json")
+
+
+routes = [Route("/v1/sources/{source_id}/erase", erase_source, methods=["POST"])]
