@@ -204,8 +204,10 @@ async def test_a_worker_lost_on_one_replica_hands_its_job_to_a_worker_on_the_oth
             await anyio.sleep(0.3)  # B's poll is parked on its wake-up
             await on_a.heartbeat(held)  # far from expiry when its stream closes
             on_a.go_away()
+        # Read while B's worker still holds the job: leaving the block closes its stream too
+        # (a second worker_lost).
+        job = (await a.get(f"/v1/ingest/{job_id}")).json()
     assert got == [job_id] == [held.job_id]
-    job = (await a.get(f"/v1/ingest/{job_id}")).json()
     events = [(e["transition"], e["detail"]) for e in job["events"]]
     assert [t for t, _ in events] == ["enqueued", "leased", "worker_lost", "leased"]
     assert events[1][1] == "worker=on-a" and events[3][1] == "worker=on-b"

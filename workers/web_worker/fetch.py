@@ -100,9 +100,12 @@ async def _download(
         await response.dispose()
 
 
-async def _navigate(
+async def _load(
     ctx: BrowserContext, page: Page, url: str, options: WebOptions, settings: WebSettings
-) -> FetchedPage | FetchedFile:
+) -> int | FetchedFile:
+    """Everything that talks to the origin: navigate, check the status and media type (a
+    non-HTML response is fetched again, as served), wait for ``options.wait_for``. Returns the
+    HTTP status of a page now rendered in ``page``, or the file."""
     try:
         response: Response | None = await page.goto(
             url,
@@ -115,20 +118,28 @@ async def _navigate(
         raise network_failure(exc.message, url) from None
     if response is None:
         raise TransientFailure(f"fetch failed for {url}: no response")
-    failure = status_failure(response.status, url, await response.header_value("retry-after"))
+    # ``headers`` is already in hand (no round trip to the browser); it leaves out only
+    # cookie-related headers.
+    headers = response.headers
+    failure = status_failure(response.status, url, headers.get("retry-after"))
     if failure is not None:
         raise failure
-    media = _media_type(await response.header_value("content-type"))
+    media = _media_type(headers.get("content-type"))
     if media and media not in _HTML_TYPES:
         # What the page shows is Chromium's viewer (a PDF's is an HTML page of its own), not
         # the bytes served: fetch them again, as served.
         return await _download(ctx, page.url, options, settings)
     if options.wait_for:
         await page.wait_for_selector(options.wait_for, timeout=options.timeout_s * 1000)
+    return response.status
+
+
+async def _read(page: Page, url: str, status: int, options: WebOptions) -> FetchedPage:
+    """The rendered page, read from the browser (no request to the origin)."""
     html = (await page.content()).encode("utf-8")
     _checked_size(len(html), options, "the rendered page")
     title, base = await page.evaluate("[document.title, document.baseURI]")
-    return FetchedPage(url, page.url, str(base), response.status, str(title), html)
+    return FetchedPage(url, page.url, str(base), status, str(title), html)
 
 
 async def fetch(
@@ -138,9 +149,11 @@ async def fetch(
     turn: Callable[[], AbstractAsyncContextManager[None]] = contextlib.nullcontext,
 ) -> FetchedPage | FetchedFile:
     """Fetch ``url`` in a fresh context (closed before this returns or raises). The context
-    and its page are made first; ``turn()`` (the origin's politeness gate) is held from the
-    navigation until the rendered HTML is read, and ``options.timeout_s`` bounds that part
-    (time waiting for the turn does not count).
+    and its page are made first; ``turn()`` (the origin's politeness gate) is held while the
+    origin is being fetched — the navigation, ``options.wait_for``, a non-HTML re-fetch — and
+    released before the rendered HTML is read from the browser, so the next page of the
+    origin can load meanwhile. ``options.timeout_s`` bounds each of the two parts (time
+    waiting for the turn does not count).
 
     :raises UnsupportedFeature: ``host_not_allowed`` (allow-list), ``auth_required`` (401/403).
     :raises CorruptInput: 404, 410 and other statuses that are not worth retrying.
@@ -156,7 +169,11 @@ async def fetch(
                 page = await ctx.new_page()
             async with turn():
                 with anyio.fail_after(options.timeout_s + 1):
-                    return await _navigate(ctx, page, url, options, host.settings)
+                    loaded = await _load(ctx, page, url, options, host.settings)
+            if isinstance(loaded, FetchedFile):
+                return loaded
+            with anyio.fail_after(options.timeout_s + 1):
+                return await _read(page, url, loaded, options)
     except TimeoutError:
         raise TransientFailure(f"timeout: {url} took over {options.timeout_s:g} s") from None
     except PlaywrightError as exc:  # a wait_for timeout, the page crashing, …
