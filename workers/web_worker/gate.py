@@ -3,8 +3,7 @@ origin at a time, and at least ``delay_s`` seconds between the end of one fetch 
 and the start of the next. A fetch holds its turn while it talks to the origin: the
 navigation (until ``wait_until``), ``wait_for``, a non-HTML re-fetch (browser set-up, reading
 the rendered HTML from the browser and the projection happen outside it). Other origins are
-not held
-up. Remote worker processes do not coordinate: each keeps its own gate.
+not held up. Remote worker processes do not coordinate: each keeps its own gate.
 """
 
 from __future__ import annotations
