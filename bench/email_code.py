@@ -37,7 +37,6 @@ import argparse
 import base64
 import io
 import os
-import sqlite3
 import statistics
 import tempfile
 import time
@@ -52,7 +51,7 @@ import email_worker
 import httpx
 
 import text_worker
-from tests.support.server import ServerProcess, write_config
+from tests.support.server import ServerProcess, wait_jobs_finished, write_config
 from workers_common import Job
 
 TARGET_MESSAGES_S = 100
@@ -160,22 +159,6 @@ async def _post_all(c: httpx.AsyncClient, bodies: list[dict[str, Any]]) -> list[
     return ids
 
 
-def _wait_finished(db: Path, timeout_s: float = 600) -> None:
-    """Block until no job is ``pending`` or ``leased``, read every 20 ms from the server's
-    SQLite file (read-only, in this process: polling through REST would cost the server's
-    own CPU).
-
-    :raises TimeoutError: still unfinished jobs after ``timeout_s``.
-    """
-    deadline = time.monotonic() + timeout_s
-    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
-        query = "SELECT count(*) FROM jobs WHERE state IN ('pending', 'leased')"
-        while conn.execute(query).fetchone()[0]:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"jobs unfinished after {timeout_s} s")
-            time.sleep(0.02)
-
-
 async def _check(c: httpx.AsyncClient, label: str, count: int, job_ids: list[str]) -> None:
     """Every posted job completed and ``count`` nodes of ``label`` are visible (run after the
     clock stopped: checking is not part of the work measured).
@@ -203,7 +186,7 @@ async def end_to_end(
     ) as c:
         started = time.perf_counter()
         job_ids = await _post_all(c, bodies)
-        await anyio.to_thread.run_sync(_wait_finished, server.db)
+        await anyio.to_thread.run_sync(wait_jobs_finished, server.db)
         elapsed = time.perf_counter() - started
         await _check(c, label, count, job_ids)
         return elapsed

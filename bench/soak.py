@@ -25,10 +25,8 @@ sys.path[0] = str(ROOT)
 
 import argparse
 import base64
-import collections
 import contextlib
 import os
-import sqlite3
 import tempfile
 import time
 from typing import Any
@@ -36,7 +34,7 @@ from typing import Any
 import anyio
 import httpx
 
-from tests.support.server import ServerProcess, write_config
+from tests.support.server import ServerProcess, wait_jobs_finished, write_config
 
 CORPUS = Path(os.environ.get("TELHA_CORPUS", ROOT.parent / "shared" / "corpus"))
 TARGET_MB_PER_1000 = 1.0
@@ -95,23 +93,6 @@ def children_rss_mb(pid: int) -> float:
     return total
 
 
-def wait_finished(db: Path, timeout_s: float = 1800) -> collections.Counter[str]:
-    """Block until no job is ``pending``/``leased`` (read-only, every 50 ms); job counts by
-    state.
-
-    :raises TimeoutError: jobs still unfinished after ``timeout_s``.
-    """
-    deadline = time.monotonic() + timeout_s
-    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
-        query = "SELECT count(*) FROM jobs WHERE state IN ('pending', 'leased')"
-        while conn.execute(query).fetchone()[0]:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"jobs unfinished after {timeout_s} s")
-            time.sleep(0.05)
-        rows = conn.execute("SELECT state, count(*) FROM jobs GROUP BY state").fetchall()
-    return collections.Counter({str(s): int(n) for s, n in rows})
-
-
 async def post_block(c: httpx.AsyncClient, block: list[dict[str, Any]]) -> None:
     limit = anyio.Semaphore(CLIENTS)
 
@@ -150,7 +131,7 @@ async def soak(server: ServerProcess, key: str, args: argparse.Namespace) -> lis
         while done < args.jobs:
             n = min(args.block, args.jobs - done)
             await post_block(c, bodies(n, done))
-            states = await anyio.to_thread.run_sync(wait_finished, server.db)
+            states = await anyio.to_thread.run_sync(wait_jobs_finished, server.db, 1800, 0.05)
             done += n
             mb = rss_mb(pid)
             samples.append((done, mb))

@@ -7,9 +7,11 @@ event and reads the bound REST address from it. Shared by tests and benchmarks.
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -54,6 +56,26 @@ def write_config(folder: Path, engine: str = "sqlite", **sections: dict[str, Any
     path = folder / "config.toml"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
+
+
+def wait_jobs_finished(
+    db: Path, timeout_s: float = 600, poll_s: float = 0.02
+) -> collections.Counter[str]:
+    """Block until no job in the SQLite file ``db`` is ``pending`` or ``leased`` (read-only,
+    every ``poll_s`` seconds, from the calling process: polling through REST would cost the
+    server's own CPU); then job counts by state.
+
+    :raises TimeoutError: jobs still unfinished after ``timeout_s``.
+    """
+    deadline = time.monotonic() + timeout_s
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        query = "SELECT count(*) FROM jobs WHERE state IN ('pending', 'leased')"
+        while conn.execute(query).fetchone()[0]:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"jobs unfinished after {timeout_s} s")
+            time.sleep(poll_s)
+        rows = conn.execute("SELECT state, count(*) FROM jobs GROUP BY state").fetchall()
+    return collections.Counter({str(s): int(n) for s, n in rows})
 
 
 def telha_check(config: Path) -> subprocess.CompletedProcess[str]:
