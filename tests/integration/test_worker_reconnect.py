@@ -120,3 +120,34 @@ def test_worker_outlives_core_killed_as_its_stream_opens(core: Core) -> None:
         core.job_done()
     core.assert_worker_alive()
 
+
+def _delays(log: str) -> list[str]:
+    """The ``retrying in N s`` delays the worker logged, in order."""
+    return [
+        line.split("retrying in ")[1].split("s")[0]
+        for line in log.splitlines()
+        if "retrying in" in line
+    ]
+
+
+def test_reconnect_backoff_starts_over_after_a_healthy_stream(core: Core) -> None:
+    """While core stays down the worker's delay doubles; once a stream served a job, the
+    next loss is retried after the first delay again, not the last one (it kept growing to
+    30 s across core kills)."""
+    core.job_done()
+    core.server.kill()
+    deadline = time.monotonic() + DONE_WITHIN_S
+    while "4.0" not in _delays(core.log()):  # 0.5, 1, 2, 4: core down for ~4 s
+        assert time.monotonic() < deadline, core.log()
+        time.sleep(0.05)
+    core.server.start()
+    core.job_done()  # a healthy stream: it delivered a job
+    seen = len(_delays(core.log()))
+    core.kill_and_restart()
+    deadline = time.monotonic() + DONE_WITHIN_S
+    while len(_delays(core.log())) == seen:
+        assert time.monotonic() < deadline, core.log()
+        time.sleep(0.05)
+    assert _delays(core.log())[seen] == "0.5", core.log()
+    core.job_done()
+    core.assert_worker_alive()

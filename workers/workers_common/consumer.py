@@ -282,11 +282,18 @@ class WorkerConsumer:
         self._spool_dir = spool_dir
         self._metrics = metrics
         self._processes = processes
+        self._received = 0
 
     @property
     def worker_id(self) -> str:
         """The id this consumer reports to core."""
         return self._worker_id
+
+    @property
+    def jobs_received(self) -> int:
+        """Jobs its ``PollJobs`` stream delivered so far (a stream that delivered one was
+        healthy: the runner's reconnect backoff starts over)."""
+        return self._received
 
     def in_flight(self) -> list[tuple[bytes, int]]:
         """``(job id bytes, lease generation)`` of the jobs this consumer holds now."""
@@ -315,6 +322,7 @@ class WorkerConsumer:
             task_status.started()
             try:
                 async for payload in self._transport.poll_jobs(request):
+                    self._received += 1
                     slot = _InFlight(payload.lease_generation)
                     self._in_flight[payload.job_id] = slot
                     self._idle = anyio.Event()
