@@ -7,11 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import anyio
 import httpx
 import pytest
 
-from tests.support.server import ServerProcess, write_config
+from tests.support.server import ServerProcess, settled_job, write_config
 
 pytestmark = pytest.mark.anyio
 
@@ -19,14 +18,7 @@ MODULES = ["tests.support.exiting_worker", "tests.support.exiting_async_worker"]
 
 
 async def _settled(c: httpx.AsyncClient, fmt: str, name: str) -> dict[str, Any]:
-    body = {"format": fmt, "name": name, "content": f"# {name}\n"}
-    job_id = (await c.post("/v1/ingest", json=body)).json()["jobId"]
-    with anyio.fail_after(60):
-        while True:
-            job: dict[str, Any] = (await c.get(f"/v1/ingest/{job_id}")).json()
-            if job["state"] in ("completed", "dead"):
-                return job
-            await anyio.sleep(0.05)
+    return await settled_job(c, {"format": fmt, "name": name, "content": f"# {name}\n"})
 
 
 async def test_systemexit_and_keyboardinterrupt_in_handlers_fail_only_their_job(

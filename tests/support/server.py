@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx
 
 from telha.auth import hash_key, mint_api_key
 from telha.config import load_config
@@ -26,7 +27,7 @@ from telha.model import Scope
 from telha.storage import open_store
 from tests.support.pg import create_database
 
-__all__ = ["ServerProcess", "write_config"]
+__all__ = ["ServerProcess", "settled_job", "write_config"]
 
 READY_TIMEOUT_S = 30.0
 
@@ -66,6 +67,23 @@ def telha_check(config: Path) -> subprocess.CompletedProcess[str]:
         timeout=120,
         check=False,
     )
+
+
+async def settled_job(
+    c: httpx.AsyncClient, body: dict[str, Any], within_s: float = 60.0
+) -> dict[str, Any]:
+    """POST ``body`` to ``/v1/ingest`` and poll the job it made until it is ``completed`` or
+    ``dead``; its status body.
+
+    :raises TimeoutError: not settled within ``within_s`` seconds.
+    """
+    job_id = (await c.post("/v1/ingest", json=body)).json()["jobId"]
+    with anyio.fail_after(within_s):
+        while True:
+            job: dict[str, Any] = (await c.get(f"/v1/ingest/{job_id}")).json()
+            if job["state"] in ("completed", "dead"):
+                return job
+            await anyio.sleep(0.05)
 
 
 class ServerProcess:
