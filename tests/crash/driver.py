@@ -13,7 +13,6 @@ import base64
 import json
 import random
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -26,7 +25,7 @@ import anyio
 import httpx
 
 from tests.conftest import CORPUS
-from tests.support.server import ServerProcess, telha_check, write_config
+from tests.support.server import ServerProcess, restart_port, telha_check, write_config
 
 __all__ = [
     "Answer",
@@ -125,12 +124,6 @@ async def post_with_retries(
         await anyio.sleep(0.1)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @dataclass
 class Fleet:
     """``telha serve`` (SQLite, in-process ``text_worker`` and ``email_worker``) plus one remote
@@ -153,7 +146,8 @@ class Fleet:
     died: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        rest, grpc = _free_port(), _free_port()
+        rest = restart_port()
+        grpc = restart_port(rest)
         config = write_config(
             self.folder,
             server={"rest_addr": f"127.0.0.1:{rest}", "grpc_addr": f"127.0.0.1:{grpc}"},

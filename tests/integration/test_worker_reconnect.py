@@ -4,7 +4,6 @@ holding a job or just opening, and it takes the restarted core's jobs."""
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 import time
@@ -14,17 +13,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.support.server import ServerProcess, write_config
+from tests.support.server import ServerProcess, restart_port, write_config
 
 #: Seconds a posted job may take to complete on a loaded 2-core machine (a bound, not a speed).
 DONE_WITHIN_S = 60.0
 ROUNDS = 4
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class Core:
@@ -32,7 +25,8 @@ class Core:
     and one remote ``text_worker`` whose log is kept."""
 
     def __init__(self, folder: Path) -> None:
-        rest, grpc = _free_port(), _free_port()
+        rest = restart_port()
+        grpc = restart_port(rest)
         config = write_config(
             folder,
             server={"rest_addr": f"127.0.0.1:{rest}", "grpc_addr": f"127.0.0.1:{grpc}"},

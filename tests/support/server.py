@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -27,7 +29,7 @@ from telha.model import Scope
 from telha.storage import open_store
 from tests.support.pg import create_database
 
-__all__ = ["ServerProcess", "settled_job", "write_config"]
+__all__ = ["ServerProcess", "restart_port", "settled_job", "write_config"]
 
 READY_TIMEOUT_S = 30.0
 
@@ -67,6 +69,29 @@ def telha_check(config: Path) -> subprocess.CompletedProcess[str]:
         timeout=120,
         check=False,
     )
+
+
+#: Ports for servers restarted on the same address, below Linux's ephemeral range
+#: (``net.ipv4.ip_local_port_range``, 32768-60999 by default).
+_RESTART_PORTS = range(20000, 32000)
+
+
+def restart_port(*taken: int) -> int:
+    """A free loopback port (not one of ``taken``) for a server that is restarted on the same
+    address (crash tests).
+    Not from the ephemeral range, as port 0 would give: while the server is down, a loopback
+    connection (a client, a worker reconnecting) may get that number as its own local port
+    and the restart then fails with "Address already in use"."""
+    while True:
+        port = random.choice(_RESTART_PORTS)
+        if port in taken:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        return port
 
 
 async def settled_job(
