@@ -11,6 +11,18 @@ per 1,000 jobs. Target: <= 1 MB per 1,000 jobs (docling-serve's users report ~5 
 conversion). docling parses in child processes (spec 003 §v0.2), which are not part of the
 serve process's RSS; their RSS at each sample is shown beside it.
 
+Bounded cache fill vs a leak: the server runs with ``TELHA_DEBUG_MEMORY=1``
+(:mod:`telha.debug_memory`), so each sample also reads SQLite's own heap
+(``sqlite3_memory_used``: mostly its page caches, capped at the writer's 16 MiB plus 8 MiB per
+reader) from ``/metrics``. Those caches fill as the database grows, so the RSS rises until
+they are warm; the table gives the slope of the RSS, of SQLite's heap and of the rest (RSS
+minus SQLite's heap) after the warm-up, and the RSS slope once the caches are warm (from the
+first sample with SQLite's heap within 5% of its largest value in the run). The verdict
+uses the larger of the two RSS slopes. Measured (10,000 jobs, 2 shared cores): SQLite's heap
+reaches 19.7 MB by 1,000 jobs (the writer's 16 MiB cache full, readers touch little) and
+stays there, so the caches are warm well inside the 2,000-job warm-up; the RSS slope after
+it was 0.15 and 0.40 MB / 1,000 jobs in two runs, all of it outside SQLite.
+
 Run: ``.venv/bin/python bench/soak.py [--jobs 10000] [--block 500] [--warmup 2000]``. Not a
 timed test; exits 0 whether the target passes or not, 1 if the server failed.
 """
@@ -34,11 +46,14 @@ from typing import Any
 import anyio
 import httpx
 
+from telha.debug_memory import ENV
 from tests.support.server import ServerProcess, wait_jobs_finished, write_config
 
 CORPUS = Path(os.environ.get("TELHA_CORPUS", ROOT.parent / "shared" / "corpus"))
 TARGET_MB_PER_1000 = 1.0
 CLIENTS = 8
+#: SQLite's heap counts as warm from the first sample within this share of its largest.
+WARM_SHARE = 0.95
 #: One cycle of the mix, in job formats (20 jobs).
 MIX = ["markdown"] * 4 + ["text"] * 3 + ["csv"] * 3 + ["tsv"] * 2 + ["eml"] * 3 + ["code"] * 3
 MIX += ["docx", "html"]
@@ -107,6 +122,15 @@ async def post_block(c: httpx.AsyncClient, block: list[dict[str, Any]]) -> None:
             tg.start_soon(post, body)
 
 
+async def sqlite_heap_mb(c: httpx.AsyncClient) -> float:
+    """SQLite's heap in the serve process (``telha_debug_sqlite_heap_bytes``), MB; NaN when
+    the probe is not there."""
+    for line in (await c.get("/metrics")).text.splitlines():
+        if line.startswith("telha_debug_sqlite_heap_bytes "):
+            return float(line.split()[1]) / 1e6
+    return float("nan")
+
+
 def slope(points: list[tuple[int, float]]) -> float:
     """Least-squares slope of ``(jobs, MB)`` in MB per 1,000 jobs (0 with < 2 points)."""
     if len(points) < 2:
@@ -121,25 +145,43 @@ async def soak(server: ServerProcess, key: str, args: argparse.Namespace) -> lis
     assert server.proc is not None
     pid = server.proc.pid
     rows: list[list[str]] = []
-    samples: list[tuple[int, float]] = []
+    samples: list[tuple[int, float, float]] = []  # jobs done, RSS MB, SQLite heap MB
     start = time.monotonic()
-    rows.append(["0", f"{rss_mb(pid):.1f}", "-", "-", "0"])
     async with httpx.AsyncClient(
         base_url=server.base_url, headers={"x-api-key": key}, timeout=120
     ) as c:
+        rows.append(["0", f"{rss_mb(pid):.1f}", f"{await sqlite_heap_mb(c):.1f}", "-", "-", "0"])
         done = 0
         while done < args.jobs:
             n = min(args.block, args.jobs - done)
             await post_block(c, bodies(n, done))
             states = await anyio.to_thread.run_sync(wait_jobs_finished, server.db, 1800, 0.05)
             done += n
-            mb = rss_mb(pid)
-            samples.append((done, mb))
+            mb, heap = rss_mb(pid), await sqlite_heap_mb(c)
+            samples.append((done, mb, heap))
             failed = states.get("dead", 0)
-            rows.append([f"{done}", f"{mb:.1f}", f"{children_rss_mb(pid):.1f}",
+            rows.append([f"{done}", f"{mb:.1f}", f"{heap:.1f}", f"{children_rss_mb(pid):.1f}",
                          f"{failed}", f"{time.monotonic() - start:.0f}"])  # fmt: skip
     after = [p for p in samples if p[0] > args.warmup]
-    rows.append(["slope", f"{slope(after):.2f} MB / 1,000 jobs", "", "", ""])
+    top = max((p[2] for p in samples), default=float("nan"))
+    warm_at = next((p[0] for p in samples if p[2] >= WARM_SHARE * top), None)
+    warm = [p for p in samples if warm_at is not None and p[0] >= warm_at]
+    rss_after = slope([(j, r) for j, r, _ in after])
+    rows.append([f"slope after {args.warmup}", f"{rss_after:.2f} MB / 1,000 jobs", "", "", "", ""])
+    heap_after = slope([(j, h) for j, _, h in after])
+    rows.append(["  of it SQLite's heap", f"{heap_after:.2f}", "", "", "", ""])
+    rest_after = slope([(j, r - h) for j, r, h in after])
+    rows.append(["  the rest (RSS - SQLite)", f"{rest_after:.2f}", "", "", "", ""])
+    fit = rss_after
+    if len(warm) >= 3:
+        warm_fit = slope([(j, r) for j, r, _ in warm])
+        fit = max(fit, warm_fit)
+        rows.append([f"slope once caches warm ({warm_at} on)", f"{warm_fit:.2f} MB / 1,000 jobs",
+                     "", "", "", ""])  # fmt: skip
+    else:
+        rows.append(["caches warm", f"{'never' if warm_at is None else warm_at} (< 3 samples)",
+                     "", "", "", ""])  # fmt: skip
+    rows.append(["verdict slope", f"{fit:.2f} MB / 1,000 jobs", "", "", "", ""])
     return rows
 
 
@@ -152,6 +194,7 @@ def main() -> int:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="telha-soak-") as tmp_name:
         config = write_config(Path(tmp_name), workers={"in_process": WORKERS})
+        os.environ[ENV] = "1"  # the SQLite heap probe (ServerProcess passes the environment)
         server = ServerProcess(config).start()
         try:
             key = server.create_key("soak", "org")
@@ -164,13 +207,14 @@ def main() -> int:
     mix = ", ".join(sorted(set(MIX)))
     print(f"soak: {args.jobs} mixed conversions ({mix}), in-process workers, RSS after every"
           f" {args.block} jobs; slope after {args.warmup} jobs")  # fmt: skip
-    print("| jobs done | serve RSS MB | children RSS MB (docling) | dead jobs | elapsed s |")
-    print("|---|---|---|---|---|")
+    print("| jobs done | serve RSS MB | SQLite heap MB | children RSS MB (docling) | dead jobs"
+          " | elapsed s |")  # fmt: skip
+    print("|---|---|---|---|---|---|")
     for row in rows:
         print("| " + " | ".join(row) + " |")
     fit = float(rows[-1][1].split()[0])
     verdict = "PASS" if fit <= TARGET_MB_PER_1000 else "FAIL"
-    print(f"target: <= {TARGET_MB_PER_1000:g} MB per 1,000 jobs after warm-up: {verdict}")
+    print(f"target: <= {TARGET_MB_PER_1000:g} MB per 1,000 jobs once warm: {verdict}")
     return 0
 
 

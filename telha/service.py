@@ -18,6 +18,7 @@ import anyio.abc
 import structlog
 
 from telha.config import Config, ConfigError
+from telha.debug_memory import debug_gauges
 from telha.grpc.front import GrpcFront
 from telha.grpc.servicer import WorkerServicer
 from telha.grpc.tokens import load_token_key
@@ -113,6 +114,8 @@ async def _serve(
             "Tasks waiting for the single SQLite writer connection",
             store.writers_waiting,
         )
+        for name, doc, read in debug_gauges():  # TELHA_DEBUG_MEMORY=1 only (bench/soak.py)
+            metrics.watch_gauge(name, doc, read)
         queue = JobQueue(store, cfg.jobs, metrics=metrics)
         await sup.start("job_queue", queue.run)
         ingestor = Ingestor(store, cfg.ingest, queue)

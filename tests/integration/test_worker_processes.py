@@ -8,11 +8,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import anyio
 import httpx
 import pytest
 
-from tests.support.server import ServerProcess, write_config
+from tests.support.server import ServerProcess, settled_job, write_config
 
 pytestmark = pytest.mark.anyio
 
@@ -30,14 +29,7 @@ def _server(tmp_path: Path, **workers: Any) -> ServerProcess:
 
 async def _settled(c: httpx.AsyncClient, name: str) -> dict[str, Any]:
     """POST ``name`` as a ``code`` job and wait until it is completed or dead."""
-    body = {"format": "code", "name": name, "content": f"# {name}\n"}
-    job_id = (await c.post("/v1/ingest", json=body)).json()["jobId"]
-    with anyio.fail_after(60):
-        while True:
-            job: dict[str, Any] = (await c.get(f"/v1/ingest/{job_id}")).json()
-            if job["state"] in ("completed", "dead"):
-                return job
-            await anyio.sleep(0.05)
+    return await settled_job(c, {"format": "code", "name": name, "content": f"# {name}\n"})
 
 
 async def _pid_of_run(c: httpx.AsyncClient, name: str) -> int:

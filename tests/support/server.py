@@ -10,7 +10,9 @@ from __future__ import annotations
 import collections
 import json
 import os
+import random
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -20,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx
 
 from telha.auth import hash_key, mint_api_key
 from telha.config import load_config
@@ -28,7 +31,7 @@ from telha.model import Scope
 from telha.storage import open_store
 from tests.support.pg import create_database
 
-__all__ = ["ServerProcess", "write_config"]
+__all__ = ["ServerProcess", "restart_port", "settled_job", "write_config"]
 
 READY_TIMEOUT_S = 30.0
 
@@ -88,6 +91,46 @@ def telha_check(config: Path) -> subprocess.CompletedProcess[str]:
         timeout=120,
         check=False,
     )
+
+
+#: Ports for servers restarted on the same address, below Linux's ephemeral range
+#: (``net.ipv4.ip_local_port_range``, 32768-60999 by default).
+_RESTART_PORTS = range(20000, 32000)
+
+
+def restart_port(*taken: int) -> int:
+    """A free loopback port (not one of ``taken``) for a server that is restarted on the same
+    address (crash tests).
+    Not from the ephemeral range, as port 0 would give: while the server is down, a loopback
+    connection (a client, a worker reconnecting) may get that number as its own local port
+    and the restart then fails with "Address already in use"."""
+    while True:
+        port = random.choice(_RESTART_PORTS)
+        if port in taken:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        return port
+
+
+async def settled_job(
+    c: httpx.AsyncClient, body: dict[str, Any], within_s: float = 60.0
+) -> dict[str, Any]:
+    """POST ``body`` to ``/v1/ingest`` and poll the job it made until it is ``completed`` or
+    ``dead``; its status body.
+
+    :raises TimeoutError: not settled within ``within_s`` seconds.
+    """
+    job_id = (await c.post("/v1/ingest", json=body)).json()["jobId"]
+    with anyio.fail_after(within_s):
+        while True:
+            job: dict[str, Any] = (await c.get(f"/v1/ingest/{job_id}")).json()
+            if job["state"] in ("completed", "dead"):
+                return job
+            await anyio.sleep(0.05)
 
 
 class ServerProcess:

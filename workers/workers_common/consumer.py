@@ -138,6 +138,12 @@ def _spool_write(out: BinaryIO, hasher: Any, data: bytes) -> None:
 
 _DONE = object()
 
+#: What handler code may raise and still be only its job's failure: ``SystemExit`` (a library
+#: calling ``sys.exit``) and ``KeyboardInterrupt`` too, which asyncio would otherwise let out
+#: of the task and stop the whole process (``telha serve`` with it). Other
+#: ``BaseException``\ s still end the consumer (cancellation, a deliberate consumer death).
+_HANDLER_ERRORS = (Exception, SystemExit, KeyboardInterrupt)
+
 
 def _advance(gen: Generator[Any, Any, Any], ids: list[str] | None) -> Any:
     """Next submission of a generator handler (``send(ids)`` after the first), or ``_DONE``.
@@ -165,8 +171,8 @@ def _close_generator(gen: Generator[Any, Any, Any]) -> None:
                 log.warning("a handler step is still running; its generator is left open")
                 return
             time.sleep(0.05)
-        except Exception as exc:  # a handler's cleanup failing must not fail the job again
-            log.warning("closing the handler's generator raised: %s", exc)
+        except _HANDLER_ERRORS as exc:  # a handler's cleanup failing must not fail the job again
+            log.warning("closing the handler's generator raised: %r", exc)
             return
 
 
@@ -282,11 +288,18 @@ class WorkerConsumer:
         self._spool_dir = spool_dir
         self._metrics = metrics
         self._processes = processes
+        self._received = 0
 
     @property
     def worker_id(self) -> str:
         """The id this consumer reports to core."""
         return self._worker_id
+
+    @property
+    def jobs_received(self) -> int:
+        """Jobs its ``PollJobs`` stream delivered so far (a stream that delivered one was
+        healthy: the runner's reconnect backoff starts over)."""
+        return self._received
 
     def in_flight(self) -> list[tuple[bytes, int]]:
         """``(job id bytes, lease generation)`` of the jobs this consumer holds now."""
@@ -315,6 +328,7 @@ class WorkerConsumer:
             task_status.started()
             try:
                 async for payload in self._transport.poll_jobs(request):
+                    self._received += 1
                     slot = _InFlight(payload.lease_generation)
                     self._in_flight[payload.job_id] = slot
                     self._idle = anyio.Event()
@@ -445,7 +459,7 @@ class WorkerConsumer:
         """Run handler code in a worker thread; its exceptions become :class:`_HandlerFailed`."""
         try:
             return await anyio.to_thread.run_sync(fn, *args, abandon_on_cancel=True)
-        except Exception as exc:
+        except _HANDLER_ERRORS as exc:
             raise _HandlerFailed() from exc
 
     async def _call_in_process(self, job: Job, processes: anyio.CapacityLimiter) -> bytes:
@@ -458,7 +472,7 @@ class WorkerConsumer:
         except anyio.BrokenWorkerProcess as exc:
             died = ResourceLimit(f"the handler's worker process died: {exc}")
             raise _HandlerFailed() from died
-        except Exception as exc:
+        except _HANDLER_ERRORS as exc:
             raise _HandlerFailed() from exc
         return encoded
 
@@ -467,7 +481,7 @@ class WorkerConsumer:
         thread; its exceptions become :class:`_HandlerFailed`."""
         try:
             result = await self._handler(job)
-        except Exception as exc:
+        except _HANDLER_ERRORS as exc:
             raise _HandlerFailed() from exc
         encoded: bytes = await self._call(_encode, result)
         return encoded
@@ -479,7 +493,7 @@ class WorkerConsumer:
         if len(payload.payload_json) <= _INLINE_PAYLOAD_BYTES:
             try:
                 job, ref = _job(payload)
-            except Exception as exc:
+            except _HANDLER_ERRORS as exc:
                 raise _HandlerFailed() from exc
         else:
             job, ref = await self._call(_job, payload)

@@ -2,8 +2,10 @@
 ``telha serve`` (spec 001 "When a worker must be running").
 
 Reads ``TELHA_GRPC_TARGET`` (``host:port``) and ``TELHA_WORKER_TOKEN``. While core is
-unreachable it retries with exponential backoff (capped at 30 s), saying so on stderr; a
-rejected token or a bad module ends the process with exit code 2.
+unreachable it retries with exponential backoff (0.5 s doubling, capped at 30 s), saying so
+on stderr; after a stream that was healthy (it delivered a job or stayed open
+:data:`HEALTHY_STREAM_S`) the backoff starts over (:func:`reconnect_delay`). A rejected
+token or a bad module ends the process with exit code 2.
 
 Logs are JSON lines on stderr (console lines on a terminal), each line about a job carrying
 its ``job_id``, ``kind``, ``source_id``, ``attempt`` and scope (:mod:`workers_common.logs`).
@@ -22,6 +24,7 @@ import signal
 import socket
 import sys
 import threading
+import time
 from types import ModuleType
 
 import anyio
@@ -35,10 +38,27 @@ from workers_common.logs import configure_logging
 from workers_common.metrics import WorkerMetrics
 from workers_common.transport import GrpcTransport, split_target
 
-__all__ = ["load_worker", "main"]
+__all__ = ["HEALTHY_STREAM_S", "load_worker", "main", "reconnect_delay"]
 
 log = logging.getLogger("workers_common.run")
+_BACKOFF_FIRST_S = 0.5
 _BACKOFF_MAX_S = 30.0
+#: Seconds a ``PollJobs`` stream must have stayed up (if it delivered no job) to count as
+#: healthy, so that the reconnect after it waits the first delay again.
+HEALTHY_STREAM_S = 10.0
+
+
+def reconnect_delay(previous_s: float | None, *, healthy: bool) -> float:
+    """Seconds to wait before reconnecting to core: 0.5 after a healthy stream (or the first
+    failure, ``previous_s is None``), else twice ``previous_s``, at most 30.
+
+    Pure; a stream is healthy when it delivered a job or stayed open
+    :data:`HEALTHY_STREAM_S` seconds (so a worker that lost several cores in a row, each
+    after serving it, reconnects at once, not after 30 s).
+    """
+    if previous_s is None or healthy:
+        return _BACKOFF_FIRST_S
+    return min(_BACKOFF_MAX_S, previous_s * 2)
 
 
 class UsageError(Exception):
@@ -113,7 +133,7 @@ async def _serve(args: argparse.Namespace, module: ModuleType, target: str, toke
 async def _poll_forever(
     args: argparse.Namespace, module: ModuleType, target: str, token: str, metrics: WorkerMetrics
 ) -> None:
-    delay = 0.5
+    delay: float | None = None
     while True:
         transport = GrpcTransport(target, token)
         consumer = WorkerConsumer(
@@ -125,30 +145,32 @@ async def _poll_forever(
             heartbeat_interval_s=args.heartbeat_interval_s,
             metrics=metrics,
         )
+        started = time.monotonic()
         try:
             log.info("polling %s for %s as %s", target, ",".join(module.FORMATS), args.worker_id)
             metrics.set_polling(True)
             await consumer.run()
-            delay = 0.5
+            delay = reconnect_delay(delay, healthy=True)
         except Exception as exc:  # task groups wrap what the stream raised
             cause = _leaf(exc)
             if isinstance(cause, GRPCError) and cause.status in _FATAL:
                 raise UsageError(
                     f"core refused this worker: {cause.status.name}: {cause.message}"
                 ) from None
+            if not isinstance(cause, GRPCError | OSError | StreamTerminatedError):
+                raise
+            healthy = consumer.jobs_received > 0 or time.monotonic() - started >= HEALTHY_STREAM_S
+            delay = reconnect_delay(delay, healthy=healthy)
             if isinstance(cause, GRPCError):
                 log.warning(
                     "core at %s answered %s; retrying in %.1fs", target, cause.status.name, delay
                 )
-            elif isinstance(cause, OSError | StreamTerminatedError):
-                log.warning("core unreachable at %s (%s); retrying in %.1fs", target, cause, delay)
             else:
-                raise
+                log.warning("core unreachable at %s (%s); retrying in %.1fs", target, cause, delay)
         finally:
             metrics.set_polling(False)
             transport.close()
         await anyio.sleep(delay)
-        delay = min(_BACKOFF_MAX_S, delay * 2)
 
 
 def main(argv: list[str] | None = None) -> int:

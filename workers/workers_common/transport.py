@@ -1,24 +1,38 @@
 """The gRPC transport of :class:`~workers_common.consumer.WorkerConsumer` (grpclib +
-betterproto2 stubs), authenticated with ``authorization: Bearer <worker token>``."""
+betterproto2 stubs), authenticated with ``authorization: Bearer <worker token>``.
+
+Every call leaves its task's cancellation count as it found it (:func:`_balanced`): grpclib
+wakes a call whose connection was lost (``StreamTerminatedError``) or whose deadline passed
+(``TimeoutError``) with a native ``Task.cancel()`` that it turns into that error without
+``Task.uncancel()``. Left so, anyio takes the extra request for an outer cancellation and
+lets the consumer's own task-group cancel escape as ``CancelledError``: the worker process
+died with a traceback after a core SIGKILL instead of reconnecting.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
 
 from grpclib.client import Channel
 from grpclib.config import Configuration
 
 from telha_proto.telha.worker.v1 import (
+    ContentChunk,
     FetchContentRequest,
     HeartbeatRequest,
     HeartbeatResponse,
     IngestionResult,
+    JobPayload,
     PollJobsRequest,
     SubmitResponse,
     WorkerServiceStub,
 )
 
 __all__ = ["GrpcTransport", "h2_config", "split_target"]
+
+_T = TypeVar("_T")
 
 
 def h2_config() -> Configuration:
@@ -44,6 +58,44 @@ def split_target(target: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
+def _cancelling() -> tuple[asyncio.Task[Any] | None, int]:
+    task = asyncio.current_task()
+    return task, (task.cancelling() if task is not None else 0)
+
+
+def _rebalance(task: asyncio.Task[Any] | None, before: int) -> None:
+    """Withdraw the cancellation requests grpclib made on ``task`` since it had ``before``."""
+    if task is not None:
+        while task.cancelling() > before:
+            task.uncancel()
+
+
+async def _balanced(call: Callable[[], Awaitable[_T]]) -> _T:
+    """Await a grpclib call; if it fails with anything but a cancellation, withdraw the
+    native cancellations grpclib used to wake it (see the module docstring)."""
+    task, before = _cancelling()
+    try:
+        return await call()
+    except Exception:
+        _rebalance(task, before)
+        raise
+
+
+async def _balanced_stream(stream: AsyncIterator[_T]) -> AsyncIterator[_T]:
+    """The messages of a grpclib server stream, rebalanced like :func:`_balanced` when the
+    stream fails (each wait for a message is measured from its own start)."""
+    while True:
+        task, before = _cancelling()
+        try:
+            message = await anext(stream)
+        except StopAsyncIteration:
+            return
+        except Exception:
+            _rebalance(task, before)
+            raise
+        yield message
+
+
 class GrpcTransport:
     """``WorkerService`` over one grpclib channel.
 
@@ -56,21 +108,24 @@ class GrpcTransport:
         self._channel = Channel(host, port, config=h2_config())
         self._stub = WorkerServiceStub(self._channel, metadata={"authorization": f"Bearer {token}"})
 
-    def poll_jobs(self, request: PollJobsRequest) -> Any:
-        """The server stream of leased jobs (no deadline)."""
-        return self._stub.poll_jobs(request)
+    def poll_jobs(self, request: PollJobsRequest) -> AsyncIterator[JobPayload]:
+        """The server stream of leased jobs (no deadline); a lost connection ends it with
+        ``StreamTerminatedError``."""
+        return _balanced_stream(self._stub.poll_jobs(request))
 
     async def submit(self, result: IngestionResult) -> SubmitResponse:
-        """``SubmitIngestionResult``."""
-        return await self._stub.submit_ingestion_result(result, timeout=SUBMIT_TIMEOUT_S)
+        """``SubmitIngestionResult`` (deadline :data:`SUBMIT_TIMEOUT_S`)."""
+        return await _balanced(
+            lambda: self._stub.submit_ingestion_result(result, timeout=SUBMIT_TIMEOUT_S)
+        )
 
     async def heartbeat(self, request: HeartbeatRequest) -> HeartbeatResponse:
-        """``Heartbeat``."""
-        return await self._stub.heartbeat(request, timeout=HEARTBEAT_TIMEOUT_S)
+        """``Heartbeat`` (deadline :data:`HEARTBEAT_TIMEOUT_S`)."""
+        return await _balanced(lambda: self._stub.heartbeat(request, timeout=HEARTBEAT_TIMEOUT_S))
 
-    def fetch_content(self, request: FetchContentRequest) -> Any:
+    def fetch_content(self, request: FetchContentRequest) -> AsyncIterator[ContentChunk]:
         """The server stream of a held job's stored raw bytes (no deadline: it may be GBs)."""
-        return self._stub.fetch_content(request)
+        return _balanced_stream(self._stub.fetch_content(request))
 
     def close(self) -> None:
         """Close the channel."""
