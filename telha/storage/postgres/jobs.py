@@ -17,7 +17,6 @@ Mixed into :class:`~telha.storage.postgres.store.PostgresStore`; the retry polic
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -351,53 +350,6 @@ async def _apply_loss(
     return d
 
 
-#: Lease candidates read per format before locking (more than the pollers that can race for
-#: one format's oldest job: every pooled connection of every replica).
-_CANDIDATES = 16
-
-
-@functools.cache
-def _lease_statements(scoped: bool) -> tuple[str, str]:
-    """The lease statements ``(fast, full)`` (parameters as :func:`_lease_ctes`).
-
-    ``fast`` reads the candidates, the oldest :data:`_CANDIDATES` available jobs of each
-    format, through ``jobs_pending`` in index order (``format = ANY(…)`` with ORDER BY would
-    sort every pending row of the formats: O(backlog) per lease), then leases the oldest
-    unlocked one; it answers one row: how many candidates there were, then the leased job's
-    columns (NULLs when none was leased). ``full`` leases the oldest unlocked job of all.
-    """
-    scope_sql = " AND scope_id = $5" if scoped else ""
-    select = f"SELECT {_JOB_COLS} FROM j JOIN scopes s ON s.scope_id = j.scope_id"
-    fast = (
-        "WITH cand AS (SELECT ARRAY(SELECT c.job_id FROM unnest($1::text[]) AS f (fmt)"
-        " CROSS JOIN LATERAL (SELECT job_id FROM jobs WHERE state = 'pending'"
-        f" AND format = f.fmt AND available_at <= $2{scope_sql}"
-        f" ORDER BY available_at, job_id LIMIT {_CANDIDATES}) AS c) AS ids), "
-        + _lease_ctes("job_id = ANY((SELECT ids FROM cand)::bytea[]) AND state = 'pending'")
-        + " SELECT cardinality((SELECT ids FROM cand)), l.* FROM (SELECT 1) AS one"
-        f" LEFT JOIN ({select}) AS l ON true"
-    )
-    where = f"state = 'pending' AND format = ANY($1::text[]){scope_sql}"
-    return fast, f"WITH {_lease_ctes(where)} {select}"
-
-
-def _lease_ctes(where: str) -> str:
-    """The lease's CTEs (one statement, its own transaction): ``pick`` the oldest job matching
-    ``where`` with ``FOR UPDATE SKIP LOCKED``, ``j`` marks it leased (returning the row),
-    ``ev`` appends its event under the row lock the pick holds. Parameters: ``$1`` formats,
-    ``$2`` now (µs), ``$3`` worker id, ``$4`` lease deadline (µs), ``$5`` scope id (scoped)."""
-    return (
-        f"pick AS (SELECT job_id FROM jobs WHERE {where} AND available_at <= $2"
-        " ORDER BY available_at, job_id LIMIT 1 FOR UPDATE SKIP LOCKED),"
-        " j AS (UPDATE jobs SET state = 'leased', lease_generation = lease_generation + 1,"
-        " lease_owner = $3, lease_deadline = $4, updated_at = $2 FROM pick"
-        " WHERE jobs.job_id = pick.job_id RETURNING jobs.*),"
-        " ev AS (INSERT INTO job_events (job_id, seq, at, transition, detail)"
-        " SELECT j.job_id, (SELECT coalesce(max(seq), 0) + 1 FROM job_events x"
-        " WHERE x.job_id = j.job_id), $2, 'leased', 'worker=' || $3 FROM j)"
-    )
-
-
 async def _select_job(conn: Conn, job_id: bytes) -> JobRecord:
     row = await conn.fetchrow(f"SELECT {_JOB_COLS}{_FROM} WHERE j.job_id = $1", job_id)
     assert row is not None
@@ -442,23 +394,20 @@ class JobsMixin(PgBase):
         over, never leased twice."""
         if not formats:
             return None
-        params: list[Any] = [list(formats), now_us, worker_id, now_us + lease_us]
+        sid = None
         if scope is not None:
             sid = await self._scope_id(scope)
             if sid is None:
                 return None
-            params.append(sid)
-        fast, full = _lease_statements(scope is not None)
 
         async def one(conn: Conn) -> JobRecord | None:
-            found = await conn.fetchrow(fast, *params)
-            assert found is not None
-            row: tuple[Any, ...] | None = tuple(found)[1:] if found[1] is not None else None
-            if row is None and found[0]:
-                # Every candidate was locked or taken by other pollers meanwhile: look past
-                # them (rare under a backlog; the full query sorts, but finds any unlocked job).
-                again = await conn.fetchrow(full, *params)
-                row = tuple(again) if again is not None else None
+            # telha_lease (migration 0005): candidates in index order, SKIP LOCKED, the lease
+            # and its event, in one call that is its own transaction.
+            row = await conn.fetchrow(
+                f"SELECT {_JOB_COLS} FROM telha_lease($1, $2, $3, $4, $5) j"
+                " JOIN scopes s ON s.scope_id = j.scope_id",
+                list(formats), now_us, worker_id, now_us + lease_us, sid,
+            )  # fmt: skip
             return _job(row) if row is not None else None
 
         return await self._write("lease job", one, transaction=False)
