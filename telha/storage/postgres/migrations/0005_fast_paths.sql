@@ -6,31 +6,44 @@
 -- through jobs_pending in index order (ORDER BY over `format = ANY(...)` sorts every pending
 -- row: O(backlog)); each is locked with SKIP LOCKED in its own statement (a new snapshot
 -- under READ COMMITTED), so a job another transaction holds or already leased is passed over
--- and never leased twice. When every candidate was taken, the oldest unlocked job of all is
--- looked for (sorted, rare). A function's statements keep their plans for the session, where
+-- and never leased twice. When every candidate was taken and a format had more, the oldest
+-- unlocked job of all is looked for (sorted, rare). A function's statements keep their plans for the session, where
 -- the same statement sent from the client was planned again on each call.
 CREATE FUNCTION telha_lease(
     p_formats text[], p_now bigint, p_owner text, p_deadline bigint, p_scope integer
 ) RETURNS SETOF jobs
 LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
+    v_ids bytea[];
     v_id bytea;
     v_got bytea;
 BEGIN
-    FOR v_id IN
-        SELECT c.job_id FROM unnest(p_formats) AS f (fmt) CROSS JOIN LATERAL (
-            SELECT j.job_id, j.available_at FROM jobs j
-            WHERE j.state = 'pending' AND j.format = f.fmt AND j.available_at <= p_now
-              AND (p_scope IS NULL OR j.scope_id = p_scope)
-            ORDER BY j.available_at, j.job_id LIMIT 16
-        ) AS c ORDER BY c.available_at, c.job_id
-    LOOP
+    IF p_scope IS NULL THEN  -- two statements: each keeps one (generic) plan
+        v_ids := ARRAY(
+            SELECT c.job_id FROM unnest(p_formats) AS f (fmt) CROSS JOIN LATERAL (
+                SELECT j.job_id, j.available_at FROM jobs j
+                WHERE j.state = 'pending' AND j.format = f.fmt AND j.available_at <= p_now
+                ORDER BY j.available_at, j.job_id LIMIT 16
+            ) AS c ORDER BY c.available_at, c.job_id);
+    ELSE
+        v_ids := ARRAY(
+            SELECT c.job_id FROM unnest(p_formats) AS f (fmt) CROSS JOIN LATERAL (
+                SELECT j.job_id, j.available_at FROM jobs j
+                WHERE j.state = 'pending' AND j.format = f.fmt AND j.available_at <= p_now
+                  AND j.scope_id = p_scope
+                ORDER BY j.available_at, j.job_id LIMIT 16
+            ) AS c ORDER BY c.available_at, c.job_id);
+    END IF;
+    FOREACH v_id IN ARRAY v_ids LOOP
         SELECT j.job_id INTO v_got FROM jobs j
             WHERE j.job_id = v_id AND j.state = 'pending' AND j.available_at <= p_now
             FOR UPDATE SKIP LOCKED;
         EXIT WHEN FOUND;
     END LOOP;
     IF v_got IS NULL THEN
+        IF cardinality(v_ids) < 16 THEN  -- every available job was a candidate
+            RETURN;
+        END IF;
         SELECT j.job_id INTO v_got FROM jobs j
             WHERE j.state = 'pending' AND j.format = ANY(p_formats) AND j.available_at <= p_now
               AND (p_scope IS NULL OR j.scope_id = p_scope)
@@ -114,9 +127,14 @@ BEGIN
         RETURN;
     END IF;
     IF EXISTS (SELECT 1 FROM erasure_blocklist b WHERE b.scope_id = p_scope
-               AND b.digest = ANY(ARRAY[v_hash, v_canonical]))
-       OR EXISTS (SELECT 1 FROM nodes n WHERE n.scope_id = p_scope AND n.tx_to IS NULL
-                  AND n.node_id = ANY(p_explicit)) THEN
+               AND (b.digest = v_hash OR b.digest = v_canonical)) THEN
+        RETURN QUERY SELECT 'general'::text, NULL::bigint;
+        RETURN;
+    END IF;
+    IF cardinality(p_explicit) > 0 AND EXISTS (
+        SELECT 1 FROM nodes n WHERE n.scope_id = p_scope AND n.tx_to IS NULL
+          AND n.node_id = ANY(p_explicit)
+    ) THEN
         RETURN QUERY SELECT 'general'::text, NULL::bigint;
         RETURN;
     END IF;
