@@ -96,33 +96,19 @@ CREATE FUNCTION telha_commit_single(
 ) RETURNS TABLE (outcome text, tx bigint)
 LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
-    v_state text;
-    v_gen integer;
-    v_cont bytea;
-    v_key bigint;
-    v_latest record;
+    v_check record;
     v_tx bigint;
 BEGIN
-    SELECT j.state, j.lease_generation, j.continuation INTO v_state, v_gen, v_cont
-        FROM jobs j WHERE j.job_id = p_job FOR UPDATE;
-    IF v_state IS DISTINCT FROM 'leased' OR v_gen IS DISTINCT FROM p_gen THEN
+    -- The lease fence, the advisory locks and the latest version (migration 0002).
+    SELECT * INTO v_check FROM telha_commit_check(p_job, p_gen, p_keys, p_scope, p_source);
+    IF NOT v_check.held THEN
         RETURN QUERY SELECT 'stale'::text, NULL::bigint;
         RETURN;
     END IF;
-    IF v_cont IS NOT NULL THEN
-        RETURN QUERY SELECT 'general'::text, NULL::bigint;
-        RETURN;
-    END IF;
-    FOR v_key IN SELECT DISTINCT k FROM unnest(p_keys) AS k ORDER BY k LOOP
-        PERFORM pg_advisory_xact_lock(v_key);
-    END LOOP;
-    -- Submit-time dedup (telha.storage.records.is_duplicate, Dedup.SUBMIT).
-    SELECT s.content_hash, s.canonical_text_hash, s.job_id INTO v_latest FROM source_versions s
-        WHERE s.scope_id = p_scope AND s.source_id = p_source
-          AND s.canonical_text_hash IS NOT NULL
-        ORDER BY s.tx DESC LIMIT 1;
-    IF FOUND AND v_latest.content_hash = v_hash AND v_latest.canonical_text_hash = v_canonical
-       AND v_latest.job_id IS DISTINCT FROM v_job THEN
+    -- A stream checkpoint, or submit-time dedup (records.is_duplicate, Dedup.SUBMIT).
+    IF v_check.continuation IS NOT NULL
+       OR (v_check.latest_hash = v_hash AND v_check.latest_canonical = v_canonical
+           AND v_check.latest_job IS DISTINCT FROM v_job) THEN
         RETURN QUERY SELECT 'general'::text, NULL::bigint;
         RETURN;
     END IF;
