@@ -166,7 +166,9 @@ class PostgresStore(ReadsMixin, JobsMixin, StreamsMixin, RawMixin, ScanMixin, Er
         Locks, in order: the job row (the lease fence), the ``(scope, source)`` advisory locks
         of the version and its child jobs (dedup), the clock row (the transaction time). A
         concurrent commit of the same bytes waits on the advisory lock and then finds this
-        version, so exactly one is written.
+        version, so exactly one is written. A single-shot submission without children takes
+        the same locks and writes in one call (``telha_commit_single``); the rest (and the
+        cases that call leaves here) run as one transaction of several statements.
         """
         text = projection.canonical
         canonical_hash = await off_loop(len(text), content_hash, text)
@@ -290,6 +292,7 @@ class PostgresStore(ReadsMixin, JobsMixin, StreamsMixin, RawMixin, ScanMixin, Er
         return CommitOutcome(False, int(tx_time), rows.node_ids, rows.edge_ids)
 
 
+#: The call of ``telha_commit_single``: its 46 parameters, in :meth:`_commit_single`'s order.
 _COMMIT_SINGLE = (
     f"SELECT outcome, tx FROM telha_commit_single({', '.join(f'${i}' for i in range(1, 47))})"
 )
