@@ -51,11 +51,13 @@ bench: setup
 	$(BIN)/python bench/web.py
 
 # The queue benchmark on PostgreSQL too (one replica and two), beside the SQLite rows, on the
-# throwaway cluster of scripts/pg-test-server (fsync on, synchronous_commit off).
+# throwaway cluster of scripts/pg-test-server (fsync on, synchronous_commit off) in
+# BENCH_PG_DIR (its port: TELHA_PG_PORT, else the first free one).
+BENCH_PG_DIR ?= /tmp/telha-pg-bench
 bench-postgres: setup
-	TELHA_PG_DIR=/tmp/telha-pg-bench TELHA_PG_OPTS="-c synchronous_commit=off" \
+	TELHA_PG_DIR=$(BENCH_PG_DIR) TELHA_PG_OPTS="-c synchronous_commit=off" \
 		scripts/pg-test-server start >/dev/null
-	TELHA_TEST_PG_DSN=$$(TELHA_PG_DIR=/tmp/telha-pg-bench scripts/pg-test-server dsn) \
+	TELHA_TEST_PG_DSN=$$(TELHA_PG_DIR=$(BENCH_PG_DIR) scripts/pg-test-server dsn) \
 		$(BIN)/python bench/queue.py --engine postgres
 
 # Kill-and-recover figures (bench/chaos.py): worker and core SIGKILL recovery times, lost,

@@ -11,7 +11,7 @@ from grpclib.events import RecvRequest, listen
 from grpclib.server import Server
 
 from telha.grpc.servicer import WorkerServicer, current_auth
-from telha.grpc.tokens import InvalidToken, verify_worker_token
+from telha.grpc.tokens import InvalidToken, TokenVerifier
 from telha.rest.server import bind_tcp
 from workers_common.transport import h2_config
 
@@ -29,7 +29,7 @@ class GrpcFront:
     def __init__(self, servicer: WorkerServicer, addr: str, token_key: bytes) -> None:
         self._servicer = servicer
         self._addr = addr
-        self._key = token_key
+        self._tokens = TokenVerifier(token_key)
 
     async def _authenticate(self, event: RecvRequest) -> None:
         header = event.metadata.get("authorization", "")
@@ -37,7 +37,7 @@ class GrpcFront:
         if not token:
             raise GRPCError(Status.UNAUTHENTICATED, "missing authorization: Bearer <worker token>")
         try:
-            current_auth.set(verify_worker_token(self._key, token))
+            current_auth.set(self._tokens.verify(token))
         except InvalidToken as exc:
             raise GRPCError(Status.UNAUTHENTICATED, str(exc)) from None
 

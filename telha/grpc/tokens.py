@@ -10,6 +10,8 @@ import re
 import secrets
 import tempfile
 import time
+from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,6 +21,7 @@ from telha.model import Scope
 
 __all__ = [
     "InvalidToken",
+    "TokenVerifier",
     "WorkerAuth",
     "load_token_key",
     "mint_worker_token",
@@ -110,6 +113,11 @@ def verify_worker_token(key: bytes, token: str) -> WorkerAuth:
 
     :raises InvalidToken: with the reason (expired, bad signature, malformed, no scope).
     """
+    return _verify(key, token)[0]
+
+
+def _verify(key: bytes, token: str) -> tuple[WorkerAuth, int]:
+    """:func:`verify_worker_token`, and the token's expiry (``exp``, Unix seconds)."""
     try:
         claims = jwt.decode(
             token, key, algorithms=["HS256"], audience=_AUDIENCE, issuer=_ISSUER,
@@ -119,9 +127,46 @@ def verify_worker_token(key: bytes, token: str) -> WorkerAuth:
         raise InvalidToken("worker token expired") from None
     except jwt.PyJWTError as exc:
         raise InvalidToken(f"invalid worker token: {exc}") from None
+    exp = int(claims["exp"])
     if claims.get("fleet") is True:
-        return WorkerAuth(None)
+        return WorkerAuth(None), exp
     tenant, org = claims.get("tenant"), claims.get("org")
     if not isinstance(tenant, str) or not isinstance(org, str):
         raise InvalidToken("worker token names no scope")
-    return WorkerAuth(Scope(tenant, org))
+    return WorkerAuth(Scope(tenant, org)), exp
+
+
+class TokenVerifier:
+    """:func:`verify_worker_token` with the tokens it accepted remembered until they expire:
+    a worker sends the same token with every RPC, and checking its signature and claims each
+    time costs more than the RPC's own work for small jobs. Refused tokens are never
+    remembered; a remembered one is refused once past its ``exp``, as a fresh check would.
+
+    :param key: the HMAC key (``grpc.token_key``).
+    :param size: most tokens remembered (the oldest is forgotten first).
+    :param clock: Unix seconds (injectable for tests).
+    """
+
+    def __init__(
+        self, key: bytes, *, size: int = 1024, clock: Callable[[], float] = time.time
+    ) -> None:
+        self._key = key
+        self._size = size
+        self._clock = clock
+        self._known: OrderedDict[str, tuple[WorkerAuth, int]] = OrderedDict()
+
+    def verify(self, token: str) -> WorkerAuth:
+        """The worker ``token`` authenticates.
+
+        :raises InvalidToken: as :func:`verify_worker_token` (an expired remembered token:
+            ``worker token expired``).
+        """
+        known = self._known.get(token)
+        if known is None:
+            known = self._known[token] = _verify(self._key, token)
+            if len(self._known) > self._size:
+                self._known.popitem(last=False)
+        if self._clock() >= known[1]:
+            self._known.pop(token, None)
+            raise InvalidToken("worker token expired")
+        return known[0]

@@ -1,21 +1,23 @@
 """The PostgreSQL engine directly, with two stores (two pools: what two replicas hold) on one
 real database: migrations applied once when both open at once, transaction time unique and
 increasing across them, a job never leased twice, dedup under concurrent commits of the same
-bytes, the reaper in both at once, and driver errors typed as ``StorageError``."""
+bytes, the reaper in both at once, and driver errors typed as ``StorageError``; the one-call
+lease and single-shot commit (migration 0005) and the cases they leave to the general path."""
 
 from __future__ import annotations
 
 import random
 from collections.abc import AsyncIterator
+from dataclasses import replace
 
 import anyio
 import asyncpg
 import pytest
 
-from telha.errors import StorageError
+from telha.errors import StaleLease, StorageError
 from telha.ids import new_id
 from telha.ingest.projection import NodeOut, Projection, SpanOut
-from telha.model import Dedup, NewJob, NewVersion, Scope
+from telha.model import Dedup, JobCompletion, LeaseRef, NewJob, NewVersion, Scope
 from telha.queue.policy import FailureDecision, decide_loss
 from telha.storage.postgres import PostgresStore
 from telha.storage.postgres.migrate import migrations
@@ -149,3 +151,93 @@ async def test_driver_errors_are_storage_errors() -> None:
     with pytest.raises(StorageError) as info:
         await store.open()
     assert info.value.__cause__ is not None
+
+
+async def test_lease_looks_past_locked_candidates_in_age_order(
+    two: tuple[PostgresStore, PostgresStore, str],
+) -> None:
+    """telha_lease reads 16 candidates per format: with the 20 oldest jobs locked by another
+    transaction it still leases the oldest unlocked one, and it orders across formats."""
+    a, _, dsn = two
+    now = 1_000_000_000_000
+    jobs = [
+        NewJob(new_id(), f"ingest:{fmt}", fmt, new_id(), new_id() * 2, b"{}")
+        for fmt in ["markdown"] + ["text"] * 24
+    ]
+    for i, job in enumerate(jobs):
+        await a.enqueue_job(SCOPE, job, now_us=now + i, dedup=True)
+    conn = await asyncpg.connect(dsn)
+    try:
+        async with conn.transaction():
+            await conn.execute(
+                "SELECT job_id FROM jobs WHERE job_id = ANY($1::bytea[]) FOR UPDATE",
+                [j.job_id for j in jobs[:21]],
+            )
+            got = await a.lease_next_job(
+                ["markdown", "text"], scope=SCOPE, worker_id="w", now_us=now + 99, lease_us=1
+            )
+            assert got is not None and got.job_id == jobs[21].job_id
+        got = await a.lease_next_job(
+            ["text", "markdown"], scope=None, worker_id="w", now_us=now + 99, lease_us=1
+        )
+        assert got is not None and got.job_id == jobs[0].job_id  # the markdown job is oldest
+    finally:
+        await conn.close()
+    for expected in (jobs[1], None):  # only jobs available at now + 1
+        got = await a.lease_next_job(
+            ["text"], scope=SCOPE, worker_id="w", now_us=now + 1, lease_us=1
+        )
+        assert (got.job_id if got is not None else None) == (
+            expected.job_id if expected is not None else None
+        )
+    assert (
+        await a.lease_next_job(["csv"], scope=None, worker_id="w", now_us=now, lease_us=1) is None
+    )
+
+
+async def test_single_shot_commits_and_what_takes_the_general_path(
+    two: tuple[PostgresStore, PostgresStore, str],
+) -> None:
+    """telha_commit_single writes a submission's version with the job's completion; a stale
+    generation is refused; an existing explicit node id (the upsert ladder) and a duplicate of
+    another job's bytes go through the general transaction, with the same outcomes."""
+    a, b, _ = two
+    now = 1_000_000_000_000
+    source, digest, node = new_id(), new_id() * 2, new_id()
+    text = b"same text"
+    proj = Projection(text, [SpanOut(0, 4, "body")], [NodeOut(("DOC",), b'{"a":1}', (0,), node)])
+    outcomes = []
+    for i, store in enumerate((a, b, a)):
+        job = NewJob(new_id(), "ingest:text", "text", source, digest, b"{}")
+        await store.enqueue_job(SCOPE, job, now_us=now, dedup=False)
+        held = await store.lease_next_job(
+            ["text"], scope=SCOPE, worker_id="w", now_us=now, lease_us=10**9
+        )
+        assert held is not None and held.job_id == job.job_id
+        version = NewVersion(source, "s.txt", "text", digest, len(text), "w", job.job_id)
+        with pytest.raises(StaleLease):
+            await store.commit_version(
+                SCOPE, version, proj, dedup=Dedup.SUBMIT,
+                completion=JobCompletion(LeaseRef(job.job_id, held.lease_generation + 1), now),
+            )  # fmt: skip
+        # The third commit changes the explicit node's properties: a new version of it.
+        third = replace(proj, nodes=[proj.nodes[0]._replace(properties_json=b'{"a":2}')])
+        completion = JobCompletion(LeaseRef(job.job_id, held.lease_generation), now + i, b"{}")
+        outcome = await store.commit_version(
+            SCOPE, replace(version, content_hash=new_id() * 2) if i == 2 else version,
+            third if i == 2 else proj, dedup=Dedup.SUBMIT, completion=completion,
+        )  # fmt: skip
+        outcomes.append(outcome)
+        record = await store.get_job(SCOPE, job.job_id)
+        assert record is not None and record.state == "completed"
+        assert record.events[-1].transition == "completed"
+    assert [o.deduplicated for o in outcomes] == [False, True, False]
+    assert outcomes[0].node_ids == outcomes[2].node_ids == [node]
+    versions = await a.source_versions(SCOPE, source)
+    assert [v.tx for v in versions] == [
+        outcomes[2].source_version_tx,
+        outcomes[0].source_version_tx,
+    ]
+    current = await a.get_node(SCOPE, node, None)
+    assert current is not None and current.properties == {"a": 2}
+    assert current.tx_from == outcomes[2].source_version_tx

@@ -173,6 +173,16 @@ async def _poll_forever(
         await anyio.sleep(delay)
 
 
+def _loop() -> dict[str, object]:
+    """anyio's asyncio backend options: uvloop when installed (as ``telha serve`` runs), its
+    C event loop costing less CPU per gRPC message than the stdlib selector loop."""
+    try:
+        import uvloop  # noqa: F401
+    except ImportError:
+        return {}
+    return {"use_uvloop": True}
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit code."""
     parser = argparse.ArgumentParser(prog="python -m workers_common.run")
@@ -202,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
         split_target(target)
         tune_gc()
         limit_malloc_arenas()
-        anyio.run(_serve, args, module, target, token, backend="asyncio")
+        anyio.run(_serve, args, module, target, token, backend="asyncio", backend_options=_loop())
     except (UsageError, ValueError) as exc:
         sys.stderr.write(f"workers_common.run: {exc}\n")
         return 2

@@ -394,31 +394,20 @@ class JobsMixin(PgBase):
         over, never leased twice."""
         if not formats:
             return None
-        params: list[Any] = [list(formats), now_us, worker_id, now_us + lease_us]
-        scope_sql = ""
+        sid = None
         if scope is not None:
             sid = await self._scope_id(scope)
             if sid is None:
                 return None
-            scope_sql = " AND scope_id = $5"
-            params.append(sid)
-        # One statement (one round trip, its own transaction): pick with SKIP LOCKED, mark it
-        # leased, append its event under the row lock the pick holds, return the record.
-        sql = (
-            "WITH pick AS (SELECT job_id FROM jobs WHERE state = 'pending'"
-            " AND format = ANY($1::text[]) AND available_at <= $2" + scope_sql +
-            " ORDER BY available_at, job_id LIMIT 1 FOR UPDATE SKIP LOCKED),"
-            " j AS (UPDATE jobs SET state = 'leased', lease_generation = lease_generation + 1,"
-            " lease_owner = $3, lease_deadline = $4, updated_at = $2 FROM pick"
-            " WHERE jobs.job_id = pick.job_id RETURNING jobs.*),"
-            " ev AS (INSERT INTO job_events (job_id, seq, at, transition, detail)"
-            " SELECT j.job_id, (SELECT coalesce(max(seq), 0) + 1 FROM job_events x"
-            " WHERE x.job_id = j.job_id), $2, 'leased', 'worker=' || $3 FROM j)"
-            f" SELECT {_JOB_COLS} FROM j JOIN scopes s ON s.scope_id = j.scope_id"
-        )  # fmt: skip
 
         async def one(conn: Conn) -> JobRecord | None:
-            row = await conn.fetchrow(sql, *params)
+            # telha_lease (migration 0005): candidates in index order, SKIP LOCKED, the lease
+            # and its event, in one call that is its own transaction.
+            row = await conn.fetchrow(
+                f"SELECT {_JOB_COLS} FROM telha_lease($1, $2, $3, $4, $5) j"
+                " JOIN scopes s ON s.scope_id = j.scope_id",
+                list(formats), now_us, worker_id, now_us + lease_us, sid,
+            )  # fmt: skip
             return _job(row) if row is not None else None
 
         return await self._write("lease job", one, transaction=False)

@@ -166,12 +166,20 @@ class PostgresStore(ReadsMixin, JobsMixin, StreamsMixin, RawMixin, ScanMixin, Er
         Locks, in order: the job row (the lease fence), the ``(scope, source)`` advisory locks
         of the version and its child jobs (dedup), the clock row (the transaction time). A
         concurrent commit of the same bytes waits on the advisory lock and then finds this
-        version, so exactly one is written.
+        version, so exactly one is written. A single-shot submission without children takes
+        the same locks and writes in one call (``telha_commit_single``); the rest (and the
+        cases that call leaves here) run as one transaction of several statements.
         """
         text = projection.canonical
         canonical_hash = await off_loop(len(text), content_hash, text)
         blob_id = blob_id_for(canonical_hash).bytes
         sid = await self._ensure_scope(scope)
+        if completion is not None and not completion.children:
+            single = await self._commit_single(
+                sid, version, projection, canonical_hash, blob_id, completion
+            )
+            if single is not None:
+                return single
 
         async def tx(conn: Conn) -> CommitOutcome:
             children = completion.children if completion is not None else ()
@@ -234,6 +242,65 @@ class PostgresStore(ReadsMixin, JobsMixin, StreamsMixin, RawMixin, ScanMixin, Er
             )
 
         return await self._write("commit version", tx)
+
+    async def _commit_single(
+        self,
+        sid: int,
+        version: NewVersion,
+        projection: Projection,
+        canonical_hash: bytes,
+        blob_id: bytes,
+        completion: JobCompletion,
+    ) -> CommitOutcome | None:
+        """The common single-shot submission (no children) in one round trip:
+        ``telha_commit_single`` (migration 0005) takes the general path's locks in its order
+        and writes the rows built here, assuming no explicit node id exists yet. ``None``
+        (nothing written) when the case needs the general path: a stream checkpoint, a
+        duplicate, blocklisted content, an explicit node id that exists.
+
+        :raises StaleLease: the job is not leased under the completion's generation.
+        """
+        rows = build_rows(sid, version.source_id, PENDING_TX, blob_id, projection, {})
+        assert not rows.closes
+        explicit = [n.node_id for n in projection.nodes if n.node_id is not None]
+        lease = completion.lease
+        args = (
+            lease.job_id, lease.lease_generation,
+            [source_lock_key(sid, version.source_id)], sid, version.source_id, explicit,
+            completion.now_us, completion.stats, f" nodes={len(rows.node_ids)}",
+            version.name, version.format, version.content_hash, canonical_hash, version.size,
+            version.worker, version.job_id, blob_id, len(projection.canonical),
+            *_columns(rows.chunks, 2, 3),
+            *_columns(rows.nodes, 1, 3, 4, 5, 6, 7, 8),
+            *_columns(rows.labels, 1, 2),
+            *_columns(rows.edges, 1, 3, 4, 5, 6),
+            *_columns(rows.spans, 1, 3, 4, 5, 6),
+            *_columns(rows.ambiguities, 1, 3, 4, 5, 6, 7, 8),
+        )  # fmt: skip
+
+        async def one(conn: Conn) -> tuple[str, int | None]:
+            row = await conn.fetchrow(_COMMIT_SINGLE, *args)
+            assert row is not None
+            return str(row[0]), row[1]
+
+        outcome, tx_time = await self._write("commit version", one, transaction=False)
+        if outcome == "stale":
+            raise StaleLease("job is not leased under this lease generation")
+        if outcome != "committed":
+            return None
+        assert tx_time is not None
+        return CommitOutcome(False, int(tx_time), rows.node_ids, rows.edge_ids)
+
+
+#: The call of ``telha_commit_single``: its 46 parameters, in :meth:`_commit_single`'s order.
+_COMMIT_SINGLE = (
+    f"SELECT outcome, tx FROM telha_commit_single({', '.join(f'${i}' for i in range(1, 47))})"
+)
+
+
+def _columns(rows: list[tuple[Any, ...]], *indexes: int) -> list[list[Any]]:
+    """Columns ``indexes`` of ``rows``, one list each (the arrays a function unnests)."""
+    return [[row[i] for row in rows] for i in indexes]
 
 
 def _insert_version(
