@@ -54,6 +54,11 @@ async def test_handler_runs_in_a_pool_process_and_failures_stay_typed(tmp_path: 
             assert bad["state"] == "dead"
             assert bad["failureReason"] == "corrupt_input: this input is refused"
 
+            gen = await _settled(c, "gen.py")
+            assert gen["state"] == "dead"
+            assert gen["failureReason"].startswith("transient: TypeError: ")
+            assert "returned a generator (PROCESS_POOL)" in gen["failureReason"]
+
             died = await _settled(c, "die.py")
             assert died["state"] == "dead"
             assert died["failureReason"].startswith(
