@@ -12,6 +12,7 @@ from telha.check.violations import Report
 from telha.ids import id_str
 from telha.model import BLOB_CHUNK, Scope
 from telha.storage.protocol import Storage
+from telha.storage.records import is_boundary
 from telha.storage.scan import ScanVersion, StoreScan
 
 __all__ = ["CheckContext", "CheckFamily", "TextBytes", "VersionCache"]
@@ -86,7 +87,7 @@ class TextBytes:
         chunk = await self._chunk(v.scope, v.blob_id, pos // BLOB_CHUNK)
         if chunk is None or pos % BLOB_CHUNK >= len(chunk):
             return None
-        return (chunk[pos % BLOB_CHUNK] & 0xC0) != 0x80
+        return is_boundary(chunk, pos % BLOB_CHUNK)
 
 
 @dataclass

@@ -26,7 +26,7 @@ __all__ = ["SpanChecks"]
 IN_TEXT = "spans_in_text"
 LINKS = "span_links"
 
-_provenance = msgspec.json.Decoder(list[tuple[int, int]])
+_provenance = msgspec.json.Decoder(list[list[int]])
 
 
 def _node_subject(ctx: CheckContext, n: ScanNode) -> str:
@@ -56,13 +56,19 @@ async def _in_text(
             return
 
 
-def _spans_of(n: ScanNode) -> list[tuple[int, int]] | None:
-    """The node version's provenance spans; ``None`` when the stored JSON is not
-    ``[[start, end], ...]``."""
+def _spans_of(n: ScanNode) -> list[tuple[int, int, int]] | None:
+    """The node version's provenance spans as ``(start, end, version tx)`` — the stored
+    ``[start, end]`` is into the version that wrote the node (``tx_from``), ``[start, end, tx]``
+    into version ``tx`` (a version an erasure appended keeps its surviving spans' versions;
+    :func:`telha.storage.records.node_record` reads them the same way); ``None`` when the
+    stored JSON is neither."""
     try:
-        return _provenance.decode(n.provenance)
+        raw = _provenance.decode(n.provenance)
     except msgspec.DecodeError:
         return None
+    if any(len(p) not in (2, 3) for p in raw):
+        return None
+    return [(p[0], p[1], p[2] if len(p) == 3 else n.tx_from) for p in raw]
 
 
 def _linked(s: ScanSpan) -> list[bytes] | None:
@@ -89,11 +95,11 @@ class SpanChecks:
     async def _node_page(
         self, ctx: CheckContext, versions: VersionCache, text: TextBytes, nodes: list[ScanNode]
     ) -> None:
-        decoded: list[tuple[ScanNode, bytes, list[tuple[int, int]]]] = []
+        decoded: list[tuple[ScanNode, bytes, list[tuple[int, int, int]]]] = []
         for n in nodes:
             spans = _spans_of(n)
             if spans is None:
-                detail = "provenance is not a JSON list of [start, end] pairs"
+                detail = "provenance is not a JSON list of [start, end(, tx)] spans"
                 ctx.report.count(IN_TEXT)
                 ctx.report.add(IN_TEXT, _node_subject(ctx, n), detail)
             elif spans and n.source_id is None:
@@ -101,25 +107,27 @@ class SpanChecks:
                 ctx.report.add(IN_TEXT, _node_subject(ctx, n), "provenance spans but no source")
             elif spans and n.source_id is not None:
                 decoded.append((n, n.source_id, spans))
-        found = await versions.get_many((n.scope, src, n.tx_from) for n, src, _ in decoded)
-        span_keys = {(n.scope, src, n.tx_from, a, b) for n, src, spans in decoded for a, b in spans}
+        found = await versions.get_many(
+            {(n.scope, src, tx) for n, src, spans in decoded for _, _, tx in spans}
+        )
+        span_keys = {(n.scope, src, tx, a, b) for n, src, spans in decoded for a, b, tx in spans}
         rows = {
             (s.scope, s.source_id, s.tx, s.start, s.end): s
             for s in await ctx.scan.span_rows_at(list(span_keys))
         }
         for n, src, spans in decoded:
-            v = found[(n.scope, src, n.tx_from)]
             subject = _node_subject(ctx, n)
-            if v is None:
-                ctx.report.count(IN_TEXT)
-                detail = f"its version {id_str(src)}@{n.tx_from} does not exist"
-                ctx.report.add(IN_TEXT, subject, detail)
-                continue
-            for a, b in spans:
+            for a, b, tx in spans:
+                v = found[(n.scope, src, tx)]
+                if v is None:
+                    ctx.report.count(IN_TEXT)
+                    detail = f"its version {id_str(src)}@{tx} does not exist"
+                    ctx.report.add(IN_TEXT, subject, detail)
+                    continue
                 if v.canonical_text_hash is not None:
                     await _in_text(ctx, text, v, subject, a, b)
                 ctx.report.count(LINKS)
-                row = rows.get((n.scope, src, n.tx_from, a, b))
+                row = rows.get((n.scope, src, tx, a, b))
                 if row is None:
                     ctx.report.add(LINKS, subject, f"no span row for its span [{a}, {b})")
                 elif n.node_id not in (_linked(row) or ()):
@@ -159,7 +167,7 @@ class SpanChecks:
                         detail = f"links node {id_str(nid)}, which does not exist"
                         ctx.report.add(LINKS, _span_subject(ctx, s), detail)
                     continue
-                names = node.source_id == s.source_id and (s.start, s.end) in (
+                names = node.source_id == s.source_id and (s.start, s.end, s.tx) in (
                     _spans_of(node) or ()
                 )
                 if not names:

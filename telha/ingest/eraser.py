@@ -131,7 +131,11 @@ class Eraser:
             log.warning("erase_lease_lost", error=exc.message)
             return
         except TelhaError as exc:
-            await self._queue.fail(lease, "transient", exc.message)
+            try:
+                await self._queue.fail(lease, "transient", exc.message)
+            except TelhaError as failed:  # lease lost or store down: expiry is the backstop
+                log.warning("erasure_retry_not_recorded", job_id=id_str(lease.job_id),
+                            error=failed.message)  # fmt: skip
             return
         except BaseException:
             # Shutdown: hand the job back at once (the next Eraser resumes it), not after

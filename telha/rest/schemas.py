@@ -109,6 +109,9 @@ class VersionOut(_Out):
 
 
 class ErasedVersionOut(_Out):
+    """One version an erasure erased: ``sourceId`` (UUID) and ``sourceVersionTx`` (its
+    transaction time, µs)."""
+
     source_id: str
     source_version_tx: int
 

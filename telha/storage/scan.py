@@ -52,8 +52,9 @@ class ScanVersion:
 
 @dataclass(frozen=True, slots=True)
 class ScanNode:
-    """One node version row: ``provenance`` is the stored JSON ``[[start, end], ...]`` (UTF-8
-    byte offsets into the version ``(source_id, tx_from)``), undecoded."""
+    """One node version row: ``provenance`` is the stored JSON, undecoded: ``[start, end]``
+    spans are UTF-8 byte offsets into the version ``(source_id, tx_from)``, ``[start, end, tx]``
+    into ``(source_id, tx)`` (the version an erasure appends keeps its surviving spans')."""
 
     scope: int
     node_id: bytes

@@ -12,6 +12,7 @@ import json
 import uuid
 import zipfile
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from email.message import EmailMessage
 from pathlib import Path
 from typing import Any
 
@@ -275,6 +276,36 @@ async def test_shared_canonical_text_is_erased_for_every_source(
     assert (await a.source(second["sourceId"]))["versions"][0]["erased"] is True
     await a.ingest("json", "second.json", spaced, status=410)
     await stop_and_find(proc, marker)
+
+
+async def test_a_node_with_other_provenance_is_trimmed_and_the_store_checks_clean(
+    api_pair: tuple[ServerProcess, Api, Api, str],
+) -> None:
+    """A PERSON seen in two messages (its second version names it differently) loses only the
+    erased message's version: current again with the first message's spans (``[start, end,
+    tx]`` provenance into that version), and ``telha check`` reads that as consistent."""
+    proc, a, _, _ = api_pair
+
+    def message(n: int, sender: str) -> bytes:
+        msg = EmailMessage()
+        msg["From"], msg["To"] = sender, "bob@example.org"
+        msg["Subject"], msg["Message-ID"] = f"Note {n}", f"<trim-{n}-{uuid.uuid4()}@example.org>"
+        msg["Date"] = "Tue, 01 Sep 2026 10:00:00 +0000"
+        msg.set_content(f"Body of note {n}.\n")
+        return bytes(msg)
+
+    await a.ingest("eml", "one.eml", message(1, "Ann <ann@example.org>"), status=202)
+    second = await a.ingest("eml", "two.eml", message(2, "Ann Example <ann@example.org>"))
+    job = await a.wait_job(second["jobId"])
+    resp = await a.erase(job["sourceId"])
+    assert resp.status_code == 200, resp.text
+    assert resp.json()["nodesTrimmed"] >= 1, resp.json()
+    people = (await a.client.get("/v1/nodes", params={"label": "PERSON"})).json()["nodes"]
+    ann = [n for n in people if n["properties"].get("address") == "ann@example.org"]
+    assert len(ann) == 1 and ann[0]["properties"]["name"] == "Ann", ann
+    assert proc.stop() == 0
+    checked = await anyio.to_thread.run_sync(telha_check, proc.config)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
 
 
 async def test_bad_erase_requests(api_pair: tuple[ServerProcess, Api, Api, str]) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from workers_common.run import reconnect_delay
 
 
@@ -17,3 +19,11 @@ def test_backoff_doubles_to_its_cap_while_streams_fail() -> None:
 def test_a_healthy_stream_starts_the_backoff_over() -> None:
     assert reconnect_delay(30.0, healthy=True) == 0.5
     assert reconnect_delay(reconnect_delay(30.0, healthy=True), healthy=False) == 1.0
+
+
+def test_a_bad_log_level_is_a_usage_error() -> None:
+    from workers_common.run import main
+
+    with pytest.raises(SystemExit) as exited:
+        main(["text_worker", "--log-level", "bogus"])
+    assert exited.value.code == 2

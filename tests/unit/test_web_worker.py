@@ -264,4 +264,6 @@ async def test_module_lifespan_is_optional() -> None:
     async with module_lifespan(types.ModuleType("plain_worker")):
         pass  # a module without lifespan(): nothing to enter
     async with module_lifespan(web_worker):
-        pass  # entered and left without a job: no browser was started
+        assert web_worker._process().host._browser is None  # no job: no browser started
+    with pytest.raises(RuntimeError):
+        web_worker._process()  # left: the process's state is gone

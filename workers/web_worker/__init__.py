@@ -133,7 +133,8 @@ async def handle(job: Job) -> dict[str, Any]:
         process.host, url, options, lambda: process.gate.turn(origin_of(url), delay)
     )
     if isinstance(fetched, FetchedFile):
-        return project_file(fetched, job.name)
+        # Base64 and BLAKE3 of up to options.max_bytes: off the event loop.
+        return await anyio.to_thread.run_sync(project_file, fetched, job.name)
     sub, links = await anyio.to_thread.run_sync(
         lambda: project_page(fetched, job.name, clarify=options.clarify)
     )

@@ -203,7 +203,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--http-host", default="127.0.0.1", help="address --http-port binds (default 127.0.0.1)"
     )
-    parser.add_argument("--log-level", default="info", help="logging level (default info)")
+    parser.add_argument(
+        "--log-level",
+        default="info",
+        choices=("debug", "info", "warning", "error", "critical"),
+        help="logging level (default info)",
+    )
     args = parser.parse_args(argv)
     configure_logging(args.log_level)
     try:

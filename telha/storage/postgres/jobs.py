@@ -38,8 +38,6 @@ from telha.storage.postgres.base import (
     Conn,
     PgBase,
     Rollback,
-    blocked,
-    lock_sources,
     source_lock_key,
 )
 from telha.storage.postgres.rows import Batch
@@ -112,51 +110,23 @@ async def check_lease(conn: Conn, lease: LeaseRef) -> tuple[int, str, bytes | No
     return int(row[0]), str(row[1]), row[4]
 
 
-async def _active_dedup(conn: Conn, sid: int, job: NewJob) -> EnqueueOutcome | None:
-    # One statement: the latest finalized version's content hash and the oldest active job
-    # of the same (source, hash); read after the source's advisory lock was taken.
-    row = await conn.fetchrow(
-        "SELECT (SELECT content_hash FROM source_versions WHERE scope_id = $1"
-        " AND source_id = $2 AND canonical_text_hash IS NOT NULL ORDER BY tx DESC LIMIT 1),"
-        " (SELECT job_id FROM jobs WHERE scope_id = $1 AND source_id = $2"
-        " AND content_hash = $3 AND state IN ('pending', 'leased')"
-        " ORDER BY created_at, job_id LIMIT 1)",
-        sid,
-        job.source_id,
-        job.content_hash,
-    )
-    assert row is not None
-    if row[0] is not None and row[0] == job.content_hash:
-        return EnqueueOutcome(True, None)
-    return EnqueueOutcome(True, row[1]) if row[1] is not None else None
-
-
 async def enqueue_tx(
     conn: Conn, sid: int, job: NewJob, now_us: int, *, dedup: bool, detail: str | None = None
 ) -> EnqueueOutcome:
-    """Insert a pending job (its ``enqueued`` event, a NOTIFY) inside the current transaction;
-    with ``dedup`` (and a content hash), request-level dedup against the latest version and an
-    active job of the same ``(source, hash)``, under that source's advisory lock. A content
-    hash on the scope's erasure blocklist is refused first (``erased``, nothing written)."""
-    if job.content_hash is not None and await blocked(conn, sid, [job.content_hash]):
-        return EnqueueOutcome(False, None, erased=True)
-    if dedup and job.content_hash is not None:
-        await lock_sources(conn, sid, [job.source_id])
-        outcome = await _active_dedup(conn, sid, job)
-        if outcome is not None:
-            return outcome
-    # One statement: the row, its first event (a new job's seq is 1) and the NOTIFY.
-    await conn.execute(
-        "WITH j AS (INSERT INTO jobs (job_id, scope_id, kind, format, source_id, content_hash,"
-        " payload, state, available_at, created_at, updated_at)"
-        " VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', $8, $8, $8)),"
-        " e AS (INSERT INTO job_events (job_id, seq, at, transition, detail)"
-        " VALUES ($1, 1, $8, 'enqueued', $9))"
-        " SELECT pg_notify($10, $4)",
+    """Insert a pending job (its ``enqueued`` event, a NOTIFY) inside the current transaction,
+    through ``telha_enqueue`` (migrations 0002–0004; the one place its rules live): a content
+    hash on the scope's erasure blocklist is refused first (``erased``, nothing written); with
+    ``dedup``, request-level dedup under the source's advisory lock — against the latest
+    version and an active job of the same ``(source, hash)``, or, for a fetch format without a
+    hash, an active job of the same ``(source, format)`` (spec 004)."""
+    row = await conn.fetchrow(
+        "SELECT deduplicated, job_id, erased FROM telha_enqueue($1, $2, $3, $4, $5, $6, $7, $8,"
+        " $9, $10, $11, $12)",
         job.job_id, sid, job.kind, job.format, job.source_id, job.content_hash, job.payload,
-        now_us, detail, CHANNEL,
+        now_us, dedup, detail, source_lock_key(sid, job.source_id), CHANNEL,
     )  # fmt: skip
-    return EnqueueOutcome(False, job.job_id)
+    assert row is not None
+    return EnqueueOutcome(bool(row[0]), row[1], bool(row[2]))
 
 
 async def store_continuation(
@@ -367,15 +337,7 @@ class JobsMixin(PgBase):
         sid = await self._ensure_scope(scope)
 
         async def one(conn: Conn) -> EnqueueOutcome:
-            # telha_enqueue (migration 0002): enqueue_tx's steps in one call, one round trip.
-            row = await conn.fetchrow(
-                "SELECT deduplicated, job_id, erased FROM telha_enqueue($1, $2, $3, $4, $5, $6,"
-                " $7, $8, $9, NULL, $10, $11)",
-                job.job_id, sid, job.kind, job.format, job.source_id, job.content_hash,
-                job.payload, now_us, dedup, source_lock_key(sid, job.source_id), CHANNEL,
-            )  # fmt: skip
-            assert row is not None
-            return EnqueueOutcome(bool(row[0]), row[1], bool(row[2]))
+            return await enqueue_tx(conn, sid, job, now_us, dedup=dedup)
 
         return await self._write("enqueue job", one, transaction=False)
 

@@ -174,7 +174,7 @@ class PostgresStore(ReadsMixin, JobsMixin, StreamsMixin, RawMixin, ScanMixin, Er
         canonical_hash = await off_loop(len(text), content_hash, text)
         blob_id = blob_id_for(canonical_hash).bytes
         sid = await self._ensure_scope(scope)
-        if completion is not None and not completion.children:
+        if completion is not None and not completion.children and dedup is Dedup.SUBMIT:
             single = await self._commit_single(
                 sid, version, projection, canonical_hash, blob_id, completion
             )
@@ -230,7 +230,7 @@ class PostgresStore(ReadsMixin, JobsMixin, StreamsMixin, RawMixin, ScanMixin, Er
             _insert_version(batch, sid, version, canonical_hash, blob_id, len(text))
             add_rows(batch, rows)
             nodes = f"nodes={len(rows.node_ids)}"
-            if completion is not None and not completion.children:
+            if completion is not None and not completion.children and dedup is Dedup.SUBMIT:
                 complete_in_batch(batch, completion, f"'version=' || {TX} || ' {nodes}'")
             tx_time = await batch.run(conn)
             assert tx_time is not None
