@@ -41,6 +41,7 @@ from telha.model import (
     NewJob,
     NewVersion,
     Scope,
+    SourceVersion,
     StreamPart,
 )
 from telha.queue.job_queue import JobQueue
@@ -204,9 +205,8 @@ class Ingestor:
         if fmt in FETCH_FORMATS:
             raise RequestError(f"format={fmt} fetches its content from the name; send no file")
         source_id = source_id_for(name)
-        await self._refuse_erased(scope, upload.digest)
         latest = await self._store.latest_version(scope, source_id.bytes)
-        if latest is not None and latest.content_hash == upload.digest:
+        if _unchanged(latest, upload.digest):
             return IngestResult(True, source_id)
         await self._store.store_raw(scope, upload.digest, upload.path, upload.size)
         job = _new_job(fmt, name, b"", upload.digest, options, stored=True, size=upload.size)
@@ -216,15 +216,6 @@ class Ingestor:
         if not outcome.deduplicated:
             log.info("enqueued", **fields_of(job, scope), bytes=upload.size, stored=True)
         return IngestResult(outcome.deduplicated, source_id, job_id=outcome.job_id)
-
-    async def _refuse_erased(self, scope: Scope, digest: bytes) -> None:
-        """The blocklist check before any dedup match (spec 004 §3.19): a retired digest
-        refuses, never silently matches masked content.
-
-        :raises ContentErased: ``digest`` is on the scope's erasure blocklist.
-        """
-        if await self._store.is_blocked(scope, [digest]):
-            raise ContentErased(ERASED_MESSAGE)
 
     async def _enqueue(self, scope: Scope, req: IngestRequest) -> IngestResult:
         source_id = source_id_for(req.name)
@@ -243,9 +234,8 @@ class Ingestor:
         opts = self.json_options(req.name, req.options)
         source_id = source_id_for(req.name)
         digest = await off_loop(len(req.raw), content_hash, req.raw)
-        await self._refuse_erased(scope, digest)
         latest = await self._store.latest_version(scope, source_id.bytes)
-        if latest is not None and latest.content_hash == digest:
+        if _unchanged(latest, digest):
             return IngestResult(True, source_id)
         t0 = time.perf_counter()
         projection = await anyio.to_thread.run_sync(project_json, req.raw, opts)
@@ -472,6 +462,14 @@ def content_ref(payload: bytes) -> bytes | None:
     its content is inline. Decodes only that field (a payload can hold megabytes of base64)."""
     ref = msgspec.json.decode(payload, type=_Ref).content_ref
     return bytes.fromhex(ref) if ref else None
+
+
+def _unchanged(latest: SourceVersion | None, digest: bytes) -> bool:
+    """Whether ``digest`` is the latest version's content (request-level dedup, spec 004). An
+    erased latest version never matches: its digest is on the blocklist, and the write that
+    follows refuses it inside its own transaction (``ContentErased``: 410), spec 004 §3.19's
+    "a retired digest must refuse, never silently match masked content"."""
+    return latest is not None and latest.erased_at is None and latest.content_hash == digest
 
 
 def _new_job(

@@ -233,6 +233,11 @@ async def test_erase_json_docx_email(api_pair: tuple[ServerProcess, Api, Api, st
         refused = await a.ingest(fmt, name, raw, status=410)
         assert refused["error"]["code"] == "CONTENT_ERASED"
         await a.ingest(fmt, f"renamed-{name}", raw, status=410)  # under another name too
+        uploaded = await a.client.post(  # and as a multipart upload (streamed to disk first)
+            "/v1/ingest", data={"format": fmt, "name": name}, files={"file": (name, raw)}
+        )
+        assert uploaded.status_code == 410, uploaded.text
+        assert uploaded.json()["error"]["code"] == "CONTENT_ERASED"
 
     # Scope B's identical bytes are untouched: readable, and deduplicated when sent again.
     b_source = await b.source(sources["json"])
