@@ -152,8 +152,9 @@ async def fetch(
     and its page are made first; ``turn()`` (the origin's politeness gate) is held while the
     origin is being fetched — the navigation, ``options.wait_for``, a non-HTML re-fetch — and
     released before the rendered HTML is read from the browser, so the next page of the
-    origin can load meanwhile. ``options.timeout_s`` bounds each of the two parts (time
-    waiting for the turn does not count).
+    origin can load meanwhile. ``options.timeout_s`` bounds the two parts together, and
+    separately making the page (time waiting for the turn does not count; starting the
+    browser is bounded by Playwright's own launch timeout).
 
     :raises UnsupportedFeature: ``host_not_allowed`` (allow-list), ``auth_required`` (401/403).
     :raises CorruptInput: 404, 410 and other statuses that are not worth retrying.
@@ -168,11 +169,13 @@ async def fetch(
             with anyio.fail_after(options.timeout_s + 1):
                 page = await ctx.new_page()
             async with turn():
+                # One budget for loading and reading, started once the turn is ours.
+                deadline = anyio.current_time() + options.timeout_s + 1
                 with anyio.fail_after(options.timeout_s + 1):
                     loaded = await _load(ctx, page, url, options, host.settings)
             if isinstance(loaded, FetchedFile):
                 return loaded
-            with anyio.fail_after(options.timeout_s + 1):
+            with anyio.fail_after(max(0.0, deadline - anyio.current_time())):
                 return await _read(page, url, loaded, options)
     except TimeoutError:
         raise TransientFailure(f"timeout: {url} took over {options.timeout_s:g} s") from None

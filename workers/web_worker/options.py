@@ -2,8 +2,9 @@
 
 Keys (all optional):
 
-- ``timeout_s`` (float, default 30): the whole fetch — navigation, settling, reading the
-  rendered HTML — must finish within this many seconds, else ``transient`` (``timeout``).
+- ``timeout_s`` (float, default 30): the fetch — navigation, settling, reading the rendered
+  HTML — must finish within this many seconds once the origin's turn is ours (opening the
+  page has a budget of its own), else ``transient`` (``timeout``).
 - ``max_bytes`` (int, default 16 MiB): largest rendered HTML (UTF-8 bytes) or non-HTML body
   accepted; more is ``resource_limit``.
 - ``wait_until`` (``"load"`` default, ``"domcontentloaded"``, ``"networkidle"``): the

@@ -182,17 +182,19 @@ class ErasureMixin(SqliteBase):
         return counts
 
     async def _checkpoint_truncate(self) -> None:
-        """Copy every WAL frame into the database file and truncate the WAL to zero bytes
-        (under the writer lock, so no write lands in between); retried while readers hold
-        old snapshots."""
-        async with self._write_lock:
-            w = self._require_writer()
-            for _ in range(50):
+        """Copy every WAL frame into the database file and truncate the WAL to zero bytes;
+        retried (50 times, 0.1 s apart) while readers hold old snapshots. Each try holds the
+        writer lock (so no write lands during it), never the wait between tries: a long
+        ``telha check`` snapshot must not stall every write of the service meanwhile (writes
+        landing in between carry no erased bytes, and the next try checkpoints them too)."""
+        for _ in range(50):
+            async with self._write_lock:
+                w = self._require_writer()
                 async with w.execute("PRAGMA wal_checkpoint(TRUNCATE)") as cur:
                     row = await cur.fetchone()
-                if row is not None and row[0] == 0:
-                    return
-                await anyio.sleep(0.1)
+            if row is not None and row[0] == 0:
+                return
+            await anyio.sleep(0.1)
         log.warning("erasure_checkpoint_busy", db=str(self.path))
 
     def _mark(
@@ -358,10 +360,11 @@ def _text(conn: sqlite3.Connection, sid: int, job_id: bytes, p: ErasePayload, no
     blobs = sorted({v[3] for v in _erased_versions(conn, job_id).values() if v[3] is not None})
     total = 0
     for blob_id in blobs:
+        # One chunk (≤ 1 MiB) in memory at a time, as on PostgreSQL.
         for idx, data in conn.execute(
             "SELECT idx, data FROM blob_chunks WHERE scope_id = ? AND blob_id = ? ORDER BY idx",
             (sid, blob_id),
-        ).fetchall():
+        ):
             total += len(data)
             conn.execute(
                 "INSERT OR REPLACE INTO redacted_chunks (scope_id, blob_id, idx, length, digest,"
