@@ -35,7 +35,7 @@ import httpx
 import msgspec
 from uuid_utils import uuid7
 
-from telha.model import BLOB_CHUNK
+from telha.domain.model import BLOB_CHUNK
 from tests.support.floor import floor_db
 from tests.support.server import ServerProcess, write_config
 
@@ -121,7 +121,7 @@ def floor_once(conn: sqlite3.Connection, raw: bytes, tx: int) -> float:
     records = msgspec.json.decode(raw)
     digest = blake3.blake3(raw).digest()
     source_id = digest[:16]
-    ids = b"".join(uuid7().bytes for _ in records)  # time-ordered, like telha.ids.new_id
+    ids = b"".join(uuid7().bytes for _ in records)  # time-ordered, like telha.domain.ids.new_id
     sid = str(uuid.UUID(bytes=source_id))
     lines, nodes, labels, spans = [], [], [], []
     offset = 0

@@ -46,7 +46,7 @@ import anyio
 import httpcore
 from uuid_utils import uuid7
 
-from telha.model import Scope
+from telha.domain.model import Scope
 from tests.support.floor import floor_db
 from tests.support.pg import create_database, drop_databases
 from tests.support.server import ServerProcess, write_config

@@ -38,8 +38,8 @@ import polars as pl
 import xlsxwriter
 from uuid_utils import uuid7
 
-from telha.ids import source_id_for
-from telha.model import Scope
+from telha.domain.ids import source_id_for
+from telha.domain.model import Scope
 from tests.support.floor import floor_db
 from tests.support.server import ServerProcess, write_config
 

@@ -7,7 +7,7 @@ import uuid
 
 import blake3
 
-from telha.ids import new_id
+from telha.domain.ids import new_id
 
 __all__ = ["hash_key", "mint_api_key"]
 

@@ -20,10 +20,10 @@ import click
 
 from telha.auth import hash_key, mint_api_key
 from telha.config import Config, ConfigError, load_config
-from telha.errors import StorageError
+from telha.domain.errors import StorageError
+from telha.domain.model import Scope
 from telha.grpc.tokens import load_token_key, mint_worker_token, parse_ttl
 from telha.logs import configure_logging
-from telha.model import Scope
 from telha.storage import open_store
 from telha.supervisor import CrashLoop
 

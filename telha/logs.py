@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from telha.ids import id_str
-from telha.model import JobRecord, NewJob, Scope
+from telha.domain.ids import id_str
+from telha.domain.model import JobRecord, NewJob, Scope
 from workers_common.logs import bound_job, configure_logging, job_fields, redact
 
 __all__ = ["bound_job", "configure_logging", "fields_of", "redact"]

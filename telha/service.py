@@ -71,7 +71,7 @@ async def serve(cfg: Config, base_dir: Path, shutdown: anyio.Event | None = None
     """Run the service until SIGTERM/SIGINT (or ``shutdown`` is set).
 
     :raises ConfigError: a ``workers.in_process`` module cannot be loaded.
-    :raises telha.errors.StorageError: the database cannot be opened or migrated.
+    :raises telha.domain.errors.StorageError: the database cannot be opened or migrated.
     :raises OSError: a listen address cannot be bound.
     :raises telha.supervisor.CrashLoop: an actor kept crashing.
     """

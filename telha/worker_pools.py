@@ -25,11 +25,11 @@ import anyio
 import anyio.abc
 import structlog
 
+from telha.domain.ids import id_str
+from telha.domain.model import LeaseRef
 from telha.grpc.servicer import WorkerServicer, current_auth
 from telha.grpc.tokens import WorkerAuth
-from telha.ids import id_str
 from telha.logs import fields_of
-from telha.model import LeaseRef
 from telha.queue.job_queue import JobQueue
 from telha_proto.telha.worker.v1 import (
     ContentChunk,

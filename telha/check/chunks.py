@@ -14,7 +14,7 @@ from collections import OrderedDict
 import blake3
 
 from telha.check.context import CheckContext
-from telha.model import BLOB_CHUNK
+from telha.domain.model import BLOB_CHUNK
 from telha.storage.scan import ScanVersion
 
 __all__ = ["ChunkHashes"]

@@ -9,10 +9,10 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from telha.check.violations import Report
-from telha.ids import id_str
-from telha.model import BLOB_CHUNK, Scope
+from telha.domain.ids import id_str
+from telha.domain.model import BLOB_CHUNK, Scope
+from telha.domain.records import is_boundary
 from telha.storage.protocol import Storage
-from telha.storage.records import is_boundary
 from telha.storage.scan import ScanVersion, StoreScan
 
 __all__ = ["CheckContext", "CheckFamily", "TextBytes", "VersionCache"]

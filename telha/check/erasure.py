@@ -3,14 +3,14 @@ bytes remain anywhere the store can look.
 
 Kept engine-neutral: the store counts the leftovers
 (:meth:`telha.storage.protocol.Storage.erasure_leftovers`, one count per entry of
-:data:`telha.storage.erasure.LEFTOVER_CHECKS`, over every scope); this module turns them into
+:data:`telha.domain.erasure.LEFTOVER_CHECKS`, over every scope); this module turns them into
 findings. The counts are read beside the snapshot the other checks share, not inside it.
 """
 
 from __future__ import annotations
 
 from telha.check.context import CheckContext
-from telha.storage.erasure import LEFTOVER_CHECKS
+from telha.domain.erasure import LEFTOVER_CHECKS
 
 __all__ = ["ErasureLeftovers"]
 
@@ -29,7 +29,7 @@ class ErasureLeftovers:
     async def run(self, ctx: CheckContext) -> None:
         """Count the leftovers through ``ctx.store`` (skipped without one).
 
-        :raises telha.errors.StorageError: the store cannot be read.
+        :raises telha.domain.errors.StorageError: the store cannot be read.
         """
         if ctx.store is None:
             return

@@ -19,9 +19,9 @@ import re
 import msgspec
 
 from telha.check.context import CheckContext
-from telha.ids import id_str
-from telha.storage.erasure import ERASE_KIND
-from telha.storage.records import decode_continuation
+from telha.domain.erasure import ERASE_KIND
+from telha.domain.ids import id_str
+from telha.domain.records import decode_continuation
 from telha.storage.scan import ScanEvent, ScanJob
 
 __all__ = ["JobStates"]

@@ -14,8 +14,8 @@ from __future__ import annotations
 import msgspec
 
 from telha.check.context import CheckContext
-from telha.ids import id_str
-from telha.storage.records import decode_continuation
+from telha.domain.ids import id_str
+from telha.domain.records import decode_continuation
 from telha.storage.scan import ScanJob, ScanVersion
 
 __all__ = ["OrphanVersions"]

@@ -45,7 +45,7 @@ async def run_checks(
     :param page: rows per page when streaming a table (memory is bounded by pages and small
         caches, never by the database's size).
     :param max_listed: violations kept per check (all are counted).
-    :raises telha.errors.StorageError: the store cannot be read.
+    :raises telha.domain.errors.StorageError: the store cannot be read.
     """
     report = Report(max_listed=max_listed)
     families = CHECKS if families is None else families
@@ -63,7 +63,7 @@ async def check_config(cfg: Config, base_dir: Path, *, page: int = 1000) -> Repo
     """Open the store ``cfg`` names read-only (SQLite ``mode=ro``: safe beside a live
     ``telha serve``; PostgreSQL: read-only sessions) and :func:`run_checks` on it.
 
-    :raises telha.errors.StorageError: the store cannot be opened or read, or its schema is
+    :raises telha.domain.errors.StorageError: the store cannot be opened or read, or its schema is
         not current.
     """
     # Two connections: the snapshot holds one for the whole run; checks that read beside it

@@ -18,7 +18,7 @@ from __future__ import annotations
 import msgspec
 
 from telha.check.context import CheckContext, TextBytes, VersionCache
-from telha.ids import id_str
+from telha.domain.ids import id_str
 from telha.storage.scan import ScanNode, ScanSpan, ScanVersion
 
 __all__ = ["SpanChecks"]
@@ -60,7 +60,7 @@ def _spans_of(n: ScanNode) -> list[tuple[int, int, int]] | None:
     """The node version's provenance spans as ``(start, end, version tx)`` — the stored
     ``[start, end]`` is into the version that wrote the node (``tx_from``), ``[start, end, tx]``
     into version ``tx`` (a version an erasure appended keeps its surviving spans' versions;
-    :func:`telha.storage.records.node_record` reads them the same way); ``None`` when the
+    :func:`telha.domain.records.node_record` reads them the same way); ``None`` when the
     stored JSON is neither."""
     try:
         raw = _provenance.decode(n.provenance)

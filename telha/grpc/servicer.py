@@ -15,15 +15,15 @@ import anyio
 import structlog
 from grpclib import GRPCError, Status
 
-from telha.errors import NotFound, OutOfSync, StaleLease, TelhaError
+from telha.domain.errors import NotFound, OutOfSync, StaleLease, TelhaError
+from telha.domain.ids import id_str
+from telha.domain.model import JobRecord, LeaseRef, Scope
+from telha.domain.policy import parse_reason
 from telha.grpc.tokens import WorkerAuth
-from telha.ids import id_str
 from telha.ingest.ingestor import Ingestor, content_ref
 from telha.ingest.request import KNOWN_FORMATS
 from telha.logs import bound_job, fields_of
-from telha.model import JobRecord, LeaseRef, Scope
 from telha.queue.job_queue import JobQueue
-from telha.queue.policy import parse_reason
 from telha.storage.protocol import Storage
 from telha_proto.telha.worker.v1 import (
     ContentChunk,

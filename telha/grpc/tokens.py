@@ -17,7 +17,7 @@ from pathlib import Path
 
 import jwt
 
-from telha.model import Scope
+from telha.domain.model import Scope
 
 __all__ = [
     "InvalidToken",

@@ -4,7 +4,7 @@ its own kind.
 ``POST /v1/sources/{sourceId}/erase`` calls :meth:`Eraser.erase`: it enqueues an ``erase``
 job (with its audit row) and waits for it. The actor leases ``erase`` jobs from the
 :class:`~telha.queue.job_queue.JobQueue` (no format worker can: ``erase`` is no format) and
-runs their steps (:data:`telha.storage.erasure.STEPS`) in order, one transaction each, each
+runs their steps (:data:`telha.domain.erasure.STEPS`) in order, one transaction each, each
 recorded as an ``erase_step`` event. A process killed mid-erasure leaves the job leased; once
 the lease expires the reaper returns it to pending, an Eraser (after the restart, or of
 another replica) leases it again and runs the steps not yet recorded.
@@ -19,12 +19,12 @@ import anyio.abc
 import msgspec
 import structlog
 
-from telha.errors import NotFound, StaleLease, StorageError, TelhaError
-from telha.ids import id_str, new_id, now_us
+from telha.domain.erasure import ERASE_FORMAT, ERASE_KIND, STEPS, ErasePayload
+from telha.domain.errors import NotFound, StaleLease, StorageError, TelhaError
+from telha.domain.ids import id_str, new_id, now_us
+from telha.domain.model import JobRecord, LeaseRef, NewJob, Scope
 from telha.logs import bound_job, fields_of
-from telha.model import JobRecord, LeaseRef, NewJob, Scope
 from telha.queue.job_queue import JobQueue
-from telha.storage.erasure import ERASE_FORMAT, ERASE_KIND, STEPS, ErasePayload
 from telha.storage.protocol import Storage
 
 __all__ = ["Eraser"]
@@ -55,7 +55,7 @@ class Eraser:
         self, scope: Scope, source_id: bytes, version_tx: int | None, reason: str, principal: str
     ) -> bytes:
         """Erase a source (``version_tx=None``: every version) or one version, and return the
-        result (the JSON of :func:`telha.storage.erasure.result_body`). A version erased
+        result (the JSON of :func:`telha.domain.erasure.result_body`). A version erased
         already answers the result of the erasure that erased it (idempotent).
 
         :raises NotFound: no such source (or version) in ``scope``.

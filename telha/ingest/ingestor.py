@@ -17,23 +17,12 @@ import anyio
 import msgspec
 import structlog
 
-from telha.canonical import is_label, upper_snake
 from telha.config import IngestConfig
-from telha.errors import ContentErased, InvalidStream, PayloadTooLarge, RequestError
-from telha.ids import content_hash, new_id, now_us, source_id_for
-from telha.ingest.json_projection import JsonOptions, project_json
-from telha.ingest.offload import off_loop
-from telha.ingest.projection import Projection
-from telha.ingest.request import FETCH_FORMATS, KNOWN_FORMATS, IngestRequest
-from telha.ingest.submission import (
-    ChildJobIn,
-    InvalidSubmission,
-    Submission,
-    decode_submission,
-    to_projection,
-)
-from telha.logs import fields_of
-from telha.model import (
+from telha.domain.canonical import is_label, upper_snake
+from telha.domain.erasure import BLOCKED_REASON, ERASED_MESSAGE
+from telha.domain.errors import ContentErased, InvalidStream, PayloadTooLarge, RequestError
+from telha.domain.ids import content_hash, new_id, now_us, source_id_for
+from telha.domain.model import (
     Dedup,
     JobCompletion,
     JobRecord,
@@ -44,8 +33,19 @@ from telha.model import (
     SourceVersion,
     StreamPart,
 )
+from telha.domain.projection import Projection
+from telha.domain.submission import (
+    ChildJobIn,
+    InvalidSubmission,
+    Submission,
+    decode_submission,
+    to_projection,
+)
+from telha.ingest.json_projection import JsonOptions, project_json
+from telha.ingest.request import FETCH_FORMATS, KNOWN_FORMATS, IngestRequest
+from telha.logs import fields_of
+from telha.offload import off_loop
 from telha.queue.job_queue import JobQueue
-from telha.storage.erasure import BLOCKED_REASON, ERASED_MESSAGE
 from telha.storage.protocol import Storage
 
 __all__ = [
@@ -106,7 +106,7 @@ class IngestJobPayload(msgspec.Struct, kw_only=True):
     size: int = 0
     options: dict[str, Any]
     #: For a child job whose parent links to it: the id its projection root gets when the
-    #: worker supplies none (:class:`telha.ingest.submission.ChildJobIn`).
+    #: worker supplies none (:class:`telha.domain.submission.ChildJobIn`).
     root_node_id: str | None = None
 
 
@@ -283,8 +283,8 @@ class Ingestor:
         dead-letters the job as ``invalid_submission``. Each submission commits in one
         transaction (a single shot or final part with the job's completion and children).
 
-        :raises telha.errors.StaleLease: the caller does not hold ``job`` under ``lease``.
-        :raises telha.errors.OutOfSync: a streamed part out of sequence (gRPC ``ABORTED``).
+        :raises telha.domain.errors.StaleLease: the caller does not hold ``job`` under ``lease``.
+        :raises telha.domain.errors.OutOfSync: a streamed part out of sequence (gRPC ``ABORTED``).
         """
         try:
             t0 = time.perf_counter()

@@ -1,5 +1,5 @@
 """The ``format=json`` bypass projection (spec 001 "format=json options", spec 004 "json_bypass",
-DESIGN.md §11). Pure: bytes in, :class:`~telha.ingest.projection.Projection` out.
+DESIGN.md §11). Pure: bytes in, :class:`~telha.domain.projection.Projection` out.
 
 Canonical text is one compact JSON line per top-level record (input key order, UTF-8 not
 escaped), NFC, LF-joined. Each record's line is one span of kind ``body``, referenced by the
@@ -15,9 +15,9 @@ from typing import Any, Literal
 
 import msgspec
 
-from telha.canonical import key_snake, nfc
-from telha.errors import ContentError
-from telha.ingest.projection import EdgeOut, NodeOut, Projection, SpanOut
+from telha.domain.canonical import key_snake, nfc
+from telha.domain.errors import ContentError
+from telha.domain.projection import EdgeOut, NodeOut, Projection, SpanOut
 
 __all__ = ["JsonOptions", "project_json"]
 

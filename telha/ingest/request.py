@@ -13,7 +13,7 @@ from typing import Any
 
 import msgspec
 
-from telha.errors import ContentError, RequestError
+from telha.domain.errors import ContentError, RequestError
 
 __all__ = ["FETCH_FORMATS", "KNOWN_FORMATS", "IngestRequest", "parse_ingest_request"]
 

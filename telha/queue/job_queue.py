@@ -10,7 +10,7 @@ released or its lease is reaped.
 
 Fast failover: a poller whose stream ended hands the jobs it still held to :meth:`JobQueue.lost`
 (synchronous, so it works from a cancelled generator's ``finally``); the actor's loss task
-writes them back to ``pending`` (``worker_lost``, :func:`~telha.queue.policy.decide_loss`) in
+writes them back to ``pending`` (``worker_lost``, :func:`~telha.domain.policy.decide_loss`) in
 one transaction and wakes waiting pollers at once. Jobs handed over are at most the jobs
 leased through this process, so that hand-off is bounded without a queue of its own.
 """
@@ -28,17 +28,17 @@ import anyio.abc
 import structlog
 
 from telha.config import JobsConfig
-from telha.ids import now_us
-from telha.logs import bound_job, fields_of
-from telha.metrics import Metrics
-from telha.model import EnqueueOutcome, JobRecord, LeaseRef, NewJob, Scope
-from telha.queue.policy import (
+from telha.domain.ids import now_us
+from telha.domain.model import EnqueueOutcome, JobRecord, LeaseRef, NewJob, Scope
+from telha.domain.policy import (
     FailureDecision,
     decide_failure,
     decide_loss,
     format_reason,
     retry_after_us,
 )
+from telha.logs import bound_job, fields_of
+from telha.metrics import Metrics
 from telha.storage.protocol import ALL_FORMATS, Storage
 
 __all__ = ["JobQueue"]
@@ -142,7 +142,7 @@ class JobQueue:
         )
 
     def decide_loss(self, kind: str, attempts_before: int, losses_before: int) -> FailureDecision:
-        """:func:`~telha.queue.policy.decide_loss` bound to this queue's config and clock."""
+        """:func:`~telha.domain.policy.decide_loss` bound to this queue's config and clock."""
         return decide_loss(
             kind,
             attempts_before=attempts_before,
@@ -318,7 +318,7 @@ class JobQueue:
         """Record a failed attempt of a held job (retry with backoff, or dead). A detail
         ending in ``(retry_after_s=N)`` delays the retry by at least ``N`` seconds.
 
-        :raises telha.errors.StaleLease: the caller does not hold the job.
+        :raises telha.domain.errors.StaleLease: the caller does not hold the job.
         """
         reason = format_reason(kind, detail)
         least = retry_after_us(detail)

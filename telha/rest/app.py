@@ -1,7 +1,7 @@
 """The starlette application: routes, authentication and the one error mapping (DESIGN.md §5).
 
 Every error leaves as ``{"error": {"code", "message"}}`` with the status its
-:class:`~telha.errors.TelhaError` carries; unknown routes and methods too.
+:class:`~telha.domain.errors.TelhaError` carries; unknown routes and methods too.
 """
 
 from __future__ import annotations
@@ -26,11 +26,11 @@ from starlette.routing import Route
 
 from telha.auth import hash_key
 from telha.config import Config
-from telha.errors import NotFound, RequestError, TelhaError, Unauthenticated, Unavailable
+from telha.domain.errors import NotFound, RequestError, TelhaError, Unauthenticated, Unavailable
+from telha.domain.model import Scope
 from telha.ingest.eraser import Eraser
 from telha.ingest.ingestor import Ingestor
 from telha.metrics import Metrics
-from telha.model import Scope
 from telha.queue.job_queue import JobQueue
 from telha.rest.metrics_middleware import MetricsMiddleware
 from telha.rest.schemas import ErrorBody, ErrorDetail

@@ -13,7 +13,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from telha.errors import RequestError
+from telha.domain.errors import RequestError
 from telha.rest.app import parse_uuid, require_scope, state
 from telha.rest.ingest_routes import read_body
 

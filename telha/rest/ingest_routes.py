@@ -10,11 +10,11 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from telha.errors import NotFound, PayloadTooLarge, TelhaError, Unavailable
-from telha.ids import id_str
+from telha.domain.errors import NotFound, PayloadTooLarge, TelhaError, Unavailable
+from telha.domain.ids import id_str
 from telha.ingest.ingestor import IngestResult
-from telha.ingest.offload import off_loop
 from telha.ingest.request import parse_ingest_request
+from telha.offload import off_loop
 from telha.rest.app import json_response, parse_uuid, require_scope, state
 from telha.rest.schemas import (
     Deduplicated,

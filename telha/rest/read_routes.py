@@ -14,9 +14,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from telha.errors import ContentErased, NotFound, RequestError
-from telha.ids import id_str
-from telha.model import Direction, NodeVersion, Scope
+from telha.domain.errors import ContentErased, NotFound, RequestError
+from telha.domain.ids import id_str
+from telha.domain.model import Direction, NodeVersion, Scope
 from telha.rest.app import (
     json_response,
     parse_int,

@@ -23,7 +23,7 @@ from python_multipart.exceptions import MultipartParseError
 from python_multipart.multipart import MultipartParser, parse_options_header
 from starlette.requests import Request
 
-from telha.errors import ContentError, PayloadTooLarge, RequestError
+from telha.domain.errors import ContentError, PayloadTooLarge, RequestError
 from telha.ingest.ingestor import UploadedFile
 from telha.ingest.request import KNOWN_FORMATS
 

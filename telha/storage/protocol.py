@@ -1,9 +1,9 @@
 """The storage seam (DESIGN.md §4, §9): domain operations, one engine module per database.
 
-Engines own their SQL; everything above this Protocol speaks in :mod:`telha.model` records.
-Engines raise :class:`~telha.errors.StorageError` for driver failures and
-:class:`~telha.errors.NotFound` / :class:`~telha.errors.RequestError` where the caller asked
-for something that is not there or not addressable.
+Engines own their SQL; everything above this Protocol speaks in :mod:`telha.domain.model`
+records. Engines raise :class:`~telha.domain.errors.StorageError` for driver failures and
+:class:`~telha.domain.errors.NotFound` / :class:`~telha.domain.errors.RequestError` where the
+caller asked for something that is not there or not addressable.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from typing import Any, Protocol, Self
 
 import anyio.abc
 
-from telha.ingest.projection import Projection
-from telha.model import (
+from telha.domain.erasure import ErasePayload
+from telha.domain.model import (
     CommitOutcome,
     Dedup,
     Direction,
@@ -34,8 +34,8 @@ from telha.model import (
     StreamOutcome,
     StreamPart,
 )
-from telha.queue.policy import Decide, DecideLoss
-from telha.storage.erasure import ErasePayload
+from telha.domain.policy import Decide, DecideLoss
+from telha.domain.projection import Projection
 from telha.storage.scan import StoreScan
 
 __all__ = ["ALL_FORMATS", "Storage", "StorageEngine"]
@@ -85,9 +85,9 @@ class Storage(Protocol):
     ) -> StreamOutcome:
         """Apply one streamed submission (spec 004 streaming rules) in one transaction.
 
-        :raises telha.errors.StaleLease: the lease is not current.
-        :raises telha.errors.OutOfSync: wrong seq, or a partial built on another length.
-        :raises telha.errors.InvalidStream: an offset into earlier text off a boundary.
+        :raises telha.domain.errors.StaleLease: the lease is not current.
+        :raises telha.domain.errors.OutOfSync: wrong seq, or a partial built on another length.
+        :raises telha.domain.errors.InvalidStream: an offset into earlier text off a boundary.
         """
 
     # -- raw uploaded bytes (issue 4) -------------------------------------------------------
@@ -229,13 +229,13 @@ class Storage(Protocol):
         :raises StorageError: the store cannot be read.
         """
 
-    # -- GDPR erasure (issue 11; :mod:`telha.storage.erasure`) ------------------------------
+    # -- GDPR erasure (issue 11; :mod:`telha.domain.erasure`) ------------------------------
 
     async def is_blocked(self, scope: Scope, digests: Sequence[bytes]) -> bool:
         """Whether one of ``digests`` (BLAKE3, 32 bytes) is on ``scope``'s erasure blocklist.
         Request-level checks read it before any dedup match; every write path checks again
         inside its own transaction (a blocklisted commit, enqueue or raw store writes nothing:
-        :class:`~telha.errors.ContentErased`, ``EnqueueOutcome.erased``,
+        :class:`~telha.domain.errors.ContentErased`, ``EnqueueOutcome.erased``,
         ``CommitOutcome.erased`` or ``StreamOutcome.erased`` with the job ended ``dead``)."""
 
     async def has_source(self, scope: Scope, source_id: bytes) -> bool:
@@ -245,7 +245,7 @@ class Storage(Protocol):
     async def erasure_leftovers(self) -> dict[str, int]:
         """Rows, across every scope, that an erasure should have removed or scrubbed and that
         are still there: ``{name: count}`` for each of
-        :data:`telha.storage.erasure.LEFTOVER_CHECKS` (all 0 when nothing erased remains)."""
+        :data:`telha.domain.erasure.LEFTOVER_CHECKS` (all 0 when nothing erased remains)."""
 
     async def enqueue_erasure(
         self, scope: Scope, job: NewJob, payload: ErasePayload, *, now_us: int
@@ -255,7 +255,7 @@ class Storage(Protocol):
 
     async def erase_step(self, lease: LeaseRef, step: str, *, now_us: int) -> dict[str, int]:
         """Run one step of the erase job held under ``lease`` (one of
-        :data:`telha.storage.erasure.STEPS`) in one transaction that also records it (an
+        :data:`telha.domain.erasure.STEPS`) in one transaction that also records it (an
         ``erase_step`` event with its counts); a step already recorded is not run again and
         returns its recorded counts. ``finish`` completes the job with the result as its
         ``stats`` (and on SQLite then truncates the WAL).

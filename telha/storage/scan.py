@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from telha.model import Scope
+from telha.domain.model import Scope
 
 __all__ = [
     "ScanEdge",
@@ -123,7 +123,7 @@ class StoreScan(Protocol):
     in primary-key order; ``*_at`` lookups return the rows found for the keys given (in no
     particular order; a key with no row is simply absent). Nothing here writes.
 
-    :raises telha.errors.StorageError: a driver failure (wrapped), from any method.
+    :raises telha.domain.errors.StorageError: a driver failure (wrapped), from any method.
     """
 
     async def scopes(self) -> dict[int, Scope]:

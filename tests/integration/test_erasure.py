@@ -24,8 +24,8 @@ from grpclib import GRPCError, Status
 
 from telha.auth import hash_key
 from telha.config import load_config
-from telha.ids import source_id_for
-from telha.model import Scope
+from telha.domain.ids import source_id_for
+from telha.domain.model import Scope
 from telha.storage import open_store
 from tests.conftest import CORPUS
 from tests.support.server import ServerProcess, telha_check, write_config

@@ -360,7 +360,7 @@ async def test_a_refused_ingest_leaves_nothing(client: httpx.AsyncClient) -> Non
     )
     await _error(bad, 400, "INVALID_CONTENT")
     assert (await client.get("/v1/nodes", params={"label": "HALF"})).json()["nodes"] == []
-    from telha.ids import source_id_for
+    from telha.domain.ids import source_id_for
 
     assert (await client.get(f"/v1/sources/{source_id_for('half.json')}")).status_code == 404
 

@@ -16,7 +16,7 @@ import anyio
 import httpx
 import pytest
 
-from telha.model import Scope
+from telha.domain.model import Scope
 from tests.support.server import ServerProcess, write_config
 
 pytestmark = pytest.mark.anyio

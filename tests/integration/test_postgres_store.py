@@ -14,11 +14,11 @@ import anyio
 import asyncpg
 import pytest
 
-from telha.errors import StaleLease, StorageError
-from telha.ids import new_id
-from telha.ingest.projection import NodeOut, Projection, SpanOut
-from telha.model import Dedup, JobCompletion, LeaseRef, NewJob, NewVersion, Scope
-from telha.queue.policy import FailureDecision, decide_loss
+from telha.domain.errors import StaleLease, StorageError
+from telha.domain.ids import new_id
+from telha.domain.model import Dedup, JobCompletion, LeaseRef, NewJob, NewVersion, Scope
+from telha.domain.policy import FailureDecision, decide_loss
+from telha.domain.projection import NodeOut, Projection, SpanOut
 from telha.storage.postgres import PostgresStore
 from telha.storage.postgres.migrate import migrations
 from tests.support.pg import create_database, require_engine

@@ -14,7 +14,7 @@ import httpx
 import pytest
 from grpclib import GRPCError, Status
 
-from telha.model import Scope
+from telha.domain.model import Scope
 from telha_proto.telha.worker.v1 import JobPayload, PollJobsRequest
 from tests.support.queue_env import Tenant, queue_server, text_submission, transitions
 from tests.support.server import ServerProcess, write_config

@@ -25,12 +25,12 @@ from hypothesis.stateful import (
 )
 
 from telha.config import JobsConfig
-from telha.errors import StaleLease
-from telha.ids import new_id
-from telha.ingest.projection import NodeOut, Projection, SpanOut
-from telha.model import Dedup, JobCompletion, LeaseRef, NewJob, NewVersion, Scope
+from telha.domain.errors import StaleLease
+from telha.domain.ids import new_id
+from telha.domain.model import Dedup, JobCompletion, LeaseRef, NewJob, NewVersion, Scope
+from telha.domain.policy import PERMANENT_KINDS
+from telha.domain.projection import NodeOut, Projection, SpanOut
 from telha.queue.job_queue import JobQueue
-from telha.queue.policy import PERMANENT_KINDS
 from telha.storage import StorageEngine
 from telha.storage.postgres import PostgresStore
 from telha.storage.sqlite import SqliteStore

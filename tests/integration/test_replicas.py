@@ -30,7 +30,7 @@ import asyncpg
 import httpx
 import pytest
 
-from telha.model import Scope
+from telha.domain.model import Scope
 from tests.support.pg import create_database, require_engine
 from tests.support.server import ServerProcess, telha_check, write_config
 from tests.support.worker import scripted_worker

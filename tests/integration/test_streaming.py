@@ -17,7 +17,7 @@ import httpx
 import pytest
 from grpclib import GRPCError, Status
 
-from telha.model import Scope
+from telha.domain.model import Scope
 from telha_proto.telha.worker.v1 import JobPayload
 from tests.support.queue_env import Tenant, queue_server, transitions
 from tests.support.server import ServerProcess, write_config

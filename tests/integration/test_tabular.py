@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from telha.model import Scope
+from telha.domain.model import Scope
 from tests.conftest import CORPUS
 from tests.support.queue_env import Tenant, transitions
 from tests.support.server import ServerProcess, write_config

@@ -18,7 +18,7 @@ import httpx
 import pytest
 from grpclib import GRPCError, Status
 
-from telha.model import Scope
+from telha.domain.model import Scope
 from tests.support.queue_env import Tenant, transitions
 from tests.support.server import ServerProcess, write_config
 from tests.support.worker import ScriptedWorker

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from telha.canonical import is_label, key_snake, nfc, normalize_canonical, upper_snake
+from telha.domain.canonical import is_label, key_snake, nfc, normalize_canonical, upper_snake
 
 
 @pytest.mark.parametrize(

@@ -15,7 +15,7 @@ import blake3
 import code_worker
 import pytest
 
-from telha.ingest.submission import decode_submission, to_projection
+from telha.domain.submission import decode_submission, to_projection
 from tests.conftest import CORPUS
 from workers_common import Job, classify
 

@@ -209,7 +209,7 @@ def test_without_clarify_nothing_is_detected() -> None:
 
 
 def test_core_accepts_the_emitted_ambiguity() -> None:
-    from telha.ingest.submission import decode_submission, to_projection
+    from telha.domain.submission import decode_submission, to_projection
     from workers_common import IngestionResultBuilder
 
     blocks = ["Signed 2026-03-01.", "Effective 2026-04-01."]

@@ -14,7 +14,7 @@ import docling_worker
 import pytest
 from docling_worker.isolation import ChildPool, Limits, limits_from_env
 
-from telha.ingest.submission import decode_submission, to_projection
+from telha.domain.submission import decode_submission, to_projection
 from tests.conftest import CORPUS
 from workers_common import Job, ResourceLimit, TransientFailure, classify
 

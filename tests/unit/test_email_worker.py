@@ -12,7 +12,7 @@ from typing import Any
 import email_worker
 import pytest
 
-from telha.ingest.submission import decode_submission, to_projection
+from telha.domain.submission import decode_submission, to_projection
 from tests.conftest import CORPUS
 from workers_common import Job, classify
 from workers_common.ids import child_root_id

@@ -10,7 +10,7 @@ import xxhash
 from hypothesis import given
 from hypothesis import strategies as st
 
-from telha.ids import TxClock, blob_id_for, content_hash, new_id, source_id_for
+from telha.domain.ids import TxClock, blob_id_for, content_hash, new_id, source_id_for
 
 
 def test_source_id_is_xxh3_128_of_prefixed_name() -> None:

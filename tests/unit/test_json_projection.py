@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from telha.errors import ContentError
+from telha.domain.errors import ContentError
 from telha.ingest.json_projection import JsonOptions, project_json
 
 FLAT = JsonOptions(label="REC", nested="flatten", max_records=100, max_depth=8)

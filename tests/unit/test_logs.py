@@ -10,8 +10,8 @@ from collections.abc import Iterator
 import pytest
 import structlog
 
+from telha.domain.model import NewJob, Scope
 from telha.logs import fields_of
-from telha.model import NewJob, Scope
 from workers_common.logs import (
     QUIET_LOGGERS,
     REDACTED,

@@ -7,7 +7,7 @@ import random
 from hypothesis import given
 from hypothesis import strategies as st
 
-from telha.queue.policy import (
+from telha.domain.policy import (
     PERMANENT_KINDS,
     backoff_us,
     decide_failure,

@@ -8,8 +8,8 @@ import uuid
 
 import pytest
 
+from telha.domain.submission import ChildJobIn, InvalidSubmission, decode_submission, to_projection
 from telha.ingest.ingestor import _child_job, _decode_payload, _with_root_id
-from telha.ingest.submission import ChildJobIn, InvalidSubmission, decode_submission, to_projection
 
 ROOT = str(uuid.uuid4())
 

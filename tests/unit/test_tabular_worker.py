@@ -16,7 +16,7 @@ import pytest
 import tabular_worker
 import xlsxwriter
 
-from telha.ingest.submission import decode_submission, to_projection
+from telha.domain.submission import decode_submission, to_projection
 from tests.conftest import CORPUS
 from workers_common import CorruptInput, Job, ResourceLimit, UnsupportedFeature, WorkerFailure
 

@@ -9,7 +9,7 @@ import random
 
 import pytest
 
-from telha.queue.policy import decide_failure, parse_reason, retry_after_us
+from telha.domain.policy import decide_failure, parse_reason, retry_after_us
 from web_worker.crawl import candidates, child_options
 from web_worker.links import absolute_url, origin_of
 from web_worker.options import CRAWL_DELAY_S, CrawlOptions, parse_options

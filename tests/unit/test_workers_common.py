@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 import text_worker
-from telha.ingest.submission import InvalidSubmission, decode_submission, to_projection
+from telha.domain.submission import InvalidSubmission, decode_submission, to_projection
 from workers_common import (
     CorruptInput,
     IngestionResultBuilder,

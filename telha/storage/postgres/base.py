@@ -18,9 +18,9 @@ import anyio
 import asyncpg
 from asyncpg.pool import PoolConnectionProxy
 
-from telha.errors import StorageError
-from telha.model import Scope
-from telha.storage.erasure import blockable
+from telha.domain.erasure import blockable
+from telha.domain.errors import StorageError
+from telha.domain.model import Scope
 from telha.storage.postgres.migrate import apply_migrations, migrations
 
 __all__ = ["Conn", "PgBase", "Rollback", "blocked", "lock_sources", "source_lock_key"]

@@ -1,5 +1,5 @@
 """GDPR erasure on PostgreSQL (issue 11; the steps are described in
-:mod:`telha.storage.erasure`), with the SQLite engine's semantics: every step is one
+:mod:`telha.domain.erasure`), with the SQLite engine's semantics: every step is one
 transaction that locks the erase job's row (the lease fence) and records itself.
 
 PostgreSQL keeps the old version of every updated or deleted row in the table's pages until
@@ -15,8 +15,7 @@ from typing import Any
 
 import blake3
 
-from telha.model import JobCompletion, LeaseRef, NewJob, Scope
-from telha.storage.erasure import (
+from telha.domain.erasure import (
     ERASE_KIND,
     LEFTOVER_CHECKS,
     STEPS,
@@ -34,6 +33,7 @@ from telha.storage.erasure import (
     step_detail,
     totals,
 )
+from telha.domain.model import JobCompletion, LeaseRef, NewJob, Scope
 from telha.storage.postgres.base import Conn, PgBase, lock_sources
 from telha.storage.postgres.jobs import (
     add_event,

@@ -12,7 +12,7 @@ one database:
   which wakes pollers on every replica (:meth:`PostgresStore.job_wakeups`).
 
 Mixed into :class:`~telha.storage.postgres.store.PostgresStore`; the retry policy is pure
-(:mod:`telha.queue.policy`) and arrives as a callable.
+(:mod:`telha.domain.policy`) and arrives as a callable.
 """
 
 from __future__ import annotations
@@ -20,9 +20,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from telha.errors import StaleLease
-from telha.ids import id_str
-from telha.model import (
+from telha.domain.erasure import payload_name, scrub_payload
+from telha.domain.errors import StaleLease
+from telha.domain.ids import id_str
+from telha.domain.model import (
     Continuation,
     EnqueueOutcome,
     JobCompletion,
@@ -32,8 +33,9 @@ from telha.model import (
     NewJob,
     Scope,
 )
-from telha.queue.policy import LOSS_KINDS, Decide, DecideLoss, FailureDecision
-from telha.storage.erasure import payload_name, scrub_payload
+from telha.domain.policy import LOSS_KINDS, Decide, DecideLoss, FailureDecision
+from telha.domain.records import decode_continuation, encode_continuation
+from telha.domain.records import job_record as _job
 from telha.storage.postgres.base import (
     Conn,
     PgBase,
@@ -41,8 +43,6 @@ from telha.storage.postgres.base import (
     source_lock_key,
 )
 from telha.storage.postgres.rows import Batch
-from telha.storage.records import decode_continuation, encode_continuation
-from telha.storage.records import job_record as _job
 
 __all__ = [
     "CHANNEL",

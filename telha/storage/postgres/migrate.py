@@ -15,7 +15,7 @@ from importlib import resources
 import asyncpg
 from asyncpg.pool import PoolConnectionProxy
 
-from telha.ids import now_us
+from telha.domain.ids import now_us
 
 __all__ = ["MIGRATION_LOCK", "apply_migrations", "migrations"]
 

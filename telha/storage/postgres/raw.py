@@ -1,5 +1,5 @@
 """Raw uploaded bytes on PostgreSQL (issue 4 "large uploads"): content-addressed per scope, in
-chunks of exactly :data:`~telha.model.BLOB_CHUNK` bytes, a few chunks per transaction.
+chunks of exactly :data:`~telha.domain.model.BLOB_CHUNK` bytes, a few chunks per transaction.
 
 Several replicas may store the same bytes at once (a client retrying against another
 replica): every chunk is an upsert of the same bytes at the same index (the digest fixes
@@ -15,10 +15,10 @@ from typing import Any
 
 import anyio
 
-from telha.errors import ContentErased, NotFound
-from telha.ids import now_us
-from telha.model import BLOB_CHUNK, Scope
-from telha.storage.erasure import ERASED_MESSAGE
+from telha.domain.erasure import ERASED_MESSAGE
+from telha.domain.errors import ContentErased, NotFound
+from telha.domain.ids import now_us
+from telha.domain.model import BLOB_CHUNK, Scope
 from telha.storage.postgres.base import Conn, PgBase, blocked
 
 __all__ = ["RawMixin"]

@@ -1,6 +1,6 @@
 """Writing one committed version's rows on PostgreSQL (spec 004 apply_parts steps 3–6).
 
-The rows are built by the engine-neutral :func:`telha.storage.rows.build_rows`; here each
+The rows are built by the engine-neutral :func:`telha.domain.rows.build_rows`; here each
 table's rows go in as one ``INSERT … SELECT … FROM unnest($1, $2, …)`` part (one array per
 column, whatever the row count), and all parts of a commit as one statement of
 data-modifying CTEs (:class:`Batch`): one round trip, inside the caller's transaction.
@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from telha.domain.rows import Existing, VersionRows
 from telha.storage.postgres.base import Conn
-from telha.storage.rows import Existing, VersionRows
 
 __all__ = [
     "PENDING_TX",
@@ -43,7 +43,7 @@ async def current_nodes(conn: Conn, sid: int, ids: list[bytes]) -> Existing:
 #: Inside a :class:`Batch` that takes the transaction time: the value the clock row gave it.
 TX = "(SELECT tx FROM clock)"
 
-#: The tx :func:`~telha.storage.rows.build_rows` is given when the batch takes the real one
+#: The tx :func:`~telha.domain.rows.build_rows` is given when the batch takes the real one
 #: (µs; later than any real time, so the upsert ladder treats every node as written before).
 PENDING_TX = 1 << 62
 

@@ -14,8 +14,8 @@ from typing import Any
 
 import asyncpg
 
-from telha.errors import StorageError
-from telha.model import Scope
+from telha.domain.errors import StorageError
+from telha.domain.model import Scope
 from telha.storage.postgres.base import Conn, PgBase
 from telha.storage.scan import ScanEdge, ScanEvent, ScanJob, ScanNode, ScanSpan, ScanVersion
 

@@ -19,12 +19,14 @@ import anyio.abc
 import asyncpg
 import structlog
 
-from telha.errors import ContentErased, OutOfSync, StaleLease
-from telha.ids import blob_id_for, content_hash, now_us
-from telha.ingest.offload import off_loop
-from telha.ingest.projection import Projection
-from telha.model import CommitOutcome, Dedup, JobCompletion, NewVersion, Scope
-from telha.storage.erasure import BLOCKED_REASON, ERASED_MESSAGE
+from telha.domain.erasure import BLOCKED_REASON, ERASED_MESSAGE
+from telha.domain.errors import ContentErased, OutOfSync, StaleLease
+from telha.domain.ids import blob_id_for, content_hash, now_us
+from telha.domain.model import CommitOutcome, Dedup, JobCompletion, NewVersion, Scope
+from telha.domain.projection import Projection
+from telha.domain.records import is_duplicate
+from telha.domain.rows import build_rows
+from telha.offload import off_loop
 from telha.storage.postgres.base import Conn, Rollback, blocked, source_lock_key
 from telha.storage.postgres.erasure import ErasureMixin
 from telha.storage.postgres.jobs import (
@@ -42,8 +44,6 @@ from telha.storage.postgres.rows import PENDING_TX, TX, Batch, add_rows, current
 from telha.storage.postgres.scan import ScanMixin
 from telha.storage.postgres.streams import StreamsMixin
 from telha.storage.protocol import ALL_FORMATS
-from telha.storage.records import is_duplicate
-from telha.storage.rows import build_rows
 
 __all__ = ["PostgresStore"]
 

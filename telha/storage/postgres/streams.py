@@ -17,10 +17,10 @@ from dataclasses import replace
 
 import blake3
 
-from telha.errors import InvalidStream, OutOfSync
-from telha.ids import new_id
-from telha.ingest.projection import Projection
-from telha.model import (
+from telha.domain.erasure import BLOCKED_REASON
+from telha.domain.errors import InvalidStream, OutOfSync
+from telha.domain.ids import new_id
+from telha.domain.model import (
     BLOB_CHUNK,
     Continuation,
     JobCompletion,
@@ -30,7 +30,8 @@ from telha.model import (
     StreamOutcome,
     StreamPart,
 )
-from telha.storage.erasure import BLOCKED_REASON
+from telha.domain.projection import Projection
+from telha.domain.rows import Existing, VersionRows, build_rows
 from telha.storage.postgres.base import Conn, PgBase, blocked, lock_sources
 from telha.storage.postgres.erasure import purge_stream
 from telha.storage.postgres.jobs import (
@@ -52,7 +53,6 @@ from telha.storage.postgres.rows import (
     insert_rows,
     insert_unnest,
 )
-from telha.storage.rows import Existing, VersionRows, build_rows
 
 __all__ = ["StreamsMixin"]
 
@@ -133,7 +133,7 @@ class StreamsMixin(PgBase):
     ) -> StreamOutcome:
         """Apply one streamed submission in one transaction (see the module docstring).
 
-        :raises telha.errors.StaleLease: the caller does not hold the job.
+        :raises telha.domain.errors.StaleLease: the caller does not hold the job.
         :raises OutOfSync: a seq that is neither the next one nor a replay of the last, or a
             partial built on a different text length than the stream holds.
         :raises InvalidStream: a span offset in earlier text is not on a UTF-8 boundary.

@@ -14,10 +14,10 @@ from typing import Any, Literal, Self, TypeVar, cast
 import aiosqlite
 import anyio
 
-from telha.errors import StorageError
-from telha.ids import TxClock
-from telha.model import Scope
-from telha.storage.erasure import blockable
+from telha.domain.erasure import blockable
+from telha.domain.errors import StorageError
+from telha.domain.ids import TxClock
+from telha.domain.model import Scope
 from telha.storage.sqlite.migrate import apply_migrations, migrations
 
 __all__ = ["SqliteBase", "blocked", "latest_hashes", "marks"]

@@ -1,4 +1,4 @@
-"""GDPR erasure on SQLite (issue 11; the steps are described in :mod:`telha.storage.erasure`).
+"""GDPR erasure on SQLite (issue 11; the steps are described in :mod:`telha.domain.erasure`).
 
 Every step is one write transaction on the writer's thread. The database runs with
 ``secure_delete`` on (every connection, :mod:`telha.storage.sqlite.base`), so deleted and
@@ -19,8 +19,7 @@ import anyio
 import blake3
 import structlog
 
-from telha.model import JobCompletion, LeaseRef, NewJob, Scope
-from telha.storage.erasure import (
+from telha.domain.erasure import (
     ERASE_KIND,
     LEFTOVER_CHECKS,
     STEPS,
@@ -38,6 +37,7 @@ from telha.storage.erasure import (
     step_detail,
     totals,
 )
+from telha.domain.model import JobCompletion, LeaseRef, NewJob, Scope
 from telha.storage.sqlite.base import SqliteBase, marks
 from telha.storage.sqlite.jobs import (
     add_event,

@@ -3,7 +3,7 @@ heartbeat, fail, release, reap. Every operation is one write transaction, run wh
 writer's thread (:meth:`SqliteBase._write`); the functions named ``*_tx`` run there.
 
 Mixed into :class:`~telha.storage.sqlite.store.SqliteStore`; the retry policy itself is pure
-(:mod:`telha.queue.policy`) and arrives as a callable, so the engine picks no outcomes.
+(:mod:`telha.domain.policy`) and arrives as a callable, so the engine picks no outcomes.
 """
 
 from __future__ import annotations
@@ -12,9 +12,10 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-from telha.errors import StaleLease
-from telha.ids import id_str
-from telha.model import (
+from telha.domain.erasure import payload_name, scrub_payload
+from telha.domain.errors import StaleLease
+from telha.domain.ids import id_str
+from telha.domain.model import (
     Continuation,
     EnqueueOutcome,
     JobCompletion,
@@ -24,10 +25,9 @@ from telha.model import (
     NewJob,
     Scope,
 )
-from telha.queue.policy import LOSS_KINDS, Decide, DecideLoss, FailureDecision
-from telha.storage.erasure import payload_name, scrub_payload
-from telha.storage.records import decode_continuation, encode_continuation
-from telha.storage.records import job_record as _job
+from telha.domain.policy import LOSS_KINDS, Decide, DecideLoss, FailureDecision
+from telha.domain.records import decode_continuation, encode_continuation
+from telha.domain.records import job_record as _job
 from telha.storage.sqlite.base import SqliteBase, blocked, latest_hashes
 
 __all__ = [

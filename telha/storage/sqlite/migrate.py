@@ -7,7 +7,7 @@ from importlib import resources
 
 import aiosqlite
 
-from telha.ids import now_us
+from telha.domain.ids import now_us
 
 __all__ = ["apply_migrations", "migrations"]
 

@@ -1,5 +1,5 @@
 """Raw uploaded bytes on SQLite (issue 4 "large uploads"): content-addressed per scope, in
-chunks of exactly :data:`~telha.model.BLOB_CHUNK` bytes, written a few chunks per transaction
+chunks of exactly :data:`~telha.domain.model.BLOB_CHUNK` bytes, written a few chunks per transaction
 so a large upload never holds the writer for long, and read back one chunk per reader hop.
 """
 
@@ -12,10 +12,10 @@ from typing import Any
 
 import anyio
 
-from telha.errors import ContentErased, NotFound
-from telha.ids import now_us
-from telha.model import BLOB_CHUNK, Scope
-from telha.storage.erasure import ERASED_MESSAGE
+from telha.domain.erasure import ERASED_MESSAGE
+from telha.domain.errors import ContentErased, NotFound
+from telha.domain.ids import now_us
+from telha.domain.model import BLOB_CHUNK, Scope
 from telha.storage.sqlite.base import SqliteBase, blocked
 
 __all__ = ["RawMixin"]

@@ -9,8 +9,8 @@ from typing import Any
 
 import msgspec
 
-from telha.errors import ContentErased, NotFound
-from telha.model import (
+from telha.domain.errors import ContentErased, NotFound
+from telha.domain.model import (
     Ambiguity,
     Direction,
     EdgeRecord,
@@ -19,9 +19,9 @@ from telha.model import (
     SourceVersion,
     SpanRecord,
 )
-from telha.storage.records import node_record as _node
-from telha.storage.records import slice_chunks, slice_text
-from telha.storage.records import version_record as _version
+from telha.domain.records import node_record as _node
+from telha.domain.records import slice_chunks, slice_text
+from telha.domain.records import version_record as _version
 from telha.storage.sqlite.base import SqliteBase
 
 __all__ = ["ReadsMixin"]
@@ -30,7 +30,7 @@ VERSION_COLS = (
     "source_id, tx, name, format, content_hash, canonical_text_hash, size, worker, job_id,"
     " blob_id, text_len"
 )
-#: The columns of :class:`~telha.model.SourceVersion` as reads select them (with the erasure).
+#: :class:`~telha.domain.model.SourceVersion` columns as reads select them (with the erasure).
 _READ_COLS = VERSION_COLS + ", erased_at, erasure_id, erase_reason"
 _NODE_COLS = "n.node_id, n.labels, n.properties, n.tx_from, n.tx_to, n.valid_from, n.valid_to,"
 _NODE_COLS += " n.provenance, n.source_id"

@@ -1,6 +1,6 @@
 """Writing one committed version's rows on SQLite (spec 004 apply_parts steps 3–6).
 
-The rows themselves are built by the engine-neutral :func:`telha.storage.rows.build_rows`
+The rows themselves are built by the engine-neutral :func:`telha.domain.rows.build_rows`
 (re-exported here); this module reads the upsert ladder's current nodes and writes the rows
 inside the writer's transaction.
 """
@@ -13,7 +13,7 @@ from functools import lru_cache
 from itertools import chain
 from typing import Any
 
-from telha.storage.rows import VersionRows, build_rows
+from telha.domain.rows import VersionRows, build_rows
 
 __all__ = ["VersionRows", "build_rows", "current_nodes", "insert_batched", "insert_rows"]
 

@@ -15,8 +15,8 @@ from typing import Any
 
 import aiosqlite
 
-from telha.errors import StorageError
-from telha.model import Scope
+from telha.domain.errors import StorageError
+from telha.domain.model import Scope
 from telha.storage.scan import ScanEdge, ScanEvent, ScanJob, ScanNode, ScanSpan, ScanVersion
 from telha.storage.sqlite.base import SqliteBase
 

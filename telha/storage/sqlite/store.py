@@ -13,13 +13,13 @@ from dataclasses import replace
 import anyio
 import anyio.abc
 
-from telha.errors import ContentErased, OutOfSync
-from telha.ids import blob_id_for, content_hash, now_us
-from telha.ingest.offload import off_loop
-from telha.ingest.projection import Projection
-from telha.model import CommitOutcome, Dedup, JobCompletion, NewVersion, Scope
-from telha.storage.erasure import BLOCKED_REASON, ERASED_MESSAGE
-from telha.storage.records import is_duplicate
+from telha.domain.erasure import BLOCKED_REASON, ERASED_MESSAGE
+from telha.domain.errors import ContentErased, OutOfSync
+from telha.domain.ids import blob_id_for, content_hash, now_us
+from telha.domain.model import CommitOutcome, Dedup, JobCompletion, NewVersion, Scope
+from telha.domain.projection import Projection
+from telha.domain.records import is_duplicate
+from telha.offload import off_loop
 from telha.storage.sqlite.base import _nothing, blocked, latest_hashes
 from telha.storage.sqlite.checkpointer import Checkpointer
 from telha.storage.sqlite.erasure import ErasureMixin

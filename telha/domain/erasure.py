@@ -184,7 +184,7 @@ class NodePlan:
     """What the nodes step writes: rows scrubbed in place (``(node_id, tx_from)``: properties
     ``{}``, provenance ``[]``, flagged erased), node ids whose current version is closed at
     the erasure's tx, new versions (rows in the ``nodes`` column order of
-    :func:`telha.storage.rows.build_rows` plus ``erased``), their label rows, and counts."""
+    :func:`telha.domain.rows.build_rows` plus ``erased``), their label rows, and counts."""
 
     scrub: list[tuple[bytes, int]] = field(default_factory=list)
     close: list[bytes] = field(default_factory=list)

@@ -1,4 +1,4 @@
-"""Engine-neutral pieces of the storage engines: stored rows back as :mod:`telha.model`
+"""Engine-neutral pieces of the storage engines: stored rows back as :mod:`telha.domain.model`
 records, the dedup rules of spec 004, the streaming checkpoint's encoding. Pure; no I/O.
 
 Each engine selects its columns in the order these functions unpack them.
@@ -10,8 +10,8 @@ from typing import Any
 
 import msgspec
 
-from telha.errors import RequestError
-from telha.model import (
+from telha.domain.errors import RequestError
+from telha.domain.model import (
     BLOB_CHUNK,
     Continuation,
     Dedup,
@@ -52,7 +52,7 @@ def job_record(row: Any, events: tuple[JobEvent, ...] = ()) -> JobRecord:
 
 
 def version_record(row: Any) -> SourceVersion:
-    """A version from its row in :class:`~telha.model.SourceVersion` field order."""
+    """A version from its row in :class:`~telha.domain.model.SourceVersion` field order."""
     return SourceVersion(*row)
 
 
@@ -106,7 +106,7 @@ def encode_continuation(c: Continuation) -> bytes:
 def slice_chunks(length: int, start: int | None, end: int | None) -> tuple[int, int, int, int]:
     """The byte range ``[lo, hi)`` a slice request names in a text of ``length`` bytes
     (``None``: from the start / to the end) and the chunk indexes ``first..last`` holding it
-    (chunks of :data:`telha.model.BLOB_CHUNK` bytes; ``last`` includes the byte at ``hi``,
+    (chunks of :data:`telha.domain.model.BLOB_CHUNK` bytes; ``last`` includes the byte at ``hi``,
     whose boundary is checked; meaningless for an empty text).
 
     :raises RequestError: ``start`` after ``end``, or the range outside the text.

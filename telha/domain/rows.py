@@ -1,7 +1,7 @@
 """Pure row building for one committed version (spec 004 apply_parts steps 3–6), shared by
 every storage engine.
 
-Turns a :class:`~telha.ingest.projection.Projection` plus its assigned transaction time into
+Turns a :class:`~telha.domain.projection.Projection` plus its assigned transaction time into
 one parameter tuple per row and table (columns in the order the engines' tables declare them);
 each engine writes them with its own SQL (:mod:`telha.storage.sqlite.rows`,
 :mod:`telha.storage.postgres.rows`). No I/O; runs in a worker thread or inside an engine's
@@ -15,10 +15,10 @@ from typing import Any
 
 import msgspec
 
-from telha.errors import InvalidStream
-from telha.ids import id_str, new_id
-from telha.ingest.projection import Projection
-from telha.model import BLOB_CHUNK
+from telha.domain.errors import InvalidStream
+from telha.domain.ids import id_str, new_id
+from telha.domain.model import BLOB_CHUNK
+from telha.domain.projection import Projection
 
 __all__ = ["Existing", "VersionRows", "build_rows"]
 

@@ -3,7 +3,7 @@
 Core validates every submission before anything is written (DESIGN.md §6): version, canonical
 text already NFC/LF, offsets inside the text and on UTF-8 boundaries, span/node/edge
 references in range, exactly one of ``*Ref``/``*Id``, ids are UUIDs, labels UPPER_SNAKE,
-sizes bounded. A valid submission becomes a :class:`~telha.ingest.projection.Projection`.
+sizes bounded. A valid submission becomes a :class:`~telha.domain.projection.Projection`.
 Pure; no I/O.
 """
 
@@ -16,8 +16,8 @@ from typing import Any
 
 import msgspec
 
-from telha.canonical import is_label, normalize_canonical
-from telha.ingest.projection import AmbiguityOut, EdgeOut, NodeOut, Projection, SpanOut
+from telha.domain.canonical import is_label, normalize_canonical
+from telha.domain.projection import AmbiguityOut, EdgeOut, NodeOut, Projection, SpanOut
 
 __all__ = ["ChildJobIn", "InvalidSubmission", "Submission", "decode_submission", "to_projection"]
 
