@@ -1,4 +1,4 @@
-"""Prometheus metrics (``GET /metrics``, DESIGN.md §5), one registry per service instance.
+"""Prometheus metrics (``GET /metrics``, docs/operations.md), one registry per service instance.
 
 Counters are updated where things happen (REST front, queue, ingestor, gRPC servicer); the
 job gauges come from a snapshot of the active (pending/leased) job counts taken by every
