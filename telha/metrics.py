@@ -88,7 +88,7 @@ class _Snapshots(Collector):
 class Metrics:
     """The service's metrics; pass one instance to the parts that update it.
 
-    Names, types and labels are listed in the README ("Metrics and logs").
+    Names, types and labels are listed in docs/operations.md ("Metrics").
     """
 
     def __init__(self) -> None:
