@@ -1,4 +1,4 @@
-"""Canonical text and naming rules (spec 001 "Provenance spans", DESIGN.md §3, §11).
+"""Canonical text and naming rules (docs/architecture.md, docs/rest-api.md).
 
 Canonical text is NFC with LF-only line endings; offsets into it are UTF-8 byte offsets.
 """
@@ -24,7 +24,7 @@ def nfc(text: str) -> str:
 
 
 def normalize_canonical(text: str) -> str:
-    """NFC, then CRLF and lone CR → LF, applied once (spec 000 ``normalize_canonical``)."""
+    """NFC, then CRLF and lone CR → LF, applied once (as ``workers_common`` does)."""
     text = nfc(text)
     if "\r" in text:
         text = text.replace("\r\n", "\n").replace("\r", "\n")
@@ -39,7 +39,7 @@ def _fold(text: str) -> str:
 
 
 def upper_snake(name: str) -> str:
-    """UPPER_SNAKE of a name (DESIGN.md §11): drop folders, strip the last extension, split
+    """UPPER_SNAKE of a name (docs/rest-api.md): drop folders, strip the last extension, split
     camelCase, runs of non-alphanumerics → ``_``, trim ``_``, upper-case.
 
     ``"risks-2026-07.json"`` → ``"RISKS_2026_07"``; ``"homeAddress"`` → ``"HOME_ADDRESS"``.

@@ -1,6 +1,6 @@
-"""Worker submissions (spec 000 "Wire submission shape"): decoding and validation.
+"""Worker submissions (docs/worker-protocol.md, "The submission"): decoding and validation.
 
-Core validates every submission before anything is written (DESIGN.md §6): version, canonical
+Core validates every submission before anything is written: version, canonical
 text already NFC/LF, offsets inside the text and on UTF-8 boundaries, span/node/edge
 references in range, exactly one of ``*Ref``/``*Id``, ids are UUIDs, labels UPPER_SNAKE,
 sizes bounded. A valid submission becomes a :class:`~telha.domain.projection.Projection`.
@@ -108,7 +108,7 @@ class CandidateIn(_In):
 
 
 class AmbiguityIn(_In):
-    """A temporal ambiguity (spec 000 "Temporal ambiguity detection"), candidates best first."""
+    """A temporal ambiguity (docs/formats.md), candidates best first."""
 
     node_ref: int
     kind: str
@@ -119,7 +119,7 @@ class AmbiguityIn(_In):
 
 
 class Submission(_In):
-    """The wire submission of spec 000 plus ``seq``/``partial`` (streaming)."""
+    """The wire submission (docs/worker-protocol.md) with ``seq``/``partial`` (streaming)."""
 
     v: int
     canonical_text: str = ""

@@ -1,4 +1,4 @@
-"""Response bodies of the REST front (DESIGN.md §5, issue "Core service" §6), as msgspec
+"""Response bodies of the REST front (docs/rest-api.md), as msgspec
 Structs: camelCase on the wire, ids as UUID strings, hashes as hex, times as µs integers.
 The OpenAPI document is generated from these."""
 
@@ -93,8 +93,8 @@ class JobStatus(_Out):
 
 
 class VersionOut(_Out):
-    """A source version; an erased one (issue 11) says when (µs), why and by which erasure,
-    and its text and spans answer 410 CONTENT_ERASED."""
+    """A source version; an erased one (docs/operations.md, "Erasure") says when (µs), why
+    and by which erasure, and its text and spans answer 410 CONTENT_ERASED."""
 
     source_version_tx: int
     content_hash: str
@@ -186,7 +186,7 @@ class CandidateOut(_Out):
 
 
 class AmbiguityOut(_Out):
-    """A temporal ambiguity of this node version (spec 000); candidates best first, the first
+    """A temporal ambiguity of this node version (docs/formats.md); candidates best first, the first
     one applied to ``validTime``."""
 
     kind: str

@@ -1,4 +1,4 @@
-"""``WorkerConsumer`` (spec 000 "The consumer loop"): poll, dispatch, heartbeat, submit.
+"""``WorkerConsumer`` (docs/worker-protocol.md): poll, dispatch, heartbeat, submit.
 
 A handler is ``handle(job) -> dict | bytes`` (single shot) or a generator yielding submission
 dicts (``ids = yield builder.build()``): the consumer assigns ``seq``, defaults each yielded
@@ -83,7 +83,8 @@ _RESEND_STATUSES = frozenset({Status.UNAVAILABLE, Status.DEADLINE_EXCEEDED})
 #: microseconds); larger ones in a worker thread.
 _INLINE_PAYLOAD_BYTES = 64 * 1024
 
-#: Heartbeat period in seconds (spec 000); core's ``jobs.lease_secs`` must exceed twice this.
+#: Heartbeat period in seconds (docs/worker-protocol.md); core's ``jobs.lease_secs`` must
+#: exceed twice this.
 HEARTBEAT_INTERVAL_SECS = 60
 
 
