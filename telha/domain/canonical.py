@@ -8,12 +8,31 @@ from __future__ import annotations
 import re
 import unicodedata
 
-__all__ = ["is_label", "nfc", "normalize_canonical", "upper_snake"]
+__all__ = [
+    "is_boundary",
+    "is_continuation",
+    "is_label",
+    "nfc",
+    "normalize_canonical",
+    "upper_snake",
+]
 
 _CAMEL_1 = re.compile(r"([A-Z]+)([A-Z][a-z])")
 _CAMEL_2 = re.compile(r"([a-z0-9])([A-Z])")
 _NON_ALNUM = re.compile(r"[^A-Za-z0-9]+")
 _LABEL = re.compile(r"^[A-Z0-9]+(?:_[A-Z0-9]+)*$")
+
+
+def is_continuation(byte: int) -> bool:
+    """Whether ``byte`` is a UTF-8 continuation byte (``0b10xxxxxx``): an offset pointing at
+    it falls inside a character, never on a boundary."""
+    return (byte & 0xC0) == 0x80
+
+
+def is_boundary(text: bytes, pos: int) -> bool:
+    """Whether byte offset ``pos`` of UTF-8 ``text`` is on a character boundary (the end,
+    ``pos == len(text)``, and past it count as boundaries: the caller checks the range)."""
+    return pos >= len(text) or not is_continuation(text[pos])
 
 
 def nfc(text: str) -> str:

@@ -11,6 +11,7 @@ from typing import Any
 
 import msgspec
 
+from telha.domain.canonical import is_boundary
 from telha.domain.errors import RequestError
 from telha.domain.model import (
     BLOB_CHUNK,
@@ -28,7 +29,6 @@ from telha.domain.model import (
 __all__ = [
     "decode_continuation",
     "encode_continuation",
-    "is_boundary",
     "is_duplicate",
     "job_record",
     "node_record",
@@ -71,11 +71,6 @@ def node_record(row: Any) -> NodeVersion:
     return NodeVersion(
         node_id, _decode(labels), _decode(props), tx_from, tx_to, valid_from, valid_to, spans
     )
-
-
-def is_boundary(text: bytes, pos: int) -> bool:
-    """True when byte offset ``pos`` of ``text`` is not inside a UTF-8 sequence."""
-    return pos >= len(text) or (text[pos] & 0xC0) != 0x80
 
 
 def is_duplicate(

@@ -16,7 +16,7 @@ from typing import Any
 
 import msgspec
 
-from telha.domain.canonical import is_label, normalize_canonical
+from telha.domain.canonical import is_boundary, is_label, normalize_canonical
 from telha.domain.projection import AmbiguityOut, EdgeOut, NodeOut, Projection, SpanOut
 
 __all__ = ["ChildJobIn", "InvalidSubmission", "Submission", "decode_submission", "to_projection"]
@@ -168,10 +168,6 @@ def _uuid(value: str, where: str) -> bytes:
         raise InvalidSubmission(f"{where}: {value!r} is not a UUID") from None
 
 
-def _is_boundary(text: bytes, pos: int) -> bool:
-    return pos >= len(text) or (text[pos] & 0xC0) != 0x80
-
-
 def _spans(sub: Submission, text: bytes, base: int, earlier: list[int]) -> list[SpanOut]:
     if len(sub.spans) > MAX_SPANS:
         raise InvalidSubmission(f"{len(sub.spans)} spans is over the limit of {MAX_SPANS}")
@@ -187,7 +183,7 @@ def _spans(sub: Submission, text: bytes, base: int, earlier: list[int]) -> list[
         for pos in (start, end):
             if pos < base:
                 earlier.append(pos)
-            elif pos - base < len(text) and (text[pos - base] & 0xC0) == 0x80:
+            elif not is_boundary(text, pos - base):
                 raise InvalidSubmission(
                     f"spans[{i}]: offsets are not on UTF-8 character boundaries"
                 )
