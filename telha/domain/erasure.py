@@ -1,8 +1,7 @@
-"""Engine-neutral pieces of GDPR erasure (issue 11; spec 004 §3.19 addendum): the erase job's
+"""Engine-neutral pieces of GDPR erasure (docs/operations.md, "Erasure"): the erase job's
 payload, its steps and their recorded counts, the closure of what one erasure covers, and the
-plan for the nodes an erased version wrote. Pure; no I/O. The engines
-(:mod:`telha.storage.sqlite.erasure`, :mod:`telha.storage.postgres.erasure`) run the steps,
-each in one transaction, with their own SQL.
+plan for the nodes an erased version wrote. Pure; no I/O. :mod:`telha.storage.core.erasure`
+runs the steps, each in one transaction, for both engines.
 
 An erasure is a job of kind :data:`ERASE_KIND` (format :data:`ERASE_FORMAT`, which no format
 worker can poll). Its steps run in order; each records an ``erase_step`` event with its
@@ -50,6 +49,7 @@ __all__ = [
     "blockable",
     "decode_payload",
     "erased_reason",
+    "node_ids",
     "parse_step",
     "payload_name",
     "plan_nodes",
@@ -159,6 +159,11 @@ def scrub_payload(payload: bytes) -> tuple[bytes, int] | None:
     return msgspec.json.encode(fields), held.size or len(held.content_b64) * 3 // 4
 
 
+def node_ids(linked: bytes) -> list[bytes]:
+    """The node ids of a span row's ``linked_nodes`` (concatenated 16-byte ids)."""
+    return [linked[i : i + 16] for i in range(0, len(linked), 16)]
+
+
 class NodeRow(NamedTuple):
     """One stored node version, as the nodes step reads it (labels JSON text, properties and
     provenance JSON bytes; ``erased`` as stored)."""
@@ -201,7 +206,7 @@ def plan_nodes(
     rows: Sequence[NodeRow],
     links: dict[bytes, list[Link]],
 ) -> NodePlan:
-    """The nodes step of spec 004 §3.19 / issue 11 for the nodes an erasure touches.
+    """The nodes step for the nodes an erasure touches.
 
     :param tx: the erasure's transaction time (µs): closes and new versions are written at it.
     :param erased: ``(source_id, tx)`` of every version this erasure erases.
