@@ -174,7 +174,8 @@ class SqliteBase(EngineOps):
             await conn.execute("PRAGMA busy_timeout=5000")
             await conn.execute(f"PRAGMA synchronous={self._synchronous}")
             await conn.execute("PRAGMA foreign_keys=ON")
-            # Erasure (issue 11): deleted and overwritten content is zeroed in the pages.
+            # Erasure (docs/operations.md, "Erasure"): deleted and overwritten content is
+            # zeroed in the pages.
             await conn.execute("PRAGMA secure_delete=ON")
             # The writer: a 2.3 MB JSON batch or a 10,000-row partial dirties ~10 MB of pages,
             # kept in memory until COMMIT. Readers serve small pages and slices.
