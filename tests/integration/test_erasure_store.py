@@ -104,3 +104,21 @@ async def test_paged_erasure_matches_one_page(store: Any, monkeypatch: pytest.Mo
     assert counts["span_rows"] == SHARED + OWN and counts["edges"] == SHARED + OWN - 1
     assert nodes == [(["THING"], {"a": 1})] * SHARED + [None] * OWN
     assert await store.erasure_leftovers() == dict.fromkeys(await store.erasure_leftovers(), 0)
+
+
+async def _scope_id(tx: Any, scope: Scope) -> int | None:
+    return await tx.known_scope_id(scope)
+
+
+async def test_purge_stream_leaves_nothing_of_the_version(store: Any) -> None:
+    scope, source, other = Scope("t", "purge"), new_id(), new_id()
+    ids = [new_id() for _ in range(3)]
+    kept = await _commit(store, scope, other, _projection([(new_id(), b"{}")], 1))
+    pinned = await _commit(store, scope, source, _projection([(i, b"{}") for i in ids], 2))
+    sid = await store._read(_scope_id, scope)
+    await store._transaction("purge stream", erasure.purge_stream, sid, source, pinned)
+    assert await store.source_versions(scope, source) == []
+    assert not await store.has_source(scope, source)
+    assert [await store.get_node(scope, i, None) for i in ids] == [None] * 3
+    assert [v.tx for v in await store.source_versions(scope, other)] == [kept]
+    assert len(await store.span_rows(scope, other, kept)) == 2
