@@ -231,13 +231,6 @@ class Storage(Protocol):
 
     # -- GDPR erasure (issue 11; :mod:`telha.domain.erasure`) ------------------------------
 
-    async def is_blocked(self, scope: Scope, digests: Sequence[bytes]) -> bool:
-        """Whether one of ``digests`` (BLAKE3, 32 bytes) is on ``scope``'s erasure blocklist.
-        Request-level checks read it before any dedup match; every write path checks again
-        inside its own transaction (a blocklisted commit, enqueue or raw store writes nothing:
-        :class:`~telha.domain.errors.ContentErased`, ``EnqueueOutcome.erased``,
-        ``CommitOutcome.erased`` or ``StreamOutcome.erased`` with the job ended ``dead``)."""
-
     async def has_source(self, scope: Scope, source_id: bytes) -> bool:
         """Whether ``scope`` knows the source at all: a version row (finalized or a stream's
         pinned one) or an ingest job of it."""
