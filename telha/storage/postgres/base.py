@@ -11,7 +11,7 @@ lock inside its own transaction (see :mod:`telha.storage.postgres.jobs`).
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from typing import Any, Self, TypeVar
 
 import anyio
@@ -235,13 +235,19 @@ class PgBase(EngineOps):
             raise StorageError(f"cannot scan {self.location}: {exc}") from exc
         try:
             tx = conn.transaction(isolation="repeatable_read", readonly=True)
-            await tx.start()
+            try:
+                await tx.start()
+            except DRIVER_ERRORS as exc:
+                raise StorageError(f"cannot scan {self.location}: {exc}") from exc
             try:
                 yield PgSnapshotTx(conn, self._scopes)
             finally:
-                await tx.rollback()
+                # Even when cancelled; a broken connection is the pool's to discard.
+                with anyio.CancelScope(shield=True), suppress(*DRIVER_ERRORS):
+                    await tx.rollback()
         finally:
-            await pool.release(conn)
+            with anyio.CancelScope(shield=True):
+                await pool.release(conn)
 
     async def _write(
         self, what: str, fn: Callable[..., Awaitable[T]], *args: Any, transaction: bool = True

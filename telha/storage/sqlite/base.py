@@ -297,7 +297,9 @@ class SqliteBase(EngineOps):
             try:
                 yield SqliteSnapshotTx(conn)
             finally:
-                await conn.execute("ROLLBACK")
+                # Even when cancelled: the reader goes back to the pool out of the snapshot.
+                with anyio.CancelScope(shield=True):
+                    await conn.execute("ROLLBACK")
 
     def _require_writer(self) -> aiosqlite.Connection:
         if self._writer is None:
