@@ -1,4 +1,5 @@
-"""Read-only scans of a whole store, for ``telha check`` (issue 8 item 3).
+"""Read-only scans of a whole store, for ``telha check`` (docs/operations.md, "telha check"):
+what a scan returns. Both engines implement it once, in :mod:`telha.storage.core.scan`.
 
 A :class:`StoreScan` is one consistent snapshot (SQLite: one read transaction on a ``mode=ro``
 connection; PostgreSQL: one ``READ ONLY, REPEATABLE READ`` transaction), so a check may run
@@ -33,8 +34,8 @@ __all__ = [
 class ScanVersion:
     """One ``source_versions`` row. ``tx`` µs; ``text_len`` bytes (0 while a stream is open);
     ``canonical_text_hash`` ``None`` for a streamed version not (or never) finalized;
-    ``erased_at`` µs, ``None`` unless the version was erased (issue 11: its text chunks are
-    redaction records since, no bytes)."""
+    ``erased_at`` µs, ``None`` unless the version was erased (its text chunks are redaction
+    records since, no bytes)."""
 
     scope: int
     source_id: bytes

@@ -1,11 +1,15 @@
 """What the operation mixins of :mod:`telha.storage.core` need from an engine: a runner for
 one write transaction and one for a read, each handing the operation a
-:class:`~telha.storage.core.tx.Tx` (docs/architecture.md, "The storage seam")."""
+:class:`~telha.storage.core.tx.Tx`, and a read snapshot held open for a block (the whole-store
+scan of ``telha check``) (docs/architecture.md, "The storage seam")."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Coroutine
+from contextlib import AbstractAsyncContextManager
 from typing import Any, TypeVar
+
+from telha.storage.core.tx import SnapshotTx
 
 __all__ = ["EngineOps", "Op"]
 
@@ -32,5 +36,14 @@ class EngineOps:
         """Run ``op(tx, *args)`` on a read connection (no write may happen).
 
         :raises StorageError: the driver failed.
+        """
+        raise NotImplementedError
+
+    def _snapshot(self) -> AbstractAsyncContextManager[SnapshotTx]:
+        """A read connection held in one snapshot for as long as the ``async with`` block
+        runs (SQLite: a pooled reader inside ``BEGIN``; PostgreSQL: a ``READ ONLY``,
+        ``REPEATABLE READ`` transaction), rolled back at the end.
+
+        :raises StorageError: the store cannot be read.
         """
         raise NotImplementedError

@@ -18,13 +18,13 @@ An operation raises :class:`Rollback` to write nothing and return a value.
 
 from __future__ import annotations
 
-from collections.abc import Coroutine, Sequence
+from collections.abc import AsyncIterator, Coroutine, Sequence
 from typing import Any, Protocol, TypeVar
 
 from telha.domain.model import Scope
 from telha.domain.rows import VersionRows
 
-__all__ = ["Rollback", "Tx", "drive"]
+__all__ = ["Rollback", "SnapshotTx", "Tx", "drive"]
 
 T = TypeVar("T")
 
@@ -91,6 +91,16 @@ class Tx(Protocol):
     async def write_rows(self, rows: VersionRows) -> None:
         """Write one version's rows (chunks, closes, nodes, labels, edges, span rows merging
         on the same range, ambiguities) with the engine's bulk insert."""
+
+
+class SnapshotTx(Tx, Protocol):
+    """A read-only snapshot held open for a whole block (``telha check``), whose methods are
+    real async calls: the caller may suspend between them, and every query sees the store
+    as of one instant. Driver errors surface from each method as
+    :class:`~telha.domain.errors.StorageError`. Nothing may be written through it."""
+
+    def pages(self, sql: str, page: int, *params: Any) -> AsyncIterator[list[tuple[Any, ...]]]:
+        """The rows of a query, streamed from one cursor in lists of at most ``page``."""
 
 
 def drive(coro: Coroutine[Any, Any, T]) -> T:

@@ -10,7 +10,8 @@ lock inside its own transaction (see :mod:`telha.storage.postgres.jobs`).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from contextlib import asynccontextmanager, suppress
 from typing import Any, Self, TypeVar
 
 import anyio
@@ -22,7 +23,14 @@ from telha.domain.model import Scope
 from telha.storage.core.engine import EngineOps, Op
 from telha.storage.core.tx import Rollback
 from telha.storage.postgres.migrate import apply_migrations, migrations
-from telha.storage.postgres.tx import Conn, PgTx, lock_sources, source_lock_key
+from telha.storage.postgres.tx import (
+    DRIVER_ERRORS,
+    Conn,
+    PgSnapshotTx,
+    PgTx,
+    lock_sources,
+    source_lock_key,
+)
 
 __all__ = ["Conn", "PgBase", "Rollback", "blocked", "lock_sources", "source_lock_key"]
 
@@ -220,6 +228,32 @@ class PgBase(EngineOps):
                 return result
         except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError) as exc:
             raise StorageError(f"read failed: {exc}") from exc
+
+    @asynccontextmanager
+    async def _snapshot(self) -> AsyncIterator[PgSnapshotTx]:
+        """See :meth:`telha.storage.core.engine.EngineOps._snapshot`: one ``READ ONLY``,
+        ``REPEATABLE READ`` transaction on a pooled connection (every statement sees the
+        database as of its first one, while the replicas go on committing)."""
+        pool = self._require_pool()
+        try:
+            conn = await pool.acquire()
+        except DRIVER_ERRORS as exc:
+            raise StorageError(f"cannot scan {self.location}: {exc}") from exc
+        try:
+            tx = conn.transaction(isolation="repeatable_read", readonly=True)
+            try:
+                await tx.start()
+            except DRIVER_ERRORS as exc:
+                raise StorageError(f"cannot scan {self.location}: {exc}") from exc
+            try:
+                yield PgSnapshotTx(conn, self._scopes)
+            finally:
+                # Even when cancelled; a broken connection is the pool's to discard.
+                with anyio.CancelScope(shield=True), suppress(*DRIVER_ERRORS):
+                    await tx.rollback()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await pool.release(conn)
 
     async def _write(
         self, what: str, fn: Callable[..., Awaitable[T]], *args: Any, transaction: bool = True

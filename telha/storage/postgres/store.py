@@ -28,6 +28,9 @@ from telha.domain.records import is_duplicate
 from telha.domain.rows import build_rows
 from telha.offload import off_loop
 from telha.storage.core.erasure import ErasureOps
+from telha.storage.core.raw import RawOps
+from telha.storage.core.reads import VERSION_COLS, ReadOps
+from telha.storage.core.scan import ScanOps
 from telha.storage.postgres.base import Conn, Rollback, blocked, source_lock_key
 from telha.storage.postgres.fast import FastJobOps
 from telha.storage.postgres.jobs import (
@@ -37,10 +40,7 @@ from telha.storage.postgres.jobs import (
     decode_continuation,
     end_erased,
 )
-from telha.storage.postgres.raw import RawMixin
-from telha.storage.postgres.reads import VERSION_COLS, ReadsMixin
 from telha.storage.postgres.rows import PENDING_TX, TX, Batch, add_rows, current_nodes
-from telha.storage.postgres.scan import ScanMixin
 from telha.storage.postgres.streams import StreamsMixin
 from telha.storage.postgres.tx import CHANNEL
 from telha.storage.protocol import ALL_FORMATS
@@ -52,7 +52,7 @@ log = structlog.get_logger("telha.storage")
 _RECONNECT_S = (0.1, 0.5, 1.0, 2.0, 5.0)
 
 
-class PostgresStore(ReadsMixin, FastJobOps, StreamsMixin, RawMixin, ScanMixin, ErasureOps):
+class PostgresStore(ReadOps, FastJobOps, StreamsMixin, RawOps, ScanOps, ErasureOps):
     """PostgreSQL implementation of :class:`telha.storage.protocol.Storage`.
 
     Use as an actor (``await tg.start(store.run)`` reports the opened store; it also listens

@@ -22,7 +22,7 @@ from telha.domain.model import Scope
 from telha.storage.core.engine import EngineOps, Op
 from telha.storage.core.tx import Rollback, drive
 from telha.storage.sqlite.migrate import apply_migrations, migrations
-from telha.storage.sqlite.tx import SqliteTx
+from telha.storage.sqlite.tx import SqliteSnapshotTx, SqliteTx
 
 __all__ = ["SqliteBase", "blocked", "latest_hashes", "marks"]
 
@@ -307,6 +307,22 @@ class SqliteBase(EngineOps):
                 return
             await anyio.sleep(0.1)
         log.warning("erasure_checkpoint_busy", db=str(self.path))
+
+    @asynccontextmanager
+    async def _snapshot(self) -> AsyncIterator[SqliteSnapshotTx]:
+        """See :meth:`telha.storage.core.engine.EngineOps._snapshot`: one pooled ``mode=ro``
+        reader inside ``BEGIN`` (WAL keeps it stable while the writer commits, and the WAL
+        cannot be checkpointed past it meanwhile)."""
+        async with self._reader() as conn:
+            await conn.execute("BEGIN")
+            # A read transaction takes its snapshot at its first read, not at BEGIN.
+            await conn.execute_fetchall("SELECT count(*) FROM scopes")
+            try:
+                yield SqliteSnapshotTx(conn)
+            finally:
+                # Even when cancelled: the reader goes back to the pool out of the snapshot.
+                with anyio.CancelScope(shield=True):
+                    await conn.execute("ROLLBACK")
 
     def _require_writer(self) -> aiosqlite.Connection:
         if self._writer is None:

@@ -22,6 +22,9 @@ from telha.domain.records import is_duplicate
 from telha.offload import off_loop
 from telha.storage.core.erasure import ErasureOps
 from telha.storage.core.jobs import JobOps
+from telha.storage.core.raw import RawOps
+from telha.storage.core.reads import VERSION_COLS, ReadOps
+from telha.storage.core.scan import ScanOps
 from telha.storage.sqlite.base import _nothing, blocked, latest_hashes
 from telha.storage.sqlite.checkpointer import Checkpointer
 from telha.storage.sqlite.jobs import (
@@ -31,16 +34,13 @@ from telha.storage.sqlite.jobs import (
     end_erased,
     load_continuation,
 )
-from telha.storage.sqlite.raw import RawMixin
-from telha.storage.sqlite.reads import VERSION_COLS, ReadsMixin
 from telha.storage.sqlite.rows import build_rows, current_nodes, insert_rows
-from telha.storage.sqlite.scan import ScanMixin
 from telha.storage.sqlite.streams import StreamsMixin
 
 __all__ = ["SqliteStore"]
 
 
-class SqliteStore(ReadsMixin, JobOps, StreamsMixin, RawMixin, ScanMixin, ErasureOps):
+class SqliteStore(ReadOps, JobOps, StreamsMixin, RawOps, ScanOps, ErasureOps):
     """SQLite implementation of :class:`telha.storage.protocol.Storage`.
 
     Use as an actor (``await tg.start(store.run)`` reports the opened store) or, in short-lived

@@ -1,0 +1,208 @@
+"""Raw uploaded bytes, written once for both engines (docs/architecture.md, "Large uploads"):
+content-addressed per scope, in chunks of exactly :data:`~telha.domain.model.BLOB_CHUNK`
+bytes.
+
+A store writes a few chunks per transaction, so a large upload never holds SQLite's writer
+for long, and marks the blob complete in its last transaction: a store cut short is never
+read, and the next store of the same bytes overwrites it. Every chunk is an upsert of the
+same bytes at the same index (the digest fixes them), so two stores of the same bytes at
+once (a client retrying against another PostgreSQL replica) both end with the same rows,
+and whichever finishes first makes the blob readable. The erasure blocklist refuses the
+bytes in the first transaction (docs/operations.md, "Erasure").
+
+A read hands back one chunk per :meth:`~telha.storage.core.engine.EngineOps._read`, so a
+slow consumer never holds a pooled connection.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from telha.domain.erasure import ERASED_MESSAGE
+from telha.domain.errors import ContentErased, NotFound
+from telha.domain.ids import now_us
+from telha.domain.model import BLOB_CHUNK, Scope
+from telha.storage.core.blocklist import blocked
+from telha.storage.core.engine import EngineOps
+from telha.storage.core.tx import Tx
+
+__all__ = ["RawOps", "has_raw", "raw_chunk", "raw_head", "store_chunks"]
+
+#: Chunks written per transaction: 8 MiB keeps each writer hold in the tens of milliseconds.
+_CHUNKS_PER_TX = 8
+
+
+async def has_raw(tx: Tx, scope: Scope, digest: bytes) -> bool:
+    """Whether the raw bytes with ``digest`` are stored complete in ``scope``."""
+    sid = await tx.known_scope_id(scope)
+    if sid is None:
+        return False
+    row = await tx.fetchone(
+        "SELECT 1 FROM raw_blobs WHERE scope_id = ? AND content_hash = ? AND complete", sid, digest
+    )
+    return row is not None
+
+
+async def store_chunks(
+    tx: Tx,
+    scope: Scope,
+    digest: bytes,
+    size: int,
+    first: int,
+    chunks: list[bytes],
+    last: bool,
+) -> int:
+    """Write ``chunks`` at indexes ``first``… of the blob ``digest``, and mark the blob
+    complete when ``last``; returns the scope id. The first call (``first == 0``) refuses
+    blocklisted bytes and makes the blob's row (incomplete) unless it exists.
+
+    :raises ContentErased: ``digest`` is on the scope's erasure blocklist.
+    """
+    sid = await tx.scope_id(scope)
+    if first == 0:
+        if await blocked(tx, sid, (digest,)):
+            raise ContentErased(ERASED_MESSAGE)
+        await tx.execute(
+            "INSERT INTO raw_blobs (scope_id, content_hash, size, complete, created_at)"
+            " VALUES (?, ?, ?, false, ?) ON CONFLICT DO NOTHING",
+            sid,
+            digest,
+            size,
+            now_us(),
+        )
+    await tx.executemany(
+        "INSERT INTO raw_chunks (scope_id, content_hash, idx, data) VALUES (?, ?, ?, ?)"
+        " ON CONFLICT (scope_id, content_hash, idx) DO UPDATE SET data = excluded.data",
+        [(sid, digest, first + n, data) for n, data in enumerate(chunks)],
+    )
+    if last:
+        await tx.execute(
+            "UPDATE raw_blobs SET complete = true WHERE scope_id = ? AND content_hash = ?",
+            sid,
+            digest,
+        )
+    return sid
+
+
+async def raw_head(
+    tx: Tx, scope: Scope, digest: bytes, offset: int
+) -> tuple[int, int, bytes | None]:
+    """``(scope id, size, data)`` of complete raw bytes, with ``data`` the chunk that holds
+    byte ``offset`` (``None`` at the end).
+
+    :raises NotFound: no complete raw bytes with ``digest``, or ``offset`` is outside them.
+    """
+    sid = await tx.known_scope_id(scope)
+    row = None
+    if sid is not None:
+        row = await tx.fetchone(
+            "SELECT size FROM raw_blobs WHERE scope_id = ? AND content_hash = ? AND complete",
+            sid,
+            digest,
+        )
+    if sid is None or row is None:
+        raise NotFound(f"no stored raw bytes with content hash {digest.hex()}")
+    size = int(row[0])
+    if not 0 <= offset <= size:
+        raise NotFound(f"offset {offset} is outside the raw bytes ({size} bytes)")
+    idx = offset // BLOB_CHUNK
+    data = await raw_chunk(tx, sid, digest, idx) if idx * BLOB_CHUNK < size else None
+    return sid, size, data
+
+
+async def raw_chunk(tx: Tx, sid: int, digest: bytes, idx: int) -> bytes:
+    """Chunk ``idx`` of the raw bytes ``digest``.
+
+    :raises NotFound: the chunk is missing.
+    """
+    row = await tx.fetchone(
+        "SELECT data FROM raw_chunks WHERE scope_id = ? AND content_hash = ? AND idx = ?",
+        sid,
+        digest,
+        idx,
+    )
+    if row is None:
+        raise NotFound(f"raw bytes {digest.hex()} lack chunk {idx}")
+    return bytes(row[0])
+
+
+def _read_chunks(path: Path, first: int, count: int) -> tuple[list[bytes], bool]:
+    """Up to ``count`` chunks of ``path`` from chunk ``first``, and whether they reach the
+    end of the file (runs in a worker thread)."""
+    with path.open("rb") as f:
+        f.seek(first * BLOB_CHUNK)
+        chunks = []
+        for _ in range(count):
+            data = f.read(BLOB_CHUNK)
+            if not data:
+                break
+            chunks.append(data)
+        return chunks, f.tell() >= os.fstat(f.fileno()).st_size
+
+
+class RawOps(EngineOps):
+    """The raw blob operations of :class:`telha.storage.protocol.Storage`."""
+
+    #: One lock per (scope, digest) being stored by this process.
+    _raw_locks: dict[tuple[Scope, bytes], anyio.Lock]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._raw_locks = {}
+
+    async def has_raw(self, scope: Scope, digest: bytes) -> bool:
+        """See :func:`has_raw`."""
+        return await self._read(has_raw, scope, digest)
+
+    async def store_raw(self, scope: Scope, digest: bytes, path: Path, size: int) -> None:
+        """Store the file at ``path`` (``size`` bytes, BLAKE3 ``digest``) a few chunks per
+        transaction (:func:`store_chunks`); a no-op when those bytes are stored already.
+
+        Two uploads of the same bytes at once in this process store them once: the second
+        waits for the first, then finds them stored.
+
+        :raises ContentErased: ``digest`` is on the scope's erasure blocklist.
+        """
+        key = (scope, digest)
+        lock = self._raw_locks.setdefault(key, anyio.Lock())
+        try:
+            async with lock:
+                if await self.has_raw(scope, digest):
+                    return  # content-addressed: those bytes are stored already
+                idx, last = 0, False
+                while not last:
+                    # The file is read off the event loop, and outside the transaction.
+                    chunks, last = await anyio.to_thread.run_sync(
+                        _read_chunks, path, idx, _CHUNKS_PER_TX
+                    )
+                    await self._transaction(
+                        "store raw bytes", store_chunks, scope, digest, size, idx, chunks, last
+                    )
+                    idx += len(chunks)
+        finally:
+            if not lock.statistics().tasks_waiting and not lock.locked():
+                self._raw_locks.pop(key, None)
+
+    async def read_raw(
+        self, scope: Scope, digest: bytes, offset: int = 0
+    ) -> AsyncIterator[tuple[int, bytes, int]]:
+        """The stored raw bytes from byte ``offset`` on, as ``(offset, data, total size)``
+        chunks of at most 1 MiB, one chunk per read.
+
+        :raises NotFound: no complete raw bytes with ``digest`` in ``scope``, ``offset`` is
+            past their end, or a chunk is missing.
+        """
+        sid, size, data = await self._read(raw_head, scope, digest, offset)
+        idx, skip = divmod(offset, BLOB_CHUNK)
+        while data is not None:
+            yield idx * BLOB_CHUNK + skip, data[skip:], size
+            skip = 0
+            idx += 1
+            if idx * BLOB_CHUNK >= size:
+                break
+            data = await self._read(raw_chunk, sid, digest, idx)

@@ -1,0 +1,291 @@
+"""The read API, written once for both engines (docs/architecture.md, "Reads"): API keys,
+source versions, canonical text slices, span rows, nodes as of a transaction time, node
+listings and edges with live endpoints.
+
+Each operation is one :meth:`~telha.storage.core.engine.EngineOps._read`: on SQLite one
+hand-off to a pooled reader, which runs it whole in one read transaction; on PostgreSQL one
+pooled connection, one round trip per statement. Records are built by
+:mod:`telha.domain.records`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import msgspec
+
+from telha.domain.errors import ContentErased, NotFound
+from telha.domain.model import (
+    Ambiguity,
+    Direction,
+    EdgeRecord,
+    NodeVersion,
+    Scope,
+    SourceVersion,
+    SpanRecord,
+)
+from telha.domain.records import node_record, slice_chunks, slice_text, version_record
+from telha.storage.core.engine import EngineOps
+from telha.storage.core.tx import Tx
+
+__all__ = [
+    "VERSION_COLS",
+    "ReadOps",
+    "get_node",
+    "list_nodes",
+    "node_edges",
+    "read_text",
+    "scope_for_key",
+    "source_versions",
+    "span_rows",
+    "version_at",
+]
+
+#: The columns of a ``source_versions`` row a version write inserts (after ``scope_id``).
+VERSION_COLS = (
+    "source_id, tx, name, format, content_hash, canonical_text_hash, size, worker, job_id,"
+    " blob_id, text_len"
+)
+#: :class:`~telha.domain.model.SourceVersion` columns as reads select them (with the erasure).
+_READ_COLS = VERSION_COLS + ", erased_at, erasure_id, erase_reason"
+_NODE_COLS = "n.node_id, n.labels, n.properties, n.tx_from, n.tx_to, n.valid_from, n.valid_to,"
+_NODE_COLS += " n.provenance, n.source_id"
+_CURRENT = "n.tx_to IS NULL AND NOT n.erased"
+_decode = msgspec.json.decode
+
+
+async def scope_for_key(tx: Tx, key_hash: bytes) -> Scope | None:
+    """The scope of an unrevoked API key, by the hash of the key."""
+    row = await tx.fetchone(
+        "SELECT s.tenant_id, s.organization_id FROM api_keys k"
+        " JOIN scopes s ON s.scope_id = k.scope_id"
+        " WHERE k.key_hash = ? AND k.revoked_at IS NULL",
+        key_hash,
+    )
+    return Scope(row[0], row[1]) if row is not None else None
+
+
+async def source_versions(
+    tx: Tx, scope: Scope, source_id: bytes, latest: bool
+) -> list[SourceVersion]:
+    """A source's finalized versions, newest first (only the newest when ``latest``). A
+    streamed version still open, or abandoned, has no canonical hash and is not listed."""
+    sid = await tx.known_scope_id(scope)
+    if sid is None:
+        return []
+    rows = await tx.fetchall(
+        f"SELECT {_READ_COLS} FROM source_versions WHERE scope_id = ? AND source_id = ?"
+        " AND canonical_text_hash IS NOT NULL ORDER BY tx DESC" + (" LIMIT 1" if latest else ""),
+        sid,
+        source_id,
+    )
+    return [version_record(r) for r in rows]
+
+
+async def version_at(tx: Tx, scope: Scope, source_id: bytes, at: int) -> tuple[int, SourceVersion]:
+    """``(scope id, version)`` of the finalized version written at ``at``.
+
+    :raises NotFound: no such version in ``scope``.
+    :raises ContentErased: the version was erased.
+    """
+    sid = await tx.known_scope_id(scope)
+    if sid is not None:
+        row = await tx.fetchone(
+            f"SELECT {_READ_COLS} FROM source_versions"
+            " WHERE scope_id = ? AND source_id = ? AND tx = ? AND canonical_text_hash IS NOT NULL",
+            sid,
+            source_id,
+            at,
+        )
+        if row is not None:
+            version = version_record(row)
+            if version.erased_at is not None:
+                raise ContentErased(f"source version {at} was erased: {version.erase_reason}")
+            return sid, version
+    raise NotFound("no such source version")
+
+
+async def read_text(
+    tx: Tx, scope: Scope, source_id: bytes, at: int, start: int | None, end: int | None
+) -> bytes:
+    """Bytes ``[start, end)`` of a version's canonical text: only the chunks that hold them
+    are read (:func:`telha.domain.records.slice_chunks`)."""
+    sid, version = await version_at(tx, scope, source_id, at)
+    length = version.text_len or 0
+    lo, hi, first, last = slice_chunks(length, start, end)
+    if version.blob_id is None or length == 0:
+        return b""
+    rows = await tx.fetchall(
+        "SELECT data FROM blob_chunks WHERE scope_id = ? AND blob_id = ?"
+        " AND idx BETWEEN ? AND ? ORDER BY idx",
+        sid,
+        version.blob_id,
+        first,
+        last,
+    )
+    return slice_text([r[0] for r in rows], first, lo, hi)
+
+
+async def span_rows(tx: Tx, scope: Scope, source_id: bytes, at: int) -> list[SpanRecord]:
+    """A version's span rows in document order."""
+    sid, _ = await version_at(tx, scope, source_id, at)
+    rows = await tx.fetchall(
+        'SELECT start, "end", kind, linked_nodes FROM span_rows WHERE scope_id = ?'
+        ' AND source_id = ? AND source_version_tx = ? ORDER BY start, "end"',
+        sid,
+        source_id,
+        at,
+    )
+    return [
+        SpanRecord(s, e, k, [ids[i : i + 16] for i in range(0, len(ids), 16)])
+        for s, e, k, ids in rows
+    ]
+
+
+async def get_node(tx: Tx, scope: Scope, node_id: bytes, as_of: int | None) -> NodeVersion | None:
+    """The current version of a node (``as_of``: the version live at that transaction time),
+    with the ambiguities detected when it was written; ``None`` when absent or erased."""
+    sid = await tx.known_scope_id(scope)
+    if sid is None:
+        return None
+    params: tuple[Any, ...]
+    if as_of is None:
+        where, params = _CURRENT, ()
+    else:
+        where = "n.tx_from <= ? AND (n.tx_to IS NULL OR n.tx_to > ?) AND NOT n.erased"
+        params = (as_of, as_of)
+    row = await tx.fetchone(
+        f"SELECT {_NODE_COLS} FROM nodes n WHERE n.scope_id = ? AND n.node_id = ? AND {where}"
+        " ORDER BY n.tx_from DESC LIMIT 1",
+        sid,
+        node_id,
+        *params,
+    )
+    if row is None:
+        return None
+    node = node_record(row)
+    found = await tx.fetchall(
+        "SELECT kind, candidates, detector_confidence, applied_candidate_confidence,"
+        " severity_hint FROM ambiguities WHERE scope_id = ? AND node_id = ? AND tx = ?",
+        sid,
+        node_id,
+        node.tx_from,
+    )
+    if found:
+        node = replace(
+            node, ambiguities=[Ambiguity(k, _decode(c), dc, ac, sh) for k, c, dc, ac, sh in found]
+        )
+    return node
+
+
+async def list_nodes(
+    tx: Tx,
+    scope: Scope,
+    label: str | None,
+    source_id: bytes | None,
+    limit: int,
+    after: bytes | None,
+) -> list[NodeVersion]:
+    """Current nodes ordered by id, strictly after ``after``, at most ``limit``; with
+    ``label`` through the label index, with ``source_id`` of that source only."""
+    sid = await tx.known_scope_id(scope)
+    if sid is None:
+        return []
+    if label is not None:
+        sql = (
+            f"SELECT {_NODE_COLS} FROM node_labels l JOIN nodes n ON n.scope_id = l.scope_id"
+            " AND n.node_id = l.node_id AND n.tx_from = l.tx_from"
+            f" WHERE l.scope_id = ? AND l.label = ? AND l.node_id > ? AND {_CURRENT}"
+        )
+        params: list[Any] = [sid, label, after or b""]
+        key = "l.node_id"
+    else:
+        sql = f"SELECT {_NODE_COLS} FROM nodes n WHERE n.scope_id = ? AND n.node_id > ?"
+        sql += f" AND {_CURRENT}"
+        params = [sid, after or b""]
+        key = "n.node_id"
+    if source_id is not None:
+        sql += " AND n.source_id = ?"
+        params.append(source_id)
+    rows = await tx.fetchall(f"{sql} ORDER BY {key} LIMIT ?", *params, limit)
+    return [node_record(r) for r in rows]
+
+
+async def node_edges(
+    tx: Tx, scope: Scope, node_id: bytes, direction: Direction
+) -> list[EdgeRecord]:
+    """A node's current edges in ``direction``, by edge id; an edge whose far endpoint has no
+    current, unerased version (a dangling edge) is left out."""
+    sid = await tx.known_scope_id(scope)
+    if sid is None:
+        return []
+    live = (
+        "EXISTS (SELECT 1 FROM nodes x WHERE x.scope_id = e.scope_id AND x.node_id = e.{far}"
+        " AND x.tx_to IS NULL AND NOT x.erased)"
+    )
+    parts: list[str] = []
+    params: list[Any] = []
+    for side, near, far in (
+        (Direction.OUT, "from_id", "to_id"),
+        (Direction.IN, "to_id", "from_id"),
+    ):
+        if direction in (side, Direction.BOTH):
+            parts.append(
+                "SELECT e.edge_id, e.type, e.from_id, e.to_id, e.properties FROM edges e"
+                f" WHERE e.scope_id = ? AND e.{near} = ? AND e.tx_to IS NULL AND "
+                + live.format(far=far)
+            )
+            params += [sid, node_id]
+    rows = await tx.fetchall(" UNION ".join(parts) + " ORDER BY 1", *params)
+    return [EdgeRecord(eid, t, f, to, _decode(p)) for eid, t, f, to, p in rows]
+
+
+class ReadOps(EngineOps):
+    """The read operations of :class:`telha.storage.protocol.Storage`, each one
+    :meth:`~telha.storage.core.engine.EngineOps._read`."""
+
+    async def scope_for_key(self, key_hash: bytes) -> Scope | None:
+        """See :func:`scope_for_key`."""
+        return await self._read(scope_for_key, key_hash)
+
+    async def latest_version(self, scope: Scope, source_id: bytes) -> SourceVersion | None:
+        """A source's latest finalized version, or ``None`` (see :func:`source_versions`)."""
+        versions = await self._read(source_versions, scope, source_id, True)
+        return versions[0] if versions else None
+
+    async def source_versions(self, scope: Scope, source_id: bytes) -> list[SourceVersion]:
+        """See :func:`source_versions`."""
+        return await self._read(source_versions, scope, source_id, False)
+
+    async def read_text(
+        self, scope: Scope, source_id: bytes, tx: int, start: int | None, end: int | None
+    ) -> bytes:
+        """See :func:`read_text`."""
+        return await self._read(read_text, scope, source_id, tx, start, end)
+
+    async def span_rows(self, scope: Scope, source_id: bytes, tx: int) -> list[SpanRecord]:
+        """See :func:`span_rows`."""
+        return await self._read(span_rows, scope, source_id, tx)
+
+    async def get_node(self, scope: Scope, node_id: bytes, as_of: int | None) -> NodeVersion | None:
+        """See :func:`get_node`."""
+        return await self._read(get_node, scope, node_id, as_of)
+
+    async def list_nodes(
+        self,
+        scope: Scope,
+        *,
+        label: str | None,
+        source_id: bytes | None,
+        limit: int,
+        after: bytes | None,
+    ) -> list[NodeVersion]:
+        """See :func:`list_nodes`."""
+        return await self._read(list_nodes, scope, label, source_id, limit, after)
+
+    async def node_edges(
+        self, scope: Scope, node_id: bytes, direction: Direction
+    ) -> list[EdgeRecord]:
+        """See :func:`node_edges`."""
+        return await self._read(node_edges, scope, node_id, direction)

@@ -1,0 +1,202 @@
+"""The whole-store snapshot of ``telha check`` (docs/operations.md, "telha check"), written
+once for both engines: a :class:`~telha.storage.scan.StoreScan` over the engine's
+:meth:`~telha.storage.core.engine.EngineOps._snapshot`.
+
+Big tables are streamed from one cursor per scan, in primary-key order. Batched lookups join
+the keys against the table's primary key: on PostgreSQL all of them at once, as ``unnest``
+arrays; on SQLite a ``VALUES`` list of at most :data:`_BATCH` keys per statement.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+from telha.domain.model import Scope
+from telha.storage.core.engine import EngineOps
+from telha.storage.core.tx import SnapshotTx
+from telha.storage.scan import ScanEdge, ScanEvent, ScanJob, ScanNode, ScanSpan, ScanVersion
+
+__all__ = ["Scan", "ScanOps"]
+
+_VERSION = (
+    "v.scope_id, v.source_id, v.tx, v.name, v.format, v.content_hash, v.canonical_text_hash,"
+    " v.worker, v.job_id, v.blob_id, v.text_len, v.erased_at"
+)
+_NODE = "n.scope_id, n.node_id, n.tx_from, n.tx_to, n.source_id, n.provenance"
+_SPAN = 's.scope_id, s.source_id, s.source_version_tx, s.start, s."end", s.kind, s.linked_nodes'
+_JOB = (
+    "j.job_id, j.scope_id, j.kind, j.format, j.source_id, j.content_hash, j.state, j.attempts,"
+    " j.lease_generation, j.lease_owner, j.lease_deadline, j.failure_reason, j.continuation"
+)
+#: Keys per SQLite lookup (× at most 5 columns, well under SQLite's 32,766 parameters).
+_BATCH = 500
+_NAMES = ("a", "b", "c", "d", "e")
+
+
+class Scan:
+    """A :class:`~telha.storage.scan.StoreScan` over one snapshot (made by
+    :meth:`ScanOps.scan`)."""
+
+    def __init__(self, tx: SnapshotTx) -> None:
+        self._tx = tx
+
+    def _batches(self, keys: Sequence[Any]) -> list[Sequence[Any]]:
+        """``keys`` in the slices one statement takes (all at once on PostgreSQL)."""
+        if self._tx.postgres:
+            return [keys] if keys else []
+        return [keys[i : i + _BATCH] for i in range(0, len(keys), _BATCH)]
+
+    async def _lookup(
+        self, keys: Sequence[tuple[Any, ...]], types: Sequence[str], select: str
+    ) -> list[tuple[Any, ...]]:
+        """The rows of ``select``, whose ``{k}`` reads the keys as table ``k(a, b, …)``;
+        ``types`` are the PostgreSQL array types of the key columns."""
+        cols = ", ".join(_NAMES[: len(types)])
+        found: list[tuple[Any, ...]] = []
+        for batch in self._batches(keys):
+            if self._tx.postgres:
+                arrays = ", ".join(f"?::{t}[]" for t in types)
+                sql = select.replace("{k}", f"unnest({arrays}) k({cols})")
+                params = [list(col) for col in zip(*batch, strict=True)]
+            else:
+                group = "(" + ", ".join("?" * len(types)) + ")"
+                sql = f"WITH k({cols}) AS (VALUES {', '.join([group] * len(batch))}) "
+                sql += select.replace("{k}", "k")
+                params = [v for key in batch for v in key]
+            found += await self._tx.fetchall(sql, *params)
+        return found
+
+    async def _by_job(
+        self, job_ids: Sequence[bytes], column: str, select: str
+    ) -> list[tuple[Any, ...]]:
+        """The rows of ``select``, whose ``{ids}`` is ``column`` being one of ``job_ids``."""
+        found: list[tuple[Any, ...]] = []
+        for batch in self._batches(job_ids):
+            cond, params = self._tx.any(column, batch, "bytea")
+            found += await self._tx.fetchall(select.replace("{ids}", cond), *params)
+        return found
+
+    async def scopes(self) -> dict[int, Scope]:
+        """See :meth:`telha.storage.scan.StoreScan.scopes`."""
+        rows = await self._tx.fetchall("SELECT scope_id, tenant_id, organization_id FROM scopes")
+        return {int(sid): Scope(t, o) for sid, t, o in rows}
+
+    async def versions(self, page: int) -> AsyncIterator[list[ScanVersion]]:
+        """See :meth:`telha.storage.scan.StoreScan.versions`."""
+        sql = f"SELECT {_VERSION} FROM source_versions v ORDER BY 1, 2, 3"
+        async for rows in self._tx.pages(sql, page):
+            yield [ScanVersion(*r) for r in rows]
+
+    async def versions_at(self, keys: Sequence[tuple[int, bytes, int]]) -> list[ScanVersion]:
+        """See :meth:`telha.storage.scan.StoreScan.versions_at`."""
+        select = (
+            f"SELECT {_VERSION} FROM {{k}} JOIN source_versions v ON v.scope_id = k.a"
+            " AND v.source_id = k.b AND v.tx = k.c"
+        )
+        rows = await self._lookup(keys, ("integer", "bytea", "bigint"), select)
+        return [ScanVersion(*r) for r in rows]
+
+    async def final_content_hashes(
+        self, keys: Sequence[tuple[int, bytes]]
+    ) -> list[tuple[int, bytes, bytes]]:
+        """See :meth:`telha.storage.scan.StoreScan.final_content_hashes`."""
+        select = (
+            "SELECT DISTINCT v.scope_id, v.source_id, v.content_hash FROM {k}"
+            " JOIN source_versions v ON v.scope_id = k.a AND v.source_id = k.b"
+            " WHERE v.canonical_text_hash IS NOT NULL"
+        )
+        rows = await self._lookup(keys, ("integer", "bytea"), select)
+        return [(int(a), b, c) for a, b, c in rows]
+
+    async def chunks(
+        self, scope: int, blob_id: bytes, first: int, count: int
+    ) -> list[tuple[int, bytes]]:
+        """See :meth:`telha.storage.scan.StoreScan.chunks`."""
+        rows = await self._tx.fetchall(
+            "SELECT idx, data FROM blob_chunks WHERE scope_id = ? AND blob_id = ? AND idx >= ?"
+            " ORDER BY idx LIMIT ?",
+            scope,
+            blob_id,
+            first,
+            count,
+        )
+        return [(int(i), bytes(d)) for i, d in rows]
+
+    async def nodes(self, page: int) -> AsyncIterator[list[ScanNode]]:
+        """See :meth:`telha.storage.scan.StoreScan.nodes`."""
+        async for rows in self._tx.pages(f"SELECT {_NODE} FROM nodes n ORDER BY 1, 2, 3", page):
+            yield [ScanNode(*r) for r in rows]
+
+    async def nodes_at(self, keys: Sequence[tuple[int, bytes, int]]) -> list[ScanNode]:
+        """See :meth:`telha.storage.scan.StoreScan.nodes_at`."""
+        select = (
+            f"SELECT {_NODE} FROM {{k}} JOIN nodes n ON n.scope_id = k.a AND n.node_id = k.b"
+            " AND n.tx_from = k.c"
+        )
+        rows = await self._lookup(keys, ("integer", "bytea", "bigint"), select)
+        return [ScanNode(*r) for r in rows]
+
+    async def node_exists(self, keys: Sequence[tuple[int, bytes]]) -> set[tuple[int, bytes]]:
+        """See :meth:`telha.storage.scan.StoreScan.node_exists`."""
+        select = (
+            "SELECT k.a, k.b FROM {k} WHERE EXISTS (SELECT 1 FROM nodes n"
+            " WHERE n.scope_id = k.a AND n.node_id = k.b)"
+        )
+        return {(int(a), b) for a, b in await self._lookup(keys, ("integer", "bytea"), select)}
+
+    async def span_rows(self, page: int) -> AsyncIterator[list[ScanSpan]]:
+        """See :meth:`telha.storage.scan.StoreScan.span_rows`."""
+        sql = f"SELECT {_SPAN} FROM span_rows s ORDER BY 1, 2, 3, 4, 5"
+        async for rows in self._tx.pages(sql, page):
+            yield [ScanSpan(*r) for r in rows]
+
+    async def span_rows_at(
+        self, keys: Sequence[tuple[int, bytes, int, int, int]]
+    ) -> list[ScanSpan]:
+        """See :meth:`telha.storage.scan.StoreScan.span_rows_at`."""
+        select = (
+            f"SELECT {_SPAN} FROM {{k}} JOIN span_rows s ON s.scope_id = k.a"
+            " AND s.source_id = k.b AND s.source_version_tx = k.c AND s.start = k.d"
+            ' AND s."end" = k.e'
+        )
+        types = ("integer", "bytea", "bigint", "bigint", "bigint")
+        return [ScanSpan(*r) for r in await self._lookup(keys, types, select)]
+
+    async def edges_from_tx(self, keys: Sequence[tuple[int, int]]) -> list[ScanEdge]:
+        """See :meth:`telha.storage.scan.StoreScan.edges_from_tx`."""
+        select = (
+            "SELECT e.scope_id, e.edge_id, e.tx_from, e.tx_to FROM {k} JOIN edges e"
+            " ON e.scope_id = k.a AND e.tx_from = k.b"
+        )
+        return [ScanEdge(*r) for r in await self._lookup(keys, ("integer", "bigint"), select)]
+
+    async def jobs(self, page: int) -> AsyncIterator[list[ScanJob]]:
+        """See :meth:`telha.storage.scan.StoreScan.jobs`."""
+        async for rows in self._tx.pages(f"SELECT {_JOB} FROM jobs j ORDER BY 1", page):
+            yield [ScanJob(*r) for r in rows]
+
+    async def jobs_at(self, job_ids: Sequence[bytes]) -> list[ScanJob]:
+        """See :meth:`telha.storage.scan.StoreScan.jobs_at`."""
+        rows = await self._by_job(job_ids, "j.job_id", f"SELECT {_JOB} FROM jobs j WHERE {{ids}}")
+        return [ScanJob(*r) for r in rows]
+
+    async def job_events(self, job_ids: Sequence[bytes]) -> list[ScanEvent]:
+        """See :meth:`telha.storage.scan.StoreScan.job_events`."""
+        select = "SELECT job_id, seq, transition, detail FROM job_events WHERE {ids} ORDER BY 1, 2"
+        return [ScanEvent(*r) for r in await self._by_job(job_ids, "job_id", select)]
+
+
+class ScanOps(EngineOps):
+    """The :meth:`~telha.storage.protocol.Storage.scan` operation."""
+
+    @asynccontextmanager
+    async def scan(self) -> AsyncIterator[Scan]:
+        """A consistent read-only snapshot of every table for as long as the block runs
+        (:meth:`~telha.storage.core.engine.EngineOps._snapshot`).
+
+        :raises StorageError: the store cannot be read.
+        """
+        async with self._snapshot() as tx:
+            yield Scan(tx)
