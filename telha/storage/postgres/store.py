@@ -31,7 +31,7 @@ from telha.storage.core.erasure import ErasureOps
 from telha.storage.core.raw import RawOps
 from telha.storage.core.reads import VERSION_COLS, ReadOps
 from telha.storage.core.scan import ScanOps
-from telha.storage.postgres.base import Conn, Rollback, blocked, source_lock_key
+from telha.storage.postgres.base import Conn, PgBase, Rollback, blocked, source_lock_key
 from telha.storage.postgres.fast import FastJobOps
 from telha.storage.postgres.jobs import (
     abandon_stream,
@@ -52,7 +52,7 @@ log = structlog.get_logger("telha.storage")
 _RECONNECT_S = (0.1, 0.5, 1.0, 2.0, 5.0)
 
 
-class PostgresStore(ReadOps, FastJobOps, StreamsMixin, RawOps, ScanOps, ErasureOps):
+class PostgresStore(ReadOps, FastJobOps, StreamsMixin, RawOps, ScanOps, ErasureOps, PgBase):
     """PostgreSQL implementation of :class:`telha.storage.protocol.Storage`.
 
     Use as an actor (``await tg.start(store.run)`` reports the opened store; it also listens

@@ -25,7 +25,7 @@ from telha.storage.core.jobs import JobOps
 from telha.storage.core.raw import RawOps
 from telha.storage.core.reads import VERSION_COLS, ReadOps
 from telha.storage.core.scan import ScanOps
-from telha.storage.sqlite.base import _nothing, blocked, latest_hashes
+from telha.storage.sqlite.base import SqliteBase, _nothing, blocked, latest_hashes
 from telha.storage.sqlite.checkpointer import Checkpointer
 from telha.storage.sqlite.jobs import (
     abandon_stream,
@@ -40,7 +40,7 @@ from telha.storage.sqlite.streams import StreamsMixin
 __all__ = ["SqliteStore"]
 
 
-class SqliteStore(ReadOps, JobOps, StreamsMixin, RawOps, ScanOps, ErasureOps):
+class SqliteStore(ReadOps, JobOps, StreamsMixin, RawOps, ScanOps, ErasureOps, SqliteBase):
     """SQLite implementation of :class:`telha.storage.protocol.Storage`.
 
     Use as an actor (``await tg.start(store.run)`` reports the opened store) or, in short-lived
