@@ -1,7 +1,7 @@
 """``POST /v1/sources/{sourceId}/erase`` (issue 11): GDPR erasure of a source or one version.
 
 The body is ``{"reason": "...", "versionTx": <µs, optional>}``; the answer (200) says what
-was erased (:class:`~telha.rest.schemas.ErasureOut`). The erasure runs as an ``erase`` job
+was erased (:class:`~telha.wire.ErasureOut`). The erasure runs as an ``erase`` job
 (:mod:`telha.ingest.eraser`); its id is the ``erasureId`` and ``GET /v1/ingest/{erasureId}``
 shows its steps.
 """

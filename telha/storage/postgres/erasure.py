@@ -100,20 +100,6 @@ class ErasureMixin(PgBase):
     """Erasure operations of the PostgreSQL engine; see
     :class:`telha.storage.protocol.Storage`."""
 
-    async def is_blocked(self, scope: Scope, digests: Sequence[bytes]) -> bool:
-        """See :meth:`telha.storage.protocol.Storage.is_blocked`."""
-        sid = await self._scope_id(scope)
-        wanted = sorted(blockable(digests))
-        if sid is None or not wanted:
-            return False
-        rows = await self._fetch(
-            "SELECT 1 FROM erasure_blocklist WHERE scope_id = $1 AND digest = ANY($2::bytea[])"
-            " LIMIT 1",
-            sid,
-            wanted,
-        )
-        return bool(rows)
-
     async def has_source(self, scope: Scope, source_id: bytes) -> bool:
         """See :meth:`telha.storage.protocol.Storage.has_source`."""
         sid = await self._scope_id(scope)

@@ -12,7 +12,7 @@ transactions (:func:`~telha.storage.sqlite.base.blocked`,
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import anyio
@@ -85,19 +85,6 @@ def _erased_versions(conn: sqlite3.Connection, erasure_id: bytes) -> Versions:
 
 class ErasureMixin(SqliteBase):
     """Erasure operations of the SQLite engine; see :class:`telha.storage.protocol.Storage`."""
-
-    async def is_blocked(self, scope: Scope, digests: Sequence[bytes]) -> bool:
-        """See :meth:`telha.storage.protocol.Storage.is_blocked`."""
-        sid = await self._scope_id(scope)
-        wanted = sorted(blockable(digests))
-        if sid is None or not wanted:
-            return False
-        rows = await self._fetchall(
-            f"SELECT 1 FROM erasure_blocklist WHERE scope_id = ? AND digest IN ({marks(wanted)})"
-            " LIMIT 1",
-            (sid, *wanted),
-        )
-        return bool(rows)
 
     async def has_source(self, scope: Scope, source_id: bytes) -> bool:
         """See :meth:`telha.storage.protocol.Storage.has_source`."""

@@ -1,6 +1,7 @@
-"""Response bodies of the REST front (DESIGN.md §5, issue "Core service" §6), as msgspec
-Structs: camelCase on the wire, ids as UUID strings, hashes as hex, times as µs integers.
-The OpenAPI document is generated from these."""
+"""The REST API's wire schemas, shared by the server (:mod:`telha.rest`) and the client
+(:mod:`telha.client`): msgspec Structs, camelCase on the wire, ids as UUID strings, hashes as
+hex, times as µs integers. The OpenAPI document is generated from these.
+"""
 
 from __future__ import annotations
 
@@ -93,7 +94,7 @@ class JobStatus(_Out):
 
 
 class VersionOut(_Out):
-    """A source version; an erased one (issue 11) says when (µs), why and by which erasure,
+    """A source version; an erased one says when (µs), why and by which erasure,
     and its text and spans answer 410 CONTENT_ERASED."""
 
     source_version_tx: int
@@ -186,7 +187,7 @@ class CandidateOut(_Out):
 
 
 class AmbiguityOut(_Out):
-    """A temporal ambiguity of this node version (spec 000); candidates best first, the first
+    """A temporal ambiguity of this node version; candidates best first, the first
     one applied to ``validTime``."""
 
     kind: str
