@@ -1,4 +1,5 @@
-"""Benchmark: how Telha recovers from SIGKILL (issue 8 item 7), figures side by side.
+"""Benchmark: how Telha recovers from SIGKILL, figures side by side
+(bench/RESULTS.md).
 
 1. Worker SIGKILL → job running again: two remote ``tests.support.slow_worker`` processes
    (each job held for a few seconds); a job is posted, the worker that leased it is SIGKILLed,

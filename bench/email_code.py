@@ -1,5 +1,5 @@
 """Benchmark: e-mail messages with attachments and a real source tree through Telha, each next
-to the parse alone measured in the same run (issue 6).
+to the parse alone measured in the same run (bench/RESULTS.md).
 
 **E-mail.** 1,000 generated ``.eml`` messages (From/To/Cc, a Date, a Message-ID, half of them
 replies, a three-paragraph body), each with a small text attachment of its own, so each

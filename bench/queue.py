@@ -14,7 +14,7 @@ stdlib ``sqlite3``, WAL, synchronous=NORMAL).
 With ``--engine postgres`` the same runs also go against ``[storage] engine = "postgres"`` (a
 fresh database on ``TELHA_TEST_PG_DSN``'s server, else the throwaway cluster of
 ``scripts/pg-test-server``), plus two replicas on one database: POSTs round-robin over both,
-half the worker processes attached to each (issue 10). The table prints them beside the
+half the worker processes attached to each. The table prints them beside the
 SQLite rows. Anchor (procrastinate on PostgreSQL, this machine kind): ~226 no-op jobs/s,
 p99 45 ms at 100 jobs/s; target: two replicas >= 400 jobs/s, p99 <= 100 ms at 100 jobs/s.
 

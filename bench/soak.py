@@ -1,4 +1,4 @@
-"""Soak: memory of ``telha serve`` over many conversions (issue 8 item 5).
+"""Soak: memory of ``telha serve`` over many conversions (results: bench/RESULTS.md).
 
 10,000 mixed conversions (``--jobs``) through a real ``telha serve`` on 127.0.0.1 with the
 in-process workers (text, tabular, e-mail, code, docling): markdown and text generated per job,
@@ -8,7 +8,7 @@ block has finished (no job pending or leased, read from the server's SQLite file
 process's resident set (``VmRSS``, MB = 10^6 bytes) is sampled. The slope is a least-squares fit
 of RSS against jobs done over the samples after the warm-up (``--warmup``, 2,000 jobs), in MB
 per 1,000 jobs. Target: <= 1 MB per 1,000 jobs (docling-serve's users report ~5 MB per
-conversion). docling parses in child processes (spec 003 §v0.2), which are not part of the
+conversion). docling parses in child processes, which are not part of the
 serve process's RSS; their RSS at each sample is shown beside it.
 
 Bounded cache fill vs a leak: the server runs with ``TELHA_DEBUG_MEMORY=1``
@@ -18,10 +18,7 @@ reader) from ``/metrics``. Those caches fill as the database grows, so the RSS r
 they are warm; the table gives the slope of the RSS, of SQLite's heap and of the rest (RSS
 minus SQLite's heap) after the warm-up, and the RSS slope once the caches are warm (from the
 first sample with SQLite's heap within 5% of its largest value in the run). The verdict
-uses the larger of the two RSS slopes. Measured (10,000 jobs, 2 shared cores): SQLite's heap
-reaches 19.7 MB by 1,000 jobs (the writer's 16 MiB cache full, readers touch little) and
-stays there, so the caches are warm well inside the 2,000-job warm-up; the RSS slope after
-it was 0.15 and 0.40 MB / 1,000 jobs in two runs, all of it outside SQLite.
+uses the larger of the two RSS slopes. Measured figures: bench/RESULTS.md ("Soak").
 
 Run: ``.venv/bin/python bench/soak.py [--jobs 10000] [--block 500] [--warmup 2000]``. Not a
 timed test; exits 0 whether the target passes or not, 1 if the server failed.

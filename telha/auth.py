@@ -1,4 +1,4 @@
-"""REST API keys: minted at random, stored only as a BLAKE3 hash (issue "Core service" §4)."""
+"""REST API keys: minted at random, stored only as a BLAKE3 hash."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""The client commands of ``telha`` (issue 9): ``ingest``, ``job`` and ``source``, over
-:class:`telha.client.AsyncTelha`.
+"""The client commands of ``telha`` (docs/cli-and-client.md): ``ingest``, ``job`` and
+``source``, over :class:`telha.client.AsyncTelha`.
 
 ``telha ingest PATH...`` walks folders (sorted; hidden files skipped), picks each file's
 format (:func:`telha.client.formats.guess_format`, or ``--format``), uploads up to

@@ -1,6 +1,7 @@
-"""Configuration: ``config.toml`` parsed and validated with msgspec (DESIGN.md §10).
+"""Configuration: ``config.toml`` parsed and validated with msgspec
+(docs/operations.md, "Configuration").
 
-Every key is optional; the defaults are the ones DESIGN.md §10 shows. Unknown keys and wrong
+Every key is optional; the defaults are the ones ``config.toml`` shows. Unknown keys and wrong
 types fail start-up with the key's dotted name (:class:`ConfigError`). Environment variables
 ``TELHA_<SECTION>__<KEY>`` override single keys; their value is read as a TOML scalar
 (``TELHA_JOBS__MAX_ATTEMPTS=3`` is an integer), falling back to a plain string.
@@ -37,7 +38,7 @@ class ServerConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=Tr
 
 class StorageConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``[storage]``: the engine; for SQLite the file, its durability and the read pool size;
-    for PostgreSQL the DSN and the connection pool size (DESIGN.md §4, §9)."""
+    for PostgreSQL the DSN and the connection pool size (docs/operations.md)."""
 
     #: ``"sqlite"`` (embedded, one process) or ``"postgres"`` (several replicas, one database).
     engine: Literal["sqlite", "postgres"] = "sqlite"
@@ -93,7 +94,7 @@ class JobsConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True
 
     max_attempts: int = 5
     #: Losses of one job with its worker (its ``PollJobs`` stream ended, or its lease ran out)
-    #: after which it goes ``dead`` as ``resource_limit: worker lost N times`` (issue 8).
+    #: after which it goes ``dead`` as ``resource_limit: worker lost N times`` (the poison cap).
     max_worker_losses: int = 3
     lease_secs: float = 180.0
     backoff_base_ms: int = 1000
@@ -104,8 +105,8 @@ class JobsConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True
 class WorkersConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``[workers]``: worker modules run in-process and consumers per module."""
 
-    #: Worker modules run inside ``telha serve`` (each must be importable): DESIGN.md §10's six
-    #: plus ``text_worker``.
+    #: Worker modules run inside ``telha serve`` (each must be importable): the six format
+    #: workers.
     in_process: list[str] = msgspec.field(
         default_factory=lambda: [
             "text_worker",

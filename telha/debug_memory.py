@@ -1,4 +1,4 @@
-"""An env-gated memory probe for soak runs (issue 8 item 5, ``bench/soak.py``): with
+"""An env-gated memory probe for soak runs (``bench/soak.py``): with
 ``TELHA_DEBUG_MEMORY=1`` (or ``=tracemalloc``) in ``telha serve``'s environment,
 ``GET /metrics`` also exports
 

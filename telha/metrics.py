@@ -1,4 +1,4 @@
-"""Prometheus metrics (``GET /metrics``, DESIGN.md §5), one registry per service instance.
+"""Prometheus metrics (``GET /metrics``, docs/operations.md), one registry per service instance.
 
 Counters are updated where things happen (REST front, queue, ingestor, gRPC servicer); the
 job gauges come from a snapshot of the active (pending/leased) job counts taken by every
@@ -88,7 +88,7 @@ class _Snapshots(Collector):
 class Metrics:
     """The service's metrics; pass one instance to the parts that update it.
 
-    Names, types and labels are listed in the README ("Metrics and logs").
+    Names, types and labels are listed in docs/operations.md ("Metrics").
     """
 
     def __init__(self) -> None:

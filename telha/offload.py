@@ -1,4 +1,4 @@
-"""Keep CPU-heavy work off the event loop (DESIGN.md §1)."""
+"""Keep CPU-heavy work off the event loop (docs/architecture.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``telha serve``: the supervisor task group that owns every actor (DESIGN.md §1).
+"""``telha serve``: the supervisor task group that owns every actor (docs/architecture.md).
 
 Start order is Store → Ingestor → REST front; SIGTERM/SIGINT sets the shutdown event, the
 REST front stops accepting and drains for ``server.shutdown_grace_s``, then the rest is

@@ -1,4 +1,4 @@
-"""Supervision of long-lived actors (DESIGN.md §1): a crashed actor is logged and restarted
+"""Supervision of long-lived actors (docs/architecture.md): a crashed actor is logged and restarted
 with exponential backoff; more than ``max_restarts`` crashes within ``window_s`` seconds is a
 crash loop, which ends the process with a non-zero exit.
 """

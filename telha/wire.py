@@ -1,6 +1,6 @@
-"""The REST API's wire schemas, shared by the server (:mod:`telha.rest`) and the client
-(:mod:`telha.client`): msgspec Structs, camelCase on the wire, ids as UUID strings, hashes as
-hex, times as µs integers. The OpenAPI document is generated from these.
+"""The REST API's wire schemas (docs/rest-api.md), shared by the server (:mod:`telha.rest`)
+and the client (:mod:`telha.client`): msgspec Structs, camelCase on the wire, ids as UUID
+strings, hashes as hex, times as µs integers. The OpenAPI document is generated from these.
 """
 
 from __future__ import annotations
@@ -94,8 +94,8 @@ class JobStatus(_Out):
 
 
 class VersionOut(_Out):
-    """A source version; an erased one says when (µs), why and by which erasure,
-    and its text and spans answer 410 CONTENT_ERASED."""
+    """A source version; an erased one (docs/operations.md, "Erasure") says when (µs), why
+    and by which erasure, and its text and spans answer 410 CONTENT_ERASED."""
 
     source_version_tx: int
     content_hash: str
@@ -187,8 +187,8 @@ class CandidateOut(_Out):
 
 
 class AmbiguityOut(_Out):
-    """A temporal ambiguity of this node version; candidates best first, the first
-    one applied to ``validTime``."""
+    """A temporal ambiguity of this node version (docs/formats.md); candidates best first,
+    the first one applied to ``validTime``."""
 
     kind: str
     candidates: list[CandidateOut]

@@ -1,4 +1,4 @@
-"""In-process worker pools (DESIGN.md §1, §7): the ``[workers] in_process`` modules run inside
+"""In-process worker pools (docs/architecture.md): the ``[workers] in_process`` modules run inside
 ``telha serve``, ``concurrency`` consumers each, through an in-process transport that calls the
 same :class:`~telha.grpc.servicer.WorkerServicer` the gRPC front serves. Handlers run in
 worker threads (the consumer's doing), never on the event loop, or — for modules that set
@@ -8,7 +8,7 @@ handlers are awaited on it. A module's ``lifespan()`` (if any) is entered around
 On shutdown every job still held by a pool is released: back to ``pending`` at once, the
 attempt not counted. A consumer task that dies (anything but a cancellation escapes it: a
 poll stream that broke, a ``BaseException`` out of an ``async def`` handler) loses its jobs
-like a remote worker whose stream ended (``worker_lost``, issue 8) and is restarted alone,
+like a remote worker whose stream ended (``worker_lost``) and is restarted alone,
 after a backoff, while the module's other consumers go on.
 """
 

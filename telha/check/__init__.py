@@ -1,2 +1,2 @@
-"""``telha check``: the read-only consistency checker (issue 8 item 3; spec 004 "success
-metrics": the reverse-index consistency checker). See :mod:`telha.check.runner`."""
+"""``telha check``: the read-only consistency checker (docs/operations.md), the span reverse
+index among its checks. See :mod:`telha.check.runner`."""

@@ -1,5 +1,5 @@
 """``chunk_hashes``: every finalized version's stored canonical text re-hashes (BLAKE3) to its
-``canonicalTextHash`` (spec 004 "Canonical text storage": chunks of exactly 1 MiB, the last
+``canonicalTextHash`` (canonical text is stored in chunks of exactly 1 MiB, the last
 one shorter, indexes 0, 1, …; their total is the version's ``text_len``). Erased versions are
 left to the ``erasure`` check.
 

@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from telha.check.violations import Report
+from telha.domain.canonical import is_boundary
 from telha.domain.ids import id_str
 from telha.domain.model import BLOB_CHUNK, Scope
-from telha.domain.records import is_boundary
 from telha.storage.protocol import ScanStore
 from telha.storage.scan import ScanVersion, StoreScan
 

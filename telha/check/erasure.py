@@ -1,4 +1,4 @@
-"""``erasure``: the erasure check of ``telha check`` (issue 11 item 4): no erased digest's
+"""``erasure``: the erasure check of ``telha check``: no erased digest's
 bytes remain anywhere the store can look.
 
 Kept engine-neutral: the store counts the leftovers

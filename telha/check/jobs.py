@@ -1,4 +1,4 @@
-"""``job_states``: no job is in a state the queue cannot produce (DESIGN.md §6).
+"""``job_states``: no job is in a state the queue cannot produce (docs/architecture.md).
 
 - ``leased`` holds a lease: an owner, a deadline, a generation of at least 1;
 - any other state holds none, and no streaming checkpoint (completing, failing, releasing

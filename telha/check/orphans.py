@@ -1,7 +1,7 @@
 """``orphan_versions``: a streamed version without a canonical text hash is either the pinned
 version of a stream still open (its job ``leased`` with a checkpoint naming that tx) or an
-orphan, hidden from reads (spec 004 streaming rules; README "a half-written version is closed
-(it never shows as a version)"): reads never list a version without a hash, and every node and
+orphan, hidden from reads (docs/architecture.md, "Streaming": a half-written version is closed
+and never shows as a version): reads never list a version without a hash, and every node and
 edge version the orphan wrote is visible at no time (``tx_to = tx_from``), and no node version
 it had closed stays closed by it (abandoning a stream reopens them).
 

@@ -1,7 +1,7 @@
 """Run every registered check over one snapshot of a store and print the summary.
 
 :data:`CHECKS` is the registry: one family per module, run in this order. A new invariant (say
-the ``erasure`` check of issue 11: no erased digest's bytes remain) is one more module with a
+the ``erasure`` check: no erased digest's bytes remain) is one more module with a
 class following :class:`~telha.check.context.CheckFamily`, appended here.
 """
 

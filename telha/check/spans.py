@@ -1,4 +1,4 @@
-"""Provenance checks (spec 004 SpanRef, SpanRow): ``spans_in_text`` and ``span_links``.
+"""Provenance checks (spans and span rows): ``spans_in_text`` and ``span_links``.
 
 - ``spans_in_text``: every node version's provenance span, and every span row, lies inside its
   finalized version's canonical text (``0 <= start <= end <= text_len``) with both ends on UTF-8
@@ -8,7 +8,7 @@
   provenance names has a span row in that version linking the node; each node a span row
   links either has a version written at that row's tx whose provenance names the span, or
   has no version at that tx at all (the upsert ladder kept its unchanged earlier version,
-  spec 004 "Deterministic node ids"), but exists.
+  docs/architecture.md), but exists.
 
 Two passes, both in pages: node versions by key, then span rows in document order.
 """

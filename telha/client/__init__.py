@@ -1,4 +1,4 @@
-"""The async Python client of Telha's REST API (issue 9): :class:`AsyncTelha`.
+"""The async Python client of Telha's REST API (docs/cli-and-client.md): :class:`AsyncTelha`.
 
 Example::
 

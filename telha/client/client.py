@@ -1,10 +1,10 @@
-"""``AsyncTelha``: an async client of the REST API (DESIGN.md §5, spec 001), on httpx.
+"""``AsyncTelha``: an async client of the REST API (docs/rest-api.md), on httpx.
 
 Results are the server's own response Structs (:mod:`telha.wire`: camelCase on the
 wire, snake_case attributes; ids as UUID strings, times in µs, offsets in UTF-8 bytes). Errors
 raise one class per REST error code (:mod:`telha.client.errors`). Connection errors and 503
 answers are retried with exponential backoff and jitter (tenacity); retrying an ingest is
-safe, since identical bytes deduplicate (spec 001 "Dedup").
+safe, since identical bytes deduplicate.
 """
 
 from __future__ import annotations
@@ -166,7 +166,7 @@ class AsyncTelha:
         over :data:`MULTIPART_OVER_BYTES` goes as a multipart upload streamed from disk;
         smaller bodies as JSON (``content``, or ``contentBase64`` for bytes).
 
-        :param format: ``json``, ``text``, ``csv``, ``pdf``, … (spec 001); ``web`` takes
+        :param format: ``json``, ``text``, ``csv``, ``pdf``, … (docs/formats.md); ``web`` takes
             neither ``content`` nor ``path`` (``name`` is the URL).
         :param on_upload: called with the bytes of the file sent so far (multipart only).
         :returns: :class:`IngestApplied` (201, json), :class:`IngestEnqueued` (202, a job) or

@@ -1,4 +1,4 @@
-"""The client's errors: one class per REST error code (DESIGN.md §5), under :class:`TelhaError`.
+"""The client's errors: one class per REST error code (docs/rest-api.md), under :class:`TelhaError`.
 
 A response with an error body ``{"error": {"code", "message"}}`` raises the class of its code
 (:func:`error_for`); a code this client does not know raises :class:`TelhaError` itself with

@@ -1,4 +1,4 @@
-"""Canonical text and naming rules (spec 001 "Provenance spans", DESIGN.md §3, §11).
+"""Canonical text and naming rules (docs/architecture.md, docs/rest-api.md).
 
 Canonical text is NFC with LF-only line endings; offsets into it are UTF-8 byte offsets.
 """
@@ -8,12 +8,31 @@ from __future__ import annotations
 import re
 import unicodedata
 
-__all__ = ["is_label", "nfc", "normalize_canonical", "upper_snake"]
+__all__ = [
+    "is_boundary",
+    "is_continuation",
+    "is_label",
+    "nfc",
+    "normalize_canonical",
+    "upper_snake",
+]
 
 _CAMEL_1 = re.compile(r"([A-Z]+)([A-Z][a-z])")
 _CAMEL_2 = re.compile(r"([a-z0-9])([A-Z])")
 _NON_ALNUM = re.compile(r"[^A-Za-z0-9]+")
 _LABEL = re.compile(r"^[A-Z0-9]+(?:_[A-Z0-9]+)*$")
+
+
+def is_continuation(byte: int) -> bool:
+    """Whether ``byte`` is a UTF-8 continuation byte (``0b10xxxxxx``): an offset pointing at
+    it falls inside a character, never on a boundary."""
+    return (byte & 0xC0) == 0x80
+
+
+def is_boundary(text: bytes, pos: int) -> bool:
+    """Whether byte offset ``pos`` of UTF-8 ``text`` is on a character boundary (the end,
+    ``pos == len(text)``, and past it count as boundaries: the caller checks the range)."""
+    return pos >= len(text) or not is_continuation(text[pos])
 
 
 def nfc(text: str) -> str:
@@ -24,7 +43,7 @@ def nfc(text: str) -> str:
 
 
 def normalize_canonical(text: str) -> str:
-    """NFC, then CRLF and lone CR → LF, applied once (spec 000 ``normalize_canonical``)."""
+    """NFC, then CRLF and lone CR → LF, applied once (as ``workers_common`` does)."""
     text = nfc(text)
     if "\r" in text:
         text = text.replace("\r\n", "\n").replace("\r", "\n")
@@ -39,7 +58,7 @@ def _fold(text: str) -> str:
 
 
 def upper_snake(name: str) -> str:
-    """UPPER_SNAKE of a name (DESIGN.md §11): drop folders, strip the last extension, split
+    """UPPER_SNAKE of a name (docs/rest-api.md): drop folders, strip the last extension, split
     camelCase, runs of non-alphanumerics → ``_``, trim ``_``, upper-case.
 
     ``"risks-2026-07.json"`` → ``"RISKS_2026_07"``; ``"homeAddress"`` → ``"HOME_ADDRESS"``.

@@ -1,4 +1,4 @@
-"""Engine-neutral pieces of GDPR erasure (issue 11; spec 004 §3.19 addendum): the erase job's
+"""Engine-neutral pieces of GDPR erasure (docs/operations.md, "Erasure"): the erase job's
 payload, its steps and their recorded counts, the closure of what one erasure covers, and the
 plan for the nodes an erased version wrote. Pure; no I/O. The engines
 (:mod:`telha.storage.sqlite.erasure`, :mod:`telha.storage.postgres.erasure`) run the steps,
@@ -201,7 +201,7 @@ def plan_nodes(
     rows: Sequence[NodeRow],
     links: dict[bytes, list[Link]],
 ) -> NodePlan:
-    """The nodes step of spec 004 §3.19 / issue 11 for the nodes an erasure touches.
+    """The nodes step of an erasure, for the nodes it touches (docs/operations.md).
 
     :param tx: the erasure's transaction time (µs): closes and new versions are written at it.
     :param erased: ``(source_id, tx)`` of every version this erasure erases.

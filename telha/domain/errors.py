@@ -1,4 +1,4 @@
-"""The error taxonomy of the core (DESIGN.md §5).
+"""The error taxonomy of the core (docs/rest-api.md, "Errors").
 
 Every error a client can see is a :class:`TelhaError` subclass carrying its REST code and HTTP
 status; the REST front maps them once, at the edge, to ``{"error": {"code", "message"}}``.
@@ -43,7 +43,7 @@ class ContentError(TelhaError):
 
 
 class ContentErased(TelhaError):
-    """The content (or the version asked for) was erased (GDPR, issue 11): its digest is on
+    """The content (or the version asked for) was erased (GDPR erasure): its digest is on
     the scope's blocklist, or the version's text and spans are gone: 410 CONTENT_ERASED."""
 
     code = "CONTENT_ERASED"
@@ -95,7 +95,8 @@ class StaleLease(TelhaError):
 
 class OutOfSync(TelhaError):
     """A streamed submission whose ``seq`` matches neither the expected next one nor a replay
-    of the last (spec 004): gRPC ``ABORTED``; the worker restarts the job."""
+    of the last (docs/architecture.md, "Streaming"): gRPC ``ABORTED``; the worker restarts
+    the job."""
 
     code = "ABORTED"
     http_status = 409

@@ -1,4 +1,4 @@
-"""Identity and time (spec 004 "Source identity", DESIGN.md §3).
+"""Identity and time (docs/architecture.md, "Identity, versions and provenance").
 
 - ``source_id_for(name)``: ``UUID(int=xxh3_128(b"src:" + name_utf8))``, deterministic in the name.
 - ``content_hash(raw)``: BLAKE3 of the raw bytes, 32 bytes.
@@ -27,7 +27,7 @@ __all__ = [
 
 
 def source_id_for(name: str) -> uuid.UUID:
-    """The source id of a caller-supplied name or URL (spec 004): xxh3-128 of ``"src:" + name``."""
+    """The source id of a caller-supplied name or URL: xxh3-128 of ``"src:" + name``."""
     return uuid.UUID(int=xxhash.xxh3_128_intdigest(b"src:" + name.encode("utf-8")))
 
 
@@ -39,7 +39,7 @@ def content_hash(data: bytes) -> bytes:
 
 
 def blob_id_for(canonical_hash: bytes) -> uuid.UUID:
-    """Single-shot blob id: the first 16 bytes of the canonical text's BLAKE3 (spec 004)."""
+    """Single-shot blob id: the first 16 bytes of the canonical text's BLAKE3."""
     return uuid.UUID(bytes=canonical_hash[:16])
 
 

@@ -1,4 +1,4 @@
-"""Domain records shared by storage, ingestion and the fronts (spec 004 "Data model").
+"""Domain records shared by storage, ingestion and the fronts (docs/architecture.md).
 
 Ids are 16-byte ``bytes`` inside the core and UUID strings on the wire; hashes are 32-byte
 ``bytes`` inside and lowercase hex on the wire; times are integers in microseconds.
@@ -33,13 +33,13 @@ __all__ = [
     "StreamPart",
 ]
 
-#: Canonical text chunk size in bytes (spec 004 ``BLOB_CHUNK``).
+#: Canonical text chunk size in bytes: text is stored in chunks of exactly 1 MiB, the last shorter.
 BLOB_CHUNK = 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
 class Scope:
-    """The isolation unit: every row carries one, every read filters by it (DESIGN.md §3)."""
+    """The isolation unit: every row carries one, every read filters by it (docs/rest-api.md)."""
 
     tenant_id: str
     organization_id: str
@@ -60,7 +60,7 @@ class NewVersion:
 
 @dataclass(frozen=True, slots=True)
 class SourceVersion:
-    """A stored source version (spec 004 ``SourceVersion``); ``text_len`` is in bytes."""
+    """A stored source version; ``text_len`` is in bytes."""
 
     source_id: bytes
     tx: int
@@ -73,7 +73,7 @@ class SourceVersion:
     job_id: bytes | None
     blob_id: bytes | None
     text_len: int | None
-    #: When (µs) and why the version was erased (issue 11), and by which erase job.
+    #: When (µs) and why the version was erased (GDPR erasure), and by which erase job.
     erased_at: int | None = None
     erasure_id: bytes | None = None
     erase_reason: str | None = None
@@ -98,7 +98,7 @@ class CommitOutcome:
 
 @dataclass(frozen=True, slots=True)
 class ProvenanceSpan:
-    """spec 004 ``SpanRef``: ``[start, end)`` byte offsets into one version's canonical text."""
+    """A provenance span: ``[start, end)`` byte offsets into one version's canonical text."""
 
     source_id: bytes
     source_version_tx: int
@@ -118,7 +118,7 @@ class NodeVersion:
     valid_from: int | None
     valid_to: int | None
     provenance: list[ProvenanceSpan]
-    #: Temporal ambiguities recorded for this version (spec 000), filled by ``get_node``.
+    #: Temporal ambiguities recorded for this version (docs/formats.md), filled by ``get_node``.
     ambiguities: list[Ambiguity] = field(default_factory=list)
 
 
@@ -148,7 +148,7 @@ class EdgeRecord:
 
 @dataclass(frozen=True, slots=True)
 class SpanRecord:
-    """spec 004 ``SpanRow``: a span of a version with the nodes it produced."""
+    """A span row: a span of a version with the nodes it produced (the reverse index)."""
 
     start: int
     end: int
@@ -169,7 +169,7 @@ JobState = Literal["pending", "leased", "completed", "dead"]
 
 @dataclass(frozen=True, slots=True)
 class NewJob:
-    """A job to enqueue: ``payload`` is the IngestJobPayload JSON (spec 004)."""
+    """A job to enqueue: ``payload`` is the IngestJobPayload JSON (docs/worker-protocol.md)."""
 
     job_id: bytes
     kind: str
@@ -231,7 +231,8 @@ class LeaseRef:
 
 
 class Dedup(Enum):
-    """Which dedup rule a commit applies against the source's latest version (spec 004)."""
+    """Which dedup rule a commit applies against the source's latest version
+    (docs/architecture.md, "Dedup")."""
 
     #: No check (streamed chains).
     NONE = "none"
@@ -256,9 +257,10 @@ class JobCompletion:
 
 @dataclass(frozen=True, slots=True)
 class Continuation:
-    """spec 004 ``IngestContinuation``: the checkpoint of a streamed job, fenced by the worker
-    and lease generation that wrote it. ``length`` is the accumulated canonical text in bytes;
-    ``node_ids`` are those the last accepted partial created (for an idempotent replay)."""
+    """The continuation: the checkpoint of a streamed job (docs/architecture.md, "Streaming"),
+    fenced by the worker and lease generation that wrote it. ``length`` is the accumulated
+    canonical text in bytes; ``node_ids`` are those the last accepted partial created (for an
+    idempotent replay)."""
 
     worker_id: str
     lease_generation: int

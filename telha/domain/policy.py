@@ -1,4 +1,5 @@
-"""Pure retry policy of the job queue (DESIGN.md §6): failure kinds, backoff, reasons.
+"""Pure retry policy of the job queue (docs/architecture.md, "A job's life"): failure kinds,
+backoff, reasons.
 
 No I/O and no clock: callers pass ``now_us`` and a random source, so the state machine can be
 property-tested.
@@ -33,7 +34,7 @@ __all__ = [
 PERMANENT_KINDS = frozenset({"corrupt_input", "unsupported_feature", "invalid_submission"})
 #: Kinds that retry with backoff up to ``jobs.max_attempts``.
 RETRYABLE_KINDS = frozenset({"transient", "resource_limit", "lease_expired", "worker_lost"})
-#: Ways a job is lost with its worker (issue 8): the worker's ``PollJobs`` stream ended while it
+#: Ways a job is lost with its worker: the worker's ``PollJobs`` stream ended while it
 #: held the job, or its lease ran out. Each counts towards ``jobs.max_worker_losses``.
 LOSS_KINDS = frozenset({"worker_lost", "lease_expired"})
 #: Kinds a worker may report (``lease_expired`` and ``invalid_submission`` are core's own).
@@ -111,7 +112,7 @@ def decide_loss(
     max_s: float,
     rng: random.Random,
 ) -> FailureDecision:
-    """The outcome of losing a job with its worker (issue 8 items 1–2): a failed attempt.
+    """The outcome of losing a job with its worker: a failed attempt.
 
     - the loss that brings the job's losses (``worker_lost`` and ``lease_expired`` alike) to
       ``max_losses`` makes it ``dead`` with reason ``"resource_limit: worker lost N times"``

@@ -1,4 +1,4 @@
-"""The validated projection every ingest path hands to storage (spec 004 "apply_parts").
+"""The validated projection every ingest path hands to storage.
 
 A :class:`Projection` is what a submission becomes once it has passed validation: canonical
 text as UTF-8 bytes, spans as byte ranges into it, nodes and edges referring to spans and to each

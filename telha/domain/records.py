@@ -1,5 +1,6 @@
 """Engine-neutral pieces of the storage engines: stored rows back as :mod:`telha.domain.model`
-records, the dedup rules of spec 004, the streaming checkpoint's encoding. Pure; no I/O.
+records, the dedup rules (docs/architecture.md, "Dedup"), the streaming checkpoint's
+encoding. Pure; no I/O.
 
 Each engine selects its columns in the order these functions unpack them.
 """
@@ -10,6 +11,7 @@ from typing import Any
 
 import msgspec
 
+from telha.domain.canonical import is_boundary
 from telha.domain.errors import RequestError
 from telha.domain.model import (
     BLOB_CHUNK,
@@ -27,7 +29,6 @@ from telha.domain.model import (
 __all__ = [
     "decode_continuation",
     "encode_continuation",
-    "is_boundary",
     "is_duplicate",
     "job_record",
     "node_record",
@@ -61,7 +62,7 @@ def node_record(row: Any) -> NodeVersion:
     valid_from, valid_to, provenance JSON [[start, end], ...], source_id)``; provenance spans
     are byte offsets into the version ``(source_id, tx_from)`` that wrote it, or with a third
     element ``[start, end, tx]`` into ``(source_id, tx)`` (a version an erasure appended keeps
-    the spans of the surviving version it stands on, issue 11)."""
+    the spans of the surviving version it stands on)."""
     node_id, labels, props, tx_from, tx_to, valid_from, valid_to, prov, source_id = row
     spans = [
         ProvenanceSpan(source_id, s[2] if len(s) > 2 else tx_from, s[0], s[1])
@@ -72,19 +73,15 @@ def node_record(row: Any) -> NodeVersion:
     )
 
 
-def is_boundary(text: bytes, pos: int) -> bool:
-    """True when byte offset ``pos`` of ``text`` is not inside a UTF-8 sequence."""
-    return pos >= len(text) or (text[pos] & 0xC0) != 0x80
-
-
 def is_duplicate(
     latest: tuple[bytes, bytes | None, bytes | None] | None,
     v: NewVersion,
     canonical_hash: bytes,
     dedup: Dedup,
 ) -> bool:
-    """The dedup rules of spec 004 for committing ``v`` against the source's latest finalized
-    version ``(content_hash, canonical_text_hash, job_id)`` (``None``: a new source)."""
+    """The dedup rules (docs/architecture.md, "Dedup") for committing ``v`` against the
+    source's latest finalized version ``(content_hash, canonical_text_hash, job_id)``
+    (``None``: a new source)."""
     if dedup is Dedup.NONE or latest is None or latest[0] != v.content_hash:
         return False
     if dedup is Dedup.CONTENT:

@@ -1,6 +1,6 @@
-"""Worker submissions (spec 000 "Wire submission shape"): decoding and validation.
+"""Worker submissions (docs/worker-protocol.md, "The submission"): decoding and validation.
 
-Core validates every submission before anything is written (DESIGN.md §6): version, canonical
+Core validates every submission before anything is written: version, canonical
 text already NFC/LF, offsets inside the text and on UTF-8 boundaries, span/node/edge
 references in range, exactly one of ``*Ref``/``*Id``, ids are UUIDs, labels UPPER_SNAKE,
 sizes bounded. A valid submission becomes a :class:`~telha.domain.projection.Projection`.
@@ -16,7 +16,7 @@ from typing import Any
 
 import msgspec
 
-from telha.domain.canonical import is_label, normalize_canonical
+from telha.domain.canonical import is_boundary, is_label, normalize_canonical
 from telha.domain.projection import AmbiguityOut, EdgeOut, NodeOut, Projection, SpanOut
 
 __all__ = ["ChildJobIn", "InvalidSubmission", "Submission", "decode_submission", "to_projection"]
@@ -108,7 +108,7 @@ class CandidateIn(_In):
 
 
 class AmbiguityIn(_In):
-    """A temporal ambiguity (spec 000 "Temporal ambiguity detection"), candidates best first."""
+    """A temporal ambiguity (docs/formats.md), candidates best first."""
 
     node_ref: int
     kind: str
@@ -119,7 +119,7 @@ class AmbiguityIn(_In):
 
 
 class Submission(_In):
-    """The wire submission of spec 000 plus ``seq``/``partial`` (streaming)."""
+    """The wire submission (docs/worker-protocol.md) with ``seq``/``partial`` (streaming)."""
 
     v: int
     canonical_text: str = ""
@@ -168,10 +168,6 @@ def _uuid(value: str, where: str) -> bytes:
         raise InvalidSubmission(f"{where}: {value!r} is not a UUID") from None
 
 
-def _is_boundary(text: bytes, pos: int) -> bool:
-    return pos >= len(text) or (text[pos] & 0xC0) != 0x80
-
-
 def _spans(sub: Submission, text: bytes, base: int, earlier: list[int]) -> list[SpanOut]:
     if len(sub.spans) > MAX_SPANS:
         raise InvalidSubmission(f"{len(sub.spans)} spans is over the limit of {MAX_SPANS}")
@@ -187,7 +183,7 @@ def _spans(sub: Submission, text: bytes, base: int, earlier: list[int]) -> list[
         for pos in (start, end):
             if pos < base:
                 earlier.append(pos)
-            elif pos - base < len(text) and (text[pos - base] & 0xC0) == 0x80:
+            elif not is_boundary(text, pos - base):
                 raise InvalidSubmission(
                     f"spans[{i}]: offsets are not on UTF-8 character boundaries"
                 )

@@ -1,1 +1,1 @@
-"""The gRPC front: ``WorkerService`` for format workers (spec 000, DESIGN.md §6)."""
+"""The gRPC front: ``WorkerService`` for format workers (docs/worker-protocol.md)."""

@@ -1,7 +1,8 @@
-"""``WorkerService`` (spec 000): PollJobs, SubmitIngestionResult, Heartbeat over the same
-:class:`~telha.queue.job_queue.JobQueue` and :class:`~telha.ingest.ingestor.Ingestor` the
-in-process pools use. The caller's identity comes from :data:`current_auth`, set by the gRPC
-front's auth hook (or by the in-process transport).
+"""``WorkerService`` (docs/worker-protocol.md): PollJobs, SubmitIngestionResult, Heartbeat
+over the same :class:`~telha.queue.job_queue.JobQueue` and
+:class:`~telha.ingest.ingestor.Ingestor` the in-process pools use. The caller's identity
+comes from :data:`current_auth`, set by the gRPC front's auth hook (or by the in-process
+transport).
 """
 
 from __future__ import annotations
@@ -131,9 +132,9 @@ class WorkerServicer(WorkerServiceBase):
         ``max_jobs`` (> 0) the stream leases that many jobs in all and ends once they are
         finished.
 
-        Fast failover (issue 8): when the stream ends any other way (the worker died, the
-        connection reset, the client cancelled it) the jobs it still holds go back to
-        ``pending`` at once (:meth:`JobQueue.lost`, event ``worker_lost``), unless
+        Fast failover (docs/worker-protocol.md): when the stream ends any other way (the
+        worker died, the connection reset, the client cancelled it) the jobs it still holds go
+        back to ``pending`` at once (:meth:`JobQueue.lost`, event ``worker_lost``), unless
         ``failover=False`` (in-process pools settle their own jobs) or core itself is closing
         the stream (:meth:`detach_streams`).
 

@@ -1,5 +1,6 @@
-"""Worker tokens (DESIGN.md §6): signed, expiring JWTs (HS256, PyJWT) keyed by
-``grpc.token_key``. A scoped token carries ``tenant``/``org``; a fleet token ``fleet: true``.
+"""Worker tokens (docs/worker-protocol.md, "Worker tokens"): signed, expiring JWTs (HS256,
+PyJWT) keyed by ``grpc.token_key``. A scoped token carries ``tenant``/``org``; a fleet token
+``fleet: true``.
 """
 
 from __future__ import annotations

@@ -1,1 +1,2 @@
-"""Ingestion: request parsing, the JSON bypass projection, submission apply (spec 001, 004)."""
+"""Ingestion: request parsing, the JSON bypass projection, submission apply
+(docs/architecture.md)."""

@@ -1,4 +1,4 @@
-"""The Eraser actor (issue 11, spec 004 §3.19 addendum): GDPR erasure of a source, as a job of
+"""The Eraser actor (docs/operations.md, "Erasure"): GDPR erasure of a source, as a job of
 its own kind.
 
 ``POST /v1/sources/{sourceId}/erase`` calls :meth:`Eraser.erase`: it enqueues an ``erase``

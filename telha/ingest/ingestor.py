@@ -1,6 +1,5 @@
-"""The Ingestor (spec 004 "The Ingestor and its three entry paths"): request-level dedup, the
-synchronous JSON bypass, job enqueueing for worker formats, and ``apply_submission`` (spec 004
-"Single-shot apply") for what workers submit.
+"""The Ingestor (docs/architecture.md): request-level dedup, the synchronous JSON bypass, job
+enqueueing for worker formats, and ``apply_submission`` for what workers submit.
 """
 
 from __future__ import annotations
@@ -60,7 +59,7 @@ __all__ = [
 
 log = structlog.get_logger("telha.ingest")
 
-#: ``SourceVersion.worker`` of versions written by the JSON bypass (DESIGN.md §11).
+#: ``SourceVersion.worker`` of versions written by the JSON bypass (docs/rest-api.md).
 JSON_BYPASS_WORKER = "core:json-bypass"
 _JSON_OPTIONS = frozenset({"label", "nested"})
 
@@ -89,7 +88,8 @@ class UploadedFile:
 
 
 class IngestJobPayload(msgspec.Struct, kw_only=True):
-    """spec 004 ``IngestJobPayload``: the job's opaque payload, JSON, ``content_hash`` hex.
+    """``IngestJobPayload`` (docs/worker-protocol.md): the job's opaque payload, JSON,
+    ``content_hash`` hex.
 
     Small content travels inline as ``content_b64``. A multipart upload is stored in core
     (content-addressed raw chunks) and referenced instead: ``content_ref`` is its BLAKE3 hex
@@ -144,7 +144,7 @@ class Ingestor:
         self._queue = queue
 
     def json_options(self, name: str, options: dict[str, Any]) -> JsonOptions:
-        """Resolve ``options`` of a ``format=json`` request (spec 001 "format=json options").
+        """Resolve ``options`` of a ``format=json`` request (``label``, ``nested``).
 
         :raises RequestError: unknown option, non-string or non-UPPER_SNAKE label, a name with
             nothing to derive a label from, a nesting policy other than flatten/child.
@@ -281,8 +281,8 @@ class Ingestor:
     async def apply_submission(
         self, job: JobRecord, lease: LeaseRef, result_json: bytes, worker: str
     ) -> SubmitResult:
-        """Apply a worker's submission: single shot (spec 004 apply_parts, steps 1–7) or one
-        part of a stream (spec 004 "The streaming multi-submit protocol").
+        """Apply a worker's submission: single shot or one part of a stream
+        (docs/architecture.md, "Streaming").
 
         Validated before anything is written; an invalid submission writes nothing and
         dead-letters the job as ``invalid_submission``. Each submission commits in one
@@ -470,10 +470,10 @@ def content_ref(payload: bytes) -> bytes | None:
 
 
 def _unchanged(latest: SourceVersion | None, digest: bytes) -> bool:
-    """Whether ``digest`` is the latest version's content (request-level dedup, spec 004). An
+    """Whether ``digest`` is the latest version's content (request-level dedup). An
     erased latest version never matches: its digest is on the blocklist, and the write that
-    follows refuses it inside its own transaction (``ContentErased``: 410), spec 004 §3.19's
-    "a retired digest must refuse, never silently match masked content"."""
+    follows refuses it inside its own transaction (``ContentErased``: 410): an erased digest
+    is refused, never silently matched."""
     return latest is not None and latest.erased_at is None and latest.content_hash == digest
 
 
@@ -488,7 +488,7 @@ def _new_job(
     size: int | None = None,
     root_node_id: str | None = None,
 ) -> NewJob:
-    """An ``ingest:{fmt}`` job whose payload is spec 004's ``IngestJobPayload``: the raw bytes
+    """An ``ingest:{fmt}`` job whose payload is an ``IngestJobPayload``: the raw bytes
     base64-encoded, or with ``stored`` a reference to the raw bytes stored under ``digest``
     (``size`` bytes); ``content_hash`` hex, ``None`` for fetch formats."""
     source_id = source_id_for(name)

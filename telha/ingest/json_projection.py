@@ -1,5 +1,5 @@
-"""The ``format=json`` bypass projection (spec 001 "format=json options", spec 004 "json_bypass",
-DESIGN.md §11). Pure: bytes in, :class:`~telha.domain.projection.Projection` out.
+"""The ``format=json`` bypass projection (docs/rest-api.md, "format=json"). Pure: bytes in,
+:class:`~telha.domain.projection.Projection` out.
 
 Canonical text is one compact JSON line per top-level record (input key order, UTF-8 not
 escaped), NFC, LF-joined. Each record's line is one span of kind ``body``, referenced by the

@@ -1,4 +1,4 @@
-"""``POST /v1/ingest`` request body: decoding and validation (spec 001 "POST /v1/ingest").
+"""``POST /v1/ingest`` request body: decoding and validation (docs/rest-api.md).
 
 Pure; no I/O. Field errors are ``INVALID_REQUEST``; content errors (both or neither of
 ``content``/``contentBase64``, bad base64) are ``INVALID_CONTENT``.
@@ -17,7 +17,7 @@ from telha.domain.errors import ContentError, RequestError
 
 __all__ = ["FETCH_FORMATS", "KNOWN_FORMATS", "IngestRequest", "parse_ingest_request"]
 
-#: Every format name the service knows (spec 001, DESIGN.md §7).
+#: Every format name the service knows (docs/formats.md).
 KNOWN_FORMATS = (
     "json", "text", "markdown", "pdf", "docx", "pptx", "html",
     "csv", "tsv", "xlsx", "web", "code", "eml", "msg",

@@ -1,1 +1,1 @@
-"""The job queue: leases, heartbeats, retries with backoff, dead letters (DESIGN.md §6)."""
+"""The job queue: leases, heartbeats, retries with backoff, dead letters (docs/architecture.md)."""

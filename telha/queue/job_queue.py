@@ -1,6 +1,6 @@
-"""The JobQueue actor (DESIGN.md §1, §6): leases with deadlines and generations, heartbeats,
-retries with backoff, dead letters, the reaper, fast failover of jobs lost with their worker
-(issue 8), and wake-ups for waiting pollers.
+"""The JobQueue actor (docs/architecture.md, "A job's life"): leases with deadlines and
+generations, heartbeats, retries with backoff, dead letters, the reaper, fast failover of jobs
+lost with their worker, and wake-ups for waiting pollers.
 
 A poller waiting for work is woken the moment a job of one of its formats is enqueued or
 returned to ``pending`` (no database polling); a job backing off is picked up when its

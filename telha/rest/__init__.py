@@ -1,1 +1,1 @@
-"""The REST front: a starlette app (``/v1``) served by hypercorn (DESIGN.md §5)."""
+"""The REST front: a starlette app (``/v1``) served by hypercorn (docs/rest-api.md)."""

@@ -1,4 +1,5 @@
-"""The starlette application: routes, authentication and the one error mapping (DESIGN.md §5).
+"""The starlette application: routes, authentication and the one error mapping
+(docs/rest-api.md, "Errors").
 
 Every error leaves as ``{"error": {"code", "message"}}`` with the status its
 :class:`~telha.domain.errors.TelhaError` carries; unknown routes and methods too.

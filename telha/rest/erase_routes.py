@@ -1,4 +1,5 @@
-"""``POST /v1/sources/{sourceId}/erase`` (issue 11): GDPR erasure of a source or one version.
+"""``POST /v1/sources/{sourceId}/erase`` (docs/operations.md, "Erasure"): GDPR erasure of a
+source or one version.
 
 The body is ``{"reason": "...", "versionTx": <µs, optional>}``; the answer (200) says what
 was erased (:class:`~telha.wire.ErasureOut`). The erasure runs as an ``erase`` job

@@ -1,4 +1,4 @@
-"""``POST /v1/ingest`` (spec 001): 201 applied, 200 deduplicated, typed 4xx otherwise."""
+"""``POST /v1/ingest`` (docs/rest-api.md): 201 applied, 200 deduplicated, typed 4xx otherwise."""
 
 from __future__ import annotations
 
@@ -57,7 +57,7 @@ def _outcome(result: IngestResult) -> str:
 async def ingest(request: Request) -> Response:
     """POST /v1/ingest: validate, dedup, apply; see :class:`~telha.ingest.ingestor.Ingestor`.
 
-    A JSON body (spec 001) or ``multipart/form-data`` with a ``file`` part and ``format``,
+    A JSON body (docs/rest-api.md) or ``multipart/form-data`` with a ``file`` part and ``format``,
     ``name``, ``options`` fields (streamed to disk, :mod:`telha.rest.upload`).
     """
     scope = await require_scope(request)
@@ -124,7 +124,7 @@ async def ingest(request: Request) -> Response:
 async def job_status(request: Request) -> Response:
     """GET /v1/ingest/{jobId}: the job's state, attempts and event list (its manifest).
 
-    ``attempts`` counts attempts made, as spec 001's example shows: the failed ones, plus the
+    ``attempts`` counts attempts made (docs/rest-api.md): the failed ones, plus the
     one in progress or the one that completed (a job released at shutdown is not charged).
     """
     scope = await require_scope(request)

@@ -5,8 +5,8 @@ The route label is the matched route's path template (``/v1/nodes/{node_id}``), 
 path, so label cardinality is bounded by the route table: starlette's router writes the
 matched ``endpoint`` into the request scope, and the middleware maps it back to its route's
 path. A request no route matched is labelled ``<unmatched>``; a method outside the standard
-ones is labelled ``OTHER``. No ``BaseHTTPMiddleware`` (STYLE.md): bodies stream through
-untouched.
+ones is labelled ``OTHER``. No ``BaseHTTPMiddleware`` (it buffers and wraps every response): bodies
+stream through untouched.
 """
 
 from __future__ import annotations

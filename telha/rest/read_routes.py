@@ -1,4 +1,4 @@
-"""The provenance read API (DESIGN.md §5): sources, versions' text and spans, nodes, edges.
+"""The provenance read API (docs/rest-api.md): sources, versions' text and spans, nodes, edges.
 
 Every route is scoped by the caller's key; another scope's ids answer 404.
 """

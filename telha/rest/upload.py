@@ -1,4 +1,4 @@
-"""``multipart/form-data`` uploads for ``POST /v1/ingest`` (issue 4 "large uploads").
+"""``multipart/form-data`` uploads for ``POST /v1/ingest`` (docs/formats.md, "Large files").
 
 The ``file`` part is streamed to a file in the upload folder while it is BLAKE3-hashed; it is
 never held in memory. The other parts are small text fields: ``format``, ``name`` and

@@ -1,4 +1,4 @@
-"""``code_worker``: source files through tree-sitter (format ``code``; issue 6). An archive
+"""``code_worker``: source files through tree-sitter (format ``code``; docs/formats.md). An archive
 (``.zip``, ``.tar``, ``.tar.gz``, …) fans out into one child job per source file under a
 ``MANIFEST`` node: :mod:`code_worker.archive`.
 

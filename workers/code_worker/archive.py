@@ -1,4 +1,4 @@
-"""Archive fan-out for ``format=code`` (issue 6): a ``.zip`` or ``.tar`` (plain, gzip, bzip2
+"""Archive fan-out for ``format=code`` (docs/formats.md): a ``.zip`` or ``.tar`` (plain, gzip, bzip2
 or xz) becomes one child ``code`` job per source file, and the archive's own version is a
 ``MANIFEST`` listing them.
 

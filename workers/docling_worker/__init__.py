@@ -1,7 +1,7 @@
-"""``docling_worker``: PDF, DOCX, PPTX and HTML through docling (spec 003; issue 5).
+"""``docling_worker``: PDF, DOCX, PPTX and HTML through docling (docs/formats.md).
 
 Conversion (:mod:`docling_worker.convert`), the projection
-(:mod:`docling_worker.projection`, with the spec 003 §15 ambiguity rules of
+(:mod:`docling_worker.projection`, with the document ambiguity rules of
 :mod:`workers_common.doc_ambiguity`) and parsing in warm child processes with a memory
 ceiling and a timeout (:mod:`docling_worker.isolation`) are in place and tested on the corpus.
 PDF text is grouped into paragraphs and headings from line geometry
@@ -28,7 +28,7 @@ from workers_common.splitter import stream_submission
 __all__ = ["FORMATS", "handle"]
 
 FORMATS = ("pdf", "docx", "pptx", "html")
-#: Submissions larger than this (JSON bytes) are streamed as partials (issue 5: ~2 MiB).
+#: Submissions larger than this (JSON bytes) are streamed as partials (~2 MiB).
 STREAM_OVER_BYTES = 2 * 1024 * 1024
 _OPTIONS = frozenset({"clarify"})
 

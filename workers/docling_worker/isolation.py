@@ -1,4 +1,5 @@
-"""Parsing in child processes (spec 003 §14 v0.2 "parse isolation"; issue 5 "Deliver" 3).
+"""Parsing in child processes (docs/formats.md: a crash, a memory
+ceiling or a timeout costs one child, never the worker).
 
 Each conversion runs in a warm child process (docling imported once per child, not per job)
 started with ``spawn`` and an address-space ceiling (``RLIMIT_AS`` = ``mem_ceiling_mb``, POSIX).

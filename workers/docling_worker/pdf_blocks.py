@@ -1,5 +1,5 @@
-"""Model-free block building for PDFs parsed by docling's ``NativePdfPipeline`` (issue 5
-"Deliver" 1), which gives one text item per line with its page and box but no paragraphs,
+"""Model-free block building for PDFs parsed by docling's ``NativePdfPipeline``,
+which gives one text item per line with its page and box but no paragraphs,
 headings or reading order.
 
 Per page, in this order:

@@ -1,4 +1,4 @@
-"""A DoclingDocument as a Telha submission (spec 003 §3/§5; issue 5 "Deliver" 2).
+"""A DoclingDocument as a Telha submission (docs/formats.md).
 
 **Nodes.** One ``DOCUMENT`` (``name``, ``format``, ``pages`` when known) whose span is the whole
 canonical text (kind ``body``). A ``SECTION`` per title or section header (``title``,
@@ -362,7 +362,7 @@ def project_document(
     """The single submission for ``doc`` (module docstring), with ``stats``: ``sections``,
     ``paragraphs``, ``tables``, ``skipped`` (per feature), ``pages``, for PDFs
     ``pdf_pipeline`` (``native``: lines grouped by :mod:`docling_worker.pdf_blocks`;
-    ``layout``: docling's items as they are) and the ambiguity counters of spec 003 §15
+    ``layout``: docling's items as they are) and the ambiguity counters of the document rules
     (``options.clarify``). With ``links`` the dict also holds ``"links"``: ``[node index, href,
     text]`` for each SECTION/PARAGRAPH whose item carries a hyperlink, href as written in the
     source (not resolved), in reading order — for ``web_worker``, which removes the key

@@ -1,5 +1,5 @@
 """``email_worker``: RFC 822 messages (``eml``) and Outlook messages (``msg``, through
-extract-msg, turned into the same message structure first; issue 6). Reading is in
+extract-msg, turned into the same message structure first; docs/formats.md). Reading is in
 :mod:`email_worker.parse`; this module is the projection.
 
 Parsed with the standard library (``email.policy.default``: RFC 2047/2231 headers, any charset,
@@ -31,7 +31,7 @@ text/plain part (else the first text/html part as text, via BeautifulSoup), each
 span of kind ``paragraph``. The MESSAGE node holds every span; a PERSON holds the header
 lines that name it.
 
-**Ambiguity** (``options.clarify``, spec 003 §15 conventions): a body date more than a day away
+**Ambiguity** (``options.clarify``, docs/formats.md): a body date more than a day away
 from the Date header → ``conflicting_dates`` (the header's date first); no usable Date header →
 ``undated``.
 """

@@ -16,7 +16,7 @@ than half of the column's non-empty cells; otherwise it is ``string``.
 ``string`` → the normalized text. A non-empty cell that does not fit its column's type is kept
 as its normalized text and counted in ``dirty_counts[type]``.
 
-**Day-first/month-first** (spec 000 "Temporal ambiguity detection"): a numeric ``a/b/yyyy`` or
+**Day-first/month-first** (docs/formats.md, "Temporal ambiguity"): a numeric ``a/b/yyyy`` or
 ``a-b-yyyy`` cell with ``a > 12`` (and a valid day-first date) is evidence for day-first, one
 with ``b > 12`` evidence for month-first. Every other numeric cell of the column is read by the
 evidence of the cells *before* it in row order (carried across batches in

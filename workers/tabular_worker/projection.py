@@ -1,4 +1,4 @@
-"""Streaming projection of profiled tables into submissions (spec 000 wire shape).
+"""Streaming projection of profiled tables into submissions (docs/worker-protocol.md).
 
 Canonical text: per table a header line (column names joined by TAB; span kind ``heading``,
 the TABLE node's span), then one line per data row (normalized cell texts joined by TAB, each

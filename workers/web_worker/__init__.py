@@ -1,4 +1,4 @@
-"""``web_worker``: web pages (``format=web``; issue 7, spec 001 ``format=web``).
+"""``web_worker``: web pages (``format=web``; docs/formats.md, "Web pages").
 
 The job's ``name`` is the URL; it carries no content. :func:`handle` fetches the page with
 Playwright driving the system Chromium (:mod:`web_worker.browser`: one browser per worker

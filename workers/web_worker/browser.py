@@ -1,5 +1,5 @@
-"""The browser of one worker process: Playwright driving the system Chromium (issue 7
-"Deliver" 1; ../shared/DEPENDENCIES.md §5).
+"""The browser of one worker process: Playwright driving the system Chromium
+(Debian's ``chromium``; ``playwright install`` is never run).
 
 One :class:`BrowserHost` per process (the worker module's ``lifespan``), started lazily by the
 first job — a ``telha serve`` that never gets a ``web`` job never starts a browser — and
@@ -45,7 +45,7 @@ __all__ = ["CHROMIUM_ARGS", "BrowserHost", "BrowserUnavailable", "WebSettings", 
 
 log = logging.getLogger("web_worker")
 
-#: Launch flags measured in ../shared/DEPENDENCIES.md §5, plus DNS prefetching off.
+#: Launch flags (headless, no sandbox or GPU, no background traffic), plus DNS prefetching off.
 CHROMIUM_ARGS = (
     "--headless",
     "--no-sandbox",

@@ -1,5 +1,5 @@
-"""Crawl fan-out (issue 7 "Deliver" 4): which links of a page become child ``web`` jobs, and
-what each child's options say. Pure; robots.txt answers are passed in.
+"""Crawl fan-out (docs/formats.md, "Web pages"): which links of a page become child ``web``
+jobs, and what each child's options say. Pure; robots.txt answers are passed in.
 
 Scope: nothing when this job is at ``max_depth`` or ``max_pages`` is 1. Otherwise the page's
 links in document order, each once, minus the page itself (requested or final URL), minus

@@ -1,4 +1,4 @@
-"""Fetching one URL in a fresh browser context (issue 7 "Deliver" 1, 5).
+"""Fetching one URL in a fresh browser context (docs/formats.md, "Web pages").
 
 The page is navigated to (``options.wait_until``, default ``load``), redirects followed by the
 browser; then ``options.wait_for`` is awaited if given; then the rendered DOM is serialized

@@ -1,4 +1,4 @@
-"""Per-origin politeness of one worker process (issue 7 "Deliver" 4): at most one fetch per
+"""Per-origin politeness of one worker process (docs/formats.md): at most one fetch per
 origin at a time, and at least ``delay_s`` seconds between the end of one fetch of an origin
 and the start of the next. A fetch holds its turn while it talks to the origin: the
 navigation (until ``wait_until``), ``wait_for``, a non-HTML re-fetch (browser set-up, reading

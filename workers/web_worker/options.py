@@ -1,4 +1,4 @@
-"""``options`` of a ``format=web`` job, validated into frozen dataclasses (issue 7).
+"""``options`` of a ``format=web`` job, validated into frozen dataclasses (docs/formats.md).
 
 Keys (all optional):
 

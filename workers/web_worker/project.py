@@ -1,4 +1,4 @@
-"""A fetched page as a submission (issue 7 "Deliver" 2, 3): the same projection as docling's
+"""A fetched page as a submission (docs/formats.md, "Web pages"): the same projection as docling's
 ``html`` format, plus the page and its links.
 
 **Rendered HTML.** The serialized DOM goes through docling's HTML conversion and

@@ -1,4 +1,4 @@
-"""robots.txt for crawl fan-out (issue 7 "Deliver" 4), read with the standard library's
+"""robots.txt for crawl fan-out (docs/formats.md, "Web pages"), read with the standard library's
 ``urllib.robotparser`` and fetched with Playwright's HTTP client (``APIRequestContext``: the
 process's Playwright, no browser page, the same allow-list).
 

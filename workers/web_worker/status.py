@@ -1,4 +1,4 @@
-"""HTTP outcomes and network errors as failure kinds (issue 7 "Deliver" 5); pure.
+"""HTTP outcomes and network errors as failure kinds (docs/formats.md, "Web pages"); pure.
 
 - 2xx (after redirects): fetched.
 - 404, 410 → ``corrupt_input`` (``http_status 404 …``): the page is not there.

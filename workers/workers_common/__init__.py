@@ -1,4 +1,4 @@
-"""Shared harness of every Telha format worker (spec 000 "workers_common").
+"""Shared harness of every Telha format worker (docs/worker-protocol.md).
 
 A worker module exposes ``FORMATS`` (the format names it handles) and ``handle(job)``; the
 same module runs inside ``telha serve`` (in-process pools) or remotely through

@@ -1,4 +1,4 @@
-"""Canonical text (spec 000): NFC, then CRLF and lone CR → LF, applied once."""
+"""Canonical text (docs/worker-protocol.md): NFC, then CRLF and lone CR → LF, applied once."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``WorkerConsumer``: poll, dispatch, heartbeat, submit.
+"""``WorkerConsumer`` (docs/worker-protocol.md): poll, dispatch, heartbeat, submit.
 
 The consumer runs each job's handler through :mod:`workers_common.handlers` (a thread, a pool
 process for a ``PROCESS_POOL`` module, or the event loop for an ``async def`` handler). For a
@@ -80,7 +80,8 @@ _RESEND_STATUSES = frozenset({Status.UNAVAILABLE, Status.DEADLINE_EXCEEDED})
 #: microseconds); larger ones in a worker thread.
 _INLINE_PAYLOAD_BYTES = 64 * 1024
 
-#: Heartbeat period in seconds (spec 000); core's ``jobs.lease_secs`` must exceed twice this.
+#: Heartbeat period in seconds (docs/worker-protocol.md); core's ``jobs.lease_secs`` must
+#: exceed twice this.
 HEARTBEAT_INTERVAL_SECS = 60
 
 

@@ -1,5 +1,5 @@
-"""Document-level temporal ambiguity detection (spec 003 §15, "Addendum — Temporal Ambiguity
-Detection"), for workers whose projection is a document of blocks (docling; the web worker
+"""Document-level temporal ambiguity detection (docs/formats.md, "Temporal ambiguity"), for
+workers whose projection is a document of blocks (docling; the web worker
 shares its projection).
 
 Detection runs over the block texts the projection spans and targets the DOCUMENT node
@@ -42,7 +42,7 @@ from workers_common.temporal import find_dates, to_us
 
 __all__ = ["ROLES", "Block", "Detection", "detect_document_ambiguity"]
 
-#: Role keywords and their precedence (higher wins), spec 003 §15 Rule 1.
+#: Role keywords and their precedence (higher wins), for Rule 1.
 ROLES: dict[str, int] = {
     "effective": 5,
     "with effect from": 5,
@@ -81,7 +81,7 @@ class Block:
 
 @dataclass(frozen=True, slots=True)
 class Detection:
-    """What the rules found: ``ambiguity`` in the wire shape of spec 000 (``None`` when none
+    """What the rules found: ``ambiguity`` in the submission's wire shape (``None`` when none
     fired or ``clarify`` is off) and the kinds that fired, in priority order."""
 
     ambiguity: dict[str, Any] | None = None

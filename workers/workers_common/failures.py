@@ -1,4 +1,4 @@
-"""The failure taxonomy (spec 000 "Failure taxonomy"): handlers raise a typed
+"""The failure taxonomy (docs/worker-protocol.md, "Failures"): handlers raise a typed
 :class:`WorkerFailure`; anything else escaping a handler is ``transient``.
 
 :func:`classify` is the only place an exception becomes a failure kind.

@@ -1,4 +1,4 @@
-"""The worker process's HTTP endpoint (spec 003 §7 "Worker exposes /health"): ``GET /health``
+"""The worker process's HTTP endpoint (docs/operations.md, "Metrics"): ``GET /health``
 (JSON liveness) and ``GET /metrics`` (Prometheus text of :class:`WorkerMetrics`), served by
 hypercorn on a socket bound here (127.0.0.1 by default; port 0 picks a free port, which is
 reported and logged as ``http_listening``).

@@ -1,5 +1,6 @@
-"""Deterministic node ids shared by workers (spec 004 "Deterministic node ids and the upsert
-ladder"): uuid5 strings, so a worker can name a node another job creates."""
+"""Deterministic node ids shared by workers (core upserts a node with a known id instead of
+creating one; docs/architecture.md): uuid5 strings, so a worker can name a node another job
+creates."""
 
 from __future__ import annotations
 

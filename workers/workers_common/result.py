@@ -1,5 +1,5 @@
-"""``IngestionResultBuilder`` (spec 000 "workers_common: one builder, five projections"):
-builds the submission wire shape so that offsets, references and normalization are right by
+"""``IngestionResultBuilder`` (docs/worker-protocol.md, "The submission"): builds the
+submission wire shape so that offsets, references and normalization are right by
 construction.
 
 Offsets are UTF-8 byte offsets into the canonical text. With ``base_offset`` (streaming), each
@@ -170,7 +170,7 @@ class IngestionResultBuilder:
         applied_candidate_confidence: float | None = None,
         severity_hint: str | None = None,
     ) -> None:
-        """Record a detected temporal ambiguity of node ``node_ref`` (spec 003 §15)."""
+        """Record a detected temporal ambiguity of node ``node_ref`` (docs/formats.md)."""
         amb: dict[str, Any] = {"nodeRef": node_ref, "kind": kind, "candidates": list(candidates)}
         if detector_confidence is not None:
             amb["detectorConfidence"] = detector_confidence
@@ -185,7 +185,7 @@ class IngestionResultBuilder:
         self._partial = partial
 
     def build(self) -> dict[str, Any]:
-        """The submission dict (spec 000 wire shape); ``seq`` is assigned by the consumer."""
+        """The submission dict (the wire shape); ``seq`` is assigned by the consumer."""
         out: dict[str, Any] = {
             "v": 1,
             "canonicalText": b"".join(self._parts).decode("utf-8"),

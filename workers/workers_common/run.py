@@ -1,5 +1,5 @@
 """``python -m workers_common.run <worker_module>``: run a format worker against a remote
-``telha serve`` (spec 001 "When a worker must be running").
+``telha serve`` (docs/worker-protocol.md, "Workers as separate processes").
 
 Reads ``TELHA_GRPC_TARGET`` (``host:port``) and ``TELHA_WORKER_TOKEN``. While core is
 unreachable it retries with exponential backoff (0.5 s doubling, capped at 30 s), saying so

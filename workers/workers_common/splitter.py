@@ -1,5 +1,5 @@
-"""Stream one large submission as partials (spec 004 "streaming multi-submit"; spec 000
-"Streaming submission chaining") when a worker builds the whole projection at once (docling)
+"""Stream one large submission as partials (docs/worker-protocol.md, "Streaming partials")
+when a worker builds the whole projection at once (docling)
 but core should not receive it in one piece.
 
 :func:`stream_submission` cuts the canonical text after a blank line (a block boundary) every
@@ -19,7 +19,7 @@ from typing import Any
 
 __all__ = ["PART_BYTES", "stream_submission"]
 
-#: Target canonical-text bytes per partial (issue 5: submissions over ~2 MiB stream).
+#: Target canonical-text bytes per partial (submissions over ~2 MiB stream).
 PART_BYTES = 2 * 1024 * 1024
 
 _FINAL_KEYS = ("stats", "contentHash", "childJobs")

@@ -1,5 +1,5 @@
-"""Absolute date recognition (spec 003 §15 "Date recognition", shared by docling, tabular and
-email workers). Deterministic and stdlib-only.
+"""Absolute date recognition (docs/formats.md, "Temporal ambiguity"), shared by docling,
+tabular and email workers. Deterministic and stdlib-only.
 
 Recognised: ISO ``YYYY-MM-DD``; ``D Month YYYY`` and ``Month D, YYYY`` with full or 3-letter
 English month names (``Sept`` too), an optional ordinal suffix (``1st``, ``22nd``), any case.

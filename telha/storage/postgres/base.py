@@ -10,43 +10,27 @@ lock inside its own transaction (see :mod:`telha.storage.postgres.jobs`).
 
 from __future__ import annotations
 
-import hashlib
-from collections.abc import Awaitable, Callable, Iterable, Sequence
-from typing import Any, Self, TypeAlias, TypeVar
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any, Self, TypeVar
 
 import anyio
 import asyncpg
-from asyncpg.pool import PoolConnectionProxy
 
 from telha.domain.erasure import blockable
 from telha.domain.errors import StorageError
 from telha.domain.model import Scope
+from telha.storage.core.engine import EngineOps, Op
+from telha.storage.core.tx import Rollback
 from telha.storage.postgres.migrate import apply_migrations, migrations
+from telha.storage.postgres.tx import Conn, PgTx, lock_sources, source_lock_key
 
 __all__ = ["Conn", "PgBase", "Rollback", "blocked", "lock_sources", "source_lock_key"]
 
 T = TypeVar("T")
-#: A connection of the pool (or a plain one: the migrator and LISTEN accept either).
-Conn: TypeAlias = "asyncpg.Connection[asyncpg.Record] | PoolConnectionProxy[asyncpg.Record]"
 
 #: SQLSTATEs of transactions PostgreSQL aborted to resolve a conflict: safe to run again.
 _RETRY_STATES = frozenset({"40001", "40P01"})
 _ATTEMPTS = 5
-
-
-def source_lock_key(sid: int, source_id: bytes) -> int:
-    """The advisory lock key (a signed bigint) of ``(scope, source)``."""
-    digest = hashlib.blake2b(sid.to_bytes(8, "big") + source_id, digest_size=8).digest()
-    return int.from_bytes(digest, "big", signed=True)
-
-
-async def lock_sources(conn: Conn, sid: int, source_ids: Sequence[bytes]) -> None:
-    """Take the transaction-level advisory lock of each ``(scope, source)`` (in key order, so
-    two transactions never wait on each other): request-level and submit-time dedup read the
-    source's latest version and active jobs under it, so concurrent POSTs of the same bytes to
-    different replicas make exactly one version or job. Re-taking a held lock is a no-op."""
-    for key in sorted({source_lock_key(sid, s) for s in source_ids}):
-        await conn.execute("SELECT pg_advisory_xact_lock($1)", key)
 
 
 async def blocked(conn: Conn, sid: int, digests: Iterable[bytes | None]) -> bool:
@@ -72,7 +56,7 @@ async def _keep_session(_conn: Any) -> None:
     transaction. Saves the default reset query's round trip on every operation."""
 
 
-class PgBase:
+class PgBase(EngineOps):
     """The pool, the transaction helper and scope ids.
 
     :param dsn: a libpq connection string (``postgresql://user@host:port/db``).
@@ -202,6 +186,35 @@ class PgBase:
             raise StorageError(f"scope {scope} vanished while being interned")
         return found
 
+    async def _transaction(self, what: str, op: Op[T], *args: Any) -> T:
+        """See :meth:`telha.storage.core.engine.EngineOps._transaction`: ``op`` is awaited on
+        a pooled connection inside one transaction (:meth:`_write`); scopes it interned are
+        cached once it commits."""
+        txs: list[PgTx] = []
+
+        async def body(conn: Conn) -> T:
+            tx = PgTx(conn, self._scopes)
+            txs[:] = [tx]
+            return await op(tx, *args)
+
+        result = await self._write(what, body)
+        if txs:
+            self._scopes.update(txs[0].new_scopes)
+        return result
+
+    async def _read(self, op: Op[T], *args: Any) -> T:
+        """See :meth:`telha.storage.core.engine.EngineOps._read`: ``op`` runs on one pooled
+        connection, each statement its own snapshot (reads that need one snapshot use a
+        repeatable-read transaction themselves)."""
+        try:
+            async with self._require_pool().acquire() as conn:
+                tx = PgTx(conn, self._scopes)
+                result = await op(tx, *args)
+                self._scopes.update(tx.new_scopes)
+                return result
+        except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError) as exc:
+            raise StorageError(f"read failed: {exc}") from exc
+
     async def _write(
         self, what: str, fn: Callable[..., Awaitable[T]], *args: Any, transaction: bool = True
     ) -> T:
@@ -253,11 +266,3 @@ async def _check_schema(conn: Conn, location: str) -> None:
             f"{location} has schema version {current}, this build needs {latest}"
             " (run `telha migrate`)"
         )
-
-
-class Rollback(Exception):
-    """Raised inside a :meth:`PgBase._write` body: roll back and return ``value``."""
-
-    def __init__(self, value: Any) -> None:
-        super().__init__("rollback")
-        self.value = value

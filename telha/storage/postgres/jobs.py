@@ -17,9 +17,6 @@ Mixed into :class:`~telha.storage.postgres.store.PostgresStore`; the retry polic
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
-
 from telha.domain.erasure import payload_name, scrub_payload
 from telha.domain.errors import StaleLease
 from telha.domain.ids import id_str
@@ -27,26 +24,21 @@ from telha.domain.model import (
     Continuation,
     EnqueueOutcome,
     JobCompletion,
-    JobEvent,
     JobRecord,
     LeaseRef,
     NewJob,
-    Scope,
 )
 from telha.domain.policy import LOSS_KINDS, Decide, DecideLoss, FailureDecision
 from telha.domain.records import decode_continuation, encode_continuation
 from telha.domain.records import job_record as _job
 from telha.storage.postgres.base import (
     Conn,
-    PgBase,
-    Rollback,
     source_lock_key,
 )
 from telha.storage.postgres.rows import Batch
 
 __all__ = [
     "CHANNEL",
-    "JobsMixin",
     "abandon_stream",
     "add_event",
     "check_lease",
@@ -324,213 +316,3 @@ async def _select_job(conn: Conn, job_id: bytes) -> JobRecord:
     row = await conn.fetchrow(f"SELECT {_JOB_COLS}{_FROM} WHERE j.job_id = $1", job_id)
     assert row is not None
     return _job(row)
-
-
-class JobsMixin(PgBase):
-    """Job operations of the PostgreSQL engine; see :class:`telha.storage.protocol.Storage`."""
-
-    async def enqueue_job(
-        self, scope: Scope, job: NewJob, *, now_us: int, dedup: bool
-    ) -> EnqueueOutcome:
-        """Insert a pending job, unless (with ``dedup``) the source's latest version already has
-        ``job.content_hash`` or a pending/leased job covers the same ``(source, hash)``."""
-        sid = await self._ensure_scope(scope)
-
-        async def one(conn: Conn) -> EnqueueOutcome:
-            return await enqueue_tx(conn, sid, job, now_us, dedup=dedup)
-
-        return await self._write("enqueue job", one, transaction=False)
-
-    async def lease_next_job(
-        self,
-        formats: Sequence[str],
-        *,
-        scope: Scope | None,
-        worker_id: str,
-        now_us: int,
-        lease_us: int,
-    ) -> JobRecord | None:
-        """Lease the oldest available pending job of ``formats`` (of ``scope`` only, unless
-        ``None``): state ``leased``, generation + 1, deadline ``now_us + lease_us``. The row is
-        picked with ``FOR UPDATE SKIP LOCKED``: a job another transaction is leasing is passed
-        over, never leased twice."""
-        if not formats:
-            return None
-        sid = None
-        if scope is not None:
-            sid = await self._scope_id(scope)
-            if sid is None:
-                return None
-
-        async def one(conn: Conn) -> JobRecord | None:
-            # telha_lease (migration 0005): candidates in index order, SKIP LOCKED, the lease
-            # and its event, in one call that is its own transaction.
-            row = await conn.fetchrow(
-                f"SELECT {_JOB_COLS} FROM telha_lease($1, $2, $3, $4, $5) j"
-                " JOIN scopes s ON s.scope_id = j.scope_id",
-                list(formats), now_us, worker_id, now_us + lease_us, sid,
-            )  # fmt: skip
-            return _job(row) if row is not None else None
-
-        return await self._write("lease job", one, transaction=False)
-
-    async def next_available_at(
-        self, formats: Sequence[str], scope: Scope | None = None
-    ) -> int | None:
-        """Earliest ``available_at`` (µs) of a pending job of ``formats`` (in ``scope`` only,
-        unless ``None``), or ``None``."""
-        if not formats:
-            return None
-        sql = "SELECT min(available_at) FROM jobs WHERE state = 'pending' AND format = ANY($1)"
-        params: list[Any] = [list(formats)]
-        if scope is not None:
-            sid = await self._scope_id(scope)
-            if sid is None:
-                return None
-            sql += " AND scope_id = $2"
-            params.append(sid)
-        rows = await self._fetch(sql, *params)
-        return int(rows[0][0]) if rows and rows[0][0] is not None else None
-
-    async def active_job_counts(self) -> dict[tuple[str, str], int]:
-        """``{(kind, state): n}`` for ``pending`` and ``leased`` jobs (each state counted
-        through its partial index); absent pairs have no jobs."""
-        rows = await self._fetch(
-            "SELECT kind, 'pending', count(*) FROM jobs WHERE state = 'pending' GROUP BY kind"
-            " UNION ALL"
-            " SELECT kind, 'leased', count(*) FROM jobs WHERE state = 'leased' GROUP BY kind"
-        )
-        return {(str(kind), str(state)): int(n) for kind, state, n in rows}
-
-    async def heartbeat_jobs(
-        self, leases: Sequence[LeaseRef], *, now_us: int, lease_us: int
-    ) -> list[bytes]:
-        """Extend the leases still held under the given generations; returns their ids."""
-        if not leases:
-            return []
-
-        async def tx(conn: Conn) -> list[bytes]:
-            rows = await conn.fetch(
-                "UPDATE jobs SET lease_deadline = $1, updated_at = $2"
-                " FROM unnest($3::bytea[], $4::integer[]) AS l (job_id, gen)"
-                " WHERE jobs.job_id = l.job_id AND jobs.state = 'leased'"
-                " AND jobs.lease_generation = l.gen RETURNING jobs.job_id",
-                now_us + lease_us,
-                now_us,
-                [lease.job_id for lease in leases],
-                [lease.lease_generation for lease in leases],
-            )
-            held = {r[0] for r in rows}
-            return [lease.job_id for lease in leases if lease.job_id in held]
-
-        return await self._write("extend leases", tx)
-
-    async def fail_job(
-        self, lease: LeaseRef, kind: str, reason: str, *, now_us: int, decide: Decide
-    ) -> JobRecord:
-        """Record a failed attempt of a held job: back to pending (retried) or dead.
-
-        :raises StaleLease: the caller does not hold the job.
-        """
-
-        async def tx(conn: Conn) -> JobRecord:
-            attempts, fmt, cont = await check_lease(conn, lease)
-            await _apply_failure(
-                conn, lease.job_id, fmt, kind, reason, attempts, now_us, decide, cont
-            )
-            return await _select_job(conn, lease.job_id)
-
-        return await self._write("record failure", tx)
-
-    async def release_job(self, lease: LeaseRef, *, now_us: int, detail: str) -> bool:
-        """Give a held job back (shutdown): pending at once, the attempt not counted."""
-
-        async def tx(conn: Conn) -> bool:
-            try:
-                _, fmt, cont = await check_lease(conn, lease)
-            except StaleLease:
-                raise Rollback(False) from None
-            await conn.execute(
-                "UPDATE jobs SET state = 'pending', lease_owner = NULL, lease_deadline = NULL,"
-                " available_at = $1, updated_at = $1 WHERE job_id = $2",
-                now_us,
-                lease.job_id,
-            )
-            await abandon_stream(conn, lease.job_id, now_us, cont)
-            await add_event(conn, lease.job_id, now_us, "released", detail)
-            await notify(conn, fmt)
-            return True
-
-        return await self._write("release job", tx)
-
-    async def reap_expired(self, *, now_us: int, decide: DecideLoss) -> list[tuple[JobRecord, str]]:
-        """Expired leases back to pending (a failed attempt, ``lease_expired``) or dead. Rows
-        are locked with ``SKIP LOCKED`` (one being committed, or reaped by another replica,
-        is left to that transaction) and their deadline is checked on the locked row.
-
-        :returns: ``(job as it was when reaped, new state)`` per reaped job.
-        """
-
-        async def tx(conn: Conn) -> list[tuple[JobRecord, str]]:
-            rows = await conn.fetch(
-                f"SELECT {_JOB_COLS}, j.continuation{_FROM}"
-                " WHERE j.state = 'leased' AND j.lease_deadline < $1 ORDER BY j.job_id LIMIT 500"
-                " FOR UPDATE OF j SKIP LOCKED",
-                now_us,
-            )
-            if not rows:
-                raise Rollback([])
-            reaped: list[tuple[JobRecord, str]] = []
-            for row in rows:
-                job = _job(tuple(row)[:-1])
-                reason = f"lease_expired: lease of worker {job.lease_owner} ran out"
-                d = await _apply_loss(conn, job, "lease_expired", reason, now_us, decide, row[-1])
-                reaped.append((job, d.state))
-            return reaped
-
-        return await self._write("reap leases", tx)
-
-    async def lose_jobs(
-        self, leases: Sequence[LeaseRef], *, now_us: int, detail: str, decide: DecideLoss
-    ) -> list[tuple[JobRecord, str]]:
-        """Jobs lost with their worker: ``worker_lost``, a failed attempt, pending (at once
-        for a first loss, with a NOTIFY) or dead per ``decide``; each row is locked and its
-        generation checked, leases no longer held are skipped."""
-        if not leases:
-            return []
-
-        async def tx(conn: Conn) -> list[tuple[JobRecord, str]]:
-            lost: list[tuple[JobRecord, str]] = []
-            for lease in sorted(leases, key=lambda lease: lease.job_id):  # lock order
-                try:
-                    _, _, cont = await check_lease(conn, lease)
-                except StaleLease:
-                    continue
-                job = await _select_job(conn, lease.job_id)
-                reason = f"worker_lost: {detail}"
-                d = await _apply_loss(conn, job, "worker_lost", reason, now_us, decide, cont)
-                lost.append((job, d.state))
-            if not lost:
-                raise Rollback([])
-            return lost
-
-        return await self._write("lose jobs", tx)
-
-    async def get_job(
-        self, scope: Scope | None, job_id: bytes, *, events: bool = True
-    ) -> JobRecord | None:
-        """A job with its events (oldest first) unless ``events=False``; ``None`` when absent
-        or in another scope."""
-        rows = await self._fetch(f"SELECT {_JOB_COLS}{_FROM} WHERE j.job_id = $1", job_id)
-        if not rows:
-            return None
-        job = _job(rows[0])
-        if scope is not None and job.scope != scope:
-            return None
-        if not events:
-            return job
-        found = await self._fetch(
-            "SELECT at, transition, detail FROM job_events WHERE job_id = $1 ORDER BY seq",
-            job_id,
-        )
-        return _job(rows[0], tuple(JobEvent(*e) for e in found))

@@ -9,10 +9,12 @@ data-modifying CTEs (:class:`Batch`): one round trip, inside the caller's transa
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from telha.domain.rows import Existing, VersionRows
-from telha.storage.postgres.base import Conn
+
+if TYPE_CHECKING:
+    from telha.storage.postgres.tx import Conn
 
 __all__ = [
     "PENDING_TX",

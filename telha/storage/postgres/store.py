@@ -29,9 +29,8 @@ from telha.domain.rows import build_rows
 from telha.offload import off_loop
 from telha.storage.postgres.base import Conn, Rollback, blocked, source_lock_key
 from telha.storage.postgres.erasure import ErasureMixin
+from telha.storage.postgres.fast import FastJobOps
 from telha.storage.postgres.jobs import (
-    CHANNEL,
-    JobsMixin,
     abandon_stream,
     complete_in_batch,
     complete_tx,
@@ -43,6 +42,7 @@ from telha.storage.postgres.reads import VERSION_COLS, ReadsMixin
 from telha.storage.postgres.rows import PENDING_TX, TX, Batch, add_rows, current_nodes
 from telha.storage.postgres.scan import ScanMixin
 from telha.storage.postgres.streams import StreamsMixin
+from telha.storage.postgres.tx import CHANNEL
 from telha.storage.protocol import ALL_FORMATS
 
 __all__ = ["PostgresStore"]
@@ -52,7 +52,7 @@ log = structlog.get_logger("telha.storage")
 _RECONNECT_S = (0.1, 0.5, 1.0, 2.0, 5.0)
 
 
-class PostgresStore(ReadsMixin, JobsMixin, StreamsMixin, RawMixin, ScanMixin, ErasureMixin):
+class PostgresStore(ReadsMixin, FastJobOps, StreamsMixin, RawMixin, ScanMixin, ErasureMixin):
     """PostgreSQL implementation of :class:`telha.storage.protocol.Storage`.
 
     Use as an actor (``await tg.start(store.run)`` reports the opened store; it also listens

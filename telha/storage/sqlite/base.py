@@ -18,7 +18,10 @@ from telha.domain.erasure import blockable
 from telha.domain.errors import StorageError
 from telha.domain.ids import TxClock
 from telha.domain.model import Scope
+from telha.storage.core.engine import EngineOps, Op
+from telha.storage.core.tx import Rollback, drive
 from telha.storage.sqlite.migrate import apply_migrations, migrations
+from telha.storage.sqlite.tx import SqliteTx
 
 __all__ = ["SqliteBase", "blocked", "latest_hashes", "marks"]
 
@@ -40,7 +43,7 @@ def _nothing() -> None:
     pass
 
 
-class SqliteBase:
+class SqliteBase(EngineOps):
     """Connections, the write transaction helper and scope ids.
 
     :param path: the database file; its folder is created if missing.
@@ -239,6 +242,49 @@ class SqliteBase:
         self._new_scopes[scope] = int(row[0])
         return self._new_scopes[scope]
 
+    def _known_scope(self, conn: sqlite3.Connection, scope: Scope) -> int | None:
+        """The id of ``scope`` (committed, or interned by the open write transaction), read on
+        ``conn``'s own thread; ``None`` when the scope never wrote."""
+        cached = self._scopes.get(scope) or self._new_scopes.get(scope)
+        if cached is not None:
+            return cached
+        row = conn.execute(
+            "SELECT scope_id FROM scopes WHERE tenant_id = ? AND organization_id = ?",
+            (scope.tenant_id, scope.organization_id),
+        ).fetchone()
+        if row is None:
+            return None
+        self._scopes[scope] = int(row[0])  # committed: a reader sees it
+        return self._scopes[scope]
+
+    async def _transaction(self, what: str, op: Op[T], *args: Any) -> T:
+        """See :meth:`telha.storage.core.engine.EngineOps._transaction`: ``op`` runs whole on
+        the writer's thread (:meth:`_write`)."""
+
+        def body(conn: sqlite3.Connection) -> T:
+            tx = SqliteTx(
+                conn, known=self._known_scope, intern=self._tx_scope_id, clock=self._clock
+            )
+            return drive(op(tx, *args))
+
+        return await self._write(what, body)
+
+    async def _read(self, op: Op[T], *args: Any) -> T:
+        """See :meth:`telha.storage.core.engine.EngineOps._read`: ``op`` runs whole on one
+        pooled reader's thread, in one read transaction (a consistent snapshot)."""
+
+        def body(conn: sqlite3.Connection) -> T:
+            conn.execute("BEGIN")
+            try:
+                return drive(op(SqliteTx(conn, known=self._known_scope), *args))
+            finally:
+                conn.execute("ROLLBACK")
+
+        async with self._reader() as reader:
+            # aiosqlite has no public "run this on the connection's thread" (see _write).
+            result = await reader._execute(body, reader._conn)  # type: ignore[no-untyped-call]
+        return cast(T, result)
+
     def _require_writer(self) -> aiosqlite.Connection:
         if self._writer is None:
             raise StorageError("store is read-only" if self._readonly else "store is not open")
@@ -279,10 +325,15 @@ class SqliteBase:
 def _in_transaction(
     conn: sqlite3.Connection, fn: Callable[..., T], args: tuple[Any, ...]
 ) -> tuple[T, bool]:
-    """``(fn's result, whether it committed)``; False when the body rolled back itself."""
+    """``(fn's result, whether it committed)``; False when the body rolled back itself (or
+    raised :class:`Rollback`, whose value is the result)."""
     conn.execute("BEGIN IMMEDIATE")
     try:
-        result = fn(conn, *args)
+        try:
+            result = fn(conn, *args)
+        except Rollback as rb:
+            conn.execute("ROLLBACK")
+            return rb.value, False
         if not conn.in_transaction:
             return result, False
         conn.execute("COMMIT")

@@ -9,8 +9,6 @@ Mixed into :class:`~telha.storage.sqlite.store.SqliteStore`; the retry policy it
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
-from typing import Any
 
 from telha.domain.erasure import payload_name, scrub_payload
 from telha.domain.errors import StaleLease
@@ -19,19 +17,16 @@ from telha.domain.model import (
     Continuation,
     EnqueueOutcome,
     JobCompletion,
-    JobEvent,
     JobRecord,
     LeaseRef,
     NewJob,
-    Scope,
 )
 from telha.domain.policy import LOSS_KINDS, Decide, DecideLoss, FailureDecision
 from telha.domain.records import decode_continuation, encode_continuation
 from telha.domain.records import job_record as _job
-from telha.storage.sqlite.base import SqliteBase, blocked, latest_hashes
+from telha.storage.sqlite.base import blocked, latest_hashes
 
 __all__ = [
-    "JobsMixin",
     "abandon_stream",
     "add_event",
     "check_lease",
@@ -283,216 +278,3 @@ def _apply_loss(
 def _select_job(conn: sqlite3.Connection, job_id: bytes) -> JobRecord:
     row = conn.execute(f"SELECT {_JOB_COLS}{_FROM} WHERE j.job_id = ?", (job_id,)).fetchone()
     return _job(row)
-
-
-class JobsMixin(SqliteBase):
-    """Job operations of the SQLite engine; see :class:`telha.storage.protocol.Storage`."""
-
-    async def enqueue_job(
-        self, scope: Scope, job: NewJob, *, now_us: int, dedup: bool
-    ) -> EnqueueOutcome:
-        """Insert a pending job, unless (with ``dedup``) the source's latest version already has
-        ``job.content_hash`` or a pending/leased job covers the same ``(source, hash)``."""
-
-        def tx(conn: sqlite3.Connection) -> EnqueueOutcome:
-            outcome = enqueue_tx(conn, self._tx_scope_id(conn, scope), job, now_us, dedup=dedup)
-            if outcome.deduplicated or outcome.erased:
-                conn.execute("ROLLBACK")
-            return outcome
-
-        return await self._write("enqueue job", tx)
-
-    async def lease_next_job(
-        self,
-        formats: Sequence[str],
-        *,
-        scope: Scope | None,
-        worker_id: str,
-        now_us: int,
-        lease_us: int,
-    ) -> JobRecord | None:
-        """Lease the oldest available pending job of ``formats`` (of ``scope`` only, unless
-        ``None``): state ``leased``, generation + 1, deadline ``now_us + lease_us``."""
-        if not formats:
-            return None
-        marks = ",".join("?" * len(formats))
-        params: list[Any] = [worker_id, now_us + lease_us, now_us, *formats, now_us]
-        scope_sql = ""
-        if scope is not None:
-            sid = await self._scope_id(scope)
-            if sid is None:
-                return None
-            scope_sql = " AND scope_id = ?"
-            params.append(sid)
-        sql = (
-            "UPDATE jobs SET state = 'leased', lease_generation = lease_generation + 1,"
-            " lease_owner = ?, lease_deadline = ?, updated_at = ? WHERE job_id = ("
-            f"SELECT job_id FROM jobs WHERE state = 'pending' AND format IN ({marks})"
-            f" AND available_at <= ?{scope_sql} ORDER BY available_at, job_id LIMIT 1)"
-            " RETURNING job_id"
-        )
-
-        def tx(conn: sqlite3.Connection) -> JobRecord | None:
-            row = conn.execute(sql, params).fetchone()
-            if row is None:
-                conn.execute("ROLLBACK")
-                return None
-            add_event(conn, row[0], now_us, "leased", f"worker={worker_id}")
-            return _select_job(conn, row[0])
-
-        return await self._write("lease job", tx)
-
-    def job_wakeups(self) -> None:
-        """No cross-process wake-ups: one ``telha serve`` owns an SQLite file, and its
-        in-process wake-ups see every enqueue (see :meth:`Storage.job_wakeups`)."""
-        return None
-
-    async def next_available_at(
-        self, formats: Sequence[str], scope: Scope | None = None
-    ) -> int | None:
-        """Earliest ``available_at`` (µs) of a pending job of ``formats`` (in ``scope`` only,
-        unless ``None``), or ``None``."""
-        if not formats:
-            return None
-        marks = ",".join("?" * len(formats))
-        sql = f"SELECT min(available_at) FROM jobs WHERE state = 'pending' AND format IN ({marks})"
-        params: tuple[Any, ...] = tuple(formats)
-        if scope is not None:
-            sid = await self._scope_id(scope)
-            if sid is None:
-                return None
-            sql += " AND scope_id = ?"
-            params += (sid,)
-        rows = await self._fetchall(sql, params)
-        return rows[0][0] if rows and rows[0][0] is not None else None
-
-    async def active_job_counts(self) -> dict[tuple[str, str], int]:
-        """``{(kind, state): n}`` for ``pending`` and ``leased`` jobs (each state counted
-        through its partial index); absent pairs have no jobs."""
-        rows = await self._fetchall(
-            "SELECT kind, 'pending', count(*) FROM jobs WHERE state = 'pending' GROUP BY kind"
-            " UNION ALL"
-            " SELECT kind, 'leased', count(*) FROM jobs WHERE state = 'leased' GROUP BY kind",
-            (),
-        )
-        return {(str(kind), str(state)): int(n) for kind, state, n in rows}
-
-    async def heartbeat_jobs(
-        self, leases: Sequence[LeaseRef], *, now_us: int, lease_us: int
-    ) -> list[bytes]:
-        """Extend the leases still held under the given generations; returns their ids."""
-
-        def tx(conn: sqlite3.Connection) -> list[bytes]:
-            extended = []
-            for lease in leases:
-                cur = conn.execute(
-                    "UPDATE jobs SET lease_deadline = ?, updated_at = ? WHERE job_id = ?"
-                    " AND state = 'leased' AND lease_generation = ?",
-                    (now_us + lease_us, now_us, lease.job_id, lease.lease_generation),
-                )
-                if cur.rowcount:
-                    extended.append(lease.job_id)
-            return extended
-
-        return await self._write("extend leases", tx) if leases else []
-
-    async def fail_job(
-        self, lease: LeaseRef, kind: str, reason: str, *, now_us: int, decide: Decide
-    ) -> JobRecord:
-        """Record a failed attempt of a held job: back to pending (retried) or dead.
-
-        :raises StaleLease: the caller does not hold the job.
-        """
-
-        def tx(conn: sqlite3.Connection) -> JobRecord:
-            attempts, _ = check_lease(conn, lease)
-            _apply_failure(conn, lease.job_id, kind, reason, attempts, now_us, decide)
-            return _select_job(conn, lease.job_id)
-
-        return await self._write("record failure", tx)
-
-    async def release_job(self, lease: LeaseRef, *, now_us: int, detail: str) -> bool:
-        """Give a held job back (shutdown): pending at once, the attempt not counted."""
-
-        def tx(conn: sqlite3.Connection) -> bool:
-            cur = conn.execute(
-                "UPDATE jobs SET state = 'pending', lease_owner = NULL, lease_deadline = NULL,"
-                " available_at = ?, updated_at = ? WHERE job_id = ? AND state = 'leased'"
-                " AND lease_generation = ?",
-                (now_us, now_us, lease.job_id, lease.lease_generation),
-            )
-            if cur.rowcount:
-                abandon_stream(conn, lease.job_id, now_us)
-                add_event(conn, lease.job_id, now_us, "released", detail)
-            return bool(cur.rowcount)
-
-        return await self._write("release job", tx)
-
-    async def reap_expired(self, *, now_us: int, decide: DecideLoss) -> list[tuple[JobRecord, str]]:
-        """Expired leases back to pending (a failed attempt, ``lease_expired``) or dead.
-
-        :returns: ``(job as it was when reaped, new state)`` per reaped job.
-        """
-
-        def tx(conn: sqlite3.Connection) -> list[tuple[JobRecord, str]]:
-            rows = conn.execute(
-                f"SELECT {_JOB_COLS}{_FROM} WHERE j.state = 'leased' AND j.lease_deadline < ?",
-                (now_us,),
-            ).fetchall()
-            if not rows:
-                conn.execute("ROLLBACK")
-            reaped: list[tuple[JobRecord, str]] = []
-            for row in rows:
-                job = _job(row)
-                reason = f"lease_expired: lease of worker {job.lease_owner} ran out"
-                d = _apply_loss(
-                    conn, job.job_id, "lease_expired", reason, job.attempts, now_us, decide
-                )
-                reaped.append((job, d.state))
-            return reaped
-
-        return await self._write("reap leases", tx)
-
-    async def lose_jobs(
-        self, leases: Sequence[LeaseRef], *, now_us: int, detail: str, decide: DecideLoss
-    ) -> list[tuple[JobRecord, str]]:
-        """Jobs lost with their worker: ``worker_lost``, a failed attempt, pending (at once
-        for a first loss) or dead per ``decide``; leases no longer held are skipped."""
-
-        def tx(conn: sqlite3.Connection) -> list[tuple[JobRecord, str]]:
-            lost: list[tuple[JobRecord, str]] = []
-            for lease in leases:
-                try:
-                    check_lease(conn, lease)
-                except StaleLease:
-                    continue
-                job = _select_job(conn, lease.job_id)
-                reason = f"worker_lost: {detail}"
-                d = _apply_loss(
-                    conn, job.job_id, "worker_lost", reason, job.attempts, now_us, decide
-                )
-                lost.append((job, d.state))
-            if not lost:
-                conn.execute("ROLLBACK")
-            return lost
-
-        return await self._write("lose jobs", tx) if leases else []
-
-    async def get_job(
-        self, scope: Scope | None, job_id: bytes, *, events: bool = True
-    ) -> JobRecord | None:
-        """A job with its events (oldest first) unless ``events=False``; ``None`` when absent
-        or in another scope."""
-        rows = await self._fetchall(f"SELECT {_JOB_COLS}{_FROM} WHERE j.job_id = ?", (job_id,))
-        if not rows:
-            return None
-        job = _job(rows[0])
-        if scope is not None and job.scope != scope:
-            return None
-        if not events:
-            return job
-        found = await self._fetchall(
-            "SELECT at, transition, detail FROM job_events WHERE job_id = ? ORDER BY seq",
-            (job_id,),
-        )
-        return _job(rows[0], tuple(JobEvent(*e) for e in found))

@@ -20,11 +20,11 @@ from telha.domain.model import CommitOutcome, Dedup, JobCompletion, NewVersion, 
 from telha.domain.projection import Projection
 from telha.domain.records import is_duplicate
 from telha.offload import off_loop
+from telha.storage.core.jobs import JobOps
 from telha.storage.sqlite.base import _nothing, blocked, latest_hashes
 from telha.storage.sqlite.checkpointer import Checkpointer
 from telha.storage.sqlite.erasure import ErasureMixin
 from telha.storage.sqlite.jobs import (
-    JobsMixin,
     abandon_stream,
     check_lease,
     complete_tx,
@@ -40,7 +40,7 @@ from telha.storage.sqlite.streams import StreamsMixin
 __all__ = ["SqliteStore"]
 
 
-class SqliteStore(ReadsMixin, JobsMixin, StreamsMixin, RawMixin, ScanMixin, ErasureMixin):
+class SqliteStore(ReadsMixin, JobOps, StreamsMixin, RawMixin, ScanMixin, ErasureMixin):
     """SQLite implementation of :class:`telha.storage.protocol.Storage`.
 
     Use as an actor (``await tg.start(store.run)`` reports the opened store) or, in short-lived
@@ -64,6 +64,11 @@ class SqliteStore(ReadsMixin, JobsMixin, StreamsMixin, RawMixin, ScanMixin, Eras
             with anyio.CancelScope(shield=True):
                 async with self._write_lock:
                     await self.close()
+
+    def job_wakeups(self) -> None:
+        """No cross-process wake-ups: one ``telha serve`` owns an SQLite file, and its
+        in-process wake-ups see every enqueue (see :meth:`Storage.job_wakeups`)."""
+        return None
 
     async def insert_api_key(self, scope: Scope, key_id: str, key_hash: bytes) -> None:
         """See :meth:`telha.storage.protocol.Storage.insert_api_key`."""

@@ -1,0 +1,1 @@
+"""Storage operations written once for both engines (docs/architecture.md, "The storage seam")."""

@@ -1,0 +1,25 @@
+"""The erasure blocklist check, the one place it is read inside a write (docs/operations.md,
+"Erasure"): every write path — a commit, an enqueue, a streamed part, a raw store — asks it
+in its own transaction, so blocklisted bytes are never written back."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from telha.domain.erasure import blockable
+from telha.storage.core.tx import Tx
+
+__all__ = ["blocked"]
+
+
+async def blocked(tx: Tx, sid: int, digests: Iterable[bytes | None]) -> bool:
+    """Whether one of ``digests`` (BLAKE3, 32 bytes) is on the scope's erasure blocklist;
+    the empty digest never is (:func:`telha.domain.erasure.blockable`)."""
+    wanted = sorted(blockable(digests))
+    if not wanted:
+        return False
+    cond, params = tx.any("digest", wanted, "bytea")
+    row = await tx.fetchone(
+        f"SELECT 1 FROM erasure_blocklist WHERE scope_id = ? AND {cond} LIMIT 1", sid, *params
+    )
+    return row is not None

@@ -1,0 +1,561 @@
+"""Job rows and their events, written once for both engines (docs/architecture.md, "A job's
+life"): enqueue with request-level and fetch-format dedup, lease, heartbeat, fail, release,
+lose, reap, and the helpers the version and erasure operations share (the lease fence,
+completion with child jobs, a stream's abandonment).
+
+Every function here runs inside one transaction of a :class:`~telha.storage.core.tx.Tx`.
+On PostgreSQL each write a lease guards locks the job row (``tx.for_update``) and checks the
+lease generation in the same transaction; enqueue holds the source's advisory lock while it
+reads what dedup compares with; a job that becomes available notifies pollers on every
+replica. On SQLite the single writer serialises the same steps. The retry policy is pure
+(:mod:`telha.domain.policy`) and arrives as a callable, so storage picks no outcomes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from telha.domain.erasure import payload_name, scrub_payload
+from telha.domain.errors import StaleLease
+from telha.domain.ids import id_str
+from telha.domain.model import (
+    Continuation,
+    EnqueueOutcome,
+    JobCompletion,
+    JobEvent,
+    JobRecord,
+    LeaseRef,
+    NewJob,
+    Scope,
+)
+from telha.domain.policy import LOSS_KINDS, Decide, DecideLoss, FailureDecision
+from telha.domain.records import decode_continuation, encode_continuation, job_record
+from telha.storage.core.blocklist import blocked
+from telha.storage.core.engine import EngineOps
+from telha.storage.core.tx import Rollback, Tx
+
+__all__ = [
+    "JOB_COLS",
+    "JOB_FROM",
+    "JobOps",
+    "abandon_stream",
+    "active_job_counts",
+    "add_event",
+    "check_lease",
+    "complete",
+    "end_erased",
+    "enqueue",
+    "enqueue_job",
+    "fail",
+    "get_job",
+    "heartbeat",
+    "latest_hashes",
+    "lease",
+    "lose",
+    "next_available_at",
+    "reap",
+    "release",
+    "select_job",
+    "store_continuation",
+]
+
+#: The columns of :func:`telha.domain.records.job_record`, over ``jobs j JOIN scopes s``.
+JOB_COLS = (
+    "j.job_id, s.tenant_id, s.organization_id, j.kind, j.format, j.source_id, j.content_hash,"
+    " j.payload, j.state, j.attempts, j.lease_generation, j.lease_owner, j.lease_deadline,"
+    " j.available_at, j.failure_reason, j.stats"
+)
+JOB_FROM = " FROM jobs j JOIN scopes s ON s.scope_id = j.scope_id"
+
+_LOSSES_SQL = (
+    "SELECT count(*) FROM job_events WHERE job_id = ? AND transition IN ("
+    + ", ".join(f"'{k}'" for k in sorted(LOSS_KINDS))
+    + ")"
+)
+
+
+async def add_event(tx: Tx, job_id: bytes, at: int, transition: str, detail: str | None) -> None:
+    """Append one event to a job's event list (the caller holds the job row, so two events of
+    one job never race for a seq)."""
+    await tx.execute(
+        "INSERT INTO job_events (job_id, seq, at, transition, detail) VALUES (?,"
+        " (SELECT coalesce(max(seq), 0) + 1 FROM job_events WHERE job_id = ?), ?, ?, ?)",
+        job_id, job_id, at, transition, detail,
+    )  # fmt: skip
+
+
+async def select_job(tx: Tx, job_id: bytes) -> JobRecord:
+    """The job row (without events) as it is inside the transaction."""
+    row = await tx.fetchone(f"SELECT {JOB_COLS}{JOB_FROM} WHERE j.job_id = ?", job_id)
+    assert row is not None
+    return job_record(row)
+
+
+async def check_lease(tx: Tx, lease: LeaseRef) -> tuple[int, str, bytes | None]:
+    """The lease fence: lock the held job's row until the transaction ends and return its
+    ``(attempts, format, continuation blob)``. The reaper, a heartbeat or another submission
+    of the same job waits for the lock, so the generation checked here is the one the write
+    commits under.
+
+    :raises StaleLease: the job is not leased under ``lease.lease_generation``.
+    """
+    row = await tx.fetchone(
+        "SELECT attempts, format, state, lease_generation, continuation FROM jobs"
+        f" WHERE job_id = ?{tx.for_update}",
+        lease.job_id,
+    )
+    if row is None or row[2] != "leased" or row[3] != lease.lease_generation:
+        raise StaleLease("job is not leased under this lease generation")
+    return int(row[0]), str(row[1]), row[4]
+
+
+async def latest_hashes(
+    tx: Tx, sid: int, source_id: bytes
+) -> tuple[bytes, bytes | None, bytes | None] | None:
+    """``(content_hash, canonical_text_hash, job_id)`` of a source's latest finalized
+    version (what dedup compares with). A streamed version still open, or abandoned, has no
+    canonical hash and is not a version yet."""
+    row = await tx.fetchone(
+        "SELECT content_hash, canonical_text_hash, job_id FROM source_versions"
+        " WHERE scope_id = ? AND source_id = ? AND canonical_text_hash IS NOT NULL"
+        " ORDER BY tx DESC LIMIT 1",
+        sid, source_id,
+    )  # fmt: skip
+    return (row[0], row[1], row[2]) if row is not None else None
+
+
+async def _dedup(tx: Tx, sid: int, job: NewJob) -> EnqueueOutcome | None:
+    """Request-level dedup of a job with ``dedup`` asked: with a content hash, against the
+    source's latest version and an active job of the same ``(source, hash)``; a fetch-format
+    job (no hash yet, say a crawl's child) against an active job fetching the same
+    ``(source, format)``. The oldest active job answers."""
+    if job.content_hash is not None:
+        latest = await latest_hashes(tx, sid, job.source_id)
+        if latest is not None and latest[0] == job.content_hash:
+            return EnqueueOutcome(True, None)
+        active = await tx.fetchone(
+            "SELECT job_id FROM jobs WHERE scope_id = ? AND source_id = ? AND content_hash = ?"
+            " AND state IN ('pending', 'leased') ORDER BY created_at, job_id LIMIT 1",
+            sid, job.source_id, job.content_hash,
+        )  # fmt: skip
+    else:
+        active = await tx.fetchone(
+            "SELECT job_id FROM jobs WHERE scope_id = ? AND source_id = ? AND format = ?"
+            " AND content_hash IS NULL AND state IN ('pending', 'leased')"
+            " ORDER BY created_at, job_id LIMIT 1",
+            sid, job.source_id, job.format,
+        )  # fmt: skip
+    return EnqueueOutcome(True, active[0]) if active is not None else None
+
+
+async def enqueue(
+    tx: Tx, sid: int, job: NewJob, now_us: int, *, dedup: bool, detail: str | None = None
+) -> EnqueueOutcome:
+    """Insert a pending job, its ``enqueued`` event and a wake-up, inside the current
+    transaction, under the source's lock (when it has a content hash or asks for dedup). A
+    content hash on the scope's erasure blocklist is refused first (``erased``, nothing
+    written); with ``dedup``, request-level dedup (:func:`_dedup`). A deduplicated or refused
+    job writes nothing (the caller decides whether to roll back)."""
+    if job.content_hash is not None or dedup:
+        await tx.lock_sources(sid, (job.source_id,))
+    if job.content_hash is not None and await blocked(tx, sid, (job.content_hash,)):
+        return EnqueueOutcome(False, None, erased=True)
+    if dedup:
+        outcome = await _dedup(tx, sid, job)
+        if outcome is not None:
+            return outcome
+    await tx.execute(
+        "INSERT INTO jobs (job_id, scope_id, kind, format, source_id, content_hash,"
+        " payload, state, available_at, created_at, updated_at)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?)",
+        job.job_id, sid, job.kind, job.format, job.source_id, job.content_hash, job.payload,
+        now_us, now_us, now_us,
+    )  # fmt: skip
+    await add_event(tx, job.job_id, now_us, "enqueued", detail)
+    await tx.notify(job.format)
+    return EnqueueOutcome(False, job.job_id)
+
+
+async def enqueue_job(
+    tx: Tx, scope: Scope, job: NewJob, now_us: int, dedup: bool
+) -> EnqueueOutcome:
+    """:meth:`~telha.storage.protocol.JobStore.enqueue_job` as one transaction: a job that
+    is deduplicated or refused rolls back (nothing written)."""
+    outcome = await enqueue(tx, await tx.scope_id(scope), job, now_us, dedup=dedup)
+    if outcome.deduplicated or outcome.erased:
+        raise Rollback(outcome)
+    return outcome
+
+
+async def store_continuation(tx: Tx, job_id: bytes, c: Continuation | None, now_us: int) -> None:
+    """Write (or with ``None`` clear) the job's streaming checkpoint."""
+    blob = encode_continuation(c) if c is not None else None
+    await tx.execute(
+        "UPDATE jobs SET continuation = ?, updated_at = ? WHERE job_id = ?", blob, now_us, job_id
+    )
+
+
+async def abandon_stream(tx: Tx, job_id: bytes, now_us: int, blob: bytes | None) -> int | None:
+    """Close the rows of a job's checkpointed stream (``blob``, read under the job row's
+    lock), if it has one; returns its pinned tx. Node versions the stream closed get back the
+    end their own version had (``NULL`` while current, or the tx of a later write that closed
+    the stream's row), then every row of the stream is closed at its own start: visible at
+    no time (docs/architecture.md, "Streaming")."""
+    if blob is None:
+        return None
+    tx_pin = decode_continuation(blob).tx
+    row = await tx.fetchone("SELECT scope_id, source_id FROM jobs WHERE job_id = ?", job_id)
+    assert row is not None
+    sid, source_id = row
+    await tx.execute(
+        "UPDATE nodes SET tx_to = (SELECT s.tx_to FROM nodes s WHERE s.scope_id = nodes.scope_id"
+        " AND s.node_id = nodes.node_id AND s.tx_from = ?)"
+        " WHERE scope_id = ? AND tx_to = ? AND tx_from <> ?",
+        tx_pin, sid, tx_pin, tx_pin,
+    )  # fmt: skip
+    await tx.execute(
+        "UPDATE nodes SET tx_to = tx_from WHERE scope_id = ? AND source_id = ? AND tx_from = ?",
+        sid, source_id, tx_pin,
+    )  # fmt: skip
+    await tx.execute(
+        "UPDATE edges SET tx_to = tx_from WHERE scope_id = ? AND tx_from = ? AND tx_to IS NULL",
+        sid, tx_pin,
+    )  # fmt: skip
+    await store_continuation(tx, job_id, None, now_us)
+    await add_event(tx, job_id, now_us, "stream_abandoned", f"version {tx_pin} left unfinalized")
+    return tx_pin
+
+
+async def complete(tx: Tx, sid: int, c: JobCompletion, detail: str | None) -> tuple[str, ...]:
+    """Complete a held job: its child jobs (each with request-level dedup, naming the
+    parent), state, stats and the ``completed`` event. A child whose content is blocklisted
+    is refused (a ``child_refused`` event; the parent proceeds); returns the refused
+    children's names."""
+    parent = f"parent={id_str(c.lease.job_id)}"
+    refused: list[str] = []
+    for child in c.children:
+        if (await enqueue(tx, sid, child, c.now_us, dedup=True, detail=parent)).erased:
+            refused.append(payload_name(child.payload))
+            detail_ = f"{refused[-1]}: content erased"
+            await add_event(tx, c.lease.job_id, c.now_us, "child_refused", detail_)
+    await tx.execute(
+        "UPDATE jobs SET state = 'completed', lease_owner = NULL, lease_deadline = NULL,"
+        " stats = ?, continuation = NULL, updated_at = ? WHERE job_id = ?",
+        c.stats, c.now_us, c.lease.job_id,
+    )  # fmt: skip
+    await add_event(tx, c.lease.job_id, c.now_us, "completed", detail)
+    return tuple(refused)
+
+
+async def scrub_job(tx: Tx, job_id: bytes) -> int:
+    """Empty a job payload's inline content (``content_b64``); returns the raw bytes it
+    held."""
+    row = await tx.fetchone("SELECT payload FROM jobs WHERE job_id = ?", job_id)
+    scrubbed = scrub_payload(row[0]) if row is not None and row[0] is not None else None
+    if scrubbed is None:
+        return 0
+    await tx.execute("UPDATE jobs SET payload = ? WHERE job_id = ?", scrubbed[0], job_id)
+    return scrubbed[1]
+
+
+async def end_erased(tx: Tx, job_id: bytes, now_us: int, reason: str) -> None:
+    """End a job ``dead`` with ``reason`` (an ``erased: …`` reason): its stream (if any) is
+    closed and its payload loses its inline content. Locks the job row if the caller has
+    not."""
+    row = await tx.fetchone(
+        f"SELECT continuation FROM jobs WHERE job_id = ?{tx.for_update}", job_id
+    )
+    await abandon_stream(tx, job_id, now_us, row[0] if row is not None else None)
+    await tx.execute(
+        "UPDATE jobs SET state = 'dead', failure_reason = ?, lease_owner = NULL,"
+        " lease_deadline = NULL, continuation = NULL, updated_at = ? WHERE job_id = ?",
+        reason, now_us, job_id,
+    )  # fmt: skip
+    await add_event(tx, job_id, now_us, "dead", reason)
+    await scrub_job(tx, job_id)
+
+
+async def _write_failure(
+    tx: Tx,
+    job_id: bytes,
+    fmt: str,
+    d: FailureDecision,
+    reason: str,
+    now_us: int,
+    continuation: bytes | None,
+) -> None:
+    await abandon_stream(tx, job_id, now_us, continuation)
+    await tx.execute(
+        "UPDATE jobs SET state = ?, attempts = ?, available_at = ?, failure_reason = ?,"
+        " lease_owner = NULL, lease_deadline = NULL, updated_at = ? WHERE job_id = ?",
+        d.state, d.attempts, d.available_at, d.reason or reason, now_us, job_id,
+    )  # fmt: skip
+    if d.state == "pending":
+        await tx.notify(fmt)
+
+
+async def _apply_loss(
+    tx: Tx,
+    job: JobRecord,
+    kind: str,
+    reason: str,
+    now_us: int,
+    decide: DecideLoss,
+    continuation: bytes | None,
+) -> FailureDecision:
+    """A job lost with its worker (``kind``: ``worker_lost`` or ``lease_expired``; the caller
+    holds the row): its loss event, then the decision (counting its earlier losses) and a
+    ``dead`` event if dead."""
+    row = await tx.fetchone(_LOSSES_SQL, job.job_id)
+    losses = int(row[0]) if row is not None else 0
+    d = decide(kind, job.attempts, losses)
+    await _write_failure(tx, job.job_id, job.format, d, reason, now_us, continuation)
+    await add_event(tx, job.job_id, now_us, kind, f"{reason} (loss {losses + 1})")
+    if d.state == "dead":
+        await add_event(tx, job.job_id, now_us, "dead", d.reason or reason)
+    return d
+
+
+async def lease(
+    tx: Tx,
+    formats: Sequence[str],
+    scope: Scope | None,
+    worker_id: str,
+    now_us: int,
+    lease_us: int,
+) -> JobRecord | None:
+    """Lease the oldest available pending job of ``formats`` (of ``scope`` only, unless
+    ``None``): state ``leased``, generation + 1, deadline ``now_us + lease_us``, a ``leased``
+    event. On PostgreSQL the candidate is locked with ``SKIP LOCKED``: a job another
+    transaction is leasing is passed over, never leased twice."""
+    cond, fparams = tx.any("format", formats, "text")
+    scope_sql, sparams = "", tuple[int, ...]()
+    if scope is not None:
+        sid = await tx.known_scope_id(scope)
+        if sid is None:
+            raise Rollback(None)
+        scope_sql, sparams = " AND scope_id = ?", (sid,)
+    row = await tx.fetchone(
+        f"SELECT job_id FROM jobs WHERE state = 'pending' AND {cond} AND available_at <= ?"
+        f"{scope_sql} ORDER BY available_at, job_id LIMIT 1{tx.skip_locked}",
+        *fparams, now_us, *sparams,
+    )  # fmt: skip
+    if row is None:
+        raise Rollback(None)
+    await tx.execute(
+        "UPDATE jobs SET state = 'leased', lease_generation = lease_generation + 1,"
+        " lease_owner = ?, lease_deadline = ?, updated_at = ? WHERE job_id = ?",
+        worker_id, now_us + lease_us, now_us, row[0],
+    )  # fmt: skip
+    await add_event(tx, row[0], now_us, "leased", f"worker={worker_id}")
+    return await select_job(tx, row[0])
+
+
+async def heartbeat(tx: Tx, leases: Sequence[LeaseRef], now_us: int, lease_us: int) -> list[bytes]:
+    """Extend the leases still held under the given generations; returns their ids."""
+    extended = []
+    for held in leases:
+        n = await tx.execute(
+            "UPDATE jobs SET lease_deadline = ?, updated_at = ? WHERE job_id = ?"
+            " AND state = 'leased' AND lease_generation = ?",
+            now_us + lease_us, now_us, held.job_id, held.lease_generation,
+        )  # fmt: skip
+        if n:
+            extended.append(held.job_id)
+    return extended
+
+
+async def fail(
+    tx: Tx, held: LeaseRef, kind: str, reason: str, now_us: int, decide: Decide
+) -> JobRecord:
+    """Record a failed attempt of a held job: back to pending (retried) or dead.
+
+    :raises StaleLease: the caller does not hold the job.
+    """
+    attempts, fmt, cont = await check_lease(tx, held)
+    d = decide(kind, attempts)
+    await _write_failure(tx, held.job_id, fmt, d, reason, now_us, cont)
+    await add_event(tx, held.job_id, now_us, "dead" if d.state == "dead" else "retried", reason)
+    return await select_job(tx, held.job_id)
+
+
+async def release(tx: Tx, held: LeaseRef, now_us: int, detail: str) -> bool:
+    """Give a held job back (shutdown): pending at once, the attempt not counted; ``False``
+    (nothing written) when the lease is no longer held."""
+    try:
+        _, fmt, cont = await check_lease(tx, held)
+    except StaleLease:
+        raise Rollback(False) from None
+    await tx.execute(
+        "UPDATE jobs SET state = 'pending', lease_owner = NULL, lease_deadline = NULL,"
+        " available_at = ?, updated_at = ? WHERE job_id = ?",
+        now_us, now_us, held.job_id,
+    )  # fmt: skip
+    await abandon_stream(tx, held.job_id, now_us, cont)
+    await add_event(tx, held.job_id, now_us, "released", detail)
+    await tx.notify(fmt)
+    return True
+
+
+async def reap(tx: Tx, now_us: int, decide: DecideLoss) -> list[tuple[JobRecord, str]]:
+    """Expired leases back to pending (a failed attempt, ``lease_expired``) or dead; returns
+    ``(job as it was when reaped, new state)`` per job. On PostgreSQL at most 500 rows a
+    pass, locked with ``SKIP LOCKED`` (one being committed, or reaped by another replica, is
+    left to that transaction) and their deadline read on the locked row."""
+    lock = " ORDER BY j.job_id LIMIT 500 FOR UPDATE OF j SKIP LOCKED" if tx.postgres else ""
+    rows = await tx.fetchall(
+        f"SELECT {JOB_COLS}, j.continuation{JOB_FROM}"
+        f" WHERE j.state = 'leased' AND j.lease_deadline < ?{lock}",
+        now_us,
+    )
+    if not rows:
+        raise Rollback([])
+    reaped: list[tuple[JobRecord, str]] = []
+    for row in rows:
+        job = job_record(row[:-1])
+        reason = f"lease_expired: lease of worker {job.lease_owner} ran out"
+        d = await _apply_loss(tx, job, "lease_expired", reason, now_us, decide, row[-1])
+        reaped.append((job, d.state))
+    return reaped
+
+
+async def lose(
+    tx: Tx, leases: Sequence[LeaseRef], now_us: int, detail: str, decide: DecideLoss
+) -> list[tuple[JobRecord, str]]:
+    """Jobs lost with their worker: ``worker_lost``, a failed attempt, pending or dead per
+    ``decide``; leases no longer held are skipped. Rows are locked in id order."""
+    lost: list[tuple[JobRecord, str]] = []
+    for held in sorted(leases, key=lambda lease: lease.job_id):
+        try:
+            _, _, cont = await check_lease(tx, held)
+        except StaleLease:
+            continue
+        job = await select_job(tx, held.job_id)
+        reason = f"worker_lost: {detail}"
+        d = await _apply_loss(tx, job, "worker_lost", reason, now_us, decide, cont)
+        lost.append((job, d.state))
+    if not lost:
+        raise Rollback([])
+    return lost
+
+
+# -- reads --------------------------------------------------------------------------------
+
+
+async def get_job(tx: Tx, scope: Scope | None, job_id: bytes, events: bool) -> JobRecord | None:
+    """A job with its events (oldest first) unless ``events`` is false; ``None`` when absent
+    or in another scope."""
+    row = await tx.fetchone(f"SELECT {JOB_COLS}{JOB_FROM} WHERE j.job_id = ?", job_id)
+    if row is None:
+        return None
+    job = job_record(row)
+    if scope is not None and job.scope != scope:
+        return None
+    if not events:
+        return job
+    found = await tx.fetchall(
+        "SELECT at, transition, detail FROM job_events WHERE job_id = ? ORDER BY seq", job_id
+    )
+    return job_record(row, tuple(JobEvent(*e) for e in found))
+
+
+async def next_available_at(tx: Tx, formats: Sequence[str], scope: Scope | None) -> int | None:
+    """Earliest ``available_at`` (µs) of a pending job of ``formats`` (in ``scope`` only,
+    unless ``None``), or ``None``."""
+    cond, params = tx.any("format", formats, "text")
+    sql = f"SELECT min(available_at) FROM jobs WHERE state = 'pending' AND {cond}"
+    if scope is not None:
+        sid = await tx.known_scope_id(scope)
+        if sid is None:
+            return None
+        sql, params = sql + " AND scope_id = ?", (*params, sid)
+    row = await tx.fetchone(sql, *params)
+    return int(row[0]) if row is not None and row[0] is not None else None
+
+
+async def active_job_counts(tx: Tx) -> dict[tuple[str, str], int]:
+    """``{(kind, state): n}`` for ``pending`` and ``leased`` jobs (each state counted through
+    its partial index); absent pairs have no jobs."""
+    rows = await tx.fetchall(
+        "SELECT kind, 'pending', count(*) FROM jobs WHERE state = 'pending' GROUP BY kind"
+        " UNION ALL"
+        " SELECT kind, 'leased', count(*) FROM jobs WHERE state = 'leased' GROUP BY kind"
+    )
+    return {(str(kind), str(state)): int(n) for kind, state, n in rows}
+
+
+class JobOps(EngineOps):
+    """The job operations of :class:`telha.storage.protocol.JobStore`, over the engine's
+    transaction and read runners. An engine may override one with a measured fast path that
+    a parity test holds to the same rows (docs/architecture.md, "The storage seam")."""
+
+    async def enqueue_job(
+        self, scope: Scope, job: NewJob, *, now_us: int, dedup: bool
+    ) -> EnqueueOutcome:
+        """Insert a pending job, unless (with ``dedup``) the source's latest version already
+        has ``job.content_hash`` or an active job covers the same ``(source, hash)``."""
+        return await self._transaction("enqueue job", enqueue_job, scope, job, now_us, dedup)
+
+    async def lease_next_job(
+        self,
+        formats: Sequence[str],
+        *,
+        scope: Scope | None,
+        worker_id: str,
+        now_us: int,
+        lease_us: int,
+    ) -> JobRecord | None:
+        """See :func:`lease`."""
+        if not formats:
+            return None
+        return await self._transaction(
+            "lease job", lease, formats, scope, worker_id, now_us, lease_us
+        )
+
+    async def next_available_at(
+        self, formats: Sequence[str], scope: Scope | None = None
+    ) -> int | None:
+        """See :func:`next_available_at`."""
+        if not formats:
+            return None
+        return await self._read(next_available_at, formats, scope)
+
+    async def active_job_counts(self) -> dict[tuple[str, str], int]:
+        """See :func:`active_job_counts`."""
+        return await self._read(active_job_counts)
+
+    async def heartbeat_jobs(
+        self, leases: Sequence[LeaseRef], *, now_us: int, lease_us: int
+    ) -> list[bytes]:
+        """See :func:`heartbeat`."""
+        if not leases:
+            return []
+        return await self._transaction("extend leases", heartbeat, leases, now_us, lease_us)
+
+    async def fail_job(
+        self, lease: LeaseRef, kind: str, reason: str, *, now_us: int, decide: Decide
+    ) -> JobRecord:
+        """See :func:`fail`."""
+        return await self._transaction("record failure", fail, lease, kind, reason, now_us, decide)
+
+    async def release_job(self, lease: LeaseRef, *, now_us: int, detail: str) -> bool:
+        """See :func:`release`."""
+        return await self._transaction("release job", release, lease, now_us, detail)
+
+    async def reap_expired(self, *, now_us: int, decide: DecideLoss) -> list[tuple[JobRecord, str]]:
+        """See :func:`reap`."""
+        return await self._transaction("reap leases", reap, now_us, decide)
+
+    async def lose_jobs(
+        self, leases: Sequence[LeaseRef], *, now_us: int, detail: str, decide: DecideLoss
+    ) -> list[tuple[JobRecord, str]]:
+        """See :func:`lose`."""
+        if not leases:
+            return []
+        return await self._transaction("lose jobs", lose, leases, now_us, detail, decide)
+
+    async def get_job(
+        self, scope: Scope | None, job_id: bytes, *, events: bool = True
+    ) -> JobRecord | None:
+        """See :func:`get_job`."""
+        return await self._read(get_job, scope, job_id, events)

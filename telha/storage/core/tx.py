@@ -1,0 +1,108 @@
+"""The storage seam: the transaction interface every storage operation is written against.
+
+Each operation of :mod:`telha.storage.core` is one ``async`` function over a :class:`Tx`,
+written once for both engines (see docs/architecture.md, "The storage seam"):
+
+- SQL is written with ``?`` placeholders; the PostgreSQL driver numbers them (``$1``…).
+  Where the dialects differ, an operation picks its text with :attr:`Tx.postgres`.
+- Locking primitives are methods or SQL suffixes that are no-ops on SQLite, whose single
+  writer already serialises every write: :meth:`Tx.lock_sources` (the per-source advisory
+  locks of dedup), :attr:`Tx.for_update` / :attr:`Tx.skip_locked` (row locks),
+  :meth:`Tx.notify` (wake pollers on every replica once the transaction commits).
+- SQLite runs the operation on its writer thread: its :class:`Tx` methods never suspend,
+  so :func:`drive` completes the coroutine in one ``send`` — one thread hand-off per
+  transaction. PostgreSQL awaits it on an asyncpg connection inside a transaction.
+
+An operation raises :class:`Rollback` to write nothing and return a value.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Coroutine, Sequence
+from typing import Any, Protocol, TypeVar
+
+from telha.domain.model import Scope
+from telha.domain.rows import VersionRows
+
+__all__ = ["Rollback", "Tx", "drive"]
+
+T = TypeVar("T")
+
+
+class Rollback(Exception):
+    """Raised inside an operation: roll the transaction back and return ``value``."""
+
+    def __init__(self, value: Any) -> None:
+        super().__init__("rollback")
+        self.value = value
+
+
+class Tx(Protocol):
+    """One open transaction of either engine (or, for reads, one read snapshot).
+
+    Rows come back as tuples in select order. Driver errors surface as
+    :class:`~telha.domain.errors.StorageError` from the engine's transaction runner.
+    """
+
+    #: True on PostgreSQL: pick the dialect's SQL where the two differ.
+    postgres: bool
+    #: ``" FOR UPDATE"`` on PostgreSQL (lock the selected rows until the transaction ends),
+    #: ``""`` on SQLite.
+    for_update: str
+    #: ``" FOR UPDATE SKIP LOCKED"`` on PostgreSQL, ``""`` on SQLite.
+    skip_locked: str
+
+    async def execute(self, sql: str, *params: Any) -> int:
+        """Run one statement; returns the number of rows it changed."""
+
+    async def fetchone(self, sql: str, *params: Any) -> tuple[Any, ...] | None:
+        """The first row of a query, or ``None``."""
+
+    async def fetchall(self, sql: str, *params: Any) -> list[tuple[Any, ...]]:
+        """Every row of a query."""
+
+    async def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        """One statement for each parameter row."""
+
+    def any(self, column: str, values: Sequence[Any], pg_type: str) -> tuple[str, tuple[Any, ...]]:
+        """``(condition, params)`` for ``column`` being one of ``values``: ``col IN (?, …)``
+        on SQLite, ``col = ANY(?::pg_type[])`` on PostgreSQL. An empty ``values`` matches
+        nothing on both."""
+
+    async def scope_id(self, scope: Scope) -> int:
+        """The interned id of ``scope``, interned now if it is new."""
+
+    async def known_scope_id(self, scope: Scope) -> int | None:
+        """The interned id of ``scope``, or ``None`` when it never wrote (reads)."""
+
+    async def next_tx(self) -> int:
+        """The next transaction time (µs), strictly greater than every earlier one in the
+        store. PostgreSQL takes it from the clock row, which stays locked until the
+        transaction ends: take it after every other lock."""
+
+    async def lock_sources(self, sid: int, source_ids: Sequence[bytes]) -> None:
+        """Hold the ``(scope, source)`` locks of dedup until the transaction ends (no-op on
+        SQLite)."""
+
+    async def notify(self, fmt: str) -> None:
+        """Wake pollers of ``fmt`` on every replica at commit (no-op on SQLite: in-process
+        wake-ups see every enqueue)."""
+
+    async def write_rows(self, rows: VersionRows) -> None:
+        """Write one version's rows (chunks, closes, nodes, labels, edges, span rows merging
+        on the same range, ambiguities) with the engine's bulk insert."""
+
+
+def drive(coro: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine that never suspends to completion, synchronously (SQLite's writer
+    thread drives an operation over its :class:`Tx` this way).
+
+    :raises RuntimeError: the coroutine suspended (it awaited something that is not a
+        synchronous :class:`Tx` method).
+    """
+    try:
+        coro.send(None)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+    coro.close()
+    raise RuntimeError("a storage operation suspended on SQLite's writer thread")

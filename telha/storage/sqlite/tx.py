@@ -1,0 +1,91 @@
+"""The SQLite :class:`~telha.storage.core.tx.Tx`: synchronous ``sqlite3`` calls behind the
+async interface, so an operation runs whole on one connection's thread
+(:func:`~telha.storage.core.tx.drive`). Locks and NOTIFY are no-ops: one writer
+serialises every write, and in-process wake-ups see every enqueue."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from telha.domain.ids import TxClock
+from telha.domain.model import Scope
+from telha.domain.rows import VersionRows
+from telha.storage.sqlite.rows import insert_rows
+
+__all__ = ["SqliteTx"]
+
+
+class SqliteTx:
+    """One SQLite transaction (the writer's) or read snapshot (a reader's).
+
+    :param conn: the raw connection, used on its own thread only.
+    :param intern: ``intern(conn, scope) -> id`` for writes (``None`` on a reader).
+    :param known: ``known(conn, scope) -> id | None``.
+    :param clock: the store's transaction clock (``None`` on a reader).
+    """
+
+    postgres = False
+    for_update = ""
+    skip_locked = ""
+
+    def __init__(
+        self,
+        conn: sqlite3.Connection,
+        *,
+        known: Callable[[sqlite3.Connection, Scope], int | None],
+        intern: Callable[[sqlite3.Connection, Scope], int] | None = None,
+        clock: TxClock | None = None,
+    ) -> None:
+        self.conn = conn
+        self._known = known
+        self._intern = intern
+        self._clock = clock
+
+    async def execute(self, sql: str, *params: Any) -> int:
+        """See :meth:`telha.storage.core.tx.Tx.execute`."""
+        return self.conn.execute(sql, params).rowcount
+
+    async def fetchone(self, sql: str, *params: Any) -> tuple[Any, ...] | None:
+        """See :meth:`telha.storage.core.tx.Tx.fetchone`."""
+        row: tuple[Any, ...] | None = self.conn.execute(sql, params).fetchone()
+        return row
+
+    async def fetchall(self, sql: str, *params: Any) -> list[tuple[Any, ...]]:
+        """See :meth:`telha.storage.core.tx.Tx.fetchall`."""
+        return self.conn.execute(sql, params).fetchall()
+
+    async def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        """See :meth:`telha.storage.core.tx.Tx.executemany`."""
+        self.conn.executemany(sql, rows)
+
+    def any(self, column: str, values: Sequence[Any], pg_type: str) -> tuple[str, tuple[Any, ...]]:
+        """``column IN (?, …)`` (SQLite's ``IN ()`` matches nothing)."""
+        return f"{column} IN ({','.join('?' * len(values))})", tuple(values)
+
+    async def scope_id(self, scope: Scope) -> int:
+        """See :meth:`telha.storage.core.tx.Tx.scope_id`."""
+        if self._intern is None:
+            raise sqlite3.OperationalError("a read connection cannot intern a scope")
+        return self._intern(self.conn, scope)
+
+    async def known_scope_id(self, scope: Scope) -> int | None:
+        """See :meth:`telha.storage.core.tx.Tx.known_scope_id`."""
+        return self._known(self.conn, scope)
+
+    async def next_tx(self) -> int:
+        """The store clock's next value (the single writer orders every transaction)."""
+        if self._clock is None:
+            raise sqlite3.OperationalError("a read connection takes no transaction time")
+        return self._clock.next()
+
+    async def lock_sources(self, sid: int, source_ids: Sequence[bytes]) -> None:
+        """No-op: the single writer holds every lock."""
+
+    async def notify(self, fmt: str) -> None:
+        """No-op: in-process wake-ups see every enqueue."""
+
+    async def write_rows(self, rows: VersionRows) -> None:
+        """See :func:`telha.storage.sqlite.rows.insert_rows`."""
+        insert_rows(self.conn, rows)

@@ -1,0 +1,73 @@
+"""A database written by an earlier release opens and serves under this code.
+
+``tests/fixtures/round1/round1.db`` was written by the first release's ``telha serve``
+(``make.py`` beside it, run from a checkout of that release): two JSON versions, two markdown
+versions through ``text_worker`` and a CSV through ``tabular_worker``. ``round1_reads.json``
+holds what that release answered to every read of it (sources, version texts and spans, node
+listings, each node and its edges, each job). This code must answer the same, byte for byte,
+and then keep writing to the same file.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.support.server import ServerProcess, settled_job, telha_check, write_config
+
+pytestmark = pytest.mark.anyio
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "round1"
+
+
+@pytest.fixture
+def old_server(tmp_path: Path) -> Iterator[ServerProcess]:
+    shutil.copy(FIXTURE / "round1.db", tmp_path / "telha.db")
+    config = write_config(
+        tmp_path, workers={"in_process": ["text_worker", "tabular_worker"], "concurrency": 1}
+    )
+    srv = ServerProcess(config).start()
+    yield srv
+    srv.kill()
+
+
+async def test_every_read_answers_as_the_release_that_wrote_it(
+    old_server: ServerProcess,
+) -> None:
+    recorded = json.loads((FIXTURE / "round1_reads.json").read_text(encoding="utf-8"))
+    assert len(recorded) > 40
+    key = (FIXTURE / "round1_key.txt").read_text().strip()
+    async with httpx.AsyncClient(
+        base_url=old_server.base_url, headers={"x-api-key": key}, timeout=60
+    ) as c:
+        for path, answer in recorded.items():
+            r = await c.get(path)
+            body = r.json() if "json" in r.headers.get("content-type", "") else r.text
+            assert (r.status_code, body) == (answer["status"], answer["body"]), path
+
+
+async def test_the_old_file_takes_new_versions_and_checks_clean(
+    old_server: ServerProcess,
+) -> None:
+    key = (FIXTURE / "round1_key.txt").read_text().strip()
+    async with httpx.AsyncClient(
+        base_url=old_server.base_url, headers={"x-api-key": key}, timeout=60
+    ) as c:
+        body = {"format": "markdown", "name": "notes.md", "content": "# Title\n\nDelta.\n"}
+        job = await settled_job(c, body)
+        assert job["state"] == "completed", job
+        source = (await c.get(f"/v1/sources/{job['sourceId']}")).json()
+        assert len(source["versions"]) == 3
+        tx = source["versions"][0]["sourceVersionTx"]
+        text = await c.get(f"/v1/sources/{job['sourceId']}/versions/{tx}/text")
+        assert text.text == "# Title\n\nDelta.\n"
+        again = await c.post("/v1/ingest", json=body)
+        assert (again.status_code, again.json()["deduplicated"]) == (200, True)
+    old_server.stop()
+    checked = telha_check(old_server.config)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
