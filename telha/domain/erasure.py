@@ -1,8 +1,7 @@
 """Engine-neutral pieces of GDPR erasure (docs/operations.md, "Erasure"): the erase job's
 payload, its steps and their recorded counts, the closure of what one erasure covers, and the
-plan for the nodes an erased version wrote. Pure; no I/O. The engines
-(:mod:`telha.storage.sqlite.erasure`, :mod:`telha.storage.postgres.erasure`) run the steps,
-each in one transaction, with their own SQL.
+plan for the nodes an erased version wrote. Pure; no I/O. :mod:`telha.storage.core.erasure`
+runs the steps, each in one transaction, for both engines.
 
 An erasure is a job of kind :data:`ERASE_KIND` (format :data:`ERASE_FORMAT`, which no format
 worker can poll). Its steps run in order; each records an ``erase_step`` event with its
@@ -50,6 +49,7 @@ __all__ = [
     "blockable",
     "decode_payload",
     "erased_reason",
+    "node_ids",
     "parse_step",
     "payload_name",
     "plan_nodes",
@@ -157,6 +157,11 @@ def scrub_payload(payload: bytes) -> tuple[bytes, int] | None:
     held = msgspec.json.decode(payload, type=_Raw)
     fields["content_b64"] = ""
     return msgspec.json.encode(fields), held.size or len(held.content_b64) * 3 // 4
+
+
+def node_ids(linked: bytes) -> list[bytes]:
+    """The node ids of a span row's ``linked_nodes`` (concatenated 16-byte ids)."""
+    return [linked[i : i + 16] for i in range(0, len(linked), 16)]
 
 
 class NodeRow(NamedTuple):

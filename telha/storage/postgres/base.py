@@ -186,6 +186,12 @@ class PgBase(EngineOps):
             raise StorageError(f"scope {scope} vanished while being interned")
         return found
 
+    async def _erasure_finished(self) -> None:
+        """After an erasure's ``finish`` (see :class:`~telha.storage.core.erasure.ErasureOps`):
+        nothing to do here. The old versions of the rows it updated or deleted stay in the
+        table pages until VACUUM reclaims them; running it is the operator's step
+        (docs/operations.md, "Erasure")."""
+
     async def _transaction(self, what: str, op: Op[T], *args: Any) -> T:
         """See :meth:`telha.storage.core.engine.EngineOps._transaction`: ``op`` is awaited on
         a pooled connection inside one transaction (:meth:`_write`); scopes it interned are

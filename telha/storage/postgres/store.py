@@ -27,8 +27,8 @@ from telha.domain.projection import Projection
 from telha.domain.records import is_duplicate
 from telha.domain.rows import build_rows
 from telha.offload import off_loop
+from telha.storage.core.erasure import ErasureOps
 from telha.storage.postgres.base import Conn, Rollback, blocked, source_lock_key
-from telha.storage.postgres.erasure import ErasureMixin
 from telha.storage.postgres.fast import FastJobOps
 from telha.storage.postgres.jobs import (
     abandon_stream,
@@ -52,7 +52,7 @@ log = structlog.get_logger("telha.storage")
 _RECONNECT_S = (0.1, 0.5, 1.0, 2.0, 5.0)
 
 
-class PostgresStore(ReadsMixin, FastJobOps, StreamsMixin, RawMixin, ScanMixin, ErasureMixin):
+class PostgresStore(ReadsMixin, FastJobOps, StreamsMixin, RawMixin, ScanMixin, ErasureOps):
     """PostgreSQL implementation of :class:`telha.storage.protocol.Storage`.
 
     Use as an actor (``await tg.start(store.run)`` reports the opened store; it also listens

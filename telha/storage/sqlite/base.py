@@ -13,6 +13,7 @@ from typing import Any, Literal, Self, TypeVar, cast
 
 import aiosqlite
 import anyio
+import structlog
 
 from telha.domain.erasure import blockable
 from telha.domain.errors import StorageError
@@ -26,6 +27,8 @@ from telha.storage.sqlite.tx import SqliteTx
 __all__ = ["SqliteBase", "blocked", "latest_hashes", "marks"]
 
 T = TypeVar("T")
+
+log = structlog.get_logger("telha.storage")
 
 #: WAL size (pages) at which the committing connection checkpoints itself, should the
 #: Checkpointer fall behind.
@@ -171,7 +174,8 @@ class SqliteBase(EngineOps):
             await conn.execute("PRAGMA busy_timeout=5000")
             await conn.execute(f"PRAGMA synchronous={self._synchronous}")
             await conn.execute("PRAGMA foreign_keys=ON")
-            # Erasure (issue 11): deleted and overwritten content is zeroed in the pages.
+            # Erasure (docs/operations.md, "Erasure"): deleted and overwritten content is
+            # zeroed in the pages.
             await conn.execute("PRAGMA secure_delete=ON")
             # The writer: a 2.3 MB JSON batch or a 10,000-row partial dirties ~10 MB of pages,
             # kept in memory until COMMIT. Readers serve small pages and slices.
@@ -284,6 +288,25 @@ class SqliteBase(EngineOps):
             # aiosqlite has no public "run this on the connection's thread" (see _write).
             result = await reader._execute(body, reader._conn)  # type: ignore[no-untyped-call]
         return cast(T, result)
+
+    async def _erasure_finished(self) -> None:
+        """After an erasure's ``finish`` (see :class:`~telha.storage.core.erasure.ErasureOps`):
+        copy every WAL frame into the database file and truncate the WAL to zero bytes, so no
+        frame keeps an older page holding erased bytes (``secure_delete`` zeroed them in the
+        pages). Retried (50 times, 0.1 s apart) while readers hold old snapshots. Each try
+        holds the writer lock (so no write lands during it), never the wait between tries: a
+        long ``telha check`` snapshot must not stall every write of the service meanwhile
+        (writes landing in between carry no erased bytes, and the next try checkpoints them
+        too)."""
+        for _ in range(50):
+            async with self._write_lock:
+                w = self._require_writer()
+                async with w.execute("PRAGMA wal_checkpoint(TRUNCATE)") as cur:
+                    row = await cur.fetchone()
+            if row is not None and row[0] == 0:
+                return
+            await anyio.sleep(0.1)
+        log.warning("erasure_checkpoint_busy", db=str(self.path))
 
     def _require_writer(self) -> aiosqlite.Connection:
         if self._writer is None:

@@ -20,10 +20,10 @@ from telha.domain.model import CommitOutcome, Dedup, JobCompletion, NewVersion, 
 from telha.domain.projection import Projection
 from telha.domain.records import is_duplicate
 from telha.offload import off_loop
+from telha.storage.core.erasure import ErasureOps
 from telha.storage.core.jobs import JobOps
 from telha.storage.sqlite.base import _nothing, blocked, latest_hashes
 from telha.storage.sqlite.checkpointer import Checkpointer
-from telha.storage.sqlite.erasure import ErasureMixin
 from telha.storage.sqlite.jobs import (
     abandon_stream,
     check_lease,
@@ -40,7 +40,7 @@ from telha.storage.sqlite.streams import StreamsMixin
 __all__ = ["SqliteStore"]
 
 
-class SqliteStore(ReadsMixin, JobOps, StreamsMixin, RawMixin, ScanMixin, ErasureMixin):
+class SqliteStore(ReadsMixin, JobOps, StreamsMixin, RawMixin, ScanMixin, ErasureOps):
     """SQLite implementation of :class:`telha.storage.protocol.Storage`.
 
     Use as an actor (``await tg.start(store.run)`` reports the opened store) or, in short-lived

@@ -1,0 +1,459 @@
+"""GDPR erasure, written once for both engines (docs/operations.md, "Erasure"; the steps and
+their rules are described in :mod:`telha.domain.erasure`, which also holds the pure parts:
+the node plan, the counts, the result).
+
+Every step is one transaction that locks the erase job's row (the lease fence,
+:func:`~telha.storage.core.jobs.check_lease`) and records itself (an ``erase_step`` event with
+its counts): a recorded step is not run again and answers its recorded counts. On
+PostgreSQL the ``mark`` step also holds the erased source's advisory lock, so no commit of
+the source slips in between the closure and the blocklist, and the steps lock the job and
+node rows they rewrite (in id order); on SQLite the single writer serialises the same steps.
+
+Reads that may be long hold one bounded page in memory at a time: span rows are read in
+primary key order, :data:`_PAGE` rows a statement; canonical text one chunk (≤ 1 MiB) at a
+time. After ``finish`` an engine may clean up outside the transaction
+(:meth:`ErasureOps._erasure_finished`: SQLite truncates its WAL, so no WAL frame keeps an
+older page holding erased bytes).
+
+Also here: :func:`purge_stream`, for a stream whose content turned out blocklisted at
+finalize.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
+from typing import TYPE_CHECKING, Any
+
+import blake3
+
+from telha.domain.erasure import (
+    ERASE_KIND,
+    LEFTOVER_CHECKS,
+    STEPS,
+    VERSION_KEYS,
+    Counts,
+    ErasePayload,
+    NodeRow,
+    Versions,
+    blockable,
+    decode_payload,
+    erased_reason,
+    node_ids,
+    parse_step,
+    plan_nodes,
+    result_body,
+    step_detail,
+    totals,
+)
+from telha.domain.model import JobCompletion, LeaseRef, NewJob, Scope
+from telha.storage.core.engine import EngineOps
+from telha.storage.core.jobs import (
+    add_event,
+    check_lease,
+    complete,
+    end_erased,
+    enqueue,
+    scrub_job,
+)
+from telha.storage.core.tx import Tx
+
+__all__ = [
+    "ErasureOps",
+    "enqueue_erasure",
+    "erase_step",
+    "erased_versions",
+    "erasure_leftovers",
+    "has_source",
+    "purge_stream",
+]
+
+#: Ids one ``IN``/``ANY`` list names at most (SQLite's parameter limit stays far away).
+_BATCH = 500
+#: Span rows one statement of a scan reads.
+_PAGE = 1000
+
+#: A job payload's ``content_b64`` as an SQL expression over ``jobs j``, per dialect.
+_B64_SQLITE = "json_extract(CAST(j.payload AS TEXT), '$.content_b64')"
+_B64_POSTGRES = "convert_from(j.payload, 'UTF8')::jsonb ->> 'content_b64'"
+
+#: One step: ``step(tx, scope_id, erasure_id, payload, now_us) -> counts``.
+Step = Callable[[Tx, int, bytes, ErasePayload, int], Coroutine[Any, Any, Counts]]
+
+
+async def purge_stream(tx: Tx, sid: int, source_id: bytes, tx_pin: int) -> None:
+    """Delete everything a stream pinned at ``tx_pin`` wrote (its version row, text, nodes,
+    edges, spans, ambiguities), after :func:`~telha.storage.core.jobs.abandon_stream` gave
+    the versions it had closed back their ends: a stream whose content turned out
+    blocklisted at finalize leaves nothing."""
+    key = (sid, source_id, tx_pin)
+    row = await tx.fetchone(
+        "SELECT blob_id FROM source_versions WHERE scope_id = ? AND source_id = ? AND tx = ?", *key
+    )
+    if row is not None and row[0] is not None:
+        await tx.execute("DELETE FROM blob_chunks WHERE scope_id = ? AND blob_id = ?", sid, row[0])
+    await tx.execute(
+        "DELETE FROM source_versions WHERE scope_id = ? AND source_id = ? AND tx = ?", *key
+    )
+    await tx.execute(
+        "DELETE FROM span_rows WHERE scope_id = ? AND source_id = ? AND source_version_tx = ?",
+        *key,
+    )
+    await tx.execute("DELETE FROM nodes WHERE scope_id = ? AND source_id = ? AND tx_from = ?", *key)
+    for table, col in (("node_labels", "tx_from"), ("edges", "tx_from"), ("ambiguities", "tx")):
+        await tx.execute(f"DELETE FROM {table} WHERE scope_id = ? AND {col} = ?", sid, tx_pin)
+
+
+def _versions(rows: Sequence[Sequence[Any]]) -> Versions:
+    """Rows selected as :data:`~telha.domain.erasure.VERSION_KEYS`, keyed by version."""
+    return {(r[0], r[1]): (r[2], r[3], r[4], r[5]) for r in rows}
+
+
+async def erased_versions(tx: Tx, erasure_id: bytes) -> Versions:
+    """The versions an erasure marked (oldest first)."""
+    return _versions(
+        await tx.fetchall(
+            f"SELECT {VERSION_KEYS} FROM source_versions WHERE erasure_id = ? ORDER BY tx",
+            erasure_id,
+        )
+    )
+
+
+async def _span_rows(
+    tx: Tx, sid: int, where: str, *params: Any
+) -> AsyncIterator[tuple[bytes, int, int, int, bytes]]:
+    """``(source_id, tx, start, end, linked_nodes)`` of the scope's span rows matching
+    ``where`` (SQL after ``AND``), in primary key order, :data:`_PAGE` rows a statement."""
+    after: tuple[Any, ...] = ()
+    while True:
+        key = ' AND (source_id, source_version_tx, start, "end") > (?, ?, ?, ?)' if after else ""
+        rows = await tx.fetchall(
+            'SELECT source_id, source_version_tx, start, "end", linked_nodes FROM span_rows'
+            f" WHERE scope_id = ? AND {where}{key}"
+            f' ORDER BY source_id, source_version_tx, start, "end" LIMIT {_PAGE}',
+            sid, *params, *after,
+        )  # fmt: skip
+        for r in rows:
+            yield r[0], int(r[1]), int(r[2]), int(r[3]), r[4]
+        if len(rows) < _PAGE:
+            return
+        after = tuple(rows[-1][:4])
+
+
+# -- reads ---------------------------------------------------------------------------------
+
+
+async def has_source(tx: Tx, scope: Scope, source_id: bytes) -> bool:
+    """Whether ``scope`` knows the source: a version row (finalized or a stream's pinned
+    one) or a job of it other than an erasure."""
+    sid = await tx.known_scope_id(scope)
+    if sid is None:
+        return False
+    row = await tx.fetchone(
+        "SELECT EXISTS (SELECT 1 FROM source_versions WHERE scope_id = ? AND source_id = ?)"
+        " OR EXISTS (SELECT 1 FROM jobs WHERE scope_id = ? AND source_id = ? AND kind <> ?)",
+        sid, source_id, sid, source_id, ERASE_KIND,
+    )  # fmt: skip
+    return row is not None and bool(row[0])
+
+
+async def erasure_leftovers(tx: Tx) -> dict[str, int]:
+    """``{name: count}`` of each :data:`~telha.domain.erasure.LEFTOVER_CHECKS` entry, across
+    every scope (all 0 when nothing erased remains)."""
+    b64 = _B64_POSTGRES if tx.postgres else _B64_SQLITE
+    found = {}
+    for name, _, sql in LEFTOVER_CHECKS:
+        row = await tx.fetchone(sql.replace("{b64}", b64))
+        found[name] = int(row[0]) if row is not None else 0
+    return found
+
+
+# -- writes --------------------------------------------------------------------------------
+
+
+async def enqueue_erasure(
+    tx: Tx, scope: Scope, job: NewJob, payload: ErasePayload, now_us: int
+) -> None:
+    """Insert the erase job (pending, its ``enqueued`` event, a wake-up) and its audit row
+    (who, what, when, why; never content)."""
+    sid = await tx.scope_id(scope)
+    await enqueue(tx, sid, job, now_us, dedup=False)
+    await tx.execute(
+        "INSERT INTO erasures (erasure_id, scope_id, source_id, version_tx, principal,"
+        " reason, requested_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        job.job_id, sid, job.source_id, payload.version_tx, payload.principal, payload.reason,
+        now_us,
+    )  # fmt: skip
+
+
+async def erase_step(tx: Tx, lease: LeaseRef, step: str, now_us: int) -> Counts:
+    """One step of the erase job held under ``lease`` (one of
+    :data:`~telha.domain.erasure.STEPS`) and its ``erase_step`` event; a recorded step
+    answers its recorded counts. ``finish`` writes the audit row's result and completes the
+    job with it as ``stats``; it answers every step's counts.
+
+    :raises StaleLease: the lease is not current.
+    """
+    job_id = lease.job_id
+    await check_lease(tx, lease)
+    row = await tx.fetchone("SELECT scope_id, payload FROM jobs WHERE job_id = ?", job_id)
+    assert row is not None
+    sid, payload = int(row[0]), decode_payload(row[1])
+    details = await tx.fetchall(
+        "SELECT detail FROM job_events WHERE job_id = ? AND transition = 'erase_step'", job_id
+    )
+    done = dict(parse_step(d) for (d,) in details)
+    if step in done:
+        return done[step]
+    if step == "finish":
+        total = totals(done)
+        versions = sorted(await erased_versions(tx, job_id), key=lambda k: k[1])
+        body = result_body(job_id, payload, versions, total, now_us)
+        await tx.execute(
+            "UPDATE erasures SET completed_at = ?, result = ? WHERE erasure_id = ?",
+            now_us, body, job_id,
+        )  # fmt: skip
+        await complete(tx, sid, JobCompletion(lease, now_us, body), "erased")
+        return total
+    counts = await _STEPS[step](tx, sid, job_id, payload, now_us)
+    await add_event(tx, job_id, now_us, "erase_step", step_detail(step, counts))
+    return counts
+
+
+async def _mark(tx: Tx, sid: int, job_id: bytes, p: ErasePayload, now: int) -> Counts:
+    """Mark the erased versions (the closure over shared digests), blocklist their digests,
+    end the active jobs of the source or of those digests ``dead``."""
+    source = p.source_bytes()
+    # Commits of this source wait for the mark: none slips in between the closure and the
+    # blocklist.
+    await tx.lock_sources(sid, (source,))
+    sql = f"SELECT {VERSION_KEYS} FROM source_versions WHERE scope_id = ? AND source_id = ?"
+    sql += " AND erased_at IS NULL"
+    params: tuple[Any, ...] = (sid, source)
+    if p.version_tx is not None:
+        sql += " AND tx = ? AND canonical_text_hash IS NOT NULL"
+        params += (p.version_tx,)
+    targets = _versions(await tx.fetchall(sql, *params))
+    while True:  # the closure: every version sharing one of the erased digests
+        content = sorted(blockable(v[0] for v in targets.values()))
+        canonical = sorted(blockable(v[1] for v in targets.values()))
+        by_content, cparams = tx.any("content_hash", content, "bytea")
+        by_canonical, kparams = tx.any("canonical_text_hash", canonical, "bytea")
+        found = await tx.fetchall(
+            f"SELECT {VERSION_KEYS} FROM source_versions WHERE scope_id = ?"
+            f" AND erased_at IS NULL AND ({by_content} OR {by_canonical})",
+            sid, *cparams, *kparams,
+        )  # fmt: skip
+        new = {k: v for k, v in _versions(found).items() if k not in targets}
+        if not new:
+            break
+        targets.update(new)
+    await tx.executemany(
+        "UPDATE source_versions SET erased_at = ?, erasure_id = ?, erase_reason = ?"
+        " WHERE scope_id = ? AND source_id = ? AND tx = ?",
+        [(now, job_id, p.reason, sid, s, t) for s, t in targets],
+    )
+    await tx.executemany(
+        "INSERT INTO erasure_blocklist (scope_id, digest, kind, erasure_id, created_at)"
+        " VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+        [(sid, d, "content", job_id, now) for d in content]
+        + [(sid, d, "canonical", job_id, now) for d in canonical],
+    )
+    job_ids = sorted({v[2] for v in targets.values() if v[2] is not None})
+    by_hash, hparams = tx.any("content_hash", content, "bytea")
+    by_id, iparams = tx.any("job_id", job_ids, "bytea")
+    active = await tx.fetchall(
+        "SELECT job_id FROM jobs WHERE scope_id = ? AND kind <> ?"
+        f" AND state IN ('pending', 'leased') AND (source_id = ? OR {by_hash} OR {by_id})"
+        f" ORDER BY job_id{tx.for_update}",
+        sid, ERASE_KIND, source, *hparams, *iparams,
+    )  # fmt: skip
+    for (jid,) in active:
+        await end_erased(tx, jid, now, erased_reason(job_id))
+    return {"versions": len(targets), "jobs": len(active)}
+
+
+async def _jobs(tx: Tx, sid: int, job_id: bytes, p: ErasePayload, now: int) -> Counts:
+    """Delete the raw uploads of the erased content digests; empty the inline content of
+    every job of them (of the erased versions, ended by this erasure, or — erasing every
+    version — of the source)."""
+    versions = await erased_versions(tx, job_id)
+    rows = await tx.fetchall(
+        "SELECT digest FROM erasure_blocklist WHERE erasure_id = ? AND kind = 'content'", job_id
+    )
+    content = sorted(d for (d,) in rows)
+    job_ids = sorted({v[2] for v in versions.values() if v[2] is not None})
+    by_hash, hparams = tx.any("content_hash", content, "bytea")
+    by_id, iparams = tx.any("job_id", job_ids, "bytea")
+    jobs = await tx.fetchall(
+        f"SELECT job_id FROM jobs WHERE scope_id = ? AND kind <> ? AND ({by_hash} OR {by_id}"
+        f" OR failure_reason = ? OR (? AND source_id = ?)) ORDER BY job_id{tx.for_update}",
+        sid, ERASE_KIND, *hparams, *iparams, erased_reason(job_id), p.version_tx is None,
+        p.source_bytes(),
+    )  # fmt: skip
+    inline = 0
+    for (jid,) in jobs:
+        inline += await scrub_job(tx, jid)
+    raw = await tx.fetchone(
+        f"SELECT coalesce(sum(size), 0) FROM raw_blobs WHERE scope_id = ? AND {by_hash}",
+        sid, *hparams,
+    )  # fmt: skip
+    for table in ("raw_chunks", "raw_blobs"):
+        await tx.execute(f"DELETE FROM {table} WHERE scope_id = ? AND {by_hash}", sid, *hparams)
+    return {"raw_bytes": int(raw[0]) if raw is not None else 0, "inline_bytes": inline}
+
+
+async def _text(tx: Tx, sid: int, job_id: bytes, p: ErasePayload, now: int) -> Counts:
+    """Replace the erased versions' canonical text chunks with redaction records (length
+    and BLAKE3, no bytes), one chunk in memory at a time."""
+    versions = await erased_versions(tx, job_id)
+    total = 0
+    for blob_id in sorted({v[3] for v in versions.values() if v[3] is not None}):
+        idxs = await tx.fetchall(
+            "SELECT idx FROM blob_chunks WHERE scope_id = ? AND blob_id = ? ORDER BY idx",
+            sid, blob_id,
+        )  # fmt: skip
+        for (idx,) in idxs:
+            row = await tx.fetchone(
+                "DELETE FROM blob_chunks WHERE scope_id = ? AND blob_id = ? AND idx = ?"
+                " RETURNING data",
+                sid, blob_id, idx,
+            )  # fmt: skip
+            assert row is not None
+            data = bytes(row[0])
+            total += len(data)
+            await tx.execute(
+                "INSERT INTO redacted_chunks (scope_id, blob_id, idx, length, digest, erasure_id)"
+                " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (scope_id, blob_id, idx) DO UPDATE"
+                " SET length = excluded.length, digest = excluded.digest",
+                sid, blob_id, idx, len(data), blake3.blake3(data).digest(), job_id,
+            )  # fmt: skip
+    return {"text_bytes": total}
+
+
+async def _nodes(tx: Tx, sid: int, job_id: bytes, p: ErasePayload, now: int) -> Counts:
+    """Scrub, hide or trim the nodes the erased versions wrote or linked
+    (:func:`~telha.domain.erasure.plan_nodes`) at a new transaction time; scrub and close
+    the edges they wrote."""
+    erased = set(await erased_versions(tx, job_id))
+    if not erased:
+        return {"hidden": 0, "trimmed": 0, "edges": 0}
+    txs = sorted({t for _, t in erased})
+    by_source, sparams = tx.any("source_id", sorted({s for s, _ in erased}), "bytea")
+    by_tx, tparams = tx.any("tx_from", txs, "bigint")
+    written = await tx.fetchall(
+        "SELECT node_id, source_id, tx_from FROM nodes"
+        f" WHERE scope_id = ? AND {by_source} AND {by_tx}",
+        sid, *sparams, *tparams,
+    )  # fmt: skip
+    touched = {n for n, s, t in written if (s, t) in erased}
+    version = "source_id = ? AND source_version_tx = ?"
+    for s, t in sorted(erased):
+        async for *_, linked in _span_rows(tx, sid, version, s, t):
+            touched.update(node_ids(linked))
+    ids = sorted(touched)
+    rows: list[NodeRow] = []
+    for i in range(0, len(ids), _BATCH):  # every version of each, locked in id order
+        by_id, iparams = tx.any("node_id", ids[i : i + _BATCH], "bytea")
+        found = await tx.fetchall(
+            "SELECT node_id, tx_from, tx_to, source_id, labels, properties, provenance,"
+            f" valid_from, valid_to, erased FROM nodes WHERE scope_id = ? AND {by_id}"
+            f" ORDER BY node_id, tx_from{tx.for_update}",
+            sid, *iparams,
+        )  # fmt: skip
+        rows += [NodeRow._make((*r[:9], bool(r[9]))) for r in found]
+    links: dict[bytes, list[tuple[bytes, int, int, int]]] = {}
+    async for s, t, a, b, linked in _span_rows(tx, sid, "source_version_tx > ?", txs[0]):
+        if (s, t) in erased:
+            continue
+        for node in node_ids(linked):
+            if node in touched:
+                links.setdefault(node, []).append((s, t, a, b))
+    at = await tx.next_tx()  # PostgreSQL: the clock row is locked last
+    plan = plan_nodes(sid, at, erased, rows, links)
+    scrub = [(b"{}", b"[]", True, sid, n, t) for n, t in plan.scrub]
+    await tx.executemany(
+        "UPDATE nodes SET properties = ?, provenance = ?, erased = ?"
+        " WHERE scope_id = ? AND node_id = ? AND tx_from = ?",
+        scrub,
+    )
+    await tx.executemany(
+        "DELETE FROM ambiguities WHERE scope_id = ? AND node_id = ? AND tx = ?",
+        [r[3:] for r in scrub],
+    )
+    for i in range(0, len(plan.close), _BATCH):
+        by_id, iparams = tx.any("node_id", plan.close[i : i + _BATCH], "bytea")
+        await tx.execute(
+            f"UPDATE nodes SET tx_to = ? WHERE scope_id = ? AND {by_id} AND tx_to IS NULL",
+            at, sid, *iparams,
+        )  # fmt: skip
+    await tx.executemany(
+        "INSERT INTO nodes (scope_id, node_id, tx_from, labels, properties, provenance,"
+        " source_id, valid_from, valid_to, erased) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        plan.inserts,
+    )
+    await tx.executemany(
+        "INSERT INTO node_labels (scope_id, label, node_id, tx_from) VALUES (?, ?, ?, ?)"
+        " ON CONFLICT DO NOTHING",
+        plan.labels,
+    )
+    edges = await tx.execute(
+        "UPDATE edges SET properties = ?, tx_to = coalesce(tx_to, ?)"
+        f" WHERE scope_id = ? AND {by_tx}",
+        b"{}", at, sid, *tparams,
+    )  # fmt: skip
+    return {"hidden": plan.hidden, "trimmed": plan.trimmed, "edges": edges}
+
+
+async def _spans(tx: Tx, sid: int, job_id: bytes, p: ErasePayload, now: int) -> Counts:
+    """Delete the erased versions' span rows."""
+    deleted = 0
+    for s, t in await erased_versions(tx, job_id):
+        deleted += await tx.execute(
+            "DELETE FROM span_rows WHERE scope_id = ? AND source_id = ? AND source_version_tx = ?",
+            sid, s, t,
+        )  # fmt: skip
+    return {"span_rows": deleted}
+
+
+_STEPS: dict[str, Step] = {
+    "mark": _mark, "jobs": _jobs, "text": _text, "nodes": _nodes, "spans": _spans,
+}  # fmt: skip
+
+
+class ErasureOps(EngineOps):
+    """The erasure operations of :class:`telha.storage.protocol.Storage`, over the engine's
+    transaction and read runners."""
+
+    if TYPE_CHECKING:
+
+        async def _erasure_finished(self) -> None:
+            """Run by :meth:`erase_step` after ``finish`` committed, outside any transaction:
+            the engine's cleanup of what the erasure overwrote (each engine's base class
+            implements it)."""
+
+    async def has_source(self, scope: Scope, source_id: bytes) -> bool:
+        """See :func:`has_source`."""
+        return await self._read(has_source, scope, source_id)
+
+    async def erasure_leftovers(self) -> dict[str, int]:
+        """See :func:`erasure_leftovers`."""
+        return await self._read(erasure_leftovers)
+
+    async def enqueue_erasure(
+        self, scope: Scope, job: NewJob, payload: ErasePayload, *, now_us: int
+    ) -> None:
+        """See :func:`enqueue_erasure`."""
+        await self._transaction("enqueue erasure", enqueue_erasure, scope, job, payload, now_us)
+
+    async def erase_step(self, lease: LeaseRef, step: str, *, now_us: int) -> Counts:
+        """See :func:`erase_step`; after ``finish``, the engine's
+        :meth:`_erasure_finished`.
+
+        :raises ValueError: an unknown step.
+        """
+        if step not in STEPS:
+            raise ValueError(f"unknown erasure step {step!r}")
+        counts = await self._transaction(f"erase ({step})", erase_step, lease, step, now_us)
+        if step == "finish":
+            await self._erasure_finished()
+        return counts
