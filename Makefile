@@ -24,9 +24,13 @@ $(CHROMIUM):
 run: setup
 	$(BIN)/telha serve --config $(CONFIG)
 
+# Style, formatting, the import contracts of pyproject's [tool.importlinter] and the 600-line
+# module cap (scripts/check_max_lines.py, no ignore list).
 lint: setup
-	$(BIN)/ruff check telha workers tests bench
-	$(BIN)/ruff format --check telha workers tests bench
+	$(BIN)/ruff check telha workers tests bench scripts
+	$(BIN)/ruff format --check telha workers tests bench scripts
+	$(BIN)/lint-imports --no-logo
+	$(BIN)/python scripts/check_max_lines.py --max 600 telha workers
 
 typecheck: setup
 	$(BIN)/mypy
@@ -66,7 +70,7 @@ chaos: setup
 	$(BIN)/python bench/chaos.py
 
 clean:
-	rm -rf $(VENV) data .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) data .pytest_cache .mypy_cache .ruff_cache .import_linter_cache
 
 # Regenerate telha_proto/ from proto/ (betterproto2-compiler, pinned in pyproject's dev extra).
 proto: setup

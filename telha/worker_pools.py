@@ -41,7 +41,8 @@ from telha_proto.telha.worker.v1 import (
     PollJobsRequest,
     SubmitResponse,
 )
-from workers_common.consumer import HEARTBEAT_INTERVAL_SECS, WorkerConsumer, module_lifespan
+from workers_common.consumer import HEARTBEAT_INTERVAL_SECS, WorkerConsumer
+from workers_common.handlers import module_lifespan
 
 __all__ = ["InProcessTransport", "WorkerPools", "load_worker_modules"]
 

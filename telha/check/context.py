@@ -12,7 +12,7 @@ from telha.check.violations import Report
 from telha.domain.canonical import is_boundary
 from telha.domain.ids import id_str
 from telha.domain.model import BLOB_CHUNK, Scope
-from telha.storage.protocol import Storage
+from telha.storage.protocol import ScanStore
 from telha.storage.scan import ScanVersion, StoreScan
 
 __all__ = ["CheckContext", "CheckFamily", "TextBytes", "VersionCache"]
@@ -105,7 +105,7 @@ class CheckContext:
     report: Report
     page: int = 1000
     scopes: dict[int, Scope] = field(default_factory=dict)
-    store: Storage | None = None
+    store: ScanStore | None = None
 
     def where(self, scope: int) -> str:
         """``tenant/org`` of a scope number, for violation subjects."""

@@ -19,7 +19,7 @@ from telha.check.spans import SpanChecks
 from telha.check.violations import Report
 from telha.config import Config
 from telha.storage import open_store
-from telha.storage.protocol import Storage
+from telha.storage.protocol import ScanStore
 
 __all__ = ["CHECKS", "check_config", "format_report", "run_checks"]
 
@@ -34,7 +34,7 @@ CHECKS: list[CheckFamily] = [
 
 
 async def run_checks(
-    store: Storage,
+    store: ScanStore,
     *,
     page: int = 1000,
     families: Sequence[CheckFamily] | None = None,

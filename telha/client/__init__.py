@@ -22,7 +22,7 @@ from telha.client.errors import (
     Unauthenticated,
     Unavailable,
 )
-from telha.rest.schemas import (
+from telha.wire import (
     Deduplicated,
     EdgeOut,
     IngestApplied,

@@ -1,6 +1,6 @@
 """``AsyncTelha``: an async client of the REST API (docs/rest-api.md), on httpx.
 
-Results are the server's own response Structs (:mod:`telha.rest.schemas`: camelCase on the
+Results are the server's own response Structs (:mod:`telha.wire`: camelCase on the
 wire, snake_case attributes; ids as UUID strings, times in µs, offsets in UTF-8 bytes). Errors
 raise one class per REST error code (:mod:`telha.client.errors`). Connection errors and 503
 answers are retried with exponential backoff and jitter (tenacity); retrying an ingest is
@@ -28,7 +28,7 @@ from tenacity import (
 )
 
 from telha.client.errors import ConnectionFailed, TelhaError, Unavailable, error_for
-from telha.rest.schemas import (
+from telha.wire import (
     Deduplicated,
     EdgeList,
     EdgeOut,

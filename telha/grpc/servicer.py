@@ -25,7 +25,7 @@ from telha.ingest.ingestor import Ingestor, content_ref
 from telha.ingest.request import KNOWN_FORMATS
 from telha.logs import bound_job, fields_of
 from telha.queue.job_queue import JobQueue
-from telha.storage.protocol import Storage
+from telha.storage.protocol import RawStore
 from telha_proto.telha.worker.v1 import (
     ContentChunk,
     FetchContentRequest,
@@ -117,7 +117,7 @@ class WorkerServicer(WorkerServiceBase):
     :param store: where ``FetchContent`` reads stored raw bytes.
     """
 
-    def __init__(self, queue: JobQueue, ingestor: Ingestor, store: Storage) -> None:
+    def __init__(self, queue: JobQueue, ingestor: Ingestor, store: RawStore) -> None:
         self._queue = queue
         self._ingestor = ingestor
         self._store = store

@@ -13,6 +13,7 @@ another replica) leases it again and runs the steps not yet recorded.
 from __future__ import annotations
 
 import uuid
+from typing import Protocol
 
 import anyio
 import anyio.abc
@@ -25,15 +26,20 @@ from telha.domain.ids import id_str, new_id, now_us
 from telha.domain.model import JobRecord, LeaseRef, NewJob, Scope
 from telha.logs import bound_job, fields_of
 from telha.queue.job_queue import JobQueue
-from telha.storage.protocol import Storage
+from telha.storage.protocol import ErasureStore, ReadStore
 
-__all__ = ["Eraser"]
+__all__ = ["Eraser", "EraserStore"]
 
 log = structlog.get_logger("telha.erasure")
 
 #: How often a waiting request looks at its erase job when no in-process wake-up came (the
 #: job may run on another replica), seconds.
 _POLL_S = 0.5
+
+
+class EraserStore(ReadStore, ErasureStore, Protocol):
+    """The storage roles the Eraser uses: reads to resolve what a request names, and the
+    erasure's own operations."""
 
 
 class Eraser:
@@ -45,7 +51,9 @@ class Eraser:
         (the job stays leased) until cancelled. ``None`` in production.
     """
 
-    def __init__(self, store: Storage, queue: JobQueue, *, pause_after: str | None = None) -> None:
+    def __init__(
+        self, store: EraserStore, queue: JobQueue, *, pause_after: str | None = None
+    ) -> None:
         self._store = store
         self._queue = queue
         self._pause_after = pause_after

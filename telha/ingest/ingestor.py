@@ -10,7 +10,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Any, Literal, Protocol, cast
 
 import anyio
 import msgspec
@@ -45,11 +45,12 @@ from telha.ingest.request import FETCH_FORMATS, KNOWN_FORMATS, IngestRequest
 from telha.logs import fields_of
 from telha.offload import off_loop
 from telha.queue.job_queue import JobQueue
-from telha.storage.protocol import Storage
+from telha.storage.protocol import RawStore, VersionStore
 
 __all__ = [
     "IngestJobPayload",
     "IngestResult",
+    "IngestStore",
     "Ingestor",
     "SubmitResult",
     "UploadedFile",
@@ -125,6 +126,10 @@ class SubmitResult:
     replay: bool = False
 
 
+class IngestStore(VersionStore, RawStore, Protocol):
+    """The storage roles the Ingestor writes through: source versions and raw uploads."""
+
+
 class Ingestor:
     """Single entry point of ``POST /v1/ingest`` and of worker submissions.
 
@@ -133,7 +138,7 @@ class Ingestor:
     :param queue: the job queue worker formats are enqueued on.
     """
 
-    def __init__(self, store: Storage, config: IngestConfig, queue: JobQueue) -> None:
+    def __init__(self, store: IngestStore, config: IngestConfig, queue: JobQueue) -> None:
         self._store = store
         self._config = config
         self._queue = queue

@@ -39,7 +39,7 @@ from telha.domain.policy import (
 )
 from telha.logs import bound_job, fields_of
 from telha.metrics import Metrics
-from telha.storage.protocol import ALL_FORMATS, Storage
+from telha.storage.protocol import ALL_FORMATS, JobStore
 
 __all__ = ["JobQueue"]
 
@@ -87,7 +87,7 @@ class _Wakeups:
 
 
 class JobQueue:
-    """The queue over a :class:`~telha.storage.protocol.Storage`.
+    """The queue over a :class:`~telha.storage.protocol.JobStore`.
 
     :param store: the storage engine holding job rows and events.
     :param config: the ``[jobs]`` section (``lease_secs``, ``max_attempts``, backoff, reaper).
@@ -98,7 +98,7 @@ class JobQueue:
 
     def __init__(
         self,
-        store: Storage,
+        store: JobStore,
         config: JobsConfig,
         *,
         clock: Callable[[], int] = now_us,

@@ -12,7 +12,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 import msgspec
@@ -34,13 +34,17 @@ from telha.ingest.ingestor import Ingestor
 from telha.metrics import Metrics
 from telha.queue.job_queue import JobQueue
 from telha.rest.metrics_middleware import MetricsMiddleware
-from telha.rest.schemas import ErrorBody, ErrorDetail
-from telha.storage.protocol import Storage
+from telha.storage.protocol import KeyStore, ReadStore
+from telha.wire import ErrorBody, ErrorDetail
 
-__all__ = ["AppState", "create_app", "json_response", "parse_uuid", "require_scope"]
+__all__ = ["AppState", "RestStore", "create_app", "json_response", "parse_uuid", "require_scope"]
 
 log = structlog.get_logger("telha.rest")
 _HTTP_CODES = {404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED", 400: "INVALID_REQUEST"}
+
+
+class RestStore(ReadStore, KeyStore, Protocol):
+    """The storage roles the REST front uses: the read routes' reads and API key lookups."""
 
 
 @dataclass
@@ -48,7 +52,7 @@ class AppState:
     """What the handlers need, hung on ``app.state.telha``."""
 
     config: Config
-    store: Storage
+    store: RestStore
     ingestor: Ingestor
     queue: JobQueue
     eraser: Eraser
@@ -71,7 +75,7 @@ class KeyCache:
     Only known keys are remembered: a key minted while the service runs works at once.
     """
 
-    def __init__(self, store: Storage, ttl_s: float = 10.0, max_entries: int = 10_000) -> None:
+    def __init__(self, store: KeyStore, ttl_s: float = 10.0, max_entries: int = 10_000) -> None:
         self._store = store
         self._ttl_s = ttl_s
         self._max = max_entries

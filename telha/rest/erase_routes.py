@@ -2,7 +2,7 @@
 source or one version.
 
 The body is ``{"reason": "...", "versionTx": <µs, optional>}``; the answer (200) says what
-was erased (:class:`~telha.rest.schemas.ErasureOut`). The erasure runs as an ``erase`` job
+was erased (:class:`~telha.wire.ErasureOut`). The erasure runs as an ``erase`` job
 (:mod:`telha.ingest.eraser`); its id is the ``erasureId`` and ``GET /v1/ingest/{erasureId}``
 shows its steps.
 """

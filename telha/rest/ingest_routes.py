@@ -16,14 +16,14 @@ from telha.ingest.ingestor import IngestResult
 from telha.ingest.request import parse_ingest_request
 from telha.offload import off_loop
 from telha.rest.app import json_response, parse_uuid, require_scope, state
-from telha.rest.schemas import (
+from telha.rest.upload import receive_upload
+from telha.wire import (
     Deduplicated,
     IngestApplied,
     IngestEnqueued,
     JobEventOut,
     JobStatus,
 )
-from telha.rest.upload import receive_upload
 
 __all__ = ["read_body", "routes"]
 

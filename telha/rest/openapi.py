@@ -1,5 +1,5 @@
 """``GET /openapi.json``: the REST API described (OpenAPI 3.1), schemas generated from
-:mod:`telha.rest.schemas` so the document cannot drift from what the handlers encode."""
+:mod:`telha.wire` so the document cannot drift from what the handlers encode."""
 
 from __future__ import annotations
 
@@ -11,9 +11,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from telha import __version__
+from telha import __version__, wire
 from telha.ingest.request import KNOWN_FORMATS
-from telha.rest import schemas
 
 __all__ = ["openapi_document", "routes"]
 
@@ -287,7 +286,7 @@ def _paths() -> dict[str, Any]:
 @functools.cache
 def openapi_document() -> bytes:
     """The OpenAPI 3.1 document as JSON bytes (built once)."""
-    types = [getattr(schemas, name) for name in schemas.__all__]
+    types = [getattr(wire, name) for name in wire.__all__]
     _, components = msgspec.json.schema_components(types, ref_template=_REF)
     doc = {
         "openapi": "3.1.0",

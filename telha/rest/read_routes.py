@@ -25,7 +25,8 @@ from telha.rest.app import (
     require_scope,
     state,
 )
-from telha.rest.schemas import (
+from telha.storage.protocol import ReadStore
+from telha.wire import (
     AmbiguityOut,
     CandidateOut,
     EdgeList,
@@ -40,7 +41,6 @@ from telha.rest.schemas import (
     SpanOut,
     VersionOut,
 )
-from telha.storage.protocol import Storage
 
 __all__ = ["routes"]
 
@@ -126,7 +126,7 @@ def _slice(window: tuple[int, bytes], start: int, end: int) -> str:
     return data[start - base : end - base].decode("utf-8", "replace")
 
 
-async def _node_out(store: Storage, scope: Scope, nodes: list[NodeVersion]) -> list[NodeOut]:
+async def _node_out(store: ReadStore, scope: Scope, nodes: list[NodeVersion]) -> list[NodeOut]:
     """Nodes with each provenance span's text resolved (one read per distinct version)."""
     wanted: dict[tuple[bytes, int], list[tuple[int, int]]] = defaultdict(list)
     for n in nodes:

@@ -1,9 +1,18 @@
-"""The storage seam (DESIGN.md §4, §9): domain operations, one engine module per database.
+"""The storage seam: domain operations, one engine package per database (see
+``docs/architecture.md``).
 
-Engines own their SQL; everything above this Protocol speaks in :mod:`telha.domain.model`
-records. Engines raise :class:`~telha.domain.errors.StorageError` for driver failures and
+Engines own their SQL; everything above these Protocols speaks in :mod:`telha.domain.model`
+records. The operations are grouped by role, and each caller names only the roles it uses
+(the :class:`~telha.queue.job_queue.JobQueue` a :class:`JobStore`, the REST read routes a
+:class:`ReadStore`, ``telha check`` a :class:`ScanStore`, …). :class:`Storage` is every role
+at once, what an engine implements; :class:`StorageEngine` adds the engine's lifecycle.
+
+Engines raise :class:`~telha.domain.errors.StorageError` for driver failures and
 :class:`~telha.domain.errors.NotFound` / :class:`~telha.domain.errors.RequestError` where the
-caller asked for something that is not there or not addressable.
+caller asked for something that is not there or not addressable. Every write path checks
+the erasure blocklist inside its own transaction: a blocklisted commit, enqueue or raw store
+writes nothing (:class:`~telha.domain.errors.ContentErased`, ``EnqueueOutcome.erased``,
+``CommitOutcome.erased`` or ``StreamOutcome.erased`` with the job ended ``dead``).
 """
 
 from __future__ import annotations
@@ -38,21 +47,38 @@ from telha.domain.policy import Decide, DecideLoss
 from telha.domain.projection import Projection
 from telha.storage.scan import StoreScan
 
-__all__ = ["ALL_FORMATS", "Storage", "StorageEngine"]
+__all__ = [
+    "ALL_FORMATS",
+    "ErasureStore",
+    "JobStore",
+    "KeyStore",
+    "RawStore",
+    "ReadStore",
+    "ScanStore",
+    "Storage",
+    "StorageEngine",
+    "VersionStore",
+]
 
-#: What :meth:`Storage.job_wakeups` yields when wake-ups may have been missed (say, its
+#: What :meth:`JobStore.job_wakeups` yields when wake-ups may have been missed (say, its
 #: channel reconnected): every format's pollers should look again.
 ALL_FORMATS = "*"
 
 
-class Storage(Protocol):
-    """Domain-level storage operations; every one is scoped by (tenant, organization)."""
+class KeyStore(Protocol):
+    """REST API keys: minted by ``telha api-key create``, resolved per request by the REST
+    front."""
 
     async def insert_api_key(self, scope: Scope, key_id: str, key_hash: bytes) -> None:
         """Store a REST API key's hash (never the key) for ``scope``."""
 
     async def scope_for_key(self, key_hash: bytes) -> Scope | None:
         """The scope of a live (not revoked) key, or ``None``. Reads the store every call."""
+
+
+class VersionStore(Protocol):
+    """Writing source versions: the Ingestor's synchronous commits and worker submissions,
+    single-shot or streamed part by part."""
 
     async def latest_version(self, scope: Scope, source_id: bytes) -> SourceVersion | None:
         """The newest version of a source, or ``None`` for a new source."""
@@ -66,10 +92,9 @@ class Storage(Protocol):
         dedup: Dedup,
         completion: JobCompletion | None = None,
     ) -> CommitOutcome:
-        """Write one source version and its projection in one transaction (spec 004 apply_parts
-        steps 2–7): version row, canonical text chunks, nodes (deterministic ids through the
-        upsert ladder), edges, span rows, and with ``completion`` the job's completion and its
-        child jobs.
+        """Write one source version and its projection in one transaction: version row,
+        canonical text chunks, nodes (deterministic ids through the upsert ladder), edges, span
+        rows, and with ``completion`` the job's completion and its child jobs.
 
         ``dedup`` is checked inside the same transaction; a duplicate writes no version
         (``CommitOutcome.deduplicated``) but still completes the job. All-or-nothing.
@@ -83,14 +108,17 @@ class Storage(Protocol):
     async def apply_stream_part(
         self, scope: Scope, version: NewVersion, projection: Projection, part: StreamPart
     ) -> StreamOutcome:
-        """Apply one streamed submission (spec 004 streaming rules) in one transaction.
+        """Apply one streamed submission in one transaction.
 
         :raises telha.domain.errors.StaleLease: the lease is not current.
         :raises telha.domain.errors.OutOfSync: wrong seq, or a partial built on another length.
         :raises telha.domain.errors.InvalidStream: an offset into earlier text off a boundary.
         """
 
-    # -- raw uploaded bytes (issue 4) -------------------------------------------------------
+
+class RawStore(Protocol):
+    """Raw uploaded bytes, content-addressed: stored by the Ingestor, streamed to workers by
+    ``FetchContent``."""
 
     async def has_raw(self, scope: Scope, digest: bytes) -> bool:
         """Whether raw bytes with BLAKE3 ``digest`` are stored complete in ``scope``."""
@@ -111,7 +139,10 @@ class Storage(Protocol):
             past their end.
         """
 
-    # -- jobs (DESIGN.md §6) ---------------------------------------------------------------
+
+class JobStore(Protocol):
+    """The job table: what the :class:`~telha.queue.job_queue.JobQueue` leases, heartbeats, fails,
+    releases, reaps and counts."""
 
     async def enqueue_job(
         self, scope: Scope, job: NewJob, *, now_us: int, dedup: bool
@@ -167,7 +198,7 @@ class Storage(Protocol):
     async def lose_jobs(
         self, leases: Sequence[LeaseRef], *, now_us: int, detail: str, decide: DecideLoss
     ) -> list[tuple[JobRecord, str]]:
-        """Jobs lost with their worker (its ``PollJobs`` stream ended; issue 8 item 1), in one
+        """Jobs lost with their worker (its ``PollJobs`` stream ended), in one
         transaction: each one still leased under its generation gets a ``worker_lost`` event
         (``detail``), a failed attempt and ``decide("worker_lost", attempts, losses)``'s state
         (a ``dead`` event with the decision's reason when it is dead); leases no longer held
@@ -181,6 +212,11 @@ class Storage(Protocol):
     ) -> JobRecord | None:
         """A job (with its events unless ``events=False``); ``None`` when absent or in
         another scope."""
+
+
+class ReadStore(Protocol):
+    """Reading what was ingested, within one scope: the REST read API, and the Eraser resolving
+    what a request names."""
 
     async def source_versions(self, scope: Scope, source_id: bytes) -> list[SourceVersion]:
         """All versions of a source, newest first; empty when the source is unknown."""
@@ -219,26 +255,14 @@ class Storage(Protocol):
     ) -> list[EdgeRecord]:
         """Current edges of a node whose far endpoint exists (dangling edges are left out)."""
 
-    # -- whole-store scans (issue 8 item 3, ``telha check``) ---------------------------------
-
-    def scan(self) -> AbstractAsyncContextManager[StoreScan]:
-        """A consistent, read-only snapshot of every table for as long as the ``async with``
-        block runs (see :mod:`telha.storage.scan`); works on a store opened ``readonly``
-        beside a live server.
-
-        :raises StorageError: the store cannot be read.
-        """
-
-    # -- GDPR erasure (issue 11; :mod:`telha.domain.erasure`) ------------------------------
-
     async def has_source(self, scope: Scope, source_id: bytes) -> bool:
         """Whether ``scope`` knows the source at all: a version row (finalized or a stream's
         pinned one) or an ingest job of it."""
 
-    async def erasure_leftovers(self) -> dict[str, int]:
-        """Rows, across every scope, that an erasure should have removed or scrubbed and that
-        are still there: ``{name: count}`` for each of
-        :data:`telha.domain.erasure.LEFTOVER_CHECKS` (all 0 when nothing erased remains)."""
+
+class ErasureStore(Protocol):
+    """GDPR erasure (:mod:`telha.domain.erasure`): the erase job and its audit row, then its
+    steps, one transaction each."""
 
     async def enqueue_erasure(
         self, scope: Scope, job: NewJob, payload: ErasePayload, *, now_us: int
@@ -256,6 +280,30 @@ class Storage(Protocol):
         :raises StaleLease: the lease is not current.
         :raises ValueError: an unknown step.
         """
+
+
+class ScanStore(Protocol):
+    """Whole-store reads across every scope, for ``telha check``: a consistent snapshot and the
+    erasure leftovers counted beside it."""
+
+    def scan(self) -> AbstractAsyncContextManager[StoreScan]:
+        """A consistent, read-only snapshot of every table for as long as the ``async with``
+        block runs (see :mod:`telha.storage.scan`); works on a store opened ``readonly``
+        beside a live server.
+
+        :raises StorageError: the store cannot be read.
+        """
+
+    async def erasure_leftovers(self) -> dict[str, int]:
+        """Rows, across every scope, that an erasure should have removed or scrubbed and that
+        are still there: ``{name: count}`` for each of
+        :data:`telha.domain.erasure.LEFTOVER_CHECKS` (all 0 when nothing erased remains)."""
+
+
+class Storage(
+    KeyStore, VersionStore, RawStore, JobStore, ReadStore, ErasureStore, ScanStore, Protocol
+):
+    """Every role at once: what an engine implements."""
 
 
 class StorageEngine(Storage, Protocol):

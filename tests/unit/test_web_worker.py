@@ -259,7 +259,7 @@ async def test_module_lifespan_is_optional() -> None:
     import types
 
     import web_worker
-    from workers_common.consumer import module_lifespan
+    from workers_common.handlers import module_lifespan
 
     async with module_lifespan(types.ModuleType("plain_worker")):
         pass  # a module without lifespan(): nothing to enter

@@ -16,13 +16,13 @@ import sys
 from pathlib import Path
 import blake3, code_worker, email_worker
 from workers_common import Job
-from workers_common.consumer import _encode
+from workers_common.handlers import encode
 for line in sys.stdin.read().splitlines():
     fmt, path = line.split("\\t")
     module = code_worker if fmt == "code" else email_worker
     job = Job("id", f"ingest:{fmt}", fmt, Path(path).name, Path(path).read_bytes(), None, {},
               0, "t", "o")
-    print(blake3.blake3(_encode(module.handle(job))).hexdigest())
+    print(blake3.blake3(encode(module.handle(job))).hexdigest())
 """
 
 

@@ -43,7 +43,8 @@ from workers_common import (
 __all__ = ["FORMATS", "LANGUAGES", "file_id", "handle"]
 
 FORMATS = ("code",)
-#: A plain, CPU-bound handler: in-process pools run it in a worker process (consumer.py).
+#: A plain, CPU-bound handler: in-process pools run it in a worker process (see
+#: workers_common.handlers).
 PROCESS_POOL = True
 NAMESPACE = uuid.UUID("4c0d3e5a-1b2c-5d6e-8f90-636f64652121")
 _OPTIONS = frozenset({"language", "repo", "path"})

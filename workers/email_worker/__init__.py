@@ -72,7 +72,8 @@ from workers_common.temporal import find_dates, to_us
 __all__ = ["FORMATS", "handle", "message_node_id", "normalize_subject"]
 
 FORMATS = ("eml", "msg")
-#: A plain, CPU-bound handler: in-process pools run it in a worker process (consumer.py).
+#: A plain, CPU-bound handler: in-process pools run it in a worker process (see
+#: workers_common.handlers).
 PROCESS_POOL = True
 NAMESPACE = uuid.UUID("0b6a3d6e-7f0a-5c8e-9a57-656d61696c21")
 _OPTIONS = frozenset({"clarify"})

@@ -18,7 +18,8 @@ from workers_common import CorruptInput, IngestionResultBuilder, Job, normalize_
 __all__ = ["FORMATS", "handle", "project"]
 
 FORMATS = ("text", "markdown")
-#: A plain, CPU-bound handler: in-process pools run it in a worker process (consumer.py).
+#: A plain, CPU-bound handler: in-process pools run it in a worker process (see
+#: workers_common.handlers).
 PROCESS_POOL = True
 
 _BOM = b"\xef\xbb\xbf"

@@ -1,20 +1,13 @@
 """``WorkerConsumer`` (docs/worker-protocol.md): poll, dispatch, heartbeat, submit.
 
-A handler is ``handle(job) -> dict | bytes`` (single shot) or a generator yielding submission
-dicts (``ids = yield builder.build()``): the consumer assigns ``seq``, defaults each yielded
-dict to ``partial: True`` unless it sets ``partial: False`` (which finalizes), sends back the
-node ids core assigned, and submits an empty finalizer if the generator ends without one.
-Plain and generator handlers run in a worker thread, never on the event loop; an ``async def``
-handler (I/O-bound: ``web_worker`` driving a browser) is awaited on the event loop and must
-keep its CPU-bound work off it (its result is encoded in a thread). A worker module may also
-expose ``lifespan()``, an async context manager entered once around all its consumers
-(:func:`module_lifespan`): process-wide resources such as a browser. A module that sets
-``PROCESS_POOL = True`` (a plain, pure-Python, CPU-bound handler: ``email_worker``,
-``code_worker``) runs in a worker process of anyio's process pool when the consumer is given
-a ``processes`` limiter, so its parsing holds no GIL of the process that hosts the consumer
-(``telha serve``); a lost lease kills that process. One heartbeat task per stream
-extends every in-flight lease each ``heartbeat_interval_s``; a job whose lease was not
-extended is abandoned (its result is never submitted).
+The consumer runs each job's handler through :mod:`workers_common.handlers` (a thread, a pool
+process for a ``PROCESS_POOL`` module, or the event loop for an ``async def`` handler). For a
+generator handler it assigns ``seq``, defaults each yielded dict to ``partial: True`` unless
+it sets ``partial: False`` (which finalizes), sends back the node ids core assigned, and
+submits an empty finalizer if the generator ends without one. A lost lease abandons the job
+(and kills its pool process). One heartbeat task per stream extends every in-flight lease each
+``heartbeat_interval_s``; a job whose lease was not extended is abandoned (its result is never
+submitted).
 
 A job whose payload references stored content (``content_ref``: a large upload) is fetched
 with ``FetchContent`` into a spool file before the handler runs (``Job.raw_path``), checked
@@ -23,29 +16,21 @@ against its BLAKE3, and removed when the job is done.
 
 from __future__ import annotations
 
-import base64
-import contextlib
 import dataclasses
 import inspect
-import json
 import logging
 import os
 import tempfile
-import time
 import types
 import uuid
 from collections.abc import Callable, Generator
-from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import ModuleType
 from typing import Any, BinaryIO, Protocol
 
 import anyio
 import anyio.abc
-import anyio.to_process
 import blake3
-import msgspec
 from grpclib import GRPCError, Status
 from grpclib.exceptions import StreamTerminatedError
 
@@ -58,7 +43,20 @@ from telha_proto.telha.worker.v1 import (
     PollJobsRequest,
     SubmitResponse,
 )
-from workers_common.failures import ResourceLimit, TransientFailure, classify
+from workers_common.failures import TransientFailure, classify
+from workers_common.handlers import (
+    DONE,
+    HANDLER_ERRORS,
+    HandlerFailed,
+    advance,
+    call_async,
+    call_in_process,
+    call_in_thread,
+    close_generator,
+    decode_job,
+    encode,
+    handle,
+)
 from workers_common.job import Job
 from workers_common.logs import bound_job, payload_fields
 from workers_common.metrics import WorkerMetrics
@@ -68,7 +66,6 @@ __all__ = [
     "Job",
     "Transport",
     "WorkerConsumer",
-    "module_lifespan",
     "sweep_stale_spools",
 ]
 
@@ -137,114 +134,12 @@ def _spool_write(out: BinaryIO, hasher: Any, data: bytes) -> None:
     out.write(data)
 
 
-_DONE = object()
-
-#: What handler code may raise and still be only its job's failure: ``SystemExit`` (a library
-#: calling ``sys.exit``) and ``KeyboardInterrupt`` too, which asyncio would otherwise let out
-#: of the task and stop the whole process (``telha serve`` with it). Other
-#: ``BaseException``\ s still end the consumer (cancellation, a deliberate consumer death).
-_HANDLER_ERRORS = (Exception, SystemExit, KeyboardInterrupt)
-
-
-def _advance(gen: Generator[Any, Any, Any], ids: list[str] | None) -> Any:
-    """Next submission of a generator handler (``send(ids)`` after the first), or ``_DONE``.
-    StopIteration cannot cross a thread/future boundary, hence the sentinel."""
-    try:
-        return next(gen) if ids is None else gen.send(ids)
-    except StopIteration:
-        return _DONE
-
-
-#: How long closing a generator waits for a step still running in an abandoned thread.
-_CLOSE_WAIT_S = 2.0
-
-
-def _close_generator(gen: Generator[Any, Any, Any]) -> None:
-    """Close ``gen``; if a step of it still runs in a thread a cancelled job left behind,
-    retry for up to :data:`_CLOSE_WAIT_S`, then leave it to finish on its own."""
-    deadline = time.monotonic() + _CLOSE_WAIT_S
-    while True:
-        try:
-            gen.close()
-            return
-        except ValueError:  # "generator already executing"
-            if time.monotonic() > deadline:
-                log.warning("a handler step is still running; its generator is left open")
-                return
-            time.sleep(0.05)
-        except _HANDLER_ERRORS as exc:  # a handler's cleanup failing must not fail the job again
-            log.warning("closing the handler's generator raised: %r", exc)
-            return
-
-
-def module_lifespan(module: ModuleType) -> AbstractAsyncContextManager[Any]:
-    """The worker module's ``lifespan()`` context (entered once around its consumers, in the
-    task that starts them), or a no-op when it has none."""
-    factory = getattr(module, "lifespan", None)
-    if factory is None:
-        return contextlib.nullcontext()
-    cm: AbstractAsyncContextManager[Any] = factory()
-    return cm
-
-
-class _HandlerFailed(Exception):
-    """Handler code raised; the cause is the handler's exception (classified for the wire)."""
-
-
 @dataclass
 class _InFlight:
     generation: int
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     #: For ``WorkerMetrics``: submitted, failed or not_accepted (abandoned is seen from scope).
     outcome: str = "submitted"
-
-
-def _job(payload: JobPayload) -> tuple[Job, str | None]:
-    """The handler's view of a payload, and the ``content_ref`` to fetch (``None``: inline)."""
-    body = json.loads(payload.payload_json)
-    ref = body.get("content_ref")
-    job = Job(
-        job_id=payload.job_id,
-        kind=payload.kind,
-        format=body["format"],
-        name=body["name"],
-        raw=None if ref else base64.b64decode(body.get("content_b64") or ""),
-        content_hash=body.get("content_hash"),
-        options=body.get("options") or {},
-        attempts=payload.attempts,
-        tenant_id=payload.tenant_id,
-        organization_id=payload.organization_id,
-        root_node_id=body.get("root_node_id"),
-    )
-    return job, ref
-
-
-def _handle(handler: Callable[[Job], Any], job: Job) -> Any:
-    """Run the handler; encode a single-shot result (generators are driven part by part by
-    the consumer)."""
-    result = handler(job)
-    return result if isinstance(result, types.GeneratorType) else _encode(result)
-
-
-def _handle_in_child(handler: Callable[[Job], Any], job: Job) -> bytes:
-    """The process-pool side of a ``PROCESS_POOL`` module: run the handler and encode its
-    submission there, so only bytes cross the pipe back.
-
-    :raises TypeError: the handler returned a generator (streaming handlers cannot run in
-        a process pool: they stay in threads).
-    """
-    result = handler(job)
-    if isinstance(result, types.GeneratorType):
-        result.close()
-        raise TypeError(f"{handler.__module__}.handle returned a generator (PROCESS_POOL)")
-    return _encode(result)
-
-
-def _encode(submission: dict[str, Any] | bytes) -> bytes:
-    if isinstance(submission, bytes | bytearray):
-        return bytes(submission)
-    # msgspec: compact UTF-8 JSON in insertion order, ~5x faster than json.dumps on 10k rows.
-    return msgspec.json.encode(submission)
 
 
 class WorkerConsumer:
@@ -392,7 +287,7 @@ class WorkerConsumer:
             with slot.scope:
                 try:
                     await self._run_handler(payload)
-                except _HandlerFailed as failed:
+                except HandlerFailed as failed:
                     slot.outcome = "failed"
                     await self._submit_failure(payload, failed)
             done = True
@@ -407,7 +302,7 @@ class WorkerConsumer:
                 if not self._in_flight:
                     self._idle.set()
 
-    async def _submit_failure(self, payload: JobPayload, failed: _HandlerFailed) -> None:
+    async def _submit_failure(self, payload: JobPayload, failed: HandlerFailed) -> None:
         assert failed.__cause__ is not None
         reason, permanent, kind = classify(failed.__cause__)
         # The reason goes to core (the job's failureReason), not to the log: a handler's
@@ -456,60 +351,30 @@ class WorkerConsumer:
             )
         )
 
-    async def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
-        """Run handler code in a worker thread; its exceptions become :class:`_HandlerFailed`."""
-        try:
-            return await anyio.to_thread.run_sync(fn, *args, abandon_on_cancel=True)
-        except _HANDLER_ERRORS as exc:
-            raise _HandlerFailed() from exc
-
-    async def _call_in_process(self, job: Job, processes: anyio.CapacityLimiter) -> bytes:
-        """Run the handler in a pool process (cancelling kills that process); its exceptions
-        become :class:`_HandlerFailed`, a process that died a ``resource_limit``."""
-        try:
-            encoded: bytes = await anyio.to_process.run_sync(
-                _handle_in_child, self._handler, job, cancellable=True, limiter=processes
-            )
-        except anyio.BrokenWorkerProcess as exc:
-            died = ResourceLimit(f"the handler's worker process died: {exc}")
-            raise _HandlerFailed() from died
-        except _HANDLER_ERRORS as exc:
-            raise _HandlerFailed() from exc
-        return encoded
-
-    async def _call_async(self, job: Job) -> bytes:
-        """Await an ``async def`` handler on the event loop, then encode its result in a
-        thread; its exceptions become :class:`_HandlerFailed`."""
-        try:
-            result = await self._handler(job)
-        except _HANDLER_ERRORS as exc:
-            raise _HandlerFailed() from exc
-        encoded: bytes = await self._call(_encode, result)
-        return encoded
-
     async def _run_handler(self, payload: JobPayload) -> None:
         # The handler and result encoding run in worker threads (or processes), and so does
         # decoding a large payload: none may hold the event loop (a payload or result can be
         # megabytes of JSON). A small payload is decoded here: cheaper than the hand-off.
         if len(payload.payload_json) <= _INLINE_PAYLOAD_BYTES:
             try:
-                job, ref = _job(payload)
-            except _HANDLER_ERRORS as exc:
-                raise _HandlerFailed() from exc
+                job, ref = decode_job(payload)
+            except HANDLER_ERRORS as exc:
+                raise HandlerFailed() from exc
         else:
-            job, ref = await self._call(_job, payload)
+            job, ref = await call_in_thread(decode_job, payload)
         spool: Path | None = None
         try:
             if ref is not None:
                 spool = await self._fetch(payload, ref)
                 job = dataclasses.replace(job, raw_path=spool)
             if inspect.iscoroutinefunction(self._handler):
-                await self._submit(payload, await self._call_async(job))
+                await self._submit(payload, await call_async(self._handler, job))
                 return
             if self._processes is not None:
-                await self._submit(payload, await self._call_in_process(job, self._processes))
+                encoded = await call_in_process(self._handler, job, self._processes)
+                await self._submit(payload, encoded)
                 return
-            result = await self._call(_handle, self._handler, job)
+            result = await call_in_thread(handle, self._handler, job)
             if not isinstance(result, types.GeneratorType):
                 await self._submit(payload, result)
                 return
@@ -523,7 +388,7 @@ class WorkerConsumer:
         """Fetch the job's stored raw bytes into a spool file (``FetchContent``), checking
         their BLAKE3 against ``ref``; a broken stream resumes at the last byte received.
 
-        :raises _HandlerFailed: the bytes do not match (transient: core is asked again on
+        :raises HandlerFailed: the bytes do not match (transient: core is asked again on
             the retry).
         """
         fd, name = await anyio.to_thread.run_sync(
@@ -545,7 +410,7 @@ class WorkerConsumer:
                     try:
                         async for chunk in self._transport.fetch_content(request):
                             if chunk.offset != offset:
-                                raise _HandlerFailed() from TransientFailure(
+                                raise HandlerFailed() from TransientFailure(
                                     f"content stream skipped from byte {offset} to {chunk.offset}"
                                 )
                             await anyio.to_thread.run_sync(_spool_write, out, hasher, chunk.data)
@@ -553,7 +418,7 @@ class WorkerConsumer:
                         break
                     except GRPCError as exc:
                         if exc.status is Status.NOT_FOUND:
-                            raise _HandlerFailed() from TransientFailure(
+                            raise HandlerFailed() from TransientFailure(
                                 f"core has no stored content for this job: {exc.message}"
                             )
                         if exc.status not in _RESEND_STATUSES or attempt == _RESENDS:
@@ -565,7 +430,7 @@ class WorkerConsumer:
                     await anyio.sleep(delay)
                     delay *= 2
             if hasher.hexdigest() != ref:
-                raise _HandlerFailed() from TransientFailure(
+                raise HandlerFailed() from TransientFailure(
                     f"fetched content ({offset} bytes) does not match its content hash"
                 )
         except BaseException:
@@ -582,29 +447,29 @@ class WorkerConsumer:
             await self._drive(payload, gen)
         finally:
             with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(_close_generator, gen)
+                await anyio.to_thread.run_sync(close_generator, gen)
 
     async def _drive(self, payload: JobPayload, gen: Generator[Any, Any, Any]) -> None:
         seq = 0
         ids: list[str] | None = None
         while True:
-            item = await self._call(_advance, gen, ids)
-            if item is _DONE:
+            item = await call_in_thread(advance, gen, ids)
+            if item is DONE:
                 final = {"v": 1, "canonicalText": "", "seq": seq, "partial": False}
-                await self._submit(payload, _encode(final))
+                await self._submit(payload, encode(final))
                 return
             submission = dict(item)
             submission["seq"] = seq
             partial = submission.setdefault("partial", True)
             try:
-                body = await anyio.to_thread.run_sync(_encode, submission)
+                body = await anyio.to_thread.run_sync(encode, submission)
                 # A 10,000-row partial is tens of MB of dicts: not kept alive while core
                 # applies it (its JSON is what is sent, and resent).
                 del item, submission
                 resp = await self._submit(payload, body)
             except GRPCError as exc:
                 if exc.status is Status.ABORTED:  # out of sequence: fail now, core retries
-                    raise _HandlerFailed() from exc
+                    raise HandlerFailed() from exc
                 raise
             del body
             if not partial or not resp.accepted:

@@ -31,8 +31,9 @@ import anyio
 from grpclib import GRPCError, Status
 from grpclib.exceptions import StreamTerminatedError
 
-from workers_common.consumer import HEARTBEAT_INTERVAL_SECS, WorkerConsumer, module_lifespan
+from workers_common.consumer import HEARTBEAT_INTERVAL_SECS, WorkerConsumer
 from workers_common.gc_tuning import limit_malloc_arenas, tune_gc
+from workers_common.handlers import module_lifespan
 from workers_common.http import health_app, serve_http
 from workers_common.logs import configure_logging
 from workers_common.metrics import WorkerMetrics

@@ -1,6 +1,7 @@
-"""Response bodies of the REST front (docs/rest-api.md), as msgspec
-Structs: camelCase on the wire, ids as UUID strings, hashes as hex, times as µs integers.
-The OpenAPI document is generated from these."""
+"""The REST API's wire schemas (docs/rest-api.md), shared by the server (:mod:`telha.rest`)
+and the client (:mod:`telha.client`): msgspec Structs, camelCase on the wire, ids as UUID
+strings, hashes as hex, times as µs integers. The OpenAPI document is generated from these.
+"""
 
 from __future__ import annotations
 
@@ -186,8 +187,8 @@ class CandidateOut(_Out):
 
 
 class AmbiguityOut(_Out):
-    """A temporal ambiguity of this node version (docs/formats.md); candidates best first, the first
-    one applied to ``validTime``."""
+    """A temporal ambiguity of this node version (docs/formats.md); candidates best first,
+    the first one applied to ``validTime``."""
 
     kind: str
     candidates: list[CandidateOut]
