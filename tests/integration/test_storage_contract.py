@@ -571,6 +571,21 @@ async def test_fail_job_dead_letters_permanent_kinds_and_at_max_attempts(
         states.append(after.state)
         now = after.available_at
     assert states == ["pending"] * (MAX_ATTEMPTS - 1) + ["dead"]
+    # Dead is terminal: nothing leases, extends, fails, releases, reaps or loses it again.
+    gone = held(job)
+    assert (
+        await store.lease_next_job(["text"], scope=None, worker_id="w", now_us=now, lease_us=1)
+        is None
+    )
+    assert await store.heartbeat_jobs([gone], now_us=now, lease_us=LEASE_US) == []
+    with pytest.raises(StaleLease):
+        await store.fail_job(gone, "transient", "t", now_us=now, decide=failing(now))
+    assert not await store.release_job(gone, now_us=now, detail="x")
+    assert await store.reap_expired(now_us=now + 10 * LEASE_US, decide=losing(now)) == []
+    assert await store.lose_jobs([gone], now_us=now, detail="x", decide=losing(now)) == []
+    for job_id in (permanent.job_id, retried.job_id):
+        final = await store.get_job(SCOPE, job_id, events=False)
+        assert final is not None and final.state == "dead"
 
 
 @pytest.mark.parametrize("store", [
