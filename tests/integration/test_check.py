@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import base64
 import sqlite3
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -17,6 +16,7 @@ import pytest
 
 from tests.conftest import CORPUS
 from tests.support.server import ServerProcess, telha_check, write_config
+from tests.support.wait import wait_job_blocking
 
 CHECKS = (
     "spans_in_text", "span_links", "chunk_hashes", "orphan_versions", "job_states", "erasure"
@@ -58,15 +58,9 @@ def _load(server: ServerProcess) -> None:
             assert resp.status_code in (201, 202), resp.text
             if resp.status_code == 202:
                 jobs.append(resp.json()["jobId"])
-        deadline = time.monotonic() + 120
         for job_id in jobs:
-            while True:
-                job = c.get(f"/v1/ingest/{job_id}").json()
-                if job["state"] == "completed":
-                    break
-                assert job["state"] != "dead", job
-                assert time.monotonic() < deadline, job
-                time.sleep(0.1)
+            job = wait_job_blocking(c, job_id, within_s=120)
+            assert job["state"] == "completed", job
 
 
 @pytest.fixture(scope="module")

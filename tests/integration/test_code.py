@@ -16,6 +16,7 @@ import pytest
 from tests.conftest import CORPUS
 from tests.support.queue_env import Tenant
 from tests.support.server import ServerProcess, write_config
+from tests.support.wait import wait_job
 from workers_common import normalize_canonical
 
 pytestmark = pytest.mark.anyio
@@ -43,7 +44,7 @@ async def _ingest_zip(tenant: Tenant, raw: bytes) -> dict[str, Any]:
             "options": {"repo": "corpus"}}  # fmt: skip
     resp = await tenant.client.post("/v1/ingest", json=body)
     assert resp.status_code == 202, resp.text
-    job = await tenant.wait_state(resp.json()["jobId"], "completed", "dead", within_s=30)
+    job = await wait_job(tenant.client, resp.json()["jobId"], "completed", "dead", within_s=30)
     assert job["state"] == "completed", job
     return job
 
@@ -101,6 +102,6 @@ async def test_hostile_archive_ends_dead(tenant: Tenant) -> None:
     body = {"format": "code", "name": "evil.zip",
             "contentBase64": base64.b64encode(_zip({"../x.py": b"x = 1\n"})).decode()}  # fmt: skip
     resp = await tenant.client.post("/v1/ingest", json=body)
-    job = await tenant.wait_state(resp.json()["jobId"], "completed", "dead", within_s=30)
+    job = await wait_job(tenant.client, resp.json()["jobId"], "completed", "dead", within_s=30)
     assert job["state"] == "dead" and job["attempts"] == 1
     assert str(job["failureReason"]).startswith("corrupt_input: path traversal")

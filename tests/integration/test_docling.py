@@ -13,6 +13,7 @@ import pytest
 from tests.conftest import CORPUS
 from tests.support.queue_env import Tenant
 from tests.support.server import ServerProcess, write_config
+from tests.support.wait import wait_job
 
 pytestmark = pytest.mark.anyio
 
@@ -41,7 +42,7 @@ async def _ingest(tenant: Tenant, rel: str) -> dict[str, Any]:
         },
     )
     assert resp.status_code == 202, resp.text
-    return await tenant.wait_state(resp.json()["jobId"], "completed", "dead", within_s=90)
+    return await wait_job(tenant.client, resp.json()["jobId"], "completed", "dead", within_s=90)
 
 
 async def _nodes(tenant: Tenant, source_id: str, label: str) -> list[dict[str, Any]]:
@@ -115,7 +116,7 @@ async def test_a_large_document_streams_as_partials(tenant: Tenant) -> None:
         },
     )
     assert resp.status_code == 202, resp.text
-    job = await tenant.wait_state(resp.json()["jobId"], "completed", "dead", within_s=120)
+    job = await wait_job(tenant.client, resp.json()["jobId"], "completed", "dead", within_s=120)
     assert job["state"] == "completed", job
     partials = [e["detail"] for e in job["events"] if e["transition"] == "partial"]
     assert len(partials) >= 2  # over 2 MiB of text: at least two parts

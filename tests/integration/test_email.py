@@ -14,6 +14,7 @@ import pytest
 
 from tests.support.queue_env import Tenant
 from tests.support.server import ServerProcess, write_config
+from tests.support.wait import wait_job
 
 pytestmark = pytest.mark.anyio
 
@@ -46,7 +47,7 @@ async def _ingest(tenant: Tenant, name: str, raw: bytes) -> dict[str, Any]:
         json={"format": "eml", "name": name, "contentBase64": base64.b64encode(raw).decode()},
     )
     assert resp.status_code == 202, resp.text
-    job = await tenant.wait_state(resp.json()["jobId"], "completed", "dead", within_s=30)
+    job = await wait_job(tenant.client, resp.json()["jobId"], "completed", "dead", within_s=30)
     assert job["state"] == "completed", job
     return job
 

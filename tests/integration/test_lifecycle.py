@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 from tests.support.server import ServerProcess, write_config
+from tests.support.wait import wait_job
 
 pytestmark = pytest.mark.anyio
 
@@ -183,11 +184,7 @@ async def test_shutdown_releases_in_process_jobs(tmp_path: Path) -> None:
                     "/v1/ingest", json={"format": "code", "name": "a.py", "content": "x = 1"}
                 )
             ).json()["jobId"]
-            with anyio.fail_after(10):
-                while True:
-                    if (await c.get(f"/v1/ingest/{job_id}")).json()["state"] == "leased":
-                        break
-                    await anyio.sleep(0.05)
+            assert (await wait_job(c, job_id, "leased", within_s=10))["state"] == "leased"
         assert server.stop() == 0
         assert '"job_released"' in server.log_text()
         server.start()

@@ -12,12 +12,12 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-import anyio
 import httpx
 import pytest
 
 from telha.domain.model import Scope
 from tests.support.server import ServerProcess, write_config
+from tests.support.wait import wait_job
 
 pytestmark = pytest.mark.anyio
 
@@ -50,12 +50,6 @@ def _spawn_worker(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
 def _stop(proc: subprocess.Popen[bytes]) -> int:
     proc.terminate()
     return proc.wait(20)
-
-
-async def _wait(api: httpx.AsyncClient, job_id: object, state: str) -> None:
-    with anyio.fail_after(30):
-        while (await api.get(f"/v1/ingest/{job_id}")).json()["state"] != state:  # noqa: ASYNC110
-            await anyio.sleep(0.05)
 
 
 def _json_lines(text: str) -> list[dict[str, object]]:
@@ -111,8 +105,10 @@ async def test_logs_hold_no_secrets_or_content_and_job_lines_carry_the_job(
             )
             assert failing.status_code == 202, failing.text
             for job_id in jobs.values():
-                await _wait(api, job_id, "completed")
-            await _wait(api, failing.json()["jobId"], "dead")
+                done = await wait_job(api, job_id, within_s=30)
+                assert done["state"] == "completed", done
+            dead = await wait_job(api, failing.json()["jobId"], within_s=30)
+            assert dead["state"] == "dead", dead
             # A request with a wrong key is refused (and its key not logged either).
             assert (await api.get("/v1/nodes", headers={"x-api-key": key + "x"})).status_code == 401
     finally:

@@ -19,6 +19,7 @@ import pytest
 from telha.domain.model import Scope
 from tests.support.metrics import parse, scrape, value
 from tests.support.server import ServerProcess, write_config
+from tests.support.wait import wait_job
 
 pytestmark = pytest.mark.anyio
 
@@ -47,15 +48,6 @@ async def api(srv: ServerProcess) -> AsyncIterator[httpx.AsyncClient]:
         base_url=srv.base_url, headers={"x-api-key": key}, timeout=30
     ) as c:
         yield c
-
-
-async def wait_job(api: httpx.AsyncClient, job_id: str, *states: str) -> dict[str, object]:
-    with anyio.fail_after(30):
-        while True:
-            job = (await api.get(f"/v1/ingest/{job_id}")).json()
-            if job["state"] in states:
-                return dict(job)
-            await anyio.sleep(0.05)
 
 
 async def post(api: httpx.AsyncClient, **body: object) -> dict[str, object]:

@@ -21,6 +21,7 @@ from telha.domain.model import Scope
 from telha_proto.telha.worker.v1 import JobPayload
 from tests.support.queue_env import Tenant, queue_server, transitions
 from tests.support.server import ServerProcess, write_config
+from tests.support.wait import wait_job, wait_job_blocking
 from tests.support.worker import ScriptedWorker
 from workers_common import IngestionResultBuilder
 
@@ -154,7 +155,7 @@ async def test_lost_lease_restarts_a_clean_stream(tenant: Tenant, worker: Script
     posted, job = await start(tenant, worker, "crash.csv")
     first, base = part(["old 1", "old 2"], 0, 0)
     await worker.submit(job, first)
-    await tenant.wait_state(posted["jobId"], "pending", within_s=LEASE_S + 5)
+    await wait_job(tenant.client, posted["jobId"], "pending", within_s=LEASE_S + 5)
     retry = await worker.next_job(["csv"])
     assert retry.lease_generation == job.lease_generation + 1
     with pytest.raises(GRPCError) as err:  # the old lease cannot continue its stream
@@ -219,12 +220,8 @@ def test_worker_killed_mid_stream_then_rerun_completes_once(tmp_path: Path, engi
                 first.wait()
             second = run_worker("0")
             try:
-                deadline = time.monotonic() + 30
-                while (job := c.get(f"/v1/ingest/{posted['jobId']}").json())[
-                    "state"
-                ] != "completed":
-                    assert job["state"] != "dead" and time.monotonic() < deadline, job
-                    time.sleep(0.1)
+                job = wait_job_blocking(c, posted["jobId"], within_s=30)
+                assert job["state"] == "completed", job
             finally:
                 second.terminate()
                 second.wait()
@@ -297,7 +294,7 @@ async def test_stream_and_later_writes_of_one_node_id(
     now = (await tenant.client.get(f"/v1/nodes/{y}")).json()
     assert now["properties"] == {"v": "c"}
     # The stream loses its lease: its rows are closed, Y@T0 ends where it ended before.
-    await tenant.wait_state(posted_b["jobId"], "pending", within_s=LEASE_S + 5)
+    await wait_job(tenant.client, posted_b["jobId"], "pending", within_s=LEASE_S + 5)
     retry = await worker.next_job(["csv"])
     await worker.submit(retry, {**part(["x"], 0, 0, partial=False)[0]})
     listed = (await tenant.client.get("/v1/nodes", params={"label": "Y"})).json()["nodes"]
@@ -371,7 +368,7 @@ async def test_consumer_resends_a_part_whose_ack_was_lost(tenant: Tenant) -> Non
         async with anyio.create_task_group() as tg:
             await tg.start(consumer.run)
             posted = await tenant.post("csv", "lossy.csv", "a\n")
-            done = await tenant.wait_state(posted["jobId"], "completed", "dead")
+            done = await wait_job(tenant.client, posted["jobId"], "completed", "dead")
             tg.cancel_scope.cancel()
     finally:
         transport.close()
@@ -397,11 +394,10 @@ def test_refused_stream_closes_the_handler_generator(tmp_path: Path, engine: str
             posted = c.post(
                 "/v1/ingest", json={"format": "tsv", "name": "bad.tsv", "content": "x"}
             ).json()
-            deadline = time.monotonic() + 20
-            while (job := c.get(f"/v1/ingest/{posted['jobId']}").json())["state"] != "dead":
-                assert time.monotonic() < deadline, job
-                time.sleep(0.05)
+            job = wait_job_blocking(c, posted["jobId"], within_s=20)
+            assert job["state"] == "dead", job
             assert str(job["failureReason"]).startswith("invalid_submission")
+            deadline = time.monotonic() + 20
             while not mark.exists():
                 assert time.monotonic() < deadline
                 time.sleep(0.05)
