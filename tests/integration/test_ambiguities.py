@@ -22,9 +22,9 @@ FEB_3 = 1_770_076_800_000_000  # 2026-02-03T00:00:00Z
 
 @pytest.fixture(scope="module")
 def queue_srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    proc = queue_server(tmp_path_factory, "ambiguities", 30.0)
-    yield proc
-    assert proc.stop() == 0, proc.log_text()
+    with queue_server(tmp_path_factory, "ambiguities", 30.0) as proc:
+        yield proc
+        assert proc.stop() == 0, proc.log_text()
 
 
 def _row_submission(*, partial: bool | None = None, base: int = 0) -> dict[str, object]:

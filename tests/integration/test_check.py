@@ -1,4 +1,4 @@
-"""``telha check`` (issue 8 item 3): a store after mixed ingests (JSON, text, a streamed CSV,
+"""``telha check``: a store after mixed ingests (JSON, text, a streamed CSV,
 DOCX, an email with an attachment) passes on both engines while the server runs; copies of the
 SQLite file corrupted with ``sqlite3`` (a span past the text, an offset inside a UTF-8
 character, a tampered chunk, a leased job without a lease, a completed job without its
@@ -68,11 +68,9 @@ def loaded(engine: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Se
     folder = tmp_path_factory.mktemp(f"check-{engine}")
     workers = ["text_worker", "tabular_worker", "docling_worker", "email_worker"]
     config = write_config(folder, engine, workers={"in_process": workers, "concurrency": 1})
-    server = ServerProcess(config).start()
-    try:
+    with ServerProcess(config) as server:
         _load(server)
         yield server
-    finally:
         assert server.stop() == 0, server.log_text()
 
 

@@ -1,4 +1,4 @@
-"""code_worker inside ``telha serve`` (issue 6): an archive fans out into one job per source
+"""code_worker inside ``telha serve``: an archive fans out into one job per source
 file; the MANIFEST's CONTAINS edges appear as the files' jobs complete; a new archive version
 re-ingests only the files whose bytes changed, and their FILE nodes keep their ids."""
 
@@ -26,9 +26,9 @@ pytestmark = pytest.mark.anyio
 def queue_srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     folder = tmp_path_factory.mktemp("code")
     config = write_config(folder, workers={"in_process": ["code_worker"], "concurrency": 2})
-    proc = ServerProcess(config).start()
-    yield proc
-    assert proc.stop() == 0, proc.log_text()
+    with ServerProcess(config) as proc:
+        yield proc
+        assert proc.stop() == 0, proc.log_text()
 
 
 def _zip(files: dict[str, bytes]) -> bytes:

@@ -1,4 +1,4 @@
-"""docling_worker inside ``telha serve`` (issue 5, first increment): real corpus documents
+"""docling_worker inside ``telha serve``: real corpus documents
 POSTed, read back as sections, paragraphs and table rows whose spans slice to their text;
 corrupt and encrypted files end ``dead`` with their failure kind."""
 
@@ -26,9 +26,9 @@ def queue_srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProces
         workers={"in_process": ["docling_worker"], "concurrency": 1},
         docling={"timeout_s": 120, "mem_ceiling_mb": 4096},
     )
-    proc = ServerProcess(config).start()
-    yield proc
-    assert proc.stop() == 0, proc.log_text()
+    with ServerProcess(config) as proc:
+        yield proc
+        assert proc.stop() == 0, proc.log_text()
 
 
 async def _ingest(tenant: Tenant, rel: str) -> dict[str, Any]:

@@ -163,9 +163,8 @@ async def api_pair(
         workers={"in_process": ["docling_worker", "email_worker"], "concurrency": 1},
         docling={"timeout_s": 120},
     )
-    proc = ServerProcess(config).start()
-    dsn = _dsn_of(proc)
-    try:
+    with ServerProcess(config) as proc:
+        dsn = _dsn_of(proc)
         keys = [proc.create_key(f"t-{uuid.uuid4()}", "org") for _ in range(2)]
         async with (
             httpx.AsyncClient(
@@ -176,8 +175,6 @@ async def api_pair(
             ) as b,
         ):
             yield proc, Api(a), Api(b), dsn
-    finally:
-        proc.kill()
 
 
 async def test_erase_json_docx_email(api_pair: tuple[ServerProcess, Api, Api, str]) -> None:
@@ -343,9 +340,8 @@ async def test_bad_erase_requests(api_pair: tuple[ServerProcess, Api, Api, str])
 @pytest.fixture
 def stream_server(tmp_path: Path, engine: str) -> Iterator[ServerProcess]:
     config = write_config(tmp_path, engine, workers={"in_process": []}, jobs={"lease_secs": 30})
-    proc = ServerProcess(config).start()
-    yield proc
-    proc.kill()
+    with ServerProcess(config) as proc:
+        yield proc
 
 
 async def _client(proc: ServerProcess) -> httpx.AsyncClient:
@@ -411,9 +407,8 @@ async def test_erasure_killed_mid_way_finishes_after_restart(
     config = write_config(tmp_path, engine, workers={"in_process": []}, jobs={"lease_secs": 1})
     marker = f"MARK{uuid.uuid4().hex}"
     monkeypatch.setenv("TELHA_FAILPOINT_ERASE_PAUSE_AFTER", "text")
-    proc = ServerProcess(config).start()
-    monkeypatch.delenv("TELHA_FAILPOINT_ERASE_PAUSE_AFTER")
-    try:
+    with ServerProcess(config) as proc:
+        monkeypatch.delenv("TELHA_FAILPOINT_ERASE_PAUSE_AFTER")
         key = proc.create_key(f"t-{uuid.uuid4()}", "org")
         async with httpx.AsyncClient(
             base_url=proc.base_url, headers={"x-api-key": key}, timeout=60
@@ -443,8 +438,6 @@ async def test_erasure_killed_mid_way_finishes_after_restart(
             assert resp.status_code == 200 and resp.json() == job["stats"]
         await stop_and_find(proc, marker)
         assert await _violations(proc) == []
-    finally:
-        proc.kill()
 
 
 async def _violations(proc: ServerProcess) -> list[str]:

@@ -1,4 +1,4 @@
-"""Fast failover and the poison cap (issue 8 items 1–2) against a real ``telha serve`` on both
+"""Fast failover and the poison cap against a real ``telha serve`` on both
 engines: a worker whose ``PollJobs`` stream ends (process SIGKILLed, process stopped, stream
 cancelled, in-process consumer task dead) hands its jobs back at once (``worker_lost``, a
 failed attempt) to a worker already waiting, long before its lease could expire; the old
@@ -28,9 +28,9 @@ LEASE_S = 300.0
 
 @pytest.fixture(scope="module")
 def queue_srv(tmp_path_factory: pytest.TempPathFactory, engine: str) -> Iterator[ServerProcess]:
-    proc = queue_server(tmp_path_factory, f"failover-{engine}", LEASE_S, engine)
-    yield proc
-    assert proc.stop() == 0, proc.log_text()
+    with queue_server(tmp_path_factory, f"failover-{engine}", LEASE_S, engine) as proc:
+        yield proc
+        assert proc.stop() == 0, proc.log_text()
 
 
 async def _take_over(
@@ -164,8 +164,7 @@ def test_in_process_consumer_death_loses_its_job(
         workers={"in_process": ["tests.support.crashing_worker"], "concurrency": 2},
         jobs={"lease_secs": LEASE_S, "max_worker_losses": 2, "backoff_base_ms": 10},
     )
-    server = ServerProcess(config).start()
-    try:
+    with ServerProcess(config) as server:
         key = server.create_key("t", "o")
         with httpx.Client(base_url=server.base_url, headers={"x-api-key": key}) as c:
             poison = c.post(
@@ -184,6 +183,5 @@ def test_in_process_consumer_death_loses_its_job(
             ).json()
             assert wait_job_blocking(c, fine["jobId"], "completed")["attempts"] == 1
         assert server.proc is not None and server.proc.poll() is None
-    finally:
         assert server.stop() == 0, server.log_text()
     assert '"in_process_worker_died"' in server.log_text()

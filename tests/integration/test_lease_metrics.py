@@ -23,9 +23,9 @@ KIND = {"kind": "ingest:text"}
 
 @pytest.fixture(scope="module")
 def queue_srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    proc = queue_server(tmp_path_factory, "lease_metrics", LEASE_S, max_attempts=3)
-    yield proc
-    assert proc.stop() == 0, proc.log_text()
+    with queue_server(tmp_path_factory, "lease_metrics", LEASE_S, max_attempts=3) as proc:
+        yield proc
+        assert proc.stop() == 0, proc.log_text()
 
 
 async def test_expired_lost_and_invalid(

@@ -1,4 +1,4 @@
-"""Structured logs of a real ``telha serve`` and a remote worker (issue 9 item 4): no API key,
+"""Structured logs of a real ``telha serve`` and a remote worker: no API key,
 no worker token and no content bytes ever reach a log line, even at ``--log-level debug``;
 every line about a job carries ``job_id``, ``kind``, ``source_id``, ``attempt`` and scope."""
 
@@ -32,9 +32,8 @@ def srv(tmp_path: Path) -> Iterator[ServerProcess]:
     config = write_config(
         tmp_path, workers={"in_process": ["tests.support.stream_worker"], "concurrency": 1}
     )
-    proc = ServerProcess(config, serve_args=("--log-level", "debug")).start()
-    yield proc
-    proc.kill()
+    with ServerProcess(config, serve_args=("--log-level", "debug")) as proc:
+        yield proc
 
 
 def _spawn_worker(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:

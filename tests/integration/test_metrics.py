@@ -1,4 +1,4 @@
-"""``GET /metrics`` of a real ``telha serve`` (issue 9 item 3), parsed with prometheus-client's
+"""``GET /metrics`` of a real ``telha serve``, parsed with prometheus-client's
 own parser: counters move as jobs run, REST routes are labelled by template; and a remote
 worker started with ``--http-port 0`` serves ``/health`` and ``/metrics``."""
 
@@ -36,9 +36,9 @@ def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     """In-process ``text_worker`` (text, markdown); tsv is left to a remote worker."""
     folder = tmp_path_factory.mktemp("metrics")
     config = write_config(folder, workers={"in_process": ["text_worker"], "concurrency": 1})
-    proc = ServerProcess(config).start()
-    yield proc
-    assert proc.stop() == 0, proc.log_text()
+    with ServerProcess(config) as proc:
+        yield proc
+        assert proc.stop() == 0, proc.log_text()
 
 
 @pytest.fixture

@@ -1,5 +1,5 @@
 """The job queue and WorkerService against a real server over gRPC on 127.0.0.1: leases,
-heartbeats, retries, dead letters, auth, apply (spec 000, spec 004, DESIGN.md §6)."""
+heartbeats, retries, dead letters, auth, apply."""
 
 from __future__ import annotations
 
@@ -28,9 +28,9 @@ LEASE_S = 1.0
 
 @pytest.fixture(scope="module")
 def queue_srv(tmp_path_factory: pytest.TempPathFactory, engine: str) -> Iterator[ServerProcess]:
-    proc = queue_server(tmp_path_factory, f"queue-{engine}", LEASE_S, engine, max_attempts=3)
-    yield proc
-    assert proc.stop() == 0, proc.log_text()
+    with queue_server(tmp_path_factory, f"queue-{engine}", LEASE_S, engine, max_attempts=3) as proc:
+        yield proc
+        assert proc.stop() == 0, proc.log_text()
 
 
 async def test_enqueue_lease_submit_complete(tenant: Tenant, worker: ScriptedWorker) -> None:
@@ -53,7 +53,7 @@ async def test_enqueue_lease_submit_complete(tenant: Tenant, worker: ScriptedWor
     assert resp.accepted and len(resp.node_ids) == 1
     done = await tenant.job(job.job_id)
     assert done["state"] == "completed" and transitions(done) == ["enqueued", "leased", "completed"]
-    assert done["attempts"] == 1  # attempts made (spec 001's example), not failures
+    assert done["attempts"] == 1  # attempts made, not failures
     node = (await tenant.client.get(f"/v1/nodes/{resp.node_ids[0]}")).json()
     assert node["provenance"]["spans"][0]["text"] == "hello"
     version = (await tenant.client.get(f"/v1/sources/{posted['sourceId']}")).json()["versions"][0]
@@ -311,8 +311,7 @@ def test_remote_worker_process_end_to_end(tmp_path: Path, engine: str) -> None:
     import subprocess
     import sys
 
-    server = ServerProcess(write_config(tmp_path, engine, workers={"in_process": []})).start()
-    try:
+    with ServerProcess(write_config(tmp_path, engine, workers={"in_process": []})) as server:
         key = server.create_key("t", "o")
         env = server.worker_env(Scope("t", "o"))
         log = (tmp_path / "worker.log").open("wb")
@@ -341,22 +340,20 @@ def test_remote_worker_process_end_to_end(tmp_path: Path, engine: str) -> None:
             proc.wait(10)
             log.close()
         assert "polling" in (tmp_path / "worker.log").read_text()
-    finally:
         assert server.stop() == 0
 
 
 async def test_restart_keeps_jobs_in_every_state(tmp_path: Path, engine: str) -> None:
-    server = ServerProcess(
+    with ServerProcess(
         write_config(
             tmp_path,
             engine,
             workers={"in_process": []},
             jobs={"lease_secs": LEASE_S, "reap_interval_s": 0.1, "max_attempts": 3},
         )
-    ).start()
-    scope = Scope("t", "o")
-    key = server.create_key(scope.tenant_id, scope.organization_id)
-    try:
+    ) as server:
+        scope = Scope("t", "o")
+        key = server.create_key(scope.tenant_id, scope.organization_id)
         async with httpx.AsyncClient(base_url=server.base_url, headers={"x-api-key": key}) as c:
             t = Tenant(server, c, scope)
             ids = {
@@ -401,8 +398,6 @@ async def test_restart_keeps_jobs_in_every_state(tmp_path: Path, engine: str) ->
                 assert leased == {ids["held"], ids["waiting"]}
                 with pytest.raises(TimeoutError):  # nothing lost, nothing duplicated
                     await w.next_job(["csv"], within_s=0.5)
-    finally:
-        server.kill()
 
 
 async def test_worker_consumer_over_grpc(tenant: Tenant) -> None:
@@ -525,10 +520,9 @@ def test_remote_worker_finishes_its_job_across_a_core_restart(tmp_path: Path, en
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         grpc_addr = f"127.0.0.1:{s.getsockname()[1]}"
-    server = ServerProcess(
+    with ServerProcess(
         write_config(tmp_path, engine, server={"grpc_addr": grpc_addr}, workers={"in_process": []})
-    ).start()
-    try:
+    ) as server:
         key = server.create_key("t", "o")
         env = {
             **server.worker_env(Scope("t", "o"), SLOW_WORKER_S="3"),
@@ -556,5 +550,3 @@ def test_remote_worker_finishes_its_job_across_a_core_restart(tmp_path: Path, en
             proc.terminate()
             proc.wait(10)
             log.close()
-    finally:
-        server.kill()

@@ -1,4 +1,4 @@
-"""The tabular worker inside ``telha serve`` (issue 4): multipart upload → streamed partials →
+"""The tabular worker inside ``telha serve``: multipart upload → streamed partials →
 rows readable with their span text; real corpus files with their documented outcomes;
 determinism; day-first/month-first ambiguities end to end."""
 
@@ -20,7 +20,7 @@ from telha.domain.model import Scope
 from tests.conftest import CORPUS
 from tests.support.queue_env import Tenant, transitions
 from tests.support.server import ServerProcess, write_config
-from tests.support.wait import wait_job
+from tests.support.wait import wait_job, wait_job_blocking
 
 pytestmark = pytest.mark.anyio
 
@@ -29,9 +29,9 @@ pytestmark = pytest.mark.anyio
 def queue_srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     folder = tmp_path_factory.mktemp("tabular")
     config = write_config(folder, workers={"in_process": ["tabular_worker"], "concurrency": 1})
-    proc = ServerProcess(config).start()
-    yield proc
-    assert proc.stop() == 0, proc.log_text()
+    with ServerProcess(config) as proc:
+        yield proc
+        assert proc.stop() == 0, proc.log_text()
 
 
 async def _upload(
@@ -187,19 +187,18 @@ def test_remote_tabular_worker_killed_mid_stream_then_rerun_completes_once(
     after its first partials; its job comes back at once (``worker_lost``), a second process
     fetches the content again and streams the table afresh: one finalized version, every row
     exactly once."""
-    server = ServerProcess(
+    with ServerProcess(
         write_config(
             tmp_path, workers={"in_process": []}, jobs={"lease_secs": 2, "reap_interval_s": 0.1}
         )
-    ).start()
-    scope = Scope("t", "o")
+    ) as server:
+        scope = Scope("t", "o")
 
-    def run_worker() -> subprocess.Popen[bytes]:
-        return server.spawn_worker("tabular_worker", scope, TELHA_HEARTBEAT_INTERVAL_SECS="0.5")
+        def run_worker() -> subprocess.Popen[bytes]:
+            return server.spawn_worker("tabular_worker", scope, TELHA_HEARTBEAT_INTERVAL_SECS="0.5")
 
-    rows = 30_000
-    data = ("n,label\n" + "".join(f"{i},row {i}\n" for i in range(rows))).encode()
-    try:
+        rows = 30_000
+        data = ("n,label\n" + "".join(f"{i},row {i}\n" for i in range(rows))).encode()
         key = server.create_key(scope.tenant_id, scope.organization_id)
         with httpx.Client(base_url=server.base_url, headers={"x-api-key": key}, timeout=30) as c:
             posted = c.post(
@@ -219,10 +218,8 @@ def test_remote_tabular_worker_killed_mid_stream_then_rerun_completes_once(
                 first.wait()
             second = run_worker()
             try:
-                deadline = time.monotonic() + 60
-                while (job := c.get(status).json())["state"] != "completed":
-                    assert job["state"] != "dead" and time.monotonic() < deadline, job
-                    time.sleep(0.1)
+                job = wait_job_blocking(c, posted["jobId"], within_s=60)
+                assert job["state"] == "completed", job
             finally:
                 second.terminate()
                 second.wait()
@@ -243,8 +240,6 @@ def test_remote_tabular_worker_killed_mid_stream_then_rerun_completes_once(
                 if (cursor := page["nextCursor"]) is None:
                     break
             assert sorted(seen) == list(range(1, rows + 1))
-    finally:
-        server.kill()
 
 
 async def test_empty_upload_is_one_empty_table(tenant: Tenant) -> None:

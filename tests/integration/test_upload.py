@@ -1,4 +1,4 @@
-"""Large uploads (issue 4): ``multipart/form-data`` on ``POST /v1/ingest`` streamed to disk
+"""Large uploads: ``multipart/form-data`` on ``POST /v1/ingest`` streamed to disk
 with BLAKE3, raw bytes stored content-addressed, the job payload referencing them, and workers
 reading them with ``FetchContent`` (real gRPC, real worker processes)."""
 
@@ -39,9 +39,9 @@ def queue_srv(tmp_path_factory: pytest.TempPathFactory, engine: str) -> Iterator
         jobs={"lease_secs": 30, "reap_interval_s": 0.1},
         ingest={"max_upload_bytes": MAX_UPLOAD},
     )
-    proc = ServerProcess(config).start()
-    yield proc
-    assert proc.stop() == 0, proc.log_text()
+    with ServerProcess(config) as proc:
+        yield proc
+        assert proc.stop() == 0, proc.log_text()
 
 
 def _form(fmt: str, name: str, options: dict[str, Any] | None = None) -> dict[str, str]:
@@ -218,8 +218,7 @@ async def test_truncated_and_boundaryless_bodies_are_refused(tenant: Tenant) -> 
 def test_remote_worker_fetches_uploaded_content(tmp_path: Path, engine: str) -> None:
     """A real ``python -m workers_common.run text_worker`` process reads a 2.5 MiB upload
     through FetchContent (three chunks) and projects it."""
-    server = ServerProcess(write_config(tmp_path, engine, workers={"in_process": []})).start()
-    try:
+    with ServerProcess(write_config(tmp_path, engine, workers={"in_process": []})) as server:
         key = server.create_key("t", "o")
         spool = tmp_path / "spool"
         spool.mkdir()
@@ -256,14 +255,12 @@ def test_remote_worker_fetches_uploaded_content(tmp_path: Path, engine: str) -> 
                 proc.wait(10)
         # The job's spool file is gone once the job is done, and so is the stale one.
         assert list(spool.iterdir()) == []
-    finally:
         assert server.stop() == 0, server.log_text()
 
 
 def test_in_process_worker_fetches_uploaded_content(tmp_path: Path, engine: str) -> None:
     config = write_config(tmp_path, engine, workers={"in_process": ["text_worker"]})
-    server = ServerProcess(config).start()
-    try:
+    with ServerProcess(config) as server:
         key = server.create_key("t", "o")
         with httpx.Client(base_url=server.base_url, headers={"x-api-key": key}, timeout=30) as c:
             body = b"# Title\n\nBody text.\n" * 1
@@ -276,7 +273,6 @@ def test_in_process_worker_fetches_uploaded_content(tmp_path: Path, engine: str)
             assert job["state"] == "completed", job
             nodes = c.get("/v1/nodes", params={"sourceId": posted["sourceId"]}).json()["nodes"]
             assert sorted(n["labels"][0] for n in nodes) == ["DOCUMENT", "PARAGRAPH", "SECTION"]
-    finally:
         assert server.stop() == 0, server.log_text()
 
 

@@ -1,4 +1,4 @@
-"""web_worker inside ``telha serve`` (issue 7): pages served on 127.0.0.1 by the test itself
+"""web_worker inside ``telha serve``: pages served on 127.0.0.1 by the test itself
 (never any other address: the server's browser allows 127.0.0.1 only), fetched by the real
 browser, projected, stored; recrawl dedup, crawl fan-out with robots.txt, the failure map."""
 
@@ -30,9 +30,9 @@ def queue_srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProces
         workers={"in_process": ["web_worker", "tabular_worker"], "concurrency": 2},
         jobs={"max_attempts": 3, "backoff_base_ms": 10, "backoff_max_s": 5, "reap_interval_s": 1},
     )
-    proc = ServerProcess(config).start()
-    yield proc
-    assert proc.stop() == 0, proc.log_text()
+    with ServerProcess(config) as proc:
+        yield proc
+        assert proc.stop() == 0, proc.log_text()
 
 
 @pytest.fixture(scope="module")
@@ -319,9 +319,9 @@ async def test_crawl_child_is_deduplicated_against_an_active_job(
 @pytest.fixture(scope="module")
 def bare_srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     folder = tmp_path_factory.mktemp("web-remote")
-    proc = ServerProcess(write_config(folder, workers={"in_process": []})).start()
-    yield proc
-    assert proc.stop() == 0, proc.log_text()
+    with ServerProcess(write_config(folder, workers={"in_process": []})) as proc:
+        yield proc
+        assert proc.stop() == 0, proc.log_text()
 
 
 async def test_remote_web_worker_process(bare_srv: ServerProcess, site: Site) -> None:
