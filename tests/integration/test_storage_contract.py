@@ -498,6 +498,29 @@ async def test_fetch_format_children_dedup_by_name(store: StorageEngine) -> None
     out = await store.enqueue_job(SCOPE, later, now_us=NOW, dedup=True)
     assert (out.deduplicated, out.job_id) == (False, later.job_id)
 
+    # A crawl's children: a page linked twice by one parent, and a page whose fetch is
+    # already queued, are fetched once.
+    crawl = ingest_job(new_id(), b"<a href=...>")
+    await store.enqueue_job(SCOPE, crawl, now_us=NOW, dedup=True)
+    parent = await lease(store)
+    other_page = new_id()
+    kids = (
+        NewJob(new_id(), "ingest:web", "web", other_page, None, b"{}"),
+        NewJob(new_id(), "ingest:web", "web", other_page, None, b"{}"),
+        NewJob(new_id(), "ingest:web", "web", page, None, b"{}"),  # `later` is pending
+    )
+    done = await store.commit_version(
+        SCOPE, version(crawl.source_id, b"<a href=...>", job=parent.job_id), one_node("links\n"),
+        dedup=Dedup.SUBMIT, completion=JobCompletion(held(parent), NOW, children=kids),
+    )  # fmt: skip
+    assert not done.deduplicated and done.refused_children == ()
+    enqueued = [await store.get_job(SCOPE, k.job_id, events=False) for k in kids]
+    assert [j is not None for j in enqueued] == [True, False, False]
+    assert await store.active_job_counts() == {
+        ("ingest:web", "pending"): 2,  # `later` and the other page's
+        ("ingest:html", "pending"): 1,
+    }
+
 
 async def test_reap_expired_and_lose_jobs(store: StorageEngine) -> None:
     jobs = [ingest_job(new_id(), f"job {i}".encode()) for i in range(3)]
