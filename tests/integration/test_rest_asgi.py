@@ -58,7 +58,7 @@ async def api(tmp_path: Path) -> AsyncIterator[Api]:
         keys = [await _key(store, Scope(t, "org")) for t in ("tenant-a", "tenant-b")]
         transport = httpx.ASGITransport(app=create_app(state))
         async with httpx.AsyncClient(
-            transport=transport, base_url="http://telha.test", headers={"x-api-key": keys[0]}
+            transport=transport, base_url="http://127.0.0.1", headers={"x-api-key": keys[0]}
         ) as client:
             yield Api(client, keys[1], transport)
         tg.cancel_scope.cancel()
@@ -81,7 +81,7 @@ async def test_missing_and_unknown_keys_answer_401(api: Api) -> None:
         for method, url in (("GET", "/v1/nodes"), ("POST", "/v1/ingest"), ("GET", "/v1/ingest/x")):
             resp = await api.client.request(method, url, headers=headers, json={})
             assert_error(resp, 401, "UNAUTHENTICATED")
-    no_header = httpx.AsyncClient(transport=api.transport, base_url="http://telha.test")
+    no_header = httpx.AsyncClient(transport=api.transport, base_url="http://127.0.0.1")
     async with no_header:
         assert_error(await no_header.get("/v1/nodes"), 401, "UNAUTHENTICATED")
         # Unauthenticated routes stay open.

@@ -477,7 +477,7 @@ async def test_fetch_format_children_dedup_by_name(store: StorageEngine) -> None
     """A ``web`` job carries no content hash (its bytes are fetched later): with dedup it
     matches an active job of the same source and format instead."""
     page = new_id()
-    first = NewJob(new_id(), "ingest:web", "web", page, None, b'{"name":"https://x.test/"}')
+    first = NewJob(new_id(), "ingest:web", "web", page, None, b'{"name":"http://127.0.0.1/page"}')
     assert (await store.enqueue_job(SCOPE, first, now_us=NOW, dedup=True)).job_id == first.job_id
     again = replace(first, job_id=new_id())
     out = await store.enqueue_job(SCOPE, again, now_us=NOW, dedup=True)
