@@ -339,12 +339,7 @@ async def test_remote_web_worker_process(bare_srv: ServerProcess, site: Site) ->
                 "/v1/ingest", json={"format": "web", "name": url, "options": NO_DELAY}
             )
             job_id = resp.json()["jobId"]
-            with anyio.fail_after(60):
-                while True:
-                    job = (await client.get(f"/v1/ingest/{job_id}")).json()
-                    if job["state"] in ("completed", "dead"):
-                        break
-                    await anyio.sleep(0.1)
+            job = await wait_job(client, job_id, within_s=60)
             assert job["state"] == "completed", job
     finally:
         scope_worker.terminate()
