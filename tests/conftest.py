@@ -41,13 +41,12 @@ def server(
     """One ``telha serve`` per engine for the session (tests isolate themselves by scope)."""
     engine = require_engine(str(request.param))
     folder = tmp_path_factory.mktemp(f"server-{engine}")
-    proc = ServerProcess(
-        write_config(folder, engine, ingest={"json_max_records": 50, "max_body_bytes": 262_144})
+    config = write_config(
+        folder, engine, ingest={"json_max_records": 50, "max_body_bytes": 262_144}
     )
-    proc.start()
-    yield proc
-    code = proc.stop()
-    assert code == 0, proc.log_text()
+    with ServerProcess(config) as proc:
+        yield proc
+        assert proc.stop() == 0, proc.log_text()
 
 
 @pytest.fixture

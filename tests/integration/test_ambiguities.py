@@ -1,6 +1,6 @@
-"""Temporal ambiguities (spec 000 "Temporal ambiguity detection", issue 4 part 4): core
-validates them, stores them (table ``ambiguities``), applies the first candidate's interval to
-the node's valid time, and ``GET /v1/nodes/{id}`` shows them. Real server, real gRPC."""
+"""Temporal ambiguities: core validates them, stores them (table ``ambiguities``), applies
+the first candidate's interval to the node's valid time, and ``GET /v1/nodes/{id}`` shows
+them. Real server, real gRPC."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import pytest
 
 from tests.support.queue_env import Tenant, queue_server, transitions
 from tests.support.server import ServerProcess
+from tests.support.wait import wait_job
 from tests.support.worker import ScriptedWorker
 from workers_common import IngestionResultBuilder
 
@@ -21,9 +22,9 @@ FEB_3 = 1_770_076_800_000_000  # 2026-02-03T00:00:00Z
 
 @pytest.fixture(scope="module")
 def queue_srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    proc = queue_server(tmp_path_factory, "ambiguities", 30.0)
-    yield proc
-    assert proc.stop() == 0, proc.log_text()
+    with queue_server(tmp_path_factory, "ambiguities", 30.0) as proc:
+        yield proc
+        assert proc.stop() == 0, proc.log_text()
 
 
 def _row_submission(*, partial: bool | None = None, base: int = 0) -> dict[str, object]:
@@ -71,7 +72,7 @@ async def test_ambiguity_is_stored_applied_and_shown(
     # Listings do not carry them (one read per node would be needed).
     listing = (await tenant.client.get("/v1/nodes", params={"sourceId": posted["sourceId"]})).json()
     assert "ambiguities" not in listing["nodes"][0]
-    job_after = await tenant.wait_state(posted["jobId"], "completed")
+    job_after = await wait_job(tenant.client, posted["jobId"], "completed")
     assert transitions(job_after)[-1] == "completed"
 
 
@@ -97,7 +98,9 @@ async def test_invalid_ambiguity_dead_letters_and_writes_nothing(
     sub["ambiguities"][0]["nodeRef"] = 7  # type: ignore[index]
     resp = await worker.submit(job, sub)
     assert not resp.accepted
-    dead = await tenant.wait_state(posted["jobId"], "dead")
+    dead = await wait_job(tenant.client, posted["jobId"], "dead")
     assert "nodeRef 7 is out of range" in str(dead["failureReason"])
+    # No version was written: the source has none to list, so it is not found.
     source = await tenant.client.get(f"/v1/sources/{posted['sourceId']}")
-    assert source.status_code == 404 or source.json()["versions"] == []
+    assert source.status_code == 404, source.text
+    assert source.json()["error"]["code"] == "NOT_FOUND"

@@ -1,4 +1,4 @@
-"""``telha check`` (issue 8 item 3): a store after mixed ingests (JSON, text, a streamed CSV,
+"""``telha check``: a store after mixed ingests (JSON, text, a streamed CSV,
 DOCX, an email with an attachment) passes on both engines while the server runs; copies of the
 SQLite file corrupted with ``sqlite3`` (a span past the text, an offset inside a UTF-8
 character, a tampered chunk, a leased job without a lease, a completed job without its
@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import base64
 import sqlite3
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -17,6 +16,7 @@ import pytest
 
 from tests.conftest import CORPUS
 from tests.support.server import ServerProcess, telha_check, write_config
+from tests.support.wait import wait_job_blocking
 
 CHECKS = (
     "spans_in_text", "span_links", "chunk_hashes", "orphan_versions", "job_states", "erasure"
@@ -58,15 +58,9 @@ def _load(server: ServerProcess) -> None:
             assert resp.status_code in (201, 202), resp.text
             if resp.status_code == 202:
                 jobs.append(resp.json()["jobId"])
-        deadline = time.monotonic() + 120
         for job_id in jobs:
-            while True:
-                job = c.get(f"/v1/ingest/{job_id}").json()
-                if job["state"] == "completed":
-                    break
-                assert job["state"] != "dead", job
-                assert time.monotonic() < deadline, job
-                time.sleep(0.1)
+            job = wait_job_blocking(c, job_id, within_s=120)
+            assert job["state"] == "completed", job
 
 
 @pytest.fixture(scope="module")
@@ -74,11 +68,9 @@ def loaded(engine: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Se
     folder = tmp_path_factory.mktemp(f"check-{engine}")
     workers = ["text_worker", "tabular_worker", "docling_worker", "email_worker"]
     config = write_config(folder, engine, workers={"in_process": workers, "concurrency": 1})
-    server = ServerProcess(config).start()
-    try:
+    with ServerProcess(config) as server:
         _load(server)
         yield server
-    finally:
         assert server.stop() == 0, server.log_text()
 
 

@@ -1,4 +1,4 @@
-"""``telha ingest``, ``telha job`` and ``telha source`` against a real ``telha serve`` (issue 9):
+"""``telha ingest``, ``telha job`` and ``telha source`` against a real ``telha serve``:
 a folder of corpus files of mixed formats, one of them encrypted and one of no format Telha
 knows, ends with the expected table and exit code 1; plain output when not on a terminal."""
 
@@ -31,9 +31,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     folder = tmp_path_factory.mktemp("cli")
     workers = ["text_worker", "tabular_worker", "email_worker", "code_worker"]
     config = write_config(folder, workers={"in_process": workers, "concurrency": 1})
-    proc = ServerProcess(config).start()
-    yield proc
-    assert proc.stop() == 0, proc.log_text()
+    with ServerProcess(config) as proc:
+        yield proc
+        assert proc.stop() == 0, proc.log_text()
 
 
 def _telha(server: ServerProcess, key: str, *args: str) -> subprocess.CompletedProcess[str]:

@@ -1,4 +1,4 @@
-"""``telha.client.AsyncTelha`` against a real ``telha serve`` (issue 9): every method round
+"""``telha.client.AsyncTelha`` against a real ``telha serve``: every method round
 trips, every error answer raises its own class, connection errors are retried until the server
 is up, files over 4 MiB go through the multipart upload with progress."""
 
@@ -41,9 +41,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
         workers={"in_process": ["text_worker", "tabular_worker"], "concurrency": 1},
         ingest={"max_upload_bytes": MAX_UPLOAD},
     )
-    proc = ServerProcess(config).start()
-    yield proc
-    assert proc.stop() == 0, proc.log_text()
+    with ServerProcess(config) as proc:
+        yield proc
+        assert proc.stop() == 0, proc.log_text()
 
 
 @pytest.fixture

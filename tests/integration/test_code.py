@@ -1,4 +1,4 @@
-"""code_worker inside ``telha serve`` (issue 6): an archive fans out into one job per source
+"""code_worker inside ``telha serve``: an archive fans out into one job per source
 file; the MANIFEST's CONTAINS edges appear as the files' jobs complete; a new archive version
 re-ingests only the files whose bytes changed, and their FILE nodes keep their ids."""
 
@@ -16,6 +16,7 @@ import pytest
 from tests.conftest import CORPUS
 from tests.support.queue_env import Tenant
 from tests.support.server import ServerProcess, write_config
+from tests.support.wait import wait_job
 from workers_common import normalize_canonical
 
 pytestmark = pytest.mark.anyio
@@ -25,9 +26,9 @@ pytestmark = pytest.mark.anyio
 def queue_srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     folder = tmp_path_factory.mktemp("code")
     config = write_config(folder, workers={"in_process": ["code_worker"], "concurrency": 2})
-    proc = ServerProcess(config).start()
-    yield proc
-    assert proc.stop() == 0, proc.log_text()
+    with ServerProcess(config) as proc:
+        yield proc
+        assert proc.stop() == 0, proc.log_text()
 
 
 def _zip(files: dict[str, bytes]) -> bytes:
@@ -43,7 +44,7 @@ async def _ingest_zip(tenant: Tenant, raw: bytes) -> dict[str, Any]:
             "options": {"repo": "corpus"}}  # fmt: skip
     resp = await tenant.client.post("/v1/ingest", json=body)
     assert resp.status_code == 202, resp.text
-    job = await tenant.wait_state(resp.json()["jobId"], "completed", "dead", within_s=30)
+    job = await wait_job(tenant.client, resp.json()["jobId"], "completed", "dead", within_s=30)
     assert job["state"] == "completed", job
     return job
 
@@ -101,6 +102,6 @@ async def test_hostile_archive_ends_dead(tenant: Tenant) -> None:
     body = {"format": "code", "name": "evil.zip",
             "contentBase64": base64.b64encode(_zip({"../x.py": b"x = 1\n"})).decode()}  # fmt: skip
     resp = await tenant.client.post("/v1/ingest", json=body)
-    job = await tenant.wait_state(resp.json()["jobId"], "completed", "dead", within_s=30)
+    job = await wait_job(tenant.client, resp.json()["jobId"], "completed", "dead", within_s=30)
     assert job["state"] == "dead" and job["attempts"] == 1
     assert str(job["failureReason"]).startswith("corrupt_input: path traversal")

@@ -1,4 +1,4 @@
-"""docling_worker inside ``telha serve`` (issue 5, first increment): real corpus documents
+"""docling_worker inside ``telha serve``: real corpus documents
 POSTed, read back as sections, paragraphs and table rows whose spans slice to their text;
 corrupt and encrypted files end ``dead`` with their failure kind."""
 
@@ -13,6 +13,7 @@ import pytest
 from tests.conftest import CORPUS
 from tests.support.queue_env import Tenant
 from tests.support.server import ServerProcess, write_config
+from tests.support.wait import wait_job
 
 pytestmark = pytest.mark.anyio
 
@@ -25,9 +26,9 @@ def queue_srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProces
         workers={"in_process": ["docling_worker"], "concurrency": 1},
         docling={"timeout_s": 120, "mem_ceiling_mb": 4096},
     )
-    proc = ServerProcess(config).start()
-    yield proc
-    assert proc.stop() == 0, proc.log_text()
+    with ServerProcess(config) as proc:
+        yield proc
+        assert proc.stop() == 0, proc.log_text()
 
 
 async def _ingest(tenant: Tenant, rel: str) -> dict[str, Any]:
@@ -41,7 +42,7 @@ async def _ingest(tenant: Tenant, rel: str) -> dict[str, Any]:
         },
     )
     assert resp.status_code == 202, resp.text
-    return await tenant.wait_state(resp.json()["jobId"], "completed", "dead", within_s=90)
+    return await wait_job(tenant.client, resp.json()["jobId"], "completed", "dead", within_s=90)
 
 
 async def _nodes(tenant: Tenant, source_id: str, label: str) -> list[dict[str, Any]]:
@@ -115,7 +116,7 @@ async def test_a_large_document_streams_as_partials(tenant: Tenant) -> None:
         },
     )
     assert resp.status_code == 202, resp.text
-    job = await tenant.wait_state(resp.json()["jobId"], "completed", "dead", within_s=120)
+    job = await wait_job(tenant.client, resp.json()["jobId"], "completed", "dead", within_s=120)
     assert job["state"] == "completed", job
     partials = [e["detail"] for e in job["events"] if e["transition"] == "partial"]
     assert len(partials) >= 2  # over 2 MiB of text: at least two parts

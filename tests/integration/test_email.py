@@ -1,4 +1,4 @@
-"""email_worker inside ``telha serve`` (issue 6, first increment): a reply ingested before its
+"""email_worker inside ``telha serve``: a reply ingested before its
 parent has its IN_REPLY_TO edge hidden until the parent arrives; a person in two messages is
 one node; an attachment becomes a child job of its format."""
 
@@ -14,6 +14,7 @@ import pytest
 
 from tests.support.queue_env import Tenant
 from tests.support.server import ServerProcess, write_config
+from tests.support.wait import wait_job
 
 pytestmark = pytest.mark.anyio
 
@@ -25,9 +26,9 @@ def queue_srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProces
         folder,
         workers={"in_process": ["email_worker", "tabular_worker", "text_worker"], "concurrency": 1},
     )
-    proc = ServerProcess(config).start()
-    yield proc
-    assert proc.stop() == 0, proc.log_text()
+    with ServerProcess(config) as proc:
+        yield proc
+        assert proc.stop() == 0, proc.log_text()
 
 
 def _message(sender: str, msg_id: str, reply_to: str | None = None) -> bytes:
@@ -46,7 +47,7 @@ async def _ingest(tenant: Tenant, name: str, raw: bytes) -> dict[str, Any]:
         json={"format": "eml", "name": name, "contentBase64": base64.b64encode(raw).decode()},
     )
     assert resp.status_code == 202, resp.text
-    job = await tenant.wait_state(resp.json()["jobId"], "completed", "dead", within_s=30)
+    job = await wait_job(tenant.client, resp.json()["jobId"], "completed", "dead", within_s=30)
     assert job["state"] == "completed", job
     return job
 

@@ -1,4 +1,4 @@
-"""Fast failover and the poison cap (issue 8 items 1–2) against a real ``telha serve`` on both
+"""Fast failover and the poison cap against a real ``telha serve`` on both
 engines: a worker whose ``PollJobs`` stream ends (process SIGKILLed, process stopped, stream
 cancelled, in-process consumer task dead) hands its jobs back at once (``worker_lost``, a
 failed attempt) to a worker already waiting, long before its lease could expire; the old
@@ -17,6 +17,7 @@ from grpclib import GRPCError, Status
 from telha_proto.telha.worker.v1 import JobPayload
 from tests.support.queue_env import Tenant, queue_server, text_submission, transitions
 from tests.support.server import ServerProcess, write_config
+from tests.support.wait import wait_job, wait_job_blocking
 from tests.support.worker import ScriptedWorker, scripted_worker
 
 pytestmark = pytest.mark.anyio
@@ -27,9 +28,9 @@ LEASE_S = 300.0
 
 @pytest.fixture(scope="module")
 def queue_srv(tmp_path_factory: pytest.TempPathFactory, engine: str) -> Iterator[ServerProcess]:
-    proc = queue_server(tmp_path_factory, f"failover-{engine}", LEASE_S, engine)
-    yield proc
-    assert proc.stop() == 0, proc.log_text()
+    with queue_server(tmp_path_factory, f"failover-{engine}", LEASE_S, engine) as proc:
+        yield proc
+        assert proc.stop() == 0, proc.log_text()
 
 
 async def _take_over(
@@ -129,7 +130,7 @@ async def test_a_job_that_kills_its_worker_is_dead_after_three_losses(tenant: Te
             assert code == 17
             crashes += 1
             # Its exit reaches core as a closed connection: wait for that loss to be written.
-            await tenant.wait_state(poison["jobId"], "pending", "dead")
+            await wait_job(tenant.client, poison["jobId"], "pending", "dead")
     dead = await tenant.job(poison["jobId"])
     assert crashes == 3 and dead["attempts"] == 3
     assert dead["failureReason"] == "resource_limit: worker lost 3 times"
@@ -138,7 +139,9 @@ async def test_a_job_that_kills_its_worker_is_dead_after_three_losses(tenant: Te
     assert [d.endswith(f"(loss {n})") for n, d in enumerate(details, 1)] == [True] * 3
     proc = tenant.server.spawn_worker("tests.support.crashing_worker", tenant.scope)
     try:
-        assert (await tenant.wait_state(fine["jobId"], "completed", within_s=30))["attempts"] == 1
+        assert (await wait_job(tenant.client, fine["jobId"], "completed", within_s=30))[
+            "attempts"
+        ] == 1
     finally:
         proc.terminate()
         proc.wait(20)
@@ -161,14 +164,13 @@ def test_in_process_consumer_death_loses_its_job(
         workers={"in_process": ["tests.support.crashing_worker"], "concurrency": 2},
         jobs={"lease_secs": LEASE_S, "max_worker_losses": 2, "backoff_base_ms": 10},
     )
-    server = ServerProcess(config).start()
-    try:
+    with ServerProcess(config) as server:
         key = server.create_key("t", "o")
         with httpx.Client(base_url=server.base_url, headers={"x-api-key": key}) as c:
             poison = c.post(
                 "/v1/ingest", json={"format": "code", "name": "crash-task.py", "content": "1"}
             ).json()
-            job = _poll(c, poison["jobId"], "dead")
+            job = wait_job_blocking(c, poison["jobId"], "dead")
             assert job["failureReason"] == "resource_limit: worker lost 2 times"
             assert [e["transition"] for e in job["events"]] == [
                 "enqueued", "leased", "worker_lost", "leased", "worker_lost", "dead",
@@ -179,21 +181,7 @@ def test_in_process_consumer_death_loses_its_job(
             fine = c.post(
                 "/v1/ingest", json={"format": "code", "name": "fine.py", "content": "x = 1"}
             ).json()
-            assert _poll(c, fine["jobId"], "completed")["attempts"] == 1
+            assert wait_job_blocking(c, fine["jobId"], "completed")["attempts"] == 1
         assert server.proc is not None and server.proc.poll() is None
-    finally:
         assert server.stop() == 0, server.log_text()
     assert '"in_process_worker_died"' in server.log_text()
-
-
-def _poll(c: object, job_id: str, state: str) -> dict[str, object]:
-    import time
-
-    import httpx
-
-    assert isinstance(c, httpx.Client)
-    deadline = time.monotonic() + 60
-    while (job := c.get(f"/v1/ingest/{job_id}").json())["state"] != state:
-        assert time.monotonic() < deadline, job
-        time.sleep(0.05)
-    return dict(job)

@@ -1,4 +1,4 @@
-"""Fuzzing the REST front (issue 8 item 6) against a real ``telha serve`` on 127.0.0.1:
+"""Fuzzing the REST front against a real ``telha serve`` on 127.0.0.1:
 schemathesis generates requests for every operation of its own ``/openapi.json`` (valid and
 invalid ones, a bounded number each); no answer may be a 5xx or carry a status the document
 does not list for that operation."""
@@ -41,9 +41,9 @@ CASES = [
 def fuzz_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     folder = tmp_path_factory.mktemp("fuzz")
     # No in-process workers: worker formats are enqueued and stay pending.
-    server = ServerProcess(write_config(folder, workers={"in_process": []})).start()
-    yield server
-    assert server.stop() == 0, server.log_text()
+    with ServerProcess(write_config(folder, workers={"in_process": []})) as server:
+        yield server
+        assert server.stop() == 0, server.log_text()
 
 
 @pytest.fixture(scope="module")

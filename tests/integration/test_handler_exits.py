@@ -1,6 +1,6 @@
-"""A handler raising ``SystemExit`` or ``KeyboardInterrupt`` inside ``telha serve`` (issue 8
-follow-up): thread and ``async def`` handlers alike, the job fails typed (``transient``,
-naming the exception) and the service goes on serving; it used to stop the whole process."""
+"""A handler raising ``SystemExit`` or ``KeyboardInterrupt`` inside ``telha serve``: thread
+and ``async def`` handlers alike, the job fails typed (``transient``, naming the exception)
+and the service goes on serving; it used to stop the whole process."""
 
 from __future__ import annotations
 
@@ -29,8 +29,7 @@ async def test_systemexit_and_keyboardinterrupt_in_handlers_fail_only_their_job(
         workers={"in_process": MODULES, "concurrency": 1, "processes": 0},
         jobs={"max_attempts": 1},
     )
-    server = ServerProcess(config).start()
-    try:
+    with ServerProcess(config) as server:
         key = server.create_key("acme", "main")
         async with httpx.AsyncClient(base_url=server.base_url, headers={"x-api-key": key}) as c:
             for fmt, ext in (("code", "py"), ("markdown", "md")):
@@ -43,5 +42,4 @@ async def test_systemexit_and_keyboardinterrupt_in_handlers_fail_only_their_job(
                 assert (await _settled(c, fmt, f"fine.{ext}"))["state"] == "completed"
             assert (await c.get("/readyz")).status_code == 200
         assert "in_process_worker_died" not in server.log_text()
-    finally:
         assert server.stop() == 0

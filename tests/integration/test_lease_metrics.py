@@ -12,6 +12,7 @@ from grpclib import GRPCError, Status
 from tests.support.metrics import scrape, value
 from tests.support.queue_env import Tenant, queue_server, text_submission
 from tests.support.server import ServerProcess
+from tests.support.wait import wait_job
 from tests.support.worker import ScriptedWorker
 
 pytestmark = pytest.mark.anyio
@@ -22,9 +23,9 @@ KIND = {"kind": "ingest:text"}
 
 @pytest.fixture(scope="module")
 def queue_srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    proc = queue_server(tmp_path_factory, "lease_metrics", LEASE_S, max_attempts=3)
-    yield proc
-    assert proc.stop() == 0, proc.log_text()
+    with queue_server(tmp_path_factory, "lease_metrics", LEASE_S, max_attempts=3) as proc:
+        yield proc
+        assert proc.stop() == 0, proc.log_text()
 
 
 async def test_expired_lost_and_invalid(
@@ -35,7 +36,7 @@ async def test_expired_lost_and_invalid(
     first = await worker.next_job(["text"])
     pending = await scrape(queue_srv.base_url)
     assert value(pending, "telha_jobs", state="leased", **KIND) == 1
-    await tenant.wait_state(posted["jobId"], "pending", within_s=LEASE_S + 10)
+    await wait_job(tenant.client, posted["jobId"], "pending", within_s=LEASE_S + 10)
     second = await worker.next_job(["text"])
     with pytest.raises(GRPCError) as err:  # the first generation's lease is gone
         await worker.submit(first, text_submission("slow"))

@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 from tests.support.server import ServerProcess, write_config
+from tests.support.wait import wait_job
 
 pytestmark = pytest.mark.anyio
 
@@ -73,9 +74,8 @@ def test_env_override_wrong_type_exits_2(tmp_path: Path) -> None:
 
 @pytest.fixture
 async def own_server(tmp_path: Path) -> AsyncIterator[ServerProcess]:
-    proc = ServerProcess(write_config(tmp_path)).start()
-    yield proc
-    proc.kill()
+    with ServerProcess(write_config(tmp_path)) as proc:
+        yield proc
 
 
 async def test_cli_key_works_at_once_and_restart_keeps_everything(
@@ -170,12 +170,11 @@ def test_unopenable_database_fails_fast_with_one_line(tmp_path: Path, command: s
 
 async def test_shutdown_releases_in_process_jobs(tmp_path: Path) -> None:
     """Leased in-process jobs go back to pending at shutdown, the attempt not counted."""
-    server = ServerProcess(
+    with ServerProcess(
         write_config(
             tmp_path, workers={"in_process": ["tests.support.slow_worker"], "concurrency": 1}
         )
-    ).start()
-    try:
+    ) as server:
         key = server.create_key("t", "o")
         async with httpx.AsyncClient(base_url=server.base_url, headers={"x-api-key": key}) as c:
             job_id = (
@@ -183,11 +182,7 @@ async def test_shutdown_releases_in_process_jobs(tmp_path: Path) -> None:
                     "/v1/ingest", json={"format": "code", "name": "a.py", "content": "x = 1"}
                 )
             ).json()["jobId"]
-            with anyio.fail_after(10):
-                while True:
-                    if (await c.get(f"/v1/ingest/{job_id}")).json()["state"] == "leased":
-                        break
-                    await anyio.sleep(0.05)
+            assert (await wait_job(c, job_id, "leased", within_s=10))["state"] == "leased"
         assert server.stop() == 0
         assert '"job_released"' in server.log_text()
         server.start()
@@ -198,8 +193,6 @@ async def test_shutdown_releases_in_process_jobs(tmp_path: Path) -> None:
         # Not charged: no failed attempt recorded (the restarted pool may hold it again).
         assert not {"retried", "lease_expired", "dead"} & set(transitions)
         assert job["attempts"] == (1 if job["state"] == "leased" else 0)
-    finally:
-        server.kill()
 
 
 def test_unknown_in_process_worker_is_a_config_error(tmp_path: Path) -> None:
@@ -243,8 +236,7 @@ def test_empty_token_key_file_is_a_config_error(tmp_path: Path) -> None:
 
 
 def test_remote_runner_with_a_rejected_token_exits_2_in_one_line(tmp_path: Path) -> None:
-    server = ServerProcess(write_config(tmp_path, workers={"in_process": []})).start()
-    try:
+    with ServerProcess(write_config(tmp_path, workers={"in_process": []})) as server:
         env = {
             "PATH": "/usr/bin:/bin",
             "TELHA_GRPC_TARGET": server.grpc_addr,
@@ -253,5 +245,3 @@ def test_remote_runner_with_a_rejected_token_exits_2_in_one_line(tmp_path: Path)
         result = _runner("text_worker", env)
         assert result.returncode == 2 and "UNAUTHENTICATED" in result.stderr
         assert "Traceback" not in result.stderr
-    finally:
-        server.kill()

@@ -1,4 +1,4 @@
-"""Structured logs of a real ``telha serve`` and a remote worker (issue 9 item 4): no API key,
+"""Structured logs of a real ``telha serve`` and a remote worker: no API key,
 no worker token and no content bytes ever reach a log line, even at ``--log-level debug``;
 every line about a job carries ``job_id``, ``kind``, ``source_id``, ``attempt`` and scope."""
 
@@ -12,12 +12,12 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-import anyio
 import httpx
 import pytest
 
 from telha.domain.model import Scope
 from tests.support.server import ServerProcess, write_config
+from tests.support.wait import wait_job
 
 pytestmark = pytest.mark.anyio
 
@@ -32,9 +32,8 @@ def srv(tmp_path: Path) -> Iterator[ServerProcess]:
     config = write_config(
         tmp_path, workers={"in_process": ["tests.support.stream_worker"], "concurrency": 1}
     )
-    proc = ServerProcess(config, serve_args=("--log-level", "debug")).start()
-    yield proc
-    proc.kill()
+    with ServerProcess(config, serve_args=("--log-level", "debug")) as proc:
+        yield proc
 
 
 def _spawn_worker(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
@@ -50,12 +49,6 @@ def _spawn_worker(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
 def _stop(proc: subprocess.Popen[bytes]) -> int:
     proc.terminate()
     return proc.wait(20)
-
-
-async def _wait(api: httpx.AsyncClient, job_id: object, state: str) -> None:
-    with anyio.fail_after(30):
-        while (await api.get(f"/v1/ingest/{job_id}")).json()["state"] != state:  # noqa: ASYNC110
-            await anyio.sleep(0.05)
 
 
 def _json_lines(text: str) -> list[dict[str, object]]:
@@ -111,8 +104,10 @@ async def test_logs_hold_no_secrets_or_content_and_job_lines_carry_the_job(
             )
             assert failing.status_code == 202, failing.text
             for job_id in jobs.values():
-                await _wait(api, job_id, "completed")
-            await _wait(api, failing.json()["jobId"], "dead")
+                done = await wait_job(api, job_id, within_s=30)
+                assert done["state"] == "completed", done
+            dead = await wait_job(api, failing.json()["jobId"], within_s=30)
+            assert dead["state"] == "dead", dead
             # A request with a wrong key is refused (and its key not logged either).
             assert (await api.get("/v1/nodes", headers={"x-api-key": key + "x"})).status_code == 401
     finally:

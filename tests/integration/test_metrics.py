@@ -1,4 +1,4 @@
-"""``GET /metrics`` of a real ``telha serve`` (issue 9 item 3), parsed with prometheus-client's
+"""``GET /metrics`` of a real ``telha serve``, parsed with prometheus-client's
 own parser: counters move as jobs run, REST routes are labelled by template; and a remote
 worker started with ``--http-port 0`` serves ``/health`` and ``/metrics``."""
 
@@ -19,6 +19,7 @@ import pytest
 from telha.domain.model import Scope
 from tests.support.metrics import parse, scrape, value
 from tests.support.server import ServerProcess, write_config
+from tests.support.wait import wait_job
 
 pytestmark = pytest.mark.anyio
 
@@ -35,9 +36,9 @@ def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     """In-process ``text_worker`` (text, markdown); tsv is left to a remote worker."""
     folder = tmp_path_factory.mktemp("metrics")
     config = write_config(folder, workers={"in_process": ["text_worker"], "concurrency": 1})
-    proc = ServerProcess(config).start()
-    yield proc
-    assert proc.stop() == 0, proc.log_text()
+    with ServerProcess(config) as proc:
+        yield proc
+        assert proc.stop() == 0, proc.log_text()
 
 
 @pytest.fixture
@@ -47,15 +48,6 @@ async def api(srv: ServerProcess) -> AsyncIterator[httpx.AsyncClient]:
         base_url=srv.base_url, headers={"x-api-key": key}, timeout=30
     ) as c:
         yield c
-
-
-async def wait_job(api: httpx.AsyncClient, job_id: str, *states: str) -> dict[str, object]:
-    with anyio.fail_after(30):
-        while True:
-            job = (await api.get(f"/v1/ingest/{job_id}")).json()
-            if job["state"] in states:
-                return dict(job)
-            await anyio.sleep(0.05)
 
 
 async def post(api: httpx.AsyncClient, **body: object) -> dict[str, object]:

@@ -1,5 +1,5 @@
 """The job queue and WorkerService against a real server over gRPC on 127.0.0.1: leases,
-heartbeats, retries, dead letters, auth, apply (spec 000, spec 004, DESIGN.md §6)."""
+heartbeats, retries, dead letters, auth, apply."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from telha.domain.model import Scope
 from telha_proto.telha.worker.v1 import JobPayload, PollJobsRequest
 from tests.support.queue_env import Tenant, queue_server, text_submission, transitions
 from tests.support.server import ServerProcess, write_config
+from tests.support.wait import wait_job, wait_job_blocking
 from tests.support.worker import ScriptedWorker, scripted_worker
 
 pytestmark = pytest.mark.anyio
@@ -27,9 +28,9 @@ LEASE_S = 1.0
 
 @pytest.fixture(scope="module")
 def queue_srv(tmp_path_factory: pytest.TempPathFactory, engine: str) -> Iterator[ServerProcess]:
-    proc = queue_server(tmp_path_factory, f"queue-{engine}", LEASE_S, engine, max_attempts=3)
-    yield proc
-    assert proc.stop() == 0, proc.log_text()
+    with queue_server(tmp_path_factory, f"queue-{engine}", LEASE_S, engine, max_attempts=3) as proc:
+        yield proc
+        assert proc.stop() == 0, proc.log_text()
 
 
 async def test_enqueue_lease_submit_complete(tenant: Tenant, worker: ScriptedWorker) -> None:
@@ -52,7 +53,7 @@ async def test_enqueue_lease_submit_complete(tenant: Tenant, worker: ScriptedWor
     assert resp.accepted and len(resp.node_ids) == 1
     done = await tenant.job(job.job_id)
     assert done["state"] == "completed" and transitions(done) == ["enqueued", "leased", "completed"]
-    assert done["attempts"] == 1  # attempts made (spec 001's example), not failures
+    assert done["attempts"] == 1  # attempts made, not failures
     node = (await tenant.client.get(f"/v1/nodes/{resp.node_ids[0]}")).json()
     assert node["provenance"]["spans"][0]["text"] == "hello"
     version = (await tenant.client.get(f"/v1/sources/{posted['sourceId']}")).json()["versions"][0]
@@ -73,7 +74,7 @@ async def test_lease_expiry_release_and_stale_generation(
 ) -> None:
     posted = await tenant.post("text", "slow.txt", "slow")
     first = await worker.next_job(["text"])
-    expired = await tenant.wait_state(posted["jobId"], "pending", within_s=LEASE_S + 5)
+    expired = await wait_job(tenant.client, posted["jobId"], "pending", within_s=LEASE_S + 5)
     assert expired["attempts"] == 1 and "lease_expired" in transitions(expired)
     second = await worker.next_job(["text"])
     assert second.job_id == first.job_id and second.lease_generation == first.lease_generation + 1
@@ -107,7 +108,7 @@ async def test_transient_retries_with_backoff_then_dead(
         job = await worker.next_job(["text"])
         assert job.attempts == attempt
         await worker.fail(job, f"transient: upstream busy ({attempt})")
-    dead = await tenant.wait_state(posted["jobId"], "dead")
+    dead = await wait_job(tenant.client, posted["jobId"], "dead")
     assert dead["attempts"] == 3
     assert transitions(dead) == [
         "enqueued",
@@ -309,10 +310,8 @@ def test_remote_worker_process_end_to_end(tmp_path: Path, engine: str) -> None:
     """A real ``python -m workers_common.run text_worker`` process over gRPC."""
     import subprocess
     import sys
-    import time
 
-    server = ServerProcess(write_config(tmp_path, engine, workers={"in_process": []})).start()
-    try:
+    with ServerProcess(write_config(tmp_path, engine, workers={"in_process": []})) as server:
         key = server.create_key("t", "o")
         env = server.worker_env(Scope("t", "o"))
         log = (tmp_path / "worker.log").open("wb")
@@ -325,12 +324,8 @@ def test_remote_worker_process_end_to_end(tmp_path: Path, engine: str) -> None:
                     "/v1/ingest",
                     json={"format": "markdown", "name": "r.md", "content": "# Hi\n\nThere."},
                 ).json()
-                deadline = time.monotonic() + 20
-                while (state := c.get(f"/v1/ingest/{posted['jobId']}").json())[
-                    "state"
-                ] != "completed":
-                    assert time.monotonic() < deadline, state
-                    time.sleep(0.05)
+                state = wait_job_blocking(c, posted["jobId"], within_s=20)
+                assert state["state"] == "completed", state
                 nodes = c.get("/v1/nodes", params={"sourceId": posted["sourceId"]}).json()["nodes"]
                 texts = {n["labels"][0]: n["provenance"]["spans"][0]["text"] for n in nodes}
                 assert texts == {
@@ -345,22 +340,20 @@ def test_remote_worker_process_end_to_end(tmp_path: Path, engine: str) -> None:
             proc.wait(10)
             log.close()
         assert "polling" in (tmp_path / "worker.log").read_text()
-    finally:
         assert server.stop() == 0
 
 
 async def test_restart_keeps_jobs_in_every_state(tmp_path: Path, engine: str) -> None:
-    server = ServerProcess(
+    with ServerProcess(
         write_config(
             tmp_path,
             engine,
             workers={"in_process": []},
             jobs={"lease_secs": LEASE_S, "reap_interval_s": 0.1, "max_attempts": 3},
         )
-    ).start()
-    scope = Scope("t", "o")
-    key = server.create_key(scope.tenant_id, scope.organization_id)
-    try:
+    ) as server:
+        scope = Scope("t", "o")
+        key = server.create_key(scope.tenant_id, scope.organization_id)
         async with httpx.AsyncClient(base_url=server.base_url, headers={"x-api-key": key}) as c:
             t = Tenant(server, c, scope)
             ids = {
@@ -398,15 +391,13 @@ async def test_restart_keeps_jobs_in_every_state(tmp_path: Path, engine: str) ->
                 "leased",
                 "pending",
             )  # the lease outlives the restart, then expires
-            held = await t.wait_state(ids["held"], "pending", within_s=LEASE_S + 5)
+            held = await wait_job(t.client, ids["held"], "pending", within_s=LEASE_S + 5)
             assert "worker_lost" not in transitions(held) and "lease_expired" in transitions(held)
             async with scripted_worker(server.grpc_addr, t.token) as w:
                 leased = {(await w.next_job(["csv"])).job_id for _ in range(2)}
                 assert leased == {ids["held"], ids["waiting"]}
                 with pytest.raises(TimeoutError):  # nothing lost, nothing duplicated
                     await w.next_job(["csv"], within_s=0.5)
-    finally:
-        server.kill()
 
 
 async def test_worker_consumer_over_grpc(tenant: Tenant) -> None:
@@ -441,10 +432,10 @@ async def test_worker_consumer_over_grpc(tenant: Tenant) -> None:
             ok = await tenant.post("tsv", "ok.tsv", "a\tb")
             bad = await tenant.post("tsv", "corrupt.tsv", "a\tb\nc")
             flaky = await tenant.post("tsv", "flaky.tsv", "x\ty")
-            assert (await tenant.wait_state(ok["jobId"], "completed"))["attempts"] == 1
-            dead = await tenant.wait_state(bad["jobId"], "dead")
+            assert (await wait_job(tenant.client, ok["jobId"], "completed"))["attempts"] == 1
+            dead = await wait_job(tenant.client, bad["jobId"], "dead")
             assert dead["failureReason"] == "corrupt_input: row 3 has 2 columns, expected 3"
-            retried = await tenant.wait_state(flaky["jobId"], "completed")
+            retried = await wait_job(tenant.client, flaky["jobId"], "completed")
             assert retried["attempts"] == 2 and "retried" in transitions(retried)
             assert str(retried["events"][2]["detail"]).startswith(
                 "transient: RuntimeError: disk hiccup"
@@ -525,15 +516,13 @@ def test_remote_worker_finishes_its_job_across_a_core_restart(tmp_path: Path, en
     import socket
     import subprocess
     import sys
-    import time
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         grpc_addr = f"127.0.0.1:{s.getsockname()[1]}"
-    server = ServerProcess(
+    with ServerProcess(
         write_config(tmp_path, engine, server={"grpc_addr": grpc_addr}, workers={"in_process": []})
-    ).start()
-    try:
+    ) as server:
         key = server.create_key("t", "o")
         env = {
             **server.worker_env(Scope("t", "o"), SLOW_WORKER_S="3"),
@@ -550,22 +539,14 @@ def test_remote_worker_finishes_its_job_across_a_core_restart(tmp_path: Path, en
                 job_id = c.post(
                     "/v1/ingest", json={"format": "code", "name": "a.py", "content": "x = 1"}
                 ).json()["jobId"]
-                deadline = time.monotonic() + 20
-                while c.get(f"/v1/ingest/{job_id}").json()["state"] != "leased":
-                    assert time.monotonic() < deadline
-                    time.sleep(0.05)
+                assert wait_job_blocking(c, job_id, "leased", within_s=20)["state"] == "leased"
             assert server.stop() == 0  # mid-job
             server.start()
             with httpx.Client(base_url=server.base_url, headers={"x-api-key": key}) as c:
-                deadline = time.monotonic() + 40
-                while (job := c.get(f"/v1/ingest/{job_id}").json())["state"] != "completed":
-                    assert job["state"] != "dead" and time.monotonic() < deadline, job
-                    time.sleep(0.1)
-            assert job["attempts"] == 1
+                job = wait_job_blocking(c, job_id, within_s=40)
+            assert job["state"] == "completed" and job["attempts"] == 1, job
             assert "lease_expired" not in [e["transition"] for e in job["events"]]
         finally:
             proc.terminate()
             proc.wait(10)
             log.close()
-    finally:
-        server.kill()

@@ -1,4 +1,4 @@
-"""Streaming multi-submit over real gRPC (spec 004 "The streaming multi-submit protocol"):
+"""Streaming multi-submit over real gRPC:
 pinning, global offsets, chunking across 1 MiB, replay, OutOfSync, finalize, crash recovery."""
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from telha.domain.model import Scope
 from telha_proto.telha.worker.v1 import JobPayload
 from tests.support.queue_env import Tenant, queue_server, transitions
 from tests.support.server import ServerProcess, write_config
+from tests.support.wait import wait_job, wait_job_blocking
 from tests.support.worker import ScriptedWorker
 from workers_common import IngestionResultBuilder
 
@@ -30,9 +31,9 @@ LEASE_S = 1.0
 
 @pytest.fixture(scope="module")
 def queue_srv(tmp_path_factory: pytest.TempPathFactory, engine: str) -> Iterator[ServerProcess]:
-    proc = queue_server(tmp_path_factory, f"stream-{engine}", LEASE_S, engine)
-    yield proc
-    assert proc.stop() == 0, proc.log_text()
+    with queue_server(tmp_path_factory, f"stream-{engine}", LEASE_S, engine) as proc:
+        yield proc
+        assert proc.stop() == 0, proc.log_text()
 
 
 def part(
@@ -154,7 +155,7 @@ async def test_lost_lease_restarts_a_clean_stream(tenant: Tenant, worker: Script
     posted, job = await start(tenant, worker, "crash.csv")
     first, base = part(["old 1", "old 2"], 0, 0)
     await worker.submit(job, first)
-    await tenant.wait_state(posted["jobId"], "pending", within_s=LEASE_S + 5)
+    await wait_job(tenant.client, posted["jobId"], "pending", within_s=LEASE_S + 5)
     retry = await worker.next_job(["csv"])
     assert retry.lease_generation == job.lease_generation + 1
     with pytest.raises(GRPCError) as err:  # the old lease cannot continue its stream
@@ -177,25 +178,24 @@ async def test_lost_lease_restarts_a_clean_stream(tenant: Tenant, worker: Script
 def test_worker_killed_mid_stream_then_rerun_completes_once(tmp_path: Path, engine: str) -> None:
     """A real streaming worker process, SIGKILLed after its first partial; after the lease
     expires a second process re-runs the job: one finalized version, no duplicate rows."""
-    server = ServerProcess(
+    with ServerProcess(
         write_config(
             tmp_path,
             engine,
             workers={"in_process": []},
             jobs={"lease_secs": LEASE_S, "reap_interval_s": 0.1},
         )
-    ).start()
-    scope = Scope("t", "o")
+    ) as server:
+        scope = Scope("t", "o")
 
-    def run_worker(pause_s: str) -> subprocess.Popen[bytes]:
-        return server.spawn_worker(
-            "tests.support.stream_worker",
-            scope,
-            STREAM_WORKER_PAUSE_S=pause_s,
-            TELHA_HEARTBEAT_INTERVAL_SECS="0.3",
-        )
+        def run_worker(pause_s: str) -> subprocess.Popen[bytes]:
+            return server.spawn_worker(
+                "tests.support.stream_worker",
+                scope,
+                STREAM_WORKER_PAUSE_S=pause_s,
+                TELHA_HEARTBEAT_INTERVAL_SECS="0.3",
+            )
 
-    try:
         key = server.create_key(scope.tenant_id, scope.organization_id)
         with httpx.Client(base_url=server.base_url, headers={"x-api-key": key}) as c:
             posted = c.post(
@@ -219,12 +219,8 @@ def test_worker_killed_mid_stream_then_rerun_completes_once(tmp_path: Path, engi
                 first.wait()
             second = run_worker("0")
             try:
-                deadline = time.monotonic() + 30
-                while (job := c.get(f"/v1/ingest/{posted['jobId']}").json())[
-                    "state"
-                ] != "completed":
-                    assert job["state"] != "dead" and time.monotonic() < deadline, job
-                    time.sleep(0.1)
+                job = wait_job_blocking(c, posted["jobId"], within_s=30)
+                assert job["state"] == "completed", job
             finally:
                 second.terminate()
                 second.wait()
@@ -235,8 +231,6 @@ def test_worker_killed_mid_stream_then_rerun_completes_once(tmp_path: Path, engi
             assert sorted(json.dumps(n["properties"]) for n in rows) == sorted(
                 json.dumps({"i": i}) for i in range(30)
             )
-    finally:
-        server.kill()
 
 
 async def test_same_span_in_two_partials_links_both_nodes(
@@ -297,7 +291,7 @@ async def test_stream_and_later_writes_of_one_node_id(
     now = (await tenant.client.get(f"/v1/nodes/{y}")).json()
     assert now["properties"] == {"v": "c"}
     # The stream loses its lease: its rows are closed, Y@T0 ends where it ended before.
-    await tenant.wait_state(posted_b["jobId"], "pending", within_s=LEASE_S + 5)
+    await wait_job(tenant.client, posted_b["jobId"], "pending", within_s=LEASE_S + 5)
     retry = await worker.next_job(["csv"])
     await worker.submit(retry, {**part(["x"], 0, 0, partial=False)[0]})
     listed = (await tenant.client.get("/v1/nodes", params={"label": "Y"})).json()["nodes"]
@@ -371,7 +365,7 @@ async def test_consumer_resends_a_part_whose_ack_was_lost(tenant: Tenant) -> Non
         async with anyio.create_task_group() as tg:
             await tg.start(consumer.run)
             posted = await tenant.post("csv", "lossy.csv", "a\n")
-            done = await tenant.wait_state(posted["jobId"], "completed", "dead")
+            done = await wait_job(tenant.client, posted["jobId"], "completed", "dead")
             tg.cancel_scope.cancel()
     finally:
         transport.close()
@@ -387,26 +381,26 @@ async def test_consumer_resends_a_part_whose_ack_was_lost(tenant: Tenant) -> Non
 def test_refused_stream_closes_the_handler_generator(tmp_path: Path, engine: str) -> None:
     """Core refuses a part as invalid: the job is dead, and the worker closes the handler's
     generator (its cleanup runs) instead of leaving it suspended."""
-    server = ServerProcess(write_config(tmp_path, engine, workers={"in_process": []})).start()
-    scope = Scope("t", "o")
-    mark = tmp_path / "closed"
-    proc = server.spawn_worker("tests.support.closing_worker", scope, CLOSING_WORKER_MARK=str(mark))
-    try:
-        key = server.create_key(scope.tenant_id, scope.organization_id)
-        with httpx.Client(base_url=server.base_url, headers={"x-api-key": key}) as c:
-            posted = c.post(
-                "/v1/ingest", json={"format": "tsv", "name": "bad.tsv", "content": "x"}
-            ).json()
-            deadline = time.monotonic() + 20
-            while (job := c.get(f"/v1/ingest/{posted['jobId']}").json())["state"] != "dead":
-                assert time.monotonic() < deadline, job
-                time.sleep(0.05)
-            assert str(job["failureReason"]).startswith("invalid_submission")
-            while not mark.exists():
-                assert time.monotonic() < deadline
-                time.sleep(0.05)
-            assert mark.read_text() == "closed"
-    finally:
-        proc.terminate()
-        proc.wait(10)
-        server.stop()
+    with ServerProcess(write_config(tmp_path, engine, workers={"in_process": []})) as server:
+        scope = Scope("t", "o")
+        mark = tmp_path / "closed"
+        proc = server.spawn_worker(
+            "tests.support.closing_worker", scope, CLOSING_WORKER_MARK=str(mark)
+        )
+        try:
+            key = server.create_key(scope.tenant_id, scope.organization_id)
+            with httpx.Client(base_url=server.base_url, headers={"x-api-key": key}) as c:
+                posted = c.post(
+                    "/v1/ingest", json={"format": "tsv", "name": "bad.tsv", "content": "x"}
+                ).json()
+                job = wait_job_blocking(c, posted["jobId"], within_s=20)
+                assert job["state"] == "dead", job
+                assert str(job["failureReason"]).startswith("invalid_submission")
+                deadline = time.monotonic() + 20
+                while not mark.exists():
+                    assert time.monotonic() < deadline
+                    time.sleep(0.05)
+                assert mark.read_text() == "closed"
+        finally:
+            proc.terminate()
+            proc.wait(10)

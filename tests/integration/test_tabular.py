@@ -1,4 +1,4 @@
-"""The tabular worker inside ``telha serve`` (issue 4): multipart upload → streamed partials →
+"""The tabular worker inside ``telha serve``: multipart upload → streamed partials →
 rows readable with their span text; real corpus files with their documented outcomes;
 determinism; day-first/month-first ambiguities end to end."""
 
@@ -20,6 +20,7 @@ from telha.domain.model import Scope
 from tests.conftest import CORPUS
 from tests.support.queue_env import Tenant, transitions
 from tests.support.server import ServerProcess, write_config
+from tests.support.wait import wait_job, wait_job_blocking
 
 pytestmark = pytest.mark.anyio
 
@@ -28,9 +29,9 @@ pytestmark = pytest.mark.anyio
 def queue_srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     folder = tmp_path_factory.mktemp("tabular")
     config = write_config(folder, workers={"in_process": ["tabular_worker"], "concurrency": 1})
-    proc = ServerProcess(config).start()
-    yield proc
-    assert proc.stop() == 0, proc.log_text()
+    with ServerProcess(config) as proc:
+        yield proc
+        assert proc.stop() == 0, proc.log_text()
 
 
 async def _upload(
@@ -64,7 +65,7 @@ async def test_upload_streams_partials_and_rows_read_back_with_their_text(
     ]
     data = ("\r\n".join(lines) + "\r\n").encode()
     posted = await _upload(tenant, "csv", "sales.csv", data, {"rows_per_partial": 1_000})
-    job = await tenant.wait_state(posted["jobId"], "completed", "dead", within_s=60)
+    job = await wait_job(tenant.client, posted["jobId"], "completed", "dead", within_s=60)
     assert job["state"] == "completed", job
     partials = [e["detail"] for e in job["events"] if e["transition"] == "partial"]
     # 1,000 rows per partial: two partials and the final part (the last 500 rows).
@@ -126,7 +127,7 @@ async def test_corpus_files_through_the_service(tenant: Tenant, rel: str) -> Non
         },
     )
     assert resp.status_code == 202, resp.text
-    job = await tenant.wait_state(resp.json()["jobId"], "completed", "dead", within_s=30)
+    job = await wait_job(tenant.client, resp.json()["jobId"], "completed", "dead", within_s=30)
     assert job["state"] == state, job
     if state == "dead":
         assert str(job["failureReason"]).startswith(str(expected))
@@ -147,7 +148,7 @@ async def test_same_file_under_two_names_gives_the_same_text_and_node_count(
     seen = []
     for name in ("a/countries.csv", "b/countries-copy.csv"):
         posted = await _upload(tenant, "csv", name, data)
-        await tenant.wait_state(posted["jobId"], "completed", within_s=30)
+        await wait_job(tenant.client, posted["jobId"], "completed", within_s=30)
         source = (await tenant.client.get(f"/v1/sources/{posted['sourceId']}")).json()
         nodes = await _all_nodes(tenant, sourceId=posted["sourceId"])
         seen.append((source["versions"][0]["canonicalTextHash"], len(nodes)))
@@ -157,7 +158,7 @@ async def test_same_file_under_two_names_gives_the_same_text_and_node_count(
 async def test_month_first_reading_applied_and_ambiguity_shown(tenant: Tenant) -> None:
     data = b"paid_on,amount\n3/2/2026,10\n25/12/2026,20\n4/5/2026,30\n"
     posted = await _upload(tenant, "csv", "paid.csv", data, {"clarify": True})
-    job = await tenant.wait_state(posted["jobId"], "completed", "dead", within_s=30)
+    job = await wait_job(tenant.client, posted["jobId"], "completed", "dead", within_s=30)
     assert job["state"] == "completed", job
     rows = {
         r["properties"]["row"]: r
@@ -186,19 +187,18 @@ def test_remote_tabular_worker_killed_mid_stream_then_rerun_completes_once(
     after its first partials; its job comes back at once (``worker_lost``), a second process
     fetches the content again and streams the table afresh: one finalized version, every row
     exactly once."""
-    server = ServerProcess(
+    with ServerProcess(
         write_config(
             tmp_path, workers={"in_process": []}, jobs={"lease_secs": 2, "reap_interval_s": 0.1}
         )
-    ).start()
-    scope = Scope("t", "o")
+    ) as server:
+        scope = Scope("t", "o")
 
-    def run_worker() -> subprocess.Popen[bytes]:
-        return server.spawn_worker("tabular_worker", scope, TELHA_HEARTBEAT_INTERVAL_SECS="0.5")
+        def run_worker() -> subprocess.Popen[bytes]:
+            return server.spawn_worker("tabular_worker", scope, TELHA_HEARTBEAT_INTERVAL_SECS="0.5")
 
-    rows = 30_000
-    data = ("n,label\n" + "".join(f"{i},row {i}\n" for i in range(rows))).encode()
-    try:
+        rows = 30_000
+        data = ("n,label\n" + "".join(f"{i},row {i}\n" for i in range(rows))).encode()
         key = server.create_key(scope.tenant_id, scope.organization_id)
         with httpx.Client(base_url=server.base_url, headers={"x-api-key": key}, timeout=30) as c:
             posted = c.post(
@@ -218,10 +218,8 @@ def test_remote_tabular_worker_killed_mid_stream_then_rerun_completes_once(
                 first.wait()
             second = run_worker()
             try:
-                deadline = time.monotonic() + 60
-                while (job := c.get(status).json())["state"] != "completed":
-                    assert job["state"] != "dead" and time.monotonic() < deadline, job
-                    time.sleep(0.1)
+                job = wait_job_blocking(c, posted["jobId"], within_s=60)
+                assert job["state"] == "completed", job
             finally:
                 second.terminate()
                 second.wait()
@@ -242,13 +240,11 @@ def test_remote_tabular_worker_killed_mid_stream_then_rerun_completes_once(
                 if (cursor := page["nextCursor"]) is None:
                     break
             assert sorted(seen) == list(range(1, rows + 1))
-    finally:
-        server.kill()
 
 
 async def test_empty_upload_is_one_empty_table(tenant: Tenant) -> None:
     posted = await _upload(tenant, "csv", "empty.csv", b"")
-    job = await tenant.wait_state(posted["jobId"], "completed", "dead", within_s=30)
+    job = await wait_job(tenant.client, posted["jobId"], "completed", "dead", within_s=30)
     assert job["state"] == "completed", job
     (table,) = await _all_nodes(tenant, label="TABLE", sourceId=posted["sourceId"])
     assert table["properties"]["rows"] == 0 and job["stats"]["rows"] == 0

@@ -1,4 +1,4 @@
-"""Large uploads (issue 4): ``multipart/form-data`` on ``POST /v1/ingest`` streamed to disk
+"""Large uploads: ``multipart/form-data`` on ``POST /v1/ingest`` streamed to disk
 with BLAKE3, raw bytes stored content-addressed, the job payload referencing them, and workers
 reading them with ``FetchContent`` (real gRPC, real worker processes)."""
 
@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from grpclib import GRPCError, Status
 from telha.domain.model import Scope
 from tests.support.queue_env import Tenant, transitions
 from tests.support.server import ServerProcess, write_config
+from tests.support.wait import wait_job, wait_job_blocking
 from tests.support.worker import ScriptedWorker
 
 pytestmark = pytest.mark.anyio
@@ -39,9 +39,9 @@ def queue_srv(tmp_path_factory: pytest.TempPathFactory, engine: str) -> Iterator
         jobs={"lease_secs": 30, "reap_interval_s": 0.1},
         ingest={"max_upload_bytes": MAX_UPLOAD},
     )
-    proc = ServerProcess(config).start()
-    yield proc
-    assert proc.stop() == 0, proc.log_text()
+    with ServerProcess(config) as proc:
+        yield proc
+        assert proc.stop() == 0, proc.log_text()
 
 
 def _form(fmt: str, name: str, options: dict[str, Any] | None = None) -> dict[str, str]:
@@ -99,7 +99,7 @@ async def test_upload_is_stored_and_fetched_in_chunks(
         await worker.fetch(job, len(data) + 1)
     assert past.value.status is Status.NOT_FOUND
     await worker.fail(job, "corrupt_input: test done", permanent=True)
-    await tenant.wait_state(posted["jobId"], "dead")
+    await wait_job(tenant.client, posted["jobId"], "dead")
 
 
 async def test_inline_job_has_nothing_to_fetch(tenant: Tenant, worker: ScriptedWorker) -> None:
@@ -150,7 +150,7 @@ async def test_reupload_is_deduplicated_pending_and_after_completion(
         "nodes": [{"labels": ["TABLE"], "properties": {}, "spanRefs": [0]}],
     }
     assert (await worker.submit(job, sub)).accepted
-    done = await tenant.wait_state(first["jobId"], "completed")
+    done = await wait_job(tenant.client, first["jobId"], "completed")
     assert transitions(done)[-1] == "completed"
     after = await _upload(tenant, "csv", "same.csv", data)
     assert after.status_code == 200
@@ -215,19 +215,10 @@ async def test_truncated_and_boundaryless_bodies_are_refused(tenant: Tenant) -> 
     assert resp.status_code == 400 and "boundary" in resp.json()["error"]["message"]
 
 
-def _wait_completed(c: httpx.Client, job_id: str, within_s: float = 30) -> dict[str, Any]:
-    deadline = time.monotonic() + within_s
-    while (job := c.get(f"/v1/ingest/{job_id}").json())["state"] not in ("completed", "dead"):
-        assert time.monotonic() < deadline, job
-        time.sleep(0.05)
-    return dict(job)
-
-
 def test_remote_worker_fetches_uploaded_content(tmp_path: Path, engine: str) -> None:
     """A real ``python -m workers_common.run text_worker`` process reads a 2.5 MiB upload
     through FetchContent (three chunks) and projects it."""
-    server = ServerProcess(write_config(tmp_path, engine, workers={"in_process": []})).start()
-    try:
+    with ServerProcess(write_config(tmp_path, engine, workers={"in_process": []})) as server:
         key = server.create_key("t", "o")
         spool = tmp_path / "spool"
         spool.mkdir()
@@ -251,7 +242,7 @@ def test_remote_worker_fetches_uploaded_content(tmp_path: Path, engine: str) -> 
                         data={"format": "text", "name": "long.txt"},
                         files={"file": ("long.txt", text.encode())},
                     ).json()
-                    job = _wait_completed(c, posted["jobId"])
+                    job = wait_job_blocking(c, posted["jobId"])
                     assert job["state"] == "completed", job
                     assert job["stats"] == {"blocks": 25_000, "bytes": len(text.encode())}
                     version = c.get(f"/v1/sources/{posted['sourceId']}").json()["versions"][0]
@@ -264,14 +255,12 @@ def test_remote_worker_fetches_uploaded_content(tmp_path: Path, engine: str) -> 
                 proc.wait(10)
         # The job's spool file is gone once the job is done, and so is the stale one.
         assert list(spool.iterdir()) == []
-    finally:
         assert server.stop() == 0, server.log_text()
 
 
 def test_in_process_worker_fetches_uploaded_content(tmp_path: Path, engine: str) -> None:
     config = write_config(tmp_path, engine, workers={"in_process": ["text_worker"]})
-    server = ServerProcess(config).start()
-    try:
+    with ServerProcess(config) as server:
         key = server.create_key("t", "o")
         with httpx.Client(base_url=server.base_url, headers={"x-api-key": key}, timeout=30) as c:
             body = b"# Title\n\nBody text.\n" * 1
@@ -280,11 +269,10 @@ def test_in_process_worker_fetches_uploaded_content(tmp_path: Path, engine: str)
                 data={"format": "markdown", "name": "doc.md"},
                 files={"file": ("doc.md", body)},
             ).json()
-            job = _wait_completed(c, posted["jobId"])
+            job = wait_job_blocking(c, posted["jobId"])
             assert job["state"] == "completed", job
             nodes = c.get("/v1/nodes", params={"sourceId": posted["sourceId"]}).json()["nodes"]
             assert sorted(n["labels"][0] for n in nodes) == ["DOCUMENT", "PARAGRAPH", "SECTION"]
-    finally:
         assert server.stop() == 0, server.log_text()
 
 

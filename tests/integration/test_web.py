@@ -1,4 +1,4 @@
-"""web_worker inside ``telha serve`` (issue 7): pages served on 127.0.0.1 by the test itself
+"""web_worker inside ``telha serve``: pages served on 127.0.0.1 by the test itself
 (never any other address: the server's browser allows 127.0.0.1 only), fetched by the real
 browser, projected, stored; recrawl dedup, crawl fan-out with robots.txt, the failure map."""
 
@@ -15,6 +15,7 @@ from tests.conftest import CORPUS
 from tests.support.queue_env import Tenant, transitions
 from tests.support.server import ServerProcess, write_config
 from tests.support.site import Site, serve_site
+from tests.support.wait import wait_job
 
 pytestmark = pytest.mark.anyio
 
@@ -29,9 +30,9 @@ def queue_srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProces
         workers={"in_process": ["web_worker", "tabular_worker"], "concurrency": 2},
         jobs={"max_attempts": 3, "backoff_base_ms": 10, "backoff_max_s": 5, "reap_interval_s": 1},
     )
-    proc = ServerProcess(config).start()
-    yield proc
-    assert proc.stop() == 0, proc.log_text()
+    with ServerProcess(config) as proc:
+        yield proc
+        assert proc.stop() == 0, proc.log_text()
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +51,7 @@ async def _post(tenant: Tenant, url: str, **options: Any) -> dict[str, Any]:
 
 async def _crawl_page(tenant: Tenant, url: str, **options: Any) -> dict[str, Any]:
     posted = await _post(tenant, url, **options)
-    job = await tenant.wait_state(posted["jobId"], "completed", "dead", within_s=60)
+    job = await wait_job(tenant.client, posted["jobId"], "completed", "dead", within_s=60)
     assert job["state"] == "completed", job
     return job
 
@@ -234,7 +235,7 @@ async def test_csv_response_becomes_a_csv_child_job(tenant: Tenant, site: Site) 
 async def test_permanent_statuses(tenant: Tenant, site: Site, status: int, reason: str) -> None:
     url = site.page(f"/status/{status}", "<p>no</p>", status=status)
     posted = await _post(tenant, url)
-    job = await tenant.wait_state(posted["jobId"], "dead", "completed", within_s=30)
+    job = await wait_job(tenant.client, posted["jobId"], "dead", "completed", within_s=30)
     assert job["state"] == "dead" and job["attempts"] == 1
     assert str(job["failureReason"]).startswith(reason)
 
@@ -256,7 +257,7 @@ async def test_retryable_statuses_honour_retry_after(
     assert f"transient: http_status {status}" in retried["detail"]
     assert retried["detail"].endswith("(retry_after_s=1)")
     site.page(path, "<p>back</p>")
-    done = await tenant.wait_state(posted["jobId"], "completed", "dead", within_s=30)
+    done = await wait_job(tenant.client, posted["jobId"], "completed", "dead", within_s=30)
     assert done["state"] == "completed"
     leased = [e["at"] for e in done["events"] if e["transition"] == "leased"]  # type: ignore[union-attr]
     assert leased[1] - retried["at"] >= 1_000_000  # not before Retry-After (backoff: 10 ms)
@@ -273,7 +274,7 @@ async def test_connection_refused_and_timeout_are_transient(tenant: Tenant, site
     refused = await _post(tenant, f"http://127.0.0.1:{_closed_port()}/x.html")
     late = await _post(tenant, slow, timeout_s=0.5, crawl={"delay_s": 0})
     for posted, what in ((refused, "ERR_CONNECTION_REFUSED"), (late, "imeout")):
-        job = await tenant.wait_state(posted["jobId"], "dead", "completed", within_s=60)
+        job = await wait_job(tenant.client, posted["jobId"], "dead", "completed", within_s=60)
         assert job["state"] == "dead" and job["attempts"] == 3  # retried to max_attempts
         assert str(job["failureReason"]).startswith("transient:")
         assert what in str(job["failureReason"])
@@ -282,7 +283,7 @@ async def test_connection_refused_and_timeout_are_transient(tenant: Tenant, site
 async def test_over_max_bytes_is_a_resource_limit(tenant: Tenant, site: Site) -> None:
     url = site.page("/big.html", "<p>" + "word " * 2000 + "</p>")
     posted = await _post(tenant, url, max_bytes=1000, crawl={"delay_s": 0})
-    job = await tenant.wait_state(posted["jobId"], "dead", "completed", within_s=60)
+    job = await wait_job(tenant.client, posted["jobId"], "dead", "completed", within_s=60)
     assert job["state"] == "dead"
     assert str(job["failureReason"]).startswith("resource_limit:")
     assert "options.max_bytes" in str(job["failureReason"])
@@ -290,11 +291,11 @@ async def test_over_max_bytes_is_a_resource_limit(tenant: Tenant, site: Site) ->
 
 async def test_bad_option_and_disallowed_host(tenant: Tenant) -> None:
     bad = await _post(tenant, "http://127.0.0.1:9/x", depth=3)
-    job = await tenant.wait_state(bad["jobId"], "dead", "completed", within_s=30)
+    job = await wait_job(tenant.client, bad["jobId"], "dead", "completed", within_s=30)
     assert str(job["failureReason"]).startswith("unsupported_feature: option")
     # Never fetched: the test server's browser may reach 127.0.0.1 only.
     off = await _post(tenant, "http://192.0.2.1/never.html")
-    job = await tenant.wait_state(off["jobId"], "dead", "completed", within_s=30)
+    job = await wait_job(tenant.client, off["jobId"], "dead", "completed", within_s=30)
     assert str(job["failureReason"]).startswith("unsupported_feature: host_not_allowed")
 
 
@@ -304,12 +305,12 @@ async def test_crawl_child_is_deduplicated_against_an_active_job(
     with serve_site() as other:  # another origin: its fetch does not wait for site's gate
         target = other.page("/slow-target.html", "<p>target</p>", delay_s=2)
         held = await _post(tenant, target)
-        await tenant.wait_state(held["jobId"], "leased", within_s=30)
+        await wait_job(tenant.client, held["jobId"], "leased", within_s=30)
         root = site.page("/links-to-slow.html", f"<p><a href='{target}'>slow</a></p>")
         crawl = {"max_depth": 1, "same_origin": False, "delay_s": 0}
         job = await _crawl_page(tenant, root, crawl=crawl)
         assert job["stats"]["children"] == 1  # asked for, and deduplicated by core
-        done = await tenant.wait_state(held["jobId"], "completed", "dead", within_s=30)
+        done = await wait_job(tenant.client, held["jobId"], "completed", "dead", within_s=30)
         assert done["state"] == "completed"
         await anyio.sleep(1)
         assert other.hit_count("/slow-target.html") == 1
@@ -318,9 +319,9 @@ async def test_crawl_child_is_deduplicated_against_an_active_job(
 @pytest.fixture(scope="module")
 def bare_srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     folder = tmp_path_factory.mktemp("web-remote")
-    proc = ServerProcess(write_config(folder, workers={"in_process": []})).start()
-    yield proc
-    assert proc.stop() == 0, proc.log_text()
+    with ServerProcess(write_config(folder, workers={"in_process": []})) as proc:
+        yield proc
+        assert proc.stop() == 0, proc.log_text()
 
 
 async def test_remote_web_worker_process(bare_srv: ServerProcess, site: Site) -> None:
@@ -338,12 +339,7 @@ async def test_remote_web_worker_process(bare_srv: ServerProcess, site: Site) ->
                 "/v1/ingest", json={"format": "web", "name": url, "options": NO_DELAY}
             )
             job_id = resp.json()["jobId"]
-            with anyio.fail_after(60):
-                while True:
-                    job = (await client.get(f"/v1/ingest/{job_id}")).json()
-                    if job["state"] in ("completed", "dead"):
-                        break
-                    await anyio.sleep(0.1)
+            job = await wait_job(client, job_id, within_s=60)
             assert job["state"] == "completed", job
     finally:
         scope_worker.terminate()

@@ -24,7 +24,7 @@ def _server(tmp_path: Path, **workers: Any) -> ServerProcess:
         workers={"in_process": [WORKER], "concurrency": 1, **workers},
         jobs={"max_attempts": 2, "backoff_base_ms": 10},
     )
-    return ServerProcess(config).start()
+    return ServerProcess(config)
 
 
 async def _settled(c: httpx.AsyncClient, name: str) -> dict[str, Any]:
@@ -42,8 +42,7 @@ async def _pid_of_run(c: httpx.AsyncClient, name: str) -> int:
 
 
 async def test_handler_runs_in_a_pool_process_and_failures_stay_typed(tmp_path: Path) -> None:
-    server = _server(tmp_path)
-    try:
+    with _server(tmp_path) as server:
         assert server.proc is not None
         key = server.create_key("t", "o")
         async with httpx.AsyncClient(base_url=server.base_url, headers={"x-api-key": key}) as c:
@@ -69,16 +68,11 @@ async def test_handler_runs_in_a_pool_process_and_failures_stay_typed(tmp_path: 
             # The pool replaced the process that died; core itself never ran the handler.
             after = await _pid_of_run(c, "b.py")
             assert after not in (server.proc.pid, 0)
-    finally:
-        server.kill()
 
 
 async def test_processes_zero_runs_the_module_in_core_threads(tmp_path: Path) -> None:
-    server = _server(tmp_path, processes=0)
-    try:
+    with _server(tmp_path, processes=0) as server:
         assert server.proc is not None
         key = server.create_key("t", "o")
         async with httpx.AsyncClient(base_url=server.base_url, headers={"x-api-key": key}) as c:
             assert await _pid_of_run(c, "a.py") == server.proc.pid
-    finally:
-        server.kill()

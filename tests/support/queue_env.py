@@ -7,7 +7,6 @@ import base64
 import uuid
 from collections.abc import AsyncIterator
 
-import anyio
 import httpx
 import pytest
 
@@ -60,16 +59,6 @@ class Tenant:
         resp = await self.client.get(f"/v1/ingest/{job_id}")
         assert resp.status_code == 200, resp.text
         return dict(resp.json())
-
-    async def wait_state(
-        self, job_id: object, *states: str, within_s: float = 10.0
-    ) -> dict[str, object]:
-        with anyio.fail_after(within_s):
-            while True:
-                job = await self.job(job_id)
-                if job["state"] in states:
-                    return job
-                await anyio.sleep(0.05)
 
 
 @pytest.fixture

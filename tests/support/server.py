@@ -30,6 +30,7 @@ from telha.domain.model import Scope
 from telha.grpc.tokens import load_token_key, mint_worker_token
 from telha.storage import open_store
 from tests.support.pg import create_database
+from tests.support.wait import wait_job
 
 __all__ = ["ServerProcess", "restart_port", "settled_job", "write_config"]
 
@@ -119,18 +120,13 @@ def restart_port(*taken: int) -> int:
 async def settled_job(
     c: httpx.AsyncClient, body: dict[str, Any], within_s: float = 60.0
 ) -> dict[str, Any]:
-    """POST ``body`` to ``/v1/ingest`` and poll the job it made until it is ``completed`` or
+    """POST ``body`` to ``/v1/ingest`` and wait for the job it made to be ``completed`` or
     ``dead``; its status body.
 
     :raises TimeoutError: not settled within ``within_s`` seconds.
     """
     job_id = (await c.post("/v1/ingest", json=body)).json()["jobId"]
-    with anyio.fail_after(within_s):
-        while True:
-            job: dict[str, Any] = (await c.get(f"/v1/ingest/{job_id}")).json()
-            if job["state"] in ("completed", "dead"):
-                return job
-            await anyio.sleep(0.05)
+    return await wait_job(c, job_id, within_s=within_s)
 
 
 class ServerProcess:
@@ -145,6 +141,17 @@ class ServerProcess:
         self.proc: subprocess.Popen[bytes] | None = None
         self.base_url = ""
         self.grpc_addr = ""
+
+    def __enter__(self) -> ServerProcess:
+        """``with ServerProcess(config) as srv:`` starts the server (unless it runs already)
+        and kills it, if it still runs, when the block ends. A test that wants a clean
+        shutdown calls :meth:`stop` inside the block and asserts its exit code."""
+        if self.proc is None or self.proc.poll() is not None:
+            self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.kill()
 
     def start(self) -> ServerProcess:
         """Spawn and wait for readiness; raises ``RuntimeError`` with the log if it exits."""

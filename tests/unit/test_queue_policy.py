@@ -1,4 +1,4 @@
-"""The pure retry policy (DESIGN.md §6) as a state machine, property-tested."""
+"""The pure retry policy (telha/domain/policy.py) as a state machine, property-tested."""
 
 from __future__ import annotations
 
@@ -30,14 +30,18 @@ def test_backoff_bounded_and_jittered(attempts: int, base_ms: int, max_s: float,
 
 @given(st.lists(kinds, min_size=1, max_size=12), st.integers(1, 6), st.integers(0, 2**32))
 def test_failure_sequence(kinds_seen: list[str], max_attempts: int, seed: int) -> None:
-    """Attempts count up by one per failure; a job is dead exactly when a permanent kind
-    occurred or attempts reached max_attempts; it never leaves dead; pending retries become
-    available only in the future."""
+    """Attempts count up by one per failure; the first failure that is permanent or brings
+    attempts to max_attempts is the one that makes the job dead, and every earlier one sends
+    it back to pending, available later. (Dead is terminal because storage accepts no
+    failure for a job that is not leased: see tests/integration/test_storage_contract.py.)"""
     rng = random.Random(seed)
-    attempts, state, now = 0, "pending", 1_000_000
-    for kind in kinds_seen:
-        if state == "dead":
-            break
+    dead_at = next(
+        (i for i, k in enumerate(kinds_seen) if k in PERMANENT_KINDS or i + 1 >= max_attempts),
+        None,
+    )
+    outcomes = []
+    now = 1_000_000
+    for attempts, kind in enumerate(kinds_seen[: None if dead_at is None else dead_at + 1]):
         d = decide_failure(
             kind,
             attempts_before=attempts,
@@ -47,14 +51,14 @@ def test_failure_sequence(kinds_seen: list[str], max_attempts: int, seed: int) -
             max_s=1.0,
             rng=rng,
         )
-        assert d.attempts == attempts + 1
-        attempts, state = d.attempts, d.state
-        if kind in PERMANENT_KINDS or attempts >= max_attempts:
-            assert state == "dead"
-        else:
-            assert state == "pending" and now <= d.available_at <= now + 1_000_000
+        assert d.attempts == attempts + 1 and d.reason is None
+        if d.state == "pending":
+            assert now <= d.available_at <= now + 1_000_000
+        outcomes.append(d.state)
         now += 1
-    assert attempts <= max_attempts or any(k in PERMANENT_KINDS for k in kinds_seen)
+    expected = len(outcomes) - (dead_at is not None)
+    assert outcomes == ["pending"] * expected + ["dead"] * (dead_at is not None)
+    assert len(outcomes) == (len(kinds_seen) if dead_at is None else dead_at + 1)
 
 
 @given(st.text(max_size=700))

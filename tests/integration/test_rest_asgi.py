@@ -1,0 +1,180 @@
+"""The REST app in-process: the real starlette app over ``httpx.ASGITransport``, built as
+``telha serve`` builds it (a real SQLite store, job queue, ingestor and eraser), without a
+socket or a process. Fast checks of the REST contract's edges: authentication, ingest
+statuses, job status, scoping, the slice API's bad ranges and the OpenAPI document."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+import httpx
+import pytest
+
+from telha.auth import hash_key, mint_api_key
+from telha.config import Config, StorageConfig
+from telha.domain.model import Scope
+from telha.ingest.eraser import Eraser
+from telha.ingest.ingestor import Ingestor
+from telha.queue.job_queue import JobQueue
+from telha.rest.app import AppState, create_app
+from telha.storage import StorageEngine, open_store
+
+pytestmark = pytest.mark.anyio
+
+
+@dataclass
+class Api:
+    """A client of the in-process app for scope A, and an API key of scope B."""
+
+    client: httpx.AsyncClient
+    other_key: str
+    transport: httpx.ASGITransport
+
+
+async def _key(store: StorageEngine, scope: Scope) -> str:
+    key_id, key = mint_api_key()
+    await store.insert_api_key(scope, key_id, hash_key(key))
+    return key
+
+
+@pytest.fixture
+async def api(tmp_path: Path) -> AsyncIterator[Api]:
+    cfg = Config(storage=StorageConfig(path=str(tmp_path / "rest.db"), readers=2))
+    async with open_store(cfg, tmp_path) as store, anyio.create_task_group() as tg:
+        queue = await tg.start(JobQueue(store, cfg.jobs).run)
+        state = AppState(
+            config=cfg,
+            store=store,
+            ingestor=Ingestor(store, cfg.ingest, queue),
+            queue=queue,
+            eraser=Eraser(store, queue),
+            upload_dir=tmp_path / "uploads",
+        )
+        state.ready = True
+        keys = [await _key(store, Scope(t, "org")) for t in ("tenant-a", "tenant-b")]
+        transport = httpx.ASGITransport(app=create_app(state))
+        async with httpx.AsyncClient(
+            transport=transport, base_url="http://127.0.0.1", headers={"x-api-key": keys[0]}
+        ) as client:
+            yield Api(client, keys[1], transport)
+        tg.cancel_scope.cancel()
+
+
+def assert_error(resp: httpx.Response, status: int, code: str) -> None:
+    """The one error shape: exactly ``{"error": {"code", "message"}}``, JSON."""
+    assert resp.status_code == status, resp.text
+    assert resp.headers["content-type"].startswith("application/json")
+    body = resp.json()
+    assert set(body) == {"error"} and set(body["error"]) == {"code", "message"}
+    assert body["error"]["code"] == code and body["error"]["message"]
+
+
+RECORDS = json.dumps([{"title": "Supplier delay", "severity": 7}, {"title": "Café", "n": 1}])
+
+
+async def test_missing_and_unknown_keys_answer_401(api: Api) -> None:
+    for headers in ({"x-api-key": ""}, {"x-api-key": "telha_not-a-key"}):
+        for method, url in (("GET", "/v1/nodes"), ("POST", "/v1/ingest"), ("GET", "/v1/ingest/x")):
+            resp = await api.client.request(method, url, headers=headers, json={})
+            assert_error(resp, 401, "UNAUTHENTICATED")
+    no_header = httpx.AsyncClient(transport=api.transport, base_url="http://127.0.0.1")
+    async with no_header:
+        assert_error(await no_header.get("/v1/nodes"), 401, "UNAUTHENTICATED")
+        # Unauthenticated routes stay open.
+        assert (await no_header.get("/healthz")).json() == {"status": "ok"}
+        assert (await no_header.get("/readyz")).json() == {"status": "ready"}
+
+
+async def test_json_ingest_201_then_deduplicated_200(api: Api) -> None:
+    body = {"format": "json", "name": "risks-2026-07.json", "content": RECORDS}
+    first = await api.client.post("/v1/ingest", json=body)
+    assert first.status_code == 201, first.text
+    made = first.json()
+    assert len(made["nodeIds"]) == 2 and made["edgeIds"] == []
+    assert isinstance(made["sourceVersionTx"], int)
+    again = await api.client.post("/v1/ingest", json=body)
+    assert again.status_code == 200, again.text
+    assert again.json() == {"deduplicated": True, "sourceId": made["sourceId"]}
+    source = (await api.client.get(f"/v1/sources/{made['sourceId']}")).json()
+    assert [v["sourceVersionTx"] for v in source["versions"]] == [made["sourceVersionTx"]]
+    node = (await api.client.get(f"/v1/nodes/{made['nodeIds'][1]}")).json()
+    assert node["labels"] == ["RISKS_2026_07"] and node["properties"]["title"] == "Café"
+    [span] = node["provenance"]["spans"]
+    assert json.loads(span["text"]) == {"title": "Café", "n": 1}
+    # The same bytes, another scope: new there.
+    other = await api.client.post("/v1/ingest", json=body, headers={"x-api-key": api.other_key})
+    assert other.status_code == 201, other.text
+
+
+async def test_worker_format_202_job_status_and_scoping(api: Api) -> None:
+    body = {"format": "markdown", "name": "notes.md", "content": "# Notes\n\nFirst paragraph."}
+    posted = await api.client.post("/v1/ingest", json=body)
+    assert posted.status_code == 202, posted.text
+    job = posted.json()
+    assert job["deduplicated"] is False and job["statusUrl"] == f"/v1/ingest/{job['jobId']}"
+    status = await api.client.get(job["statusUrl"])
+    assert status.status_code == 200, status.text
+    got = status.json()
+    assert (got["jobId"], got["sourceId"], got["state"], got["attempts"]) == (
+        job["jobId"], job["sourceId"], "pending", 0,
+    )  # fmt: skip
+    assert got["kind"] == "ingest:markdown"
+    assert [e["transition"] for e in got["events"]] == ["enqueued"]
+    # A retried POST while the job is pending: the same job, nothing new.
+    retried = await api.client.post("/v1/ingest", json=body)
+    assert retried.status_code == 200, retried.text
+    assert retried.json()["deduplicated"] is True and retried.json()["jobId"] == job["jobId"]
+    # Another scope cannot see the job, nor the source: 404, never 403.
+    other = {"x-api-key": api.other_key}
+    assert_error(await api.client.get(job["statusUrl"], headers=other), 404, "NOT_FOUND")
+    assert_error(
+        await api.client.get(f"/v1/sources/{job['sourceId']}", headers=other), 404, "NOT_FOUND"
+    )
+    assert_error(await api.client.get("/v1/ingest/not-a-uuid"), 404, "NOT_FOUND")
+    assert_error(await api.client.get("/v1/no-such-route"), 404, "NOT_FOUND")
+
+
+async def test_text_slices_and_bad_ranges(api: Api) -> None:
+    body = {"format": "json", "name": "slices.json", "content": '[{"w": "é"}]'}
+    made = (await api.client.post("/v1/ingest", json=body)).json()
+    url = f"/v1/sources/{made['sourceId']}/versions/{made['sourceVersionTx']}/text"
+    whole = await api.client.get(url)
+    assert whole.status_code == 200 and whole.headers["content-type"].startswith("text/plain")
+    text = whole.content
+    assert text == '{"w":"é"}'.encode()
+    inside = text.index("é".encode()) + 1  # the second byte of "é"
+    sliced = await api.client.get(url, params={"start": 1, "end": 4})
+    assert sliced.status_code == 200 and sliced.content == text[1:4]
+    for params in (
+        {"start": 5, "end": 4},
+        {"end": len(text) + 1},
+        {"start": inside},
+        {"end": inside},
+        {"start": "-1"},
+        {"start": "abc"},
+    ):
+        assert_error(await api.client.get(url, params=params), 400, "INVALID_REQUEST")
+    missing = f"/v1/sources/{made['sourceId']}/versions/{made['sourceVersionTx'] + 1}/text"
+    assert_error(await api.client.get(missing), 404, "NOT_FOUND")
+
+
+async def test_openapi_document(api: Api) -> None:
+    resp = await api.client.get("/openapi.json", headers={"x-api-key": ""})
+    assert resp.status_code == 200
+    doc = resp.json()
+    assert doc["openapi"].startswith("3.")
+    for path in (
+        "/v1/ingest",
+        "/v1/ingest/{jobId}",
+        "/v1/sources/{sourceId}",
+        "/v1/sources/{sourceId}/versions/{tx}/text",
+        "/v1/nodes",
+        "/v1/nodes/{nodeId}",
+        "/v1/nodes/{nodeId}/edges",
+    ):
+        assert path in doc["paths"], sorted(doc["paths"])
+    assert {"201", "202", "200"} <= set(doc["paths"]["/v1/ingest"]["post"]["responses"])

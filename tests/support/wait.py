@@ -1,0 +1,67 @@
+"""The one way tests wait for a job: poll ``GET /v1/ingest/{jobId}`` until the job reaches one
+of the states asked for, within a bounded time.
+
+Waiting for a terminal state goes through the product's own client
+(:meth:`telha.client.AsyncTelha.wait`, which also returns at once when the job ends in the
+other terminal state, so a test waiting for ``completed`` fails fast on ``dead``); waiting for
+``pending`` or ``leased`` polls the same endpoint. Both return the raw status body as the REST
+API sends it. :func:`wait_job_blocking` is the same wait for synchronous tests.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import anyio
+import httpx
+
+from telha.client import AsyncTelha
+
+__all__ = ["TERMINAL", "wait_job", "wait_job_blocking"]
+
+#: States a job never leaves.
+TERMINAL = ("completed", "dead")
+#: Seconds between two polls for a non-terminal state.
+_POLL_S = 0.05
+
+
+async def wait_job(
+    client: httpx.AsyncClient, job_id: object, *states: str, within_s: float = 60.0
+) -> dict[str, Any]:
+    """The status body of job ``job_id`` once its state is one of ``states`` (default: either
+    terminal state), read with ``client`` (its base URL and ``x-api-key``).
+
+    :raises TimeoutError: the job did not get there within ``within_s`` seconds; the message
+        says where it was.
+    """
+    wanted = states or TERMINAL
+    url = f"/v1/ingest/{job_id}"
+    if set(wanted) <= set(TERMINAL):
+        async with AsyncTelha(str(client.base_url), client.headers["x-api-key"]) as telha:
+            await telha.wait(str(job_id), timeout=within_s, poll_s=0.02, max_poll_s=0.25)
+    job: dict[str, Any] = {}
+    with anyio.move_on_after(within_s):
+        while True:
+            resp = await client.get(url)
+            assert resp.status_code == 200, resp.text
+            job = dict(resp.json())
+            if job["state"] in wanted or job["state"] in TERMINAL:
+                return job
+            await anyio.sleep(_POLL_S)
+    raise TimeoutError(f"job {job_id} still {job.get('state')} after {within_s} s, not {wanted}")
+
+
+def wait_job_blocking(
+    client: httpx.Client, job_id: object, *states: str, within_s: float = 60.0
+) -> dict[str, Any]:
+    """:func:`wait_job` for synchronous tests (``client`` is an ``httpx.Client``): runs it on
+    its own event loop in a worker thread, so it also works when called from a thread that
+    has one."""
+
+    async def run() -> dict[str, Any]:
+        async with httpx.AsyncClient(base_url=client.base_url, headers=client.headers) as c:
+            return await wait_job(c, job_id, *states, within_s=within_s)
+
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(anyio.run, run).result()
