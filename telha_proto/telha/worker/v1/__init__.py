@@ -106,7 +106,7 @@ class IngestionResult(betterproto2.Message):
 
     result_json: "bytes" = betterproto2.field(3, betterproto2.TYPE_BYTES)
     """
-    the submission wire shape of spec 000, plus seq/partial
+    the submission JSON (docs/worker-protocol.md), with seq/partial
     """
 
     failure_reason: "str" = betterproto2.field(4, betterproto2.TYPE_STRING)
@@ -139,7 +139,7 @@ class JobPayload(betterproto2.Message):
 
     payload_json: "bytes" = betterproto2.field(5, betterproto2.TYPE_BYTES)
     """
-    IngestJobPayload (spec 004) as UTF-8 JSON
+    IngestJobPayload as UTF-8 JSON
     """
 
     lease_deadline: "int" = betterproto2.field(6, betterproto2.TYPE_UINT64)
