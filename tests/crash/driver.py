@@ -1,4 +1,4 @@
-"""The crash driver (issue 8 item 4), shared by ``tests/crash`` and ``bench/chaos.py``.
+"""The crash driver (docs/testing.md), shared by ``tests/crash`` and ``bench/chaos.py``.
 
 A mixed load (JSON batches, text, streamed CSV, DOCX, email with an attachment, from the shared
 corpus; every request a new source) is posted by clients that retry what users retry: a POST
@@ -158,7 +158,7 @@ class Fleet:
                 "backoff_base_ms": 50,
                 "backoff_max_s": 0.5,
                 "max_attempts": 100,  # losses to crashes must not exhaust attempts
-                "max_worker_losses": 100,  # nor the poison cap (issue 8 item 2)
+                "max_worker_losses": 100,  # nor the poison cap ([jobs] max_worker_losses)
             },
             workers={"in_process": ["text_worker", "email_worker"], "concurrency": 1},
         )

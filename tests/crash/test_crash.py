@@ -1,4 +1,4 @@
-"""The crash suite (issue 8 item 4): a mixed load is posted while ``telha serve`` is SIGKILLed
+"""The crash suite (docs/testing.md): a mixed load is posted while ``telha serve`` is SIGKILLed
 and restarted 20 times at seeded random points, and remote workers are SIGKILLed and
 restarted too. Once the load drains: every request answered 200/201/202 ended in a terminal
 job state or an applied version (and none is ``dead``: nothing was lost), no (sourceId,

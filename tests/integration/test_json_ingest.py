@@ -1,4 +1,4 @@
-"""POST /v1/ingest format=json against a real server: spec 001's examples and every error."""
+"""POST /v1/ingest format=json against a real server: the documented examples and every error."""
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ async def test_spec_worked_example_201_then_dedup_200(client: httpx.AsyncClient)
 
     node = (await client.get(f"/v1/nodes/{created['nodeIds'][0]}")).json()
     assert node["labels"] == ["RISKS_2026_07"]
-    # A record's own field named "label" is an ordinary property (DESIGN.md §11).
+    # A record's own field named "label" is an ordinary property (docs/rest-api.md).
     assert node["properties"] == {
         "label": "RISK",
         "title": "Supplier delay",

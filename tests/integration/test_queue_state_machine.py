@@ -1,6 +1,7 @@
 """The lease/retry state machine over a real store (SQLite, and PostgreSQL on the test
 cluster), property-tested (hypothesis stateful): enqueue, lease, heartbeat, fail, release,
-complete, reap and the passage of time, checked step by step against a model of DESIGN.md §6."""
+complete, reap and the passage of time, checked step by step against a model of the lease
+rules (docs/architecture.md, "A job's life")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The provenance read API (DESIGN.md §5) against a real server: shapes, scopes, errors."""
+"""The provenance read API (docs/rest-api.md) against a real server: shapes, scopes, errors."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Several ``telha serve`` replicas on one PostgreSQL database (issue 10, DESIGN.md §9): two real
+"""Several ``telha serve`` replicas on one PostgreSQL database (docs/operations.md): two real
 server processes started at once (one applies the migrations), real remote worker processes
 attached to each, real sockets.
 

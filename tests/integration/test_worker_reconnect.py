@@ -1,4 +1,4 @@
-"""A remote worker (``python -m workers_common.run``) across core SIGKILLs (issue 8 follow-up):
+"""A remote worker (``python -m workers_common.run``) across core SIGKILLs:
 it never dies or hangs when core dies under it, whether its ``PollJobs`` stream was idle,
 holding a job or just opening, and it takes the restarted core's jobs."""
 

@@ -1,4 +1,4 @@
-"""Golden DoclingDocuments for docling_worker's layout-model path (spec 003 §12: the parse
+"""Golden DoclingDocuments for docling_worker's layout-model path (docs/formats.md: the parse
 stack's models are not available here, so the fixtures are built with docling-core's own
 constructors, as the layout pipeline would emit them: a title, nested headings, paragraphs
 and list items with pages and bottom-left boxes in points, a table with a header row).

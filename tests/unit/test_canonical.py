@@ -1,4 +1,4 @@
-"""UPPER_SNAKE naming and canonical text normalization (DESIGN.md §11, spec 000)."""
+"""UPPER_SNAKE naming and canonical text normalization (docs/rest-api.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The client's pure parts (issue 9): every REST error code has its own class; formats are
+"""The client's pure parts: every REST error code has its own class; formats are
 guessed from the extension, then from the content, for every kind of corpus file."""
 
 from __future__ import annotations

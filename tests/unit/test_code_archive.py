@@ -1,4 +1,4 @@
-"""code_worker archive fan-out (issue 6): a ``.zip``/``.tar.gz`` of source files is a MANIFEST
+"""code_worker archive fan-out: a ``.zip``/``.tar.gz`` of source files is a MANIFEST
 with one child job per source file whose FILE id the manifest already names; hostile paths
 and links are refused; file-count and size limits are ``resource_limit``."""
 

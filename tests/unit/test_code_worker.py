@@ -1,4 +1,4 @@
-"""code_worker (issue 6, first increment): every corpus source file has its documented
+"""code_worker: every corpus source file has its documented
 outcome; spans slice to the exact definition text (CRLF sources too); deterministic FILE ids;
 syntax errors are counted, not fatal."""
 

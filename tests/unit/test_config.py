@@ -1,4 +1,4 @@
-"""Config parsing: defaults, dotted-key errors, env overrides (DESIGN.md §10)."""
+"""Config parsing: defaults, dotted-key errors, env overrides (docs/operations.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""spec 003 §15 document-level temporal ambiguity rules (workers_common.doc_ambiguity): one
+"""Document-level temporal ambiguity rules (docs/formats.md) (workers_common.doc_ambiguity): one
 case per rule branch, table-driven."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""docling_worker (issue 5, first increment): every corpus PDF/DOCX/PPTX/HTML file has its
+"""docling_worker: every corpus PDF/DOCX/PPTX/HTML file has its
 documented outcome; spans slice to their block's text; the same bytes give the same
-submission; geometry is top-left; the §15 ambiguity reaches the submission."""
+submission; geometry is top-left; the temporal ambiguity reaches the submission."""
 
 from __future__ import annotations
 
@@ -272,7 +272,7 @@ def test_golden_submissions() -> None:
 def test_layout_path_on_the_golden_docling_document() -> None:
     """The layout-model pipeline's output (a golden DoclingDocument built with docling-core,
     tests/support/docling_fixtures.py): nested sections, a list, a header table, pages and
-    top-left boxes, the §15 conflicting dates."""
+    top-left boxes, the conflicting dates (temporal ambiguity)."""
     from docling_core.types.doc import DoclingDocument
     from docling_worker.projection import project_document
 

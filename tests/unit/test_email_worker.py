@@ -1,4 +1,4 @@
-"""email_worker (issue 6, first increment: ``.eml``): every corpus message has its documented
+"""email_worker (``.eml``): every corpus message has its documented
 outcome; identities are deterministic (messages, people, attachments); headers and bodies in
 any charset; replies point at their parent's id; the Date/body ambiguity."""
 

@@ -1,4 +1,4 @@
-"""Identity and transaction time (spec 004, DESIGN.md §3)."""
+"""Identity and transaction time (docs/architecture.md, "Identity and versions")."""
 
 from __future__ import annotations
 

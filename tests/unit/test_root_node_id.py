@@ -1,4 +1,4 @@
-"""``childJobs[].rootNodeId`` (issue 6): validated as a UUID; core gives it to a single-shot
+"""``childJobs[].rootNodeId``: validated as a UUID; core gives it to a single-shot
 child's first node only when the worker set no id there and no other node has it."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""workers_common.temporal: the spec 003 §15 absolute date recogniser."""
+"""workers_common.temporal: the absolute date recogniser (docs/formats.md, "Temporal ambiguity")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Determinism (spec 000 "Determinism", issue 6): the same bytes and options give the same
+"""Determinism (docs/worker-protocol.md): the same bytes and options give the same
 submission bytes — here BLAKE3 of what the consumer sends — for every corpus message and
 source file, run in a fresh process so nothing cached in this one can make them agree."""
 
