@@ -1,9 +1,9 @@
-"""A worker module for tests that dies on specific inputs (for the poison cap,
-``[jobs] max_worker_losses``): a ``code`` job named ``*crash-process*`` ends the worker process at once (``os._exit(17)``, as a
-segfault or the OOM killer would); one named ``*crash-task*`` raises :class:`ConsumerDeath`,
-which no consumer catches: in-process it kills that consumer task (standing in for any death
-of one), not ``telha serve``. A job named ``*hold*`` waits ``HOLD_S`` seconds (60 by default)
-first. Anything else becomes an empty document."""
+"""A worker module for tests that dies on specific inputs (for the poison cap, ``[jobs]
+max_worker_losses``): a ``code`` job named ``*crash-process*`` ends the worker process at once
+(``os._exit(17)``, as a segfault or the OOM killer would); one named ``*crash-task*`` raises
+:class:`ConsumerDeath`, which no consumer catches: in-process it kills that consumer task (standing
+in for any death of one), not ``telha serve``. A job named ``*hold*`` waits ``HOLD_S`` seconds (60
+by default) first. Anything else becomes an empty document."""
 
 from __future__ import annotations
 
