@@ -1,7 +1,7 @@
 """Connections of the PostgreSQL engine (DESIGN.md §4, §9): an asyncpg pool shared by reads
 and write transactions, the transaction helper every write goes through, the ``(scope,
 source)`` advisory locks of dedup, and scope interning. (The database clock that orders
-transaction time across replicas is taken by :class:`~telha.storage.postgres.rows.Batch`.)
+transaction time across replicas is taken by :meth:`~telha.storage.postgres.tx.PgTx.next_tx`.)
 
 Unlike SQLite there is no single writer: several transactions (of this process and of other
 replicas) run at once, so every operation that must not interleave takes a row or advisory

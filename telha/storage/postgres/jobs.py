@@ -1,18 +1,10 @@
-"""Job rows and events on PostgreSQL (DESIGN.md §4, §6, §9), correct with several replicas on
-one database:
+"""Job helpers of the PostgreSQL engine's own write paths (the erasure): events, the lease
+fence, enqueue through ``telha_enqueue``, completion, a stream's abandonment and the end of
+an erased job. The job operations themselves are :mod:`telha.storage.core.jobs`, written
+once for both engines.
 
-- leasing takes the oldest available job with ``FOR UPDATE SKIP LOCKED`` in the transaction
-  that marks it leased, so two pollers (of any replicas) never lease the same job;
-- every write a lease guards (a submission, a failure, a release, a heartbeat) locks the job
-  row and checks the lease generation in the same transaction as the write;
-- the reaper locks expired rows with ``SKIP LOCKED`` and re-checks their deadline, so reapers
-  of every replica may run at once and each expired lease is reaped once;
-- enqueue holds the ``(scope, source)`` advisory lock while it checks request-level dedup;
-- a job that becomes available sends ``NOTIFY telha_jobs, '<format>'`` (delivered at commit),
-  which wakes pollers on every replica (:meth:`PostgresStore.job_wakeups`).
-
-Mixed into :class:`~telha.storage.postgres.store.PostgresStore`; the retry policy is pure
-(:mod:`telha.domain.policy`) and arrives as a callable.
+Every helper runs inside the caller's transaction; the lease fence locks the job row, and
+enqueue holds the ``(scope, source)`` advisory lock while it checks request-level dedup.
 """
 
 from __future__ import annotations
@@ -20,52 +12,21 @@ from __future__ import annotations
 from telha.domain.erasure import payload_name, scrub_payload
 from telha.domain.errors import StaleLease
 from telha.domain.ids import id_str
-from telha.domain.model import (
-    Continuation,
-    EnqueueOutcome,
-    JobCompletion,
-    JobRecord,
-    LeaseRef,
-    NewJob,
-)
-from telha.domain.policy import LOSS_KINDS, Decide, DecideLoss, FailureDecision
+from telha.domain.model import Continuation, EnqueueOutcome, JobCompletion, LeaseRef, NewJob
 from telha.domain.records import decode_continuation, encode_continuation
-from telha.domain.records import job_record as _job
-from telha.storage.postgres.base import (
-    Conn,
-    source_lock_key,
-)
-from telha.storage.postgres.rows import Batch
+from telha.storage.postgres.tx import CHANNEL, Conn, source_lock_key
 
 __all__ = [
     "CHANNEL",
     "abandon_stream",
     "add_event",
     "check_lease",
-    "complete_in_batch",
     "complete_tx",
-    "decode_continuation",
     "end_erased",
     "enqueue_tx",
-    "notify",
     "scrub_job",
     "store_continuation",
 ]
-
-#: The LISTEN/NOTIFY channel; the payload is the format whose jobs became available.
-CHANNEL = "telha_jobs"
-
-_JOB_COLS = (
-    "j.job_id, s.tenant_id, s.organization_id, j.kind, j.format, j.source_id, j.content_hash,"
-    " j.payload, j.state, j.attempts, j.lease_generation, j.lease_owner, j.lease_deadline,"
-    " j.available_at, j.failure_reason, j.stats"
-)
-_FROM = " FROM jobs j JOIN scopes s ON s.scope_id = j.scope_id"
-
-
-async def notify(conn: Conn, fmt: str) -> None:
-    """Wake pollers of ``fmt`` on every replica once the current transaction commits."""
-    await conn.execute("SELECT pg_notify($1, $2)", CHANNEL, fmt)
 
 
 async def add_event(
@@ -231,88 +192,3 @@ async def end_erased(conn: Conn, job_id: bytes, now_us: int, reason: str) -> Non
     )
     await add_event(conn, job_id, now_us, "dead", reason)
     await scrub_job(conn, job_id)
-
-
-def complete_in_batch(batch: Batch, c: JobCompletion, detail_sql: str) -> None:
-    """:func:`complete_tx` of a completion without children, as two parts of ``batch`` (the
-    caller holds the job row's lock): ``detail_sql`` is an SQL text expression (it may use
-    :data:`~telha.storage.postgres.rows.TX`)."""
-    job = batch.param(c.lease.job_id, "bytea")
-    at = batch.param(c.now_us, "bigint")
-    batch.statement(
-        "UPDATE jobs SET state = 'completed', lease_owner = NULL, lease_deadline = NULL,"
-        f" stats = {batch.param(c.stats, 'bytea')}, continuation = NULL, updated_at = {at}"
-        f" WHERE job_id = {job}"
-    )
-    batch.statement(
-        f"INSERT INTO job_events (job_id, seq, at, transition, detail) VALUES ({job},"
-        f" (SELECT coalesce(max(seq), 0) + 1 FROM job_events WHERE job_id = {job}), {at},"
-        f" 'completed', {detail_sql})"
-    )
-
-
-async def _apply_failure(
-    conn: Conn,
-    job_id: bytes,
-    fmt: str,
-    kind: str,
-    reason: str,
-    attempts: int,
-    now_us: int,
-    decide: Decide,
-    continuation: bytes | None,
-) -> FailureDecision:
-    d = decide(kind, attempts)
-    await _write_failure(conn, job_id, fmt, d, reason, now_us, continuation)
-    await add_event(conn, job_id, now_us, "dead" if d.state == "dead" else "retried", reason)
-    return d
-
-
-async def _write_failure(
-    conn: Conn,
-    job_id: bytes,
-    fmt: str,
-    d: FailureDecision,
-    reason: str,
-    now_us: int,
-    continuation: bytes | None,
-) -> None:
-    await abandon_stream(conn, job_id, now_us, continuation)
-    await conn.execute(
-        "UPDATE jobs SET state = $1, attempts = $2, available_at = $3, failure_reason = $4,"
-        " lease_owner = NULL, lease_deadline = NULL, updated_at = $5 WHERE job_id = $6",
-        d.state, d.attempts, d.available_at, d.reason or reason, now_us, job_id,
-    )  # fmt: skip
-    if d.state == "pending":
-        await notify(conn, fmt)
-
-
-async def _apply_loss(
-    conn: Conn,
-    job: JobRecord,
-    kind: str,
-    reason: str,
-    now_us: int,
-    decide: DecideLoss,
-    continuation: bytes | None,
-) -> FailureDecision:
-    """A job lost with its worker (``kind``: ``worker_lost`` or ``lease_expired``; the caller
-    holds the row lock): its loss event, then the decision (counting its earlier losses) and a
-    ``dead`` event if dead."""
-    losses = await conn.fetchval(
-        "SELECT count(*) FROM job_events WHERE job_id = $1 AND transition = ANY($2::text[])",
-        job.job_id,
-        sorted(LOSS_KINDS),
-    )
-    d = decide(kind, job.attempts, int(losses))
-    await _write_failure(conn, job.job_id, job.format, d, reason, now_us, continuation)
-    await add_event(conn, job.job_id, now_us, kind, f"{reason} (loss {int(losses) + 1})")
-    if d.state == "dead":
-        await add_event(conn, job.job_id, now_us, "dead", d.reason or reason)
-    return d
-
-
-async def _select_job(conn: Conn, job_id: bytes) -> JobRecord:
-    row = await conn.fetchrow(f"SELECT {_JOB_COLS}{_FROM} WHERE j.job_id = $1", job_id)
-    assert row is not None
-    return _job(row)

@@ -1,9 +1,7 @@
-"""Job rows and events on SQLite (DESIGN.md §4, §6): enqueue with request-level dedup, lease,
-heartbeat, fail, release, reap. Every operation is one write transaction, run whole on the
-writer's thread (:meth:`SqliteBase._write`); the functions named ``*_tx`` run there.
-
-Mixed into :class:`~telha.storage.sqlite.store.SqliteStore`; the retry policy itself is pure
-(:mod:`telha.domain.policy`) and arrives as a callable, so the engine picks no outcomes.
+"""Job helpers of the SQLite engine's own write paths (the erasure): events, the lease
+fence, enqueue with request-level dedup, completion, a stream's abandonment and the end of
+an erased job, each inside the writer's current transaction. The job operations themselves
+are :mod:`telha.storage.core.jobs`, written once for both engines.
 """
 
 from __future__ import annotations
@@ -13,17 +11,8 @@ import sqlite3
 from telha.domain.erasure import payload_name, scrub_payload
 from telha.domain.errors import StaleLease
 from telha.domain.ids import id_str
-from telha.domain.model import (
-    Continuation,
-    EnqueueOutcome,
-    JobCompletion,
-    JobRecord,
-    LeaseRef,
-    NewJob,
-)
-from telha.domain.policy import LOSS_KINDS, Decide, DecideLoss, FailureDecision
+from telha.domain.model import Continuation, EnqueueOutcome, JobCompletion, LeaseRef, NewJob
 from telha.domain.records import decode_continuation, encode_continuation
-from telha.domain.records import job_record as _job
 from telha.storage.sqlite.base import blocked, latest_hashes
 
 __all__ = [
@@ -31,20 +20,11 @@ __all__ = [
     "add_event",
     "check_lease",
     "complete_tx",
-    "decode_continuation",
     "end_erased",
     "enqueue_tx",
-    "load_continuation",
     "scrub_job",
     "store_continuation",
 ]
-
-_JOB_COLS = (
-    "j.job_id, s.tenant_id, s.organization_id, j.kind, j.format, j.source_id, j.content_hash,"
-    " j.payload, j.state, j.attempts, j.lease_generation, j.lease_owner, j.lease_deadline,"
-    " j.available_at, j.failure_reason, j.stats"
-)
-_FROM = " FROM jobs j JOIN scopes s ON s.scope_id = j.scope_id"
 
 
 def add_event(
@@ -220,61 +200,3 @@ def end_erased(conn: sqlite3.Connection, job_id: bytes, now_us: int, reason: str
     )
     add_event(conn, job_id, now_us, "dead", reason)
     scrub_job(conn, job_id)
-
-
-def _apply_failure(
-    conn: sqlite3.Connection,
-    job_id: bytes,
-    kind: str,
-    reason: str,
-    attempts: int,
-    now_us: int,
-    decide: Decide,
-) -> FailureDecision:
-    d = decide(kind, attempts)
-    _write_failure(conn, job_id, d, reason, now_us)
-    add_event(conn, job_id, now_us, "dead" if d.state == "dead" else "retried", reason)
-    return d
-
-
-def _write_failure(
-    conn: sqlite3.Connection, job_id: bytes, d: FailureDecision, reason: str, now_us: int
-) -> None:
-    abandon_stream(conn, job_id, now_us)
-    conn.execute(
-        "UPDATE jobs SET state = ?, attempts = ?, available_at = ?, failure_reason = ?,"
-        " lease_owner = NULL, lease_deadline = NULL, updated_at = ? WHERE job_id = ?",
-        (d.state, d.attempts, d.available_at, d.reason or reason, now_us, job_id),
-    )
-
-
-_LOSSES_SQL = (
-    "SELECT count(*) FROM job_events WHERE job_id = ? AND transition IN ("
-    + ", ".join(f"'{k}'" for k in sorted(LOSS_KINDS))
-    + ")"
-)
-
-
-def _apply_loss(
-    conn: sqlite3.Connection,
-    job_id: bytes,
-    kind: str,
-    reason: str,
-    attempts: int,
-    now_us: int,
-    decide: DecideLoss,
-) -> FailureDecision:
-    """A job lost with its worker (``kind``: ``worker_lost`` or ``lease_expired``): its loss
-    event, then the decision (counting its earlier losses) and a ``dead`` event if dead."""
-    losses = int(conn.execute(_LOSSES_SQL, (job_id,)).fetchone()[0])
-    d = decide(kind, attempts, losses)
-    _write_failure(conn, job_id, d, reason, now_us)
-    add_event(conn, job_id, now_us, kind, f"{reason} (loss {losses + 1})")
-    if d.state == "dead":
-        add_event(conn, job_id, now_us, "dead", d.reason or reason)
-    return d
-
-
-def _select_job(conn: sqlite3.Connection, job_id: bytes) -> JobRecord:
-    row = conn.execute(f"SELECT {_JOB_COLS}{_FROM} WHERE j.job_id = ?", (job_id,)).fetchone()
-    return _job(row)
