@@ -42,7 +42,7 @@ from telha.domain.model import (
 )
 from telha.domain.projection import Projection
 from telha.domain.records import decode_continuation, is_boundary
-from telha.domain.rows import PENDING_TX, VersionRows, at_tx, build_rows
+from telha.domain.rows import VersionRows, build_rows
 from telha.domain.streams import live_length, plan_part
 from telha.storage.core.blocklist import blocked
 from telha.storage.core.engine import EngineOps
@@ -55,7 +55,7 @@ from telha.storage.core.jobs import (
     store_continuation,
 )
 from telha.storage.core.tx import Tx
-from telha.storage.core.versions import current_nodes, insert_version
+from telha.storage.core.versions import current_nodes, insert_version, rows_at_next_tx
 
 __all__ = ["StreamOps", "apply_stream_part", "purge_stream", "stream_base"]
 
@@ -157,14 +157,15 @@ async def _pin(
 ) -> tuple[Continuation, VersionRows]:
     """The first part: the pinned version row (no canonical hash yet, a provisional uuid7
     blob id, no text length) at the next transaction time, and the part's text chunks and
-    rows at that time. The rows are built before the clock is taken (held to the commit)."""
+    rows at that time."""
     explicit = [n.node_id for n in projection.nodes if n.node_id is not None]
     existing = await current_nodes(tx, sid, explicit) if explicit else {}
     blob_id = new_id()
-    pending = build_rows(sid, v.source_id, PENDING_TX, blob_id, projection, existing)
-    tx_pin = await tx.next_tx()
+    rows = await rows_at_next_tx(
+        tx, lambda at: build_rows(sid, v.source_id, at, blob_id, projection, existing)
+    )
+    tx_pin = rows.tx
     await insert_version(tx, sid, tx_pin, v, None, blob_id, 0)
-    rows = at_tx(pending, tx_pin)
     await tx.write_rows(rows)
     text = projection.canonical
     cont = Continuation(

@@ -11,7 +11,7 @@ is written. SQLite's single writer serialises the same steps.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from telha.domain.erasure import BLOCKED_REASON, ERASED_MESSAGE
@@ -27,7 +27,7 @@ from telha.domain.model import (
 )
 from telha.domain.projection import Projection
 from telha.domain.records import decode_continuation, is_duplicate, version_record
-from telha.domain.rows import PENDING_TX, Existing, at_tx, build_rows
+from telha.domain.rows import PENDING_TX, Existing, VersionRows, at_tx, build_rows
 from telha.domain.streams import single_shot_allowed
 from telha.offload import off_loop
 from telha.storage.core.blocklist import blocked
@@ -43,6 +43,7 @@ __all__ = [
     "insert_api_key",
     "insert_version",
     "latest_version",
+    "rows_at_next_tx",
     "scope_for_key",
 ]
 
@@ -75,6 +76,19 @@ async def current_nodes(tx: Tx, sid: int, ids: Sequence[bytes]) -> Existing:
         ):  # fmt: skip
             found[node_id] = (labels, props, vfrom, vto, tx_from)
     return found
+
+
+async def rows_at_next_tx(tx: Tx, build: Callable[[int], VersionRows]) -> VersionRows:
+    """Take the next transaction time (the last lock a write takes) and the new version's
+    rows at it, ``build(tx_time)``. PostgreSQL's clock row stays locked from
+    :meth:`~telha.storage.core.tx.Tx.next_tx` to the commit, so there the rows are built
+    first, at :data:`~telha.domain.rows.PENDING_TX`, and moved to the time taken
+    (:func:`~telha.domain.rows.at_tx`): every commit of every replica waits for that lock.
+    SQLite's clock is the single writer's own, so the rows are built at their time."""
+    if tx.postgres:
+        pending = build(PENDING_TX)
+        return at_tx(pending, await tx.next_tx())
+    return build(await tx.next_tx())
 
 
 async def insert_version(
@@ -148,9 +162,10 @@ async def commit(
             return CommitOutcome(True, None, [], [])
     explicit = [n.node_id for n in projection.nodes if n.node_id is not None]
     existing = await current_nodes(tx, sid, explicit) if explicit else {}
-    pending = build_rows(sid, version.source_id, PENDING_TX, blob_id, projection, existing)
-    tx_time = await tx.next_tx()  # the clock row last: held from here to the commit only
-    rows = at_tx(pending, tx_time)
+    rows = await rows_at_next_tx(
+        tx, lambda at: build_rows(sid, version.source_id, at, blob_id, projection, existing)
+    )
+    tx_time = rows.tx
     await insert_version(
         tx, sid, tx_time, version, canonical_hash, blob_id, len(projection.canonical)
     )
