@@ -1,5 +1,5 @@
-"""Pure row building for one committed version (spec 004 apply_parts steps 3–6), shared by
-every storage engine.
+"""Pure row building for one version (its chunks, nodes, labels, edges, span rows and
+ambiguities), shared by every storage engine.
 
 Turns a :class:`~telha.domain.projection.Projection` plus its assigned transaction time into
 one parameter tuple per row and table (columns in the order the engines' tables declare them);
@@ -65,7 +65,7 @@ def build_rows(
     """Rows for ``proj`` written at transaction time ``tx`` (µs) under ``blob_id``.
 
     Node and edge ids are the projection's deterministic ids where given, fresh uuid7s
-    otherwise. A deterministic id runs the upsert ladder of spec 004 against ``existing``
+    otherwise. A deterministic id runs the upsert ladder against ``existing``
     (its current ``(labels JSON, properties JSON, valid_from, valid_to, tx_from)``): absent →
     create; identical → no row; changed → a new version that closes the old one. A streamed
     part (``tx`` pinned earlier) leaves a node written after its pin alone, and refuses to

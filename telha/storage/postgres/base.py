@@ -1,4 +1,4 @@
-"""Connections of the PostgreSQL engine (DESIGN.md §4, §9): an asyncpg pool shared by reads
+"""Connections of the PostgreSQL engine: an asyncpg pool shared by reads
 and write transactions, the transaction helper every write goes through, the ``(scope,
 source)`` advisory locks of dedup, and scope interning. (The database clock that orders
 transaction time across replicas is taken by :meth:`~telha.storage.postgres.tx.PgTx.next_tx`.)
@@ -34,7 +34,7 @@ _ATTEMPTS = 5
 
 
 async def blocked(conn: Conn, sid: int, digests: Iterable[bytes | None]) -> bool:
-    """Whether one of ``digests`` is on the scope's erasure blocklist (issue 11), read inside
+    """Whether one of ``digests`` is on the scope's erasure blocklist, read inside
     the current transaction; the empty digest never is."""
     wanted = sorted(blockable(digests))
     if not wanted:

@@ -71,7 +71,7 @@ async def enqueue_tx(
     hash on the scope's erasure blocklist is refused first (``erased``, nothing written); with
     ``dedup``, request-level dedup under the source's advisory lock — against the latest
     version and an active job of the same ``(source, hash)``, or, for a fetch format without a
-    hash, an active job of the same ``(source, format)`` (spec 004)."""
+    hash, an active job of the same ``(source, format)``."""
     row = await conn.fetchrow(
         "SELECT deduplicated, job_id, erased FROM telha_enqueue($1, $2, $3, $4, $5, $6, $7, $8,"
         " $9, $10, $11, $12)",
