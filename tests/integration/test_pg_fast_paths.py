@@ -167,6 +167,7 @@ async def _same(envs: tuple[Env, Env], setup: Setup, fast: Run, core: Run) -> tu
     got_fast = await fast(a.store)
     got_core = await core(b.store)
     dump_a, dump_b = await _dump(a.dsn), await _dump(b.dsn)
+    assert dump_a.keys() == dump_b.keys()
     for table in dump_a:
         assert dump_a[table] == dump_b[table], table
     out_a = _norm_outcome(got_fast, await _tx_names(a.dsn))
