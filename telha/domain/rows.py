@@ -1,5 +1,5 @@
-"""Pure row building for one committed version (chunks, nodes, edges, span rows), shared by
-every storage engine.
+"""Pure row building for one version (its chunks, nodes, labels, edges, span rows and
+ambiguities), shared by every storage engine.
 
 Turns a :class:`~telha.domain.projection.Projection` plus its assigned transaction time into
 one parameter tuple per row and table (columns in the order the engines' tables declare them);
@@ -20,13 +20,18 @@ from telha.domain.ids import id_str, new_id
 from telha.domain.model import BLOB_CHUNK
 from telha.domain.projection import Projection
 
-__all__ = ["Existing", "VersionRows", "build_rows"]
+__all__ = ["PENDING_TX", "Existing", "VersionRows", "at_tx", "build_rows"]
 
 _encode = msgspec.json.encode
 
 #: Current ``(labels JSON, properties JSON, valid_from, valid_to, tx_from)`` of a node id, as
 #: an engine reads it for the upsert ladder.
 Existing = dict[bytes, tuple[str, bytes, int | None, int | None, int]]
+
+#: The tx to build a new version's rows at before its transaction time exists (µs; later than
+#: any real time, so the upsert ladder treats every existing node as written before); the
+#: rows are moved to the real time with :func:`at_tx` once it is taken.
+PENDING_TX = 1 << 62
 
 
 @dataclass(slots=True)
@@ -147,4 +152,20 @@ def build_rows(
     return VersionRows(
         chunk_rows, nodes, labels, edges, span_rows, ambiguities, node_ids, edge_ids, closes,
         scope_id, tx,
+    )  # fmt: skip
+
+
+def at_tx(rows: VersionRows, tx: int) -> VersionRows:
+    """``rows`` (built at :data:`PENDING_TX`) moved to transaction time ``tx``: the tx column
+    of node versions, labels, edges, span rows and ambiguities. A caller that takes ``tx``
+    from a locked clock builds the rows first, so the clock is held only while they are
+    written."""
+
+    def moved(table: list[tuple[Any, ...]], col: int) -> list[tuple[Any, ...]]:
+        return [(*row[:col], tx, *row[col + 1 :]) for row in table]
+
+    return VersionRows(
+        rows.chunks, moved(rows.nodes, 2), moved(rows.labels, 3), moved(rows.edges, 2),
+        moved(rows.spans, 2), moved(rows.ambiguities, 2), rows.node_ids, rows.edge_ids,
+        rows.closes, rows.scope_id, tx,
     )  # fmt: skip

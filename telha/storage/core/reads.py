@@ -28,9 +28,9 @@ from telha.domain.model import (
 from telha.domain.records import node_record, slice_chunks, slice_text, version_record
 from telha.storage.core.engine import EngineOps
 from telha.storage.core.tx import Tx
+from telha.storage.core.versions import VERSION_COLS
 
 __all__ = [
-    "VERSION_COLS",
     "ReadOps",
     "get_node",
     "list_nodes",
@@ -42,11 +42,6 @@ __all__ = [
     "version_at",
 ]
 
-#: The columns of a ``source_versions`` row a version write inserts (after ``scope_id``).
-VERSION_COLS = (
-    "source_id, tx, name, format, content_hash, canonical_text_hash, size, worker, job_id,"
-    " blob_id, text_len"
-)
 #: :class:`~telha.domain.model.SourceVersion` columns as reads select them (with the erasure).
 _READ_COLS = VERSION_COLS + ", erased_at, erasure_id, erase_reason"
 _NODE_COLS = "n.node_id, n.labels, n.properties, n.tx_from, n.tx_to, n.valid_from, n.valid_to,"

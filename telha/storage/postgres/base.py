@@ -1,23 +1,22 @@
-"""Connections of the PostgreSQL engine (DESIGN.md §4, §9): an asyncpg pool shared by reads
+"""Connections of the PostgreSQL engine: an asyncpg pool shared by reads
 and write transactions, the transaction helper every write goes through, the ``(scope,
 source)`` advisory locks of dedup, and scope interning. (The database clock that orders
-transaction time across replicas is taken by :class:`~telha.storage.postgres.rows.Batch`.)
+transaction time across replicas is taken by :meth:`~telha.storage.postgres.tx.PgTx.next_tx`.)
 
 Unlike SQLite there is no single writer: several transactions (of this process and of other
 replicas) run at once, so every operation that must not interleave takes a row or advisory
-lock inside its own transaction (see :mod:`telha.storage.postgres.jobs`).
+lock inside its own transaction (see :mod:`telha.storage.core.jobs`).
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager, suppress
 from typing import Any, Self, TypeVar
 
 import anyio
 import asyncpg
 
-from telha.domain.erasure import blockable
 from telha.domain.errors import StorageError
 from telha.domain.model import Scope
 from telha.storage.core.engine import EngineOps, Op
@@ -28,33 +27,15 @@ from telha.storage.postgres.tx import (
     Conn,
     PgSnapshotTx,
     PgTx,
-    lock_sources,
-    source_lock_key,
 )
 
-__all__ = ["Conn", "PgBase", "Rollback", "blocked", "lock_sources", "source_lock_key"]
+__all__ = ["PgBase"]
 
 T = TypeVar("T")
 
 #: SQLSTATEs of transactions PostgreSQL aborted to resolve a conflict: safe to run again.
 _RETRY_STATES = frozenset({"40001", "40P01"})
 _ATTEMPTS = 5
-
-
-async def blocked(conn: Conn, sid: int, digests: Iterable[bytes | None]) -> bool:
-    """Whether one of ``digests`` is on the scope's erasure blocklist (issue 11), read inside
-    the current transaction; the empty digest never is."""
-    wanted = sorted(blockable(digests))
-    if not wanted:
-        return False
-    return bool(
-        await conn.fetchval(
-            "SELECT EXISTS (SELECT 1 FROM erasure_blocklist WHERE scope_id = $1"
-            " AND digest = ANY($2::bytea[]))",
-            sid,
-            wanted,
-        )
-    )
 
 
 async def _keep_session(_conn: Any) -> None:

@@ -7,14 +7,28 @@ through both and compares every row written (docs/architecture.md, "The storage 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
-from telha.domain.model import EnqueueOutcome, JobRecord, NewJob, Scope
+from telha.domain.errors import StaleLease
+from telha.domain.model import (
+    CommitOutcome,
+    Dedup,
+    EnqueueOutcome,
+    JobCompletion,
+    JobRecord,
+    NewJob,
+    NewVersion,
+    Scope,
+)
+from telha.domain.projection import Projection
 from telha.domain.records import job_record
+from telha.domain.rows import PENDING_TX, build_rows
 from telha.storage.core.jobs import JOB_COLS, JobOps
+from telha.storage.core.versions import VersionOps
 from telha.storage.postgres.base import PgBase
 from telha.storage.postgres.tx import CHANNEL, Conn, source_lock_key
 
-__all__ = ["FastJobOps"]
+__all__ = ["FastJobOps", "FastVersionOps"]
 
 
 class FastJobOps(JobOps, PgBase):
@@ -68,3 +82,72 @@ class FastJobOps(JobOps, PgBase):
             return job_record(row) if row is not None else None
 
         return await self._write("lease job", one, transaction=False)
+
+
+class FastVersionOps(VersionOps, PgBase):
+    """:class:`~telha.storage.core.versions.VersionOps` with the common single-shot commit
+    as one call."""
+
+    async def _commit_fast(
+        self,
+        scope: Scope,
+        version: NewVersion,
+        projection: Projection,
+        canonical_hash: bytes,
+        blob_id: bytes,
+        dedup: Dedup,
+        completion: JobCompletion | None,
+    ) -> CommitOutcome | None:
+        """A job's single-shot submission without child jobs (submit-time dedup) as one
+        call of ``telha_commit_single`` (migration 0005), its own transaction: the general
+        path's locks in its order (job row, source lock, clock row last) and its rows, built
+        here assuming no explicit node id exists yet. ``None`` (nothing written) when the case
+        needs :func:`telha.storage.core.versions.commit`: another case, a stream checkpoint,
+        a duplicate, blocklisted content, an explicit node id that exists.
+
+        :raises StaleLease: the job is not leased under the completion's generation.
+        """
+        if completion is None or completion.children or dedup is not Dedup.SUBMIT:
+            return None
+        sid = await self._ensure_scope(scope)
+        rows = build_rows(sid, version.source_id, PENDING_TX, blob_id, projection, {})
+        assert not rows.closes
+        explicit = [n.node_id for n in projection.nodes if n.node_id is not None]
+        lease = completion.lease
+        args = (
+            lease.job_id, lease.lease_generation,
+            [source_lock_key(sid, version.source_id)], sid, version.source_id, explicit,
+            completion.now_us, completion.stats, f" nodes={len(rows.node_ids)}",
+            version.name, version.format, version.content_hash, canonical_hash, version.size,
+            version.worker, version.job_id, blob_id, len(projection.canonical),
+            *_columns(rows.chunks, 2, 3),
+            *_columns(rows.nodes, 1, 3, 4, 5, 6, 7, 8),
+            *_columns(rows.labels, 1, 2),
+            *_columns(rows.edges, 1, 3, 4, 5, 6),
+            *_columns(rows.spans, 1, 3, 4, 5, 6),
+            *_columns(rows.ambiguities, 1, 3, 4, 5, 6, 7, 8),
+        )  # fmt: skip
+
+        async def one(conn: Conn) -> tuple[str, int | None]:
+            row = await conn.fetchrow(_COMMIT_SINGLE, *args)
+            assert row is not None
+            return str(row[0]), row[1]
+
+        outcome, tx_time = await self._write("commit version", one, transaction=False)
+        if outcome == "stale":
+            raise StaleLease("job is not leased under this lease generation")
+        if outcome != "committed":
+            return None
+        assert tx_time is not None
+        return CommitOutcome(False, int(tx_time), rows.node_ids, rows.edge_ids)
+
+
+#: The call of ``telha_commit_single``: its 46 parameters, in :meth:`_commit_fast`'s order.
+_COMMIT_SINGLE = (
+    f"SELECT outcome, tx FROM telha_commit_single({', '.join(f'${i}' for i in range(1, 47))})"
+)
+
+
+def _columns(rows: list[tuple[Any, ...]], *indexes: int) -> list[list[Any]]:
+    """Columns ``indexes`` of ``rows``, one list each (the arrays a function unnests)."""
+    return [[row[i] for row in rows] for i in indexes]

@@ -6,7 +6,7 @@ interning all tables share. The engine's operations are mixins over this base.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, Literal, Self, TypeVar, cast
@@ -15,7 +15,6 @@ import aiosqlite
 import anyio
 import structlog
 
-from telha.domain.erasure import blockable
 from telha.domain.errors import StorageError
 from telha.domain.ids import TxClock
 from telha.domain.model import Scope
@@ -24,7 +23,7 @@ from telha.storage.core.tx import Rollback, drive
 from telha.storage.sqlite.migrate import apply_migrations, migrations
 from telha.storage.sqlite.tx import SqliteSnapshotTx, SqliteTx
 
-__all__ = ["SqliteBase", "blocked", "latest_hashes", "marks"]
+__all__ = ["SqliteBase"]
 
 T = TypeVar("T")
 
@@ -381,37 +380,3 @@ def _in_transaction(
         if conn.in_transaction:
             conn.execute("ROLLBACK")
         raise
-
-
-def latest_hashes(
-    conn: sqlite3.Connection, sid: int, source_id: bytes
-) -> tuple[bytes, bytes | None, bytes | None] | None:
-    """``(content_hash, canonical_text_hash, job_id)`` of a source's latest finalized version,
-    read inside the current write transaction (the dedup rules of spec 004). A streamed version
-    still open, or abandoned, has no canonical hash and is not a version yet."""
-    row = conn.execute(
-        "SELECT content_hash, canonical_text_hash, job_id FROM source_versions"
-        " WHERE scope_id = ? AND source_id = ? AND canonical_text_hash IS NOT NULL"
-        " ORDER BY tx DESC LIMIT 1",
-        (sid, source_id),
-    ).fetchone()
-    return (row[0], row[1], row[2]) if row is not None else None
-
-
-def marks(items: Sequence[Any]) -> str:
-    """``?`` placeholders for ``items`` (``IN ()`` of no items is false in SQLite)."""
-    return ",".join("?" * len(items))
-
-
-def blocked(conn: sqlite3.Connection, sid: int, digests: Iterable[bytes | None]) -> bool:
-    """Whether one of ``digests`` is on the scope's erasure blocklist (issue 11), read inside
-    the current write transaction; the empty digest never is."""
-    wanted = sorted(blockable(digests))
-    if not wanted:
-        return False
-    row = conn.execute(
-        f"SELECT 1 FROM erasure_blocklist WHERE scope_id = ? AND digest IN ({marks(wanted)})"
-        " LIMIT 1",
-        (sid, *wanted),
-    ).fetchone()
-    return row is not None

@@ -1,8 +1,6 @@
-"""Writing one committed version's rows on SQLite (spec 004 apply_parts steps 3–6).
-
-The rows themselves are built by the engine-neutral :func:`telha.domain.rows.build_rows`
-(re-exported here); this module reads the upsert ladder's current nodes and writes the rows
-inside the writer's transaction.
+"""Writing one version's rows on SQLite: the rows are built by the engine-neutral
+:func:`telha.domain.rows.build_rows` (re-exported here) and written here, inside the writer's
+transaction, as multi-row statements (:func:`insert_batched`).
 """
 
 from __future__ import annotations
@@ -15,24 +13,7 @@ from typing import Any
 
 from telha.domain.rows import VersionRows, build_rows
 
-__all__ = ["VersionRows", "build_rows", "current_nodes", "insert_batched", "insert_rows"]
-
-
-def current_nodes(
-    conn: sqlite3.Connection, sid: int, ids: list[bytes]
-) -> dict[bytes, tuple[str, bytes, int | None, int | None, int]]:
-    """Current ``(labels JSON, properties JSON, valid_from, valid_to, tx_from)`` of the given
-    node ids (the upsert ladder)."""
-    found: dict[bytes, tuple[str, bytes, int | None, int | None, int]] = {}
-    for i in range(0, len(ids), 500):
-        part = ids[i : i + 500]
-        for node_id, labels, props, vfrom, vto, tx_from in conn.execute(
-            "SELECT node_id, labels, properties, valid_from, valid_to, tx_from FROM nodes"
-            f" WHERE scope_id = ? AND tx_to IS NULL AND node_id IN ({','.join('?' * len(part))})",
-            (sid, *part),
-        ):
-            found[node_id] = (labels, props, vfrom, vto, tx_from)
-    return found
+__all__ = ["VersionRows", "build_rows", "insert_batched", "insert_rows"]
 
 
 #: Most rows in one multi-row ``INSERT`` (a power of two; rows × columns stays under SQLite's

@@ -1,0 +1,228 @@
+"""Source versions and API keys, written once for both engines (docs/architecture.md, "The
+storage seam"): the version commit of a submission or an upload with its dedup, blocklist
+and job completion; the upsert ladder's read of current nodes; the latest version; API keys.
+
+The commit takes its locks in one order on PostgreSQL — the job row (the lease fence), the
+``(scope, source)`` advisory locks of the version and its child jobs (dedup), the current
+rows of explicit node ids, the clock row (the transaction time) last — so a concurrent
+commit of the same bytes waits on the source lock and then finds this version: exactly one
+is written. SQLite's single writer serialises the same steps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+
+from telha.domain.erasure import BLOCKED_REASON, ERASED_MESSAGE
+from telha.domain.errors import ContentErased
+from telha.domain.ids import blob_id_for, content_hash, now_us
+from telha.domain.model import (
+    CommitOutcome,
+    Dedup,
+    JobCompletion,
+    NewVersion,
+    Scope,
+)
+from telha.domain.projection import Projection
+from telha.domain.records import decode_continuation, is_duplicate
+from telha.domain.rows import PENDING_TX, Existing, VersionRows, at_tx, build_rows
+from telha.domain.streams import single_shot_allowed
+from telha.offload import off_loop
+from telha.storage.core.blocklist import blocked
+from telha.storage.core.engine import EngineOps
+from telha.storage.core.jobs import abandon_stream, check_lease, complete, end_erased, latest_hashes
+from telha.storage.core.tx import Rollback, Tx
+
+__all__ = [
+    "VERSION_COLS",
+    "VersionOps",
+    "commit",
+    "current_nodes",
+    "insert_api_key",
+    "insert_version",
+    "rows_at_next_tx",
+]
+
+#: The columns of a ``source_versions`` row a commit writes (after ``scope_id``), in
+#: :class:`~telha.domain.model.SourceVersion` field order.
+VERSION_COLS = (
+    "source_id, tx, name, format, content_hash, canonical_text_hash, size, worker, job_id,"
+    " blob_id, text_len"
+)
+
+#: Most ids in one ``IN (…)`` list on SQLite (PostgreSQL sends one array parameter).
+_IN_BATCH = 500
+
+
+async def current_nodes(tx: Tx, sid: int, ids: Sequence[bytes]) -> Existing:
+    """Current ``(labels JSON, properties JSON, valid_from, valid_to, tx_from)`` of the given
+    node ids (the upsert ladder), read inside the transaction. On PostgreSQL the rows are
+    locked (in id order) so a concurrent commit cannot close them between this read and
+    this transaction's write."""
+    wanted = sorted(set(ids))
+    found: Existing = {}
+    step = max(len(wanted), 1) if tx.postgres else _IN_BATCH
+    for i in range(0, len(wanted), step):
+        cond, params = tx.any("node_id", wanted[i : i + step], "bytea")
+        for node_id, labels, props, vfrom, vto, tx_from in await tx.fetchall(
+            "SELECT node_id, labels, properties, valid_from, valid_to, tx_from FROM nodes"
+            f" WHERE scope_id = ? AND tx_to IS NULL AND {cond} ORDER BY node_id{tx.for_update}",
+            sid, *params,
+        ):  # fmt: skip
+            found[node_id] = (labels, props, vfrom, vto, tx_from)
+    return found
+
+
+async def rows_at_next_tx(tx: Tx, build: Callable[[int], VersionRows]) -> VersionRows:
+    """Take the next transaction time (the last lock a write takes) and the new version's
+    rows at it, ``build(tx_time)``. PostgreSQL's clock row stays locked from
+    :meth:`~telha.storage.core.tx.Tx.next_tx` to the commit, so there the rows are built
+    first, at :data:`~telha.domain.rows.PENDING_TX`, and moved to the time taken
+    (:func:`~telha.domain.rows.at_tx`): every commit of every replica waits for that lock.
+    SQLite's clock is the single writer's own, so the rows are built at their time."""
+    if tx.postgres:
+        pending = build(PENDING_TX)
+        return at_tx(pending, await tx.next_tx())
+    return build(await tx.next_tx())
+
+
+async def insert_version(
+    tx: Tx,
+    sid: int,
+    tx_time: int,
+    v: NewVersion,
+    canonical_hash: bytes | None,
+    blob_id: bytes,
+    text_len: int,
+) -> None:
+    """Write a ``source_versions`` row (``canonical_hash`` ``None``: a stream's pinned
+    version, not a version yet)."""
+    await tx.execute(
+        f"INSERT INTO source_versions (scope_id, {VERSION_COLS})"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        sid, v.source_id, tx_time, v.name, v.format, v.content_hash, canonical_hash, v.size,
+        v.worker, v.job_id, blob_id, text_len,
+    )  # fmt: skip
+
+
+async def commit(
+    tx: Tx,
+    scope: Scope,
+    version: NewVersion,
+    projection: Projection,
+    canonical_hash: bytes,
+    blob_id: bytes,
+    dedup: Dedup,
+    completion: JobCompletion | None,
+) -> CommitOutcome:
+    """:meth:`~telha.storage.protocol.Storage.commit_version` as one transaction, in lock
+    order (see the module docstring):
+
+    1. with a completion, the lease fence; the caller's own open stream makes the single
+       shot out of sequence, another lease's stream is abandoned (a retry of a job whose
+       earlier attempt streamed);
+    2. a digest of the version on the blocklist: an upload is refused
+       (:class:`ContentErased`, nothing written), a job ends ``dead`` (``erased``);
+    3. a duplicate of the latest version (:func:`telha.domain.records.is_duplicate`) writes
+       no rows: an upload rolls back, a job completes ``deduplicated`` without its children;
+    4. otherwise the version row and its rows at the next transaction time, and the job's
+       completion with its child jobs.
+
+    :raises StaleLease: the completion's lease is not held.
+    :raises OutOfSync: the submitting worker has a stream open under this lease.
+    :raises ContentErased: an upload (no completion) of blocklisted content.
+    """
+    children = completion.children if completion is not None else ()
+    blob = None
+    if completion is not None:
+        _, _, blob = await check_lease(tx, completion.lease)
+    sid = await tx.scope_id(scope)
+    await tx.lock_sources(sid, (version.source_id, *(c.source_id for c in children)))
+    if completion is not None:
+        cont = decode_continuation(blob) if blob is not None else None
+        single_shot_allowed(cont, completion.worker_id, completion.lease.lease_generation)
+        await abandon_stream(tx, completion.lease.job_id, completion.now_us, blob)
+    if await blocked(tx, sid, (version.content_hash, canonical_hash)):
+        if completion is None:
+            raise ContentErased(ERASED_MESSAGE)
+        await end_erased(tx, completion.lease.job_id, completion.now_us, BLOCKED_REASON)
+        return CommitOutcome(False, None, [], [], erased=True)
+    if dedup is not Dedup.NONE:
+        latest = await latest_hashes(tx, sid, version.source_id)
+        if is_duplicate(latest, version, canonical_hash, dedup):
+            if completion is None:
+                raise Rollback(CommitOutcome(True, None, [], []))
+            # A duplicate writes no rows: no child jobs either.
+            await complete(tx, sid, replace(completion, children=()), "deduplicated")
+            return CommitOutcome(True, None, [], [])
+    explicit = [n.node_id for n in projection.nodes if n.node_id is not None]
+    existing = await current_nodes(tx, sid, explicit) if explicit else {}
+    rows = await rows_at_next_tx(
+        tx, lambda at: build_rows(sid, version.source_id, at, blob_id, projection, existing)
+    )
+    tx_time = rows.tx
+    await insert_version(
+        tx, sid, tx_time, version, canonical_hash, blob_id, len(projection.canonical)
+    )
+    await tx.write_rows(rows)
+    refused: tuple[str, ...] = ()
+    if completion is not None:
+        detail = f"version={tx_time} nodes={len(rows.node_ids)}"
+        refused = await complete(tx, sid, completion, detail)
+    return CommitOutcome(False, tx_time, rows.node_ids, rows.edge_ids, refused_children=refused)
+
+
+async def insert_api_key(tx: Tx, scope: Scope, key_id: str, key_hash: bytes, at: int) -> None:
+    """Store an API key (its hash) for ``scope``, interning the scope if new."""
+    await tx.execute(
+        "INSERT INTO api_keys (key_hash, key_id, scope_id, created_at) VALUES (?, ?, ?, ?)",
+        key_hash, key_id, await tx.scope_id(scope), at,
+    )  # fmt: skip
+
+
+class VersionOps(EngineOps):
+    """The version and API key operations of :class:`telha.storage.protocol.Storage` over
+    the engine's runners. An engine may answer a commit with a measured fast path
+    (:meth:`_commit_fast`) that a parity test holds to the same rows."""
+
+    async def commit_version(
+        self,
+        scope: Scope,
+        version: NewVersion,
+        projection: Projection,
+        *,
+        dedup: Dedup,
+        completion: JobCompletion | None = None,
+    ) -> CommitOutcome:
+        """See :func:`commit` (the canonical text is hashed off the event loop first)."""
+        text = projection.canonical
+        canonical_hash = await off_loop(len(text), content_hash, text)
+        blob_id = blob_id_for(canonical_hash).bytes
+        fast = await self._commit_fast(
+            scope, version, projection, canonical_hash, blob_id, dedup, completion
+        )
+        if fast is not None:
+            return fast
+        return await self._transaction(
+            "commit version", commit, scope, version, projection, canonical_hash, blob_id,
+            dedup, completion,
+        )  # fmt: skip
+
+    async def _commit_fast(
+        self,
+        scope: Scope,
+        version: NewVersion,
+        projection: Projection,
+        canonical_hash: bytes,
+        blob_id: bytes,
+        dedup: Dedup,
+        completion: JobCompletion | None,
+    ) -> CommitOutcome | None:
+        """An engine's fast path for the commit: its outcome, or ``None`` (nothing written)
+        to take :func:`commit`. None here."""
+        return None
+
+    async def insert_api_key(self, scope: Scope, key_id: str, key_hash: bytes) -> None:
+        """See :func:`insert_api_key`."""
+        await self._transaction("store api key", insert_api_key, scope, key_id, key_hash, now_us())
