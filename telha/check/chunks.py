@@ -15,7 +15,7 @@ import blake3
 
 from telha.check.context import CheckContext
 from telha.domain.model import BLOB_CHUNK
-from telha.storage.scan import ScanVersion
+from telha.domain.scan import ScanVersion
 
 __all__ = ["ChunkHashes"]
 

@@ -12,8 +12,8 @@ from telha.check.violations import Report
 from telha.domain.canonical import is_boundary
 from telha.domain.ids import id_str
 from telha.domain.model import BLOB_CHUNK, Scope
-from telha.storage.protocol import ScanStore
-from telha.storage.scan import ScanVersion, StoreScan
+from telha.domain.scan import ScanVersion
+from telha.storage.protocol import ScanStore, StoreScan
 
 __all__ = ["CheckContext", "CheckFamily", "TextBytes", "VersionCache"]
 

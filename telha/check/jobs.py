@@ -22,7 +22,7 @@ from telha.check.context import CheckContext
 from telha.domain.erasure import ERASE_KIND
 from telha.domain.ids import id_str
 from telha.domain.records import decode_continuation
-from telha.storage.scan import ScanEvent, ScanJob
+from telha.domain.scan import ScanEvent, ScanJob
 
 __all__ = ["JobStates"]
 

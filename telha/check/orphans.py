@@ -16,7 +16,7 @@ import msgspec
 from telha.check.context import CheckContext
 from telha.domain.ids import id_str
 from telha.domain.records import decode_continuation
-from telha.storage.scan import ScanJob, ScanVersion
+from telha.domain.scan import ScanJob, ScanVersion
 
 __all__ = ["OrphanVersions"]
 

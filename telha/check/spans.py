@@ -19,7 +19,7 @@ import msgspec
 
 from telha.check.context import CheckContext, TextBytes, VersionCache
 from telha.domain.ids import id_str
-from telha.storage.scan import ScanNode, ScanSpan, ScanVersion
+from telha.domain.scan import ScanNode, ScanSpan, ScanVersion
 
 __all__ = ["SpanChecks"]
 

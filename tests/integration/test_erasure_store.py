@@ -18,7 +18,7 @@ from telha.domain.erasure import ERASE_FORMAT, ERASE_KIND, STEPS, ErasePayload
 from telha.domain.ids import new_id
 from telha.domain.model import Dedup, LeaseRef, NewJob, NewVersion, Scope
 from telha.domain.projection import EdgeOut, NodeOut, Projection, SpanOut
-from telha.storage.core import erasure
+from telha.storage.core import erasure, streams
 from telha.storage.postgres import PostgresStore
 from telha.storage.sqlite import SqliteStore
 from tests.support.pg import create_database
@@ -116,7 +116,7 @@ async def test_purge_stream_leaves_nothing_of_the_version(store: Any) -> None:
     kept = await _commit(store, scope, other, _projection([(new_id(), b"{}")], 1))
     pinned = await _commit(store, scope, source, _projection([(i, b"{}") for i in ids], 2))
     sid = await store._read(_scope_id, scope)
-    await store._transaction("purge stream", erasure.purge_stream, sid, source, pinned)
+    await store._transaction("purge stream", streams.purge_stream, sid, source, pinned)
     assert await store.source_versions(scope, source) == []
     assert not await store.has_source(scope, source)
     assert [await store.get_node(scope, i, None) for i in ids] == [None] * 3

@@ -14,9 +14,6 @@ primary key order, :data:`_PAGE` rows a statement; canonical text one chunk (≤
 time. After ``finish`` an engine may clean up outside the transaction
 (:meth:`ErasureOps._erasure_finished`: SQLite truncates its WAL, so no WAL frame keeps an
 older page holding erased bytes).
-
-Also here: :func:`purge_stream`, for a stream whose content turned out blocklisted at
-finalize.
 """
 
 from __future__ import annotations
@@ -64,7 +61,6 @@ __all__ = [
     "erased_versions",
     "erasure_leftovers",
     "has_source",
-    "purge_stream",
 ]
 
 #: Ids one ``IN``/``ANY`` list names at most (SQLite's parameter limit stays far away).
@@ -78,29 +74,6 @@ _B64_POSTGRES = "convert_from(j.payload, 'UTF8')::jsonb ->> 'content_b64'"
 
 #: One step: ``step(tx, scope_id, erasure_id, payload, now_us) -> counts``.
 Step = Callable[[Tx, int, bytes, ErasePayload, int], Coroutine[Any, Any, Counts]]
-
-
-async def purge_stream(tx: Tx, sid: int, source_id: bytes, tx_pin: int) -> None:
-    """Delete everything a stream pinned at ``tx_pin`` wrote (its version row, text, nodes,
-    edges, spans, ambiguities), after :func:`~telha.storage.core.jobs.abandon_stream` gave
-    the versions it had closed back their ends: a stream whose content turned out
-    blocklisted at finalize leaves nothing."""
-    key = (sid, source_id, tx_pin)
-    row = await tx.fetchone(
-        "SELECT blob_id FROM source_versions WHERE scope_id = ? AND source_id = ? AND tx = ?", *key
-    )
-    if row is not None and row[0] is not None:
-        await tx.execute("DELETE FROM blob_chunks WHERE scope_id = ? AND blob_id = ?", sid, row[0])
-    await tx.execute(
-        "DELETE FROM source_versions WHERE scope_id = ? AND source_id = ? AND tx = ?", *key
-    )
-    await tx.execute(
-        "DELETE FROM span_rows WHERE scope_id = ? AND source_id = ? AND source_version_tx = ?",
-        *key,
-    )
-    await tx.execute("DELETE FROM nodes WHERE scope_id = ? AND source_id = ? AND tx_from = ?", *key)
-    for table, col in (("node_labels", "tx_from"), ("edges", "tx_from"), ("ambiguities", "tx")):
-        await tx.execute(f"DELETE FROM {table} WHERE scope_id = ? AND {col} = ?", sid, tx_pin)
 
 
 def _versions(rows: Sequence[Sequence[Any]]) -> Versions:

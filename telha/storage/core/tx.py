@@ -93,11 +93,20 @@ class Tx(Protocol):
         on the same range, ambiguities) with the engine's bulk insert."""
 
 
-class SnapshotTx(Tx, Protocol):
-    """A read-only snapshot held open for a whole block (``telha check``), whose methods are
-    real async calls: the caller may suspend between them, and every query sees the store
-    as of one instant. Driver errors surface from each method as
-    :class:`~telha.domain.errors.StorageError`. Nothing may be written through it."""
+class SnapshotTx(Protocol):
+    """A read-only snapshot held open for a whole block (``telha check``): real async calls,
+    so the caller may suspend between them, and every query sees the store as of one
+    instant. Driver errors leave the engine's snapshot block as
+    :class:`~telha.domain.errors.StorageError`."""
+
+    #: True on PostgreSQL (see :attr:`Tx.postgres`).
+    postgres: bool
+
+    def any(self, column: str, values: Sequence[Any], pg_type: str) -> tuple[str, tuple[Any, ...]]:
+        """See :meth:`Tx.any`."""
+
+    async def fetchall(self, sql: str, *params: Any) -> list[tuple[Any, ...]]:
+        """Every row of a query."""
 
     def pages(self, sql: str, page: int, *params: Any) -> AsyncIterator[list[tuple[Any, ...]]]:
         """The rows of a query, streamed from one cursor in lists of at most ``page``."""

@@ -228,6 +228,8 @@ class PgBase(EngineOps):
                 raise StorageError(f"cannot scan {self.location}: {exc}") from exc
             try:
                 yield PgSnapshotTx(conn, self._scopes)
+            except DRIVER_ERRORS as exc:
+                raise StorageError(f"scan failed: {exc}") from exc
             finally:
                 # Even when cancelled; a broken connection is the pool's to discard.
                 with anyio.CancelScope(shield=True), suppress(*DRIVER_ERRORS):

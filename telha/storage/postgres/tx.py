@@ -9,12 +9,11 @@ from __future__ import annotations
 import hashlib
 from collections.abc import AsyncIterator, Sequence
 from functools import lru_cache
-from typing import Any, NoReturn, TypeAlias
+from typing import Any, TypeAlias
 
 import asyncpg
 from asyncpg.pool import PoolConnectionProxy
 
-from telha.domain.errors import StorageError
 from telha.domain.model import Scope
 from telha.domain.rows import VersionRows
 from telha.storage.postgres.rows import insert_rows
@@ -167,64 +166,12 @@ class PgTx:
 
 class PgSnapshotTx(PgTx):
     """A :class:`~telha.storage.core.tx.SnapshotTx`: a pooled connection inside one
-    ``READ ONLY``, ``REPEATABLE READ`` transaction. Pages come from a server-side cursor;
-    driver errors become :class:`~telha.domain.errors.StorageError`."""
-
-    async def execute(self, sql: str, *params: Any) -> int:
-        """See :meth:`telha.storage.core.tx.Tx.execute` (the transaction is read-only)."""
-        try:
-            return await super().execute(sql, *params)
-        except DRIVER_ERRORS as exc:
-            raise StorageError(f"scan failed: {exc}") from exc
-
-    async def fetchone(self, sql: str, *params: Any) -> tuple[Any, ...] | None:
-        """See :meth:`telha.storage.core.tx.Tx.fetchone`."""
-        try:
-            return await super().fetchone(sql, *params)
-        except DRIVER_ERRORS as exc:
-            raise StorageError(f"scan failed: {exc}") from exc
-
-    async def fetchall(self, sql: str, *params: Any) -> list[tuple[Any, ...]]:
-        """See :meth:`telha.storage.core.tx.Tx.fetchall`."""
-        try:
-            return await super().fetchall(sql, *params)
-        except DRIVER_ERRORS as exc:
-            raise StorageError(f"scan failed: {exc}") from exc
+    ``READ ONLY``, ``REPEATABLE READ`` transaction; pages come from a server-side cursor."""
 
     async def pages(
         self, sql: str, page: int, *params: Any
     ) -> AsyncIterator[list[tuple[Any, ...]]]:
         """See :meth:`telha.storage.core.tx.SnapshotTx.pages`."""
-        try:
-            cur = await self.conn.cursor(numbered(sql), *params)
-            while rows := await cur.fetch(page):
-                yield [tuple(r) for r in rows]
-        except DRIVER_ERRORS as exc:
-            raise StorageError(f"scan failed: {exc}") from exc
-
-    async def known_scope_id(self, scope: Scope) -> int | None:
-        """See :meth:`telha.storage.core.tx.Tx.known_scope_id`."""
-        try:
-            return await super().known_scope_id(scope)
-        except DRIVER_ERRORS as exc:
-            raise StorageError(f"scan failed: {exc}") from exc
-
-    async def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
-        """Refused: a snapshot writes nothing."""
-        self._read_only()
-
-    async def scope_id(self, scope: Scope) -> int:
-        """Refused: a snapshot interns nothing."""
-        self._read_only()
-
-    async def next_tx(self) -> int:
-        """Refused: a snapshot takes no transaction time."""
-        self._read_only()
-
-    async def write_rows(self, rows: VersionRows) -> None:
-        """Refused: a snapshot writes nothing."""
-        self._read_only()
-
-    @staticmethod
-    def _read_only() -> NoReturn:
-        raise StorageError("a read snapshot writes nothing")
+        cur = await self.conn.cursor(numbered(sql), *params)
+        while rows := await cur.fetch(page):
+            yield [tuple(r) for r in rows]

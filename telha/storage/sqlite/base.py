@@ -318,6 +318,8 @@ class SqliteBase(EngineOps):
             await conn.execute_fetchall("SELECT count(*) FROM scopes")
             try:
                 yield SqliteSnapshotTx(conn)
+            except sqlite3.Error as exc:
+                raise StorageError(f"scan failed: {exc}") from exc
             finally:
                 # Even when cancelled: the reader goes back to the pool out of the snapshot.
                 with anyio.CancelScope(shield=True):

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import AsyncIterator, Callable, Sequence
-from typing import Any, NoReturn
+from typing import Any
 
 import aiosqlite
 
-from telha.domain.errors import StorageError
 from telha.domain.ids import TxClock
 from telha.domain.model import Scope
 from telha.domain.rows import VersionRows
@@ -66,7 +65,8 @@ class SqliteTx:
         """See :meth:`telha.storage.core.tx.Tx.executemany`."""
         self.conn.executemany(sql, rows)
 
-    def any(self, column: str, values: Sequence[Any], pg_type: str) -> tuple[str, tuple[Any, ...]]:
+    @staticmethod
+    def any(column: str, values: Sequence[Any], pg_type: str) -> tuple[str, tuple[Any, ...]]:
         """``column IN (?, …)`` (SQLite's ``IN ()`` matches nothing)."""
         return f"{column} IN ({','.join('?' * len(values))})", tuple(values)
 
@@ -97,93 +97,25 @@ class SqliteTx:
         insert_rows(self.conn, rows)
 
 
-def _scan_failed(exc: sqlite3.Error) -> StorageError:
-    return StorageError(f"scan failed: {exc}")
-
-
 class SqliteSnapshotTx:
     """A :class:`~telha.storage.core.tx.SnapshotTx` over one pooled reader inside ``BEGIN``
-    (WAL: the writer goes on committing; this snapshot does not move). ``sqlite3`` errors
-    become :class:`~telha.domain.errors.StorageError`.
-    """
+    (WAL: the writer goes on committing; this snapshot does not move)."""
 
     postgres = False
-    for_update = ""
-    skip_locked = ""
 
     def __init__(self, conn: aiosqlite.Connection) -> None:
         self.conn = conn
 
-    async def execute(self, sql: str, *params: Any) -> int:
-        """See :meth:`telha.storage.core.tx.Tx.execute` (the reader is ``mode=ro``)."""
-        try:
-            async with self.conn.execute(sql, params) as cur:
-                return cur.rowcount
-        except sqlite3.Error as exc:
-            raise _scan_failed(exc) from exc
-
-    async def fetchone(self, sql: str, *params: Any) -> tuple[Any, ...] | None:
-        """See :meth:`telha.storage.core.tx.Tx.fetchone`."""
-        try:
-            async with self.conn.execute(sql, params) as cur:
-                row = await cur.fetchone()
-        except sqlite3.Error as exc:
-            raise _scan_failed(exc) from exc
-        return tuple(row) if row is not None else None
+    any = staticmethod(SqliteTx.any)
 
     async def fetchall(self, sql: str, *params: Any) -> list[tuple[Any, ...]]:
-        """See :meth:`telha.storage.core.tx.Tx.fetchall`."""
-        try:
-            return [tuple(r) for r in await self.conn.execute_fetchall(sql, params)]
-        except sqlite3.Error as exc:
-            raise _scan_failed(exc) from exc
+        """See :meth:`telha.storage.core.tx.SnapshotTx.fetchall`."""
+        return [tuple(r) for r in await self.conn.execute_fetchall(sql, params)]
 
     async def pages(
         self, sql: str, page: int, *params: Any
     ) -> AsyncIterator[list[tuple[Any, ...]]]:
         """See :meth:`telha.storage.core.tx.SnapshotTx.pages` (one cursor, ``fetchmany``)."""
-        try:
-            async with self.conn.execute(sql, params) as cur:
-                while rows := await cur.fetchmany(page):
-                    yield [tuple(r) for r in rows]
-        except sqlite3.Error as exc:
-            raise _scan_failed(exc) from exc
-
-    async def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
-        """Refused: a snapshot writes nothing."""
-        self._read_only()
-
-    def any(self, column: str, values: Sequence[Any], pg_type: str) -> tuple[str, tuple[Any, ...]]:
-        """``column IN (?, …)`` (SQLite's ``IN ()`` matches nothing)."""
-        return f"{column} IN ({','.join('?' * len(values))})", tuple(values)
-
-    async def known_scope_id(self, scope: Scope) -> int | None:
-        """See :meth:`telha.storage.core.tx.Tx.known_scope_id` (read in the snapshot)."""
-        row = await self.fetchone(
-            "SELECT scope_id FROM scopes WHERE tenant_id = ? AND organization_id = ?",
-            scope.tenant_id,
-            scope.organization_id,
-        )
-        return int(row[0]) if row is not None else None
-
-    async def scope_id(self, scope: Scope) -> int:
-        """Refused: a snapshot interns nothing."""
-        self._read_only()
-
-    async def next_tx(self) -> int:
-        """Refused: a snapshot takes no transaction time."""
-        self._read_only()
-
-    async def lock_sources(self, sid: int, source_ids: Sequence[bytes]) -> None:
-        """No-op."""
-
-    async def notify(self, fmt: str) -> None:
-        """No-op."""
-
-    async def write_rows(self, rows: VersionRows) -> None:
-        """Refused: a snapshot writes nothing."""
-        self._read_only()
-
-    @staticmethod
-    def _read_only() -> NoReturn:
-        raise StorageError("a read snapshot writes nothing")
+        async with self.conn.execute(sql, params) as cur:
+            while rows := await cur.fetchmany(page):
+                yield [tuple(r) for r in rows]

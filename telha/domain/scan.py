@@ -1,0 +1,109 @@
+"""The rows a whole-store scan returns, for ``telha check`` (docs/operations.md, "telha
+check"; the scan itself is :class:`telha.storage.protocol.StoreScan`).
+
+Rows come back nearly as stored (JSON and packed id columns undecoded), so a corrupt value is
+something the checks can report rather than a decoding error. ``scope`` is the engine's
+interned scope number; ``StoreScan.scopes`` names them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = [
+    "ScanEdge",
+    "ScanEvent",
+    "ScanJob",
+    "ScanNode",
+    "ScanSpan",
+    "ScanVersion",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class ScanVersion:
+    """One ``source_versions`` row. ``tx`` µs; ``text_len`` bytes (0 while a stream is open);
+    ``canonical_text_hash`` ``None`` for a streamed version not (or never) finalized;
+    ``erased_at`` µs, ``None`` unless the version was erased (its text chunks are redaction
+    records since, no bytes)."""
+
+    scope: int
+    source_id: bytes
+    tx: int
+    name: str
+    format: str
+    content_hash: bytes
+    canonical_text_hash: bytes | None
+    worker: str | None
+    job_id: bytes | None
+    blob_id: bytes | None
+    text_len: int | None
+    erased_at: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ScanNode:
+    """One node version row: ``provenance`` is the stored JSON, undecoded: ``[start, end]``
+    spans are UTF-8 byte offsets into the version ``(source_id, tx_from)``, ``[start, end, tx]``
+    into ``(source_id, tx)`` (the version an erasure appends keeps its surviving spans')."""
+
+    scope: int
+    node_id: bytes
+    tx_from: int
+    tx_to: int | None
+    source_id: bytes | None
+    provenance: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class ScanSpan:
+    """One span reverse-index row; ``linked_nodes`` is the stored concatenation of 16-byte
+    node ids."""
+
+    scope: int
+    source_id: bytes
+    tx: int
+    start: int
+    end: int
+    kind: str
+    linked_nodes: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class ScanEdge:
+    """An edge version's identity and transaction-time interval (µs)."""
+
+    scope: int
+    edge_id: bytes
+    tx_from: int
+    tx_to: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class ScanJob:
+    """One job row (payload left out); ``continuation`` is the stored streaming checkpoint
+    (msgpack), ``lease_deadline`` µs."""
+
+    job_id: bytes
+    scope: int
+    kind: str
+    format: str
+    source_id: bytes
+    content_hash: bytes | None
+    state: str
+    attempts: int
+    lease_generation: int
+    lease_owner: str | None
+    lease_deadline: int | None
+    failure_reason: str | None
+    continuation: bytes | None
+
+
+@dataclass(frozen=True, slots=True)
+class ScanEvent:
+    """One job event (``seq`` 1-based, in order)."""
+
+    job_id: bytes
+    seq: int
+    transition: str
+    detail: str | None
