@@ -20,8 +20,9 @@ import asyncpg
 from telha.domain.errors import StorageError
 from telha.domain.model import Scope
 from telha.storage.core.engine import EngineOps, Op
+from telha.storage.core.migrations import require_current
 from telha.storage.core.tx import Rollback
-from telha.storage.postgres.migrate import apply_migrations, migrations
+from telha.storage.postgres.migrate import apply_migrations
 from telha.storage.postgres.tx import (
     DRIVER_ERRORS,
     Conn,
@@ -131,49 +132,16 @@ class PgBase(EngineOps):
             raise StorageError("store is not open")
         return self._pool
 
-    async def _fetch(self, sql: str, *args: Any) -> list[asyncpg.Record]:
-        """One read statement on a pooled connection (autocommit)."""
-        try:
-            async with self._require_pool().acquire() as conn:
-                return list(await conn.fetch(sql, *args))
-        except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError) as exc:
-            raise StorageError(f"read failed: {exc}") from exc
-
-    async def _scope_id(self, scope: Scope) -> int | None:
-        """The interned id of ``scope`` for reads; ``None`` when the scope never wrote."""
+    async def _scope_id(self, scope: Scope, *, intern: bool = False) -> int | None:
+        """The interned id of ``scope`` from the cache, else the store: ``None`` when the
+        scope never wrote, unless ``intern`` (then interned in its own transaction; a scope
+        without rows is harmless, so a later rollback need not undo it)."""
         cached = self._scopes.get(scope)
         if cached is not None:
             return cached
-        rows = await self._fetch(
-            "SELECT scope_id FROM scopes WHERE tenant_id = $1 AND organization_id = $2",
-            scope.tenant_id,
-            scope.organization_id,
-        )
-        if not rows:
-            return None
-        self._scopes[scope] = int(rows[0][0])
-        return self._scopes[scope]
-
-    async def _ensure_scope(self, scope: Scope) -> int:
-        """The id of ``scope``, interned in its own (committed) statement first if new. An
-        interned scope without rows is harmless, so a later rollback need not undo it."""
-        cached = await self._scope_id(scope)
-        if cached is not None:
-            return cached
-        rows = await self._fetch(
-            "INSERT INTO scopes (tenant_id, organization_id) VALUES ($1, $2)"
-            " ON CONFLICT DO NOTHING RETURNING scope_id",
-            scope.tenant_id,
-            scope.organization_id,
-        )
-        if rows:
-            self._scopes[scope] = int(rows[0][0])
-            return self._scopes[scope]
-        # Another process interned it at the same moment: a new statement sees its row.
-        found = await self._scope_id(scope)
-        if found is None:
-            raise StorageError(f"scope {scope} vanished while being interned")
-        return found
+        if intern:
+            return await self._transaction("intern scope", _intern_scope, scope)
+        return await self._read(_known_scope, scope)
 
     async def _erasure_finished(self) -> None:
         """After an erasure's ``finish`` (see :class:`~telha.storage.core.erasure.ErasureOps`):
@@ -280,12 +248,15 @@ class PgBase(EngineOps):
 
 
 async def _check_schema(conn: Conn, location: str) -> None:
-    latest = migrations()[-1][0]
     if await conn.fetchval("SELECT to_regclass('schema_migrations')") is None:
         raise StorageError(f"{location} holds no Telha schema")
     current = await conn.fetchval("SELECT coalesce(max(version), 0) FROM schema_migrations")
-    if current < latest:
-        raise StorageError(
-            f"{location} has schema version {current}, this build needs {latest}"
-            " (run `telha migrate`)"
-        )
+    require_current(location, int(current), "telha.storage.postgres")
+
+
+async def _intern_scope(tx: PgTx, scope: Scope) -> int:
+    return await tx.scope_id(scope)
+
+
+async def _known_scope(tx: PgTx, scope: Scope) -> int | None:
+    return await tx.known_scope_id(scope)

@@ -39,7 +39,8 @@ class FastJobOps(JobOps, PgBase):
     ) -> EnqueueOutcome:
         """:func:`telha.storage.core.jobs.enqueue_job` as one call of ``telha_enqueue``, its
         own transaction."""
-        sid = await self._ensure_scope(scope)
+        sid = await self._scope_id(scope, intern=True)
+        assert sid is not None
 
         async def one(conn: Conn) -> EnqueueOutcome:
             row = await conn.fetchrow(
@@ -109,7 +110,8 @@ class FastVersionOps(VersionOps, PgBase):
         """
         if completion is None or completion.children or dedup is not Dedup.SUBMIT:
             return None
-        sid = await self._ensure_scope(scope)
+        sid = await self._scope_id(scope, intern=True)
+        assert sid is not None
         rows = build_rows(sid, version.source_id, PENDING_TX, blob_id, projection, {})
         assert not rows.closes
         explicit = [n.node_id for n in projection.nodes if n.node_id is not None]

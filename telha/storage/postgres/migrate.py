@@ -9,31 +9,21 @@ in its own transaction together with its ``schema_migrations`` row.
 
 from __future__ import annotations
 
-import re
-from importlib import resources
-
 import asyncpg
 from asyncpg.pool import PoolConnectionProxy
 
 from telha.domain.ids import now_us
+from telha.storage.core.migrations import numbered_migrations
 
 __all__ = ["MIGRATION_LOCK", "apply_migrations", "migrations"]
 
 #: Advisory lock key (bigint) taken by the migrator: ``int.from_bytes(b"telhamig")``.
 MIGRATION_LOCK = int.from_bytes(b"telhamig", "big") & 0x7FFF_FFFF_FFFF_FFFF
 
-_NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
-
 
 def migrations() -> list[tuple[int, str, str]]:
     """All migrations as ``(number, file name, sql)``, ordered by number."""
-    found = []
-    for entry in resources.files("telha.storage.postgres").joinpath("migrations").iterdir():
-        m = _NAME.match(entry.name)
-        if m:
-            found.append((int(m.group(1)), entry.name, entry.read_text(encoding="utf-8")))
-    found.sort()
-    return found
+    return numbered_migrations("telha.storage.postgres")
 
 
 async def apply_migrations(

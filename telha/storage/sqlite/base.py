@@ -19,8 +19,9 @@ from telha.domain.errors import StorageError
 from telha.domain.ids import TxClock
 from telha.domain.model import Scope
 from telha.storage.core.engine import EngineOps, Op
+from telha.storage.core.migrations import require_current
 from telha.storage.core.tx import Rollback, drive
-from telha.storage.sqlite.migrate import apply_migrations, migrations
+from telha.storage.sqlite.migrate import apply_migrations
 from telha.storage.sqlite.tx import SqliteSnapshotTx, SqliteTx
 
 __all__ = ["SqliteBase"]
@@ -116,18 +117,14 @@ class SqliteBase(EngineOps):
             raise
 
     async def _check_schema(self) -> None:
-        latest = migrations()[-1][0]
         try:
-            rows = await self._fetchall(
-                "SELECT coalesce(max(version), 0) FROM schema_migrations", ()
-            )
+            async with self._reader() as conn:
+                rows = await conn.execute_fetchall(
+                    "SELECT coalesce(max(version), 0) FROM schema_migrations"
+                )
         except StorageError as exc:
             raise StorageError(f"{self.path} is not a Telha database ({exc})") from exc
-        if int(rows[0][0]) < latest:
-            raise StorageError(
-                f"{self.path} has schema version {rows[0][0]}, this build needs {latest}"
-                " (run `telha migrate`)"
-            )
+        require_current(str(self.path), int(next(iter(rows))[0]), "telha.storage.sqlite")
 
     async def close(self) -> None:
         """Close every connection; an open write transaction is rolled back by SQLite."""
@@ -211,38 +208,17 @@ class SqliteBase(EngineOps):
         finally:
             self._pool_send.send_nowait(conn)
 
-    async def _fetchall(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
-        async with self._reader() as conn:
-            return [tuple(r) for r in await conn.execute_fetchall(sql, params)]
-
-    async def _scope_id(self, scope: Scope) -> int | None:
-        """The interned id of ``scope`` for reads; ``None`` when the scope never wrote."""
-        cached = self._scopes.get(scope)
-        if cached is not None:
-            return cached
-        rows = await self._fetchall(
-            "SELECT scope_id FROM scopes WHERE tenant_id = ? AND organization_id = ?",
-            (scope.tenant_id, scope.organization_id),
-        )
-        if not rows:
-            return None
-        self._scopes[scope] = int(rows[0][0])
-        return self._scopes[scope]
-
     def _tx_scope_id(self, conn: sqlite3.Connection, scope: Scope) -> int:
         """The id of ``scope``, interned inside the current write transaction (writer thread).
         Only ids of committed transactions reach the cache (see :meth:`_write`)."""
-        cached = self._scopes.get(scope) or self._new_scopes.get(scope)
-        if cached is not None:
-            return cached
-        params = (scope.tenant_id, scope.organization_id)
-        conn.execute(
-            "INSERT OR IGNORE INTO scopes (tenant_id, organization_id) VALUES (?, ?)", params
+        known = self._known_scope(conn, scope)
+        if known is not None:
+            return known
+        cur = conn.execute(
+            "INSERT INTO scopes (tenant_id, organization_id) VALUES (?, ?)",
+            (scope.tenant_id, scope.organization_id),
         )
-        row = conn.execute(
-            "SELECT scope_id FROM scopes WHERE tenant_id = ? AND organization_id = ?", params
-        ).fetchone()
-        self._new_scopes[scope] = int(row[0])
+        self._new_scopes[scope] = int(cur.lastrowid or 0)
         return self._new_scopes[scope]
 
     def _known_scope(self, conn: sqlite3.Connection, scope: Scope) -> int | None:

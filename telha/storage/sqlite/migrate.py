@@ -2,27 +2,17 @@
 
 from __future__ import annotations
 
-import re
-from importlib import resources
-
 import aiosqlite
 
 from telha.domain.ids import now_us
+from telha.storage.core.migrations import numbered_migrations
 
 __all__ = ["apply_migrations", "migrations"]
-
-_NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
 
 
 def migrations() -> list[tuple[int, str, str]]:
     """All migrations as ``(number, file name, sql)``, ordered by number."""
-    found = []
-    for entry in resources.files("telha.storage.sqlite").joinpath("migrations").iterdir():
-        m = _NAME.match(entry.name)
-        if m:
-            found.append((int(m.group(1)), entry.name, entry.read_text(encoding="utf-8")))
-    found.sort()
-    return found
+    return numbered_migrations("telha.storage.sqlite")
 
 
 async def _current(conn: aiosqlite.Connection) -> int:
