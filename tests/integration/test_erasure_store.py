@@ -7,8 +7,6 @@ the others are hidden, and nothing an erasure removes is left."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -19,26 +17,12 @@ from telha.domain.ids import new_id
 from telha.domain.model import Dedup, LeaseRef, NewJob, NewVersion, Scope
 from telha.domain.projection import EdgeOut, NodeOut, Projection, SpanOut
 from telha.storage.core import erasure, streams
-from telha.storage.postgres import PostgresStore
-from telha.storage.sqlite import SqliteStore
-from tests.support.pg import create_database
 
 pytestmark = pytest.mark.anyio
 
 SHARED = 6  # nodes the erased source shares with the surviving one
 OWN = 7  # nodes only the erased source wrote
 FILLER = 11  # spans of the surviving source that link nothing shared
-
-
-@pytest.fixture
-async def store(engine: str, tmp_path: Path) -> AsyncIterator[Any]:
-    s: Any
-    if engine == "sqlite":
-        s = SqliteStore(tmp_path / "erase.db", readers=1)
-    else:
-        s = PostgresStore(create_database(), pool_size=2)
-    async with s:
-        yield s
 
 
 def _projection(nodes: list[tuple[bytes, bytes]], filler: int) -> Projection:

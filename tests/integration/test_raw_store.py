@@ -5,7 +5,6 @@ the store as of one instant while writes go on."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -17,24 +16,11 @@ from telha.storage.core.raw import store_chunks
 from telha.storage.core.tx import Tx
 from telha.storage.postgres import PostgresStore
 from telha.storage.sqlite import SqliteStore
-from tests.support.pg import ENGINES, create_database, require_engine
 
 pytestmark = pytest.mark.anyio
 
 SCOPE = Scope("t", "o")
 MiB = BLOB_CHUNK
-
-
-@pytest.fixture(params=ENGINES)
-async def store(
-    request: pytest.FixtureRequest, tmp_path: Path
-) -> AsyncIterator[SqliteStore | PostgresStore]:
-    if require_engine(str(request.param)) == "postgres":
-        async with PostgresStore(create_database(), pool_size=3) as pg:
-            yield pg
-    else:
-        async with SqliteStore(tmp_path / "telha.db") as lite:
-            yield lite
 
 
 def _bytes(size: int) -> bytes:

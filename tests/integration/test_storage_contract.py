@@ -12,7 +12,6 @@ from __future__ import annotations
 import base64
 import random
 import uuid
-from collections.abc import AsyncIterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -55,7 +54,7 @@ from telha.domain.policy import Decide, DecideLoss, FailureDecision, decide_fail
 from telha.domain.projection import AmbiguityOut, EdgeOut, NodeOut, Projection, SpanOut
 from telha.storage import StorageEngine, open_store
 from telha.storage.protocol import ALL_FORMATS
-from tests.support.pg import ENGINES, create_database, require_engine
+from tests.support.pg import create_database
 
 pytestmark = pytest.mark.anyio
 
@@ -65,18 +64,6 @@ OTHER = Scope("contract-other", "org")
 NOW = 1_800_000_000_000_000
 LEASE_US = 60_000_000
 MAX_ATTEMPTS = 3
-
-
-@pytest.fixture(params=ENGINES)
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[StorageEngine]:
-    """A new, empty, migrated store of each engine, open for the test's length."""
-    engine = require_engine(str(request.param))
-    if engine == "postgres":
-        storage = StorageConfig(engine="postgres", dsn=create_database(), pool_size=4)
-    else:
-        storage = StorageConfig(path=str(tmp_path / "contract.db"), readers=2)
-    async with open_store(Config(storage=storage), tmp_path) as opened:
-        yield opened
 
 
 # -- builders ---------------------------------------------------------------------------------

@@ -6,9 +6,6 @@ abandoned; a single shot while the worker's own stream is open."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
-
 import blake3
 import pytest
 
@@ -27,9 +24,6 @@ from telha.domain.model import (
 from telha.domain.projection import NodeOut, Projection, SpanOut
 from telha.storage import StorageEngine
 from telha.storage.core.tx import Tx
-from telha.storage.postgres import PostgresStore
-from telha.storage.sqlite import SqliteStore
-from tests.support.pg import create_database, require_engine
 
 pytestmark = pytest.mark.anyio
 
@@ -39,17 +33,6 @@ SOURCE = b"s" * 16
 RAW = b"r" * 32
 JOB = NewJob(b"j" * 16, "ingest:csv", "csv", SOURCE, RAW, b'{"name":"a.csv"}')
 VERSION = NewVersion(SOURCE, "a.csv", "csv", RAW, 10, "w1", JOB.job_id)
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[StorageEngine]:
-    if request.param == "postgres":
-        require_engine("postgres")
-        made: StorageEngine = PostgresStore(create_database(), pool_size=2)
-    else:
-        made = SqliteStore(tmp_path / "db.sqlite")
-    async with made:
-        yield made
 
 
 async def _lease(store: StorageEngine) -> LeaseRef:

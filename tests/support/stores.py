@@ -1,0 +1,25 @@
+"""A fresh store of either engine, opened in-process (storage-level tests)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from telha.config import Config, StorageConfig
+from telha.storage import StorageEngine, open_store
+from tests.support.pg import create_database, require_engine
+
+__all__ = ["fresh_store"]
+
+
+@asynccontextmanager
+async def fresh_store(engine: str, folder: Path) -> AsyncIterator[StorageEngine]:
+    """A new, empty, migrated store of ``engine`` (``"sqlite"``: a file in ``folder``;
+    ``"postgres"``: a fresh database on the test cluster), open for the block."""
+    if require_engine(engine) == "postgres":
+        storage = StorageConfig(engine="postgres", dsn=create_database(), pool_size=4)
+    else:
+        storage = StorageConfig(path=str(folder / "store.db"), readers=2)
+    async with open_store(Config(storage=storage), folder) as opened:
+        yield opened
