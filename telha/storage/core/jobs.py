@@ -352,17 +352,19 @@ async def lease(
 
 
 async def heartbeat(tx: Tx, leases: Sequence[LeaseRef], now_us: int, lease_us: int) -> list[bytes]:
-    """Extend the leases still held under the given generations; returns their ids."""
-    extended = []
-    for held in leases:
+    """Extend the leases still held under the given generations; returns their ids, each
+    once, in the order given. Rows are updated in id order (the order every multi-job write
+    locks them in, so two never wait on each other)."""
+    extended = set()
+    for held in sorted(leases, key=lambda lease: (lease.job_id, lease.lease_generation)):
         n = await tx.execute(
             "UPDATE jobs SET lease_deadline = ?, updated_at = ? WHERE job_id = ?"
             " AND state = 'leased' AND lease_generation = ?",
             now_us + lease_us, now_us, held.job_id, held.lease_generation,
         )  # fmt: skip
         if n:
-            extended.append(held.job_id)
-    return extended
+            extended.add(held.job_id)
+    return [job_id for job_id in dict.fromkeys(h.job_id for h in leases) if job_id in extended]
 
 
 async def fail(

@@ -153,16 +153,17 @@ class PgBase(EngineOps):
         """See :meth:`telha.storage.core.engine.EngineOps._transaction`: ``op`` is awaited on
         a pooled connection inside one transaction (:meth:`_write`); scopes it interned are
         cached once it commits."""
-        txs: list[PgTx] = []
+        committed: list[PgTx] = []
 
         async def body(conn: Conn) -> T:
             tx = PgTx(conn, self._scopes)
-            txs[:] = [tx]
-            return await op(tx, *args)
+            result = await op(tx, *args)  # a Rollback skips the next line: nothing learned
+            committed[:] = [tx]
+            return result
 
         result = await self._write(what, body)
-        if txs:
-            self._scopes.update(txs[0].new_scopes)
+        if committed:  # _write returned, so the transaction that ran body last committed
+            self._scopes.update(committed[0].new_scopes)
         return result
 
     async def _read(self, op: Op[T], *args: Any) -> T:

@@ -222,9 +222,14 @@ class SqliteBase(EngineOps):
         return self._new_scopes[scope]
 
     def _known_scope(self, conn: sqlite3.Connection, scope: Scope) -> int | None:
-        """The id of ``scope`` (committed, or interned by the open write transaction), read on
-        ``conn``'s own thread; ``None`` when the scope never wrote."""
-        cached = self._scopes.get(scope) or self._new_scopes.get(scope)
+        """The id of ``scope`` inside the open write transaction (writer thread): interned by
+        it, or committed; ``None`` when the scope never wrote."""
+        return self._new_scopes.get(scope) or self._committed_scope(conn, scope)
+
+    def _committed_scope(self, conn: sqlite3.Connection, scope: Scope) -> int | None:
+        """The id of ``scope`` as committed, read on ``conn``'s own thread (a reader never
+        sees what the writer's open transaction interned); ``None`` when it never wrote."""
+        cached = self._scopes.get(scope)
         if cached is not None:
             return cached
         row = conn.execute(
@@ -233,7 +238,7 @@ class SqliteBase(EngineOps):
         ).fetchone()
         if row is None:
             return None
-        self._scopes[scope] = int(row[0])  # committed: a reader sees it
+        self._scopes[scope] = int(row[0])
         return self._scopes[scope]
 
     async def _transaction(self, what: str, op: Op[T], *args: Any) -> T:
@@ -255,7 +260,7 @@ class SqliteBase(EngineOps):
         def body(conn: sqlite3.Connection) -> T:
             conn.execute("BEGIN")
             try:
-                return drive(op(SqliteTx(conn, known=self._known_scope), *args))
+                return drive(op(SqliteTx(conn, known=self._committed_scope), *args))
             finally:
                 conn.execute("ROLLBACK")
 
