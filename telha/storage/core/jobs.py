@@ -230,7 +230,9 @@ async def complete(tx: Tx, sid: int, c: JobCompletion, detail: str | None) -> tu
     """Complete a held job: its child jobs (each with request-level dedup, naming the
     parent), state, stats and the ``completed`` event. A child whose content is blocklisted
     is refused (a ``child_refused`` event; the parent proceeds); returns the refused
-    children's names."""
+    children's names. Children are enqueued while the parent is still leased, so a
+    fetch-format child naming the parent's own ``(source, format)`` is deduplicated against
+    the parent: a fetch never queues itself again."""
     parent = f"parent={id_str(c.lease.job_id)}"
     refused: list[str] = []
     for child in c.children:
