@@ -13,7 +13,8 @@ from telha.domain.canonical import is_boundary
 from telha.domain.ids import id_str
 from telha.domain.model import BLOB_CHUNK, Scope
 from telha.domain.scan import ScanVersion
-from telha.storage.protocol import ScanStore, StoreScan
+from telha.storage.core.scan import Scan
+from telha.storage.protocol import ScanStore
 
 __all__ = ["CheckContext", "CheckFamily", "TextBytes", "VersionCache"]
 
@@ -34,7 +35,7 @@ class VersionCache:
     """Source versions by ``(scope, source_id, tx)``, looked up in batches, the most recent
     ``size`` kept (node and span pages touch few versions each)."""
 
-    def __init__(self, scan: StoreScan, size: int = 4096) -> None:
+    def __init__(self, scan: Scan, size: int = 4096) -> None:
         self._scan = scan
         self._size = size
         self._cache: OrderedDict[VersionKey, ScanVersion | None] = OrderedDict()
@@ -60,7 +61,7 @@ class TextBytes:
     """Single bytes of canonical text, read chunk by chunk (1 MiB), the last ``size`` chunks
     kept (checks walk spans in document order, so a chunk is read about once)."""
 
-    def __init__(self, scan: StoreScan, size: int = 16) -> None:
+    def __init__(self, scan: Scan, size: int = 16) -> None:
         self._scan = scan
         self._size = size
         self._cache: OrderedDict[tuple[int, bytes, int], bytes | None] = OrderedDict()
@@ -101,7 +102,7 @@ class CheckContext:
     :param store: the store itself, for checks that read beside the snapshot (``erasure``).
     """
 
-    scan: StoreScan
+    scan: Scan
     report: Report
     page: int = 1000
     scopes: dict[int, Scope] = field(default_factory=dict)

@@ -1,9 +1,9 @@
 """The rows a whole-store scan returns, for ``telha check`` (docs/operations.md, "telha
-check"; the scan itself is :class:`telha.storage.protocol.StoreScan`).
+check"; the scan itself is :class:`telha.storage.core.scan.Scan`).
 
 Rows come back nearly as stored (JSON and packed id columns undecoded), so a corrupt value is
 something the checks can report rather than a decoding error. ``scope`` is the engine's
-interned scope number; ``StoreScan.scopes`` names them.
+interned scope number; ``Scan.scopes`` names them.
 """
 
 from __future__ import annotations

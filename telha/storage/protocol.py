@@ -45,7 +45,7 @@ from telha.domain.model import (
 )
 from telha.domain.policy import Decide, DecideLoss
 from telha.domain.projection import Projection
-from telha.domain.scan import ScanEdge, ScanEvent, ScanJob, ScanNode, ScanSpan, ScanVersion
+from telha.storage.core.scan import Scan
 
 __all__ = [
     "ALL_FORMATS",
@@ -57,7 +57,6 @@ __all__ = [
     "ScanStore",
     "Storage",
     "StorageEngine",
-    "StoreScan",
     "VersionStore",
 ]
 
@@ -283,73 +282,14 @@ class ErasureStore(Protocol):
         """
 
 
-class StoreScan(Protocol):
-    """A read-only snapshot of a store. Page iterators yield lists of at most ``page`` rows
-    in primary-key order; ``*_at`` lookups return the rows found for the keys given (in no
-    particular order; a key with no row is simply absent). Nothing here writes.
-
-    :raises telha.domain.errors.StorageError: a driver failure (wrapped), from any method.
-    """
-
-    async def scopes(self) -> dict[int, Scope]:
-        """Every interned scope by its number."""
-
-    def versions(self, page: int) -> AsyncIterator[list[ScanVersion]]:
-        """Every source version, by ``(scope, source_id, tx)``."""
-
-    async def versions_at(self, keys: Sequence[tuple[int, bytes, int]]) -> list[ScanVersion]:
-        """The versions with these ``(scope, source_id, tx)`` keys."""
-
-    async def final_content_hashes(
-        self, keys: Sequence[tuple[int, bytes]]
-    ) -> list[tuple[int, bytes, bytes]]:
-        """``(scope, source_id, content_hash)`` of every finalized version of the given
-        sources (each pair once)."""
-
-    async def chunks(
-        self, scope: int, blob_id: bytes, first: int, count: int
-    ) -> list[tuple[int, bytes]]:
-        """``(idx, data)`` of at most ``count`` canonical text chunks of ``blob_id`` from index
-        ``first`` on, in index order (each at most 1 MiB)."""
-
-    def nodes(self, page: int) -> AsyncIterator[list[ScanNode]]:
-        """Every node version, by ``(scope, node_id, tx_from)``."""
-
-    async def nodes_at(self, keys: Sequence[tuple[int, bytes, int]]) -> list[ScanNode]:
-        """The node versions with these ``(scope, node_id, tx_from)`` keys."""
-
-    async def node_exists(self, keys: Sequence[tuple[int, bytes]]) -> set[tuple[int, bytes]]:
-        """Which of these ``(scope, node_id)`` have any node version at all."""
-
-    def span_rows(self, page: int) -> AsyncIterator[list[ScanSpan]]:
-        """Every span row, by ``(scope, source_id, tx, start, end)`` (document order)."""
-
-    async def span_rows_at(
-        self, keys: Sequence[tuple[int, bytes, int, int, int]]
-    ) -> list[ScanSpan]:
-        """The span rows with these ``(scope, source_id, tx, start, end)`` keys."""
-
-    async def edges_from_tx(self, keys: Sequence[tuple[int, int]]) -> list[ScanEdge]:
-        """The edge versions written at these ``(scope, tx_from)`` transaction times."""
-
-    def jobs(self, page: int) -> AsyncIterator[list[ScanJob]]:
-        """Every job, by ``job_id``."""
-
-    async def jobs_at(self, job_ids: Sequence[bytes]) -> list[ScanJob]:
-        """The jobs with these ids."""
-
-    async def job_events(self, job_ids: Sequence[bytes]) -> list[ScanEvent]:
-        """Every event of these jobs, by ``(job_id, seq)``."""
-
-
 class ScanStore(Protocol):
     """Whole-store reads across every scope, for ``telha check``: a consistent snapshot and the
     erasure leftovers counted beside it."""
 
-    def scan(self) -> AbstractAsyncContextManager[StoreScan]:
+    def scan(self) -> AbstractAsyncContextManager[Scan]:
         """A consistent, read-only snapshot of every table for as long as the ``async with``
-        block runs (see :class:`StoreScan`); works on a store opened ``readonly``
-        beside a live server.
+        block runs (see :class:`~telha.storage.core.scan.Scan`); works on a store opened
+        ``readonly`` beside a live server.
 
         :raises StorageError: the store cannot be read.
         """

@@ -1,5 +1,5 @@
 """The whole-store snapshot of ``telha check`` (docs/operations.md, "telha check"), written
-once for both engines: a :class:`~telha.storage.protocol.StoreScan` over the engine's
+once for both engines: a :class:`Scan` over the engine's
 :meth:`~telha.storage.core.engine.EngineOps._snapshot`.
 
 Big tables are streamed from one cursor per scan, in primary-key order. Batched lookups join
@@ -36,8 +36,13 @@ _NAMES = ("a", "b", "c", "d", "e")
 
 
 class Scan:
-    """A :class:`~telha.storage.protocol.StoreScan` over one snapshot (made by
-    :meth:`ScanOps.scan`)."""
+    """A read-only snapshot of a whole store (made by :meth:`ScanOps.scan`), for ``telha
+    check``. Page iterators yield lists of at most ``page`` rows in primary-key order;
+    ``*_at`` lookups return the rows found for the keys given (in no particular order; a key
+    with no row is simply absent). Nothing here writes.
+
+    :raises telha.domain.errors.StorageError: a driver failure (wrapped), from any method.
+    """
 
     def __init__(self, tx: SnapshotTx) -> None:
         self._tx = tx
@@ -79,18 +84,18 @@ class Scan:
         return found
 
     async def scopes(self) -> dict[int, Scope]:
-        """See :meth:`telha.storage.protocol.StoreScan.scopes`."""
+        """Every interned scope by its number."""
         rows = await self._tx.fetchall("SELECT scope_id, tenant_id, organization_id FROM scopes")
         return {int(sid): Scope(t, o) for sid, t, o in rows}
 
     async def versions(self, page: int) -> AsyncIterator[list[ScanVersion]]:
-        """See :meth:`telha.storage.protocol.StoreScan.versions`."""
+        """Every source version, by ``(scope, source_id, tx)``."""
         sql = f"SELECT {_VERSION} FROM source_versions v ORDER BY 1, 2, 3"
         async for rows in self._tx.pages(sql, page):
             yield [ScanVersion(*r) for r in rows]
 
     async def versions_at(self, keys: Sequence[tuple[int, bytes, int]]) -> list[ScanVersion]:
-        """See :meth:`telha.storage.protocol.StoreScan.versions_at`."""
+        """The versions with these ``(scope, source_id, tx)`` keys."""
         select = (
             f"SELECT {_VERSION} FROM {{k}} JOIN source_versions v ON v.scope_id = k.a"
             " AND v.source_id = k.b AND v.tx = k.c"
@@ -101,7 +106,8 @@ class Scan:
     async def final_content_hashes(
         self, keys: Sequence[tuple[int, bytes]]
     ) -> list[tuple[int, bytes, bytes]]:
-        """See :meth:`telha.storage.protocol.StoreScan.final_content_hashes`."""
+        """``(scope, source_id, content_hash)`` of every finalized version of the given
+        sources (each pair once)."""
         select = (
             "SELECT DISTINCT v.scope_id, v.source_id, v.content_hash FROM {k}"
             " JOIN source_versions v ON v.scope_id = k.a AND v.source_id = k.b"
@@ -113,7 +119,8 @@ class Scan:
     async def chunks(
         self, scope: int, blob_id: bytes, first: int, count: int
     ) -> list[tuple[int, bytes]]:
-        """See :meth:`telha.storage.protocol.StoreScan.chunks`."""
+        """``(idx, data)`` of at most ``count`` canonical text chunks of ``blob_id`` from index
+        ``first`` on, in index order (each at most 1 MiB)."""
         rows = await self._tx.fetchall(
             "SELECT idx, data FROM blob_chunks WHERE scope_id = ? AND blob_id = ? AND idx >= ?"
             " ORDER BY idx LIMIT ?",
@@ -125,12 +132,12 @@ class Scan:
         return [(int(i), bytes(d)) for i, d in rows]
 
     async def nodes(self, page: int) -> AsyncIterator[list[ScanNode]]:
-        """See :meth:`telha.storage.protocol.StoreScan.nodes`."""
+        """Every node version, by ``(scope, node_id, tx_from)``."""
         async for rows in self._tx.pages(f"SELECT {_NODE} FROM nodes n ORDER BY 1, 2, 3", page):
             yield [ScanNode(*r) for r in rows]
 
     async def nodes_at(self, keys: Sequence[tuple[int, bytes, int]]) -> list[ScanNode]:
-        """See :meth:`telha.storage.protocol.StoreScan.nodes_at`."""
+        """The node versions with these ``(scope, node_id, tx_from)`` keys."""
         select = (
             f"SELECT {_NODE} FROM {{k}} JOIN nodes n ON n.scope_id = k.a AND n.node_id = k.b"
             " AND n.tx_from = k.c"
@@ -139,7 +146,7 @@ class Scan:
         return [ScanNode(*r) for r in rows]
 
     async def node_exists(self, keys: Sequence[tuple[int, bytes]]) -> set[tuple[int, bytes]]:
-        """See :meth:`telha.storage.protocol.StoreScan.node_exists`."""
+        """Which of these ``(scope, node_id)`` have any node version at all."""
         select = (
             "SELECT k.a, k.b FROM {k} WHERE EXISTS (SELECT 1 FROM nodes n"
             " WHERE n.scope_id = k.a AND n.node_id = k.b)"
@@ -147,7 +154,7 @@ class Scan:
         return {(int(a), b) for a, b in await self._lookup(keys, ("integer", "bytea"), select)}
 
     async def span_rows(self, page: int) -> AsyncIterator[list[ScanSpan]]:
-        """See :meth:`telha.storage.protocol.StoreScan.span_rows`."""
+        """Every span row, by ``(scope, source_id, tx, start, end)`` (document order)."""
         sql = f"SELECT {_SPAN} FROM span_rows s ORDER BY 1, 2, 3, 4, 5"
         async for rows in self._tx.pages(sql, page):
             yield [ScanSpan(*r) for r in rows]
@@ -155,7 +162,7 @@ class Scan:
     async def span_rows_at(
         self, keys: Sequence[tuple[int, bytes, int, int, int]]
     ) -> list[ScanSpan]:
-        """See :meth:`telha.storage.protocol.StoreScan.span_rows_at`."""
+        """The span rows with these ``(scope, source_id, tx, start, end)`` keys."""
         select = (
             f"SELECT {_SPAN} FROM {{k}} JOIN span_rows s ON s.scope_id = k.a"
             " AND s.source_id = k.b AND s.source_version_tx = k.c AND s.start = k.d"
@@ -165,7 +172,7 @@ class Scan:
         return [ScanSpan(*r) for r in await self._lookup(keys, types, select)]
 
     async def edges_from_tx(self, keys: Sequence[tuple[int, int]]) -> list[ScanEdge]:
-        """See :meth:`telha.storage.protocol.StoreScan.edges_from_tx`."""
+        """The edge versions written at these ``(scope, tx_from)`` transaction times."""
         select = (
             "SELECT e.scope_id, e.edge_id, e.tx_from, e.tx_to FROM {k} JOIN edges e"
             " ON e.scope_id = k.a AND e.tx_from = k.b"
@@ -173,17 +180,17 @@ class Scan:
         return [ScanEdge(*r) for r in await self._lookup(keys, ("integer", "bigint"), select)]
 
     async def jobs(self, page: int) -> AsyncIterator[list[ScanJob]]:
-        """See :meth:`telha.storage.protocol.StoreScan.jobs`."""
+        """Every job, by ``job_id``."""
         async for rows in self._tx.pages(f"SELECT {_JOB} FROM jobs j ORDER BY 1", page):
             yield [ScanJob(*r) for r in rows]
 
     async def jobs_at(self, job_ids: Sequence[bytes]) -> list[ScanJob]:
-        """See :meth:`telha.storage.protocol.StoreScan.jobs_at`."""
+        """The jobs with these ids."""
         rows = await self._by_job(job_ids, "j.job_id", f"SELECT {_JOB} FROM jobs j WHERE {{ids}}")
         return [ScanJob(*r) for r in rows]
 
     async def job_events(self, job_ids: Sequence[bytes]) -> list[ScanEvent]:
-        """See :meth:`telha.storage.protocol.StoreScan.job_events`."""
+        """Every event of these jobs, by ``(job_id, seq)``."""
         select = "SELECT job_id, seq, transition, detail FROM job_events WHERE {ids} ORDER BY 1, 2"
         return [ScanEvent(*r) for r in await self._by_job(job_ids, "job_id", select)]
 
