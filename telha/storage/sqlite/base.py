@@ -1,4 +1,4 @@
-"""Connections of the SQLite engine (DESIGN.md §4): one writer behind a lock, a bounded pool
+"""Connections of the SQLite engine (docs/architecture.md): one writer behind a lock, a bounded pool
 of read-only WAL readers, the transaction helper every write goes through, and the scope
 interning all tables share. The engine's operations are mixins over this base.
 """
