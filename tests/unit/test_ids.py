@@ -1,4 +1,4 @@
-"""Identity and transaction time (docs/architecture.md, "Identity and versions")."""
+"""Identity and transaction time (docs/architecture.md, "Identity, versions and provenance")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Raw uploaded bytes, written once for both engines (docs/architecture.md, "Large uploads"):
+"""Raw uploaded bytes, written once for both engines (docs/formats.md, "Large files"):
 content-addressed per scope, in chunks of exactly :data:`~telha.domain.model.BLOB_CHUNK`
 bytes.
 

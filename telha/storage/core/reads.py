@@ -1,4 +1,4 @@
-"""The read API, written once for both engines (docs/architecture.md, "Reads"): API keys,
+"""The read API, written once for both engines (docs/rest-api.md): API keys,
 source versions, canonical text slices, span rows, nodes as of a transaction time, node
 listings and edges with live endpoints.
 

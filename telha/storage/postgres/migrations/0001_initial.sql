@@ -1,4 +1,4 @@
--- Telha on PostgreSQL, schema version 1 (DESIGN.md §4, §9): the tables of the SQLite engine's
+-- Telha on PostgreSQL, schema version 1 (docs/architecture.md, "The storage seam"): the tables of the SQLite engine's
 -- migrations 1–4 with PostgreSQL types. Times are microseconds since the Unix epoch (bigint);
 -- ids and hashes are bytea (16 and 32 bytes). Every row carries its scope (a (tenant,
 -- organization) pair interned in `scopes`).
@@ -27,7 +27,7 @@ CREATE TABLE api_keys (
     revoked_at bigint
 );
 
--- One row per source version (spec 004 SourceVersion); append-only.
+-- One row per source version (telha.domain.model.SourceVersion); append-only.
 CREATE TABLE source_versions (
     scope_id            integer NOT NULL,
     source_id           bytea NOT NULL,
@@ -99,7 +99,7 @@ CREATE INDEX edges_from ON edges (scope_id, from_id) WHERE tx_to IS NULL;
 CREATE INDEX edges_to ON edges (scope_id, to_id) WHERE tx_to IS NULL;
 CREATE INDEX edges_by_tx ON edges (scope_id, tx_from);
 
--- The span reverse index (spec 004 SpanRow), in document order per source version.
+-- The span reverse index (telha.domain.model.SpanRecord), in document order per source version.
 CREATE TABLE span_rows (
     scope_id          integer NOT NULL,
     source_id         bytea NOT NULL,
@@ -111,7 +111,7 @@ CREATE TABLE span_rows (
     PRIMARY KEY (scope_id, source_id, source_version_tx, start, "end")
 );
 
--- The job queue (spec 000, DESIGN.md §6): job rows and their append-only event lists.
+-- The job queue (docs/architecture.md, "A job's life and its lease"): job rows and their append-only event lists.
 CREATE TABLE jobs (
     job_id           bytea PRIMARY KEY,
     scope_id         integer NOT NULL,
@@ -146,7 +146,7 @@ CREATE TABLE job_events (
     PRIMARY KEY (job_id, seq)
 );
 
--- Raw uploaded bytes, content-addressed per scope (issue 4), in chunks of exactly 1 MiB.
+-- Raw uploaded bytes, content-addressed per scope (docs/formats.md, "Large files"), in chunks of exactly 1 MiB.
 CREATE TABLE raw_blobs (
     scope_id     integer NOT NULL,
     content_hash bytea NOT NULL,
@@ -165,7 +165,7 @@ CREATE TABLE raw_chunks (
 );
 ALTER TABLE raw_chunks ALTER COLUMN data SET STORAGE EXTERNAL;
 
--- Temporal ambiguities a worker detected (spec 000), one per node version.
+-- Temporal ambiguities a worker detected (docs/formats.md, "Temporal ambiguity"), one per node version.
 CREATE TABLE ambiguities (
     scope_id                     integer NOT NULL,
     node_id                      bytea NOT NULL,

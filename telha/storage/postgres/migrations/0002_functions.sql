@@ -1,4 +1,4 @@
--- Enqueue in one round trip (issue 10): request-level dedup under the (scope, source)
+-- Enqueue in one round trip (docs/architecture.md, "The storage seam"): request-level dedup under the (scope, source)
 -- advisory lock, the job row, its first event and the NOTIFY, as one call that is its own
 -- transaction. A VOLATILE PL/pgSQL function takes a new snapshot per statement under READ
 -- COMMITTED, so the dedup reads after the lock see every committed enqueue and version of that
@@ -47,7 +47,7 @@ BEGIN
 END
 $$;
 
--- The checks a version commit makes before it writes (issue 10), in one call inside the
+-- The checks a version commit makes before it writes, in one call inside the
 -- commit's transaction: lock the job row and check its lease generation (when p_job is not
 -- NULL), take the (scope, source) advisory locks in key order, then read the source's latest
 -- finalized version (a new snapshot, after the locks).

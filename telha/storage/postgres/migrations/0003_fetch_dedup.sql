@@ -1,4 +1,4 @@
--- Fetch-format dedup (issue 7): a `web` job has no content hash when it is enqueued, so a
+-- Fetch-format dedup (docs/architecture.md, "Dedup"): a `web` job has no content hash when it is enqueued, so a
 -- crawl's child is deduplicated against a pending or leased job for the same URL instead, as
 -- the SQLite engine's enqueue_tx does.
 CREATE OR REPLACE FUNCTION telha_enqueue(

@@ -1,4 +1,4 @@
--- GDPR erasure (issue 11), the tables of the SQLite engine's migration 5. An erased version
+-- GDPR erasure (docs/operations.md, "Erasure"), the tables of the SQLite engine's migration 5. An erased version
 -- keeps its row (identity, hashes, when and why) but not its content: its canonical text
 -- chunks become redaction records, its span rows go, the node versions it wrote are scrubbed
 -- in place and flagged `erased`.

@@ -1,4 +1,4 @@
--- Fewer round trips on the hot paths (issue 10, the two-replica throughput target).
+-- Fewer round trips on the hot paths (bench/RESULTS.md, "Queue on PostgreSQL").
 
 -- Lease in one call (PostgresStore.lease_next_job): the oldest available pending job of
 -- p_formats (of p_scope only, unless NULL) becomes leased under the next generation, with its

@@ -1,4 +1,4 @@
--- Telha schema, version 1 (DESIGN.md §4). Times are microseconds since the Unix epoch.
+-- Telha schema, version 1 (docs/architecture.md). Times are microseconds since the Unix epoch.
 -- Every row carries its scope (a (tenant, organization) pair interned in `scopes`).
 
 CREATE TABLE scopes (
@@ -16,7 +16,7 @@ CREATE TABLE api_keys (
     revoked_at INTEGER
 ) WITHOUT ROWID;
 
--- One row per source version (spec 004 SourceVersion); append-only.
+-- One row per source version (telha.domain.model.SourceVersion); append-only.
 CREATE TABLE source_versions (
     scope_id            INTEGER NOT NULL,
     source_id           BLOB NOT NULL,    -- 16 bytes
@@ -81,7 +81,7 @@ CREATE TABLE edges (
 CREATE INDEX edges_from ON edges (scope_id, from_id) WHERE tx_to IS NULL;
 CREATE INDEX edges_to ON edges (scope_id, to_id) WHERE tx_to IS NULL;
 
--- The span reverse index (spec 004 SpanRow), in document order per source version.
+-- The span reverse index (telha.domain.model.SpanRecord), in document order per source version.
 CREATE TABLE span_rows (
     scope_id          INTEGER NOT NULL,
     source_id         BLOB NOT NULL,

@@ -1,4 +1,4 @@
--- The job queue (spec 000, DESIGN.md §6): job rows and their append-only event lists.
+-- The job queue (docs/architecture.md, "A job's life and its lease"): job rows and their append-only event lists.
 CREATE TABLE jobs (
     job_id           BLOB PRIMARY KEY,   -- uuid7, 16 bytes
     scope_id         INTEGER NOT NULL,
@@ -6,7 +6,7 @@ CREATE TABLE jobs (
     format           TEXT NOT NULL,
     source_id        BLOB NOT NULL,
     content_hash     BLOB,               -- NULL for fetch formats (web)
-    payload          BLOB NOT NULL,      -- IngestJobPayload JSON (spec 004)
+    payload          BLOB NOT NULL,      -- IngestJobPayload JSON (docs/worker-protocol.md)
     state            TEXT NOT NULL CHECK (state IN ('pending', 'leased', 'completed', 'dead')),
     attempts         INTEGER NOT NULL DEFAULT 0,   -- failed attempts so far
     lease_generation INTEGER NOT NULL DEFAULT 0,

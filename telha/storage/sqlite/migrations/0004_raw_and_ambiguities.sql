@@ -1,4 +1,4 @@
--- Raw uploaded bytes, content-addressed per scope (issue 4): a large upload is stored here in
+-- Raw uploaded bytes, content-addressed per scope (docs/formats.md, "Large files"): a large upload is stored here in
 -- chunks of exactly 1 MiB and the job payload references it by content hash (workers read it
 -- with FetchContent). `complete` is set in the last transaction of a store, so a store cut
 -- short by a crash is never referenced and is overwritten by the next upload of those bytes.
@@ -19,7 +19,7 @@ CREATE TABLE raw_chunks (
     PRIMARY KEY (scope_id, content_hash, idx)
 );
 
--- Temporal ambiguities a worker detected (spec 000 "Temporal ambiguity detection"): one per
+-- Temporal ambiguities a worker detected (docs/formats.md, "Temporal ambiguity"): one per
 -- node version (v1), with its candidates (best first) as submitted; core applied the first
 -- candidate's interval to the node version's valid time.
 CREATE TABLE ambiguities (

@@ -1,4 +1,4 @@
--- GDPR erasure (issue 11). An erased version keeps its row (identity, hashes, when and why it
+-- GDPR erasure (docs/operations.md, "Erasure"). An erased version keeps its row (identity, hashes, when and why it
 -- was erased) but not its content: its canonical text chunks become redaction records, its
 -- span rows go, the node versions it wrote are scrubbed in place and flagged `erased`.
 ALTER TABLE source_versions ADD COLUMN erased_at INTEGER;      -- µs; NULL while not erased
