@@ -38,11 +38,15 @@ class _Out(msgspec.Struct, rename="camel", kw_only=True):
 
 
 class ErrorDetail(_Out):
+    """``{code, message}``: ``code`` one of the REST error codes (docs/rest-api.md)."""
+
     code: str
     message: str
 
 
 class ErrorBody(_Out):
+    """Every error response: ``{"error": {"code", "message"}}`` (docs/rest-api.md)."""
+
     error: ErrorDetail
 
 
@@ -75,6 +79,8 @@ class IngestEnqueued(_Out):
 
 
 class JobEventOut(_Out):
+    """One job event: ``at`` µs since the Unix epoch, ``transition``, ``detail``."""
+
     at: int
     transition: str
     detail: str | None
@@ -141,6 +147,8 @@ class ErasureOut(_Out):
 
 
 class SourceOut(_Out):
+    """``GET /v1/sources/{sourceId}``: the source and its versions, newest first."""
+
     source_id: str
     name: str
     format: str
@@ -148,6 +156,8 @@ class SourceOut(_Out):
 
 
 class SpanOut(_Out):
+    """One span row: ``[start, end)`` byte offsets into canonical text, its ``kind``."""
+
     start: int
     end: int
     kind: str
@@ -155,6 +165,8 @@ class SpanOut(_Out):
 
 
 class SpanList(_Out):
+    """A version's span rows in document order."""
+
     spans: list[SpanOut]
 
 
@@ -166,6 +178,8 @@ class Interval(_Out):
 
 
 class ProvenanceSpanOut(_Out):
+    """One provenance span of a node: the version it points into, byte offsets and text."""
+
     source_id: str
     source_version_tx: int
     start: int
@@ -174,6 +188,8 @@ class ProvenanceSpanOut(_Out):
 
 
 class Provenance(_Out):
+    """A node's provenance: the spans of canonical text it came from."""
+
     spans: list[ProvenanceSpanOut]
 
 
@@ -198,6 +214,8 @@ class AmbiguityOut(_Out):
 
 
 class NodeOut(_Out):
+    """``GET /v1/nodes/{nodeId}``: labels, properties, valid and transaction time (µs)."""
+
     node_id: str
     labels: list[str]
     properties: dict[str, Any]
@@ -209,11 +227,15 @@ class NodeOut(_Out):
 
 
 class NodeList(_Out):
+    """A page of nodes; ``nextCursor`` is opaque, ``null`` on the last page."""
+
     nodes: list[NodeOut]
     next_cursor: str | None
 
 
 class EdgeOut(_Out):
+    """One edge (``from``/``to`` node ids), current at the read."""
+
     edge_id: str
     type: str
     from_: str = msgspec.field(name="from")
@@ -222,4 +244,6 @@ class EdgeOut(_Out):
 
 
 class EdgeList(_Out):
+    """A node's edges whose far endpoint exists."""
+
     edges: list[EdgeOut]

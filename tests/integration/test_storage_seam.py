@@ -1,14 +1,24 @@
-"""The storage seam's runners (docs/architecture.md, "The storage seam") on both engines: an
-operation that rolls back leaves nothing behind, not even in the engine's caches."""
+"""The storage seam (docs/architecture.md, "The storage seam") on both engines: an operation
+that rolls back leaves nothing behind, not even in the engine's caches; a store opened
+read-only must already have this build's schema."""
 
 from __future__ import annotations
 
+import sqlite3
+from pathlib import Path
+
+import asyncpg
 import blake3
 import pytest
 
+from telha.config import Config, StorageConfig
+from telha.domain.errors import StorageError
 from telha.domain.model import Scope
-from telha.storage import StorageEngine
+from telha.storage import StorageEngine, open_store
 from telha.storage.core.tx import Rollback, Tx
+from telha.storage.postgres.migrate import migrations as pg_migrations
+from telha.storage.sqlite.migrate import migrations as lite
+from tests.support.pg import ENGINES, create_database, require_engine
 
 pytestmark = pytest.mark.anyio
 
@@ -33,3 +43,33 @@ async def test_a_rolled_back_scope_is_never_cached(store: StorageEngine) -> None
     await store.insert_api_key(scope, "seam-key", key)
     assert await store.scope_for_key(key) == scope
     assert await engine._read(_read_scope, scope) is not None  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+async def test_read_only_open_refuses_an_older_schema(engine: str, tmp_path: Path) -> None:
+    """``telha check`` opens read-only and applies no migration: a store whose schema is
+    older than this build's is refused by name, and an empty one is no Telha store."""
+    engine = require_engine(engine)
+    if engine == "postgres":
+        storage = StorageConfig(engine="postgres", dsn=create_database(), pool_size=2)
+        empty = StorageConfig(engine="postgres", dsn=create_database(), pool_size=2)
+    else:
+        storage = StorageConfig(path=str(tmp_path / "old.db"), readers=1)
+        (tmp_path / "empty.db").write_bytes(b"")
+        empty = StorageConfig(path=str(tmp_path / "empty.db"), readers=1)
+    async with open_store(Config(storage=storage), tmp_path):
+        pass  # migrated to this build's schema
+    newest = max(n for n, _, _ in (pg_migrations() if engine == "postgres" else lite()))
+    if engine == "postgres":
+        conn = await asyncpg.connect(storage.dsn)
+        await conn.execute("DELETE FROM schema_migrations WHERE version = $1", newest)
+        await conn.close()
+    else:
+        with sqlite3.connect(storage.path) as conn:
+            conn.execute("DELETE FROM schema_migrations WHERE version = ?", (newest,))
+    with pytest.raises(StorageError, match=f"schema version {newest - 1}, this build needs"):
+        async with open_store(Config(storage=storage), tmp_path, readonly=True):
+            pass
+    with pytest.raises(StorageError, match=r"no Telha schema|not a Telha database"):
+        async with open_store(Config(storage=empty), tmp_path, readonly=True):
+            pass
