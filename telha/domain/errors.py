@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 __all__ = [
+    "Conflict",
     "ContentErased",
     "ContentError",
     "InvalidStream",
@@ -69,6 +70,14 @@ class NotFound(TelhaError):
 
     code = "NOT_FOUND"
     http_status = 404
+
+
+class Conflict(TelhaError):
+    """The resource is in a state that refuses the request (a source being erased cannot be
+    retired): 409 CONFLICT."""
+
+    code = "CONFLICT"
+    http_status = 409
 
 
 class PayloadTooLarge(TelhaError):

@@ -10,7 +10,10 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Literal
 
+import msgspec
+
 __all__ = [
+    "Changes",
     "CommitOutcome",
     "Continuation",
     "Dedup",
@@ -79,6 +82,46 @@ class SourceVersion:
     erase_reason: str | None = None
 
 
+@dataclass(slots=True)
+class Changes:
+    """What a version did to its source's nodes (docs/architecture.md, "Versions and node
+    identity"): ``added`` new ids, ``changed`` matched with other labels or properties,
+    ``unchanged`` matched and equal, ``removed`` closed (counted at the publish)."""
+
+    added: int = 0
+    changed: int = 0
+    unchanged: int = 0
+    removed: int = 0
+
+    def plus(self, other: Changes) -> Changes:
+        """Both counts summed."""
+        return Changes(
+            self.added + other.added, self.changed + other.changed,
+            self.unchanged + other.unchanged, self.removed + other.removed,
+        )  # fmt: skip
+
+    def into_stats(self, stats: bytes | None) -> bytes:
+        """A job's ``stats`` JSON object with these counts added (the worker's own stats
+        kept)."""
+        fields = msgspec.json.decode(stats) if stats else {}
+        if not isinstance(fields, dict):
+            fields = {"worker": fields}
+        return msgspec.json.encode({**fields, **self.as_stats()})
+
+    def detail(self) -> str:
+        """The counts as the ``completed`` event's detail carries them."""
+        return " ".join(f"{k}={v}" for k, v in self.as_stats().items())
+
+    def as_stats(self) -> dict[str, int]:
+        """The counts as a job's ``stats`` and ``completed`` event carry them."""
+        return {
+            "nodes_added": self.added,
+            "nodes_removed": self.removed,
+            "nodes_changed": self.changed,
+            "nodes_unchanged": self.unchanged,
+        }
+
+
 @dataclass(frozen=True, slots=True)
 class CommitOutcome:
     """Result of committing a version: either deduplicated (nothing written) or the new rows.
@@ -94,6 +137,8 @@ class CommitOutcome:
     edge_ids: list[bytes]
     erased: bool = False
     refused_children: tuple[str, ...] = ()
+    #: What the version did to its source's nodes (``None`` when nothing was written).
+    changes: Changes | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -270,6 +315,10 @@ class Continuation:
     length: int
     next_chunk: int
     node_ids: tuple[bytes, ...]
+    #: What the parts so far did to the source's nodes: ``(added, changed, unchanged)``.
+    changes: tuple[int, int, int] = (0, 0, 0)
+    #: The version's root node, once a part wrote it.
+    root: bytes | None = None
 
 
 @dataclass(frozen=True, slots=True)

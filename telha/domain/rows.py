@@ -10,28 +10,41 @@ transaction, so a large projection never blocks the event loop for long.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
 
 from telha.domain.errors import InvalidStream
+from telha.domain.identity import edge_id, is_root
 from telha.domain.ids import id_str, new_id
-from telha.domain.model import BLOB_CHUNK
+from telha.domain.model import BLOB_CHUNK, Changes
 from telha.domain.projection import Projection
 
-__all__ = ["PENDING_TX", "Existing", "VersionRows", "at_tx", "build_rows"]
+__all__ = ["PENDING_TX", "Existing", "Match", "VersionRows", "at_tx", "build_rows"]
 
 _encode = msgspec.json.encode
 
-#: Current ``(labels JSON, properties JSON, valid_from, valid_to, tx_from)`` of a node id, as
-#: an engine reads it for the upsert ladder.
-Existing = dict[bytes, tuple[str, bytes, int | None, int | None, int]]
+#: Current ``(labels JSON, properties JSON, valid_from, valid_to, tx_from, source_id)`` of a
+#: node id, as an engine reads it for the upsert ladder of worker-supplied ids.
+Existing = dict[bytes, tuple[str, bytes, int | None, int | None, int, bytes | None]]
 
 #: The tx to build a new version's rows at before its transaction time exists (µs; later than
 #: any real time, so the upsert ladder treats every existing node as written before); the
 #: rows are moved to the real time with :func:`at_tx` once it is taken.
 PENDING_TX = 1 << 62
+
+
+@dataclass(slots=True)
+class Match:
+    """What a version's nodes match in the source's previous version
+    (:mod:`telha.domain.identity`): per node its match key and the previous id it takes (or
+    ``None``), and each taken id's ``(labels JSON, properties JSON, valid_from, valid_to)``
+    (to tell changed from unchanged)."""
+
+    keys: list[bytes | None]
+    taken: list[bytes | None]
+    before: dict[bytes, tuple[str, bytes, int | None, int | None]]
 
 
 @dataclass(slots=True)
@@ -46,10 +59,59 @@ class VersionRows:
     ambiguities: list[tuple[Any, ...]]
     node_ids: list[bytes]
     edge_ids: list[bytes]
-    #: Node ids whose current version this commit closes (``tx_to = tx``).
-    closes: list[bytes]
     scope_id: int
     tx: int
+    changes: Changes = field(default_factory=Changes)
+    #: The first root node (:func:`telha.domain.identity.is_root`) of the projection.
+    root: bytes | None = None
+
+
+def _ladder(
+    current: tuple[str, bytes, int | None, int | None, int, bytes | None] | None,
+    content: tuple[str, bytes, int | None, int | None],
+    tx: int,
+    source_id: bytes,
+    nid: bytes,
+) -> str:
+    """The upsert ladder of a worker-supplied id: ``added``, ``changed`` or ``unchanged``
+    (a row is written), or ``skip`` / ``skip unchanged`` (no row)."""
+    if current is None:
+        return "added"
+    same = current[:4] == content
+    if current[4] == tx:
+        if same:
+            return "skip"  # an earlier part of this stream wrote it
+        raise InvalidStream(
+            f"node {id_str(nid)} was written by an earlier part of this stream with other content"
+        )
+    if current[4] > tx:
+        return "skip"  # a stream pinned before a later committed write: that write stands
+    if not same:
+        return "changed"
+    # Another source's identical version stands; this source's own is written again.
+    return "unchanged" if current[5] == source_id else "skip unchanged"
+
+
+def _edges(
+    scope_id: int, source_id: bytes, tx: int, proj: Projection, node_ids: list[bytes]
+) -> tuple[list[bytes], list[tuple[Any, ...]]]:
+    """The edge ids and rows of ``proj`` (ids: :func:`telha.domain.identity.edge_id`)."""
+    edge_ids: list[bytes] = []
+    edges: list[tuple[Any, ...]] = []
+    seen: dict[tuple[str, bytes, bytes, bytes], int] = {}
+    for edge in proj.edges:
+        from_id = node_ids[edge.from_ref] if edge.from_ref is not None else edge.from_id
+        to_id = node_ids[edge.to_ref] if edge.to_ref is not None else edge.to_id
+        assert from_id is not None and to_id is not None
+        same_edge = (edge.type, from_id, to_id, edge.properties_json)
+        n = seen.get(same_edge, 0)
+        seen[same_edge] = n + 1
+        eid = edge_id(source_id, edge.type, from_id, to_id, edge.properties_json, n)
+        edge_ids.append(eid)
+        edges.append(
+            (scope_id, eid, tx, edge.type, from_id, to_id, edge.properties_json, source_id)
+        )
+    return edge_ids, edges
 
 
 def build_rows(
@@ -61,19 +123,24 @@ def build_rows(
     existing: Existing | None = None,
     *,
     chunks: bool = True,
+    match: Match | None = None,
 ) -> VersionRows:
     """Rows for ``proj`` written at transaction time ``tx`` (µs) under ``blob_id``.
 
-    Node and edge ids are the projection's deterministic ids where given, fresh uuid7s
-    otherwise. A deterministic id runs the upsert ladder against ``existing``
-    (its current ``(labels JSON, properties JSON, valid_from, valid_to, tx_from)``): absent →
-    create; identical → no row; changed → a new version that closes the old one. A streamed
-    part (``tx`` pinned earlier) leaves a node written after its pin alone, and refuses to
-    change one an earlier part of the same stream wrote (:class:`InvalidStream`). Span rows
-    with the same ``[start, end)`` are merged (first kind wins).
+    A node takes its worker-supplied id, else the previous version's id ``match`` gives it,
+    else a fresh uuid7; it carries its match key. Every node of the version gets a row at
+    ``tx`` (its provenance into this version's text) except by the upsert ladder of a
+    worker-supplied id against ``existing`` (its current ``(labels JSON, properties JSON,
+    valid_from, valid_to, tx_from, source_id)``): another source's identical current version
+    stands (no row); a streamed part (``tx`` pinned earlier) leaves a node written after its
+    pin alone, and refuses to change one an earlier part of the same stream wrote
+    (:class:`InvalidStream`). Nothing is closed here: the publish closes what the new rows
+    replace (:mod:`telha.storage.core.publish`). Span rows with the same ``[start, end)`` are
+    merged (first kind wins); edge ids are :func:`telha.domain.identity.edge_id`.
     """
     existing = existing or {}
-    closes: list[bytes] = []
+    changes = Changes()
+    root: bytes | None = None
     text = proj.canonical
     view = memoryview(text)
     chunk_rows = [
@@ -81,7 +148,6 @@ def build_rows(
         for i in range(0, len(text) if chunks else 0, BLOB_CHUNK)
     ]
     spans = proj.spans
-    # Provenance JSON per span, built once: [[sourceId, tx, start, end], ...].
     # Provenance is [[start, end], ...]: a node version's spans are always in the version
     # that wrote it, whose source and tx the row carries (source_id, tx_from).
     span_json = [f"[{sp.start},{sp.end}]".encode() for sp in spans]
@@ -97,9 +163,12 @@ def build_rows(
         if key not in kinds:
             kinds[key] = sp.kind
             linked[key] = []
+    keys = match.keys if match is not None else [None] * len(proj.nodes)
+    taken = match.taken if match is not None else [None] * len(proj.nodes)
+    before = match.before if match is not None else {}
     written: set[int] = set()  # indices of nodes that get a new version row
     for index, node in enumerate(proj.nodes):
-        nid = node.node_id or new_id()
+        nid = node.node_id or taken[index] or new_id()
         node_ids.append(nid)
         refs = node.span_refs
         prov = prov_cache.get(refs)
@@ -110,35 +179,30 @@ def build_rows(
         labels_json = labels_cache.get(node_labels)
         if labels_json is None:
             labels_json = labels_cache[node_labels] = _encode(list(node_labels)).decode()
+        if root is None and is_root(node_labels):
+            root = nid
         for i in refs:
             linked[span_keys[i]].append(nid)
-        current = existing.get(nid) if node.node_id is not None else None
-        if current is not None:
-            if current[:4] == (labels_json, node.properties_json, node.valid_from, node.valid_to):
-                continue  # identical: no new version
-            if current[4] > tx:
-                continue  # a stream pinned before a later committed write: the later one stands
-            if current[4] == tx:
-                raise InvalidStream(
-                    f"node {id_str(nid)} was written by an earlier part of this stream with"
-                    " other content"
-                )
-            closes.append(nid)
+        content = (labels_json, node.properties_json, node.valid_from, node.valid_to)
+        if node.node_id is not None:
+            kind = _ladder(existing.get(nid), content, tx, source_id, nid)
+        elif taken[index] is None:
+            kind = "added"
+        else:
+            kind = "unchanged" if before.get(nid) == content else "changed"
+        if kind.startswith("skip"):
+            if kind == "skip unchanged":
+                changes.unchanged += 1
+            continue
+        setattr(changes, kind, getattr(changes, kind) + 1)
         written.add(index)
         nodes.append(
             (scope_id, nid, tx, labels_json, node.properties_json, prov, source_id,
-             node.valid_from, node.valid_to)
+             node.valid_from, node.valid_to, keys[index])
         )  # fmt: skip
         for label in node_labels:
             labels.append((scope_id, label, nid, tx))
-    edge_ids: list[bytes] = []
-    edges: list[tuple[Any, ...]] = []
-    for edge in proj.edges:
-        eid = new_id()
-        edge_ids.append(eid)
-        from_id = node_ids[edge.from_ref] if edge.from_ref is not None else edge.from_id
-        to_id = node_ids[edge.to_ref] if edge.to_ref is not None else edge.to_id
-        edges.append((scope_id, eid, tx, edge.type, from_id, to_id, edge.properties_json))
+    edge_ids, edges = _edges(scope_id, source_id, tx, proj, node_ids)
     span_rows = [
         (scope_id, source_id, tx, start, end, kinds[(start, end)], b"".join(ids))
         for (start, end), ids in linked.items()
@@ -150,8 +214,8 @@ def build_rows(
         if a.node_ref in written  # an unchanged upserted node keeps its version and ambiguity
     ]  # fmt: skip
     return VersionRows(
-        chunk_rows, nodes, labels, edges, span_rows, ambiguities, node_ids, edge_ids, closes,
-        scope_id, tx,
+        chunk_rows, nodes, labels, edges, span_rows, ambiguities, node_ids, edge_ids,
+        scope_id, tx, changes, root,
     )  # fmt: skip
 
 
@@ -167,5 +231,5 @@ def at_tx(rows: VersionRows, tx: int) -> VersionRows:
     return VersionRows(
         rows.chunks, moved(rows.nodes, 2), moved(rows.labels, 3), moved(rows.edges, 2),
         moved(rows.spans, 2), moved(rows.ambiguities, 2), rows.node_ids, rows.edge_ids,
-        rows.closes, rows.scope_id, tx,
+        rows.scope_id, tx, rows.changes, rows.root,
     )  # fmt: skip

@@ -112,16 +112,17 @@ async def check_lease(tx: Tx, lease: LeaseRef) -> tuple[int, str, bytes | None]:
 async def latest_hashes(
     tx: Tx, sid: int, source_id: bytes
 ) -> tuple[bytes, bytes | None, bytes | None] | None:
-    """``(content_hash, canonical_text_hash, job_id)`` of a source's latest finalized
-    version (what dedup compares with). A streamed version still open, or abandoned, has no
-    canonical hash and is not a version yet."""
+    """``(content_hash, canonical_text_hash, job_id)`` of a source's latest published
+    version (what dedup compares with); ``None`` when it has none, or the source was retired
+    since (the same bytes again make a new version). A streamed version still open, or
+    abandoned, is not published."""
     row = await tx.fetchone(
-        "SELECT content_hash, canonical_text_hash, job_id FROM source_versions"
-        " WHERE scope_id = ? AND source_id = ? AND canonical_text_hash IS NOT NULL"
+        "SELECT content_hash, canonical_text_hash, job_id, retired_tx FROM source_versions"
+        " WHERE scope_id = ? AND source_id = ? AND published_tx IS NOT NULL"
         " ORDER BY tx DESC LIMIT 1",
         sid, source_id,
     )  # fmt: skip
-    return (row[0], row[1], row[2]) if row is not None else None
+    return (row[0], row[1], row[2]) if row is not None and row[3] is None else None
 
 
 async def _dedup(tx: Tx, sid: int, job: NewJob) -> EnqueueOutcome | None:

@@ -29,6 +29,7 @@ from telha.domain.records import node_record, slice_chunks, slice_text, version_
 from telha.storage.core.engine import EngineOps
 from telha.storage.core.tx import Tx
 from telha.storage.core.versions import VERSION_COLS
+from telha.storage.core.visible import visible
 
 __all__ = [
     "ReadOps",
@@ -46,7 +47,6 @@ __all__ = [
 _READ_COLS = VERSION_COLS + ", erased_at, erasure_id, erase_reason"
 _NODE_COLS = "n.node_id, n.labels, n.properties, n.tx_from, n.tx_to, n.valid_from, n.valid_to,"
 _NODE_COLS += " n.provenance, n.source_id"
-_CURRENT = "n.tx_to IS NULL AND NOT n.erased"
 _decode = msgspec.json.decode
 
 
@@ -71,7 +71,7 @@ async def source_versions(
         return []
     rows = await tx.fetchall(
         f"SELECT {_READ_COLS} FROM source_versions WHERE scope_id = ? AND source_id = ?"
-        " AND canonical_text_hash IS NOT NULL ORDER BY tx DESC" + (" LIMIT 1" if latest else ""),
+        " AND published_tx IS NOT NULL ORDER BY tx DESC" + (" LIMIT 1" if latest else ""),
         sid,
         source_id,
     )
@@ -88,7 +88,7 @@ async def version_at(tx: Tx, scope: Scope, source_id: bytes, at: int) -> tuple[i
     if sid is not None:
         row = await tx.fetchone(
             f"SELECT {_READ_COLS} FROM source_versions"
-            " WHERE scope_id = ? AND source_id = ? AND tx = ? AND canonical_text_hash IS NOT NULL",
+            " WHERE scope_id = ? AND source_id = ? AND tx = ? AND published_tx IS NOT NULL",
             sid,
             source_id,
             at,
@@ -144,12 +144,7 @@ async def get_node(tx: Tx, scope: Scope, node_id: bytes, as_of: int | None) -> N
     sid = await tx.known_scope_id(scope)
     if sid is None:
         return None
-    params: tuple[Any, ...]
-    if as_of is None:
-        where, params = _CURRENT, ()
-    else:
-        where = "n.tx_from <= ? AND (n.tx_to IS NULL OR n.tx_to > ?) AND NOT n.erased"
-        params = (as_of, as_of)
+    where, params = visible("n", as_of)
     row = await tx.fetchone(
         f"SELECT {_NODE_COLS} FROM nodes n WHERE n.scope_id = ? AND n.node_id = ? AND {where}"
         " ORDER BY n.tx_from DESC LIMIT 1",
@@ -181,24 +176,27 @@ async def list_nodes(
     source_id: bytes | None,
     limit: int,
     after: bytes | None,
+    as_of: int | None = None,
 ) -> list[NodeVersion]:
-    """Current nodes ordered by id, strictly after ``after``, at most ``limit``; with
-    ``label`` through the label index, with ``source_id`` of that source only."""
+    """Nodes (current, or as of transaction time ``as_of``) ordered by id, strictly after
+    ``after``, at most ``limit``; with ``label`` through the label index, with ``source_id``
+    of that source only."""
     sid = await tx.known_scope_id(scope)
     if sid is None:
         return []
+    seen, seen_params = visible("n", as_of)
     if label is not None:
         sql = (
             f"SELECT {_NODE_COLS} FROM node_labels l JOIN nodes n ON n.scope_id = l.scope_id"
             " AND n.node_id = l.node_id AND n.tx_from = l.tx_from"
-            f" WHERE l.scope_id = ? AND l.label = ? AND l.node_id > ? AND {_CURRENT}"
+            f" WHERE l.scope_id = ? AND l.label = ? AND l.node_id > ? AND {seen}"
         )
-        params: list[Any] = [sid, label, after or b""]
+        params: list[Any] = [sid, label, after or b"", *seen_params]
         key = "l.node_id"
     else:
         sql = f"SELECT {_NODE_COLS} FROM nodes n WHERE n.scope_id = ? AND n.node_id > ?"
-        sql += f" AND {_CURRENT}"
-        params = [sid, after or b""]
+        sql += f" AND {seen}"
+        params = [sid, after or b"", *seen_params]
         key = "n.node_id"
     if source_id is not None:
         sql += " AND n.source_id = ?"
@@ -208,17 +206,16 @@ async def list_nodes(
 
 
 async def node_edges(
-    tx: Tx, scope: Scope, node_id: bytes, direction: Direction
+    tx: Tx, scope: Scope, node_id: bytes, direction: Direction, as_of: int | None = None
 ) -> list[EdgeRecord]:
-    """A node's current edges in ``direction``, by edge id; an edge whose far endpoint has no
-    current, unerased version (a dangling edge) is left out."""
+    """A node's edges in ``direction`` (current, or as of transaction time ``as_of``), by
+    edge id; an edge whose far endpoint is not in the graph then (a dangling edge) is left
+    out."""
     sid = await tx.known_scope_id(scope)
     if sid is None:
         return []
-    live = (
-        "EXISTS (SELECT 1 FROM nodes x WHERE x.scope_id = e.scope_id AND x.node_id = e.{far}"
-        " AND x.tx_to IS NULL AND NOT x.erased)"
-    )
+    edge_seen, edge_params = visible("e", as_of, node=False)
+    far_seen, far_params = visible("x", as_of)
     parts: list[str] = []
     params: list[Any] = []
     for side, near, far in (
@@ -228,10 +225,11 @@ async def node_edges(
         if direction in (side, Direction.BOTH):
             parts.append(
                 "SELECT e.edge_id, e.type, e.from_id, e.to_id, e.properties FROM edges e"
-                f" WHERE e.scope_id = ? AND e.{near} = ? AND e.tx_to IS NULL AND "
-                + live.format(far=far)
+                f" WHERE e.scope_id = ? AND e.{near} = ? AND {edge_seen} AND EXISTS"
+                f" (SELECT 1 FROM nodes x WHERE x.scope_id = e.scope_id AND x.node_id = e.{far}"
+                f" AND {far_seen})"
             )
-            params += [sid, node_id]
+            params += [sid, node_id, *edge_params, *far_params]
     rows = await tx.fetchall(" UNION ".join(parts) + " ORDER BY 1", *params)
     return [EdgeRecord(eid, t, f, to, _decode(p)) for eid, t, f, to, p in rows]
 

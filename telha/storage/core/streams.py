@@ -33,6 +33,7 @@ from telha.domain.errors import InvalidStream
 from telha.domain.ids import new_id
 from telha.domain.model import (
     BLOB_CHUNK,
+    Changes,
     Continuation,
     JobCompletion,
     LeaseRef,
@@ -43,7 +44,7 @@ from telha.domain.model import (
 )
 from telha.domain.projection import Projection
 from telha.domain.records import decode_continuation
-from telha.domain.rows import VersionRows, build_rows
+from telha.domain.rows import PENDING_TX, VersionRows, build_rows
 from telha.domain.streams import live_length, plan_part
 from telha.storage.core.blocklist import blocked
 from telha.storage.core.engine import EngineOps
@@ -55,6 +56,7 @@ from telha.storage.core.jobs import (
     end_erased,
     store_continuation,
 )
+from telha.storage.core.publish import match, publish
 from telha.storage.core.tx import Tx
 from telha.storage.core.versions import current_nodes, insert_version, rows_at_next_tx
 
@@ -161,9 +163,11 @@ async def _pin(
     rows at that time."""
     explicit = [n.node_id for n in projection.nodes if n.node_id is not None]
     existing = await current_nodes(tx, sid, explicit) if explicit else {}
+    matched = await match(tx, sid, v.source_id, PENDING_TX, projection)
     blob_id = new_id()
     rows = await rows_at_next_tx(
-        tx, lambda at: build_rows(sid, v.source_id, at, blob_id, projection, existing)
+        tx,
+        lambda at: build_rows(sid, v.source_id, at, blob_id, projection, existing, match=matched),
     )
     tx_pin = rows.tx
     await insert_version(tx, sid, tx_pin, v, None, blob_id, 0)
@@ -173,7 +177,15 @@ async def _pin(
         part.worker_id, part.lease.lease_generation, 0, tx_pin, blob_id, len(text),
         _chunks(len(text)), (),
     )  # fmt: skip
-    return cont, rows
+    return _counted(cont, rows), rows
+
+
+def _counted(c: Continuation, rows: VersionRows) -> Continuation:
+    """``c`` with a part's changes added and the version's root node, once known."""
+    added, changed, unchanged = c.changes
+    d = rows.changes
+    counts = (added + d.added, changed + d.changed, unchanged + d.unchanged)
+    return replace(c, changes=counts, root=c.root or rows.root)
 
 
 async def _continue(
@@ -192,10 +204,13 @@ async def _continue(
     await _append(tx, sid, c, text)
     explicit = [n.node_id for n in projection.nodes if n.node_id is not None]
     existing = await current_nodes(tx, sid, explicit) if explicit else {}
-    rows = build_rows(sid, v.source_id, c.tx, c.blob_id, projection, existing, chunks=False)
+    matched = await match(tx, sid, v.source_id, c.tx, projection)
+    rows = build_rows(
+        sid, v.source_id, c.tx, c.blob_id, projection, existing, chunks=False, match=matched
+    )
     await tx.write_rows(rows)
     length = c.length + len(text)
-    return replace(c, length=length, next_chunk=_chunks(length)), rows
+    return _counted(replace(c, length=length, next_chunk=_chunks(length)), rows), rows
 
 
 async def _finalize(
@@ -216,8 +231,13 @@ async def _finalize(
         " AND tx = ?",
         canonical, c.length, part.content_hash, sid, v.source_id, c.tx,
     )  # fmt: skip
-    completion = JobCompletion(part.lease, part.now_us, part.stats, part.children)
-    return await complete(tx, sid, completion, f"version={c.tx}")
+    added, changed, unchanged = c.changes
+    changes = await publish(
+        tx, sid, v.source_id, c.tx, await tx.next_tx(), Changes(added, changed, unchanged), c.root
+    )
+    stats = changes.into_stats(part.stats)
+    completion = JobCompletion(part.lease, part.now_us, stats, part.children)
+    return await complete(tx, sid, completion, f"version={c.tx} {changes.detail()}")
 
 
 async def apply_stream_part(
@@ -233,9 +253,10 @@ async def apply_stream_part(
     job_id = part.lease.job_id
     _, _, blob = await check_lease(tx, part.lease)
     sid = await tx.scope_id(scope)
-    if not part.partial and part.children:
-        # Before the clock row (taken last): the child enqueues lock their sources.
-        await tx.lock_sources(sid, [child.source_id for child in part.children])
+    if not part.partial:
+        # Before the clock row (taken last): the publish locks the version's source, the
+        # child enqueues lock theirs.
+        await tx.lock_sources(sid, [version.source_id, *(c.source_id for c in part.children)])
     plan = plan_part(decode_continuation(blob) if blob is not None else None, part)
     if plan.abandon:
         await abandon_stream(tx, job_id, part.now_us, blob)

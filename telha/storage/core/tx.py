@@ -89,7 +89,7 @@ class Tx(Protocol):
         wake-ups see every enqueue)."""
 
     async def write_rows(self, rows: VersionRows) -> None:
-        """Write one version's rows (chunks, closes, nodes, labels, edges, span rows merging
+        """Write one version's rows (chunks, nodes, labels, edges, span rows merging
         on the same range, ambiguities) with the engine's bulk insert."""
 
 

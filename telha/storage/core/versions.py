@@ -32,6 +32,7 @@ from telha.offload import off_loop
 from telha.storage.core.blocklist import blocked
 from telha.storage.core.engine import EngineOps
 from telha.storage.core.jobs import abandon_stream, check_lease, complete, end_erased, latest_hashes
+from telha.storage.core.publish import match, publish
 from telha.storage.core.tx import Rollback, Tx
 
 __all__ = [
@@ -56,21 +57,23 @@ _IN_BATCH = 500
 
 
 async def current_nodes(tx: Tx, sid: int, ids: Sequence[bytes]) -> Existing:
-    """Current ``(labels JSON, properties JSON, valid_from, valid_to, tx_from)`` of the given
-    node ids (the upsert ladder), read inside the transaction. On PostgreSQL the rows are
-    locked (in id order) so a concurrent commit cannot close them between this read and
-    this transaction's write."""
+    """Current ``(labels JSON, properties JSON, valid_from, valid_to, tx_from, source_id)``
+    of the given node ids (the upsert ladder), read inside the transaction; where a node has
+    several open rows (an unpublished stream's beside the published one) the latest wins. On
+    PostgreSQL the rows are locked (in id order) so a concurrent commit cannot close them
+    between this read and this transaction's write."""
     wanted = sorted(set(ids))
     found: Existing = {}
     step = max(len(wanted), 1) if tx.postgres else _IN_BATCH
     for i in range(0, len(wanted), step):
         cond, params = tx.any("node_id", wanted[i : i + step], "bytea")
-        for node_id, labels, props, vfrom, vto, tx_from in await tx.fetchall(
-            "SELECT node_id, labels, properties, valid_from, valid_to, tx_from FROM nodes"
-            f" WHERE scope_id = ? AND tx_to IS NULL AND {cond} ORDER BY node_id{tx.for_update}",
+        for node_id, labels, props, vfrom, vto, tx_from, source in await tx.fetchall(
+            "SELECT node_id, labels, properties, valid_from, valid_to, tx_from, source_id"
+            f" FROM nodes WHERE scope_id = ? AND tx_to IS NULL AND {cond}"
+            f" ORDER BY node_id, tx_from{tx.for_update}",
             sid, *params,
         ):  # fmt: skip
-            found[node_id] = (labels, props, vfrom, vto, tx_from)
+            found[node_id] = (labels, bytes(props), vfrom, vto, tx_from, source)
     return found
 
 
@@ -158,19 +161,27 @@ async def commit(
             return CommitOutcome(True, None, [], [])
     explicit = [n.node_id for n in projection.nodes if n.node_id is not None]
     existing = await current_nodes(tx, sid, explicit) if explicit else {}
+    matched = await match(tx, sid, version.source_id, PENDING_TX, projection)
     rows = await rows_at_next_tx(
-        tx, lambda at: build_rows(sid, version.source_id, at, blob_id, projection, existing)
+        tx,
+        lambda at: build_rows(
+            sid, version.source_id, at, blob_id, projection, existing, match=matched
+        ),
     )
     tx_time = rows.tx
     await insert_version(
         tx, sid, tx_time, version, canonical_hash, blob_id, len(projection.canonical)
     )
     await tx.write_rows(rows)
+    changes = await publish(tx, sid, version.source_id, tx_time, tx_time, rows.changes, rows.root)
     refused: tuple[str, ...] = ()
     if completion is not None:
-        detail = f"version={tx_time} nodes={len(rows.node_ids)}"
-        refused = await complete(tx, sid, completion, detail)
-    return CommitOutcome(False, tx_time, rows.node_ids, rows.edge_ids, refused_children=refused)
+        detail = f"version={tx_time} nodes={len(rows.node_ids)} {changes.detail()}"
+        done = replace(completion, stats=changes.into_stats(completion.stats))
+        refused = await complete(tx, sid, done, detail)
+    return CommitOutcome(
+        False, tx_time, rows.node_ids, rows.edge_ids, refused_children=refused, changes=changes
+    )
 
 
 async def insert_api_key(tx: Tx, scope: Scope, key_id: str, key_hash: bytes, at: int) -> None:

@@ -110,10 +110,11 @@ class FastVersionOps(VersionOps, PgBase):
         """
         if completion is None or completion.children or dedup is not Dedup.SUBMIT:
             return None
+        if _DISABLED:
+            return None
         sid = await self._scope_id(scope, intern=True)
         assert sid is not None
         rows = build_rows(sid, version.source_id, PENDING_TX, blob_id, projection, {})
-        assert not rows.closes
         explicit = [n.node_id for n in projection.nodes if n.node_id is not None]
         lease = completion.lease
         args = (
@@ -143,6 +144,9 @@ class FastVersionOps(VersionOps, PgBase):
         assert tx_time is not None
         return CommitOutcome(False, int(tx_time), rows.node_ids, rows.edge_ids)
 
+
+#: The commit fast path waits for its function to learn supersede (match keys, publish).
+_DISABLED = True
 
 #: The call of ``telha_commit_single``: its 46 parameters, in :meth:`_commit_fast`'s order.
 _COMMIT_SINGLE = (

@@ -73,24 +73,28 @@ class Batch:
 
 
 def add_rows(batch: Batch, rows: VersionRows) -> None:
-    """Add ``rows`` to ``batch``: chunks, closes of upserted nodes, node versions, labels,
-    edges, span rows (those of the same range merge) and ambiguities."""
+    """Add ``rows`` to ``batch``: chunks, node versions, labels, edges (one equal to an
+    earlier part's skipped), span rows (those of the same range merge) and ambiguities."""
     batch.insert(
         "blob_chunks", "scope_id, blob_id, idx, data",
         ("integer", "bytea", "integer", "bytea"), rows.chunks, " ON CONFLICT DO NOTHING",
     )  # fmt: skip
-    if rows.closes:
-        # Closes rows that exist before this statement; the new versions below are not seen.
-        batch.statement(
-            f"UPDATE nodes SET tx_to = {batch.param(rows.tx, 'bigint')}"
-            f" WHERE scope_id = {batch.param(rows.scope_id, 'integer')}"
-            f" AND node_id = ANY({batch.param(rows.closes, 'bytea[]')}) AND tx_to IS NULL"
-        )
     batch.insert(
         "nodes",
         "scope_id, node_id, tx_from, labels, properties, provenance, source_id, valid_from,"
-        " valid_to",
-        ("integer", "bytea", "bigint", "text", "bytea", "bytea", "bytea", "bigint", "bigint"),
+        " valid_to, match_key",
+        (
+            "integer",
+            "bytea",
+            "bigint",
+            "text",
+            "bytea",
+            "bytea",
+            "bytea",
+            "bigint",
+            "bigint",
+            "bytea",
+        ),
         rows.nodes,
     )
     batch.insert(
@@ -98,8 +102,9 @@ def add_rows(batch: Batch, rows: VersionRows) -> None:
         ("integer", "text", "bytea", "bigint"), rows.labels,
     )  # fmt: skip
     batch.insert(
-        "edges", "scope_id, edge_id, tx_from, type, from_id, to_id, properties",
-        ("integer", "bytea", "bigint", "text", "bytea", "bytea", "bytea"), rows.edges,
+        "edges", "scope_id, edge_id, tx_from, type, from_id, to_id, properties, source_id",
+        ("integer", "bytea", "bigint", "text", "bytea", "bytea", "bytea", "bytea"), rows.edges,
+        " ON CONFLICT DO NOTHING",
     )  # fmt: skip
     batch.insert(
         "span_rows",

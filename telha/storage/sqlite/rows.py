@@ -58,14 +58,10 @@ def insert_rows(conn: sqlite3.Connection, rows: VersionRows) -> None:
         "INSERT OR IGNORE INTO blob_chunks (scope_id, blob_id, idx, data) VALUES (?, ?, ?, ?)",
         rows.chunks,
     )
-    conn.executemany(
-        "UPDATE nodes SET tx_to = ? WHERE scope_id = ? AND node_id = ? AND tx_to IS NULL",
-        [(rows.tx, rows.scope_id, node_id) for node_id in rows.closes],
-    )
     insert_batched(
         conn,
         "INSERT INTO nodes (scope_id, node_id, tx_from, labels, properties, provenance,"
-        " source_id, valid_from, valid_to) VALUES",
+        " source_id, valid_from, valid_to, match_key) VALUES",
         rows.nodes,
     )
     insert_batched(
@@ -73,8 +69,11 @@ def insert_rows(conn: sqlite3.Connection, rows: VersionRows) -> None:
     )
     insert_batched(
         conn,
-        "INSERT INTO edges (scope_id, edge_id, tx_from, type, from_id, to_id, properties) VALUES",
+        "INSERT INTO edges (scope_id, edge_id, tx_from, type, from_id, to_id, properties,"
+        " source_id) VALUES",
         rows.edges,
+        # An edge equal in every field to one an earlier part of the stream wrote.
+        " ON CONFLICT DO NOTHING",
     )
     insert_batched(
         conn,

@@ -1,0 +1,101 @@
+"""Stable node identity across the versions of one source (docs/architecture.md, "Versions
+and node identity"). Pure; no I/O.
+
+A node without a worker-supplied id gets a **match key**: BLAKE3 (16 bytes) of its labels
+and its content —
+
+- a root node (a label in :data:`ROOT_LABELS`): its labels alone, so a version's root keeps
+  its id however the document changed;
+- a node with spans: the bytes of its span texts, in its span order;
+- a node without spans: its properties JSON.
+
+A new version's node takes the id of a node of the source's previous version with the same
+key: the n-th node of a key (in submission order) takes the n-th unclaimed id of that key (in
+id order). The key never includes the node's position or its parent's content, so an
+unchanged paragraph keeps its id though text before it moved, a moved paragraph keeps its id,
+and an edited paragraph gets a new id (the old one is closed). A worker-supplied id is its own
+identity and has no key.
+
+Edges get deterministic ids (:func:`edge_id`) from their source, type, endpoints, properties
+and occurrence, so an edge between matched nodes keeps its id too.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable, Sequence
+
+import blake3
+
+from telha.domain.projection import NodeOut, Projection
+
+__all__ = ["ROOT_LABELS", "Candidates", "assign", "edge_id", "is_root", "match_keys"]
+
+#: Labels of a version's root node (spec 004's ``root_node_id``).
+ROOT_LABELS = frozenset({"DOCUMENT", "TABLE", "WORKBOOK", "MESSAGE", "FILE"})
+
+#: The previous version's unclaimed node ids per match key, each in id order.
+Candidates = dict[bytes, deque[bytes]]
+
+
+def is_root(labels: Iterable[str]) -> bool:
+    """Whether a node with ``labels`` is a version root (:data:`ROOT_LABELS`)."""
+    return not ROOT_LABELS.isdisjoint(labels)
+
+
+def _key(node: NodeOut, proj: Projection) -> bytes:
+    h = blake3.blake3()
+    for label in node.labels:
+        h.update(label.encode())
+        h.update(b"\x00")
+    if is_root(node.labels):
+        h.update(b"\x01root")
+    elif node.span_refs:
+        text, base = proj.canonical, proj.base
+        for i in node.span_refs:
+            span = proj.spans[i]
+            if span.start < base:
+                # A streamed part's span reaching into text an earlier part stored: that
+                # part is known by its length only.
+                h.update(b"\x02earlier %d" % (base - span.start))
+            piece = text[max(span.start - base, 0) : span.end - base]
+            h.update(b"\x03%d:" % len(piece))
+            h.update(piece)
+    else:
+        h.update(b"\x04")
+        h.update(node.properties_json)
+    return h.digest(16)
+
+
+def match_keys(proj: Projection) -> list[bytes | None]:
+    """Per node of ``proj``, its match key (16 bytes), or ``None`` for a worker-supplied id."""
+    return [None if n.node_id is not None else _key(n, proj) for n in proj.nodes]
+
+
+def assign(keys: Sequence[bytes | None], candidates: Candidates) -> list[bytes | None]:
+    """Per node, the previous version's id it takes (consumed from ``candidates`` in order),
+    or ``None`` (a new node, or a worker-supplied id)."""
+    out: list[bytes | None] = []
+    for key in keys:
+        ids = candidates.get(key) if key is not None else None
+        out.append(ids.popleft() if ids else None)
+    return out
+
+
+def edge_id(
+    source_id: bytes, type_: str, from_id: bytes, to_id: bytes, props: bytes, n: int
+) -> bytes:
+    """The id (16 bytes) of the ``n``-th edge (0-based, in submission order) of one version
+    of ``source_id`` with this type, endpoints and properties JSON."""
+    h = blake3.blake3(b"edge\x00")
+    h.update(source_id)
+    h.update(type_.encode())
+    h.update(b"\x00")
+    h.update(from_id)
+    h.update(to_id)
+    h.update(props)
+    h.update(b"\x00%d" % n)
+    raw = bytearray(h.digest(16))
+    raw[6] = (raw[6] & 0x0F) | 0x80  # UUID version 8 (custom), RFC 9562 variant
+    raw[8] = (raw[8] & 0x3F) | 0x80
+    return bytes(raw)

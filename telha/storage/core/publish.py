@@ -1,0 +1,251 @@
+"""Versions that supersede, written once for both engines (docs/architecture.md, "Versions
+and node identity"): the match of a new version's nodes against the source's current graph,
+the publish that makes a version the source's current graph, and retiring a source.
+
+A version's rows are written at its transaction time but stay invisible to every read until
+the version is **published** (``source_versions.published_tx``): a single shot publishes in
+its commit's transaction, a stream at its finalize. The publish, in that same transaction,
+closes at the publish tx everything the source's earlier versions asserted that the new one
+replaces or no longer asserts — node versions and edges — so a reader sees the old graph or
+the new one, never a mix. A node the new version no longer asserts but another source's
+current edge touches is not closed: it gets a new version with that source's spans (it
+loses only this source's). A stream whose source published a newer version meanwhile
+publishes superseded: its rows are closed at their own start (visible at no time).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+import msgspec
+
+from telha.domain.erasure import ERASE_KIND, node_ids
+from telha.domain.errors import Conflict, NotFound
+from telha.domain.identity import Candidates, assign, match_keys
+from telha.domain.projection import Projection
+from telha.domain.model import Changes
+from telha.domain.rows import Match
+from telha.storage.core.tx import Tx
+
+__all__ = ["RetireOutcome", "match", "publish", "retire"]
+
+#: Most keys in one ``IN (…)`` list on SQLite (PostgreSQL sends one array parameter).
+_IN_BATCH = 500
+
+
+async def _unpublished(tx: Tx, sid: int, source_id: bytes) -> set[int]:
+    """The txs of the source's versions not published (open or abandoned streams)."""
+    rows = await tx.fetchall(
+        "SELECT tx FROM source_versions WHERE scope_id = ? AND source_id = ?"
+        " AND published_tx IS NULL",
+        sid, source_id,
+    )  # fmt: skip
+    return {r[0] for r in rows}
+
+
+async def match(tx: Tx, sid: int, source_id: bytes, pin: int, proj: Projection) -> Match:
+    """The ids ``proj``'s nodes take from the source's current graph
+    (:mod:`telha.domain.identity`), for a version written at ``pin``. A streamed part's
+    earlier parts have claimed some ids already: their rows at ``pin`` carry them."""
+    keys = match_keys(proj)
+    wanted = sorted({k for k in keys if k is not None})
+    if not wanted:
+        return Match(keys, [None] * len(keys), {})
+    hidden = await _unpublished(tx, sid, source_id) - {pin}
+    found: dict[bytes, list[bytes]] = {}
+    claimed: set[bytes] = set()
+    before: dict[bytes, tuple[str, bytes, int | None, int | None]] = {}
+    step = len(wanted) if tx.postgres else _IN_BATCH
+    for i in range(0, len(wanted), step):
+        cond, params = tx.any("match_key", wanted[i : i + step], "bytea")
+        rows = await tx.fetchall(
+            "SELECT match_key, node_id, tx_from, labels, properties, valid_from, valid_to"
+            " FROM nodes WHERE scope_id = ? AND source_id = ? AND tx_to IS NULL"
+            f" AND NOT erased AND {cond}",
+            sid, source_id, *params,
+        )  # fmt: skip
+        for key, node_id, tx_from, labels, props, vfrom, vto in rows:
+            if tx_from == pin:
+                claimed.add(node_id)
+            elif tx_from < pin and tx_from not in hidden:
+                found.setdefault(key, []).append(node_id)
+                before[node_id] = (labels, bytes(props), vfrom, vto)
+    candidates: Candidates = {
+        key: deque(sorted(n for n in ids if n not in claimed)) for key, ids in found.items()
+    }
+    return Match(keys, assign(keys, candidates), before)
+
+
+async def _close_own(tx: Tx, sid: int, source_id: bytes, pin: int) -> None:
+    """Close every row a version wrote at its own start: visible at no time."""
+    for table in ("nodes", "edges"):
+        await tx.execute(
+            f"UPDATE {table} SET tx_to = tx_from WHERE scope_id = ? AND source_id = ?"
+            " AND tx_from = ? AND tx_to IS NULL",
+            sid, source_id, pin,
+        )  # fmt: skip
+
+
+async def _supporter_spans(
+    tx: Tx, sid: int, source_id: bytes, node_id: bytes
+) -> tuple[int, list[tuple[int, int]]] | None:
+    """``(tx, spans)`` of the latest published version of ``source_id`` and its span rows
+    linking ``node_id``; ``None`` when it has no published version."""
+    row = await tx.fetchone(
+        "SELECT tx FROM source_versions WHERE scope_id = ? AND source_id = ?"
+        " AND published_tx IS NOT NULL ORDER BY tx DESC LIMIT 1",
+        sid, source_id,
+    )  # fmt: skip
+    if row is None:
+        return None
+    find = "position(? in linked_nodes)" if tx.postgres else "instr(linked_nodes, ?)"
+    rows = await tx.fetchall(
+        f'SELECT start, "end", linked_nodes FROM span_rows WHERE scope_id = ? AND source_id = ?'
+        f" AND source_version_tx = ? AND {find} > 0",
+        sid, source_id, row[0], node_id,
+    )  # fmt: skip
+    return row[0], [(s, e) for s, e, linked in rows if node_id in node_ids(bytes(linked))]
+
+
+async def _close_dropped(tx: Tx, sid: int, source_id: bytes, before: int, at: int) -> int:
+    """Close at ``at`` the source's current node versions and edges written before ``before``
+    (what a new version did not write again, or everything, for a retire); returns how
+    many nodes left the graph. A node another source's current edge touches gets a new
+    version at ``at`` carrying that source's spans instead of being closed."""
+    await tx.execute(
+        "UPDATE edges SET tx_to = ? WHERE scope_id = ? AND source_id = ? AND tx_to IS NULL"
+        " AND tx_from < ?",
+        at, sid, source_id, before,
+    )  # fmt: skip
+    touched = (
+        "SELECT e.source_id FROM edges e WHERE e.scope_id = nodes.scope_id"
+        " AND e.tx_to IS NULL AND e.source_id <> ? AND {end} = nodes.node_id"
+    )
+    supported = " OR ".join(
+        f"EXISTS ({touched.format(end=end)})" for end in ("e.from_id", "e.to_id")
+    )
+    removed = await tx.execute(
+        "UPDATE nodes SET tx_to = ? WHERE scope_id = ? AND source_id = ? AND tx_to IS NULL"
+        f" AND tx_from < ? AND NOT erased AND NOT ({supported})",
+        at, sid, source_id, before, source_id, source_id,
+    )  # fmt: skip
+    kept = await tx.fetchall(
+        "SELECT node_id, labels, properties, valid_from, valid_to FROM nodes WHERE scope_id = ?"
+        " AND source_id = ? AND tx_to IS NULL AND tx_from < ? AND NOT erased ORDER BY node_id",
+        sid, source_id, before,
+    )  # fmt: skip
+    for node_id, labels, props, vfrom, vto in kept:
+        edge = await tx.fetchone(
+            "SELECT source_id FROM edges WHERE scope_id = ? AND tx_to IS NULL"
+            " AND source_id <> ? AND (from_id = ? OR to_id = ?) ORDER BY tx_from DESC LIMIT 1",
+            sid, source_id, node_id, node_id,
+        )  # fmt: skip
+        assert edge is not None
+        other = edge[0]
+        found = await _supporter_spans(tx, sid, other, node_id)
+        prov = b"[]"
+        if found is not None:
+            stx, spans = found
+            prov = msgspec.json.encode([[a, b, stx] for a, b in sorted(spans)])
+        await tx.execute(
+            "UPDATE nodes SET tx_to = ? WHERE scope_id = ? AND node_id = ? AND tx_to IS NULL"
+            " AND tx_from < ?",
+            at, sid, node_id, before,
+        )  # fmt: skip
+        await tx.execute(
+            "INSERT INTO nodes (scope_id, node_id, tx_from, labels, properties, provenance,"
+            " source_id, valid_from, valid_to) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            sid, node_id, at, labels, props, prov, other, vfrom, vto,
+        )  # fmt: skip
+        await tx.executemany(
+            "INSERT INTO node_labels (scope_id, label, node_id, tx_from) VALUES (?, ?, ?, ?)",
+            [(sid, label, node_id, at) for label in msgspec.json.decode(labels)],
+        )
+    return removed
+
+
+async def publish(
+    tx: Tx, sid: int, source_id: bytes, pin: int, at: int, changes: Changes, root: bytes | None
+) -> Changes:
+    """Make the version written at ``pin`` its source's current graph at ``at`` (µs; ``pin``
+    itself for a single shot, the finalize's tx for a stream): record ``published_tx``,
+    its root node and its changes, and close what it replaces (see the module docstring).
+    Returns ``changes`` with ``removed`` counted."""
+    newer = await tx.fetchone(
+        "SELECT 1 FROM source_versions WHERE scope_id = ? AND source_id = ? AND tx > ?"
+        " AND published_tx IS NOT NULL LIMIT 1",
+        sid, source_id, pin,
+    )  # fmt: skip
+    if newer is not None:
+        await _close_own(tx, sid, source_id, pin)
+    else:
+        # Earlier versions of the nodes this version wrote again (matched, or worker ids).
+        await tx.execute(
+            "UPDATE nodes SET tx_to = ? WHERE scope_id = ? AND tx_to IS NULL AND tx_from < ?"
+            " AND node_id IN (SELECT w.node_id FROM nodes w WHERE w.scope_id = ?"
+            " AND w.source_id = ? AND w.tx_from = ? AND w.tx_to IS NULL)",
+            at, sid, pin, sid, source_id, pin,
+        )  # fmt: skip
+        changes.removed = await _close_dropped(tx, sid, source_id, pin, at)
+    await tx.execute(
+        "UPDATE source_versions SET published_tx = ?, root_node_id = ?, changes = ?"
+        " WHERE scope_id = ? AND source_id = ? AND tx = ?",
+        at, root, msgspec.json.encode(changes.as_stats()), sid, source_id, pin,
+    )  # fmt: skip
+    return changes
+
+
+@dataclass(frozen=True, slots=True)
+class RetireOutcome:
+    """A retired source: the retire's ``tx`` (µs) and ``reason``, the version that was
+    current (``version_tx``) and how many nodes left the graph (``nodes_closed``; the
+    first retire's count when retiring again)."""
+
+    source_id: bytes
+    tx: int
+    reason: str | None
+    version_tx: int
+    nodes_closed: int
+
+
+async def retire(tx: Tx, sid: int, source_id: bytes, reason: str | None) -> RetireOutcome:
+    """Retire a source: close everything it alone supports at a new tx and mark its current
+    version retired. Retiring again answers the first retire. Its bytes and history stay.
+
+    :raises NotFound: the source has no published version.
+    :raises Conflict: the source is being erased (an erase job is pending or running), or
+        its current version was erased.
+    """
+    await tx.lock_sources(sid, (source_id,))
+    latest = await tx.fetchone(
+        "SELECT tx, retired_tx, retire_reason, erased_at, changes FROM source_versions"
+        " WHERE scope_id = ? AND source_id = ? AND published_tx IS NOT NULL"
+        " ORDER BY tx DESC LIMIT 1",
+        sid, source_id,
+    )  # fmt: skip
+    if latest is None:
+        raise NotFound("no such source")
+    version_tx, retired_tx, retired_reason, erased_at, _ = latest
+    erasing = await tx.fetchone(
+        "SELECT 1 FROM jobs WHERE scope_id = ? AND source_id = ? AND kind = ?"
+        " AND state IN ('pending', 'leased') LIMIT 1",
+        sid, source_id, ERASE_KIND,
+    )  # fmt: skip
+    if erasing is not None or erased_at is not None:
+        raise Conflict("the source is being erased or was erased; it cannot be retired")
+    if retired_tx is not None:
+        closed = await tx.fetchone(
+            "SELECT count(*) FROM nodes WHERE scope_id = ? AND source_id = ? AND tx_to = ?",
+            sid, source_id, retired_tx,
+        )  # fmt: skip
+        count = int(closed[0]) if closed is not None else 0
+        return RetireOutcome(source_id, retired_tx, retired_reason, version_tx, count)
+    at = await tx.next_tx()
+    closed_count = await _close_dropped(tx, sid, source_id, at, at)
+    await tx.execute(
+        "UPDATE source_versions SET retired_tx = ?, retire_reason = ? WHERE scope_id = ?"
+        " AND source_id = ? AND tx = ?",
+        at, reason, sid, source_id, version_tx,
+    )  # fmt: skip
+    return RetireOutcome(source_id, at, reason, version_tx, closed_count)

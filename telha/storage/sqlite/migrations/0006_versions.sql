@@ -1,0 +1,30 @@
+-- Versions that supersede (docs/architecture.md, "Versions and node identity").
+--
+-- A version is published when it becomes the source's current graph: at its commit (single
+-- shot) or at its stream's finalize. Until then its rows are invisible to every read; a
+-- stream abandoned never publishes. Reads at time t see a row only if the version that wrote
+-- it (if any) was published at or before t.
+ALTER TABLE source_versions ADD COLUMN published_tx INTEGER;   -- µs; NULL: not published
+UPDATE source_versions SET published_tx = tx WHERE canonical_text_hash IS NOT NULL;
+-- A retired source: the version current when it was retired records when and why.
+ALTER TABLE source_versions ADD COLUMN retired_tx INTEGER;
+ALTER TABLE source_versions ADD COLUMN retire_reason TEXT;
+-- The version's root node (DOCUMENT, TABLE, WORKBOOK, MESSAGE or FILE), and what its publish
+-- changed: JSON {"nodes_added": …, "nodes_removed": …, "nodes_changed": …, "nodes_unchanged": …}.
+ALTER TABLE source_versions ADD COLUMN root_node_id BLOB;
+ALTER TABLE source_versions ADD COLUMN changes BLOB;
+CREATE INDEX source_versions_by_tx ON source_versions (scope_id, tx);
+
+-- A node version's identity key (telha.domain.identity): labels and content; NULL for a
+-- worker-supplied id and for rows written before this migration.
+ALTER TABLE nodes ADD COLUMN match_key BLOB;
+CREATE INDEX nodes_by_key ON nodes (scope_id, source_id, match_key) WHERE tx_to IS NULL;
+CREATE INDEX nodes_by_version ON nodes (scope_id, source_id, tx_from);
+
+-- Every edge row carries the source whose version wrote it, as node rows do.
+ALTER TABLE edges ADD COLUMN source_id BLOB;
+UPDATE edges SET source_id = (
+    SELECT v.source_id FROM source_versions v
+    WHERE v.scope_id = edges.scope_id AND v.tx = edges.tx_from
+);
+CREATE INDEX edges_by_source ON edges (scope_id, source_id) WHERE tx_to IS NULL;
