@@ -200,7 +200,8 @@ def _cursor(value: str | None) -> bytes | None:
 
 
 async def list_nodes(request: Request) -> Response:
-    """GET /v1/nodes?label=&sourceId=&limit=&cursor= — current nodes, paged by id."""
+    """GET /v1/nodes?label=&sourceId=&limit=&cursor=&asOf= — nodes (current, or as of
+    transaction time ``asOf``, µs), paged by id."""
     scope = await require_scope(request)
     q = request.query_params
     limit = parse_int(q.get("limit"), "limit", minimum=1) or _DEFAULT_LIMIT
@@ -215,6 +216,7 @@ async def list_nodes(request: Request) -> Response:
         source_id=source_id,
         limit=limit + 1,
         after=_cursor(q.get("cursor")),
+        as_of=parse_int(q.get("asOf"), "asOf"),
     )
     more = len(nodes) > limit
     nodes = nodes[:limit]
@@ -223,7 +225,8 @@ async def list_nodes(request: Request) -> Response:
 
 
 async def node_edges(request: Request) -> Response:
-    """GET /v1/nodes/{nodeId}/edges?direction=out|in|both — edges with live endpoints only."""
+    """GET /v1/nodes/{nodeId}/edges?direction=out|in|both&asOf= — edges (current, or as of
+    transaction time ``asOf``, µs) with endpoints in the graph then only."""
     scope = await require_scope(request)
     node_id = parse_uuid(request.path_params["node_id"], "node")
     raw = request.query_params.get("direction", "both")
@@ -231,10 +234,11 @@ async def node_edges(request: Request) -> Response:
         direction = Direction(raw)
     except ValueError:
         raise RequestError("direction must be out, in or both") from None
+    as_of = parse_int(request.query_params.get("asOf"), "asOf")
     store = state(request).store
-    if await store.get_node(scope, node_id, None) is None:
-        raise NotFound("no such node")
-    edges = await store.node_edges(scope, node_id, direction)
+    if await store.get_node(scope, node_id, as_of) is None:
+        raise NotFound("no such node" + ("" if as_of is None else f" as of {as_of}"))
+    edges = await store.node_edges(scope, node_id, direction, as_of)
     return json_response(
         EdgeList(
             edges=[

@@ -247,13 +247,16 @@ class ReadStore(Protocol):
         source_id: bytes | None,
         limit: int,
         after: bytes | None,
+        as_of: int | None = None,
     ) -> list[NodeVersion]:
-        """Current nodes ordered by id, strictly after ``after``, at most ``limit``."""
+        """Nodes (current, or as of transaction time ``as_of``) ordered by id, strictly
+        after ``after``, at most ``limit``."""
 
     async def node_edges(
-        self, scope: Scope, node_id: bytes, direction: Direction
+        self, scope: Scope, node_id: bytes, direction: Direction, as_of: int | None = None
     ) -> list[EdgeRecord]:
-        """Current edges of a node whose far endpoint exists (dangling edges are left out)."""
+        """Edges of a node (current, or as of ``as_of``) whose far endpoint is in the graph
+        then (dangling edges are left out)."""
 
     async def has_source(self, scope: Scope, source_id: bytes) -> bool:
         """Whether ``scope`` knows the source at all: a version row (finalized or a stream's

@@ -42,7 +42,7 @@ whitespace-only files are not failures: one ``TABLE`` with ``rows: 0``.
 
 Deterministic: identical bytes, options and name give identical submissions. Under another
 name the canonical text and the rows are the same; the name appears as the CSV table's and the
-workbook's ``name`` and seeds the WORKBOOK/TABLE node ids (uuid5 of name and content hash).
+workbook's ``name`` and seeds the WORKBOOK/TABLE node ids (uuid5 of the name and position).
 """
 
 from __future__ import annotations
@@ -89,8 +89,10 @@ def _table_stats(tables: list[Table]) -> dict[str, object]:
 
 
 def _identity(job: Job) -> str:
-    """What the WORKBOOK/TABLE node ids derive from: the source name and the bytes' hash."""
-    return f"{job.name}\x00{job.content_hash or ''}"
+    """What the WORKBOOK/TABLE node ids derive from: the source name (with the table's
+    position), never the bytes, so a changed file's tables keep their ids
+    (docs/architecture.md, "Versions and node identity")."""
+    return job.name
 
 
 def _csv(job: Job) -> Submissions:

@@ -9,10 +9,10 @@ run of tabs/newlines inside a cell shown as one space, empty cells as nothing; s
 (``base`` = bytes of all earlier partials).
 
 A partial is flushed every ``rows_per_partial`` data rows. The WORKBOOK and TABLE nodes carry
-deterministic ids (uuid5 of the job's name, the raw bytes' hash and the table's position), so
+deterministic ids (uuid5 of the job's name and the table's position), so
 rows in later partials reference their table without waiting for the ids core assigns: the
-stream can be built ahead of core's apply (:func:`workers_common.prefetch.ahead`). The hash in
-the id keeps a changed file's tables apart from the previous version's.
+stream can be built ahead of core's apply (:func:`workers_common.prefetch.ahead`). A changed
+file's tables keep their ids: a new version of the same node.
 """
 
 from __future__ import annotations
@@ -110,7 +110,7 @@ class Projector:
     :param label: the row node label.
     :param rows_per_partial: data rows per submission.
     :param clarify: emit day-first/month-first ambiguities (``options.clarify``).
-    :param identity: what the deterministic ids derive from (the job's name and content hash).
+    :param identity: what the deterministic ids derive from (the source name).
     :param root_id: the id the root (the WORKBOOK, else the first TABLE) takes instead: a
         parent job's link to this child (:attr:`workers_common.Job.root_node_id`).
     """

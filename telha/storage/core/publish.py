@@ -23,8 +23,8 @@ import msgspec
 from telha.domain.erasure import ERASE_KIND, node_ids
 from telha.domain.errors import Conflict, NotFound
 from telha.domain.identity import Candidates, assign, match_keys
-from telha.domain.projection import Projection
 from telha.domain.model import Changes
+from telha.domain.projection import Projection
 from telha.domain.rows import Match
 from telha.storage.core.tx import Tx
 

@@ -273,12 +273,13 @@ class ReadOps(EngineOps):
         source_id: bytes | None,
         limit: int,
         after: bytes | None,
+        as_of: int | None = None,
     ) -> list[NodeVersion]:
         """See :func:`list_nodes`."""
-        return await self._read(list_nodes, scope, label, source_id, limit, after)
+        return await self._read(list_nodes, scope, label, source_id, limit, after, as_of)
 
     async def node_edges(
-        self, scope: Scope, node_id: bytes, direction: Direction
+        self, scope: Scope, node_id: bytes, direction: Direction, as_of: int | None = None
     ) -> list[EdgeRecord]:
         """See :func:`node_edges`."""
-        return await self._read(node_edges, scope, node_id, direction)
+        return await self._read(node_edges, scope, node_id, direction, as_of)
