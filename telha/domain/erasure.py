@@ -205,6 +205,7 @@ def plan_nodes(
     erased: set[tuple[bytes, int]],
     rows: Sequence[NodeRow],
     links: dict[bytes, list[Link]],
+    stale: frozenset[tuple[bytes, int]] = frozenset(),
 ) -> NodePlan:
     """The nodes step of an erasure, for the nodes it touches (docs/operations.md).
 
@@ -213,6 +214,9 @@ def plan_nodes(
     :param rows: every stored version of every touched node (a node one of ``erased`` wrote,
         or one their span rows link).
     :param links: per node id, the span rows of surviving versions that link it.
+    :param stale: ``(source_id, tx)`` of versions a later version of their source superseded
+        (docs/architecture.md, "Versions and node identity"): history, not support — erasing
+        a source's current version never brings its earlier version's content back.
 
     A node whose provenance lies only in erased versions (no version of it written by, and no
     span of, a surviving version) gets a closing version with properties ``{}`` and its labels,
@@ -229,8 +233,14 @@ def plan_nodes(
     for node_id, versions in sorted(by_node.items()):
         versions.sort(key=lambda r: r.tx_from)
         mine = [r for r in versions if (r.source_id, r.tx_from) in erased]
-        others = [r for r in versions if (r.source_id, r.tx_from) not in erased and not r.erased]
-        linked = links.get(node_id, [])
+        others = [
+            r
+            for r in versions
+            if (r.source_id, r.tx_from) not in erased
+            and (r.source_id, r.tx_from) not in stale
+            and not r.erased
+        ]
+        linked = [link for link in links.get(node_id, []) if link[:2] not in stale]
         current = next((r for r in versions if r.tx_to is None), None)
         plan.scrub += [(node_id, r.tx_from) for r in mine if not r.erased]
         if not others and not linked:

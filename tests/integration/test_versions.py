@@ -72,7 +72,8 @@ async def test_markdown_edit_supersedes_and_keeps_ids(client: httpx.AsyncClient)
     )
     src = v1["sourceId"]
     first = _by_label(await _nodes(client, src))
-    alpha_v1 = next(p for p in first["PARAGRAPH"] if "Alpha" in await _text(client, p))
+    first_texts = {p["nodeId"]: await _text(client, p) for p in first["PARAGRAPH"]}
+    alpha_v1 = next(p for p in first["PARAGRAPH"] if "Alpha" in first_texts[p["nodeId"]])
     v2 = await _ingest(
         client, "markdown", "notes.md", "# Title\n\nAlpha paragraph.\n\nGamma paragraph.\n"
     )
@@ -112,3 +113,20 @@ async def test_csv_reingest_keeps_table_and_unchanged_rows(client: httpx.AsyncCl
     assert now["TABLE"][0]["nodeId"] == first["TABLE"][0]["nodeId"]
     kept = {n["nodeId"] for n in now["TABLE_ROW"]} & {n["nodeId"] for n in first["TABLE_ROW"]}
     assert len(kept) == 1
+
+
+async def test_erasing_the_current_version_brings_no_earlier_content_back(
+    client: httpx.AsyncClient,
+) -> None:
+    v1 = await _ingest(client, "markdown", "e.md", "# T\n\nKept.\n\nOld only.\n")
+    src = v1["sourceId"]
+    await _ingest(client, "markdown", "e.md", "# T\n\nKept.\n\nNew only.\n")
+    versions = (await client.get(f"/v1/sources/{src}")).json()["versions"]
+    v1_tx, v2_tx = versions[1]["sourceVersionTx"], versions[0]["sourceVersionTx"]
+    resp = await client.post(
+        f"/v1/sources/{src}/erase", json={"reason": "test", "versionTx": v2_tx}
+    )
+    assert resp.status_code == 200, resp.text
+    assert await _nodes(client, src) == []  # nothing of v1 is current again
+    old = _by_label(await _nodes(client, src, asOf=v1_tx))
+    assert {k: len(v) for k, v in old.items()} == {"DOCUMENT": 1, "SECTION": 1, "PARAGRAPH": 2}

@@ -303,6 +303,24 @@ async def _text(tx: Tx, sid: int, job_id: bytes, p: ErasePayload, now: int) -> C
     return {"text_bytes": total}
 
 
+async def _superseded(tx: Tx, sid: int, sources: set[bytes]) -> frozenset[tuple[bytes, int]]:
+    """``(source_id, tx)`` of the published versions of ``sources`` that a later published
+    version of the same source superseded."""
+    found: set[tuple[bytes, int]] = set()
+    ordered = sorted(sources)
+    for i in range(0, len(ordered), _BATCH):
+        by_source, params = tx.any("v.source_id", ordered[i : i + _BATCH], "bytea")
+        rows = await tx.fetchall(
+            "SELECT v.source_id, v.tx FROM source_versions v WHERE v.scope_id = ?"
+            f" AND {by_source} AND v.published_tx IS NOT NULL AND EXISTS (SELECT 1"
+            " FROM source_versions w WHERE w.scope_id = v.scope_id AND w.source_id = v.source_id"
+            " AND w.tx > v.tx AND w.published_tx IS NOT NULL)",
+            sid, *params,
+        )  # fmt: skip
+        found.update((bytes(s), t) for s, t in rows)
+    return frozenset(found)
+
+
 async def _nodes(tx: Tx, sid: int, job_id: bytes, p: ErasePayload, now: int) -> Counts:
     """Scrub, hide or trim the nodes the erased versions wrote or linked
     (:func:`~telha.domain.erasure.plan_nodes`) at a new transaction time; scrub and close
@@ -341,8 +359,9 @@ async def _nodes(tx: Tx, sid: int, job_id: bytes, p: ErasePayload, now: int) -> 
         for node in node_ids(linked):
             if node in touched:
                 links.setdefault(node, []).append((s, t, a, b))
+    stale = await _superseded(tx, sid, {r.source_id for r in rows if r.source_id is not None})
     at = await tx.next_tx()  # PostgreSQL: the clock row is locked last
-    plan = plan_nodes(sid, at, erased, rows, links)
+    plan = plan_nodes(sid, at, erased, rows, links, stale)
     scrub = [(b"{}", b"[]", True, sid, n, t) for n, t in plan.scrub]
     await tx.executemany(
         "UPDATE nodes SET properties = ?, provenance = ?, erased = ?"

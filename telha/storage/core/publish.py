@@ -16,6 +16,7 @@ publishes superseded: its rows are closed at their own start (visible at no time
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import msgspec
@@ -44,13 +45,24 @@ async def _unpublished(tx: Tx, sid: int, source_id: bytes) -> set[int]:
     return {r[0] for r in rows}
 
 
+async def _has_earlier(tx: Tx, sid: int, source_id: bytes, pin: int) -> bool:
+    """Whether the source has a published version older than ``pin`` (else it has no rows a
+    version at ``pin`` could match or supersede)."""
+    row = await tx.fetchone(
+        "SELECT 1 FROM source_versions WHERE scope_id = ? AND source_id = ? AND tx < ?"
+        " AND published_tx IS NOT NULL LIMIT 1",
+        sid, source_id, pin,
+    )  # fmt: skip
+    return row is not None
+
+
 async def match(tx: Tx, sid: int, source_id: bytes, pin: int, proj: Projection) -> Match:
     """The ids ``proj``'s nodes take from the source's current graph
     (:mod:`telha.domain.identity`), for a version written at ``pin``. A streamed part's
     earlier parts have claimed some ids already: their rows at ``pin`` carry them."""
     keys = match_keys(proj)
     wanted = sorted({k for k in keys if k is not None})
-    if not wanted:
+    if not wanted or not await _has_earlier(tx, sid, source_id, pin):
         return Match(keys, [None] * len(keys), {})
     hidden = await _unpublished(tx, sid, source_id) - {pin}
     found: dict[bytes, list[bytes]] = {}
@@ -166,12 +178,23 @@ async def _close_dropped(tx: Tx, sid: int, source_id: bytes, before: int, at: in
 
 
 async def publish(
-    tx: Tx, sid: int, source_id: bytes, pin: int, at: int, changes: Changes, root: bytes | None
+    tx: Tx,
+    sid: int,
+    source_id: bytes,
+    pin: int,
+    at: int,
+    changes: Changes,
+    root: bytes | None,
+    worker_ids: Sequence[bytes] | None = None,
 ) -> Changes:
     """Make the version written at ``pin`` its source's current graph at ``at`` (µs; ``pin``
     itself for a single shot, the finalize's tx for a stream): record ``published_tx``,
     its root node and its changes, and close what it replaces (see the module docstring).
-    Returns ``changes`` with ``removed`` counted."""
+    Returns ``changes`` with ``removed`` counted.
+
+    ``worker_ids``: the worker-supplied node ids the version wrote, when the caller knows
+    them all (a single shot); for a source with no earlier version only those can have older
+    rows, so nothing else is looked for."""
     newer = await tx.fetchone(
         "SELECT 1 FROM source_versions WHERE scope_id = ? AND source_id = ? AND tx > ?"
         " AND published_tx IS NOT NULL LIMIT 1",
@@ -179,6 +202,17 @@ async def publish(
     )  # fmt: skip
     if newer is not None:
         await _close_own(tx, sid, source_id, pin)
+    elif worker_ids is not None and not await _has_earlier(tx, sid, source_id, pin):
+        # A new source: only another source's versions of its worker ids can be replaced.
+        ids = sorted(set(worker_ids))
+        step = len(ids) if tx.postgres else _IN_BATCH
+        for i in range(0, len(ids), step):
+            cond, params = tx.any("node_id", ids[i : i + step], "bytea")
+            await tx.execute(
+                "UPDATE nodes SET tx_to = ? WHERE scope_id = ? AND tx_to IS NULL"
+                f" AND tx_from < ? AND {cond}",
+                at, sid, pin, *params,
+            )  # fmt: skip
     else:
         # Earlier versions of the nodes this version wrote again (matched, or worker ids).
         await tx.execute(
