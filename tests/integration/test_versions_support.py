@@ -1,0 +1,102 @@
+"""Supersede and nodes other sources support (docs/architecture.md, "Versions and node
+identity"), driven by a scripted worker over gRPC against a real server: a node two sources
+share leaves the graph only when neither asserts it; a stream's rows stay invisible until
+its finalize publishes them."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.support.queue_env import Tenant, queue_server
+from tests.support.server import ServerProcess
+from tests.support.wait import wait_job
+from tests.support.worker import ScriptedWorker
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(scope="module")
+def queue_srv(tmp_path_factory: pytest.TempPathFactory, engine: str) -> Iterator[ServerProcess]:
+    with queue_server(tmp_path_factory, f"support-{engine}", 5.0, engine) as proc:
+        yield proc
+        assert proc.stop() == 0, proc.log_text()
+
+
+def _mentioning(text: str, person: str | None) -> dict[str, Any]:
+    """A DOC spanning ``text`` that MENTIONS ``person`` (a worker-supplied id) when given."""
+    data = text.encode()
+    nodes: list[dict[str, Any]] = [{"labels": ["DOC"], "properties": {}, "spanRefs": [0]}]
+    rels: list[dict[str, Any]] = []
+    if person is not None:
+        nodes.append(
+            {"labels": ["PERSON"], "properties": {"name": "Ana"}, "spanRefs": [0], "id": person}
+        )
+        rels.append({"type": "MENTIONS", "fromRef": 0, "toRef": 1, "properties": {}})
+    return {
+        "v": 1,
+        "canonicalText": text,
+        "spans": [{"start": 0, "end": len(data), "kind": "body"}],
+        "nodes": nodes,
+        "relationships": rels,
+    }
+
+
+async def _apply(tenant: Tenant, worker: ScriptedWorker, name: str, sub: dict[str, Any]) -> None:
+    await tenant.post("text", name, sub["canonicalText"])
+    job = await worker.next_job(["text"])
+    resp = await worker.submit(job, sub)
+    assert resp.accepted, resp
+
+
+async def test_a_shared_node_leaves_only_when_no_source_asserts_it(
+    tenant: Tenant, worker: ScriptedWorker
+) -> None:
+    person = str(uuid.uuid5(uuid.NAMESPACE_URL, f"ana:{tenant.scope.tenant_id}"))
+    await _apply(tenant, worker, "a.txt", _mentioning("Ana wrote A.", person))
+    await _apply(tenant, worker, "b.txt", _mentioning("Ana wrote B.", person))
+    # A's new version no longer mentions Ana: B still does, so she stays, with B's spans only.
+    await _apply(tenant, worker, "a.txt", _mentioning("Nobody wrote A.", None))
+    node = await tenant.client.get(f"/v1/nodes/{person}")
+    assert node.status_code == 200, node.text
+    spans = node.json()["provenance"]["spans"]
+    assert [s["text"] for s in spans] == ["Ana wrote B."]
+    # B's new version drops her too: now she is gone, and still readable as of before.
+    before = node.json()["txTime"]["from"]
+    await _apply(tenant, worker, "b.txt", _mentioning("Nobody wrote B.", None))
+    assert (await tenant.client.get(f"/v1/nodes/{person}")).status_code == 404
+    old = await tenant.client.get(f"/v1/nodes/{person}", params={"asOf": before})
+    assert old.status_code == 200 and old.json()["properties"] == {"name": "Ana"}
+
+
+async def test_stream_rows_are_invisible_until_finalize(
+    tenant: Tenant, worker: ScriptedWorker
+) -> None:
+    await _apply(tenant, worker, "s.txt", _mentioning("first version", None))
+    posted = await tenant.post("text", "s.txt", "second version, streamed")
+    source = posted["sourceId"]
+    job = await worker.next_job(["text"])
+    part = _mentioning("second ", None)
+    part.update(seq=0, partial=True)
+    assert (await worker.submit(job, part)).accepted
+    nodes = (await tenant.client.get("/v1/nodes", params={"sourceId": source})).json()["nodes"]
+    texts = [s["text"] for n in nodes for s in n["provenance"]["spans"]]
+    assert texts == ["first version"]  # the stream's first part is not visible yet
+    last = {
+        "v": 1,
+        "canonicalText": "version",
+        "spans": [{"start": 7, "end": 14, "kind": "body"}],
+        "nodes": [{"labels": ["DOC"], "properties": {"n": 2}, "spanRefs": [0]}],
+        "relationships": [],
+        "seq": 1,
+        "partial": False,
+    }
+    assert (await worker.submit(job, last)).accepted
+    done = await wait_job(tenant.client, job.job_id)
+    assert done["state"] == "completed" and done["stats"]["nodes_removed"] == 1
+    nodes = (await tenant.client.get("/v1/nodes", params={"sourceId": source})).json()["nodes"]
+    texts = sorted(s["text"] for n in nodes for s in n["provenance"]["spans"])
+    assert texts == ["second ", "version"]
