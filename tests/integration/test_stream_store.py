@@ -121,7 +121,8 @@ async def test_stream_across_chunks_with_replay_and_checks(store: StorageEngine)
     job = await store.get_job(SCOPE, JOB.job_id)
     assert job is not None and job.state == "completed"
     assert [e.transition for e in job.events].count("partial") == 3
-    assert job.events[-1].detail == f"version={pinned}"
+    assert job.events[-1].detail is not None
+    assert job.events[-1].detail.startswith(f"version={pinned} nodes_added=")
     assert await store.stream_base(JOB.job_id, lease, "w1") == 0
 
 

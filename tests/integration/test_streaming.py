@@ -105,7 +105,7 @@ async def test_replay_and_out_of_sync(tenant: Tenant, worker: ScriptedWorker) ->
     again = await worker.submit(job, second)  # the ack was "lost": same seq again
     assert again.accepted and again.replay and again.node_ids == ids1
     rows = (await tenant.client.get("/v1/nodes", params={"label": "ROW"})).json()["nodes"]
-    assert len(rows) == 3  # the replay wrote nothing
+    assert rows == []  # invisible until the finalize publishes the version
     for bad in (part(["d"], base2, 3)[0], part(["d"], base2, 0)[0]):
         with pytest.raises(GRPCError) as err:  # a skipped seq; a restart inside the stream
             await worker.submit(job, bad)
@@ -113,6 +113,8 @@ async def test_replay_and_out_of_sync(tenant: Tenant, worker: ScriptedWorker) ->
     assert (await worker.submit(job, part(["d"], base2, 2, partial=False)[0])).accepted
     assert len(ids0) == 2
     assert (await tenant.job(posted["jobId"]))["state"] == "completed"
+    rows = (await tenant.client.get("/v1/nodes", params={"label": "ROW"})).json()["nodes"]
+    assert len(rows) == 4  # a, b, c, d: the replay wrote nothing
 
 
 async def test_chunks_cross_1_mib(tenant: Tenant, worker: ScriptedWorker) -> None:

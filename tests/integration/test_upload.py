@@ -244,7 +244,10 @@ def test_remote_worker_fetches_uploaded_content(tmp_path: Path, engine: str) -> 
                     ).json()
                     job = wait_job_blocking(c, posted["jobId"])
                     assert job["state"] == "completed", job
-                    assert job["stats"] == {"blocks": 25_000, "bytes": len(text.encode())}
+                    assert job["stats"] == {
+                        "blocks": 25_000, "bytes": len(text.encode()), "nodes_added": 25_001,
+                        "nodes_removed": 0, "nodes_changed": 0, "nodes_unchanged": 0,
+                    }  # fmt: skip
                     version = c.get(f"/v1/sources/{posted['sourceId']}").json()["versions"][0]
                     got = c.get(
                         f"/v1/sources/{posted['sourceId']}/versions/{version['sourceVersionTx']}/text"
