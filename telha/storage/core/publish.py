@@ -233,14 +233,23 @@ async def publish(
 @dataclass(frozen=True, slots=True)
 class RetireOutcome:
     """A retired source: the retire's ``tx`` (µs) and ``reason``, the version that was
-    current (``version_tx``) and how many nodes left the graph (``nodes_closed``; the
-    first retire's count when retiring again)."""
+    current (``version_tx``) and how many of the source's node versions the retire closed
+    (``nodes_closed``; a node another source still supports keeps a version of its own)."""
 
     source_id: bytes
     tx: int
     reason: str | None
     version_tx: int
     nodes_closed: int
+
+
+async def _closed_at(tx: Tx, sid: int, source_id: bytes, at: int) -> int:
+    """How many of the source's node versions were closed at ``at``."""
+    row = await tx.fetchone(
+        "SELECT count(*) FROM nodes WHERE scope_id = ? AND source_id = ? AND tx_to = ?",
+        sid, source_id, at,
+    )  # fmt: skip
+    return int(row[0]) if row is not None else 0
 
 
 async def retire(tx: Tx, sid: int, source_id: bytes, reason: str | None) -> RetireOutcome:
@@ -253,14 +262,14 @@ async def retire(tx: Tx, sid: int, source_id: bytes, reason: str | None) -> Reti
     """
     await tx.lock_sources(sid, (source_id,))
     latest = await tx.fetchone(
-        "SELECT tx, retired_tx, retire_reason, erased_at, changes FROM source_versions"
+        "SELECT tx, retired_tx, retire_reason, erased_at FROM source_versions"
         " WHERE scope_id = ? AND source_id = ? AND published_tx IS NOT NULL"
         " ORDER BY tx DESC LIMIT 1",
         sid, source_id,
     )  # fmt: skip
     if latest is None:
         raise NotFound("no such source")
-    version_tx, retired_tx, retired_reason, erased_at, _ = latest
+    version_tx, retired_tx, retired_reason, erased_at = latest
     erasing = await tx.fetchone(
         "SELECT 1 FROM jobs WHERE scope_id = ? AND source_id = ? AND kind = ?"
         " AND state IN ('pending', 'leased') LIMIT 1",
@@ -269,17 +278,14 @@ async def retire(tx: Tx, sid: int, source_id: bytes, reason: str | None) -> Reti
     if erasing is not None or erased_at is not None:
         raise Conflict("the source is being erased or was erased; it cannot be retired")
     if retired_tx is not None:
-        closed = await tx.fetchone(
-            "SELECT count(*) FROM nodes WHERE scope_id = ? AND source_id = ? AND tx_to = ?",
-            sid, source_id, retired_tx,
-        )  # fmt: skip
-        count = int(closed[0]) if closed is not None else 0
-        return RetireOutcome(source_id, retired_tx, retired_reason, version_tx, count)
+        closed = await _closed_at(tx, sid, source_id, retired_tx)
+        return RetireOutcome(source_id, retired_tx, retired_reason, version_tx, closed)
     at = await tx.next_tx()
-    closed_count = await _close_dropped(tx, sid, source_id, at, at)
+    await _close_dropped(tx, sid, source_id, at, at)
     await tx.execute(
         "UPDATE source_versions SET retired_tx = ?, retire_reason = ? WHERE scope_id = ?"
         " AND source_id = ? AND tx = ?",
         at, reason, sid, source_id, version_tx,
     )  # fmt: skip
+    closed_count = await _closed_at(tx, sid, source_id, at)
     return RetireOutcome(source_id, at, reason, version_tx, closed_count)
