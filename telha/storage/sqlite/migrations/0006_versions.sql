@@ -28,3 +28,22 @@ UPDATE edges SET source_id = (
     WHERE v.scope_id = edges.scope_id AND v.tx = edges.tx_from
 );
 CREATE INDEX edges_by_source ON edges (scope_id, source_id) WHERE tx_to IS NULL;
+
+-- Planner statistics for the graph tables. Without them SQLite assumes an equality on an
+-- index's first column is selective, so `scope_id = ?` on a table's primary key beats every
+-- partial index (a search of the whole scope per probe). These figures describe the shape
+-- every store has — one scope holds most rows; a source has many rows, a node id few — and
+-- a later ANALYZE replaces them with measured ones. `ANALYZE scopes` creates sqlite_stat1.
+ANALYZE scopes;
+DELETE FROM sqlite_stat1 WHERE tbl IN ('nodes', 'edges');
+INSERT INTO sqlite_stat1 (tbl, idx, stat) VALUES
+    ('nodes', 'nodes', '1000000 1000000 2 1'),
+    ('nodes', 'nodes_by_source', '1000000 1000000 1000 1'),
+    ('nodes', 'nodes_by_key', '1000000 1000000 1000 1'),
+    ('nodes', 'nodes_by_version', '1000000 1000000 100000 1000'),
+    ('edges', 'edges', '1000000 1000000 2 1'),
+    ('edges', 'edges_from', '1000000 1000000 4'),
+    ('edges', 'edges_to', '1000000 1000000 4'),
+    ('edges', 'edges_by_tx', '1000000 1000000 1000'),
+    ('edges', 'edges_by_source', '1000000 1000000 1000');
+ANALYZE sqlite_schema;
