@@ -141,18 +141,17 @@ def _retire_under_kills(fleet: Fleet, sources: list[str], rng: random.Random) ->
     left = list(sources)
     killed = 0
     while left:
-        proc = _retirer(fleet, left)
-        assert proc.stdout is not None
-        line = proc.stdout.readline().strip()
-        if line and len(left) > 1:
-            left.remove(line)
-            time.sleep(rng.uniform(0, 0.02))
-            proc.send_signal(signal.SIGKILL)
-            proc.wait()
-            killed += 1
-            continue
-        rest = proc.stdout.read().split()
-        assert proc.wait(60) == 0, "the retirer failed"
+        with _retirer(fleet, left) as proc:
+            assert proc.stdout is not None
+            line = proc.stdout.readline().strip()
+            if line and len(left) > 1:
+                left.remove(line)
+                time.sleep(rng.uniform(0, 0.02))
+                proc.send_signal(signal.SIGKILL)
+                killed += 1
+                continue
+            rest = proc.stdout.read().split()
+            assert proc.wait(60) == 0, "the retirer failed"
         for done in [line, *rest]:
             if done in left:
                 left.remove(done)
@@ -167,9 +166,10 @@ async def _version_checks(path: Path) -> str:
     return format_report(report, str(path)) if report.total else ""
 
 
-def _graph(fleet: Fleet, source: str) -> tuple[collections.Counter[tuple[str, str]], int]:
-    """The source's current nodes as a multiset of (labels, properties) without its root
-    node, and how many current edges it has (read through the visibility rule)."""
+def _graph(fleet: Fleet, source: str) -> tuple[collections.Counter[str], int, int]:
+    """The source's current graph, read through the visibility rule: the multiset of its
+    non-root nodes' properties (labels may derive from the source's name), how many nodes
+    and how many edges."""
     now_n, _ = visible("n", None)
     now_e, _ = visible("e", None, node=False)
     sid = uuid.UUID(source).bytes
@@ -182,9 +182,9 @@ def _graph(fleet: Fleet, source: str) -> tuple[collections.Counter[tuple[str, st
             f"SELECT count(*) FROM edges e WHERE source_id = ? AND {now_e}", (sid,)
         ).fetchone()
     kept = collections.Counter(
-        (str(labels), str(props)) for labels, props in nodes if not ROOTS & set(json.loads(labels))
+        str(props) for labels, props in nodes if not ROOTS & set(json.loads(labels))
     )
-    return kept, int(edges)
+    return kept, len(nodes), int(edges)
 
 
 @dataclass
@@ -265,7 +265,7 @@ class Run:
                     (uuid.UUID(source).bytes,),
                 ).fetchone()
                 assert retired_tx is not None, source
-                assert _graph(self.fleet, source) == (collections.Counter(), 0), source
+                assert _graph(self.fleet, source) == (collections.Counter(), 0, 0), source
         for key, source in self.sources.items():
             assert _graph(self.fleet, source) == _graph(self.fleet, self.refs[key]), key
         assert not dead_workers(self.fleet) + self.fleet.died
