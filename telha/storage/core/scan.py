@@ -67,6 +67,12 @@ class Scan:
     def __init__(self, tx: SnapshotTx) -> None:
         self._tx = tx
 
+    def _by(self, index: str) -> str:
+        """SQLite's ``INDEXED BY index`` (without ANALYZE statistics its planner searches a
+        partial index's table by the primary key's ``scope_id`` alone: the whole scope);
+        nothing on PostgreSQL."""
+        return "" if self._tx.postgres else f" INDEXED BY {index}"
+
     def _batches(self, keys: Sequence[Any]) -> list[Sequence[Any]]:
         """``keys`` in the slices one statement takes (all at once on PostgreSQL)."""
         if self._tx.postgres:
@@ -232,10 +238,11 @@ class Scan:
     async def open_rows_at(self, keys: Sequence[tuple[int, bytes, int]]) -> list[ScanOpenRows]:
         """How many open node and edge rows each version ``(scope, source_id, tx)`` wrote."""
         select = (
-            "SELECT k.a, k.b, k.c, (SELECT count(*) FROM nodes n WHERE n.scope_id = k.a"
-            " AND n.source_id = k.b AND n.tx_from = k.c AND n.tx_to IS NULL),"
-            " (SELECT count(*) FROM edges e WHERE e.scope_id = k.a AND e.source_id = k.b"
-            " AND e.tx_from = k.c AND e.tx_to IS NULL) FROM {k}"
+            f"SELECT k.a, k.b, k.c, (SELECT count(*) FROM nodes n{self._by('nodes_by_version')}"
+            " WHERE n.scope_id = k.a AND n.source_id = k.b AND n.tx_from = k.c"
+            f" AND n.tx_to IS NULL), (SELECT count(*) FROM edges e{self._by('edges_by_tx')}"
+            " WHERE e.scope_id = k.a AND e.source_id = k.b AND e.tx_from = k.c"
+            " AND e.tx_to IS NULL) FROM {k}"
         )
         rows = await self._lookup(keys, ("integer", "bytea", "bigint"), select)
         return [ScanOpenRows(*r) for r in rows]
@@ -245,8 +252,9 @@ class Scan:
         of its rows are current, by ``(scope, source_id)``."""
         sql = (
             "SELECT c.scope_id, c.source_id, c.tx, c.retired_tx, (SELECT count(*) FROM nodes n"
-            f" WHERE n.scope_id = c.scope_id AND n.source_id = c.source_id AND {_NOW_NODE}),"
-            " (SELECT count(*) FROM edges e WHERE e.scope_id = c.scope_id"
+            f"{self._by('nodes_by_source')} WHERE n.scope_id = c.scope_id"
+            f" AND n.source_id = c.source_id AND {_NOW_NODE}), (SELECT count(*) FROM edges e"
+            f"{self._by('edges_by_source')} WHERE e.scope_id = c.scope_id"
             f" AND e.source_id = c.source_id AND {_NOW_EDGE}) FROM source_versions c"
             f" WHERE c.retired_tx IS NOT NULL AND c.tx = {_CURRENT_TX.format(a='c')}"
             " ORDER BY 1, 2"
