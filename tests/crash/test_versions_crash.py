@@ -23,6 +23,7 @@ import json
 import os
 import random
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -44,7 +45,9 @@ from tests.crash.driver import Fleet, Request, dead_workers, drain, post_with_re
 pytestmark = [pytest.mark.crash, pytest.mark.anyio]
 
 SEED = int(os.environ.get("TELHA_CRASH_SEED", "20260801"))
-SERVE_KILLS = 12
+#: Server kills at most, while the chains run; every other one waits (up to 3 s) for a
+#: streamed supersede in progress.
+SERVE_KILLS = 24
 VERSIONS = 4
 #: JSON records, markdown paragraphs, CSV rows per source (10% edited per version).
 SIZE = 600
@@ -84,7 +87,7 @@ def request(kind: str, n: int, v: int, name: str | None = None) -> Request:
         return Request("markdown", name, {"content": _markdown(n, v)})
     data = _csv(n, v)
     body = {"contentBase64": base64.b64encode(data).decode(),
-            "options": {"rows_per_partial": 50}}  # fmt: skip
+            "options": {"rows_per_partial": 10}}  # fmt: skip
     return Request("csv", name, body)
 
 
@@ -187,6 +190,22 @@ def _graph(fleet: Fleet, source: str) -> tuple[collections.Counter[str], int, in
     return kept, len(nodes), int(edges)
 
 
+def _cut_streams(path: Path) -> int:
+    """Streamed supersedes in progress in a store (a crashed one: the kill cut them in the
+    middle): a source's newest version, pinned, not published, its job leased, the source
+    with a published version already."""
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
+        (n,) = conn.execute(
+            "SELECT count(*) FROM source_versions s JOIN jobs j ON j.job_id = s.job_id"
+            " WHERE s.published_tx IS NULL AND j.state = 'leased' AND NOT EXISTS"
+            " (SELECT 1 FROM source_versions l WHERE l.scope_id = s.scope_id"
+            " AND l.source_id = s.source_id AND l.tx > s.tx) AND EXISTS"
+            " (SELECT 1 FROM source_versions p WHERE p.scope_id = s.scope_id"
+            " AND p.source_id = s.source_id AND p.published_tx IS NOT NULL)"
+        ).fetchone()
+    return int(n)
+
+
 @dataclass
 class Run:
     """What one run of the load did: the sources of each chain, the retired sources, the
@@ -203,6 +222,8 @@ class Run:
     hits: list[str] = field(default_factory=list)
     retirer_kills: int = 0
     restarts: int = 0
+    #: Streamed supersedes a kill cut between two parts (summed over the crashed stores).
+    cut_streams: int = 0
 
     def snapshot(self) -> None:
         """Copy the store the kill left (the server is down)."""
@@ -221,6 +242,21 @@ class Run:
             _retire_under_kills, self.fleet, self.retired, rng
         )
 
+    async def chaos(self) -> None:
+        """Kill the server at random moments while the chains run (at most
+        :data:`SERVE_KILLS` times); every other kill waits for a streamed supersede."""
+        for i in range(SERVE_KILLS):
+            await anyio.sleep(self.rng.uniform(0.5, 2.0))
+            if len(self.sources) == len(CHAINS):
+                return
+            if i % 2:
+                with anyio.move_on_after(3):
+                    while True:  # a database to poll: no event to wait on
+                        if _cut_streams(self.fleet.server.db):
+                            break
+                        await anyio.sleep(0.05)
+            await anyio.to_thread.run_sync(self.fleet.kill_server, self.snapshot)
+
     async def load(self, client: httpx.AsyncClient) -> None:
         """The retired sources' first versions, then the chains and the retirer under
         server kills, the drain, and the references."""
@@ -232,9 +268,7 @@ class Run:
                 for kind, n in CHAINS:
                     tg.start_soon(self.chain, client, kind, n)
                 tg.start_soon(self.retire)
-                for _ in range(SERVE_KILLS):
-                    await anyio.sleep(self.rng.uniform(0.5, 2.5))
-                    await anyio.to_thread.run_sync(self.fleet.kill_server, self.snapshot)
+                await self.chaos()
             self.restarts = await drain(self.fleet)
         for kind, n in CHAINS:
             req = request(kind, n, VERSIONS - 1, f"ref-{kind}-{n}")
@@ -248,6 +282,7 @@ class Run:
         for path in self.snapshots:
             found = await _version_checks(path)
             assert not found, f"seed {SEED}, the store a kill left:\n{found}"
+            self.cut_streams += _cut_streams(path)
         result = self.fleet.check()
         assert result.returncode == 0, f"seed {SEED}\n{result.stdout}{result.stderr}"
         assert "current_versions" in result.stdout and "retired_sources" in result.stdout
@@ -291,5 +326,5 @@ async def test_supersede_and_retire_leave_one_graph_current(tmp_path: Path) -> N
     print(
         f"kills {fleet.kills}, retirer killed {run.retirer_kills} times mid-run;"
         f" {len(run.snapshots)} crashed stores checked; re-ingests in flight at a kill:"
-        f" {len(run.hits)}"
+        f" {len(run.hits)}; streamed supersedes cut mid-stream: {run.cut_streams}"
     )
