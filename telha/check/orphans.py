@@ -18,12 +18,12 @@ from telha.domain.ids import id_str
 from telha.domain.records import decode_continuation
 from telha.domain.scan import ScanJob, ScanVersion
 
-__all__ = ["OrphanVersions"]
+__all__ = ["OrphanVersions", "open_stream"]
 
 NAME = "orphan_versions"
 
 
-def _open_stream(v: ScanVersion, job: ScanJob | None) -> bool:
+def open_stream(v: ScanVersion, job: ScanJob | None) -> bool:
     """Whether ``v`` is the pinned version of ``job``'s live stream."""
     if job is None or job.state != "leased" or job.continuation is None:
         return False
@@ -52,7 +52,7 @@ class OrphanVersions:
                 if v.job_id is None:
                     subject = ctx.version_subject(v.scope, v.source_id, v.tx)
                     ctx.report.add(NAME, subject, "unfinished and written by no job")
-                if not _open_stream(v, jobs.get(v.job_id) if v.job_id else None):
+                if not open_stream(v, jobs.get(v.job_id) if v.job_id else None):
                     orphans.add((v.scope, v.source_id, v.tx))
         if orphans:
             await self._hidden(ctx, orphans)

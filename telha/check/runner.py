@@ -16,6 +16,7 @@ from telha.check.erasure import ErasureLeftovers
 from telha.check.jobs import JobStates
 from telha.check.orphans import OrphanVersions
 from telha.check.spans import SpanChecks
+from telha.check.versions import VersionChecks
 from telha.check.violations import Report
 from telha.config import Config
 from telha.storage import open_store
@@ -30,6 +31,7 @@ CHECKS: list[CheckFamily] = [
     OrphanVersions(),
     JobStates(),
     ErasureLeftovers(),
+    VersionChecks(),
 ]
 
 

@@ -21,7 +21,7 @@ from telha.check.context import CheckContext, TextBytes, VersionCache
 from telha.domain.ids import id_str
 from telha.domain.scan import ScanNode, ScanSpan, ScanVersion
 
-__all__ = ["SpanChecks"]
+__all__ = ["SpanChecks", "spans_of"]
 
 IN_TEXT = "spans_in_text"
 LINKS = "span_links"
@@ -56,19 +56,19 @@ async def _in_text(
             return
 
 
-def _spans_of(n: ScanNode) -> list[tuple[int, int, int]] | None:
-    """The node version's provenance spans as ``(start, end, version tx)`` — the stored
-    ``[start, end]`` is into the version that wrote the node (``tx_from``), ``[start, end, tx]``
-    into version ``tx`` (a version an erasure appended keeps its surviving spans' versions;
-    :func:`telha.domain.records.node_record` reads them the same way); ``None`` when the
-    stored JSON is neither."""
+def spans_of(provenance: bytes, tx_from: int) -> list[tuple[int, int, int]] | None:
+    """A node version's stored ``provenance`` as ``(start, end, version tx)`` spans — the
+    stored ``[start, end]`` is into the version that wrote the node (``tx_from``),
+    ``[start, end, tx]`` into version ``tx`` (a version an erasure appended keeps its
+    surviving spans' versions; :func:`telha.domain.records.node_record` reads them the same
+    way); ``None`` when the stored JSON is neither."""
     try:
-        raw = _provenance.decode(n.provenance)
+        raw = _provenance.decode(provenance)
     except msgspec.DecodeError:
         return None
     if any(len(p) not in (2, 3) for p in raw):
         return None
-    return [(p[0], p[1], p[2] if len(p) == 3 else n.tx_from) for p in raw]
+    return [(p[0], p[1], p[2] if len(p) == 3 else tx_from) for p in raw]
 
 
 def _linked(s: ScanSpan) -> list[bytes] | None:
@@ -97,7 +97,7 @@ class SpanChecks:
     ) -> None:
         decoded: list[tuple[ScanNode, bytes, list[tuple[int, int, int]]]] = []
         for n in nodes:
-            spans = _spans_of(n)
+            spans = spans_of(n.provenance, n.tx_from)
             if spans is None:
                 detail = "provenance is not a JSON list of [start, end(, tx)] spans"
                 ctx.report.count(IN_TEXT)
@@ -168,7 +168,7 @@ class SpanChecks:
                         ctx.report.add(LINKS, _span_subject(ctx, s), detail)
                     continue
                 names = node.source_id == s.source_id and (s.start, s.end, s.tx) in (
-                    _spans_of(node) or ()
+                    spans_of(node.provenance, node.tx_from) or ()
                 )
                 if not names:
                     detail = f"links node {id_str(nid)}, whose version at {s.tx} does not name it"

@@ -11,10 +11,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 __all__ = [
+    "ScanCurrentNode",
+    "ScanCurrentVersions",
     "ScanEdge",
     "ScanEvent",
     "ScanJob",
     "ScanNode",
+    "ScanOpenRows",
+    "ScanRetired",
     "ScanSpan",
     "ScanVersion",
 ]
@@ -25,7 +29,10 @@ class ScanVersion:
     """One ``source_versions`` row. ``tx`` µs; ``text_len`` bytes (0 while a stream is open);
     ``canonical_text_hash`` ``None`` for a streamed version not (or never) finalized;
     ``erased_at`` µs, ``None`` unless the version was erased (its text chunks are redaction
-    records since, no bytes)."""
+    records since, no bytes); ``published_tx`` µs, when the version became its source's
+    current graph (``None``: never, an open or abandoned stream); ``retired_tx`` µs, when its
+    source was retired while it was the current version (docs/architecture.md, "Versions and
+    node identity")."""
 
     scope: int
     source_id: bytes
@@ -39,6 +46,8 @@ class ScanVersion:
     blob_id: bytes | None
     text_len: int | None
     erased_at: int | None = None
+    published_tx: int | None = None
+    retired_tx: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,3 +116,61 @@ class ScanEvent:
     seq: int
     transition: str
     detail: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class ScanCurrentVersions:
+    """One source's current rows (node and edge rows the visibility rule shows now) that a
+    version wrote: how many distinct versions wrote them (``versions``; 1 when sound), the
+    oldest and newest of those versions' txs (µs), and the source's current version — its
+    latest published version that is not erased — (``current_tx``, ``None`` when there is
+    none) with its ``retired_tx`` (µs, ``None`` unless the source is retired). Rows written by
+    no version (an erasure's or a supersede's trimmed node versions) are not counted."""
+
+    scope: int
+    source_id: bytes
+    versions: int
+    first_tx: int
+    last_tx: int
+    current_tx: int | None
+    retired_tx: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class ScanCurrentNode:
+    """One current node version (shown by the visibility rule now), its stored provenance
+    (undecoded, as :class:`ScanNode`), and its source's current version (``current_tx``,
+    ``retired_tx``: as in :class:`ScanCurrentVersions`)."""
+
+    scope: int
+    node_id: bytes
+    tx_from: int
+    source_id: bytes | None
+    provenance: bytes
+    current_tx: int | None
+    retired_tx: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class ScanOpenRows:
+    """How many node and edge rows version ``(source_id, tx)`` wrote are still open
+    (``tx_to`` NULL)."""
+
+    scope: int
+    source_id: bytes
+    tx: int
+    nodes: int
+    edges: int
+
+
+@dataclass(frozen=True, slots=True)
+class ScanRetired:
+    """A retired source: its current version ``tx``, when it was retired (``retired_tx``,
+    µs), and how many of its node and edge rows the visibility rule still shows now."""
+
+    scope: int
+    source_id: bytes
+    tx: int
+    retired_tx: int
+    nodes: int
+    edges: int

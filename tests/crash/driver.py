@@ -17,6 +17,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -182,10 +183,13 @@ class Fleet:
         )
         log.close()
 
-    def kill_server(self) -> None:
-        """SIGKILL ``telha serve`` and restart it (blocking: call in a thread)."""
+    def kill_server(self, while_down: Callable[[], None] | None = None) -> None:
+        """SIGKILL ``telha serve`` and restart it (blocking: call in a thread); ``while_down``
+        runs between the two (a copy of the store as the crash left it)."""
         self.server.kill()
         self.kills["serve"] += 1
+        if while_down is not None:
+            while_down()
         self.server.start()
 
     def kill_worker(self, module: str) -> None:
@@ -218,6 +222,13 @@ class Fleet:
                 "SELECT count(*) FROM jobs WHERE state IN ('pending', 'leased')"
             ).fetchone()
         return int(n)
+
+    def backup(self, path: Path) -> None:
+        """A consistent copy of the database at ``path`` (SQLite's backup, WAL included)."""
+        dst = sqlite3.connect(path)
+        with self.db() as src:
+            src.backup(dst)
+        dst.close()
 
     def check(self) -> subprocess.CompletedProcess[str]:
         """``telha check`` on the fleet's config."""

@@ -2,7 +2,9 @@
 and restarted 20 times at seeded random points, and remote workers are SIGKILLed and
 restarted too. Once the load drains: every request answered 200/201/202 ended in a terminal
 job state or an applied version (and none is ``dead``: nothing was lost), no (sourceId,
-contentHash) has two versions, job counts match the requests, and ``telha check`` passes.
+contentHash) has two versions, job counts match the requests, and ``telha check`` passes —
+among its checks ``current_versions``: no source has rows of two versions current at once
+(supersedes and retires under kills: ``test_versions_crash``).
 
 SQLite runs at its default ``synchronous = "normal"``: in WAL mode a commit is in the WAL
 file (the OS's page cache) before it returns, so killing the process loses nothing that was
@@ -84,6 +86,7 @@ async def test_nothing_lost_duplicated_or_half_written(tmp_path: Path) -> None:
         _assert_invariants(fleet, answers)
         result = fleet.check()
         assert result.returncode == 0, f"seed {SEED}\n{result.stdout}{result.stderr}"
+        assert "current_versions" in result.stdout, result.stdout  # one version current
         # Remote workers outlive every core kill and take the restarted core's jobs.
         assert not dead + fleet.died, "\n".join(dead + fleet.died)
         assert restarts == 0, "the load drained only after the remote workers were restarted"

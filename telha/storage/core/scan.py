@@ -14,15 +14,27 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from telha.domain.model import Scope
-from telha.domain.scan import ScanEdge, ScanEvent, ScanJob, ScanNode, ScanSpan, ScanVersion
+from telha.domain.scan import (
+    ScanCurrentNode,
+    ScanCurrentVersions,
+    ScanEdge,
+    ScanEvent,
+    ScanJob,
+    ScanNode,
+    ScanOpenRows,
+    ScanRetired,
+    ScanSpan,
+    ScanVersion,
+)
 from telha.storage.core.engine import EngineOps
 from telha.storage.core.tx import SnapshotTx
+from telha.storage.core.visible import visible
 
 __all__ = ["Scan", "ScanOps"]
 
 _VERSION = (
     "v.scope_id, v.source_id, v.tx, v.name, v.format, v.content_hash, v.canonical_text_hash,"
-    " v.worker, v.job_id, v.blob_id, v.text_len, v.erased_at"
+    " v.worker, v.job_id, v.blob_id, v.text_len, v.erased_at, v.published_tx, v.retired_tx"
 )
 _NODE = "n.scope_id, n.node_id, n.tx_from, n.tx_to, n.source_id, n.provenance"
 _SPAN = 's.scope_id, s.source_id, s.source_version_tx, s.start, s."end", s.kind, s.linked_nodes'
@@ -30,6 +42,14 @@ _JOB = (
     "j.job_id, j.scope_id, j.kind, j.format, j.source_id, j.content_hash, j.state, j.attempts,"
     " j.lease_generation, j.lease_owner, j.lease_deadline, j.failure_reason, j.continuation"
 )
+#: The tx of the current version of row ``{a}``'s source: its latest published version that
+#: is not erased (one probe of the ``source_versions`` primary key per source).
+_CURRENT_TX = (
+    "(SELECT max(m.tx) FROM source_versions m WHERE m.scope_id = {a}.scope_id"
+    " AND m.source_id = {a}.source_id AND m.published_tx IS NOT NULL AND m.erased_at IS NULL)"
+)
+_NOW_NODE, _ = visible("n", None)
+_NOW_EDGE, _ = visible("e", None, node=False)
 #: Keys per SQLite lookup (× at most 5 columns, well under SQLite's 32,766 parameters).
 _BATCH = 500
 _NAMES = ("a", "b", "c", "d", "e")
@@ -46,6 +66,12 @@ class Scan:
 
     def __init__(self, tx: SnapshotTx) -> None:
         self._tx = tx
+
+    def _by(self, index: str) -> str:
+        """SQLite's ``INDEXED BY index`` (without ANALYZE statistics its planner searches a
+        partial index's table by the primary key's ``scope_id`` alone: the whole scope);
+        nothing on PostgreSQL."""
+        return "" if self._tx.postgres else f" INDEXED BY {index}"
 
     def _batches(self, keys: Sequence[Any]) -> list[Sequence[Any]]:
         """``keys`` in the slices one statement takes (all at once on PostgreSQL)."""
@@ -178,6 +204,63 @@ class Scan:
             " ON e.scope_id = k.a AND e.tx_from = k.b"
         )
         return [ScanEdge(*r) for r in await self._lookup(keys, ("integer", "bigint"), select)]
+
+    async def current_versions(self, page: int) -> AsyncIterator[list[ScanCurrentVersions]]:
+        """Per source with current rows a version wrote, by ``(scope, source_id)``: how many
+        versions wrote them and the source's current version (one pass over the open node
+        and edge rows, grouped in the database)."""
+        sql = (
+            f"WITH w(scope_id, source_id, tx) AS (SELECT DISTINCT n.scope_id, n.source_id,"
+            f" n.tx_from FROM nodes n WHERE {_NOW_NODE} UNION SELECT DISTINCT e.scope_id,"
+            f" e.source_id, e.tx_from FROM edges e WHERE {_NOW_EDGE})"
+            " SELECT w.scope_id, w.source_id, count(*), min(w.tx), max(w.tx), c.tx, c.retired_tx"
+            " FROM w JOIN source_versions v ON v.scope_id = w.scope_id"
+            " AND v.source_id = w.source_id AND v.tx = w.tx"
+            " LEFT JOIN source_versions c ON c.scope_id = w.scope_id"
+            f" AND c.source_id = w.source_id AND c.tx = {_CURRENT_TX.format(a='w')}"
+            " GROUP BY w.scope_id, w.source_id, c.tx, c.retired_tx ORDER BY 1, 2"
+        )
+        async for rows in self._tx.pages(sql, page):
+            yield [ScanCurrentVersions(*r) for r in rows]
+
+    async def current_nodes(self, page: int) -> AsyncIterator[list[ScanCurrentNode]]:
+        """Every current node version with its source's current version, by ``(scope,
+        node_id, tx_from)``."""
+        sql = (
+            "SELECT n.scope_id, n.node_id, n.tx_from, n.source_id, n.provenance, c.tx,"
+            " c.retired_tx FROM nodes n LEFT JOIN source_versions c ON c.scope_id = n.scope_id"
+            f" AND c.source_id = n.source_id AND c.tx = {_CURRENT_TX.format(a='n')}"
+            f" WHERE {_NOW_NODE} ORDER BY 1, 2, 3"
+        )
+        async for rows in self._tx.pages(sql, page):
+            yield [ScanCurrentNode(*r) for r in rows]
+
+    async def open_rows_at(self, keys: Sequence[tuple[int, bytes, int]]) -> list[ScanOpenRows]:
+        """How many open node and edge rows each version ``(scope, source_id, tx)`` wrote."""
+        select = (
+            f"SELECT k.a, k.b, k.c, (SELECT count(*) FROM nodes n{self._by('nodes_by_version')}"
+            " WHERE n.scope_id = k.a AND n.source_id = k.b AND n.tx_from = k.c"
+            f" AND n.tx_to IS NULL), (SELECT count(*) FROM edges e{self._by('edges_by_tx')}"
+            " WHERE e.scope_id = k.a AND e.source_id = k.b AND e.tx_from = k.c"
+            " AND e.tx_to IS NULL) FROM {k}"
+        )
+        rows = await self._lookup(keys, ("integer", "bytea", "bigint"), select)
+        return [ScanOpenRows(*r) for r in rows]
+
+    async def retired(self, page: int) -> AsyncIterator[list[ScanRetired]]:
+        """Every retired source (its current version carries ``retired_tx``) with how many
+        of its rows are current, by ``(scope, source_id)``."""
+        sql = (
+            "SELECT c.scope_id, c.source_id, c.tx, c.retired_tx, (SELECT count(*) FROM nodes n"
+            f"{self._by('nodes_by_source')} WHERE n.scope_id = c.scope_id"
+            f" AND n.source_id = c.source_id AND {_NOW_NODE}), (SELECT count(*) FROM edges e"
+            f"{self._by('edges_by_source')} WHERE e.scope_id = c.scope_id"
+            f" AND e.source_id = c.source_id AND {_NOW_EDGE}) FROM source_versions c"
+            f" WHERE c.retired_tx IS NOT NULL AND c.tx = {_CURRENT_TX.format(a='c')}"
+            " ORDER BY 1, 2"
+        )
+        async for rows in self._tx.pages(sql, page):
+            yield [ScanRetired(*r) for r in rows]
 
     async def jobs(self, page: int) -> AsyncIterator[list[ScanJob]]:
         """Every job, by ``job_id``."""
