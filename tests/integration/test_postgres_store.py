@@ -15,10 +15,23 @@ import asyncpg
 import pytest
 
 from telha.domain.errors import StaleLease, StorageError
-from telha.domain.ids import new_id
-from telha.domain.model import Dedup, JobCompletion, LeaseRef, NewJob, NewVersion, Scope
+from telha.domain.ids import content_hash, new_id
+from telha.domain.model import (
+    CommitOutcome,
+    Dedup,
+    Direction,
+    JobCompletion,
+    LeaseRef,
+    NewJob,
+    NewVersion,
+    NodeVersion,
+    Scope,
+)
 from telha.domain.policy import FailureDecision, decide_loss
-from telha.domain.projection import NodeOut, Projection, SpanOut
+from telha.domain.projection import EdgeOut, NodeOut, Projection, SpanOut
+from telha.storage import StorageEngine
+from telha.storage.core.publish import RetireOutcome, retire
+from telha.storage.core.tx import Tx
 from telha.storage.postgres import PostgresStore
 from telha.storage.postgres.migrate import migrations
 from tests.support.pg import create_database, require_engine
@@ -241,3 +254,153 @@ async def test_single_shot_commits_and_what_takes_the_general_path(
     current = await a.get_node(SCOPE, node, None)
     assert current is not None and current.properties == {"a": 2}
     assert current.tx_from == outcomes[2].source_version_tx
+
+
+# -- versions that supersede (docs/architecture.md, "Versions and node identity") ----------
+
+PERSON = b"P" * 16
+
+
+def _doc(text: bytes, paragraphs: list[bytes], *, person: bool) -> Projection:
+    """A DOCUMENT over ``text`` with one PARA per entry of ``paragraphs`` (each found in
+    ``text``); with ``person``, a worker-id PERSON on the first paragraph's span that the
+    first paragraph MENTIONS."""
+    spans = [SpanOut(0, len(text), "body")]
+    nodes = [NodeOut(("DOCUMENT",), b"{}", (0,))]
+    edges = []
+    for p in paragraphs:
+        start = text.index(p)
+        spans.append(SpanOut(start, start + len(p), "para"))
+        nodes.append(NodeOut(("PARA",), b"{}", (len(spans) - 1,)))
+        edges.append(EdgeOut("HAS", 0, len(nodes) - 1))
+    if person:
+        nodes.append(NodeOut(("PERSON",), b'{"name":"Ada"}', (1,), PERSON))
+        edges.append(EdgeOut("MENTIONS", 1, len(nodes) - 1))
+    return Projection(text, spans, nodes, edges)
+
+
+async def _commit(store: StorageEngine, source: bytes, proj: Projection) -> CommitOutcome:
+    v = NewVersion(source, "d.md", "markdown", content_hash(proj.canonical), 1, "t")
+    return await store.commit_version(SCOPE, v, proj, dedup=Dedup.CONTENT)
+
+
+async def _current(store: StorageEngine, source: bytes) -> dict[bytes, NodeVersion]:
+    found = await store.list_nodes(SCOPE, label=None, source_id=source, limit=1000, after=None)
+    return {n.node_id: n for n in found}
+
+
+async def _retire(tx: Tx, source: bytes, reason: str) -> RetireOutcome:
+    return await retire(tx, await tx.scope_id(SCOPE), source, reason)
+
+
+async def test_supersede_shared_node_retire_on_both_engines(store: StorageEngine) -> None:
+    """The publish and the retire of telha.storage.core.publish on each engine: a re-ingest
+    keeps the ids of what did not change, closes what went (readable ``asOf`` before), keeps
+    a node another source's edge touches as a new version with that source's spans, and a
+    retire closes the rest; the same bytes afterwards are a new version, not a duplicate."""
+    a, b = new_id(), new_id()
+    v1 = await _commit(store, a, _doc(b"alpha. beta.", [b"alpha.", b"beta."], person=True))
+    doc, alpha, beta, person = v1.node_ids
+    assert person == PERSON
+    vb = await _commit(store, b, _doc(b"alpha! gamma.", [b"alpha!"], person=True))
+    assert PERSON in vb.node_ids  # B asserts the same PERSON: its span row links it
+    v2 = await _commit(store, a, _doc(b"alpha. delta.", [b"alpha."], person=False))
+    assert v2.changes is not None and v2.source_version_tx is not None
+    assert (v2.changes.added, v2.changes.unchanged, v2.changes.removed) == (0, 2, 1)
+    assert v2.node_ids == [doc, alpha]
+    assert set(await _current(store, a)) == {doc, alpha}
+    old = await store.get_node(SCOPE, beta, as_of=v1.source_version_tx)
+    assert old is not None and old.tx_to == v2.source_version_tx
+    assert await store.get_node(SCOPE, beta, as_of=None) is None
+    # PERSON left A's graph but B's MENTIONS edge touches it: a new version with B's spans.
+    shared = await store.get_node(SCOPE, PERSON, as_of=None)
+    assert shared is not None and shared.tx_from == v2.source_version_tx
+    assert [(p.source_id, p.source_version_tx, p.start, p.end) for p in shared.provenance] == [
+        (b, vb.source_version_tx, 0, 6)
+    ]
+    edges = await store.node_edges(SCOPE, PERSON, Direction.IN)
+    assert len(edges) == 1  # B's; A's MENTIONS was closed with v2
+    retired = await store._transaction("retire source", _retire, a, "gone")
+    assert (retired.version_tx, retired.nodes_closed, retired.reason) == (
+        v2.source_version_tx, 2, "gone"
+    )  # fmt: skip
+    again = await store._transaction("retire source", _retire, a, "other")
+    assert again == retired
+    assert await _current(store, a) == {}
+    before = await store.get_node(SCOPE, alpha, as_of=retired.tx - 1)
+    assert before is not None and before.tx_from == v2.source_version_tx
+    assert await store.get_node(SCOPE, PERSON, as_of=None) is not None  # B still has it
+    v3 = await _commit(store, a, _doc(b"alpha. delta.", [b"alpha."], person=False))
+    assert not v3.deduplicated and v3.node_ids[:1] != [doc]  # nothing current to match
+    assert set(await _current(store, a)) == set(v3.node_ids)
+
+
+async def test_replicas_committing_one_source_end_with_the_later_version(
+    two: tuple[PostgresStore, PostgresStore, str],
+) -> None:
+    """Two stores (two replicas) commit versions of one source at once — job submissions
+    (the one-call commit first, then the general path once a version exists) and uploads —
+    in several rounds: each round ends with exactly one current version, the one with the
+    latest tx, whose nodes are all of the source's current nodes (none of an older version
+    stays current), and every version is published with the unchanged DOCUMENT's id kept."""
+    a, b, dsn = two
+    now = 1_000_000_000_000
+    for round_ in range(4):
+        source = new_id()
+        texts = [f"round {round_} text {i}. common.".encode() for i in range(6)]
+        outcomes: list[CommitOutcome] = []
+
+        async def submit(store: PostgresStore, text: bytes) -> None:
+            proj = _doc(text, [text.split(b" common")[0], b"common."], person=False)
+            job = NewJob(new_id(), "ingest:markdown", "markdown", source, new_id() * 2, b"{}")
+            await store.enqueue_job(SCOPE, job, now_us=now, dedup=False)
+            v = NewVersion(source, "r.md", "markdown", job.content_hash or b"", 1, "w", job.job_id)
+            # Leased directly (another worker's lease of another job of the queue would do).
+            conn = await asyncpg.connect(dsn)
+            try:
+                await conn.execute(
+                    "UPDATE jobs SET state = 'leased', lease_generation = 1 WHERE job_id = $1",
+                    job.job_id,
+                )
+            finally:
+                await conn.close()
+            completion = JobCompletion(LeaseRef(job.job_id, 1), now, b"{}")
+            outcomes.append(
+                await store.commit_version(
+                    SCOPE, v, proj, dedup=Dedup.SUBMIT, completion=completion
+                )
+            )
+
+        async def upload(store: PostgresStore, text: bytes) -> None:
+            proj = _doc(text, [text.split(b" common")[0], b"common."], person=False)
+            outcomes.append(await _commit(store, source, proj))
+
+        async with anyio.create_task_group() as tg:
+            for i, text in enumerate(texts):
+                store = (a, b)[i % 2]
+                tg.start_soon(submit if i < 4 else upload, store, text)
+        txs = sorted(o.source_version_tx for o in outcomes if o.source_version_tx is not None)
+        assert len(txs) == len(texts)
+        latest = txs[-1]
+        versions = await a.source_versions(SCOPE, source)
+        assert [v.tx for v in versions] == txs[::-1]  # every one published
+        current = await _current(b, source)
+        winner = next(o for o in outcomes if o.source_version_tx == latest)
+        assert set(current) == set(winner.node_ids)
+        assert {n.tx_from for n in current.values()} == {latest}
+        assert len({o.node_ids[0] for o in outcomes}) == 1  # the DOCUMENT kept its id
+        conn = await asyncpg.connect(dsn)
+        try:
+            open_txs = await conn.fetch(
+                "SELECT DISTINCT tx_from FROM nodes WHERE source_id = $1 AND tx_to IS NULL"
+                " UNION SELECT DISTINCT tx_from FROM edges WHERE source_id = $1"
+                " AND tx_to IS NULL",
+                source,
+            )
+            published = await conn.fetch(
+                "SELECT tx, published_tx FROM source_versions WHERE source_id = $1", source
+            )
+        finally:
+            await conn.close()
+        assert [r[0] for r in open_txs] == [latest]
+        assert all(r["published_tx"] == r["tx"] for r in published)
