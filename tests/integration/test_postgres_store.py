@@ -26,6 +26,7 @@ from telha.domain.model import (
     NewVersion,
     NodeVersion,
     Scope,
+    StreamPart,
 )
 from telha.domain.policy import FailureDecision, decide_loss
 from telha.domain.projection import EdgeOut, NodeOut, Projection, SpanOut
@@ -404,3 +405,64 @@ async def test_replicas_committing_one_source_end_with_the_later_version(
             await conn.close()
         assert [r[0] for r in open_txs] == [latest]
         assert all(r["published_tx"] == r["tx"] for r in published)
+
+
+async def test_stream_finalized_after_a_later_version_publishes_superseded(
+    store: StorageEngine,
+) -> None:
+    """A stream pinned before a single shot of its source finalizes after it: the single
+    shot's version stays current (the later tx) and no row of the stream is ever seen; a
+    stream abandoned afterwards leaves that version current and untouched."""
+    source = new_id()
+    v1 = await _commit(store, source, _doc(b"alpha. beta.", [b"alpha.", b"beta."], person=False))
+    now = 1_000_000_000_000
+
+    async def leased() -> LeaseRef:
+        job = NewJob(new_id(), "ingest:markdown", "markdown", source, new_id() * 2, b"{}")
+        await store.enqueue_job(SCOPE, job, now_us=now, dedup=False)
+        held = await store.lease_next_job(
+            ["markdown"], scope=SCOPE, worker_id="w", now_us=now, lease_us=10**9
+        )
+        assert held is not None and held.job_id == job.job_id
+        return LeaseRef(job.job_id, held.lease_generation)
+
+    def part(lease: LeaseRef, seq: int, partial: bool, base: int = 0) -> StreamPart:
+        return StreamPart(lease, "w", seq, partial, base, now + seq, 10**9, stats=b"{}")
+
+    lease = await leased()
+    streamed = NewVersion(source, "d.md", "markdown", new_id() * 2, 13, "w", lease.job_id)
+    first = Projection(
+        b"alpha. ",
+        [SpanOut(0, 7, "body"), SpanOut(0, 6, "para")],
+        [NodeOut(("DOCUMENT",), b"{}", (0,)), NodeOut(("PARA",), b"{}", (1,))],
+        [EdgeOut("HAS", 0, 1)],
+    )
+    pinned = await store.apply_stream_part(SCOPE, streamed, first, part(lease, 0, True))
+    assert pinned.node_ids == v1.node_ids[:2]  # DOCUMENT and "alpha." matched v1's
+    v2 = await _commit(store, source, _doc(b"alpha. gamma.", [b"alpha.", b"gamma."], person=False))
+    assert v2.source_version_tx is not None and v2.source_version_tx > pinned.source_version_tx
+    last = Projection(
+        b"omega.", [SpanOut(7, 13, "para")], [NodeOut(("PARA",), b"{}", (0,))], base=7
+    )
+    done = await store.apply_stream_part(SCOPE, streamed, last, part(lease, 1, False, 7))
+    assert done.finalized
+    current = await _current(store, source)
+    assert set(current) == set(v2.node_ids)
+    assert {n.tx_from for n in current.values()} == {v2.source_version_tx}
+    versions = await store.source_versions(SCOPE, source)
+    assert [v.tx for v in versions] == [
+        v2.source_version_tx, pinned.source_version_tx, v1.source_version_tx
+    ]  # fmt: skip
+    record = await store.get_job(SCOPE, lease.job_id)
+    assert record is not None and record.state == "completed"
+    for t in (pinned.source_version_tx, v2.source_version_tx - 1, v2.source_version_tx):
+        seen = await store.list_nodes(
+            SCOPE, label=None, source_id=source, limit=100, after=None, as_of=t
+        )
+        assert {n.tx_from for n in seen} <= {v1.source_version_tx, v2.source_version_tx}
+    # A later stream abandoned (the job released): v2 stays exactly as it was.
+    lease = await leased()
+    again = NewVersion(source, "d.md", "markdown", new_id() * 2, 7, "w", lease.job_id)
+    await store.apply_stream_part(SCOPE, again, first, part(lease, 0, True))
+    assert await store.release_job(lease, now_us=now + 9, detail="shutdown")
+    assert await _current(store, source) == current
