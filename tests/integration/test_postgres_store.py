@@ -2,7 +2,10 @@
 real database: migrations applied once when both open at once, transaction time unique and
 increasing across them, a job never leased twice, dedup under concurrent commits of the same
 bytes, the reaper in both at once, and driver errors typed as ``StorageError``; the one-call
-lease and single-shot commit (migration 0005) and the cases they leave to the general path."""
+lease and single-shot commit (migrations 0005, 0006) and the cases they leave to the general
+path; two stores committing versions of one source at once end with the later version
+current. The supersede, shared-node, retire and superseded-stream cases run on both engines
+(docs/architecture.md, "Versions and node identity")."""
 
 from __future__ import annotations
 
@@ -336,6 +339,37 @@ async def test_supersede_shared_node_retire_on_both_engines(store: StorageEngine
     assert set(await _current(store, a)) == set(v3.node_ids)
 
 
+async def _submit(
+    store: PostgresStore, dsn: str, source: bytes, text: bytes, out: list[CommitOutcome]
+) -> None:
+    """A job's single-shot submission of ``text`` as a version of ``source``."""
+    now = 1_000_000_000_000
+    proj = _doc(text, [text.split(b" common")[0], b"common."], person=False)
+    job = NewJob(new_id(), "ingest:markdown", "markdown", source, new_id() * 2, b"{}")
+    await store.enqueue_job(SCOPE, job, now_us=now, dedup=False)
+    # Leased directly: a lease of the queue's oldest job could be another task's.
+    conn = await asyncpg.connect(dsn)
+    try:
+        await conn.execute(
+            "UPDATE jobs SET state = 'leased', lease_generation = 1 WHERE job_id = $1", job.job_id
+        )
+    finally:
+        await conn.close()
+    v = NewVersion(source, "r.md", "markdown", new_id() * 2, 1, "w", job.job_id)
+    completion = JobCompletion(LeaseRef(job.job_id, 1), now, b"{}")
+    out.append(
+        await store.commit_version(SCOPE, v, proj, dedup=Dedup.SUBMIT, completion=completion)
+    )
+
+
+async def _upload(
+    store: PostgresStore, dsn: str, source: bytes, text: bytes, out: list[CommitOutcome]
+) -> None:
+    """An upload of ``text`` as a version of ``source``."""
+    proj = _doc(text, [text.split(b" common")[0], b"common."], person=False)
+    out.append(await _commit(store, source, proj))
+
+
 async def test_replicas_committing_one_source_end_with_the_later_version(
     two: tuple[PostgresStore, PostgresStore, str],
 ) -> None:
@@ -345,41 +379,14 @@ async def test_replicas_committing_one_source_end_with_the_later_version(
     latest tx, whose nodes are all of the source's current nodes (none of an older version
     stays current), and every version is published with the unchanged DOCUMENT's id kept."""
     a, b, dsn = two
-    now = 1_000_000_000_000
     for round_ in range(4):
         source = new_id()
         texts = [f"round {round_} text {i}. common.".encode() for i in range(6)]
         outcomes: list[CommitOutcome] = []
-
-        async def submit(store: PostgresStore, text: bytes) -> None:
-            proj = _doc(text, [text.split(b" common")[0], b"common."], person=False)
-            job = NewJob(new_id(), "ingest:markdown", "markdown", source, new_id() * 2, b"{}")
-            await store.enqueue_job(SCOPE, job, now_us=now, dedup=False)
-            v = NewVersion(source, "r.md", "markdown", job.content_hash or b"", 1, "w", job.job_id)
-            # Leased directly (another worker's lease of another job of the queue would do).
-            conn = await asyncpg.connect(dsn)
-            try:
-                await conn.execute(
-                    "UPDATE jobs SET state = 'leased', lease_generation = 1 WHERE job_id = $1",
-                    job.job_id,
-                )
-            finally:
-                await conn.close()
-            completion = JobCompletion(LeaseRef(job.job_id, 1), now, b"{}")
-            outcomes.append(
-                await store.commit_version(
-                    SCOPE, v, proj, dedup=Dedup.SUBMIT, completion=completion
-                )
-            )
-
-        async def upload(store: PostgresStore, text: bytes) -> None:
-            proj = _doc(text, [text.split(b" common")[0], b"common."], person=False)
-            outcomes.append(await _commit(store, source, proj))
-
         async with anyio.create_task_group() as tg:
             for i, text in enumerate(texts):
-                store = (a, b)[i % 2]
-                tg.start_soon(submit if i < 4 else upload, store, text)
+                commit = _submit if i < 4 else _upload
+                tg.start_soon(commit, (a, b)[i % 2], dsn, source, text, outcomes)
         txs = sorted(o.source_version_tx for o in outcomes if o.source_version_tx is not None)
         assert len(txs) == len(texts)
         latest = txs[-1]
