@@ -5,6 +5,12 @@ case runs on two fresh databases — through the fast path (``telha_enqueue``, `
 be the same afterwards, as must the outcome. Only transaction times (taken from the clock
 at run time) are normalised, by rank, and the migrations' applied-at times dropped; generated
 ids are made deterministic per row build.
+
+The single-shot commit publishes what it writes (docs/architecture.md, "Versions and node
+identity"): node match keys, edge sources, the version's ``published_tx``, root node and
+changes, the job's stats and ``completed`` detail with the change counts. It handles a source
+with nothing to supersede only; a re-ingest, a retired source or an open stream of the source
+take the general path.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
+import msgspec
 import pytest
 
 import telha.domain.rows
@@ -27,11 +34,14 @@ from telha.domain.model import (
     NewJob,
     NewVersion,
     Scope,
+    StreamPart,
 )
 from telha.domain.projection import EdgeOut, NodeOut, Projection, SpanOut
 from telha.domain.rows import build_rows
 from telha.storage.core import jobs as core_jobs
+from telha.storage.core import streams as core_streams
 from telha.storage.core import versions as core_versions
+from telha.storage.core.publish import retire
 from telha.storage.postgres import PostgresStore
 from telha.storage.postgres import fast as pg_fast
 from tests.support.pg import create_database, require_engine
@@ -57,7 +67,10 @@ def _proj(text: bytes, node_id: bytes | None = None, props: bytes = b"{}") -> Pr
     return Projection(
         text,
         [SpanOut(0, len(text), "body"), SpanOut(0, 1, "head")],
-        [NodeOut(("DOC",), props, (0,)), NodeOut(("PART", "X"), b'{"k":1}', (0, 1), node_id)],
+        [
+            NodeOut(("DOCUMENT",), props, (0,)),
+            NodeOut(("PART", "X"), b'{"k":1}', (0, 1), node_id),
+        ],
         [EdgeOut("HAS", 0, 1)],
     )
 
@@ -73,8 +86,10 @@ class Env:
 @pytest.fixture
 async def envs(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[tuple[Env, Env]]:
     require_engine("postgres")
-    # Fresh uuid7s (node and edge ids of a version) become the same sequence in every row
-    # build, so the two databases get the same ids.
+    # Fresh uuid7s (node and edge ids of a version) become a sequence that restarts at
+    # every row build from a base the projection's text gives, so the two databases get the
+    # same ids (a fast path that falls back builds again: the same ids) and two versions of
+    # different texts never share one; a stream's provisional blob id is a constant.
     counter = itertools.count()
 
     def det_id() -> bytes:
@@ -82,11 +97,15 @@ async def envs(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[tuple[Env, Env]
 
     def det_build(*args: Any, **kwargs: Any) -> telha.domain.rows.VersionRows:
         nonlocal counter
-        counter = itertools.count(1)
+        proj: Projection = args[4]
+        base = int.from_bytes(content_hash(proj.canonical)[:4], "big") << 32
+        counter = itertools.count(base + 1)
         return build_rows(*args, **kwargs)
 
     monkeypatch.setattr(telha.domain.rows, "new_id", det_id)
     monkeypatch.setattr(core_versions, "build_rows", det_build)
+    monkeypatch.setattr(core_streams, "build_rows", det_build)
+    monkeypatch.setattr(core_streams, "new_id", lambda: b"B" * 16)
     monkeypatch.setattr(pg_fast, "build_rows", det_build)
     pair = []
     for _ in range(2):
@@ -115,7 +134,17 @@ async def _dump(dsn: str) -> dict[str, list[tuple[Any, ...]]]:
         raw = {t: [tuple(r) for r in await conn.fetch(f'SELECT * FROM "{t}"')] for t in tables}
         # When each migration was applied: the one wall-clock column outside the cases.
         raw["schema_migrations"] = [r[:2] for r in raw["schema_migrations"]]
-        txs = sorted({int(r[0]) for r in await conn.fetch("SELECT tx FROM source_versions")})
+        # Version times, publish times (a stream's finalize) and retire times.
+        txs = sorted(
+            {
+                int(t)
+                for r in await conn.fetch(
+                    "SELECT tx, published_tx, retired_tx FROM source_versions"
+                )
+                for t in r
+                if t is not None
+            }
+        )
         clock = await conn.fetchval("SELECT tx FROM tx_clock")
     finally:
         await conn.close()
@@ -126,9 +155,12 @@ async def _dump(dsn: str) -> dict[str, list[tuple[Any, ...]]]:
     def norm(value: Any) -> Any:
         if isinstance(value, int) and not isinstance(value, bool) and value in names:
             return names[value]
-        if isinstance(value, str):
+        if isinstance(value, str):  # event details: "version=T …", "version T left …"
             for tx, name in names.items():
-                value = value.replace(f"version={tx}", f"version={name}")
+                value = value.replace(str(tx), name)
+        if isinstance(value, bytes):  # a stream's checkpoint: its tx as a msgpack uint64
+            for tx, name in names.items():
+                value = value.replace(b"\xcf" + tx.to_bytes(8, "big"), name.encode())
         return value
 
     return {
@@ -180,7 +212,10 @@ def _comparable(outcome: Any) -> Any:
     """An outcome without its run-time values."""
     if isinstance(outcome, tuple) and outcome and isinstance(outcome[0], CommitOutcome):
         c = outcome[0]
-        return (c.deduplicated, outcome[1], c.node_ids, c.edge_ids, c.erased, c.refused_children)
+        return (
+            c.deduplicated, outcome[1], c.node_ids, c.edge_ids, c.erased, c.refused_children,
+            c.changes,
+        )  # fmt: skip
     return outcome
 
 
@@ -207,6 +242,13 @@ async def _with_version(store: PostgresStore) -> None:
     """A committed (upload) version of SOURCE with content hash HASH."""
     version = NewVersion(SOURCE, "a.txt", "text", HASH, 5, "upload")
     await store.commit_version(SCOPE, version, _proj(b"hello"), dedup=Dedup.CONTENT)
+
+
+async def _with_retired_version(store: PostgresStore) -> None:
+    """SOURCE's latest version (content hash HASH) was retired since."""
+    await _with_version(store)
+    sid = await store._scope_id(SCOPE)
+    await store._transaction("retire source", retire, sid, SOURCE, "gone")
 
 
 async def _with_active_job(store: PostgresStore) -> None:
@@ -241,6 +283,8 @@ async def _with_blocklist(store: PostgresStore) -> None:
         ("new job in a new scope", _nothing, _job(5), True),
         ("new job without dedup", _with_version, _job(5), False),
         ("dedup against the latest version", _with_version, _job(5), True),
+        ("no dedup against a retired version", _with_retired_version, _job(5), True),
+        ("no dedup against an open stream", lambda s: _streaming(s, keep=True), _job(5), True),
         ("dedup against an active job", _with_active_job, _job(5), True),
         ("fetch-format dedup", _with_active_job, _job(6, fmt="web", digest=None), True),
         (
@@ -258,8 +302,10 @@ async def test_enqueue(
 ) -> None:
     fast, core = _enqueue(job, dedup)
     out, _ = await _same(envs, setup, fast, core)
-    if "dedup against" in case or case == "fetch-format dedup":
+    if case.startswith("dedup against") or case == "fetch-format dedup":
         assert out.deduplicated
+    if case.startswith("no dedup"):
+        assert not out.deduplicated and out.job_id == job.job_id
     if case.startswith("blocklisted"):
         assert out.erased
 
@@ -330,6 +376,39 @@ async def _node_then_leased(store: PostgresStore) -> None:
     await _leased(store)
 
 
+async def _streaming(store: PostgresStore, *, keep: bool) -> None:
+    """A markdown job of SOURCE streams one partial part of a version with content hash HASH
+    (the job's own hash is another); unless ``keep`` it is released (its stream abandoned:
+    rows closed at their own start)."""
+    job = _job(8, fmt="markdown", digest=b"m" * 32)
+    await store.enqueue_job(SCOPE, job, now_us=NOW, dedup=False)
+    held = await store.lease_next_job(
+        ["markdown"], scope=SCOPE, worker_id="w2", now_us=NOW, lease_us=LEASE_US
+    )
+    assert held is not None and held.job_id == job.job_id
+    lease = LeaseRef(job.job_id, held.lease_generation)
+    version = NewVersion(SOURCE, "a.md", "markdown", HASH, 9, "w2", job.job_id)
+    part = StreamPart(lease, "w2", 0, True, 0, NOW + 1, LEASE_US, stats=b"{}")
+    await store.apply_stream_part(SCOPE, version, _proj(b"streamed!"), part)
+    if not keep:
+        assert await store.release_job(lease, now_us=NOW + 2, detail="shutdown")
+
+
+async def _abandoned_then_leased(store: PostgresStore) -> None:
+    await _streaming(store, keep=False)
+    await _leased(store)
+
+
+async def _open_stream_then_leased(store: PostgresStore) -> None:
+    await _streaming(store, keep=True)
+    await _leased(store)
+
+
+async def _retired_then_leased(store: PostgresStore) -> None:
+    await _with_retired_version(store)
+    await _leased(store)
+
+
 async def _blocklisted_then_leased(store: PostgresStore) -> None:
     await _leased(store)
     await _with_blocklist(store)
@@ -369,8 +448,11 @@ def _commit(text: bytes, node_id: bytes | None = None) -> tuple[Run, Run, list[b
     [
         ("new", _leased, b"fresh text", None, True),
         ("new with an explicit id not yet written", _leased, b"fresh text", NODE, True),
+        ("new after an abandoned stream", _abandoned_then_leased, b"fresh text", None, True),
         ("duplicate of another job's version", _version_then_leased, b"hello", None, False),
-        ("same bytes, other text", _version_then_leased, b"hello!", None, True),
+        ("re-ingest: same bytes, other text", _version_then_leased, b"hello!", None, False),
+        ("re-ingest of a retired source", _retired_then_leased, b"hello", None, False),
+        ("a stream of the source is open", _open_stream_then_leased, b"fresh", None, False),
         ("explicit node id that exists", _node_then_leased, b"fresh text", NODE, False),
         ("blocklisted canonical text", _blocklisted_then_leased, b"blocked text", None, False),
     ],
@@ -389,3 +471,50 @@ async def test_commit_single(
     commit = out[0]
     assert commit.deduplicated == case.startswith("duplicate")
     assert commit.erased == case.startswith("blocklisted")
+    if case.startswith("re-ingest"):
+        assert commit.changes is not None
+        assert commit.changes.added + commit.changes.changed + commit.changes.unchanged == 2
+        if case != "re-ingest of a retired source":
+            assert commit.changes.unchanged == 1  # the DOCUMENT root keeps its id
+    if fast_answers:
+        await _published_as_general_path_writes(envs[0].dsn, commit, node_id)
+
+
+async def _published_as_general_path_writes(
+    dsn: str, commit: CommitOutcome, explicit: bytes | None
+) -> None:
+    """What the fast path wrote has the columns the publish fills (the parity check compares
+    them with the general path's; this checks they are not merely equally empty)."""
+    assert commit.changes is not None
+    assert (commit.changes.added, commit.changes.removed) == (2, 0)
+    conn = await asyncpg.connect(dsn)
+    try:
+        tx = commit.source_version_tx
+        version = await conn.fetchrow(
+            "SELECT published_tx, root_node_id, changes FROM source_versions"
+            " WHERE source_id = $1 AND tx = $2",
+            SOURCE, tx,
+        )  # fmt: skip
+        assert version is not None
+        assert version["published_tx"] == tx
+        assert version["root_node_id"] == commit.node_ids[0]
+        assert msgspec.json.decode(version["changes"]) == commit.changes.as_stats()
+        keys = await conn.fetch(
+            "SELECT node_id, match_key FROM nodes WHERE tx_from = $1 ORDER BY node_id", tx
+        )
+        assert {r["node_id"]: r["match_key"] is not None for r in keys} == {
+            commit.node_ids[0]: True,
+            commit.node_ids[1]: explicit is None,
+        }
+        edges = await conn.fetch("SELECT source_id FROM edges WHERE tx_from = $1", tx)
+        assert [r["source_id"] for r in edges] == [SOURCE]
+        job = await conn.fetchrow("SELECT stats FROM jobs WHERE job_id = $1", _job(7).job_id)
+        assert job is not None
+        assert msgspec.json.decode(job["stats"]) == {"n": 1, **commit.changes.as_stats()}
+        detail = await conn.fetchval(
+            "SELECT detail FROM job_events WHERE job_id = $1 ORDER BY seq DESC LIMIT 1",
+            _job(7).job_id,
+        )
+        assert detail == f"version={tx} nodes=2 {commit.changes.detail()}"
+    finally:
+        await conn.close()

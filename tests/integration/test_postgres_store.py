@@ -2,7 +2,10 @@
 real database: migrations applied once when both open at once, transaction time unique and
 increasing across them, a job never leased twice, dedup under concurrent commits of the same
 bytes, the reaper in both at once, and driver errors typed as ``StorageError``; the one-call
-lease and single-shot commit (migration 0005) and the cases they leave to the general path."""
+lease and single-shot commit (migrations 0005, 0006) and the cases they leave to the general
+path; two stores committing versions of one source at once end with the later version
+current. The supersede, shared-node, retire and superseded-stream cases run on both engines
+(docs/architecture.md, "Versions and node identity")."""
 
 from __future__ import annotations
 
@@ -15,10 +18,24 @@ import asyncpg
 import pytest
 
 from telha.domain.errors import StaleLease, StorageError
-from telha.domain.ids import new_id
-from telha.domain.model import Dedup, JobCompletion, LeaseRef, NewJob, NewVersion, Scope
+from telha.domain.ids import content_hash, new_id
+from telha.domain.model import (
+    CommitOutcome,
+    Dedup,
+    Direction,
+    JobCompletion,
+    LeaseRef,
+    NewJob,
+    NewVersion,
+    NodeVersion,
+    Scope,
+    StreamPart,
+)
 from telha.domain.policy import FailureDecision, decide_loss
-from telha.domain.projection import NodeOut, Projection, SpanOut
+from telha.domain.projection import EdgeOut, NodeOut, Projection, SpanOut
+from telha.storage import StorageEngine
+from telha.storage.core.publish import RetireOutcome, retire
+from telha.storage.core.tx import Tx
 from telha.storage.postgres import PostgresStore
 from telha.storage.postgres.migrate import migrations
 from tests.support.pg import create_database, require_engine
@@ -241,3 +258,218 @@ async def test_single_shot_commits_and_what_takes_the_general_path(
     current = await a.get_node(SCOPE, node, None)
     assert current is not None and current.properties == {"a": 2}
     assert current.tx_from == outcomes[2].source_version_tx
+
+
+# -- versions that supersede (docs/architecture.md, "Versions and node identity") ----------
+
+PERSON = b"P" * 16
+
+
+def _doc(text: bytes, paragraphs: list[bytes], *, person: bool) -> Projection:
+    """A DOCUMENT over ``text`` with one PARA per entry of ``paragraphs`` (each found in
+    ``text``); with ``person``, a worker-id PERSON on the first paragraph's span that the
+    first paragraph MENTIONS."""
+    spans = [SpanOut(0, len(text), "body")]
+    nodes = [NodeOut(("DOCUMENT",), b"{}", (0,))]
+    edges = []
+    for p in paragraphs:
+        start = text.index(p)
+        spans.append(SpanOut(start, start + len(p), "para"))
+        nodes.append(NodeOut(("PARA",), b"{}", (len(spans) - 1,)))
+        edges.append(EdgeOut("HAS", 0, len(nodes) - 1))
+    if person:
+        nodes.append(NodeOut(("PERSON",), b'{"name":"Ada"}', (1,), PERSON))
+        edges.append(EdgeOut("MENTIONS", 1, len(nodes) - 1))
+    return Projection(text, spans, nodes, edges)
+
+
+async def _commit(store: StorageEngine, source: bytes, proj: Projection) -> CommitOutcome:
+    v = NewVersion(source, "d.md", "markdown", content_hash(proj.canonical), 1, "t")
+    return await store.commit_version(SCOPE, v, proj, dedup=Dedup.CONTENT)
+
+
+async def _current(store: StorageEngine, source: bytes) -> dict[bytes, NodeVersion]:
+    found = await store.list_nodes(SCOPE, label=None, source_id=source, limit=1000, after=None)
+    return {n.node_id: n for n in found}
+
+
+async def _retire(tx: Tx, source: bytes, reason: str) -> RetireOutcome:
+    return await retire(tx, await tx.scope_id(SCOPE), source, reason)
+
+
+async def test_supersede_shared_node_retire_on_both_engines(store: StorageEngine) -> None:
+    """The publish and the retire of telha.storage.core.publish on each engine: a re-ingest
+    keeps the ids of what did not change, closes what went (readable ``asOf`` before), keeps
+    a node another source's edge touches as a new version with that source's spans, and a
+    retire closes the rest; the same bytes afterwards are a new version, not a duplicate."""
+    a, b = new_id(), new_id()
+    v1 = await _commit(store, a, _doc(b"alpha. beta.", [b"alpha.", b"beta."], person=True))
+    doc, alpha, beta, person = v1.node_ids
+    assert person == PERSON
+    vb = await _commit(store, b, _doc(b"alpha! gamma.", [b"alpha!"], person=True))
+    assert PERSON in vb.node_ids  # B asserts the same PERSON: its span row links it
+    v2 = await _commit(store, a, _doc(b"alpha. delta.", [b"alpha."], person=False))
+    assert v2.changes is not None and v2.source_version_tx is not None
+    assert (v2.changes.added, v2.changes.unchanged, v2.changes.removed) == (0, 2, 1)
+    assert v2.node_ids == [doc, alpha]
+    assert set(await _current(store, a)) == {doc, alpha}
+    old = await store.get_node(SCOPE, beta, as_of=v1.source_version_tx)
+    assert old is not None and old.tx_to == v2.source_version_tx
+    assert await store.get_node(SCOPE, beta, as_of=None) is None
+    # PERSON left A's graph but B's MENTIONS edge touches it: a new version with B's spans.
+    shared = await store.get_node(SCOPE, PERSON, as_of=None)
+    assert shared is not None and shared.tx_from == v2.source_version_tx
+    assert [(p.source_id, p.source_version_tx, p.start, p.end) for p in shared.provenance] == [
+        (b, vb.source_version_tx, 0, 6)
+    ]
+    edges = await store.node_edges(SCOPE, PERSON, Direction.IN)
+    assert len(edges) == 1  # B's; A's MENTIONS was closed with v2
+    retired = await store._transaction("retire source", _retire, a, "gone")
+    assert (retired.version_tx, retired.nodes_closed, retired.reason) == (
+        v2.source_version_tx, 2, "gone"
+    )  # fmt: skip
+    again = await store._transaction("retire source", _retire, a, "other")
+    assert again == retired
+    assert await _current(store, a) == {}
+    before = await store.get_node(SCOPE, alpha, as_of=retired.tx - 1)
+    assert before is not None and before.tx_from == v2.source_version_tx
+    assert await store.get_node(SCOPE, PERSON, as_of=None) is not None  # B still has it
+    v3 = await _commit(store, a, _doc(b"alpha. delta.", [b"alpha."], person=False))
+    assert not v3.deduplicated and v3.node_ids[:1] != [doc]  # nothing current to match
+    assert set(await _current(store, a)) == set(v3.node_ids)
+
+
+async def _submit(
+    store: PostgresStore, dsn: str, source: bytes, text: bytes, out: list[CommitOutcome]
+) -> None:
+    """A job's single-shot submission of ``text`` as a version of ``source``."""
+    now = 1_000_000_000_000
+    proj = _doc(text, [text.split(b" common")[0], b"common."], person=False)
+    job = NewJob(new_id(), "ingest:markdown", "markdown", source, new_id() * 2, b"{}")
+    await store.enqueue_job(SCOPE, job, now_us=now, dedup=False)
+    # Leased directly: a lease of the queue's oldest job could be another task's.
+    conn = await asyncpg.connect(dsn)
+    try:
+        await conn.execute(
+            "UPDATE jobs SET state = 'leased', lease_generation = 1 WHERE job_id = $1", job.job_id
+        )
+    finally:
+        await conn.close()
+    v = NewVersion(source, "r.md", "markdown", new_id() * 2, 1, "w", job.job_id)
+    completion = JobCompletion(LeaseRef(job.job_id, 1), now, b"{}")
+    out.append(
+        await store.commit_version(SCOPE, v, proj, dedup=Dedup.SUBMIT, completion=completion)
+    )
+
+
+async def _upload(
+    store: PostgresStore, dsn: str, source: bytes, text: bytes, out: list[CommitOutcome]
+) -> None:
+    """An upload of ``text`` as a version of ``source``."""
+    proj = _doc(text, [text.split(b" common")[0], b"common."], person=False)
+    out.append(await _commit(store, source, proj))
+
+
+async def test_replicas_committing_one_source_end_with_the_later_version(
+    two: tuple[PostgresStore, PostgresStore, str],
+) -> None:
+    """Two stores (two replicas) commit versions of one source at once — job submissions
+    (the one-call commit first, then the general path once a version exists) and uploads —
+    in several rounds: each round ends with exactly one current version, the one with the
+    latest tx, whose nodes are all of the source's current nodes (none of an older version
+    stays current), and every version is published with the unchanged DOCUMENT's id kept."""
+    a, b, dsn = two
+    for round_ in range(4):
+        source = new_id()
+        texts = [f"round {round_} text {i}. common.".encode() for i in range(6)]
+        outcomes: list[CommitOutcome] = []
+        async with anyio.create_task_group() as tg:
+            for i, text in enumerate(texts):
+                commit = _submit if i < 4 else _upload
+                tg.start_soon(commit, (a, b)[i % 2], dsn, source, text, outcomes)
+        txs = sorted(o.source_version_tx for o in outcomes if o.source_version_tx is not None)
+        assert len(txs) == len(texts)
+        latest = txs[-1]
+        versions = await a.source_versions(SCOPE, source)
+        assert [v.tx for v in versions] == txs[::-1]  # every one published
+        current = await _current(b, source)
+        winner = next(o for o in outcomes if o.source_version_tx == latest)
+        assert set(current) == set(winner.node_ids)
+        assert {n.tx_from for n in current.values()} == {latest}
+        assert len({o.node_ids[0] for o in outcomes}) == 1  # the DOCUMENT kept its id
+        conn = await asyncpg.connect(dsn)
+        try:
+            open_txs = await conn.fetch(
+                "SELECT DISTINCT tx_from FROM nodes WHERE source_id = $1 AND tx_to IS NULL"
+                " UNION SELECT DISTINCT tx_from FROM edges WHERE source_id = $1"
+                " AND tx_to IS NULL",
+                source,
+            )
+            published = await conn.fetch(
+                "SELECT tx, published_tx FROM source_versions WHERE source_id = $1", source
+            )
+        finally:
+            await conn.close()
+        assert [r[0] for r in open_txs] == [latest]
+        assert all(r["published_tx"] == r["tx"] for r in published)
+
+
+async def test_stream_finalized_after_a_later_version_publishes_superseded(
+    store: StorageEngine,
+) -> None:
+    """A stream pinned before a single shot of its source finalizes after it: the single
+    shot's version stays current (the later tx) and no row of the stream is ever seen; a
+    stream abandoned afterwards leaves that version current and untouched."""
+    source = new_id()
+    v1 = await _commit(store, source, _doc(b"alpha. beta.", [b"alpha.", b"beta."], person=False))
+    now = 1_000_000_000_000
+
+    async def leased() -> LeaseRef:
+        job = NewJob(new_id(), "ingest:markdown", "markdown", source, new_id() * 2, b"{}")
+        await store.enqueue_job(SCOPE, job, now_us=now, dedup=False)
+        held = await store.lease_next_job(
+            ["markdown"], scope=SCOPE, worker_id="w", now_us=now, lease_us=10**9
+        )
+        assert held is not None and held.job_id == job.job_id
+        return LeaseRef(job.job_id, held.lease_generation)
+
+    def part(lease: LeaseRef, seq: int, partial: bool, base: int = 0) -> StreamPart:
+        return StreamPart(lease, "w", seq, partial, base, now + seq, 10**9, stats=b"{}")
+
+    lease = await leased()
+    streamed = NewVersion(source, "d.md", "markdown", new_id() * 2, 13, "w", lease.job_id)
+    first = Projection(
+        b"alpha. ",
+        [SpanOut(0, 7, "body"), SpanOut(0, 6, "para")],
+        [NodeOut(("DOCUMENT",), b"{}", (0,)), NodeOut(("PARA",), b"{}", (1,))],
+        [EdgeOut("HAS", 0, 1)],
+    )
+    pinned = await store.apply_stream_part(SCOPE, streamed, first, part(lease, 0, True))
+    assert pinned.node_ids == v1.node_ids[:2]  # DOCUMENT and "alpha." matched v1's
+    v2 = await _commit(store, source, _doc(b"alpha. gamma.", [b"alpha.", b"gamma."], person=False))
+    assert v2.source_version_tx is not None and v2.source_version_tx > pinned.source_version_tx
+    last = Projection(
+        b"omega.", [SpanOut(7, 13, "para")], [NodeOut(("PARA",), b"{}", (0,))], base=7
+    )
+    done = await store.apply_stream_part(SCOPE, streamed, last, part(lease, 1, False, 7))
+    assert done.finalized
+    current = await _current(store, source)
+    assert set(current) == set(v2.node_ids)
+    assert {n.tx_from for n in current.values()} == {v2.source_version_tx}
+    versions = await store.source_versions(SCOPE, source)
+    assert [v.tx for v in versions] == [
+        v2.source_version_tx, pinned.source_version_tx, v1.source_version_tx
+    ]  # fmt: skip
+    record = await store.get_job(SCOPE, lease.job_id)
+    assert record is not None and record.state == "completed"
+    for t in (pinned.source_version_tx, v2.source_version_tx - 1, v2.source_version_tx):
+        seen = await store.list_nodes(
+            SCOPE, label=None, source_id=source, limit=100, after=None, as_of=t
+        )
+        assert {n.tx_from for n in seen} <= {v1.source_version_tx, v2.source_version_tx}
+    # A later stream abandoned (the job released): v2 stays exactly as it was.
+    lease = await leased()
+    again = NewVersion(source, "d.md", "markdown", new_id() * 2, 7, "w", lease.job_id)
+    await store.apply_stream_part(SCOPE, again, first, part(lease, 0, True))
+    assert await store.release_job(lease, now_us=now + 9, detail="shutdown")
+    assert await _current(store, source) == current

@@ -1,5 +1,5 @@
 """PostgreSQL's measured fast paths: the hottest operations as one call of a PL/pgSQL
-function each (migrations 0002–0005), instead of one round trip per statement of the general
+function each (migrations 0002–0006), instead of one round trip per statement of the general
 path in :mod:`telha.storage.core`. Each takes the general path's locks in its order and
 writes the same rows; ``tests/integration/test_pg_fast_paths.py`` runs the same cases
 through both and compares every row written (docs/architecture.md, "The storage seam")."""
@@ -9,7 +9,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import msgspec
+
 from telha.domain.errors import StaleLease
+from telha.domain.identity import match_keys
 from telha.domain.model import (
     CommitOutcome,
     Dedup,
@@ -22,7 +25,7 @@ from telha.domain.model import (
 )
 from telha.domain.projection import Projection
 from telha.domain.records import job_record
-from telha.domain.rows import PENDING_TX, build_rows
+from telha.domain.rows import PENDING_TX, Match, build_rows
 from telha.storage.core.jobs import JOB_COLS, JobOps
 from telha.storage.core.versions import VersionOps
 from telha.storage.postgres.base import PgBase
@@ -100,33 +103,42 @@ class FastVersionOps(VersionOps, PgBase):
         completion: JobCompletion | None,
     ) -> CommitOutcome | None:
         """A job's single-shot submission without child jobs (submit-time dedup) as one
-        call of ``telha_commit_single`` (migration 0005), its own transaction: the general
-        path's locks in its order (job row, source lock, clock row last) and its rows, built
-        here assuming no explicit node id exists yet. ``None`` (nothing written) when the case
-        needs :func:`telha.storage.core.versions.commit`: another case, a stream checkpoint,
-        a duplicate, blocklisted content, an explicit node id that exists.
+        call of ``telha_commit_single`` (migration 0006), its own transaction, for a source
+        with nothing to supersede (no published version, no open rows): the general path's
+        locks in its order (job row, source lock, clock row last) and the rows, publish and
+        completion :func:`telha.storage.core.versions.commit` writes for that case — node
+        rows with their match keys and no previous ids (the match is empty), the version
+        published at its own tx with its root node and changes, the job's stats merged with
+        the changes. ``None`` (nothing written) when the case needs the general path: a
+        source with a version or an open stream, a stream checkpoint, blocklisted content,
+        an explicit node id that exists.
 
         :raises StaleLease: the job is not leased under the completion's generation.
         """
         if completion is None or completion.children or dedup is not Dedup.SUBMIT:
             return None
-        if _DISABLED:
-            return None
         sid = await self._scope_id(scope, intern=True)
         assert sid is not None
-        rows = build_rows(sid, version.source_id, PENDING_TX, blob_id, projection, {})
+        matched = Match(match_keys(projection), [None] * len(projection.nodes), {})
+        rows = build_rows(
+            sid, version.source_id, PENDING_TX, blob_id, projection, {}, match=matched
+        )
+        changes = rows.changes  # nothing is removed: the source had no current graph
+        stats = changes.into_stats(completion.stats)
+        detail = f" nodes={len(rows.node_ids)} {changes.detail()}"
         explicit = [n.node_id for n in projection.nodes if n.node_id is not None]
         lease = completion.lease
         args = (
             lease.job_id, lease.lease_generation,
             [source_lock_key(sid, version.source_id)], sid, version.source_id, explicit,
-            completion.now_us, completion.stats, f" nodes={len(rows.node_ids)}",
+            completion.now_us, stats, detail,
             version.name, version.format, version.content_hash, canonical_hash, version.size,
-            version.worker, version.job_id, blob_id, len(projection.canonical),
+            version.worker, version.job_id, blob_id, len(projection.canonical), rows.root,
+            msgspec.json.encode(changes.as_stats()),
             *_columns(rows.chunks, 2, 3),
-            *_columns(rows.nodes, 1, 3, 4, 5, 6, 7, 8),
+            *_columns(rows.nodes, 1, 3, 4, 5, 6, 7, 8, 9),
             *_columns(rows.labels, 1, 2),
-            *_columns(rows.edges, 1, 3, 4, 5, 6),
+            *_columns(rows.edges, 1, 3, 4, 5, 6, 7),
             *_columns(rows.spans, 1, 3, 4, 5, 6),
             *_columns(rows.ambiguities, 1, 3, 4, 5, 6, 7, 8),
         )  # fmt: skip
@@ -142,15 +154,12 @@ class FastVersionOps(VersionOps, PgBase):
         if outcome != "committed":
             return None
         assert tx_time is not None
-        return CommitOutcome(False, int(tx_time), rows.node_ids, rows.edge_ids)
+        return CommitOutcome(False, int(tx_time), rows.node_ids, rows.edge_ids, changes=changes)
 
 
-#: The commit fast path waits for its function to learn supersede (match keys, publish).
-_DISABLED = True
-
-#: The call of ``telha_commit_single``: its 46 parameters, in :meth:`_commit_fast`'s order.
+#: The call of ``telha_commit_single``: its 50 parameters, in :meth:`_commit_fast`'s order.
 _COMMIT_SINGLE = (
-    f"SELECT outcome, tx FROM telha_commit_single({', '.join(f'${i}' for i in range(1, 47))})"
+    f"SELECT outcome, tx FROM telha_commit_single({', '.join(f'${i}' for i in range(1, 51))})"
 )
 
 
