@@ -1,8 +1,9 @@
 """Archive members on the store itself, on both engines (telha.storage.core.members): an
 archive's version whose MANIFEST no longer CONTAINS a member's FILE retires that member
 source in the publish's transaction — a single-shot commit and a stream's finalize alike;
-an unpublished stream retires nothing; a member not applied yet, or a FILE another source
-wrote, is left alone; a source that is no archive is untouched."""
+an unpublished stream retires nothing; a FILE another source wrote is left alone; a member
+applied after its archive dropped it is retired at its own publish; a source that is no
+archive is untouched."""
 
 from __future__ import annotations
 
@@ -160,7 +161,7 @@ async def test_stream_finalize_retires_and_an_open_stream_does_not(store: Storag
     assert a_retired[1] == REASON and a_retired == (await _retired(store, MEMBER["pkg/b.py"]))[0]
 
 
-async def test_members_not_applied_or_not_its_own_are_left(store: StorageEngine) -> None:
+async def test_late_members_retire_and_other_sources_stay(store: StorageEngine) -> None:
     await _archive(store, list(PATHS))
     await _apply_members(store, 1)  # a.py applied; b.py and c.py still pending
     # c.py's FILE id written first by a source that is no member of this archive.
@@ -178,10 +179,15 @@ async def test_members_not_applied_or_not_its_own_are_left(store: StorageEngine)
     await _archive(store, ["pkg/a.py"], children=False)
     assert await _current(store, "pkg/a.py") and await _current(store, "pkg/c.py")
     assert await _retired(store, other) == []
-    # b.py's pending job applies afterwards: its FILE is current (a known limit, see
-    # telha.storage.core.members); nothing was retired for it.
-    await _apply_members(store, 2)
-    assert await _retired(store, MEMBER["pkg/b.py"]) == []
+    # b.py's and c.py's jobs apply afterwards: their archive dropped them meanwhile, so each
+    # member is retired right after its own publish.
+    applied = await _apply_members(store, 2)
+    for path in ("pkg/b.py", "pkg/c.py"):
+        member = MEMBER[path]
+        assert [r[1] for r in await _retired(store, member)] == [REASON], path
+        assert await _current(store, path, applied[member]), path  # published, then retired
+    assert not await _current(store, "pkg/b.py")
+    assert await _retired(store, other) == [] and await _current(store, "pkg/a.py")
 
 
 async def test_a_source_that_is_no_archive_is_untouched(store: StorageEngine) -> None:

@@ -16,11 +16,20 @@ source that was enqueued as a child of one of this source's jobs has that member
 retired (:func:`telha.storage.core.publish.retire`, reason :data:`REASON`) at the publish's
 tx, in the publish's transaction: the old members leave the current graph exactly when the
 new manifest becomes current, and stay readable ``asOf`` before. A member being erased,
-erased, already retired or not yet applied is left alone. A version published superseded (a
-newer one was published first) retires nothing.
+erased or already retired is left alone. A version published superseded (a newer one was
+published first) retires nothing.
+
+**A member applied late.** A member job still pending when its archive's newer version
+dropped its file has no ``FILE`` to find then; when its version is published, the member
+looks at its parent: if the parent source's current version is no longer the one whose job
+enqueued it, is an archive, and its manifest no longer ``CONTAINS`` the member's root, the
+member is retired right after its own publish, at the next tx, in the same transaction (its
+source is locked already).
 """
 
 from __future__ import annotations
+
+import uuid
 
 import msgspec
 
@@ -29,7 +38,15 @@ from telha.domain.ids import id_str
 from telha.storage.core.publish import retire
 from telha.storage.core.tx import Tx
 
-__all__ = ["ARCHIVE_LABEL", "MEMBER_EDGE", "MEMBER_LABEL", "REASON", "retire_members"]
+__all__ = [
+    "ARCHIVE_LABEL",
+    "MEMBER_EDGE",
+    "MEMBER_LABEL",
+    "REASON",
+    "after_publish",
+    "retire_late_member",
+    "retire_members",
+]
 
 #: The label of an archive version's manifest node.
 ARCHIVE_LABEL = "MANIFEST"
@@ -156,3 +173,59 @@ async def retire_members(tx: Tx, sid: int, source_id: bytes, pin: int, at: int) 
             continue  # being erased or erased: the erasure removes it
         retired.append(member)
     return retired
+
+
+async def retire_late_member(
+    tx: Tx, sid: int, source_id: bytes, job_id: bytes | None, root: bytes | None
+) -> bool:
+    """After the version of ``source_id`` its job ``job_id`` wrote (root node ``root``) was
+    published, in the same transaction, which holds the source's lock: retire the source at
+    a new tx when it is an archive's member its archive dropped meanwhile (module
+    docstring). Returns whether it was retired. A job that is no child costs one
+    primary-key probe."""
+    if job_id is None or root is None:
+        return False
+    event = await tx.fetchone(
+        "SELECT detail FROM job_events WHERE job_id = ? AND transition = 'enqueued'"
+        " ORDER BY seq LIMIT 1",
+        job_id,
+    )  # fmt: skip
+    detail = str(event[0]) if event is not None and event[0] is not None else ""
+    if not detail.startswith("parent="):
+        return False
+    parent_job = uuid.UUID(detail.removeprefix("parent=")).bytes
+    parent = await tx.fetchone("SELECT source_id FROM jobs WHERE job_id = ?", parent_job)
+    if parent is None:
+        return False
+    archive = bytes(parent[0])
+    latest = await tx.fetchone(
+        "SELECT tx, job_id FROM source_versions WHERE scope_id = ? AND source_id = ?"
+        " AND published_tx IS NOT NULL ORDER BY tx DESC LIMIT 1",
+        sid, archive,
+    )  # fmt: skip
+    if latest is None or latest[1] is None or bytes(latest[1]) == parent_job:
+        return False
+    manifests = await _manifests(tx, sid, archive, latest[0])
+    if not manifests or root in await _targets(tx, sid, archive, latest[0], manifests):
+        return False
+    try:
+        await retire(tx, sid, source_id, REASON)
+    except (NotFound, Conflict):
+        return False
+    return True
+
+
+async def after_publish(
+    tx: Tx,
+    sid: int,
+    source_id: bytes,
+    job_id: bytes | None,
+    root: bytes | None,
+    pin: int,
+    at: int,
+) -> None:
+    """What a publish of the version of ``source_id`` written at ``pin`` (by job ``job_id``,
+    root node ``root``) at ``at`` does to archive members, in its transaction:
+    :func:`retire_members`, then :func:`retire_late_member`."""
+    await retire_members(tx, sid, source_id, pin, at)
+    await retire_late_member(tx, sid, source_id, job_id, root)
