@@ -65,19 +65,12 @@ async def _previous(tx: Tx, sid: int, source_id: bytes, pin: int) -> int | None:
     """The tx of the source's latest published version before ``pin``, or ``None`` (also
     when a version after ``pin`` is published: the version at ``pin`` published
     superseded)."""
-    newer = await tx.fetchone(
-        "SELECT 1 FROM source_versions WHERE scope_id = ? AND source_id = ? AND tx > ?"
-        " AND published_tx IS NOT NULL LIMIT 1",
-        sid, source_id, pin,
-    )  # fmt: skip
-    if newer is not None:
-        return None
     row = await tx.fetchone(
-        "SELECT tx FROM source_versions WHERE scope_id = ? AND source_id = ? AND tx < ?"
+        "SELECT tx FROM source_versions WHERE scope_id = ? AND source_id = ? AND tx <> ?"
         " AND published_tx IS NOT NULL ORDER BY tx DESC LIMIT 1",
         sid, source_id, pin,
     )  # fmt: skip
-    return int(row[0]) if row is not None else None
+    return int(row[0]) if row is not None and row[0] < pin else None
 
 
 async def _targets(
@@ -147,8 +140,8 @@ async def retire_members(tx: Tx, sid: int, source_id: bytes, pin: int, at: int) 
     """After the version of ``source_id`` written at ``pin`` was published at ``at`` (µs), in
     the same transaction: retire at ``at`` the member sources of the files the previous
     version's manifest held and this version no longer does (module docstring). Returns
-    the retired sources' ids, sorted. A source that is no archive costs two primary-key
-    probes (one when it has no earlier version)."""
+    the retired sources' ids, sorted. A source that is no archive costs one primary-key
+    probe, and one of the scope's ``MANIFEST`` labels when it has an earlier version."""
     previous = await _previous(tx, sid, source_id, pin)
     if previous is None:
         return []
