@@ -14,7 +14,14 @@ import docx
 import pytest
 
 from tests.conftest import CORPUS
-from tests.integration.versions_support import Graph, Scoped, check_new_version, graph, scoped
+from tests.integration.versions_support import (
+    Graph,
+    Scoped,
+    check_new_version,
+    graph,
+    scoped,
+    streamed,
+)
 from tests.support.server import ServerProcess, write_config
 
 pytestmark = pytest.mark.anyio
@@ -38,17 +45,20 @@ async def _reingest(
     server: ServerProcess, scope: Scoped, fmt: str, name: str, v1: bytes, v2: bytes
 ) -> tuple[str, Graph, Graph, int]:
     """``v1`` then ``v2`` as ``name``, checked (:func:`check_new_version`); the source id,
-    the graphs before and after and the old version's tx."""
+    the graphs before and after and a tx the old graph is read at (the old version's, or
+    just before the new one when the old one streamed)."""
     async with scoped(server) as ref:
         reference = await graph(ref, (await ref.ingest(fmt, name, v2, within_s=300))["sourceId"])
-    src = str((await scope.ingest(fmt, name, v1, within_s=300))["sourceId"])
+    job1 = await scope.ingest(fmt, name, v1, within_s=300)
+    src = str(job1["sourceId"])
     before = await graph(scope, src)
-    (first,) = await scope.versions(src)
     await scope.ingest(fmt, name, v2, within_s=300)
     after = await graph(scope, src)
-    v1_tx = int(first["sourceVersionTx"])
-    await check_new_version(scope, src, before, after, reference, v1_tx)
-    return src, before, after, v1_tx
+    first, second = await scope.versions(src)
+    v1_tx = None if streamed(job1) else int(first["sourceVersionTx"])
+    v2_tx = int(second["sourceVersionTx"])
+    await check_new_version(scope, src, before, after, reference, v1_tx, v2_tx)
+    return src, before, after, v2_tx - 1 if v1_tx is None else v1_tx
 
 
 def _texts(g: Graph, label: str) -> dict[str, str]:

@@ -17,7 +17,7 @@ import httpx
 from tests.support.server import ServerProcess
 from tests.support.wait import wait_job
 
-__all__ = ["Graph", "Scoped", "check_new_version", "graph", "scoped"]
+__all__ = ["Graph", "Scoped", "check_new_version", "graph", "scoped", "streamed"]
 
 #: What a node is, without its id: labels, properties and its span texts.
 Print = tuple[tuple[str, ...], str, tuple[str, ...]]
@@ -28,6 +28,8 @@ class Scoped:
     """A client of a fresh scope on the test server."""
 
     client: httpx.AsyncClient
+    #: The status of the last job :meth:`ingest` waited for.
+    last: dict[str, Any] | None = None
 
     async def ingest(
         self,
@@ -52,6 +54,7 @@ class Scoped:
             return out
         job = await wait_job(self.client, out["jobId"], "completed", "dead", within_s=within_s)
         assert job["state"] == "completed", job
+        self.last = job
         return job
 
     async def versions(self, source_id: str) -> list[dict[str, Any]]:
@@ -122,20 +125,36 @@ async def graph(scope: Scoped, source_id: str, as_of: int | None = None) -> Grap
         params["cursor"] = cursor
 
 
+def streamed(job: dict[str, Any]) -> bool:
+    """Whether job status ``job`` wrote its version as a stream (``partial`` events)."""
+    return any(e["transition"] == "partial" for e in job.get("events", []))
+
+
 async def check_new_version(
-    scope: Scoped, source_id: str, before: Graph, after: Graph, reference: Graph, v1_tx: int
+    scope: Scoped,
+    source_id: str,
+    before: Graph,
+    after: Graph,
+    reference: Graph,
+    v1_tx: int | None,
+    v2_tx: int,
 ) -> None:
     """What every format's changed re-ingest must show: the current graph is exactly the new
     version's (``reference``: the same bytes and name ingested first in a fresh scope); the
-    old graph as of the old version's tx is ``before``, ids and all; a node whose labels,
-    properties and span texts did not change keeps its id; a node that left is 404 now and
-    readable as of the old version."""
+    old graph just before the new version (``v2_tx - 1``) and, when given, as of the old
+    version's tx ``v1_tx`` is ``before``, ids and all; a node whose labels, properties and
+    span texts did not change keeps its id; a node that left is 404 now and readable as of
+    the old graph. A streamed version is published after its ``sourceVersionTx`` (at its
+    finalize), so its graph is not visible as of that tx: pass ``v1_tx=None`` then."""
     assert after.prints() == reference.prints()
-    assert await graph(scope, source_id, v1_tx) == before
+    old_at = v2_tx - 1
+    assert await graph(scope, source_id, old_at) == before
+    if v1_tx is not None:
+        assert await graph(scope, source_id, v1_tx) == before
     kept = before.unique()
     for p, node_id in after.unique().items():
         if p in kept:
             assert kept[p] == node_id, p
     for node_id in set(before.nodes) - set(after.nodes):
         assert await scope.status(node_id) == 404, node_id
-        assert await scope.status(node_id, v1_tx) == 200, node_id
+        assert await scope.status(node_id, old_at) == 200, node_id
