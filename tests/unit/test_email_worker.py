@@ -48,7 +48,9 @@ def _check_attachment_edges(out: dict[str, Any]) -> None:
         assert child is not None and child["rootNodeId"] == child_root_id(child["name"])
         content = base64.b64decode(child["contentB64"])
         if props["format"] in ("eml", "msg"):
-            assert edge["toId"] == email_worker.message_node_id(content, props["format"])
+            assert edge["toId"] == email_worker.message_node_id(
+                content, props["format"], child["rootNodeId"]
+            )
         else:
             assert edge["toId"] == child["rootNodeId"]
         assert props["size"] == len(content)

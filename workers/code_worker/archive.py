@@ -16,19 +16,23 @@ than ``options.max_bytes`` uncompressed source bytes in total (default 64 MiB; s
 checked as declared before reading and again as read, so a lying header cannot inflate
 memory): ``resource_limit``. Bytes that are not a readable archive: ``corrupt_input``.
 
-**Projection.** Canonical text: one line per child, its path. A ``MANIFEST`` node (``name``,
-``repo``, ``files``: the paths, ``file_count``, ``bytes``) holds every line; each line is a span
-of kind ``body``. A ``CONTAINS`` edge (``ord``, ``path``) goes from the manifest to the ``FILE``
-node id each child's job will create (uuid5 of repo + path, :func:`code_worker.file_id`),
-dangling until that child is applied. Child jobs are named ``<archive name>/<path>`` (a new
-archive version re-ingests only the files whose bytes changed: request-level dedup) with
-options ``repo`` (``options.repo``, else the archive's name) and ``path``.
+**Projection.** Canonical text: one line per child, its path. A ``MANIFEST`` node (id: the
+job's ``root_node_id``, else uuid5 of the archive's name, so every version of the archive
+keeps one manifest; ``name``, ``repo``, ``files``: the paths, ``file_count``, ``bytes``)
+holds every line; each line is a span of kind ``body``. A ``CONTAINS`` edge (``ord``,
+``path``) goes from the manifest to the ``FILE`` node id each child's job will create (uuid5
+of repo + path, :func:`code_worker.file_id`), dangling until that child is applied. Child jobs
+are named ``<archive name>/<path>`` (a new archive version re-ingests only the files whose
+bytes changed: request-level dedup) with options ``repo`` (``options.repo``, else the
+archive's name) and ``path``. A new archive version that no longer holds a path retires that
+child's source (:mod:`telha.storage.core.members`).
 """
 
 from __future__ import annotations
 
 import posixpath
 import tarfile
+import uuid
 import zipfile
 import zlib
 from collections.abc import Callable, Iterator
@@ -37,12 +41,21 @@ from typing import IO, Any
 
 from workers_common import CorruptInput, IngestionResultBuilder, Job, ResourceLimit
 
-__all__ = ["ARCHIVE_OPTIONS", "DEFAULT_MAX_BYTES", "DEFAULT_MAX_FILES", "fan_out", "is_archive"]
+__all__ = [
+    "ARCHIVE_OPTIONS",
+    "DEFAULT_MAX_BYTES",
+    "DEFAULT_MAX_FILES",
+    "fan_out",
+    "is_archive",
+    "manifest_id",
+]
 
 DEFAULT_MAX_FILES = 10_000
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 #: Options an archive job accepts besides ``repo``.
 ARCHIVE_OPTIONS = frozenset({"max_files", "max_bytes"})
+#: Namespace of the MANIFEST node ids (uuid5).
+MANIFEST_NAMESPACE = uuid.UUID("9a3e6c1d-4f2b-5e7a-8c90-6d616e696621")
 _SUFFIXES = (".zip", ".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz")
 
 
@@ -54,6 +67,11 @@ def is_archive(name: str, head: bytes) -> bool:
         return True
     magic = (b"PK\x03\x04", b"\x1f\x8b", b"BZh", b"\xfd7zXZ\x00")
     return head.startswith(magic) or head[257:262] == b"ustar"
+
+
+def manifest_id(name: str) -> str:
+    """The ``MANIFEST`` node id of the archive ingested as source ``name`` (uuid5)."""
+    return str(uuid.uuid5(MANIFEST_NAMESPACE, f"manifest:{name}"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,7 +211,9 @@ def _project(
     paths = [m.path for m in sources]
     props = {"name": job.name, "repo": repo, "files": paths, "file_count": len(paths),
              "bytes": declared}  # fmt: skip
-    manifest = b.add_node(["MANIFEST"], props, spans=spans)
+    manifest = b.add_node(
+        ["MANIFEST"], props, spans=spans, id=job.root_node_id or manifest_id(job.name)
+    )
     for ordinal, member in enumerate(sources):
         try:
             content = member.read()

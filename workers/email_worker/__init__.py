@@ -6,7 +6,9 @@ Parsed with the standard library (``email.policy.default``: RFC 2047/2231 header
 raw 8-bit and UTF-8 headers, nested multiparts, ``message/rfc822`` parts and digests).
 
 **Projection.** A ``MESSAGE`` node (deterministic id: uuid5 of the normalized Message-ID, or,
-without one, of the BLAKE3 of the canonical header block) with ``subject``,
+without one, the id the parent job gave this job's root (an attached message), else uuid5 of
+the source name — never of the content, so a new version of the same message keeps its id)
+with ``subject``,
 ``subject_normalized`` (``Re:``/``Fwd:``/``AW:``/``SV:``… prefixes and ``[list]`` tags stripped,
 whitespace folded), ``sent_at`` (µs, from the Date header; absent when it is missing or
 unparsable) and ``message_id``. A ``PERSON`` per address (id: uuid5 of the lower-cased address,
@@ -64,12 +66,11 @@ from workers_common import (
     IngestionResultBuilder,
     Job,
     UnsupportedFeature,
-    normalize_canonical,
 )
 from workers_common.ids import child_root_id
 from workers_common.temporal import find_dates, to_us
 
-__all__ = ["FORMATS", "handle", "message_node_id", "normalize_subject"]
+__all__ = ["FORMATS", "handle", "message_node_id", "normalize_subject", "source_message_id"]
 
 FORMATS = ("eml", "msg")
 #: A plain, CPU-bound handler: in-process pools run it in a worker process (see
@@ -106,13 +107,10 @@ class _Headers:
             out.append(("Subject", f"Subject: {self.subject}"))
         return out
 
-    def message_id(self) -> str:
-        """The MESSAGE node id: uuid5 of the first Message-ID, else of the header block's
-        BLAKE3 (the canonical header lines, each ending in LF)."""
-        if self.ids:
-            return _id("message", self.ids[0])
-        block = normalize_canonical("".join(line + "\n" for _, line in self.lines()))
-        return _id("message", blake3.blake3(block.encode()).hexdigest())
+    def message_id(self, fallback: str) -> str:
+        """The MESSAGE node id: uuid5 of the first Message-ID, else ``fallback`` (see
+        :func:`message_node_id`)."""
+        return _id("message", self.ids[0]) if self.ids else fallback
 
 
 def _headers(msg: EmailMessage) -> _Headers:
@@ -124,12 +122,20 @@ def _headers(msg: EmailMessage) -> _Headers:
     )
 
 
-def message_node_id(raw: bytes, fmt: str) -> str:
-    """The MESSAGE node id the ``eml``/``msg`` job of ``raw`` will give its message.
+def source_message_id(name: str) -> str:
+    """The MESSAGE node id of a message without a Message-ID ingested as source ``name``
+    with no id from a parent: uuid5 of the name, so its versions keep one id."""
+    return _id("message", f"source:{name}")
+
+
+def message_node_id(raw: bytes, fmt: str, root: str | None = None) -> str:
+    """The MESSAGE node id the ``eml``/``msg`` job of ``raw`` will give its message: from
+    its Message-ID, else ``root`` (the ``root_node_id`` a parent gives the job; without it,
+    :func:`source_message_id` of the empty name).
 
     :raises CorruptInput: an unreadable ``.msg``.
     """
-    return _headers(read_message(raw, fmt)).message_id()
+    return _headers(read_message(raw, fmt)).message_id(root or source_message_id(""))
 
 
 def _paragraphs(text: str) -> list[str]:
@@ -175,7 +181,7 @@ def _attachment_root(fmt: str, child: str, data: bytes) -> str:
     (its own job keeps it: threading needs it), else the id core gives the child's root."""
     if fmt in ("eml", "msg"):
         try:
-            return message_node_id(data, fmt)
+            return message_node_id(data, fmt, child_root_id(child))
         except CorruptInput:
             pass  # its own job ends corrupt_input: no root will ever have this id
     return child_root_id(child)
@@ -227,7 +233,8 @@ def handle(job: Job) -> dict[str, Any]:
     if h.sent is not None:
         props["sent_at"] = int(h.sent.timestamp()) * 1_000_000 + h.sent.microsecond
     spans = [s for _, s in lines] + [s for _, s in paragraph_spans]
-    message = b.add_node(["MESSAGE"], props, spans=spans, id=h.message_id())
+    fallback = job.root_node_id or source_message_id(job.name)
+    message = b.add_node(["MESSAGE"], props, spans=spans, id=h.message_id(fallback))
     people = _people(b, message, h.roles, person_spans)
     for parent in message_ids(header(msg, "In-Reply-To"))[:1]:
         b.add_relationship("IN_REPLY_TO", from_ref=message, to_id=_id("message", parent))

@@ -252,15 +252,21 @@ async def _closed_at(tx: Tx, sid: int, source_id: bytes, at: int) -> int:
     return int(row[0]) if row is not None else 0
 
 
-async def retire(tx: Tx, sid: int, source_id: bytes, reason: str | None) -> RetireOutcome:
+async def retire(
+    tx: Tx, sid: int, source_id: bytes, reason: str | None, *, at: int | None = None
+) -> RetireOutcome:
     """Retire a source: close everything it alone supports at a new tx and mark its current
     version retired. Retiring again answers the first retire. Its bytes and history stay.
+    ``at`` (µs): retire at this tx instead, inside a publish that holds the transaction
+    time already (an archive retiring its members, :mod:`telha.storage.core.members`); that
+    hold serialises every write of the source, so no source lock is taken.
 
     :raises NotFound: the source has no published version.
     :raises Conflict: the source is being erased (an erase job is pending or running), or
         its current version was erased.
     """
-    await tx.lock_sources(sid, (source_id,))
+    if at is None:
+        await tx.lock_sources(sid, (source_id,))
     latest = await tx.fetchone(
         "SELECT tx, retired_tx, retire_reason, erased_at FROM source_versions"
         " WHERE scope_id = ? AND source_id = ? AND published_tx IS NOT NULL"
@@ -280,7 +286,7 @@ async def retire(tx: Tx, sid: int, source_id: bytes, reason: str | None) -> Reti
     if retired_tx is not None:
         closed = await _closed_at(tx, sid, source_id, retired_tx)
         return RetireOutcome(source_id, retired_tx, retired_reason, version_tx, closed)
-    at = await tx.next_tx()
+    at = at if at is not None else await tx.next_tx()
     await _close_dropped(tx, sid, source_id, at, at)
     await tx.execute(
         "UPDATE source_versions SET retired_tx = ?, retire_reason = ? WHERE scope_id = ?"

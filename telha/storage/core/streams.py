@@ -56,6 +56,7 @@ from telha.storage.core.jobs import (
     end_erased,
     store_continuation,
 )
+from telha.storage.core.members import after_publish
 from telha.storage.core.publish import match, publish
 from telha.storage.core.tx import Tx
 from telha.storage.core.versions import current_nodes, insert_version, rows_at_next_tx
@@ -232,9 +233,11 @@ async def _finalize(
         canonical, c.length, part.content_hash, sid, v.source_id, c.tx,
     )  # fmt: skip
     added, changed, unchanged = c.changes
+    at = await tx.next_tx()
     changes = await publish(
-        tx, sid, v.source_id, c.tx, await tx.next_tx(), Changes(added, changed, unchanged), c.root
+        tx, sid, v.source_id, c.tx, at, Changes(added, changed, unchanged), c.root
     )
+    await after_publish(tx, sid, v.source_id, v.job_id, c.root, c.tx, at)
     stats = changes.into_stats(part.stats)
     completion = JobCompletion(part.lease, part.now_us, stats, part.children)
     return await complete(tx, sid, completion, f"version={c.tx} {changes.detail()}")

@@ -32,6 +32,7 @@ from telha.offload import off_loop
 from telha.storage.core.blocklist import blocked
 from telha.storage.core.engine import EngineOps
 from telha.storage.core.jobs import abandon_stream, check_lease, complete, end_erased, latest_hashes
+from telha.storage.core.members import after_publish
 from telha.storage.core.publish import match, publish
 from telha.storage.core.tx import Rollback, Tx
 
@@ -174,6 +175,7 @@ async def commit(
     )
     await tx.write_rows(rows)
     changes = await publish(tx, sid, version.source_id, tx_time, tx_time, rows.changes, rows.root)
+    await after_publish(tx, sid, version.source_id, version.job_id, rows.root, tx_time, tx_time)
     refused: tuple[str, ...] = ()
     if completion is not None:
         detail = f"version={tx_time} nodes={len(rows.node_ids)} {changes.detail()}"
