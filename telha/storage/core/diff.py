@@ -10,10 +10,14 @@ two versions compare row against row by node id: ``added`` are ids only in ``to`
 counted, not listed. Provenance is not compared: an unchanged node's spans point into its
 own version's text.
 
-Both queries walk node ids in order through the index on ``(scope_id, source_id,
-tx_from)`` (SQLite's ``nodes_by_version``, whose entries end with the node id;
-PostgreSQL's ``nodes_by_source_tx``), with one primary-key probe into the other version per
-row, so a page costs what it lists plus the unchanged ids skipped on the way.
+On SQLite a page walks the ids of ``to`` and of ``from`` in order through
+``nodes_by_version`` (``(scope_id, source_id, tx_from)``, whose entries end with the node
+id) with one primary-key probe into the other version per row, and stops at ``limit``: a
+page costs what it lists plus the unchanged ids it skips. On PostgreSQL a page groups both
+versions' rows by node id in one scan of ``nodes_by_source_tx``, with no join: its planner,
+on statistics not yet refreshed after a large version is written, would probe one
+version's rows once per row of the other (quadratic) for the anti-join. ``unchanged`` is
+counted over both versions on every page.
 """
 
 from __future__ import annotations
@@ -46,6 +50,21 @@ _PAGE = (
     " WHERE t.scope_id = f.scope_id AND t.node_id = f.node_id AND t.tx_from = ?"
     " AND t.source_id = f.source_id AND NOT t.erased)"
     " ORDER BY 1 LIMIT ?"
+)
+
+#: The same page by grouping both versions' rows by node id (PostgreSQL): one index scan,
+#: no join, so no plan can turn quadratic.
+_PAGE_GROUPED = (
+    "SELECT node_id FROM nodes WHERE scope_id = ? AND source_id = ? AND tx_from IN (?, ?)"
+    " AND NOT erased AND node_id > ? GROUP BY node_id HAVING count(*) = 1"
+    " OR count(DISTINCT labels) > 1 OR count(DISTINCT properties) > 1"
+    " ORDER BY node_id LIMIT ?"
+)
+
+_UNCHANGED_GROUPED = (
+    "SELECT count(*) FROM (SELECT node_id FROM nodes WHERE scope_id = ? AND source_id = ?"
+    " AND tx_from IN (?, ?) AND NOT erased GROUP BY node_id HAVING count(*) = 2"
+    " AND count(DISTINCT labels) = 1 AND count(DISTINCT properties) = 1) u"
 )
 
 _UNCHANGED = (
@@ -145,12 +164,15 @@ async def version_diff(
     picked_from, picked_to = await _pick(tx, sid, source_id, from_tx, to_tx)
     old = _NOTHING if picked_from is None else picked_from
     start = after or b""
-    page = await tx.fetchall(
-        _PAGE,
-        sid, source_id, picked_to, start, old,
-        sid, source_id, old, start, picked_to,
-        limit + 1,
-    )  # fmt: skip
+    if tx.postgres:
+        page = await tx.fetchall(_PAGE_GROUPED, sid, source_id, old, picked_to, start, limit + 1)
+    else:
+        page = await tx.fetchall(
+            _PAGE,
+            sid, source_id, picked_to, start, old,
+            sid, source_id, old, start, picked_to,
+            limit + 1,
+        )  # fmt: skip
     ids = [r[0] for r in page]
     more = len(ids) > limit
     ids = ids[:limit]
@@ -175,7 +197,10 @@ async def version_diff(
             added.append(new)
         elif was is not None:
             removed.append(was)
-    count = await tx.fetchone(_UNCHANGED, old, sid, source_id, picked_to)
+    if tx.postgres:
+        count = await tx.fetchone(_UNCHANGED_GROUPED, sid, source_id, old, picked_to)
+    else:
+        count = await tx.fetchone(_UNCHANGED, old, sid, source_id, picked_to)
     return VersionDiff(
         picked_from, picked_to, added, removed, changed,
         int(count[0]) if count is not None else 0, ids[-1] if more else None,
