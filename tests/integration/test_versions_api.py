@@ -18,7 +18,7 @@ import pytest
 from telha.domain.erasure import ERASE_FORMAT, ERASE_KIND, ErasePayload
 from telha.domain.errors import Conflict, NotFound
 from telha.domain.ids import new_id
-from telha.domain.model import Dedup, NewJob, NewVersion, Scope
+from telha.domain.model import Dedup, LeaseRef, NewJob, NewVersion, Scope, StreamPart
 from telha.domain.projection import NodeOut, Projection, SpanOut
 from telha.storage import StorageEngine
 from tests.support.server import ServerProcess, write_config
@@ -26,6 +26,8 @@ from tests.support.wait import wait_job
 
 pytestmark = pytest.mark.anyio
 
+#: A transaction time (µs) for the store-level tests' jobs and leases.
+NOW = 1_000_000_000_000
 V1 = "# Title\n\nAlpha paragraph.\n\nBeta paragraph.\n"
 V2 = "# Title\n\nAlpha paragraph.\n\nGamma paragraph.\n"
 
@@ -361,3 +363,34 @@ async def test_store_retire_refuses_a_source_being_erased(store: StorageEngine) 
         scope, other, from_tx=None, to_tx=None, limit=10, after=None
     )  # the retired version is still the latest: against nothing, all added
     assert diff.from_tx is None and len(diff.added) == 2 and diff.next_after is None
+
+
+async def test_store_lists_and_diffs_published_versions_only(store: StorageEngine) -> None:
+    """A stream still open wrote a version row and nodes at its pin: not listed, not a
+    version a diff may name, and not the default ``to``."""
+    scope = Scope("t", f"o-{uuid.uuid4()}")
+    source = new_id()
+    raw = new_id() * 2
+    v1 = NewVersion(source, "s.txt", "text", new_id() * 2, 10, "test")
+    out = await store.commit_version(scope, v1, _projection(["a", "b"]), dedup=Dedup.NONE)
+    assert out.source_version_tx is not None
+    job = NewJob(new_id(), "ingest:text", "text", source, raw, b'{"name":"s.txt"}')
+    await store.enqueue_job(scope, job, now_us=NOW, dedup=False)
+    held = await store.lease_next_job(
+        ["text"], scope=scope, worker_id="w1", now_us=NOW, lease_us=10**9
+    )
+    assert held is not None
+    lease = LeaseRef(held.job_id, held.lease_generation)
+    part = StreamPart(lease, "w1", 0, True, 0, NOW, 10**9, stats=b"{}")
+    v2 = NewVersion(source, "s.txt", "text", raw, 10, "w1", job.job_id)
+    streamed = await store.apply_stream_part(scope, v2, _projection(["a", "c"]), part)
+    assert not streamed.finalized and streamed.source_version_tx is not None
+    listed = await store.source_versions(scope, source)
+    assert [v.tx for v in listed] == [out.source_version_tx]
+    assert listed[0].published_tx == out.source_version_tx and listed[0].changes is not None
+    with pytest.raises(NotFound):
+        await store.version_diff(
+            scope, source, from_tx=None, to_tx=streamed.source_version_tx, limit=10, after=None
+        )
+    diff = await store.version_diff(scope, source, from_tx=None, to_tx=None, limit=10, after=None)
+    assert (diff.from_tx, diff.to_tx, len(diff.added)) == (None, out.source_version_tx, 2)
