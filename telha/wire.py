@@ -196,8 +196,9 @@ class SourceOut(_Out):
 
 class RetireOut(_Out):
     """200 of ``DELETE /v1/sources/{sourceId}``: the retire (the first one's, when retired
-    again), the version that was current then (``versionTx``, µs) and how many nodes left
-    the current graph (``nodesClosed``)."""
+    again), the version that was current then (``versionTx``, µs) and how many of the
+    source's node versions it closed (``nodesClosed``; a node another source still supports
+    is among them, and keeps a version of its own with that source's spans)."""
 
     source_id: str
     retired: RetiredOut
