@@ -394,3 +394,27 @@ async def test_store_lists_and_diffs_published_versions_only(store: StorageEngin
         )
     diff = await store.version_diff(scope, source, from_tx=None, to_tx=None, limit=10, after=None)
     assert (diff.from_tx, diff.to_tx, len(diff.added)) == (None, out.source_version_tx, 2)
+
+
+async def test_openapi_describes_the_versions_api(server: ServerProcess) -> None:
+    async with httpx.AsyncClient(base_url=server.base_url) as anon:
+        doc = (await anon.get("/openapi.json")).json()
+    paths, schemas = doc["paths"], doc["components"]["schemas"]
+    diff = paths["/v1/sources/{sourceId}/diff"]["get"]
+    assert [p["name"] for p in diff["parameters"]] == ["sourceId", "from", "to", "limit", "cursor"]
+    assert set(diff["responses"]) == {"200", "400", "401", "404", "410"}
+    retire = paths["/v1/sources/{sourceId}"]["delete"]
+    assert set(retire["responses"]) == {"200", "400", "401", "404", "409"}
+    assert [p["name"] for p in retire["parameters"]] == ["sourceId", "reason"]
+    for path in ("/v1/nodes", "/v1/nodes/{nodeId}", "/v1/nodes/{nodeId}/edges"):
+        assert "asOf" in [p["name"] for p in paths[path]["get"]["parameters"]], path
+    assert set(schemas["DiffOut"]["required"]) == {
+        "from", "to", "added", "removed", "changed", "unchanged", "nextCursor"
+    }  # fmt: skip
+    assert set(schemas["RetireOut"]["required"]) == {
+        "sourceId", "retired", "versionTx", "nodesClosed"
+    }  # fmt: skip
+    version = schemas["VersionOut"]["properties"]
+    assert version["state"]["enum"] == ["current", "erased", "retired", "superseded"]
+    assert {"publishedTx", "rootNodeId", "changes"} <= set(schemas["VersionOut"]["required"])
+    assert "retired" in schemas["SourceOut"]["required"]
