@@ -48,7 +48,25 @@ async def test_every_read_answers_as_the_release_that_wrote_it(
         for path, answer in recorded.items():
             r = await c.get(path)
             body = r.json() if "json" in r.headers.get("content-type", "") else r.text
+            if path.startswith("/v1/sources/") and path.count("/") == 3 and r.status_code == 200:
+                body = _without_version_fields(body)
             assert (r.status_code, body) == (answer["status"], answer["body"]), path
+
+
+def _without_version_fields(source: dict[str, object]) -> dict[str, object]:
+    """``GET /v1/sources/{id}`` without the fields added since that release (docs/rest-api.md,
+    "Versions and diffs"), after checking what they say of versions written before them:
+    not retired, the latest current and the rest superseded, published at their own tx, no
+    root node or changes recorded."""
+    assert source.pop("retired") is None
+    versions = source["versions"]
+    assert isinstance(versions, list)
+    for i, v in enumerate(versions):
+        state = v.pop("state")
+        assert state == ("current" if i == 0 else "superseded"), v
+        assert v.pop("publishedTx") == v["sourceVersionTx"]
+        assert v.pop("rootNodeId") is None and v.pop("changes") is None
+    return source
 
 
 async def test_the_old_file_takes_new_versions_and_checks_clean(
