@@ -1,5 +1,5 @@
-"""The client commands of ``telha`` (docs/cli-and-client.md): ``ingest``, ``job`` and
-``source``, over :class:`telha.client.AsyncTelha`.
+"""The client commands of ``telha`` (docs/cli-and-client.md): ``ingest``, ``job``,
+``source``, ``retire`` and ``diff``, over :class:`telha.client.AsyncTelha`.
 
 ``telha ingest PATH...`` walks folders (sorted; hidden files skipped), picks each file's
 format (:func:`telha.client.formats.guess_format`, or ``--format``), uploads up to
@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import click
@@ -45,15 +45,17 @@ from telha.client import (
     IngestApplied,
     JobEventOut,
     JobStatus,
-    SourceOut,
+    NodeOut,
+    RetiredOut,
     TelhaError,
 )
 from telha.client.formats import guess_format
 
-__all__ = ["ingest", "job", "source"]
+__all__ = ["diff", "ingest", "job", "retire", "source"]
 
 DEFAULT_URL = "http://127.0.0.1:7625"
 _NODES = re.compile(r"\bnodes=(\d+)")
+_T = TypeVar("_T")
 _FINAL = frozenset({"completed", "dead", "refused", "applied", "deduplicated", "failed"})
 
 _URL = click.option(
@@ -272,13 +274,16 @@ def ingest(
     sys.exit(1 if bad else 0)
 
 
-def _fetch(url: str, key: str, what: str, ident: str) -> JobStatus | SourceOut:
-    async def get() -> JobStatus | SourceOut:
+def _call(url: str, key: str, call: Callable[[AsyncTelha], Awaitable[_T]]) -> _T:
+    """``call(client)`` against the server; an error answer is printed (``telha: CODE:
+    message`` on stderr) and exits 1."""
+
+    async def run() -> _T:
         async with AsyncTelha(url, key, retries=1) as client:
-            return await (client.job(ident) if what == "job" else client.source(ident))
+            return await call(client)
 
     try:
-        return anyio.run(get)
+        return anyio.run(run)
     except TelhaError as exc:
         click.echo(f"telha: {exc.code}: {exc.message}", err=True)
         sys.exit(1)
@@ -290,8 +295,7 @@ def _fetch(url: str, key: str, what: str, ident: str) -> JobStatus | SourceOut:
 @_KEY
 def job(job_id: str, url: str, api_key: str) -> None:
     """Print one job: state, attempts, source, failure, stats and its events."""
-    found = _fetch(url, api_key, "job", job_id)
-    assert isinstance(found, JobStatus)
+    found = _call(url, api_key, lambda c: c.job(job_id))
     click.echo(f"job       {found.job_id}\nkind      {found.kind}\nstate     {found.state}\n"
                f"attempts  {found.attempts}\nsource    {found.source_id}")  # fmt: skip
     if found.failure_reason:
@@ -303,16 +307,77 @@ def job(job_id: str, url: str, api_key: str) -> None:
         click.echo(f"  {e.at}  {e.transition}" + (f"  {e.detail}" if e.detail else ""))
 
 
+def _retired(r: RetiredOut) -> str:
+    return f"{r.tx}" + (f"  ({r.reason})" if r.reason else "")
+
+
 @click.command()
 @click.argument("source_id")
 @_URL
 @_KEY
 def source(source_id: str, url: str, api_key: str) -> None:
-    """Print one source and its versions, newest first."""
-    found = _fetch(url, api_key, "source", source_id)
-    assert isinstance(found, SourceOut)
+    """Print one source and its versions, newest first, each with its state."""
+    found = _call(url, api_key, lambda c: c.source(source_id))
     click.echo(f"source  {found.source_id}\nname    {found.name}\nformat  {found.format}")
-    click.echo("versions (tx µs, bytes, content hash, worker, job)")
+    if found.retired is not None:
+        click.echo(f"retired {_retired(found.retired)}")
+    click.echo("versions (tx µs, state, bytes, content hash, worker, job)")
     for v in found.versions:
-        click.echo(f"  {v.source_version_tx}  {v.size}  {v.content_hash[:16]}…  {v.worker or '-'}"
-                   f"  {v.job_id or '-'}")  # fmt: skip
+        click.echo(f"  {v.source_version_tx}  {v.state}  {v.size}  {v.content_hash[:16]}…"
+                   f"  {v.worker or '-'}  {v.job_id or '-'}")  # fmt: skip
+
+
+@click.command()
+@click.argument("source_id")
+@click.option("--reason", default=None, help="why (kept with the retire)")
+@_URL
+@_KEY
+def retire(source_id: str, reason: str | None, url: str, api_key: str) -> None:
+    """Retire a source: its nodes leave the current graph; history, bytes and text stay
+    (reads as of an earlier time still show them). Retiring again prints the first retire."""
+    done = _call(url, api_key, lambda c: c.retire(source_id, reason))
+    click.echo(f"source   {done.source_id}\nretired  {_retired(done.retired)}\n"
+               f"version  {done.version_tx}\nclosed   {done.nodes_closed} nodes")  # fmt: skip
+
+
+#: Longest node text a ``telha diff`` line shows, characters.
+_DIFF_TEXT = 72
+
+
+def _node_line(node: NodeOut) -> str:
+    """``id  LABELS  text``: the node's span texts (else its properties), on one line."""
+    text = " … ".join(s.text for s in node.provenance.spans)
+    if not text:
+        text = msgspec.json.encode(node.properties).decode()
+    text = " ".join(text.split())
+    if len(text) > _DIFF_TEXT:
+        text = text[: _DIFF_TEXT - 1] + "…"
+    return f"{node.node_id}  {','.join(node.labels)}  {text}"
+
+
+@click.command()
+@click.argument("source_id")
+@click.option("--from", "from_tx", type=click.IntRange(min=0), default=None,
+              help="a version's tx (µs); default the version before --to")  # fmt: skip
+@click.option("--to", "to_tx", type=click.IntRange(min=0), default=None,
+              help="a version's tx (µs); default the latest")  # fmt: skip
+@_URL
+@_KEY
+def diff(source_id: str, from_tx: int | None, to_tx: int | None, url: str, api_key: str) -> None:
+    """Print what changed between two versions of a source: a summary line, then one line
+    a node (+ added, - removed, ~ changed: labels or properties), coloured on a terminal."""
+    d = _call(url, api_key, lambda c: c.diff(source_id, from_tx, to_tx))
+    click.echo(f"from {d.from_ if d.from_ is not None else '-'} to {d.to}: "
+               f"{len(d.added)} added, {len(d.removed)} removed, {len(d.changed)} changed, "
+               f"{d.unchanged} unchanged")  # fmt: skip
+    for node in d.added:
+        click.echo(click.style(f"+ {_node_line(node)}", fg="green"))
+    for node in d.removed:
+        click.echo(click.style(f"- {_node_line(node)}", fg="red"))
+    for change in d.changed:
+        keys = sorted(
+            k for k in {*change.before.properties, *change.after.properties}
+            if change.before.properties.get(k) != change.after.properties.get(k)
+        )  # fmt: skip
+        what = f"  [{', '.join(keys)}]" if keys else "  [labels]"
+        click.echo(click.style(f"~ {_node_line(change.after)}{what}", fg="yellow"))

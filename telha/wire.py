@@ -5,12 +5,14 @@ strings, hashes as hex, times as µs integers. The OpenAPI document is generated
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
 __all__ = [
+    "ChangesOut",
     "Deduplicated",
+    "DiffOut",
     "EdgeList",
     "EdgeOut",
     "ErasedVersionOut",
@@ -22,15 +24,24 @@ __all__ = [
     "Interval",
     "JobEventOut",
     "JobStatus",
+    "NodeChangeOut",
     "NodeList",
     "NodeOut",
     "Provenance",
     "ProvenanceSpanOut",
+    "RetireOut",
+    "RetiredOut",
     "SourceOut",
     "SpanList",
     "SpanOut",
     "VersionOut",
+    "VersionState",
 ]
+
+#: How a listed version stands (docs/rest-api.md, "Versions and diffs"): ``current`` (its
+#: source's current graph), ``superseded`` (a later version replaced it), ``retired`` (the
+#: source was retired while it was current), ``erased`` (GDPR erasure).
+VersionState = Literal["current", "superseded", "retired", "erased"]
 
 
 class _Out(msgspec.Struct, rename="camel", kw_only=True):
@@ -99,11 +110,36 @@ class JobStatus(_Out):
     stats: dict[str, Any] | None
 
 
+class ChangesOut(_Out):
+    """What a version's publish did to its source's nodes (docs/architecture.md, "Versions
+    and node identity"): new ids, closed ids, matched with other labels or properties,
+    matched and equal."""
+
+    nodes_added: int
+    nodes_removed: int
+    nodes_changed: int
+    nodes_unchanged: int
+
+
+class RetiredOut(_Out):
+    """A retire: its transaction time (µs) and the reason given, if any."""
+
+    tx: int
+    reason: str | None
+
+
 class VersionOut(_Out):
-    """A source version; an erased one (docs/operations.md, "Erasure") says when (µs), why
-    and by which erasure, and its text and spans answer 410 CONTENT_ERASED."""
+    """A published source version: its ``state``, when it was published (µs), its root node
+    (the DOCUMENT, TABLE, WORKBOOK, MESSAGE or FILE node; ``null`` if it has none) and what
+    its publish changed (``null`` for versions written before this was recorded). An erased
+    one (docs/operations.md, "Erasure") says when (µs), why and by which erasure, and its
+    text and spans answer 410 CONTENT_ERASED."""
 
     source_version_tx: int
+    state: VersionState
+    published_tx: int
+    root_node_id: str | None
+    changes: ChangesOut | None
     content_hash: str
     canonical_text_hash: str | None
     size: int
@@ -147,12 +183,27 @@ class ErasureOut(_Out):
 
 
 class SourceOut(_Out):
-    """``GET /v1/sources/{sourceId}``: the source and its versions, newest first."""
+    """``GET /v1/sources/{sourceId}``: the source and its published versions, newest first;
+    ``retired`` when the source is retired (its latest version was current at the retire),
+    else ``null``."""
 
     source_id: str
     name: str
     format: str
+    retired: RetiredOut | None
     versions: list[VersionOut]
+
+
+class RetireOut(_Out):
+    """200 of ``DELETE /v1/sources/{sourceId}``: the retire (the first one's, when retired
+    again), the version that was current then (``versionTx``, µs) and how many of the
+    source's node versions it closed (``nodesClosed``; a node another source still supports
+    is among them, and keeps a version of its own with that source's spans)."""
+
+    source_id: str
+    retired: RetiredOut
+    version_tx: int
+    nodes_closed: int
 
 
 class SpanOut(_Out):
@@ -247,3 +298,27 @@ class EdgeList(_Out):
     """A node's edges whose far endpoint exists."""
 
     edges: list[EdgeOut]
+
+
+class NodeChangeOut(_Out):
+    """A node in both versions of a diff with other labels or properties: its row in
+    ``from`` (``before``) and in ``to`` (``after``)."""
+
+    before: NodeOut
+    after: NodeOut
+
+
+class DiffOut(_Out):
+    """``GET /v1/sources/{sourceId}/diff``: one page of what changed from version ``from``
+    to version ``to`` (transaction times, µs; ``from`` is ``null`` when ``to`` is the first
+    version: every node is added). Nodes are in id order across the three lists;
+    ``unchanged`` counts the whole diff (the same on every page); ``nextCursor`` is opaque,
+    ``null`` on the last page."""
+
+    from_: int | None = msgspec.field(name="from")
+    to: int
+    added: list[NodeOut]
+    removed: list[NodeOut]
+    changed: list[NodeChangeOut]
+    unchanged: int
+    next_cursor: str | None

@@ -11,6 +11,7 @@ Example::
 
 from telha.client.client import MULTIPART_OVER_BYTES, AsyncTelha, IngestResult
 from telha.client.errors import (
+    Conflict,
     ConnectionFailed,
     ContentErased,
     InternalError,
@@ -23,23 +24,32 @@ from telha.client.errors import (
     Unavailable,
 )
 from telha.wire import (
+    ChangesOut,
     Deduplicated,
+    DiffOut,
     EdgeOut,
     IngestApplied,
     IngestEnqueued,
     JobEventOut,
     JobStatus,
+    NodeChangeOut,
     NodeOut,
+    RetiredOut,
+    RetireOut,
     SourceOut,
     SpanOut,
+    VersionOut,
 )
 
 __all__ = [
     "MULTIPART_OVER_BYTES",
     "AsyncTelha",
+    "ChangesOut",
+    "Conflict",
     "ConnectionFailed",
     "ContentErased",
     "Deduplicated",
+    "DiffOut",
     "EdgeOut",
     "IngestApplied",
     "IngestEnqueued",
@@ -49,12 +59,16 @@ __all__ = [
     "InvalidRequest",
     "JobEventOut",
     "JobStatus",
+    "NodeChangeOut",
     "NodeOut",
     "NotFound",
     "PayloadTooLarge",
+    "RetireOut",
+    "RetiredOut",
     "SourceOut",
     "SpanOut",
     "TelhaError",
     "Unauthenticated",
     "Unavailable",
+    "VersionOut",
 ]

@@ -30,6 +30,7 @@ from tenacity import (
 from telha.client.errors import ConnectionFailed, TelhaError, Unavailable, error_for
 from telha.wire import (
     Deduplicated,
+    DiffOut,
     EdgeList,
     EdgeOut,
     IngestApplied,
@@ -38,6 +39,7 @@ from telha.wire import (
     JobStatus,
     NodeList,
     NodeOut,
+    RetireOut,
     SourceOut,
     SpanList,
     SpanOut,
@@ -310,17 +312,23 @@ class AsyncTelha:
         return await self._get(f"/v1/nodes/{node_id}", NodeOut, {"asOf": as_of})
 
     async def nodes(
-        self, *, label: str | None = None, source_id: str | None = None, page_size: int = 500
+        self,
+        *,
+        label: str | None = None,
+        source_id: str | None = None,
+        page_size: int = 500,
+        as_of: int | None = None,
     ) -> AsyncIterator[NodeOut]:
         """Every node with ``label`` and/or from ``source_id``, over all pages
-        (``page_size`` per request, at most 1000).
+        (``page_size`` per request, at most 1000); ``as_of``: the nodes as of that
+        transaction time (µs), else the current ones.
 
         :raises InvalidRequest: a bad filter.
         """
         cursor = None
         while True:
             params = {"label": label, "sourceId": source_id, "limit": page_size,
-                      "cursor": cursor}  # fmt: skip
+                      "cursor": cursor, "asOf": as_of}  # fmt: skip
             page = await self._get("/v1/nodes", NodeList, params)
             for node in page.nodes:
                 yield node
@@ -329,14 +337,81 @@ class AsyncTelha:
                 return
 
     async def edges(
-        self, node_id: str, direction: Literal["in", "out", "both"] = "both"
+        self,
+        node_id: str,
+        direction: Literal["in", "out", "both"] = "both",
+        as_of: int | None = None,
     ) -> list[EdgeOut]:
-        """A node's edges whose other end exists now (dangling edges are not shown).
+        """A node's edges whose other end exists now (``as_of``: then, a transaction time
+        in µs); dangling edges are not shown.
 
-        :raises NotFound: no such node.
+        :raises NotFound: no such node (at that time).
         """
         url = f"/v1/nodes/{node_id}/edges"
-        return (await self._get(url, EdgeList, {"direction": direction})).edges
+        return (await self._get(url, EdgeList, {"direction": direction, "asOf": as_of})).edges
+
+    async def retire(self, source_id: str, reason: str | None = None) -> RetireOut:
+        """``DELETE /v1/sources/{sourceId}``: retire the source (its graph leaves the
+        current one; history, bytes and text stay). Retiring again answers the first
+        retire.
+
+        :raises NotFound: no such source in this scope.
+        :raises Conflict: the source is being erased, or was erased.
+        :raises InvalidRequest: an empty reason, or one over 1000 characters.
+        """
+        query = {"reason": reason} if reason is not None else {}
+        resp = await self._request("DELETE", f"/v1/sources/{source_id}", lambda: {"params": query})
+        return msgspec.json.decode(resp.content, type=RetireOut)
+
+    async def diff_page(
+        self,
+        source_id: str,
+        from_tx: int | None = None,
+        to_tx: int | None = None,
+        *,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> DiffOut:
+        """``GET /v1/sources/{sourceId}/diff``: one page of what changed from version
+        ``from_tx`` to ``to_tx`` (µs; defaults: the version before ``to_tx``, and the
+        latest); pass the page's ``next_cursor`` (and its ``from_``/``to``) for the next.
+
+        :raises InvalidRequest: ``from_tx`` not before ``to_tx``, a bad cursor or limit.
+        :raises NotFound: no such source, or a tx that is not one of its versions.
+        :raises ContentErased: one of the two versions was erased.
+        """
+        params = {"from": from_tx, "to": to_tx, "limit": limit, "cursor": cursor}
+        return await self._get(f"/v1/sources/{source_id}/diff", DiffOut, params)
+
+    async def diff(
+        self,
+        source_id: str,
+        from_tx: int | None = None,
+        to_tx: int | None = None,
+        *,
+        page_size: int = 500,
+    ) -> DiffOut:
+        """The whole diff from version ``from_tx`` to ``to_tx`` (see :meth:`diff_page`),
+        every page fetched (``page_size`` nodes each, at most 1000) and joined into one
+        :class:`DiffOut` (``next_cursor`` ``None``). The versions the first page picks are
+        kept for the rest, so a version published meanwhile does not mix in.
+
+        :raises InvalidRequest: ``from_tx`` not before ``to_tx``.
+        :raises NotFound: no such source, or a tx that is not one of its versions.
+        :raises ContentErased: one of the two versions was erased.
+        """
+        whole = await self.diff_page(source_id, from_tx, to_tx, limit=page_size)
+        cursor = whole.next_cursor
+        while cursor is not None:
+            page = await self.diff_page(
+                source_id, whole.from_, whole.to, limit=page_size, cursor=cursor
+            )
+            whole.added += page.added
+            whole.removed += page.removed
+            whole.changed += page.changed
+            cursor = page.next_cursor
+        whole.next_cursor = None
+        return whole
 
 
 def _error(resp: httpx.Response) -> TelhaError:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 __all__ = [
+    "Conflict",
     "ConnectionFailed",
     "ContentErased",
     "InternalError",
@@ -65,6 +66,13 @@ class NotFound(TelhaError):
     default_code = "NOT_FOUND"
 
 
+class Conflict(TelhaError):
+    """409: the resource's state refuses the request (a source being erased cannot be
+    retired)."""
+
+    default_code = "CONFLICT"
+
+
 class ContentErased(TelhaError):
     """410: the content was erased (GDPR) and is refused for good."""
 
@@ -98,7 +106,7 @@ class ConnectionFailed(TelhaError):
 _BY_CODE: dict[str, type[TelhaError]] = {
     cls.default_code: cls
     for cls in (
-        InvalidContent, InvalidRequest, Unauthenticated, NotFound, ContentErased,
+        InvalidContent, InvalidRequest, Unauthenticated, NotFound, Conflict, ContentErased,
         PayloadTooLarge, Unavailable, InternalError,
     )
 }  # fmt: skip

@@ -80,6 +80,14 @@ class SourceVersion:
     erased_at: int | None = None
     erasure_id: bytes | None = None
     erase_reason: str | None = None
+    #: When (µs) the version became its source's current graph (``None``: not published),
+    #: its root node, and what its publish changed (``None`` before migration 6).
+    published_tx: int | None = None
+    root_node_id: bytes | None = None
+    changes: Changes | None = None
+    #: When (µs) and why the source was retired while this version was its current one.
+    retired_tx: int | None = None
+    retire_reason: str | None = None
 
 
 @dataclass(slots=True)
@@ -111,6 +119,14 @@ class Changes:
     def detail(self) -> str:
         """The counts as the ``completed`` event's detail carries them."""
         return " ".join(f"{k}={v}" for k, v in self.as_stats().items())
+
+    @classmethod
+    def from_stats(cls, stats: dict[str, int]) -> Changes:
+        """The counts back from :meth:`as_stats`'s shape (a missing count is 0)."""
+        return cls(
+            stats.get("nodes_added", 0), stats.get("nodes_changed", 0),
+            stats.get("nodes_unchanged", 0), stats.get("nodes_removed", 0),
+        )  # fmt: skip
 
     def as_stats(self) -> dict[str, int]:
         """The counts as a job's ``stats`` and ``completed`` event carry them."""

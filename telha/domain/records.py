@@ -15,6 +15,7 @@ from telha.domain.canonical import is_boundary
 from telha.domain.errors import RequestError
 from telha.domain.model import (
     BLOB_CHUNK,
+    Changes,
     Continuation,
     Dedup,
     JobEvent,
@@ -38,6 +39,8 @@ __all__ = [
 ]
 
 _decode = msgspec.json.decode
+#: Position of ``changes`` among :class:`~telha.domain.model.SourceVersion`'s fields.
+_CHANGES = 16
 
 
 def job_record(row: Any, events: tuple[JobEvent, ...] = ()) -> JobRecord:
@@ -53,8 +56,12 @@ def job_record(row: Any, events: tuple[JobEvent, ...] = ()) -> JobRecord:
 
 
 def version_record(row: Any) -> SourceVersion:
-    """A version from its row in :class:`~telha.domain.model.SourceVersion` field order."""
-    return SourceVersion(*row)
+    """A version from its row in :class:`~telha.domain.model.SourceVersion` field order
+    (``changes`` as its stored JSON, decoded here)."""
+    fields = list(row)
+    if len(fields) > _CHANGES and fields[_CHANGES] is not None:
+        fields[_CHANGES] = Changes.from_stats(_decode(fields[_CHANGES]))
+    return SourceVersion(*fields)
 
 
 def node_record(row: Any) -> NodeVersion:

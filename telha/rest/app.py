@@ -34,7 +34,7 @@ from telha.ingest.ingestor import Ingestor
 from telha.metrics import Metrics
 from telha.queue.job_queue import JobQueue
 from telha.rest.metrics_middleware import MetricsMiddleware
-from telha.storage.protocol import KeyStore, ReadStore
+from telha.storage.protocol import KeyStore, ReadStore, RetireStore
 from telha.wire import ErrorBody, ErrorDetail
 
 __all__ = ["AppState", "RestStore", "create_app", "json_response", "parse_uuid", "require_scope"]
@@ -43,8 +43,9 @@ log = structlog.get_logger("telha.rest")
 _HTTP_CODES = {404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED", 400: "INVALID_REQUEST"}
 
 
-class RestStore(ReadStore, KeyStore, Protocol):
-    """The storage roles the REST front uses: the read routes' reads and API key lookups."""
+class RestStore(ReadStore, RetireStore, KeyStore, Protocol):
+    """The storage roles the REST front uses: the read routes' reads, the retire and API
+    key lookups."""
 
 
 @dataclass
@@ -210,8 +211,9 @@ async def metrics(request: Request) -> Response:
 
 def create_app(st: AppState) -> Starlette:
     """Build the app over ``st``; the routes come from :mod:`telha.rest.ingest_routes`,
-    :mod:`telha.rest.read_routes` and :mod:`telha.rest.openapi`."""
-    from telha.rest import erase_routes, ingest_routes, openapi, read_routes
+    :mod:`telha.rest.read_routes`, :mod:`telha.rest.version_routes`,
+    :mod:`telha.rest.erase_routes` and :mod:`telha.rest.openapi`."""
+    from telha.rest import erase_routes, ingest_routes, openapi, read_routes, version_routes
 
     routes = [
         Route("/healthz", healthz, methods=["GET"]),
@@ -219,6 +221,7 @@ def create_app(st: AppState) -> Starlette:
         Route("/metrics", metrics, methods=["GET"]),
         *ingest_routes.routes,
         *read_routes.routes,
+        *version_routes.routes,
         *erase_routes.routes,
         *openapi.routes,
     ]

@@ -35,6 +35,20 @@ _ERRORS = {
 _ERASED = _json(
     "ErrorBody", "CONTENT_ERASED: the content (or this version) was erased (GDPR) for good"
 )
+_CONFLICT = _json("ErrorBody", "CONFLICT: the source is being erased, or was erased")
+
+_RETIRE_BODY = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "reason": {
+            "type": ["string", "null"],
+            "minLength": 1,
+            "maxLength": 1000,
+            "description": "why (kept with the retire); or the reason query parameter",
+        },
+    },
+}
 
 _ERASE_BODY = {
     "type": "object",
@@ -71,6 +85,13 @@ _INT = {"type": "integer", "minimum": 0}
 _SOURCE = _param("sourceId", "path", _UUID, "source id")
 _TX = _param("tx", "path", _INT, "source version transaction time, µs")
 _NODE = _param("nodeId", "path", _UUID, "logical node id")
+_AS_OF = _param(
+    "asOf", "query", _INT, "transaction time, µs: the graph as it was then (default now)"
+)
+_LIMIT = _param(
+    "limit", "query", {"type": "integer", "minimum": 1, "maximum": 1000}, "page size (100)"
+)
+_CURSOR = _param("cursor", "query", {"type": "string"}, "nextCursor of the previous page")
 
 _INGEST_BODY = {
     "type": "object",
@@ -156,6 +177,73 @@ def _paths() -> dict[str, Any]:
                 "security": secured,
                 "parameters": [_SOURCE],
                 "responses": {"200": _json("SourceOut", "the source"), **_ERRORS},
+            },
+            "delete": {
+                "summary": "Retire a source: its graph leaves the current one, history stays",
+                "description": (
+                    "Closes, at a new transaction time, every node and edge only this source"
+                    " supports (a node another source's edge touches keeps a version with"
+                    " that source's spans) and marks the current version retired. Reads"
+                    " asOf an earlier time still show it; bytes, text and spans stay (this"
+                    " is not erasure). Ingesting the same bytes again creates a new version."
+                    " Retiring again answers the first retire. The reason goes as a query"
+                    " parameter or in a JSON body, not both."
+                ),
+                "security": secured,
+                "parameters": [
+                    _SOURCE,
+                    _param(
+                        "reason",
+                        "query",
+                        {"type": "string", "minLength": 1, "maxLength": 1000},
+                        "why (optional)",
+                    ),
+                ],
+                "requestBody": {
+                    "required": False,
+                    "content": {"application/json": {"schema": _RETIRE_BODY}},
+                },
+                "responses": {
+                    "200": _json("RetireOut", "the retire (the first one's, when retired again)"),
+                    "409": _CONFLICT,
+                    **_ERRORS,
+                },
+            },
+        },
+        "/v1/sources/{sourceId}/diff": {
+            "get": {
+                "summary": "What changed between two versions of a source, paged by node id",
+                "description": (
+                    "added: nodes of `to` whose ids `from` has not; removed: nodes of `from`"
+                    " whose ids `to` has not; changed: ids in both with other labels or"
+                    " properties (before: the `from` row, after: the `to` row); unchanged:"
+                    " how many ids are in both, equal (the whole diff, on every page). A"
+                    " page lists at most `limit` nodes across the three lists."
+                ),
+                "security": secured,
+                "parameters": [
+                    _SOURCE,
+                    _param(
+                        "from",
+                        "query",
+                        _INT,
+                        "a version's transaction time, µs (default: the version before `to`;"
+                        " none when `to` is the first: every node is added)",
+                    ),
+                    _param(
+                        "to",
+                        "query",
+                        _INT,
+                        "a version's transaction time, µs, after `from` (default: the latest)",
+                    ),
+                    _LIMIT,
+                    _CURSOR,
+                ],
+                "responses": {
+                    "200": _json("DiffOut", "a page of the diff"),
+                    "410": _ERASED,
+                    **_ERRORS,
+                },
             }
         },
         "/v1/sources/{sourceId}/erase": {
@@ -214,20 +302,14 @@ def _paths() -> dict[str, Any]:
         },
         "/v1/nodes": {
             "get": {
-                "summary": "Current nodes, paged",
+                "summary": "Nodes (current, or as of a transaction time), paged by id",
                 "security": secured,
                 "parameters": [
                     _param("label", "query", {"type": "string"}, "only nodes with this label"),
                     _param("sourceId", "query", _UUID, "only nodes from this source"),
-                    _param(
-                        "limit",
-                        "query",
-                        {"type": "integer", "minimum": 1, "maximum": 1000},
-                        "page size (100)",
-                    ),
-                    _param(
-                        "cursor", "query", {"type": "string"}, "nextCursor of the previous page"
-                    ),
+                    _LIMIT,
+                    _CURSOR,
+                    _AS_OF,
                 ],
                 "responses": {"200": _json("NodeList", "a page of nodes"), **_ERRORS},
             }
@@ -236,13 +318,13 @@ def _paths() -> dict[str, Any]:
             "get": {
                 "summary": "A node with its provenance spans resolved to text",
                 "security": secured,
-                "parameters": [_NODE, _param("asOf", "query", _INT, "transaction time, µs")],
+                "parameters": [_NODE, _AS_OF],
                 "responses": {"200": _json("NodeOut", "the node"), **_ERRORS},
             }
         },
         "/v1/nodes/{nodeId}/edges": {
             "get": {
-                "summary": "Edges of a node whose endpoints both exist",
+                "summary": "Edges of a node whose endpoints both exist (now, or as of asOf)",
                 "security": secured,
                 "parameters": [
                     _NODE,
@@ -252,6 +334,7 @@ def _paths() -> dict[str, Any]:
                         {"type": "string", "enum": ["out", "in", "both"]},
                         "default both",
                     ),
+                    _AS_OF,
                 ],
                 "responses": {"200": _json("EdgeList", "the edges"), **_ERRORS},
             }

@@ -16,7 +16,7 @@ from starlette.routing import Route
 
 from telha.domain.errors import ContentErased, NotFound, RequestError
 from telha.domain.ids import id_str
-from telha.domain.model import Direction, NodeVersion, Scope
+from telha.domain.model import Changes, Direction, NodeVersion, Scope, SourceVersion
 from telha.rest.app import (
     json_response,
     parse_int,
@@ -29,6 +29,7 @@ from telha.storage.protocol import ReadStore
 from telha.wire import (
     AmbiguityOut,
     CandidateOut,
+    ChangesOut,
     EdgeList,
     EdgeOut,
     Interval,
@@ -36,13 +37,15 @@ from telha.wire import (
     NodeOut,
     Provenance,
     ProvenanceSpanOut,
+    RetiredOut,
     SourceOut,
     SpanList,
     SpanOut,
     VersionOut,
+    VersionState,
 )
 
-__all__ = ["routes"]
+__all__ = ["encode_cursor", "node_out", "parse_cursor", "routes"]
 
 _MAX_LIMIT = 1000
 _DEFAULT_LIMIT = 100
@@ -52,22 +55,50 @@ def _hex(b: bytes | None) -> str | None:
     return b.hex() if b is not None else None
 
 
+def _state(v: SourceVersion, latest: bool) -> VersionState:
+    """How a listed version stands: erased, retired, the current one (the latest), or
+    superseded."""
+    if v.erased_at is not None:
+        return "erased"
+    if v.retired_tx is not None:
+        return "retired"
+    return "current" if latest else "superseded"
+
+
+def _changes(c: Changes | None) -> ChangesOut | None:
+    if c is None:
+        return None
+    return ChangesOut(
+        nodes_added=c.added, nodes_removed=c.removed, nodes_changed=c.changed,
+        nodes_unchanged=c.unchanged,
+    )  # fmt: skip
+
+
 async def get_source(request: Request) -> Response:
-    """GET /v1/sources/{sourceId}: the source and its versions, newest first."""
+    """GET /v1/sources/{sourceId}: the source, retired or not, and its published versions,
+    newest first, each with its state, root node and changes."""
     scope = await require_scope(request)
     source_id = parse_uuid(request.path_params["source_id"], "source")
     versions = await state(request).store.source_versions(scope, source_id)
     if not versions:
         raise NotFound("no such source")
     latest = versions[0]
+    retired = None
+    if latest.retired_tx is not None:
+        retired = RetiredOut(tx=latest.retired_tx, reason=latest.retire_reason)
     return json_response(
         SourceOut(
             source_id=id_str(source_id),
             name=latest.name,
             format=latest.format,
+            retired=retired,
             versions=[
                 VersionOut(
                     source_version_tx=v.tx,
+                    state=_state(v, v is latest),
+                    published_tx=v.published_tx if v.published_tx is not None else v.tx,
+                    root_node_id=id_str(v.root_node_id) if v.root_node_id else None,
+                    changes=_changes(v.changes),
                     content_hash=v.content_hash.hex(),
                     canonical_text_hash=_hex(v.canonical_text_hash),
                     size=v.size,
@@ -126,8 +157,9 @@ def _slice(window: tuple[int, bytes], start: int, end: int) -> str:
     return data[start - base : end - base].decode("utf-8", "replace")
 
 
-async def _node_out(store: ReadStore, scope: Scope, nodes: list[NodeVersion]) -> list[NodeOut]:
-    """Nodes with each provenance span's text resolved (one read per distinct version)."""
+async def node_out(store: ReadStore, scope: Scope, nodes: list[NodeVersion]) -> list[NodeOut]:
+    """Nodes as the wire shows them, each provenance span's text resolved (one read per
+    distinct version; an erased or missing version's text is empty)."""
     wanted: dict[tuple[bytes, int], list[tuple[int, int]]] = defaultdict(list)
     for n in nodes:
         for s in n.provenance:
@@ -173,7 +205,7 @@ async def get_node(request: Request) -> Response:
     node = await store.get_node(scope, node_id, as_of)
     if node is None:
         raise NotFound("no such node" + ("" if as_of is None else f" as of {as_of}"))
-    out = (await _node_out(store, scope, [node]))[0]
+    out = (await node_out(store, scope, [node]))[0]
     out.ambiguities = [
         AmbiguityOut(
             kind=a.kind,
@@ -187,7 +219,16 @@ async def get_node(request: Request) -> Response:
     return json_response(out)
 
 
-def _cursor(value: str | None) -> bytes | None:
+def encode_cursor(node_id: bytes) -> str:
+    """The opaque ``nextCursor`` of a page that ends at ``node_id``."""
+    return base64.urlsafe_b64encode(node_id).rstrip(b"=").decode()
+
+
+def parse_cursor(value: str | None) -> bytes | None:
+    """The node id a ``cursor`` query parameter carries (``None`` when absent).
+
+    :raises RequestError: not a cursor this service returned.
+    """
     if value is None:
         return None
     try:
@@ -215,13 +256,13 @@ async def list_nodes(request: Request) -> Response:
         label=q.get("label"),
         source_id=source_id,
         limit=limit + 1,
-        after=_cursor(q.get("cursor")),
+        after=parse_cursor(q.get("cursor")),
         as_of=parse_int(q.get("asOf"), "asOf"),
     )
     more = len(nodes) > limit
     nodes = nodes[:limit]
-    cursor = base64.urlsafe_b64encode(nodes[-1].node_id).rstrip(b"=").decode() if more else None
-    return json_response(NodeList(nodes=await _node_out(store, scope, nodes), next_cursor=cursor))
+    cursor = encode_cursor(nodes[-1].node_id) if more else None
+    return json_response(NodeList(nodes=await node_out(store, scope, nodes), next_cursor=cursor))
 
 
 async def node_edges(request: Request) -> Response:

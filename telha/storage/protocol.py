@@ -45,6 +45,8 @@ from telha.domain.model import (
 )
 from telha.domain.policy import Decide, DecideLoss
 from telha.domain.projection import Projection
+from telha.storage.core.diff import VersionDiff
+from telha.storage.core.publish import RetireOutcome
 from telha.storage.core.scan import Scan
 
 __all__ = [
@@ -54,6 +56,7 @@ __all__ = [
     "KeyStore",
     "RawStore",
     "ReadStore",
+    "RetireStore",
     "ScanStore",
     "Storage",
     "StorageEngine",
@@ -262,6 +265,42 @@ class ReadStore(Protocol):
         """Whether ``scope`` knows the source at all: a version row (finalized or a stream's
         pinned one) or an ingest job of it."""
 
+    async def version_diff(
+        self,
+        scope: Scope,
+        source_id: bytes,
+        *,
+        from_tx: int | None,
+        to_tx: int | None,
+        limit: int,
+        after: bytes | None,
+    ) -> VersionDiff:
+        """One page of what changed between two published versions of a source
+        (:mod:`telha.storage.core.diff`): at most ``limit`` added, removed or changed nodes
+        with ids after ``after``; ``None`` for ``from_tx``/``to_tx`` picks the version
+        published before ``to_tx`` / the latest one.
+
+        :raises RequestError: ``from_tx`` is not before ``to_tx``.
+        :raises NotFound: no such source, or a tx that is not one of its published versions.
+        :raises ContentErased: one of the two versions was erased.
+        """
+
+
+class RetireStore(Protocol):
+    """Retiring a source (docs/rest-api.md, "Versions and diffs"): the REST front's
+    ``DELETE /v1/sources/{sourceId}``."""
+
+    async def retire_source(
+        self, scope: Scope, source_id: bytes, reason: str | None
+    ) -> RetireOutcome:
+        """Close, at a new tx, everything only this source supports and mark its current
+        version retired (:func:`telha.storage.core.publish.retire`); retiring again
+        answers the first retire. Bytes and history stay (this is not erasure).
+
+        :raises NotFound: no such source (no published version) in ``scope``.
+        :raises Conflict: the source is being erased, or its current version was erased.
+        """
+
 
 class ErasureStore(Protocol):
     """GDPR erasure (:mod:`telha.domain.erasure`): the erase job and its audit row, then its
@@ -304,7 +343,15 @@ class ScanStore(Protocol):
 
 
 class Storage(
-    KeyStore, VersionStore, RawStore, JobStore, ReadStore, ErasureStore, ScanStore, Protocol
+    KeyStore,
+    VersionStore,
+    RawStore,
+    JobStore,
+    ReadStore,
+    RetireStore,
+    ErasureStore,
+    ScanStore,
+    Protocol,
 ):
     """Every role at once: what an engine implements."""
 

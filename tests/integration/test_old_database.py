@@ -71,6 +71,8 @@ async def test_every_read_answers_as_the_release_that_wrote_it(
                 expected = {**expected, "nodes": nodes}
             r = await c.get(path)
             body = r.json() if "json" in r.headers.get("content-type", "") else r.text
+            if path.startswith("/v1/sources/") and path.count("/") == 3 and r.status_code == 200:
+                body = _without_version_fields(body)
             assert r.status_code == answer["status"] and _subset(expected, body), path
 
 
@@ -107,6 +109,22 @@ def _subset(expected: Any, actual: Any) -> bool:
             and all(_subset(e, a) for e, a in zip(expected, actual, strict=True))
         )
     return bool(expected == actual)
+
+
+def _without_version_fields(source: dict[str, object]) -> dict[str, object]:
+    """``GET /v1/sources/{id}`` without the fields added since that release (docs/rest-api.md,
+    "Versions and diffs"), after checking what they say of versions written before them:
+    not retired, the latest current and the rest superseded, published at their own tx, no
+    root node or changes recorded."""
+    assert source.pop("retired") is None
+    versions = source["versions"]
+    assert isinstance(versions, list)
+    for i, v in enumerate(versions):
+        state = v.pop("state")
+        assert state == ("current" if i == 0 else "superseded"), v
+        assert v.pop("publishedTx") == v["sourceVersionTx"]
+        assert v.pop("rootNodeId") is None and v.pop("changes") is None
+    return source
 
 
 async def test_the_old_file_takes_new_versions_and_checks_clean(

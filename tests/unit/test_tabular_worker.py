@@ -289,13 +289,15 @@ def test_deterministic_across_runs_and_job_names() -> None:
     a = Run(_job("a.csv", raw, {"rows_per_partial": 7}))
     b = Run(_job("b.csv", raw, {"rows_per_partial": 7}))
     assert a.text == b.text and len(a.nodes("TABLE_ROW")) == len(b.nodes("TABLE_ROW")) == 25
-    # Only the name differs, and the TABLE id derived from it (uuid5 of name and content hash).
+    # Only the name differs, and the TABLE id derived from it (uuid5 of the name and position).
     table_a, table_b = a.nodes("TABLE")[0]["id"], b.nodes("TABLE")[0]["id"]
     assert table_a != table_b
     assert a.canonical().replace("a.csv", "b.csv").replace(table_a, table_b) == b.canonical()
     assert Run(_job("a.csv", raw, {"rows_per_partial": 7})).canonical() == a.canonical()
     changed = Run(_job("a.csv", raw + b"99,x,2026-01-01,1.0,true\n", {"rows_per_partial": 7}))
-    assert changed.nodes("TABLE")[0]["id"] != table_a  # a new version's table is its own node
+    # A changed file's table keeps its id: a new version of the same node
+    # (docs/architecture.md, "Versions and node identity").
+    assert changed.nodes("TABLE")[0]["id"] == table_a
 
 
 @pytest.mark.parametrize("raw", [b"", b"  \r\n\t\n  ", b"\xef\xbb\xbf", b"# only a comment\n"])

@@ -32,6 +32,7 @@ from telha.storage.core.versions import VERSION_COLS
 from telha.storage.core.visible import visible
 
 __all__ = [
+    "NODE_COLS",
     "ReadOps",
     "get_node",
     "list_nodes",
@@ -43,10 +44,13 @@ __all__ = [
     "version_at",
 ]
 
-#: :class:`~telha.domain.model.SourceVersion` columns as reads select them (with the erasure).
-_READ_COLS = VERSION_COLS + ", erased_at, erasure_id, erase_reason"
-_NODE_COLS = "n.node_id, n.labels, n.properties, n.tx_from, n.tx_to, n.valid_from, n.valid_to,"
-_NODE_COLS += " n.provenance, n.source_id"
+#: :class:`~telha.domain.model.SourceVersion` columns as reads select them (with the erasure,
+#: the publish and the retire).
+_READ_COLS = VERSION_COLS + ", erased_at, erasure_id, erase_reason, published_tx, root_node_id,"
+_READ_COLS += " changes, retired_tx, retire_reason"
+#: Node row ``n``'s columns in the order :func:`~telha.domain.records.node_record` unpacks.
+NODE_COLS = "n.node_id, n.labels, n.properties, n.tx_from, n.tx_to, n.valid_from, n.valid_to,"
+NODE_COLS += " n.provenance, n.source_id"
 _decode = msgspec.json.decode
 
 
@@ -146,7 +150,7 @@ async def get_node(tx: Tx, scope: Scope, node_id: bytes, as_of: int | None) -> N
         return None
     where, params = visible("n", as_of)
     row = await tx.fetchone(
-        f"SELECT {_NODE_COLS} FROM nodes n WHERE n.scope_id = ? AND n.node_id = ? AND {where}"
+        f"SELECT {NODE_COLS} FROM nodes n WHERE n.scope_id = ? AND n.node_id = ? AND {where}"
         " ORDER BY n.tx_from DESC LIMIT 1",
         sid,
         node_id,
@@ -187,14 +191,14 @@ async def list_nodes(
     seen, seen_params = visible("n", as_of)
     if label is not None:
         sql = (
-            f"SELECT {_NODE_COLS} FROM node_labels l JOIN nodes n ON n.scope_id = l.scope_id"
+            f"SELECT {NODE_COLS} FROM node_labels l JOIN nodes n ON n.scope_id = l.scope_id"
             " AND n.node_id = l.node_id AND n.tx_from = l.tx_from"
             f" WHERE l.scope_id = ? AND l.label = ? AND l.node_id > ? AND {seen}"
         )
         params: list[Any] = [sid, label, after or b"", *seen_params]
         key = "l.node_id"
     else:
-        sql = f"SELECT {_NODE_COLS} FROM nodes n WHERE n.scope_id = ? AND n.node_id > ?"
+        sql = f"SELECT {NODE_COLS} FROM nodes n WHERE n.scope_id = ? AND n.node_id > ?"
         sql += f" AND {seen}"
         params = [sid, after or b"", *seen_params]
         key = "n.node_id"

@@ -18,9 +18,11 @@ import anyio.abc
 import asyncpg
 import structlog
 
+from telha.storage.core.diff import DiffOps
 from telha.storage.core.erasure import ErasureOps
 from telha.storage.core.raw import RawOps
 from telha.storage.core.reads import ReadOps
+from telha.storage.core.retire import RetireOps
 from telha.storage.core.scan import ScanOps
 from telha.storage.core.streams import StreamOps
 from telha.storage.postgres.base import PgBase
@@ -36,7 +38,16 @@ _RECONNECT_S = (0.1, 0.5, 1.0, 2.0, 5.0)
 
 
 class PostgresStore(
-    FastVersionOps, StreamOps, ReadOps, FastJobOps, RawOps, ScanOps, ErasureOps, PgBase
+    FastVersionOps,
+    StreamOps,
+    ReadOps,
+    DiffOps,
+    RetireOps,
+    FastJobOps,
+    RawOps,
+    ScanOps,
+    ErasureOps,
+    PgBase,
 ):
     """PostgreSQL implementation of :class:`telha.storage.protocol.Storage`.
 

@@ -11,10 +11,12 @@ from __future__ import annotations
 import anyio
 import anyio.abc
 
+from telha.storage.core.diff import DiffOps
 from telha.storage.core.erasure import ErasureOps
 from telha.storage.core.jobs import JobOps
 from telha.storage.core.raw import RawOps
 from telha.storage.core.reads import ReadOps
+from telha.storage.core.retire import RetireOps
 from telha.storage.core.scan import ScanOps
 from telha.storage.core.streams import StreamOps
 from telha.storage.core.versions import VersionOps
@@ -24,7 +26,18 @@ from telha.storage.sqlite.checkpointer import Checkpointer
 __all__ = ["SqliteStore"]
 
 
-class SqliteStore(VersionOps, StreamOps, ReadOps, JobOps, RawOps, ScanOps, ErasureOps, SqliteBase):
+class SqliteStore(
+    VersionOps,
+    StreamOps,
+    ReadOps,
+    DiffOps,
+    RetireOps,
+    JobOps,
+    RawOps,
+    ScanOps,
+    ErasureOps,
+    SqliteBase,
+):
     """SQLite implementation of :class:`telha.storage.protocol.Storage`.
 
     Use as an actor (``await tg.start(store.run)`` reports the opened store) or, in short-lived

@@ -1,0 +1,119 @@
+"""What changed between versions, and retiring a source (docs/rest-api.md, "Versions and
+diffs"): ``GET /v1/sources/{sourceId}/diff`` and ``DELETE /v1/sources/{sourceId}``."""
+
+from __future__ import annotations
+
+import msgspec
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from telha.domain.errors import RequestError
+from telha.domain.ids import id_str
+from telha.rest.app import json_response, parse_int, parse_uuid, require_scope, state
+from telha.rest.erase_routes import MAX_REASON_CHARS
+from telha.rest.ingest_routes import read_body
+from telha.rest.read_routes import encode_cursor, node_out, parse_cursor
+from telha.wire import DiffOut, NodeChangeOut, RetiredOut, RetireOut
+
+__all__ = ["parse_retire_reason", "routes"]
+
+_MAX_LIMIT = 1000
+_DEFAULT_LIMIT = 100
+_MAX_BODY_BYTES = 16 * 1024
+
+
+async def source_diff(request: Request) -> Response:
+    """GET /v1/sources/{sourceId}/diff?from=&to=&limit=&cursor= — one page of what changed
+    from version ``from`` to version ``to`` (defaults: the version before ``to``, and the
+    latest), paged by node id like ``/v1/nodes``."""
+    scope = await require_scope(request)
+    source_id = parse_uuid(request.path_params["source_id"], "source")
+    q = request.query_params
+    from_tx = parse_int(q.get("from"), "from")
+    to_tx = parse_int(q.get("to"), "to")
+    if from_tx is not None and to_tx is not None and from_tx >= to_tx:
+        raise RequestError(f"from ({from_tx}) must be before to ({to_tx})")
+    limit = parse_int(q.get("limit"), "limit", minimum=1) or _DEFAULT_LIMIT
+    if limit > _MAX_LIMIT:
+        raise RequestError(f"limit must be <= {_MAX_LIMIT}")
+    store = state(request).store
+    diff = await store.version_diff(
+        scope, source_id, from_tx=from_tx, to_tx=to_tx, limit=limit,
+        after=parse_cursor(q.get("cursor")),
+    )  # fmt: skip
+    pairs = [n for pair in diff.changed for n in pair]
+    out = await node_out(store, scope, [*diff.added, *diff.removed, *pairs])
+    added = out[: len(diff.added)]
+    removed = out[len(diff.added) : len(diff.added) + len(diff.removed)]
+    rest = out[len(diff.added) + len(diff.removed) :]
+    changed = [NodeChangeOut(before=b, after=a) for b, a in zip(rest[::2], rest[1::2], strict=True)]
+    return json_response(
+        DiffOut(
+            from_=diff.from_tx,
+            to=diff.to_tx,
+            added=added,
+            removed=removed,
+            changed=changed,
+            unchanged=diff.unchanged,
+            next_cursor=encode_cursor(diff.next_after) if diff.next_after else None,
+        )
+    )
+
+
+class _RetireBody(msgspec.Struct, forbid_unknown_fields=True):
+    """The optional JSON body of a retire."""
+
+    reason: str | None = None
+
+
+def parse_retire_reason(query: str | None, body: bytes) -> str | None:
+    """The retire's ``reason``: the query parameter or the JSON body's ``reason`` (an empty
+    body: none), not both.
+
+    :raises RequestError: a body that is not ``{"reason": string|null}``, a reason in both
+        places, an empty or whitespace-only reason, one over the erase reason's limit.
+    """
+    from_body = None
+    if body.strip():
+        try:
+            from_body = msgspec.json.decode(body, type=_RetireBody).reason
+        except msgspec.ValidationError as exc:
+            raise RequestError(f"invalid retire request: {exc}") from None
+        except msgspec.DecodeError as exc:
+            raise RequestError(f"the body is not JSON: {exc}") from None
+    if query is not None and from_body is not None:
+        raise RequestError("give reason as a query parameter or in the body, not both")
+    reason = query if query is not None else from_body
+    if reason is None:
+        return None
+    if not reason.strip():
+        raise RequestError("reason must not be empty")
+    if len(reason) > MAX_REASON_CHARS:
+        raise RequestError(f"reason is over {MAX_REASON_CHARS} characters")
+    return reason
+
+
+async def retire_source(request: Request) -> Response:
+    """DELETE /v1/sources/{sourceId}?reason= (or a ``{"reason"}`` body) — retire the
+    source: its graph leaves the current one, bytes and history stay. Retiring again
+    answers the first retire."""
+    scope = await require_scope(request)
+    source_id = parse_uuid(request.path_params["source_id"], "source")
+    body = await read_body(request, _MAX_BODY_BYTES)
+    reason = parse_retire_reason(request.query_params.get("reason"), body)
+    done = await state(request).store.retire_source(scope, source_id, reason)
+    return json_response(
+        RetireOut(
+            source_id=id_str(done.source_id),
+            retired=RetiredOut(tx=done.tx, reason=done.reason),
+            version_tx=done.version_tx,
+            nodes_closed=done.nodes_closed,
+        )
+    )
+
+
+routes = [
+    Route("/v1/sources/{source_id}/diff", source_diff, methods=["GET"]),
+    Route("/v1/sources/{source_id}", retire_source, methods=["DELETE"]),
+]

@@ -1,0 +1,38 @@
+"""Retiring a source through the store (docs/rest-api.md, "Versions and diffs"): one write
+transaction around :func:`telha.storage.core.publish.retire`, written once for both
+engines."""
+
+from __future__ import annotations
+
+from telha.domain.errors import NotFound
+from telha.domain.model import Scope
+from telha.storage.core.engine import EngineOps
+from telha.storage.core.publish import RetireOutcome, retire
+from telha.storage.core.tx import Tx
+
+__all__ = ["RetireOps", "retire_source"]
+
+
+async def retire_source(
+    tx: Tx, scope: Scope, source_id: bytes, reason: str | None
+) -> RetireOutcome:
+    """Retire ``source_id`` of ``scope`` (see :func:`telha.storage.core.publish.retire`).
+
+    :raises NotFound: the scope never wrote, or the source has no published version.
+    :raises Conflict: the source is being erased, or its current version was erased.
+    """
+    sid = await tx.known_scope_id(scope)
+    if sid is None:
+        raise NotFound("no such source")
+    return await retire(tx, sid, source_id, reason)
+
+
+class RetireOps(EngineOps):
+    """The retire of :class:`telha.storage.protocol.RetireStore`, one
+    :meth:`~telha.storage.core.engine.EngineOps._transaction`."""
+
+    async def retire_source(
+        self, scope: Scope, source_id: bytes, reason: str | None
+    ) -> RetireOutcome:
+        """See :func:`retire_source`."""
+        return await self._transaction("retire source", retire_source, scope, source_id, reason)
