@@ -161,8 +161,9 @@ $$;
 -- builds the rows with their match keys and no previous ids; the version is published at its
 -- own tx with its root node and changes (nothing removed), and the job completes with its
 -- stats merged with the changes, as telha.storage.core.versions.commit writes them. Every
--- other case — a source with a version, an open stream, a stream checkpoint of this job,
--- blocklisted content, an explicit node id that exists — answers 'general', nothing written.
+-- other case — a source with a version, an open stream, a stream checkpoint of this job, a
+-- child job, blocklisted content, an explicit node id that exists — answers 'general',
+-- nothing written.
 -- Locks as before: the job row, the (scope, source) advisory locks, the clock row last.
 DROP FUNCTION telha_commit_single(
     bytea, integer, bigint[], integer, bytea, bytea[], bigint, bytea, text,
@@ -208,8 +209,11 @@ BEGIN
         RETURN;
     END IF;
     -- A stream checkpoint; a source with a published version (dedup, supersede) or with
-    -- open rows (an unpublished stream the publish would close).
+    -- open rows (an unpublished stream the publish would close); a child job (an archive
+    -- member the archive may have dropped meanwhile: telha.storage.core.members).
     IF v_check.continuation IS NOT NULL
+       OR EXISTS (SELECT 1 FROM job_events ev WHERE ev.job_id = p_job
+                  AND ev.transition = 'enqueued' AND ev.detail LIKE 'parent=%')
        OR EXISTS (SELECT 1 FROM source_versions s WHERE s.scope_id = p_scope
                   AND s.source_id = p_source AND s.published_tx IS NOT NULL)
        OR EXISTS (SELECT 1 FROM nodes n WHERE n.scope_id = p_scope
