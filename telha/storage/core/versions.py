@@ -174,7 +174,9 @@ async def commit(
         tx, sid, tx_time, version, canonical_hash, blob_id, len(projection.canonical)
     )
     await tx.write_rows(rows)
-    changes = await publish(tx, sid, version.source_id, tx_time, tx_time, rows.changes, rows.root)
+    changes = await publish(
+        tx, sid, version.source_id, tx_time, tx_time, rows.changes, rows.root, explicit
+    )
     await after_publish(tx, sid, version.source_id, version.job_id, rows.root, tx_time, tx_time)
     refused: tuple[str, ...] = ()
     if completion is not None:
