@@ -20,9 +20,11 @@ subprocess on 127.0.0.1 with the workers in-process:
 2. **CSV**: the CSV of ``bench/tabular.py`` (its generator, ``--csv-mb`` MB) uploaded as
    multipart; then a copy with ``--csv-pct`` % of the data rows changed (the ``note`` cell)
    under the same name. Timed from the start of the upload until the job's row reads
-   ``completed`` (polled every 20 ms as above). Each ingest runs on a freshly started server
-   (the same data folder: the second start sees the first version), so the server's peak RSS (``VmHWM``, read as ``bench/tabular.py``
-   does) covers one ingest each and the two are compared like for like.
+   ``completed`` (polled every 20 ms as above). Each ingest runs on a freshly started
+   server (the same data folder: the second start sees the first version), so the server's
+   peak RSS (``VmHWM``, read as ``bench/tabular.py`` does) covers one ingest each and the two
+   are compared like for like. ``--csv-timeout`` gives up on a re-ingest that takes too long
+   (reported as unfinished, a FAIL).
 3. **json_ingest before/after** (only with ``--json-before DIR``, a checkout of the commit
    before versions with its own ``make setup``): ``bench/json_ingest.py`` of that checkout and
    of this one, each with its own ``.venv``, alternating, ``--json-rounds`` rounds each; the
@@ -46,6 +48,7 @@ sys.path[0] = str(ROOT)
 import argparse
 import base64
 import io
+import os
 import random
 import re
 import sqlite3
@@ -147,38 +150,68 @@ def edit_csv(src: Path, dst: Path, pct: float, rows: int, seed: int) -> int:
 
 @dataclass
 class Ingest:
-    """One ingest: seconds from the POST to ``completed``, the job's stats, the source id."""
+    """One ingest: seconds from the POST to ``completed`` (or to the give-up, when
+    ``finished`` is false), the server process's CPU seconds (user + system, its in-process
+    workers included) over the same span, the job's stats and the source id."""
 
     seconds: float
+    cpu_s: float
     stats: dict[str, Any]
     source_id: str
+    finished: bool = True
     server_hwm_mb: float = float("nan")
 
 
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds a live process has used (Linux ``/proc/PID/stat``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _wait_completed(
-    client: httpx.Client, db: Path, job_id: str, started: float, poll_s: float
+    client: httpx.Client,
+    server: ServerProcess,
+    job_id: str,
+    started: tuple[float, float],
+    poll_s: float,
+    timeout_s: float | None = None,
 ) -> Ingest:
-    """Wait until the job is settled, polling its state in the server's SQLite file ``db``
+    """Wait until the job is settled, polling its state in the server's SQLite file
     (read-only, from this process: REST polls would cost the server's CPU, and the
     ``completed`` event's ``at`` is taken before the transaction that writes the version);
-    seconds from ``started`` (``time.perf_counter()``) to the first poll that saw it settled.
+    seconds and server CPU seconds from ``started`` (``time.perf_counter()``, CPU seconds) to
+    the first poll that saw it settled. After ``timeout_s`` seconds: an unfinished Ingest.
     """
+    assert server.proc is not None
+    pid = server.proc.pid
     key = uuid.UUID(job_id).bytes
-    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+    with sqlite3.connect(f"file:{server.db}?mode=ro", uri=True) as conn:
         query = "SELECT state FROM jobs WHERE job_id = ?"
         while (row := conn.execute(query, (key,)).fetchone()) is None or row[0] not in (
             "completed",
             "dead",
         ):
+            seconds = time.perf_counter() - started[0]
+            if timeout_s is not None and seconds > timeout_s:
+                return Ingest(seconds, _cpu_s(pid) - started[1], {}, "", finished=False)
             time.sleep(poll_s)
-        seconds = time.perf_counter() - started
+        seconds = time.perf_counter() - started[0]
+        cpu = _cpu_s(pid) - started[1]
     job = client.get(f"/v1/ingest/{job_id}").json()
     if job["state"] != "completed":
         raise RuntimeError(f"job {job_id} ended {job['state']}: {job['failureReason']}")
-    return Ingest(seconds, dict(job["stats"] or {}), str(job["sourceId"]))
+    return Ingest(seconds, cpu, dict(job["stats"] or {}), str(job["sourceId"]))
 
 
-def post_json(client: httpx.Client, db: Path, fmt: str, name: str, raw: bytes) -> Ingest:
+def _start(server: ServerProcess) -> tuple[float, float]:
+    """``(time.perf_counter(), server CPU seconds)`` now."""
+    assert server.proc is not None
+    return time.perf_counter(), _cpu_s(server.proc.pid)
+
+
+def post_json(
+    client: httpx.Client, server: ServerProcess, fmt: str, name: str, raw: bytes
+) -> Ingest:
     """POST ``raw`` as a JSON body (``content``, or ``contentBase64`` for binary formats) and
     wait for its job."""
     body: dict[str, str] = {"format": fmt, "name": name}
@@ -186,11 +219,11 @@ def post_json(client: httpx.Client, db: Path, fmt: str, name: str, raw: bytes) -
         body["content"] = raw.decode()
     else:
         body["contentBase64"] = base64.b64encode(raw).decode()
-    started = time.perf_counter()
+    started = _start(server)
     resp = client.post("/v1/ingest", json=body)
     if resp.status_code not in (201, 202):
         raise RuntimeError(f"POST {name}: {resp.status_code} {resp.text[:500]}")
-    return _wait_completed(client, db, resp.json()["jobId"], started, poll_s=0.002)
+    return _wait_completed(client, server, resp.json()["jobId"], started, poll_s=0.002)
 
 
 @dataclass
@@ -237,8 +270,8 @@ class DocResult:
 
     fmt: str
     edited: int
-    first: list[float] = field(default_factory=list)
-    again: list[float] = field(default_factory=list)
+    first: list[Ingest] = field(default_factory=list)
+    again: list[Ingest] = field(default_factory=list)
     stats: dict[str, Any] = field(default_factory=dict)
     diff: Diff = field(default_factory=Diff)
 
@@ -260,7 +293,7 @@ def run_documents(fmt: str, args: argparse.Namespace, tmp: Path) -> DocResult:
         key = server.create_key("bench", "org")
         with httpx.Client(base_url=server.base_url, headers={"x-api-key": key}, timeout=600) as c:
             warm = make_paragraphs(50, SEED - 1)
-            post_json(c, server.db, fmt, f"warm-up.{ext}", render("Warm-up", warm))
+            post_json(c, server, fmt, f"warm-up.{ext}", render("Warm-up", warm))
             result = DocResult(fmt, 0)
             for r in range(args.rounds):
                 paragraphs = make_paragraphs(args.paragraphs, SEED + r)
@@ -268,9 +301,9 @@ def run_documents(fmt: str, args: argparse.Namespace, tmp: Path) -> DocResult:
                 name = f"round-{r}.{ext}"
                 v1 = render(f"Round {r}", paragraphs)
                 v2 = render(f"Round {r}", changed)
-                result.first.append(post_json(c, server.db, fmt, name, v1).seconds)
-                again = post_json(c, server.db, fmt, name, v2)
-                result.again.append(again.seconds)
+                result.first.append(post_json(c, server, fmt, name, v1))
+                again = post_json(c, server, fmt, name, v2)
+                result.again.append(again)
                 result.stats = {k: v for k, v in again.stats.items() if k.startswith("nodes_")}
                 if result.diff.missing is None:
                     time_diff(c, again.source_id, result.diff)
@@ -281,26 +314,31 @@ def run_documents(fmt: str, args: argparse.Namespace, tmp: Path) -> DocResult:
             print(f"warning: telha serve exited {code}", file=sys.stderr)
 
 
-def upload(config: Path, path: Path, name: str) -> Ingest:
+def upload(config: Path, path: Path, name: str, timeout_s: float | None = None) -> Ingest:
     """Start a server on ``config``, upload ``path`` as ``name`` (multipart), wait for the
-    job, read the server's peak RSS, stop it."""
+    job (at most ``timeout_s`` s), read the server's peak RSS, stop it."""
     server = ServerProcess(config).start()
     try:
         key = server.create_key("bench", "org")
         with httpx.Client(base_url=server.base_url, headers={"x-api-key": key}, timeout=600) as c:
-            started = time.perf_counter()
+            started = _start(server)
             with path.open("rb") as f:
                 resp = c.post(
                     "/v1/ingest", data={"format": "csv", "name": name}, files={"file": (name, f)}
                 )
             if resp.status_code not in (201, 202):
                 raise RuntimeError(f"upload {name}: {resp.status_code} {resp.text[:500]}")
-            run = _wait_completed(c, server.db, resp.json()["jobId"], started, poll_s=0.02)
+            job_id = resp.json()["jobId"]
+            run = _wait_completed(c, server, job_id, started, poll_s=0.02, timeout_s=timeout_s)
         assert server.proc is not None
         run.server_hwm_mb = _hwm_mb(server.proc.pid)
         return run
     finally:
-        code = server.stop(timeout=120)
+        try:
+            code = server.stop(timeout=60)
+        except subprocess.TimeoutExpired:  # a long statement still running: given up on
+            server.kill()
+            code = 0
         if code != 0:
             print(f"warning: telha serve exited {code}", file=sys.stderr)
 
@@ -313,7 +351,7 @@ def run_csv(args: argparse.Namespace, tmp: Path) -> tuple[Ingest, Ingest, int, i
     folder = Path(tempfile.mkdtemp(dir=tmp))
     config = write_config(folder, workers={"in_process": ["tabular_worker"]})
     first = upload(config, v1_path, "bench.csv")
-    again = upload(config, v2_path, "bench.csv")
+    again = upload(config, v2_path, "bench.csv", timeout_s=args.csv_timeout)
     mb = v1_path.stat().st_size / 1e6
     v1_path.unlink()
     v2_path.unlink()
@@ -366,6 +404,88 @@ def _verdict(ok: bool) -> str:
     return "PASS" if ok else "FAIL"
 
 
+def _machine() -> str:
+    """CPUs and the 1/5/15-minute load averages now (how quiet the machine is)."""
+    one, five, fifteen = os.getloadavg()
+    return f"{os.cpu_count()} CPUs, load average {one:.2f} / {five:.2f} / {fifteen:.2f}"
+
+
+def _documents(fmt: str, args: argparse.Namespace, tmp: Path) -> tuple[list[str], list[bool]]:
+    """Run one format's rounds; its table rows and verdicts (printing every run)."""
+    res = run_documents(fmt, args, tmp)
+    first = statistics.median(r.seconds for r in res.first)
+    again = statistics.median(r.seconds for r in res.again)
+    cpu1 = statistics.median(r.cpu_s for r in res.first)
+    cpu2 = statistics.median(r.cpu_s for r in res.again)
+    ratio = again / first
+    what = f"{fmt} {args.paragraphs:,} ¶, {res.edited} edited"
+    print(f"{what}: first ingest s {_runs([r.seconds for r in res.first])}")
+    print(f"{what}: re-ingest s {_runs([r.seconds for r in res.again])}")
+    print(f"{what}: server CPU s, first {_runs([r.cpu_s for r in res.first], '{:.2f}')};"
+          f" re-ingest {_runs([r.cpu_s for r in res.again], '{:.2f}')}")  # fmt: skip
+    print(f"{what}: last re-ingest's stats {res.stats}")
+    rows = [
+        f"| {what} (median of {args.rounds}) | {first:.3f} s | {again:.3f} s | {ratio:.2f} |"
+        f" {cpu1:.2f} → {cpu2:.2f} | <= {TARGET_DOC_RATIO:g} |"
+        f" {_verdict(ratio <= TARGET_DOC_RATIO)} |"
+    ]
+    verdicts = [ratio <= TARGET_DOC_RATIO]
+    if res.diff.missing is not None:
+        print(f"note: {fmt} diff skipped: GET /v1/sources/{{id}}/diff answered"
+              f" {res.diff.missing!r} (the route is not there yet)")  # fmt: skip
+    else:
+        ms = statistics.median(res.diff.ms)
+        print(f"{fmt} diff ms: {_runs(res.diff.ms, '{:.1f}')}; last: {res.diff.counts}")
+        rows.append(
+            f"| {fmt} diff, every page (median of {len(res.diff.ms)}) | | {ms:.1f} ms | | |"
+            f" <= {TARGET_DIFF_MS:g} ms | {_verdict(ms <= TARGET_DIFF_MS)} |"
+        )
+        verdicts.append(ms <= TARGET_DIFF_MS)
+    return rows, verdicts
+
+
+def _csv(args: argparse.Namespace, tmp: Path) -> tuple[list[str], list[bool]]:
+    """Run the CSV pair; its table rows and verdicts."""
+    v1, v2, n, changed, mb = run_csv(args, tmp)
+    stats = {k: v for k, v in v2.stats.items() if k.startswith("nodes_")}
+    what = f"csv {mb:.0f} MB, {n:,} rows, {changed:,} changed"
+    print(f"{what}: first ingest {v1.seconds:.2f} s (server CPU {v1.cpu_s:.2f} s), re-ingest"
+          f" {v2.seconds:.2f} s (server CPU {v2.cpu_s:.2f} s); stats {stats}")  # fmt: skip
+    ratio = v2.seconds / v1.seconds
+    rss = v2.server_hwm_mb / v1.server_hwm_mb
+    if v2.finished:
+        again, shown, rss_shown = f"{v2.seconds:.2f} s", f"{ratio:.2f}", f"{rss:.2f}"
+    else:
+        print(f"note: csv re-ingest gave up after {args.csv_timeout:g} s (--csv-timeout)")
+        again, shown = f"> {v2.seconds:.0f} s (unfinished)", f"> {ratio:.1f}"
+        rss_shown = f">= {rss:.2f}"
+    rows = [
+        f"| {what} | {v1.seconds:.2f} s | {again} | {shown} | {v1.cpu_s:.1f} → {v2.cpu_s:.1f} |"
+        f" <= {TARGET_CSV_RATIO:g} | {_verdict(v2.finished and ratio <= TARGET_CSV_RATIO)} |",
+        f"| csv server peak RSS | {v1.server_hwm_mb:.0f} MB | {v2.server_hwm_mb:.0f} MB |"
+        f" {rss_shown} | | <= {TARGET_RSS_RATIO:.2f} |"
+        f" {_verdict(v2.finished and rss <= TARGET_RSS_RATIO)} |",
+    ]
+    return rows, [
+        v2.finished and ratio <= TARGET_CSV_RATIO,
+        v2.finished and rss <= TARGET_RSS_RATIO,
+    ]
+
+
+def _json(args: argparse.Namespace) -> tuple[list[str], list[bool]]:
+    """Run json_ingest before and after, alternating; its table row and verdict."""
+    old, new = run_json(args.json_before, args.json_rounds)
+    before, after = statistics.median(old), statistics.median(new)
+    ratio = after / before
+    print(f"json_ingest end to end ms: before {_runs(old, '{:.1f}')}; after {_runs(new, '{:.1f}')}")
+    row = (
+        f"| json_ingest end to end (median of {args.json_rounds}) | {before:.1f} ms |"
+        f" {after:.1f} ms | {ratio:.2f} | | <= {TARGET_JSON_RATIO:g} |"
+        f" {_verdict(ratio <= TARGET_JSON_RATIO)} |"
+    )
+    return [row], [ratio <= TARGET_JSON_RATIO]
+
+
 def main() -> int:
     """Run every part asked for and print the table; 1 if a job or request failed."""
     parser = argparse.ArgumentParser(
@@ -376,6 +496,9 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=5, help="documents per format")
     parser.add_argument("--csv-mb", type=int, default=100, help="CSV size (MB); 0: skip")
     parser.add_argument("--csv-pct", type=float, default=1, help="%% of CSV rows changed")
+    parser.add_argument(
+        "--csv-timeout", type=float, default=1800, help="give up on the CSV re-ingest after (s)"
+    )
     parser.add_argument("--no-docx", action="store_true", help="skip the DOCX rows")
     parser.add_argument(
         "--json-before",
@@ -385,84 +508,39 @@ def main() -> int:
     )
     parser.add_argument("--json-rounds", type=int, default=3, help="json_ingest runs per side")
     args = parser.parse_args()
+    print(f"versions: machine at the start: {_machine()}")
     rows: list[str] = []
-    notes: list[str] = []
     verdicts: list[bool] = []
     with tempfile.TemporaryDirectory(prefix="telha-bench-") as tmp_name:
         tmp = Path(tmp_name)
         formats = ["markdown"]
         if args.no_docx:
-            notes.append("docx: skipped (--no-docx)")
+            print("note: docx skipped (--no-docx)")
         elif have_python_docx():
             formats.append("docx")
         else:
-            notes.append("docx: skipped (python-docx is not installed)")
+            print("note: docx skipped (python-docx is not installed)")
+        parts = [lambda fmt=fmt: _documents(fmt, args, tmp) for fmt in formats]
+        if args.csv_mb > 0:
+            parts.append(lambda: _csv(args, tmp))
+        else:
+            print("note: csv skipped (--csv-mb 0)")
+        if args.json_before is not None:
+            parts.append(lambda: _json(args))
+        else:
+            print("note: json_ingest before/after skipped (no --json-before DIR)")
         try:
-            for fmt in formats:
-                res = run_documents(fmt, args, tmp)
-                first, again = statistics.median(res.first), statistics.median(res.again)
-                ratio = again / first
-                what = f"{fmt} {args.paragraphs:,} ¶, {res.edited} edited"
-                print(f"{what}: first ingest s {_runs(res.first)}; re-ingest s {_runs(res.again)}")
-                print(f"{what}: re-ingest stats {res.stats}")
-                rows.append(
-                    f"| {what} (median of {args.rounds}) | {first:.3f} s | {again:.3f} s |"
-                    f" {ratio:.2f} | <= {TARGET_DOC_RATIO:g} |"
-                    f" {_verdict(ratio <= TARGET_DOC_RATIO)} |"
-                )
-                verdicts.append(ratio <= TARGET_DOC_RATIO)
-                if res.diff.missing is not None:
-                    notes.append(
-                        f"{fmt} diff: skipped, GET /v1/sources/{{id}}/diff answered"
-                        f" {res.diff.missing!r} (the route is not there yet)"
-                    )
-                else:
-                    ms = statistics.median(res.diff.ms)
-                    print(f"{fmt} diff ms: {_runs(res.diff.ms, '{:.1f}')}; {res.diff.counts}")
-                    rows.append(
-                        f"| {fmt} diff (median of {len(res.diff.ms)}) | | {ms:.1f} ms | |"
-                        f" <= {TARGET_DIFF_MS:g} ms | {_verdict(ms <= TARGET_DIFF_MS)} |"
-                    )
-                    verdicts.append(ms <= TARGET_DIFF_MS)
-            if args.csv_mb > 0:
-                v1, v2, n, changed, mb = run_csv(args, tmp)
-                ratio = v2.seconds / v1.seconds
-                rss = v2.server_hwm_mb / v1.server_hwm_mb
-                stats = {k: v for k, v in v2.stats.items() if k.startswith("nodes_")}
-                print(f"csv {mb:.1f} MB, {n:,} rows, {changed:,} changed: re-ingest stats {stats}")
-                rows.append(
-                    f"| csv {mb:.0f} MB, {n:,} rows, {changed:,} changed | {v1.seconds:.2f} s |"
-                    f" {v2.seconds:.2f} s | {ratio:.2f} | <= {TARGET_CSV_RATIO:g} |"
-                    f" {_verdict(ratio <= TARGET_CSV_RATIO)} |"
-                )
-                rows.append(
-                    f"| csv server peak RSS | {v1.server_hwm_mb:.0f} MB | {v2.server_hwm_mb:.0f}"
-                    f" MB | {rss:.2f} | <= {TARGET_RSS_RATIO:.2f} |"
-                    f" {_verdict(rss <= TARGET_RSS_RATIO)} |"
-                )
-                verdicts += [ratio <= TARGET_CSV_RATIO, rss <= TARGET_RSS_RATIO]
-            else:
-                notes.append("csv: skipped (--csv-mb 0)")
-            if args.json_before is not None:
-                old, new = run_json(args.json_before, args.json_rounds)
-                before, after = statistics.median(old), statistics.median(new)
-                ratio = after / before
-                rows.append(
-                    f"| json_ingest end to end (median of {args.json_rounds}) | {before:.1f} ms"
-                    f" | {after:.1f} ms | {ratio:.2f} | <= {TARGET_JSON_RATIO:g} |"
-                    f" {_verdict(ratio <= TARGET_JSON_RATIO)} |"
-                )
-                verdicts.append(ratio <= TARGET_JSON_RATIO)
-            else:
-                notes.append("json_ingest before/after: skipped (no --json-before DIR)")
+            for part in parts:
+                more_rows, more_verdicts = part()
+                rows += more_rows
+                verdicts += more_verdicts
         except (RuntimeError, httpx.HTTPError) as exc:
             print(f"versions: {exc}", file=sys.stderr)
             return 1
-    print("| case | first ingest / before | re-ingest / after | ratio | target | |")
-    print("|---|---|---|---|---|---|")
+    print(f"versions: machine at the end: {_machine()}")
+    print("| case | first ingest / before | re-ingest / after | ratio | server CPU s | target | |")
+    print("|---|---|---|---|---|---|---|")
     print("\n".join(rows))
-    for note in notes:
-        print(f"note: {note}")
     print(f"targets: {_verdict(all(verdicts))}")
     return 0
 
