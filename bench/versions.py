@@ -496,7 +496,7 @@ def _json(args: argparse.Namespace) -> tuple[list[str], list[bool]]:
 def main() -> int:
     """Run every part asked for and print the table; 1 if a job or request failed."""
     parser = argparse.ArgumentParser(
-        description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--paragraphs", type=int, default=1000, help="paragraphs per document")
     parser.add_argument("--edit-pct", type=float, default=10, help="%% of paragraphs edited")
