@@ -43,33 +43,43 @@ def is_root(labels: Iterable[str]) -> bool:
     return not ROOT_LABELS.isdisjoint(labels)
 
 
-def _key(node: NodeOut, proj: Projection) -> bytes:
-    h = blake3.blake3()
-    for label in node.labels:
-        h.update(label.encode())
-        h.update(b"\x00")
-    if is_root(node.labels):
-        h.update(b"\x01root")
-    elif node.span_refs:
-        text, base = proj.canonical, proj.base
-        for i in node.span_refs:
-            span = proj.spans[i]
-            if span.start < base:
-                # A streamed part's span reaching into text an earlier part stored: that
-                # part is known by its length only.
-                h.update(b"\x02earlier %d" % (base - span.start))
-            piece = text[max(span.start - base, 0) : span.end - base]
-            h.update(b"\x03%d:" % len(piece))
-            h.update(piece)
-    else:
-        h.update(b"\x04")
-        h.update(node.properties_json)
-    return h.digest(16)
+def _key(node: NodeOut, proj: Projection, labels: bytes, root: bool) -> bytes:
+    """The match key of ``node``; ``labels`` is its labels, encoded (each followed by NUL),
+    ``root`` whether one is a root label. Every part is length-prefixed or tagged, so
+    distinct inputs hash distinct bytes."""
+    if root:
+        return blake3.blake3(labels + b"\x01root").digest(16)
+    if not node.span_refs:
+        return blake3.blake3(labels + b"\x04" + node.properties_json).digest(16)
+    text, base, spans = proj.canonical, proj.base, proj.spans
+    parts = [labels]
+    for i in node.span_refs:
+        start, end, _ = spans[i]
+        if start < base:
+            # A streamed part's span reaching into text an earlier part stored: that part
+            # is known by its length only.
+            parts.append(b"\x02earlier %d" % (base - start))
+            start = base
+        piece = text[start - base : end - base]
+        parts.append(b"\x03%d:" % len(piece))
+        parts.append(piece)
+    return blake3.blake3(b"".join(parts)).digest(16)
 
 
 def match_keys(proj: Projection) -> list[bytes | None]:
     """Per node of ``proj``, its match key (16 bytes), or ``None`` for a worker-supplied id."""
-    return [None if n.node_id is not None else _key(n, proj) for n in proj.nodes]
+    encoded: dict[tuple[str, ...], tuple[bytes, bool]] = {}
+    out: list[bytes | None] = []
+    for node in proj.nodes:
+        if node.node_id is not None:
+            out.append(None)
+            continue
+        labels = encoded.get(node.labels)
+        if labels is None:
+            joined = b"".join(x.encode() + b"\x00" for x in node.labels)
+            labels = encoded[node.labels] = (joined, is_root(node.labels))
+        out.append(_key(node, proj, *labels))
+    return out
 
 
 def assign(keys: Sequence[bytes | None], candidates: Candidates) -> list[bytes | None]:
