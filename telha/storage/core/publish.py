@@ -192,8 +192,8 @@ async def publish(
     its root node and its changes, and close what it replaces (see the module docstring).
     Returns ``changes`` with ``removed`` counted.
 
-    ``worker_ids``: the worker-supplied node ids the version wrote, when the caller knows
-    them all (a single shot); for a source with no earlier version only those can have older
+    ``worker_ids``: the worker-supplied node ids the version wrote a row for, when the caller
+    knows them all (a single shot); for a source with no earlier version only those can have older
     rows, so nothing else is looked for."""
     newer = await tx.fetchone(
         "SELECT 1 FROM source_versions WHERE scope_id = ? AND source_id = ? AND tx > ?"
@@ -205,7 +205,7 @@ async def publish(
     elif worker_ids is not None and not await _has_earlier(tx, sid, source_id, pin):
         # A new source: only another source's versions of its worker ids can be replaced.
         ids = sorted(set(worker_ids))
-        step = len(ids) if tx.postgres else _IN_BATCH
+        step = max(len(ids), 1) if tx.postgres else _IN_BATCH
         for i in range(0, len(ids), step):
             cond, params = tx.any("node_id", ids[i : i + step], "bytea")
             await tx.execute(

@@ -174,8 +174,11 @@ async def commit(
         tx, sid, tx_time, version, canonical_hash, blob_id, len(projection.canonical)
     )
     await tx.write_rows(rows)
+    # The worker ids this version wrote a row for (an identical version another source
+    # wrote stands, and is not replaced).
+    rewritten = [row[1] for row in rows.nodes if row[9] is None]
     changes = await publish(
-        tx, sid, version.source_id, tx_time, tx_time, rows.changes, rows.root, explicit
+        tx, sid, version.source_id, tx_time, tx_time, rows.changes, rows.root, rewritten
     )
     await after_publish(tx, sid, version.source_id, version.job_id, rows.root, tx_time, tx_time)
     refused: tuple[str, ...] = ()
