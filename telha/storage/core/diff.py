@@ -28,6 +28,7 @@ from telha.domain.errors import ContentErased, NotFound, RequestError
 from telha.domain.model import NodeVersion, Scope
 from telha.domain.records import node_record
 from telha.storage.core.engine import EngineOps
+from telha.storage.core.publish import latest_published
 from telha.storage.core.reads import NODE_COLS
 from telha.storage.core.tx import Tx
 
@@ -115,14 +116,9 @@ async def _pick(
     """``(from, to)``: the given versions, checked, or the defaults (``to`` the latest
     published version, ``from`` the one published before ``to``, if any)."""
     if to_tx is None:
-        row = await tx.fetchone(
-            "SELECT tx FROM source_versions WHERE scope_id = ? AND source_id = ?"
-            " AND published_tx IS NOT NULL ORDER BY tx DESC LIMIT 1",
-            sid, source_id,
-        )  # fmt: skip
-        if row is None:
+        to_tx = await latest_published(tx, sid, source_id)
+        if to_tx is None:
             raise NotFound("no such source")
-        to_tx = int(row[0])
         if from_tx is not None and from_tx >= to_tx:
             raise RequestError(f"from ({from_tx}) must be before to ({to_tx})")
     await _published(tx, sid, source_id, to_tx, "to")

@@ -29,7 +29,7 @@ from telha.domain.projection import Projection
 from telha.domain.rows import Match
 from telha.storage.core.tx import Tx
 
-__all__ = ["RetireOutcome", "match", "publish", "retire"]
+__all__ = ["RetireOutcome", "latest_published", "match", "publish", "retire"]
 
 #: Most keys in one ``IN (…)`` list on SQLite (PostgreSQL sends one array parameter).
 _IN_BATCH = 500
@@ -99,25 +99,31 @@ async def _close_own(tx: Tx, sid: int, source_id: bytes, pin: int) -> None:
         )  # fmt: skip
 
 
-async def _supporter_spans(
-    tx: Tx, sid: int, source_id: bytes, node_id: bytes
-) -> tuple[int, list[tuple[int, int]]] | None:
-    """``(tx, spans)`` of the latest published version of ``source_id`` and its span rows
-    linking ``node_id``; ``None`` when it has no published version."""
+async def latest_published(tx: Tx, sid: int, source_id: bytes) -> int | None:
+    """The tx of the source's latest published version, or ``None``."""
     row = await tx.fetchone(
         "SELECT tx FROM source_versions WHERE scope_id = ? AND source_id = ?"
         " AND published_tx IS NOT NULL ORDER BY tx DESC LIMIT 1",
         sid, source_id,
     )  # fmt: skip
-    if row is None:
+    return int(row[0]) if row is not None else None
+
+
+async def _supporter_spans(
+    tx: Tx, sid: int, source_id: bytes, node_id: bytes
+) -> tuple[int, list[tuple[int, int]]] | None:
+    """``(tx, spans)`` of the latest published version of ``source_id`` and its span rows
+    linking ``node_id``; ``None`` when it has no published version."""
+    latest = await latest_published(tx, sid, source_id)
+    if latest is None:
         return None
     find = "position(? in linked_nodes)" if tx.postgres else "instr(linked_nodes, ?)"
     rows = await tx.fetchall(
         f'SELECT start, "end", linked_nodes FROM span_rows WHERE scope_id = ? AND source_id = ?'
         f" AND source_version_tx = ? AND {find} > 0",
-        sid, source_id, row[0], node_id,
+        sid, source_id, latest, node_id,
     )  # fmt: skip
-    return row[0], [(s, e) for s, e, linked in rows if node_id in node_ids(bytes(linked))]
+    return latest, [(s, e) for s, e, linked in rows if node_id in node_ids(bytes(linked))]
 
 
 async def _close_dropped(tx: Tx, sid: int, source_id: bytes, before: int, at: int) -> int:
