@@ -56,28 +56,39 @@ async def _has_earlier(tx: Tx, sid: int, source_id: bytes, pin: int) -> bool:
     return row is not None
 
 
-async def match(tx: Tx, sid: int, source_id: bytes, pin: int, proj: Projection) -> Match:
+async def match(
+    tx: Tx, sid: int, source_id: bytes, pin: int, proj: Projection, *, whole: bool = False
+) -> Match:
     """The ids ``proj``'s nodes take from the source's current graph
     (:mod:`telha.domain.identity`), for a version written at ``pin``. A streamed part's
-    earlier parts have claimed some ids already: their rows at ``pin`` carry them."""
+    earlier parts have claimed some ids already: their rows at ``pin`` carry them.
+
+    ``whole``: ``proj`` is a whole version (a single shot), so the source's current rows are
+    read in one scan of its index rather than probed key by key (a part of a stream matches
+    a slice of a graph that may be much larger)."""
     keys = match_keys(proj)
     wanted = sorted({k for k in keys if k is not None})
     if not wanted or not await _has_earlier(tx, sid, source_id, pin):
         return Match(keys, [None] * len(keys), {})
     hidden = await _unpublished(tx, sid, source_id) - {pin}
+    cols = "match_key, node_id, tx_from, labels, properties, valid_from, valid_to"
+    current = "scope_id = ? AND source_id = ? AND tx_to IS NULL AND NOT erased"
+    if whole:
+        batches = [await tx.fetchall(f"SELECT {cols} FROM nodes WHERE {current}", sid, source_id)]
+    else:
+        batches = []
+        step = len(wanted) if tx.postgres else _IN_BATCH
+        for i in range(0, len(wanted), step):
+            cond, params = tx.any("match_key", wanted[i : i + step], "bytea")
+            sql = f"SELECT {cols} FROM nodes WHERE {current} AND {cond}"
+            batches.append(await tx.fetchall(sql, sid, source_id, *params))
     found: dict[bytes, list[bytes]] = {}
     claimed: set[bytes] = set()
     before: dict[bytes, tuple[str, bytes, int | None, int | None]] = {}
-    step = len(wanted) if tx.postgres else _IN_BATCH
-    for i in range(0, len(wanted), step):
-        cond, params = tx.any("match_key", wanted[i : i + step], "bytea")
-        rows = await tx.fetchall(
-            "SELECT match_key, node_id, tx_from, labels, properties, valid_from, valid_to"
-            " FROM nodes WHERE scope_id = ? AND source_id = ? AND tx_to IS NULL"
-            f" AND NOT erased AND {cond}",
-            sid, source_id, *params,
-        )  # fmt: skip
+    for rows in batches:
         for key, node_id, tx_from, labels, props, vfrom, vto in rows:
+            if key is None:
+                continue
             if tx_from == pin:
                 claimed.add(node_id)
             elif tx_from < pin and tx_from not in hidden:

@@ -162,7 +162,7 @@ async def commit(
             return CommitOutcome(True, None, [], [])
     explicit = [n.node_id for n in projection.nodes if n.node_id is not None]
     existing = await current_nodes(tx, sid, explicit) if explicit else {}
-    matched = await match(tx, sid, version.source_id, PENDING_TX, projection)
+    matched = await match(tx, sid, version.source_id, PENDING_TX, projection, whole=True)
     rows = await rows_at_next_tx(
         tx,
         lambda at: build_rows(
