@@ -96,7 +96,10 @@ def edge_id(
     source_id: bytes, type_: str, from_id: bytes, to_id: bytes, props: bytes, n: int
 ) -> bytes:
     """The id (16 bytes) of the ``n``-th edge (0-based, in submission order) of one version
-    of ``source_id`` with this type, endpoints and properties JSON."""
+    of ``source_id`` with this type, endpoints and properties JSON: the first 8 bytes of
+    ``to_id``, then 8 bytes of BLAKE3 of all of it. The prefix keeps a version's edges in the
+    order of their targets (uuid7 ids are time-ordered), so they are appended to the edge
+    index rather than scattered over it, and listed in the order their targets were made."""
     h = blake3.blake3(b"edge\x00")
     h.update(source_id)
     h.update(type_.encode())
@@ -105,7 +108,7 @@ def edge_id(
     h.update(to_id)
     h.update(props)
     h.update(b"\x00%d" % n)
-    raw = bytearray(h.digest(16))
+    raw = bytearray(to_id[:8] + h.digest(8))
     raw[6] = (raw[6] & 0x0F) | 0x80  # UUID version 8 (custom), RFC 9562 variant
     raw[8] = (raw[8] & 0x3F) | 0x80
     return bytes(raw)
