@@ -36,9 +36,12 @@ _AUTOCHECKPOINT_PAGES = 16384
 
 
 #: Page cache per connection (KiB): bounded, so the server's memory does not grow with the
-#: database (peak RSS is a figure the tabular benchmark checks). 16 MiB holds the ~10 MB a
-#: JSON batch or a 10,000-row partial dirties (bench/json_ingest.py: no slower than 64 MiB).
-_WRITER_CACHE_KIB = 16 * 1024
+#: database (peak RSS is a figure the tabular benchmark checks). The writer's 64 MiB holds
+#: the pages a large source's versions keep inserting into at random places — its match
+#: key index (docs/architecture.md, "Versions and node identity") — beside the ~10 MB a
+#: 10,000-row partial dirties: a 200,000-row CSV ingests in 12 s with it, 26 s with 16 MiB
+#: (bench/tabular.py, peak server RSS 362 MB against 322 MB).
+_WRITER_CACHE_KIB = 64 * 1024
 _READER_CACHE_KIB = 8 * 1024
 
 
