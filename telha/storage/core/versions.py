@@ -175,7 +175,7 @@ async def commit(
     )
     await tx.write_rows(rows)
     # The worker ids this version wrote a row for (an identical version another source
-    # wrote stands, and is not replaced).
+    # wrote stands, and is not replaced): the rows without a match key (column 9).
     rewritten = [row[1] for row in rows.nodes if row[9] is None]
     changes = await publish(
         tx, sid, version.source_id, tx_time, tx_time, rows.changes, rows.root, rewritten
