@@ -67,7 +67,11 @@ def _key(node: NodeOut, proj: Projection, labels: bytes, root: bool) -> bytes:
 
 
 def match_keys(proj: Projection) -> list[bytes | None]:
-    """Per node of ``proj``, its match key (16 bytes), or ``None`` for a worker-supplied id."""
+    """Per node of ``proj``, its match key (16 bytes), or ``None`` for a worker-supplied id.
+    Computed once per projection (kept in ``proj.match_keys``): the store computes them off
+    the event loop before its transaction, and the match and a fast path reuse them."""
+    if proj.match_keys is not None:
+        return proj.match_keys
     encoded: dict[tuple[str, ...], tuple[bytes, bool]] = {}
     out: list[bytes | None] = []
     for node in proj.nodes:
@@ -79,6 +83,7 @@ def match_keys(proj: Projection) -> list[bytes | None]:
             joined = b"".join(x.encode() + b"\x00" for x in node.labels)
             labels = encoded[node.labels] = (joined, is_root(node.labels))
         out.append(_key(node, proj, *labels))
+    proj.match_keys = out
     return out
 
 

@@ -75,3 +75,5 @@ class Projection:
     base: int = 0
     earlier_offsets: list[int] = field(default_factory=list)
     ambiguities: list[AmbiguityOut] = field(default_factory=list)
+    #: Per node, its match key (:func:`telha.domain.identity.match_keys` fills it once).
+    match_keys: list[bytes | None] | None = None

@@ -16,7 +16,6 @@ publishes superseded: its rows are closed at their own start (visible at no time
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import msgspec
@@ -202,16 +201,11 @@ async def publish(
     at: int,
     changes: Changes,
     root: bytes | None,
-    worker_ids: Sequence[bytes] | None = None,
 ) -> Changes:
     """Make the version written at ``pin`` its source's current graph at ``at`` (µs; ``pin``
     itself for a single shot, the finalize's tx for a stream): record ``published_tx``,
     its root node and its changes, and close what it replaces (see the module docstring).
-    Returns ``changes`` with ``removed`` counted.
-
-    ``worker_ids``: the worker-supplied node ids the version wrote a row for, when the caller
-    knows them all (a single shot); for a source with no earlier version only those can have older
-    rows, so nothing else is looked for."""
+    Returns ``changes`` with ``removed`` counted."""
     newer = await tx.fetchone(
         "SELECT 1 FROM source_versions WHERE scope_id = ? AND source_id = ? AND tx > ?"
         " AND published_tx IS NOT NULL LIMIT 1",
@@ -219,26 +213,20 @@ async def publish(
     )  # fmt: skip
     if newer is not None:
         await _close_own(tx, sid, source_id, pin)
-    elif worker_ids is not None and not await _has_earlier(tx, sid, source_id, pin):
-        # A new source: only another source's versions of its worker ids can be replaced.
-        ids = sorted(set(worker_ids))
-        step = max(len(ids), 1) if tx.postgres else _IN_BATCH
-        for i in range(0, len(ids), step):
-            cond, params = tx.any("node_id", ids[i : i + step], "bytea")
-            await tx.execute(
-                "UPDATE nodes SET tx_to = ? WHERE scope_id = ? AND tx_to IS NULL"
-                f" AND tx_from < ? AND {cond}",
-                at, sid, pin, *params,
-            )  # fmt: skip
     else:
-        # Earlier versions of the nodes this version wrote again (matched, or worker ids).
+        earlier = await _has_earlier(tx, sid, source_id, pin)
+        # Earlier versions of the nodes this version wrote again: matched ids and worker
+        # ids. A source without an earlier version has nothing matched, so only its worker
+        # ids (the rows without a match key, found through nodes_by_key) are looked at.
+        only_worker_ids = "" if earlier else " AND w.match_key IS NULL"
         await tx.execute(
             "UPDATE nodes SET tx_to = ? WHERE scope_id = ? AND tx_to IS NULL AND tx_from < ?"
             " AND node_id IN (SELECT w.node_id FROM nodes w WHERE w.scope_id = ?"
-            " AND w.source_id = ? AND w.tx_from = ? AND w.tx_to IS NULL)",
+            f" AND w.source_id = ? AND w.tx_from = ? AND w.tx_to IS NULL{only_worker_ids})",
             at, sid, pin, sid, source_id, pin,
         )  # fmt: skip
-        changes.removed = await _close_dropped(tx, sid, source_id, pin, at)
+        if earlier:
+            changes.removed = await _close_dropped(tx, sid, source_id, pin, at)
     await tx.execute(
         "UPDATE source_versions SET published_tx = ?, root_node_id = ?, changes = ?"
         " WHERE scope_id = ? AND source_id = ? AND tx = ?",

@@ -30,6 +30,7 @@ import blake3
 from telha.domain.canonical import is_boundary
 from telha.domain.erasure import BLOCKED_REASON
 from telha.domain.errors import InvalidStream
+from telha.domain.identity import match_keys
 from telha.domain.ids import new_id
 from telha.domain.model import (
     BLOB_CHUNK,
@@ -46,6 +47,7 @@ from telha.domain.projection import Projection
 from telha.domain.records import decode_continuation
 from telha.domain.rows import PENDING_TX, VersionRows, build_rows
 from telha.domain.streams import live_length, plan_part
+from telha.offload import off_loop
 from telha.storage.core.blocklist import blocked
 from telha.storage.core.engine import EngineOps
 from telha.storage.core.jobs import (
@@ -299,7 +301,9 @@ class StreamOps(EngineOps):
     async def apply_stream_part(
         self, scope: Scope, version: NewVersion, projection: Projection, part: StreamPart
     ) -> StreamOutcome:
-        """See :func:`apply_stream_part`."""
+        """See :func:`apply_stream_part` (the part's match keys are computed off the event
+        loop first)."""
+        await off_loop(len(projection.canonical), match_keys, projection)
         return await self._transaction(
             "apply streamed submission", apply_stream_part, scope, version, projection, part
         )

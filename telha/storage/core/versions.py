@@ -16,6 +16,7 @@ from dataclasses import replace
 
 from telha.domain.erasure import BLOCKED_REASON, ERASED_MESSAGE
 from telha.domain.errors import ContentErased
+from telha.domain.identity import match_keys
 from telha.domain.ids import blob_id_for, content_hash, now_us
 from telha.domain.model import (
     CommitOutcome,
@@ -174,12 +175,7 @@ async def commit(
         tx, sid, tx_time, version, canonical_hash, blob_id, len(projection.canonical)
     )
     await tx.write_rows(rows)
-    # The worker ids this version wrote a row for (an identical version another source
-    # wrote stands, and is not replaced): the rows without a match key (column 9).
-    rewritten = [row[1] for row in rows.nodes if row[9] is None]
-    changes = await publish(
-        tx, sid, version.source_id, tx_time, tx_time, rows.changes, rows.root, rewritten
-    )
+    changes = await publish(tx, sid, version.source_id, tx_time, tx_time, rows.changes, rows.root)
     await after_publish(tx, sid, version.source_id, version.job_id, rows.root, tx_time, tx_time)
     refused: tuple[str, ...] = ()
     if completion is not None:
@@ -213,9 +209,11 @@ class VersionOps(EngineOps):
         dedup: Dedup,
         completion: JobCompletion | None = None,
     ) -> CommitOutcome:
-        """See :func:`commit` (the canonical text is hashed off the event loop first)."""
+        """See :func:`commit` (the canonical text is hashed, and the match keys computed, off
+        the event loop first)."""
         text = projection.canonical
         canonical_hash = await off_loop(len(text), content_hash, text)
+        await off_loop(len(text), match_keys, projection)  # kept on the projection
         blob_id = blob_id_for(canonical_hash).bytes
         fast = await self._commit_fast(
             scope, version, projection, canonical_hash, blob_id, dedup, completion
