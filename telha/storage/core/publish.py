@@ -110,7 +110,8 @@ async def _close_own(tx: Tx, sid: int, source_id: bytes, pin: int) -> None:
 
 
 async def latest_published(tx: Tx, sid: int, source_id: bytes) -> int | None:
-    """The tx of the source's latest published version, or ``None``."""
+    """The tx (µs) of the source's latest published version, or ``None`` when it has none
+    (docs/architecture.md, "Versions and node identity")."""
     row = await tx.fetchone(
         "SELECT tx FROM source_versions WHERE scope_id = ? AND source_id = ?"
         " AND published_tx IS NOT NULL ORDER BY tx DESC LIMIT 1",
