@@ -29,7 +29,18 @@ import blake3
 
 from telha.domain.projection import NodeOut, Projection
 
-__all__ = ["ROOT_LABELS", "Candidates", "assign", "edge_id", "is_root", "match_keys"]
+__all__ = [
+    "DEFERRED",
+    "ROOT_LABELS",
+    "Candidates",
+    "assign",
+    "deferred_keys",
+    "edge_id",
+    "is_root",
+    "labels_part",
+    "match_keys",
+    "stored_key",
+]
 
 #: Labels of a version's root node (spec 004's ``root_node_id``).
 ROOT_LABELS = frozenset({"DOCUMENT", "TABLE", "WORKBOOK", "MESSAGE", "FILE"})
@@ -43,16 +54,27 @@ def is_root(labels: Iterable[str]) -> bool:
     return not ROOT_LABELS.isdisjoint(labels)
 
 
-def _key(node: NodeOut, proj: Projection, labels: bytes, root: bool) -> bytes:
-    """The match key of ``node``; ``labels`` is its labels, encoded (each followed by NUL),
-    ``root`` whether one is a root label. Every part is length-prefixed or tagged, so
-    distinct inputs hash distinct bytes."""
+def _digest(labels: bytes, root: bool, props: bytes, texts: list[bytes] | None) -> bytes:
+    """The key: BLAKE3 (16 bytes) of ``labels`` (each followed by NUL) and a root tag, or
+    the properties JSON (a node without spans), or the span texts (``texts``: each
+    length-prefixed, or a tagged marker). Distinct inputs hash distinct bytes."""
     if root:
         return blake3.blake3(labels + b"\x01root").digest(16)
+    if texts is None:
+        return blake3.blake3(labels + b"\x04" + props).digest(16)
+    return blake3.blake3(labels + b"".join(texts)).digest(16)
+
+
+def _encode_labels(labels: Iterable[str]) -> bytes:
+    return b"".join(x.encode() + b"\x00" for x in labels)
+
+
+def _texts(node: NodeOut, proj: Projection) -> list[bytes] | None:
+    """``node``'s span texts in its span order, each length-prefixed (``None``: no spans)."""
     if not node.span_refs:
-        return blake3.blake3(labels + b"\x04" + node.properties_json).digest(16)
+        return None
     text, base, spans = proj.canonical, proj.base, proj.spans
-    parts = [labels]
+    parts = []
     for i in node.span_refs:
         start, end, _ = spans[i]
         if start < base:
@@ -63,7 +85,7 @@ def _key(node: NodeOut, proj: Projection, labels: bytes, root: bool) -> bytes:
         piece = text[start - base : end - base]
         parts.append(b"\x03%d:" % len(piece))
         parts.append(piece)
-    return blake3.blake3(b"".join(parts)).digest(16)
+    return parts
 
 
 def match_keys(proj: Projection) -> list[bytes | None]:
@@ -80,11 +102,51 @@ def match_keys(proj: Projection) -> list[bytes | None]:
             continue
         labels = encoded.get(node.labels)
         if labels is None:
-            joined = b"".join(x.encode() + b"\x00" for x in node.labels)
-            labels = encoded[node.labels] = (joined, is_root(node.labels))
-        out.append(_key(node, proj, *labels))
+            labels = encoded[node.labels] = labels_part(node.labels)
+        joined, root = labels
+        texts = None if root else _texts(node, proj)
+        out.append(_digest(joined, root, node.properties_json, texts))
     proj.match_keys = out
     return out
+
+
+#: The match key a source's first whole version stores: its keys are deferred until a second
+#: version needs them (:func:`stored_key`). Empty, so a version's rows enter the key index in
+#: id order rather than at random places.
+DEFERRED = b""
+
+
+def deferred_keys(proj: Projection) -> list[bytes | None]:
+    """Per node of ``proj``, :data:`DEFERRED`, or ``None`` for a worker-supplied id."""
+    return [None if node.node_id is not None else DEFERRED for node in proj.nodes]
+
+
+def stored_key(
+    labels: tuple[bytes, bool], properties: bytes, provenance: Sequence[Sequence[int]], text: bytes
+) -> bytes | None:
+    """The match key of a stored node version whose key was not written (a source's first
+    version defers its keys until a second version needs them): the key :func:`match_keys`
+    gave the node. ``labels``: :func:`labels_part` of its labels; ``properties``: its
+    properties JSON; ``provenance``: ``[[start, end], ...]``, bytes into ``text``, the
+    canonical text of the version that wrote it. ``None`` when the provenance is not the
+    version's own (a trimmed node's ``[start, end, tx]``)."""
+    joined, root = labels
+    texts = None
+    if not root and provenance:
+        texts = []
+        for span in provenance:
+            if len(span) != 2:
+                return None
+            start, end = span
+            texts.append(b"\x03%d:" % (end - start))
+            texts.append(text[start:end])
+    return _digest(joined, root, properties, texts)
+
+
+def labels_part(labels: Sequence[str]) -> tuple[bytes, bool]:
+    """What a node's labels add to its match key: the labels encoded, and whether one is a
+    root label (:func:`stored_key`)."""
+    return _encode_labels(labels), is_root(labels)
 
 
 def assign(keys: Sequence[bytes | None], candidates: Candidates) -> list[bytes | None]:

@@ -19,7 +19,7 @@ from telha.domain.errors import InvalidStream
 from telha.domain.identity import edge_id, is_root
 from telha.domain.ids import id_str, new_id
 from telha.domain.model import BLOB_CHUNK, Changes
-from telha.domain.projection import Projection
+from telha.domain.projection import NodeOut, Projection
 
 __all__ = ["PENDING_TX", "Existing", "Match", "VersionRows", "at_tx", "build_rows"]
 
@@ -92,6 +92,27 @@ def _ladder(
     return "unchanged" if current[5] == source_id else "skip unchanged"
 
 
+def _kind(
+    node: NodeOut,
+    nid: bytes,
+    previous: bytes | None,
+    labels_json: str,
+    existing: Existing,
+    before: dict[bytes, tuple[str, bytes, int | None, int | None]],
+    tx: int,
+    source_id: bytes,
+) -> str:
+    """What a node's row is to its version: ``added``, ``changed`` or ``unchanged`` (a row
+    is written), or ``skip`` / ``skip unchanged`` (no row; :func:`_ladder`). ``previous``:
+    the previous version's id the node took, if any."""
+    content = (labels_json, node.properties_json, node.valid_from, node.valid_to)
+    if node.node_id is not None:
+        return _ladder(existing.get(nid), content, tx, source_id, nid)
+    if previous is None:
+        return "added"
+    return "unchanged" if before.get(nid) == content else "changed"
+
+
 def _edges(
     scope_id: int, source_id: bytes, tx: int, proj: Projection, node_ids: list[bytes]
 ) -> tuple[list[bytes], list[tuple[Any, ...]]]:
@@ -139,7 +160,6 @@ def build_rows(
     merged (first kind wins); edge ids are :func:`telha.domain.identity.edge_id`.
     """
     existing = existing or {}
-    changes = Changes()
     root: bytes | None = None
     text = proj.canonical
     view = memoryview(text)
@@ -152,7 +172,7 @@ def build_rows(
     # that wrote it, whose source and tx the row carries (source_id, tx_from).
     span_json = [f"[{sp.start},{sp.end}]".encode() for sp in spans]
     prov_cache: dict[tuple[int, ...], bytes] = {}
-    labels_cache: dict[tuple[str, ...], str] = {}
+    labels_cache: dict[tuple[str, ...], tuple[str, bool]] = {}
     node_ids: list[bytes] = []
     nodes: list[tuple[Any, ...]] = []
     labels: list[tuple[Any, ...]] = []
@@ -167,8 +187,10 @@ def build_rows(
     taken = match.taken if match is not None else [None] * len(proj.nodes)
     before = match.before if match is not None else {}
     written: set[int] = set()  # indices of nodes that get a new version row
+    counts = dict.fromkeys(("added", "changed", "unchanged"), 0)
     for index, node in enumerate(proj.nodes):
-        nid = node.node_id or taken[index] or new_id()
+        previous = taken[index]
+        nid = node.node_id or previous or new_id()
         node_ids.append(nid)
         refs = node.span_refs
         prov = prov_cache.get(refs)
@@ -176,25 +198,21 @@ def build_rows(
             prov = b"[" + b",".join([span_json[i] for i in refs]) + b"]"
             prov_cache[refs] = prov
         node_labels = node.labels
-        labels_json = labels_cache.get(node_labels)
-        if labels_json is None:
-            labels_json = labels_cache[node_labels] = _encode(list(node_labels)).decode()
-        if root is None and is_root(node_labels):
+        cached = labels_cache.get(node_labels)
+        if cached is None:
+            encoded = _encode(list(node_labels)).decode()
+            cached = labels_cache[node_labels] = (encoded, is_root(node_labels))
+        labels_json, rooted = cached
+        if rooted and root is None:
             root = nid
         for i in refs:
             linked[span_keys[i]].append(nid)
-        content = (labels_json, node.properties_json, node.valid_from, node.valid_to)
-        if node.node_id is not None:
-            kind = _ladder(existing.get(nid), content, tx, source_id, nid)
-        elif taken[index] is None:
-            kind = "added"
-        else:
-            kind = "unchanged" if before.get(nid) == content else "changed"
+        kind = _kind(node, nid, previous, labels_json, existing, before, tx, source_id)
         if kind.startswith("skip"):
             if kind == "skip unchanged":
-                changes.unchanged += 1
+                counts["unchanged"] += 1
             continue
-        setattr(changes, kind, getattr(changes, kind) + 1)
+        counts[kind] += 1
         written.add(index)
         nodes.append(
             (scope_id, nid, tx, labels_json, node.properties_json, prov, source_id,
@@ -215,7 +233,7 @@ def build_rows(
     ]  # fmt: skip
     return VersionRows(
         chunk_rows, nodes, labels, edges, span_rows, ambiguities, node_ids, edge_ids,
-        scope_id, tx, changes, root,
+        scope_id, tx, Changes(**counts), root,
     )  # fmt: skip
 
 

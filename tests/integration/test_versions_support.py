@@ -100,3 +100,46 @@ async def test_stream_rows_are_invisible_until_finalize(
     nodes = (await tenant.client.get("/v1/nodes", params={"sourceId": source})).json()["nodes"]
     texts = sorted(s["text"] for n in nodes for s in n["provenance"]["spans"])
     assert texts == ["second ", "version"]
+
+
+def _paragraphs(texts: list[str], base: int = 0) -> dict[str, Any]:
+    """A submission (or a stream part whose text starts at byte ``base``) of one P node per
+    text, each spanning it; texts are joined by newlines."""
+    text = "\n".join(texts)
+    spans, nodes, at = [], [], base
+    for i, piece in enumerate(texts):
+        spans.append({"start": at, "end": at + len(piece.encode()), "kind": "body"})
+        nodes.append({"labels": ["P"], "properties": {}, "spanRefs": [i]})
+        at += len(piece.encode()) + 1
+    return {"v": 1, "canonicalText": text, "spans": spans, "nodes": nodes, "relationships": []}
+
+
+async def _ids_by_text(tenant: Tenant, source: str) -> dict[str, str]:
+    nodes = (await tenant.client.get("/v1/nodes", params={"sourceId": source})).json()["nodes"]
+    return {n["provenance"]["spans"][0]["text"]: n["nodeId"] for n in nodes}
+
+
+async def test_a_stream_after_a_single_shot_matches_its_deferred_keys(
+    tenant: Tenant, worker: ScriptedWorker
+) -> None:
+    # A source's first (single-shot) version defers its match keys; the first part of a
+    # later stream stores them so every part can find the ids it matches.
+    await _apply(tenant, worker, "d.txt", _paragraphs(["alpha", "beta", "delta"]))
+    posted = await tenant.post("text", "d.txt", "gamma\nbeta\ndelta")
+    source = posted["sourceId"]
+    first = await _ids_by_text(tenant, source)
+    job = await worker.next_job(["text"])
+    part = _paragraphs(["gamma", ""])
+    part["nodes"], part["spans"] = part["nodes"][:1], part["spans"][:1]
+    part.update(seq=0, partial=True)
+    assert (await worker.submit(job, part)).accepted
+    last = _paragraphs(["beta", "delta"], base=len(b"gamma\n"))
+    last.update(seq=1, partial=False)
+    assert (await worker.submit(job, last)).accepted
+    done = await wait_job(tenant.client, job.job_id)
+    assert done["state"] == "completed", done
+    assert (done["stats"]["nodes_unchanged"], done["stats"]["nodes_removed"]) == (2, 1)
+    second = await _ids_by_text(tenant, source)
+    assert set(second) == {"gamma", "beta", "delta"}
+    assert second["beta"] == first["beta"] and second["delta"] == first["delta"]
+    assert second["gamma"] not in first.values()

@@ -5,7 +5,19 @@ from __future__ import annotations
 
 from collections import deque
 
-from telha.domain.identity import ROOT_LABELS, assign, edge_id, is_root, match_keys
+import msgspec
+
+from telha.domain.identity import (
+    DEFERRED,
+    ROOT_LABELS,
+    assign,
+    deferred_keys,
+    edge_id,
+    is_root,
+    labels_part,
+    match_keys,
+    stored_key,
+)
 from telha.domain.projection import NodeOut, Projection, SpanOut
 from telha.domain.rows import Match, build_rows
 
@@ -95,3 +107,34 @@ def test_build_rows_counts_and_reuses_matched_ids() -> None:
     assert second.node_ids[3] not in first.node_ids  # "Gamma." is new
     assert (second.changes.added, second.changes.changed, second.changes.unchanged) == (2, 1, 1)
     assert len(second.nodes) == 4 and all(row[2] == 20 for row in second.nodes)
+
+
+def _stored(proj: Projection, index: int) -> bytes | None:
+    """The key of ``proj``'s node ``index`` computed back from the row build_rows writes."""
+    rows = build_rows(1, b"s" * 16, 5, b"b" * 16, proj, {})
+    row = rows.nodes[index]
+    labels, props, prov = msgspec.json.decode(row[3]), row[4], msgspec.json.decode(row[5])
+    return stored_key(labels_part(labels), props, prov, proj.canonical)
+
+
+def test_a_deferred_key_computed_from_the_stored_row_equals_the_projections() -> None:
+    proj = _doc("Alpha.", "Beta, with ünïcode.", "Alpha.")
+    proj.nodes.append(NodeOut(("TAG",), b'{"n":1}', ()))  # no spans: its properties
+    proj.nodes.append(NodeOut(("QUOTE",), b"{}", (3, 1)))  # two spans, in its span order
+    keys = match_keys(proj)
+    assert [_stored(proj, i) for i in range(len(proj.nodes))] == keys
+
+
+def test_a_trimmed_provenance_has_no_stored_key() -> None:
+    part = labels_part(["PERSON"])
+    assert stored_key(part, b"{}", [[0, 3, 1_700_000_000_000_000]], b"Ana") is None
+    assert stored_key(part, b"{}", [[0, 3]], b"Ana") is not None
+
+
+def test_a_first_version_defers_its_keys_and_worker_ids_keep_none() -> None:
+    proj = Projection(
+        b"x",
+        [SpanOut(0, 1, "body")],
+        [NodeOut(("P",), b"{}", (0,)), NodeOut(("PERSON",), b"{}", (0,), node_id=b"\x01" * 16)],
+    )
+    assert deferred_keys(proj) == [DEFERRED, None]

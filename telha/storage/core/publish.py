@@ -22,16 +22,26 @@ import msgspec
 
 from telha.domain.erasure import ERASE_KIND, node_ids
 from telha.domain.errors import Conflict, NotFound
-from telha.domain.identity import Candidates, assign, match_keys
+from telha.domain.identity import (
+    DEFERRED,
+    Candidates,
+    assign,
+    deferred_keys,
+    labels_part,
+    match_keys,
+    stored_key,
+)
 from telha.domain.model import Changes
 from telha.domain.projection import Projection
 from telha.domain.rows import Match
 from telha.storage.core.tx import Tx
 
-__all__ = ["RetireOutcome", "latest_published", "match", "publish", "retire"]
+__all__ = ["RetireOutcome", "has_earlier", "latest_published", "match", "publish", "retire"]
 
 #: Most keys in one ``IN (…)`` list on SQLite (PostgreSQL sends one array parameter).
 _IN_BATCH = 500
+
+_decode = msgspec.json.decode
 
 
 async def _unpublished(tx: Tx, sid: int, source_id: bytes) -> set[int]:
@@ -44,7 +54,7 @@ async def _unpublished(tx: Tx, sid: int, source_id: bytes) -> set[int]:
     return {r[0] for r in rows}
 
 
-async def _has_earlier(tx: Tx, sid: int, source_id: bytes, pin: int) -> bool:
+async def has_earlier(tx: Tx, sid: int, source_id: bytes, pin: int) -> bool:
     """Whether the source has a published version older than ``pin`` (else it has no rows a
     version at ``pin`` could match or supersede)."""
     row = await tx.fetchone(
@@ -53,6 +63,57 @@ async def _has_earlier(tx: Tx, sid: int, source_id: bytes, pin: int) -> bool:
         sid, source_id, pin,
     )  # fmt: skip
     return row is not None
+
+
+async def _version_text(tx: Tx, sid: int, source_id: bytes, at: int) -> bytes:
+    """The whole canonical text of the source's version written at ``at``."""
+    rows = await tx.fetchall(
+        "SELECT c.data FROM source_versions v JOIN blob_chunks c"
+        " ON c.scope_id = v.scope_id AND c.blob_id = v.blob_id"
+        " WHERE v.scope_id = ? AND v.source_id = ? AND v.tx = ? ORDER BY c.idx",
+        sid, source_id, at,
+    )  # fmt: skip
+    return b"".join(bytes(r[0]) for r in rows)
+
+
+async def _deferred_keys(
+    tx: Tx, sid: int, source_id: bytes, rows: list[tuple[bytes, int, str, bytes, bytes]]
+) -> dict[tuple[bytes, int], bytes]:
+    """The match keys of stored rows ``(node_id, tx_from, labels JSON, properties JSON,
+    provenance JSON)`` whose keys were deferred (:data:`telha.domain.identity.DEFERRED`), by
+    ``(node_id, tx_from)`` (:func:`telha.domain.identity.stored_key`); each version's text
+    is read once."""
+    texts: dict[int, bytes] = {}
+    parts: dict[str, tuple[bytes, bool]] = {}
+    keys: dict[tuple[bytes, int], bytes] = {}
+    for node_id, tx_from, labels, props, prov in rows:
+        text = texts.get(tx_from)
+        if text is None:
+            text = texts[tx_from] = await _version_text(tx, sid, source_id, tx_from)
+        part = parts.get(labels)
+        if part is None:
+            part = parts[labels] = labels_part(_decode(labels))
+        key = stored_key(part, bytes(props), _decode(prov), text)
+        if key is not None:
+            keys[(bytes(node_id), tx_from)] = key
+    return keys
+
+
+async def _write_deferred_keys(tx: Tx, sid: int, source_id: bytes, pin: int) -> None:
+    """Store the keys a source's earlier versions deferred, so a stream's parts can probe
+    them by key: once, at the first part of the first stream that needs them (the index
+    finds none after that)."""
+    rows = await tx.fetchall(
+        "SELECT node_id, tx_from, labels, properties, provenance FROM nodes"
+        " WHERE scope_id = ? AND source_id = ? AND tx_to IS NULL AND match_key = ?"
+        " AND tx_from < ? AND NOT erased",
+        sid, source_id, DEFERRED, pin,
+    )  # fmt: skip
+    keys = await _deferred_keys(tx, sid, source_id, rows)
+    await tx.executemany(
+        "UPDATE nodes SET match_key = ? WHERE scope_id = ? AND node_id = ? AND tx_from = ?",
+        [(key, sid, node_id, tx_from) for (node_id, tx_from), key in keys.items()],
+    )
 
 
 async def match(
@@ -64,17 +125,34 @@ async def match(
 
     ``whole``: ``proj`` is a whole version (a single shot), so the source's current rows are
     read in one scan of its index rather than probed key by key (a part of a stream matches
-    a slice of a graph that may be much larger)."""
+    a slice of a graph that may be much larger). A whole version that is its source's first
+    defers its keys (its rows are written without one): most sources never get a second
+    version, and a second one computes them from the stored rows."""
+    n = len(proj.nodes)
+    if not await has_earlier(tx, sid, source_id, pin):
+        keys = deferred_keys(proj) if whole and proj.match_keys is None else match_keys(proj)
+        return Match(keys, [None] * n, {})
     keys = match_keys(proj)
     wanted = sorted({k for k in keys if k is not None})
-    if not wanted or not await _has_earlier(tx, sid, source_id, pin):
-        return Match(keys, [None] * len(keys), {})
+    if not wanted:
+        return Match(keys, [None] * n, {})
     hidden = await _unpublished(tx, sid, source_id) - {pin}
     cols = "match_key, node_id, tx_from, labels, properties, valid_from, valid_to"
     current = "scope_id = ? AND source_id = ? AND tx_to IS NULL AND NOT erased"
     if whole:
-        batches = [await tx.fetchall(f"SELECT {cols} FROM nodes WHERE {current}", sid, source_id)]
+        rows = await tx.fetchall(
+            f"SELECT {cols}, provenance FROM nodes WHERE {current}", sid, source_id
+        )
+        keyless = [(*r[1:5], r[7]) for r in rows if r[0] == DEFERRED and r[2] not in hidden]
+        deferred = await _deferred_keys(tx, sid, source_id, keyless)
+        batches = [
+            [
+                (deferred.get((bytes(r[1]), r[2])), *r[1:7]) if r[0] == DEFERRED else r[:7]
+                for r in rows
+            ]
+        ]
     else:
+        await _write_deferred_keys(tx, sid, source_id, pin)
         batches = []
         step = len(wanted) if tx.postgres else _IN_BATCH
         for i in range(0, len(wanted), step):
@@ -215,7 +293,7 @@ async def publish(
     if newer is not None:
         await _close_own(tx, sid, source_id, pin)
     else:
-        earlier = await _has_earlier(tx, sid, source_id, pin)
+        earlier = await has_earlier(tx, sid, source_id, pin)
         # Earlier versions of the nodes this version wrote again: matched ids and worker
         # ids. A source without an earlier version has nothing matched, so only its worker
         # ids (the rows without a match key, found through nodes_by_key) are looked at.

@@ -34,7 +34,7 @@ from telha.storage.core.blocklist import blocked
 from telha.storage.core.engine import EngineOps
 from telha.storage.core.jobs import abandon_stream, check_lease, complete, end_erased, latest_hashes
 from telha.storage.core.members import after_publish
-from telha.storage.core.publish import match, publish
+from telha.storage.core.publish import has_earlier, match, publish
 from telha.storage.core.tx import Rollback, Tx
 
 __all__ = [
@@ -109,6 +109,14 @@ async def insert_version(
         sid, v.source_id, tx_time, v.name, v.format, v.content_hash, canonical_hash, v.size,
         v.worker, v.job_id, blob_id, text_len,
     )  # fmt: skip
+
+
+async def _has_version(tx: Tx, scope: Scope, source_id: bytes) -> bool:
+    """Whether the source has a published version (a read before a commit's transaction)."""
+    sid = await tx.known_scope_id(scope)
+    if sid is None:
+        return False
+    return await has_earlier(tx, sid, source_id, PENDING_TX)
 
 
 async def commit(
@@ -209,11 +217,13 @@ class VersionOps(EngineOps):
         dedup: Dedup,
         completion: JobCompletion | None = None,
     ) -> CommitOutcome:
-        """See :func:`commit` (the canonical text is hashed, and the match keys computed, off
-        the event loop first)."""
+        """See :func:`commit` (the canonical text is hashed, and the match keys of a source
+        that has a version computed, off the event loop first; a first version defers its
+        keys, :func:`telha.storage.core.publish.match`)."""
         text = projection.canonical
         canonical_hash = await off_loop(len(text), content_hash, text)
-        await off_loop(len(text), match_keys, projection)  # kept on the projection
+        if await self._read(_has_version, scope, version.source_id):
+            await off_loop(len(text), match_keys, projection)  # kept on the projection
         blob_id = blob_id_for(canonical_hash).bytes
         fast = await self._commit_fast(
             scope, version, projection, canonical_hash, blob_id, dedup, completion

@@ -12,7 +12,7 @@ from typing import Any
 import msgspec
 
 from telha.domain.errors import StaleLease
-from telha.domain.identity import match_keys
+from telha.domain.identity import deferred_keys
 from telha.domain.model import (
     CommitOutcome,
     Dedup,
@@ -119,7 +119,9 @@ class FastVersionOps(VersionOps, PgBase):
             return None
         sid = await self._scope_id(scope, intern=True)
         assert sid is not None
-        matched = Match(match_keys(projection), [None] * len(projection.nodes), {})
+        # A source's first version defers its match keys (telha.storage.core.publish.match).
+        keys = projection.match_keys or deferred_keys(projection)
+        matched = Match(keys, [None] * len(projection.nodes), {})
         rows = build_rows(
             sid, version.source_id, PENDING_TX, blob_id, projection, {}, match=matched
         )
