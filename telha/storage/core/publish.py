@@ -33,7 +33,7 @@ from telha.domain.identity import (
 )
 from telha.domain.model import Changes
 from telha.domain.projection import Projection
-from telha.domain.rows import Match
+from telha.domain.rows import PENDING_TX, Match
 from telha.storage.core.tx import Tx
 
 __all__ = ["RetireOutcome", "has_earlier", "latest_published", "match", "publish", "retire"]
@@ -99,15 +99,15 @@ async def _deferred_keys(
     return keys
 
 
-async def _write_deferred_keys(tx: Tx, sid: int, source_id: bytes, pin: int) -> None:
-    """Store the keys a source's earlier versions deferred, so a stream's parts can probe
-    them by key: once, at the first part of the first stream that needs them (the index
-    finds none after that)."""
+async def _write_deferred_keys(tx: Tx, sid: int, source_id: bytes) -> None:
+    """Store the keys the source's current rows deferred, so the parts of a stream can probe
+    them by key: at the first part of a stream (once per source: a stream writes its own
+    keys, and a whole version computes its keys when it has an earlier version)."""
     rows = await tx.fetchall(
         "SELECT node_id, tx_from, labels, properties, provenance FROM nodes"
-        " WHERE scope_id = ? AND source_id = ? AND tx_to IS NULL AND match_key = ?"
-        " AND tx_from < ? AND NOT erased",
-        sid, source_id, DEFERRED, pin,
+        " WHERE scope_id = ? AND source_id = ? AND match_key = ? AND tx_to IS NULL"
+        " AND NOT erased",
+        sid, source_id, DEFERRED,
     )  # fmt: skip
     keys = await _deferred_keys(tx, sid, source_id, rows)
     await tx.executemany(
@@ -133,6 +133,8 @@ async def match(
         keys = deferred_keys(proj) if whole and proj.match_keys is None else match_keys(proj)
         return Match(keys, [None] * n, {})
     keys = match_keys(proj)
+    if not whole and pin == PENDING_TX:
+        await _write_deferred_keys(tx, sid, source_id)  # a stream's first part
     wanted = sorted({k for k in keys if k is not None})
     if not wanted:
         return Match(keys, [None] * n, {})
@@ -152,7 +154,6 @@ async def match(
             ]
         ]
     else:
-        await _write_deferred_keys(tx, sid, source_id, pin)
         batches = []
         step = len(wanted) if tx.postgres else _IN_BATCH
         for i in range(0, len(wanted), step):
