@@ -34,7 +34,7 @@ from telha.ingest.ingestor import Ingestor
 from telha.metrics import Metrics
 from telha.queue.job_queue import JobQueue
 from telha.rest.metrics_middleware import MetricsMiddleware
-from telha.storage.protocol import KeyStore, ReadStore, RetireStore
+from telha.storage.protocol import KeyStore, ListStore, ReadStore, RetireStore
 from telha.wire import ErrorBody, ErrorDetail
 
 __all__ = ["AppState", "RestStore", "create_app", "json_response", "parse_uuid", "require_scope"]
@@ -43,9 +43,9 @@ log = structlog.get_logger("telha.rest")
 _HTTP_CODES = {404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED", 400: "INVALID_REQUEST"}
 
 
-class RestStore(ReadStore, RetireStore, KeyStore, Protocol):
-    """The storage roles the REST front uses: the read routes' reads, the retire and API
-    key lookups."""
+class RestStore(ReadStore, RetireStore, ListStore, KeyStore, Protocol):
+    """The storage roles the REST front uses: the read routes' reads, the retire, the
+    listings and API key lookups."""
 
 
 @dataclass
