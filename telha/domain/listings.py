@@ -11,6 +11,7 @@ from telha.domain.errors import RequestError
 
 __all__ = [
     "JOB_STATES",
+    "SOURCE_STATES",
     "JobFamily",
     "JobFilter",
     "JobSummary",
@@ -21,6 +22,10 @@ __all__ = [
     "encode_cursor",
 ]
 
+#: How a listed source stands: ``pending`` (jobs only, dead ones included: no version was
+#: ever published), ``current``, ``retired`` or ``erased`` (its latest published version's
+#: state).
+SOURCE_STATES = ("pending", "current", "retired", "erased")
 #: The states a job listing may be filtered by (``cancelled`` matches no job until jobs can
 #: be cancelled).
 JOB_STATES = ("pending", "leased", "completed", "dead", "cancelled")
@@ -39,7 +44,7 @@ class Page:
 @dataclass(frozen=True, slots=True)
 class SourceFilter:
     """``GET /v1/sources`` filters: ``prefix`` the name starts with (compared by UTF-8
-    bytes), ``format``, ``state`` (one of :data:`telha.storage.core.sources.SOURCE_STATES`)."""
+    bytes), ``format``, ``state`` (one of :data:`SOURCE_STATES`)."""
 
     prefix: str | None = None
     format: str | None = None

@@ -212,8 +212,16 @@ async def metrics(request: Request) -> Response:
 def create_app(st: AppState) -> Starlette:
     """Build the app over ``st``; the routes come from :mod:`telha.rest.ingest_routes`,
     :mod:`telha.rest.read_routes`, :mod:`telha.rest.version_routes`,
-    :mod:`telha.rest.erase_routes` and :mod:`telha.rest.openapi`."""
-    from telha.rest import erase_routes, ingest_routes, openapi, read_routes, version_routes
+    :mod:`telha.rest.erase_routes`, :mod:`telha.rest.listing_routes` and
+    :mod:`telha.rest.openapi`."""
+    from telha.rest import (
+        erase_routes,
+        ingest_routes,
+        listing_routes,
+        openapi,
+        read_routes,
+        version_routes,
+    )
 
     routes = [
         Route("/healthz", healthz, methods=["GET"]),
@@ -223,6 +231,7 @@ def create_app(st: AppState) -> Starlette:
         *read_routes.routes,
         *version_routes.routes,
         *erase_routes.routes,
+        *listing_routes.routes,
         *openapi.routes,
     ]
     app = Starlette(

@@ -315,9 +315,7 @@ class ListStore(Protocol):
     """The listings (docs/rest-api.md, "Listings"): a scope's sources and jobs, newest
     first, index-backed (:mod:`telha.storage.core.listings`)."""
 
-    async def list_sources(
-        self, scope: Scope, f: SourceFilter, page: Page
-    ) -> list[SourceSummary]:
+    async def list_sources(self, scope: Scope, f: SourceFilter, page: Page) -> list[SourceSummary]:
         """The scope's sources matching ``f``, newest change first, after ``page.after``, at
         most ``page.limit``."""
 

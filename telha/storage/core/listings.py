@@ -76,6 +76,13 @@ def _source(row: Any) -> SourceSummary:
     )  # fmt: skip
 
 
+def _job(r: Any) -> JobSummary:
+    return JobSummary(
+        bytes(r[0]), r[1], r[2], bytes(r[3]), r[4], int(r[5]), int(r[6]), int(r[7]), r[8],
+        bytes(r[9]) if r[9] is not None else None,
+    )  # fmt: skip
+
+
 def _after(sql: str, params: list[Any], page: Page, at: str, key: str) -> str:
     if page.after is not None:
         sql += f" AND ({at}, {key}) < (?, ?)"
@@ -139,14 +146,7 @@ async def list_jobs(tx: Tx, scope: Scope, f: JobFilter, page: Page) -> list[JobS
             params.append(value)
     sql = _after(sql, params, page, "j.created_at", "j.job_id")
     sql += " ORDER BY j.created_at DESC, j.job_id DESC LIMIT ?"
-    rows = await tx.fetchall(sql, *params, page.limit)
-    return [
-        JobSummary(
-            bytes(r[0]), r[1], r[2], bytes(r[3]), r[4], int(r[5]), int(r[6]), int(r[7]), r[8],
-            bytes(r[9]) if r[9] is not None else None,
-        )  # fmt: skip
-        for r in rows
-    ]
+    return [_job(r) for r in await tx.fetchall(sql, *params, page.limit)]
 
 
 async def job_family(tx: Tx, scope: Scope, job_id: bytes) -> JobFamily | None:
@@ -172,9 +172,7 @@ class ListOps(EngineOps):
     """The listing reads of :class:`telha.storage.protocol.ListStore`, each one
     :meth:`~telha.storage.core.engine.EngineOps._read`."""
 
-    async def list_sources(
-        self, scope: Scope, f: SourceFilter, page: Page
-    ) -> list[SourceSummary]:
+    async def list_sources(self, scope: Scope, f: SourceFilter, page: Page) -> list[SourceSummary]:
         """See :func:`list_sources`."""
         return await self._read(list_sources, scope, f, page)
 

@@ -17,12 +17,7 @@ from __future__ import annotations
 from telha.domain.model import NewJob
 from telha.storage.core.tx import Tx
 
-__all__ = ["SOURCE_STATES", "note_job", "note_versions"]
-
-#: How a listed source stands: ``pending`` (jobs only, dead ones included: no version was
-#: ever published), ``current``, ``retired`` or ``erased`` (its latest published version's
-#: state).
-SOURCE_STATES = ("pending", "current", "retired", "erased")
+__all__ = ["note_job", "note_versions"]
 
 _NOTE_VERSIONS = (
     "INSERT INTO sources (scope_id, source_id, name, format, state, latest_tx, version_count,"
