@@ -33,12 +33,16 @@ from telha.storage.core.engine import EngineOps
 from telha.storage.core.tx import Tx
 
 __all__ = [
+    "JOB_FAMILY_SQL",
+    "SOURCE_SUMMARY_SQL",
     "ListOps",
     "job_family",
+    "jobs_query",
     "list_jobs",
     "list_sources",
     "name_range",
     "source_summary",
+    "sources_query",
 ]
 
 _SOURCE_SELECT = (
@@ -50,6 +54,12 @@ _JOB_SELECT = (
     "SELECT j.job_id, j.kind, j.state, j.source_id, coalesce(j.name, s.name), j.attempts,"
     " j.created_at, j.updated_at, j.failure_reason, j.parent_job_id"
     " FROM jobs j LEFT JOIN sources s ON s.scope_id = j.scope_id AND s.source_id = j.source_id"
+)
+#: One source's row (:func:`source_summary`): ``(scope id, source id)``.
+SOURCE_SUMMARY_SQL = f"{_SOURCE_SELECT} WHERE s.scope_id = ? AND s.source_id = ?"
+#: A job's children counted by state (:func:`job_family`): ``(job id)``.
+JOB_FAMILY_SQL = (
+    "SELECT state, count(*) FROM jobs WHERE parent_job_id = ? GROUP BY state ORDER BY state"
 )
 _MAX_CHAR = 0x10FFFF
 _SURROGATES = range(0xD800, 0xE000)
@@ -90,12 +100,8 @@ def _after(sql: str, params: list[Any], page: Page, at: str, key: str) -> str:
     return sql
 
 
-async def list_sources(tx: Tx, scope: Scope, f: SourceFilter, page: Page) -> list[SourceSummary]:
-    """The scope's sources, newest change first (``changed_at`` µs, then id, descending),
-    strictly after ``page.after``, at most ``page.limit``."""
-    sid = await tx.known_scope_id(scope)
-    if sid is None:
-        return []
+def sources_query(sid: int, f: SourceFilter, page: Page) -> tuple[str, list[Any]]:
+    """The SQL (``?`` placeholders) and parameters of :func:`list_sources` in scope ``sid``."""
     sql = f"{_SOURCE_SELECT} WHERE s.scope_id = ?"
     params: list[Any] = [sid]
     if f.state is not None:
@@ -113,7 +119,17 @@ async def list_sources(tx: Tx, scope: Scope, f: SourceFilter, page: Page) -> lis
             params.append(high)
     sql = _after(sql, params, page, "s.changed_at", "s.source_id")
     sql += " ORDER BY s.changed_at DESC, s.source_id DESC LIMIT ?"
-    return [_source(r) for r in await tx.fetchall(sql, *params, page.limit)]
+    return sql, [*params, page.limit]
+
+
+async def list_sources(tx: Tx, scope: Scope, f: SourceFilter, page: Page) -> list[SourceSummary]:
+    """The scope's sources, newest change first (``changed_at`` µs, then id, descending),
+    strictly after ``page.after``, at most ``page.limit``."""
+    sid = await tx.known_scope_id(scope)
+    if sid is None:
+        return []
+    sql, params = sources_query(sid, f, page)
+    return [_source(r) for r in await tx.fetchall(sql, *params)]
 
 
 async def source_summary(tx: Tx, scope: Scope, source_id: bytes) -> SourceSummary | None:
@@ -121,18 +137,12 @@ async def source_summary(tx: Tx, scope: Scope, source_id: bytes) -> SourceSummar
     sid = await tx.known_scope_id(scope)
     if sid is None:
         return None
-    row = await tx.fetchone(
-        f"{_SOURCE_SELECT} WHERE s.scope_id = ? AND s.source_id = ?", sid, source_id
-    )
+    row = await tx.fetchone(SOURCE_SUMMARY_SQL, sid, source_id)
     return _source(row) if row is not None else None
 
 
-async def list_jobs(tx: Tx, scope: Scope, f: JobFilter, page: Page) -> list[JobSummary]:
-    """The scope's jobs, newest first (``created_at`` µs, then id, descending), strictly
-    after ``page.after``, at most ``page.limit``."""
-    sid = await tx.known_scope_id(scope)
-    if sid is None:
-        return []
+def jobs_query(sid: int, f: JobFilter, page: Page) -> tuple[str, list[Any]]:
+    """The SQL (``?`` placeholders) and parameters of :func:`list_jobs` in scope ``sid``."""
     sql = f"{_JOB_SELECT} WHERE j.scope_id = ?"
     params: list[Any] = [sid]
     for column, value in (
@@ -146,7 +156,17 @@ async def list_jobs(tx: Tx, scope: Scope, f: JobFilter, page: Page) -> list[JobS
             params.append(value)
     sql = _after(sql, params, page, "j.created_at", "j.job_id")
     sql += " ORDER BY j.created_at DESC, j.job_id DESC LIMIT ?"
-    return [_job(r) for r in await tx.fetchall(sql, *params, page.limit)]
+    return sql, [*params, page.limit]
+
+
+async def list_jobs(tx: Tx, scope: Scope, f: JobFilter, page: Page) -> list[JobSummary]:
+    """The scope's jobs, newest first (``created_at`` µs, then id, descending), strictly
+    after ``page.after``, at most ``page.limit``."""
+    sid = await tx.known_scope_id(scope)
+    if sid is None:
+        return []
+    sql, params = jobs_query(sid, f, page)
+    return [_job(r) for r in await tx.fetchall(sql, *params)]
 
 
 async def job_family(tx: Tx, scope: Scope, job_id: bytes) -> JobFamily | None:
@@ -160,10 +180,7 @@ async def job_family(tx: Tx, scope: Scope, job_id: bytes) -> JobFamily | None:
     )
     if row is None:
         return None
-    counts = await tx.fetchall(
-        "SELECT state, count(*) FROM jobs WHERE parent_job_id = ? GROUP BY state ORDER BY state",
-        job_id,
-    )
+    counts = await tx.fetchall(JOB_FAMILY_SQL, job_id)
     parent = bytes(row[0]) if row[0] is not None else None
     return JobFamily(parent, {str(state): int(n) for state, n in counts})
 
