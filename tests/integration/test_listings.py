@@ -10,16 +10,21 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import shutil
 import sqlite3
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
+import msgspec
 import pytest
 
+from telha.client import AsyncTelha, InvalidRequest
 from telha.domain.ids import new_id, source_id_for
 from telha.domain.listings import JobFilter, Page, SourceFilter
 from telha.domain.model import NewJob, Scope
@@ -236,6 +241,64 @@ async def test_jobs_newest_first_with_filters_and_the_parent_children_walk(
     assert await _all(c, "/v1/ingest", "jobs", state="cancelled") == []
     assert await _all(c, "/v1/ingest", "jobs", kind="erase") == []
     assert await _all(c, "/v1/ingest", "jobs", parent=str(uuid.uuid4())) == []
+
+
+async def _telha(tenant: Tenant, key: str, *args: str) -> tuple[int, str, str]:
+    """``telha ARGS`` piped: exit code, stdout, stderr."""
+    env = {**os.environ, "TELHA_API_KEY": key, "TELHA_URL": tenant.server.base_url}
+    done = await anyio.run_process([sys.executable, "-m", "telha", *args], env=env, check=False)
+    return done.returncode, done.stdout.decode(), done.stderr.decode()
+
+
+async def test_client_and_cli_list_the_same(
+    queue_srv: ServerProcess, tenant: Tenant, worker: ScriptedWorker
+) -> None:
+    parent = await tenant.post("eml", "inbox/m.eml", "mail")
+    held = await worker.next_job(["eml"])
+    sub = text_submission("mail")
+    sub["childJobs"] = [{"format": "text", "name": "attachment:x", "contentB64": "eA=="}]
+    assert (await worker.submit(held, sub)).accepted
+    died = await tenant.post("csv", "inbox/d.csv", "a\n")
+    job = await worker.next_job(["csv"])
+    assert (await worker.fail(job, "corrupt_input: no", permanent=True)).accepted
+    await wait_job(tenant.client, died["jobId"], "dead")
+    rest_sources = await _all(tenant.client, "/v1/sources", "sources")
+    rest_jobs = await _all(tenant.client, "/v1/ingest", "jobs")
+    key = tenant.client.headers["x-api-key"]
+    async with AsyncTelha(tenant.server.base_url, key) as client:
+        listed = [s async for s in client.list_sources(page_size=1)]
+        assert [msgspec.to_builtins(s) for s in listed] == rest_sources
+        jobs = [j async for j in client.list_jobs(page_size=2)]
+        assert [msgspec.to_builtins(j) for j in jobs] == rest_jobs
+        children = [j.name async for j in client.list_jobs(parent=str(parent["jobId"]))]
+        assert children == ["attachment:x"]
+        page = await client.sources_page(state="pending", limit=1)
+        assert [s.name for s in page.sources] == ["inbox/d.csv"] and page.next_cursor
+        with pytest.raises(InvalidRequest, match="kind"):
+            await client.jobs_page(kind="nope")
+        found = await client.source(str(died["sourceId"]))
+        assert (found.state, found.versions, found.last_job_state) == ("pending", [], "dead")
+        status = await client.job(str(parent["jobId"]))
+        assert (status.parent_job_id, status.children) == (None, {"pending": 1})
+
+    code, out, err = await _telha(tenant, key, "sources", "--prefix", "inbox/")
+    assert code == 0, err
+    assert out.splitlines() == [
+        "state\tformat\tversions\tlast job\tsource id\tname",
+        f"pending\tcsv\t0\tdead\t{died['sourceId']}\tinbox/d.csv",
+        f"current\teml\t1\tcompleted\t{parent['sourceId']}\tinbox/m.eml",
+    ]
+    code, out, err = await _telha(tenant, key, "jobs", "--parent", str(parent["jobId"]))
+    assert code == 0 and out.splitlines()[1].startswith("pending\tingest:text\t0\t"), out
+    code, out, err = await _telha(tenant, key, "jobs", "--limit", "1")
+    assert code == 0 and len(out.splitlines()) == 2 and "more than 1" in err, (out, err)
+    assert out.splitlines()[1].split("\t")[:2] == ["dead", "ingest:csv"]
+    code, out, err = await _telha(tenant, key, "jobs", "--state", "bogus")
+    assert code == 1 and err.startswith("telha: INVALID_REQUEST: state"), err
+    code, out, err = await _telha(tenant, key, "job", str(parent["jobId"]))
+    assert code == 0 and "children  1 pending" in out, out
+    code, out, err = await _telha(tenant, key, "source", str(died["sourceId"]))
+    assert code == 0 and "state   pending" in out and f"{died['jobId']}  dead" in out, out
 
 
 BAD_SOURCES = [
