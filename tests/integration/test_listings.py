@@ -34,6 +34,7 @@ from telha.storage.core.listings import (
     SOURCE_SUMMARY_SQL,
     jobs_query,
     name_range,
+    prefix_count_query,
     sources_query,
 )
 from tests.support.queue_env import Tenant, queue_server, text_submission
@@ -389,13 +390,22 @@ PLANS: list[tuple[str, str, Any, str]] = [
     ("sources", "no filter", SourceFilter(), "sources_by_change"),
     ("sources", "state", SourceFilter(state="pending"), "sources_by_state"),
     ("sources", "format", SourceFilter(format="text"), "sources_by_format"),
-    ("sources", "prefix", SourceFilter(prefix="docs/"), "sources_by_name"),
+    ("sources", "by name", SourceFilter(prefix="docs/"), "sources_by_name"),
+    ("sources", "prefix", SourceFilter(prefix="docs/"), "sources_by_change"),
+    ("sources", "prefix", SourceFilter(prefix="docs/", state="current"), "sources_by_state"),
     ("jobs", "no filter", JobFilter(), "jobs_by_scope"),
     ("jobs", "state", JobFilter(state="dead"), "jobs_by_state"),
     ("jobs", "kind", JobFilter(kind="ingest:text"), "jobs_by_kind"),
     ("jobs", "source", JobFilter(source_id=b"s" * 16), "jobs_by_source"),
     ("jobs", "parent", JobFilter(parent=b"p" * 16), "jobs_by_parent"),
 ]
+
+
+def _scans_a_table(plan: list[str]) -> bool:
+    """Whether a step of ``plan`` reads a whole table (``SCAN jobs``, ``SCAN s``, …); the
+    scan of a bounded subquery's rows (``SCAN p``) is none."""
+    tables = {"jobs", "j", "sources", "s", "source_versions", "job_events"}
+    return any(step.split(" ")[:1] == ["SCAN"] and step.split(" ")[1] in tables for step in plan)
 
 
 async def test_sqlite_listing_plans_search_indexes_and_scan_nothing(tmp_path: Path) -> None:
@@ -412,21 +422,66 @@ async def test_sqlite_listing_plans_search_indexes_and_scan_nothing(tmp_path: Pa
         assert [s.name for s in listed] == [f"docs/{i}.txt" for i in (199, 198, 197, 196, 195)]
     conn = sqlite3.connect(tmp_path / "store.db")
     sid = conn.execute("SELECT scope_id FROM scopes").fetchone()[0]
-    for listing, _, f, index in PLANS:
+    for listing, how, f, index in PLANS:
         for page in (Page(101), Page(101, (1_100, b"k" * 16))):
-            build = sources_query if listing == "sources" else jobs_query
-            sql, params = build(sid, f, page)  # type: ignore[arg-type]
+            if listing == "sources":
+                sql, params = sources_query(sid, f, page, by_name=how == "by name")
+            else:
+                sql, params = jobs_query(sid, f, page)
             plan = [row[3] for row in conn.execute(f"EXPLAIN QUERY PLAN {sql}", params)]
-            assert not any(step.startswith("SCAN") for step in plan), (listing, f, plan)
-            assert plan[0].startswith("SEARCH") and "USING" in plan[0], plan
-            if page.after is None:  # past a cursor a prefix may walk the change index
-                assert f"INDEX {index} " in plan[0], (listing, f, plan)
+            assert not _scans_a_table(plan), (listing, f, plan)
+            assert plan[0].startswith("SEARCH") and f"INDEX {index} " in plan[0], (f, plan)
             # The joined row (the last job, the job's source) is a primary-key probe.
             assert "PRIMARY KEY" in plan[1] and "LEFT-JOIN" in plan[1], plan
-    for sql, params in ((SOURCE_SUMMARY_SQL, [sid, b"s" * 16]), (JOB_FAMILY_SQL, [b"p" * 16])):
+            # Only a prefix read by name sorts (the rows of that prefix).
+            sorts = any("TEMP B-TREE" in step for step in plan)
+            assert sorts == (how == "by name"), plan
+    others = [
+        (SOURCE_SUMMARY_SQL, [sid, b"s" * 16]),
+        (JOB_FAMILY_SQL, [b"p" * 16]),
+        prefix_count_query(sid, SourceFilter(prefix="docs/")),
+    ]
+    for sql, params in others:
         plan = [row[3] for row in conn.execute(f"EXPLAIN QUERY PLAN {sql}", params)]
-        assert not any(step.startswith("SCAN") for step in plan), plan
+        assert not _scans_a_table(plan), plan
+        assert any(step.startswith("SEARCH") for step in plan), plan
     conn.close()
+
+
+async def test_a_prefix_lists_the_same_read_by_name_or_by_walking(store: StorageEngine) -> None:
+    """Both ways of reading a prefix (few names: by name and sorted; many: the listing's
+    order walked) list the same rows, on both engines."""
+    from telha.storage.core import listings
+
+    scope = Scope("prefix", "org")
+    for i in range(30):
+        name = f"{'ab' if i % 3 else 'zz'}/{i}.txt"
+        job = NewJob(new_id(), "ingest:text", "text", source_id_for(name).bytes,
+                     new_id() * 2, b"{}", name=name)  # fmt: skip
+        await store.enqueue_job(scope, job, now_us=5_000 + i, dedup=True)
+
+    async def pages(prefix: str) -> list[str]:
+        got: list[str] = []
+        page = Page(4)
+        while True:
+            rows = await store.list_sources(scope, SourceFilter(prefix=prefix), page)
+            got += [r.name for r in rows]
+            if len(rows) < page.limit:
+                return got
+            page = Page(4, (rows[-1].changed_at, rows[-1].source_id))
+
+    expected = [f"ab/{i}.txt" for i in range(29, -1, -1) if i % 3]
+    by_name = await pages("ab/")
+    original = listings.PREFIX_SORTED_MAX
+    listings.PREFIX_SORTED_MAX = 5  # 20 names have the prefix: walked
+    try:
+        walked = await pages("ab/")
+    finally:
+        listings.PREFIX_SORTED_MAX = original
+    assert by_name == walked == expected
+    assert await pages("zz/1") == ["zz/18.txt", "zz/15.txt", "zz/12.txt"]
+    assert await pages("zz/2") == ["zz/27.txt", "zz/24.txt", "zz/21.txt"]
+    assert await pages("a") == expected and await pages("y") == []
 
 
 async def test_versions_jobs_and_retires_keep_the_sources_row(store: StorageEngine) -> None:

@@ -4,8 +4,9 @@ after the last row of the previous page), each filter read through its own index
 
 =================  ==========================================================
 sources            ``sources_by_change``; ``state``: ``sources_by_state``;
-                   ``format``: ``sources_by_format``; ``prefix``: a range of
-                   ``sources_by_name`` (then sorted: the rows of that prefix)
+                   ``format``: ``sources_by_format``; ``prefix``: counted in
+                   ``sources_by_name``, then a range of it sorted (few
+                   names) or the order walked (many)
 jobs               ``jobs_by_scope``; ``state``: ``jobs_by_state``; ``kind``:
                    ``jobs_by_kind``; ``sourceId``: ``jobs_by_source``;
                    ``parent``: ``jobs_by_parent``
@@ -34,6 +35,7 @@ from telha.storage.core.tx import Tx
 
 __all__ = [
     "JOB_FAMILY_SQL",
+    "PREFIX_SORTED_MAX",
     "SOURCE_SUMMARY_SQL",
     "ListOps",
     "job_family",
@@ -41,6 +43,7 @@ __all__ = [
     "list_jobs",
     "list_sources",
     "name_range",
+    "prefix_count_query",
     "source_summary",
     "sources_query",
 ]
@@ -61,6 +64,9 @@ SOURCE_SUMMARY_SQL = f"{_SOURCE_SELECT} WHERE s.scope_id = ? AND s.source_id = ?
 JOB_FAMILY_SQL = (
     "SELECT state, count(*) FROM jobs WHERE parent_job_id = ? GROUP BY state ORDER BY state"
 )
+#: Names with a prefix read by name and sorted, at most; more are found by walking the
+#: listing's order (:func:`list_sources`).
+PREFIX_SORTED_MAX = 2000
 _MAX_CHAR = 0x10FFFF
 _SURROGATES = range(0xD800, 0xE000)
 
@@ -100,9 +106,26 @@ def _after(sql: str, params: list[Any], page: Page, at: str, key: str) -> str:
     return sql
 
 
-def sources_query(sid: int, f: SourceFilter, page: Page) -> tuple[str, list[Any]]:
-    """The SQL (``?`` placeholders) and parameters of :func:`list_sources` in scope ``sid``."""
-    sql = f"{_SOURCE_SELECT} WHERE s.scope_id = ?"
+def _name_terms(f: SourceFilter, column: str) -> tuple[str, list[Any]]:
+    """The prefix filter as a range of ``column``."""
+    assert f.prefix
+    low, high = name_range(f.prefix)
+    if high is None:
+        return f" AND {column} >= ?", [low]
+    return f" AND {column} >= ? AND {column} < ?", [low, high]
+
+
+def sources_query(
+    sid: int, f: SourceFilter, page: Page, *, by_name: bool = False, postgres: bool = False
+) -> tuple[str, list[Any]]:
+    """The SQL (``?`` placeholders) and parameters of :func:`list_sources` in scope ``sid``.
+    A prefix is read either ``by_name`` (a range of ``sources_by_name``, its rows sorted:
+    few rows have the prefix) or by walking the listing's order and skipping other names
+    (many have it: the name column is hidden from the planner, ``name || ''``)."""
+    table = "sources s"
+    if f.prefix and by_name and not postgres:
+        table += " INDEXED BY sources_by_name"
+    sql = _SOURCE_SELECT.replace("sources s", table, 1) + " WHERE s.scope_id = ?"
     params: list[Any] = [sid]
     if f.state is not None:
         sql += " AND s.state = ?"
@@ -111,24 +134,37 @@ def sources_query(sid: int, f: SourceFilter, page: Page) -> tuple[str, list[Any]
         sql += " AND s.format = ?"
         params.append(f.format)
     if f.prefix:
-        low, high = name_range(f.prefix)
-        sql += " AND s.name >= ?"
-        params.append(low)
-        if high is not None:
-            sql += " AND s.name < ?"
-            params.append(high)
+        terms, values = _name_terms(f, "s.name" if by_name else "(s.name || '')")
+        sql += terms
+        params += values
     sql = _after(sql, params, page, "s.changed_at", "s.source_id")
     sql += " ORDER BY s.changed_at DESC, s.source_id DESC LIMIT ?"
     return sql, [*params, page.limit]
 
 
+def prefix_count_query(sid: int, f: SourceFilter) -> tuple[str, list[Any]]:
+    """How many of the scope's names have the prefix, counted up to
+    :data:`PREFIX_SORTED_MAX` + 1 through ``sources_by_name`` (parameters included)."""
+    terms, values = _name_terms(f, "name")
+    sql = f"SELECT count(*) FROM (SELECT 1 FROM sources WHERE scope_id = ?{terms} LIMIT ?) p"
+    return sql, [sid, *values, PREFIX_SORTED_MAX + 1]
+
+
 async def list_sources(tx: Tx, scope: Scope, f: SourceFilter, page: Page) -> list[SourceSummary]:
     """The scope's sources, newest change first (``changed_at`` µs, then id, descending),
-    strictly after ``page.after``, at most ``page.limit``."""
+    strictly after ``page.after``, at most ``page.limit``. With a prefix, its names are
+    counted first (at most :data:`PREFIX_SORTED_MAX` + 1 index entries): up to that many
+    are read by name and sorted; more are common enough that walking the listing's order
+    finds a page soon (at most ``limit`` × rows / :data:`PREFIX_SORTED_MAX` entries)."""
     sid = await tx.known_scope_id(scope)
     if sid is None:
         return []
-    sql, params = sources_query(sid, f, page)
+    by_name = False
+    if f.prefix:
+        count_sql, count_params = prefix_count_query(sid, f)
+        row = await tx.fetchone(count_sql, *count_params)
+        by_name = row is not None and int(row[0]) <= PREFIX_SORTED_MAX
+    sql, params = sources_query(sid, f, page, by_name=by_name, postgres=tx.postgres)
     return [_source(r) for r in await tx.fetchall(sql, *params)]
 
 
