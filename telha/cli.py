@@ -225,8 +225,9 @@ def worker_token(
 
 def _client_commands() -> None:
     from telha.cli_client import diff, ingest, job, retire, source
+    from telha.cli_listings import jobs, sources
 
-    for command in (ingest, job, source, retire, diff):
+    for command in (ingest, job, jobs, source, sources, retire, diff):
         main.add_command(command)
 
 

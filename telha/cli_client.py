@@ -294,10 +294,16 @@ def _call(url: str, key: str, call: Callable[[AsyncTelha], Awaitable[_T]]) -> _T
 @_URL
 @_KEY
 def job(job_id: str, url: str, api_key: str) -> None:
-    """Print one job: state, attempts, source, failure, stats and its events."""
+    """Print one job: state, attempts, source, parent job, children by state, failure,
+    stats and its events."""
     found = _call(url, api_key, lambda c: c.job(job_id))
     click.echo(f"job       {found.job_id}\nkind      {found.kind}\nstate     {found.state}\n"
                f"attempts  {found.attempts}\nsource    {found.source_id}")  # fmt: skip
+    if found.parent_job_id:
+        click.echo(f"parent    {found.parent_job_id}")
+    if found.children:
+        counts = ", ".join(f"{n} {state}" for state, n in sorted(found.children.items()))
+        click.echo(f"children  {counts}  (telha jobs --parent {found.job_id})")
     if found.failure_reason:
         click.echo(f"failure   {found.failure_reason}")
     if found.stats:
@@ -316,11 +322,15 @@ def _retired(r: RetiredOut) -> str:
 @_URL
 @_KEY
 def source(source_id: str, url: str, api_key: str) -> None:
-    """Print one source and its versions, newest first, each with its state."""
+    """Print one source (its state and last job) and its versions, newest first, each with
+    its state."""
     found = _call(url, api_key, lambda c: c.source(source_id))
-    click.echo(f"source  {found.source_id}\nname    {found.name}\nformat  {found.format}")
+    click.echo(f"source  {found.source_id}\nname    {found.name}\nformat  {found.format}\n"
+               f"state   {found.state}")  # fmt: skip
     if found.retired is not None:
         click.echo(f"retired {_retired(found.retired)}")
+    if found.last_job_id:
+        click.echo(f"last job {found.last_job_id}  {found.last_job_state}")
     click.echo("versions (tx µs, state, bytes, content hash, worker, job)")
     for v in found.versions:
         click.echo(f"  {v.source_version_tx}  {v.state}  {v.size}  {v.content_hash[:16]}…"

@@ -23,7 +23,9 @@ __all__ = [
     "IngestEnqueued",
     "Interval",
     "JobEventOut",
+    "JobList",
     "JobStatus",
+    "JobSummaryOut",
     "NodeChangeOut",
     "NodeList",
     "NodeOut",
@@ -31,7 +33,10 @@ __all__ = [
     "ProvenanceSpanOut",
     "RetireOut",
     "RetiredOut",
+    "SourceList",
     "SourceOut",
+    "SourceState",
+    "SourceSummaryOut",
     "SpanList",
     "SpanOut",
     "VersionOut",
@@ -42,6 +47,9 @@ __all__ = [
 #: source's current graph), ``superseded`` (a later version replaced it), ``retired`` (the
 #: source was retired while it was current), ``erased`` (GDPR erasure).
 VersionState = Literal["current", "superseded", "retired", "erased"]
+#: How a listed source stands (docs/rest-api.md, "Listings"): ``pending`` (only jobs, dead
+#: ones included: no version was ever written), else its latest version's state.
+SourceState = Literal["pending", "current", "retired", "erased"]
 
 
 class _Out(msgspec.Struct, rename="camel", kw_only=True):
@@ -98,7 +106,10 @@ class JobEventOut(_Out):
 
 
 class JobStatus(_Out):
-    """``GET /v1/ingest/{jobId}``: state is pending, leased, completed or dead."""
+    """``GET /v1/ingest/{jobId}``: state is pending, leased, completed or dead.
+    ``parentJobId``: the job whose completion enqueued this one (an e-mail's attachment, an
+    archive's file, a crawled page), else ``null``; ``children``: this job's child jobs
+    counted by state (``{state: count}``; list them with ``GET /v1/ingest?parent=``)."""
 
     job_id: str
     kind: str
@@ -108,6 +119,32 @@ class JobStatus(_Out):
     events: list[JobEventOut]
     failure_reason: str | None
     stats: dict[str, Any] | None
+    parent_job_id: str | None = None
+    children: dict[str, int] = msgspec.field(default_factory=dict)
+
+
+class JobSummaryOut(_Out):
+    """One job of ``GET /v1/ingest``: ``name`` its source's name, ``attempts`` as on
+    ``GET /v1/ingest/{jobId}``, ``createdAt``/``updatedAt`` µs since the Unix epoch,
+    ``parentJobId`` the job that enqueued it (``null`` for a client's)."""
+
+    job_id: str
+    kind: str
+    state: str
+    source_id: str
+    name: str | None
+    attempts: int
+    created_at: int
+    updated_at: int
+    failure_reason: str | None
+    parent_job_id: str | None
+
+
+class JobList(_Out):
+    """A page of jobs, newest first; ``nextCursor`` is opaque, ``null`` on the last page."""
+
+    jobs: list[JobSummaryOut]
+    next_cursor: str | None
 
 
 class ChangesOut(_Out):
@@ -185,13 +222,46 @@ class ErasureOut(_Out):
 class SourceOut(_Out):
     """``GET /v1/sources/{sourceId}``: the source and its published versions, newest first;
     ``retired`` when the source is retired (its latest version was current at the retire),
-    else ``null``."""
+    else ``null``. The fields of :class:`SourceSummaryOut` too: a source whose jobs wrote no
+    version yet (pending, or dead) has ``state`` ``pending``, no versions and its last job."""
 
     source_id: str
     name: str
     format: str
     retired: RetiredOut | None
     versions: list[VersionOut]
+    state: SourceState = "current"
+    latest_version_tx: int | None = None
+    version_count: int = 0
+    last_job_id: str | None = None
+    last_job_state: str | None = None
+    changed_at: int = 0
+
+
+class SourceSummaryOut(_Out):
+    """One source of ``GET /v1/sources``: ``state`` ``pending`` (only jobs, dead ones
+    included), ``current``, ``retired`` or ``erased``; ``latestVersionTx`` its latest
+    published version (µs, ``null`` when none was ever written) and ``versionCount`` how
+    many; its last job and that job's state now; ``changedAt`` (µs) when it last changed (a
+    job enqueued, a version published, retired or erased), the listing's order."""
+
+    source_id: str
+    name: str
+    format: str
+    latest_version_tx: int | None
+    version_count: int
+    state: SourceState
+    last_job_id: str | None
+    last_job_state: str | None
+    changed_at: int
+
+
+class SourceList(_Out):
+    """A page of sources, newest change first; ``nextCursor`` is opaque, ``null`` on the
+    last page."""
+
+    sources: list[SourceSummaryOut]
+    next_cursor: str | None
 
 
 class RetireOut(_Out):

@@ -238,6 +238,9 @@ class NewJob:
     source_id: bytes
     content_hash: bytes | None
     payload: bytes
+    #: The source name an ingest job was given (what job listings show); ``None`` for an
+    #: erase job, which lists its source's name.
+    name: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -505,5 +505,11 @@ def _new_job(
         root_node_id=root_node_id,
     )
     return NewJob(
-        new_id(), f"ingest:{fmt}", fmt, source_id.bytes, digest, msgspec.json.encode(payload)
+        new_id(),
+        f"ingest:{fmt}",
+        fmt,
+        source_id.bytes,
+        digest,
+        msgspec.json.encode(payload),
+        name=name,
     )

@@ -34,7 +34,7 @@ from telha.ingest.ingestor import Ingestor
 from telha.metrics import Metrics
 from telha.queue.job_queue import JobQueue
 from telha.rest.metrics_middleware import MetricsMiddleware
-from telha.storage.protocol import KeyStore, ReadStore, RetireStore
+from telha.storage.protocol import KeyStore, ListStore, ReadStore, RetireStore
 from telha.wire import ErrorBody, ErrorDetail
 
 __all__ = ["AppState", "RestStore", "create_app", "json_response", "parse_uuid", "require_scope"]
@@ -43,9 +43,9 @@ log = structlog.get_logger("telha.rest")
 _HTTP_CODES = {404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED", 400: "INVALID_REQUEST"}
 
 
-class RestStore(ReadStore, RetireStore, KeyStore, Protocol):
-    """The storage roles the REST front uses: the read routes' reads, the retire and API
-    key lookups."""
+class RestStore(ReadStore, RetireStore, ListStore, KeyStore, Protocol):
+    """The storage roles the REST front uses: the read routes' reads, the retire, the
+    listings and API key lookups."""
 
 
 @dataclass
@@ -212,8 +212,16 @@ async def metrics(request: Request) -> Response:
 def create_app(st: AppState) -> Starlette:
     """Build the app over ``st``; the routes come from :mod:`telha.rest.ingest_routes`,
     :mod:`telha.rest.read_routes`, :mod:`telha.rest.version_routes`,
-    :mod:`telha.rest.erase_routes` and :mod:`telha.rest.openapi`."""
-    from telha.rest import erase_routes, ingest_routes, openapi, read_routes, version_routes
+    :mod:`telha.rest.erase_routes`, :mod:`telha.rest.listing_routes` and
+    :mod:`telha.rest.openapi`."""
+    from telha.rest import (
+        erase_routes,
+        ingest_routes,
+        listing_routes,
+        openapi,
+        read_routes,
+        version_routes,
+    )
 
     routes = [
         Route("/healthz", healthz, methods=["GET"]),
@@ -223,6 +231,7 @@ def create_app(st: AppState) -> Starlette:
         *read_routes.routes,
         *version_routes.routes,
         *erase_routes.routes,
+        *listing_routes.routes,
         *openapi.routes,
     ]
     app = Starlette(

@@ -16,6 +16,7 @@ from telha.ingest.ingestor import IngestResult
 from telha.ingest.request import parse_ingest_request
 from telha.offload import off_loop
 from telha.rest.app import json_response, parse_uuid, require_scope, state
+from telha.rest.listing_routes import attempts_made
 from telha.rest.upload import receive_upload
 from telha.wire import (
     Deduplicated,
@@ -122,23 +123,28 @@ async def ingest(request: Request) -> Response:
 
 
 async def job_status(request: Request) -> Response:
-    """GET /v1/ingest/{jobId}: the job's state, attempts and event list (its manifest).
+    """GET /v1/ingest/{jobId}: the job's state, attempts and event list (its manifest), its
+    parent job and its children counted by state.
 
     ``attempts`` counts attempts made (docs/rest-api.md): the failed ones, plus the
     one in progress or the one that completed (a job released at shutdown is not charged).
     """
     scope = await require_scope(request)
     job_id = parse_uuid(request.path_params["job_id"], "job")
-    job = await state(request).queue.get(scope, job_id)
-    if job is None:
+    st = state(request)
+    job = await st.queue.get(scope, job_id)
+    family = await st.store.job_family(scope, job_id) if job is not None else None
+    if job is None or family is None:
         raise NotFound("no such job")
     return json_response(
         JobStatus(
             job_id=id_str(job.job_id),
             kind=job.kind,
             state=job.state,
-            attempts=job.attempts + (job.state in ("leased", "completed")),
+            attempts=attempts_made(job.attempts, job.state),
             source_id=id_str(job.source_id),
+            parent_job_id=id_str(family.parent_job_id) if family.parent_job_id else None,
+            children=family.children,
             events=[
                 JobEventOut(at=e.at, transition=e.transition, detail=e.detail) for e in job.events
             ],

@@ -12,7 +12,9 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from telha import __version__, wire
+from telha.domain.listings import JOB_STATES, SOURCE_STATES
 from telha.ingest.request import KNOWN_FORMATS
+from telha.rest.listing_routes import JOB_KINDS
 
 __all__ = ["openapi_document", "routes"]
 
@@ -78,6 +80,10 @@ def _param(name: str, where: str, schema: dict[str, Any], description: str) -> d
         "schema": schema,
         "description": description,
     }
+
+
+def _enum(values: tuple[str, ...]) -> dict[str, Any]:
+    return {"type": "string", "enum": list(values)}
 
 
 _UUID = {"type": "string", "format": "uuid"}
@@ -161,11 +167,51 @@ def _paths() -> dict[str, Any]:
                     "410": _ERASED,
                     **_ERRORS,
                 },
+            },
+            "get": {
+                "summary": "The scope's jobs, newest first, paged",
+                "description": (
+                    "Jobs by creation time, newest first; pass nextCursor as cursor for the"
+                    " next page (with the same filters). A filter value that is not one of"
+                    " those listed, a limit out of range or a cursor this listing did not"
+                    " return answer 400."
+                ),
+                "security": secured,
+                "parameters": [
+                    _param("state", "query", _enum(JOB_STATES), "only jobs in this state"),
+                    _param("kind", "query", _enum(JOB_KINDS), "only jobs of this kind"),
+                    _param("sourceId", "query", _UUID, "only this source's jobs"),
+                    _param("parent", "query", _UUID, "only the children of this job"),
+                    _LIMIT,
+                    _CURSOR,
+                ],
+                "responses": {"200": _json("JobList", "a page of jobs"), **_ERRORS},
+            },
+        },
+        "/v1/sources": {
+            "get": {
+                "summary": "The scope's sources, newest change first, paged",
+                "description": (
+                    "Sources by their last change (a job enqueued, a version published,"
+                    " retired or erased), newest first; state pending: only jobs, dead ones"
+                    " included. Pass nextCursor as cursor for the next page (with the same"
+                    " filters). A filter value that is not one of those listed, a limit out"
+                    " of range or a cursor this listing did not return answer 400."
+                ),
+                "security": secured,
+                "parameters": [
+                    _param("prefix", "query", {"type": "string"}, "only names starting with this"),
+                    _param("format", "query", _enum(KNOWN_FORMATS), "only this format"),
+                    _param("state", "query", _enum(SOURCE_STATES), "only sources in this state"),
+                    _LIMIT,
+                    _CURSOR,
+                ],
+                "responses": {"200": _json("SourceList", "a page of sources"), **_ERRORS},
             }
         },
         "/v1/ingest/{jobId}": {
             "get": {
-                "summary": "A job's state, attempts and events",
+                "summary": "A job's state, attempts, events, parent job and children by state",
                 "security": secured,
                 "parameters": [_param("jobId", "path", _UUID, "job id")],
                 "responses": {"200": _json("JobStatus", "the job"), **_ERRORS},
@@ -173,7 +219,7 @@ def _paths() -> dict[str, Any]:
         },
         "/v1/sources/{sourceId}": {
             "get": {
-                "summary": "A source and its versions, newest first",
+                "summary": "A source, its versions (newest first) and its last job",
                 "security": secured,
                 "parameters": [_SOURCE],
                 "responses": {"200": _json("SourceOut", "the source"), **_ERRORS},

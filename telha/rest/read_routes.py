@@ -25,6 +25,7 @@ from telha.rest.app import (
     require_scope,
     state,
 )
+from telha.rest.listing_routes import source_summary_out
 from telha.storage.protocol import ReadStore
 from telha.wire import (
     AmbiguityOut,
@@ -76,22 +77,33 @@ def _changes(c: Changes | None) -> ChangesOut | None:
 
 async def get_source(request: Request) -> Response:
     """GET /v1/sources/{sourceId}: the source, retired or not, and its published versions,
-    newest first, each with its state, root node and changes."""
+    newest first, each with its state, root node and changes; with the fields its listing
+    shows (:mod:`telha.rest.listing_routes`). A source whose jobs wrote no version yet
+    (pending, or dead) answers with no versions and its last job."""
     scope = await require_scope(request)
     source_id = parse_uuid(request.path_params["source_id"], "source")
-    versions = await state(request).store.source_versions(scope, source_id)
-    if not versions:
+    store = state(request).store
+    versions = await store.source_versions(scope, source_id)
+    summary = await store.source_summary(scope, source_id)
+    if summary is None:
         raise NotFound("no such source")
-    latest = versions[0]
+    latest = versions[0] if versions else None
     retired = None
-    if latest.retired_tx is not None:
+    if latest is not None and latest.retired_tx is not None:
         retired = RetiredOut(tx=latest.retired_tx, reason=latest.retire_reason)
+    listed = source_summary_out(summary)
     return json_response(
         SourceOut(
             source_id=id_str(source_id),
-            name=latest.name,
-            format=latest.format,
+            name=latest.name if latest is not None else summary.name,
+            format=latest.format if latest is not None else summary.format,
             retired=retired,
+            state=listed.state,
+            latest_version_tx=listed.latest_version_tx,
+            version_count=listed.version_count,
+            last_job_id=listed.last_job_id,
+            last_job_state=listed.last_job_state,
+            changed_at=listed.changed_at,
             versions=[
                 VersionOut(
                     source_version_tx=v.tx,

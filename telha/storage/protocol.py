@@ -25,6 +25,14 @@ from typing import Any, Protocol, Self
 import anyio.abc
 
 from telha.domain.erasure import ErasePayload
+from telha.domain.listings import (
+    JobFamily,
+    JobFilter,
+    JobSummary,
+    Page,
+    SourceFilter,
+    SourceSummary,
+)
 from telha.domain.model import (
     CommitOutcome,
     Dedup,
@@ -54,6 +62,7 @@ __all__ = [
     "ErasureStore",
     "JobStore",
     "KeyStore",
+    "ListStore",
     "RawStore",
     "ReadStore",
     "RetireStore",
@@ -302,6 +311,26 @@ class RetireStore(Protocol):
         """
 
 
+class ListStore(Protocol):
+    """The listings (docs/rest-api.md, "Listings"): a scope's sources and jobs, newest
+    first, index-backed (:mod:`telha.storage.core.listings`)."""
+
+    async def list_sources(self, scope: Scope, f: SourceFilter, page: Page) -> list[SourceSummary]:
+        """The scope's sources matching ``f``, newest change first, after ``page.after``, at
+        most ``page.limit``."""
+
+    async def source_summary(self, scope: Scope, source_id: bytes) -> SourceSummary | None:
+        """One source as listed; ``None`` when ``scope`` has no job and no version of it."""
+
+    async def list_jobs(self, scope: Scope, f: JobFilter, page: Page) -> list[JobSummary]:
+        """The scope's jobs matching ``f``, newest first, after ``page.after``, at most
+        ``page.limit``."""
+
+    async def job_family(self, scope: Scope, job_id: bytes) -> JobFamily | None:
+        """A job's parent and its children counted by state; ``None`` when the job is not
+        in ``scope``."""
+
+
 class ErasureStore(Protocol):
     """GDPR erasure (:mod:`telha.domain.erasure`): the erase job and its audit row, then its
     steps, one transaction each."""
@@ -349,6 +378,7 @@ class Storage(
     JobStore,
     ReadStore,
     RetireStore,
+    ListStore,
     ErasureStore,
     ScanStore,
     Protocol,

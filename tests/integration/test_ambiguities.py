@@ -100,7 +100,8 @@ async def test_invalid_ambiguity_dead_letters_and_writes_nothing(
     assert not resp.accepted
     dead = await wait_job(tenant.client, posted["jobId"], "dead")
     assert "nodeRef 7 is out of range" in str(dead["failureReason"])
-    # No version was written: the source has none to list, so it is not found.
+    # No version was written: the source is listed with none, pending, its job dead.
     source = await tenant.client.get(f"/v1/sources/{posted['sourceId']}")
-    assert source.status_code == 404, source.text
-    assert source.json()["error"]["code"] == "NOT_FOUND"
+    assert source.status_code == 200, source.text
+    assert source.json()["versions"] == [] and source.json()["state"] == "pending"
+    assert source.json()["lastJobState"] == "dead"

@@ -495,7 +495,10 @@ async def test_blocklist_at_submit_time_and_for_child_jobs(stream_server: Server
             assert not (await w.submit(job, sub)).accepted
             dead = await wait_job(api.client, posted["jobId"])
             assert dead["state"] == "dead" and dead["failureReason"].startswith("erased:")
-            assert (await c.get(f"/v1/sources/{posted['sourceId']}")).status_code == 404
+            # It wrote no version: the source lists none, its only job dead.
+            source = (await c.get(f"/v1/sources/{posted['sourceId']}")).json()
+            assert (source["versions"], source["state"]) == ([], "pending")
+            assert (source["lastJobId"], source["lastJobState"]) == (posted["jobId"], "dead")
             # A child job carrying erased bytes is refused; the parent completes.
             parent = await api.ingest("csv", "parent.csv", b"y\n2\n", status=202, wait=False)
             job = await w.next_job(["csv"])

@@ -81,7 +81,8 @@ async def test_ended_worker_process_job_goes_to_a_waiting_worker(
         with pytest.raises(GRPCError) as err:
             await call
         assert err.value.status is Status.FAILED_PRECONDITION
-    assert (await tenant.client.get(f"/v1/sources/{posted['sourceId']}")).status_code == 404
+    source = await tenant.client.get(f"/v1/sources/{posted['sourceId']}")
+    assert source.status_code == 200 and source.json()["versions"] == []  # nothing written
     assert (await tenant.job(job.job_id))["state"] == "leased"  # the new lease is untouched
     assert (await worker.submit(job, text_submission("x = 1"))).accepted
     done = await tenant.job(job.job_id)

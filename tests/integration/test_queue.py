@@ -165,7 +165,9 @@ async def test_invalid_submission_dead_letters_and_writes_nothing(
     assert resp.accepted is False
     dead = await tenant.job(posted["jobId"])
     assert dead["state"] == "dead" and str(dead["failureReason"]).startswith("invalid_submission: ")
-    assert (await tenant.client.get(f"/v1/sources/{posted['sourceId']}")).status_code == 404
+    source = await tenant.client.get(f"/v1/sources/{posted['sourceId']}")
+    assert source.status_code == 200 and source.json()["versions"] == []  # nothing written
+    assert source.json()["lastJobState"] == "dead"
     assert (await tenant.client.get("/v1/nodes")).json()["nodes"] == []
 
 

@@ -69,7 +69,8 @@ async def test_stream_pins_one_version_and_finalizes(
         ids += resp.node_ids
         base = nxt
         # Not a version until finalized: the source has no readable version yet.
-        assert (await tenant.client.get(f"/v1/sources/{posted['sourceId']}")).status_code == 404
+        source = (await tenant.client.get(f"/v1/sources/{posted['sourceId']}")).json()
+        assert (source["versions"], source["state"]) == ([], "pending")
     final, _ = part(["last"], base, 3, partial=False)
     resp = await worker.submit(job, final)
     assert resp.accepted

@@ -52,6 +52,7 @@ from telha.storage.core.jobs import (
     enqueue,
     scrub_job,
 )
+from telha.storage.core.sources import note_versions
 from telha.storage.core.tx import Tx
 
 __all__ = [
@@ -225,6 +226,8 @@ async def _mark(tx: Tx, sid: int, job_id: bytes, p: ErasePayload, now: int) -> C
         " WHERE scope_id = ? AND source_id = ? AND tx = ?",
         [(now, job_id, p.reason, sid, s, t) for s, t in targets],
     )
+    for erased_source in sorted({s for s, _ in targets}):
+        await note_versions(tx, sid, erased_source, now)
     await tx.executemany(
         "INSERT INTO erasure_blocklist (scope_id, digest, kind, erasure_id, created_at)"
         " VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",

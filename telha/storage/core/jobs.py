@@ -32,6 +32,7 @@ from telha.domain.policy import LOSS_KINDS, Decide, DecideLoss, FailureDecision
 from telha.domain.records import decode_continuation, encode_continuation, job_record
 from telha.storage.core.blocklist import blocked
 from telha.storage.core.engine import EngineOps
+from telha.storage.core.sources import note_job
 from telha.storage.core.tx import Rollback, Tx
 
 __all__ = [
@@ -150,13 +151,22 @@ async def _dedup(tx: Tx, sid: int, job: NewJob) -> EnqueueOutcome | None:
 
 
 async def enqueue(
-    tx: Tx, sid: int, job: NewJob, now_us: int, *, dedup: bool, detail: str | None = None
+    tx: Tx,
+    sid: int,
+    job: NewJob,
+    now_us: int,
+    *,
+    dedup: bool,
+    detail: str | None = None,
+    parent: bytes | None = None,
 ) -> EnqueueOutcome:
-    """Insert a pending job, its ``enqueued`` event and a wake-up, inside the current
+    """Insert a pending job, its ``enqueued`` event, its source's row
+    (:func:`telha.storage.core.sources.note_job`) and a wake-up, inside the current
     transaction, under the source's lock (when it has a content hash or asks for dedup). A
     content hash on the scope's erasure blocklist is refused first (``erased``, nothing
     written); with ``dedup``, request-level dedup (:func:`_dedup`). A deduplicated or refused
-    job writes nothing (the caller decides whether to roll back)."""
+    job writes nothing (the caller decides whether to roll back). ``parent``: the job whose
+    completion enqueues this one."""
     if job.content_hash is not None or dedup:
         await tx.lock_sources(sid, (job.source_id,))
     if job.content_hash is not None and await blocked(tx, sid, (job.content_hash,)):
@@ -167,12 +177,13 @@ async def enqueue(
             return outcome
     await tx.execute(
         "INSERT INTO jobs (job_id, scope_id, kind, format, source_id, content_hash,"
-        " payload, state, available_at, created_at, updated_at)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?)",
+        " payload, state, available_at, created_at, updated_at, name, parent_job_id)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?)",
         job.job_id, sid, job.kind, job.format, job.source_id, job.content_hash, job.payload,
-        now_us, now_us, now_us,
+        now_us, now_us, now_us, job.name, parent,
     )  # fmt: skip
     await add_event(tx, job.job_id, now_us, "enqueued", detail)
+    await note_job(tx, sid, job, now_us)
     await tx.notify(job.format)
     return EnqueueOutcome(False, job.job_id)
 
@@ -237,7 +248,10 @@ async def complete(tx: Tx, sid: int, c: JobCompletion, detail: str | None) -> tu
     parent = f"parent={id_str(c.lease.job_id)}"
     refused: list[str] = []
     for child in c.children:
-        if (await enqueue(tx, sid, child, c.now_us, dedup=True, detail=parent)).erased:
+        outcome = await enqueue(
+            tx, sid, child, c.now_us, dedup=True, detail=parent, parent=c.lease.job_id
+        )
+        if outcome.erased:
             refused.append(payload_name(child.payload))
             detail_ = f"{refused[-1]}: content erased"
             await add_event(tx, c.lease.job_id, c.now_us, "child_refused", detail_)

@@ -34,6 +34,7 @@ from telha.domain.identity import (
 from telha.domain.model import Changes
 from telha.domain.projection import Projection
 from telha.domain.rows import PENDING_TX, Match
+from telha.storage.core.sources import note_versions
 from telha.storage.core.tx import Tx
 
 __all__ = ["RetireOutcome", "has_earlier", "latest_published", "match", "publish", "retire"]
@@ -312,6 +313,7 @@ async def publish(
         " WHERE scope_id = ? AND source_id = ? AND tx = ?",
         at, root, msgspec.json.encode(changes.as_stats()), sid, source_id, pin,
     )  # fmt: skip
+    await note_versions(tx, sid, source_id, at)
     return changes
 
 
@@ -378,5 +380,6 @@ async def retire(
         " AND source_id = ? AND tx = ?",
         at, reason, sid, source_id, version_tx,
     )  # fmt: skip
+    await note_versions(tx, sid, source_id, at)
     closed_count = await _closed_at(tx, sid, source_id, at)
     return RetireOutcome(source_id, at, reason, version_tx, closed_count)

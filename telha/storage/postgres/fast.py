@@ -48,9 +48,10 @@ class FastJobOps(JobOps, PgBase):
         async def one(conn: Conn) -> EnqueueOutcome:
             row = await conn.fetchrow(
                 "SELECT deduplicated, job_id, erased FROM telha_enqueue($1, $2, $3, $4, $5, $6,"
-                " $7, $8, $9, $10, $11, $12)",
+                " $7, $8, $9, $10, $11, $12, $13)",
                 job.job_id, sid, job.kind, job.format, job.source_id, job.content_hash,
                 job.payload, now_us, dedup, None, source_lock_key(sid, job.source_id), CHANNEL,
+                job.name,
             )  # fmt: skip
             assert row is not None
             return EnqueueOutcome(bool(row[0]), row[1], bool(row[2]))

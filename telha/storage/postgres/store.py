@@ -20,6 +20,7 @@ import structlog
 
 from telha.storage.core.diff import DiffOps
 from telha.storage.core.erasure import ErasureOps
+from telha.storage.core.listings import ListOps
 from telha.storage.core.raw import RawOps
 from telha.storage.core.reads import ReadOps
 from telha.storage.core.retire import RetireOps
@@ -43,6 +44,7 @@ class PostgresStore(
     ReadOps,
     DiffOps,
     RetireOps,
+    ListOps,
     FastJobOps,
     RawOps,
     ScanOps,

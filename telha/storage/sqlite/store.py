@@ -14,6 +14,7 @@ import anyio.abc
 from telha.storage.core.diff import DiffOps
 from telha.storage.core.erasure import ErasureOps
 from telha.storage.core.jobs import JobOps
+from telha.storage.core.listings import ListOps
 from telha.storage.core.raw import RawOps
 from telha.storage.core.reads import ReadOps
 from telha.storage.core.retire import RetireOps
@@ -32,6 +33,7 @@ class SqliteStore(
     ReadOps,
     DiffOps,
     RetireOps,
+    ListOps,
     JobOps,
     RawOps,
     ScanOps,
