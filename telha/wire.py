@@ -98,7 +98,8 @@ class JobEventOut(_Out):
 
 
 class JobStatus(_Out):
-    """``GET /v1/ingest/{jobId}``: state is pending, leased, completed or dead."""
+    """``GET /v1/ingest/{jobId}`` (and ``POST /v1/ingest/{jobId}/cancel``): state is pending,
+    leased, completed, dead or cancelled."""
 
     job_id: str
     kind: str

@@ -12,6 +12,7 @@ from starlette.routing import Route
 
 from telha.domain.errors import NotFound, PayloadTooLarge, TelhaError, Unavailable
 from telha.domain.ids import id_str
+from telha.domain.model import JobRecord
 from telha.ingest.ingestor import IngestResult
 from telha.ingest.request import parse_ingest_request
 from telha.offload import off_loop
@@ -25,7 +26,7 @@ from telha.wire import (
     JobStatus,
 )
 
-__all__ = ["read_body", "routes"]
+__all__ = ["job_out", "read_body", "routes"]
 
 
 async def read_body(request: Request, limit: int) -> bytes:
@@ -121,31 +122,33 @@ async def ingest(request: Request) -> Response:
     )
 
 
-async def job_status(request: Request) -> Response:
-    """GET /v1/ingest/{jobId}: the job's state, attempts and event list (its manifest).
+def job_out(job: JobRecord) -> JobStatus:
+    """The body of ``GET /v1/ingest/{jobId}`` (also what a cancel answers).
 
     ``attempts`` counts attempts made (docs/rest-api.md): the failed ones, plus the
-    one in progress or the one that completed (a job released at shutdown is not charged).
+    one in progress or the one that completed (a job released at shutdown, or cancelled, is
+    not charged).
     """
+    return JobStatus(
+        job_id=id_str(job.job_id),
+        kind=job.kind,
+        state=job.state,
+        attempts=job.attempts + (job.state in ("leased", "completed")),
+        source_id=id_str(job.source_id),
+        events=[JobEventOut(at=e.at, transition=e.transition, detail=e.detail) for e in job.events],
+        failure_reason=job.failure_reason,
+        stats=msgspec.json.decode(job.stats) if job.stats else None,
+    )
+
+
+async def job_status(request: Request) -> Response:
+    """GET /v1/ingest/{jobId}: the job's state, attempts and event list (its manifest)."""
     scope = await require_scope(request)
     job_id = parse_uuid(request.path_params["job_id"], "job")
     job = await state(request).queue.get(scope, job_id)
     if job is None:
         raise NotFound("no such job")
-    return json_response(
-        JobStatus(
-            job_id=id_str(job.job_id),
-            kind=job.kind,
-            state=job.state,
-            attempts=job.attempts + (job.state in ("leased", "completed")),
-            source_id=id_str(job.source_id),
-            events=[
-                JobEventOut(at=e.at, transition=e.transition, detail=e.detail) for e in job.events
-            ],
-            failure_reason=job.failure_reason,
-            stats=msgspec.json.decode(job.stats) if job.stats else None,
-        )
-    )
+    return json_response(job_out(job))
 
 
 routes = [

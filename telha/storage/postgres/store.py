@@ -18,6 +18,7 @@ import anyio.abc
 import asyncpg
 import structlog
 
+from telha.storage.core.cancel import CancelOps
 from telha.storage.core.diff import DiffOps
 from telha.storage.core.erasure import ErasureOps
 from telha.storage.core.raw import RawOps
@@ -44,6 +45,7 @@ class PostgresStore(
     DiffOps,
     RetireOps,
     FastJobOps,
+    CancelOps,
     RawOps,
     ScanOps,
     ErasureOps,
