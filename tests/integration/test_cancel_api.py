@@ -18,6 +18,7 @@ import pytest
 from grpclib import GRPCError, Status
 
 from telha.domain.model import Scope
+from telha_proto.telha.worker.v1 import JobPayload, PollJobsRequest
 from tests.integration.test_streaming import part
 from tests.support.queue_env import Tenant, queue_server, text_submission, transitions
 from tests.support.server import ServerProcess, write_config
@@ -90,6 +91,38 @@ async def test_cancel_a_leased_job_tells_its_worker_and_fences_it(
     # Its slot is free and no job went back to the queue: the next POST is leased at once.
     nxt = await tenant.post("code", "next.py", "z = 3")
     assert (await worker.next_job(["code"])).job_id == nxt["jobId"]
+
+
+async def test_a_stream_waiting_for_more_jobs_sends_the_cancel_at_once(
+    tenant: Tenant, worker: ScriptedWorker
+) -> None:
+    """A stream with a free slot is parked waiting for a job when one it holds is
+    cancelled: the ``cancel`` message comes at once (not at the poll's 5 s safety net), and
+    the stream then goes on leasing."""
+    first = await tenant.post("code", "wide1.py", "w = 1")
+    request = PollJobsRequest(worker_id="wide", formats=["code"], capacity=2)
+    send, receive = anyio.create_memory_object_stream[JobPayload](4)
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tg:
+
+            async def read() -> None:
+                with send:
+                    async for message in worker.stub.poll_jobs(request):
+                        await send.send(message)
+
+            tg.start_soon(read)
+            with receive:
+                assert (await receive.receive()).job_id == first["jobId"]
+                await anyio.sleep(0.3)  # parked on its wake-up, one slot free
+                started = time.monotonic()
+                assert (await _cancel(tenant, first["jobId"])).status_code == 200
+                cancel = (await receive.receive()).cancel
+                waited = time.monotonic() - started
+                second = await tenant.post("code", "wide2.py", "w = 2")
+                then = await receive.receive()
+            tg.cancel_scope.cancel()
+    assert cancel is not None and cancel.job_id == first["jobId"] and waited < 2.0
+    assert then.cancel is None and then.job_id == second["jobId"]
 
 
 async def test_cancel_mid_stream_never_shows_the_partial_rows(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 
+from telha.config import JobsConfig
 from telha.domain.erasure import ERASE_KIND
 from telha.domain.errors import Conflict, JobFinished, NotFound, StaleLease
 from telha.domain.ids import new_id
@@ -18,6 +19,7 @@ from telha.domain.model import (
     NewJob,
     StreamPart,
 )
+from telha.queue.job_queue import JobQueue
 from telha.storage import StorageEngine
 from tests.integration.test_storage_contract import (
     LEASE_US,
@@ -218,3 +220,41 @@ async def test_cancel_with_children_cancels_unfinished_descendants(store: Storag
     await store.enqueue_job(SCOPE, leaf, now_us=NOW, dedup=True)
     alone = await store.cancel_job(SCOPE, leaf.job_id, now_us=NOW + 7, children=True)
     assert alone.cancelled == ((leaf.job_id, "ingest:text"),)
+
+
+async def test_a_replica_finds_the_leases_cancelled_through_another(store: StorageEngine) -> None:
+    """The JobQueue of the process that leased a job learns of a cancel written elsewhere
+    (another replica) from :meth:`JobQueue.check_revoked`: its poller is told, then its slot
+    freed; a lease that is still held, or was lost another way, is not a cancel."""
+    queue = JobQueue(store, JobsConfig(), clock=lambda: NOW)
+    for raw in (b"one", b"two"):
+        await store.enqueue_job(SCOPE, ingest_job(new_id(), raw), now_us=NOW, dedup=True)
+    calls: list[tuple[str, bytes]] = []
+    jobs = []
+    for _ in range(2):
+        job = await queue.lease(["text"], scope=SCOPE, worker_id="w")
+        queue.track(
+            job,
+            lambda j=job.job_id: calls.append(("finished", j)),
+            lambda j=job.job_id: calls.append(("cancelled", j)),
+        )
+        jobs.append(job)
+    assert await queue.check_revoked() == 0 and calls == []
+    await store.cancel_job(SCOPE, jobs[0].job_id, now_us=NOW + 1)  # as another replica does
+    await store.fail_job(held(jobs[1]), "transient", "x", now_us=NOW + 1, decide=failing(NOW))
+    assert await queue.check_revoked() == 1
+    assert calls == [("cancelled", jobs[0].job_id), ("finished", jobs[0].job_id)]
+    assert queue.leased_here(jobs[0].job_id) is None
+    assert queue.leased_here(jobs[1].job_id) is not None  # failed elsewhere: not a cancel
+    assert await queue.check_revoked() == 0
+
+
+async def test_the_queue_cancel_tells_the_local_poller(store: StorageEngine) -> None:
+    queue = JobQueue(store, JobsConfig(), clock=lambda: NOW)
+    await store.enqueue_job(SCOPE, ingest_job(new_id(), b"local"), now_us=NOW, dedup=True)
+    job = await queue.lease(["text"], scope=SCOPE, worker_id="w")
+    calls: list[str] = []
+    queue.track(job, lambda: calls.append("finished"), lambda: calls.append("cancelled"))
+    out = await queue.cancel(SCOPE, job.job_id)
+    assert out.state == "cancelled" and calls == ["cancelled", "finished"]
+    assert await queue.cancel(SCOPE, job.job_id) == out and calls == ["cancelled", "finished"]
