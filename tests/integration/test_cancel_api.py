@@ -21,7 +21,7 @@ from telha.domain.model import Scope
 from telha_proto.telha.worker.v1 import JobPayload, PollJobsRequest
 from tests.integration.test_streaming import part
 from tests.support.queue_env import Tenant, queue_server, text_submission, transitions
-from tests.support.server import ServerProcess, write_config
+from tests.support.server import ServerProcess, telha_check, write_config
 from tests.support.wait import wait_job
 from tests.support.worker import ScriptedWorker
 from workers_common import IngestionResultBuilder
@@ -160,6 +160,10 @@ async def test_cancel_mid_stream_never_shows_the_partial_rows(
     for version in v1:
         past = await tenant.client.get(f"{rows}&asOf={version['publishedTx']}")
         assert len(past.json()["nodes"]) == 1
+    # telha check takes cancelled jobs and the abandoned version as they are.
+    checked = await anyio.to_thread.run_sync(telha_check, tenant.server.config)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert "job_states" in checked.stdout and "orphan_versions" in checked.stdout
 
 
 async def test_finished_jobs_answer_409_job_finished(
