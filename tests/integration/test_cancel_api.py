@@ -283,3 +283,22 @@ async def _pool_case(base_url: str, key: str) -> None:
 
 def _code(name: str) -> dict[str, str]:
     return {"format": "code", "name": name, "content": f"# {name}"}
+
+
+async def test_a_remote_worker_process_stops_the_cancelled_job(tenant: Tenant) -> None:
+    """A real ``workers_common.run`` process (capacity 1) holding a job it would work on
+    for a minute: the cancel message makes it drop the job, and it leases the next at once."""
+    proc = tenant.server.spawn_worker("tests.support.slow_worker", tenant.scope, SLOW_WORKER_S="60")
+    try:
+        first = await tenant.post("code", "remote1.py", "r = 1")
+        await wait_job(tenant.client, first["jobId"], "leased", within_s=30)
+        second = await tenant.post("code", "remote2.py", "r = 2")
+        started = time.monotonic()
+        assert (await _cancel(tenant, first["jobId"])).status_code == 200
+        leased = await wait_job(tenant.client, second["jobId"], "leased", within_s=15)
+        assert time.monotonic() - started < 15 and leased["state"] == "leased"
+        assert proc.poll() is None  # the worker goes on
+    finally:
+        proc.kill()
+        proc.wait()
+    assert (await tenant.job(first["jobId"]))["state"] == "cancelled"
