@@ -1,6 +1,6 @@
 """The ``telha`` command line (click): ``serve``, ``migrate``, ``check``, ``api-key
-create``/``worker-token``, and the client commands ``ingest``, ``job``, ``source``,
-``retire`` and ``diff`` (:mod:`telha.cli_client`).
+create``/``worker-token``, and the client commands ``ingest``, ``job``, ``cancel``,
+``source``, ``retire`` and ``diff`` (:mod:`telha.cli_client`).
 
 Exit codes: 0 success, 1 runtime failure, 2 usage or configuration error (the message names
 the dotted config key).
@@ -224,10 +224,10 @@ def worker_token(
 
 
 def _client_commands() -> None:
-    from telha.cli_client import diff, ingest, job, retire, source
+    from telha.cli_client import cancel, diff, ingest, job, retire, source
     from telha.cli_listings import jobs, sources
 
-    for command in (ingest, job, jobs, source, sources, retire, diff):
+    for command in (ingest, job, jobs, cancel, source, sources, retire, diff):
         main.add_command(command)
 
 

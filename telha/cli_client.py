@@ -51,12 +51,16 @@ from telha.client import (
 )
 from telha.client.formats import guess_format
 
-__all__ = ["diff", "ingest", "job", "retire", "source"]
+__all__ = ["cancel", "diff", "ingest", "job", "retire", "source"]
 
 DEFAULT_URL = "http://127.0.0.1:7625"
 _NODES = re.compile(r"\bnodes=(\d+)")
 _T = TypeVar("_T")
-_FINAL = frozenset({"completed", "dead", "refused", "applied", "deduplicated", "failed"})
+_FINAL = frozenset(
+    {"completed", "dead", "cancelled", "refused", "applied", "deduplicated", "failed"}
+)
+#: How a file that did not make it in ended (red in the table; exit code 1).
+_BAD = ("dead", "cancelled", "refused", "failed")
 
 _URL = click.option(
     "--url", envvar="TELHA_URL", default=DEFAULT_URL, show_default=True,
@@ -235,7 +239,7 @@ def _summary(files: list[_File], console: Console) -> None:
         return
     table = Table(*columns)
     for row in rows:
-        style = "red" if row[2] in ("dead", "refused", "failed") else None
+        style = "red" if row[2] in _BAD else None
         table.add_row(*row, style=style)
     console.print(table)
 
@@ -270,7 +274,7 @@ def ingest(
     out = _Reporter(files, console)
     anyio.run(_ingest_all, url, api_key, files, options, wait, concurrency, out)
     _summary(files, console)
-    bad = [f for f in files if f.state in ("dead", "refused", "failed")]
+    bad = [f for f in files if f.state in _BAD]
     sys.exit(1 if bad else 0)
 
 
@@ -311,6 +315,37 @@ def job(job_id: str, url: str, api_key: str) -> None:
     click.echo("events")
     for e in found.events:
         click.echo(f"  {e.at}  {e.transition}" + (f"  {e.detail}" if e.detail else ""))
+
+
+@click.command()
+@click.argument("job_ids", metavar="JOB...", nargs=-1, required=True)
+@click.option("--children", is_flag=True, help="also cancel each job's unfinished child jobs")
+@_URL
+@_KEY
+def cancel(job_ids: tuple[str, ...], children: bool, url: str, api_key: str) -> None:
+    """Cancel jobs: a pending one at once, a leased one's lease revoked (its worker stops;
+    a half-streamed version is abandoned). Prints each job and its state (cancelling again
+    prints it again); a job that cannot be cancelled prints ``telha: JOB: CODE: message``
+    on stderr and the exit code is 1."""
+
+    async def run() -> list[JobStatus | TelhaError]:
+        out: list[JobStatus | TelhaError] = []
+        async with AsyncTelha(url, api_key, retries=1) as client:
+            for job_id in job_ids:
+                try:
+                    out.append(await client.cancel(job_id, children=children))
+                except TelhaError as exc:
+                    out.append(exc)
+        return out
+
+    failed = False
+    for job_id, got in zip(job_ids, anyio.run(run), strict=True):
+        if isinstance(got, TelhaError):
+            click.echo(f"telha: {job_id}: {got.code}: {got.message}", err=True)
+            failed = True
+        else:
+            click.echo(f"{got.job_id}  {got.state}")
+    sys.exit(1 if failed else 0)
 
 
 def _retired(r: RetiredOut) -> str:

@@ -106,10 +106,11 @@ class JobEventOut(_Out):
 
 
 class JobStatus(_Out):
-    """``GET /v1/ingest/{jobId}``: state is pending, leased, completed or dead.
-    ``parentJobId``: the job whose completion enqueued this one (an e-mail's attachment, an
-    archive's file, a crawled page), else ``null``; ``children``: this job's child jobs
-    counted by state (``{state: count}``; list them with ``GET /v1/ingest?parent=``)."""
+    """``GET /v1/ingest/{jobId}`` (and ``POST /v1/ingest/{jobId}/cancel``): state is pending,
+    leased, completed, dead or cancelled. ``parentJobId``: the job whose completion enqueued
+    this one (an e-mail's attachment, an archive's file, a crawled page), else ``null``;
+    ``children``: this job's child jobs counted by state (``{state: count}``; list them with
+    ``GET /v1/ingest?parent=``)."""
 
     job_id: str
     kind: str

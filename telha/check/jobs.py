@@ -1,5 +1,7 @@
 """``job_states``: no job is in a state the queue cannot produce (docs/architecture.md).
 
+- its state is one of ``pending``, ``leased``, ``completed``, ``dead`` and ``cancelled``
+  (terminal: a cancel revoked its lease, if it had one);
 - ``leased`` holds a lease: an owner, a deadline, a generation of at least 1;
 - any other state holds none, and no streaming checkpoint (completing, failing, releasing
   and reaping all clear both);
@@ -15,12 +17,14 @@
 from __future__ import annotations
 
 import re
+from typing import get_args
 
 import msgspec
 
 from telha.check.context import CheckContext
 from telha.domain.erasure import ERASE_KIND
 from telha.domain.ids import id_str
+from telha.domain.model import JobState
 from telha.domain.records import decode_continuation
 from telha.domain.scan import ScanEvent, ScanJob
 
@@ -28,6 +32,7 @@ __all__ = ["JobStates"]
 
 NAME = "job_states"
 _VERSION = re.compile(r"version=(\d+)")
+_STATES: frozenset[str] = frozenset(get_args(JobState))
 
 
 def _subject(ctx: CheckContext, j: ScanJob) -> str:
@@ -37,6 +42,8 @@ def _subject(ctx: CheckContext, j: ScanJob) -> str:
 def _row_problems(j: ScanJob) -> list[str]:
     """What is impossible about the job row alone."""
     problems = []
+    if j.state not in _STATES:
+        problems.append(f"unknown state {j.state!r}")
     if j.state == "leased":
         if j.lease_owner is None or j.lease_deadline is None or j.lease_generation < 1:
             problems.append(

@@ -55,7 +55,8 @@ __all__ = ["MULTIPART_OVER_BYTES", "AsyncTelha", "IngestResult"]
 MULTIPART_OVER_BYTES = 4 * 1024 * 1024
 #: ``ingest()``'s answer: 201 applied (json), 202 enqueued, or 200 deduplicated.
 IngestResult = IngestApplied | IngestEnqueued | Deduplicated
-TERMINAL_STATES = frozenset({"completed", "dead"})
+#: States a job never leaves.
+TERMINAL_STATES = frozenset({"completed", "dead", "cancelled"})
 
 _T = TypeVar("_T")
 _ERROR = msgspec.json.Decoder(dict[str, Any])
@@ -237,6 +238,23 @@ class AsyncTelha:
         """
         return await self._get(f"/v1/ingest/{job_id}", JobStatus)
 
+    async def cancel(self, job_id: str, *, children: bool = False) -> JobStatus:
+        """``POST /v1/ingest/{jobId}/cancel``: a pending job is ``cancelled`` at once; a
+        leased one's lease is revoked (its worker is told and can write nothing more; a
+        half-streamed version is abandoned). Cancelling again answers the same job.
+
+        :param children: also cancel the job's unfinished child jobs (and theirs).
+        :returns: the job as it is now (state ``cancelled``; a ``completed`` parent stays
+            ``completed`` with ``children``).
+        :raises NotFound: no such job in this scope.
+        :raises JobFinished: the job already ended ``completed`` (without ``children``) or
+            ``dead``.
+        """
+        query = {"children": "true"} if children else {}
+        url = f"/v1/ingest/{job_id}/cancel"
+        resp = await self._request("POST", url, lambda: {"params": query})
+        return msgspec.json.decode(resp.content, type=JobStatus)
+
     async def wait(
         self,
         job_id: str,
@@ -246,8 +264,8 @@ class AsyncTelha:
         poll_s: float = 0.05,
         max_poll_s: float = 1.0,
     ) -> JobStatus:
-        """Poll a job until it is ``completed`` or ``dead``, calling ``on_event`` (a function
-        or coroutine function) once for each new event, in order.
+        """Poll a job until it is ``completed``, ``dead`` or ``cancelled``, calling
+        ``on_event`` (a function or coroutine function) once for each new event, in order.
 
         :param timeout: seconds at most (``None``: no limit).
         :param poll_s: first polling interval, doubled up to ``max_poll_s`` while nothing

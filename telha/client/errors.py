@@ -16,6 +16,7 @@ __all__ = [
     "InternalError",
     "InvalidContent",
     "InvalidRequest",
+    "JobFinished",
     "NotFound",
     "PayloadTooLarge",
     "TelhaError",
@@ -73,6 +74,12 @@ class Conflict(TelhaError):
     default_code = "CONFLICT"
 
 
+class JobFinished(Conflict):
+    """409 ``JOB_FINISHED``: the job to cancel already ended ``completed`` or ``dead``."""
+
+    default_code = "JOB_FINISHED"
+
+
 class ContentErased(TelhaError):
     """410: the content was erased (GDPR) and is refused for good."""
 
@@ -106,8 +113,8 @@ class ConnectionFailed(TelhaError):
 _BY_CODE: dict[str, type[TelhaError]] = {
     cls.default_code: cls
     for cls in (
-        InvalidContent, InvalidRequest, Unauthenticated, NotFound, Conflict, ContentErased,
-        PayloadTooLarge, Unavailable, InternalError,
+        InvalidContent, InvalidRequest, Unauthenticated, NotFound, Conflict, JobFinished,
+        ContentErased, PayloadTooLarge, Unavailable, InternalError,
     )
 }  # fmt: skip
 

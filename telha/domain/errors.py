@@ -13,6 +13,7 @@ __all__ = [
     "ContentErased",
     "ContentError",
     "InvalidStream",
+    "JobFinished",
     "NotFound",
     "OutOfSync",
     "PayloadTooLarge",
@@ -78,6 +79,13 @@ class Conflict(TelhaError):
 
     code = "CONFLICT"
     http_status = 409
+
+
+class JobFinished(Conflict):
+    """A job that already ended ``completed`` or ``dead`` cannot be cancelled: 409
+    JOB_FINISHED."""
+
+    code = "JOB_FINISHED"
 
 
 class PayloadTooLarge(TelhaError):

@@ -13,6 +13,7 @@ from typing import Any, Literal
 import msgspec
 
 __all__ = [
+    "TERMINAL_JOB_STATES",
     "Changes",
     "CommitOutcome",
     "Continuation",
@@ -225,7 +226,10 @@ class Direction(Enum):
     BOTH = "both"
 
 
-JobState = Literal["pending", "leased", "completed", "dead"]
+JobState = Literal["pending", "leased", "completed", "dead", "cancelled"]
+
+#: States a job never leaves (``cancelled``: POST /v1/ingest/{jobId}/cancel).
+TERMINAL_JOB_STATES: frozenset[str] = frozenset({"completed", "dead", "cancelled"})
 
 
 @dataclass(frozen=True, slots=True)

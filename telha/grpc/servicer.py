@@ -24,9 +24,10 @@ from telha.grpc.tokens import WorkerAuth
 from telha.ingest.ingestor import Ingestor, content_ref
 from telha.ingest.request import KNOWN_FORMATS
 from telha.logs import bound_job, fields_of
-from telha.queue.job_queue import JobQueue
+from telha.queue.job_queue import JobQueue, LeaseInterrupt
 from telha.storage.protocol import RawStore
 from telha_proto.telha.worker.v1 import (
+    CancelJob,
     ContentChunk,
     FetchContentRequest,
     HeartbeatRequest,
@@ -74,39 +75,75 @@ def _payload(job: JobRecord) -> JobPayload:
 
 
 class _Stream:
-    """One ``PollJobs`` stream: its capacity slots and the jobs it holds (job id → lease
-    generation) until each completes, fails, is released, reaped or lost."""
+    """One ``PollJobs`` stream: its capacity slots, the jobs it holds (job id → lease
+    generation) until each completes, fails, is released, reaped, lost or cancelled, and the
+    ``cancel`` messages still to send (at most one per job it held: bounded by capacity)."""
 
     def __init__(self, worker_id: str, capacity: int) -> None:
         self.worker_id = worker_id
         self.slots = anyio.Semaphore(capacity)
         self.holds: dict[bytes, int] = {}
+        self.cancels: dict[bytes, int] = {}
         self.leased = 0
-        self.drained = anyio.Event()
+        #: Set when a held job leaves or a cancel is queued (a stream waiting for its last
+        #: jobs looks again).
+        self.changed = anyio.Event()
+        self.interrupt = LeaseInterrupt()
         self.detached = False
 
     def leased_all(self, max_jobs: int) -> bool:
         return max_jobs > 0 and self.leased >= max_jobs
 
-    async def lease(self, queue: JobQueue, formats: list[str], scope: Scope | None) -> JobRecord:
-        """Take a slot, then the next job; the slot is given back when the job leaves."""
+    async def lease(
+        self, queue: JobQueue, formats: list[str], scope: Scope | None
+    ) -> JobRecord | None:
+        """Take a slot, then the next job; the slot is given back when the job leaves.
+        ``None`` (nothing leased) when a cancel is waiting to be sent."""
         await self.slots.acquire()
         try:
-            job = await queue.lease(formats, scope=scope, worker_id=self.worker_id)
+            job = await queue.lease_or_interrupt(
+                formats, scope=scope, worker_id=self.worker_id, interrupt=self.interrupt
+            )
         except BaseException:
             self.slots.release()
             raise
+        if job is None:
+            self.slots.release()
+            return None
         self.holds[job.job_id] = job.lease_generation
         self.leased += 1
-        self.drained = anyio.Event()
-        queue.track(job, lambda: self._finished(job.job_id))
+        queue.track(job, lambda: self._finished(job.job_id), lambda: self._cancelled(job.job_id))
         return job
+
+    async def wait_changed(self) -> None:
+        await self.changed.wait()
+        self.changed = anyio.Event()
+
+    def take_cancels(self) -> list[JobPayload]:
+        """The ``cancel`` messages to send now (then none until another cancel)."""
+        out = [
+            JobPayload(
+                cancel=CancelJob(
+                    job_id=id_str(job_id), lease_generation=gen, reason="cancelled by request"
+                )
+            )
+            for job_id, gen in self.cancels.items()
+        ]
+        self.cancels.clear()
+        self.interrupt.clear()
+        return out
+
+    def _cancelled(self, job_id: bytes) -> None:
+        gen = self.holds.get(job_id)
+        if gen is not None:
+            self.cancels[job_id] = gen
+            self.interrupt.interrupt()
+            self.changed.set()
 
     def _finished(self, job_id: bytes) -> None:
         self.holds.pop(job_id, None)
         self.slots.release()
-        if not self.holds:
-            self.drained.set()
+        self.changed.set()
 
 
 class WorkerServicer(WorkerServiceBase):
@@ -138,6 +175,10 @@ class WorkerServicer(WorkerServiceBase):
         ``failover=False`` (in-process pools settle their own jobs) or core itself is closing
         the stream (:meth:`detach_streams`).
 
+        Cancel (docs/worker-protocol.md): a held job cancelled through this process (or found
+        cancelled by :meth:`JobQueue.check_revoked`) is announced on the stream by a
+        ``JobPayload`` whose ``cancel`` is set (no new job); its slot is free again.
+
         :raises GRPCError: ``INVALID_ARGUMENT`` for no or unknown formats.
         """
         auth = _auth()
@@ -151,14 +192,21 @@ class WorkerServicer(WorkerServiceBase):
         if failover:
             self._streams.add(stream)
         try:
-            while not stream.leased_all(message.max_jobs):
+            while True:
+                for cancel in stream.take_cancels():
+                    yield cancel
+                if stream.leased_all(message.max_jobs):
+                    if not stream.holds and not stream.cancels:
+                        break  # max_jobs leased and finished: the stream ends
+                    await stream.wait_changed()
+                    continue
                 job = await stream.lease(self._queue, message.formats, auth.scope)
+                if job is None:
+                    continue  # a cancel to send first
                 # No contextvars here: an async generator runs in its consumer's context.
                 if log.isEnabledFor(logging.DEBUG):
                     log.debug("job_leased", **fields_of(job), worker=stream.worker_id)
                 yield _payload(job)
-            if stream.holds:  # max_jobs leased: end once they are finished
-                await stream.drained.wait()
         finally:
             self._streams.discard(stream)
             if failover and not stream.detached and stream.holds:

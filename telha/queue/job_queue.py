@@ -8,6 +8,13 @@ returned to ``pending`` (no database polling); a job backing off is picked up wh
 :meth:`JobQueue.track`: the slot a job holds is given back when the job finishes, fails, is
 released or its lease is reaped.
 
+Cancel (docs/architecture.md, "Cancel"): :meth:`JobQueue.cancel` writes the cancel and, for a
+lease it revoked that was handed out through this process, tells the lease's poller
+(``on_cancelled`` of :meth:`JobQueue.track`: its stream sends the worker a ``cancel``
+message) and frees its slot. A lease handed out through another replica is found by that
+replica's :meth:`JobQueue.check_revoked`: at once on the ``NOTIFY`` the cancel sends
+(PostgreSQL), and every ``jobs.reap_interval_s`` as a safety net.
+
 Fast failover: a poller whose stream ended hands the jobs it still held to :meth:`JobQueue.lost`
 (synchronous, so it works from a cancelled generator's ``finally``); the actor's loss task
 writes them back to ``pending`` (``worker_lost``, :func:`~telha.domain.policy.decide_loss`) in
@@ -28,7 +35,7 @@ import anyio.abc
 import structlog
 
 from telha.config import JobsConfig
-from telha.domain.ids import now_us
+from telha.domain.ids import id_str, now_us
 from telha.domain.model import EnqueueOutcome, JobRecord, LeaseRef, NewJob, Scope
 from telha.domain.policy import (
     FailureDecision,
@@ -39,9 +46,10 @@ from telha.domain.policy import (
 )
 from telha.logs import bound_job, fields_of
 from telha.metrics import Metrics
+from telha.storage.core.cancel import REVOKED
 from telha.storage.protocol import ALL_FORMATS, JobStore
 
-__all__ = ["JobQueue"]
+__all__ = ["JobQueue", "LeaseInterrupt"]
 
 log = structlog.get_logger("telha.queue")
 
@@ -86,6 +94,43 @@ class _Wakeups:
                         del self._waiters[fmt]
 
 
+class LeaseInterrupt:
+    """Cuts a waiting :meth:`JobQueue.lease_or_interrupt` short: it then returns ``None``
+    without leasing (a ``PollJobs`` stream with a ``cancel`` message to send). A request
+    stays until :meth:`clear`."""
+
+    def __init__(self) -> None:
+        self._requested = False
+        self._waiting: anyio.Event | None = None
+
+    @property
+    def requested(self) -> bool:
+        """Whether :meth:`interrupt` was called since the last :meth:`clear`."""
+        return self._requested
+
+    def interrupt(self) -> None:
+        """Wake the lease wait (if one is waiting) and make it return ``None``."""
+        self._requested = True
+        if self._waiting is not None:
+            self._waiting.set()
+
+    def clear(self) -> None:
+        """Forget the request (the owner has dealt with what caused it)."""
+        self._requested = False
+
+    def attach(self, woken: anyio.Event | None) -> None:
+        """The wake-up event a lease wait now waits on (``None``: it waits on none); set at
+        once when an interrupt is already requested. For :class:`JobQueue`."""
+        self._waiting = woken
+        if woken is not None and self._requested:
+            woken.set()
+
+
+#: What a tracked job calls back: ``on_finished()`` when it leaves the lease any way,
+#: ``on_cancelled()`` (before ``on_finished``) when the lease was revoked by a cancel.
+_Held = tuple[JobRecord, Callable[[], None], float, Callable[[], None] | None]
+
+
 class JobQueue:
     """The queue over a :class:`~telha.storage.protocol.JobStore`.
 
@@ -111,11 +156,12 @@ class JobQueue:
         self._clock = clock
         self._rng = rng or random.Random()
         self._wakeups = _Wakeups()
-        #: job id → (record as leased, slot release, monotonic seconds at lease)
-        self._holders: dict[bytes, tuple[JobRecord, Callable[[], None], float]] = {}
+        #: job id → (record as leased, slot release, monotonic seconds at lease, cancel hook)
+        self._holders: dict[bytes, _Held] = {}
         #: job id → (lease, detail) of jobs whose stream ended, not yet written back.
         self._lost: dict[bytes, tuple[LeaseRef, str]] = {}
         self._lost_ready = anyio.Event()
+        self._revoked_ready = anyio.Event()
 
     @property
     def metrics(self) -> Metrics:
@@ -164,17 +210,84 @@ class JobQueue:
             if wakeups is not None:
                 tg.start_soon(self._forward_wakeups, wakeups)
             tg.start_soon(self._write_back_losses)
+            tg.start_soon(self._check_revoked_when_told)
             task_status.started(self)
             while True:
                 await anyio.sleep(self._config.reap_interval_s)
                 await self.reap()
                 await self.refresh_gauges()
+                self._revoked_ready.set()  # the safety net for a NOTIFY not seen
 
     async def _forward_wakeups(self, wakeups: AsyncIterator[str]) -> None:
         """Wake local pollers for formats made available elsewhere (another replica's
         enqueue, failure or reap): the storage engine's channel, e.g. LISTEN/NOTIFY."""
         async for fmt in wakeups:
-            self._wakeups.notify(fmt)
+            if fmt in (REVOKED, ALL_FORMATS):  # a lease revoked (maybe one handed out here)
+                self._revoked_ready.set()
+            if fmt != REVOKED:
+                self._wakeups.notify(fmt)
+
+    async def _check_revoked_when_told(self) -> None:
+        while True:
+            await self._revoked_ready.wait()
+            self._revoked_ready = anyio.Event()
+            try:
+                await self.check_revoked()
+            except Exception:  # storage trouble: the worker's next heartbeat is refused anyway
+                log.exception("revoked_leases_not_checked")
+
+    async def check_revoked(self) -> int:
+        """Find the jobs leased through this process that were cancelled through another
+        replica (their lease revoked in the database) and tell their pollers as
+        :meth:`cancel` does for its own; returns how many were found."""
+        held = {job_id: h[0].lease_generation for job_id, h in self._holders.items()}
+        if not held:
+            return 0
+        states = await self._store.lease_states(list(held))
+        found = 0
+        for job_id, generation in held.items():
+            state = states.get(job_id)
+            if state is not None and state[0] == "cancelled":
+                found += self._revoke(LeaseRef(job_id, generation))
+        return found
+
+    def _revoke(self, lease: LeaseRef) -> int:
+        """A lease tracked here was revoked by a cancel: its poller is told (the
+        ``cancel`` message) and its slot freed. 1 if it was tracked here under that
+        generation, else 0."""
+        held = self._holders.get(lease.job_id)
+        if held is None or held[0].lease_generation != lease.lease_generation:
+            return 0
+        del self._holders[lease.job_id]
+        self._lost.pop(lease.job_id, None)
+        with bound_job(**fields_of(held[0])):
+            log.info("lease_revoked", worker=held[0].lease_owner, reason="cancelled")
+        if held[3] is not None:
+            held[3]()
+        held[1]()
+        return 1
+
+    async def cancel(self, scope: Scope, job_id: bytes, *, children: bool = False) -> JobRecord:
+        """Cancel a job of ``scope`` (and with ``children`` its unfinished descendants):
+        ``pending`` → ``cancelled`` at once; a ``leased`` one's lease is revoked (its
+        generation bumped, a half-streamed version abandoned) and, when it was leased through
+        this process, its poller is told at once; another replica's learns it from
+        :meth:`check_revoked`. Returns the job as it is now, with its events.
+
+        :raises telha.domain.errors.NotFound: no such job in ``scope``.
+        :raises telha.domain.errors.JobFinished: it ended ``completed`` (unless
+            ``children``) or ``dead``.
+        :raises telha.domain.errors.Conflict: it is an erasure.
+        """
+        outcome = await self._store.cancel_job(
+            scope, job_id, now_us=self._clock(), children=children
+        )
+        for cancelled, kind in outcome.cancelled:
+            self.transition(kind, "cancelled")
+            log.info("job_cancelled", job_id=id_str(cancelled), kind=kind)
+        for lease, _ in outcome.revoked:
+            self._revoke(lease)
+        return outcome.job
 
     def lost(self, leases: Sequence[LeaseRef], detail: str) -> None:
         """Jobs whose worker is gone (its ``PollJobs`` stream ended while it held them): the
@@ -256,8 +369,26 @@ class JobQueue:
         :param scope: only this scope's jobs (a scoped worker token), or ``None`` for all.
         Cancellation while waiting leases nothing.
         """
+        job = await self.lease_or_interrupt(formats, scope=scope, worker_id=worker_id)
+        assert job is not None  # no interrupt given
+        return job
+
+    async def lease_or_interrupt(
+        self,
+        formats: Sequence[str],
+        *,
+        scope: Scope | None,
+        worker_id: str,
+        interrupt: LeaseInterrupt | None = None,
+    ) -> JobRecord | None:
+        """:meth:`lease`, or ``None`` (nothing leased) as soon as ``interrupt`` is
+        requested while it waits."""
         while True:
             with self._wakeups.register(formats) as woken:
+                if interrupt is not None:
+                    if interrupt.requested:
+                        return None
+                    interrupt.attach(woken)
                 job = await self._store.lease_next_job(
                     formats,
                     scope=scope,
@@ -276,11 +407,19 @@ class JobQueue:
                     wait_s = min(wait_s, max(_MIN_WAIT_S, (due - self._clock()) / 1_000_000))
                 with anyio.move_on_after(wait_s):
                     await woken.wait()
+                if interrupt is not None:
+                    interrupt.attach(None)
 
-    def track(self, job: JobRecord, on_finished: Callable[[], None]) -> None:
+    def track(
+        self,
+        job: JobRecord,
+        on_finished: Callable[[], None],
+        on_cancelled: Callable[[], None] | None = None,
+    ) -> None:
         """Remember a job leased through this process and call ``on_finished`` once when it
-        completes, fails, is released or reaped."""
-        self._holders[job.job_id] = (job, on_finished, time.monotonic())
+        completes, fails, is released, reaped or cancelled; a cancel calls ``on_cancelled``
+        first (the poller tells its worker)."""
+        self._holders[job.job_id] = (job, on_finished, time.monotonic(), on_cancelled)
 
     def leased_here(self, job_id: bytes) -> JobRecord | None:
         """The record of a job this process leased and that has not finished yet (saves a

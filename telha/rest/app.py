@@ -211,10 +211,11 @@ async def metrics(request: Request) -> Response:
 
 def create_app(st: AppState) -> Starlette:
     """Build the app over ``st``; the routes come from :mod:`telha.rest.ingest_routes`,
-    :mod:`telha.rest.read_routes`, :mod:`telha.rest.version_routes`,
-    :mod:`telha.rest.erase_routes`, :mod:`telha.rest.listing_routes` and
-    :mod:`telha.rest.openapi`."""
+    :mod:`telha.rest.cancel_routes`, :mod:`telha.rest.read_routes`,
+    :mod:`telha.rest.version_routes`, :mod:`telha.rest.erase_routes`,
+    :mod:`telha.rest.listing_routes` and :mod:`telha.rest.openapi`."""
     from telha.rest import (
+        cancel_routes,
         erase_routes,
         ingest_routes,
         listing_routes,
@@ -228,6 +229,7 @@ def create_app(st: AppState) -> Starlette:
         Route("/readyz", readyz, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
         *ingest_routes.routes,
+        *cancel_routes.routes,
         *read_routes.routes,
         *version_routes.routes,
         *erase_routes.routes,

@@ -217,6 +217,39 @@ def _paths() -> dict[str, Any]:
                 "responses": {"200": _json("JobStatus", "the job"), **_ERRORS},
             }
         },
+        "/v1/ingest/{jobId}/cancel": {
+            "post": {
+                "summary": "Cancel a job: pending ones at once, a leased one's lease revoked",
+                "description": (
+                    "A pending job becomes cancelled at once; a leased one's lease is revoked"
+                    " (its worker's next heartbeat or submission is refused and writes"
+                    " nothing; the worker is sent a cancel message) and a half-streamed"
+                    " version is abandoned (the previous version stays current). cancelled"
+                    " is terminal, counts no attempt and is never retried; the same bytes"
+                    " posted again make a new job. Cancelling again answers the same job."
+                    " children=true also cancels the job's unfinished child jobs (and"
+                    " theirs); a completed parent is then accepted as it is."
+                ),
+                "security": secured,
+                "parameters": [
+                    _param("jobId", "path", _UUID, "job id"),
+                    _param(
+                        "children",
+                        "query",
+                        {"type": "string", "enum": ["true", "false"]},
+                        "also cancel the job's unfinished child jobs (default false)",
+                    ),
+                ],
+                "responses": {
+                    "200": _json("JobStatus", "the job as it is now (as GET answers it)"),
+                    "409": _json(
+                        "ErrorBody",
+                        "JOB_FINISHED: the job ended completed or dead; CONFLICT: an erasure",
+                    ),
+                    **_ERRORS,
+                },
+            }
+        },
         "/v1/sources/{sourceId}": {
             "get": {
                 "summary": "A source, its versions (newest first) and its last job",

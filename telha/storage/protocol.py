@@ -53,6 +53,7 @@ from telha.domain.model import (
 )
 from telha.domain.policy import Decide, DecideLoss
 from telha.domain.projection import Projection
+from telha.storage.core.cancel import CancelOutcome
 from telha.storage.core.diff import VersionDiff
 from telha.storage.core.publish import RetireOutcome
 from telha.storage.core.scan import Scan
@@ -224,6 +225,22 @@ class JobStore(Protocol):
     ) -> JobRecord | None:
         """A job (with its events unless ``events=False``); ``None`` when absent or in
         another scope."""
+
+    async def cancel_job(
+        self, scope: Scope, job_id: bytes, *, now_us: int, children: bool = False
+    ) -> CancelOutcome:
+        """Cancel a pending or leased job (and with ``children`` its unfinished descendants)
+        in one transaction; a leased one's generation is bumped (docs/architecture.md,
+        "Cancel"). Cancelling a cancelled job again changes nothing.
+
+        :raises NotFound: no such job in ``scope``.
+        :raises JobFinished: the job ended ``completed`` (without ``children``) or ``dead``.
+        :raises Conflict: the job is an erasure.
+        """
+
+    async def lease_states(self, job_ids: Sequence[bytes]) -> dict[bytes, tuple[str, int]]:
+        """``{job_id: (state, lease_generation)}`` of those of ``job_ids`` that exist (a
+        replica checking the leases it handed out)."""
 
 
 class ReadStore(Protocol):

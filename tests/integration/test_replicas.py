@@ -6,6 +6,9 @@ attached to each, real sockets.
   version (the JSON bypass).
 - A job enqueued through replica A reaches a worker polling replica B at once (LISTEN/NOTIFY),
   not at the poll safety net.
+- A job leased through replica A and cancelled through replica B: A's worker gets the
+  ``cancel`` message within about a second (B's NOTIFY makes A check its leases) and is
+  refused by the bumped lease generation.
 - 2,000 tiny jobs posted round-robin: every job completes exactly once, no lease generation is
   handed out twice, one version per source. Then replica A is SIGKILLed mid-load: the jobs its
   workers held expire, are reaped by B and finish through B's workers.
@@ -29,6 +32,7 @@ import anyio.abc
 import asyncpg
 import httpx
 import pytest
+from grpclib import GRPCError, Status
 
 from telha.domain.model import Scope
 from tests.support.pg import create_database, require_engine
@@ -211,6 +215,34 @@ async def test_a_worker_lost_on_one_replica_hands_its_job_to_a_worker_on_the_oth
     events = [(e["transition"], e["detail"]) for e in job["events"]]
     assert [t for t, _ in events] == ["enqueued", "leased", "worker_lost", "leased"]
     assert events[1][1] == "worker=on-a" and events[3][1] == "worker=on-b"
+
+
+async def test_a_cancel_through_one_replica_reaches_the_worker_on_the_other(
+    pair: Pair, clients: tuple[httpx.AsyncClient, httpx.AsyncClient]
+) -> None:
+    a, b = clients
+    token = pair.a.worker_token(pair.scope)
+    body = {"format": "code", "name": "cancel-across.py", "content": "x = 1"}
+    job_id = (await a.post("/v1/ingest", json=body)).json()["jobId"]
+    async with scripted_worker(pair.a.grpc_addr, token, "held-on-a") as on_a:
+        held = await on_a.next_job(["code"])
+        started = time.monotonic()
+        resp = await b.post(f"/v1/ingest/{job_id}/cancel")
+        assert resp.status_code == 200 and resp.json()["state"] == "cancelled", resp.text
+        cancel = await on_a.cancel_message(held, within_s=10)
+        # B's NOTIFY wakes A's check at once; A's reaper tick (0.2 s here) is the safety net.
+        assert time.monotonic() - started < 2.0
+        assert (cancel.job_id, cancel.lease_generation) == (job_id, held.lease_generation)
+        for call in (on_a.heartbeat(held), on_a.submit(held, {"v": 1, "canonicalText": ""})):
+            with pytest.raises(GRPCError) as err:
+                await call
+            assert err.value.status is Status.FAILED_PRECONDITION
+    job = (await a.get(f"/v1/ingest/{job_id}")).json()
+    assert [e["transition"] for e in job["events"]] == ["enqueued", "leased", "cancelled"]
+    rows = await _query(
+        pair.dsn, "SELECT count(*) FROM source_versions WHERE name = 'cancel-across.py'"
+    )
+    assert rows[0][0] == 0
 
 
 async def _post_round_robin(

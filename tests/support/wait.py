@@ -21,7 +21,7 @@ from telha.client import AsyncTelha
 __all__ = ["TERMINAL", "wait_job", "wait_job_blocking"]
 
 #: States a job never leaves.
-TERMINAL = ("completed", "dead")
+TERMINAL = ("completed", "dead", "cancelled")
 #: Seconds between two polls for a non-terminal state.
 _POLL_S = 0.05
 
@@ -30,7 +30,8 @@ async def wait_job(
     client: httpx.AsyncClient, job_id: object, *states: str, within_s: float = 60.0
 ) -> dict[str, Any]:
     """The status body of job ``job_id`` once its state is one of ``states`` (default: either
-    terminal state), read with ``client`` (its base URL and ``x-api-key``).
+    terminal state: completed, dead or cancelled), read with ``client`` (its base URL and
+    ``x-api-key``).
 
     :raises TimeoutError: the job did not get there within ``within_s`` seconds; the message
         says where it was.

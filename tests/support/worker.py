@@ -4,7 +4,9 @@ loopback, driven step by step so tests can submit exactly what they need.
 Each :meth:`ScriptedWorker.next_job` opens a ``PollJobs`` stream that leases one job
 (``max_jobs=1``) and stays open until that job is finished (core then ends it), as a worker
 holding the job would: closing a stream that holds a job hands the job back (fast failover,
-``worker_lost``). Leaving :func:`scripted_worker` closes every stream still open."""
+``worker_lost``). A ``cancel`` message core sends on a stream (the job was cancelled) is kept
+for :meth:`ScriptedWorker.cancel_message`. Leaving :func:`scripted_worker` closes every
+stream still open."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from anyio.streams.memory import MemoryObjectSendStream
 from grpclib.client import Channel
 
 from telha_proto.telha.worker.v1 import (
+    CancelJob,
     FetchContentRequest,
     HeartbeatRequest,
     HeartbeatResponse,
@@ -40,6 +43,9 @@ class ScriptedWorker:
         self.worker_id = worker_id
         self._tg = tg
         self._streams: set[anyio.CancelScope] = set()
+        #: job id → the ``cancel`` message core sent for it.
+        self.cancels: dict[str, CancelJob] = {}
+        self._cancel_seen = anyio.Event()
 
     async def next_job(self, formats: list[str], within_s: float = 10.0) -> JobPayload:
         """Lease one job through a new PollJobs stream (kept open while the job is held).
@@ -62,6 +68,17 @@ class ScriptedWorker:
             raise got
         return got
 
+    async def cancel_message(self, job: JobPayload, within_s: float = 10.0) -> CancelJob:
+        """The ``cancel`` message core sent on ``job``'s stream.
+
+        :raises TimeoutError: none within ``within_s``.
+        """
+        with anyio.fail_after(within_s):
+            while job.job_id not in self.cancels:
+                await self._cancel_seen.wait()
+                self._cancel_seen = anyio.Event()
+        return self.cancels[job.job_id]
+
     def go_away(self) -> None:
         """Close every stream this worker has open, as a worker that stops does (its held
         jobs are handed back)."""
@@ -79,6 +96,10 @@ class ScriptedWorker:
         with scope, send:
             try:
                 async for job in self.stub.poll_jobs(request):
+                    if job.cancel is not None:
+                        self.cancels[job.cancel.job_id] = job.cancel
+                        self._cancel_seen.set()
+                        continue
                     with suppress(anyio.BrokenResourceError):
                         send.send_nowait(job)
             except Exception as exc:

@@ -7,7 +7,8 @@ it sets ``partial: False`` (which finalizes), sends back the node ids core assig
 submits an empty finalizer if the generator ends without one. A lost lease abandons the job
 (and kills its pool process). One heartbeat task per stream extends every in-flight lease each
 ``heartbeat_interval_s``; a job whose lease was not extended is abandoned (its result is never
-submitted).
+submitted). A ``cancel`` message on the poll stream (the job was cancelled in core, its
+lease revoked) abandons the job the same way, at once.
 
 A job whose payload references stored content (``content_ref``: a large upload) is fetched
 with ``FetchContent`` into a spool file before the handler runs (``Job.raw_path``), checked
@@ -35,6 +36,7 @@ from grpclib import GRPCError, Status
 from grpclib.exceptions import StreamTerminatedError
 
 from telha_proto.telha.worker.v1 import (
+    CancelJob,
     FetchContentRequest,
     HeartbeatRequest,
     HeartbeatResponse,
@@ -140,6 +142,8 @@ class _InFlight:
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     #: For ``WorkerMetrics``: submitted, failed or not_accepted (abandoned is seen from scope).
     outcome: str = "submitted"
+    #: Core sent a ``cancel`` for the job (its lease was revoked).
+    cancelled: bool = False
 
 
 class WorkerConsumer:
@@ -224,6 +228,9 @@ class WorkerConsumer:
             task_status.started()
             try:
                 async for payload in self._transport.poll_jobs(request):
+                    if payload.cancel is not None:
+                        self._cancel(payload.cancel)
+                        continue
                     self._received += 1
                     slot = _InFlight(payload.lease_generation)
                     self._in_flight[payload.job_id] = slot
@@ -237,6 +244,17 @@ class WorkerConsumer:
             tg.cancel_scope.cancel()
         if lost is not None:
             raise lost
+
+    def _cancel(self, cancel: CancelJob) -> None:
+        """Core cancelled a job this stream holds: abandon it (its handler is cancelled, a
+        ``PROCESS_POOL`` handler's process killed; nothing is submitted). A cancel for a job
+        not in flight under that generation (already done) changes nothing."""
+        slot = self._in_flight.get(cancel.job_id)
+        if slot is None or slot.generation != cancel.lease_generation:
+            return
+        log.info("job %s was cancelled in core (%s): abandoning it", cancel.job_id, cancel.reason)
+        slot.cancelled = True
+        slot.scope.cancel()
 
     async def _heartbeats(self) -> None:
         """Every interval, extend each in-flight lease; a job whose lease core refuses
@@ -274,6 +292,8 @@ class WorkerConsumer:
                 # or be released; a cancelled slot scope: the lease was lost.
                 lost = slot.scope.cancelled_caught or payload.job_id in self._in_flight
                 outcome = "abandoned" if lost else slot.outcome
+                if slot.cancelled and slot.scope.cancelled_caught:
+                    outcome = "cancelled"
                 log.debug("job %s: %s", payload.job_id, outcome)
                 if self._metrics is not None:
                     self._metrics.job_finished(payload.job_id, payload.kind, outcome)

@@ -20,8 +20,9 @@ prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]
 
 #: ``submitted`` (core answered the submission), ``failed`` (the handler raised; the failure
 #: was reported), ``abandoned`` (the lease was lost; nothing submitted), ``not_accepted``
-#: (core refused or could not be reached; the lease will expire).
-OUTCOMES = ("submitted", "failed", "abandoned", "not_accepted")
+#: (core refused or could not be reached; the lease will expire), ``cancelled`` (core sent a
+#: ``cancel`` for it; nothing submitted).
+OUTCOMES = ("submitted", "failed", "abandoned", "not_accepted", "cancelled")
 
 _BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800)
 

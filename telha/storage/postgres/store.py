@@ -18,6 +18,7 @@ import anyio.abc
 import asyncpg
 import structlog
 
+from telha.storage.core.cancel import CancelOps
 from telha.storage.core.diff import DiffOps
 from telha.storage.core.erasure import ErasureOps
 from telha.storage.core.listings import ListOps
@@ -46,6 +47,7 @@ class PostgresStore(
     RetireOps,
     ListOps,
     FastJobOps,
+    CancelOps,
     RawOps,
     ScanOps,
     ErasureOps,

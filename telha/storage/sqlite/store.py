@@ -11,6 +11,7 @@ from __future__ import annotations
 import anyio
 import anyio.abc
 
+from telha.storage.core.cancel import CancelOps
 from telha.storage.core.diff import DiffOps
 from telha.storage.core.erasure import ErasureOps
 from telha.storage.core.jobs import JobOps
@@ -35,6 +36,7 @@ class SqliteStore(
     RetireOps,
     ListOps,
     JobOps,
+    CancelOps,
     RawOps,
     ScanOps,
     ErasureOps,

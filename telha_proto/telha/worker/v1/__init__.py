@@ -4,6 +4,7 @@
 # This file has been @generated
 
 __all__ = (
+    "CancelJob",
     "ContentChunk",
     "FetchContentRequest",
     "HeartbeatRequest",
@@ -33,6 +34,24 @@ if TYPE_CHECKING:
 
 _COMPILER_VERSION = "0.10.1"
 betterproto2.check_compiler_version(_COMPILER_VERSION)
+
+
+@dataclass(eq=False, repr=False)
+class CancelJob(betterproto2.Message):
+    job_id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+
+    lease_generation: "int" = betterproto2.field(2, betterproto2.TYPE_UINT64)
+    """
+    the generation the stream held the job under
+    """
+
+    reason: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
+    """
+    e.g. "cancelled by request"
+    """
+
+
+default_message_pool.register_message("telha.worker.v1", "CancelJob", CancelJob)
 
 
 @dataclass(eq=False, repr=False)
@@ -157,6 +176,15 @@ class JobPayload(betterproto2.Message):
     echo in IngestionResult and HeartbeatRequest
     """
 
+    cancel: "CancelJob | None" = betterproto2.field(9, betterproto2.TYPE_MESSAGE, optional=True)
+    """
+    Set on a message that is not a new job: the job `cancel.job_id`, held by this stream under
+    `cancel.lease_generation`, was cancelled (POST /v1/ingest/{jobId}/cancel). The worker stops
+    working on it and submits nothing: its lease is revoked (a later heartbeat or submission
+    is refused with FAILED_PRECONDITION and writes nothing), its slot is free again. Every
+    other field of such a message is empty.
+    """
+
 
 default_message_pool.register_message("telha.worker.v1", "JobPayload", JobPayload)
 
@@ -220,7 +248,8 @@ class WorkerServiceStub(betterproto2_grpclib.ServiceStub):
     ) -> "AsyncIterator[JobPayload]":
         """
         Long-poll stream of leased jobs; exempt from request deadlines. The server never has more
-        than `capacity` unfinished jobs leased to one stream.
+        than `capacity` unfinished jobs leased to one stream. A message with `cancel` set is no
+        new job: it revokes one the stream holds (docs/worker-protocol.md, "Cancel").
         """
 
         async for response in self._unary_stream(
@@ -304,7 +333,8 @@ class WorkerServiceBase(betterproto2_grpclib.ServiceBase):
     async def poll_jobs(self, message: "PollJobsRequest") -> "AsyncIterator[JobPayload]":
         """
         Long-poll stream of leased jobs; exempt from request deadlines. The server never has more
-        than `capacity` unfinished jobs leased to one stream.
+        than `capacity` unfinished jobs leased to one stream. A message with `cancel` set is no
+        new job: it revokes one the stream holds (docs/worker-protocol.md, "Cancel").
         """
 
         raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)

@@ -1,0 +1,49 @@
+"""``POST /v1/ingest/{jobId}/cancel`` (docs/rest-api.md, "Cancel"): stop a job sent by
+mistake. The rules live in :mod:`telha.storage.core.cancel`; the JobQueue tells the worker."""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from telha.domain.errors import RequestError
+from telha.rest.app import json_response, parse_uuid, require_scope, state
+from telha.rest.ingest_routes import job_out
+
+__all__ = ["parse_bool", "routes"]
+
+_BOOLS = {"true": True, "false": False}
+
+
+def parse_bool(value: str | None, what: str) -> bool:
+    """A ``true``/``false`` query parameter (absent: ``false``).
+
+    :raises RequestError: any other value, naming the parameter.
+    """
+    if value is None:
+        return False
+    try:
+        return _BOOLS[value]
+    except KeyError:
+        raise RequestError(f"{what} must be true or false, not {value!r}") from None
+
+
+async def cancel_job(request: Request) -> Response:
+    """POST /v1/ingest/{jobId}/cancel?children= — cancel a pending or leased job (a leased
+    one's lease is revoked and its worker told); with ``children=true`` its unfinished child
+    jobs too. Answers the job as ``GET /v1/ingest/{jobId}`` does; cancelling again answers
+    the same job.
+
+    :raises NotFound: no such job in the key's scope.
+    :raises JobFinished: the job ended ``completed`` (without ``children``) or ``dead``.
+    """
+    scope = await require_scope(request)
+    job_id = parse_uuid(request.path_params["job_id"], "job")
+    children = parse_bool(request.query_params.get("children"), "children")
+    st = state(request)
+    job = await st.queue.cancel(scope, job_id, children=children)
+    return json_response(await job_out(st, scope, job))
+
+
+routes = [Route("/v1/ingest/{job_id}/cancel", cancel_job, methods=["POST"])]
