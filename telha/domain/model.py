@@ -13,6 +13,7 @@ from typing import Any, Literal
 import msgspec
 
 __all__ = [
+    "TERMINAL_JOB_STATES",
     "Changes",
     "CommitOutcome",
     "Continuation",
@@ -22,6 +23,7 @@ __all__ = [
     "EnqueueOutcome",
     "JobCompletion",
     "JobEvent",
+    "JobEventPage",
     "JobRecord",
     "JobState",
     "LeaseRef",
@@ -227,6 +229,11 @@ class Direction(Enum):
 
 JobState = Literal["pending", "leased", "completed", "dead"]
 
+#: The states a job never leaves, each reached with an event of the same name (its
+#: terminal event): a reader of the job's events stops after it (docs/rest-api.md, "Live
+#: events"). Every "is this job finished?" question asks this one set.
+TERMINAL_JOB_STATES: frozenset[str] = frozenset({"completed", "dead"})
+
 
 @dataclass(frozen=True, slots=True)
 class NewJob:
@@ -259,6 +266,18 @@ class JobEvent:
     at: int
     transition: str
     detail: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class JobEventPage:
+    """A page of one job's events after a sequence number, and the job's state read *before*
+    them (so a terminal state's event is always among the events read with or after it).
+
+    ``events`` are ``(seq, event)`` in ``seq`` order; ``seq`` numbers a job's events from 1.
+    """
+
+    state: JobState
+    events: tuple[tuple[int, JobEvent], ...]
 
 
 @dataclass(frozen=True, slots=True)

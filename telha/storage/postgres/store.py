@@ -20,6 +20,7 @@ import structlog
 
 from telha.storage.core.diff import DiffOps
 from telha.storage.core.erasure import ErasureOps
+from telha.storage.core.job_events import JobEventOps
 from telha.storage.core.raw import RawOps
 from telha.storage.core.reads import ReadOps
 from telha.storage.core.retire import RetireOps
@@ -44,6 +45,7 @@ class PostgresStore(
     DiffOps,
     RetireOps,
     FastJobOps,
+    JobEventOps,
     RawOps,
     ScanOps,
     ErasureOps,

@@ -13,6 +13,7 @@ import anyio.abc
 
 from telha.storage.core.diff import DiffOps
 from telha.storage.core.erasure import ErasureOps
+from telha.storage.core.job_events import JobEventOps
 from telha.storage.core.jobs import JobOps
 from telha.storage.core.raw import RawOps
 from telha.storage.core.reads import ReadOps
@@ -33,6 +34,7 @@ class SqliteStore(
     DiffOps,
     RetireOps,
     JobOps,
+    JobEventOps,
     RawOps,
     ScanOps,
     ErasureOps,
