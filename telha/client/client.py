@@ -46,7 +46,7 @@ from telha.wire import (
     SpanOut,
 )
 
-__all__ = ["MULTIPART_OVER_BYTES", "AsyncTelha", "IngestResult"]
+__all__ = ["MULTIPART_OVER_BYTES", "TERMINAL_STATES", "AsyncTelha", "IngestResult"]
 
 #: Files larger than this go through the multipart upload, streamed from disk (bytes).
 MULTIPART_OVER_BYTES = 4 * 1024 * 1024
