@@ -26,7 +26,8 @@ class _Section(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
 
 
 class ServerConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """``[server]``: listen addresses of the REST and gRPC fronts and the shutdown grace (s)."""
+    """``[server]``: listen addresses of the REST and gRPC fronts, the shutdown grace (s) and
+    the live event streams' limits (docs/rest-api.md, "Live events")."""
 
     #: REST front bind address, ``host:port`` (port 0 picks a free port).
     rest_addr: str = "127.0.0.1:7625"
@@ -34,6 +35,11 @@ class ServerConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     grpc_addr: str = "127.0.0.1:7626"
     #: Seconds in-flight requests get to finish after SIGTERM/SIGINT.
     shutdown_grace_s: float = 10.0
+    #: Open ``GET /v1/ingest/{jobId}/events`` streams at once; more answer 503 UNAVAILABLE.
+    max_event_streams: int = 1000
+    #: Seconds between an open event stream's re-reads when it was not woken: how soon an
+    #: event written by another replica on the same database reaches it.
+    events_reread_s: float = 1.0
 
 
 class StorageConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -250,6 +256,8 @@ def _validate(cfg: Config) -> None:
             'is required with engine = "postgres"',
         ),
         (cfg.server.shutdown_grace_s >= 0, "server.shutdown_grace_s", "must be >= 0"),
+        (cfg.server.max_event_streams >= 1, "server.max_event_streams", "must be >= 1"),
+        (cfg.server.events_reread_s > 0, "server.events_reread_s", "must be > 0"),
     ]
     for ok, key, message in checks:
         if not ok:

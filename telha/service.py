@@ -137,6 +137,7 @@ async def _serve(
             eraser=eraser,
             metrics=metrics,
             upload_dir=upload_dir,
+            shutdown=shutdown,
         )
         metrics.watch_gauge(
             "telha_ingest_in_progress",

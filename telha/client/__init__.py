@@ -9,7 +9,7 @@ Example::
             print(node.labels, node.provenance.spans[0].text)
 """
 
-from telha.client.client import MULTIPART_OVER_BYTES, AsyncTelha, IngestResult
+from telha.client.client import MULTIPART_OVER_BYTES, TERMINAL_STATES, AsyncTelha, IngestResult
 from telha.client.errors import (
     Conflict,
     ConnectionFailed,
@@ -48,6 +48,7 @@ from telha.wire import (
 
 __all__ = [
     "MULTIPART_OVER_BYTES",
+    "TERMINAL_STATES",
     "AsyncTelha",
     "ChangesOut",
     "Conflict",

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import base64
 import inspect
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from pathlib import Path
 from types import TracebackType
@@ -28,6 +27,8 @@ from tenacity import (
 )
 
 from telha.client.errors import ConnectionFailed, TelhaError, Unavailable, error_for
+from telha.client.events import EventsUnsupported, follow_events
+from telha.domain.model import TERMINAL_JOB_STATES
 from telha.wire import (
     Deduplicated,
     DiffOut,
@@ -49,14 +50,14 @@ from telha.wire import (
     SpanOut,
 )
 
-__all__ = ["MULTIPART_OVER_BYTES", "AsyncTelha", "IngestResult"]
+__all__ = ["MULTIPART_OVER_BYTES", "TERMINAL_STATES", "AsyncTelha", "IngestResult"]
 
 #: Files larger than this go through the multipart upload, streamed from disk (bytes).
 MULTIPART_OVER_BYTES = 4 * 1024 * 1024
 #: ``ingest()``'s answer: 201 applied (json), 202 enqueued, or 200 deduplicated.
 IngestResult = IngestApplied | IngestEnqueued | Deduplicated
-#: States a job never leaves.
-TERMINAL_STATES = frozenset({"completed", "dead", "cancelled"})
+#: The job states :meth:`AsyncTelha.wait` ends at (the server's own set).
+TERMINAL_STATES = TERMINAL_JOB_STATES
 
 _T = TypeVar("_T")
 _ERROR = msgspec.json.Decoder(dict[str, Any])
@@ -263,37 +264,93 @@ class AsyncTelha:
         on_event: EventCallback | None = None,
         poll_s: float = 0.05,
         max_poll_s: float = 1.0,
+        stream: bool = True,
     ) -> JobStatus:
-        """Poll a job until it is ``completed``, ``dead`` or ``cancelled``, calling
-        ``on_event`` (a function or coroutine function) once for each new event, in order.
+        """Wait until the job is terminal (:data:`TERMINAL_STATES`: ``completed``, ``dead``
+        or ``cancelled``), calling ``on_event`` (a function or coroutine function) once for
+        each event, in order, as it is written.
+
+        Follows the job's live event stream (``GET /v1/ingest/{jobId}/events``), reconnecting
+        after the last event seen when the stream ends early (a dropped connection, the
+        server restarting); against a server without that route (404 or 405), or with
+        ``stream=False``, it polls ``GET /v1/ingest/{jobId}`` instead.
 
         :param timeout: seconds at most (``None``: no limit).
         :param poll_s: first polling interval, doubled up to ``max_poll_s`` while nothing
-            changes and reset when something does.
+            changes and reset when something does (polling only).
+        :param stream: ``False``: poll, even where the server streams events.
         :returns: the terminal job.
         :raises ValueError: ``job_id`` is empty or ``None`` (a :class:`Deduplicated` answer
             without a job: there is nothing to wait for).
         :raises TimeoutError: not terminal within ``timeout``.
         :raises NotFound: no such job in this scope.
+        :raises ConnectionFailed: the server stayed out of reach for ``retries`` attempts.
         """
         if not job_id:
             raise ValueError("no job to wait for (a deduplicated ingest has job_id None)")
-        deadline = None if timeout is None else time.monotonic() + timeout
-        seen = 0
+        seen = [0]  # events handed to on_event: seq 1..seen[0] (a job's events count from 1)
+        with anyio.move_on_after(timeout):
+            if stream:
+                job = await self._wait_streaming(job_id, on_event, seen)
+                if job is not None:
+                    return job
+            return await self._wait_polling(job_id, on_event, seen, poll_s, max_poll_s)
+        job = await self.job(job_id)
+        raise TimeoutError(f"job {job_id} is still {job.state} after {timeout} s")
+
+    async def _wait_streaming(
+        self, job_id: str, on_event: EventCallback | None, seen: list[int]
+    ) -> JobStatus | None:
+        """:meth:`wait` over the event stream; ``None`` when the server has no such route or
+        answers 503 (polling works there). Each stream ends after the terminal event; one
+        that ended (or dropped) before it is opened again after ``seen[0]``, up to
+        ``retries`` times in a row without an event."""
+        failures = 0
+        while True:
+            try:
+                async for seq, event in follow_events(self._http, job_id, seen[0], _error):
+                    if seq <= seen[0]:
+                        continue
+                    seen[0], failures = seq, 0
+                    await _call(on_event, event)
+            except (EventsUnsupported, Unavailable):  # no route, or no stream free now
+                return None
+            except ConnectionFailed:
+                if failures >= self._retries:
+                    raise
+            else:
+                job = await self.job(job_id)
+                if job.state in TERMINAL_STATES:
+                    for event in job.events[seen[0] :]:  # written after the stream ended
+                        seen[0] += 1
+                        await _call(on_event, event)
+                    return job
+                if failures >= self._retries:  # the server keeps ending it early
+                    raise ConnectionFailed(
+                        f"the event stream of job {job_id} keeps ending", status=0
+                    )
+            failures += 1
+            await anyio.sleep(min(self._backoff_max_s, 0.1 * 2**failures))
+
+    async def _wait_polling(
+        self,
+        job_id: str,
+        on_event: EventCallback | None,
+        seen: list[int],
+        poll_s: float,
+        max_poll_s: float,
+    ) -> JobStatus:
+        """:meth:`wait` by polling ``GET /v1/ingest/{jobId}``; ``seen[0]`` events were
+        already handed on."""
         interval = poll_s
         while True:
             job = await self.job(job_id)
-            for event in job.events[seen:]:
-                if on_event is not None:
-                    result = on_event(event)
-                    if inspect.isawaitable(result):
-                        await result
-            interval = poll_s if len(job.events) > seen else min(interval * 2, max_poll_s)
-            seen = len(job.events)
+            for event in job.events[seen[0] :]:
+                await _call(on_event, event)
+            interval = poll_s if len(job.events) > seen[0] else min(interval * 2, max_poll_s)
+            seen[0] = max(seen[0], len(job.events))
             if job.state in TERMINAL_STATES:
                 return job
-            if deadline is not None and time.monotonic() + interval > deadline:
-                raise TimeoutError(f"job {job_id} is still {job.state} after {timeout} s")
             await anyio.sleep(interval)
 
     async def source(self, source_id: str) -> SourceOut:
@@ -529,6 +586,14 @@ class AsyncTelha:
             cursor = page.next_cursor
         whole.next_cursor = None
         return whole
+
+
+async def _call(on_event: EventCallback | None, event: JobEventOut) -> None:
+    """``on_event(event)``, awaited when it returns an awaitable."""
+    if on_event is not None:
+        result = on_event(event)
+        if inspect.isawaitable(result):
+            await result
 
 
 def _error(resp: httpx.Response) -> TelhaError:

@@ -23,6 +23,7 @@ __all__ = [
     "EnqueueOutcome",
     "JobCompletion",
     "JobEvent",
+    "JobEventPage",
     "JobRecord",
     "JobState",
     "LeaseRef",
@@ -228,7 +229,10 @@ class Direction(Enum):
 
 JobState = Literal["pending", "leased", "completed", "dead", "cancelled"]
 
-#: States a job never leaves (``cancelled``: POST /v1/ingest/{jobId}/cancel).
+#: The states a job never leaves, each reached with an event of the same name (its
+#: terminal event): a reader of the job's events stops after it (docs/rest-api.md, "Live
+#: events"; ``cancelled``: POST /v1/ingest/{jobId}/cancel). Every "is this job finished?"
+#: question asks this one set.
 TERMINAL_JOB_STATES: frozenset[str] = frozenset({"completed", "dead", "cancelled"})
 
 
@@ -266,6 +270,18 @@ class JobEvent:
     at: int
     transition: str
     detail: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class JobEventPage:
+    """A page of one job's events after a sequence number, and the job's state read *before*
+    them (so a terminal state's event is always among the events read with or after it).
+
+    ``events`` are ``(seq, event)`` in ``seq`` order; ``seq`` numbers a job's events from 1.
+    """
+
+    state: JobState
+    events: tuple[tuple[int, JobEvent], ...]
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,7 +34,7 @@ from telha.ingest.ingestor import Ingestor
 from telha.metrics import Metrics
 from telha.queue.job_queue import JobQueue
 from telha.rest.metrics_middleware import MetricsMiddleware
-from telha.storage.protocol import KeyStore, ListStore, ReadStore, RetireStore
+from telha.storage.protocol import JobEventStore, KeyStore, ListStore, ReadStore, RetireStore
 from telha.wire import ErrorBody, ErrorDetail
 
 __all__ = ["AppState", "RestStore", "create_app", "json_response", "parse_uuid", "require_scope"]
@@ -43,9 +43,9 @@ log = structlog.get_logger("telha.rest")
 _HTTP_CODES = {404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED", 400: "INVALID_REQUEST"}
 
 
-class RestStore(ReadStore, RetireStore, ListStore, KeyStore, Protocol):
+class RestStore(ReadStore, RetireStore, ListStore, KeyStore, JobEventStore, Protocol):
     """The storage roles the REST front uses: the read routes' reads, the retire, the
-    listings and API key lookups."""
+    listings, API key lookups and the live event stream's reads."""
 
 
 @dataclass
@@ -62,11 +62,17 @@ class AppState:
     upload_dir: Path = Path("data/uploads")
     ready: bool = False
     keys: KeyCache = field(init=False)
+    #: Set when the service starts shutting down: open event streams end at once, so they
+    #: do not hold up the REST front's drain.
+    shutdown: anyio.Event = field(default_factory=anyio.Event)
     #: Bounds concurrent ingests (``ingest.max_concurrent``); no unbounded wait for the writer.
     ingest_slots: anyio.Semaphore = field(init=False)
+    #: Bounds open event streams (``server.max_event_streams``).
+    event_streams: anyio.Semaphore = field(init=False)
 
     def __post_init__(self) -> None:
         self.ingest_slots = anyio.Semaphore(self.config.ingest.max_concurrent)
+        self.event_streams = anyio.Semaphore(self.config.server.max_event_streams)
         self.keys = KeyCache(self.store)
 
 
@@ -211,12 +217,14 @@ async def metrics(request: Request) -> Response:
 
 def create_app(st: AppState) -> Starlette:
     """Build the app over ``st``; the routes come from :mod:`telha.rest.ingest_routes`,
-    :mod:`telha.rest.cancel_routes`, :mod:`telha.rest.read_routes`,
-    :mod:`telha.rest.version_routes`, :mod:`telha.rest.erase_routes`,
-    :mod:`telha.rest.listing_routes` and :mod:`telha.rest.openapi`."""
+    :mod:`telha.rest.cancel_routes`, :mod:`telha.rest.event_routes`,
+    :mod:`telha.rest.read_routes`, :mod:`telha.rest.version_routes`,
+    :mod:`telha.rest.erase_routes`, :mod:`telha.rest.listing_routes` and
+    :mod:`telha.rest.openapi`."""
     from telha.rest import (
         cancel_routes,
         erase_routes,
+        event_routes,
         ingest_routes,
         listing_routes,
         openapi,
@@ -230,6 +238,7 @@ def create_app(st: AppState) -> Starlette:
         Route("/metrics", metrics, methods=["GET"]),
         *ingest_routes.routes,
         *cancel_routes.routes,
+        *event_routes.routes,
         *read_routes.routes,
         *version_routes.routes,
         *erase_routes.routes,

@@ -250,6 +250,40 @@ def _paths() -> dict[str, Any]:
                 },
             }
         },
+        "/v1/ingest/{jobId}/events": {
+            "get": {
+                "summary": "A job's events as Server-Sent Events, live, until the terminal one",
+                "description": (
+                    "text/event-stream: one message per event of the job's list (as GET"
+                    " /v1/ingest/{jobId} shows them), `id` its sequence number and `data`"
+                    " the JobEventOut JSON, oldest first: those already written, then each"
+                    " one as it is written; the stream ends after the terminal event"
+                    " (completed, dead, cancelled). Reconnect with Last-Event-ID to resume"
+                    " after it."
+                ),
+                "security": secured,
+                "parameters": [
+                    _param("jobId", "path", _UUID, "job id"),
+                    _param(
+                        "Last-Event-ID",
+                        "header",
+                        _INT,
+                        "resume after this event (its id, a sequence number); default 0",
+                    ),
+                ],
+                "responses": {
+                    "200": {
+                        "description": "the event stream",
+                        "content": {"text/event-stream": {"schema": {"type": "string"}}},
+                    },
+                    "503": _json(
+                        "ErrorBody",
+                        "UNAVAILABLE: server.max_event_streams streams open, or shutting down",
+                    ),
+                    **_ERRORS,
+                },
+            }
+        },
         "/v1/sources/{sourceId}": {
             "get": {
                 "summary": "A source, its versions (newest first) and its last job",

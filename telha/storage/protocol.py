@@ -40,6 +40,7 @@ from telha.domain.model import (
     EdgeRecord,
     EnqueueOutcome,
     JobCompletion,
+    JobEventPage,
     JobRecord,
     LeaseRef,
     NewJob,
@@ -57,10 +58,12 @@ from telha.storage.core.cancel import CancelOutcome
 from telha.storage.core.diff import VersionDiff
 from telha.storage.core.publish import RetireOutcome
 from telha.storage.core.scan import Scan
+from telha.storage.job_watch import JobEventSignal
 
 __all__ = [
     "ALL_FORMATS",
     "ErasureStore",
+    "JobEventStore",
     "JobStore",
     "KeyStore",
     "ListStore",
@@ -243,6 +246,20 @@ class JobStore(Protocol):
         replica checking the leases it handed out)."""
 
 
+class JobEventStore(Protocol):
+    """A job's events as they are written: what the live event stream reads
+    (docs/rest-api.md, "Live events")."""
+
+    #: Wakes this process's readers of a job once events of it are committed.
+    job_events: JobEventSignal
+
+    async def job_events_after(
+        self, scope: Scope, job_id: bytes, after_seq: int, *, limit: int
+    ) -> JobEventPage | None:
+        """The job's state, then at most ``limit`` of its events with ``seq > after_seq``
+        (oldest first); ``None`` when absent or in another scope."""
+
+
 class ReadStore(Protocol):
     """Reading what was ingested, within one scope: the REST read API, and the Eraser resolving
     what a request names."""
@@ -393,6 +410,7 @@ class Storage(
     VersionStore,
     RawStore,
     JobStore,
+    JobEventStore,
     ReadStore,
     RetireStore,
     ListStore,

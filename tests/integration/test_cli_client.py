@@ -10,12 +10,18 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
+from contextlib import suppress
 from pathlib import Path
 
+import anyio
 import pytest
+from anyio.streams.buffered import BufferedByteReceiveStream
 
+from telha.domain.model import Scope
 from tests.conftest import CORPUS
+from tests.support.metrics import scrape, value
 from tests.support.server import ServerProcess, write_config
+from tests.support.worker import scripted_worker
 
 FILES = {
     "countries.csv": "csv/countries.csv",
@@ -121,3 +127,60 @@ def test_no_wait_and_format_override(server: ServerProcess, tmp_path: Path) -> N
     assert row["file"] == "page.dat" and row["state"] == "pending"
     bad = _telha(server, key, "ingest", "--options", "[1]", str(path))
     assert bad.returncode == 2 and "must be a JSON object" in bad.stderr
+
+
+@pytest.mark.anyio
+async def test_wait_prints_each_event_as_it_arrives(server: ServerProcess, tmp_path: Path) -> None:
+    """``telha ingest`` (waiting, the default) follows the job's event stream: each step a
+    scripted worker takes (this server runs no html worker) is printed before the next one
+    is taken, and the events route is what it read."""
+    tenant = f"t-{uuid.uuid4()}"
+    key = server.create_key(tenant, "org")
+    path = tmp_path / "page.html"
+    path.write_text("<html><body><p>Live.</p></body></html>")
+    before = await scrape(server.base_url)
+    env = {**os.environ, "TELHA_API_KEY": key, "TELHA_URL": server.base_url,
+           "PYTHONUNBUFFERED": "1"}  # fmt: skip
+    cmd = [sys.executable, "-m", "telha", "ingest", "--format", "html", str(path)]
+    submission = {"v": 1, "canonicalText": "Live.\n", "spans": [], "nodes": [],
+                  "relationships": []}  # fmt: skip
+    token = server.worker_token(Scope(tenant, "org"))
+    async with (
+        await anyio.open_process(cmd, env=env, stderr=subprocess.STDOUT) as proc,
+        scripted_worker(server.grpc_addr, token) as worker,
+    ):
+        assert proc.stdout is not None
+        lines = BufferedByteReceiveStream(proc.stdout)
+
+        async def step(prefix: str) -> str:
+            """The CLI's next progress line; it must start with ``prefix``."""
+            with anyio.fail_after(10):
+                line = (await lines.receive_until(b"\n", 4096)).decode()
+            assert line.startswith(f"page.html: {prefix}"), line
+            return line
+
+        await step("uploading")
+        await step("uploaded")
+        await step("enqueued")
+        job = await worker.next_job(["html"])
+        assert await step("leased") == "page.html: leased (worker=scripted)"
+        await worker.fail(job, "transient: the parser was busy")
+        assert await step("retried") == "page.html: retried (transient: the parser was busy)"
+        job = await worker.next_job(["html"])
+        await step("leased")
+        assert (await worker.submit(job, submission)).accepted
+        await step("completed")
+        with anyio.fail_after(10):
+            assert await proc.wait() == 0
+            rest = b""
+            with suppress(anyio.EndOfStream):
+                while True:
+                    rest += await lines.receive()
+    assert "page.html\t" in rest.decode() and "\tcompleted\t" in rest.decode()  # the table
+    after = await scrape(server.base_url)
+    route = {"method": "GET", "route": "/v1/ingest/{job_id}/events", "status": "200"}
+    assert (
+        value(after, "telha_http_requests_total", **route)
+        - value(before, "telha_http_requests_total", **route)
+        == 1
+    )

@@ -16,6 +16,7 @@ attached to each, real sockets.
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import signal
@@ -33,6 +34,7 @@ import asyncpg
 import httpx
 import pytest
 from grpclib import GRPCError, Status
+from httpx_sse import aconnect_sse
 
 from telha.domain.model import Scope
 from tests.support.pg import create_database, require_engine
@@ -243,6 +245,45 @@ async def test_a_cancel_through_one_replica_reaches_the_worker_on_the_other(
         pair.dsn, "SELECT count(*) FROM source_versions WHERE name = 'cancel-across.py'"
     )
     assert rows[0][0] == 0
+
+
+async def test_events_written_through_one_replica_reach_a_stream_on_the_other(
+    pair: Pair, clients: tuple[httpx.AsyncClient, httpx.AsyncClient]
+) -> None:
+    """``GET /v1/ingest/{jobId}/events`` served by B, the job leased and completed through A:
+    B finds A's events by re-reading (``server.events_reread_s``, 1 s), in order, and ends
+    the stream after the terminal one."""
+    a, b = clients
+    body = {"format": "code", "name": "events.py", "content": "y = 2"}
+    job_id = (await a.post("/v1/ingest", json=body)).json()["jobId"]
+    token = pair.a.worker_token(pair.scope)
+    send, events = anyio.create_memory_object_stream[tuple[int, str]](16)
+
+    async def read_on_b() -> None:
+        async with send, aconnect_sse(b, "GET", f"/v1/ingest/{job_id}/events") as source:
+            assert source.response.status_code == 200
+            async for sse in source.aiter_sse():
+                await send.send((int(sse.id), json.loads(sse.data)["transition"]))
+
+    async def next_event() -> tuple[int, str]:
+        with anyio.fail_after(4):  # the 1 s re-read, with room for a loaded machine
+            return await events.receive()
+
+    submission = {"v": 1, "canonicalText": "y = 2\n", "spans": [], "nodes": [],
+                  "relationships": []}  # fmt: skip
+    with events:
+        async with (
+            anyio.create_task_group() as tg,
+            scripted_worker(pair.a.grpc_addr, token) as w,
+        ):
+            tg.start_soon(read_on_b)
+            assert await next_event() == (1, "enqueued")
+            job = await w.next_job(["code"])
+            assert await next_event() == (2, "leased")
+            assert (await w.submit(job, submission)).accepted
+            assert await next_event() == (3, "completed")
+            with anyio.fail_after(4):
+                assert [e async for e in events] == []  # B ended the stream
 
 
 async def _post_round_robin(

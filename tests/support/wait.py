@@ -17,11 +17,12 @@ import anyio
 import httpx
 
 from telha.client import AsyncTelha
+from telha.domain.model import TERMINAL_JOB_STATES
 
 __all__ = ["TERMINAL", "wait_job", "wait_job_blocking"]
 
-#: States a job never leaves.
-TERMINAL = ("completed", "dead", "cancelled")
+#: States a job never leaves (the server's own set).
+TERMINAL = TERMINAL_JOB_STATES
 #: Seconds between two polls for a non-terminal state.
 _POLL_S = 0.05
 

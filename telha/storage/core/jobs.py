@@ -77,12 +77,13 @@ _LOSSES_SQL = (
 
 async def add_event(tx: Tx, job_id: bytes, at: int, transition: str, detail: str | None) -> None:
     """Append one event to a job's event list (the caller holds the job row, so two events of
-    one job never race for a seq)."""
+    one job never race for a seq); the job's event readers are woken once it commits."""
     await tx.execute(
         "INSERT INTO job_events (job_id, seq, at, transition, detail) VALUES (?,"
         " (SELECT coalesce(max(seq), 0) + 1 FROM job_events WHERE job_id = ?), ?, ?, ?)",
         job_id, job_id, at, transition, detail,
     )  # fmt: skip
+    tx.wrote_event(job_id)
 
 
 async def select_job(tx: Tx, job_id: bytes) -> JobRecord:

@@ -88,6 +88,10 @@ class Tx(Protocol):
         """Wake pollers of ``fmt`` on every replica at commit (no-op on SQLite: in-process
         wake-ups see every enqueue)."""
 
+    def wrote_event(self, job_id: bytes) -> None:
+        """Note that this transaction appended an event to ``job_id``'s list: once it
+        commits, the engine wakes that job's event readers (:mod:`telha.storage.job_watch`)."""
+
     async def write_rows(self, rows: VersionRows) -> None:
         """Write one version's rows (chunks, nodes, labels, edges, span rows merging
         on the same range, ambiguities) with the engine's bulk insert."""

@@ -22,6 +22,7 @@ from telha.domain.model import Scope
 from telha.storage.core.engine import EngineOps, Op
 from telha.storage.core.migrations import require_current
 from telha.storage.core.tx import Rollback
+from telha.storage.job_watch import JobEventSignal
 from telha.storage.postgres.migrate import apply_migrations
 from telha.storage.postgres.tx import (
     DRIVER_ERRORS,
@@ -63,6 +64,9 @@ class PgBase(EngineOps):
         self._waiting = 0  # writes waiting for a pooled connection (``writers_waiting``)
         self._pool: asyncpg.Pool | None = None
         self._scopes: dict[Scope, int] = {}
+        #: Wakes this process's readers of a job's events once a transaction that wrote
+        #: some commits (other replicas' readers find them by their periodic re-read).
+        self.job_events = JobEventSignal()
 
     @property
     def location(self) -> str:
@@ -152,7 +156,7 @@ class PgBase(EngineOps):
     async def _transaction(self, what: str, op: Op[T], *args: Any) -> T:
         """See :meth:`telha.storage.core.engine.EngineOps._transaction`: ``op`` is awaited on
         a pooled connection inside one transaction (:meth:`_write`); scopes it interned are
-        cached once it commits."""
+        cached once it commits, and the readers of the jobs it wrote events of are woken."""
         committed: list[PgTx] = []
 
         async def body(conn: Conn) -> T:
@@ -164,6 +168,7 @@ class PgBase(EngineOps):
         result = await self._write(what, body)
         if committed:  # _write returned, so the transaction that ran body last committed
             self._scopes.update(committed[0].new_scopes)
+            self.job_events.signal(committed[0].event_jobs)
         return result
 
     async def _read(self, op: Op[T], *args: Any) -> T:

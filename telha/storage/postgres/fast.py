@@ -56,7 +56,10 @@ class FastJobOps(JobOps, PgBase):
             assert row is not None
             return EnqueueOutcome(bool(row[0]), row[1], bool(row[2]))
 
-        return await self._write("enqueue job", one, transaction=False)
+        outcome = await self._write("enqueue job", one, transaction=False)
+        if not outcome.deduplicated and outcome.job_id is not None:
+            self.job_events.signal((outcome.job_id,))  # its ``enqueued`` event
+        return outcome
 
     async def lease_next_job(
         self,
@@ -86,7 +89,10 @@ class FastJobOps(JobOps, PgBase):
             )  # fmt: skip
             return job_record(row) if row is not None else None
 
-        return await self._write("lease job", one, transaction=False)
+        job = await self._write("lease job", one, transaction=False)
+        if job is not None:
+            self.job_events.signal((job.job_id,))  # its ``leased`` event
+        return job
 
 
 class FastVersionOps(VersionOps, PgBase):
@@ -156,6 +162,7 @@ class FastVersionOps(VersionOps, PgBase):
             raise StaleLease("job is not leased under this lease generation")
         if outcome != "committed":
             return None
+        self.job_events.signal((lease.job_id,))  # its ``completed`` event
         assert tx_time is not None
         return CommitOutcome(False, int(tx_time), rows.node_ids, rows.edge_ids, changes=changes)
 

@@ -21,6 +21,7 @@ import structlog
 from telha.storage.core.cancel import CancelOps
 from telha.storage.core.diff import DiffOps
 from telha.storage.core.erasure import ErasureOps
+from telha.storage.core.job_events import JobEventOps
 from telha.storage.core.listings import ListOps
 from telha.storage.core.raw import RawOps
 from telha.storage.core.reads import ReadOps
@@ -48,6 +49,7 @@ class PostgresStore(
     ListOps,
     FastJobOps,
     CancelOps,
+    JobEventOps,
     RawOps,
     ScanOps,
     ErasureOps,

@@ -92,6 +92,8 @@ class PgTx:
         self.conn = conn
         self._scopes = scopes
         self.new_scopes: dict[Scope, int] = {}
+        #: Jobs this transaction appended events to (:meth:`wrote_event`).
+        self.event_jobs: set[bytes] = set()
 
     async def execute(self, sql: str, *params: Any) -> int:
         """See :meth:`telha.storage.core.tx.Tx.execute`."""
@@ -158,6 +160,10 @@ class PgTx:
     async def notify(self, fmt: str) -> None:
         """``NOTIFY`` :data:`CHANNEL` with ``fmt``, delivered when the transaction commits."""
         await self.conn.execute("SELECT pg_notify($1, $2)", CHANNEL, fmt)
+
+    def wrote_event(self, job_id: bytes) -> None:
+        """See :meth:`telha.storage.core.tx.Tx.wrote_event`."""
+        self.event_jobs.add(job_id)
 
     async def write_rows(self, rows: VersionRows) -> None:
         """See :func:`telha.storage.postgres.rows.insert_rows` (one statement)."""

@@ -21,6 +21,7 @@ from telha.domain.model import Scope
 from telha.storage.core.engine import EngineOps, Op
 from telha.storage.core.migrations import require_current
 from telha.storage.core.tx import Rollback, drive
+from telha.storage.job_watch import JobEventSignal
 from telha.storage.sqlite.migrate import apply_migrations
 from telha.storage.sqlite.tx import SqliteSnapshotTx, SqliteTx
 
@@ -81,6 +82,8 @@ class SqliteBase(EngineOps):
         self._new_scopes: dict[Scope, int] = {}
         self._clock = TxClock()
         self._on_commit: Callable[[], None] = _nothing
+        #: Wakes readers of a job's events once a transaction that wrote some commits.
+        self.job_events = JobEventSignal()
 
     @property
     def location(self) -> str:
@@ -246,15 +249,22 @@ class SqliteBase(EngineOps):
 
     async def _transaction(self, what: str, op: Op[T], *args: Any) -> T:
         """See :meth:`telha.storage.core.engine.EngineOps._transaction`: ``op`` runs whole on
-        the writer's thread (:meth:`_write`)."""
+        the writer's thread (:meth:`_write`); once it committed, the readers of the jobs it
+        wrote events of are woken (:attr:`job_events`)."""
+        done: list[SqliteTx] = []
 
         def body(conn: sqlite3.Connection) -> T:
             tx = SqliteTx(
                 conn, known=self._known_scope, intern=self._tx_scope_id, clock=self._clock
             )
-            return drive(op(tx, *args))
+            result = drive(op(tx, *args))  # a Rollback skips the next line: nothing written
+            done.append(tx)
+            return result
 
-        return await self._write(what, body)
+        result = await self._write(what, body)
+        if done:
+            self.job_events.signal(done[0].event_jobs)
+        return result
 
     async def _read(self, op: Op[T], *args: Any) -> T:
         """See :meth:`telha.storage.core.engine.EngineOps._read`: ``op`` runs whole on one

@@ -14,6 +14,7 @@ import anyio.abc
 from telha.storage.core.cancel import CancelOps
 from telha.storage.core.diff import DiffOps
 from telha.storage.core.erasure import ErasureOps
+from telha.storage.core.job_events import JobEventOps
 from telha.storage.core.jobs import JobOps
 from telha.storage.core.listings import ListOps
 from telha.storage.core.raw import RawOps
@@ -37,6 +38,7 @@ class SqliteStore(
     ListOps,
     JobOps,
     CancelOps,
+    JobEventOps,
     RawOps,
     ScanOps,
     ErasureOps,

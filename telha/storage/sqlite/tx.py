@@ -47,6 +47,8 @@ class SqliteTx:
         self._known = known
         self._intern = intern
         self._clock = clock
+        #: Jobs this transaction appended events to (:meth:`wrote_event`).
+        self.event_jobs: set[bytes] = set()
 
     async def execute(self, sql: str, *params: Any) -> int:
         """See :meth:`telha.storage.core.tx.Tx.execute`."""
@@ -91,6 +93,10 @@ class SqliteTx:
 
     async def notify(self, fmt: str) -> None:
         """No-op: in-process wake-ups see every enqueue."""
+
+    def wrote_event(self, job_id: bytes) -> None:
+        """See :meth:`telha.storage.core.tx.Tx.wrote_event`."""
+        self.event_jobs.add(job_id)
 
     async def write_rows(self, rows: VersionRows) -> None:
         """See :func:`telha.storage.sqlite.rows.insert_rows`."""

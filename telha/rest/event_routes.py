@@ -1,0 +1,136 @@
+"""``GET /v1/ingest/{jobId}/events``: a job's events as Server-Sent Events, live
+(docs/rest-api.md, "Live events").
+
+Each event of the job's list (the ``events`` of ``GET /v1/ingest/{jobId}``) is one SSE message:
+``id`` its sequence number, ``data`` the event's JSON (``{at, transition, detail}``). The
+stream sends the events after ``Last-Event-ID`` (all of them without it), then each new one
+as it is committed, and ends after the terminal one (the job's state is in
+:data:`~telha.domain.model.TERMINAL_JOB_STATES`). It also ends when the client goes away or
+the service shuts down; a client reconnects with ``Last-Event-ID`` and misses nothing.
+
+The stream always reads the database: a wake-up from this process's store
+(:mod:`telha.storage.job_watch`) makes it read at once, and it re-reads every
+``server.events_reread_s`` anyway, which is how another replica's events reach it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+
+import anyio
+import msgspec
+from sse_starlette import EventSourceResponse, ServerSentEvent
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+from starlette.types import Receive, Send
+from starlette.types import Scope as AsgiScope
+
+from telha.domain.errors import NotFound, Unavailable
+from telha.domain.model import TERMINAL_JOB_STATES, JobEventPage, Scope
+from telha.rest.app import AppState, parse_int, parse_uuid, require_scope, state
+from telha.wire import JobEventOut
+
+__all__ = ["routes"]
+
+#: Events read (and sent) per database read; a longer list is read in pages at once.
+PAGE = 500
+#: Seconds between keep-alive comments on an idle stream (for proxies).
+_PING_S = 15
+#: Seconds a send may take before the stream is dropped (a client that stopped reading).
+_SEND_TIMEOUT_S = 30
+
+
+class _EventStream(EventSourceResponse):
+    """An :class:`EventSourceResponse` that gives back its slot of
+    ``server.max_event_streams`` when it ends, however it ends."""
+
+    def __init__(self, events: AsyncIterator[ServerSentEvent], release: Callable[[], None]):
+        super().__init__(events, ping=_PING_S, send_timeout=_SEND_TIMEOUT_S)
+        self._release = release
+
+    async def __call__(self, scope: AsgiScope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self._release()
+
+
+def _message(seq: int, at: int, transition: str, detail: str | None) -> ServerSentEvent:
+    data = msgspec.json.encode(JobEventOut(at=at, transition=transition, detail=detail))
+    return ServerSentEvent(data=data.decode(), id=str(seq))
+
+
+async def _woken(wakeup: anyio.Event, shutdown: anyio.Event, timeout_s: float) -> bool:
+    """Wait for ``wakeup``, ``shutdown`` or ``timeout_s``; ``False`` once shutting down."""
+    with anyio.move_on_after(timeout_s):
+        async with anyio.create_task_group() as tg:
+
+            async def first(event: anyio.Event) -> None:
+                await event.wait()
+                tg.cancel_scope.cancel()
+
+            tg.start_soon(first, wakeup)
+            tg.start_soon(first, shutdown)
+    return not shutdown.is_set()
+
+
+async def _events(
+    st: AppState, scope: Scope, job_id: bytes, after: int, page: JobEventPage
+) -> AsyncIterator[ServerSentEvent]:
+    """The messages of ``page``, then of every later read, until the job is terminal and
+    every event was sent, the job is gone, or the service shuts down. A wake-up is armed
+    before each read, so an event committed between a read and the wait wakes it."""
+    store, reread_s = st.store, st.config.server.events_reread_s
+    with store.job_events.watch(job_id) as watch:
+        armed: anyio.Event | None = None  # the first page was read before watching
+        while True:
+            for seq, e in page.events:
+                yield _message(seq, e.at, e.transition, e.detail)
+                after = seq
+            if len(page.events) < PAGE:  # nothing more to read now
+                if page.state in TERMINAL_JOB_STATES:
+                    return
+                if armed is not None and not await _woken(armed, st.shutdown, reread_s):
+                    return
+            if st.shutdown.is_set():
+                return
+            armed = watch.armed()
+            next_page = await store.job_events_after(scope, job_id, after, limit=PAGE)
+            if next_page is None:  # removed meanwhile (erased or collected)
+                return
+            page = next_page
+
+
+async def job_events(request: Request) -> Response:
+    """GET /v1/ingest/{jobId}/events: the job's events as Server-Sent Events, from after
+    ``Last-Event-ID`` (a sequence number; default 0: every event) until the terminal one.
+
+    :raises NotFound: no such job in the key's scope.
+    :raises RequestError: ``Last-Event-ID`` is not a non-negative integer.
+    :raises Unavailable: ``server.max_event_streams`` streams are open, or shutting down.
+    """
+    scope = await require_scope(request)
+    job_id = parse_uuid(request.path_params["job_id"], "job")
+    after = parse_int(request.headers.get("last-event-id"), "Last-Event-ID") or 0
+    st = state(request)
+    if st.shutdown.is_set():
+        raise Unavailable("shutting down")
+    try:
+        st.event_streams.acquire_nowait()
+    except anyio.WouldBlock:
+        raise Unavailable(
+            f"{st.config.server.max_event_streams} event streams are open"
+            " (server.max_event_streams); retry shortly"
+        ) from None
+    try:
+        page = await st.store.job_events_after(scope, job_id, after, limit=PAGE)
+        if page is None:
+            raise NotFound("no such job")
+    except BaseException:
+        st.event_streams.release()
+        raise
+    return _EventStream(_events(st, scope, job_id, after, page), st.event_streams.release)
+
+
+routes = [Route("/v1/ingest/{job_id}/events", job_events, methods=["GET"])]
