@@ -35,6 +35,7 @@ import anyio.abc
 import structlog
 
 from telha.config import JobsConfig
+from telha.domain.errors import TelhaError
 from telha.domain.ids import id_str, now_us
 from telha.domain.model import EnqueueOutcome, JobRecord, LeaseRef, NewJob, Scope
 from telha.domain.policy import (
@@ -433,11 +434,22 @@ class JobQueue:
         held = self._holders.get(job_id)
         return time.monotonic() - held[2] if held is not None else None
 
-    def forget(self, lease: LeaseRef) -> None:
-        """A lease tracked here turned out not to be current any more (reaped or lost through
-        another replica, which cannot free this process's slots): free its poller's slot."""
+    async def forget(self, lease: LeaseRef) -> None:
+        """A lease tracked here turned out not to be current any more (its holder's heartbeat
+        or submission was refused): free its poller's slot. A lease revoked by a cancel is
+        told to its poller first (as :meth:`check_revoked` does), so a refusal racing the
+        cancel's check does not swallow the ``cancel`` message; one reaped or lost through
+        another replica, which cannot free this process's slots, is only freed."""
         held = self._holders.get(lease.job_id)
-        if held is not None and held[0].lease_generation == lease.lease_generation:
+        if held is None or held[0].lease_generation != lease.lease_generation:
+            return
+        try:
+            state = (await self._store.lease_states([lease.job_id])).get(lease.job_id)
+        except TelhaError:  # storage trouble: free the slot; the worker was refused anyway
+            state = None
+        if state is not None and state[0] == "cancelled":
+            self._revoke(lease)
+        else:
             self.finished(lease.job_id)
 
     def finished(self, job_id: bytes) -> None:

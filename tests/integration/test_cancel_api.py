@@ -77,13 +77,14 @@ async def test_cancel_a_leased_job_tells_its_worker_and_fences_it(
     elapsed = time.monotonic() - started
     assert (cancel.job_id, cancel.lease_generation) == (job.job_id, job.lease_generation)
     assert cancel.reason == "cancelled by request" and elapsed < 5.0
-    for call in (
-        worker.heartbeat(job),
-        worker.submit(job, text_submission("y = 2")),
-        worker.fail(job, "transient: late"),
-    ):
+    refused = (
+        lambda: worker.heartbeat(job),
+        lambda: worker.submit(job, text_submission("y = 2")),
+        lambda: worker.fail(job, "transient: late"),
+    )
+    for call in refused:
         with pytest.raises(GRPCError) as err:
-            await call
+            await call()
         assert err.value.status is Status.FAILED_PRECONDITION
     assert (await tenant.client.get(f"/v1/sources/{posted['sourceId']}")).status_code == 404
     after = await tenant.job(job.job_id)

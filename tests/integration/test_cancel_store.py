@@ -258,3 +258,33 @@ async def test_the_queue_cancel_tells_the_local_poller(store: StorageEngine) -> 
     out = await queue.cancel(SCOPE, job.job_id)
     assert out.state == "cancelled" and calls == ["cancelled", "finished"]
     assert await queue.cancel(SCOPE, job.job_id) == out and calls == ["cancelled", "finished"]
+
+
+async def test_a_refused_holder_of_a_cancelled_job_still_gets_its_cancel(
+    store: StorageEngine,
+) -> None:
+    """A heartbeat or submission refused before the replica's check saw the cancel
+    (:meth:`JobQueue.forget`): the poller is still told, then its slot freed; a lease lost
+    another way only frees the slot (the worker may still be busy with it)."""
+    queue = JobQueue(store, JobsConfig(), clock=lambda: NOW)
+    for raw in (b"cancelled", b"failed"):
+        await store.enqueue_job(SCOPE, ingest_job(new_id(), raw), now_us=NOW, dedup=True)
+    calls: list[tuple[str, int]] = []
+    jobs = []
+    for i in range(2):
+        job = await queue.lease(["text"], scope=SCOPE, worker_id="w")
+        queue.track(
+            job,
+            lambda i=i: calls.append(("finished", i)),
+            lambda i=i: calls.append(("cancelled", i)),
+        )
+        jobs.append(job)
+    await store.cancel_job(SCOPE, jobs[0].job_id, now_us=NOW + 1)  # as another replica does
+    await store.fail_job(held(jobs[1]), "transient", "x", now_us=NOW + 1, decide=failing(NOW))
+    await queue.forget(LeaseRef(jobs[0].job_id, jobs[0].lease_generation - 1))  # not held so
+    assert calls == []
+    await queue.forget(held(jobs[0]))
+    await queue.forget(held(jobs[1]))
+    assert calls == [("cancelled", 0), ("finished", 0), ("finished", 1)]
+    await queue.forget(held(jobs[0]))  # already gone
+    assert len(calls) == 3 and queue.leased_here(jobs[0].job_id) is None

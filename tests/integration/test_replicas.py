@@ -25,6 +25,7 @@ import sys
 import time
 from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -222,23 +223,52 @@ async def test_a_worker_lost_on_one_replica_hands_its_job_to_a_worker_on_the_oth
 async def test_a_cancel_through_one_replica_reaches_the_worker_on_the_other(
     pair: Pair, clients: tuple[httpx.AsyncClient, httpx.AsyncClient]
 ) -> None:
-    a, b = clients
-    token = pair.a.worker_token(pair.scope)
+    # A scope of its own: an earlier test's job left pending must not be the one leased.
+    scope = Scope("replicas-cancel", "org")
+    key = pair.a.create_key(scope.tenant_id, scope.organization_id)
+    token = pair.a.worker_token(scope)
     body = {"format": "code", "name": "cancel-across.py", "content": "x = 1"}
+    headers = {"x-api-key": key}
+    async with (
+        httpx.AsyncClient(base_url=pair.a.base_url, headers=headers, timeout=30) as a,
+        httpx.AsyncClient(base_url=pair.b.base_url, headers=headers, timeout=30) as b,
+    ):
+        await _cancel_across(pair, a, b, token, body)
+
+
+async def _cancel_across(
+    pair: Pair, a: httpx.AsyncClient, b: httpx.AsyncClient, token: str, body: dict[str, str]
+) -> None:
     job_id = (await a.post("/v1/ingest", json=body)).json()["jobId"]
-    async with scripted_worker(pair.a.grpc_addr, token, "held-on-a") as on_a:
+    async with (
+        scripted_worker(pair.a.grpc_addr, token, "held-on-a") as on_a,
+        anyio.create_task_group() as beats,
+    ):
         held = await on_a.next_job(["code"])
+        assert held.job_id == job_id
+
+        async def keep_lease() -> None:  # leases last 3 s here: a loaded machine is slow
+            with suppress(GRPCError):
+                while True:
+                    await on_a.heartbeat(held)
+                    await anyio.sleep(0.5)
+
+        beats.start_soon(keep_lease)
         started = time.monotonic()
         resp = await b.post(f"/v1/ingest/{job_id}/cancel")
         assert resp.status_code == 200 and resp.json()["state"] == "cancelled", resp.text
+        assert "held-on-a" in resp.json()["events"][-1]["detail"]  # a lease was revoked
         cancel = await on_a.cancel_message(held, within_s=10)
+        beats.cancel_scope.cancel()
         # B's NOTIFY wakes A's check at once; A's reaper tick (0.2 s here) is the safety net.
         assert time.monotonic() - started < 2.0
         assert (cancel.job_id, cancel.lease_generation) == (job_id, held.lease_generation)
-        for call in (on_a.heartbeat(held), on_a.submit(held, {"v": 1, "canonicalText": ""})):
-            with pytest.raises(GRPCError) as err:
-                await call
-            assert err.value.status is Status.FAILED_PRECONDITION
+        with pytest.raises(GRPCError) as err:
+            await on_a.heartbeat(held)
+        assert err.value.status is Status.FAILED_PRECONDITION
+        with pytest.raises(GRPCError) as err:
+            await on_a.submit(held, {"v": 1, "canonicalText": ""})
+        assert err.value.status is Status.FAILED_PRECONDITION
     job = (await a.get(f"/v1/ingest/{job_id}")).json()
     assert [e["transition"] for e in job["events"]] == ["enqueued", "leased", "cancelled"]
     rows = await _query(
