@@ -162,6 +162,7 @@ async def test_openapi_describes_every_route(server: ServerProcess) -> None:
         assert set(doc["paths"]) == {
             "/v1/ingest",
             "/v1/ingest/{jobId}",
+            "/v1/ingest/{jobId}/events",
             "/v1/sources/{sourceId}",
             "/v1/sources/{sourceId}/erase",
             "/v1/sources/{sourceId}/diff",
