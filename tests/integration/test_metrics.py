@@ -25,6 +25,7 @@ pytestmark = pytest.mark.anyio
 
 TEMPLATES = {
     "/healthz", "/readyz", "/metrics", "/openapi.json", "/v1/ingest", "/v1/ingest/{job_id}",
+    "/v1/ingest/{job_id}/events",
     "/v1/sources/{source_id}", "/v1/sources/{source_id}/versions/{tx}/text",
     "/v1/sources/{source_id}/versions/{tx}/spans", "/v1/nodes", "/v1/nodes/{node_id}",
     "/v1/nodes/{node_id}/edges", "<unmatched>",
@@ -106,6 +107,8 @@ async def test_counters_move_as_jobs_run(srv: ServerProcess, api: httpx.AsyncCli
     assert routes - {None} <= TEMPLATES  # never a raw path with an id in it
     requests = "telha_http_requests_total"
     assert delta(requests, method="GET", route="/v1/ingest/{job_id}", status="200") >= 4
+    # wait_job follows each job's event stream (AsyncTelha.wait).
+    assert delta(requests, method="GET", route="/v1/ingest/{job_id}/events", status="200") >= 4
     assert delta(requests, method="GET", route="/v1/nodes/{node_id}", status="404") == 1
     assert delta(requests, method="GET", route="<unmatched>", status="404") == 1
     assert delta(requests, method="POST", route="/v1/ingest", status="202") == 4

@@ -164,6 +164,7 @@ async def test_openapi_describes_every_route(server: ServerProcess) -> None:
             "/v1/ingest/{jobId}",
             "/v1/sources",
             "/v1/ingest/{jobId}/cancel",
+            "/v1/ingest/{jobId}/events",
             "/v1/sources/{sourceId}",
             "/v1/sources/{sourceId}/erase",
             "/v1/sources/{sourceId}/diff",

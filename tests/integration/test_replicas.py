@@ -38,9 +38,10 @@ from grpclib import GRPCError, Status
 from httpx_sse import aconnect_sse
 
 from telha.domain.model import Scope
+from telha_proto.telha.worker.v1 import JobPayload
 from tests.support.pg import create_database, require_engine
 from tests.support.server import ServerProcess, telha_check, write_config
-from tests.support.worker import scripted_worker
+from tests.support.worker import ScriptedWorker, scripted_worker
 
 pytestmark = pytest.mark.anyio
 
@@ -277,6 +278,12 @@ async def _cancel_across(
     assert rows[0][0] == 0
 
 
+async def _heartbeats(worker: ScriptedWorker, job: JobPayload) -> None:
+    while True:
+        await worker.heartbeat(job)
+        await anyio.sleep(0.5)
+
+
 async def test_events_written_through_one_replica_reach_a_stream_on_the_other(
     pair: Pair, clients: tuple[httpx.AsyncClient, httpx.AsyncClient]
 ) -> None:
@@ -284,7 +291,8 @@ async def test_events_written_through_one_replica_reach_a_stream_on_the_other(
     B finds A's events by re-reading (``server.events_reread_s``, 1 s), in order, and ends
     the stream after the terminal one."""
     a, b = clients
-    body = {"format": "code", "name": "events.py", "content": "y = 2"}
+    # A format no other test here polls (the failover test leaves a pending code job).
+    body = {"format": "html", "name": "events.html", "content": "<p>y</p>"}
     job_id = (await a.post("/v1/ingest", json=body)).json()["jobId"]
     token = pair.a.worker_token(pair.scope)
     send, events = anyio.create_memory_object_stream[tuple[int, str]](16)
@@ -299,7 +307,7 @@ async def test_events_written_through_one_replica_reach_a_stream_on_the_other(
         with anyio.fail_after(4):  # the 1 s re-read, with room for a loaded machine
             return await events.receive()
 
-    submission = {"v": 1, "canonicalText": "y = 2\n", "spans": [], "nodes": [],
+    submission = {"v": 1, "canonicalText": "y\n", "spans": [], "nodes": [],
                   "relationships": []}  # fmt: skip
     with events:
         async with (
@@ -308,8 +316,12 @@ async def test_events_written_through_one_replica_reach_a_stream_on_the_other(
         ):
             tg.start_soon(read_on_b)
             assert await next_event() == (1, "enqueued")
-            job = await w.next_job(["code"])
-            assert await next_event() == (2, "leased")
+            job = await w.next_job(["html"])
+            assert job.job_id == job_id
+            async with anyio.create_task_group() as beats:  # the lease is 3 s; B's wait up to 4
+                beats.start_soon(_heartbeats, w, job)
+                assert await next_event() == (2, "leased")
+                beats.cancel_scope.cancel()
             assert (await w.submit(job, submission)).accepted
             assert await next_event() == (3, "completed")
             with anyio.fail_after(4):
