@@ -1,6 +1,6 @@
 """The ``telha`` command line (click): ``serve``, ``migrate``, ``check``, ``api-key
-create``/``worker-token``, and the client commands ``ingest``, ``job``, ``source``,
-``retire`` and ``diff`` (:mod:`telha.cli_client`).
+create``/``worker-token``, ``webhook`` (:mod:`telha.cli_webhooks`), and the client commands
+``ingest``, ``job``, ``source``, ``retire`` and ``diff`` (:mod:`telha.cli_client`).
 
 Exit codes: 0 success, 1 runtime failure, 2 usage or configuration error (the message names
 the dotted config key).
@@ -225,8 +225,9 @@ def worker_token(
 
 def _client_commands() -> None:
     from telha.cli_client import diff, ingest, job, retire, source
+    from telha.cli_webhooks import webhook
 
-    for command in (ingest, job, source, retire, diff):
+    for command in (ingest, job, source, retire, diff, webhook):
         main.add_command(command)
 
 

@@ -13,6 +13,7 @@ from typing import Any, Literal
 import msgspec
 
 __all__ = [
+    "TERMINAL_STATES",
     "Changes",
     "CommitOutcome",
     "Continuation",
@@ -34,6 +35,7 @@ __all__ = [
     "SpanRecord",
     "StreamOutcome",
     "StreamPart",
+    "WebhookTarget",
 ]
 
 #: Canonical text chunk size in bytes: text is stored in chunks of exactly 1 MiB, the last shorter.
@@ -238,6 +240,17 @@ class NewJob:
     source_id: bytes
     content_hash: bytes | None
     payload: bytes
+    #: The request's own webhook (``options.webhook``), stored with the job.
+    webhook: WebhookTarget | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class WebhookTarget:
+    """Where to POST a job's JSON and on which terminal states: ``events`` is a bit set of
+    :func:`telha.domain.webhooks.event_bit` values."""
+
+    url: str
+    events: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,6 +272,11 @@ class JobEvent:
     at: int
     transition: str
     detail: str | None
+
+
+#: The states a job never leaves (docs/architecture.md, "A job's life"); each is also the
+#: name of the webhook event sent when a job reaches it. ``cancelled`` is written by a cancel.
+TERMINAL_STATES: tuple[str, ...] = ("completed", "dead", "cancelled")
 
 
 @dataclass(frozen=True, slots=True)

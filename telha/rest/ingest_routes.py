@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 
 import anyio
-import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -16,14 +15,9 @@ from telha.ingest.ingestor import IngestResult
 from telha.ingest.request import parse_ingest_request
 from telha.offload import off_loop
 from telha.rest.app import json_response, parse_uuid, require_scope, state
+from telha.rest.job_json import job_status as job_status_out
 from telha.rest.upload import receive_upload
-from telha.wire import (
-    Deduplicated,
-    IngestApplied,
-    IngestEnqueued,
-    JobEventOut,
-    JobStatus,
-)
+from telha.wire import Deduplicated, IngestApplied, IngestEnqueued
 
 __all__ = ["read_body", "routes"]
 
@@ -122,30 +116,14 @@ async def ingest(request: Request) -> Response:
 
 
 async def job_status(request: Request) -> Response:
-    """GET /v1/ingest/{jobId}: the job's state, attempts and event list (its manifest).
-
-    ``attempts`` counts attempts made (docs/rest-api.md): the failed ones, plus the
-    one in progress or the one that completed (a job released at shutdown is not charged).
-    """
+    """GET /v1/ingest/{jobId}: the job's state, attempts and event list (its manifest),
+    rendered by :func:`telha.rest.job_json.job_status`."""
     scope = await require_scope(request)
     job_id = parse_uuid(request.path_params["job_id"], "job")
     job = await state(request).queue.get(scope, job_id)
     if job is None:
         raise NotFound("no such job")
-    return json_response(
-        JobStatus(
-            job_id=id_str(job.job_id),
-            kind=job.kind,
-            state=job.state,
-            attempts=job.attempts + (job.state in ("leased", "completed")),
-            source_id=id_str(job.source_id),
-            events=[
-                JobEventOut(at=e.at, transition=e.transition, detail=e.detail) for e in job.events
-            ],
-            failure_reason=job.failure_reason,
-            stats=msgspec.json.decode(job.stats) if job.stats else None,
-        )
-    )
+    return json_response(job_status_out(job))
 
 
 routes = [

@@ -33,6 +33,7 @@ from telha.domain.records import decode_continuation, encode_continuation, job_r
 from telha.storage.core.blocklist import blocked
 from telha.storage.core.engine import EngineOps
 from telha.storage.core.tx import Rollback, Tx
+from telha.storage.core.webhooks import job_ended, record_job_webhook
 
 __all__ = [
     "JOB_COLS",
@@ -172,6 +173,8 @@ async def enqueue(
         job.job_id, sid, job.kind, job.format, job.source_id, job.content_hash, job.payload,
         now_us, now_us, now_us,
     )  # fmt: skip
+    if job.webhook is not None:
+        await record_job_webhook(tx, job.job_id, job.webhook)
     await add_event(tx, job.job_id, now_us, "enqueued", detail)
     await tx.notify(job.format)
     return EnqueueOutcome(False, job.job_id)
@@ -247,6 +250,7 @@ async def complete(tx: Tx, sid: int, c: JobCompletion, detail: str | None) -> tu
         c.stats, c.now_us, c.lease.job_id,
     )  # fmt: skip
     await add_event(tx, c.lease.job_id, c.now_us, "completed", detail)
+    await job_ended(tx, c.lease.job_id, "completed", c.now_us)
     return tuple(refused)
 
 
@@ -275,6 +279,7 @@ async def end_erased(tx: Tx, job_id: bytes, now_us: int, reason: str) -> None:
         reason, now_us, job_id,
     )  # fmt: skip
     await add_event(tx, job_id, now_us, "dead", reason)
+    await job_ended(tx, job_id, "dead", now_us)
     await scrub_job(tx, job_id)
 
 
@@ -295,6 +300,8 @@ async def _write_failure(
     )  # fmt: skip
     if d.state == "pending":
         await tx.notify(fmt)
+    else:
+        await job_ended(tx, job_id, d.state, now_us)
 
 
 async def _apply_loss(
