@@ -18,8 +18,13 @@ half the worker processes attached to each. The table prints them beside the
 SQLite rows. Anchor (procrastinate on PostgreSQL, this machine kind): ~226 no-op jobs/s,
 p99 45 ms at 100 jobs/s; target: two replicas >= 400 jobs/s, p99 <= 100 ms at 100 jobs/s.
 
+With ``--webhooks`` it runs only the in-process SQLite load, twice: as above, then with every
+job asking for a webhook (``options.webhook``) to a receiver on 127.0.0.1 in this process,
+and prints the cost of delivery: jobs/s to the last completion and to the last delivery
+received, against the run without webhooks (target: deliveries cost at most 25%).
+
 Run: ``.venv/bin/python bench/queue.py [--engine sqlite|postgres] [--concurrency N]
-[--workers N] [--capacity N]``. Exits 0 whether the targets pass or not; non-zero if a
+[--workers N] [--capacity N] [--webhooks]``. Exits 0 whether the targets pass or not; non-zero if a
 request fails or a job ends ``dead``.
 """
 
@@ -49,6 +54,7 @@ from uuid_utils import uuid7
 from telha.domain.model import Scope
 from tests.support.floor import floor_db
 from tests.support.pg import create_database, drop_databases
+from tests.support.receiver import Receiver
 from tests.support.server import ServerProcess, write_config
 
 # httpcore tries ``import sniffio`` per request; absent, each failed import rescans sys.path.
@@ -111,13 +117,20 @@ class Client:
         return Response(resp.status, resp.content)
 
 
-async def post_jobs(clients: list[Client], tag: str, n: int, rate: float | None) -> list[str]:
-    """POST ``n`` distinct text jobs (at ``rate`` jobs/s if given); their job ids in order."""
+async def post_jobs(
+    clients: list[Client], tag: str, n: int, rate: float | None, hook: str | None = None
+) -> list[str]:
+    """POST ``n`` distinct text jobs (at ``rate`` jobs/s if given; each with a webhook to
+    ``hook`` if given); their job ids in order."""
     ids: list[str] = [""] * n
     limit = anyio.Semaphore(IN_FLIGHT)
 
     async def one(i: int) -> None:
-        body = {"format": "text", "name": f"{tag}-{i}.txt", "content": f"job {tag} {i}"}
+        body: dict[str, Any] = {
+            "format": "text", "name": f"{tag}-{i}.txt", "content": f"job {tag} {i}"
+        }  # fmt: skip
+        if hook is not None:
+            body["options"] = {"webhook": {"url": hook}}
         async with limit:
             for _ in range(1000):
                 resp = await clients[i % CLIENTS].request("POST", "/v1/ingest", body)
@@ -185,19 +198,29 @@ def measure(t0_us: int, jobs: list[dict[str, Any]]) -> tuple[float, float, float
     return len(jobs) / ((last - t0_us) / 1e6), lat[len(lat) // 2], lat[int(len(lat) * 0.99)]
 
 
-async def drive(base_urls: list[str], key: str, n: int, rate: float | None) -> tuple[float, ...]:
+async def drive(
+    base_urls: list[str], key: str, n: int, rate: float | None, receiver: Receiver | None = None
+) -> tuple[float, ...]:
     """A warm-up of 32 jobs, then the measured run of ``n`` jobs; the clients alternate over
-    ``base_urls`` (one replica each), so POSTs go round-robin."""
+    ``base_urls`` (one replica each), so POSTs go round-robin. With ``receiver``, every job
+    has a webhook to it, and a fourth figure is jobs/s to the last delivery received."""
+    hook = receiver.url() if receiver is not None else None
     per = IN_FLIGHT // CLIENTS
     async with AsyncExitStack() as stack:
         clients = [
             await stack.enter_async_context(Client(base_urls[i % len(base_urls)], key, per))
             for i in range(CLIENTS)
         ]
-        await wait_completed(clients, await post_jobs(clients, "warm", 32, None))
-        t0_us = time.time_ns() // 1000
-        ids = await post_jobs(clients, f"run{time.time_ns()}", n, rate)
-        return measure(t0_us, await wait_completed(clients, ids))
+        await wait_completed(clients, await post_jobs(clients, "warm", 32, None, hook))
+        if receiver is not None:
+            await receiver.wait_for(32, timeout_s=120)
+        t0_us, t0 = time.time_ns() // 1000, time.monotonic()
+        ids = await post_jobs(clients, f"run{time.time_ns()}", n, rate, hook)
+        figures = measure(t0_us, await wait_completed(clients, ids))
+        if receiver is None:
+            return figures
+        await receiver.wait_for(32 + n, timeout_s=600)
+        return (*figures, n / (receiver.last_at - t0))
 
 
 def run_server(
@@ -210,9 +233,11 @@ def run_server(
     *,
     engine: str = "sqlite",
     replicas: int = 1,
+    receiver: Receiver | None = None,
 ) -> tuple[float, ...]:
     """Start ``replicas`` servers on one store (and ``remote`` worker processes, spread over
-    them), drive them, stop everything."""
+    them), drive them (every job with a webhook to ``receiver``, if given), stop
+    everything."""
     storage: dict[str, Any] = {}
     if engine == "postgres":
         storage = {"dsn": create_database(), "pool_size": 10}
@@ -221,12 +246,17 @@ def run_server(
     for _ in range(replicas):
         folder = Path(tempfile.mkdtemp(dir=tmp))
         config = write_config(
-            folder, engine, workers=workers, ingest=INGEST, storage=storage, grpc=token
-        )
+            folder, engine, workers=workers, ingest=INGEST, storage=storage, grpc=token,
+            webhooks={"allowed_hosts": ["127.0.0.1"]},
+        )  # fmt: skip
         servers.append(ServerProcess(config).start())
     procs: list[subprocess.Popen[bytes]] = []
     try:
         key = servers[0].create_key(TENANT, ORG)
+        if receiver is not None:
+            cli = [sys.executable, "-m", "telha", "webhook", "secret", "--tenant", TENANT]
+            cli += ["--org", ORG, "--config", str(servers[0].config)]
+            subprocess.run(cli, check=True, capture_output=True)
         for i in range(remote):
             server = servers[i % replicas]
             env = server.worker_env(Scope(TENANT, ORG))
@@ -237,7 +267,7 @@ def run_server(
                         [*cmd, "--capacity", str(cap)], env=env, stdout=log, stderr=log
                     )
                 )
-        return anyio.run(drive, [s.base_url for s in servers], key, n, rate)
+        return anyio.run(drive, [s.base_url for s in servers], key, n, rate, receiver)
     finally:
         for proc in procs:
             proc.terminate()
@@ -291,7 +321,12 @@ def main() -> int:
     parser.add_argument("--concurrency", type=int, default=2, help="in-process consumers")
     parser.add_argument("--workers", type=int, default=4, help="remote worker processes")
     parser.add_argument("--capacity", type=int, default=1, help="jobs in flight per worker")
+    parser.add_argument(
+        "--webhooks", action="store_true", help="only the cost of webhook delivery (in-process)"
+    )
     args = parser.parse_args()
+    if args.webhooks:
+        return webhook_cost(args.concurrency)
     local = {"in_process": ["text_worker"], "concurrency": args.concurrency}
     none: dict[str, Any] = {"in_process": []}
     remote = f"{args.workers} worker processes"
@@ -356,6 +391,38 @@ def main() -> int:
             f" {verdict(pg['two'][0] >= 400)};"
             f" p99 <= 100 ms at 100 jobs/s (2 replicas): {verdict(pg['two_paced'][2] <= 100)}"
         )
+    return 0
+
+
+def webhook_cost(concurrency: int) -> int:
+    """``--webhooks``: the in-process SQLite load without, then with, a webhook per job."""
+    local = {"in_process": ["text_worker"], "concurrency": concurrency}
+    with tempfile.TemporaryDirectory(prefix="telha-bench-") as tmp_name, Receiver() as receiver:
+        tmp = Path(tmp_name)
+        try:
+            plain = run_server(tmp, local, JOBS, None)
+            hooked = run_server(tmp, local, JOBS, None, receiver=receiver)
+        except Exception as exc:  # task groups wrap BenchError in an ExceptionGroup
+            print(f"queue: failed: {exc!r}", file=sys.stderr)
+            return 1
+    cost = 1 - hooked[0] / plain[0]
+    cost_delivered = 1 - hooked[3] / plain[0]
+    print(f"queue --webhooks: {JOBS:,} tiny text jobs, in-process ({concurrency} cons.), SQLite")
+    print(f"| {'run':<44} | jobs/s | p50 ms | p99 ms | cost |")
+    print(f"|{'-' * 46}|--------|--------|--------|------|")
+    print(
+        f"| {'no webhooks':<44} | {plain[0]:6,.0f} | {_ms(plain[1])} | {_ms(plain[2])} | {'-':>4} |"
+    )
+    print(
+        f"| {'a webhook per job: to the last completion':<44} | {hooked[0]:6,.0f}"
+        f" | {_ms(hooked[1])} | {_ms(hooked[2])} | {cost:4.0%} |"
+    )
+    print(
+        f"| {'a webhook per job: to the last delivery':<44} | {hooked[3]:6,.0f}"
+        f" | {'-':>6} | {'-':>6} | {cost_delivered:4.0%} |"
+    )
+    verdict = "PASS" if cost_delivered <= 0.25 else "FAIL"
+    print(f"target: webhook delivery costs <= 25% of in-process jobs/s: {verdict}")
     return 0
 
 

@@ -41,16 +41,21 @@ class Receiver:
     def __init__(self, status: int = 200) -> None:
         self.status = status
         self.received: list[Delivery] = []
+        #: ``time.monotonic()`` of the latest POST received.
+        self.last_at = 0.0
         self._lock = threading.Lock()
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # keep-alive: the deliverer reuses connections
+
             def do_POST(self) -> None:
                 size = int(self.headers.get("content-length", "0"))
                 body = self.rfile.read(size)
                 headers = {k.lower(): v for k, v in self.headers.items()}
                 with receiver._lock:
                     receiver.received.append(Delivery(self.path, headers, body))
+                    receiver.last_at = time.monotonic()
                     status = receiver.status
                 self.send_response(status)
                 self.send_header("content-length", "0")
@@ -97,6 +102,19 @@ class Receiver:
                 return got
             assert time.monotonic() < deadline, f"{len(got)} of {n} deliveries to {path}"
             await anyio.sleep(0.02)
+
+    async def wait_jobs(self, job_ids: set[str], *, timeout_s: float = 60.0) -> None:
+        """Wait until every job of ``job_ids`` was delivered at least once.
+
+        :raises AssertionError: not within ``timeout_s`` (the message counts the missing).
+        """
+        deadline = time.monotonic() + timeout_s
+        while True:
+            missing = job_ids - {d.job_id for d in self.deliveries()}
+            if not missing:
+                return
+            assert time.monotonic() < deadline, f"{len(missing)} jobs never delivered"
+            await anyio.sleep(0.1)
 
     @staticmethod
     def verified(delivery: Delivery, secret: str) -> Any:
