@@ -128,8 +128,8 @@ class Deliverer:
         delivery written by another replica, or just now, is found by the next look)."""
         due, self._oldest = await self._store.delivery_times()
         wait = self._config.poll_interval_ms / 1000
-        if due is not None:
-            wait = min(wait, max(0.0, (due - self._clock()) / 1e6))
+        if due is not None:  # at least 10 ms: a due row another replica is claiming
+            wait = min(wait, max(0.01, (due - self._clock()) / 1e6))
         await anyio.sleep(wait)
 
     async def deliver_due(self, client: httpx.AsyncClient) -> int:
@@ -149,11 +149,19 @@ class Deliverer:
             async with limit:
                 results[i] = await self._attempt(client, claim)
 
-        async with anyio.create_task_group() as tg:
-            for i, claim in enumerate(claimed):
-                tg.start_soon(one, i, claim)
-        with anyio.CancelScope(shield=True):  # the attempts were made: record them
-            await self._store.finish_deliveries([r for r in results if r is not None])
+        try:
+            async with anyio.create_task_group() as tg:
+                for i, claim in enumerate(claimed):
+                    tg.start_soon(one, i, claim)
+        finally:
+            # Record the attempts made; one cut short (shutdown) is due again at once rather
+            # than when its claim runs out.
+            ended = [
+                r or DeliveryResult(c.delivery_id, self._clock(), "interrupted")
+                for r, c in zip(results, claimed, strict=True)
+            ]
+            with anyio.move_on_after(self._config.timeout_s, shield=True):
+                await self._store.finish_deliveries(ended)
         return len(claimed)
 
     async def _attempt(self, client: httpx.AsyncClient, claim: DeliveryClaim) -> DeliveryResult:
