@@ -30,7 +30,7 @@ from standardwebhooks import Webhook
 
 from telha.config import WebhooksConfig
 from telha.domain.ids import id_str, now_us
-from telha.domain.model import JobRecord, Scope
+from telha.domain.model import JobRecord
 from telha.domain.webhooks import retry_at
 from telha.metrics import Metrics
 from telha.rest.job_json import job_status
@@ -54,10 +54,6 @@ class DelivererStore(Protocol):
     ) -> list[DeliveryClaim]: ...
 
     async def finish_deliveries(self, results: Sequence[DeliveryResult]) -> None: ...
-
-    async def get_job(
-        self, scope: Scope | None, job_id: bytes, *, events: bool = True
-    ) -> JobRecord | None: ...
 
 
 def sign_headers(secret: str, msg_id: str, body: bytes, at: datetime) -> dict[str, str]:
@@ -170,7 +166,7 @@ class Deliverer:
         now = self._clock()
         if now > claim.created_at + int(cfg.max_age_s * 1_000_000):
             return self._give_up(claim, "expired", "older than webhooks.max_age_s")
-        job = await self._store.get_job(None, claim.job_id)
+        job = claim.job
         if job is None:
             return self._give_up(claim, "gone", "the job no longer exists")
         error = await self._post(client, claim, job)

@@ -31,9 +31,9 @@ from telha.domain.model import (
 from telha.domain.policy import LOSS_KINDS, Decide, DecideLoss, FailureDecision
 from telha.domain.records import decode_continuation, encode_continuation, job_record
 from telha.storage.core.blocklist import blocked
+from telha.storage.core.deliveries import job_ended, record_job_webhook
 from telha.storage.core.engine import EngineOps
 from telha.storage.core.tx import Rollback, Tx
-from telha.storage.core.webhooks import job_ended, record_job_webhook
 
 __all__ = [
     "JOB_COLS",

@@ -1,13 +1,8 @@
 """Webhook subscriptions, signing secrets and durable deliveries, written once for both
 engines (docs/operations.md, "Webhooks").
 
-The rule that makes deliveries lives here once: :func:`job_ended`, called by every write that
-moves a job into a terminal state (:data:`~telha.domain.model.TERMINAL_STATES`), inserts one
-``webhook_deliveries`` row per subscription of the job (its ``options.webhook``) and of its
-scope (``telha webhook add``) that asked for that state — in the same transaction, so a
-committed terminal state always has its deliveries. PostgreSQL's single-statement commit
-(``telha_commit_single``) writes no deliveries, so a job :func:`has_webhooks` says is
-subscribed takes the general path instead.
+The rule that makes deliveries lives once, in :mod:`telha.storage.core.deliveries`
+(:func:`job_ended`, called by every write that ends a job; re-exported here).
 
 A deliverer claims due rows (:func:`claim`): ``next_attempt_at`` moves past the claim and
 ``attempts`` counts the attempt, on PostgreSQL on rows locked ``FOR UPDATE SKIP LOCKED``, so
@@ -22,9 +17,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from telha.domain.ids import new_id
-from telha.domain.model import Scope, WebhookTarget
-from telha.domain.webhooks import event_bit, new_secret
+from telha.domain.model import JobRecord, Scope
+from telha.domain.webhooks import new_secret
+from telha.storage.core.deliveries import has_webhooks, job_ended, record_job_webhook
 from telha.storage.core.engine import EngineOps
+from telha.storage.core.jobs import get_job
 from telha.storage.core.tx import Rollback, Tx
 
 __all__ = [
@@ -53,7 +50,8 @@ class WebhookRecord:
 @dataclass(frozen=True, slots=True)
 class DeliveryClaim:
     """A delivery claimed for one attempt: ``attempts`` counts this one; ``secret`` is the
-    scope's signing secret now (``None`` if it has none); times in µs."""
+    scope's signing secret now (``None`` if it has none); ``job`` the job with its events as
+    of the claim (``None``: it no longer exists); times in µs."""
 
     delivery_id: bytes
     scope: Scope
@@ -63,6 +61,7 @@ class DeliveryClaim:
     created_at: int
     attempts: int
     secret: str | None
+    job: JobRecord | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,49 +72,6 @@ class DeliveryResult:
     delivery_id: bytes
     retry_at: int | None
     error: str | None = None
-
-
-async def record_job_webhook(tx: Tx, job_id: bytes, target: WebhookTarget) -> None:
-    """Store a new job's own subscription (its ``options.webhook``)."""
-    await tx.execute(
-        "INSERT INTO job_webhooks (job_id, url, events) VALUES (?, ?, ?)",
-        job_id, target.url, target.events,
-    )  # fmt: skip
-
-
-async def job_ended(tx: Tx, job_id: bytes, state: str, now_us: int) -> int:
-    """Write the deliveries of a job that has just reached terminal ``state`` (the caller
-    holds its row, in the transaction that writes the state); returns how many. Due at
-    once."""
-    bit = event_bit(state)
-    if not bit:
-        return 0
-    rows = await tx.fetchall(
-        "SELECT j.scope_id, w.url FROM jobs j JOIN job_webhooks w ON w.job_id = j.job_id"
-        " WHERE j.job_id = ? AND (w.events & ?) <> 0"
-        " UNION ALL"
-        " SELECT j.scope_id, w.url FROM jobs j JOIN webhooks w ON w.scope_id = j.scope_id"
-        " WHERE j.job_id = ? AND (w.events & ?) <> 0",
-        job_id, bit, job_id, bit,
-    )  # fmt: skip
-    if rows:
-        await tx.executemany(
-            "INSERT INTO webhook_deliveries (delivery_id, scope_id, job_id, url, event,"
-            " created_at, next_attempt_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-            [(new_id(), sid, job_id, url, state, now_us, now_us) for sid, url in rows],
-        )
-    return len(rows)
-
-
-async def has_webhooks(tx: Tx, sid: int, job_id: bytes) -> bool:
-    """Whether a job of scope ``sid`` would get a delivery on some terminal state (its own
-    subscription, or any of its scope's)."""
-    row = await tx.fetchone(
-        "SELECT 1 FROM job_webhooks WHERE job_id = ?"
-        " UNION ALL SELECT 1 FROM webhooks WHERE scope_id = ? LIMIT 1",
-        job_id, sid,
-    )  # fmt: skip
-    return row is not None
 
 
 async def _secret(tx: Tx, sid: int) -> str | None:
@@ -194,7 +150,8 @@ async def has_secret(tx: Tx, scope: Scope) -> bool:
 
 async def claim(tx: Tx, now_us: int, limit: int, claim_us: int) -> list[DeliveryClaim]:
     """Claim up to ``limit`` due deliveries (oldest due first) for one attempt each: their
-    next attempt moves to ``now_us + claim_us`` and their attempts count one more."""
+    next attempt moves to ``now_us + claim_us`` and their attempts count one more. Each
+    comes with its job read in the same transaction (a terminal job does not change)."""
     rows = await tx.fetchall(
         "SELECT delivery_id FROM webhook_deliveries WHERE next_attempt_at <= ?"
         f" ORDER BY next_attempt_at, delivery_id LIMIT ?{tx.skip_locked}",
@@ -218,12 +175,14 @@ async def claim(tx: Tx, now_us: int, limit: int, claim_us: int) -> list[Delivery
         " ORDER BY d.next_attempt_at, d.delivery_id",
         *params,
     )
+    jobs = {bytes(r[3]): await get_job(tx, None, bytes(r[3]), True) for r in found}
     return [
         DeliveryClaim(
-            bytes(r[0]), Scope(r[1], r[2]), bytes(r[3]), r[4], r[5], int(r[6]), int(r[7]), r[8]
+            bytes(r[0]), Scope(r[1], r[2]), bytes(r[3]), r[4], r[5], int(r[6]), int(r[7]), r[8],
+            jobs[bytes(r[3])],
         )
         for r in found
-    ]
+    ]  # fmt: skip
 
 
 async def finish(tx: Tx, results: Sequence[DeliveryResult]) -> None:

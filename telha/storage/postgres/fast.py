@@ -26,9 +26,9 @@ from telha.domain.model import (
 from telha.domain.projection import Projection
 from telha.domain.records import job_record
 from telha.domain.rows import PENDING_TX, Match, build_rows
+from telha.storage.core.deliveries import has_webhooks
 from telha.storage.core.jobs import JOB_COLS, JobOps
 from telha.storage.core.versions import VersionOps
-from telha.storage.core.webhooks import has_webhooks
 from telha.storage.postgres.base import PgBase
 from telha.storage.postgres.tx import CHANNEL, Conn, source_lock_key
 
