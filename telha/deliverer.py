@@ -120,12 +120,13 @@ class Deliverer:
                     await self._idle()
 
     async def _idle(self) -> None:
-        """Sleep until the next delivery is due, at most ``webhooks.poll_interval_ms`` (a
-        delivery written by another replica, or just now, is found by the next look)."""
+        """After a pass that found less than a batch: sleep ``webhooks.poll_interval_ms``, so
+        deliveries written meanwhile are claimed together (two write transactions per batch,
+        not per delivery), or less when a retry falls due sooner."""
         due, self._oldest = await self._store.delivery_times()
         wait = self._config.poll_interval_ms / 1000
-        if due is not None:  # at least 10 ms: a due row another replica is claiming
-            wait = min(wait, max(0.01, (due - self._clock()) / 1e6))
+        if due is not None and due > self._clock():
+            wait = min(wait, (due - self._clock()) / 1e6)
         await anyio.sleep(wait)
 
     async def deliver_due(self, client: httpx.AsyncClient) -> int:

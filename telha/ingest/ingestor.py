@@ -64,6 +64,8 @@ log = structlog.get_logger("telha.ingest")
 #: ``SourceVersion.worker`` of versions written by the JSON bypass (docs/rest-api.md).
 JSON_BYPASS_WORKER = "core:json-bypass"
 _JSON_OPTIONS = frozenset({"label", "nested"})
+#: Scopes remembered to have a webhook signing secret, at most (then forgotten at once).
+_SECRET_CACHE = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,6 +155,7 @@ class Ingestor:
         self._config = config
         self._queue = queue
         self._webhooks = webhooks or WebhooksConfig()
+        self._have_secret: set[Scope] = set()
 
     def json_options(self, name: str, options: dict[str, Any]) -> JsonOptions:
         """Resolve ``options`` of a ``format=json`` request (``label``, ``nested``).
@@ -249,7 +252,14 @@ class Ingestor:
         :raises RequestError: a bad ``options.webhook``, or a scope without a secret.
         """
         options, target = split_webhook_option(options, self._webhooks.allowed_hosts)
-        if target is not None and not await self._store.has_webhook_secret(scope):
+        if target is None or scope in self._have_secret:
+            return options, target
+        # A secret is rotated, never removed: once seen it is remembered.
+        if await self._store.has_webhook_secret(scope):
+            if len(self._have_secret) >= _SECRET_CACHE:
+                self._have_secret.clear()
+            self._have_secret.add(scope)
+        else:
             raise RequestError(
                 "options.webhook: this scope has no webhook signing secret yet; make one with"
                 " `telha webhook secret --tenant … --org …`"
