@@ -438,36 +438,39 @@ def main() -> int:
     return 0
 
 
-def webhook_cost(concurrency: int) -> int:
-    """``--webhooks``: the in-process SQLite load without, then with, a webhook per job."""
+def webhook_cost(concurrency: int, rounds: int = 2) -> int:
+    """``--webhooks``: the in-process SQLite load without, then with, a webhook per job,
+    ``rounds`` times alternately (a shared machine drifts); each pair's cost and the
+    median."""
     local = {"in_process": ["text_worker"], "concurrency": concurrency}
-    cpu: list[float] = []
+    pairs: list[tuple[tuple[float, ...], tuple[float, ...], float, float]] = []
     with tempfile.TemporaryDirectory(prefix="telha-bench-") as tmp_name, Sink() as sink:
         tmp = Path(tmp_name)
         try:
-            plain = run_server(tmp, local, JOBS, None, cpu=cpu)
-            hooked = run_server(tmp, local, JOBS, None, receiver=sink, cpu=cpu)
+            for _ in range(rounds):
+                cpu: list[float] = []
+                plain = run_server(tmp, local, JOBS, None, cpu=cpu)
+                hooked = run_server(tmp, local, JOBS, None, receiver=sink, cpu=cpu)
+                ms = [c * 1000 / (JOBS + 32) for c in cpu]
+                pairs.append((plain, hooked, ms[0], ms[1]))
         except Exception as exc:  # task groups wrap BenchError in an ExceptionGroup
             print(f"queue: failed: {exc!r}", file=sys.stderr)
             return 1
-    per_job = [c * 1000 / (JOBS + 32) for c in cpu]
-    cost = 1 - hooked[0] / plain[0]
-    cost_delivered = 1 - hooked[3] / plain[0]
-    print(f"queue --webhooks: {JOBS:,} tiny text jobs, in-process ({concurrency} cons.), SQLite")
-    print(f"| {'run':<42} | jobs/s | cost | serve CPU ms/job | cost |")
-    print(f"|{'-' * 44}|--------|------|------------------|------|")
-    print(f"| {'no webhooks':<42} | {plain[0]:6,.0f} | {'-':>4} | {per_job[0]:16.2f} | {'-':>4} |")
-    cpu_cost = per_job[1] / per_job[0] - 1
-    print(
-        f"| {'a webhook per job: to the last completion':<42} | {hooked[0]:6,.0f}"
-        f" | {cost:4.0%} | {per_job[1]:16.2f} | {cpu_cost:4.0%} |"
-    )
-    print(
-        f"| {'a webhook per job: to the last delivery':<42} | {hooked[3]:6,.0f}"
-        f" | {cost_delivered:4.0%} | {'':16} | {'':4} |"
-    )
-    verdict = "PASS" if cost_delivered <= 0.25 else "FAIL"
-    print(f"target: webhook delivery costs <= 25% of in-process jobs/s: {verdict}")
+    print(f"queue --webhooks: {JOBS:,} tiny text jobs, in-process ({concurrency} cons.), SQLite;")
+    print("each round without, then with, a webhook per job (jobs/s to the last delivery)")
+    print(f"| {'round':<5} | {'plain jobs/s':>12} | {'hooked jobs/s':>13} | cost |"
+          f" {'CPU ms/job plain':>16} | {'hooked':>6} | cost |")  # fmt: skip
+    print(f"|{'-' * 7}|{'-' * 14}|{'-' * 15}|------|{'-' * 18}|{'-' * 8}|------|")
+    costs = []
+    for i, (plain, hooked, cpu0, cpu1) in enumerate(pairs, start=1):
+        costs.append(1 - hooked[3] / plain[0])
+        print(
+            f"| {i:<5} | {plain[0]:12,.0f} | {hooked[3]:13,.0f} | {costs[-1]:4.0%} |"
+            f" {cpu0:16.2f} | {cpu1:6.2f} | {cpu1 / cpu0 - 1:4.0%} |"
+        )
+    median = sorted(costs)[len(costs) // 2] if len(costs) % 2 else sum(costs) / len(costs)
+    verdict = "PASS" if median <= 0.25 else "FAIL"
+    print(f"target: webhook delivery costs <= 25% of in-process jobs/s: {median:.0%}, {verdict}")
     return 0
 
 
