@@ -18,8 +18,15 @@ half the worker processes attached to each. The table prints them beside the
 SQLite rows. Anchor (procrastinate on PostgreSQL, this machine kind): ~226 no-op jobs/s,
 p99 45 ms at 100 jobs/s; target: two replicas >= 400 jobs/s, p99 <= 100 ms at 100 jobs/s.
 
+With ``--webhooks`` it runs only the in-process SQLite load, twice: as above, then with every
+job asking for a webhook (``options.webhook``) to a receiver on 127.0.0.1 in its own process
+(``bench/hook_sink.py``), and prints the cost of delivery against the run without webhooks:
+jobs/s to the last completion and to the last delivery received, and the CPU time of the
+``telha serve`` process per job (steadier than throughput on a shared machine). Target:
+deliveries cost at most 25% of the jobs/s.
+
 Run: ``.venv/bin/python bench/queue.py [--engine sqlite|postgres] [--concurrency N]
-[--workers N] [--capacity N]``. Exits 0 whether the targets pass or not; non-zero if a
+[--workers N] [--capacity N] [--webhooks]``. Exits 0 whether the targets pass or not; non-zero if a
 request fails or a job ends ``dead``.
 """
 
@@ -61,6 +68,43 @@ IN_FLIGHT = 32  # concurrent requests; the server admits up to ingest.max_concur
 CLIENTS = 8
 TENANT, ORG = "bench", "main"
 INGEST = {"max_concurrent": 64}
+
+
+class Sink:
+    """``bench/hook_sink.py`` in its own process: a webhook receiver that only counts."""
+
+    def __enter__(self) -> Sink:
+        script = Path(__file__).resolve().parent / "hook_sink.py"
+        self.proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE)
+        assert self.proc.stdout is not None
+        self.port = int(self.proc.stdout.readline())
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.proc.kill()
+        self.proc.wait()
+
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/hook"
+
+    async def wait_for(self, n: int, timeout_s: float) -> float:
+        """Wait until ``n`` deliveries arrived; ``time.time()`` of the latest."""
+        deadline = time.monotonic() + timeout_s
+        async with httpcore.AsyncConnectionPool() as pool:
+            while True:
+                resp = await pool.request("GET", f"http://127.0.0.1:{self.port}/count")
+                state = json.loads(resp.content)
+                if state["n"] >= n:
+                    return float(state["last"])
+                if time.monotonic() > deadline:
+                    raise BenchError(f"{state['n']} of {n} webhook deliveries")
+                await anyio.sleep(0.1)
+
+
+def cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far (``/proc/PID/stat``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 class BenchError(Exception):
@@ -111,13 +155,20 @@ class Client:
         return Response(resp.status, resp.content)
 
 
-async def post_jobs(clients: list[Client], tag: str, n: int, rate: float | None) -> list[str]:
-    """POST ``n`` distinct text jobs (at ``rate`` jobs/s if given); their job ids in order."""
+async def post_jobs(
+    clients: list[Client], tag: str, n: int, rate: float | None, hook: str | None = None
+) -> list[str]:
+    """POST ``n`` distinct text jobs (at ``rate`` jobs/s if given; each with a webhook to
+    ``hook`` if given); their job ids in order."""
     ids: list[str] = [""] * n
     limit = anyio.Semaphore(IN_FLIGHT)
 
     async def one(i: int) -> None:
-        body = {"format": "text", "name": f"{tag}-{i}.txt", "content": f"job {tag} {i}"}
+        body: dict[str, Any] = {
+            "format": "text", "name": f"{tag}-{i}.txt", "content": f"job {tag} {i}"
+        }  # fmt: skip
+        if hook is not None:
+            body["options"] = {"webhook": {"url": hook}}
         async with limit:
             for _ in range(1000):
                 resp = await clients[i % CLIENTS].request("POST", "/v1/ingest", body)
@@ -185,19 +236,29 @@ def measure(t0_us: int, jobs: list[dict[str, Any]]) -> tuple[float, float, float
     return len(jobs) / ((last - t0_us) / 1e6), lat[len(lat) // 2], lat[int(len(lat) * 0.99)]
 
 
-async def drive(base_urls: list[str], key: str, n: int, rate: float | None) -> tuple[float, ...]:
+async def drive(
+    base_urls: list[str], key: str, n: int, rate: float | None, receiver: Sink | None = None
+) -> tuple[float, ...]:
     """A warm-up of 32 jobs, then the measured run of ``n`` jobs; the clients alternate over
-    ``base_urls`` (one replica each), so POSTs go round-robin."""
+    ``base_urls`` (one replica each), so POSTs go round-robin. With ``receiver``, every job
+    has a webhook to it, and a fourth figure is jobs/s to the last delivery received."""
+    hook = receiver.url() if receiver is not None else None
     per = IN_FLIGHT // CLIENTS
     async with AsyncExitStack() as stack:
         clients = [
             await stack.enter_async_context(Client(base_urls[i % len(base_urls)], key, per))
             for i in range(CLIENTS)
         ]
-        await wait_completed(clients, await post_jobs(clients, "warm", 32, None))
+        await wait_completed(clients, await post_jobs(clients, "warm", 32, None, hook))
+        if receiver is not None:
+            await receiver.wait_for(32, timeout_s=120)
         t0_us = time.time_ns() // 1000
-        ids = await post_jobs(clients, f"run{time.time_ns()}", n, rate)
-        return measure(t0_us, await wait_completed(clients, ids))
+        ids = await post_jobs(clients, f"run{time.time_ns()}", n, rate, hook)
+        figures = measure(t0_us, await wait_completed(clients, ids))
+        if receiver is None:
+            return figures
+        last = await receiver.wait_for(32 + n, timeout_s=600)
+        return (*figures, n / (last - t0_us / 1e6))
 
 
 def run_server(
@@ -210,9 +271,12 @@ def run_server(
     *,
     engine: str = "sqlite",
     replicas: int = 1,
+    receiver: Sink | None = None,
+    cpu: list[float] | None = None,
 ) -> tuple[float, ...]:
     """Start ``replicas`` servers on one store (and ``remote`` worker processes, spread over
-    them), drive them, stop everything."""
+    them), drive them (every job with a webhook to ``receiver``, if given), stop
+    everything. ``cpu`` gets the first server's CPU seconds spent while driven."""
     storage: dict[str, Any] = {}
     if engine == "postgres":
         storage = {"dsn": create_database(), "pool_size": 10}
@@ -221,12 +285,17 @@ def run_server(
     for _ in range(replicas):
         folder = Path(tempfile.mkdtemp(dir=tmp))
         config = write_config(
-            folder, engine, workers=workers, ingest=INGEST, storage=storage, grpc=token
-        )
+            folder, engine, workers=workers, ingest=INGEST, storage=storage, grpc=token,
+            webhooks={"allowed_hosts": ["127.0.0.1"]},
+        )  # fmt: skip
         servers.append(ServerProcess(config).start())
     procs: list[subprocess.Popen[bytes]] = []
     try:
         key = servers[0].create_key(TENANT, ORG)
+        if receiver is not None:
+            cli = [sys.executable, "-m", "telha", "webhook", "secret", "--tenant", TENANT]
+            cli += ["--org", ORG, "--config", str(servers[0].config)]
+            subprocess.run(cli, check=True, capture_output=True)
         for i in range(remote):
             server = servers[i % replicas]
             env = server.worker_env(Scope(TENANT, ORG))
@@ -237,7 +306,12 @@ def run_server(
                         [*cmd, "--capacity", str(cap)], env=env, stdout=log, stderr=log
                     )
                 )
-        return anyio.run(drive, [s.base_url for s in servers], key, n, rate)
+        assert servers[0].proc is not None
+        before = cpu_s(servers[0].proc.pid)
+        figures = anyio.run(drive, [s.base_url for s in servers], key, n, rate, receiver)
+        if cpu is not None:
+            cpu.append(cpu_s(servers[0].proc.pid) - before)
+        return figures
     finally:
         for proc in procs:
             proc.terminate()
@@ -291,7 +365,12 @@ def main() -> int:
     parser.add_argument("--concurrency", type=int, default=2, help="in-process consumers")
     parser.add_argument("--workers", type=int, default=4, help="remote worker processes")
     parser.add_argument("--capacity", type=int, default=1, help="jobs in flight per worker")
+    parser.add_argument(
+        "--webhooks", action="store_true", help="only the cost of webhook delivery (in-process)"
+    )
     args = parser.parse_args()
+    if args.webhooks:
+        return webhook_cost(args.concurrency)
     local = {"in_process": ["text_worker"], "concurrency": args.concurrency}
     none: dict[str, Any] = {"in_process": []}
     remote = f"{args.workers} worker processes"
@@ -356,6 +435,42 @@ def main() -> int:
             f" {verdict(pg['two'][0] >= 400)};"
             f" p99 <= 100 ms at 100 jobs/s (2 replicas): {verdict(pg['two_paced'][2] <= 100)}"
         )
+    return 0
+
+
+def webhook_cost(concurrency: int, rounds: int = 2) -> int:
+    """``--webhooks``: the in-process SQLite load without, then with, a webhook per job,
+    ``rounds`` times alternately (a shared machine drifts); each pair's cost and the
+    median."""
+    local = {"in_process": ["text_worker"], "concurrency": concurrency}
+    pairs: list[tuple[tuple[float, ...], tuple[float, ...], float, float]] = []
+    with tempfile.TemporaryDirectory(prefix="telha-bench-") as tmp_name, Sink() as sink:
+        tmp = Path(tmp_name)
+        try:
+            for _ in range(rounds):
+                cpu: list[float] = []
+                plain = run_server(tmp, local, JOBS, None, cpu=cpu)
+                hooked = run_server(tmp, local, JOBS, None, receiver=sink, cpu=cpu)
+                ms = [c * 1000 / (JOBS + 32) for c in cpu]
+                pairs.append((plain, hooked, ms[0], ms[1]))
+        except Exception as exc:  # task groups wrap BenchError in an ExceptionGroup
+            print(f"queue: failed: {exc!r}", file=sys.stderr)
+            return 1
+    print(f"queue --webhooks: {JOBS:,} tiny text jobs, in-process ({concurrency} cons.), SQLite;")
+    print("each round without, then with, a webhook per job (jobs/s to the last delivery)")
+    print(f"| {'round':<5} | {'plain jobs/s':>12} | {'hooked jobs/s':>13} | cost |"
+          f" {'CPU ms/job plain':>16} | {'hooked':>6} | cost |")  # fmt: skip
+    print(f"|{'-' * 7}|{'-' * 14}|{'-' * 15}|------|{'-' * 18}|{'-' * 8}|------|")
+    costs = []
+    for i, (plain, hooked, cpu0, cpu1) in enumerate(pairs, start=1):
+        costs.append(1 - hooked[3] / plain[0])
+        print(
+            f"| {i:<5} | {plain[0]:12,.0f} | {hooked[3]:13,.0f} | {costs[-1]:4.0%} |"
+            f" {cpu0:16.2f} | {cpu1:6.2f} | {cpu1 / cpu0 - 1:4.0%} |"
+        )
+    median = sorted(costs)[len(costs) // 2] if len(costs) % 2 else sum(costs) / len(costs)
+    verdict = "PASS" if median <= 0.25 else "FAIL"
+    print(f"target: webhook delivery costs <= 25% of in-process jobs/s: {median:.0%}, {verdict}")
     return 0
 
 

@@ -152,6 +152,32 @@ class WebConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True)
     allowed_hosts: list[str] = msgspec.field(default_factory=list)
 
 
+class WebhooksConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``[webhooks]``: where deliveries may go and how long they are retried
+    (docs/operations.md, "Webhooks")."""
+
+    #: Hosts a webhook URL may name (``options.webhook`` and ``telha webhook add``); empty:
+    #: any. Tests and benchmarks set ``["127.0.0.1"]``.
+    allowed_hosts: list[str] = msgspec.field(default_factory=list)
+    #: A delivery not made this long after its job ended is given up (``expired``), seconds.
+    max_age_s: float = 86_400.0
+    #: Timeout of one POST (connect, send, receive), seconds.
+    timeout_s: float = 10.0
+    #: How long a deliverer holds a delivery it is sending; one left by a deliverer that
+    #: died is sent again after it (> ``timeout_s``), seconds.
+    claim_s: float = 60.0
+    #: Retry backoff: the first retry after ~``backoff_base_ms`` ms, doubling up to
+    #: ``backoff_max_s`` seconds (jittered).
+    backoff_base_ms: int = 1000
+    backoff_max_s: float = 3600.0
+    #: Deliveries claimed per pass (one transaction each way).
+    batch: int = 64
+    #: POSTs in flight at once (and pooled connections).
+    concurrency: int = 8
+    #: How often an idle deliverer looks for due deliveries, milliseconds.
+    poll_interval_ms: int = 200
+
+
 class Config(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """The whole of ``config.toml``; ``base_dir`` is the config file's folder (not a TOML key)."""
 
@@ -164,6 +190,7 @@ class Config(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
     workers: WorkersConfig = msgspec.field(default_factory=WorkersConfig)
     docling: DoclingConfig = msgspec.field(default_factory=DoclingConfig)
     web: WebConfig = msgspec.field(default_factory=WebConfig)
+    webhooks: WebhooksConfig = msgspec.field(default_factory=WebhooksConfig)
 
     def storage_path(self, base_dir: Path) -> Path:
         """The SQLite file, resolved against ``base_dir`` (the config file's folder)."""
@@ -258,6 +285,18 @@ def _validate(cfg: Config) -> None:
         (cfg.server.shutdown_grace_s >= 0, "server.shutdown_grace_s", "must be >= 0"),
         (cfg.server.max_event_streams >= 1, "server.max_event_streams", "must be >= 1"),
         (cfg.server.events_reread_s > 0, "server.events_reread_s", "must be > 0"),
+        (cfg.webhooks.max_age_s > 0, "webhooks.max_age_s", "must be > 0"),
+        (cfg.webhooks.timeout_s > 0, "webhooks.timeout_s", "must be > 0"),
+        (
+            cfg.webhooks.claim_s > cfg.webhooks.timeout_s,
+            "webhooks.claim_s",
+            "must be > webhooks.timeout_s",
+        ),
+        (cfg.webhooks.backoff_base_ms >= 0, "webhooks.backoff_base_ms", "must be >= 0"),
+        (cfg.webhooks.backoff_max_s >= 0, "webhooks.backoff_max_s", "must be >= 0"),
+        (cfg.webhooks.batch >= 1, "webhooks.batch", "must be >= 1"),
+        (cfg.webhooks.concurrency >= 1, "webhooks.concurrency", "must be >= 1"),
+        (cfg.webhooks.poll_interval_ms >= 1, "webhooks.poll_interval_ms", "must be >= 1"),
     ]
     for ok, key, message in checks:
         if not ok:

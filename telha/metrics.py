@@ -103,6 +103,13 @@ class Metrics:
             ["format", "outcome"],
             registry=r,
         )
+        self.webhook_deliveries = Counter(
+            "telha_webhook_deliveries",
+            "Webhook delivery attempts by outcome: delivered, failed (retried later), expired"
+            " (given up after webhooks.max_age_s), gone (the job no longer exists)",
+            ["outcome"],
+            registry=r,
+        )
         self.ingest_seconds = Histogram(
             "telha_ingest_seconds",
             "POST /v1/ingest handling time in seconds (json: parse, project and commit)",

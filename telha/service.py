@@ -1,8 +1,9 @@
 """``telha serve``: the supervisor task group that owns every actor (docs/architecture.md).
 
-Start order is Store → Ingestor → REST front; SIGTERM/SIGINT sets the shutdown event, the
-REST front stops accepting and drains for ``server.shutdown_grace_s``, then the rest is
-cancelled in reverse order and the store closes after its last transaction. Exit 0.
+Start order is Store → JobQueue → Ingestor and the webhook Deliverer → REST front;
+SIGTERM/SIGINT sets the shutdown event, the REST front stops accepting and drains for
+``server.shutdown_grace_s``, then the rest is cancelled in reverse order and the store
+closes after its last transaction. Exit 0.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import structlog
 
 from telha.config import Config, ConfigError
 from telha.debug_memory import debug_gauges
+from telha.deliverer import Deliverer
 from telha.grpc.front import GrpcFront
 from telha.grpc.servicer import WorkerServicer
 from telha.grpc.tokens import load_token_key
@@ -118,7 +120,13 @@ async def _serve(
             metrics.watch_gauge(name, doc, read)
         queue = JobQueue(store, cfg.jobs, metrics=metrics)
         await sup.start("job_queue", queue.run)
-        ingestor = Ingestor(store, cfg.ingest, queue)
+        ingestor = Ingestor(store, cfg.ingest, queue, cfg.webhooks)
+        deliverer = await sup.start("deliverer", Deliverer(store, cfg.webhooks, metrics).run)
+        metrics.watch_gauge(
+            "telha_webhook_oldest_undelivered_seconds",
+            "Age of the oldest webhook delivery not yet made (0: none), as of the last look",
+            deliverer.oldest_age_s,
+        )
         # A failpoint for the crash tests only: pause an erasure after this step.
         pause = os.environ.get("TELHA_FAILPOINT_ERASE_PAUSE_AFTER") or None
         eraser = await sup.start("eraser", Eraser(store, queue, pause_after=pause).run)

@@ -36,6 +36,7 @@ __all__ = [
     "SpanRecord",
     "StreamOutcome",
     "StreamPart",
+    "WebhookTarget",
 ]
 
 #: Canonical text chunk size in bytes: text is stored in chunks of exactly 1 MiB, the last shorter.
@@ -232,8 +233,9 @@ JobState = Literal["pending", "leased", "completed", "dead", "cancelled"]
 #: The states a job never leaves, each reached with an event of the same name (its
 #: terminal event): a reader of the job's events stops after it (docs/rest-api.md, "Live
 #: events"; ``cancelled``: POST /v1/ingest/{jobId}/cancel). Every "is this job finished?"
-#: question asks this one set.
-TERMINAL_JOB_STATES: frozenset[str] = frozenset({"completed", "dead", "cancelled"})
+#: question asks this one set. Each is also the name of the webhook event sent when a job
+#: reaches it (in this order: a subscription's bit set, telha.domain.webhooks).
+TERMINAL_JOB_STATES: tuple[str, ...] = ("completed", "dead", "cancelled")
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,6 +251,17 @@ class NewJob:
     #: The source name an ingest job was given (what job listings show); ``None`` for an
     #: erase job, which lists its source's name.
     name: str | None = None
+    #: The request's own webhook (``options.webhook``), stored with the job.
+    webhook: WebhookTarget | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class WebhookTarget:
+    """Where to POST a job's JSON and on which terminal states: ``events`` is a bit set of
+    :func:`telha.domain.webhooks.event_bit` values."""
+
+    url: str
+    events: int
 
 
 @dataclass(frozen=True, slots=True)

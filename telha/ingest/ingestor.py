@@ -8,7 +8,7 @@ import base64
 import binascii
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal, Protocol, cast
 
@@ -16,7 +16,7 @@ import anyio
 import msgspec
 import structlog
 
-from telha.config import IngestConfig
+from telha.config import IngestConfig, WebhooksConfig
 from telha.domain.canonical import is_label, upper_snake
 from telha.domain.erasure import BLOCKED_REASON, ERASED_MESSAGE
 from telha.domain.errors import ContentErased, InvalidStream, PayloadTooLarge, RequestError
@@ -31,6 +31,7 @@ from telha.domain.model import (
     Scope,
     SourceVersion,
     StreamPart,
+    WebhookTarget,
 )
 from telha.domain.projection import Projection
 from telha.domain.submission import (
@@ -40,12 +41,13 @@ from telha.domain.submission import (
     decode_submission,
     to_projection,
 )
+from telha.domain.webhooks import split_webhook_option
 from telha.ingest.json_projection import JsonOptions, project_json
 from telha.ingest.request import FETCH_FORMATS, KNOWN_FORMATS, IngestRequest
 from telha.logs import fields_of
 from telha.offload import off_loop
 from telha.queue.job_queue import JobQueue
-from telha.storage.protocol import RawStore, VersionStore
+from telha.storage.protocol import RawStore, VersionStore, WebhookStore
 
 __all__ = [
     "IngestJobPayload",
@@ -62,6 +64,8 @@ log = structlog.get_logger("telha.ingest")
 #: ``SourceVersion.worker`` of versions written by the JSON bypass (docs/rest-api.md).
 JSON_BYPASS_WORKER = "core:json-bypass"
 _JSON_OPTIONS = frozenset({"label", "nested"})
+#: Scopes remembered to have a webhook signing secret, at most (then forgotten at once).
+_SECRET_CACHE = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,8 +130,9 @@ class SubmitResult:
     replay: bool = False
 
 
-class IngestStore(VersionStore, RawStore, Protocol):
-    """The storage roles the Ingestor writes through: source versions and raw uploads."""
+class IngestStore(VersionStore, RawStore, WebhookStore, Protocol):
+    """The storage roles the Ingestor writes through: source versions and raw uploads (and
+    reads: a scope's webhook signing secret)."""
 
 
 class Ingestor:
@@ -136,12 +141,21 @@ class Ingestor:
     :param store: the storage engine.
     :param config: the ``[ingest]`` section (limits and the default nesting policy).
     :param queue: the job queue worker formats are enqueued on.
+    :param webhooks: the ``[webhooks]`` section (hosts an ``options.webhook`` may name).
     """
 
-    def __init__(self, store: IngestStore, config: IngestConfig, queue: JobQueue) -> None:
+    def __init__(
+        self,
+        store: IngestStore,
+        config: IngestConfig,
+        queue: JobQueue,
+        webhooks: WebhooksConfig | None = None,
+    ) -> None:
         self._store = store
         self._config = config
         self._queue = queue
+        self._webhooks = webhooks or WebhooksConfig()
+        self._have_secret: set[Scope] = set()
 
     def json_options(self, name: str, options: dict[str, Any]) -> JsonOptions:
         """Resolve ``options`` of a ``format=json`` request (``label``, ``nested``).
@@ -149,6 +163,11 @@ class Ingestor:
         :raises RequestError: unknown option, non-string or non-UPPER_SNAKE label, a name with
             nothing to derive a label from, a nesting policy other than flatten/child.
         """
+        if "webhook" in options:
+            raise RequestError(
+                "options.webhook: format=json is applied at once and makes no job; there is"
+                " no job end to notify"
+            )
         unknown = sorted(set(options) - _JSON_OPTIONS)
         if unknown:
             raise RequestError(
@@ -209,12 +228,14 @@ class Ingestor:
             return await self._json_bypass(scope, IngestRequest(fmt, name, raw, options))
         if fmt in FETCH_FORMATS:
             raise RequestError(f"format={fmt} fetches its content from the name; send no file")
+        options, webhook = await self._webhook(scope, options)
         source_id = source_id_for(name)
         latest = await self._store.latest_version(scope, source_id.bytes)
         if _unchanged(latest, upload.digest):
             return IngestResult(True, source_id)
         await self._store.store_raw(scope, upload.digest, upload.path, upload.size)
         job = _new_job(fmt, name, b"", upload.digest, options, stored=True, size=upload.size)
+        job = replace(job, webhook=webhook)
         outcome = await self._queue.enqueue(scope, job, dedup=True)
         if outcome.erased:
             raise ContentErased(ERASED_MESSAGE)
@@ -222,11 +243,36 @@ class Ingestor:
             log.info("enqueued", **fields_of(job, scope), bytes=upload.size, stored=True)
         return IngestResult(outcome.deduplicated, source_id, job_id=outcome.job_id)
 
+    async def _webhook(
+        self, scope: Scope, options: dict[str, Any]
+    ) -> tuple[dict[str, Any], WebhookTarget | None]:
+        """``options`` without ``webhook`` and its target; a target needs the scope's signing
+        secret (docs/operations.md, "Webhooks").
+
+        :raises RequestError: a bad ``options.webhook``, or a scope without a secret.
+        """
+        options, target = split_webhook_option(options, self._webhooks.allowed_hosts)
+        if target is None or scope in self._have_secret:
+            return options, target
+        # A secret is rotated, never removed: once seen it is remembered.
+        if await self._store.has_webhook_secret(scope):
+            if len(self._have_secret) >= _SECRET_CACHE:
+                self._have_secret.clear()
+            self._have_secret.add(scope)
+        else:
+            raise RequestError(
+                "options.webhook: this scope has no webhook signing secret yet; make one with"
+                " `telha webhook secret --tenant … --org …`"
+            )
+        return options, target
+
     async def _enqueue(self, scope: Scope, req: IngestRequest) -> IngestResult:
         source_id = source_id_for(req.name)
+        options, webhook = await self._webhook(scope, req.options)
         raw = req.raw or b""
         digest = await off_loop(len(raw), content_hash, raw) if req.raw is not None else None
-        job = await off_loop(len(raw), _new_job, req.format, req.name, raw, digest, req.options)
+        job = await off_loop(len(raw), _new_job, req.format, req.name, raw, digest, options)
+        job = replace(job, webhook=webhook)
         outcome = await self._queue.enqueue(scope, job, dedup=req.format not in FETCH_FORMATS)
         if outcome.erased:
             raise ContentErased(ERASED_MESSAGE)

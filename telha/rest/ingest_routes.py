@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 
 import anyio
-import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -17,15 +16,9 @@ from telha.ingest.ingestor import IngestResult
 from telha.ingest.request import parse_ingest_request
 from telha.offload import off_loop
 from telha.rest.app import AppState, json_response, parse_uuid, require_scope, state
-from telha.rest.listing_routes import attempts_made
+from telha.rest.job_json import job_status as job_status_out
 from telha.rest.upload import receive_upload
-from telha.wire import (
-    Deduplicated,
-    IngestApplied,
-    IngestEnqueued,
-    JobEventOut,
-    JobStatus,
-)
+from telha.wire import Deduplicated, IngestApplied, IngestEnqueued, JobStatus
 
 __all__ = ["job_out", "read_body", "routes"]
 
@@ -124,35 +117,20 @@ async def ingest(request: Request) -> Response:
 
 
 async def job_out(st: AppState, scope: Scope, job: JobRecord) -> JobStatus:
-    """The body of ``GET /v1/ingest/{jobId}`` (also what a cancel answers): the job's state,
-    attempts and event list (its manifest), its parent job and its children counted by
-    state.
-
-    ``attempts`` counts attempts made (docs/rest-api.md): the failed ones, plus the
-    one in progress or the one that completed (a job released at shutdown, or cancelled, is
-    not charged).
+    """The body of ``GET /v1/ingest/{jobId}`` (also what a cancel answers): the job with its
+    parent and its children counted by state (:func:`telha.rest.job_json.job_status`).
 
     :raises NotFound: the job is not in ``scope``.
     """
     family = await st.store.job_family(scope, job.job_id)
     if family is None:
         raise NotFound("no such job")
-    return JobStatus(
-        job_id=id_str(job.job_id),
-        kind=job.kind,
-        state=job.state,
-        attempts=attempts_made(job.attempts, job.state),
-        source_id=id_str(job.source_id),
-        parent_job_id=id_str(family.parent_job_id) if family.parent_job_id else None,
-        children=family.children,
-        events=[JobEventOut(at=e.at, transition=e.transition, detail=e.detail) for e in job.events],
-        failure_reason=job.failure_reason,
-        stats=msgspec.json.decode(job.stats) if job.stats else None,
-    )
+    return job_status_out(job, family)
 
 
 async def job_status(request: Request) -> Response:
-    """GET /v1/ingest/{jobId}: see :func:`job_out`."""
+    """GET /v1/ingest/{jobId}: the job's state, attempts and event list (its manifest), its
+    parent job and its children counted by state (:func:`job_out`)."""
     scope = await require_scope(request)
     job_id = parse_uuid(request.path_params["job_id"], "job")
     st = state(request)

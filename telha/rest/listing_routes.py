@@ -24,9 +24,10 @@ from telha.domain.listings import (
 )
 from telha.ingest.request import KNOWN_FORMATS
 from telha.rest.app import json_response, parse_int, parse_uuid_param, require_scope, state
+from telha.rest.job_json import attempts_made
 from telha.wire import JobList, JobSummaryOut, SourceList, SourceSummaryOut
 
-__all__ = ["JOB_KINDS", "attempts_made", "routes", "source_summary_out"]
+__all__ = ["JOB_KINDS", "routes", "source_summary_out"]
 
 #: The kinds a job can have: one per worker format (``json`` makes no job) and ``erase``.
 JOB_KINDS = (*(f"ingest:{f}" for f in KNOWN_FORMATS if f != "json"), "erase")
@@ -34,12 +35,6 @@ _MAX_LIMIT = 1000
 _DEFAULT_LIMIT = 100
 _SOURCES_CURSOR = b"s"
 _JOBS_CURSOR = b"j"
-
-
-def attempts_made(attempts: int, job_state: str) -> int:
-    """``attempts`` as the API shows it (docs/rest-api.md): the failed attempts a job row
-    counts, plus the one in progress or the one that completed."""
-    return attempts + (job_state in ("leased", "completed"))
 
 
 def _choice(q: QueryParams, field: str, allowed: tuple[str, ...]) -> str | None:

@@ -114,7 +114,8 @@ _INGEST_BODY = {
         "contentBase64": {"type": ["string", "null"], "description": "content as base64 bytes"},
         "options": {
             "type": ["object", "null"],
-            "description": "format options; json: label (UPPER_SNAKE), nested (flatten|child)",
+            "description": "format options; json: label (UPPER_SNAKE), nested (flatten|child);"
+            " any format but json: webhook {url, events} (docs/rest-api.md, Webhooks)",
         },
     },
 }
@@ -131,7 +132,10 @@ _UPLOAD_FORM = {
         },
         "format": {"type": "string", "enum": list(KNOWN_FORMATS)},
         "name": {"type": "string", "minLength": 1, "description": "the source identity"},
-        "options": {"type": "string", "description": "format options as a JSON object"},
+        "options": {
+            "type": "string",
+            "description": "format options as a JSON object (webhook: see docs/rest-api.md)",
+        },
     },
 }
 

@@ -58,6 +58,7 @@ from telha.storage.core.cancel import CancelOutcome
 from telha.storage.core.diff import VersionDiff
 from telha.storage.core.publish import RetireOutcome
 from telha.storage.core.scan import Scan
+from telha.storage.core.webhooks import DeliveryClaim, DeliveryResult, WebhookRecord
 from telha.storage.job_watch import JobEventSignal
 
 __all__ = [
@@ -74,6 +75,7 @@ __all__ = [
     "Storage",
     "StorageEngine",
     "VersionStore",
+    "WebhookStore",
 ]
 
 #: What :meth:`JobStore.job_wakeups` yields when wake-ups may have been missed (say, its
@@ -405,8 +407,45 @@ class ScanStore(Protocol):
         :data:`telha.domain.erasure.LEFTOVER_CHECKS` (all 0 when nothing erased remains)."""
 
 
+class WebhookStore(Protocol):
+    """Webhook subscriptions, signing secrets and deliveries (docs/operations.md,
+    "Webhooks"; :mod:`telha.storage.core.webhooks`). Times in µs."""
+
+    async def add_webhook(
+        self, scope: Scope, url: str, events: int, *, now_us: int
+    ) -> tuple[bytes, str | None]:
+        """Add a scope-wide subscription: its id, and the signing secret if made now."""
+
+    async def remove_webhook(self, scope: Scope, webhook_id: bytes) -> bool:
+        """Remove a subscription; ``False`` when the scope has none of that id."""
+
+    async def list_webhooks(self, scope: Scope) -> list[WebhookRecord]:
+        """The scope's subscriptions, oldest first."""
+
+    async def rotate_webhook_secret(self, scope: Scope, *, now_us: int) -> str:
+        """Make or replace the scope's signing secret; returns it."""
+
+    async def has_webhook_secret(self, scope: Scope) -> bool:
+        """Whether the scope has a signing secret."""
+
+    async def claim_deliveries(
+        self, *, now_us: int, limit: int, claim_us: int
+    ) -> list[DeliveryClaim]:
+        """Claim up to ``limit`` due deliveries for one attempt each, for ``claim_us``."""
+
+    async def finish_deliveries(self, results: Sequence[DeliveryResult]) -> None:
+        """Delete delivered or abandoned deliveries, reschedule the others."""
+
+    async def delivery_times(self) -> tuple[int | None, int | None]:
+        """``(next due, oldest written)`` over the deliveries not yet made (µs, or ``None``)."""
+
+    async def pending_deliveries(self, job_ids: Sequence[bytes]) -> int:
+        """Deliveries not yet made of ``job_ids``."""
+
+
 class Storage(
     KeyStore,
+    WebhookStore,
     VersionStore,
     RawStore,
     JobStore,

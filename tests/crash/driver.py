@@ -72,9 +72,11 @@ def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode()
 
 
-def mixed_load(rng: random.Random, n: int) -> list[Request]:
+def mixed_load(rng: random.Random, n: int, webhook_url: str | None = None) -> list[Request]:
     """``n`` requests cycling JSON, text, CSV (streamed: 2 rows per partial), DOCX and
-    email-with-attachment, each under its own name (so each makes one version); shuffled."""
+    email-with-attachment, each under its own name (so each makes one version); shuffled.
+    With ``webhook_url``, every odd-numbered request that makes a job (not JSON) asks for a
+    webhook there (``options.webhook``)."""
     csv = (CORPUS / "csv" / "countries.csv").read_bytes()
     eml = (CORPUS / "eml" / "eml_with_attachment.eml").read_bytes()
     out: list[Request] = []
@@ -97,6 +99,9 @@ def mixed_load(rng: random.Random, n: int) -> list[Request]:
         else:
             data = eml.replace(b"Subject: Email with Attachment", f"Subject: Mail {i}".encode())
             out.append(Request("eml", f"mail-{i}.eml", {"contentBase64": _b64(data)}))
+        if webhook_url is not None and i % 2 and out[-1].fmt != "json":
+            options = {**out[-1].body.get("options", {}), "webhook": {"url": webhook_url}}
+            out[-1].body["options"] = options
     rng.shuffle(out)
     return out
 
@@ -162,6 +167,15 @@ class Fleet:
                 "max_worker_losses": 100,  # nor the poison cap ([jobs] max_worker_losses)
             },
             workers={"in_process": ["text_worker", "email_worker"], "concurrency": 1},
+            # Deliveries cut by a kill are claimed again after claim_s.
+            webhooks={
+                "allowed_hosts": ["127.0.0.1"],
+                "backoff_base_ms": 100,
+                "backoff_max_s": 1,
+                "poll_interval_ms": 100,
+                "timeout_s": 2,
+                "claim_s": 3,
+            },
         )
         self.server = ServerProcess(config)
         self.base_url = f"http://127.0.0.1:{rest}"
@@ -229,6 +243,15 @@ class Fleet:
         with self.db() as src:
             src.backup(dst)
         dst.close()
+
+    def webhook_secret(self, tenant: str, org: str) -> str:
+        """Make the scope's webhook signing secret with ``telha webhook secret``; returns it."""
+        out = subprocess.run(
+            [sys.executable, "-m", "telha", "webhook", "secret", "--tenant", tenant,
+             "--org", org, "--config", str(self.server.config)],
+            capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        return out.stdout.strip()
 
     def check(self) -> subprocess.CompletedProcess[str]:
         """``telha check`` on the fleet's config."""

@@ -1,7 +1,9 @@
 """The crash suite (docs/testing.md): a mixed load is posted while ``telha serve`` is SIGKILLed
 and restarted 20 times at seeded random points, and remote workers are SIGKILLed and
 restarted too. Once the load drains: every request answered 200/201/202 ended in a terminal
-job state or an applied version (and none is ``dead``: nothing was lost), no (sourceId,
+job state or an applied version (and none is ``dead``: nothing was lost); every job of a
+request that asked for a webhook was delivered to the test's receiver at least once, signed
+with the scope's secret, and no other job was (webhook deliveries are durable); no (sourceId,
 contentHash) has two versions, job counts match the requests, and ``telha check`` passes —
 among its checks ``current_versions``: no source has rows of two versions current at once
 (supersedes and retires under kills: ``test_versions_crash``).
@@ -33,6 +35,7 @@ from tests.crash.driver import (
     mixed_load,
     post_with_retries,
 )
+from tests.support.receiver import Receiver
 
 pytestmark = [pytest.mark.crash, pytest.mark.anyio]
 
@@ -42,7 +45,9 @@ REQUESTS = 50
 IN_FLIGHT = 4
 
 
-async def _post_all(fleet: Fleet, rng: random.Random, answers: list[Answer]) -> None:
+async def _post_all(
+    fleet: Fleet, rng: random.Random, answers: list[Answer], webhook_url: str
+) -> None:
     limit = anyio.Semaphore(IN_FLIGHT)
     async with httpx.AsyncClient(
         base_url=fleet.base_url, headers={"x-api-key": fleet.key}, timeout=10
@@ -55,7 +60,7 @@ async def _post_all(fleet: Fleet, rng: random.Random, answers: list[Answer]) -> 
                 limit.release()
 
         async with anyio.create_task_group() as tg:
-            for req in mixed_load(rng, REQUESTS):
+            for req in mixed_load(rng, REQUESTS, webhook_url):
                 await limit.acquire()
                 tg.start_soon(one, req)
                 await anyio.sleep(rng.uniform(0.4, 1.4))
@@ -75,15 +80,20 @@ async def test_nothing_lost_duplicated_or_half_written(tmp_path: Path) -> None:
     fleet = Fleet(tmp_path)
     await anyio.to_thread.run_sync(fleet.start)
     fleet.key = fleet.server.create_key("crash", "main")
+    secret = await anyio.to_thread.run_sync(fleet.webhook_secret, "crash", "main")
     answers: list[Answer] = []
+    receiver = Receiver()
+    receiver.__enter__()  # the receiver outlives every server kill
     try:
         with anyio.fail_after(270):
             async with anyio.create_task_group() as tg:
-                tg.start_soon(_post_all, fleet, random.Random(rng.random()), answers)
+                load_rng = random.Random(rng.random())
+                tg.start_soon(_post_all, fleet, load_rng, answers, receiver.url())
                 await _chaos(fleet, random.Random(rng.random()))
             dead = dead_workers(fleet)
             restarts = await drain(fleet)
         _assert_invariants(fleet, answers)
+        await _assert_delivered(receiver, secret, answers)
         result = fleet.check()
         assert result.returncode == 0, f"seed {SEED}\n{result.stdout}{result.stderr}"
         assert "current_versions" in result.stdout, result.stdout  # one version current
@@ -95,9 +105,27 @@ async def test_nothing_lost_duplicated_or_half_written(tmp_path: Path) -> None:
         raise
     finally:
         await anyio.to_thread.run_sync(fleet.stop)
+        receiver.__exit__(None, None, None)
     retried = sum(1 for a in answers if a.retries)
     print(f"kills {fleet.kills}; {len(answers)} requests, {retried} retried;", end=" ")
     print(f"remote workers restarted: {restarts}")
+
+
+async def _assert_delivered(receiver: Receiver, secret: str, answers: list[Answer]) -> None:
+    """Every job of a webhook-enabled request was delivered (each delivery verifies under
+    the scope's secret), within 60 s of the drain; no other job was."""
+    wanted = {
+        a.body["jobId"] for a in answers if a.body.get("jobId") and "options" in a.request.body
+        and "webhook" in a.request.body["options"]
+    }  # fmt: skip
+    assert wanted, "the load asked for no webhook"
+    await receiver.wait_jobs(wanted, timeout_s=60)
+    delivered = set()
+    for d in receiver.deliveries():
+        body = Receiver.verified(d, secret)
+        assert body["state"] in ("completed", "dead"), body
+        delivered.add(body["jobId"])
+    assert delivered == wanted, delivered ^ wanted
 
 
 def _assert_invariants(fleet: Fleet, answers: list[Answer]) -> None:

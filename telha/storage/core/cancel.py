@@ -24,6 +24,7 @@ from telha.domain.erasure import ERASE_KIND
 from telha.domain.errors import Conflict, JobFinished, NotFound
 from telha.domain.ids import id_str
 from telha.domain.model import JobRecord, LeaseRef, Scope
+from telha.storage.core.deliveries import job_ended
 from telha.storage.core.engine import EngineOps
 from telha.storage.core.jobs import abandon_stream, add_event, get_job
 from telha.storage.core.tx import Tx
@@ -79,6 +80,7 @@ async def _cancel_one(
         1 if revoked is not None else 0, now_us, job_id,
     )  # fmt: skip
     await add_event(tx, job_id, now_us, "cancelled", detail)
+    await job_ended(tx, job_id, "cancelled", now_us)
     return str(state), str(kind), revoked
 
 

@@ -31,6 +31,7 @@ from telha.domain.model import (
 from telha.domain.policy import LOSS_KINDS, Decide, DecideLoss, FailureDecision
 from telha.domain.records import decode_continuation, encode_continuation, job_record
 from telha.storage.core.blocklist import blocked
+from telha.storage.core.deliveries import job_ended, record_job_webhook
 from telha.storage.core.engine import EngineOps
 from telha.storage.core.sources import note_job
 from telha.storage.core.tx import Rollback, Tx
@@ -183,6 +184,8 @@ async def enqueue(
         job.job_id, sid, job.kind, job.format, job.source_id, job.content_hash, job.payload,
         now_us, now_us, now_us, job.name, parent,
     )  # fmt: skip
+    if job.webhook is not None:
+        await record_job_webhook(tx, job.job_id, job.webhook)
     await add_event(tx, job.job_id, now_us, "enqueued", detail)
     await note_job(tx, sid, job, now_us)
     await tx.notify(job.format)
@@ -262,6 +265,7 @@ async def complete(tx: Tx, sid: int, c: JobCompletion, detail: str | None) -> tu
         c.stats, c.now_us, c.lease.job_id,
     )  # fmt: skip
     await add_event(tx, c.lease.job_id, c.now_us, "completed", detail)
+    await job_ended(tx, c.lease.job_id, "completed", c.now_us)
     return tuple(refused)
 
 
@@ -290,6 +294,7 @@ async def end_erased(tx: Tx, job_id: bytes, now_us: int, reason: str) -> None:
         reason, now_us, job_id,
     )  # fmt: skip
     await add_event(tx, job_id, now_us, "dead", reason)
+    await job_ended(tx, job_id, "dead", now_us)
     await scrub_job(tx, job_id)
 
 
@@ -310,6 +315,8 @@ async def _write_failure(
     )  # fmt: skip
     if d.state == "pending":
         await tx.notify(fmt)
+    else:
+        await job_ended(tx, job_id, d.state, now_us)
 
 
 async def _apply_loss(

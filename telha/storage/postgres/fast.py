@@ -26,6 +26,7 @@ from telha.domain.model import (
 from telha.domain.projection import Projection
 from telha.domain.records import job_record
 from telha.domain.rows import PENDING_TX, Match, build_rows
+from telha.storage.core.deliveries import has_webhooks
 from telha.storage.core.jobs import JOB_COLS, JobOps
 from telha.storage.core.versions import VersionOps
 from telha.storage.postgres.base import PgBase
@@ -41,7 +42,10 @@ class FastJobOps(JobOps, PgBase):
         self, scope: Scope, job: NewJob, *, now_us: int, dedup: bool
     ) -> EnqueueOutcome:
         """:func:`telha.storage.core.jobs.enqueue_job` as one call of ``telha_enqueue``, its
-        own transaction."""
+        own transaction; a job with its own webhook takes the general path (which stores
+        it)."""
+        if job.webhook is not None:
+            return await super().enqueue_job(scope, job, now_us=now_us, dedup=dedup)
         sid = await self._scope_id(scope, intern=True)
         assert sid is not None
 
@@ -118,7 +122,8 @@ class FastVersionOps(VersionOps, PgBase):
         published at its own tx with its root node and changes, the job's stats merged with
         the changes. ``None`` (nothing written) when the case needs the general path: a
         source with a version or an open stream, a stream checkpoint, blocklisted content,
-        an explicit node id that exists.
+        an explicit node id that exists, a job with a webhook subscription (its deliveries
+        are written by the general path, :mod:`telha.storage.core.webhooks`).
 
         :raises StaleLease: the job is not leased under the completion's generation.
         """
@@ -126,6 +131,8 @@ class FastVersionOps(VersionOps, PgBase):
             return None
         sid = await self._scope_id(scope, intern=True)
         assert sid is not None
+        if await self._read(has_webhooks, sid, completion.lease.job_id):
+            return None
         # A source's first version defers its match keys (telha.storage.core.publish.match).
         keys = projection.match_keys or deferred_keys(projection)
         matched = Match(keys, [None] * len(projection.nodes), {})

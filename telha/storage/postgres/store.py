@@ -28,6 +28,7 @@ from telha.storage.core.reads import ReadOps
 from telha.storage.core.retire import RetireOps
 from telha.storage.core.scan import ScanOps
 from telha.storage.core.streams import StreamOps
+from telha.storage.core.webhooks import WebhookOps
 from telha.storage.postgres.base import PgBase
 from telha.storage.postgres.fast import FastJobOps, FastVersionOps
 from telha.storage.postgres.tx import CHANNEL
@@ -53,6 +54,7 @@ class PostgresStore(
     RawOps,
     ScanOps,
     ErasureOps,
+    WebhookOps,
     PgBase,
 ):
     """PostgreSQL implementation of :class:`telha.storage.protocol.Storage`.

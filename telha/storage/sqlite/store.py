@@ -23,6 +23,7 @@ from telha.storage.core.retire import RetireOps
 from telha.storage.core.scan import ScanOps
 from telha.storage.core.streams import StreamOps
 from telha.storage.core.versions import VersionOps
+from telha.storage.core.webhooks import WebhookOps
 from telha.storage.sqlite.base import SqliteBase, _nothing
 from telha.storage.sqlite.checkpointer import Checkpointer
 
@@ -42,6 +43,7 @@ class SqliteStore(
     RawOps,
     ScanOps,
     ErasureOps,
+    WebhookOps,
     SqliteBase,
 ):
     """SQLite implementation of :class:`telha.storage.protocol.Storage`.

@@ -1,0 +1,238 @@
+"""The webhook deliverer actor (docs/operations.md, "Webhooks"): sends the deliveries a job's
+terminal transaction wrote (:mod:`telha.storage.core.webhooks`), off the completion path.
+
+Each pass reads when the next delivery is due; when one is, it claims up to
+``webhooks.batch`` due rows in one transaction (a claim no other replica can take), POSTs
+them — at most ``webhooks.concurrency`` at once, each the job's JSON exactly as
+``GET /v1/ingest/{jobId}`` answers it, signed per the Standard Webhooks convention with the
+scope's secret as it is now — and records every outcome in one transaction: delivered (a 2xx
+answer: the row is deleted), failed (retried after a jittered exponential backoff whose time
+is stored on the row, so it survives restarts), expired (still failing ``webhooks.max_age_s``
+after the job ended: given up and logged) or gone (the job no longer exists). A deliverer
+killed mid-pass leaves its claimed rows to be claimed again once the claim
+(``webhooks.claim_s``) runs out: delivery is at least once, and a receiver deduplicates by
+the ``webhook-id`` header.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import Protocol
+
+import anyio
+import anyio.abc
+import httpx
+import msgspec
+import structlog
+from standardwebhooks import Webhook
+
+from telha.config import WebhooksConfig
+from telha.domain.ids import id_str, now_us
+from telha.domain.listings import JobFamily
+from telha.domain.model import JobRecord, Scope
+from telha.domain.webhooks import retry_at
+from telha.metrics import Metrics
+from telha.rest.job_json import job_status
+from telha.storage.core.webhooks import DeliveryClaim, DeliveryResult
+
+__all__ = ["Deliverer", "DelivererStore", "sign_headers"]
+
+log = structlog.get_logger("telha.webhooks")
+
+#: httpcore's timeout phases, each given ``webhooks.timeout_s``.
+_PHASES = ("connect", "read", "write", "pool")
+#: Bytes of a receiver's answer read; a longer answer closes its connection.
+_MAX_ANSWER_BYTES = 65536
+#: Characters of a failed attempt's error kept on its row.
+_ERROR_CHARS = 500
+
+
+class DelivererStore(Protocol):
+    """The storage operations the deliverer uses (see :class:`telha.storage.protocol.Storage`)."""
+
+    async def delivery_times(self) -> tuple[int | None, int | None]: ...
+
+    async def claim_deliveries(
+        self, *, now_us: int, limit: int, claim_us: int
+    ) -> list[DeliveryClaim]: ...
+
+    async def finish_deliveries(self, results: Sequence[DeliveryResult]) -> None: ...
+
+    async def job_family(self, scope: Scope, job_id: bytes) -> JobFamily | None: ...
+
+
+def sign_headers(secret: str, msg_id: str, body: bytes, at: datetime) -> dict[str, str]:
+    """The Standard Webhooks headers of one delivery: ``webhook-id``, ``webhook-timestamp``
+    (seconds since the epoch) and ``webhook-signature`` (``v1,`` and the base64 HMAC-SHA256
+    of ``id.timestamp.body`` under ``secret``, a ``whsec_…`` string)."""
+    signature = Webhook(secret).sign(msg_id, at, body.decode("utf-8"))
+    return {
+        "webhook-id": msg_id,
+        "webhook-timestamp": str(int(at.timestamp())),
+        "webhook-signature": signature,
+        "content-type": "application/json",
+        "user-agent": "telha-webhooks",
+    }
+
+
+class Deliverer:
+    """Sends due webhook deliveries; one per replica (claims keep replicas apart).
+
+    :param store: the storage engine.
+    :param config: the ``[webhooks]`` section.
+    :param metrics: counts outcomes (``telha_webhook_deliveries_total``) and reads
+        :meth:`oldest_age_s` for ``telha_webhook_oldest_undelivered_seconds``.
+    :param clock: µs since the epoch (tests inject one).
+    :param transport: an httpx transport (tests); the default opens real connections.
+    """
+
+    def __init__(
+        self,
+        store: DelivererStore,
+        config: WebhooksConfig,
+        metrics: Metrics,
+        *,
+        clock: Callable[[], int] = now_us,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self._store = store
+        self._config = config
+        self._metrics = metrics
+        self._clock = clock
+        self._transport = transport
+        self._oldest: int | None = None
+
+    def oldest_age_s(self) -> float:
+        """Seconds since the oldest delivery not yet made was written, as of the last pass;
+        0 when none."""
+        return 0.0 if self._oldest is None else max(0.0, (self._clock() - self._oldest) / 1e6)
+
+    async def run(self, *, task_status: anyio.abc.TaskStatus[Deliverer]) -> None:
+        """Actor body: report ``self``, then deliver until cancelled. Closes its connections;
+        storage errors escape (the supervisor restarts the actor; claimed rows are sent
+        again once their claim runs out)."""
+        cfg = self._config
+        # httpx's transport alone (no client: no cookies, redirects or proxies from the
+        # environment, a third less CPU per POST); as many pooled connections as POSTs in
+        # flight, since httpcore checks each idle one on every request.
+        limits = httpx.Limits(
+            max_connections=cfg.concurrency, max_keepalive_connections=cfg.concurrency
+        )
+        transport = self._transport or httpx.AsyncHTTPTransport(limits=limits)
+        async with transport:
+            task_status.started(self)
+            while True:
+                sent = await self.deliver_due(transport)
+                if sent < cfg.batch:
+                    await self._idle()
+
+    async def _idle(self) -> None:
+        """After a pass that found less than a batch: sleep ``webhooks.poll_interval_ms``, so
+        deliveries written meanwhile are claimed together (two write transactions per batch,
+        not per delivery), or less when a retry falls due sooner."""
+        due, self._oldest = await self._store.delivery_times()
+        wait = self._config.poll_interval_ms / 1000
+        if due is not None and due > self._clock():
+            wait = min(wait, (due - self._clock()) / 1e6)
+        await anyio.sleep(wait)
+
+    async def deliver_due(self, client: httpx.AsyncBaseTransport) -> int:
+        """One pass: claim up to ``webhooks.batch`` due deliveries, send them, record the
+        outcomes; returns how many were claimed."""
+        cfg = self._config
+        now = self._clock()
+        claimed = await self._store.claim_deliveries(
+            now_us=now, limit=cfg.batch, claim_us=int(cfg.claim_s * 1_000_000)
+        )
+        if not claimed:
+            return 0
+        results: list[DeliveryResult | None] = [None] * len(claimed)
+        limit = anyio.Semaphore(cfg.concurrency)
+
+        async def one(i: int, claim: DeliveryClaim) -> None:
+            async with limit:
+                results[i] = await self._attempt(client, claim)
+
+        try:
+            async with anyio.create_task_group() as tg:
+                for i, claim in enumerate(claimed):
+                    tg.start_soon(one, i, claim)
+        finally:
+            # Record the attempts made; one cut short (shutdown) is due again at once rather
+            # than when its claim runs out.
+            ended = [
+                r or DeliveryResult(c.delivery_id, self._clock(), "interrupted")
+                for r, c in zip(results, claimed, strict=True)
+            ]
+            with anyio.move_on_after(self._config.timeout_s, shield=True):
+                await self._store.finish_deliveries(ended)
+        return len(claimed)
+
+    async def _attempt(
+        self, client: httpx.AsyncBaseTransport, claim: DeliveryClaim
+    ) -> DeliveryResult:
+        """Send one claimed delivery; its outcome (counted in the metrics)."""
+        cfg = self._config
+        now = self._clock()
+        if now > claim.created_at + int(cfg.max_age_s * 1_000_000):
+            return self._give_up(claim, "expired", "older than webhooks.max_age_s")
+        job = claim.job
+        if job is None:
+            return self._give_up(claim, "gone", "the job no longer exists")
+        error = await self._post(client, claim, job)
+        if error is None:
+            self._metrics.webhook_deliveries.labels("delivered").inc()
+            return DeliveryResult(claim.delivery_id, None)
+        at = retry_at(
+            self._clock(), claim.created_at, claim.attempts,
+            base_ms=cfg.backoff_base_ms, max_s=cfg.backoff_max_s, max_age_s=cfg.max_age_s,
+        )  # fmt: skip
+        if at is None:
+            return self._give_up(claim, "expired", error)
+        self._metrics.webhook_deliveries.labels("failed").inc()
+        log.info(
+            "webhook_retry", delivery=id_str(claim.delivery_id), url=claim.url,
+            attempts=claim.attempts, error=error, retry_in_s=round((at - now) / 1e6, 3),
+        )  # fmt: skip
+        return DeliveryResult(claim.delivery_id, at, error[:_ERROR_CHARS])
+
+    async def _post(
+        self, client: httpx.AsyncBaseTransport, claim: DeliveryClaim, job: JobRecord
+    ) -> str | None:
+        """POST the job's JSON; ``None`` on a 2xx answer, else what went wrong."""
+        if claim.secret is None:
+            return "the scope has no signing secret"
+        family = await self._store.job_family(job.scope, job.job_id)
+        body = msgspec.json.encode(job_status(job, family or JobFamily(None)))
+        headers = sign_headers(
+            claim.secret, id_str(claim.delivery_id), body, datetime.fromtimestamp(time.time(), UTC)
+        )
+        request = httpx.Request(
+            "POST", claim.url, content=body, headers=headers,
+            extensions={"timeout": dict.fromkeys(_PHASES, self._config.timeout_s)},
+        )  # fmt: skip
+        try:
+            resp = await client.handle_async_request(request)
+            try:  # read (at most a little of) the answer, so its connection is kept
+                read = 0
+                async for chunk in resp.aiter_raw():
+                    read += len(chunk)
+                    if read > _MAX_ANSWER_BYTES:
+                        break
+            finally:
+                await resp.aclose()
+        except httpx.HTTPError as exc:
+            return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        if 200 <= resp.status_code < 300:
+            return None
+        return f"HTTP {resp.status_code}"
+
+    def _give_up(self, claim: DeliveryClaim, outcome: str, why: str) -> DeliveryResult:
+        self._metrics.webhook_deliveries.labels(outcome).inc()
+        log.warning(
+            "webhook_given_up", delivery=id_str(claim.delivery_id), job=id_str(claim.job_id),
+            url=claim.url, outcome=outcome, attempts=claim.attempts, reason=why,
+        )  # fmt: skip
+        return DeliveryResult(claim.delivery_id, None)
