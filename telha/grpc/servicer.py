@@ -275,7 +275,7 @@ class WorkerServicer(WorkerServiceBase):
             return SubmitResponse(accepted=True)
         except StaleLease as exc:
             self._queue.metrics.leases_lost.labels(job.kind).inc()
-            await self._queue.forget(lease)
+            self._queue.forget(lease)
             raise GRPCError(Status.FAILED_PRECONDITION, exc.message) from None
         except OutOfSync as exc:
             raise GRPCError(Status.ABORTED, exc.message) from None
@@ -325,7 +325,7 @@ class WorkerServicer(WorkerServiceBase):
             self._queue.metrics.leases_lost.labels("unknown").inc()
             for lease in leases:
                 if lease.job_id not in extended:
-                    await self._queue.forget(lease)
+                    self._queue.forget(lease)
             raise GRPCError(Status.FAILED_PRECONDITION, "a listed lease is no longer held")
         return HeartbeatResponse(
             extended_job_ids=[id_str(j) for j in extended], lease_deadline=deadline

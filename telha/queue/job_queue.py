@@ -163,6 +163,9 @@ class JobQueue:
         self._lost: dict[bytes, tuple[LeaseRef, str]] = {}
         self._lost_ready = anyio.Event()
         self._revoked_ready = anyio.Event()
+        #: job id → generation of leases :meth:`forget` was told are gone (at most the jobs
+        #: leased through this process), settled by :meth:`check_revoked`.
+        self._forgotten: dict[bytes, int] = {}
 
     @property
     def metrics(self) -> Metrics:
@@ -240,16 +243,23 @@ class JobQueue:
     async def check_revoked(self) -> int:
         """Find the jobs leased through this process that were cancelled through another
         replica (their lease revoked in the database) and tell their pollers as
-        :meth:`cancel` does for its own; returns how many were found."""
+        :meth:`cancel` does for its own; free the slots of leases :meth:`forget` was told
+        are gone otherwise. Returns how many cancelled leases were found."""
+        forgotten, self._forgotten = self._forgotten, {}
         held = {job_id: h[0].lease_generation for job_id, h in self._holders.items()}
         if not held:
             return 0
-        states = await self._store.lease_states(list(held))
+        try:
+            states = await self._store.lease_states(list(held))
+        except TelhaError:  # storage trouble: the refused leases are freed all the same
+            states = {}
         found = 0
         for job_id, generation in held.items():
             state = states.get(job_id)
             if state is not None and state[0] == "cancelled":
                 found += self._revoke(LeaseRef(job_id, generation))
+            elif forgotten.get(job_id) == generation:
+                self.finished(job_id)
         return found
 
     def _revoke(self, lease: LeaseRef) -> int:
@@ -261,6 +271,7 @@ class JobQueue:
             return 0
         del self._holders[lease.job_id]
         self._lost.pop(lease.job_id, None)
+        self._forgotten.pop(lease.job_id, None)
         with bound_job(**fields_of(held[0])):
             log.info("lease_revoked", worker=held[0].lease_owner, reason="cancelled")
         if held[3] is not None:
@@ -434,27 +445,22 @@ class JobQueue:
         held = self._holders.get(job_id)
         return time.monotonic() - held[2] if held is not None else None
 
-    async def forget(self, lease: LeaseRef) -> None:
+    def forget(self, lease: LeaseRef) -> None:
         """A lease tracked here turned out not to be current any more (its holder's heartbeat
-        or submission was refused): free its poller's slot. A lease revoked by a cancel is
-        told to its poller first (as :meth:`check_revoked` does), so a refusal racing the
-        cancel's check does not swallow the ``cancel`` message; one reaped or lost through
-        another replica, which cannot free this process's slots, is only freed."""
+        or submission was refused): its poller's slot is freed by the actor's next
+        :meth:`check_revoked`, at once. A lease revoked by a cancel is told to its poller
+        first, so a refusal racing the cancel's check does not swallow the ``cancel``
+        message; one reaped or lost through another replica, which cannot free this
+        process's slots, is only freed. Synchronous: no I/O on the refusal's path."""
         held = self._holders.get(lease.job_id)
-        if held is None or held[0].lease_generation != lease.lease_generation:
-            return
-        try:
-            state = (await self._store.lease_states([lease.job_id])).get(lease.job_id)
-        except TelhaError:  # storage trouble: free the slot; the worker was refused anyway
-            state = None
-        if state is not None and state[0] == "cancelled":
-            self._revoke(lease)
-        else:
-            self.finished(lease.job_id)
+        if held is not None and held[0].lease_generation == lease.lease_generation:
+            self._forgotten[lease.job_id] = lease.lease_generation
+            self._revoked_ready.set()
 
     def finished(self, job_id: bytes) -> None:
         """A job left the lease (any way): give its poller's slot back."""
         self._lost.pop(job_id, None)
+        self._forgotten.pop(job_id, None)
         held = self._holders.pop(job_id, None)
         if held is not None:
             held[1]()

@@ -264,8 +264,9 @@ async def test_a_refused_holder_of_a_cancelled_job_still_gets_its_cancel(
     store: StorageEngine,
 ) -> None:
     """A heartbeat or submission refused before the replica's check saw the cancel
-    (:meth:`JobQueue.forget`): the poller is still told, then its slot freed; a lease lost
-    another way only frees the slot (the worker may still be busy with it)."""
+    (:meth:`JobQueue.forget`) leaves the cancel to the check: the poller is still told, then
+    its slot freed; a lease lost another way is freed only once its holder was refused (the
+    worker may still be busy with it until then)."""
     queue = JobQueue(store, JobsConfig(), clock=lambda: NOW)
     for raw in (b"cancelled", b"failed"):
         await store.enqueue_job(SCOPE, ingest_job(new_id(), raw), now_us=NOW, dedup=True)
@@ -281,10 +282,14 @@ async def test_a_refused_holder_of_a_cancelled_job_still_gets_its_cancel(
         jobs.append(job)
     await store.cancel_job(SCOPE, jobs[0].job_id, now_us=NOW + 1)  # as another replica does
     await store.fail_job(held(jobs[1]), "transient", "x", now_us=NOW + 1, decide=failing(NOW))
-    await queue.forget(LeaseRef(jobs[0].job_id, jobs[0].lease_generation - 1))  # not held so
-    assert calls == []
-    await queue.forget(held(jobs[0]))
-    await queue.forget(held(jobs[1]))
+    queue.forget(LeaseRef(jobs[0].job_id, jobs[0].lease_generation - 1))  # not held so
+    assert await queue.check_revoked() == 1  # the cancel is found all the same
+    assert calls == [("cancelled", 0), ("finished", 0)]
+    assert await queue.check_revoked() == 0
+    assert calls == [("cancelled", 0), ("finished", 0)]  # job 1 failed elsewhere: kept
+    queue.forget(held(jobs[1]))  # its worker was refused: now its slot is freed
+    assert await queue.check_revoked() == 0
     assert calls == [("cancelled", 0), ("finished", 0), ("finished", 1)]
-    await queue.forget(held(jobs[0]))  # already gone
-    assert len(calls) == 3 and queue.leased_here(jobs[0].job_id) is None
+    queue.forget(held(jobs[0]))  # already gone
+    assert await queue.check_revoked() == 0 and len(calls) == 3
+    assert queue.leased_here(jobs[0].job_id) is None and queue.leased_here(jobs[1].job_id) is None
