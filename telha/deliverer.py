@@ -214,15 +214,20 @@ class Deliverer:
             extensions={"timeout": dict.fromkeys(_PHASES, self._config.timeout_s)},
         )  # fmt: skip
         try:
-            resp = await client.handle_async_request(request)
-            try:  # read (at most a little of) the answer, so its connection is kept
-                read = 0
-                async for chunk in resp.aiter_raw():
-                    read += len(chunk)
-                    if read > _MAX_ANSWER_BYTES:
-                        break
-            finally:
-                await resp.aclose()
+            # Bounded as a whole (the phases' timeouts bound each step only), so an attempt
+            # ends well within its claim (webhooks.claim_s > timeout_s).
+            with anyio.fail_after(self._config.timeout_s):
+                resp = await client.handle_async_request(request)
+                try:  # read (at most a little of) the answer, so its connection is kept
+                    read = 0
+                    async for chunk in resp.aiter_raw():
+                        read += len(chunk)
+                        if read > _MAX_ANSWER_BYTES:
+                            break
+                finally:
+                    await resp.aclose()
+        except TimeoutError:
+            return f"no answer within webhooks.timeout_s ({self._config.timeout_s} s)"
         except httpx.HTTPError as exc:
             return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
         if 200 <= resp.status_code < 300:
