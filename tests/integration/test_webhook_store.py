@@ -28,7 +28,7 @@ URL = "http://127.0.0.1:9/hook"
 
 
 def job(webhook: WebhookTarget | None = None) -> NewJob:
-    return NewJob(new_id(), "ingest:text", "text", new_id(), None, b"{}", webhook)
+    return NewJob(new_id(), "ingest:text", "text", new_id(), None, b"{}", webhook=webhook)
 
 
 async def leased(store: StorageEngine, new: NewJob, now: int = NOW) -> LeaseRef:
