@@ -86,7 +86,9 @@ async def test_cancel_a_leased_job_tells_its_worker_and_fences_it(
         with pytest.raises(GRPCError) as err:
             await call()
         assert err.value.status is Status.FAILED_PRECONDITION
-    assert (await tenant.client.get(f"/v1/sources/{posted['sourceId']}")).status_code == 404
+    source = (await tenant.client.get(f"/v1/sources/{posted['sourceId']}")).json()
+    assert (source["versions"], source["state"]) == ([], "pending")  # nothing was written
+    assert (source["lastJobId"], source["lastJobState"]) == (job.job_id, "cancelled")
     after = await tenant.job(job.job_id)
     assert after["state"] == "cancelled" and transitions(after) == transitions(body)
     # Its slot is free and no job went back to the queue: the next POST is leased at once.
