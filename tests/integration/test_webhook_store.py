@@ -1,5 +1,6 @@
 """Webhook storage on each engine (:mod:`telha.storage.core.webhooks`): deliveries are
-written by the transaction that ends a job — completed, failed to dead, reaped to dead — for
+written by the transaction that ends a job — completed, failed to dead, reaped to dead,
+cancelled — for
 the subscriptions that asked for that state only; a claim takes a delivery for one attempt
 (a second claim meanwhile gets nothing, concurrent claims are disjoint); a finished attempt
 deletes or reschedules it; the scope's secret is made by the first add and rotated."""
@@ -154,3 +155,24 @@ async def test_concurrent_claims_are_disjoint(store: StorageEngine) -> None:
             tg.start_soon(claim)
     flat = [d for batch in got for d in batch]
     assert len(flat) == len(set(flat)) == 12
+
+
+async def test_a_cancel_writes_the_deliveries_subscribed_to_cancelled(
+    store: StorageEngine,
+) -> None:
+    await store.rotate_webhook_secret(SCOPE, now_us=NOW)
+    held = job(WebhookTarget(URL, ALL_EVENTS))
+    await leased(store, held)
+    pending = job(WebhookTarget(URL, event_bit("cancelled")))
+    await store.enqueue_job(SCOPE, pending, now_us=NOW, dedup=False)
+    other = job(WebhookTarget(URL, event_bit("completed")))
+    await store.enqueue_job(SCOPE, other, now_us=NOW, dedup=False)
+    for new in (pending, held, other):
+        out = await store.cancel_job(SCOPE, new.job_id, now_us=NOW + 1)
+        assert out.job.state == "cancelled"
+    assert await store.pending_deliveries([pending.job_id]) == 1
+    assert await store.pending_deliveries([held.job_id]) == 1  # a revoked lease too
+    assert await store.pending_deliveries([other.job_id]) == 0  # not subscribed to it
+    # Cancelling again writes nothing more.
+    await store.cancel_job(SCOPE, pending.job_id, now_us=NOW + 2)
+    assert await store.pending_deliveries([pending.job_id]) == 1
