@@ -10,7 +10,8 @@ CODE: message`` on stderr and exits 1.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from typing import TypeVar
 
 import click
 from rich.console import Console
@@ -18,6 +19,8 @@ from rich.table import Table
 
 from telha.cli_client import _KEY, _URL, _call
 from telha.client import AsyncTelha, JobSummaryOut, SourceSummaryOut
+
+_R = TypeVar("_R")
 
 __all__ = ["jobs", "sources"]
 
@@ -40,10 +43,20 @@ def _print(columns: tuple[str, ...], rows: Sequence[Sequence[str]], red: Sequenc
     console.print(table)
 
 
-def _page_size(limit: int, found: Sequence[object]) -> int:
-    """Rows to ask for next: what ``--limit`` still needs plus one (whether more match),
-    at most a page."""
-    return min(limit + 1 - len(found), 1000)
+def _page_size(limit: int) -> int:
+    """Rows a page asks for: what ``--limit`` needs plus one (whether more match), at most
+    the server's 1000."""
+    return min(limit + 1, 1000)
+
+
+async def _first(rows: AsyncIterator[_R], n: int) -> list[_R]:
+    """The first ``n`` of ``rows`` (a listing over all pages), asking for no page beyond."""
+    found: list[_R] = []
+    async for row in rows:
+        found.append(row)
+        if len(found) >= n:
+            break
+    return found
 
 
 def _more(shown: int, more: bool) -> None:
@@ -65,18 +78,10 @@ def sources(
     dead ones included), format, versions, last job's state, id and name."""
 
     async def take(client: AsyncTelha) -> list[SourceSummaryOut]:
-        found: list[SourceSummaryOut] = []
-        cursor = None
-        while len(found) <= limit:
-            size = _page_size(limit, found)
-            page = await client.sources_page(
-                prefix=prefix, format=fmt, state=state, limit=size, cursor=cursor
-            )
-            found += page.sources
-            cursor = page.next_cursor
-            if cursor is None:
-                break
-        return found
+        rows = client.list_sources(
+            prefix=prefix, format=fmt, state=state, page_size=_page_size(limit)
+        )
+        return await _first(rows, limit + 1)
 
     found = _call(url, api_key, take)
     shown = found[:limit]
@@ -108,19 +113,11 @@ def jobs(
     failure."""
 
     async def take(client: AsyncTelha) -> list[JobSummaryOut]:
-        found: list[JobSummaryOut] = []
-        cursor = None
-        while len(found) <= limit:
-            size = _page_size(limit, found)
-            page = await client.jobs_page(
-                state=state, kind=kind, source_id=source_id, parent=parent, limit=size,
-                cursor=cursor,
-            )  # fmt: skip
-            found += page.jobs
-            cursor = page.next_cursor
-            if cursor is None:
-                break
-        return found
+        rows = client.list_jobs(
+            state=state, kind=kind, source_id=source_id, parent=parent,
+            page_size=_page_size(limit),
+        )  # fmt: skip
+        return await _first(rows, limit + 1)
 
     found = _call(url, api_key, take)
     shown = found[:limit]
