@@ -31,7 +31,7 @@ from standardwebhooks import Webhook
 from telha.config import WebhooksConfig
 from telha.domain.ids import id_str, now_us
 from telha.domain.listings import JobFamily
-from telha.domain.model import JobRecord, Scope
+from telha.domain.model import JobRecord
 from telha.domain.webhooks import retry_at
 from telha.metrics import Metrics
 from telha.rest.job_json import job_status
@@ -59,8 +59,6 @@ class DelivererStore(Protocol):
     ) -> list[DeliveryClaim]: ...
 
     async def finish_deliveries(self, results: Sequence[DeliveryResult]) -> None: ...
-
-    async def job_family(self, scope: Scope, job_id: bytes) -> JobFamily | None: ...
 
 
 def sign_headers(secret: str, msg_id: str, body: bytes, at: datetime) -> dict[str, str]:
@@ -204,8 +202,7 @@ class Deliverer:
         """POST the job's JSON; ``None`` on a 2xx answer, else what went wrong."""
         if claim.secret is None:
             return "the scope has no signing secret"
-        family = await self._store.job_family(job.scope, job.job_id)
-        body = msgspec.json.encode(job_status(job, family or JobFamily(None)))
+        body = msgspec.json.encode(job_status(job, claim.family or JobFamily(None)))
         headers = sign_headers(
             claim.secret, id_str(claim.delivery_id), body, datetime.fromtimestamp(time.time(), UTC)
         )

@@ -38,6 +38,7 @@ __all__ = [
     "PREFIX_SORTED_MAX",
     "SOURCE_SUMMARY_SQL",
     "ListOps",
+    "family_of",
     "job_family",
     "jobs_query",
     "list_jobs",
@@ -216,8 +217,14 @@ async def job_family(tx: Tx, scope: Scope, job_id: bytes) -> JobFamily | None:
     )
     if row is None:
         return None
+    return await family_of(tx, job_id, row[0])
+
+
+async def family_of(tx: Tx, job_id: bytes, parent_job_id: bytes | None) -> JobFamily:
+    """The family of a job already read (its ``parent_job_id`` column): the parent and its
+    children counted by state."""
     counts = await tx.fetchall(JOB_FAMILY_SQL, job_id)
-    parent = bytes(row[0]) if row[0] is not None else None
+    parent = bytes(parent_job_id) if parent_job_id is not None else None
     return JobFamily(parent, {str(state): int(n) for state, n in counts})
 
 

@@ -17,11 +17,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from telha.domain.ids import new_id
+from telha.domain.listings import JobFamily
 from telha.domain.model import JobRecord, Scope
 from telha.domain.webhooks import new_secret
 from telha.storage.core.deliveries import has_webhooks, job_ended, record_job_webhook
 from telha.storage.core.engine import EngineOps
 from telha.storage.core.jobs import get_job
+from telha.storage.core.listings import family_of
 from telha.storage.core.tx import Rollback, Tx
 
 __all__ = [
@@ -51,7 +53,8 @@ class WebhookRecord:
 class DeliveryClaim:
     """A delivery claimed for one attempt: ``attempts`` counts this one; ``secret`` is the
     scope's signing secret now (``None`` if it has none); ``job`` the job with its events as
-    of the claim (``None``: it no longer exists); times in µs."""
+    of the claim and ``family`` its parent and children (both ``None``: it no longer
+    exists); times in µs."""
 
     delivery_id: bytes
     scope: Scope
@@ -62,6 +65,7 @@ class DeliveryClaim:
     attempts: int
     secret: str | None
     job: JobRecord | None = None
+    family: JobFamily | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,14 +179,29 @@ async def claim(tx: Tx, now_us: int, limit: int, claim_us: int) -> list[Delivery
         " ORDER BY d.next_attempt_at, d.delivery_id",
         *params,
     )
-    jobs = {bytes(r[3]): await get_job(tx, None, bytes(r[3]), True) for r in found}
+    jobs: dict[bytes, tuple[JobRecord | None, JobFamily | None]] = {}
+    for r in found:
+        job_id = bytes(r[3])
+        if job_id not in jobs:
+            jobs[job_id] = await _job_and_family(tx, job_id)
     return [
         DeliveryClaim(
             bytes(r[0]), Scope(r[1], r[2]), bytes(r[3]), r[4], r[5], int(r[6]), int(r[7]), r[8],
-            jobs[bytes(r[3])],
+            *jobs[bytes(r[3])],
         )
         for r in found
     ]  # fmt: skip
+
+
+async def _job_and_family(tx: Tx, job_id: bytes) -> tuple[JobRecord | None, JobFamily | None]:
+    """A delivery's job with its events, and its family (what ``GET /v1/ingest/{jobId}``
+    renders), read in the claim's transaction: a terminal job does not change, and the
+    deliverer then reads nothing per POST."""
+    job = await get_job(tx, None, job_id, True)
+    if job is None:
+        return None, None
+    row = await tx.fetchone("SELECT parent_job_id FROM jobs WHERE job_id = ?", job_id)
+    return job, await family_of(tx, job_id, row[0] if row is not None else None)
 
 
 async def finish(tx: Tx, results: Sequence[DeliveryResult]) -> None:
