@@ -172,7 +172,7 @@ class WebhooksConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=
     backoff_max_s: float = 3600.0
     #: Deliveries claimed per pass (one transaction each way).
     batch: int = 64
-    #: POSTs in flight at once (and pooled connections).
+    #: POSTs in flight at once, each slot with its own kept-alive connection.
     concurrency: int = 8
     #: How often an idle deliverer looks for due deliveries, milliseconds.
     poll_interval_ms: int = 200

@@ -17,7 +17,9 @@ the ``webhook-id`` header.
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
+from contextlib import AsyncExitStack
 from datetime import UTC, datetime
 from typing import Protocol
 
@@ -75,6 +77,13 @@ def sign_headers(secret: str, msg_id: str, body: bytes, at: datetime) -> dict[st
     }
 
 
+def _one_connection() -> httpx.AsyncHTTPTransport:
+    """A POST slot's transport: a pool of one kept-alive connection."""
+    return httpx.AsyncHTTPTransport(
+        limits=httpx.Limits(max_connections=1, max_keepalive_connections=1)
+    )
+
+
 class Deliverer:
     """Sends due webhook deliveries; one per replica (claims keep replicas apart).
 
@@ -83,7 +92,8 @@ class Deliverer:
     :param metrics: counts outcomes (``telha_webhook_deliveries_total``) and reads
         :meth:`oldest_age_s` for ``telha_webhook_oldest_undelivered_seconds``.
     :param clock: µs since the epoch (tests inject one).
-    :param transport: an httpx transport (tests); the default opens real connections.
+    :param transport: one httpx transport for every POST (tests); the default is a
+        one-connection pool per POST slot, opening real connections.
     """
 
     def __init__(
@@ -112,17 +122,18 @@ class Deliverer:
         storage errors escape (the supervisor restarts the actor; claimed rows are sent
         again once their claim runs out)."""
         cfg = self._config
-        # httpx's transport alone (no client: no cookies, redirects or proxies from the
-        # environment, a third less CPU per POST); as many pooled connections as POSTs in
-        # flight, since httpcore checks each idle one on every request.
-        limits = httpx.Limits(
-            max_connections=cfg.concurrency, max_keepalive_connections=cfg.concurrency
-        )
-        transport = self._transport or httpx.AsyncHTTPTransport(limits=limits)
-        async with transport:
+        async with AsyncExitStack() as stack:
+            # One POST slot per ``webhooks.concurrency``, each with httpx's transport alone
+            # (no client: no cookies, redirects or proxies from the environment) over a pool
+            # of one connection: httpcore checks every pooled connection on each request and
+            # each response's end, so one pool of N connections costs O(N) per POST.
+            slots = [
+                await stack.enter_async_context(self._transport or _one_connection())
+                for _ in range(1 if self._transport else cfg.concurrency)
+            ]
             task_status.started(self)
             while True:
-                sent = await self.deliver_due(transport)
+                sent = await self.deliver_due(slots)
                 if sent < cfg.batch:
                     await self._idle()
 
@@ -136,9 +147,9 @@ class Deliverer:
             wait = min(wait, (due - self._clock()) / 1e6)
         await anyio.sleep(wait)
 
-    async def deliver_due(self, client: httpx.AsyncBaseTransport) -> int:
-        """One pass: claim up to ``webhooks.batch`` due deliveries, send them, record the
-        outcomes; returns how many were claimed."""
+    async def deliver_due(self, slots: Sequence[httpx.AsyncBaseTransport]) -> int:
+        """One pass: claim up to ``webhooks.batch`` due deliveries, send them over ``slots``
+        (one POST in flight on each), record the outcomes; returns how many were claimed."""
         cfg = self._config
         now = self._clock()
         claimed = await self._store.claim_deliveries(
@@ -147,16 +158,18 @@ class Deliverer:
         if not claimed:
             return 0
         results: list[DeliveryResult | None] = [None] * len(claimed)
-        limit = anyio.Semaphore(cfg.concurrency)
+        # By URL, so a slot's next delivery mostly goes where its kept-alive connection does.
+        todo = deque(sorted(range(len(claimed)), key=lambda i: claimed[i].url))
 
-        async def one(i: int, claim: DeliveryClaim) -> None:
-            async with limit:
-                results[i] = await self._attempt(client, claim)
+        async def slot(client: httpx.AsyncBaseTransport) -> None:
+            while todo:
+                i = todo.popleft()
+                results[i] = await self._attempt(client, claimed[i])
 
         try:
             async with anyio.create_task_group() as tg:
-                for i, claim in enumerate(claimed):
-                    tg.start_soon(one, i, claim)
+                for client in slots[: len(claimed)]:
+                    tg.start_soon(slot, client)
         finally:
             # Record the attempts made; one cut short (shutdown) is due again at once rather
             # than when its claim runs out.
