@@ -235,7 +235,18 @@ def retired_rows_reopened(sql: Sql, ids: dict[str, bytes]) -> None:
     sql.run("UPDATE nodes SET tx_to = NULL WHERE source_id = ? AND tx_to = ?", src, retired_tx)
 
 
+def kept_edge_unmarked(sql: Sql, ids: dict[str, bytes]) -> None:
+    """An edge v1 wrote and v2 kept open lost v2's mark: a v1 row current beside v2's."""
+    src = ids["table.csv"]
+    v1, v2 = _txs(sql, src)
+    sql.run(
+        "UPDATE edges SET seen_tx = NULL WHERE source_id = ? AND tx_from = ? AND seen_tx = ?",
+        src, v1, v2,
+    )  # fmt: skip
+
+
 CORRUPTIONS: list[tuple[Corruption, str, str]] = [
+    (kept_edge_unmarked, "current_versions", "versions are current at once"),
     (two_versions_current, "current_versions", "versions are current at once"),
     (old_graph_current, "current_versions", "not of its current version"),
     (provenance_into_old_version, "current_provenance", "whose current version is"),
@@ -243,6 +254,41 @@ CORRUPTIONS: list[tuple[Corruption, str, str]] = [
     (abandoned_stream_left_open, "unpublished_versions", "no live stream, yet"),
     (retired_rows_reopened, "retired_sources", "rows are current"),
 ]
+
+
+def _live_sql(stored: Stored) -> Sql:
+    """Raw SQL on the loaded store itself (its server is stopped)."""
+    if stored.engine == "sqlite":
+        return Sql("sqlite", str(stored.config.parent / "telha.db"))
+    cfg, _ = load_config(stored.config, environ={})
+    return Sql("postgres", cfg.storage.dsn)
+
+
+@pytest.mark.parametrize("name", ["table.csv", "notes.md"])
+def test_a_new_version_keeps_its_unchanged_edges_open(stored: Stored, name: str) -> None:
+    """docs/architecture.md, "Kept edges": v2 wrote only the edges v1 did not have; every
+    edge both versions assert is v1's row, still open and marked with v2's tx; no edge has
+    two open rows; the edges v2 dropped were closed at v2's publish."""
+    sql = _live_sql(stored)
+    src = stored.sources[name]
+    v1, v2 = _txs(sql, src)
+    rows = sql.all("SELECT edge_id, tx_from, tx_to, seen_tx FROM edges WHERE source_id = ?", src)
+    by_version: dict[int, set[bytes]] = {v1: set(), v2: set()}
+    for edge_id, tx_from, _, _ in rows:
+        by_version[int(tx_from)].add(bytes(edge_id))
+    assert by_version[v1] and not (by_version[v1] & by_version[v2]), name  # none written twice
+    open_rows = [r for r in rows if r[2] is None]
+    assert len({bytes(r[0]) for r in open_rows}) == len(open_rows), name
+    kept = [r for r in open_rows if int(r[1]) == v1]
+    assert all(r[3] is not None and int(r[3]) == v2 for r in kept), name
+    ((published,),) = sql.all(
+        "SELECT published_tx FROM source_versions WHERE source_id = ? AND tx = ?", src, v2
+    )
+    closed = [r for r in rows if int(r[1]) == v1 and r[2] is not None]
+    assert all(int(r[2]) == int(published) for r in closed), name
+    assert kept, name
+    if name == "table.csv":  # rows 1, 2 and 4 are the same; 3 changed, 5 left, 6 came
+        assert closed and by_version[v2], name
 
 
 def _with_db(dsn: str, name: str) -> str:

@@ -76,12 +76,22 @@ async def _previous(tx: Tx, sid: int, source_id: bytes, pin: int) -> int | None:
 async def _targets(
     tx: Tx, sid: int, source_id: bytes, version: int, froms: list[bytes]
 ) -> set[bytes]:
-    """``to_id`` of the ``CONTAINS`` edges the source's version at ``version`` wrote (from
-    ``froms`` only, when given)."""
+    """``to_id`` of the ``CONTAINS`` edges of the source's published version at ``version``
+    (from ``froms`` only, when given): the source's edges in the graph as of that version's
+    publish — the ones it wrote and the ones it kept open from an earlier version
+    (docs/architecture.md, "Kept edges")."""
+    row = await tx.fetchone(
+        "SELECT published_tx FROM source_versions WHERE scope_id = ? AND source_id = ?"
+        " AND tx = ?",
+        sid, source_id, version,
+    )  # fmt: skip
+    at = int(row[0]) if row is not None and row[0] is not None else version
     rows = await tx.fetchall(
-        "SELECT from_id, to_id FROM edges WHERE scope_id = ? AND tx_from = ?"
-        " AND source_id = ? AND type = ?",
-        sid, version, source_id, MEMBER_EDGE,
+        "SELECT e.from_id, e.to_id FROM edges e WHERE e.scope_id = ? AND e.tx_from IN"
+        " (SELECT v.tx FROM source_versions v WHERE v.scope_id = ? AND v.source_id = ?"
+        " AND v.tx <= ? AND v.published_tx <= ?)"
+        " AND e.source_id = ? AND e.type = ? AND (e.tx_to IS NULL OR e.tx_to > ?)",
+        sid, sid, source_id, version, at, source_id, MEMBER_EDGE, at,
     )  # fmt: skip
     return {bytes(to) for frm, to in rows if not froms or bytes(frm) in froms}
 

@@ -33,11 +33,19 @@ from telha.domain.identity import (
 )
 from telha.domain.model import Changes
 from telha.domain.projection import Projection
-from telha.domain.rows import PENDING_TX, Match
+from telha.domain.rows import PENDING_TX, Match, VersionRows
 from telha.storage.core.sources import note_versions
 from telha.storage.core.tx import Tx
 
-__all__ = ["RetireOutcome", "has_earlier", "latest_published", "match", "publish", "retire"]
+__all__ = [
+    "RetireOutcome",
+    "has_earlier",
+    "keep_edges",
+    "latest_published",
+    "match",
+    "publish",
+    "retire",
+]
 
 #: Most keys in one ``IN (…)`` list on SQLite (PostgreSQL sends one array parameter).
 _IN_BATCH = 500
@@ -217,15 +225,59 @@ async def _supporter_spans(
     return latest, [(s, e) for s, e, linked in rows if node_id in node_ids(bytes(linked))]
 
 
-async def _close_dropped(tx: Tx, sid: int, source_id: bytes, before: int, at: int) -> int:
+async def _may_keep(tx: Tx, sid: int, source_id: bytes, pin: int) -> bool:
+    """Whether the version written at ``pin`` keeps its unchanged edges open (see
+    :func:`keep_edges`): the source has a published version before it, and no older version
+    of the source is still being written (a live stream's job, pending or leased), whose
+    marks this version's would overwrite."""
+    if not await has_earlier(tx, sid, source_id, pin):
+        return False
+    row = await tx.fetchone(
+        "SELECT 1 FROM source_versions v JOIN jobs j ON j.job_id = v.job_id"
+        " WHERE v.scope_id = ? AND v.source_id = ? AND v.tx < ? AND v.published_tx IS NULL"
+        " AND j.state IN ('pending', 'leased') LIMIT 1",
+        sid, source_id, pin,
+    )  # fmt: skip
+    return row is None
+
+
+async def keep_edges(tx: Tx, sid: int, source_id: bytes, rows: VersionRows) -> None:
+    """Kept edges (docs/architecture.md, "Kept edges"): of the edges ``rows`` (a version
+    written at ``rows.tx``, or one streamed part of it) would write, those the source's
+    current graph has open already — the same id, so the same type, endpoints and
+    properties — are marked ``seen_tx = rows.tx`` and dropped from ``rows.edges``: the open
+    row goes on, and :func:`publish` closes only the rows the version neither wrote nor
+    marked. ``rows.edge_ids`` still lists every edge of the version. Not done (every edge is
+    written) when :func:`_may_keep` says no."""
+    if not rows.edges or not await _may_keep(tx, sid, source_id, rows.tx):
+        return
+    kept: set[bytes] = set()
+    ids = [e[1] for e in rows.edges]
+    for i in range(0, len(ids), _IN_BATCH):
+        cond, params = tx.any("edge_id", ids[i : i + _IN_BATCH], "bytea")
+        marked = await tx.fetchall(
+            f"UPDATE edges SET seen_tx = ? WHERE scope_id = ? AND {cond} AND source_id = ?"
+            " AND tx_to IS NULL AND tx_from < ? RETURNING edge_id",
+            rows.tx, sid, *params, source_id, rows.tx,
+        )  # fmt: skip
+        kept.update(bytes(r[0]) for r in marked)
+    if kept:
+        rows.edges = [e for e in rows.edges if e[1] not in kept]
+
+
+async def _close_dropped(
+    tx: Tx, sid: int, source_id: bytes, before: int, at: int, kept_by: int | None = None
+) -> int:
     """Close at ``at`` the source's current node versions and edges written before ``before``
-    (what a new version did not write again, or everything, for a retire); returns how
-    many nodes left the graph. A node another source's current edge touches gets a new
-    version at ``at`` carrying that source's spans instead of being closed."""
+    (what a new version did not write again, or everything, for a retire) — except the
+    edges the version written at ``kept_by`` marked as its own (:func:`keep_edges`);
+    returns how many nodes left the graph. A node another source's current edge touches
+    gets a new version at ``at`` carrying that source's spans instead of being closed."""
+    not_kept = " AND (seen_tx IS NULL OR seen_tx <> ?)" if kept_by is not None else ""
     await tx.execute(
         "UPDATE edges SET tx_to = ? WHERE scope_id = ? AND source_id = ? AND tx_to IS NULL"
-        " AND tx_from < ?",
-        at, sid, source_id, before,
+        f" AND tx_from < ?{not_kept}",
+        at, sid, source_id, before, *(() if kept_by is None else (kept_by,)),
     )  # fmt: skip
     touched = (
         "SELECT e.source_id FROM edges e WHERE e.scope_id = nodes.scope_id"
@@ -307,7 +359,7 @@ async def publish(
             at, sid, pin, sid, source_id, pin,
         )  # fmt: skip
         if earlier:
-            changes.removed = await _close_dropped(tx, sid, source_id, pin, at)
+            changes.removed = await _close_dropped(tx, sid, source_id, pin, at, pin)
     await tx.execute(
         "UPDATE source_versions SET published_tx = ?, root_node_id = ?, changes = ?"
         " WHERE scope_id = ? AND source_id = ? AND tx = ?",

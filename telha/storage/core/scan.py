@@ -208,11 +208,17 @@ class Scan:
     async def current_versions(self, page: int) -> AsyncIterator[list[ScanCurrentVersions]]:
         """Per source with current rows a version wrote, by ``(scope, source_id)``: how many
         versions wrote them and the source's current version (one pass over the open node
-        and edge rows, grouped in the database)."""
+        and edge rows, grouped in the database). An edge row a later version kept open
+        (docs/architecture.md, "Kept edges") counts as that version's when its mark names
+        the source's current version."""
+        kept = (
+            f"CASE WHEN e.seen_tx IS NOT NULL AND e.seen_tx = {_CURRENT_TX.format(a='e')}"
+            " THEN e.seen_tx ELSE e.tx_from END"
+        )
         sql = (
             f"WITH w(scope_id, source_id, tx) AS (SELECT DISTINCT n.scope_id, n.source_id,"
             f" n.tx_from FROM nodes n WHERE {_NOW_NODE} UNION SELECT DISTINCT e.scope_id,"
-            f" e.source_id, e.tx_from FROM edges e WHERE {_NOW_EDGE})"
+            f" e.source_id, {kept} FROM edges e WHERE {_NOW_EDGE})"
             " SELECT w.scope_id, w.source_id, count(*), min(w.tx), max(w.tx), c.tx, c.retired_tx"
             " FROM w JOIN source_versions v ON v.scope_id = w.scope_id"
             " AND v.source_id = w.source_id AND v.tx = w.tx"

@@ -59,7 +59,7 @@ from telha.storage.core.jobs import (
     store_continuation,
 )
 from telha.storage.core.members import after_publish
-from telha.storage.core.publish import match, publish
+from telha.storage.core.publish import keep_edges, match, publish
 from telha.storage.core.tx import Tx
 from telha.storage.core.versions import current_nodes, insert_version, rows_at_next_tx
 
@@ -174,6 +174,7 @@ async def _pin(
     )
     tx_pin = rows.tx
     await insert_version(tx, sid, tx_pin, v, None, blob_id, 0)
+    await keep_edges(tx, sid, v.source_id, rows)
     await tx.write_rows(rows)
     text = projection.canonical
     cont = Continuation(
@@ -211,6 +212,7 @@ async def _continue(
     rows = build_rows(
         sid, v.source_id, c.tx, c.blob_id, projection, existing, chunks=False, match=matched
     )
+    await keep_edges(tx, sid, v.source_id, rows)
     await tx.write_rows(rows)
     length = c.length + len(text)
     return _counted(replace(c, length=length, next_chunk=_chunks(length)), rows), rows

@@ -34,7 +34,7 @@ from telha.storage.core.blocklist import blocked
 from telha.storage.core.engine import EngineOps
 from telha.storage.core.jobs import abandon_stream, check_lease, complete, end_erased, latest_hashes
 from telha.storage.core.members import after_publish
-from telha.storage.core.publish import has_earlier, match, publish
+from telha.storage.core.publish import has_earlier, keep_edges, match, publish
 from telha.storage.core.tx import Rollback, Tx
 
 __all__ = [
@@ -182,6 +182,7 @@ async def commit(
     await insert_version(
         tx, sid, tx_time, version, canonical_hash, blob_id, len(projection.canonical)
     )
+    await keep_edges(tx, sid, version.source_id, rows)
     await tx.write_rows(rows)
     changes = await publish(tx, sid, version.source_id, tx_time, tx_time, rows.changes, rows.root)
     await after_publish(tx, sid, version.source_id, version.job_id, rows.root, tx_time, tx_time)
