@@ -27,11 +27,12 @@ from telha.domain.model import (
 )
 from telha.domain.policy import FailureDecision, decide_failure
 from telha.domain.webhooks import ALL_EVENTS
-from telha.storage import StorageEngine
 from telha.storage.core import retention
 from telha.storage.core.raw import store_chunks
-from telha.storage.core.retention import BlobCandidate, remove_blob
+from telha.storage.core.retention import BlobCandidate, ended_jobs_sql, remove_blob
 from telha.storage.core.tx import Tx
+from telha.storage.postgres import PostgresStore
+from telha.storage.sqlite import SqliteStore
 from tests.integration.test_storage_contract import one_node, version
 
 pytestmark = pytest.mark.anyio
@@ -43,6 +44,8 @@ OLD = NOW - 40 * DAY
 RECENT = NOW - DAY
 CUTOFF = NOW - 30 * DAY
 LEASE_US = 60_000_000
+
+Store = SqliteStore | PostgresStore
 
 
 def _bytes(size: int, seed: int) -> bytes:
@@ -64,7 +67,7 @@ def _dead(kind: str, attempts: int) -> FailureDecision:
     )  # fmt: skip
 
 
-async def _leased(store: StorageEngine, job: NewJob, at: int) -> LeaseRef:
+async def _leased(store: Store, job: NewJob, at: int) -> LeaseRef:
     await store.enqueue_job(SCOPE, job, now_us=at, dedup=False)
     got = await store.lease_next_job(
         ["text"], scope=SCOPE, worker_id="w", now_us=at, lease_us=LEASE_US
@@ -77,17 +80,17 @@ async def _age_blob(tx: Tx, digest: bytes, at: int) -> None:
     await tx.execute("UPDATE raw_blobs SET created_at = ? WHERE content_hash = ?", at, digest)
 
 
-async def _stored(store: StorageEngine, tmp_path: Path, data: bytes, *, at: int = OLD) -> bytes:
+async def _stored(store: Store, tmp_path: Path, data: bytes, *, at: int = OLD) -> bytes:
     """Store ``data`` as raw bytes written at ``at``; its digest."""
     digest = content_hash(data)
     path = tmp_path / f"upload-{digest.hex()[:8]}"
     path.write_bytes(data)
     await store.store_raw(SCOPE, digest, path, len(data))
-    await store._transaction("age", _age_blob, digest, at)  # type: ignore[attr-defined]
+    await store._transaction("age", _age_blob, digest, at)
     return digest
 
 
-async def _events(store: StorageEngine, job_id: bytes) -> int:
+async def _events(store: Store, job_id: bytes) -> int:
     job = await store.get_job(SCOPE, job_id)
     assert job is not None
     return len(job.events)
@@ -124,7 +127,7 @@ class World:
     kept_last: bytes = b""
 
 
-async def _world(store: StorageEngine, tmp_path: Path) -> World:
+async def _world(store: Store, tmp_path: Path) -> World:
     w = World()
     # A: an upload (raw bytes, 5 MiB and a bit) whose only job was cancelled long ago, with
     # its own webhook and the delivery its cancel wrote.
@@ -188,10 +191,10 @@ async def _world(store: StorageEngine, tmp_path: Path) -> World:
     w.gone_blobs[await _stored(store, tmp_path, orphan)] = len(orphan)
     cut = _bytes(BLOB_CHUNK * 2, 5)
     cut_digest = content_hash(cut)
-    await store._transaction(  # type: ignore[attr-defined]
+    await store._transaction(
         "store raw bytes", store_chunks, SCOPE, cut_digest, len(cut), 0, [cut[:BLOB_CHUNK]], False
     )
-    await store._transaction("age", _age_blob, cut_digest, OLD)  # type: ignore[attr-defined]
+    await store._transaction("age", _age_blob, cut_digest, OLD)
     w.gone_blobs[cut_digest] = len(cut)
     # Old raw bytes a new upload has just found stored (and refreshed): kept.
     again = _bytes(4000, 6)
@@ -203,7 +206,7 @@ async def _world(store: StorageEngine, tmp_path: Path) -> World:
 
 
 async def test_old_ended_jobs_and_unnamed_raw_bytes_go(
-    store: StorageEngine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     w = await _world(store, tmp_path)
     # Two chunks per transaction: the 6-chunk upload takes three.
@@ -221,14 +224,14 @@ async def test_old_ended_jobs_and_unnamed_raw_bytes_go(
     assert done.after is not None
     for j in w.gone_jobs:
         assert await store.get_job(SCOPE, j) is None
-        assert await store._read(_job_rows, j) == {  # type: ignore[attr-defined]
+        assert await store._read(_job_rows, j) == {
             "jobs": 0, "job_events": 0, "job_webhooks": 0, "webhook_deliveries": 0,
         }  # fmt: skip
     for j in w.kept_jobs:
         kept = await store.get_job(SCOPE, j)
         assert kept is not None and kept.events
     for digest in w.gone_blobs:
-        assert await store._read(_blob_rows, digest) == (0, 0)  # type: ignore[attr-defined]
+        assert await store._read(_blob_rows, digest) == (0, 0)
     for digest in w.kept_blobs:
         assert await store.has_raw(SCOPE, digest)
     assert await store.delivery_times() == (None, None)
@@ -253,9 +256,7 @@ async def test_old_ended_jobs_and_unnamed_raw_bytes_go(
     assert report.total == 0, [v.line() for v in report.violations]
 
 
-async def test_a_cutoff_before_everything_removes_nothing(
-    store: StorageEngine, tmp_path: Path
-) -> None:
+async def test_a_cutoff_before_everything_removes_nothing(store: Store, tmp_path: Path) -> None:
     w = await _world(store, tmp_path)
     done = await store.remove_ended_jobs(before_us=OLD - DAY)
     assert (done.jobs, done.events, done.raw_blobs, done.bytes_freed) == (0, 0, 0, 0)
@@ -265,19 +266,36 @@ async def test_a_cutoff_before_everything_removes_nothing(
         assert await store.has_raw(SCOPE, digest)
 
 
-async def test_bytes_stored_again_mid_removal_survive(store: StorageEngine, tmp_path: Path) -> None:
+async def test_bytes_stored_again_mid_removal_survive(store: Store, tmp_path: Path) -> None:
     """A blob half removed (marked incomplete, its last chunks gone) that a new upload
     stores again is whole and readable, and retention leaves it alone from then on."""
     data = _bytes(4 * BLOB_CHUNK + 1, 7)
     digest = await _stored(store, tmp_path, data)
-    sid = await store._read(lambda tx: tx.known_scope_id(SCOPE))  # type: ignore[attr-defined]
+    sid = await store._read(lambda tx: tx.known_scope_id(SCOPE))
     blob = BlobCandidate(sid, digest, len(data))
-    first = await store._transaction("gc", remove_blob, blob, CUTOFF, 2)  # type: ignore[attr-defined]
+    first = await store._transaction("gc", remove_blob, blob, CUTOFF, 2)
     assert first is False and not await store.has_raw(SCOPE, digest)
     await store.store_raw(SCOPE, digest, tmp_path / f"upload-{digest.hex()[:8]}", len(data))
     assert await store.has_raw(SCOPE, digest)
     got = b"".join([d async for _, d, _ in store.read_raw(SCOPE, digest)])
     assert got == data
-    assert await store._transaction("gc", remove_blob, blob, CUTOFF, 2) is None  # type: ignore[attr-defined]
+    assert await store._transaction("gc", remove_blob, blob, CUTOFF, 2) is None
     done = await store.remove_ended_jobs(before_us=CUTOFF)
     assert done.raw_blobs == 0 and await store.has_raw(SCOPE, digest)
+
+
+async def _plan(tx: Tx) -> list[str]:
+    rows = await tx.fetchall(
+        "EXPLAIN QUERY PLAN " + ended_jobs_sql(True, 1000), CUTOFF, OLD, OLD, b"\x00" * 16
+    )
+    return [str(r[-1]) for r in rows]
+
+
+async def test_the_scan_of_ended_jobs_is_an_index_range(store: Store) -> None:
+    """Each batch seeks into ``jobs_ended`` from where the last stopped (no scan, no sort);
+    whether a version names a job is a primary-key or index probe."""
+    if not isinstance(store, SqliteStore):
+        pytest.skip("SQLite's query plan")
+    plan = await store._read(_plan)
+    assert plan[0] == "SEARCH j USING INDEX jobs_ended (updated_at>? AND updated_at<?)", plan
+    assert not any("SCAN" in p or "TEMP B-TREE" in p for p in plan), plan

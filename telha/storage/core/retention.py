@@ -51,6 +51,7 @@ __all__ = [
     "RetentionResult",
     "blob_candidates",
     "count_jobs",
+    "ended_jobs_sql",
     "remove_blob",
     "remove_jobs",
 ]
@@ -169,22 +170,32 @@ async def _hand_over(tx: Tx, removed: dict[tuple[int, bytes], list[bytes]]) -> N
         )  # fmt: skip
 
 
+def ended_jobs_sql(after: bool, limit: int, *, postgres: bool = False, lock: str = "") -> str:
+    """The next ``limit`` ended jobs (``jobs_ended`` index) before a cutoff (``?``), after a
+    key (``?, ?, ?``: its ``updated_at`` twice, its id) when ``after``: each job's id, end,
+    scope, source, whether a version names it, and its payload's size; ``lock`` is appended
+    (:attr:`Tx.skip_locked <telha.storage.core.tx.Tx.skip_locked>`)."""
+    where = f"{_ENDED} AND j.updated_at < ?"
+    if after:
+        # The first term bounds the index range; the second skips the key itself.
+        where += " AND j.updated_at >= ? AND (j.updated_at > ? OR j.job_id > ?)"
+    return (
+        f"SELECT j.job_id, j.updated_at, j.scope_id, j.source_id, {_KEPT},"
+        f" {'octet_length' if postgres else 'length'}(j.payload) FROM jobs j WHERE {where}"
+        f" ORDER BY j.updated_at, j.job_id LIMIT {int(limit)}{lock}"
+    )
+
+
 async def remove_jobs(tx: Tx, before_us: int, after: JobKey | None, limit: int) -> JobBatch:
     """Examine the next ``limit`` ended jobs (oldest end first, strictly after ``after``)
     that ended before ``before_us`` (µs), and remove those no version names, with their
     events, subscriptions and undelivered deliveries (module docstring). On PostgreSQL a
     job another transaction holds is skipped (``SKIP LOCKED``)."""
-    where = f"{_ENDED} AND j.updated_at < ?"
     params: list[Any] = [before_us]
     if after is not None:
-        where += " AND (j.updated_at > ? OR (j.updated_at = ? AND j.job_id > ?))"
         params += [after[0], after[0], after[1]]
-    rows = await tx.fetchall(
-        f"SELECT j.job_id, j.updated_at, j.scope_id, j.source_id, {_KEPT},"
-        f" {_length(tx)}(j.payload) FROM jobs j WHERE {where}"
-        f" ORDER BY j.updated_at, j.job_id LIMIT {int(limit)}{tx.skip_locked}",
-        *params,
-    )
+    sql = ended_jobs_sql(after is not None, limit, postgres=tx.postgres, lock=tx.skip_locked)
+    rows = await tx.fetchall(sql, *params)
     if not rows:
         return JobBatch(0, 0, 0, 0, None)
     last = (int(rows[-1][1]), bytes(rows[-1][0]))
