@@ -145,8 +145,9 @@ class RawStore(Protocol):
 
     async def store_raw(self, scope: Scope, digest: bytes, path: Path, size: int) -> None:
         """Store the file at ``path`` (``size`` bytes, BLAKE3 ``digest``, checked by the caller)
-        content-addressed in 1 MiB chunks, a few chunks per transaction; a no-op when those
-        bytes are stored already. Marked complete in the last transaction, so a store cut short
+        content-addressed in 1 MiB chunks, a few chunks per transaction; when those bytes
+        are stored already, only their ``created_at`` is refreshed (so retention keeps them
+        for the job about to name them). Marked complete in the last transaction, so a store cut short
         is never read and is overwritten by the next store of the same bytes."""
 
     def read_raw(
