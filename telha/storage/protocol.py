@@ -147,8 +147,8 @@ class RawStore(Protocol):
         """Store the file at ``path`` (``size`` bytes, BLAKE3 ``digest``, checked by the caller)
         content-addressed in 1 MiB chunks, a few chunks per transaction; when those bytes
         are stored already, only their ``created_at`` is refreshed (so retention keeps them
-        for the job about to name them). Marked complete in the last transaction, so a store cut short
-        is never read and is overwritten by the next store of the same bytes."""
+        for the job about to name them). Marked complete in the last transaction, so a store
+        cut short is never read and is overwritten by the next store of the same bytes."""
 
     def read_raw(
         self, scope: Scope, digest: bytes, offset: int = 0

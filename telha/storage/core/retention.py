@@ -56,8 +56,9 @@ __all__ = [
     "remove_jobs",
 ]
 
-#: Raw chunks (1 MiB each) removed per transaction.
-CHUNKS_PER_TX = 64
+#: Raw chunks (1 MiB each) removed per transaction. SQLite's ``secure_delete`` zeroes what it
+#: frees: 8 chunks took 24 ms (median) on a 2-core machine, 64 took 0.8 s.
+CHUNKS_PER_TX = 8
 #: Jobs examined per transaction.
 JOBS_PER_TX = 1000
 #: Raw blobs looked up per read.
