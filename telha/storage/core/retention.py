@@ -302,8 +302,8 @@ class RetentionOps(EngineOps):
         """
         if dry_run:
             jobs, events, payload = await self._read(count_jobs, before_us)
-            blobs = await self._blobs(before_us, remove=False)
-            return RetentionResult(jobs, events, len(blobs), sum(b.size for b in blobs), payload)
+            blobs, size = await self._blobs(before_us, remove=False)
+            return RetentionResult(jobs, events, blobs, size, payload)
         jobs = events = payload = 0
         key = after
         while True:
@@ -316,31 +316,29 @@ class RetentionOps(EngineOps):
             key = done.last or key
             if done.examined < batch:
                 break
-        blobs = await self._blobs(before_us, remove=True)
-        return RetentionResult(
-            jobs, events, len(blobs), sum(b.size for b in blobs), payload, after=key
-        )
+        blobs, size = await self._blobs(before_us, remove=True)
+        return RetentionResult(jobs, events, blobs, size, payload, after=key)
 
-    async def _blobs(self, before_us: int, *, remove: bool) -> list[BlobCandidate]:
-        """The raw blobs nothing staying names, found on a reader a page at a time; with
-        ``remove``, each removed in transactions of :data:`CHUNKS_PER_TX` chunks. Returns
-        those found (``remove``: those removed)."""
-        found: list[BlobCandidate] = []
+    async def _blobs(self, before_us: int, *, remove: bool) -> tuple[int, int]:
+        """``(blobs, bytes)`` of the raw blobs nothing staying names, found on a reader a
+        page at a time; with ``remove``, each removed in transactions of
+        :data:`CHUNKS_PER_TX` chunks (and only those removed counted)."""
+        count = size = 0
         after: tuple[int, bytes] | None = None
         while True:
             page = await self._read(blob_candidates, before_us, after, BLOBS_PER_READ)
             for blob in page:
-                if not remove:
-                    found.append(blob)
-                    continue
-                while (
-                    gone := await self._transaction(
-                        "remove raw bytes", remove_blob, blob, before_us, CHUNKS_PER_TX
-                    )
-                ) is False:
+                gone: bool | None = True
+                while remove and (gone := await self._remove_blob(blob, before_us)) is False:
                     pass
                 if gone:
-                    found.append(blob)
+                    count, size = count + 1, size + blob.size
             if len(page) < BLOBS_PER_READ:
-                return found
+                return count, size
             after = (page[-1].sid, page[-1].digest)
+
+    async def _remove_blob(self, blob: BlobCandidate, before_us: int) -> bool | None:
+        """One transaction of :func:`remove_blob`."""
+        return await self._transaction(
+            "remove raw bytes", remove_blob, blob, before_us, CHUNKS_PER_TX
+        )
