@@ -47,6 +47,7 @@ __all__ = [
     "CHUNKS_PER_TX",
     "BlobCandidate",
     "JobBatch",
+    "JobKey",
     "RetentionOps",
     "RetentionResult",
     "blob_candidates",
