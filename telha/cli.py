@@ -1,5 +1,6 @@
 """The ``telha`` command line (click): ``serve``, ``migrate``, ``check``, ``api-key
-create``/``worker-token``, ``webhook`` (:mod:`telha.cli_webhooks`), and the client commands
+create``/``worker-token``, ``webhook`` (:mod:`telha.cli_webhooks`), ``gc``
+(:mod:`telha.cli_gc`), and the client commands
 ``ingest``, ``job``, ``jobs``, ``cancel``, ``source``, ``sources``, ``retire`` and ``diff``
 (:mod:`telha.cli_client`, :mod:`telha.cli_listings`).
 
@@ -226,10 +227,11 @@ def worker_token(
 
 def _client_commands() -> None:
     from telha.cli_client import cancel, diff, ingest, job, retire, source
+    from telha.cli_gc import gc
     from telha.cli_listings import jobs, sources
     from telha.cli_webhooks import webhook
 
-    for command in (ingest, job, jobs, cancel, source, sources, retire, diff, webhook):
+    for command in (ingest, job, jobs, cancel, source, sources, retire, diff, webhook, gc):
         main.add_command(command)
 
 

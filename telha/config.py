@@ -96,7 +96,8 @@ class IngestConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=Tr
 
 class JobsConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``[jobs]``: attempts, losses with a worker, lease length (s), backoff (ms base, s cap),
-    reaper period (s)."""
+    reaper period (s), retention (days, and the collector's period in s; docs/operations.md,
+    "Retention")."""
 
     max_attempts: int = 5
     #: Losses of one job with its worker (its ``PollJobs`` stream ended, or its lease ran out)
@@ -106,6 +107,11 @@ class JobsConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True
     backoff_base_ms: int = 1000
     backoff_max_s: float = 300.0
     reap_interval_s: float = 5.0
+    #: Days an ended job (completed, dead, cancelled) is kept before retention removes it,
+    #: with its events and raw upload bytes nothing else names; 0 keeps every job forever.
+    retain_days: float = 30.0
+    #: Seconds between the retention passes of ``telha serve``.
+    gc_interval_s: float = 3600.0
 
 
 class WorkersConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -269,6 +275,8 @@ def _validate(cfg: Config) -> None:
         (cfg.jobs.lease_secs > 0, "jobs.lease_secs", "must be > 0"),
         (cfg.jobs.backoff_base_ms >= 0, "jobs.backoff_base_ms", "must be >= 0"),
         (cfg.jobs.reap_interval_s > 0, "jobs.reap_interval_s", "must be > 0"),
+        (cfg.jobs.retain_days >= 0, "jobs.retain_days", "must be >= 0 (0: keep forever)"),
+        (cfg.jobs.gc_interval_s > 0, "jobs.gc_interval_s", "must be > 0"),
         (cfg.workers.concurrency >= 1, "workers.concurrency", "must be >= 1"),
         (
             cfg.workers.processes is None or cfg.workers.processes >= 0,

@@ -110,6 +110,18 @@ class Metrics:
             ["outcome"],
             registry=r,
         )
+        self.retention_removed = Counter(
+            "telha_retention_removed",
+            "What job retention removed: what=jobs, events (theirs), raw_blobs (uploads"
+            " nothing named any more)",
+            ["what"],
+            registry=r,
+        )
+        self.retention_bytes_freed = Counter(
+            "telha_retention_bytes_freed",
+            "Bytes job retention removed: raw upload bytes plus the removed jobs' payloads",
+            registry=r,
+        )
         self.ingest_seconds = Histogram(
             "telha_ingest_seconds",
             "POST /v1/ingest handling time in seconds (json: parse, project and commit)",

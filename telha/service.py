@@ -1,6 +1,7 @@
 """``telha serve``: the supervisor task group that owns every actor (docs/architecture.md).
 
-Start order is Store → JobQueue → Ingestor and the webhook Deliverer → REST front;
+Start order is Store → JobQueue → Ingestor, the webhook Deliverer and the retention
+collector → REST front;
 SIGTERM/SIGINT sets the shutdown event, the REST front stops accepting and drains for
 ``server.shutdown_grace_s``, then the rest is cancelled in reverse order and the store
 closes after its last transaction. Exit 0.
@@ -30,6 +31,7 @@ from telha.metrics import Metrics
 from telha.queue.job_queue import JobQueue
 from telha.rest.app import AppState, create_app
 from telha.rest.server import RestFront
+from telha.retention import Retention
 from telha.storage import open_store
 from telha.supervisor import Supervisor
 from telha.worker_pools import WorkerPools, load_worker_modules
@@ -127,6 +129,7 @@ async def _serve(
             "Age of the oldest webhook delivery not yet made (0: none), as of the last look",
             deliverer.oldest_age_s,
         )
+        await sup.start("retention", Retention(store, cfg.jobs, metrics).run)
         # A failpoint for the crash tests only: pause an erasure after this step.
         pause = os.environ.get("TELHA_FAILPOINT_ERASE_PAUSE_AFTER") or None
         eraser = await sup.start("eraser", Eraser(store, queue, pause_after=pause).run)

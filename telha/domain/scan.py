@@ -19,6 +19,7 @@ __all__ = [
     "ScanNode",
     "ScanOpenRows",
     "ScanRetired",
+    "ScanSourceRow",
     "ScanSpan",
     "ScanVersion",
 ]
@@ -174,3 +175,17 @@ class ScanRetired:
     retired_tx: int
     nodes: int
     edges: int
+
+
+@dataclass(frozen=True, slots=True)
+class ScanSourceRow:
+    """One ``sources`` row as ``telha check`` sees it: its ``last_job_id``, whether that job
+    exists as a job of this source (``job_found``), and whether the source has any version
+    row (published or not)."""
+
+    scope: int
+    source_id: bytes
+    state: str
+    last_job_id: bytes | None
+    job_found: bool
+    has_version: bool

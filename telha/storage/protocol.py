@@ -57,6 +57,7 @@ from telha.domain.projection import Projection
 from telha.storage.core.cancel import CancelOutcome
 from telha.storage.core.diff import VersionDiff
 from telha.storage.core.publish import RetireOutcome
+from telha.storage.core.retention import JobKey, RetentionResult
 from telha.storage.core.scan import Scan
 from telha.storage.core.webhooks import DeliveryClaim, DeliveryResult, WebhookRecord
 from telha.storage.job_watch import JobEventSignal
@@ -70,6 +71,7 @@ __all__ = [
     "ListStore",
     "RawStore",
     "ReadStore",
+    "RetentionStore",
     "RetireStore",
     "ScanStore",
     "Storage",
@@ -143,9 +145,10 @@ class RawStore(Protocol):
 
     async def store_raw(self, scope: Scope, digest: bytes, path: Path, size: int) -> None:
         """Store the file at ``path`` (``size`` bytes, BLAKE3 ``digest``, checked by the caller)
-        content-addressed in 1 MiB chunks, a few chunks per transaction; a no-op when those
-        bytes are stored already. Marked complete in the last transaction, so a store cut short
-        is never read and is overwritten by the next store of the same bytes."""
+        content-addressed in 1 MiB chunks, a few chunks per transaction; when those bytes
+        are stored already, only their ``created_at`` is refreshed (so retention keeps them
+        for the job about to name them). Marked complete in the last transaction, so a store
+        cut short is never read and is overwritten by the next store of the same bytes."""
 
     def read_raw(
         self, scope: Scope, digest: bytes, offset: int = 0
@@ -407,6 +410,25 @@ class ScanStore(Protocol):
         :data:`telha.domain.erasure.LEFTOVER_CHECKS` (all 0 when nothing erased remains)."""
 
 
+class RetentionStore(Protocol):
+    """Job retention (docs/operations.md, "Retention";
+    :mod:`telha.storage.core.retention`): ``telha gc`` and the periodic collector."""
+
+    async def remove_ended_jobs(
+        self,
+        *,
+        before_us: int,
+        after: JobKey | None = None,
+        batch: int = 1000,
+        dry_run: bool = False,
+    ) -> RetentionResult:
+        """Remove the jobs that ended before ``before_us`` (µs) and that no source version
+        names, with their events, subscriptions and undelivered deliveries, ``batch`` per
+        transaction (from ``after``, the key an earlier pass returned); then the raw
+        uploads written before ``before_us`` that no remaining job and no version names.
+        Versions and the graph are never touched. ``dry_run``: count only."""
+
+
 class WebhookStore(Protocol):
     """Webhook subscriptions, signing secrets and deliveries (docs/operations.md,
     "Webhooks"; :mod:`telha.storage.core.webhooks`). Times in µs."""
@@ -455,6 +477,7 @@ class Storage(
     ListStore,
     ErasureStore,
     ScanStore,
+    RetentionStore,
     Protocol,
 ):
     """Every role at once: what an engine implements."""

@@ -19,7 +19,8 @@ from tests.support.server import ServerProcess, telha_check, write_config
 from tests.support.wait import wait_job_blocking
 
 CHECKS = (
-    "spans_in_text", "span_links", "chunk_hashes", "orphan_versions", "job_states", "erasure"
+    "spans_in_text", "span_links", "chunk_hashes", "orphan_versions", "job_states",
+    "source_jobs", "erasure",
 )  # fmt: skip
 JSON_RECORDS = '[{"title": "Café crème", "n": 1}, {"title": "Zoë", "n": 2}]'
 
@@ -176,6 +177,13 @@ def completed_without_version(conn: Conn) -> None:
     conn.execute("DELETE FROM source_versions WHERE job_id = ?", (job_id,))
 
 
+def last_job_removed(conn: Conn) -> None:
+    conn.execute(
+        "DELETE FROM jobs WHERE job_id = (SELECT last_job_id FROM sources"
+        " WHERE last_job_id IS NOT NULL ORDER BY source_id LIMIT 1)"
+    )
+
+
 def orphan_left_visible(conn: Conn) -> None:
     scope, source, tx, _, _ = _version(conn, "csv")
     conn.execute(
@@ -192,6 +200,7 @@ CORRUPTIONS: list[tuple[Callable[[Conn], None], str, str]] = [
     (leased_without_lease, "job_states", "leased without a lease"),
     (completed_without_version, "job_states", "completed without its version"),
     (orphan_left_visible, "orphan_versions", "is visible"),
+    (last_job_removed, "source_jobs", "is not a job of the source"),
 ]
 
 

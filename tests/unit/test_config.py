@@ -23,6 +23,7 @@ def test_defaults_match_design(tmp_path: Path) -> None:
     assert cfg.ingest.max_upload_bytes == 2 * 1024**3
     assert cfg.jobs.max_attempts == 5 and cfg.jobs.lease_secs == 180
     assert cfg.jobs.max_worker_losses == 3
+    assert cfg.jobs.retain_days == 30 and cfg.jobs.gc_interval_s == 3600
     assert cfg.workers.concurrency == 2 and cfg.workers.processes is None
     assert cfg.workers.in_process == [
         "text_worker", "tabular_worker", "docling_worker", "email_worker", "code_worker",
@@ -65,6 +66,9 @@ def test_repo_config_toml_is_valid() -> None:
         ),
         ("[storage]\ndsn = 3", "storage.dsn"),
         ("[workers]\nprocesses = -1", "workers.processes"),
+        ("[jobs]\nretain_days = -1", "jobs.retain_days"),
+        ("[jobs]\nretain_days = 'forever'", "jobs.retain_days"),
+        ("[jobs]\ngc_interval_s = 0", "jobs.gc_interval_s"),
         ("[workers]\nprocesses = 'many'", "workers.processes"),
     ],
 )
@@ -92,6 +96,13 @@ def test_env_overrides_are_toml_scalars(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as info:
         _load(tmp_path, "", {"TELHA_INGEST__NOPE": "1"})
     assert info.value.key == "ingest.nope"
+
+
+def test_retention_keys(tmp_path: Path) -> None:
+    cfg = _load(tmp_path, "[jobs]\nretain_days = 0\ngc_interval_s = 60")
+    assert cfg.jobs.retain_days == 0 and cfg.jobs.gc_interval_s == 60  # type: ignore[attr-defined]
+    cfg = _load(tmp_path, "", {"TELHA_JOBS__RETAIN_DAYS": "7.5"})
+    assert cfg.jobs.retain_days == 7.5  # type: ignore[attr-defined]
 
 
 def test_split_addr() -> None:

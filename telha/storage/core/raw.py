@@ -31,7 +31,7 @@ from telha.storage.core.blocklist import blocked
 from telha.storage.core.engine import EngineOps
 from telha.storage.core.tx import Tx
 
-__all__ = ["RawOps", "has_raw", "raw_chunk", "raw_head", "store_chunks"]
+__all__ = ["RawOps", "has_raw", "raw_chunk", "raw_head", "refresh_raw", "store_chunks"]
 
 #: Chunks written per transaction: 8 MiB keeps each writer hold in the tens of milliseconds.
 _CHUNKS_PER_TX = 8
@@ -59,7 +59,9 @@ async def store_chunks(
 ) -> int:
     """Write ``chunks`` at indexes ``first``… of the blob ``digest``, and mark the blob
     complete when ``last``; returns the scope id. The first call (``first == 0``) refuses
-    blocklisted bytes and makes the blob's row (incomplete) unless it exists.
+    blocklisted bytes and makes the blob's row (incomplete), or refreshes its ``created_at``
+    when it exists (so retention never removes a blob being stored, see
+    :mod:`telha.storage.core.retention`).
 
     :raises ContentErased: ``digest`` is on the scope's erasure blocklist.
     """
@@ -69,7 +71,8 @@ async def store_chunks(
             raise ContentErased(ERASED_MESSAGE)
         await tx.execute(
             "INSERT INTO raw_blobs (scope_id, content_hash, size, complete, created_at)"
-            " VALUES (?, ?, ?, false, ?) ON CONFLICT DO NOTHING",
+            " VALUES (?, ?, ?, false, ?) ON CONFLICT (scope_id, content_hash)"
+            " DO UPDATE SET created_at = excluded.created_at",
             sid,
             digest,
             size,
@@ -87,6 +90,21 @@ async def store_chunks(
             digest,
         )
     return sid
+
+
+async def refresh_raw(tx: Tx, scope: Scope, digest: bytes, now_us: int) -> bool:
+    """Whether the raw bytes with ``digest`` are stored complete in ``scope``; when they are,
+    their ``created_at`` becomes ``now_us``, so retention (which removes only blobs written
+    before its cutoff) cannot remove them before the job about to name them is enqueued."""
+    sid = await tx.known_scope_id(scope)
+    if sid is None:
+        return False
+    changed = await tx.execute(
+        "UPDATE raw_blobs SET created_at = ? WHERE scope_id = ? AND content_hash = ?"
+        " AND complete",
+        now_us, sid, digest,
+    )  # fmt: skip
+    return changed > 0
 
 
 async def raw_head(
@@ -161,7 +179,8 @@ class RawOps(EngineOps):
 
     async def store_raw(self, scope: Scope, digest: bytes, path: Path, size: int) -> None:
         """Store the file at ``path`` (``size`` bytes, BLAKE3 ``digest``) a few chunks per
-        transaction (:func:`store_chunks`); a no-op when those bytes are stored already.
+        transaction (:func:`store_chunks`); when those bytes are stored already, only their
+        ``created_at`` is refreshed (:func:`refresh_raw`).
 
         Two uploads of the same bytes at once in this process store them once: the second
         waits for the first, then finds them stored.
@@ -172,7 +191,9 @@ class RawOps(EngineOps):
         lock = self._raw_locks.setdefault(key, anyio.Lock())
         try:
             async with lock:
-                if await self.has_raw(scope, digest):
+                if await self.has_raw(scope, digest) and await self._transaction(
+                    "refresh raw bytes", refresh_raw, scope, digest, now_us()
+                ):
                     return  # content-addressed: those bytes are stored already
                 idx, last = 0, False
                 while not last:

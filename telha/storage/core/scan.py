@@ -23,6 +23,7 @@ from telha.domain.scan import (
     ScanNode,
     ScanOpenRows,
     ScanRetired,
+    ScanSourceRow,
     ScanSpan,
     ScanVersion,
 )
@@ -267,6 +268,19 @@ class Scan:
         )
         async for rows in self._tx.pages(sql, page):
             yield [ScanRetired(*r) for r in rows]
+
+    async def source_rows(self, page: int) -> AsyncIterator[list[ScanSourceRow]]:
+        """Every ``sources`` row with its last job's presence (a primary-key probe) and
+        whether it has a version row, by ``(scope, source_id)``."""
+        sql = (
+            "SELECT s.scope_id, s.source_id, s.state, s.last_job_id, EXISTS (SELECT 1 FROM jobs"
+            " j WHERE j.job_id = s.last_job_id AND j.scope_id = s.scope_id"
+            " AND j.source_id = s.source_id), EXISTS (SELECT 1 FROM source_versions v"
+            " WHERE v.scope_id = s.scope_id AND v.source_id = s.source_id)"
+            " FROM sources s ORDER BY 1, 2"
+        )
+        async for rows in self._tx.pages(sql, page):
+            yield [ScanSourceRow(r[0], r[1], r[2], r[3], bool(r[4]), bool(r[5])) for r in rows]
 
     async def jobs(self, page: int) -> AsyncIterator[list[ScanJob]]:
         """Every job, by ``job_id``."""

@@ -25,6 +25,7 @@ from telha.storage.core.job_events import JobEventOps
 from telha.storage.core.listings import ListOps
 from telha.storage.core.raw import RawOps
 from telha.storage.core.reads import ReadOps
+from telha.storage.core.retention import RetentionOps
 from telha.storage.core.retire import RetireOps
 from telha.storage.core.scan import ScanOps
 from telha.storage.core.streams import StreamOps
@@ -55,6 +56,7 @@ class PostgresStore(
     ScanOps,
     ErasureOps,
     WebhookOps,
+    RetentionOps,
     PgBase,
 ):
     """PostgreSQL implementation of :class:`telha.storage.protocol.Storage`.

@@ -19,6 +19,7 @@ from telha.storage.core.jobs import JobOps
 from telha.storage.core.listings import ListOps
 from telha.storage.core.raw import RawOps
 from telha.storage.core.reads import ReadOps
+from telha.storage.core.retention import RetentionOps
 from telha.storage.core.retire import RetireOps
 from telha.storage.core.scan import ScanOps
 from telha.storage.core.streams import StreamOps
@@ -44,6 +45,7 @@ class SqliteStore(
     ScanOps,
     ErasureOps,
     WebhookOps,
+    RetentionOps,
     SqliteBase,
 ):
     """SQLite implementation of :class:`telha.storage.protocol.Storage`.
