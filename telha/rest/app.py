@@ -218,11 +218,13 @@ async def metrics(request: Request) -> Response:
 def create_app(st: AppState) -> Starlette:
     """Build the app over ``st``; the routes come from :mod:`telha.rest.ingest_routes`,
     :mod:`telha.rest.cancel_routes`, :mod:`telha.rest.event_routes`,
-    :mod:`telha.rest.read_routes`, :mod:`telha.rest.version_routes`,
+    :mod:`telha.rest.read_routes`, :mod:`telha.rest.chunk_routes`,
+    :mod:`telha.rest.version_routes`,
     :mod:`telha.rest.erase_routes`, :mod:`telha.rest.listing_routes` and
     :mod:`telha.rest.openapi`."""
     from telha.rest import (
         cancel_routes,
+        chunk_routes,
         erase_routes,
         event_routes,
         ingest_routes,
@@ -240,6 +242,7 @@ def create_app(st: AppState) -> Starlette:
         *cancel_routes.routes,
         *event_routes.routes,
         *read_routes.routes,
+        *chunk_routes.routes,
         *version_routes.routes,
         *erase_routes.routes,
         *listing_routes.routes,

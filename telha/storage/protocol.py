@@ -58,6 +58,7 @@ from telha.storage.core.cancel import CancelOutcome
 from telha.storage.core.diff import VersionDiff
 from telha.storage.core.publish import RetireOutcome
 from telha.storage.core.scan import Scan
+from telha.storage.core.text_reads import ChunkInputs, TextWindow
 from telha.storage.core.webhooks import DeliveryClaim, DeliveryResult, WebhookRecord
 from telha.storage.job_watch import JobEventSignal
 
@@ -305,6 +306,24 @@ class ReadStore(Protocol):
     ) -> list[EdgeRecord]:
         """Edges of a node (current, or as of ``as_of``) whose far endpoint is in the graph
         then (dangling edges are left out)."""
+
+    async def chunk_inputs(self, scope: Scope, source_id: bytes, tx: int) -> ChunkInputs:
+        """One version's text, span rows and node facts, for retrieval chunks.
+
+        :raises NotFound: no such version in ``scope``.
+        :raises ContentErased: the version was erased.
+        """
+
+    async def text_window(
+        self, scope: Scope, source_id: bytes, tx: int, start: int, end: int
+    ) -> TextWindow:
+        """The stored chunks of one version holding bytes ``[start, end)`` (clamped to the
+        text), with the unit counts of the text before them (offset conversion,
+        :mod:`telha.domain.units`).
+
+        :raises NotFound: no such version in ``scope``.
+        :raises ContentErased: the version was erased.
+        """
 
     async def has_source(self, scope: Scope, source_id: bytes) -> bool:
         """Whether ``scope`` knows the source at all: a version row (finalized or a stream's

@@ -22,6 +22,7 @@ from telha.storage.core.reads import ReadOps
 from telha.storage.core.retire import RetireOps
 from telha.storage.core.scan import ScanOps
 from telha.storage.core.streams import StreamOps
+from telha.storage.core.text_reads import TextReadOps
 from telha.storage.core.versions import VersionOps
 from telha.storage.core.webhooks import WebhookOps
 from telha.storage.sqlite.base import SqliteBase, _nothing
@@ -34,6 +35,7 @@ class SqliteStore(
     VersionOps,
     StreamOps,
     ReadOps,
+    TextReadOps,
     DiffOps,
     RetireOps,
     ListOps,
