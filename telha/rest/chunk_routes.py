@@ -25,8 +25,9 @@ from telha.domain.chunking import (
     chunk_text,
     chunk_texts,
 )
-from telha.domain.errors import RequestError
+from telha.domain.errors import ContentErased, NotFound, RequestError
 from telha.domain.ids import id_str
+from telha.domain.model import Scope
 from telha.domain.units import OffsetConverter, Units, parse_units
 from telha.offload import off_loop
 from telha.rest.app import json_response, parse_int, require_scope, state
@@ -74,6 +75,33 @@ def _parse_cursor(value: str | None, max_bytes: int, overlap: int, within: Withi
     return int(index)
 
 
+async def _version_chunks(
+    request: Request, scope: Scope, source_id: bytes, tx: int, max_bytes: int, overlap: int,
+    within: Within,
+) -> tuple[bytes, list[Chunk]]:  # fmt: skip
+    """The version's text and chunks, cut afresh or from the cache after the store has
+    confirmed the version (it raises ``NotFound``, ``ContentErased`` as a fresh cut does)."""
+    st = state(request)
+    key = (scope, source_id, tx, max_bytes, overlap, within)
+    hit = st.chunk_cache.get(key)
+    if hit is not None:
+        version = next((v for v in await st.store.source_versions(scope, source_id)
+                        if v.tx == tx), None)  # fmt: skip
+        if version is None:
+            raise NotFound("no such source version")
+        if version.erased_at is not None:
+            raise ContentErased(f"source version {tx} was erased: {version.erase_reason}")
+        return hit
+    got = await st.store.chunk_inputs(scope, source_id, tx)
+    cut = partial(
+        chunk_text, got.text, got.spans, got.nodes, max_bytes=max_bytes, overlap=overlap,
+        within=within,
+    )  # fmt: skip
+    chunks = await off_loop(len(got.text), cut)
+    st.chunk_cache.put(key, got.text, chunks)
+    return got.text, chunks
+
+
 def _out(chunk: Chunk, text: bytes, conv: OffsetConverter, units: Units) -> ChunkOut:
     ranges = [(chunk.start, chunk.end)]
     if chunk.header is not None:
@@ -111,13 +139,7 @@ async def get_chunks(request: Request) -> Response:
     if limit > _MAX_LIMIT:
         raise RequestError(f"limit must be <= {_MAX_LIMIT}")
     first = _parse_cursor(q.get("cursor"), max_bytes, overlap, within)
-    got = await state(request).store.chunk_inputs(scope, source_id, tx)
-    text = got.text
-    cut = partial(
-        chunk_text, text, got.spans, got.nodes, max_bytes=max_bytes, overlap=overlap,
-        within=within,
-    )  # fmt: skip
-    chunks = await off_loop(len(text), cut)
+    text, chunks = await _version_chunks(request, scope, source_id, tx, max_bytes, overlap, within)
     page = chunks[first : first + limit]
     conv = OffsetConverter(text)
     body = [_out(c, t, conv, units) for c, t in zip(page, chunk_texts(text, page), strict=True)]

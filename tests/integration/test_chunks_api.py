@@ -222,6 +222,7 @@ async def test_bad_input_and_other_scopes(server: ServerProcess) -> None:
 async def test_chunks_of_an_erased_version_are_gone(server: ServerProcess) -> None:
     async with scoped(server) as s:
         source, tx = await _ingest(s, "markdown", "notes/erase.md", MARKDOWN.encode())
+        assert await _chunks(s, source, tx, maxBytes=64)  # cut, and kept by the front
         resp = await s.client.post(f"/v1/sources/{source}/erase", json={"reason": "test"})
         assert resp.status_code == 200, resp.text
         for _ in range(200):
