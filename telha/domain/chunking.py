@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 __all__ = [
+    "MAX_CHUNKED_TEXT_BYTES",
     "MAX_CHUNK_BYTES",
     "MIN_CHUNK_BYTES",
     "Chunk",
@@ -48,6 +49,9 @@ __all__ = [
 #: ``maxBytes`` bounds (docs/rest-api.md): below 64 bytes a chunk is no retrieval unit.
 MIN_CHUNK_BYTES = 64
 MAX_CHUNK_BYTES = 1024 * 1024
+#: The largest version text the chunks route cuts (bytes): cutting holds the whole text, its
+#: span rows and node facts in memory, about 7 µs and a few hundred bytes per span.
+MAX_CHUNKED_TEXT_BYTES = 16 * 1024 * 1024
 Within = Literal["section", "document"]
 
 _SENTENCE_END = re.compile(rb"(?:[.!?]['\")\]]*(?=\s)|\xe3\x80\x82|\xef\xbc\x81|\xef\xbc\x9f)")
@@ -198,6 +202,8 @@ class _Chunker:
 
     def _loose(self, lo: int, hi: int, out: list[_Unit]) -> None:
         """Text between spans: its runs between section starts, without edge whitespace."""
+        if hi - lo < 8 and self.text[lo:hi].isspace():  # the usual line break or blank line
+            return
         cuts = [b for b in self.bounds if lo < b < hi]
         for a, b in zip([lo, *cuts], [*cuts, hi], strict=True):
             while a < b and self.text[a] in _WS:

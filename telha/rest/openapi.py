@@ -468,6 +468,9 @@ def _paths() -> dict[str, Any]:
                 "responses": {
                     "200": _json("ChunkList", "a page of chunks"),
                     "410": _ERASED,
+                    "413": _json(
+                        "ErrorBody", "PAYLOAD_TOO_LARGE: the version's text is over 16 MiB"
+                    ),
                     **_ERRORS,
                 },
             }

@@ -24,6 +24,7 @@ from typing import Any, Protocol, Self
 
 import anyio.abc
 
+from telha.domain.chunking import MAX_CHUNKED_TEXT_BYTES
 from telha.domain.erasure import ErasePayload
 from telha.domain.listings import (
     JobFamily,
@@ -307,11 +308,18 @@ class ReadStore(Protocol):
         """Edges of a node (current, or as of ``as_of``) whose far endpoint is in the graph
         then (dangling edges are left out)."""
 
-    async def chunk_inputs(self, scope: Scope, source_id: bytes, tx: int) -> ChunkInputs:
+    async def chunk_inputs(
+        self,
+        scope: Scope,
+        source_id: bytes,
+        tx: int,
+        max_text_bytes: int = MAX_CHUNKED_TEXT_BYTES,
+    ) -> ChunkInputs:
         """One version's text, span rows and node facts, for retrieval chunks.
 
         :raises NotFound: no such version in ``scope``.
         :raises ContentErased: the version was erased.
+        :raises PayloadTooLarge: its text is over ``max_text_bytes``.
         """
 
     async def text_window(

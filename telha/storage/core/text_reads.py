@@ -16,7 +16,8 @@ from typing import Any
 
 import msgspec
 
-from telha.domain.chunking import ChunkNode, ChunkSpan
+from telha.domain.chunking import MAX_CHUNKED_TEXT_BYTES, ChunkNode, ChunkSpan
+from telha.domain.errors import PayloadTooLarge
 from telha.domain.model import BLOB_CHUNK, Scope
 from telha.domain.records import slice_chunks
 from telha.domain.units import Counts, counts
@@ -62,13 +63,28 @@ def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-async def chunk_inputs(tx: Tx, scope: Scope, source_id: bytes, at: int) -> ChunkInputs:
-    """What :func:`telha.domain.chunking.chunk_text` needs of version ``at``.
+async def chunk_inputs(
+    tx: Tx,
+    scope: Scope,
+    source_id: bytes,
+    at: int,
+    max_text_bytes: int = MAX_CHUNKED_TEXT_BYTES,
+) -> ChunkInputs:
+    """What :func:`telha.domain.chunking.chunk_text` needs of version ``at``: its text, its
+    span rows, and the nodes that matter to chunking (a SECTION, a TABLE, or one placed on
+    a page; the others are left out).
 
     :raises NotFound: no such version in ``scope``.
     :raises ContentErased: the version was erased.
+    :raises PayloadTooLarge: its text is over ``max_text_bytes`` (default
+        :data:`~telha.domain.chunking.MAX_CHUNKED_TEXT_BYTES`).
     """
     sid, version = await version_at(tx, scope, source_id, at)
+    if (version.text_len or 0) > max_text_bytes:
+        raise PayloadTooLarge(
+            f"source version {at} has {version.text_len} bytes of text: chunks are cut for"
+            f" versions of at most {max_text_bytes} bytes"
+        )
     text = b""
     if version.blob_id is not None and version.text_len:
         rows = await tx.fetchall(
@@ -101,10 +117,12 @@ async def chunk_inputs(tx: Tx, scope: Scope, source_id: bytes, at: int) -> Chunk
             f = _facts.decode(props)
         except msgspec.DecodeError:  # properties that are not an object: none of ours
             f = _Facts()
+        page = _int(f.page)
+        kinds = tuple(_labels.decode(labels))
+        if page is None and "SECTION" not in kinds and "TABLE" not in kinds:
+            continue  # nothing chunking reads: leave it out (a table's rows, mostly)
         title = f.title if isinstance(f.title, str) else None
-        nodes[bytes(node_id)] = ChunkNode(
-            tuple(_labels.decode(labels)), title, _int(f.level), _int(f.page)
-        )
+        nodes[bytes(node_id)] = ChunkNode(kinds, title, _int(f.level), page)
     return ChunkInputs(text, spans, nodes)
 
 
@@ -149,9 +167,15 @@ class TextReadOps(EngineOps):
     """The chunk and offset reads of :class:`telha.storage.protocol.ReadStore`, each one
     :meth:`~telha.storage.core.engine.EngineOps._read`."""
 
-    async def chunk_inputs(self, scope: Scope, source_id: bytes, tx: int) -> ChunkInputs:
+    async def chunk_inputs(
+        self,
+        scope: Scope,
+        source_id: bytes,
+        tx: int,
+        max_text_bytes: int = MAX_CHUNKED_TEXT_BYTES,
+    ) -> ChunkInputs:
         """See :func:`chunk_inputs`."""
-        return await self._read(chunk_inputs, scope, source_id, tx)
+        return await self._read(chunk_inputs, scope, source_id, tx, max_text_bytes)
 
     async def text_window(
         self, scope: Scope, source_id: bytes, tx: int, start: int, end: int
