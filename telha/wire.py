@@ -11,6 +11,8 @@ import msgspec
 
 __all__ = [
     "ChangesOut",
+    "ChunkList",
+    "ChunkOut",
     "Deduplicated",
     "DiffOut",
     "EdgeList",
@@ -278,7 +280,8 @@ class RetireOut(_Out):
 
 
 class SpanOut(_Out):
-    """One span row: ``[start, end)`` byte offsets into canonical text, its ``kind``."""
+    """One span row: ``[start, end)`` offsets into canonical text (UTF-8 bytes, or the
+    ``units`` asked for), its ``kind``."""
 
     start: int
     end: int
@@ -290,6 +293,39 @@ class SpanList(_Out):
     """A version's span rows in document order."""
 
     spans: list[SpanOut]
+
+
+class ChunkOut(_Out):
+    """One retrieval chunk (docs/rest-api.md, "Chunks"): ``index`` (0-based, reading order);
+    ``start``/``end``, its own range of the canonical text (in the ``units`` asked for);
+    ``ranges``: ``[[start, end]]``, or ``[[start, end], [headerStart, headerEnd]]`` when a
+    table's header is repeated at its top; ``text``: the header's text (when repeated) then
+    the text of ``[start, end)``, exactly; ``headingPath``: the SECTION titles above its
+    first byte, outermost first; ``pages``: ``[first, last]`` (1-based) or ``null``;
+    ``nodeIds``: the nodes of the spans it overlaps, in reading order."""
+
+    index: int
+    start: int
+    end: int
+    ranges: list[list[int]]
+    text: str
+    heading_path: list[str]
+    pages: list[int] | None
+    node_ids: list[str]
+
+
+class ChunkList(_Out):
+    """A page of a version's chunks, with the parameters they were cut with; pass
+    ``nextCursor`` (``null`` on the last page) as ``cursor`` with the same parameters."""
+
+    source_id: str
+    source_version_tx: int
+    max_bytes: int
+    overlap: int
+    within: Literal["section", "document"]
+    units: Literal["byte", "codepoint", "utf16"]
+    chunks: list[ChunkOut]
+    next_cursor: str | None
 
 
 class Interval(_Out):

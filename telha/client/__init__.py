@@ -26,6 +26,8 @@ from telha.client.errors import (
 )
 from telha.wire import (
     ChangesOut,
+    ChunkList,
+    ChunkOut,
     Deduplicated,
     DiffOut,
     EdgeOut,
@@ -51,6 +53,8 @@ __all__ = [
     "TERMINAL_STATES",
     "AsyncTelha",
     "ChangesOut",
+    "ChunkList",
+    "ChunkOut",
     "Conflict",
     "ConnectionFailed",
     "ContentErased",

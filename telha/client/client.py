@@ -26,10 +26,12 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
+from telha.client.chunks import ChunkCalls
 from telha.client.errors import ConnectionFailed, TelhaError, Unavailable, error_for
 from telha.client.events import EventsUnsupported, follow_events
 from telha.client.listings import ListingCalls
 from telha.domain.model import TERMINAL_JOB_STATES
+from telha.domain.units import Units
 from telha.wire import (
     Deduplicated,
     DiffOut,
@@ -81,7 +83,7 @@ class _ProgressReader:
         return getattr(self._f, name)
 
 
-class AsyncTelha(ListingCalls):
+class AsyncTelha(ListingCalls, ChunkCalls):
     """A client of one Telha server for one API key (one tenant/organization scope).
 
     Use as ``async with AsyncTelha("http://127.0.0.1:7625", key) as telha: ...``.
@@ -359,34 +361,49 @@ class AsyncTelha(ListingCalls):
         return await self._get(f"/v1/sources/{source_id}", SourceOut)
 
     async def text(
-        self, source_id: str, tx: int, start: int | None = None, end: int | None = None
+        self,
+        source_id: str,
+        tx: int,
+        start: int | None = None,
+        end: int | None = None,
+        *,
+        units: Units = "byte",
     ) -> str:
-        """A version's canonical text, or its byte slice ``[start, end)`` (UTF-8 byte
-        offsets, as spans give them).
+        """A version's canonical text, or its slice ``[start, end)`` (UTF-8 byte offsets,
+        as spans give them; or code points, or UTF-16 units, per ``units``).
 
-        :raises InvalidRequest: a range outside the text or not on UTF-8 boundaries.
+        :raises InvalidRequest: a range outside the text or not on character boundaries.
         :raises NotFound: no such source or version.
         """
-        query = {k: v for k, v in {"start": start, "end": end}.items() if v is not None}
+        query: dict[str, int | str] = {
+            k: v for k, v in {"start": start, "end": end}.items() if v is not None
+        }
+        if units != "byte":
+            query["units"] = units
         url = f"/v1/sources/{source_id}/versions/{tx}/text"
         resp = await self._request("GET", url, lambda: {"params": query})
         return resp.content.decode("utf-8")
 
-    async def spans(self, source_id: str, tx: int) -> list[SpanOut]:
-        """A version's span rows in document order, each with its ``linked_nodes``.
+    async def spans(self, source_id: str, tx: int, *, units: Units = "byte") -> list[SpanOut]:
+        """A version's span rows in document order, each with its ``linked_nodes``
+        (offsets in ``units``: UTF-8 bytes, code points or UTF-16 units).
 
         :raises NotFound: no such source or version.
         """
         url = f"/v1/sources/{source_id}/versions/{tx}/spans"
-        return (await self._get(url, SpanList)).spans
+        return (await self._get(url, SpanList, {"units": _units(units)})).spans
 
-    async def node(self, node_id: str, as_of: int | None = None) -> NodeOut:
+    async def node(
+        self, node_id: str, as_of: int | None = None, *, units: Units = "byte"
+    ) -> NodeOut:
         """``GET /v1/nodes/{nodeId}``: the node (as of transaction time ``as_of`` µs, else
-        now) with ``provenance.spans[].text`` resolved and its ``ambiguities``.
+        now) with ``provenance.spans[].text`` resolved (offsets in ``units``) and its
+        ``ambiguities``.
 
         :raises NotFound: no such node (at that time).
         """
-        return await self._get(f"/v1/nodes/{node_id}", NodeOut, {"asOf": as_of})
+        params = {"asOf": as_of, "units": _units(units)}
+        return await self._get(f"/v1/nodes/{node_id}", NodeOut, params)
 
     async def nodes(
         self,
@@ -489,6 +506,11 @@ class AsyncTelha(ListingCalls):
             cursor = page.next_cursor
         whole.next_cursor = None
         return whole
+
+
+def _units(units: Units) -> str | None:
+    """The ``units`` query parameter (left out for the default, bytes)."""
+    return None if units == "byte" else units
 
 
 async def _call(on_event: EventCallback | None, event: JobEventOut) -> None:

@@ -33,6 +33,7 @@ from telha.ingest.eraser import Eraser
 from telha.ingest.ingestor import Ingestor
 from telha.metrics import Metrics
 from telha.queue.job_queue import JobQueue
+from telha.rest.chunk_cache import ChunkCache
 from telha.rest.metrics_middleware import MetricsMiddleware
 from telha.storage.protocol import JobEventStore, KeyStore, ListStore, ReadStore, RetireStore
 from telha.wire import ErrorBody, ErrorDetail
@@ -69,6 +70,8 @@ class AppState:
     ingest_slots: anyio.Semaphore = field(init=False)
     #: Bounds open event streams (``server.max_event_streams``).
     event_streams: anyio.Semaphore = field(init=False)
+    #: The chunks last cut, so a chunk listing's later pages cost no new cut.
+    chunk_cache: ChunkCache = field(default_factory=ChunkCache)
 
     def __post_init__(self) -> None:
         self.ingest_slots = anyio.Semaphore(self.config.ingest.max_concurrent)
@@ -218,11 +221,13 @@ async def metrics(request: Request) -> Response:
 def create_app(st: AppState) -> Starlette:
     """Build the app over ``st``; the routes come from :mod:`telha.rest.ingest_routes`,
     :mod:`telha.rest.cancel_routes`, :mod:`telha.rest.event_routes`,
-    :mod:`telha.rest.read_routes`, :mod:`telha.rest.version_routes`,
+    :mod:`telha.rest.read_routes`, :mod:`telha.rest.chunk_routes`,
+    :mod:`telha.rest.version_routes`,
     :mod:`telha.rest.erase_routes`, :mod:`telha.rest.listing_routes` and
     :mod:`telha.rest.openapi`."""
     from telha.rest import (
         cancel_routes,
+        chunk_routes,
         erase_routes,
         event_routes,
         ingest_routes,
@@ -240,6 +245,7 @@ def create_app(st: AppState) -> Starlette:
         *cancel_routes.routes,
         *event_routes.routes,
         *read_routes.routes,
+        *chunk_routes.routes,
         *version_routes.routes,
         *erase_routes.routes,
         *listing_routes.routes,

@@ -12,7 +12,9 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from telha import __version__, wire
+from telha.domain.chunking import MAX_CHUNK_BYTES, MIN_CHUNK_BYTES
 from telha.domain.listings import JOB_STATES, SOURCE_STATES
+from telha.domain.units import UNITS
 from telha.ingest.request import KNOWN_FORMATS
 from telha.rest.listing_routes import JOB_KINDS
 
@@ -98,6 +100,13 @@ _LIMIT = _param(
     "limit", "query", {"type": "integer", "minimum": 1, "maximum": 1000}, "page size (100)"
 )
 _CURSOR = _param("cursor", "query", {"type": "string"}, "nextCursor of the previous page")
+_UNITS = _param(
+    "units",
+    "query",
+    _enum(UNITS),
+    "offsets in UTF-8 bytes (default), Unicode code points (Python str indices) or UTF-16"
+    " code units (JavaScript string indices)",
+)
 
 _INGEST_BODY = {
     "type": "object",
@@ -355,6 +364,7 @@ def _paths() -> dict[str, Any]:
                     ),
                     _LIMIT,
                     _CURSOR,
+                    _UNITS,
                 ],
                 "responses": {
                     "200": _json("DiffOut", "a page of the diff"),
@@ -392,8 +402,9 @@ def _paths() -> dict[str, Any]:
                 "parameters": [
                     _SOURCE,
                     _TX,
-                    _param("start", "query", _INT, "first byte (inclusive)"),
-                    _param("end", "query", _INT, "last byte (exclusive)"),
+                    _param("start", "query", _INT, "first offset (inclusive), in units"),
+                    _param("end", "query", _INT, "last offset (exclusive), in units"),
+                    _UNITS,
                 ],
                 "responses": {
                     "200": {
@@ -409,10 +420,57 @@ def _paths() -> dict[str, Any]:
             "get": {
                 "summary": "Span rows of one version in document order",
                 "security": secured,
-                "parameters": [_SOURCE, _TX],
+                "parameters": [_SOURCE, _TX, _UNITS],
                 "responses": {
                     "200": _json("SpanList", "the spans"),
                     "410": _ERASED,
+                    **_ERRORS,
+                },
+            }
+        },
+        "/v1/sources/{sourceId}/versions/{tx}/chunks": {
+            "get": {
+                "summary": "Retrieval chunks of one version, in reading order, paged",
+                "description": (
+                    "Deterministic chunks of at most maxBytes UTF-8 bytes: never cut inside"
+                    " a span that fits (a longer one is cut at a sentence end, else"
+                    " whitespace, else a character boundary), never across a top-level"
+                    " SECTION unless within=document; a chunk of table rows repeats the"
+                    " header first (its range is the chunk's second range). Pass nextCursor"
+                    " as cursor with the same parameters for the next page."
+                ),
+                "security": secured,
+                "parameters": [
+                    _SOURCE,
+                    _TX,
+                    _param(
+                        "maxBytes",
+                        "query",
+                        {"type": "integer", "minimum": MIN_CHUNK_BYTES, "maximum": MAX_CHUNK_BYTES},
+                        "the most UTF-8 bytes of a chunk's text (2048)",
+                    ),
+                    _param(
+                        "overlap",
+                        "query",
+                        {"type": "integer", "minimum": 0, "maximum": MAX_CHUNK_BYTES // 2},
+                        "bytes a chunk may repeat of the one before, at most maxBytes/2 (0)",
+                    ),
+                    _param(
+                        "within",
+                        "query",
+                        _enum(("section", "document")),
+                        "section (default): never cross a top-level section",
+                    ),
+                    _UNITS,
+                    _LIMIT,
+                    _CURSOR,
+                ],
+                "responses": {
+                    "200": _json("ChunkList", "a page of chunks"),
+                    "410": _ERASED,
+                    "413": _json(
+                        "ErrorBody", "PAYLOAD_TOO_LARGE: the version's text is over 16 MiB"
+                    ),
                     **_ERRORS,
                 },
             }
@@ -427,6 +485,7 @@ def _paths() -> dict[str, Any]:
                     _LIMIT,
                     _CURSOR,
                     _AS_OF,
+                    _UNITS,
                 ],
                 "responses": {"200": _json("NodeList", "a page of nodes"), **_ERRORS},
             }
@@ -435,7 +494,7 @@ def _paths() -> dict[str, Any]:
             "get": {
                 "summary": "A node with its provenance spans resolved to text",
                 "security": secured,
-                "parameters": [_NODE, _AS_OF],
+                "parameters": [_NODE, _AS_OF, _UNITS],
                 "responses": {"200": _json("NodeOut", "the node"), **_ERRORS},
             }
         },

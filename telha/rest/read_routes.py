@@ -17,6 +17,7 @@ from starlette.routing import Route
 from telha.domain.errors import ContentErased, NotFound, RequestError
 from telha.domain.ids import id_str
 from telha.domain.model import Changes, Direction, NodeVersion, Scope, SourceVersion
+from telha.domain.units import OffsetConverter, Units
 from telha.rest.app import (
     json_response,
     parse_int,
@@ -26,6 +27,7 @@ from telha.rest.app import (
     state,
 )
 from telha.rest.listing_routes import source_summary_out
+from telha.rest.offsets import converter, units_param
 from telha.storage.protocol import ReadStore
 from telha.wire import (
     AmbiguityOut,
@@ -46,7 +48,7 @@ from telha.wire import (
     VersionState,
 )
 
-__all__ = ["encode_cursor", "node_out", "parse_cursor", "routes"]
+__all__ = ["encode_cursor", "node_out", "parse_cursor", "routes", "version_params"]
 
 _MAX_LIMIT = 1000
 _DEFAULT_LIMIT = 100
@@ -127,7 +129,12 @@ async def get_source(request: Request) -> Response:
     )
 
 
-def _version_params(request: Request) -> tuple[bytes, int]:
+def version_params(request: Request) -> tuple[bytes, int]:
+    """``(source id, tx)`` of a ``/v1/sources/{sourceId}/versions/{tx}/…`` route.
+
+    :raises NotFound: the source id is not a UUID.
+    :raises RequestError: tx is not a non-negative integer.
+    """
     source_id = parse_uuid(request.path_params["source_id"], "source")
     tx = parse_int(request.path_params["tx"], "sourceVersionTx")
     assert tx is not None
@@ -135,30 +142,65 @@ def _version_params(request: Request) -> tuple[bytes, int]:
 
 
 async def get_text(request: Request) -> Response:
-    """GET /v1/sources/{sourceId}/versions/{tx}/text?start=&end= — canonical bytes [start, end)."""
+    """GET /v1/sources/{sourceId}/versions/{tx}/text?start=&end=&units= — canonical text
+    [start, end), the bounds in ``units`` (default UTF-8 bytes)."""
     scope = await require_scope(request)
-    source_id, tx = _version_params(request)
+    source_id, tx = version_params(request)
     start = parse_int(request.query_params.get("start"), "start")
     end = parse_int(request.query_params.get("end"), "end")
-    data = await state(request).store.read_text(scope, source_id, tx, start, end)
+    units = units_param(request)
+    store = state(request).store
+    if units != "byte" and (start is not None or end is not None):
+        start, end = await _bytes_of(store, scope, source_id, tx, start, end, units)
+    data = await store.read_text(scope, source_id, tx, start, end)
     return Response(data, media_type="text/plain; charset=utf-8")
 
 
+async def _bytes_of(
+    store: ReadStore,
+    scope: Scope,
+    source_id: bytes,
+    tx: int,
+    start: int | None,
+    end: int | None,
+    units: Units,
+) -> tuple[int | None, int | None]:
+    """``start`` and ``end`` given in ``units`` as byte offsets. A character is 1–4 bytes
+    and 1–2 UTF-16 units, so position ``k`` lies in bytes ``[k, 4k]``: only the chunks
+    holding that range are read."""
+    lo = start if start is not None else 0
+    hi = end if end is not None else lo
+    if lo > hi:
+        raise RequestError(f"start ({lo}) is after end ({hi})")
+    conv = await converter(store, scope, source_id, tx, lo, 4 * hi)
+    return (
+        conv.to_bytes(start, units) if start is not None else None,
+        conv.to_bytes(end, units) if end is not None else None,
+    )
+
+
 async def get_spans(request: Request) -> Response:
-    """GET /v1/sources/{sourceId}/versions/{tx}/spans — span rows in document order."""
+    """GET /v1/sources/{sourceId}/versions/{tx}/spans?units= — span rows in document order,
+    offsets in ``units`` (default UTF-8 bytes)."""
     scope = await require_scope(request)
-    source_id, tx = _version_params(request)
-    rows = await state(request).store.span_rows(scope, source_id, tx)
+    source_id, tx = version_params(request)
+    units = units_param(request)
+    store = state(request).store
+    rows = await store.span_rows(scope, source_id, tx)
+    offsets = [x for r in rows for x in (r.start, r.end)]
+    if units != "byte" and offsets:
+        conv = await converter(store, scope, source_id, tx, 0, max(offsets))
+        offsets = conv.to_units(offsets, units)
     return json_response(
         SpanList(
             spans=[
                 SpanOut(
-                    start=r.start,
-                    end=r.end,
+                    start=offsets[2 * i],
+                    end=offsets[2 * i + 1],
                     kind=r.kind,
                     linked_nodes=[id_str(n) for n in r.linked_nodes],
                 )
-                for r in rows
+                for i, r in enumerate(rows)
             ]
         )
     )
@@ -169,32 +211,46 @@ def _slice(window: tuple[int, bytes], start: int, end: int) -> str:
     return data[start - base : end - base].decode("utf-8", "replace")
 
 
-async def node_out(store: ReadStore, scope: Scope, nodes: list[NodeVersion]) -> list[NodeOut]:
+async def node_out(
+    store: ReadStore, scope: Scope, nodes: list[NodeVersion], units: Units = "byte"
+) -> list[NodeOut]:
     """Nodes as the wire shows them, each provenance span's text resolved (one read per
-    distinct version; an erased or missing version's text is empty)."""
+    distinct version; an erased or missing version's text is empty) and its offsets in
+    ``units`` (an erased or missing version's stay in bytes)."""
     wanted: dict[tuple[bytes, int], list[tuple[int, int]]] = defaultdict(list)
     for n in nodes:
         for s in n.provenance:
             wanted[(s.source_id, s.source_version_tx)].append((s.start, s.end))
     texts: dict[tuple[bytes, int], tuple[int, bytes]] = {}
+    convs: dict[tuple[bytes, int], OffsetConverter] = {}
     for key, ranges in wanted.items():
         lo, hi = min(a for a, _ in ranges), max(b for _, b in ranges)
         try:
-            texts[key] = (lo, await store.read_text(scope, key[0], key[1], lo, hi))
+            if units == "byte":
+                texts[key] = (lo, await store.read_text(scope, key[0], key[1], lo, hi))
+            else:
+                window = await store.text_window(scope, key[0], key[1], lo, hi)
+                texts[key] = (window.base, window.data)
+                convs[key] = OffsetConverter(window.data, window.base, window.before)
         except (NotFound, RequestError, ContentErased):
             texts[key] = (lo, b"")
     out = []
     for n in nodes:
-        spans = [
-            ProvenanceSpanOut(
-                source_id=id_str(s.source_id),
-                source_version_tx=s.source_version_tx,
-                start=s.start,
-                end=s.end,
-                text=_slice(texts[(s.source_id, s.source_version_tx)], s.start, s.end),
+        spans = []
+        for s in n.provenance:
+            key = (s.source_id, s.source_version_tx)
+            start, end = s.start, s.end
+            if key in convs:
+                start, end = convs[key].to_units([start, end], units)
+            spans.append(
+                ProvenanceSpanOut(
+                    source_id=id_str(s.source_id),
+                    source_version_tx=s.source_version_tx,
+                    start=start,
+                    end=end,
+                    text=_slice(texts[key], s.start, s.end),
+                )
             )
-            for s in n.provenance
-        ]
         out.append(
             NodeOut(
                 node_id=id_str(n.node_id),
@@ -209,15 +265,17 @@ async def node_out(store: ReadStore, scope: Scope, nodes: list[NodeVersion]) -> 
 
 
 async def get_node(request: Request) -> Response:
-    """GET /v1/nodes/{nodeId}?asOf= — one node version with its provenance text."""
+    """GET /v1/nodes/{nodeId}?asOf=&units= — one node version with its provenance text
+    (offsets in ``units``, default UTF-8 bytes)."""
     scope = await require_scope(request)
     node_id = parse_uuid(request.path_params["node_id"], "node")
     as_of = parse_int(request.query_params.get("asOf"), "asOf")
+    units = units_param(request)
     store = state(request).store
     node = await store.get_node(scope, node_id, as_of)
     if node is None:
         raise NotFound("no such node" + ("" if as_of is None else f" as of {as_of}"))
-    out = (await node_out(store, scope, [node]))[0]
+    out = (await node_out(store, scope, [node], units))[0]
     out.ambiguities = [
         AmbiguityOut(
             kind=a.kind,
@@ -253,13 +311,14 @@ def parse_cursor(value: str | None) -> bytes | None:
 
 
 async def list_nodes(request: Request) -> Response:
-    """GET /v1/nodes?label=&sourceId=&limit=&cursor=&asOf= — nodes (current, or as of
-    transaction time ``asOf``, µs), paged by id."""
+    """GET /v1/nodes?label=&sourceId=&limit=&cursor=&asOf=&units= — nodes (current, or as
+    of transaction time ``asOf``, µs), paged by id, provenance offsets in ``units``."""
     scope = await require_scope(request)
     q = request.query_params
     limit = parse_int(q.get("limit"), "limit", minimum=1) or _DEFAULT_LIMIT
     if limit > _MAX_LIMIT:
         raise RequestError(f"limit must be <= {_MAX_LIMIT}")
+    units = units_param(request)
     source = q.get("sourceId")
     source_id = parse_uuid_param(source, "sourceId") if source is not None else None
     store = state(request).store
@@ -274,7 +333,8 @@ async def list_nodes(request: Request) -> Response:
     more = len(nodes) > limit
     nodes = nodes[:limit]
     cursor = encode_cursor(nodes[-1].node_id) if more else None
-    return json_response(NodeList(nodes=await node_out(store, scope, nodes), next_cursor=cursor))
+    out = await node_out(store, scope, nodes, units)
+    return json_response(NodeList(nodes=out, next_cursor=cursor))
 
 
 async def node_edges(request: Request) -> Response:

@@ -13,6 +13,7 @@ from telha.domain.ids import id_str
 from telha.rest.app import json_response, parse_int, parse_uuid, require_scope, state
 from telha.rest.erase_routes import MAX_REASON_CHARS
 from telha.rest.ingest_routes import read_body
+from telha.rest.offsets import units_param
 from telha.rest.read_routes import encode_cursor, node_out, parse_cursor
 from telha.wire import DiffOut, NodeChangeOut, RetiredOut, RetireOut
 
@@ -24,9 +25,9 @@ _MAX_BODY_BYTES = 16 * 1024
 
 
 async def source_diff(request: Request) -> Response:
-    """GET /v1/sources/{sourceId}/diff?from=&to=&limit=&cursor= — one page of what changed
-    from version ``from`` to version ``to`` (defaults: the version before ``to``, and the
-    latest), paged by node id like ``/v1/nodes``."""
+    """GET /v1/sources/{sourceId}/diff?from=&to=&limit=&cursor=&units= — one page of what
+    changed from version ``from`` to version ``to`` (defaults: the version before ``to``,
+    and the latest), paged by node id like ``/v1/nodes``; provenance offsets in ``units``."""
     scope = await require_scope(request)
     source_id = parse_uuid(request.path_params["source_id"], "source")
     q = request.query_params
@@ -37,13 +38,14 @@ async def source_diff(request: Request) -> Response:
     limit = parse_int(q.get("limit"), "limit", minimum=1) or _DEFAULT_LIMIT
     if limit > _MAX_LIMIT:
         raise RequestError(f"limit must be <= {_MAX_LIMIT}")
+    units = units_param(request)
     store = state(request).store
     diff = await store.version_diff(
         scope, source_id, from_tx=from_tx, to_tx=to_tx, limit=limit,
         after=parse_cursor(q.get("cursor")),
     )  # fmt: skip
     pairs = [n for pair in diff.changed for n in pair]
-    out = await node_out(store, scope, [*diff.added, *diff.removed, *pairs])
+    out = await node_out(store, scope, [*diff.added, *diff.removed, *pairs], units)
     added = out[: len(diff.added)]
     removed = out[len(diff.added) : len(diff.added) + len(diff.removed)]
     rest = out[len(diff.added) + len(diff.removed) :]

@@ -24,6 +24,7 @@ from typing import Any, Protocol, Self
 
 import anyio.abc
 
+from telha.domain.chunking import MAX_CHUNKED_TEXT_BYTES
 from telha.domain.erasure import ErasePayload
 from telha.domain.listings import (
     JobFamily,
@@ -59,6 +60,7 @@ from telha.storage.core.diff import VersionDiff
 from telha.storage.core.publish import RetireOutcome
 from telha.storage.core.retention import JobKey, RetentionResult
 from telha.storage.core.scan import Scan
+from telha.storage.core.text_reads import ChunkInputs, TextWindow
 from telha.storage.core.webhooks import DeliveryClaim, DeliveryResult, WebhookRecord
 from telha.storage.job_watch import JobEventSignal
 
@@ -308,6 +310,31 @@ class ReadStore(Protocol):
     ) -> list[EdgeRecord]:
         """Edges of a node (current, or as of ``as_of``) whose far endpoint is in the graph
         then (dangling edges are left out)."""
+
+    async def chunk_inputs(
+        self,
+        scope: Scope,
+        source_id: bytes,
+        tx: int,
+        max_text_bytes: int = MAX_CHUNKED_TEXT_BYTES,
+    ) -> ChunkInputs:
+        """One version's text, span rows and node facts, for retrieval chunks.
+
+        :raises NotFound: no such version in ``scope``.
+        :raises ContentErased: the version was erased.
+        :raises PayloadTooLarge: its text is over ``max_text_bytes``.
+        """
+
+    async def text_window(
+        self, scope: Scope, source_id: bytes, tx: int, start: int, end: int
+    ) -> TextWindow:
+        """The stored chunks of one version holding bytes ``[start, end)`` (clamped to the
+        text), with the unit counts of the text before them (offset conversion,
+        :mod:`telha.domain.units`).
+
+        :raises NotFound: no such version in ``scope``.
+        :raises ContentErased: the version was erased.
+        """
 
     async def has_source(self, scope: Scope, source_id: bytes) -> bool:
         """Whether ``scope`` knows the source at all: a version row (finalized or a stream's

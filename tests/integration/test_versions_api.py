@@ -481,7 +481,8 @@ async def test_openapi_describes_the_versions_api(server: ServerProcess) -> None
         doc = (await anon.get("/openapi.json")).json()
     paths, schemas = doc["paths"], doc["components"]["schemas"]
     diff = paths["/v1/sources/{sourceId}/diff"]["get"]
-    assert [p["name"] for p in diff["parameters"]] == ["sourceId", "from", "to", "limit", "cursor"]
+    names = ["sourceId", "from", "to", "limit", "cursor", "units"]
+    assert [p["name"] for p in diff["parameters"]] == names
     assert set(diff["responses"]) == {"200", "400", "401", "404", "410"}
     retire = paths["/v1/sources/{sourceId}"]["delete"]
     assert set(retire["responses"]) == {"200", "400", "401", "404", "409"}

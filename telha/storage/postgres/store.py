@@ -29,6 +29,7 @@ from telha.storage.core.retention import RetentionOps
 from telha.storage.core.retire import RetireOps
 from telha.storage.core.scan import ScanOps
 from telha.storage.core.streams import StreamOps
+from telha.storage.core.text_reads import TextReadOps
 from telha.storage.core.webhooks import WebhookOps
 from telha.storage.postgres.base import PgBase
 from telha.storage.postgres.fast import FastJobOps, FastVersionOps
@@ -46,6 +47,7 @@ class PostgresStore(
     FastVersionOps,
     StreamOps,
     ReadOps,
+    TextReadOps,
     DiffOps,
     RetireOps,
     ListOps,

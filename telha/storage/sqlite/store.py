@@ -23,6 +23,7 @@ from telha.storage.core.retention import RetentionOps
 from telha.storage.core.retire import RetireOps
 from telha.storage.core.scan import ScanOps
 from telha.storage.core.streams import StreamOps
+from telha.storage.core.text_reads import TextReadOps
 from telha.storage.core.versions import VersionOps
 from telha.storage.core.webhooks import WebhookOps
 from telha.storage.sqlite.base import SqliteBase, _nothing
@@ -35,6 +36,7 @@ class SqliteStore(
     VersionOps,
     StreamOps,
     ReadOps,
+    TextReadOps,
     DiffOps,
     RetireOps,
     ListOps,
