@@ -15,6 +15,7 @@ from telha import __version__, wire
 from telha.domain.listings import JOB_STATES, SOURCE_STATES
 from telha.ingest.request import KNOWN_FORMATS
 from telha.rest.listing_routes import JOB_KINDS
+from telha.rest.openapi_search import search_paths
 
 __all__ = ["openapi_document", "routes"]
 
@@ -474,6 +475,7 @@ def _paths() -> dict[str, Any]:
                 "responses": {"200": {"description": "text exposition format"}},
             }
         },
+        **search_paths(_param, _json, _ERRORS, secured, KNOWN_FORMATS),
         "/openapi.json": {
             "get": {
                 "summary": "This document",

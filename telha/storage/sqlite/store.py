@@ -21,6 +21,7 @@ from telha.storage.core.raw import RawOps
 from telha.storage.core.reads import ReadOps
 from telha.storage.core.retire import RetireOps
 from telha.storage.core.scan import ScanOps
+from telha.storage.core.search import SearchOps
 from telha.storage.core.streams import StreamOps
 from telha.storage.core.versions import VersionOps
 from telha.storage.core.webhooks import WebhookOps
@@ -34,6 +35,7 @@ class SqliteStore(
     VersionOps,
     StreamOps,
     ReadOps,
+    SearchOps,
     DiffOps,
     RetireOps,
     ListOps,
