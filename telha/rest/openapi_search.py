@@ -86,6 +86,7 @@ def search_paths(
                         },
                     },
                     **errors,
+                    "413": json("ErrorBody", "PAYLOAD_TOO_LARGE: a body over 64 KiB"),
                 },
             }
         },

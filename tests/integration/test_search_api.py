@@ -39,7 +39,10 @@ def server(engine: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Se
     folder = tmp_path_factory.mktemp("search-api")
     workers = ["text_worker", "tabular_worker", "email_worker", "docling_worker"]
     config = write_config(
-        folder, engine, workers={"in_process": workers, "concurrency": 1}, docling={"timeout_s": 120}
+        folder,
+        engine,
+        workers={"in_process": workers, "concurrency": 1},
+        docling={"timeout_s": 120},
     )
     with ServerProcess(config) as proc:
         yield proc
@@ -222,7 +225,9 @@ async def test_superseded_retired_and_erased_versions_leave_the_index(
     (beta,) = await _search(client, "betaword", label="PARAGRAPH")
     versions = (await client.get(f"/v1/sources/{source}")).json()["versions"]
     assert beta["sourceVersionTx"] == versions[0]["sourceVersionTx"]
-    assert len(await _search(client, '"shared line"', label="PARAGRAPH")) == 1  # one current version only
+    assert (
+        len(await _search(client, '"shared line"', label="PARAGRAPH")) == 1
+    )  # one current version only
     resp = await client.delete(f"/v1/sources/{source}")
     assert resp.status_code == 200, resp.text
     assert await _search(client, "betaword") == []
