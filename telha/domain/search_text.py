@@ -5,9 +5,11 @@ indexed word, a query word and a highlighted range are always cut and folded ali
 - A **word** is a run of letters and digits (Python's ``\\w`` without ``_``), except that
   every Han, kana or CJK-symbol character is a word of its own: Japanese and Chinese have no
   spaces, so a query's CJK run is searched as a phrase of single characters.
-- A word is **folded** for comparison: case folded, compatibility-decomposed (NFKD),
-  combining marks dropped (``Relatório`` → ``relatorio``, ``ＡＢＣ`` → ``abc``), ASCII
-  punctuation the decomposition produced dropped, at most :data:`MAX_WORD` characters.
+- A word is **folded** for comparison: lower-cased, decomposed (NFD) and its combining
+  marks dropped (``Relatório`` → ``relatorio``), at most :data:`MAX_WORD` characters — the
+  folding of SQLite FTS5's ``unicode61 remove_diacritics 2`` tokenizer, which indexes the
+  text there (so a folded query word is what FTS5 indexed; PostgreSQL indexes these words
+  themselves).
 - Offsets are UTF-8 **byte** offsets into the canonical text, like every offset of the API.
 """
 
@@ -30,8 +32,8 @@ __all__ = [
 
 #: Characters of a folded word kept (a longer word is cut: index and query alike).
 MAX_WORD = 100
-#: Words of one span indexed (the rest of a larger span is not searchable; PostgreSQL's
-#: ``tsvector`` holds at most 1 MiB).
+#: Words of one span PostgreSQL indexes (the rest of a larger span is not searchable there:
+#: a ``tsvector`` holds at most 1 MiB).
 MAX_WORDS = 50_000
 #: PostgreSQL keeps positions 1–16383 and at most 256 positions per lexeme.
 _PG_MAX_POS = 16383
@@ -43,7 +45,7 @@ _CJK = (
     "\U00020000-\U0003134f"
 )
 _WORD = re.compile(f"[{_CJK}]|[^\\W_{_CJK}]+")
-_ASCII_PUNCT = re.compile(r"[\x00-\x2f\x3a-\x40\x5b-\x60\x7b-\x7f]+")
+_CJK_CHAR = re.compile(f"[{_CJK}]")
 
 #: ``(folded word, start, end)``: the word's character offsets in the text it came from.
 Word = tuple[str, int, int]
@@ -54,9 +56,8 @@ def fold(word: str) -> str:
     """``word`` as it is compared (see the module docstring); may be ``""`` (nothing left)."""
     if word.isascii():
         return word.lower()[:MAX_WORD]
-    folded = unicodedata.normalize("NFKD", word.casefold())
-    folded = "".join(c for c in folded if not unicodedata.combining(c))
-    return _ASCII_PUNCT.sub("", folded)[:MAX_WORD]
+    folded = unicodedata.normalize("NFD", word.lower())
+    return "".join(c for c in folded if not unicodedata.combining(c))[:MAX_WORD]
 
 
 def words(text: str) -> list[Word]:
@@ -70,11 +71,13 @@ def words(text: str) -> list[Word]:
     return out
 
 
-def fts5_body(folded: list[str]) -> str:
-    """The indexed form for SQLite's FTS5 (``tokenize='ascii'``): the folded words
-    separated by spaces (a folded word holds no ASCII separator, so FTS5 cuts exactly
-    there)."""
-    return " ".join(folded[:MAX_WORDS])
+def fts5_body(text: str) -> str:
+    """The indexed form for SQLite's FTS5 (``unicode61 remove_diacritics 2``, which cuts and
+    folds words as :func:`words` does): the text itself, with a space after each CJK
+    character so that each is a word of its own (FTS5 would take a run of them as one)."""
+    if text.isascii() or _CJK_CHAR.search(text) is None:
+        return text
+    return _CJK_CHAR.sub(lambda m: m.group() + " ", text)
 
 
 def tsvector_literal(folded: list[str]) -> str:

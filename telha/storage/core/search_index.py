@@ -1,9 +1,10 @@
 """The full-text index, kept once for both engines (docs/architecture.md, "Search").
 
 ``search_spans`` holds one row per span row of each source's **current** version — its
-latest published version, neither retired nor erased — with the span's folded words
-(:mod:`telha.domain.search_text`): SQLite indexes them with FTS5 (``search_fts``, external
-content kept by triggers), PostgreSQL stores them as a ``tsvector`` under a GIN index.
+latest published version, neither retired nor erased — with the span's text as the engine
+indexes it (:mod:`telha.domain.search_text`): SQLite's FTS5 (``search_fts``, external content
+over ``search_spans``, kept here statement by statement) cuts and folds it, PostgreSQL stores
+the words Telha cut and folded as a ``tsvector`` under a GIN index.
 
 :func:`sync_source` is the one function every write that changes which version of a source
 is current calls, in its own transaction, right after it recorded the change
@@ -83,12 +84,14 @@ def _rows(
     labels: dict[bytes, str],
     postgres: bool,
 ) -> list[tuple[Any, ...]]:
-    """The ``search_spans`` rows of a version's span rows ``(start, end, kind, linked)``."""
+    """The ``search_spans`` rows of a version's span rows ``(start, end, kind, linked)``:
+    SQLite's body is the span's text for FTS5 to cut (:func:`fts5_body`), PostgreSQL's the
+    ``tsvector`` of its words (:func:`tsvector_literal`)."""
     out = []
     cached: dict[str, list[str]] = {}
     for start, end, kind, linked in spans:
-        folded = [w for w, _, _ in words(text[start:end].decode("utf-8", "replace"))]
-        body = tsvector_literal(folded) if postgres else fts5_body(folded)
+        span = text[start:end].decode("utf-8", "replace")
+        body = tsvector_literal([w for w, _, _ in words(span)]) if postgres else fts5_body(span)
         names: set[str] = set()
         for node in node_ids(bytes(linked)):
             raw = labels.get(node)
@@ -125,6 +128,11 @@ async def _index_version(
         await tx.executemany(_INSERT_PG, rows)
     else:  # SQLite runs the operation on its writer's thread already
         await tx.executemany(_INSERT_SQLITE, _rows(*args))
+        await tx.execute(
+            "INSERT INTO search_fts (rowid, scope_id, body) SELECT rowid, scope_id, body"
+            " FROM search_spans WHERE scope_id = ? AND source_id = ? AND version_tx = ?",
+            sid, source_id, at,
+        )  # fmt: skip
 
 
 async def sync_source(tx: Tx, sid: int, source_id: bytes) -> None:
@@ -143,6 +151,12 @@ async def sync_source(tx: Tx, sid: int, source_id: bytes) -> None:
     if have == want:
         return
     if have:
+        if not tx.postgres:  # the words leave FTS5 first: its 'delete' needs the stored body
+            await tx.execute(
+                "INSERT INTO search_fts (search_fts, rowid, scope_id, body) SELECT 'delete',"
+                " rowid, scope_id, body FROM search_spans WHERE scope_id = ? AND source_id = ?",
+                sid, source_id,
+            )  # fmt: skip
         await tx.execute(
             "DELETE FROM search_spans WHERE scope_id = ? AND source_id = ?", sid, source_id
         )
@@ -169,6 +183,8 @@ async def set_search(tx: Tx) -> bool:
     built = row is not None and bool(row[0])
     if built == tx.search:
         return False
+    if not tx.postgres:
+        await tx.execute("INSERT INTO search_fts (search_fts) VALUES ('delete-all')")
     await tx.execute("DELETE FROM search_spans")
     await purge_erased(tx)
     if tx.search:

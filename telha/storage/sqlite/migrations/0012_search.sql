@@ -1,9 +1,9 @@
 -- Full-text search (docs/architecture.md, "Search"): one row per span row of each source's
 -- current version (its latest published version, neither retired nor erased), written and
 -- deleted in the transactions that publish, supersede, retire and erase versions
--- (telha.storage.core.search_index). `body` is the span's words, folded and separated by
--- spaces (telha.domain.search_text); `search_fts` indexes it (external content, kept by the
--- triggers below). `labels` is ' A B ' (the linked nodes' labels, spaces around each).
+-- (telha.storage.core.search_index). `body` is the span's text with a space between CJK
+-- characters (telha.domain.search_text.fts5_body); `search_fts` indexes it. `labels` is
+-- ' A B ' (the linked nodes' labels, spaces around each).
 CREATE TABLE search_spans (
     rowid        INTEGER PRIMARY KEY,
     scope_id     INTEGER NOT NULL,
@@ -19,18 +19,13 @@ CREATE TABLE search_spans (
 );
 CREATE INDEX search_spans_by_source ON search_spans (scope_id, source_id, version_tx, start);
 
+-- External content: telha.storage.core.search_index inserts each new row's words and deletes
+-- a row's words (FTS5 'delete' with the stored body) in the statements that write and delete
+-- `search_spans` rows (one INSERT ... SELECT per version: row triggers cost 4x as much).
 CREATE VIRTUAL TABLE search_fts USING fts5(
-    scope_id, body, content = 'search_spans', content_rowid = 'rowid', tokenize = 'ascii'
+    scope_id, body, content = 'search_spans', content_rowid = 'rowid',
+    tokenize = 'unicode61 remove_diacritics 2'
 );
-
-CREATE TRIGGER search_spans_insert AFTER INSERT ON search_spans BEGIN
-    INSERT INTO search_fts (rowid, scope_id, body) VALUES (new.rowid, new.scope_id, new.body);
-END;
-
-CREATE TRIGGER search_spans_delete AFTER DELETE ON search_spans BEGIN
-    INSERT INTO search_fts (search_fts, rowid, scope_id, body)
-    VALUES ('delete', old.rowid, old.scope_id, old.body);
-END;
 
 -- Whether the index is kept (`[search] enabled`) and holds every current version: 0 until a
 -- store opened with search enabled has built it (existing databases, or after running with
