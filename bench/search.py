@@ -115,7 +115,11 @@ def ingest(c: httpx.Client, total: int, texts: list[str]) -> float:
     t0 = time.perf_counter()
     for b in range(0, total, BATCH):
         records = [{"text": t} for t in texts[b : b + BATCH]]
-        body = {"format": "json", "name": f"gen-{b}.json", "content": msgspec.json.encode(records).decode()}
+        body = {
+            "format": "json",
+            "name": f"gen-{b}.json",
+            "content": msgspec.json.encode(records).decode(),
+        }
         resp = c.post("/v1/ingest", json=body)
         if resp.status_code != 201:
             raise RuntimeError(f"batch {b}: {resp.status_code} {resp.text[:500]}")
@@ -189,7 +193,10 @@ def run(engine: str, spans: int, tmp: Path) -> dict[str, Any]:
         engine,
         storage=storage,
         ingest={"max_body_bytes": 64 * 1024 * 1024, "json_max_records": BATCH},
-        workers={"in_process": ["tabular_worker", "email_worker", "docling_worker"], "concurrency": 1},
+        workers={
+            "in_process": ["tabular_worker", "email_worker", "docling_worker"],
+            "concurrency": 1,
+        },
     )
     server = ServerProcess(config).start()
     out: dict[str, Any] = {"engine": engine, "spans": spans}
@@ -222,7 +229,14 @@ def run(engine: str, spans: int, tmp: Path) -> dict[str, Any]:
                     raise RuntimeError(f"locate {text!r}: {resp.status_code} {resp.text[:300]}")
 
             out["locate"] = [timed(locate, t) for t in quotes]
-            resp = c.post("/v1/ingest", json={"format": "json", "name": "erase-me.json", "content": '[{"text": "to be erased"}]'})
+            resp = c.post(
+                "/v1/ingest",
+                json={
+                    "format": "json",
+                    "name": "erase-me.json",
+                    "content": '[{"text": "to be erased"}]',
+                },
+            )
             source = resp.json()["sourceId"]
             t0 = time.perf_counter()
             resp = c.post(f"/v1/sources/{source}/erase", json={"reason": "bench"})
@@ -242,20 +256,29 @@ def report(r: dict[str, Any]) -> None:
     s50, s99 = pct(r["search"], 0.5), pct(r["search"], 0.99)
     f50, f99 = pct(r["floor"], 0.5), pct(r["floor"], 0.99)
     l50 = pct(r["locate"], 0.5)
-    print(f"search ({r['engine']}): {r['spans']:,} generated spans + corpus, ingest {r['ingest_s']:.0f} s", end="")
+    print(
+        f"search ({r['engine']}): {r['spans']:,} generated spans + corpus, ingest {r['ingest_s']:.0f} s",
+        end="",
+    )
     print(f", database {r['db_mb']:.0f} MB" if "db_mb" in r else "")
     print("| what                         |  p50 ms |  p99 ms |")
     print("|------------------------------|---------|---------|")
     print(f"| search (REST, limit 20)      | {s50:7.1f} | {s99:7.1f} |")
     print(f"| floor (bare engine query)    | {f50:7.1f} | {f99:7.1f} |")
     print(f"| locate (REST)                | {l50:7.1f} | {pct(r['locate'], 0.99):7.1f} |")
-    print(f"mean hits per query {r['hits_mean']:.1f}; erase of one source on this index: {r['erase_s']:.2f} s")
+    print(
+        f"mean hits per query {r['hits_mean']:.1f}; erase of one source on this index: {r['erase_s']:.2f} s"
+    )
     if r["engine"] == "sqlite":
         ok = s50 <= TARGET_P50_MS and s99 <= TARGET_P99_MS
-        print(f"target search p50 <= {TARGET_P50_MS:g} ms, p99 <= {TARGET_P99_MS:g} ms: {'PASS' if ok else 'FAIL'}")
+        print(
+            f"target search p50 <= {TARGET_P50_MS:g} ms, p99 <= {TARGET_P99_MS:g} ms: {'PASS' if ok else 'FAIL'}"
+        )
     ratio = s50 / f50 if f50 else float("inf")
     print(f"ratio search / floor (p50): {ratio:.2f}   (target <= {TARGET_FLOOR_RATIO:g})")
-    print(f"target locate p50 <= {TARGET_LOCATE_MS:g} ms: {'PASS' if l50 <= TARGET_LOCATE_MS else 'FAIL'}")
+    print(
+        f"target locate p50 <= {TARGET_LOCATE_MS:g} ms: {'PASS' if l50 <= TARGET_LOCATE_MS else 'FAIL'}"
+    )
 
 
 def main() -> int:

@@ -29,6 +29,7 @@ from tenacity import (
 from telha.client.errors import ConnectionFailed, TelhaError, Unavailable, error_for
 from telha.client.events import EventsUnsupported, follow_events
 from telha.client.listings import ListingCalls
+from telha.client.search import SearchCalls
 from telha.domain.model import TERMINAL_JOB_STATES
 from telha.wire import (
     Deduplicated,
@@ -81,7 +82,7 @@ class _ProgressReader:
         return getattr(self._f, name)
 
 
-class AsyncTelha(ListingCalls):
+class AsyncTelha(ListingCalls, SearchCalls):
     """A client of one Telha server for one API key (one tenant/organization scope).
 
     Use as ``async with AsyncTelha("http://127.0.0.1:7625", key) as telha: ...``.

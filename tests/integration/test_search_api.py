@@ -17,6 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
+from telha.client import AsyncTelha, InvalidRequest
 from telha.domain.search_text import fold
 from tests.conftest import CORPUS
 from tests.support.server import ServerProcess, telha_check, write_config
@@ -321,3 +322,23 @@ async def test_bad_locate_input_answers_400(
     assert named in resp.json()["error"]["message"], resp.text
     resp = await client.post("/v1/locate", json={"text": "x" * 10_001})
     assert resp.status_code == 400 and "text" in resp.json()["error"]["message"]
+
+
+async def test_the_client_searches_and_locates(server: ServerProcess) -> None:
+    key = server.create_key(f"t-{uuid.uuid4()}", "org")
+    async with AsyncTelha(server.base_url, key, timeout=60) as telha:
+        r = await telha.ingest("text", "client.txt", content="Clientword here.\n\nAnd more.\n")
+        assert r.job_id is not None
+        await telha.wait(r.job_id, timeout=60)
+        res = await telha.search("clientword", label="PARAGRAPH")
+        (hit,) = res.hits
+        assert res.next_cursor is None and hit.source_id == r.source_id
+        (m,) = hit.matches
+        word = await telha.text(hit.source_id, hit.source_version_tx, start=m.start, end=m.end)
+        assert word == "Clientword"
+        places = await telha.locate("Clientword  here.")
+        assert [(p.start, p.end, p.exact) for p in places] == [(0, 16, False)]
+        with pytest.raises(InvalidRequest, match="quotes"):
+            await telha.search('"open')
+        with pytest.raises(InvalidRequest, match="text"):
+            await telha.locate("   ")

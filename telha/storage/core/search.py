@@ -148,11 +148,11 @@ async def _details(tx: Tx, sid: int, rowids: list[int]) -> list[tuple[Any, ...]]
 
 
 class _Texts:
-    """Span texts read from canonical text chunks (1 MiB), each chunk once per read."""
+    """Span texts read from canonical text chunks (1 MiB): only the span's bytes of each
+    chunk are sent back (``substr`` in the engine), so a hit costs its own length."""
 
     def __init__(self, tx: Tx, sid: int) -> None:
         self._tx, self._sid = tx, sid
-        self._chunks: dict[tuple[bytes, int], bytes] = {}
 
     async def span(self, blob_id: bytes | None, start: int, end: int) -> str:
         """The text ``[start, end)`` of the blob (empty when the blob is gone)."""
@@ -160,16 +160,15 @@ class _Texts:
             return ""
         parts = []
         for idx in range(start // BLOB_CHUNK, (end - 1) // BLOB_CHUNK + 1):
-            key = (bytes(blob_id), idx)
-            if key not in self._chunks:
-                row = await self._tx.fetchone(
-                    "SELECT data FROM blob_chunks WHERE scope_id = ? AND blob_id = ? AND idx = ?",
-                    self._sid, blob_id, idx,
-                )  # fmt: skip
-                self._chunks[key] = bytes(row[0]) if row is not None else b""
-            parts.append(self._chunks[key])
-        base = (start // BLOB_CHUNK) * BLOB_CHUNK
-        return b"".join(parts)[start - base : end - base].decode("utf-8", "replace")
+            base = idx * BLOB_CHUNK
+            lo, hi = max(start, base) - base, min(end, base + BLOB_CHUNK) - base
+            row = await self._tx.fetchone(
+                "SELECT substr(data, ?, ?) FROM blob_chunks WHERE scope_id = ? AND blob_id = ?"
+                " AND idx = ?",
+                lo + 1, hi - lo, self._sid, blob_id, idx,
+            )  # fmt: skip
+            parts.append(bytes(row[0]) if row is not None else b"")
+        return b"".join(parts).decode("utf-8", "replace")
 
 
 async def _geometry(tx: Tx, sid: int, ids: set[bytes]) -> dict[bytes, dict[str, Any]]:
