@@ -25,6 +25,7 @@ __all__ = [
     "Word",
     "fold",
     "fts5_body",
+    "is_verbatim",
     "snippet",
     "tsvector_literal",
     "words",
@@ -78,6 +79,12 @@ def fts5_body(text: str) -> str:
     if text.isascii() or _CJK_CHAR.search(text) is None:
         return text
     return _CJK_CHAR.sub(lambda m: m.group() + " ", text)
+
+
+def is_verbatim(body: str) -> bool:
+    """Whether an FTS5 body (:func:`fts5_body`) is its span's text unchanged (it holds no
+    CJK character, so no space was put in)."""
+    return body.isascii() or _CJK_CHAR.search(body) is None
 
 
 def tsvector_literal(folded: list[str]) -> str:

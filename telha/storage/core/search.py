@@ -26,7 +26,7 @@ from telha.domain.search_query import (
     quote_terms,
     tsquery,
 )
-from telha.domain.search_text import snippet
+from telha.domain.search_text import is_verbatim, snippet
 from telha.storage.core.engine import EngineOps
 from telha.storage.core.tx import Tx
 from telha.storage.core.visible import visible
@@ -131,19 +131,22 @@ async def _candidates(
 
 
 async def _details(tx: Tx, sid: int, rowids: list[int]) -> list[tuple[Any, ...]]:
-    """``(rowid, source_id, version_tx, start, end, kind, linked, labels, name, blob_id)``
-    of index rows, in ``rowids`` order, of the scope only."""
+    """``(rowid, source_id, version_tx, start, end, kind, linked, labels, name, blob_id,
+    text)`` of index rows, in ``rowids`` order, of the scope only; ``text`` is the span's
+    text when the index row holds it exactly (SQLite, no CJK spacing), else ``None``."""
     if not rowids:
         return []
     cond, params = tx.any("s.rowid", rowids, "bigint")
     rows = await tx.fetchall(
         'SELECT s.rowid, s.source_id, s.version_tx, s.start, s."end", s.kind, s.linked_nodes,'
-        " s.labels, v.name, v.blob_id FROM search_spans s JOIN source_versions v"
+        f" s.labels, v.name, v.blob_id, {'NULL' if tx.postgres else 's.body'}"
+        " FROM search_spans s JOIN source_versions v"
         " ON v.scope_id = s.scope_id AND v.source_id = s.source_id AND v.tx = s.version_tx"
-        f" WHERE s.scope_id = ? AND {cond}",
-        sid, *params,
+        f" WHERE {cond} AND +s.scope_id = ?",  # by rowid: `+` keeps the scope's index out
+        *params, sid,
     )  # fmt: skip
     order = {r: i for i, r in enumerate(rowids)}
+    rows = [(*r[:10], r[10] if r[10] is not None and is_verbatim(r[10]) else None) for r in rows]
     return sorted(rows, key=lambda r: order[int(r[0])])
 
 
@@ -154,8 +157,11 @@ class _Texts:
     def __init__(self, tx: Tx, sid: int) -> None:
         self._tx, self._sid = tx, sid
 
-    async def span(self, blob_id: bytes | None, start: int, end: int) -> str:
-        """The text ``[start, end)`` of the blob (empty when the blob is gone)."""
+    async def span(self, blob_id: bytes | None, start: int, end: int, known: str | None) -> str:
+        """The text ``[start, end)`` of the blob (empty when the blob is gone); ``known``
+        when the index row holds it already."""
+        if known is not None:
+            return known
         if blob_id is None or end <= start:
             return ""
         parts = []
@@ -202,10 +208,10 @@ async def search(
     rowids = await _candidates(tx, sid, terms, filters, limit, offset, ranked=True)
     texts = _Texts(tx, sid)
     hits: list[SearchHit] = []
-    for _, source_id, at, start, end, kind, linked, labels, name, blob_id in await _details(
+    for _, source_id, at, start, end, kind, linked, labels, name, blob_id, known in await _details(
         tx, sid, rowids
     ):
-        text = await texts.span(blob_id, start, end)
+        text = await texts.span(blob_id, start, end, known)
         ranges = match_ranges(text, terms)
         rel = text.encode()[: ranges[0][0]].decode("utf-8", "replace") if ranges else ""
         hits.append(
@@ -244,8 +250,8 @@ async def locate(
     )
     texts = _Texts(tx, sid)
     found: dict[tuple[bytes, int, int, int], tuple[list[bytes], bool]] = {}
-    for _, src, at, start, end, _, linked, _, _, blob_id in await _details(tx, sid, rowids):
-        text = await texts.span(blob_id, start, end)
+    for _, src, at, start, end, _, linked, _, _, blob_id, known in await _details(tx, sid, rowids):
+        text = await texts.span(blob_id, start, end, known)
         for lo, hi, exact in find_quote(text, quote):
             key = (bytes(src), int(at), start + lo, start + hi)
             nodes, _ = found.setdefault(key, ([], exact))
