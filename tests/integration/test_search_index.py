@@ -8,10 +8,12 @@ builds the index from the current versions at start, which ``telha check`` accep
 from __future__ import annotations
 
 import json
+import sqlite3
 import uuid
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 import httpx
 import pytest
 
@@ -114,3 +116,34 @@ def _section(config: Path, name: str) -> list[str]:
             break
         out.append(line)
     return out
+
+
+async def test_check_finds_an_index_out_of_step(tmp_path: Path, engine: str) -> None:
+    config = write_config(tmp_path, engine, workers={"in_process": ["text_worker"]})
+    with ServerProcess(config) as proc:
+        dsn = _dsn_of(proc)
+        async with _client(proc, proc.create_key("t", "o")) as c:
+            await _ingest(c, "a.txt", "First paragraph.\n\nSecond paragraph.\n")
+        assert proc.stop() == 0, proc.log_text()
+    # One index row lost, one of a version that never existed.
+    lose = "DELETE FROM search_spans WHERE rowid = (SELECT min(rowid) FROM search_spans)"
+    cols = 'scope_id, source_id, version_tx, start, "end", kind, linked_nodes, labels, format, body'
+    stale = (
+        f"INSERT INTO search_spans ({cols}) SELECT {cols.replace('version_tx', '1')}"
+        " FROM search_spans LIMIT 1"
+    )
+    if dsn:
+        conn = await asyncpg.connect(dsn)
+        try:
+            await conn.execute(lose)
+            await conn.execute(stale)
+        finally:
+            await conn.close()
+    else:
+        with sqlite3.connect(tmp_path / "telha.db") as db:
+            db.execute(lose)  # its FTS5 document stays: the counts no longer match
+            db.execute(stale)
+    check = telha_check(config)
+    out = check.stdout + check.stderr
+    assert check.returncode == 1, out
+    assert "not indexed" in out and "not a span row of its source's current version" in out, out
