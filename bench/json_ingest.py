@@ -9,6 +9,9 @@ same schema (a fresh SQLite file migrated by :class:`SqliteStore`, WAL, synchron
 Node ids are fresh uuid7s, as the server's are: fully random 16-byte keys would scatter the
 ``WITHOUT ROWID`` B-tree inserts and roughly double the floor's insert time.
 
+The same batches are also sent to a server with ``[search] enabled = false``: the overhead of
+keeping the full-text index (target ≤ 15 %).
+
 Run: ``.venv/bin/python bench/json_ingest.py``. Exits 0 whether the targets pass or not;
 non-zero only if a request fails.
 """
@@ -44,6 +47,8 @@ REPS = 7
 SEED = 20260701
 TARGET_RPS = 40_000
 TARGET_RATIO = 3.0
+#: Most the full-text index may slow the ingest down (``[search] enabled`` vs. disabled).
+SEARCH_OVERHEAD = 0.15
 CITIES = ["Lisboa", "São Paulo", "Zürich", "Kraków", "東京", "Reykjavík", "Oslo", "Nairobi"]
 WORDS = ["alpha", "beta", "gamma", "delta", "épsilon", "ζeta", "theta", "kappa", "naïve", "omega"]
 _encode = msgspec.json.encode
@@ -71,10 +76,13 @@ def make_batch(rep: int) -> bytes:
     return _encode(records)
 
 
-def run_end_to_end(batches: list[bytes], tmp: Path) -> list[float]:
-    """Median-ready wall times (s) of one POST per measured batch against a real server."""
+def run_end_to_end(batches: list[bytes], tmp: Path, *, search: bool = True) -> list[float]:
+    """Median-ready wall times (s) of one POST per measured batch against a real server
+    (``search``: with ``[search] enabled``, the full-text index kept)."""
     ingest = {"max_body_bytes": 64 * 1024 * 1024, "json_max_records": RECORDS}
-    server = ServerProcess(write_config(tmp, ingest=ingest))
+    folder = tmp / ("search-on" if search else "search-off")
+    folder.mkdir()
+    server = ServerProcess(write_config(folder, ingest=ingest, search={"enabled": search}))
     server.start()
     try:
         headers = {
@@ -182,6 +190,7 @@ def main() -> int:
         floor = statistics.median(run_floor(batches, tmp))
         try:
             e2e = statistics.median(run_end_to_end(batches, tmp))
+            bare = statistics.median(run_end_to_end(batches, tmp, search=False))
         except (RuntimeError, httpx.HTTPError) as exc:
             print(f"json_ingest: request failed: {exc}", file=sys.stderr)
             return 1
@@ -192,6 +201,9 @@ def main() -> int:
     print("|-------------------------------|-----------|-----------|")
     print(f"| end to end (REST → SQLite)    | {e2e * 1e3:9.1f} | {rps:9,.0f} |")
     print(f"| floor (decode+BLAKE3+insert)  | {floor * 1e3:9.1f} | {RECORDS / floor:9,.0f} |")
+    print(f"| end to end, search disabled   | {bare * 1e3:9.1f} | {RECORDS / bare:9,.0f} |")
+    overhead = e2e / bare - 1
+    print(f"search index overhead: {overhead:+.1%}   (target <= +{SEARCH_OVERHEAD:.0%})")
     ratio = e2e / floor
     print(f"ratio end-to-end / floor: {ratio:.2f}   (target <= {TARGET_RATIO:g})")
     verdict = "PASS" if rps >= TARGET_RPS else "FAIL"

@@ -184,6 +184,15 @@ class WebhooksConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=
     poll_interval_ms: int = 200
 
 
+class SearchConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``[search]``: the full-text index of current spans (docs/rest-api.md, "Search")."""
+
+    #: Keep the index (every publish, supersede, retire and erasure writes it, in its own
+    #: transaction). ``false``: no index is kept (ingest a little faster), ``GET /v1/search``
+    #: and ``POST /v1/locate`` answer 404; switching it on again builds the index at start.
+    enabled: bool = True
+
+
 class Config(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """The whole of ``config.toml``; ``base_dir`` is the config file's folder (not a TOML key)."""
 
@@ -197,6 +206,7 @@ class Config(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
     docling: DoclingConfig = msgspec.field(default_factory=DoclingConfig)
     web: WebConfig = msgspec.field(default_factory=WebConfig)
     webhooks: WebhooksConfig = msgspec.field(default_factory=WebhooksConfig)
+    search: SearchConfig = msgspec.field(default_factory=SearchConfig)
 
     def storage_path(self, base_dir: Path) -> Path:
         """The SQLite file, resolved against ``base_dir`` (the config file's folder)."""

@@ -10,6 +10,7 @@ from typing import Any, Literal
 import msgspec
 
 __all__ = [
+    "ByteRange",
     "ChangesOut",
     "ChunkList",
     "ChunkOut",
@@ -28,6 +29,7 @@ __all__ = [
     "JobList",
     "JobStatus",
     "JobSummaryOut",
+    "LocatedOut",
     "NodeChangeOut",
     "NodeList",
     "NodeOut",
@@ -35,6 +37,8 @@ __all__ = [
     "ProvenanceSpanOut",
     "RetireOut",
     "RetiredOut",
+    "SearchHitOut",
+    "SearchResult",
     "SourceList",
     "SourceOut",
     "SourceState",
@@ -429,3 +433,52 @@ class DiffOut(_Out):
     changed: list[NodeChangeOut]
     unchanged: int
     next_cursor: str | None
+
+
+class ByteRange(_Out):
+    """``[start, end)``: UTF-8 byte offsets into a version's canonical text."""
+
+    start: int
+    end: int
+
+
+class SearchHitOut(_Out):
+    """One hit of ``GET /v1/search``: a span row of a current version (``[start, end)``
+    bytes of ``sourceVersionTx``'s text, its ``kind``, the nodes it links and their labels),
+    a ``snippet`` of its text (``…`` where cut), ``matches`` (the matched words' byte ranges
+    in the same text, sorted: slice the text there to highlight), and ``page`` (1-based) and
+    ``bbox`` (top-left origin) of the first linked node that has them."""
+
+    node_ids: list[str]
+    labels: list[str]
+    source_id: str
+    name: str
+    source_version_tx: int
+    start: int
+    end: int
+    kind: str
+    snippet: str
+    matches: list[ByteRange]
+    page: int | None = None
+    bbox: list[float] | None = None
+
+
+class SearchResult(_Out):
+    """``GET /v1/search``: hits best first; ``nextCursor`` is opaque, ``null`` on the last
+    page."""
+
+    hits: list[SearchHitOut]
+    next_cursor: str | None
+
+
+class LocatedOut(_Out):
+    """One place of ``POST /v1/locate``: ``[start, end)`` bytes of ``sourceVersionTx``'s
+    text holding the quote, the nodes whose span rows hold it, ``exact`` (``false`` when only
+    whitespace differed)."""
+
+    source_id: str
+    source_version_tx: int
+    start: int
+    end: int
+    node_ids: list[str]
+    exact: bool

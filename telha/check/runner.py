@@ -15,6 +15,7 @@ from telha.check.context import CheckContext, CheckFamily
 from telha.check.erasure import ErasureLeftovers
 from telha.check.jobs import JobStates
 from telha.check.orphans import OrphanVersions
+from telha.check.search import SearchIndex
 from telha.check.sources import SourceJobs
 from telha.check.spans import SpanChecks
 from telha.check.versions import VersionChecks
@@ -34,6 +35,7 @@ CHECKS: list[CheckFamily] = [
     SourceJobs(),
     ErasureLeftovers(),
     VersionChecks(),
+    SearchIndex(),
 ]
 
 

@@ -30,6 +30,7 @@ from telha.client.chunks import ChunkCalls
 from telha.client.errors import ConnectionFailed, TelhaError, Unavailable, error_for
 from telha.client.events import EventsUnsupported, follow_events
 from telha.client.listings import ListingCalls
+from telha.client.search import SearchCalls
 from telha.domain.model import TERMINAL_JOB_STATES
 from telha.domain.units import Units
 from telha.wire import (
@@ -83,7 +84,7 @@ class _ProgressReader:
         return getattr(self._f, name)
 
 
-class AsyncTelha(ListingCalls, ChunkCalls):
+class AsyncTelha(ListingCalls, ChunkCalls, SearchCalls):
     """A client of one Telha server for one API key (one tenant/organization scope).
 
     Use as ``async with AsyncTelha("http://127.0.0.1:7625", key) as telha: ...``.

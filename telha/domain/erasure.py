@@ -330,6 +330,10 @@ LEFTOVER_CHECKS: tuple[tuple[str, str, str], ...] = (
      "SELECT count(*) FROM span_rows r JOIN source_versions v ON v.scope_id = r.scope_id"
      " AND v.source_id = r.source_id AND v.tx = r.source_version_tx"
      " WHERE v.erased_at IS NOT NULL"),
+    ("search_spans", "full-text index rows of erased versions",
+     "SELECT count(*) FROM search_spans s JOIN source_versions v ON v.scope_id = s.scope_id"
+     " AND v.source_id = s.source_id AND v.tx = s.version_tx"
+     " WHERE v.erased_at IS NOT NULL"),
     ("node_versions", "node versions written by erased versions and not scrubbed",
      "SELECT count(*) FROM nodes n JOIN source_versions v ON v.scope_id = n.scope_id"
      " AND v.source_id = n.source_id AND v.tx = n.tx_from"

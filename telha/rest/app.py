@@ -35,7 +35,14 @@ from telha.metrics import Metrics
 from telha.queue.job_queue import JobQueue
 from telha.rest.chunk_cache import ChunkCache
 from telha.rest.metrics_middleware import MetricsMiddleware
-from telha.storage.protocol import JobEventStore, KeyStore, ListStore, ReadStore, RetireStore
+from telha.storage.protocol import (
+    JobEventStore,
+    KeyStore,
+    ListStore,
+    ReadStore,
+    RetireStore,
+    SearchStore,
+)
 from telha.wire import ErrorBody, ErrorDetail
 
 __all__ = ["AppState", "RestStore", "create_app", "json_response", "parse_uuid", "require_scope"]
@@ -44,9 +51,9 @@ log = structlog.get_logger("telha.rest")
 _HTTP_CODES = {404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED", 400: "INVALID_REQUEST"}
 
 
-class RestStore(ReadStore, RetireStore, ListStore, KeyStore, JobEventStore, Protocol):
-    """The storage roles the REST front uses: the read routes' reads, the retire, the
-    listings, API key lookups and the live event stream's reads."""
+class RestStore(ReadStore, SearchStore, RetireStore, ListStore, KeyStore, JobEventStore, Protocol):
+    """The storage roles the REST front uses: the read routes' reads, search and locate, the
+    retire, the listings, API key lookups and the live event stream's reads."""
 
 
 @dataclass
@@ -223,7 +230,8 @@ def create_app(st: AppState) -> Starlette:
     :mod:`telha.rest.cancel_routes`, :mod:`telha.rest.event_routes`,
     :mod:`telha.rest.read_routes`, :mod:`telha.rest.chunk_routes`,
     :mod:`telha.rest.version_routes`,
-    :mod:`telha.rest.erase_routes`, :mod:`telha.rest.listing_routes` and
+    :mod:`telha.rest.erase_routes`, :mod:`telha.rest.listing_routes`,
+    :mod:`telha.rest.search_routes` and
     :mod:`telha.rest.openapi`."""
     from telha.rest import (
         cancel_routes,
@@ -234,6 +242,7 @@ def create_app(st: AppState) -> Starlette:
         listing_routes,
         openapi,
         read_routes,
+        search_routes,
         version_routes,
     )
 
@@ -249,6 +258,7 @@ def create_app(st: AppState) -> Starlette:
         *version_routes.routes,
         *erase_routes.routes,
         *listing_routes.routes,
+        *search_routes.routes,
         *openapi.routes,
     ]
     app = Starlette(

@@ -17,6 +17,7 @@ from telha.domain.listings import JOB_STATES, SOURCE_STATES
 from telha.domain.units import UNITS
 from telha.ingest.request import KNOWN_FORMATS
 from telha.rest.listing_routes import JOB_KINDS
+from telha.rest.openapi_search import search_paths
 
 __all__ = ["openapi_document", "routes"]
 
@@ -533,6 +534,7 @@ def _paths() -> dict[str, Any]:
                 "responses": {"200": {"description": "text exposition format"}},
             }
         },
+        **search_paths(_param, _json, _ERRORS, secured, KNOWN_FORMATS),
         "/openapi.json": {
             "get": {
                 "summary": "This document",

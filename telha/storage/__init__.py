@@ -38,7 +38,10 @@ def open_store(
         from telha.storage.postgres import PostgresStore
 
         return PostgresStore(
-            storage.dsn, pool_size=pool_size or storage.pool_size, readonly=readonly
+            storage.dsn,
+            pool_size=pool_size or storage.pool_size,
+            readonly=readonly,
+            search=cfg.search.enabled,
         )
     from telha.storage.sqlite import SqliteStore
 
@@ -47,4 +50,5 @@ def open_store(
         synchronous=storage.synchronous,
         readers=readers or storage.readers,
         readonly=readonly,
+        search=cfg.search.enabled,
     )

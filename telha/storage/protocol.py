@@ -55,11 +55,13 @@ from telha.domain.model import (
 )
 from telha.domain.policy import Decide, DecideLoss
 from telha.domain.projection import Projection
+from telha.domain.search_query import Quote, Term
 from telha.storage.core.cancel import CancelOutcome
 from telha.storage.core.diff import VersionDiff
 from telha.storage.core.publish import RetireOutcome
 from telha.storage.core.retention import JobKey, RetentionResult
 from telha.storage.core.scan import Scan
+from telha.storage.core.search import Filters, Located, SearchHit
 from telha.storage.core.text_reads import ChunkInputs, TextWindow
 from telha.storage.core.webhooks import DeliveryClaim, DeliveryResult, WebhookRecord
 from telha.storage.job_watch import JobEventSignal
@@ -361,6 +363,23 @@ class ReadStore(Protocol):
         """
 
 
+class SearchStore(Protocol):
+    """Full-text search and quote location over the scope's current versions
+    (docs/rest-api.md, "Search")."""
+
+    async def search(
+        self, scope: Scope, terms: list[Term], filters: Filters, *, limit: int, offset: int
+    ) -> list[SearchHit]:
+        """The scope's current spans matching every term, best first, ``limit`` from
+        ``offset`` (:func:`telha.storage.core.search.search`)."""
+
+    async def locate(
+        self, scope: Scope, quote: Quote, *, source_id: bytes | None, limit: int
+    ) -> list[Located]:
+        """Every occurrence of ``quote`` in the scope's current versions, at most ``limit``
+        (:func:`telha.storage.core.search.locate`)."""
+
+
 class RetireStore(Protocol):
     """Retiring a source (docs/rest-api.md, "Versions and diffs"): the REST front's
     ``DELETE /v1/sources/{sourceId}``."""
@@ -500,6 +519,7 @@ class Storage(
     JobStore,
     JobEventStore,
     ReadStore,
+    SearchStore,
     RetireStore,
     ListStore,
     ErasureStore,

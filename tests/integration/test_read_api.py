@@ -174,6 +174,8 @@ async def test_openapi_describes_every_route(server: ServerProcess) -> None:
             "/v1/nodes",
             "/v1/nodes/{nodeId}",
             "/v1/nodes/{nodeId}/edges",
+            "/v1/search",
+            "/v1/locate",
             "/healthz",
             "/readyz",
             "/metrics",
@@ -190,6 +192,8 @@ async def test_openapi_describes_every_route(server: ServerProcess) -> None:
             "SourceList",
             "JobList",
             "ErasureOut",
+            "SearchResult",
+            "LocatedOut",
         ):
             assert name in doc["components"]["schemas"]
         erase = doc["paths"]["/v1/sources/{sourceId}/erase"]["post"]

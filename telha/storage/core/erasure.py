@@ -52,6 +52,7 @@ from telha.storage.core.jobs import (
     enqueue,
     scrub_job,
 )
+from telha.storage.core.search_index import purge_erased, sync_source
 from telha.storage.core.sources import note_versions
 from telha.storage.core.tx import Tx
 
@@ -228,6 +229,9 @@ async def _mark(tx: Tx, sid: int, job_id: bytes, p: ErasePayload, now: int) -> C
     )
     for erased_source in sorted({s for s, _ in targets}):
         await note_versions(tx, sid, erased_source, now)
+        await sync_source(tx, sid, erased_source)
+    if tx.search:
+        await purge_erased(tx)  # words of erased versions indexed earlier, superseded since
     await tx.executemany(
         "INSERT INTO erasure_blocklist (scope_id, digest, kind, erasure_id, created_at)"
         " VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",

@@ -34,6 +34,7 @@ from telha.domain.identity import (
 from telha.domain.model import Changes
 from telha.domain.projection import Projection
 from telha.domain.rows import PENDING_TX, Match, VersionRows
+from telha.storage.core.search_index import sync_source
 from telha.storage.core.sources import note_versions
 from telha.storage.core.tx import Tx
 
@@ -366,6 +367,7 @@ async def publish(
         at, root, msgspec.json.encode(changes.as_stats()), sid, source_id, pin,
     )  # fmt: skip
     await note_versions(tx, sid, source_id, at)
+    await sync_source(tx, sid, source_id)
     return changes
 
 
@@ -433,5 +435,6 @@ async def retire(
         at, reason, sid, source_id, version_tx,
     )  # fmt: skip
     await note_versions(tx, sid, source_id, at)
+    await sync_source(tx, sid, source_id)
     closed_count = await _closed_at(tx, sid, source_id, at)
     return RetireOutcome(source_id, at, reason, version_tx, closed_count)

@@ -28,6 +28,7 @@ from telha.domain.scan import (
     ScanVersion,
 )
 from telha.storage.core.engine import EngineOps
+from telha.storage.core.search_scan import SearchProblems, search_problems
 from telha.storage.core.tx import SnapshotTx
 from telha.storage.core.visible import visible
 
@@ -296,6 +297,11 @@ class Scan:
         """Every event of these jobs, by ``(job_id, seq)``."""
         select = "SELECT job_id, seq, transition, detail FROM job_events WHERE {ids} ORDER BY 1, 2"
         return [ScanEvent(*r) for r in await self._by_job(job_ids, "job_id", select)]
+
+    async def search_index(self, limit: int) -> SearchProblems:
+        """The full-text index against the span rows (:func:`.search_scan.search_problems`),
+        at most ``limit`` example keys per kind."""
+        return await search_problems(self._tx, limit)
 
 
 class ScanOps(EngineOps):

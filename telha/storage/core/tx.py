@@ -51,6 +51,9 @@ class Tx(Protocol):
     for_update: str
     #: ``" FOR UPDATE SKIP LOCKED"`` on PostgreSQL, ``""`` on SQLite.
     skip_locked: str
+    #: Whether the store keeps the full-text index (``[search] enabled``; see
+    #: :mod:`telha.storage.core.search_index`).
+    search: bool
 
     async def execute(self, sql: str, *params: Any) -> int:
         """Run one statement; returns the number of rows it changed."""

@@ -21,6 +21,7 @@ from telha.domain.errors import StorageError
 from telha.domain.model import Scope
 from telha.storage.core.engine import EngineOps, Op
 from telha.storage.core.migrations import require_current
+from telha.storage.core.search_index import set_search
 from telha.storage.core.tx import Rollback
 from telha.storage.job_watch import JobEventSignal
 from telha.storage.postgres.migrate import apply_migrations
@@ -55,10 +56,16 @@ class PgBase(EngineOps):
         :class:`~telha.storage.postgres.store.PostgresStore` is one more).
     :param readonly: apply no migrations (the schema must be current) and open every session
         with ``default_transaction_read_only`` on, so nothing can be written (``telha check``).
+    :param search: keep the full-text index (``[search] enabled``); at open the index is
+        built or emptied to match (:func:`telha.storage.core.search_index.set_search`).
     """
 
-    def __init__(self, dsn: str, *, pool_size: int = 10, readonly: bool = False) -> None:
+    def __init__(
+        self, dsn: str, *, pool_size: int = 10, readonly: bool = False, search: bool = True
+    ) -> None:
         self.dsn = dsn
+        #: ``[search] enabled``: whether writes keep the full-text index.
+        self.search_enabled = search
         self._readonly = readonly
         self._pool_size = pool_size
         self._waiting = 0  # writes waiting for a pooled connection (``writers_waiting``)
@@ -105,6 +112,8 @@ class PgBase(EngineOps):
         except StorageError:
             await self.close()
             raise
+        if not self._readonly:
+            await self._transaction("build the search index", set_search)
 
     async def close(self) -> None:
         """Close the pool (waits for connections in use to be given back, then closes)."""
@@ -161,6 +170,7 @@ class PgBase(EngineOps):
 
         async def body(conn: Conn) -> T:
             tx = PgTx(conn, self._scopes)
+            tx.search = self.search_enabled
             result = await op(tx, *args)  # a Rollback skips the next line: nothing learned
             committed[:] = [tx]
             return result

@@ -28,9 +28,10 @@ from telha.domain.records import job_record
 from telha.domain.rows import PENDING_TX, Match, build_rows
 from telha.storage.core.deliveries import has_webhooks
 from telha.storage.core.jobs import JOB_COLS, JobOps
+from telha.storage.core.search_index import sync_source
 from telha.storage.core.versions import VersionOps
 from telha.storage.postgres.base import PgBase
-from telha.storage.postgres.tx import CHANNEL, Conn, source_lock_key
+from telha.storage.postgres.tx import CHANNEL, Conn, PgTx, source_lock_key
 
 __all__ = ["FastJobOps", "FastVersionOps"]
 
@@ -123,7 +124,9 @@ class FastVersionOps(VersionOps, PgBase):
         the changes. ``None`` (nothing written) when the case needs the general path: a
         source with a version or an open stream, a stream checkpoint, blocklisted content,
         an explicit node id that exists, a job with a webhook subscription (its deliveries
-        are written by the general path, :mod:`telha.storage.core.webhooks`).
+        are written by the general path, :mod:`telha.storage.core.webhooks`). With search
+        enabled the call and the new version's index rows
+        (:func:`telha.storage.core.search_index.sync_source`) are one transaction.
 
         :raises StaleLease: the job is not leased under the completion's generation.
         """
@@ -162,9 +165,11 @@ class FastVersionOps(VersionOps, PgBase):
         async def one(conn: Conn) -> tuple[str, int | None]:
             row = await conn.fetchrow(_COMMIT_SINGLE, *args)
             assert row is not None
+            if self.search_enabled and row[0] == "committed":  # the index, in the same transaction
+                await sync_source(PgTx(conn, self._scopes), sid, version.source_id)
             return str(row[0]), row[1]
 
-        outcome, tx_time = await self._write("commit version", one, transaction=False)
+        outcome, tx_time = await self._write("commit version", one, transaction=self.search_enabled)
         if outcome == "stale":
             raise StaleLease("job is not leased under this lease generation")
         if outcome != "committed":

@@ -28,6 +28,7 @@ from telha.storage.core.reads import ReadOps
 from telha.storage.core.retention import RetentionOps
 from telha.storage.core.retire import RetireOps
 from telha.storage.core.scan import ScanOps
+from telha.storage.core.search import SearchOps
 from telha.storage.core.streams import StreamOps
 from telha.storage.core.text_reads import TextReadOps
 from telha.storage.core.webhooks import WebhookOps
@@ -48,6 +49,7 @@ class PostgresStore(
     StreamOps,
     ReadOps,
     TextReadOps,
+    SearchOps,
     DiffOps,
     RetireOps,
     ListOps,
@@ -71,8 +73,10 @@ class PostgresStore(
     :param readonly: no migrations, read-only sessions (``telha check``).
     """
 
-    def __init__(self, dsn: str, *, pool_size: int = 10, readonly: bool = False) -> None:
-        super().__init__(dsn, pool_size=pool_size, readonly=readonly)
+    def __init__(
+        self, dsn: str, *, pool_size: int = 10, readonly: bool = False, search: bool = True
+    ) -> None:
+        super().__init__(dsn, pool_size=pool_size, readonly=readonly, search=search)
         self._woken: set[str] = set()
         self._woken_event = anyio.Event()
 

@@ -87,6 +87,8 @@ class PgTx:
     postgres = True
     for_update = " FOR UPDATE"
     skip_locked = " FOR UPDATE SKIP LOCKED"
+    #: Set by the engine from ``[search] enabled`` (see :attr:`telha.storage.core.tx.Tx.search`).
+    search = True
 
     def __init__(self, conn: Conn, scopes: dict[Scope, int]) -> None:
         self.conn = conn

@@ -20,6 +20,7 @@ from telha.domain.ids import TxClock
 from telha.domain.model import Scope
 from telha.storage.core.engine import EngineOps, Op
 from telha.storage.core.migrations import require_current
+from telha.storage.core.search_index import set_search
 from telha.storage.core.tx import Rollback, drive
 from telha.storage.job_watch import JobEventSignal
 from telha.storage.sqlite.migrate import apply_migrations
@@ -59,6 +60,8 @@ class SqliteBase(EngineOps):
     :param readonly: open no writer and apply no migrations (``telha check``): only the
         ``mode=ro`` readers, on a database whose schema must be current. Writes then raise
         :class:`StorageError`.
+    :param search: keep the full-text index (``[search] enabled``); at open the index is
+        built or emptied to match (:func:`telha.storage.core.search_index.set_search`).
     """
 
     def __init__(
@@ -68,8 +71,11 @@ class SqliteBase(EngineOps):
         synchronous: Literal["normal", "full"] = "normal",
         readers: int = 2,
         readonly: bool = False,
+        search: bool = True,
     ) -> None:
         self.path = path
+        #: ``[search] enabled``: whether writes keep the full-text index.
+        self.search_enabled = search
         self._readonly = readonly
         self._synchronous = synchronous.upper()
         self._n_readers = readers
@@ -106,6 +112,7 @@ class SqliteBase(EngineOps):
                 await self._writer.execute(f"PRAGMA wal_autocheckpoint={_AUTOCHECKPOINT_PAGES}")
                 await apply_migrations(self._writer)
                 self._clock = TxClock(await self._max_tx())
+                await self._transaction("build the search index", set_search)
             self._pool_send, self._pool_recv = anyio.create_memory_object_stream[
                 aiosqlite.Connection
             ](self._n_readers)
@@ -257,6 +264,7 @@ class SqliteBase(EngineOps):
             tx = SqliteTx(
                 conn, known=self._known_scope, intern=self._tx_scope_id, clock=self._clock
             )
+            tx.search = self.search_enabled
             result = drive(op(tx, *args))  # a Rollback skips the next line: nothing written
             done.append(tx)
             return result

@@ -22,6 +22,7 @@ from telha.storage.core.reads import ReadOps
 from telha.storage.core.retention import RetentionOps
 from telha.storage.core.retire import RetireOps
 from telha.storage.core.scan import ScanOps
+from telha.storage.core.search import SearchOps
 from telha.storage.core.streams import StreamOps
 from telha.storage.core.text_reads import TextReadOps
 from telha.storage.core.versions import VersionOps
@@ -37,6 +38,7 @@ class SqliteStore(
     StreamOps,
     ReadOps,
     TextReadOps,
+    SearchOps,
     DiffOps,
     RetireOps,
     ListOps,

@@ -34,6 +34,8 @@ class SqliteTx:
     postgres = False
     for_update = ""
     skip_locked = ""
+    #: Set by the engine from ``[search] enabled`` (see :attr:`telha.storage.core.tx.Tx.search`).
+    search = True
 
     def __init__(
         self,

@@ -1,0 +1,294 @@
+"""Benchmark: ``GET /v1/search`` and ``POST /v1/locate`` over a generated corpus, vs. a floor.
+
+A real ``telha serve`` subprocess on 127.0.0.1 is given ``--spans`` span rows through the
+normal ingest path: ``format=json`` batches of generated paragraphs (one record, one span
+row; words drawn from a Zipf-distributed vocabulary of pseudo-words) plus the real corpus
+files the search tests use. Then, client-side wall times:
+
+- search: a seeded mix of 1–3 word queries whose terms are frequent, medium or rare
+  (vocabulary rank buckets), ``limit=20``; p50 and p99;
+- floor (SQLite): the bare FTS5 query of the same terms on the same file (``bm25`` ordered,
+  ``LIMIT 20``, read-only connection in this process), p50 and p99;
+  PostgreSQL: the bare ``tsquery`` with ``ts_rank`` on the same database;
+- locate: sentences cut from generated paragraphs (half with their spaces doubled), p50;
+- erase: one small source erased on the full index (SQLite's FTS5 ``optimize`` rewrites the
+  whole index in the erasure's ``mark`` step), wall time of the request.
+
+Run: ``.venv/bin/python bench/search.py [--engine sqlite|postgres] [--spans N]``. Exits 0
+whether the targets pass or not; non-zero only if a request fails.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path[0] = str(Path(__file__).resolve().parent.parent)
+
+import argparse
+import asyncio
+import base64
+import random
+import sqlite3
+import statistics
+import tempfile
+import time
+from typing import Any
+
+import asyncpg
+import httpx
+import msgspec
+
+from telha.domain.search_query import fts5_query, parse_query, tsquery
+from tests.support.pg import create_database, drop_databases
+from tests.support.server import ServerProcess, write_config
+from tests.support.wait import wait_job_blocking
+
+SEED = 20261201
+BATCH = 10_000
+VOCABULARY = 30_000
+QUERIES = 300
+LOCATES = 100
+CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
+CORPUS_FILES = [
+    "pdf/zen_of_python_corrupted.pdf",
+    "pdf/multi_page.pdf",
+    "csv/countries.csv",
+    "eml/japanese_iso_2022.eml",
+    "msg/testMSG_chinese.msg",
+]
+TARGET_P50_MS, TARGET_P99_MS, TARGET_FLOOR_RATIO, TARGET_LOCATE_MS = 50.0, 300.0, 2.0, 50.0
+_SYLLABLES = [c + v for c in "bcdfghjklmnprstvz" for v in "aeiou"] + ["ção", "ñe", "ür", "ét"]
+
+
+def vocabulary(rng: random.Random) -> list[str]:
+    """``VOCABULARY`` distinct pseudo-words, rank order (rank 0 most frequent)."""
+    words: list[str] = []
+    seen: set[str] = set()
+    while len(words) < VOCABULARY:
+        w = "".join(rng.choices(_SYLLABLES, k=rng.randint(1, 4)))
+        if w not in seen:
+            seen.add(w)
+            words.append(w)
+    return words
+
+
+def paragraphs(rng: random.Random, words: list[str], n: int) -> list[str]:
+    """``n`` paragraphs of 15–60 Zipf-drawn words, sentences of 5–15 words."""
+    weights = [1.0 / (r + 1) for r in range(len(words))]
+    cum = []
+    acc = 0.0
+    for w in weights:
+        acc += w
+        cum.append(acc)
+    out = []
+    for _ in range(n):
+        k = rng.randint(15, 60)
+        drawn = rng.choices(words, cum_weights=cum, k=k)
+        sentences, i = [], 0
+        while i < k:
+            j = min(k, i + rng.randint(5, 15))
+            s = " ".join(drawn[i:j])
+            sentences.append(s[0].upper() + s[1:] + ".")
+            i = j
+        out.append(" ".join(sentences))
+    return out
+
+
+def queries(rng: random.Random, words: list[str]) -> list[str]:
+    """1–3 word queries, each term from a frequent (rank < 20), medium (200–2,000) or rare
+    (≥ 10,000) bucket."""
+    buckets = [words[:20], words[200:2000], words[10_000:]]
+    return [
+        " ".join(rng.choice(rng.choice(buckets)) for _ in range(rng.randint(1, 3)))
+        for _ in range(QUERIES)
+    ]
+
+
+def pct(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(p * len(ordered)))]
+
+
+def ingest(c: httpx.Client, total: int, texts: list[str]) -> float:
+    """Post ``texts`` as JSON batches and the corpus files; returns the ingest seconds."""
+    t0 = time.perf_counter()
+    for b in range(0, total, BATCH):
+        records = [{"text": t} for t in texts[b : b + BATCH]]
+        body = {
+            "format": "json",
+            "name": f"gen-{b}.json",
+            "content": msgspec.json.encode(records).decode(),
+        }
+        resp = c.post("/v1/ingest", json=body)
+        if resp.status_code != 201:
+            raise RuntimeError(f"batch {b}: {resp.status_code} {resp.text[:500]}")
+    for rel in CORPUS_FILES:
+        path = CORPUS / rel
+        raw = base64.b64encode(path.read_bytes()).decode()
+        body = {"format": path.parent.name, "name": path.name, "contentBase64": raw}
+        resp = c.post("/v1/ingest", json=body)
+        if resp.status_code != 202:
+            raise RuntimeError(f"{rel}: {resp.status_code} {resp.text[:500]}")
+        job = wait_job_blocking(c, resp.json()["jobId"], within_s=300)
+        if job["state"] != "completed":
+            raise RuntimeError(f"{rel}: {job}")
+    return time.perf_counter() - t0
+
+
+def timed(fn: Any, *args: Any) -> float:
+    t0 = time.perf_counter()
+    fn(*args)
+    return (time.perf_counter() - t0) * 1e3
+
+
+def floor_sqlite(db: Path, sid: int, qs: list[str]) -> list[float]:
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    sql = (
+        "SELECT rowid, bm25(search_fts, 0.0, 1.0) AS s FROM search_fts WHERE search_fts MATCH ?"
+        " ORDER BY s LIMIT 21"
+    )
+    try:
+        return [
+            timed(lambda q: conn.execute(sql, (fts5_query(sid, parse_query(q)),)).fetchall(), q)
+            for q in qs
+        ]
+    finally:
+        conn.close()
+
+
+def floor_postgres(dsn: str, sid: int, qs: list[str]) -> list[float]:
+    sql = (
+        "SELECT rowid, ts_rank(body, q) AS s FROM search_spans, CAST($1::text AS tsquery) q"
+        " WHERE body @@ q AND scope_id = $2 ORDER BY s DESC LIMIT 21"
+    )
+
+    async def run() -> list[float]:
+        conn = await asyncpg.connect(dsn)
+        try:
+            out = []
+            for q in qs:
+                t0 = time.perf_counter()
+                await conn.fetch(sql, tsquery(parse_query(q)), sid)
+                out.append((time.perf_counter() - t0) * 1e3)
+            return out
+        finally:
+            await conn.close()
+
+    return asyncio.run(run())
+
+
+def run(engine: str, spans: int, tmp: Path) -> dict[str, Any]:
+    rng = random.Random(SEED)
+    words = vocabulary(rng)
+    texts = paragraphs(rng, words, spans)
+    qs = queries(rng, words)
+    storage: dict[str, Any] = {}
+    dsn = ""
+    if engine == "postgres":
+        dsn = create_database()
+        storage = {"dsn": dsn, "pool_size": 8}
+    config = write_config(
+        tmp,
+        engine,
+        storage=storage,
+        ingest={"max_body_bytes": 64 * 1024 * 1024, "json_max_records": BATCH},
+        workers={
+            "in_process": ["tabular_worker", "email_worker", "docling_worker"],
+            "concurrency": 1,
+        },
+    )
+    server = ServerProcess(config).start()
+    out: dict[str, Any] = {"engine": engine, "spans": spans}
+    try:
+        key = server.create_key("bench", "search")
+        with httpx.Client(base_url=server.base_url, headers={"x-api-key": key}, timeout=600) as c:
+            out["ingest_s"] = ingest(c, spans, texts)
+            for q in qs[:20]:  # warm the caches
+                c.get("/v1/search", params={"q": q, "limit": 20})
+            hits = []
+
+            def search(q: str) -> None:
+                resp = c.get("/v1/search", params={"q": q, "limit": 20})
+                if resp.status_code != 200:
+                    raise RuntimeError(f"search {q!r}: {resp.status_code} {resp.text[:300]}")
+                hits.append(len(resp.json()["hits"]))
+
+            out["search"] = [timed(search, q) for q in qs]
+            out["hits_mean"] = statistics.mean(hits)
+            sid = 1  # the bench's only scope
+            out["floor"] = floor_postgres(dsn, sid, qs) if dsn else floor_sqlite(server.db, sid, qs)
+            quotes = []
+            for t in rng.sample(texts, LOCATES):
+                sentence = t.split(". ")[0].rstrip(".") + "."
+                quotes.append(sentence.replace(" ", "  ") if rng.random() < 0.5 else sentence)
+
+            def locate(text: str) -> None:
+                resp = c.post("/v1/locate", json={"text": text})
+                if resp.status_code != 200 or not resp.json():
+                    raise RuntimeError(f"locate {text!r}: {resp.status_code} {resp.text[:300]}")
+
+            out["locate"] = [timed(locate, t) for t in quotes]
+            resp = c.post(
+                "/v1/ingest",
+                json={
+                    "format": "json",
+                    "name": "erase-me.json",
+                    "content": '[{"text": "to be erased"}]',
+                },
+            )
+            source = resp.json()["sourceId"]
+            t0 = time.perf_counter()
+            resp = c.post(f"/v1/sources/{source}/erase", json={"reason": "bench"})
+            if resp.status_code != 200:
+                raise RuntimeError(f"erase: {resp.status_code} {resp.text[:300]}")
+            out["erase_s"] = time.perf_counter() - t0
+        if not dsn:
+            out["db_mb"] = sum(p.stat().st_size for p in tmp.glob("telha.db*")) / 1e6
+    finally:
+        server.stop()
+        if dsn:
+            drop_databases()
+    return out
+
+
+def report(r: dict[str, Any]) -> None:
+    """Print the table and the verdicts of one run."""
+    s50, s99 = pct(r["search"], 0.5), pct(r["search"], 0.99)
+    f50, f99 = pct(r["floor"], 0.5), pct(r["floor"], 0.99)
+    l50, l99 = pct(r["locate"], 0.5), pct(r["locate"], 0.99)
+    size = f", database {r['db_mb']:.0f} MB" if "db_mb" in r else ""
+    print(f"search ({r['engine']}): {r['spans']:,} generated spans + corpus{size}")
+    print(f"ingest {r['ingest_s']:.0f} s; mean hits per query {r['hits_mean']:.1f}")
+    print("| what                         |  p50 ms |  p99 ms |")
+    print("|------------------------------|---------|---------|")
+    print(f"| search (REST, limit 20)      | {s50:7.1f} | {s99:7.1f} |")
+    print(f"| floor (bare engine query)    | {f50:7.1f} | {f99:7.1f} |")
+    print(f"| locate (REST)                | {l50:7.1f} | {l99:7.1f} |")
+    print(f"erase of one source on this index: {r['erase_s']:.2f} s")
+    if r["engine"] == "sqlite":
+        ok = "PASS" if s50 <= TARGET_P50_MS and s99 <= TARGET_P99_MS else "FAIL"
+        print(f"target search p50 <= {TARGET_P50_MS:g} ms, p99 <= {TARGET_P99_MS:g} ms: {ok}")
+    ratio = s50 / f50 if f50 else float("inf")
+    print(f"ratio search / floor (p50): {ratio:.2f}   (target <= {TARGET_FLOOR_RATIO:g})")
+    ok = "PASS" if l50 <= TARGET_LOCATE_MS else "FAIL"
+    print(f"target locate p50 <= {TARGET_LOCATE_MS:g} ms: {ok}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--engine", choices=("sqlite", "postgres"), default="sqlite")
+    parser.add_argument("--spans", type=int, default=200_000)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="telha-bench-search-") as tmp:
+        try:
+            result = run(args.engine, args.spans, Path(tmp))
+        except (RuntimeError, httpx.HTTPError) as exc:
+            print(f"search: request failed: {exc}", file=sys.stderr)
+            return 1
+    report(result)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,72 @@
+"""The search calls of :class:`telha.client.AsyncTelha` (docs/cli-and-client.md, docs/rest-api.md
+"Search" and "Locate a quote"): ``GET /v1/search`` and ``POST /v1/locate``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+import httpx
+import msgspec
+
+from telha.wire import LocatedOut, SearchResult
+
+__all__ = ["SearchCalls"]
+
+_T = TypeVar("_T")
+
+
+class SearchCalls:
+    """Search methods over the client's ``_get`` and ``_request`` (a base of
+    :class:`AsyncTelha`)."""
+
+    async def _get(self, url: str, typ: type[_T], params: Mapping[str, Any] | None = None) -> _T:
+        raise NotImplementedError
+
+    async def _request(
+        self, method: str, url: str, build: Callable[[], dict[str, Any]] | None = None
+    ) -> httpx.Response:
+        raise NotImplementedError
+
+    async def search(
+        self,
+        q: str,
+        *,
+        label: str | None = None,
+        source_id: str | None = None,
+        format: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> SearchResult:
+        """``GET /v1/search``: one page of the scope's current spans matching ``q`` (words,
+        all required; ``"phrases"``; ``prefix*``), best first (``limit`` default 20, at most
+        100); pass ``next_cursor`` (``None`` on the last page) with the same query for the
+        next. Each hit's ``matches`` are UTF-8 byte ranges of the matched words in the
+        version's canonical text (:meth:`text` slices them).
+
+        :raises InvalidRequest: an empty or malformed query (unbalanced quotes or
+            parentheses, a ``*`` not ending a word), a bad filter, limit or cursor.
+        :raises NotFound: search is disabled on the server.
+        """
+        params = {"q": q, "label": label, "sourceId": source_id, "format": format,
+                  "limit": limit, "cursor": cursor}  # fmt: skip
+        return await self._get("/v1/search", SearchResult, params)
+
+    async def locate(
+        self, text: str, *, source_id: str | None = None, limit: int | None = None
+    ) -> list[LocatedOut]:
+        """``POST /v1/locate``: every place of the scope's current versions where the quote
+        ``text`` occurs (NFC and LF normalised, whitespace runs compared as one; ``exact`` is
+        false when only whitespace differed), by source, version and byte offset.
+
+        :raises InvalidRequest: an empty quote, one over 10,000 bytes or without a word, a
+            bad ``source_id`` or ``limit`` (1–1000).
+        :raises NotFound: search is disabled on the server.
+        """
+        body: dict[str, Any] = {"text": text}
+        if source_id is not None:
+            body["sourceId"] = source_id
+        if limit is not None:
+            body["limit"] = limit
+        resp = await self._request("POST", "/v1/locate", lambda: {"json": body})
+        return msgspec.json.decode(resp.content, type=list[LocatedOut])

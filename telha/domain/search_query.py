@@ -1,0 +1,198 @@
+"""Search queries and quotes, pure (docs/rest-api.md, "Search"): a user's query parsed into
+terms, each engine's query built from them (never from the user's raw syntax), the byte
+ranges of the matched words in a span's text, and a quote's occurrences in a span.
+
+Query syntax: words (all must occur: AND), ``"a phrase"`` (its words in a row), ``term*``
+(words starting with ``term``; ``"a phr"*`` for a phrase whose last word is a prefix).
+Punctuation inside a word splits it into a phrase (``e-mail`` is the phrase ``e mail``); a
+CJK run is a phrase of its characters. Parentheses are separators but must balance.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from telha.domain.canonical import normalize_canonical
+from telha.domain.errors import RequestError
+from telha.domain.search_text import words
+
+__all__ = [
+    "MAX_QUERY_BYTES",
+    "MAX_QUOTE_BYTES",
+    "Quote",
+    "Term",
+    "find_quote",
+    "fts5_query",
+    "match_ranges",
+    "parse_query",
+    "parse_quote",
+    "quote_terms",
+    "tsquery",
+]
+
+#: Longest ``q`` accepted (UTF-8 bytes).
+MAX_QUERY_BYTES = 1000
+#: Longest ``text`` of a locate accepted (UTF-8 bytes).
+MAX_QUOTE_BYTES = 10_000
+
+_SPACE = re.compile(r"\s+")
+#: A query's pieces: a quoted phrase (with its ``*``), a parenthesis, a bare word, a lone ``"``.
+_PIECE = re.compile(r'"[^"]*"\*?|[()]|[^\s"()]+|"')
+
+
+@dataclass(frozen=True, slots=True)
+class Term:
+    """One term of a query: its folded words in a row (one word, or a phrase) and whether
+    the last one is a prefix."""
+
+    words: tuple[str, ...]
+    prefix: bool = False
+
+
+def _bare(raw: str) -> Term | None:
+    """A bare word of the query (``term`` or ``term*``) as a term, ``None`` when it holds no
+    word (``--``).
+
+    :raises RequestError: a ``*`` elsewhere than at its end, or after no word.
+    """
+    prefix = raw.endswith("*")
+    body = raw[:-1] if prefix else raw
+    if "*" in body:
+        raise RequestError("q: '*' may only end a word (prefix search: term*)")
+    found = tuple(w for w, _, _ in words(body))
+    if not found:
+        if prefix:
+            raise RequestError("q: '*' must follow a word (prefix search: term*)")
+        return None
+    return Term(found, prefix)
+
+
+def _phrase(piece: str) -> Term | None:
+    """A quoted phrase (``"a b"`` or ``"a b"*``) as a term, ``None`` when it holds no word.
+
+    :raises RequestError: ``""*``.
+    """
+    prefix = piece.endswith("*")
+    found = tuple(w for w, _, _ in words(piece[1 : -2 if prefix else -1]))
+    if not found:
+        if prefix:
+            raise RequestError("q: '*' must follow a word (prefix search: term*)")
+        return None
+    return Term(found, prefix)
+
+
+def parse_query(q: str) -> list[Term]:
+    """The terms of ``q`` (see the module docstring), all of which a hit must match.
+
+    :raises RequestError: ``q`` empty, longer than :data:`MAX_QUERY_BYTES`, with an
+        unbalanced ``"`` or parenthesis, a ``*`` not ending a word, or no word at all.
+    """
+    if not q.strip():
+        raise RequestError("q: must not be empty")
+    if len(q.encode()) > MAX_QUERY_BYTES:
+        raise RequestError(f"q: longer than {MAX_QUERY_BYTES} bytes")
+    terms: list[Term] = []
+    depth = 0
+    for m in _PIECE.finditer(q):
+        piece = m.group()
+        if piece == '"':
+            raise RequestError('q: unbalanced quotes (a phrase needs its closing ")')
+        if piece in "()":
+            depth += 1 if piece == "(" else -1
+            if depth < 0:
+                raise RequestError("q: unbalanced parenthesis (')' without '(')")
+            continue
+        term = _phrase(piece) if piece.startswith('"') else _bare(piece)
+        if term is not None:
+            terms.append(term)
+    if depth:
+        raise RequestError("q: unbalanced parenthesis ('(' without ')')")
+    if not terms:
+        raise RequestError("q: holds no word to search for")
+    return terms
+
+
+def fts5_query(scope_id: int, terms: list[Term]) -> str:
+    """SQLite FTS5's MATCH expression for ``terms`` within the scope's rows: every word is
+    quoted (a folded word holds no ``"``), so no user syntax reaches the engine."""
+    parts = [f'"{" ".join(t.words)}"' + (" *" if t.prefix else "") for t in terms]
+    return f'scope_id : "{scope_id}" AND body : ({" AND ".join(parts)})'
+
+
+def tsquery(terms: list[Term]) -> str:
+    """PostgreSQL's ``tsquery`` literal for ``terms``: quoted lexemes, ``<->`` between the
+    words of a phrase, ``:*`` on a prefix, ``&`` between terms."""
+    parts = []
+    for t in terms:
+        lexemes = [f"'{w}'" for w in t.words]
+        if t.prefix:
+            lexemes[-1] += ":*"
+        parts.append("(" + " <-> ".join(lexemes) + ")")
+    return " & ".join(parts)
+
+
+def match_ranges(text: str, terms: list[Term]) -> list[tuple[int, int]]:
+    """Byte ranges ``[start, end)`` relative to ``text`` (a span's canonical text) of every
+    occurrence of a term: a word, or a phrase from its first word's start to its last word's
+    end; sorted, duplicates removed."""
+    found = words(text)
+    folded = [w for w, _, _ in found]
+    byte_at: dict[int, int] = {}
+    ranges: set[tuple[int, int]] = set()
+    for t in terms:
+        k = len(t.words)
+        for i in range(len(found) - k + 1):
+            if folded[i : i + k - 1] != list(t.words[:-1]):
+                continue
+            last = folded[i + k - 1]
+            if last == t.words[-1] or (t.prefix and last.startswith(t.words[-1])):
+                ranges.add((found[i][1], found[i + k - 1][2]))
+    out = []
+    for lo, hi in sorted(ranges):
+        for pos in (lo, hi):
+            if pos not in byte_at:
+                byte_at[pos] = len(text[:pos].encode())
+        out.append((byte_at[lo], byte_at[hi]))
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class Quote:
+    """A quote to locate: ``text`` normalised like canonical text (NFC, LF) and stripped;
+    ``pattern`` finds it with each whitespace run matching any whitespace run."""
+
+    text: str
+    pattern: re.Pattern[str]
+
+
+def parse_quote(text: str) -> Quote:
+    """The quote of ``POST /v1/locate``.
+
+    :raises RequestError: empty (or only whitespace), or longer than
+        :data:`MAX_QUOTE_BYTES`, or holding no word (the index finds candidates by words).
+    """
+    if len(text.encode()) > MAX_QUOTE_BYTES:
+        raise RequestError(f"text: longer than {MAX_QUOTE_BYTES} bytes")
+    norm = normalize_canonical(text).strip()
+    if not norm:
+        raise RequestError("text: must not be empty")
+    if not words(norm):
+        raise RequestError("text: holds no word to locate")
+    pattern = r"\s+".join(re.escape(part) for part in _SPACE.split(norm))
+    return Quote(norm, re.compile(pattern))
+
+
+def quote_terms(quote: Quote) -> list[Term]:
+    """The index query that finds every span holding ``quote``: its words as one phrase."""
+    return [Term(tuple(w for w, _, _ in words(quote.text)))]
+
+
+def find_quote(text: str, quote: Quote) -> list[tuple[int, int, bool]]:
+    """``(start, end, exact)`` byte ranges relative to ``text`` where ``quote`` occurs,
+    whitespace runs compared as one; ``exact`` when the bytes equal the quote's."""
+    out = []
+    for m in quote.pattern.finditer(text):
+        lo = len(text[: m.start()].encode())
+        out.append((lo, lo + len(m.group().encode()), m.group() == quote.text))
+    return out

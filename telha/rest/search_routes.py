@@ -1,0 +1,172 @@
+"""Full-text search and quote location (docs/rest-api.md, "Search" and "Locate a quote"):
+``GET /v1/search`` and ``POST /v1/locate`` over the caller's scope's current versions."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+
+import msgspec
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from telha.domain.canonical import is_label
+from telha.domain.errors import NotFound, RequestError
+from telha.domain.ids import id_str
+from telha.domain.search_query import parse_query, parse_quote
+from telha.ingest.request import KNOWN_FORMATS
+from telha.rest.app import json_response, parse_int, parse_uuid_param, require_scope, state
+from telha.rest.ingest_routes import read_body
+from telha.storage.core.search import Filters, Located, SearchHit
+from telha.wire import ByteRange, LocatedOut, SearchHitOut, SearchResult
+
+__all__ = ["routes"]
+
+#: Hits per page: default and most.
+DEFAULT_LIMIT = 20
+MAX_LIMIT = 100
+#: Places a locate answers: default and most.
+LOCATE_DEFAULT = 100
+LOCATE_MAX = 1000
+_MAX_BODY_BYTES = 64 * 1024
+_CURSOR_PREFIX = b"search:"
+
+
+class LocateRequest(msgspec.Struct, forbid_unknown_fields=True, rename="camel"):
+    """The body of ``POST /v1/locate``."""
+
+    text: str
+    source_id: str | None = None
+    limit: int | None = None
+
+
+def _require_enabled(request: Request) -> None:
+    """:raises NotFound: the service runs with ``[search] enabled = false``."""
+    if not state(request).config.search.enabled:
+        raise NotFound("search is disabled on this service ([search] enabled = false)")
+
+
+def _encode_cursor(offset: int) -> str:
+    return base64.urlsafe_b64encode(_CURSOR_PREFIX + str(offset).encode()).rstrip(b"=").decode()
+
+
+def _parse_cursor(value: str | None) -> int:
+    """The offset a ``cursor`` carries (0 when absent).
+
+    :raises RequestError: not a cursor this service returned.
+    """
+    if value is None:
+        return 0
+    try:
+        raw = base64.urlsafe_b64decode(value + "=" * (-len(value) % 4))
+    except (binascii.Error, ValueError):
+        raw = b""
+    digits = raw[len(_CURSOR_PREFIX) :]
+    if not raw.startswith(_CURSOR_PREFIX) or not digits.isdigit() or len(digits) > 9:
+        raise RequestError("cursor is not one this service returned")
+    return int(digits)
+
+
+def _filters(request: Request) -> Filters:
+    """``sourceId``, ``format`` and ``label`` of the query.
+
+    :raises RequestError: one of them malformed (named in the message).
+    """
+    params = request.query_params
+    source = params.get("sourceId")
+    fmt = params.get("format")
+    label = params.get("label")
+    if fmt is not None and fmt not in KNOWN_FORMATS:
+        raise RequestError(f"format must be one of {', '.join(KNOWN_FORMATS)}, got {fmt!r}")
+    if label is not None and not is_label(label):
+        raise RequestError(f"label must be an UPPER_SNAKE label, got {label!r}")
+    return Filters(
+        source_id=parse_uuid_param(source, "sourceId") if source is not None else None,
+        format=fmt,
+        label=label,
+    )
+
+
+def _hit_out(hit: SearchHit) -> SearchHitOut:
+    return SearchHitOut(
+        node_ids=[id_str(n) for n in hit.node_ids], labels=hit.labels,
+        source_id=id_str(hit.source_id), name=hit.name, source_version_tx=hit.version_tx,
+        start=hit.start, end=hit.end, kind=hit.kind, snippet=hit.snippet,
+        matches=[ByteRange(start=a, end=b) for a, b in hit.matches], page=hit.page,
+        bbox=hit.bbox,
+    )  # fmt: skip
+
+
+async def search(request: Request) -> Response:
+    """GET /v1/search?q=&label=&sourceId=&format=&limit=&cursor= — the scope's current spans
+    matching the query, best first."""
+    scope = await require_scope(request)
+    _require_enabled(request)
+    params = request.query_params
+    q = params.get("q")
+    if q is None:
+        raise RequestError("q: required")
+    terms = parse_query(q)
+    filters = _filters(request)
+    limit = parse_int(params.get("limit"), "limit", minimum=1) or DEFAULT_LIMIT
+    if limit > MAX_LIMIT:
+        raise RequestError(f"limit must be at most {MAX_LIMIT}")
+    offset = _parse_cursor(params.get("cursor"))
+    if params.get("asOf") is not None:
+        parse_int(params.get("asOf"), "asOf")
+        raise RequestError(
+            "asOf: search covers current versions only (the index holds no past ones)"
+        )
+    store = state(request).store
+    hits = await store.search(scope, terms, filters, limit=limit + 1, offset=offset)
+    more = len(hits) > limit
+    return json_response(
+        SearchResult(
+            hits=[_hit_out(h) for h in hits[:limit]],
+            next_cursor=_encode_cursor(offset + limit) if more else None,
+        )
+    )
+
+
+def _parse_locate(body: bytes) -> LocateRequest:
+    """The validated body of ``POST /v1/locate``.
+
+    :raises RequestError: not a JSON object of that shape, or ``limit`` outside 1–1000.
+    """
+    try:
+        req = msgspec.json.decode(body, type=LocateRequest)
+    except msgspec.ValidationError as exc:
+        raise RequestError(f"invalid locate request: {exc}") from None
+    except msgspec.DecodeError as exc:
+        raise RequestError(f"the body is not JSON: {exc}") from None
+    if req.limit is not None and not 1 <= req.limit <= LOCATE_MAX:
+        raise RequestError(f"limit must be an integer in 1–{LOCATE_MAX}")
+    return req
+
+
+async def locate(request: Request) -> Response:
+    """POST /v1/locate {text, sourceId?, limit?} — every place of the scope's current versions
+    holding the quote."""
+    scope = await require_scope(request)
+    _require_enabled(request)
+    req = _parse_locate(await read_body(request, _MAX_BODY_BYTES))
+    quote = parse_quote(req.text)
+    source = parse_uuid_param(req.source_id, "sourceId") if req.source_id is not None else None
+    found = await state(request).store.locate(
+        scope, quote, source_id=source, limit=req.limit or LOCATE_DEFAULT
+    )
+    return json_response([_located_out(f) for f in found])
+
+
+def _located_out(f: Located) -> LocatedOut:
+    return LocatedOut(
+        source_id=id_str(f.source_id), source_version_tx=f.version_tx, start=f.start,
+        end=f.end, node_ids=[id_str(n) for n in f.node_ids], exact=f.exact,
+    )  # fmt: skip
+
+
+routes = [
+    Route("/v1/search", search, methods=["GET"]),
+    Route("/v1/locate", locate, methods=["POST"]),
+]

@@ -1,0 +1,278 @@
+"""Search and quote location over the full-text index, written once for both engines
+(docs/rest-api.md, "Search" and "Locate a quote"; the index: :mod:`.search_index`).
+
+Both read in one snapshot: the engine finds and ranks candidate span rows of the caller's
+scope (SQLite: FTS5's ``bm25``; PostgreSQL: ``ts_rank`` over the GIN-indexed ``tsvector``),
+then each candidate's canonical text is read and the byte ranges are computed in Python from
+those bytes (:func:`telha.domain.search_query.match_ranges`,
+:func:`~telha.domain.search_query.find_quote`), never taken from the engine.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+
+from telha.domain.erasure import node_ids
+from telha.domain.model import BLOB_CHUNK, Scope
+from telha.domain.search_query import (
+    Quote,
+    Term,
+    find_quote,
+    fts5_query,
+    match_ranges,
+    quote_terms,
+    tsquery,
+)
+from telha.domain.search_text import is_verbatim, snippet
+from telha.storage.core.engine import EngineOps
+from telha.storage.core.tx import Tx
+from telha.storage.core.visible import visible
+
+__all__ = ["Filters", "Located", "SearchHit", "SearchOps", "locate", "search"]
+
+#: Candidate span rows a locate verifies at most.
+LOCATE_CANDIDATES = 2000
+
+_decode = msgspec.json.decode
+
+
+@dataclass(frozen=True, slots=True)
+class Filters:
+    """What a search is narrowed to (``None``: anything): a source, a source format, a
+    label of a linked node."""
+
+    source_id: bytes | None = None
+    format: str | None = None
+    label: str | None = None
+
+
+@dataclass(slots=True)
+class SearchHit:
+    """One span row of a current version that matches: its range ``[start, end)`` (bytes),
+    the matched words' byte ranges in the same text, a snippet, and ``page``/``bbox`` of the
+    first linked node that has them."""
+
+    source_id: bytes
+    name: str
+    version_tx: int
+    start: int
+    end: int
+    kind: str
+    node_ids: list[bytes]
+    labels: list[str]
+    snippet: str = ""
+    matches: list[tuple[int, int]] = field(default_factory=list)
+    page: int | None = None
+    bbox: list[float] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Located:
+    """One occurrence of a quote: ``[start, end)`` bytes of the version's text, the nodes
+    the span rows holding it link, ``exact`` when the bytes equal the quote (else only
+    whitespace differed)."""
+
+    source_id: bytes
+    version_tx: int
+    start: int
+    end: int
+    node_ids: list[bytes]
+    exact: bool
+
+
+def _candidates_sql(tx: Tx, filters: Filters, ranked: bool) -> tuple[str, list[Any]]:
+    """SQL selecting ``(rowid, score)`` of the scope's matching index rows and its filters'
+    parameters (bound after the MATCH expression, or the tsquery and the scope id, and
+    before the limit and offset)."""
+    conds: list[str] = []
+    params: list[Any] = []
+    if filters.source_id is not None:
+        conds.append("s.source_id = ?")
+        params.append(filters.source_id)
+    if filters.format is not None:
+        conds.append("s.format = ?")
+        params.append(filters.format)
+    if filters.label is not None:
+        conds.append("position(? in s.labels) > 0" if tx.postgres else "instr(s.labels, ?) > 0")
+        params.append(f" {filters.label} ")
+    extra = "".join(f" AND {c}" for c in conds)
+    if tx.postgres:
+        score = "ts_rank(s.body, q)" if ranked else "0"
+        order = "score DESC, s.rowid" if ranked else "s.rowid"
+        sql = (
+            f"SELECT s.rowid, {score} AS score FROM search_spans s, CAST(?::text AS tsquery) q"
+            f" WHERE s.body @@ q AND s.scope_id = ?{extra} ORDER BY {order} LIMIT ? OFFSET ?"
+        )
+        return sql, params
+    join = " JOIN search_spans s ON s.rowid = f.rowid" if conds else ""
+    score = "bm25(search_fts, 0.0, 1.0)" if ranked else "0"
+    order = "score, f.rowid" if ranked else "f.rowid"
+    sql = (
+        f"SELECT f.rowid, {score} AS score FROM search_fts f{join}"
+        f" WHERE search_fts MATCH ?{extra} ORDER BY {order} LIMIT ? OFFSET ?"
+    )
+    return sql, params
+
+
+async def _candidates(
+    tx: Tx, sid: int, terms: list[Term], filters: Filters, limit: int, offset: int, ranked: bool
+) -> list[int]:
+    """Rowids of the scope's index rows matching ``terms``, best first (``ranked``) or in
+    index order."""
+    sql, params = _candidates_sql(tx, filters, ranked)
+    if tx.postgres:
+        rows = await tx.fetchall(sql, tsquery(terms), sid, *params, limit, offset)
+    else:  # the scope is in the MATCH expression: a column of the index
+        rows = await tx.fetchall(sql, fts5_query(sid, terms), *params, limit, offset)
+    return [int(r[0]) for r in rows]
+
+
+async def _details(tx: Tx, sid: int, rowids: list[int]) -> list[tuple[Any, ...]]:
+    """``(rowid, source_id, version_tx, start, end, kind, linked, labels, name, blob_id,
+    text)`` of index rows, in ``rowids`` order, of the scope only; ``text`` is the span's
+    text when the index row holds it exactly (SQLite, no CJK spacing), else ``None``."""
+    if not rowids:
+        return []
+    cond, params = tx.any("s.rowid", rowids, "bigint")
+    rows = await tx.fetchall(
+        'SELECT s.rowid, s.source_id, s.version_tx, s.start, s."end", s.kind, s.linked_nodes,'
+        f" s.labels, v.name, v.blob_id, {'NULL' if tx.postgres else 's.body'}"
+        " FROM search_spans s JOIN source_versions v"
+        " ON v.scope_id = s.scope_id AND v.source_id = s.source_id AND v.tx = s.version_tx"
+        f" WHERE {cond} AND +s.scope_id = ?",  # by rowid: `+` keeps the scope's index out
+        *params, sid,
+    )  # fmt: skip
+    order = {r: i for i, r in enumerate(rowids)}
+    rows = [(*r[:10], r[10] if r[10] is not None and is_verbatim(r[10]) else None) for r in rows]
+    return sorted(rows, key=lambda r: order[int(r[0])])
+
+
+class _Texts:
+    """Span texts read from canonical text chunks (1 MiB): only the span's bytes of each
+    chunk are sent back (``substr`` in the engine), so a hit costs its own length."""
+
+    def __init__(self, tx: Tx, sid: int) -> None:
+        self._tx, self._sid = tx, sid
+
+    async def span(self, blob_id: bytes | None, start: int, end: int, known: str | None) -> str:
+        """The text ``[start, end)`` of the blob (empty when the blob is gone); ``known``
+        when the index row holds it already."""
+        if known is not None:
+            return known
+        if blob_id is None or end <= start:
+            return ""
+        parts = []
+        for idx in range(start // BLOB_CHUNK, (end - 1) // BLOB_CHUNK + 1):
+            base = idx * BLOB_CHUNK
+            lo, hi = max(start, base) - base, min(end, base + BLOB_CHUNK) - base
+            row = await self._tx.fetchone(
+                "SELECT substr(data, ?, ?) FROM blob_chunks WHERE scope_id = ? AND blob_id = ?"
+                " AND idx = ?",
+                lo + 1, hi - lo, self._sid, blob_id, idx,
+            )  # fmt: skip
+            parts.append(bytes(row[0]) if row is not None else b"")
+        return b"".join(parts).decode("utf-8", "replace")
+
+
+async def _geometry(tx: Tx, sid: int, ids: set[bytes]) -> dict[bytes, dict[str, Any]]:
+    """``{node_id: properties}`` of the current versions of ``ids`` that carry a ``page``."""
+    if not ids:
+        return {}
+    seen, seen_params = visible("n", None)
+    cond, params = tx.any("n.node_id", sorted(ids), "bytea")
+    rows = await tx.fetchall(
+        f"SELECT n.node_id, n.properties FROM nodes n WHERE n.scope_id = ? AND {cond}"
+        f" AND {seen}",
+        sid, *params, *seen_params,
+    )  # fmt: skip
+    out = {}
+    for node_id, props in rows:
+        decoded = _decode(bytes(props))
+        if isinstance(decoded, dict) and "page" in decoded:
+            out[bytes(node_id)] = decoded
+    return out
+
+
+async def search(
+    tx: Tx, scope: Scope, terms: list[Term], filters: Filters, limit: int, offset: int
+) -> list[SearchHit]:
+    """The scope's current spans matching every term, best first, ``limit`` from
+    ``offset``: each with its matched words' byte ranges, a snippet and its nodes'
+    labels, page and bbox."""
+    sid = await tx.known_scope_id(scope)
+    if sid is None:
+        return []
+    rowids = await _candidates(tx, sid, terms, filters, limit, offset, ranked=True)
+    texts = _Texts(tx, sid)
+    hits: list[SearchHit] = []
+    for _, source_id, at, start, end, kind, linked, labels, name, blob_id, known in await _details(
+        tx, sid, rowids
+    ):
+        text = await texts.span(blob_id, start, end, known)
+        ranges = match_ranges(text, terms)
+        rel = text.encode()[: ranges[0][0]].decode("utf-8", "replace") if ranges else ""
+        hits.append(
+            SearchHit(
+                bytes(source_id), str(name), int(at), int(start), int(end), str(kind),
+                node_ids(bytes(linked)), str(labels).split(), snippet(text, len(rel)),
+                [(start + a, start + b) for a, b in ranges],
+            )
+        )  # fmt: skip
+    geometry = await _geometry(tx, sid, {n for h in hits for n in h.node_ids})
+    for hit in hits:
+        for node in hit.node_ids:
+            props = geometry.get(node)
+            if props is not None:
+                page = props.get("page")
+                hit.page = page if isinstance(page, int) else None
+                box = props.get("bbox")
+                hit.bbox = [float(x) for x in box] if isinstance(box, list) else None
+                break
+    return hits
+
+
+async def locate(
+    tx: Tx, scope: Scope, quote: Quote, source_id: bytes | None, limit: int
+) -> list[Located]:
+    """Every place of the scope's current versions where ``quote`` occurs (at most
+    ``limit``, by source, version and offset): candidates are the span rows holding its
+    words in a row (the index), verified against their canonical text. Occurrences that
+    nested span rows share are one, with the nodes of every such row."""
+    sid = await tx.known_scope_id(scope)
+    if sid is None:
+        return []
+    filters = Filters(source_id=source_id)
+    rowids = await _candidates(
+        tx, sid, quote_terms(quote), filters, LOCATE_CANDIDATES, 0, ranked=False
+    )
+    texts = _Texts(tx, sid)
+    found: dict[tuple[bytes, int, int, int], tuple[list[bytes], bool]] = {}
+    for _, src, at, start, end, _, linked, _, _, blob_id, known in await _details(tx, sid, rowids):
+        text = await texts.span(blob_id, start, end, known)
+        for lo, hi, exact in find_quote(text, quote):
+            key = (bytes(src), int(at), start + lo, start + hi)
+            nodes, _ = found.setdefault(key, ([], exact))
+            nodes.extend(n for n in node_ids(bytes(linked)) if n not in nodes)
+    return [
+        Located(s, t, a, b, nodes, exact) for (s, t, a, b), (nodes, exact) in sorted(found.items())
+    ][:limit]
+
+
+class SearchOps(EngineOps):
+    """The search reads of :class:`telha.storage.protocol.SearchStore`, each one
+    :meth:`~telha.storage.core.engine.EngineOps._read`."""
+
+    async def search(
+        self, scope: Scope, terms: list[Term], filters: Filters, *, limit: int, offset: int
+    ) -> list[SearchHit]:
+        """See :func:`search`."""
+        return await self._read(search, scope, terms, filters, limit, offset)
+
+    async def locate(
+        self, scope: Scope, quote: Quote, *, source_id: bytes | None, limit: int
+    ) -> list[Located]:
+        """See :func:`locate`."""
+        return await self._read(locate, scope, quote, source_id, limit)

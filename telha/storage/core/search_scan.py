@@ -1,0 +1,83 @@
+"""The full-text index against the span rows, for ``telha check`` (``search_index``), written
+once for both engines: what :func:`telha.storage.core.search_index.sync_source` keeps must
+hold in any snapshot (docs/operations.md, "The consistency check")."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from telha.storage.core.tx import SnapshotTx
+
+__all__ = ["SearchProblems", "search_problems"]
+
+#: The source's current version: its latest published one, neither retired nor erased.
+_CURRENT = (
+    "EXISTS (SELECT 1 FROM source_versions v WHERE v.scope_id = {a}.scope_id"
+    " AND v.source_id = {a}.source_id AND v.tx = {a}.{tx} AND v.published_tx IS NOT NULL"
+    " AND v.retired_tx IS NULL AND v.erased_at IS NULL AND NOT EXISTS (SELECT 1"
+    " FROM source_versions w WHERE w.scope_id = v.scope_id AND w.source_id = v.source_id"
+    " AND w.published_tx IS NOT NULL AND w.tx > v.tx))"
+)
+_KEY = 'scope_id, source_id, {tx}, start, "end"'
+#: ``(kind, sql)``: each selects the key of an offending row.
+_CHECKS = (
+    (
+        "stale",  # an index row of no current version's span row
+        f"SELECT {_KEY.format(tx='version_tx')} FROM search_spans s WHERE NOT ("
+        + _CURRENT.format(a="s", tx="version_tx")
+        + " AND EXISTS (SELECT 1 FROM span_rows r WHERE r.scope_id = s.scope_id"
+        " AND r.source_id = s.source_id AND r.source_version_tx = s.version_tx"
+        ' AND r.start = s.start AND r."end" = s."end"))',
+    ),
+    (
+        "duplicate",
+        f"SELECT {_KEY.format(tx='version_tx')} FROM search_spans"
+        f" GROUP BY {_KEY.format(tx='version_tx')} HAVING count(*) > 1",
+    ),
+    (
+        "missing",  # a current version's span row without its index row
+        f"SELECT {_KEY.format(tx='source_version_tx')} FROM span_rows r WHERE "
+        + _CURRENT.format(a="r", tx="source_version_tx")
+        + " AND NOT EXISTS (SELECT 1 FROM search_spans s WHERE s.scope_id = r.scope_id"
+        " AND s.source_id = r.source_id AND s.version_tx = r.source_version_tx"
+        ' AND s.start = r.start AND s."end" = r."end")',
+    ),
+)
+
+
+@dataclass
+class SearchProblems:
+    """What ``telha check`` finds in the index: whether it is kept (``enabled``), how many
+    index rows it compared (``rows``), and per kind (``stale``, ``duplicate``, ``missing``,
+    ``fts_rows``) how many offend and the first keys ``(scope, source_id, tx, start,
+    end)``."""
+
+    enabled: bool
+    rows: int
+    counts: dict[str, int] = field(default_factory=dict)
+    examples: dict[str, list[tuple[int, bytes, int, int, int]]] = field(default_factory=dict)
+
+
+async def search_problems(tx: SnapshotTx, limit: int) -> SearchProblems:
+    """Compare the index with the span rows of every current version: no index row of a
+    span row that is not current (superseded, retired, erased, or gone), none twice, and —
+    while the index is kept — none missing; on SQLite the FTS5 index has one document per
+    row."""
+    state = await tx.fetchall("SELECT enabled FROM search_state")
+    enabled = bool(state and state[0][0])
+    total = await tx.fetchall("SELECT count(*) FROM search_spans")
+    found = SearchProblems(enabled, int(total[0][0]))
+    for kind, sql in _CHECKS:
+        if kind == "missing" and not enabled:
+            continue
+        count = await tx.fetchall(f"SELECT count(*) FROM ({sql}) x")
+        found.counts[kind] = int(count[0][0])
+        if found.counts[kind]:
+            rows = await tx.fetchall(f"{sql} LIMIT {int(limit)}")
+            found.examples[kind] = [
+                (int(a), bytes(b), int(c), int(d), int(e)) for a, b, c, d, e in rows
+            ]
+    if not tx.postgres:
+        docs = await tx.fetchall("SELECT count(*) FROM search_fts_docsize")
+        found.counts["fts_rows"] = abs(int(docs[0][0]) - found.rows)
+    return found

@@ -1,0 +1,149 @@
+"""The full-text index's life beyond single requests, on each engine (docs/architecture.md,
+"Search"): an erased text leaves no trace of its words in the database even after it was
+indexed, superseded (its words left in FTS5's segments) and then erased — the raw database
+files (SQLite) or live rows (PostgreSQL) hold the marker in no form, folded lowercase
+included; ``[search] enabled = false`` answers 404 and keeps no index, and switching it on
+builds the index from the current versions at start, which ``telha check`` accepts."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import uuid
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import httpx
+import pytest
+
+from tests.integration.test_erasure import _dsn_of, files_holding, rows_holding
+from tests.support.server import ServerProcess, telha_check, write_config
+from tests.support.wait import wait_job
+
+pytestmark = pytest.mark.anyio
+
+
+async def _ingest(c: httpx.AsyncClient, name: str, text: str) -> dict[str, Any]:
+    resp = await c.post("/v1/ingest", json={"format": "text", "name": name, "content": text})
+    assert resp.status_code == 202, resp.text
+    return dict(await wait_job(c, resp.json()["jobId"], "completed", within_s=60))
+
+
+async def _hits(c: httpx.AsyncClient, q: str) -> list[dict[str, Any]]:
+    resp = await c.get("/v1/search", params={"q": q})
+    assert resp.status_code == 200, resp.text
+    return list(resp.json()["hits"])
+
+
+def _client(proc: ServerProcess, key: str) -> httpx.AsyncClient:
+    return httpx.AsyncClient(base_url=proc.base_url, headers={"x-api-key": key}, timeout=60)
+
+
+async def test_erased_words_leave_no_trace(tmp_path: Path, engine: str) -> None:
+    marker = f"Mark{uuid.uuid4().hex}Z"
+    config = write_config(tmp_path, engine, workers={"in_process": ["text_worker"]})
+    with ServerProcess(config) as proc:
+        dsn = _dsn_of(proc)
+        async with _client(proc, proc.create_key(f"t-{uuid.uuid4()}", "org")) as c:
+            # Indexed, then superseded (its rows leave the index; FTS5 keeps its words in a
+            # segment), then the whole source erased; a second source erased while current.
+            first = await _ingest(c, "old.txt", f"Patient {marker} seen.\n\nOther text.\n")
+            assert len(await _hits(c, marker.lower())) == 2  # paragraph and document
+            await _ingest(c, "old.txt", "Other text only.\n")
+            assert await _hits(c, marker) == []
+            second = await _ingest(c, "current.txt", f"Again {marker} here.\n")
+            kept = await _ingest(c, "kept.txt", "Other words stay.\n")
+            assert await _hits(c, marker)
+            for source in (first["sourceId"], second["sourceId"]):
+                resp = await c.post(f"/v1/sources/{source}/erase", json={"reason": "GDPR"})
+                assert resp.status_code == 200, resp.text
+            assert await _hits(c, marker) == []
+            assert {h["sourceId"] for h in await _hits(c, "other")} == {kept["sourceId"]}
+        check = telha_check(config)
+        assert check.returncode == 0, check.stdout + check.stderr
+        forms = [marker, marker.lower(), marker.upper()]
+        if dsn:
+            for form in forms:
+                assert await rows_holding(dsn, form.encode()) == [], form
+        assert proc.stop() == 0, proc.log_text()
+        if not dsn:
+            for form in forms:
+                assert files_holding(tmp_path, form.encode()) == [], form
+
+
+async def test_search_disabled_then_enabled_builds_the_index(tmp_path: Path, engine: str) -> None:
+    config = write_config(
+        tmp_path, engine, workers={"in_process": ["text_worker"]}, search={"enabled": False}
+    )
+    storage = {k: v for k, v in (line.split(" = ", 1) for line in _section(config, "storage"))}
+    with ServerProcess(config) as proc:
+        key = proc.create_key("t", "o")
+        async with _client(proc, key) as c:
+            job = await _ingest(c, "a.txt", "Kept while search was off.\n")
+            resp = await c.get("/v1/search", params={"q": "kept"})
+            assert resp.status_code == 404 and "disabled" in resp.json()["error"]["message"]
+            resp = await c.post("/v1/locate", json={"text": "Kept"})
+            assert resp.status_code == 404
+        check = telha_check(config)
+        assert check.returncode == 0, check.stdout + check.stderr
+        assert proc.stop() == 0, proc.log_text()
+    on = write_config(
+        tmp_path,
+        engine,
+        storage={k: json.loads(v) for k, v in storage.items()},
+        workers={"in_process": ["text_worker"]},
+        search={"enabled": True},
+    )
+    with ServerProcess(on) as proc:
+        async with _client(proc, key) as c:
+            hits = await _hits(c, "kept search")
+            assert {h["sourceId"] for h in hits} == {job["sourceId"]}
+            await _ingest(c, "b.txt", "Written while search is on.\n")
+            assert len(await _hits(c, "written")) == 2  # paragraph and document
+        check = telha_check(on)
+        assert check.returncode == 0, check.stdout + check.stderr
+        assert proc.stop() == 0, proc.log_text()
+
+
+def _section(config: Path, name: str) -> list[str]:
+    """The ``key = value`` lines of ``[name]`` in a config written by ``write_config``."""
+    lines = config.read_text().splitlines()
+    start = lines.index(f"[{name}]") + 1
+    out = []
+    for line in lines[start:]:
+        if line.startswith("["):
+            break
+        out.append(line)
+    return out
+
+
+async def test_check_finds_an_index_out_of_step(tmp_path: Path, engine: str) -> None:
+    config = write_config(tmp_path, engine, workers={"in_process": ["text_worker"]})
+    with ServerProcess(config) as proc:
+        dsn = _dsn_of(proc)
+        async with _client(proc, proc.create_key("t", "o")) as c:
+            await _ingest(c, "a.txt", "First paragraph.\n\nSecond paragraph.\n")
+        assert proc.stop() == 0, proc.log_text()
+    # One index row lost, one of a version that never existed.
+    lose = "DELETE FROM search_spans WHERE rowid = (SELECT min(rowid) FROM search_spans)"
+    cols = 'scope_id, source_id, version_tx, start, "end", kind, linked_nodes, labels, format, body'
+    stale = (
+        f"INSERT INTO search_spans ({cols}) SELECT {cols.replace('version_tx', '1')}"
+        " FROM search_spans LIMIT 1"
+    )
+    if dsn:
+        conn = await asyncpg.connect(dsn)
+        try:
+            await conn.execute(lose)
+            await conn.execute(stale)
+        finally:
+            await conn.close()
+    else:
+        with sqlite3.connect(tmp_path / "telha.db") as db:
+            db.execute(lose)  # its FTS5 document stays: the counts no longer match
+            db.execute(stale)
+    check = telha_check(config)
+    out = check.stdout + check.stderr
+    assert check.returncode == 1, out
+    assert "not indexed" in out and "not a span row of its source's current version" in out, out
