@@ -1,7 +1,8 @@
 """The ``telha`` command line (click): ``serve``, ``migrate``, ``check``, ``api-key
 create``/``worker-token``, ``webhook`` (:mod:`telha.cli_webhooks`), and the client commands
 ``ingest``, ``job``, ``jobs``, ``cancel``, ``source``, ``sources``, ``retire`` and ``diff``
-(:mod:`telha.cli_client`, :mod:`telha.cli_listings`).
+(:mod:`telha.cli_client`, :mod:`telha.cli_listings`), and ``search`` and ``mcp``
+(:mod:`telha.cli_retrieval`).
 
 Exit codes: 0 success, 1 runtime failure, 2 usage or configuration error (the message names
 the dotted config key).
@@ -227,9 +228,11 @@ def worker_token(
 def _client_commands() -> None:
     from telha.cli_client import cancel, diff, ingest, job, retire, source
     from telha.cli_listings import jobs, sources
+    from telha.cli_retrieval import mcp, search
     from telha.cli_webhooks import webhook
 
-    for command in (ingest, job, jobs, cancel, source, sources, retire, diff, webhook):
+    commands = (ingest, job, jobs, cancel, source, sources, retire, diff, webhook, search, mcp)
+    for command in commands:
         main.add_command(command)
 
 
