@@ -2,7 +2,8 @@
 create``/``worker-token``, ``webhook`` (:mod:`telha.cli_webhooks`), ``gc``
 (:mod:`telha.cli_gc`), and the client commands
 ``ingest``, ``job``, ``jobs``, ``cancel``, ``source``, ``sources``, ``retire`` and ``diff``
-(:mod:`telha.cli_client`, :mod:`telha.cli_listings`).
+(:mod:`telha.cli_client`, :mod:`telha.cli_listings`), and ``search`` and ``mcp``
+(:mod:`telha.cli_retrieval`).
 
 Exit codes: 0 success, 1 runtime failure, 2 usage or configuration error (the message names
 the dotted config key).
@@ -229,9 +230,12 @@ def _client_commands() -> None:
     from telha.cli_client import cancel, diff, ingest, job, retire, source
     from telha.cli_gc import gc
     from telha.cli_listings import jobs, sources
+    from telha.cli_retrieval import mcp, search
     from telha.cli_webhooks import webhook
 
-    for command in (ingest, job, jobs, cancel, source, sources, retire, diff, webhook, gc):
+    commands = (ingest, job, jobs, cancel, source, sources, retire, diff, webhook, gc)
+    commands += (search, mcp)
+    for command in commands:
         main.add_command(command)
 
 

@@ -6,12 +6,9 @@ error answers exit 1 with ``telha: CODE: message`` on stderr, bad arguments exit
 from __future__ import annotations
 
 import os
-import pty
 import re
-import select
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Iterator
 
@@ -19,6 +16,7 @@ import httpx
 import pytest
 
 from tests.support.server import ServerProcess, write_config
+from tests.support.tty import run_on_tty
 from tests.support.wait import wait_job_blocking
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -45,33 +43,8 @@ def _piped(server: ServerProcess, key: str, *args: str) -> subprocess.CompletedP
 
 
 def _tty(server: ServerProcess, key: str, *args: str) -> tuple[int, str]:
-    """Run ``telha ARGS`` with stdin, stdout and stderr on a pseudo-terminal; its exit code
-    and everything it wrote there (``\\r\\n`` back to ``\\n``)."""
-    master, slave = pty.openpty()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "telha", *args], stdin=slave, stdout=slave, stderr=slave,
-        env=_env(server, key), close_fds=True,
-    )  # fmt: skip
-    os.close(slave)
-    out = bytearray()
-    deadline = time.monotonic() + 120
-    try:
-        while time.monotonic() < deadline:
-            ready, _, _ = select.select([master], [], [], 1.0)
-            if not ready:
-                if proc.poll() is not None:
-                    break
-                continue
-            try:
-                data = os.read(master, 65536)
-            except OSError:  # EIO: the terminal's other side closed
-                break
-            if not data:
-                break
-            out += data
-    finally:
-        os.close(master)
-    return proc.wait(timeout=30), out.decode("utf-8", "replace").replace("\r\n", "\n")
+    """``telha ARGS`` on a pseudo-terminal: its exit code and what it wrote there."""
+    return run_on_tty([sys.executable, "-m", "telha", *args], _env(server, key))
 
 
 def _ingest(server: ServerProcess, key: str, content: str) -> tuple[str, int]:
