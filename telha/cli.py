@@ -233,8 +233,8 @@ def _client_commands() -> None:
     from telha.cli_retrieval import mcp, search
     from telha.cli_webhooks import webhook
 
-    commands = (ingest, job, jobs, cancel, source, sources, retire, diff, webhook, gc)
-    commands += (search, mcp)
+    commands: tuple[click.Command, ...] = (ingest, job, jobs, cancel, source, sources, retire)
+    commands += (diff, webhook, gc, search, mcp)
     for command in commands:
         main.add_command(command)
 

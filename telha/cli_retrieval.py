@@ -19,8 +19,9 @@ _WIDTH = 160
 
 def _line(hit: SearchHitOut, span: bytes) -> Text:
     """``name p.N [start,end) text``: the span's text around its first match on one line
-    (line ends shown as spaces), the matched words marked (bold yellow), ``…`` where cut. ``span`` is the hit's ``[start, end)``
-    bytes; ``matches`` are byte ranges of the same canonical text."""
+    (line ends shown as spaces), the matched words marked (bold yellow), ``…`` where cut.
+    ``span`` is the hit's ``[start, end)`` bytes; ``matches`` are byte ranges of the same
+    canonical text."""
     pieces: list[tuple[str, bool]] = []
     pos = 0
     for m in sorted(hit.matches, key=lambda r: r.start):
