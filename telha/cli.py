@@ -22,7 +22,8 @@ import anyio
 import click
 
 from telha.auth import hash_key, mint_api_key
-from telha.config import Config, ConfigError, load_config
+from telha.cli_config import load_or_exit
+from telha.config import ConfigError
 from telha.domain.errors import StorageError
 from telha.domain.model import Scope
 from telha.grpc.tokens import load_token_key, mint_worker_token, parse_ttl
@@ -39,16 +40,6 @@ _CONFIG = click.option(
     default=None,
     help="config.toml (default: ./config.toml when present, else built-in defaults)",
 )
-
-
-def _load(config_path: Path | None) -> tuple[Config, Path]:
-    if config_path is None and Path("config.toml").is_file():
-        config_path = Path("config.toml")
-    try:
-        return load_config(config_path)
-    except ConfigError as exc:
-        click.echo(f"telha: config error: {exc}", err=True)
-        sys.exit(2)
 
 
 def _run_backend() -> dict[str, object]:
@@ -72,7 +63,7 @@ def serve(config_path: Path | None, log_level: str) -> None:
     from telha.service import serve as run_service
     from workers_common.gc_tuning import limit_malloc_arenas, tune_gc
 
-    cfg, base_dir = _load(config_path)
+    cfg, base_dir = load_or_exit(config_path)
     configure_logging(log_level)
     tune_gc()
     limit_malloc_arenas()
@@ -134,7 +125,7 @@ def _startup_failure(exc: BaseException) -> str | None:
 def migrate(config_path: Path | None) -> None:
     """Apply the storage engine's pending migrations, then exit (``serve`` applies them at
     start too; several replicas starting at once apply each migration once)."""
-    cfg, base_dir = _load(config_path)
+    cfg, base_dir = load_or_exit(config_path)
 
     async def run() -> None:
         async with open_store(cfg, base_dir, readers=1, pool_size=2):
@@ -157,7 +148,7 @@ def check(config_path: Path | None, page: int) -> None:
     states. Prints a summary; exits 1 on any violation (or when the store cannot be read)."""
     from telha.check.runner import check_config, format_report
 
-    cfg, base_dir = _load(config_path)
+    cfg, base_dir = load_or_exit(config_path)
     location = f"{cfg.storage.engine} {open_store(cfg, base_dir, readonly=True).location}"
     try:
         report = anyio.run(lambda: check_config(cfg, base_dir, page=page), backend="asyncio")
@@ -184,7 +175,7 @@ def api_key_create(tenant: str, org: str, config_path: Path | None) -> None:
     """
     if not tenant.strip() or not org.strip():
         raise click.UsageError("--tenant and --org must not be empty")
-    cfg, base_dir = _load(config_path)
+    cfg, base_dir = load_or_exit(config_path)
     key_id, key = mint_api_key()
 
     async def store_key() -> None:
@@ -216,7 +207,7 @@ def worker_token(
         ttl_s = parse_ttl(ttl)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--ttl") from None
-    cfg, base_dir = _load(config_path)
+    cfg, base_dir = load_or_exit(config_path)
     try:
         key = load_token_key(cfg.grpc.token_key, cfg.storage_path(base_dir).parent)
     except ValueError as exc:

@@ -12,7 +12,7 @@ from pathlib import Path
 import anyio
 import click
 
-from telha.config import Config, ConfigError, load_config
+from telha.cli_config import load_or_exit
 from telha.domain.errors import StorageError
 from telha.domain.ids import now_us
 from telha.retention import cutoff_us, run_pass
@@ -20,16 +20,6 @@ from telha.storage import open_store
 from telha.storage.core.retention import RetentionResult
 
 __all__ = ["gc"]
-
-
-def _load(config_path: Path | None) -> tuple[Config, Path]:
-    if config_path is None and Path("config.toml").is_file():
-        config_path = Path("config.toml")
-    try:
-        return load_config(config_path)
-    except ConfigError as exc:
-        click.echo(f"telha: config error: {exc}", err=True)
-        sys.exit(2)
 
 
 def format_result(done: RetentionResult) -> list[str]:
@@ -57,7 +47,7 @@ def gc(config_path: Path | None, dry_run: bool) -> None:
     """Remove the jobs that ended more than jobs.retain_days ago (with their events) and the
     raw uploads nothing names any more; print the counts and the bytes freed. Jobs a source
     version names, versions and the graph are kept."""
-    cfg, base_dir = _load(config_path)
+    cfg, base_dir = load_or_exit(config_path)
     if cfg.jobs.retain_days == 0:
         click.echo("telha gc: jobs.retain_days = 0 keeps every job; nothing removed")
         return

@@ -13,7 +13,8 @@ from typing import TypeVar
 import anyio
 import click
 
-from telha.config import Config, ConfigError, load_config
+from telha.cli_config import load_or_exit
+from telha.config import Config
 from telha.domain.errors import RequestError, StorageError
 from telha.domain.ids import id_str, now_us
 from telha.domain.model import TERMINAL_JOB_STATES, Scope
@@ -33,16 +34,6 @@ _CONFIG = click.option(
 )
 _TENANT = click.option("--tenant", required=True, help="tenant id of the scope")
 _ORG = click.option("--org", required=True, help="organization id of the scope")
-
-
-def _load(config_path: Path | None) -> tuple[Config, Path]:
-    if config_path is None and Path("config.toml").is_file():
-        config_path = Path("config.toml")
-    try:
-        return load_config(config_path)
-    except ConfigError as exc:
-        click.echo(f"telha: config error: {exc}", err=True)
-        sys.exit(2)
 
 
 def _scope(tenant: str, org: str) -> Scope:
@@ -86,7 +77,7 @@ def webhook_add(tenant: str, org: str, events: str, config_path: Path | None, ur
     add makes its signing secret and prints it alone on stdout (shown once); the webhook's id
     goes to stderr."""
     scope = _scope(tenant, org)
-    cfg, base_dir = _load(config_path)
+    cfg, base_dir = load_or_exit(config_path)
     try:
         validate_url(url, cfg.webhooks.allowed_hosts, "URL")
         mask = events_mask([e.strip() for e in events.split(",") if e.strip()], "--events")
@@ -107,7 +98,7 @@ def webhook_add(tenant: str, org: str, events: str, config_path: Path | None, ur
 def webhook_list(tenant: str, org: str, config_path: Path | None) -> None:
     """The scope's webhooks, one per line: id, events, URL."""
     scope = _scope(tenant, org)
-    cfg, base_dir = _load(config_path)
+    cfg, base_dir = load_or_exit(config_path)
     for hook in _with_store(cfg, base_dir, lambda s: s.list_webhooks(scope)):
         events = ",".join(event_names(hook.events)) if hook.events != ALL_EVENTS else "all"
         click.echo(f"{id_str(hook.webhook_id)}\t{events}\t{hook.url}")
@@ -126,7 +117,7 @@ def webhook_remove(tenant: str, org: str, config_path: Path | None, webhook_id: 
         raw = uuid.UUID(webhook_id).bytes
     except ValueError:
         raise click.BadParameter("not a webhook id (a UUID)", param_hint="WEBHOOK_ID") from None
-    cfg, base_dir = _load(config_path)
+    cfg, base_dir = load_or_exit(config_path)
     if not _with_store(cfg, base_dir, lambda s: s.remove_webhook(scope, raw)):
         click.echo(f"telha: no webhook {webhook_id} in this scope", err=True)
         sys.exit(1)
@@ -140,7 +131,7 @@ def webhook_secret(tenant: str, org: str, config_path: Path | None) -> None:
     """Make the scope's signing secret, or rotate it; prints the new one alone on stdout.
     Every delivery sent from now on is signed with it."""
     scope = _scope(tenant, org)
-    cfg, base_dir = _load(config_path)
+    cfg, base_dir = load_or_exit(config_path)
     click.echo(
         _with_store(cfg, base_dir, lambda s: s.rotate_webhook_secret(scope, now_us=now_us()))
     )

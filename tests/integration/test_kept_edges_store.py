@@ -10,6 +10,7 @@ from __future__ import annotations
 import msgspec
 import pytest
 
+from telha.check.runner import run_checks
 from telha.domain.ids import content_hash
 from telha.domain.model import Dedup, Direction, LeaseRef, NewJob, NewVersion, Scope, StreamPart
 from telha.domain.projection import EdgeOut, NodeOut, Projection, SpanOut
@@ -92,6 +93,39 @@ async def test_unchanged_edges_stay_open_and_dropped_ones_close(store: StorageEn
     assert len(await _rows(store)) == 3
     assert {r[3] for r in await _rows(store) if r[2] is None} == {v3}
     _one_open_row_each(await _rows(store))
+
+
+async def _stream_part(store: StorageEngine, targets: str) -> int:
+    """Enqueue and lease a job of the source and stream its first part (``targets``); the
+    pinned version's tx. The stream stays open."""
+    raw = f"stream:{targets}".encode()
+    job = NewJob(b"j" * 16, "ingest:text", "text", SOURCE, content_hash(raw), b"{}")
+    await store.enqueue_job(SCOPE, job, now_us=NOW, dedup=False)
+    held = await store.lease_next_job(
+        ["text"], scope=SCOPE, worker_id="w", now_us=NOW, lease_us=10**9
+    )
+    assert held is not None
+    part = StreamPart(LeaseRef(held.job_id, held.lease_generation), "w", 0, True, 0, NOW,
+                      10**9, stats=b"{}")  # fmt: skip
+    out = await store.apply_stream_part(SCOPE, _version(targets, job.job_id), _proj(targets), part)
+    assert out.source_version_tx is not None
+    return out.source_version_tx
+
+
+async def test_a_later_streams_marks_leave_the_current_graph_and_the_check_whole(
+    store: StorageEngine,
+) -> None:
+    """v2 keeps v1's A → B; a newer stream that asserts it again re-marks that row while v2
+    is still current: reads and ``telha check`` still see exactly v2's graph."""
+    await _single_shot(store, "BC")
+    v2 = await _single_shot(store, "BD")
+    v3 = await _stream_part(store, "BD")
+    assert v3 > v2
+    marks = {r[3] for r in await _rows(store) if r[2] is None}
+    assert marks == {v3}  # both of v2's edges, A → B kept from v1 and A → D, re-marked
+    assert await _targets(store) == {"B", "D"}
+    report = await run_checks(store)
+    assert report.total == 0, [v.line() for v in report.violations]
 
 
 async def test_a_version_beside_an_older_live_stream_writes_its_own_edges(

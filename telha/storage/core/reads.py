@@ -34,6 +34,7 @@ from telha.storage.core.visible import visible
 __all__ = [
     "NODE_COLS",
     "ReadOps",
+    "blob_range",
     "get_node",
     "list_nodes",
     "node_edges",
@@ -115,15 +116,18 @@ async def read_text(
     lo, hi, first, last = slice_chunks(length, start, end)
     if version.blob_id is None or length == 0:
         return b""
+    chunks = await blob_range(tx, sid, version.blob_id, first, last)
+    return slice_text(chunks, first, lo, hi)
+
+
+async def blob_range(tx: Tx, sid: int, blob_id: bytes, first: int, last: int) -> list[bytes]:
+    """Chunks ``first``…``last`` (inclusive, 1 MiB each but the last) of a version's text."""
     rows = await tx.fetchall(
         "SELECT data FROM blob_chunks WHERE scope_id = ? AND blob_id = ?"
         " AND idx BETWEEN ? AND ? ORDER BY idx",
-        sid,
-        version.blob_id,
-        first,
-        last,
-    )
-    return slice_text([r[0] for r in rows], first, lo, hi)
+        sid, blob_id, first, last,
+    )  # fmt: skip
+    return [bytes(r[0]) for r in rows]
 
 
 async def span_rows(tx: Tx, scope: Scope, source_id: bytes, at: int) -> list[SpanRecord]:

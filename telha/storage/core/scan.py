@@ -210,12 +210,14 @@ class Scan:
     async def current_versions(self, page: int) -> AsyncIterator[list[ScanCurrentVersions]]:
         """Per source with current rows a version wrote, by ``(scope, source_id)``: how many
         versions wrote them and the source's current version (one pass over the open node
-        and edge rows, grouped in the database). An edge row a later version kept open
-        (docs/architecture.md, "Kept edges") counts as that version's when its mark names
-        the source's current version."""
+        and edge rows, grouped in the database). An edge row an older version wrote counts
+        as the current version's when its mark (docs/architecture.md, "Kept edges") is the
+        current version's tx or a later one's: a later version, still streaming or
+        abandoned, can only have marked a row the current version kept."""
+        current = _CURRENT_TX.format(a="e")
         kept = (
-            f"CASE WHEN e.seen_tx IS NOT NULL AND e.seen_tx = {_CURRENT_TX.format(a='e')}"
-            " THEN e.seen_tx ELSE e.tx_from END"
+            f"CASE WHEN e.seen_tx IS NOT NULL AND e.seen_tx >= {current}"
+            f" THEN {current} ELSE e.tx_from END"
         )
         sql = (
             f"WITH w(scope_id, source_id, tx) AS (SELECT DISTINCT n.scope_id, n.source_id,"

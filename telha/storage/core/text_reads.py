@@ -22,7 +22,7 @@ from telha.domain.model import BLOB_CHUNK, Scope
 from telha.domain.records import slice_chunks
 from telha.domain.units import Counts, counts
 from telha.storage.core.engine import EngineOps
-from telha.storage.core.reads import version_at
+from telha.storage.core.reads import blob_range, version_at
 from telha.storage.core.tx import Tx
 
 __all__ = ["ChunkInputs", "TextReadOps", "TextWindow", "chunk_inputs", "text_window"]
@@ -152,15 +152,8 @@ async def text_window(
         )
         if row is not None:
             before = before + counts(bytes(row[0]))
-    rows = await tx.fetchall(
-        "SELECT data FROM blob_chunks WHERE scope_id = ? AND blob_id = ?"
-        " AND idx BETWEEN ? AND ? ORDER BY idx",
-        sid,
-        version.blob_id,
-        first,
-        last,
-    )
-    return TextWindow(first * BLOB_CHUNK, b"".join(bytes(r[0]) for r in rows), before)
+    chunks = await blob_range(tx, sid, version.blob_id, first, last)
+    return TextWindow(first * BLOB_CHUNK, b"".join(chunks), before)
 
 
 class TextReadOps(EngineOps):
