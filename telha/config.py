@@ -188,9 +188,11 @@ class SearchConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     """``[search]``: the full-text index of current spans (docs/rest-api.md, "Search")."""
 
     #: Keep the index (every publish, supersede, retire and erasure writes it, in its own
-    #: transaction). ``false``: no index is kept (ingest a little faster), ``GET /v1/search``
-    #: and ``POST /v1/locate`` answer 404; switching it on again builds the index at start.
-    enabled: bool = True
+    #: transaction). Off by default while keeping it costs what bench/RESULTS.md ("Search")
+    #: measures (JSON ingest about twice as long; a 100 MB CSV's publish holds its whole text
+    #: in memory). ``false``: no index is kept, ``GET /v1/search`` and ``POST /v1/locate``
+    #: answer 404; switching it on builds the index at the next start.
+    enabled: bool = False
 
 
 class Config(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):

@@ -42,8 +42,9 @@ def server(
     engine = require_engine(str(request.param))
     folder = tmp_path_factory.mktemp(f"server-{engine}")
     config = write_config(
-        folder, engine, ingest={"json_max_records": 50, "max_body_bytes": 262_144}
-    )
+        folder, engine, ingest={"json_max_records": 50, "max_body_bytes": 262_144},
+        search={"enabled": True},
+    )  # fmt: skip
     with ServerProcess(config) as proc:
         yield proc
         assert proc.stop() == 0, proc.log_text()

@@ -44,6 +44,7 @@ def server(engine: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Se
         engine,
         workers={"in_process": workers, "concurrency": 1},
         docling={"timeout_s": 120},
+        search={"enabled": True},
     )
     with ServerProcess(config) as proc:
         yield proc

@@ -42,7 +42,9 @@ def _client(proc: ServerProcess, key: str) -> httpx.AsyncClient:
 
 async def test_erased_words_leave_no_trace(tmp_path: Path, engine: str) -> None:
     marker = f"Mark{uuid.uuid4().hex}Z"
-    config = write_config(tmp_path, engine, workers={"in_process": ["text_worker"]})
+    config = write_config(
+        tmp_path, engine, workers={"in_process": ["text_worker"]}, search={"enabled": True}
+    )
     with ServerProcess(config) as proc:
         dsn = _dsn_of(proc)
         async with _client(proc, proc.create_key(f"t-{uuid.uuid4()}", "org")) as c:
@@ -119,7 +121,9 @@ def _section(config: Path, name: str) -> list[str]:
 
 
 async def test_check_finds_an_index_out_of_step(tmp_path: Path, engine: str) -> None:
-    config = write_config(tmp_path, engine, workers={"in_process": ["text_worker"]})
+    config = write_config(
+        tmp_path, engine, workers={"in_process": ["text_worker"]}, search={"enabled": True}
+    )
     with ServerProcess(config) as proc:
         dsn = _dsn_of(proc)
         async with _client(proc, proc.create_key("t", "o")) as c:
