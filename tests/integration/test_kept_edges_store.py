@@ -16,6 +16,7 @@ from telha.domain.model import Dedup, Direction, LeaseRef, NewJob, NewVersion, S
 from telha.domain.projection import EdgeOut, NodeOut, Projection, SpanOut
 from telha.storage import StorageEngine
 from telha.storage.core.tx import Tx
+from tests.integration.test_erasure_store import _erase
 
 pytestmark = pytest.mark.anyio
 
@@ -159,3 +160,26 @@ async def test_a_version_beside_an_older_live_stream_writes_its_own_edges(
     assert done.finalized
     assert await _targets(store) == {"B", "D"}
     _one_open_row_each(await _rows(store))
+
+
+async def test_erasing_an_old_versions_bytes_leaves_the_edges_a_later_version_kept(
+    store: StorageEngine,
+) -> None:
+    """Another source with v1's bytes is erased, and v1 with it (erasure goes by bytes):
+    the edge v2 kept from v1 stays in v2's graph, now a row of v2's own."""
+    v1 = await _single_shot(store, "BC")
+    v2 = await _single_shot(store, "BD")
+    other = b"o" * 16
+    text = b"same bytes"
+    twin = NewVersion(other, "twin.txt", "text", _version("BC").content_hash, 9, "w", None)
+    single = Projection(text, [SpanOut(0, len(text), "body")], [NodeOut(("DOC",), b"{}", (0,))])
+    await store.commit_version(SCOPE, twin, single, dedup=Dedup.NONE, completion=None)
+    await _erase(store, SCOPE, other)
+    assert await _targets(store) == {"B", "D"}
+    rows = await _rows(store)
+    _one_open_row_each(rows)
+    opened = {(r[1], r[3]) for r in rows if r[2] is None}
+    assert opened == {(v2, None)}  # A → B re-homed at v2, A → D v2's own
+    assert all(r[2] is not None for r in rows if r[1] == v1)
+    report = await run_checks(store)
+    assert report.total == 0, [v.line() for v in report.violations]

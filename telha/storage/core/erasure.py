@@ -395,12 +395,31 @@ async def _nodes(tx: Tx, sid: int, job_id: bytes, p: ErasePayload, now: int) -> 
         " ON CONFLICT DO NOTHING",
         plan.labels,
     )
+    await _rehome_kept(tx, sid, txs)
     edges = await tx.execute(
         "UPDATE edges SET properties = ?, tx_to = coalesce(tx_to, ?)"
         f" WHERE scope_id = ? AND {by_tx}",
         b"{}", at, sid, *tparams,
     )  # fmt: skip
     return {"hidden": plan.hidden, "trimmed": plan.trimmed, "edges": edges}
+
+
+async def _rehome_kept(tx: Tx, sid: int, txs: list[int]) -> None:
+    """Kept edges (docs/architecture.md, "Kept edges"): an open edge row an erased version
+    wrote that a later, not erased, version of its source kept (its mark, ``seen_tx``) is
+    that version's edge too: it gets a row of its own at the marking version's tx before the
+    erased version's row is scrubbed and closed, so erasing an old version never takes an
+    edge out of a later version's graph."""
+    by_tx, tparams = tx.any("e.tx_from", txs, "bigint")
+    by_seen, sparams = tx.any("e.seen_tx", txs, "bigint")
+    await tx.execute(
+        "INSERT INTO edges (scope_id, edge_id, tx_from, type, from_id, to_id, properties,"
+        " source_id) SELECT e.scope_id, e.edge_id, e.seen_tx, e.type, e.from_id, e.to_id,"
+        f" e.properties, e.source_id FROM edges e WHERE e.scope_id = ? AND {by_tx}"
+        f" AND e.tx_to IS NULL AND e.seen_tx IS NOT NULL AND NOT {by_seen}"
+        " ON CONFLICT DO NOTHING",
+        sid, *tparams, *sparams,
+    )  # fmt: skip
 
 
 async def _spans(tx: Tx, sid: int, job_id: bytes, p: ErasePayload, now: int) -> Counts:
