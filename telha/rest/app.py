@@ -12,7 +12,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import anyio
 import msgspec
@@ -160,6 +160,9 @@ _UINT = re.compile(r"^[0-9]{1,19}$")
 _INT64_MAX = 2**63 - 1
 
 
+_T = TypeVar("_T")
+
+
 def parse_int(value: str | None, what: str, *, minimum: int = 0) -> int | None:
     """An optional non-negative integer query or path parameter (ASCII digits, ≤ 2⁶³−1).
 
@@ -173,6 +176,29 @@ def parse_int(value: str | None, what: str, *, minimum: int = 0) -> int | None:
     if n < minimum:
         raise RequestError(f"{what} must be >= {minimum}")
     return n
+
+
+def parse_choice(value: str | None, field: str, allowed: tuple[str, ...]) -> str | None:
+    """An optional query parameter that must be one of ``allowed`` (``None`` when absent).
+
+    :raises RequestError: another value (the message names the field and the values).
+    """
+    if value is not None and value not in allowed:
+        raise RequestError(f"{field} must be one of {', '.join(allowed)}; got {value!r}")
+    return value
+
+
+def decode_body(body: bytes, typ: type[_T], what: str) -> _T:
+    """A JSON request body decoded into ``typ`` (a msgspec struct).
+
+    :raises RequestError: not JSON, or not of that shape (the message names ``what``).
+    """
+    try:
+        return msgspec.json.decode(body, type=typ)
+    except msgspec.ValidationError as exc:
+        raise RequestError(f"invalid {what}: {exc}") from None
+    except msgspec.DecodeError as exc:
+        raise RequestError(f"the body is not JSON: {exc}") from None
 
 
 def parse_uuid_param(value: str, what: str) -> bytes:

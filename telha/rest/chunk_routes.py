@@ -30,7 +30,7 @@ from telha.domain.ids import id_str
 from telha.domain.model import Scope
 from telha.domain.units import OffsetConverter, Units, parse_units
 from telha.offload import off_loop
-from telha.rest.app import json_response, parse_int, require_scope, state
+from telha.rest.app import json_response, parse_choice, parse_int, require_scope, state
 from telha.rest.read_routes import version_params
 from telha.wire import ChunkList, ChunkOut
 
@@ -44,12 +44,8 @@ _WITHIN: tuple[Within, ...] = ("section", "document")
 
 
 def _parse_within(value: str | None) -> Within:
-    if value is None:
-        return "section"
-    for w in _WITHIN:
-        if value == w:
-            return w
-    raise RequestError(f"within must be section or document, got {value!r}")
+    """The ``within`` query parameter (absent: ``section``)."""
+    return "document" if parse_choice(value, "within", _WITHIN) == "document" else "section"
 
 
 def _cursor(index: int, max_bytes: int, overlap: int, within: Within) -> str:

@@ -15,7 +15,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from telha.domain.errors import RequestError
-from telha.rest.app import parse_uuid, require_scope, state
+from telha.rest.app import decode_body, parse_uuid, require_scope, state
 from telha.rest.ingest_routes import read_body
 
 __all__ = ["routes"]
@@ -38,12 +38,7 @@ def parse_erase_request(body: bytes) -> EraseRequest:
     :raises RequestError: not a JSON object of the shape above, an empty or too long
         ``reason``, a ``versionTx`` that is not a non-negative integer.
     """
-    try:
-        req = msgspec.json.decode(body, type=EraseRequest)
-    except msgspec.ValidationError as exc:
-        raise RequestError(f"invalid erase request: {exc}") from None
-    except msgspec.DecodeError as exc:
-        raise RequestError(f"the body is not JSON: {exc}") from None
+    req = decode_body(body, EraseRequest, "erase request")
     if not req.reason.strip():
         raise RequestError("reason must not be empty")
     if len(req.reason) > MAX_REASON_CHARS:

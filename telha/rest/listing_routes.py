@@ -23,7 +23,14 @@ from telha.domain.listings import (
     encode_cursor,
 )
 from telha.ingest.request import KNOWN_FORMATS
-from telha.rest.app import json_response, parse_int, parse_uuid_param, require_scope, state
+from telha.rest.app import (
+    json_response,
+    parse_choice,
+    parse_int,
+    parse_uuid_param,
+    require_scope,
+    state,
+)
 from telha.rest.job_json import attempts_made
 from telha.wire import JobList, JobSummaryOut, SourceList, SourceSummaryOut
 
@@ -35,17 +42,6 @@ _MAX_LIMIT = 1000
 _DEFAULT_LIMIT = 100
 _SOURCES_CURSOR = b"s"
 _JOBS_CURSOR = b"j"
-
-
-def _choice(q: QueryParams, field: str, allowed: tuple[str, ...]) -> str | None:
-    """An optional query parameter that must be one of ``allowed``.
-
-    :raises RequestError: another value (the message names the field and the values).
-    """
-    value = q.get(field)
-    if value is not None and value not in allowed:
-        raise RequestError(f"{field} must be one of {', '.join(allowed)}; got {value!r}")
-    return value
 
 
 def _page(q: QueryParams, kind: bytes) -> tuple[int, Page]:
@@ -100,8 +96,8 @@ async def list_sources(request: Request) -> Response:
         raise RequestError("prefix must not contain NUL")
     f = SourceFilter(
         prefix=prefix,
-        format=_choice(q, "format", KNOWN_FORMATS),
-        state=_choice(q, "state", SOURCE_STATES),
+        format=parse_choice(q.get("format"), "format", KNOWN_FORMATS),
+        state=parse_choice(q.get("state"), "state", SOURCE_STATES),
     )
     limit, page = _page(q, _SOURCES_CURSOR)
     rows = await state(request).store.list_sources(scope, f, page)
@@ -121,8 +117,8 @@ async def list_jobs(request: Request) -> Response:
     q = request.query_params
     source, parent = q.get("sourceId"), q.get("parent")
     f = JobFilter(
-        state=_choice(q, "state", JOB_STATES),
-        kind=_choice(q, "kind", JOB_KINDS),
+        state=parse_choice(q.get("state"), "state", JOB_STATES),
+        kind=parse_choice(q.get("kind"), "kind", JOB_KINDS),
         source_id=parse_uuid_param(source, "sourceId") if source is not None else None,
         parent=parse_uuid_param(parent, "parent") if parent is not None else None,
     )

@@ -16,7 +16,15 @@ from telha.domain.errors import NotFound, RequestError
 from telha.domain.ids import id_str
 from telha.domain.search_query import parse_query, parse_quote
 from telha.ingest.request import KNOWN_FORMATS
-from telha.rest.app import json_response, parse_int, parse_uuid_param, require_scope, state
+from telha.rest.app import (
+    decode_body,
+    json_response,
+    parse_choice,
+    parse_int,
+    parse_uuid_param,
+    require_scope,
+    state,
+)
 from telha.rest.ingest_routes import read_body
 from telha.storage.core.search import Filters, Located, SearchHit
 from telha.wire import ByteRange, LocatedOut, SearchHitOut, SearchResult
@@ -75,10 +83,8 @@ def _filters(request: Request) -> Filters:
     """
     params = request.query_params
     source = params.get("sourceId")
-    fmt = params.get("format")
+    fmt = parse_choice(params.get("format"), "format", KNOWN_FORMATS)
     label = params.get("label")
-    if fmt is not None and fmt not in KNOWN_FORMATS:
-        raise RequestError(f"format must be one of {', '.join(KNOWN_FORMATS)}, got {fmt!r}")
     if label is not None and not is_label(label):
         raise RequestError(f"label must be an UPPER_SNAKE label, got {label!r}")
     return Filters(
@@ -134,12 +140,7 @@ def _parse_locate(body: bytes) -> LocateRequest:
 
     :raises RequestError: not a JSON object of that shape, or ``limit`` outside 1–1000.
     """
-    try:
-        req = msgspec.json.decode(body, type=LocateRequest)
-    except msgspec.ValidationError as exc:
-        raise RequestError(f"invalid locate request: {exc}") from None
-    except msgspec.DecodeError as exc:
-        raise RequestError(f"the body is not JSON: {exc}") from None
+    req = decode_body(body, LocateRequest, "locate request")
     if req.limit is not None and not 1 <= req.limit <= LOCATE_MAX:
         raise RequestError(f"limit must be an integer in 1–{LOCATE_MAX}")
     return req
