@@ -32,6 +32,7 @@ from telha.queue.job_queue import JobQueue
 from telha.rest.app import AppState, create_app
 from telha.rest.server import RestFront
 from telha.retention import Retention
+from telha.search_indexer import SearchIndexer
 from telha.storage import open_store
 from telha.supervisor import Supervisor
 from telha.worker_pools import WorkerPools, load_worker_modules
@@ -130,6 +131,12 @@ async def _serve(
             deliverer.oldest_age_s,
         )
         await sup.start("retention", Retention(store, cfg.jobs, metrics).run)
+        indexer = await sup.start("search_indexer", SearchIndexer(store).run)
+        metrics.watch_gauge(
+            "telha_search_queued_versions",
+            "Versions published and not yet fully in the full-text index, as of the last look",
+            indexer.queued_versions,
+        )
         # A failpoint for the crash tests only: pause an erasure after this step.
         pause = os.environ.get("TELHA_FAILPOINT_ERASE_PAUSE_AFTER") or None
         eraser = await sup.start("eraser", Eraser(store, queue, pause_after=pause).run)

@@ -379,6 +379,17 @@ class SearchStore(Protocol):
         """Every occurrence of ``quote`` in the scope's current versions, at most ``limit``
         (:func:`telha.storage.core.search.locate`)."""
 
+    #: ``[search] enabled``: the index is kept.
+    search_enabled: bool
+
+    async def index_queued(self, *, scope: Scope | None = None, limit: int = 2000) -> int:
+        """Write one batch (at most ``limit`` span rows) of the oldest version queued for the
+        index, of ``scope`` or any; returns the rows written, 0 when nothing is queued
+        (:meth:`telha.storage.core.search.SearchOps.index_queued`)."""
+
+    async def queued_versions(self, scope: Scope | None = None) -> int:
+        """Versions queued for the index and not fully written, of ``scope`` or all."""
+
 
 class RetireStore(Protocol):
     """Retiring a source (docs/rest-api.md, "Versions and diffs"): the REST front's

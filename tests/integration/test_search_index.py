@@ -128,6 +128,7 @@ async def test_check_finds_an_index_out_of_step(tmp_path: Path, engine: str) -> 
         dsn = _dsn_of(proc)
         async with _client(proc, proc.create_key("t", "o")) as c:
             await _ingest(c, "a.txt", "First paragraph.\n\nSecond paragraph.\n")
+            assert len(await _hits(c, "paragraph")) == 3  # indexed (a search catches up)
         assert proc.stop() == 0, proc.log_text()
     # One index row lost, one of a version that never existed.
     lose = "DELETE FROM search_spans WHERE rowid = (SELECT min(rowid) FROM search_spans)"

@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-from telha.config import Config, StorageConfig
+from telha.config import Config, SearchConfig, StorageConfig
 from telha.storage import StorageEngine, open_store
 from tests.support.pg import create_database, require_engine
 
@@ -14,12 +14,16 @@ __all__ = ["fresh_store"]
 
 
 @asynccontextmanager
-async def fresh_store(engine: str, folder: Path) -> AsyncIterator[StorageEngine]:
+async def fresh_store(
+    engine: str, folder: Path, *, search: bool = False
+) -> AsyncIterator[StorageEngine]:
     """A new, empty, migrated store of ``engine`` (``"sqlite"``: a file in ``folder``;
-    ``"postgres"``: a fresh database on the test cluster), open for the block."""
+    ``"postgres"``: a fresh database on the test cluster), open for the block; ``search``
+    keeps the full-text index (``[search] enabled``)."""
     if require_engine(engine) == "postgres":
         storage = StorageConfig(engine="postgres", dsn=create_database(), pool_size=4)
     else:
         storage = StorageConfig(path=str(folder / "store.db"), readers=2)
-    async with open_store(Config(storage=storage), folder) as opened:
+    config = Config(storage=storage, search=SearchConfig(enabled=search))
+    async with open_store(config, folder) as opened:
         yield opened

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import anyio
 import msgspec
 
 from telha.domain.erasure import node_ids
@@ -28,13 +29,27 @@ from telha.domain.search_query import (
 )
 from telha.domain.search_text import is_verbatim, snippet
 from telha.storage.core.engine import EngineOps
+from telha.storage.core.search_index import index_pending, pending_count
 from telha.storage.core.tx import Tx
 from telha.storage.core.visible import visible
 
-__all__ = ["Filters", "Located", "SearchHit", "SearchOps", "locate", "search"]
+__all__ = [
+    "CATCH_UP_S",
+    "INDEX_BATCH",
+    "Filters",
+    "Located",
+    "SearchHit",
+    "SearchOps",
+    "locate",
+    "search",
+]
 
 #: Candidate span rows a locate verifies at most.
 LOCATE_CANDIDATES = 2000
+#: Span rows one indexing transaction writes at most (about 40 ms of FTS5 work).
+INDEX_BATCH = 2000
+#: Seconds a search or locate spends at most indexing its scope's queue first.
+CATCH_UP_S = 2.0
 
 _decode = msgspec.json.decode
 
@@ -261,18 +276,72 @@ async def locate(
     ][:limit]
 
 
+async def _index_step(tx: Tx, scope: Scope | None, limit: int) -> int:
+    """One :func:`~telha.storage.core.search_index.index_pending` batch of ``scope``'s queue
+    (``None``: every scope's)."""
+    if not tx.search:
+        return 0
+    sid = None if scope is None else await tx.known_scope_id(scope)
+    if scope is not None and sid is None:
+        return 0
+    return await index_pending(tx, limit, sid)
+
+
+async def _queued(tx: Tx, scope: Scope | None) -> int:
+    """Versions queued for the index (of ``scope``, or of every scope)."""
+    sid = None if scope is None else await tx.known_scope_id(scope)
+    if scope is not None and sid is None:
+        return 0
+    return await pending_count(tx, sid)
+
+
 class SearchOps(EngineOps):
     """The search reads of :class:`telha.storage.protocol.SearchStore`, each one
-    :meth:`~telha.storage.core.engine.EngineOps._read`."""
+    :meth:`~telha.storage.core.engine.EngineOps._read` after :meth:`catch_up`, and the
+    index's writer (:meth:`index_queued`)."""
+
+    #: ``[search] enabled`` (set by each engine's base class).
+    search_enabled: bool
 
     async def search(
         self, scope: Scope, terms: list[Term], filters: Filters, *, limit: int, offset: int
     ) -> list[SearchHit]:
         """See :func:`search`."""
+        await self.catch_up(scope)
         return await self._read(search, scope, terms, filters, limit, offset)
 
     async def locate(
         self, scope: Scope, quote: Quote, *, source_id: bytes | None, limit: int
     ) -> list[Located]:
         """See :func:`locate`."""
+        await self.catch_up(scope)
         return await self._read(locate, scope, quote, source_id, limit)
+
+    async def index_queued(self, *, scope: Scope | None = None, limit: int = INDEX_BATCH) -> int:
+        """Write up to ``limit`` span rows of the oldest version queued for the index (of
+        ``scope``, or of any scope) in one transaction; returns how many rows it wrote (at
+        least 1 while anything was queued), 0 when nothing is queued
+        (:func:`telha.storage.core.search_index.index_pending`).
+
+        :raises StorageError: the driver failed; nothing of this batch was written.
+        """
+        return await self._transaction("index search spans", _index_step, scope, limit)
+
+    async def queued_versions(self, scope: Scope | None = None) -> int:
+        """Versions queued for the index and not fully written yet (of ``scope``, or of
+        every scope)."""
+        return await self._read(_queued, scope)
+
+    async def catch_up(self, scope: Scope) -> int:
+        """Index what ``scope`` has queued, for at most :data:`CATCH_UP_S` seconds, so a
+        search reads what its scope published before it; returns the versions still queued
+        (0 when the index holds every current version of the scope)."""
+        if not self.search_enabled:
+            return 0
+        deadline = anyio.current_time() + CATCH_UP_S
+        while await self.queued_versions(scope):
+            if anyio.current_time() >= deadline:
+                return await self.queued_versions(scope)
+            if not await self.index_queued(scope=scope):  # another replica holds it
+                await anyio.sleep(0.05)
+        return 0

@@ -35,10 +35,12 @@ _CHECKS = (
         f" GROUP BY {_KEY.format(tx='version_tx')} HAVING count(*) > 1",
     ),
     (
-        "missing",  # a current version's span row without its index row
+        "missing",  # a current version's span row without its index row, not queued
         f"SELECT {_KEY.format(tx='source_version_tx')} FROM span_rows r WHERE "
         + _CURRENT.format(a="r", tx="source_version_tx")
-        + " AND NOT EXISTS (SELECT 1 FROM search_spans s WHERE s.scope_id = r.scope_id"
+        + " AND NOT EXISTS (SELECT 1 FROM search_pending p WHERE p.scope_id = r.scope_id"
+        " AND p.source_id = r.source_id AND p.version_tx = r.source_version_tx)"
+        " AND NOT EXISTS (SELECT 1 FROM search_spans s WHERE s.scope_id = r.scope_id"
         " AND s.source_id = r.source_id AND s.version_tx = r.source_version_tx"
         ' AND s.start = r.start AND s."end" = r."end")',
     ),
@@ -61,8 +63,8 @@ class SearchProblems:
 async def search_problems(tx: SnapshotTx, limit: int) -> SearchProblems:
     """Compare the index with the span rows of every current version: no index row of a
     span row that is not current (superseded, retired, erased, or gone), none twice, and —
-    while the index is kept — none missing; on SQLite the FTS5 index has one document per
-    row."""
+    while the index is kept — none missing of a version not queued (``search_pending``);
+    on SQLite the FTS5 index has one document per row."""
     state = await tx.fetchall("SELECT enabled FROM search_state")
     enabled = bool(state and state[0][0])
     total = await tx.fetchall("SELECT count(*) FROM search_spans")

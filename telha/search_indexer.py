@@ -1,0 +1,75 @@
+"""The search indexer actor (docs/architecture.md, "Search"): writes the full-text index rows
+of the versions a publish queued (``search_pending``), a batch of span rows per transaction
+(:meth:`telha.storage.core.search.SearchOps.index_queued`), so ingests do not wait for the
+index and other writers get the store between batches. A search or locate indexes its own
+scope's queue first, so this actor only keeps the queue short for everyone else.
+
+Idle, it looks at the queue (a read) every ``idle_s``; several replicas on one PostgreSQL
+database each run one and skip the entries another holds.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import anyio
+import anyio.abc
+import anyio.lowlevel
+import structlog
+
+from telha.domain.errors import StorageError
+from telha.domain.model import Scope
+
+__all__ = ["SearchIndexStoreOps", "SearchIndexer"]
+
+log = structlog.get_logger("telha.search_indexer")
+
+#: Seconds between looks at an empty queue.
+IDLE_S = 0.25
+#: Seconds before trying again after the store failed.
+RETRY_S = 2.0
+
+
+class SearchIndexStoreOps(Protocol):
+    """The storage operations the indexer uses (see :class:`telha.storage.protocol.Storage`)."""
+
+    search_enabled: bool
+
+    async def index_queued(self, *, scope: Scope | None = None, limit: int = ...) -> int: ...
+
+    async def queued_versions(self, scope: Scope | None = None) -> int: ...
+
+
+class SearchIndexer:
+    """Drains ``search_pending`` while ``[search] enabled``.
+
+    :param store: the storage engine.
+    :param idle_s: seconds between looks at an empty queue.
+    """
+
+    def __init__(self, store: SearchIndexStoreOps, *, idle_s: float = IDLE_S) -> None:
+        self._store = store
+        self._idle_s = idle_s
+        self.queued = 0
+
+    def queued_versions(self) -> float:
+        """Versions queued for the index at the last look (the ``/metrics`` gauge)."""
+        return float(self.queued)
+
+    async def run(self, *, task_status: anyio.abc.TaskStatus[SearchIndexer]) -> None:
+        """Actor body: report ``self``, then index batches while anything is queued and look
+        again every ``idle_s`` when nothing is, until cancelled. A batch the store failed
+        is logged and tried again after :data:`RETRY_S` (nothing of it was written)."""
+        task_status.started(self)
+        if not self._store.search_enabled:
+            return
+        while True:
+            try:
+                self.queued = await self._store.queued_versions()
+                while self.queued and await self._store.index_queued():
+                    await anyio.lowlevel.checkpoint()  # other writers get the store in between
+                self.queued = await self._store.queued_versions()
+            except StorageError as exc:
+                log.warning("search_index_failed", error=exc.message)
+                await anyio.sleep(RETRY_S)
+            await anyio.sleep(self._idle_s)

@@ -1,0 +1,141 @@
+"""The full-text index's queue, on the store of each engine (docs/architecture.md, "Search"):
+a publish queues its version and writes no index row; the superseded version's rows leave in
+the publish's own transaction; the indexer writes a queued version a batch of span rows per
+transaction from where the last batch stopped; a search first indexes its own scope's queue
+(and only its own); an erasure drops a queued version; ``telha check`` accepts a queued
+version without rows and still finds a current version that is neither indexed nor queued."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+
+from telha.check.runner import run_checks
+from telha.domain.ids import content_hash
+from telha.domain.model import Dedup, NewVersion, Scope
+from telha.domain.projection import NodeOut, Projection, SpanOut
+from telha.domain.search_query import parse_query
+from telha.storage import StorageEngine
+from telha.storage.core.search import Filters
+from telha.storage.core.tx import Tx
+from tests.integration.test_erasure_store import _erase
+from tests.support.pg import ENGINES
+from tests.support.stores import fresh_store
+
+pytestmark = pytest.mark.anyio
+
+SCOPE = Scope("t", "o")
+OTHER = Scope("t", "other")
+SOURCE = b"s" * 16
+
+
+@pytest.fixture(params=ENGINES)
+async def indexed(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[StorageEngine]:
+    """A fresh store of each engine that keeps the full-text index."""
+    async with fresh_store(str(request.param), tmp_path, search=True) as opened:
+        yield opened
+
+
+def _proj(words: list[str]) -> Projection:
+    """One PARAGRAPH node per word, each on its own line."""
+    text = "".join(f"{w}\n" for w in words).encode()
+    spans, nodes, at = [], [], 0
+    for i, w in enumerate(words):
+        spans.append(SpanOut(at, at + len(w), "body"))
+        nodes.append(NodeOut(("PARAGRAPH",), msgspec.json.encode({"i": i}), (i,)))
+        at += len(w) + 1
+    return Projection(text, spans, nodes, [])
+
+
+async def _commit(
+    store: StorageEngine, words: list[str], scope: Scope = SCOPE, source: bytes = SOURCE
+) -> int:
+    raw = " ".join(words).encode()
+    version = NewVersion(source, "w.txt", "text", content_hash(raw), len(raw), "w", None)
+    out = await store.commit_version(
+        scope, version, _proj(words), dedup=Dedup.NONE, completion=None
+    )
+    assert out.source_version_tx is not None
+    return out.source_version_tx
+
+
+async def _index_rows(store: StorageEngine) -> list[tuple[int, int]]:
+    """``(version_tx, start)`` of every index row."""
+
+    async def op(tx: Tx) -> list[tuple[int, int]]:
+        rows = await tx.fetchall("SELECT version_tx, start FROM search_spans ORDER BY 1, 2")
+        return [(int(a), int(b)) for a, b in rows]
+
+    return await store._read(op)  # type: ignore[attr-defined,no-any-return]
+
+
+async def _hits(store: StorageEngine, q: str, scope: Scope = SCOPE) -> list[Any]:
+    return await store.search(scope, parse_query(q), Filters(), limit=20, offset=0)
+
+
+async def test_a_publish_queues_and_a_search_indexes_its_scope_first(
+    indexed: StorageEngine,
+) -> None:
+    store = indexed
+    v1 = await _commit(store, ["alpha", "beta"])
+    assert await _index_rows(store) == []  # queued, not written in the publish
+    assert await store.queued_versions(SCOPE) == 1
+    await _commit(store, ["gamma"], scope=OTHER, source=b"o" * 16)
+    assert [h.start for h in await _hits(store, "beta")] == [6]
+    assert await store.queued_versions(SCOPE) == 0
+    assert await store.queued_versions(OTHER) == 1  # another scope's queue stays for the indexer
+    assert {t for t, _ in await _index_rows(store)} == {v1}
+    v2 = await _commit(store, ["alpha", "delta"])
+    # The superseded version left the index in the publish; the new one is queued.
+    assert await _index_rows(store) == []
+    assert await _hits(store, "beta") == []
+    assert [h.version_tx for h in await _hits(store, "delta")] == [v2]
+
+
+async def test_the_indexer_writes_a_version_in_batches_from_where_it_stopped(
+    indexed: StorageEngine,
+) -> None:
+    store = indexed
+    words = [f"w{i:03d}" for i in range(7)]
+    v = await _commit(store, words)
+    written = []
+    while n := await store.index_queued(limit=3):
+        written.append(n)
+        assert len(await _index_rows(store)) == sum(written)
+    assert written == [3, 3, 1]
+    assert await _index_rows(store) == [(v, 5 * i) for i in range(7)]
+    assert await store.index_queued() == 0
+    report = await run_checks(store)
+    assert report.total == 0, [v.line() for v in report.violations]
+
+
+async def test_an_erasure_drops_a_queued_version(indexed: StorageEngine) -> None:
+    store = indexed
+    await _commit(store, ["secretword", "other"])
+    await store.index_queued(limit=1)  # part of it written, the rest queued
+    assert len(await _index_rows(store)) == 1
+    await _erase(store, SCOPE, SOURCE)
+    assert await store.queued_versions() == 0
+    assert await _index_rows(store) == []
+    assert await _hits(store, "secretword") == []
+
+
+async def test_check_accepts_a_queued_version_and_finds_one_neither_indexed_nor_queued(
+    indexed: StorageEngine,
+) -> None:
+    store = indexed
+    await _commit(store, ["one", "two"])
+    report = await run_checks(store)
+    assert report.total == 0, [v.line() for v in report.violations]
+
+    async def drop_queue(tx: Tx) -> None:
+        await tx.execute("DELETE FROM search_pending")
+
+    await store._transaction("test", drop_queue)  # type: ignore[attr-defined]
+    report = await run_checks(store)
+    lines = [v.line() for v in report.violations]
+    assert report.total == 2 and all("not indexed" in line for line in lines), lines
