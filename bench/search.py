@@ -42,7 +42,7 @@ import msgspec
 from telha.domain.search_query import fts5_query, parse_query, tsquery
 from tests.support.pg import create_database, drop_databases
 from tests.support.server import ServerProcess, write_config
-from tests.support.wait import wait_job_blocking
+from tests.support.wait import wait_job_blocking, wait_search_indexed
 
 SEED = 20261201
 BATCH = 10_000
@@ -136,19 +136,6 @@ def ingest(c: httpx.Client, total: int, texts: list[str]) -> float:
     return time.perf_counter() - t0
 
 
-def drained(c: httpx.Client) -> float:
-    """Seconds until the search indexer has written every queued version (the gauge
-    ``telha_search_queued_versions`` reads 0), from the end of the ingest."""
-    t0 = time.perf_counter()
-    time.sleep(0.5)  # the gauge is as of the indexer's last look (every 0.25 s when idle)
-    while True:
-        text = c.get("/metrics").text
-        line = next(x for x in text.splitlines() if x.startswith("telha_search_queued_versions"))
-        if float(line.split()[-1]) == 0:
-            return time.perf_counter() - t0
-        time.sleep(0.2)
-
-
 def timed(fn: Any, *args: Any) -> float:
     t0 = time.perf_counter()
     fn(*args)
@@ -217,7 +204,7 @@ def run(engine: str, spans: int, tmp: Path) -> dict[str, Any]:
         key = server.create_key("bench", "search")
         with httpx.Client(base_url=server.base_url, headers={"x-api-key": key}, timeout=600) as c:
             out["ingest_s"] = ingest(c, spans, texts)
-            out["index_s"] = drained(c)
+            out["index_s"] = wait_search_indexed(c)
             for q in qs[:20]:  # warm the caches
                 c.get("/v1/search", params={"q": q, "limit": 20})
             hits = []

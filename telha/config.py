@@ -187,12 +187,12 @@ class WebhooksConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=
 class SearchConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``[search]``: the full-text index of current spans (docs/rest-api.md, "Search")."""
 
-    #: Keep the index (every publish, supersede, retire and erasure writes it, in its own
-    #: transaction). Off by default while keeping it costs what bench/RESULTS.md ("Search")
-    #: measures (JSON ingest about twice as long; a 100 MB CSV's publish holds its whole text
-    #: in memory). ``false``: no index is kept, ``GET /v1/search`` and ``POST /v1/locate``
-    #: answer 404; switching it on builds the index at the next start.
-    enabled: bool = False
+    #: Keep the index (docs/architecture.md, "Search": a publish, supersede, retire or
+    #: erasure removes what is no longer current in its own transaction; the search indexer
+    #: writes the new current version after it). ``false``: no index is kept,
+    #: ``GET /v1/search`` and ``POST /v1/locate`` answer 404; switching it on again builds
+    #: the index after the next start.
+    enabled: bool = True
 
 
 class Config(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):

@@ -10,6 +10,7 @@ API sends it. :func:`wait_job_blocking` is the same wait for synchronous tests.
 
 from __future__ import annotations
 
+import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -19,7 +20,7 @@ import httpx
 from telha.client import AsyncTelha
 from telha.domain.model import TERMINAL_JOB_STATES
 
-__all__ = ["TERMINAL", "wait_job", "wait_job_blocking"]
+__all__ = ["TERMINAL", "wait_job", "wait_job_blocking", "wait_search_indexed"]
 
 #: States a job never leaves (the server's own set).
 TERMINAL = TERMINAL_JOB_STATES
@@ -67,3 +68,18 @@ def wait_job_blocking(
 
     with ThreadPoolExecutor(1) as pool:
         return pool.submit(anyio.run, run).result()
+
+
+def wait_search_indexed(c: httpx.Client, *, within_s: float = 600.0) -> float:
+    """Seconds until the search indexer has written every queued version: ``/metrics``'
+    ``telha_search_queued_versions`` reads 0 (it is as of the indexer's last look, every
+    0.25 s when idle, so the first look waits 0.5 s). Raises ``TimeoutError`` after
+    ``within_s``."""
+    start = time.perf_counter()
+    time.sleep(0.5)
+    while time.perf_counter() - start < within_s:
+        for line in c.get("/metrics").text.splitlines():
+            if line.startswith("telha_search_queued_versions") and float(line.split()[-1]) == 0:
+                return time.perf_counter() - start
+        time.sleep(0.1)
+    raise TimeoutError(f"the search index's queue did not drain within {within_s} s")
