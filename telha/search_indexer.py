@@ -1,8 +1,9 @@
-"""The search indexer actor (docs/architecture.md, "Search"): writes the full-text index rows
-of the versions a publish queued (``search_pending``), a batch of span rows per transaction
+"""The search indexer actor (docs/architecture.md, "Search"): does the full-text index's
+waiting work — deletes the rows of versions no longer current (``search_stale``) and writes
+those of new current versions (``search_sources``) — a batch per transaction
 (:meth:`telha.storage.core.search.SearchOps.index_queued`), so ingests do not wait for the
-index and other writers get the store between batches. A search or locate indexes its own
-scope's queue first, so this actor only keeps the queue short for everyone else.
+index and other writers get the store between batches. A search or locate does its own
+scope's work first, so this actor keeps the work short for everyone else.
 
 Idle, it looks at the queue (a read) every ``idle_s``; several replicas on one PostgreSQL
 database each run one and skip the entries another holds.
@@ -41,7 +42,7 @@ class SearchIndexStoreOps(Protocol):
 
 
 class SearchIndexer:
-    """Drains ``search_pending`` while ``[search] enabled``.
+    """Does the index's waiting work while ``[search] enabled``.
 
     :param store: the storage engine.
     :param idle_s: seconds between looks at an empty queue.
@@ -53,7 +54,8 @@ class SearchIndexer:
         self.queued = 0
 
     def queued_versions(self) -> float:
-        """Versions queued for the index at the last look (the ``/metrics`` gauge)."""
+        """Versions whose index rows waited to be written or deleted at the last look (the
+        ``/metrics`` gauge)."""
         return float(self.queued)
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[SearchIndexer]) -> None:

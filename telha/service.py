@@ -134,7 +134,7 @@ async def _serve(
         indexer = await sup.start("search_indexer", SearchIndexer(store).run)
         metrics.watch_gauge(
             "telha_search_queued_versions",
-            "Versions published and not yet fully in the full-text index, as of the last look",
+            "Versions whose full-text index rows wait to be written or deleted (last look)",
             indexer.queued_versions,
         )
         # A failpoint for the crash tests only: pause an erasure after this step.

@@ -383,12 +383,12 @@ class SearchStore(Protocol):
     search_enabled: bool
 
     async def index_queued(self, *, scope: Scope | None = None, limit: int = 2000) -> int:
-        """Write one batch (at most ``limit`` span rows) of the oldest version queued for the
-        index, of ``scope`` or any; returns the rows written, 0 when nothing is queued
+        """One batch (at most ``limit`` rows) of the index's waiting work, of ``scope`` or
+        any; returns the rows deleted or written, 0 when nothing waits
         (:meth:`telha.storage.core.search.SearchOps.index_queued`)."""
 
     async def queued_versions(self, scope: Scope | None = None) -> int:
-        """Versions queued for the index and not fully written, of ``scope`` or all."""
+        """Versions whose index rows wait to be written or deleted, of ``scope`` or all."""
 
 
 class RetireStore(Protocol):

@@ -1,9 +1,11 @@
-"""The full-text index's queue, on the store of each engine (docs/architecture.md, "Search"):
-a publish queues its version and writes no index row; the superseded version's rows leave in
-the publish's own transaction; the indexer writes a queued version a batch of span rows per
-transaction from where the last batch stopped; a search first indexes its own scope's queue
-(and only its own); an erasure drops a queued version; ``telha check`` accepts a queued
-version without rows and still finds a current version that is neither indexed nor queued."""
+"""The full-text index's waiting work, on the store of each engine (docs/architecture.md,
+"Search"): a publish writes and deletes no index row, it records the superseded version as
+stale and the new one as to be filled; the indexer fills a version a batch of span rows per
+transaction from where the last batch stopped; a search first does its own scope's work (and
+only its own), and a search that meets stale rows anyway leaves them out; an erasure deletes
+its versions' rows, stale ones included, at once; ``telha check`` accepts waiting work and
+still finds a current version neither indexed nor being filled, and stale rows nobody waits
+to delete."""
 
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from telha.domain.projection import NodeOut, Projection, SpanOut
 from telha.domain.search_query import parse_query
 from telha.storage import StorageEngine
 from telha.storage.core.search import Filters
+from telha.storage.core.search import search as search_op
 from telha.storage.core.tx import Tx
 from tests.integration.test_erasure_store import _erase
 from tests.support.pg import ENGINES
@@ -90,9 +93,12 @@ async def test_a_publish_queues_and_a_search_indexes_its_scope_first(
     assert await store.queued_versions(OTHER) == 1  # another scope's queue stays for the indexer
     assert {t for t, _ in await _index_rows(store)} == {v1}
     v2 = await _commit(store, ["alpha", "delta"])
-    # The superseded version left the index in the publish; the new one is queued.
-    assert await _index_rows(store) == []
-    assert await _hits(store, "beta") == []
+    # The superseded version's rows wait for deletion; a search reading them is not answered.
+    assert {t for t, _ in await _index_rows(store)} == {v1}
+    terms = parse_query("beta")
+    assert await store._read(search_op, SCOPE, terms, Filters(), 20, 0) == []  # type: ignore[attr-defined]
+    assert await _hits(store, "beta") == []  # and the search did its scope's work first
+    assert {t for t, _ in await _index_rows(store)} == {v2}
     assert [h.version_tx for h in await _hits(store, "delta")] == [v2]
 
 
@@ -113,29 +119,38 @@ async def test_the_indexer_writes_a_version_in_batches_from_where_it_stopped(
     assert report.total == 0, [v.line() for v in report.violations]
 
 
-async def test_an_erasure_drops_a_queued_version(indexed: StorageEngine) -> None:
+async def test_an_erasure_deletes_stale_and_filling_rows_at_once(indexed: StorageEngine) -> None:
     store = indexed
     await _commit(store, ["secretword", "other"])
-    await store.index_queued(limit=1)  # part of it written, the rest queued
+    while await store.index_queued():
+        pass
+    await _commit(store, ["secretword", "third"])  # the first version's rows are now stale
+    await store.index_queued(limit=1)  # the stale rows: one deleted, one waiting
     assert len(await _index_rows(store)) == 1
+    assert await store.queued_versions() == 2  # a stale version and one being filled
     await _erase(store, SCOPE, SOURCE)
     assert await store.queued_versions() == 0
     assert await _index_rows(store) == []
     assert await _hits(store, "secretword") == []
 
 
-async def test_check_accepts_a_queued_version_and_finds_one_neither_indexed_nor_queued(
+async def test_check_accepts_waiting_work_and_finds_work_nobody_waits_for(
     indexed: StorageEngine,
 ) -> None:
     store = indexed
     await _commit(store, ["one", "two"])
+    while await store.index_queued():
+        pass
+    await _commit(store, ["one", "three"])  # stale rows of the first, the second not filled
     report = await run_checks(store)
     assert report.total == 0, [v.line() for v in report.violations]
 
-    async def drop_queue(tx: Tx) -> None:
-        await tx.execute("DELETE FROM search_pending")
+    async def forget(tx: Tx) -> None:
+        await tx.execute("DELETE FROM search_sources")
+        await tx.execute("DELETE FROM search_stale")
 
-    await store._transaction("test", drop_queue)  # type: ignore[attr-defined]
+    await store._transaction("test", forget)  # type: ignore[attr-defined]
     report = await run_checks(store)
     lines = [v.line() for v in report.violations]
-    assert report.total == 2 and all("not indexed" in line for line in lines), lines
+    assert sum("not indexed" in line for line in lines) == 2, lines
+    assert sum("not a span row of its source's current version" in line for line in lines) == 2

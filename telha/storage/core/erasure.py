@@ -52,7 +52,7 @@ from telha.storage.core.jobs import (
     enqueue,
     scrub_job,
 )
-from telha.storage.core.search_index import purge_erased, sync_source
+from telha.storage.core.search_index import drop_stale, purge_erased, sync_source
 from telha.storage.core.sources import note_versions
 from telha.storage.core.tx import Tx
 
@@ -230,6 +230,7 @@ async def _mark(tx: Tx, sid: int, job_id: bytes, p: ErasePayload, now: int) -> C
     for erased_source in sorted({s for s, _ in targets}):
         await note_versions(tx, sid, erased_source, now)
         await sync_source(tx, sid, erased_source)
+        await drop_stale(tx, sid, erased_source)  # erased words leave the index now
     if tx.search:
         await purge_erased(tx)  # words of erased versions indexed earlier, superseded since
     await tx.executemany(

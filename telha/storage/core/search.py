@@ -29,7 +29,7 @@ from telha.domain.search_query import (
 )
 from telha.domain.search_text import is_verbatim, snippet
 from telha.storage.core.engine import EngineOps
-from telha.storage.core.search_index import index_pending, pending_count
+from telha.storage.core.search_index import index_pending, waiting
 from telha.storage.core.tx import Tx
 from telha.storage.core.visible import visible
 
@@ -98,11 +98,19 @@ class Located:
     exact: bool
 
 
-def _candidates_sql(tx: Tx, filters: Filters, ranked: bool) -> tuple[str, list[Any]]:
+#: Leaves out the index rows of a version no longer current whose deletion is still waiting.
+_NOT_STALE = (
+    "NOT EXISTS (SELECT 1 FROM search_stale x WHERE x.scope_id = s.scope_id"
+    " AND x.source_id = s.source_id AND x.version_tx = s.version_tx)"
+)
+
+
+def _candidates_sql(tx: Tx, filters: Filters, ranked: bool, stale: bool) -> tuple[str, list[Any]]:
     """SQL selecting ``(rowid, score)`` of the scope's matching index rows and its filters'
     parameters (bound after the MATCH expression, or the tsquery and the scope id, and
-    before the limit and offset)."""
-    conds: list[str] = []
+    before the limit and offset); ``stale``: the scope has stale rows still to delete,
+    which the SQL leaves out."""
+    conds: list[str] = [_NOT_STALE] if stale else []
     params: list[Any] = []
     if filters.source_id is not None:
         conds.append("s.source_id = ?")
@@ -135,9 +143,10 @@ def _candidates_sql(tx: Tx, filters: Filters, ranked: bool) -> tuple[str, list[A
 async def _candidates(
     tx: Tx, sid: int, terms: list[Term], filters: Filters, limit: int, offset: int, ranked: bool
 ) -> list[int]:
-    """Rowids of the scope's index rows matching ``terms``, best first (``ranked``) or in
-    index order."""
-    sql, params = _candidates_sql(tx, filters, ranked)
+    """Rowids of the scope's index rows of current versions matching ``terms``, best first
+    (``ranked``) or in index order."""
+    stale = await tx.fetchone("SELECT 1 FROM search_stale WHERE scope_id = ? LIMIT 1", sid)
+    sql, params = _candidates_sql(tx, filters, ranked, stale is not None)
     if tx.postgres:
         rows = await tx.fetchall(sql, tsquery(terms), sid, *params, limit, offset)
     else:  # the scope is in the MATCH expression: a column of the index
@@ -277,8 +286,8 @@ async def locate(
 
 
 async def _index_step(tx: Tx, scope: Scope | None, limit: int) -> int:
-    """One :func:`~telha.storage.core.search_index.index_pending` batch of ``scope``'s queue
-    (``None``: every scope's)."""
+    """One :func:`~telha.storage.core.search_index.index_pending` batch of ``scope``'s
+    waiting index work (``None``: any scope's)."""
     if not tx.search:
         return 0
     sid = None if scope is None else await tx.known_scope_id(scope)
@@ -288,11 +297,12 @@ async def _index_step(tx: Tx, scope: Scope | None, limit: int) -> int:
 
 
 async def _queued(tx: Tx, scope: Scope | None) -> int:
-    """Versions queued for the index (of ``scope``, or of every scope)."""
+    """Versions whose index rows wait to be written or deleted (of ``scope``, or of every
+    scope)."""
     sid = None if scope is None else await tx.known_scope_id(scope)
     if scope is not None and sid is None:
         return 0
-    return await pending_count(tx, sid)
+    return await waiting(tx, sid)
 
 
 class SearchOps(EngineOps):
@@ -318,9 +328,10 @@ class SearchOps(EngineOps):
         return await self._read(locate, scope, quote, source_id, limit)
 
     async def index_queued(self, *, scope: Scope | None = None, limit: int = INDEX_BATCH) -> int:
-        """Write up to ``limit`` span rows of the oldest version queued for the index (of
-        ``scope``, or of any scope) in one transaction; returns how many rows it wrote (at
-        least 1 while anything was queued), 0 when nothing is queued
+        """One batch of the index's waiting work (of ``scope``, or of any scope) in one
+        transaction: up to ``limit`` rows of a stale version deleted, else up to ``limit``
+        span rows of the oldest version being filled written. Returns the rows deleted or
+        written (at least 1 while anything waited), 0 when nothing waits
         (:func:`telha.storage.core.search_index.index_pending`).
 
         :raises StorageError: the driver failed; nothing of this batch was written.
@@ -328,14 +339,15 @@ class SearchOps(EngineOps):
         return await self._transaction("index search spans", _index_step, scope, limit)
 
     async def queued_versions(self, scope: Scope | None = None) -> int:
-        """Versions queued for the index and not fully written yet (of ``scope``, or of
+        """Versions whose index rows wait to be written or deleted (of ``scope``, or of
         every scope)."""
         return await self._read(_queued, scope)
 
     async def catch_up(self, scope: Scope) -> int:
-        """Index what ``scope`` has queued, for at most :data:`CATCH_UP_S` seconds, so a
-        search reads what its scope published before it; returns the versions still queued
-        (0 when the index holds every current version of the scope)."""
+        """Do the index work ``scope`` has waiting, for at most :data:`CATCH_UP_S` seconds,
+        so a search reads what its scope published before it; returns the versions still
+        waiting (0 when the index holds exactly the scope's current versions). Stale rows
+        still waiting are left out of the search's answer all the same."""
         if not self.search_enabled:
             return 0
         deadline = anyio.current_time() + CATCH_UP_S

@@ -6,20 +6,22 @@ indexes it (:mod:`telha.domain.search_text`): SQLite's FTS5 (``search_fts``, ext
 over ``search_spans``, kept here statement by statement) cuts and folds it, PostgreSQL stores
 the words Telha cut and folded as a ``tsvector`` under a GIN index.
 
-Two halves, so an ingest does not wait for the index:
+Kept in two halves, so no ingest waits for the index:
 
 - :func:`sync_source` is the one function every write that changes which version of a
   source is current calls, in its own transaction, right after it recorded the change
   (:func:`telha.storage.core.sources.note_versions`): a publish (which supersedes), a retire
-  (an archive's new version retiring members too) and an erasure's ``mark``. It deletes the
-  rows of every version that is not current — so a superseded, retired or erased version
-  leaves the index in the transaction that closes it — and queues the current version in
-  ``search_pending`` when its rows are not written yet.
-- :func:`index_pending` writes a queued version's rows, a batch of span rows per
-  transaction (only the canonical text's chunks those spans cover are read), from where the
-  previous batch stopped. The search indexer actor (:mod:`telha.search_indexer`) runs it
-  after commits; a search or locate first runs it for its own scope's queue, so it reads
-  what its scope published before it.
+  (an archive's new version retiring members too) and an erasure's ``mark``. It only
+  records the work: the version the index held for the source becomes stale
+  (``search_stale``) and its current version is to be filled (``search_sources``). An
+  erasure then deletes the stale rows of its sources at once (:func:`drop_stale`).
+- :func:`index_pending` does the work a batch per transaction: deletes a stale version's
+  rows, then writes the oldest version being filled from the key the previous batch stored
+  (only the canonical chunks those span rows cover are read). The search indexer actor
+  (:mod:`telha.search_indexer`) runs it after commits; a search or locate first runs it
+  for its own scope (:meth:`telha.storage.core.search.SearchOps.catch_up`) and, should
+  stale rows remain after that, leaves them out of its answer: no search answers a
+  version that is not current.
 
 :func:`purge_erased` then rewrites what could still hold an erased version's words
 (SQLite: FTS5 keeps a deleted row's words in its index segments until they are merged).
@@ -41,11 +43,12 @@ from telha.storage.core.tx import Tx
 
 __all__ = [
     "SEARCH_COLS",
+    "drop_stale",
     "index_pending",
-    "pending_count",
     "purge_erased",
     "set_search",
     "sync_source",
+    "waiting",
 ]
 
 #: The columns of a ``search_spans`` row as the index writes them.
@@ -124,9 +127,9 @@ def _rows(
 
 
 @dataclass(frozen=True, slots=True)
-class _Pending:
-    """A ``search_pending`` row: the version being indexed and the key of its last span
-    row indexed."""
+class _Filling:
+    """A ``search_sources`` row not done: the version being written and the key of its
+    last span row written."""
 
     sid: int
     source_id: bytes
@@ -147,15 +150,16 @@ async def _text(tx: Tx, sid: int, blob_id: bytes, start: int, end: int) -> tuple
     return first * BLOB_CHUNK, b"".join(bytes(c[0]) for c in chunks)
 
 
-async def _index_batch(tx: Tx, pending: _Pending, blob_id: bytes, fmt: str, limit: int) -> int:
-    """Index up to ``limit`` span rows of the pending version after its key, move the key
-    (or end the entry when none is left); returns how many span rows it indexed."""
-    sid, source_id, at = pending.sid, pending.source_id, pending.version_tx
+async def _fill(tx: Tx, job: _Filling, blob_id: bytes, fmt: str, limit: int) -> int:
+    """Write the index rows of up to ``limit`` span rows of the version being filled, after
+    its key; move the key, or mark the source done when none is left. Returns the span rows
+    written."""
+    sid, source_id, at = job.sid, job.source_id, job.version_tx
     spans = await tx.fetchall(
         'SELECT start, "end", kind, linked_nodes FROM span_rows WHERE scope_id = ?'
         ' AND source_id = ? AND source_version_tx = ? AND (start, "end") > (?, ?)'
         ' ORDER BY start, "end" LIMIT ?',
-        sid, source_id, at, pending.last_start, pending.last_end, limit,
+        sid, source_id, at, job.last_start, job.last_end, limit,
     )  # fmt: skip
     if spans:
         base, text = await _text(tx, sid, blob_id, int(spans[0][0]), max(int(s[1]) for s in spans))
@@ -170,107 +174,150 @@ async def _index_batch(tx: Tx, pending: _Pending, blob_id: bytes, fmt: str, limi
                 "INSERT INTO search_fts (rowid, scope_id, body) SELECT rowid, scope_id, body"
                 " FROM search_spans WHERE scope_id = ? AND source_id = ? AND version_tx = ?"
                 ' AND (start, "end") > (?, ?)',
-                sid, source_id, at, pending.last_start, pending.last_end,
+                sid, source_id, at, job.last_start, job.last_end,
             )  # fmt: skip
-    if len(spans) < limit:
-        await tx.execute(
-            "DELETE FROM search_pending WHERE scope_id = ? AND source_id = ?", sid, source_id
-        )
-    else:
-        await tx.execute(
-            "UPDATE search_pending SET last_start = ?, last_end = ?"
-            " WHERE scope_id = ? AND source_id = ?",
-            int(spans[-1][0]), int(spans[-1][1]), sid, source_id,
-        )  # fmt: skip
+    done = len(spans) < limit
+    last = (int(spans[-1][0]), int(spans[-1][1])) if spans else (job.last_start, job.last_end)
+    await tx.execute(
+        f"UPDATE search_sources SET last_start = ?, last_end = ?, done = {_bool(done)}"
+        " WHERE scope_id = ? AND source_id = ?",
+        *last, sid, source_id,
+    )  # fmt: skip
     return len(spans)
 
 
-async def _delete_version(tx: Tx, sid: int, source_id: bytes, at: int) -> None:
-    """Delete the index rows of the source's version written at ``at``."""
-    if not tx.postgres:  # the words leave FTS5 first: its 'delete' needs the stored body
-        await tx.execute(
-            "INSERT INTO search_fts (search_fts, rowid, scope_id, body) SELECT 'delete',"
-            " rowid, scope_id, body FROM search_spans WHERE scope_id = ? AND source_id = ?"
-            " AND version_tx = ?",
-            sid, source_id, at,
-        )  # fmt: skip
-    await tx.execute(
-        "DELETE FROM search_spans WHERE scope_id = ? AND source_id = ? AND version_tx = ?",
+def _bool(value: bool) -> str:
+    """A boolean literal both engines read (SQLite stores it as 1 or 0)."""
+    return "true" if value else "false"
+
+
+async def _delete_rows(tx: Tx, sid: int, source_id: bytes, at: int, limit: int | None) -> int:
+    """Delete the index rows of the source's version written at ``at`` (at most ``limit``,
+    ``None``: all); returns how many."""
+    cut = f" LIMIT {int(limit)}" if limit is not None else ""
+    rows = await tx.fetchall(
+        "SELECT rowid FROM search_spans WHERE scope_id = ? AND source_id = ?"
+        f" AND version_tx = ?{cut}",
         sid, source_id, at,
     )  # fmt: skip
+    ids = [int(r[0]) for r in rows]
+    step = max(len(ids), 1) if tx.postgres else _BATCH
+    for i in range(0, len(ids), step):
+        cond, params = tx.any("rowid", ids[i : i + step], "bigint")
+        if not tx.postgres:  # the words leave FTS5 first: its 'delete' needs the stored body
+            await tx.execute(
+                "INSERT INTO search_fts (search_fts, rowid, scope_id, body) SELECT 'delete',"
+                f" rowid, scope_id, body FROM search_spans WHERE {cond}",
+                *params,
+            )  # fmt: skip
+        await tx.execute(f"DELETE FROM search_spans WHERE {cond}", *params)
+    return len(ids)
 
 
 async def sync_source(tx: Tx, sid: int, source_id: bytes) -> None:
-    """Make the index hold no span row but the source's current version's, and queue that
-    version (``search_pending``) if its rows are not written yet: rows of any other version
-    are deleted now, the current one's are written after the commit by
-    :func:`index_pending`. A no-op when the store runs with ``[search] enabled = false``
-    (:attr:`Tx.search`)."""
+    """Record what the index must do now that the source's current version may have
+    changed: the version the index held or was filling becomes stale (``search_stale``:
+    its rows are deleted later, and no search answers them meanwhile), and the current
+    version, if any, is to be filled (``search_sources``, from the first span row). Reads
+    and writes one row or two: no index row is touched here. A no-op when the store runs
+    with ``[search] enabled = false`` (:attr:`Tx.search`)."""
     if not tx.search:
         return
     current = await _current(tx, sid, source_id)
-    rows = await tx.fetchall(
-        "SELECT DISTINCT version_tx FROM search_spans WHERE scope_id = ? AND source_id = ?",
-        sid, source_id,
-    )  # fmt: skip
-    have = {int(r[0]) for r in rows}
     want = current[0] if current is not None else None
-    stale = sorted(have - {want})
-    for old in stale:
-        await _delete_version(tx, sid, source_id, old)
-    queued = await tx.fetchone(
-        "SELECT version_tx FROM search_pending WHERE scope_id = ? AND source_id = ?",
+    held = await tx.fetchone(
+        "SELECT version_tx FROM search_sources WHERE scope_id = ? AND source_id = ?",
         sid, source_id,
     )  # fmt: skip
-    if want is None or (want in have and queued is None):  # nothing to index, or all of it is
-        if queued is not None:
-            await tx.execute(
-                "DELETE FROM search_pending WHERE scope_id = ? AND source_id = ?", sid, source_id
-            )
+    if held is not None and int(held[0]) == want:
         return
-    if queued is not None and int(queued[0]) == want:  # being indexed
+    if held is not None:
+        await tx.execute(
+            "INSERT INTO search_stale (scope_id, source_id, version_tx) VALUES (?, ?, ?)"
+            " ON CONFLICT DO NOTHING",
+            sid, source_id, int(held[0]),
+        )  # fmt: skip
+    if want is None:
+        await tx.execute(
+            "DELETE FROM search_sources WHERE scope_id = ? AND source_id = ?", sid, source_id
+        )
         return
-    if want in have:  # rows of an entry that did not finish: start the version again
-        await _delete_version(tx, sid, source_id, want)
     await tx.execute(
-        "INSERT INTO search_pending (scope_id, source_id, version_tx, last_start, last_end)"
-        " VALUES (?, ?, ?, -1, -1) ON CONFLICT (scope_id, source_id) DO UPDATE SET"
-        " version_tx = excluded.version_tx, last_start = -1, last_end = -1",
+        "INSERT INTO search_sources (scope_id, source_id, version_tx, last_start, last_end,"
+        " done) VALUES (?, ?, ?, -1, -1, false) ON CONFLICT (scope_id, source_id) DO UPDATE"
+        " SET version_tx = excluded.version_tx, last_start = -1, last_end = -1, done = false",
         sid, source_id, want,
     )  # fmt: skip
 
 
+async def drop_stale(tx: Tx, sid: int, source_id: bytes) -> None:
+    """Delete now every stale version's rows of the source (an erasure's ``mark``: its
+    words must leave the index in that transaction)."""
+    if not tx.search:
+        return
+    for (at,) in await tx.fetchall(
+        "SELECT version_tx FROM search_stale WHERE scope_id = ? AND source_id = ?",
+        sid, source_id,
+    ):  # fmt: skip
+        await _delete_rows(tx, sid, source_id, int(at), None)
+    await tx.execute(
+        "DELETE FROM search_stale WHERE scope_id = ? AND source_id = ?", sid, source_id
+    )
+
+
 async def index_pending(tx: Tx, limit: int, sid: int | None) -> int:
-    """Index up to ``limit`` span rows of the oldest queued version (of scope ``sid``, or
-    of any scope when ``None``) and return how many it indexed; 0 when nothing is queued.
-    A queued version no longer current is settled by :func:`sync_source` instead. On
-    PostgreSQL a queue entry another replica holds is skipped."""
+    """One batch of the index's waiting work (of scope ``sid``, or of any scope when
+    ``None``): delete up to ``limit`` rows of a stale version, else write the rows of up to
+    ``limit`` span rows of the oldest version being filled. Returns the rows deleted or
+    written (at least 1 while anything waited), 0 when nothing waits. On PostgreSQL an
+    entry another replica holds is skipped."""
     where, params = ("WHERE scope_id = ? ", [sid]) if sid is not None else ("", [])
+    stale = await tx.fetchone(
+        f"SELECT scope_id, source_id, version_tx FROM search_stale {where}"
+        f"LIMIT 1{tx.skip_locked}",
+        *params,
+    )  # fmt: skip
+    if stale is not None:
+        key = (int(stale[0]), bytes(stale[1]), int(stale[2]))
+        gone = await _delete_rows(tx, *key, limit)
+        if gone < limit:
+            await tx.execute(
+                "DELETE FROM search_stale WHERE scope_id = ? AND source_id = ?"
+                " AND version_tx = ?",
+                *key,
+            )  # fmt: skip
+        return max(gone, 1)
+    where = "AND scope_id = ? " if sid is not None else ""
     row = await tx.fetchone(
-        "SELECT scope_id, source_id, version_tx, last_start, last_end FROM search_pending"
-        f" {where}ORDER BY version_tx LIMIT 1{tx.skip_locked}",
+        "SELECT scope_id, source_id, version_tx, last_start, last_end FROM search_sources"
+        f" WHERE NOT done {where}ORDER BY version_tx LIMIT 1{tx.skip_locked}",
         *params,
     )  # fmt: skip
     if row is None:
         return 0
-    pending = _Pending(int(row[0]), bytes(row[1]), int(row[2]), int(row[3]), int(row[4]))
-    current = await _current(tx, pending.sid, pending.source_id)
-    if current is None or current[0] != pending.version_tx or current[1] is None:
-        await sync_source(tx, pending.sid, pending.source_id)
-        if current is not None and current[1] is None:  # a version without text: nothing to index
-            await tx.execute(
-                "DELETE FROM search_pending WHERE scope_id = ? AND source_id = ?",
-                pending.sid, pending.source_id,
-            )  # fmt: skip
+    job = _Filling(int(row[0]), bytes(row[1]), int(row[2]), int(row[3]), int(row[4]))
+    current = await _current(tx, job.sid, job.source_id)
+    if current is None or current[0] != job.version_tx:  # not current any more
+        await sync_source(tx, job.sid, job.source_id)
         return 1
-    return max(await _index_batch(tx, pending, current[1], current[2], limit), 1)
+    if current[1] is None:  # a version without text: nothing to write
+        await tx.execute(
+            "UPDATE search_sources SET done = true WHERE scope_id = ? AND source_id = ?",
+            job.sid, job.source_id,
+        )  # fmt: skip
+        return 1
+    return max(await _fill(tx, job, current[1], current[2], limit), 1)
 
 
-async def pending_count(tx: Tx, sid: int | None) -> int:
-    """Versions queued for the index (of scope ``sid``, or of every scope)."""
-    where, params = (" WHERE scope_id = ?", [sid]) if sid is not None else ("", [])
-    row = await tx.fetchone(f"SELECT count(*) FROM search_pending{where}", *params)
-    return int(row[0]) if row else 0
+async def waiting(tx: Tx, sid: int | None) -> int:
+    """Entries of the index's waiting work (stale versions and versions being filled) of
+    scope ``sid``, or of every scope."""
+    cond, params = ("scope_id = ?", [sid]) if sid is not None else ("true", [])
+    filling = await tx.fetchone(
+        f"SELECT count(*) FROM search_sources WHERE NOT done AND {cond}", *params
+    )
+    stale = await tx.fetchone(f"SELECT count(*) FROM search_stale WHERE {cond}", *params)
+    return int(filling[0] if filling else 0) + int(stale[0] if stale else 0)
 
 
 async def purge_erased(tx: Tx) -> None:
@@ -296,7 +343,8 @@ async def set_search(tx: Tx) -> bool:
     if not tx.postgres:
         await tx.execute("INSERT INTO search_fts (search_fts) VALUES ('delete-all')")
     await tx.execute("DELETE FROM search_spans")
-    await tx.execute("DELETE FROM search_pending")
+    await tx.execute("DELETE FROM search_sources")
+    await tx.execute("DELETE FROM search_stale")
     await purge_erased(tx)
     if tx.search:
         for sid, source_id in await tx.fetchall(

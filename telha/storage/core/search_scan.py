@@ -22,12 +22,14 @@ _KEY = 'scope_id, source_id, {tx}, start, "end"'
 #: ``(kind, sql)``: each selects the key of an offending row.
 _CHECKS = (
     (
-        "stale",  # an index row of no current version's span row
+        "stale",  # an index row of no current version's span row, not waiting for deletion
         f"SELECT {_KEY.format(tx='version_tx')} FROM search_spans s WHERE NOT ("
         + _CURRENT.format(a="s", tx="version_tx")
         + " AND EXISTS (SELECT 1 FROM span_rows r WHERE r.scope_id = s.scope_id"
         " AND r.source_id = s.source_id AND r.source_version_tx = s.version_tx"
-        ' AND r.start = s.start AND r."end" = s."end"))',
+        ' AND r.start = s.start AND r."end" = s."end"))'
+        " AND NOT EXISTS (SELECT 1 FROM search_stale x WHERE x.scope_id = s.scope_id"
+        " AND x.source_id = s.source_id AND x.version_tx = s.version_tx)",
     ),
     (
         "duplicate",
@@ -35,11 +37,12 @@ _CHECKS = (
         f" GROUP BY {_KEY.format(tx='version_tx')} HAVING count(*) > 1",
     ),
     (
-        "missing",  # a current version's span row without its index row, not queued
+        "missing",  # a current version's span row without its index row, not being filled
         f"SELECT {_KEY.format(tx='source_version_tx')} FROM span_rows r WHERE "
         + _CURRENT.format(a="r", tx="source_version_tx")
-        + " AND NOT EXISTS (SELECT 1 FROM search_pending p WHERE p.scope_id = r.scope_id"
-        " AND p.source_id = r.source_id AND p.version_tx = r.source_version_tx)"
+        + " AND NOT EXISTS (SELECT 1 FROM search_sources p WHERE p.scope_id = r.scope_id"
+        " AND p.source_id = r.source_id AND p.version_tx = r.source_version_tx"
+        " AND NOT p.done)"
         " AND NOT EXISTS (SELECT 1 FROM search_spans s WHERE s.scope_id = r.scope_id"
         " AND s.source_id = r.source_id AND s.version_tx = r.source_version_tx"
         ' AND s.start = r.start AND s."end" = r."end")',
@@ -62,9 +65,10 @@ class SearchProblems:
 
 async def search_problems(tx: SnapshotTx, limit: int) -> SearchProblems:
     """Compare the index with the span rows of every current version: no index row of a
-    span row that is not current (superseded, retired, erased, or gone), none twice, and —
-    while the index is kept — none missing of a version not queued (``search_pending``);
-    on SQLite the FTS5 index has one document per row."""
+    span row that is not current (superseded, retired, erased, or gone) unless its version
+    waits for deletion (``search_stale``), none twice, and — while the index is kept — none
+    missing of a version not being filled (``search_sources``); on SQLite the FTS5 index
+    has one document per row."""
     state = await tx.fetchall("SELECT enabled FROM search_state")
     enabled = bool(state and state[0][0])
     total = await tx.fetchall("SELECT count(*) FROM search_spans")
