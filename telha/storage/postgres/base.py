@@ -56,8 +56,9 @@ class PgBase(EngineOps):
         :class:`~telha.storage.postgres.store.PostgresStore` is one more).
     :param readonly: apply no migrations (the schema must be current) and open every session
         with ``default_transaction_read_only`` on, so nothing can be written (``telha check``).
-    :param search: keep the full-text index (``[search] enabled``); at open the index is
-        built or emptied to match (:func:`telha.storage.core.search_index.set_search`).
+    :param search: keep the full-text index (``[search] enabled``); at open the index has
+        its build recorded or it is emptied to match
+        (:func:`telha.storage.core.search_index.set_search`).
     """
 
     def __init__(
@@ -113,7 +114,7 @@ class PgBase(EngineOps):
             await self.close()
             raise
         if not self._readonly:
-            await self._transaction("build the search index", set_search)
+            await self._transaction("set up the search index", set_search)
 
     async def close(self) -> None:
         """Close the pool (waits for connections in use to be given back, then closes)."""

@@ -60,8 +60,9 @@ class SqliteBase(EngineOps):
     :param readonly: open no writer and apply no migrations (``telha check``): only the
         ``mode=ro`` readers, on a database whose schema must be current. Writes then raise
         :class:`StorageError`.
-    :param search: keep the full-text index (``[search] enabled``); at open the index is
-        built or emptied to match (:func:`telha.storage.core.search_index.set_search`).
+    :param search: keep the full-text index (``[search] enabled``); at open the index has
+        its build recorded or it is emptied to match
+        (:func:`telha.storage.core.search_index.set_search`).
     """
 
     def __init__(
@@ -112,7 +113,7 @@ class SqliteBase(EngineOps):
                 await self._writer.execute(f"PRAGMA wal_autocheckpoint={_AUTOCHECKPOINT_PAGES}")
                 await apply_migrations(self._writer)
                 self._clock = TxClock(await self._max_tx())
-                await self._transaction("build the search index", set_search)
+                await self._transaction("set up the search index", set_search)
             self._pool_send, self._pool_recv = anyio.create_memory_object_stream[
                 aiosqlite.Connection
             ](self._n_readers)
