@@ -39,6 +39,7 @@ __all__ = [
     "PreviewVersionOut",
     "Provenance",
     "ProvenanceSpanOut",
+    "ReadyOut",
     "RetireOut",
     "RetiredOut",
     "SearchHitOut",
@@ -241,6 +242,14 @@ class ErasureOut(_Out):
     #: The sources of ``versions`` with their names, by source id (absent from erasures
     #: recorded before it was added).
     sources: list[ErasedSourceOut] = msgspec.field(default_factory=list)
+
+
+class ReadyOut(_Out):
+    """200 of ``GET /readyz``: ``status`` is ``"ready"``; ``formats`` the worker formats a
+    worker polls through this process (in-process or remote over gRPC), sorted."""
+
+    status: str
+    formats: list[str]
 
 
 class PreviewVersionOut(_Out):

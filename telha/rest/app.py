@@ -45,7 +45,7 @@ from telha.storage.protocol import (
     RetireStore,
     SearchStore,
 )
-from telha.wire import ErrorBody, ErrorDetail
+from telha.wire import ErrorBody, ErrorDetail, ReadyOut
 
 __all__ = ["AppState", "RestStore", "create_app", "json_response", "parse_uuid", "require_scope"]
 
@@ -247,7 +247,7 @@ async def readyz(request: Request) -> Response:
     if not st.ready:
         raise Unavailable("not ready")
     formats = sorted(f for f in st.queue.polled_formats() if f in KNOWN_FORMATS)
-    return json_response({"status": "ready", "formats": formats})
+    return json_response(ReadyOut(status="ready", formats=formats))
 
 
 async def metrics(request: Request) -> Response:

@@ -56,6 +56,12 @@ _RETIRE_BODY = {
     },
 }
 
+_ERASE_OUT = {
+    "description": "what was erased, or with dryRun=true what would be",
+    "content": {
+        "application/json": {"schema": {"oneOf": [_ref("ErasureOut"), _ref("ErasurePreviewOut")]}}
+    },
+}
 _ERASE_BODY = {
     "type": "object",
     "required": ["reason"],
@@ -412,18 +418,7 @@ def _paths() -> dict[str, Any]:
                     "required": True,
                     "content": {"application/json": {"schema": _ERASE_BODY}},
                 },
-                "responses": {
-                    "200": {
-                        "description": "what was erased (ErasureOut), or with dryRun=true what"
-                        " would be (ErasurePreviewOut)",
-                        "content": {
-                            "application/json": {
-                                "schema": {"oneOf": [_ref("ErasureOut"), _ref("ErasurePreviewOut")]}
-                            }
-                        },
-                    },
-                    **_ERRORS,
-                },
+                "responses": {"200": _ERASE_OUT, **_ERRORS},
             }
         },
         "/v1/sources/{sourceId}/versions/{tx}/text": {
@@ -556,21 +551,7 @@ def _paths() -> dict[str, Any]:
                 " formats a worker of this process polls (in-process or remote over gRPC);"
                 " a job of another format waits (its GET carries a hint).",
                 "responses": {
-                    "200": {
-                        "description": "ready",
-                        "content": {
-                            "application/json": {
-                                "schema": {
-                                    "type": "object",
-                                    "required": ["status", "formats"],
-                                    "properties": {
-                                        "status": {"const": "ready"},
-                                        "formats": {"type": "array", "items": {"type": "string"}},
-                                    },
-                                }
-                            }
-                        },
-                    },
+                    "200": _json("ReadyOut", "ready"),
                     "503": _json("ErrorBody", "UNAVAILABLE"),
                 },
             }
