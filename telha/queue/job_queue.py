@@ -502,9 +502,13 @@ class JobQueue:
         extended = await self._store.heartbeat_jobs(leases, now_us=now, lease_us=self.lease_us)
         return extended, now + self.lease_us
 
-    async def fail(self, lease: LeaseRef, kind: str, detail: str) -> JobRecord:
-        """Record a failed attempt of a held job (retry with backoff, or dead). A detail
-        ending in ``(retry_after_s=N)`` delays the retry by at least ``N`` seconds.
+    async def fail(
+        self, lease: LeaseRef, kind: str, detail: str, *, log_detail: bool = False
+    ) -> JobRecord:
+        """Record a failed attempt of a held job (retry with backoff, or dead) and log it, once
+        (``job_failed``; ``log_detail``: with ``detail`` as ``reason``, for core's own reasons
+        only — a worker's may quote content). A detail ending in ``(retry_after_s=N)`` delays
+        the retry by at least ``N`` seconds.
 
         :raises telha.domain.errors.StaleLease: the caller does not hold the job.
         """
@@ -519,7 +523,10 @@ class JobQueue:
         self.transition(job.kind, "retried" if job.state == "pending" else "dead")
         # The line is about the attempt that failed (``job`` already counts it).
         with bound_job(**{**fields_of(job), "attempt": job.attempts}):
-            log.info("job_failed", failure_kind=kind, state=job.state, attempts=job.attempts)
+            extra = {"reason": detail} if log_detail else {}
+            log.info(
+                "job_failed", failure_kind=kind, state=job.state, attempts=job.attempts, **extra
+            )
         if job.state == "pending":
             self._wakeups.notify(job.format)
         return job

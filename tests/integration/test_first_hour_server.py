@@ -20,6 +20,7 @@ import pytest
 
 from tests.support.server import ServerProcess, write_config
 from tests.support.wait import wait_job
+from tests.support.worker import scripted_worker
 
 pytestmark = pytest.mark.anyio
 
@@ -216,6 +217,23 @@ async def test_a_dead_job_is_logged_once(server: ServerProcess, client: httpx.As
     lines = [line for line in server.log_text().splitlines() if job_id in line]
     failures = [line for line in lines if "fail" in line]
     assert len(failures) == 1, failures
+
+
+async def test_an_invalid_submission_is_logged_once(
+    server: ServerProcess, client: httpx.AsyncClient
+) -> None:
+    posted = await _post(client, "code", "invalid.py", content="x = 1")
+    job_id = posted.json()["jobId"]
+    token = server.worker_token(None)
+    async with scripted_worker(server.grpc_addr, token) as worker:
+        job = await worker.next_job(["code"])
+        assert (await worker.submit(job, {"v": 2})).accepted is False
+    dead = await wait_job(client, job_id)
+    assert dead["state"] == "dead" and dead["failureReason"].startswith("invalid_submission")
+    lines = [json.loads(line) for line in server.log_text().splitlines() if job_id in line]
+    failed = [e for e in lines if "fail" in e["event"] or "invalid" in e["event"]]
+    assert len(failed) == 1, failed
+    assert failed[0]["failure_kind"] == "invalid_submission" and failed[0]["reason"]
 
 
 async def _json_source(client: httpx.AsyncClient, name: str, records: list[dict[str, Any]]) -> str:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import codecs
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -238,57 +238,53 @@ def _range(option: Option) -> str:
 
 
 def _check_value(option: Option, value: Any, name: str) -> None:
-    kind = option.kind
-    if kind == "object":
+    if option.kind == "object":
         if not isinstance(value, dict):
             raise OptionError(name, f"{value!r} is not an object")
         _check_object(option.fields, value, f"{name}.", frozenset())
-        return
-    if kind in ("int", "number"):
-        ok = _is_int(value) or (kind == "number" and isinstance(value, float))
-        low, high = option.minimum, option.maximum
-        if ok and ((low is not None and value < low) or (high is not None and value > high)):
-            ok = False
-        if not ok:
-            what = "an integer" if kind == "int" else "a number"
-            raise OptionError(name, f"{value!r} is not {what}{_range(option)}")
-        return
-    problem = _problem(option, value)
-    if problem:
-        raise OptionError(name, f"{value!r} is not {problem}")
+    elif not _FITS[option.kind](option, value):
+        raise OptionError(name, f"{value!r} is not {_EXPECTED[option.kind](option)}")
 
 
-def _problem(option: Option, value: Any) -> str | None:
-    """What ``value`` should have been for a scalar kind, or ``None`` when it is fine."""
-    kind, choices = option.kind, option.choices
-    if kind == "bool":
-        return None if isinstance(value, bool) else "true or false"
-    if kind == "string":
-        return None if isinstance(value, str) else "a string"
-    if kind == "text":
-        return None if isinstance(value, str) and value.strip() else "a non-blank string"
-    if kind == "choice":
-        return None if value in choices else f"one of {', '.join(choices)}"
-    if kind == "switch":
-        fine = isinstance(value, bool) or (isinstance(value, str) and value.lower() in choices)
-        return None if fine else f"true, false or one of {', '.join(choices)}"
-    if kind == "strings":
-        if isinstance(value, str) or (
-            isinstance(value, list) and all(isinstance(v, str) for v in value)
-        ):
-            return None
-        return "a string or a list of strings"
-    if kind == "char":
-        fine = isinstance(value, str) and len(value) == 1 and value not in choices
-        return None if fine else f"one character (not one of {choices!r})"
-    if kind == "codec":
-        if isinstance(value, str):
-            try:
-                codecs.lookup(value)
-                return None
-            except LookupError:
-                pass
-        return "a known text encoding"
-    if kind == "label":
-        return None if isinstance(value, str) and _LABEL.match(value) else "an UPPER_SNAKE label"
-    raise AssertionError(f"unknown option kind {kind!r}")
+def _in_range(option: Option, value: Any) -> bool:
+    low, high = option.minimum, option.maximum
+    return (low is None or value >= low) and (high is None or value <= high)
+
+
+def _is_codec(value: Any) -> bool:
+    try:
+        codecs.lookup(value)
+    except LookupError:
+        return False
+    return True
+
+
+#: Whether a value fits a scalar kind (:data:`Kind`), and what it should have been.
+_FITS: dict[str, Callable[[Option, Any], bool]] = {
+    "bool": lambda o, v: isinstance(v, bool),
+    "int": lambda o, v: _is_int(v) and _in_range(o, v),
+    "number": lambda o, v: (_is_int(v) or isinstance(v, float)) and _in_range(o, v),
+    "string": lambda o, v: isinstance(v, str),
+    "text": lambda o, v: isinstance(v, str) and bool(v.strip()),
+    "choice": lambda o, v: isinstance(v, str) and v in o.choices,
+    "switch": lambda o, v: isinstance(v, bool) or (isinstance(v, str) and v.lower() in o.choices),
+    "strings": lambda o, v: (
+        isinstance(v, str) or (isinstance(v, list) and all(isinstance(x, str) for x in v))
+    ),
+    "char": lambda o, v: isinstance(v, str) and len(v) == 1 and v not in o.choices,
+    "codec": lambda o, v: isinstance(v, str) and _is_codec(v),
+    "label": lambda o, v: isinstance(v, str) and bool(_LABEL.match(v)),
+}
+_EXPECTED: dict[str, Callable[[Option], str]] = {
+    "bool": lambda o: "true or false",
+    "int": lambda o: f"an integer{_range(o)}",
+    "number": lambda o: f"a number{_range(o)}",
+    "string": lambda o: "a string",
+    "text": lambda o: "a non-blank string",
+    "choice": lambda o: f"one of {', '.join(o.choices)}",
+    "switch": lambda o: f"true, false or one of {', '.join(o.choices)}",
+    "strings": lambda o: "a string or a list of strings",
+    "char": lambda o: f"one character (not one of {o.choices!r})",
+    "codec": lambda o: "a known text encoding",
+    "label": lambda o: "an UPPER_SNAKE label",
+}
