@@ -18,8 +18,10 @@ __all__ = [
     "DiffOut",
     "EdgeList",
     "EdgeOut",
+    "ErasedSourceOut",
     "ErasedVersionOut",
     "ErasureOut",
+    "ErasurePreviewOut",
     "ErrorBody",
     "ErrorDetail",
     "IngestApplied",
@@ -33,8 +35,11 @@ __all__ = [
     "NodeChangeOut",
     "NodeList",
     "NodeOut",
+    "PreviewSourceOut",
+    "PreviewVersionOut",
     "Provenance",
     "ProvenanceSpanOut",
+    "ReadyOut",
     "RetireOut",
     "RetiredOut",
     "SearchHitOut",
@@ -128,6 +133,9 @@ class JobStatus(_Out):
     stats: dict[str, Any] | None
     parent_job_id: str | None = None
     children: dict[str, int] = msgspec.field(default_factory=dict)
+    #: Why a ``pending`` job may wait for ever, e.g. ``"no worker polls format tsv"``
+    #: (docs/operations.md, "Readiness"); ``null`` otherwise.
+    hint: str | None = None
 
 
 class JobSummaryOut(_Out):
@@ -203,6 +211,13 @@ class ErasedVersionOut(_Out):
     source_version_tx: int
 
 
+class ErasedSourceOut(_Out):
+    """One source an erasure erased versions of: ``sourceId`` and its ``name``."""
+
+    source_id: str
+    name: str
+
+
 class ErasureOut(_Out):
     """200 of ``POST /v1/sources/{sourceId}/erase``: what one erasure erased. ``versions``
     includes other sources' versions that shared the erased bytes or canonical text;
@@ -224,6 +239,48 @@ class ErasureOut(_Out):
     edges: int
     jobs: int
     bytes: int
+    #: The sources of ``versions`` with their names, by source id (absent from erasures
+    #: recorded before it was added).
+    sources: list[ErasedSourceOut] = msgspec.field(default_factory=list)
+
+
+class ReadyOut(_Out):
+    """200 of ``GET /readyz``: ``status`` is ``"ready"``; ``formats`` the worker formats a
+    worker polls through this process (in-process or remote over gRPC), sorted."""
+
+    status: str
+    formats: list[str]
+
+
+class PreviewVersionOut(_Out):
+    """A version a dry run would erase: its tx (µs) and the node versions it wrote."""
+
+    source_version_tx: int
+    nodes: int
+
+
+class PreviewSourceOut(_Out):
+    """A source a dry run would erase versions of: ``name``, those ``versions`` (oldest
+    first) and their ``nodes`` summed."""
+
+    source_id: str
+    name: str
+    versions: list[PreviewVersionOut]
+    nodes: int
+
+
+class ErasurePreviewOut(_Out):
+    """200 of ``POST /v1/sources/{sourceId}/erase?dryRun=true``: what the erasure would
+    erase now, nothing erased. ``sources`` includes other sources sharing the bytes or
+    canonical text (each with its name); ``versions`` lists the versions as the real
+    answer would; ``nodes`` sums the node versions they wrote. ``dryRun`` is always true."""
+
+    dry_run: bool
+    source_id: str
+    version_tx: int | None
+    sources: list[PreviewSourceOut]
+    versions: list[ErasedVersionOut]
+    nodes: int
 
 
 class SourceOut(_Out):

@@ -152,6 +152,7 @@ class WorkerPools:
             capacity=1,
             heartbeat_interval_s=self._interval,
             processes=self._processes if getattr(module, "PROCESS_POOL", False) else None,
+            log_failures=False,  # core logs each failure (job_failed) in the same log
         )
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[list[str]]) -> None:

@@ -45,6 +45,7 @@ __all__ = [
     "ErasePayload",
     "NodePlan",
     "NodeRow",
+    "PreviewVersion",
     "Versions",
     "blockable",
     "decode_payload",
@@ -53,6 +54,7 @@ __all__ = [
     "parse_step",
     "payload_name",
     "plan_nodes",
+    "preview_body",
     "result_body",
     "scrub_payload",
     "step_detail",
@@ -75,6 +77,44 @@ Counts = dict[str, int]
 #: canonical_text_hash, job_id, blob_id)``, selected as :data:`VERSION_KEYS`.
 Versions = dict[tuple[bytes, int], tuple[bytes, bytes | None, bytes | None, bytes | None]]
 VERSION_KEYS = "source_id, tx, content_hash, canonical_text_hash, job_id, blob_id"
+
+
+class PreviewVersion(NamedTuple):
+    """A version an erasure would erase (``POST …/erase?dryRun=true``): its source and tx
+    (µs), its source's name and the node versions it wrote."""
+
+    source_id: bytes
+    tx: int
+    name: str
+    nodes: int
+
+
+def preview_body(
+    source_id: bytes, version_tx: int | None, versions: Sequence[PreviewVersion]
+) -> dict[str, Any]:
+    """The answer of a dry run (docs/operations.md, "Erasure"): ``sources`` (each with its
+    ``name``, ``versions`` ``[{sourceVersionTx, nodes}]`` and their ``nodes`` summed), the
+    ``versions`` as the real answer lists them, and the ``nodes`` of all of them."""
+    sources: dict[bytes, dict[str, Any]] = {}
+    for v in versions:
+        entry = sources.setdefault(
+            v.source_id,
+            {"sourceId": str(uuid.UUID(bytes=v.source_id)), "name": v.name, "versions": [],
+             "nodes": 0},
+        )  # fmt: skip
+        entry["versions"].append({"sourceVersionTx": v.tx, "nodes": v.nodes})
+        entry["nodes"] += v.nodes
+    return {
+        "dryRun": True,
+        "sourceId": str(uuid.UUID(bytes=source_id)),
+        "versionTx": version_tx,
+        "sources": list(sources.values()),
+        "versions": [
+            {"sourceId": str(uuid.UUID(bytes=v.source_id)), "sourceVersionTx": v.tx}
+            for v in sorted(versions, key=lambda v: v.tx)
+        ],
+        "nodes": sum(v.nodes for v in versions),
+    }
 
 
 def totals(done: dict[str, Counts]) -> Counts:
@@ -282,12 +322,15 @@ def result_body(
     versions: Sequence[tuple[bytes, int]],
     counts: dict[str, int],
     erased_at: int,
+    names: dict[bytes, str] | None = None,
 ) -> bytes:
     """The erasure's result (the 200 body of ``POST /v1/sources/{id}/erase``, the job's
     ``stats`` and the audit row's ``result``) as JSON bytes: ``versions`` as ``{sourceId,
     sourceVersionTx}``; ``nodes`` hidden, ``nodesTrimmed`` (kept, other provenance),
     ``spanRows``, ``edges``, ``jobs`` ended ``erased``, ``bytes`` erased (canonical text
-    redacted + raw uploads deleted + inline job content deleted)."""
+    redacted + raw uploads deleted + inline job content deleted); ``sources`` the erased
+    sources ``{sourceId, name}`` (``names``: source id → name), by source id."""
+    names = names or {}
     body = {
         "erasureId": str(uuid.UUID(bytes=erasure_id)),
         "sourceId": payload.source_id,
@@ -296,6 +339,10 @@ def result_body(
         "erasedAt": erased_at,
         "versions": [
             {"sourceId": str(uuid.UUID(bytes=s)), "sourceVersionTx": t} for s, t in versions
+        ],
+        "sources": [
+            {"sourceId": str(uuid.UUID(bytes=s)), "name": names.get(s, "")}
+            for s in sorted({s for s, _ in versions})
         ],
         "nodes": counts.get("hidden", 0),
         "nodesTrimmed": counts.get("trimmed", 0),

@@ -192,21 +192,22 @@ class WorkerServicer(WorkerServiceBase):
         if failover:
             self._streams.add(stream)
         try:
-            while True:
-                for cancel in stream.take_cancels():
-                    yield cancel
-                if stream.leased_all(message.max_jobs):
-                    if not stream.holds and not stream.cancels:
-                        break  # max_jobs leased and finished: the stream ends
-                    await stream.wait_changed()
-                    continue
-                job = await stream.lease(self._queue, message.formats, auth.scope)
-                if job is None:
-                    continue  # a cancel to send first
-                # No contextvars here: an async generator runs in its consumer's context.
-                if log.isEnabledFor(logging.DEBUG):
-                    log.debug("job_leased", **fields_of(job), worker=stream.worker_id)
-                yield _payload(job)
+            with self._queue.polling(message.formats):
+                while True:
+                    for cancel in stream.take_cancels():
+                        yield cancel
+                    if stream.leased_all(message.max_jobs):
+                        if not stream.holds and not stream.cancels:
+                            break  # max_jobs leased and finished: the stream ends
+                        await stream.wait_changed()
+                        continue
+                    job = await stream.lease(self._queue, message.formats, auth.scope)
+                    if job is None:
+                        continue  # a cancel to send first
+                    # No contextvars here: an async generator runs in its consumer's context.
+                    if log.isEnabledFor(logging.DEBUG):
+                        log.debug("job_leased", **fields_of(job), worker=stream.worker_id)
+                    yield _payload(job)
         finally:
             self._streams.discard(stream)
             if failover and not stream.detached and stream.holds:

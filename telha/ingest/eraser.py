@@ -20,7 +20,7 @@ import anyio.abc
 import msgspec
 import structlog
 
-from telha.domain.erasure import ERASE_FORMAT, ERASE_KIND, STEPS, ErasePayload
+from telha.domain.erasure import ERASE_FORMAT, ERASE_KIND, STEPS, ErasePayload, preview_body
 from telha.domain.errors import NotFound, StaleLease, StorageError, TelhaError
 from telha.domain.ids import id_str, new_id, now_us
 from telha.domain.model import JobRecord, LeaseRef, NewJob, Scope
@@ -101,6 +101,20 @@ class Eraser:
             return await self._wait(scope, job.job_id)
         finally:
             self._finished.pop(job.job_id, None)
+
+    async def preview(self, scope: Scope, source_id: bytes, version_tx: int | None) -> bytes:
+        """What :meth:`erase` would erase now, erasing nothing: the JSON of
+        :func:`telha.domain.erasure.preview_body` (sources with names, versions, node counts).
+
+        :raises NotFound: no such source (or version) in ``scope``.
+        """
+        versions = await self._store.source_versions(scope, source_id)
+        if version_tx is not None and not any(v.tx == version_tx for v in versions):
+            raise NotFound("no such source version")
+        if not versions and not await self._store.has_source(scope, source_id):
+            raise NotFound("no such source")
+        found = await self._store.erasure_preview(scope, source_id, version_tx)
+        return msgspec.json.encode(preview_body(source_id, version_tx, found))
 
     async def _wait(self, scope: Scope, job_id: bytes) -> bytes:
         while True:

@@ -406,9 +406,9 @@ class Ingestor:
                     return result
         except (InvalidSubmission, InvalidStream) as exc:
             reason = str(exc)
-            await self._queue.fail(lease, "invalid_submission", reason)
+            # Logged once, by the queue, with core's reason.
+            await self._queue.fail(lease, "invalid_submission", reason, log_detail=True)
             self._queue.metrics.invalid_submissions.labels(job.kind).inc()
-            log.warning("invalid_submission", reason=reason)
             return SubmitResult(False, reason=reason)
         self._queue.finished(job.job_id)
         self._queue.transition(job.kind, "completed")

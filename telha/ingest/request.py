@@ -14,8 +14,24 @@ from typing import Any
 import msgspec
 
 from telha.domain.errors import ContentError, RequestError
+from workers_common.format_options import (
+    FETCH_FORMATS,
+    FORMAT_OPTIONS,
+    OptionError,
+    canonical_format,
+    check_name,
+    check_options,
+    drop_nulls,
+)
 
-__all__ = ["FETCH_FORMATS", "KNOWN_FORMATS", "IngestRequest", "parse_ingest_request"]
+__all__ = [
+    "FETCH_FORMATS",
+    "KNOWN_FORMATS",
+    "IngestRequest",
+    "check_request",
+    "known_format",
+    "parse_ingest_request",
+]
 
 #: Every format name the service knows (docs/formats.md).
 KNOWN_FORMATS = (
@@ -24,8 +40,39 @@ KNOWN_FORMATS = (
 )  # fmt: skip
 
 
-#: Formats whose worker fetches the content itself: the request carries only the name (URL).
-FETCH_FORMATS = frozenset({"web"})
+def known_format(name: str) -> str:
+    """The format a request names: case-insensitive, aliases resolved (``MD`` → ``markdown``,
+    :data:`workers_common.format_options.ALIASES`).
+
+    :raises RequestError: not a known format (the message lists them).
+    """
+    fmt = canonical_format(name)
+    if fmt not in KNOWN_FORMATS:
+        raise RequestError(f"unknown format {name!r}; known formats: {', '.join(KNOWN_FORMATS)}")
+    return fmt
+
+
+def check_request(fmt: str, name: str, options: dict[str, Any]) -> dict[str, Any]:
+    """Check a worker format's ``name`` and ``options`` at request time against what its
+    worker declares (:mod:`workers_common.format_options`), whether or not that worker runs
+    in this process; answers ``options`` without ``null`` values. ``json`` options are the
+    Ingestor's (:meth:`telha.ingest.ingestor.Ingestor.json_options`); ``options.webhook`` is
+    checked there too.
+
+    :raises RequestError: an unknown or ill-typed option (``options.<name>: …``), or a
+        ``web`` name that is not an absolute http(s) URL (``name: …``).
+    """
+    if fmt == "json":
+        return options
+    try:
+        check_name(fmt, name)
+        cleaned = drop_nulls(options)
+        if fmt in FORMAT_OPTIONS:  # a format without a declaration: its worker checks
+            check_options(fmt, cleaned)
+    except OptionError as exc:
+        where = exc.option if exc.option == "name" else f"options.{exc.option}"
+        raise RequestError(f"{where}: {exc.problem}") from None
+    return cleaned
 
 
 class _Body(msgspec.Struct, forbid_unknown_fields=True, rename="camel"):
@@ -53,7 +100,8 @@ def parse_ingest_request(body: bytes) -> IngestRequest:
     value counts as absent.
 
     :raises RequestError: not a JSON object, missing/unknown/mistyped field, empty name,
-        unknown format.
+        unknown format (case and aliases aside: :func:`known_format`), an option or name
+        its worker refuses (:func:`check_request`).
     :raises ContentError: both or neither content field (except ``web``), invalid base64.
     """
     try:
@@ -64,10 +112,8 @@ def parse_ingest_request(body: bytes) -> IngestRequest:
         raise RequestError(f"request body is not valid JSON: {exc}") from None
     if not req.name:
         raise RequestError("name must not be empty")
-    if req.format not in KNOWN_FORMATS:
-        raise RequestError(
-            f"unknown format {req.format!r}; known formats: {', '.join(KNOWN_FORMATS)}"
-        )
+    fmt = known_format(req.format)
+    options = check_request(fmt, req.name, req.options or {})
     has_text, has_b64 = req.content is not None, req.content_base64 is not None
     if has_text and has_b64:
         raise ContentError("send exactly one of content and contentBase64, not both")
@@ -82,8 +128,8 @@ def parse_ingest_request(body: bytes) -> IngestRequest:
             raw = b64decode(req.content_base64, validate=True)
         except (binascii.Error, ValueError) as exc:
             raise ContentError(f"contentBase64 is not valid base64: {exc}") from None
-    elif req.format in FETCH_FORMATS:
+    elif fmt in FETCH_FORMATS:
         raw = None
     else:
         raise ContentError("send exactly one of content and contentBase64")
-    return IngestRequest(req.format, req.name, raw, req.options or {})
+    return IngestRequest(fmt, req.name, raw, options)

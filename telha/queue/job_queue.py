@@ -58,6 +58,9 @@ log = structlog.get_logger("telha.queue")
 #: wake-ups that cannot be seen in-process, e.g. jobs enqueued by another process).
 _MAX_IDLE_S = 5.0
 _MIN_WAIT_S = 0.05
+#: A format whose last poll stream ended this long ago (seconds) still counts as polled: a
+#: remote worker reconnecting after a blip does not make its jobs look orphaned.
+POLL_RECENT_S = 30.0
 
 
 class _Wakeups:
@@ -166,6 +169,34 @@ class JobQueue:
         #: job id → generation of leases :meth:`forget` was told are gone (at most the jobs
         #: leased through this process), settled by :meth:`check_revoked`.
         self._forgotten: dict[bytes, int] = {}
+        #: format → poll streams open for it in this process, and monotonic seconds at which
+        #: the last one ended (:meth:`polling`, :meth:`polled_formats`).
+        self._pollers: defaultdict[str, int] = defaultdict(int)
+        self._last_poll: dict[str, float] = {}
+
+    @contextmanager
+    def polling(self, formats: Sequence[str]) -> Iterator[None]:
+        """Count a poll stream (a worker's ``PollJobs``, in-process or remote) for
+        ``formats`` while the block runs, busy or waiting (:meth:`polled_formats`)."""
+        for fmt in formats:
+            self._pollers[fmt] += 1
+        try:
+            yield
+        finally:
+            now = time.monotonic()
+            for fmt in formats:
+                self._pollers[fmt] -= 1
+                if not self._pollers[fmt]:
+                    del self._pollers[fmt]
+                self._last_poll[fmt] = now
+
+    def polled_formats(self, recent_s: float = POLL_RECENT_S) -> set[str]:
+        """Formats a poll stream of this process serves now, or served within ``recent_s``
+        seconds (docs/operations.md, "Readiness": the ``hint`` of a pending job, ``/readyz``).
+        Another replica's streams are not seen."""
+        since = time.monotonic() - recent_s
+        recent = {fmt for fmt, at in self._last_poll.items() if at >= since}
+        return set(self._pollers) | recent
 
     @property
     def metrics(self) -> Metrics:
@@ -471,9 +502,13 @@ class JobQueue:
         extended = await self._store.heartbeat_jobs(leases, now_us=now, lease_us=self.lease_us)
         return extended, now + self.lease_us
 
-    async def fail(self, lease: LeaseRef, kind: str, detail: str) -> JobRecord:
-        """Record a failed attempt of a held job (retry with backoff, or dead). A detail
-        ending in ``(retry_after_s=N)`` delays the retry by at least ``N`` seconds.
+    async def fail(
+        self, lease: LeaseRef, kind: str, detail: str, *, log_detail: bool = False
+    ) -> JobRecord:
+        """Record a failed attempt of a held job (retry with backoff, or dead) and log it, once
+        (``job_failed``; ``log_detail``: with ``detail`` as ``reason``, for core's own reasons
+        only — a worker's may quote content). A detail ending in ``(retry_after_s=N)`` delays
+        the retry by at least ``N`` seconds.
 
         :raises telha.domain.errors.StaleLease: the caller does not hold the job.
         """
@@ -488,7 +523,10 @@ class JobQueue:
         self.transition(job.kind, "retried" if job.state == "pending" else "dead")
         # The line is about the attempt that failed (``job`` already counts it).
         with bound_job(**{**fields_of(job), "attempt": job.attempts}):
-            log.info("job_failed", failure_kind=kind, state=job.state, attempts=job.attempts)
+            extra = {"reason": detail} if log_detail else {}
+            log.info(
+                "job_failed", failure_kind=kind, state=job.state, attempts=job.attempts, **extra
+            )
         if job.state == "pending":
             self._wakeups.notify(job.format)
         return job

@@ -31,8 +31,10 @@ from telha.domain.errors import NotFound, RequestError, TelhaError, Unauthentica
 from telha.domain.model import Scope
 from telha.ingest.eraser import Eraser
 from telha.ingest.ingestor import Ingestor
+from telha.ingest.request import KNOWN_FORMATS
 from telha.metrics import Metrics
 from telha.queue.job_queue import JobQueue
+from telha.rest.access_log import SCOPE_KEY, AccessLogMiddleware
 from telha.rest.chunk_cache import ChunkCache
 from telha.rest.metrics_middleware import MetricsMiddleware
 from telha.storage.protocol import (
@@ -43,7 +45,7 @@ from telha.storage.protocol import (
     RetireStore,
     SearchStore,
 )
-from telha.wire import ErrorBody, ErrorDetail
+from telha.wire import ErrorBody, ErrorDetail, ReadyOut
 
 __all__ = ["AppState", "RestStore", "create_app", "json_response", "parse_uuid", "require_scope"]
 
@@ -142,7 +144,9 @@ async def require_scope(request: Request) -> Scope:
     key = request.headers.get("x-api-key")
     if not key:
         raise Unauthenticated("missing x-api-key header")
-    return await state(request).keys.scope_of(key)
+    scope = await state(request).keys.scope_of(key)
+    request.scope[SCOPE_KEY] = scope  # for the access log
+    return scope
 
 
 def parse_uuid(value: str, what: str) -> bytes:
@@ -236,10 +240,14 @@ async def healthz(request: Request) -> Response:
 
 
 async def readyz(request: Request) -> Response:
-    """Readiness: 200 once storage is open and migrated, 503 while starting or stopping."""
-    if not state(request).ready:
+    """Readiness: 200 once storage is open and migrated, 503 while starting or stopping.
+    ``formats``: the worker formats a poll stream of this process serves (in-process or
+    remote), sorted (docs/operations.md, "Readiness")."""
+    st = state(request)
+    if not st.ready:
         raise Unavailable("not ready")
-    return json_response({"status": "ready"})
+    formats = sorted(f for f in st.queue.polled_formats() if f in KNOWN_FORMATS)
+    return json_response(ReadyOut(status="ready", formats=formats))
 
 
 async def metrics(request: Request) -> Response:
@@ -289,7 +297,10 @@ def create_app(st: AppState) -> Starlette:
     ]
     app = Starlette(
         routes=routes,
-        middleware=[Middleware(MetricsMiddleware, metrics=st.metrics, routes=routes)],
+        middleware=[
+            Middleware(MetricsMiddleware, metrics=st.metrics, routes=routes),
+            Middleware(AccessLogMiddleware, routes=routes),
+        ],
         exception_handlers={
             TelhaError: _telha_error,
             HTTPException: _http_error,

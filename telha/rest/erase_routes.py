@@ -15,7 +15,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from telha.domain.errors import RequestError
-from telha.rest.app import decode_body, parse_uuid, require_scope, state
+from telha.rest.app import decode_body, parse_choice, parse_uuid, require_scope, state
 from telha.rest.ingest_routes import read_body
 
 __all__ = ["routes"]
@@ -32,14 +32,21 @@ class EraseRequest(msgspec.Struct, forbid_unknown_fields=True, rename="camel"):
     version_tx: int | None = None
 
 
-def parse_erase_request(body: bytes) -> EraseRequest:
-    """The validated body.
+class _DryRunRequest(EraseRequest, forbid_unknown_fields=True, rename="camel"):
+    """A dry run's body: the same, ``reason`` optional."""
+
+    reason: str = ""
+    version_tx: int | None = None
+
+
+def parse_erase_request(body: bytes, *, dry_run: bool = False) -> EraseRequest:
+    """The validated body (``dry_run``: ``reason`` may be absent or empty).
 
     :raises RequestError: not a JSON object of the shape above, an empty or too long
         ``reason``, a ``versionTx`` that is not a non-negative integer.
     """
-    req = decode_body(body, EraseRequest, "erase request")
-    if not req.reason.strip():
+    req = decode_body(body, _DryRunRequest if dry_run else EraseRequest, "erase request")
+    if not dry_run and not req.reason.strip():
         raise RequestError("reason must not be empty")
     if len(req.reason) > MAX_REASON_CHARS:
         raise RequestError(f"reason is over {MAX_REASON_CHARS} characters")
@@ -50,10 +57,18 @@ def parse_erase_request(body: bytes) -> EraseRequest:
 
 async def erase_source(request: Request) -> Response:
     """POST /v1/sources/{sourceId}/erase — erase for good; 200 with the result (a repeated
-    erase of erased versions answers the same result)."""
+    erase of erased versions answers the same result). ``?dryRun=true`` answers what would
+    be erased and erases nothing."""
     scope = await require_scope(request)
     source_id = parse_uuid(request.path_params["source_id"], "source")
-    req = parse_erase_request(await read_body(request, _MAX_BODY_BYTES))
+    dry_run = parse_choice(request.query_params.get("dryRun"), "dryRun", ("true", "false"))
+    body = await read_body(request, _MAX_BODY_BYTES)
+    if dry_run == "true":
+        # A dry run needs no reason: the body may be empty.
+        version_tx = parse_erase_request(body, dry_run=True).version_tx if body.strip() else None
+        preview = await state(request).eraser.preview(scope, source_id, version_tx)
+        return Response(preview, media_type="application/json")
+    req = parse_erase_request(body)
     principal = f"tenant={scope.tenant_id} organization={scope.organization_id}"
     result = await state(request).eraser.erase(
         scope, source_id, req.version_tx, req.reason, principal

@@ -17,6 +17,7 @@ from telha.ingest.request import parse_ingest_request
 from telha.offload import off_loop
 from telha.rest.app import AppState, json_response, parse_uuid, require_scope, state
 from telha.rest.job_json import job_status as job_status_out
+from telha.rest.job_json import pending_hint
 from telha.rest.upload import receive_upload
 from telha.wire import Deduplicated, IngestApplied, IngestEnqueued, JobStatus
 
@@ -118,14 +119,15 @@ async def ingest(request: Request) -> Response:
 
 async def job_out(st: AppState, scope: Scope, job: JobRecord) -> JobStatus:
     """The body of ``GET /v1/ingest/{jobId}`` (also what a cancel answers): the job with its
-    parent and its children counted by state (:func:`telha.rest.job_json.job_status`).
+    parent, its children counted by state and, for a pending job no worker of this process
+    polls for, a ``hint`` (:func:`telha.rest.job_json.job_status`).
 
     :raises NotFound: the job is not in ``scope``.
     """
     family = await st.store.job_family(scope, job.job_id)
     if family is None:
         raise NotFound("no such job")
-    return job_status_out(job, family)
+    return job_status_out(job, family, pending_hint(job, st.queue.polled_formats()))
 
 
 async def job_status(request: Request) -> Response:

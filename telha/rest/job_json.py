@@ -10,7 +10,7 @@ from telha.domain.listings import JobFamily
 from telha.domain.model import JobRecord
 from telha.wire import JobEventOut, JobStatus
 
-__all__ = ["attempts_made", "job_status"]
+__all__ = ["attempts_made", "job_status", "pending_hint"]
 
 
 def attempts_made(attempts: int, job_state: str) -> int:
@@ -20,9 +20,18 @@ def attempts_made(attempts: int, job_state: str) -> int:
     return attempts + (job_state in ("leased", "completed"))
 
 
-def job_status(job: JobRecord, family: JobFamily) -> JobStatus:
+def pending_hint(job: JobRecord, polled: set[str]) -> str | None:
+    """The ``hint`` of a job: for a ``pending`` ingest job whose format no worker polls
+    (``polled``: :meth:`telha.queue.job_queue.JobQueue.polled_formats`), say so; else
+    ``None``."""
+    if job.state != "pending" or not job.kind.startswith("ingest:") or job.format in polled:
+        return None
+    return f"no worker polls format {job.format}"
+
+
+def job_status(job: JobRecord, family: JobFamily, hint: str | None = None) -> JobStatus:
     """The wire form of ``job`` (read with its events) and its ``family`` (its parent and
-    its children counted by state)."""
+    its children counted by state); ``hint`` as :func:`pending_hint` gives it."""
     return JobStatus(
         job_id=id_str(job.job_id),
         kind=job.kind,
@@ -34,4 +43,5 @@ def job_status(job: JobRecord, family: JobFamily) -> JobStatus:
         events=[JobEventOut(at=e.at, transition=e.transition, detail=e.detail) for e in job.events],
         failure_reason=job.failure_reason,
         stats=msgspec.json.decode(job.stats) if job.stats else None,
+        hint=hint,
     )

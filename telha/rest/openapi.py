@@ -18,6 +18,7 @@ from telha.domain.units import UNITS
 from telha.ingest.request import KNOWN_FORMATS
 from telha.rest.listing_routes import JOB_KINDS
 from telha.rest.openapi_search import search_paths
+from workers_common.format_options import ALIASES
 
 __all__ = ["openapi_document", "routes"]
 
@@ -55,6 +56,12 @@ _RETIRE_BODY = {
     },
 }
 
+_ERASE_OUT = {
+    "description": "what was erased, or with dryRun=true what would be",
+    "content": {
+        "application/json": {"schema": {"oneOf": [_ref("ErasureOut"), _ref("ErasurePreviewOut")]}}
+    },
+}
 _ERASE_BODY = {
     "type": "object",
     "required": ["reason"],
@@ -109,23 +116,31 @@ _UNITS = _param(
     " code units (JavaScript string indices)",
 )
 
+#: Format names a request may use: the formats, then the aliases of known ones (any case).
+_FORMAT_NAMES = [*KNOWN_FORMATS, *(a for a, f in ALIASES.items() if f in KNOWN_FORMATS)]
+
 _INGEST_BODY = {
     "type": "object",
     "required": ["format", "name"],
     "additionalProperties": False,
     "properties": {
-        "format": {"type": "string", "enum": list(KNOWN_FORMATS)},
+        "format": {
+            "type": "string",
+            "enum": _FORMAT_NAMES,
+            "description": "case-insensitive; md, txt, htm are aliases",
+        },
         "name": {
             "type": "string",
             "minLength": 1,
-            "description": "file name or URL: the source identity",
+            "description": "file name or URL (web: an absolute http(s) URL): the source identity",
         },
         "content": {"type": ["string", "null"], "description": "content as text (UTF-8)"},
         "contentBase64": {"type": ["string", "null"], "description": "content as base64 bytes"},
         "options": {
             "type": ["object", "null"],
             "description": "format options; json: label (UPPER_SNAKE), nested (flatten|child);"
-            " any format but json: webhook {url, events} (docs/rest-api.md, Webhooks)",
+            " any format but json: webhook {url, events} (docs/rest-api.md, Webhooks), and its"
+            " worker's options (docs/formats.md); an unknown or ill-typed one answers 400",
         },
     },
 }
@@ -140,7 +155,7 @@ _UPLOAD_FORM = {
             "format": "binary",
             "description": "the raw bytes, streamed to disk; at most ingest.max_upload_bytes",
         },
-        "format": {"type": "string", "enum": list(KNOWN_FORMATS)},
+        "format": {"type": "string", "enum": _FORMAT_NAMES},
         "name": {"type": "string", "minLength": 1, "description": "the source identity"},
         "options": {
             "type": "string",
@@ -385,15 +400,25 @@ def _paths() -> dict[str, Any]:
                     " (erased), both digests of every erased version on the scope's"
                     " blocklist (a later ingest of them answers 410). Versions of other"
                     " sources sharing the bytes or canonical text are erased with it. A"
-                    " repeated erase answers the same result."
+                    " repeated erase answers the same result. dryRun=true erases nothing and"
+                    " answers what would be erased (ErasurePreviewOut: sources with names,"
+                    " versions, node counts); its body may be empty and reason is optional."
                 ),
                 "security": secured,
-                "parameters": [_SOURCE],
+                "parameters": [
+                    _SOURCE,
+                    _param(
+                        "dryRun",
+                        "query",
+                        _enum(("true", "false")),
+                        "true: answer what would be erased (ErasurePreviewOut), erase nothing",
+                    ),
+                ],
                 "requestBody": {
                     "required": True,
                     "content": {"application/json": {"schema": _ERASE_BODY}},
                 },
-                "responses": {"200": _json("ErasureOut", "what was erased"), **_ERRORS},
+                "responses": {"200": _ERASE_OUT, **_ERRORS},
             }
         },
         "/v1/sources/{sourceId}/versions/{tx}/text": {
@@ -522,8 +547,11 @@ def _paths() -> dict[str, Any]:
         "/readyz": {
             "get": {
                 "summary": "Readiness",
+                "description": "200 {status: ready, formats: [...]}: formats lists the worker"
+                " formats a worker of this process polls (in-process or remote over gRPC);"
+                " a job of another format waits (its GET carries a hint).",
                 "responses": {
-                    "200": {"description": "ready"},
+                    "200": _json("ReadyOut", "ready"),
                     "503": _json("ErrorBody", "UNAVAILABLE"),
                 },
             }

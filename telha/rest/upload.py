@@ -25,7 +25,7 @@ from starlette.requests import Request
 
 from telha.domain.errors import ContentError, PayloadTooLarge, RequestError
 from telha.ingest.ingestor import UploadedFile
-from telha.ingest.request import KNOWN_FORMATS
+from telha.ingest.request import check_request, known_format
 
 __all__ = ["Upload", "receive_upload"]
 
@@ -139,14 +139,14 @@ def _text(fields: dict[str, bytearray], key: str) -> str | None:
 def _upload_fields(fields: dict[str, bytearray], files: int) -> tuple[str, str, dict[str, Any]]:
     """``(format, name, options)`` of a finished form.
 
-    :raises RequestError: a missing or invalid field, unknown format, options not an object.
+    :raises RequestError: a missing or invalid field, unknown format, options not an object
+        or refused by the format's declaration (:func:`telha.ingest.request.check_request`).
     :raises ContentError: no file part.
     """
     fmt, name, options_text = (_text(fields, k) for k in ("format", "name", "options"))
     if not fmt:
         raise RequestError("field 'format' is required")
-    if fmt not in KNOWN_FORMATS:
-        raise RequestError(f"unknown format {fmt!r}; known formats: {', '.join(KNOWN_FORMATS)}")
+    fmt = known_format(fmt)
     if not name:
         raise RequestError("field 'name' is required and must not be empty")
     options: dict[str, Any] = {}
@@ -158,6 +158,7 @@ def _upload_fields(fields: dict[str, bytearray], files: int) -> tuple[str, str, 
         if not isinstance(decoded, dict):
             raise RequestError("field 'options' must be a JSON object")
         options = decoded
+    options = check_request(fmt, name, options)
     if files == 0:
         raise ContentError("send the content as a 'file' part")
     return fmt, name, options

@@ -25,7 +25,7 @@ from typing import Any, Protocol, Self
 import anyio.abc
 
 from telha.domain.chunking import MAX_CHUNKED_TEXT_BYTES
-from telha.domain.erasure import ErasePayload
+from telha.domain.erasure import ErasePayload, PreviewVersion
 from telha.domain.listings import (
     JobFamily,
     JobFilter,
@@ -447,6 +447,13 @@ class ErasureStore(Protocol):
         :raises StaleLease: the lease is not current.
         :raises ValueError: an unknown step.
         """
+
+    async def erasure_preview(
+        self, scope: Scope, source_id: bytes, version_tx: int | None
+    ) -> list[PreviewVersion]:
+        """What erasing ``source_id`` (or its version ``version_tx``) would erase now, writing
+        nothing: each version of the closure over shared digests with its source's name and
+        the node versions it wrote (:func:`telha.storage.core.erasure.erasure_preview`)."""
 
 
 class ScanStore(Protocol):

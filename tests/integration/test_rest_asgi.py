@@ -86,7 +86,7 @@ async def test_missing_and_unknown_keys_answer_401(api: Api) -> None:
         assert_error(await no_header.get("/v1/nodes"), 401, "UNAUTHENTICATED")
         # Unauthenticated routes stay open.
         assert (await no_header.get("/healthz")).json() == {"status": "ok"}
-        assert (await no_header.get("/readyz")).json() == {"status": "ready"}
+        assert (await no_header.get("/readyz")).json() == {"status": "ready", "formats": []}
 
 
 async def test_json_ingest_201_then_deduplicated_200(api: Api) -> None:

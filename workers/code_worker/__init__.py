@@ -39,6 +39,7 @@ from workers_common import (
     UnsupportedFeature,
     normalize_canonical,
 )
+from workers_common.format_options import option_names
 
 __all__ = ["FORMATS", "LANGUAGES", "file_id", "handle"]
 
@@ -47,7 +48,8 @@ FORMATS = ("code",)
 #: workers_common.handlers).
 PROCESS_POOL = True
 NAMESPACE = uuid.UUID("4c0d3e5a-1b2c-5d6e-8f90-636f64652121")
-_OPTIONS = frozenset({"language", "repo", "path"})
+#: A source file's options (workers_common.format_options declares them with the archive's).
+_OPTIONS = frozenset(option_names("code")) - ARCHIVE_OPTIONS
 #: Extension → language.
 LANGUAGES = {
     "py": "python", "pyi": "python", "rs": "rust", "js": "javascript", "mjs": "javascript",

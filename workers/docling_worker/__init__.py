@@ -23,6 +23,7 @@ import msgspec
 
 from docling_worker.isolation import pool
 from workers_common import Job, UnsupportedFeature
+from workers_common.format_options import option_names
 from workers_common.splitter import stream_submission
 
 __all__ = ["FORMATS", "handle"]
@@ -30,7 +31,7 @@ __all__ = ["FORMATS", "handle"]
 FORMATS = ("pdf", "docx", "pptx", "html")
 #: Submissions larger than this (JSON bytes) are streamed as partials (~2 MiB).
 STREAM_OVER_BYTES = 2 * 1024 * 1024
-_OPTIONS = frozenset({"clarify"})
+_OPTIONS = frozenset(option_names("pdf"))  # workers_common.format_options
 
 
 def handle(job: Job) -> bytes | Iterator[dict[str, Any]]:

@@ -67,6 +67,7 @@ from workers_common import (
     Job,
     UnsupportedFeature,
 )
+from workers_common.format_options import option_names
 from workers_common.ids import child_root_id
 from workers_common.temporal import find_dates, to_us
 
@@ -77,7 +78,7 @@ FORMATS = ("eml", "msg")
 #: workers_common.handlers).
 PROCESS_POOL = True
 NAMESPACE = uuid.UUID("0b6a3d6e-7f0a-5c8e-9a57-656d61696c21")
-_OPTIONS = frozenset({"clarify"})
+_OPTIONS = frozenset(option_names("eml"))  # workers_common.format_options
 _ROLES = ("From", "To", "Cc", "Bcc")
 
 

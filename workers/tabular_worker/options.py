@@ -13,16 +13,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from workers_common import UnsupportedFeature
+from workers_common.format_options import MAX_ROWS_PER_PARTIAL, OptionError, check_options
 
 __all__ = ["DEFAULT_ROWS_PER_PARTIAL", "MAX_ROWS_PER_PARTIAL", "TabularOptions", "parse_options"]
 
 #: Rows per streamed partial submission when ``rows_per_partial`` is absent.
 DEFAULT_ROWS_PER_PARTIAL = 10_000
-#: Upper bound of ``rows_per_partial`` (core caps one submission at 1,000,000 nodes).
-MAX_ROWS_PER_PARTIAL = 200_000
 
 _LABEL = re.compile(r"^[A-Z0-9]+(?:_[A-Z0-9]+)*$")
-_KNOWN = ("delimiter", "encoding", "header", "sheets", "rows_per_partial", "label", "clarify")
 _FORBIDDEN_DELIMITERS = {'"', "\n", "\r", "\x1f"}
 
 
@@ -118,8 +116,10 @@ def parse_options(options: dict[str, Any]) -> TabularOptions:
     :raises UnsupportedFeature: an unknown option, or a value of the wrong type or range; the
         message starts with the option's name.
     """
-    unknown = sorted(k for k in options if k not in _KNOWN)
-    if unknown:
-        raise UnsupportedFeature(f"{unknown[0]}: unknown option (known: {', '.join(_KNOWN)})")
+    # Names, types and ranges are declared once, for core and workers alike.
+    try:
+        check_options("csv", options)
+    except OptionError as exc:
+        raise UnsupportedFeature(str(exc)) from None
     values: dict[str, Any] = {k: _PARSERS[k](v) for k, v in options.items() if v is not None}
     return TabularOptions(**values)

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
 from workers_common import UnsupportedFeature
+from workers_common.format_options import option_names
 
 __all__ = ["CRAWL_DELAY_S", "DEFAULT_MAX_BYTES", "CrawlOptions", "WebOptions", "parse_options"]
 
@@ -35,10 +36,8 @@ CRAWL_DELAY_S = 1.0
 #: Default ``options.max_bytes``: 16 MiB.
 DEFAULT_MAX_BYTES = 16 * 1024 * 1024
 _WAIT_UNTIL = ("load", "domcontentloaded", "networkidle")
-_KEYS = frozenset({"timeout_s", "max_bytes", "wait_until", "wait_for", "clarify", "crawl"})
-_CRAWL_KEYS = frozenset(
-    {"max_depth", "max_pages", "same_origin", "include", "exclude", "delay_s", "depth", "origin"}
-)
+_KEYS = frozenset(option_names("web"))  # declared once: workers_common.format_options
+_CRAWL_KEYS = frozenset(option_names("web", "crawl"))
 
 
 @dataclass(frozen=True, slots=True)

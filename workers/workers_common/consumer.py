@@ -160,6 +160,8 @@ class WorkerConsumer:
     :param metrics: where job outcomes are counted (a worker process's ``/metrics``).
     :param processes: run the (plain, module-level) handler in anyio's process pool, at most
         this limiter's tokens at once across every consumer sharing it; ``None``: threads.
+    :param log_failures: log each failed job at info (``False``: at debug, for an in-process
+        consumer whose failures core logs in the same log).
     """
 
     def __init__(
@@ -175,8 +177,12 @@ class WorkerConsumer:
         spool_dir: Path | None = None,
         metrics: WorkerMetrics | None = None,
         processes: anyio.CapacityLimiter | None = None,
+        log_failures: bool = True,
     ) -> None:
         self._transport = transport
+        #: Log a failed job at info. An in-process consumer leaves it to core, whose
+        #: ``job_failed`` line is in the same log (one line per failure).
+        self._failure_level = logging.INFO if log_failures else logging.DEBUG
         self._handler = handler
         self._formats = formats
         self._worker_id = worker_id
@@ -327,7 +333,13 @@ class WorkerConsumer:
         reason, permanent, kind = classify(failed.__cause__)
         # The reason goes to core (the job's failureReason), not to the log: a handler's
         # message may quote the content it choked on.
-        log.info("job %s failed: %s (%s)", payload.job_id, kind, type(failed.__cause__).__name__)
+        log.log(
+            self._failure_level,
+            "job %s failed: %s (%s)",
+            payload.job_id,
+            kind,
+            type(failed.__cause__).__name__,
+        )
         await self._transport.submit(
             IngestionResult(
                 job_id=payload.job_id,

@@ -31,6 +31,7 @@ from telha.domain.erasure import (
     Counts,
     ErasePayload,
     NodeRow,
+    PreviewVersion,
     Versions,
     blockable,
     decode_payload,
@@ -62,6 +63,7 @@ __all__ = [
     "erase_step",
     "erased_versions",
     "erasure_leftovers",
+    "erasure_preview",
     "has_source",
 ]
 
@@ -115,6 +117,69 @@ async def _span_rows(
 
 
 # -- reads ---------------------------------------------------------------------------------
+
+
+async def _closure(tx: Tx, sid: int, source: bytes, version_tx: int | None) -> Versions:
+    """The versions an erasure of ``source`` (or of its version ``version_tx``) covers: those
+    not erased yet, plus every version of the scope sharing one of their digests (same bytes,
+    same personal data), until nothing new is found."""
+    sql = f"SELECT {VERSION_KEYS} FROM source_versions WHERE scope_id = ? AND source_id = ?"
+    sql += " AND erased_at IS NULL"
+    params: tuple[Any, ...] = (sid, source)
+    if version_tx is not None:
+        sql += " AND tx = ? AND canonical_text_hash IS NOT NULL"
+        params += (version_tx,)
+    targets = _versions(await tx.fetchall(sql, *params))
+    while True:
+        content = sorted(blockable(v[0] for v in targets.values()))
+        canonical = sorted(blockable(v[1] for v in targets.values()))
+        by_content, cparams = tx.any("content_hash", content, "bytea")
+        by_canonical, kparams = tx.any("canonical_text_hash", canonical, "bytea")
+        found = await tx.fetchall(
+            f"SELECT {VERSION_KEYS} FROM source_versions WHERE scope_id = ?"
+            f" AND erased_at IS NULL AND ({by_content} OR {by_canonical})",
+            sid, *cparams, *kparams,
+        )  # fmt: skip
+        new = {k: v for k, v in _versions(found).items() if k not in targets}
+        if not new:
+            return targets
+        targets.update(new)
+
+
+async def source_names(tx: Tx, sid: int, sources: Sequence[bytes]) -> dict[bytes, str]:
+    """``source_id → name`` of ``sources`` (the name of each one's latest version row)."""
+    names: dict[bytes, str] = {}
+    for i in range(0, len(sources), _BATCH):
+        by_id, params = tx.any("source_id", list(sources[i : i + _BATCH]), "bytea")
+        rows = await tx.fetchall(
+            f"SELECT source_id, name FROM source_versions WHERE scope_id = ? AND {by_id}"
+            " ORDER BY tx",
+            sid, *params,
+        )  # fmt: skip
+        names.update((r[0], str(r[1])) for r in rows)
+    return names
+
+
+async def erasure_preview(
+    tx: Tx, scope: Scope, source_id: bytes, version_tx: int | None
+) -> list[PreviewVersion]:
+    """What erasing ``source_id`` (or its version ``version_tx``) would erase now, without
+    writing: every version of the closure (:func:`_closure`) with its source's name and the
+    node versions it wrote, ordered by source id then tx. Empty for an unknown scope or a
+    source with nothing left to erase."""
+    sid = await tx.known_scope_id(scope)
+    if sid is None:
+        return []
+    targets = sorted(await _closure(tx, sid, source_id, version_tx))
+    names = await source_names(tx, sid, sorted({s for s, _ in targets}))
+    out = []
+    for s, t in targets:
+        row = await tx.fetchone(
+            "SELECT count(*) FROM nodes WHERE scope_id = ? AND source_id = ? AND tx_from = ?",
+            sid, s, t,
+        )  # fmt: skip
+        out.append(PreviewVersion(s, t, names.get(s, ""), int(row[0]) if row else 0))
+    return out
 
 
 async def has_source(tx: Tx, scope: Scope, source_id: bytes) -> bool:
@@ -182,7 +247,8 @@ async def erase_step(tx: Tx, lease: LeaseRef, step: str, now_us: int) -> Counts:
     if step == "finish":
         total = totals(done)
         versions = sorted(await erased_versions(tx, job_id), key=lambda k: k[1])
-        body = result_body(job_id, payload, versions, total, now_us)
+        names = await source_names(tx, sid, sorted({s for s, _ in versions}))
+        body = result_body(job_id, payload, versions, total, now_us, names)
         await tx.execute(
             "UPDATE erasures SET completed_at = ?, result = ? WHERE erasure_id = ?",
             now_us, body, job_id,
@@ -201,27 +267,9 @@ async def _mark(tx: Tx, sid: int, job_id: bytes, p: ErasePayload, now: int) -> C
     # Commits of this source wait for the mark: none slips in between the closure and the
     # blocklist.
     await tx.lock_sources(sid, (source,))
-    sql = f"SELECT {VERSION_KEYS} FROM source_versions WHERE scope_id = ? AND source_id = ?"
-    sql += " AND erased_at IS NULL"
-    params: tuple[Any, ...] = (sid, source)
-    if p.version_tx is not None:
-        sql += " AND tx = ? AND canonical_text_hash IS NOT NULL"
-        params += (p.version_tx,)
-    targets = _versions(await tx.fetchall(sql, *params))
-    while True:  # the closure: every version sharing one of the erased digests
-        content = sorted(blockable(v[0] for v in targets.values()))
-        canonical = sorted(blockable(v[1] for v in targets.values()))
-        by_content, cparams = tx.any("content_hash", content, "bytea")
-        by_canonical, kparams = tx.any("canonical_text_hash", canonical, "bytea")
-        found = await tx.fetchall(
-            f"SELECT {VERSION_KEYS} FROM source_versions WHERE scope_id = ?"
-            f" AND erased_at IS NULL AND ({by_content} OR {by_canonical})",
-            sid, *cparams, *kparams,
-        )  # fmt: skip
-        new = {k: v for k, v in _versions(found).items() if k not in targets}
-        if not new:
-            break
-        targets.update(new)
+    targets = await _closure(tx, sid, source, p.version_tx)
+    content = sorted(blockable(v[0] for v in targets.values()))
+    canonical = sorted(blockable(v[1] for v in targets.values()))
     await tx.executemany(
         "UPDATE source_versions SET erased_at = ?, erasure_id = ?, erase_reason = ?"
         " WHERE scope_id = ? AND source_id = ? AND tx = ?",
@@ -453,6 +501,12 @@ class ErasureOps(EngineOps):
     async def has_source(self, scope: Scope, source_id: bytes) -> bool:
         """See :func:`has_source`."""
         return await self._read(has_source, scope, source_id)
+
+    async def erasure_preview(
+        self, scope: Scope, source_id: bytes, version_tx: int | None
+    ) -> list[PreviewVersion]:
+        """See :func:`erasure_preview`."""
+        return await self._read(erasure_preview, scope, source_id, version_tx)
 
     async def erasure_leftovers(self) -> dict[str, int]:
         """See :func:`erasure_leftovers`."""
