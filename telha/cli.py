@@ -1,9 +1,9 @@
 """The ``telha`` command line (click): ``serve``, ``migrate``, ``check``, ``api-key
-create``/``worker-token``, ``webhook`` (:mod:`telha.cli_webhooks`), ``gc``
-(:mod:`telha.cli_gc`), and the client commands
+create``/``list``/``revoke``/``worker-token`` (:mod:`telha.cli_keys`), ``webhook``
+(:mod:`telha.cli_webhooks`), ``gc`` (:mod:`telha.cli_gc`), and the client commands
 ``ingest``, ``job``, ``jobs``, ``cancel``, ``source``, ``sources``, ``retire`` and ``diff``
-(:mod:`telha.cli_client`, :mod:`telha.cli_listings`), and ``search`` and ``mcp``
-(:mod:`telha.cli_retrieval`).
+(:mod:`telha.cli_ingest`, :mod:`telha.cli_client`, :mod:`telha.cli_listings`), and
+``search`` and ``mcp`` (:mod:`telha.cli_retrieval`).
 
 Exit codes: 0 success, 1 runtime failure, 2 usage or configuration error (the message names
 the dotted config key).
@@ -218,8 +218,9 @@ def worker_token(
 
 
 def _client_commands() -> None:
-    from telha.cli_client import cancel, diff, ingest, job, retire, source
+    from telha.cli_client import cancel, diff, job, retire, source
     from telha.cli_gc import gc
+    from telha.cli_ingest import ingest
     from telha.cli_listings import jobs, sources
     from telha.cli_retrieval import mcp, search
     from telha.cli_webhooks import webhook
