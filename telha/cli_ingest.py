@@ -63,7 +63,7 @@ _FINAL = frozenset({"completed", "dead", "cancelled", "refused", "deduplicated",
 #: How a file that did not make it in ended (red in the table; exit code 1).
 _BAD = ("dead", "cancelled", "refused", "failed")
 #: Seconds a job may stay ``enqueued`` before the server's ``hint`` for it is asked for
-#: (and again every as many seconds until it is leased or has one).
+#: (then again at doubling intervals until it is leased or has one).
 HINT_AFTER_S = 3.0
 #: The exit code after Ctrl-C (128 + SIGINT), as shells report it.
 EXIT_INTERRUPTED = 130
@@ -224,9 +224,11 @@ async def _wait(client: AsyncTelha, i: int, f: _File, out: _Reporter) -> None:
 
     async def hint() -> None:
         """The server's ``hint`` (say, no worker polls the format) once the job has stayed
-        pending for :data:`HINT_AFTER_S`."""
+        pending for :data:`HINT_AFTER_S`, asked again at doubling intervals (at most 30 s)."""
+        pause = HINT_AFTER_S
         while True:
-            await anyio.sleep(HINT_AFTER_S)
+            await anyio.sleep(pause)
+            pause = min(pause * 2, 30.0)
             if f.state not in ("pending", "enqueued", "retried"):
                 return
             try:
