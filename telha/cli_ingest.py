@@ -41,7 +41,7 @@ from rich.progress import (
     TaskID,
     TextColumn,
 )
-from rich.table import Table
+from rich.table import Column, Table
 from rich.text import Text
 
 from telha.cli_client import _KEY, _URL, unreachable
@@ -299,7 +299,9 @@ def _summary(files: list[_File], root: Path, console: Console) -> None:
         for row in (columns, *rows):
             click.echo("\t".join(cell.replace("\t", " ") for cell in row))
         return
-    table = Table(*columns, caption=where)
+    # Ids and names fold onto a second line rather than being cut: they are to be copied.
+    folded = [Column(c, overflow="fold") for c in columns[:3]]
+    table = Table(*folded, *columns[3:], caption=where)
     for row in rows:
         style = "red" if row[3] in _BAD else None
         table.add_row(*row, style=style)
