@@ -1,9 +1,9 @@
 """The ``telha`` command line (click): ``serve``, ``migrate``, ``check``, ``api-key
-create``/``worker-token``, ``webhook`` (:mod:`telha.cli_webhooks`), ``gc``
-(:mod:`telha.cli_gc`), and the client commands
+create``/``list``/``revoke``/``worker-token`` (:mod:`telha.cli_keys`), ``webhook``
+(:mod:`telha.cli_webhooks`), ``gc`` (:mod:`telha.cli_gc`), and the client commands
 ``ingest``, ``job``, ``jobs``, ``cancel``, ``source``, ``sources``, ``retire`` and ``diff``
-(:mod:`telha.cli_client`, :mod:`telha.cli_listings`), and ``search`` and ``mcp``
-(:mod:`telha.cli_retrieval`).
+(:mod:`telha.cli_ingest`, :mod:`telha.cli_client`, :mod:`telha.cli_listings`), and
+``search`` and ``mcp`` (:mod:`telha.cli_retrieval`).
 
 Exit codes: 0 success, 1 runtime failure, 2 usage or configuration error (the message names
 the dotted config key).
@@ -171,22 +171,18 @@ def api_key() -> None:
 def api_key_create(tenant: str, org: str, config_path: Path | None) -> None:
     """Mint a REST API key for (tenant, org); prints the key alone on one line.
 
-    Only its hash is stored; a running ``telha serve`` accepts it at once.
+    Only its hash is stored; a running ``telha serve`` accepts it at once. The store must
+    exist (the server's: ``--config``); none is created.
     """
+    from telha.cli_keys import existing_store, run_on_store
+
     if not tenant.strip() or not org.strip():
         raise click.UsageError("--tenant and --org must not be empty")
-    cfg, base_dir = load_or_exit(config_path)
+    cfg, base_dir = existing_store(config_path)
     key_id, key = mint_api_key()
-
-    async def store_key() -> None:
-        async with open_store(cfg, base_dir, readers=1, pool_size=2) as store:
-            await store.insert_api_key(Scope(tenant, org), key_id, hash_key(key))
-
-    try:
-        anyio.run(store_key, backend="asyncio")
-    except StorageError as exc:
-        click.echo(f"telha: storage error: {exc.message}", err=True)
-        sys.exit(1)
+    run_on_store(
+        cfg, base_dir, lambda store: store.insert_api_key(Scope(tenant, org), key_id, hash_key(key))
+    )
     click.echo(key)
 
 
@@ -218,8 +214,9 @@ def worker_token(
 
 
 def _client_commands() -> None:
-    from telha.cli_client import cancel, diff, ingest, job, retire, source
+    from telha.cli_client import cancel, diff, job, retire, source
     from telha.cli_gc import gc
+    from telha.cli_ingest import ingest
     from telha.cli_listings import jobs, sources
     from telha.cli_retrieval import mcp, search
     from telha.cli_webhooks import webhook
@@ -228,6 +225,10 @@ def _client_commands() -> None:
     commands += (diff, webhook, gc, search, mcp)
     for command in commands:
         main.add_command(command)
+    from telha.cli_keys import keys_list, keys_revoke
+
+    api_key.add_command(keys_list)
+    api_key.add_command(keys_revoke)
 
 
 _client_commands()

@@ -27,7 +27,15 @@ from starlette.routing import Route
 
 from telha.auth import hash_key
 from telha.config import Config
-from telha.domain.errors import NotFound, RequestError, TelhaError, Unauthenticated, Unavailable
+from telha.domain.errors import (
+    NotFound,
+    RequestError,
+    StorageError,
+    TelhaError,
+    Unauthenticated,
+    Unavailable,
+)
+from telha.domain.ids import now_us
 from telha.domain.model import Scope
 from telha.ingest.eraser import Eraser
 from telha.ingest.ingestor import Ingestor
@@ -37,6 +45,7 @@ from telha.queue.job_queue import JobQueue
 from telha.rest.access_log import SCOPE_KEY, AccessLogMiddleware
 from telha.rest.chunk_cache import ChunkCache
 from telha.rest.metrics_middleware import MetricsMiddleware
+from telha.storage.core.keys import LAST_USED_EVERY_US
 from telha.storage.protocol import (
     JobEventStore,
     KeyStore,
@@ -99,6 +108,8 @@ class KeyCache:
         self._ttl_s = ttl_s
         self._max = max_entries
         self._hits: dict[bytes, tuple[Scope, float]] = {}
+        #: key hash → when this process last wrote its ``last_used_at`` (monotonic s).
+        self._used: dict[bytes, float] = {}
 
     async def scope_of(self, key: str) -> Scope:
         """The scope of ``key``.
@@ -117,7 +128,23 @@ class KeyCache:
         if len(self._hits) >= self._max:
             self._hits.clear()
         self._hits[digest] = (scope, now + self._ttl_s)
+        await self._note_use(digest, now)
         return scope
+
+    async def _note_use(self, digest: bytes, now: float) -> None:
+        """Write the key's ``last_used_at`` when this process last did more than
+        :data:`~telha.storage.core.keys.LAST_USED_EVERY_US` ago (a storage failure here
+        does not refuse the request)."""
+        last = self._used.get(digest)
+        if last is not None and now - last < LAST_USED_EVERY_US / 1e6:
+            return
+        if len(self._used) >= self._max:
+            self._used.clear()
+        self._used[digest] = now
+        try:
+            await self._store.api_key_used(digest, now_us())
+        except StorageError as exc:
+            log.warning("key_use_not_noted", error=exc.message)
 
 
 def state(request: Request) -> AppState:

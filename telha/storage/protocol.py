@@ -58,6 +58,7 @@ from telha.domain.projection import Projection
 from telha.domain.search_query import Quote, Term
 from telha.storage.core.cancel import CancelOutcome
 from telha.storage.core.diff import VersionDiff
+from telha.storage.core.keys import KeyRecord
 from telha.storage.core.publish import RetireOutcome
 from telha.storage.core.retention import JobKey, RetentionResult
 from telha.storage.core.scan import Scan
@@ -98,6 +99,19 @@ class KeyStore(Protocol):
 
     async def scope_for_key(self, key_hash: bytes) -> Scope | None:
         """The scope of a live (not revoked) key, or ``None``. Reads the store every call."""
+
+    async def list_api_keys(
+        self, scope: Scope | None = None, *, revoked: bool = False
+    ) -> list[KeyRecord]:
+        """The store's keys (or ``scope``'s), oldest first, without the revoked ones unless
+        ``revoked``; never a key nor its hash."""
+
+    async def revoke_api_key(self, key_id: str) -> int | None:
+        """Revoke a key by id (a running REST front refuses it within 10 s); its revoke time
+        in µs (the first, when revoked already), ``None`` for an unknown id."""
+
+    async def api_key_used(self, key_hash: bytes, at: int) -> None:
+        """Note a use of the key at ``at`` (µs) for :meth:`list_api_keys`' ``last_used_at``."""
 
 
 class VersionStore(Protocol):

@@ -42,18 +42,20 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
         assert proc.stop() == 0, proc.log_text()
 
 
-def _telha(server: ServerProcess, key: str, *args: str) -> subprocess.CompletedProcess[str]:
+def _telha(
+    server: ServerProcess, key: str, *args: str, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "TELHA_API_KEY": key, "TELHA_URL": server.base_url}
     return subprocess.run(
         [sys.executable, "-m", "telha", *args], capture_output=True, text=True, env=env,
-        timeout=120, check=False,
+        timeout=120, check=False, cwd=cwd,
     )  # fmt: skip
 
 
 def _table(stdout: str) -> dict[str, dict[str, str]]:
     """The closing TSV table: file → its row (the lines after the ``file`` header)."""
     lines = stdout.splitlines()
-    start = lines.index("file\tsource id\tstate\tnodes\tfailure")
+    start = lines.index("file\tsource id\tjob id\tstate\tnodes\tfailure")
     header = lines[start].split("\t")
     rows = [dict(zip(header, line.split("\t"), strict=True)) for line in lines[start + 1 :]]
     return {r["file"]: r for r in rows}
@@ -77,14 +79,14 @@ def _key(server: ServerProcess) -> str:
 
 def test_ingest_a_mixed_folder_then_job_and_source(server: ServerProcess, tmp_path: Path) -> None:
     key = _key(server)
-    out = _telha(server, key, "ingest", str(_folder(tmp_path)))
+    out = _telha(server, key, "ingest", str(_folder(tmp_path)), cwd=tmp_path)
     assert out.returncode == 1, out.stderr
     table = _table(out.stdout)
     assert set(table) == {f"inbox/{n}" for n in [*FILES, "notes", "data.json", "blob.bin"]}
     states = {name.removeprefix("inbox/"): row["state"] for name, row in table.items()}
     assert states == {
         "countries.csv": "completed", "protected.xlsx": "dead", "hello.eml": "completed",
-        "tabs.py": "completed", "notes": "completed", "data.json": "applied",
+        "tabs.py": "completed", "notes": "completed", "data.json": "completed",
         "blob.bin": "refused", "unclosed.json": "refused",
     }  # fmt: skip
     assert table["inbox/protected.xlsx"]["failure"].startswith("unsupported_feature: encrypted")
@@ -110,6 +112,7 @@ def test_ingest_a_mixed_folder_then_job_and_source(server: ServerProcess, tmp_pa
         s for s in out.stdout.splitlines() if s.startswith("inbox/countries.csv: uploaded")
     )
     job_id = uploaded.split("job ")[1].rstrip(")")
+    assert csv["job id"] == job_id  # the table names each file's job
     job = _telha(server, key, "job", job_id)
     assert job.returncode == 0, job.stderr
     assert "state     completed" in job.stdout and "  completed  version=" in job.stdout
@@ -121,10 +124,12 @@ def test_no_wait_and_format_override(server: ServerProcess, tmp_path: Path) -> N
     path = tmp_path / "page.dat"
     path.write_text("First paragraph.\n\nSecond paragraph.\n")
     key = _key(server)
-    out = _telha(server, key, "ingest", "--no-wait", "--format", "markdown", str(path))
+    out = _telha(
+        server, key, "ingest", "--no-wait", "--format", "markdown", str(path), cwd=tmp_path
+    )
     assert out.returncode == 0, out.stderr
     (row,) = _table(out.stdout).values()
-    assert row["file"] == "page.dat" and row["state"] == "pending"
+    assert row["file"] == "page.dat" and row["state"] == "pending" and row["job id"]
     bad = _telha(server, key, "ingest", "--options", "[1]", str(path))
     assert bad.returncode == 2 and "must be a JSON object" in bad.stderr
 
@@ -146,7 +151,7 @@ async def test_wait_prints_each_event_as_it_arrives(server: ServerProcess, tmp_p
                   "relationships": []}  # fmt: skip
     token = server.worker_token(Scope(tenant, "org"))
     async with (
-        await anyio.open_process(cmd, env=env, stderr=subprocess.STDOUT) as proc,
+        await anyio.open_process(cmd, env=env, stderr=subprocess.STDOUT, cwd=tmp_path) as proc,
         scripted_worker(server.grpc_addr, token) as worker,
     ):
         assert proc.stdout is not None

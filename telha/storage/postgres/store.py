@@ -22,6 +22,7 @@ from telha.storage.core.cancel import CancelOps
 from telha.storage.core.diff import DiffOps
 from telha.storage.core.erasure import ErasureOps
 from telha.storage.core.job_events import JobEventOps
+from telha.storage.core.keys import KeyOps
 from telha.storage.core.listings import ListOps
 from telha.storage.core.raw import RawOps
 from telha.storage.core.reads import ReadOps
@@ -61,6 +62,7 @@ class PostgresStore(
     ErasureOps,
     WebhookOps,
     RetentionOps,
+    KeyOps,
     PgBase,
 ):
     """PostgreSQL implementation of :class:`telha.storage.protocol.Storage`.

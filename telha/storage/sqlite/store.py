@@ -16,6 +16,7 @@ from telha.storage.core.diff import DiffOps
 from telha.storage.core.erasure import ErasureOps
 from telha.storage.core.job_events import JobEventOps
 from telha.storage.core.jobs import JobOps
+from telha.storage.core.keys import KeyOps
 from telha.storage.core.listings import ListOps
 from telha.storage.core.raw import RawOps
 from telha.storage.core.reads import ReadOps
@@ -50,6 +51,7 @@ class SqliteStore(
     ErasureOps,
     WebhookOps,
     RetentionOps,
+    KeyOps,
     SqliteBase,
 ):
     """SQLite implementation of :class:`telha.storage.protocol.Storage`.

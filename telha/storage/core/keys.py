@@ -1,0 +1,92 @@
+"""REST API keys beyond minting (``telha api-key list``/``revoke``, docs/cli-and-client.md),
+written once for both engines: the keys of the store or of one scope, a revoke, and when a
+key was last used.
+
+A revoke takes effect on the next lookup of the key; the REST front remembers a looked-up
+key for at most 10 s (``telha.rest.app.KeyCache``), so a revoked key is refused within 10 s
+everywhere. ``last_used_at`` is written by that lookup, at most once a minute per key and
+process (:data:`LAST_USED_EVERY_US`): it is "last used" to the minute, never a write per
+request.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from telha.domain.ids import now_us
+from telha.domain.model import Scope
+from telha.storage.core.engine import EngineOps
+from telha.storage.core.tx import Tx
+
+__all__ = ["LAST_USED_EVERY_US", "KeyOps", "KeyRecord", "key_used", "list_keys", "revoke_key"]
+
+#: How stale a key's ``last_used_at`` may get before a lookup writes it again, µs.
+LAST_USED_EVERY_US = 60_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class KeyRecord:
+    """One API key as listed (never the key, nor its hash): times in µs since the Unix
+    epoch; ``last_used_at`` ``None`` when no request has used it yet, ``revoked_at``
+    ``None`` while it is live."""
+
+    key_id: str
+    scope: Scope
+    created_at: int
+    last_used_at: int | None
+    revoked_at: int | None
+
+
+async def list_keys(tx: Tx, scope: Scope | None, revoked: bool) -> list[KeyRecord]:
+    """The store's keys (``scope``: that scope's only), oldest first; revoked ones only
+    when ``revoked``."""
+    sql = (
+        "SELECT k.key_id, s.tenant_id, s.organization_id, k.created_at, k.last_used_at,"
+        " k.revoked_at FROM api_keys k JOIN scopes s ON s.scope_id = k.scope_id WHERE "
+    )
+    params: list[object] = []
+    sql += "1 = 1" if revoked else "k.revoked_at IS NULL"
+    if scope is not None:
+        sql += " AND s.tenant_id = ? AND s.organization_id = ?"
+        params += [scope.tenant_id, scope.organization_id]
+    rows = await tx.fetchall(sql + " ORDER BY k.created_at, k.key_id", *params)
+    return [KeyRecord(r[0], Scope(r[1], r[2]), r[3], r[4], r[5]) for r in rows]
+
+
+async def revoke_key(tx: Tx, key_id: str, at: int) -> int | None:
+    """Revoke the key ``key_id`` at ``at`` (µs); its revoke time (the first one, when it
+    was revoked already), or ``None`` for an unknown id."""
+    await tx.execute(
+        "UPDATE api_keys SET revoked_at = ? WHERE key_id = ? AND revoked_at IS NULL", at, key_id
+    )
+    row = await tx.fetchone("SELECT revoked_at FROM api_keys WHERE key_id = ?", key_id)
+    return None if row is None else int(row[0])
+
+
+async def key_used(tx: Tx, key_hash: bytes, at: int) -> None:
+    """Note that the key hashing to ``key_hash`` was used at ``at`` (µs); a later time
+    already noted is kept."""
+    await tx.execute(
+        "UPDATE api_keys SET last_used_at = ? WHERE key_hash = ?"
+        " AND (last_used_at IS NULL OR last_used_at < ?)",
+        at, key_hash, at,
+    )  # fmt: skip
+
+
+class KeyOps(EngineOps):
+    """The API key operations of :class:`telha.storage.protocol.KeyStore` beyond minting
+    and lookup."""
+
+    async def list_api_keys(
+        self, scope: Scope | None = None, *, revoked: bool = False
+    ) -> list[KeyRecord]:
+        """See :func:`list_keys`."""
+        return await self._read(list_keys, scope, revoked)
+
+    async def revoke_api_key(self, key_id: str) -> int | None:
+        """See :func:`revoke_key` (now)."""
+        return await self._transaction("revoke api key", revoke_key, key_id, now_us())
+
+    async def api_key_used(self, key_hash: bytes, at: int) -> None:
+        """See :func:`key_used`."""
+        await self._transaction("note api key use", key_used, key_hash, at)
