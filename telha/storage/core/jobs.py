@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import msgspec
+
 from telha.domain.erasure import payload_name, scrub_payload
 from telha.domain.errors import StaleLease
 from telha.domain.ids import id_str
@@ -248,9 +250,11 @@ async def complete(tx: Tx, sid: int, c: JobCompletion, detail: str | None) -> tu
     is refused (a ``child_refused`` event; the parent proceeds); returns the refused
     children's names. Children are enqueued while the parent is still leased, so a
     fetch-format child naming the parent's own ``(source, format)`` is deduplicated against
-    the parent: a fetch never queues itself again."""
+    the parent: a fetch never queues itself again. With children, the job's ``stats.children``
+    is the number of new jobs they made (deduplicated and refused ones not counted)."""
     parent = f"parent={id_str(c.lease.job_id)}"
     refused: list[str] = []
+    enqueued = 0
     for child in c.children:
         outcome = await enqueue(
             tx, sid, child, c.now_us, dedup=True, detail=parent, parent=c.lease.job_id
@@ -259,14 +263,25 @@ async def complete(tx: Tx, sid: int, c: JobCompletion, detail: str | None) -> tu
             refused.append(payload_name(child.payload))
             detail_ = f"{refused[-1]}: content erased"
             await add_event(tx, c.lease.job_id, c.now_us, "child_refused", detail_)
+        elif not outcome.deduplicated:
+            enqueued += 1
+    stats = _with_children(c.stats, enqueued) if c.children else c.stats
     await tx.execute(
         "UPDATE jobs SET state = 'completed', lease_owner = NULL, lease_deadline = NULL,"
         " stats = ?, continuation = NULL, updated_at = ? WHERE job_id = ?",
-        c.stats, c.now_us, c.lease.job_id,
+        stats, c.now_us, c.lease.job_id,
     )  # fmt: skip
     await add_event(tx, c.lease.job_id, c.now_us, "completed", detail)
     await job_ended(tx, c.lease.job_id, "completed", c.now_us)
     return tuple(refused)
+
+
+def _with_children(stats: bytes | None, enqueued: int) -> bytes:
+    """A job's ``stats`` JSON object with ``children`` set to the jobs really enqueued."""
+    fields = msgspec.json.decode(stats) if stats else {}
+    if not isinstance(fields, dict):
+        fields = {"worker": fields}
+    return msgspec.json.encode({**fields, "children": enqueued})
 
 
 async def scrub_job(tx: Tx, job_id: bytes) -> int:
