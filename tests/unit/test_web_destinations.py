@@ -5,6 +5,7 @@ category, CONNECT and absolute-URI requests with odd host spellings."""
 from __future__ import annotations
 
 import ipaddress
+import socket
 
 import anyio
 import pytest
@@ -142,9 +143,18 @@ async def test_proxy_checks_the_connected_address() -> None:
                     port, f"GET http://{host}:{iport}/admin HTTP/1.1\r\n\r\n".encode()
                 )
                 assert answer.startswith(b"HTTP/1.1 403"), (host, answer[:80])
-                assert b"X-Telha-Refused: " in answer
+                assert b"x-telha-refused: " in answer.lower()
                 tunnel = await _ask(port, f"CONNECT {host}:{iport} HTTP/1.1\r\n\r\n".encode())
                 assert tunnel.startswith(b"HTTP/1.1 403"), (host, tunnel[:80])
             assert len(proxy.refused) == 12
             assert all(f":{iport}" in r.reason for r in proxy.refused)
+        async with guard(Destinations.from_config(["127.0.0.1"], True)) as proxy:
+            port = int(proxy.url.rsplit(":", 1)[1])
+            with socket.socket() as unused:
+                unused.bind(("127.0.0.1", 0))
+                gone = unused.getsockname()[1]
+            closed = await _ask(port, f"GET http://127.0.0.1:{gone}/x HTTP/1.1\r\n\r\n".encode())
+            assert closed.startswith(b"HTTP/1.1 502")
+            assert b"net::ERR_CONNECTION_REFUSED" in closed
+            assert proxy.failure_for(f"http://127.0.0.1:{gone}/") == "net::ERR_CONNECTION_REFUSED"
         assert internal.hits == []

@@ -30,9 +30,15 @@ from playwright.async_api import Error as PlaywrightError
 from web_worker import requests
 from web_worker.browser import BrowserHost, WebSettings
 from web_worker.options import WebOptions
-from web_worker.proxy import REFUSED_HEADER, Guard, guard
+from web_worker.proxy import REFUSED_HEADER, UPSTREAM_ERROR_HEADER, Guard, guard
 from web_worker.status import network_failure, status_failure
-from workers_common import CorruptInput, ResourceLimit, TransientFailure, UnsupportedFeature
+from workers_common import (
+    CorruptInput,
+    ResourceLimit,
+    TransientFailure,
+    UnsupportedFeature,
+    WorkerFailure,
+)
 
 __all__ = ["FetchedFile", "FetchedPage", "fetch"]
 
@@ -84,6 +90,31 @@ def _refused(url: str, reason: str) -> UnsupportedFeature:
     return UnsupportedFeature(f"host_not_allowed: {url}: {reason}")
 
 
+def _tunnel_failure(message: str, url: str, proxy: Guard) -> WorkerFailure:
+    """A request error as a failure: an ``https://`` hop the proxy refused (Chromium says
+    only ``ERR_TUNNEL_CONNECTION_FAILED``) is ``host_not_allowed``; one it could not connect
+    is ``transient`` with the proxy's error; else :func:`network_failure`."""
+    if "ERR_TUNNEL_CONNECTION_FAILED" in message or "tunnel" in message.lower():
+        refusal = proxy.refusal_for(url)
+        if refusal is not None:
+            return _refused(url, refusal.reason)
+        error = proxy.failure_for(url)
+        if error is not None:
+            return TransientFailure(f"fetch failed for {url}: {error}")
+    return network_failure(message, url)
+
+
+def _proxy_answer(headers: dict[str, str], url: str) -> WorkerFailure | None:
+    """The failure the proxy's own answer stands for (a refused or unreachable hop)."""
+    refused = headers.get(REFUSED_HEADER)
+    if refused is not None:
+        return _refused(url, refused)
+    error = headers.get(UPSTREAM_ERROR_HEADER)
+    if error is not None:
+        return TransientFailure(f"fetch failed for {url}: {error}")
+    return None
+
+
 async def _download(
     ctx: BrowserContext, url: str, options: WebOptions, settings: WebSettings, proxy: Guard
 ) -> FetchedFile:
@@ -99,12 +130,11 @@ async def _download(
     except requests.TooManyRedirects:
         raise CorruptInput(f"too many redirects from {url}") from None
     except PlaywrightError as exc:
-        refusal = proxy.refusal_for(url)
-        if refusal is not None:
-            raise _refused(url, refusal.reason) from None
-        raise network_failure(exc.message, url) from None
+        raise _tunnel_failure(exc.message, url, proxy) from None
     try:
-        failure = status_failure(response.status, url, response.headers.get("retry-after"))
+        failure = _proxy_answer(response.headers, url) or status_failure(
+            response.status, url, response.headers.get("retry-after")
+        )
         if failure is not None:
             raise failure
         length = response.headers.get("content-length", "")
@@ -138,19 +168,15 @@ async def _load(
     except PlaywrightError as exc:
         if "Download is starting" in exc.message:
             return await _download(ctx, url, options, settings, proxy)
-        if "ERR_TUNNEL_CONNECTION_FAILED" in exc.message:
-            refusal = proxy.refusal_for(url)
-            if refusal is not None:  # an https:// navigation or redirect hop refused
-                raise _refused(url, refusal.reason) from None
-        raise network_failure(exc.message, url) from None
+        raise _tunnel_failure(exc.message, url, proxy) from None
     if response is None:
         raise TransientFailure(f"fetch failed for {url}: no response")
     # ``headers`` is already in hand (no round trip to the browser); it leaves out only
     # cookie-related headers.
     headers = response.headers
-    refused = headers.get(REFUSED_HEADER)
-    if refused is not None:  # the proxy's answer for the page or a redirect hop
-        raise _refused(url, refused)
+    answered = _proxy_answer(headers, url)  # the proxy's answer for the page or a hop
+    if answered is not None:
+        raise answered
     failure = status_failure(response.status, url, headers.get("retry-after"))
     if failure is not None:
         raise failure

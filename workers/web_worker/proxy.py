@@ -10,6 +10,8 @@ and connects to the first allowed address itself, so what was checked is what is
 to. ``CONNECT host:port`` (HTTPS, WebSockets) is tunnelled; a plain ``http://`` request is
 forwarded with ``Connection: close`` (one request per connection, so each is checked).
 
+A server that cannot be reached is answered ``502`` with an ``X-Telha-Upstream-Error``
+header (Chromium's name for the error) and recorded in :attr:`Guard.failed`.
 A refused request is answered ``403`` with an ``X-Telha-Refused`` header naming the address
 and the rule (a refused ``CONNECT`` makes Chromium fail with ``ERR_TUNNEL_CONNECTION_FAILED``)
 and recorded in :attr:`Guard.refused`, which the fetch reads: a refused navigation ends the
@@ -31,12 +33,15 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 
 from web_worker.destinations import Destinations, IPAddress, normalise_host
 
-__all__ = ["REFUSED_HEADER", "Guard", "Refusal", "guard"]
+__all__ = ["REFUSED_HEADER", "UPSTREAM_ERROR_HEADER", "Guard", "Refusal", "guard"]
 
 log = logging.getLogger("web_worker")
 
 #: Header of the proxy's ``403`` for a refused plain-HTTP request.
 REFUSED_HEADER = "x-telha-refused"
+#: Header of the proxy's ``502`` when the server could not be reached (Chromium's name for
+#: the error: ``ERR_CONNECTION_REFUSED``, ``ERR_NAME_NOT_RESOLVED`` …).
+UPSTREAM_ERROR_HEADER = "x-telha-upstream-error"
 #: Largest request or response head read (bytes), and seconds to connect upstream.
 _MAX_HEAD = 64 * 1024
 _CONNECT_S = 15.0
@@ -62,6 +67,15 @@ class Guard:
 
     url: str
     refused: list[Refusal] = field(default_factory=list)
+    #: ``(host, port, error)`` of connections that failed (not refused), in order.
+    failed: list[tuple[str, int, str]] = field(default_factory=list)
+
+    def failure_for(self, url: str) -> str | None:
+        """The connection error of ``url``'s host and port, ``None`` when none was seen."""
+        parts = urlsplit(url)
+        host = normalise_host(parts.hostname or "")
+        port = parts.port or _default_port(parts.scheme)
+        return next((e for h, p, e in self.failed if (h, p) == (host, port)), None)
 
     def refusal_for(self, url: str) -> Refusal | None:
         """The refusal of ``url``'s host and port, else the last refusal, else ``None``."""
@@ -79,6 +93,22 @@ def _default_port(scheme: str) -> int:
 
 class _Refused(Exception):
     pass
+
+
+class _Unreachable(Exception):
+    """The server could not be reached; ``str(exc)`` is Chromium's name for the error."""
+
+
+def _net_error(exc: BaseException) -> str:
+    if exc.__cause__ is not None and not isinstance(exc, TimeoutError | socket.gaierror):
+        exc = exc.__cause__  # anyio's "All connection attempts failed" wraps the last error
+    if isinstance(exc, ConnectionRefusedError):
+        return "net::ERR_CONNECTION_REFUSED"
+    if isinstance(exc, TimeoutError):
+        return "net::ERR_CONNECTION_TIMED_OUT"
+    if isinstance(exc, socket.gaierror):
+        return "net::ERR_NAME_NOT_RESOLVED"
+    return f"net::ERR_CONNECTION_FAILED ({exc})"
 
 
 async def _resolve(host: str, port: int) -> list[IPAddress]:
@@ -110,8 +140,11 @@ class _Proxy:
         :raises OSError: resolving or connecting failed.
         """
         host = normalise_host(host)
-        with anyio.fail_after(_CONNECT_S):
-            addresses = await _resolve(host, port)
+        try:
+            with anyio.fail_after(_CONNECT_S):
+                addresses = await _resolve(host, port)
+        except (OSError, TimeoutError) as exc:
+            raise self._unreachable(host, port, exc) from None
         reasons = [self.rules.check(host, a, port) for a in addresses]
         allowed = [a for a, why in zip(addresses, reasons, strict=True) if why is None]
         if not allowed:
@@ -119,15 +152,20 @@ class _Proxy:
             self.state.refused.append(Refusal(host, port, reason))
             log.info("web_worker: refused %s", reason)
             raise _Refused(reason)
-        error: OSError | None = None
+        error: BaseException | None = None
         for address in allowed:
             try:
                 with anyio.fail_after(_CONNECT_S):
                     return await anyio.connect_tcp(str(address), port)
             except (OSError, TimeoutError) as exc:
-                error = OSError(str(exc))
+                error = exc
         assert error is not None
-        raise error
+        raise self._unreachable(host, port, error)
+
+    def _unreachable(self, host: str, port: int, exc: BaseException) -> _Unreachable:
+        name = _net_error(exc)
+        self.state.failed.append((host, port, name))
+        return _Unreachable(name)
 
     async def handle(self, client: anyio.abc.SocketStream) -> None:
         """Serve one client connection; never raises (a failure closes the connection)."""
@@ -155,10 +193,9 @@ class _Proxy:
                 else:
                     await self._forward(client, reader, method, target, version, rest)
             except _Refused as exc:
-                await _answer(client, 403, "Forbidden", str(exc))
-            except (OSError, TimeoutError, anyio.BrokenResourceError) as exc:
-                with contextlib.suppress(OSError, anyio.BrokenResourceError):
-                    await _answer(client, 502, "Bad Gateway", None, str(exc))
+                await _answer(client, 403, "Forbidden", (REFUSED_HEADER, str(exc)))
+            except _Unreachable as exc:
+                await _answer(client, 502, "Bad Gateway", (UPSTREAM_ERROR_HEADER, str(exc)))
 
     async def _tunnel(
         self, client: anyio.abc.SocketStream, reader: BufferedByteReceiveStream, target: str
@@ -249,13 +286,12 @@ async def _answer(
     client: anyio.abc.SocketStream,
     status: int,
     phrase: str,
-    refused: str | None = None,
-    body: str = "",
+    header: tuple[str, str] | None = None,
 ) -> None:
-    text = (body or refused or phrase).encode()
+    text = (header[1] if header else phrase).encode()
     head = f"HTTP/1.1 {status} {phrase}\r\nContent-Type: text/plain\r\n"
-    if refused is not None:
-        head += f"X-Telha-Refused: {refused}\r\n"
+    if header is not None:
+        head += f"{header[0]}: {header[1]}\r\n"
     head += f"Content-Length: {len(text)}\r\nConnection: close\r\n\r\n"
     with contextlib.suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
         await client.send(head.encode("latin-1", "replace") + text)
