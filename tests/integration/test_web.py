@@ -1,6 +1,7 @@
 """web_worker inside ``telha serve``: pages served on 127.0.0.1 by the test itself
 (never any other address: the server's ``[web] allowed_hosts`` lists 127.0.0.1 only),
-fetched by the real browser, projected, stored; recrawl dedup, crawl fan-out with robots.txt, the failure map."""
+fetched by the real browser, projected, stored; recrawl dedup, crawl fan-out with
+robots.txt, the failure map."""
 
 from __future__ import annotations
 
