@@ -15,8 +15,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import msgspec
-
 from telha.domain.erasure import payload_name, scrub_payload
 from telha.domain.errors import StaleLease
 from telha.domain.ids import id_str
@@ -31,7 +29,12 @@ from telha.domain.model import (
     Scope,
 )
 from telha.domain.policy import LOSS_KINDS, Decide, DecideLoss, FailureDecision
-from telha.domain.records import decode_continuation, encode_continuation, job_record
+from telha.domain.records import (
+    decode_continuation,
+    encode_continuation,
+    job_record,
+    with_children,
+)
 from telha.storage.core.blocklist import blocked
 from telha.storage.core.deliveries import job_ended, record_job_webhook
 from telha.storage.core.engine import EngineOps
@@ -265,7 +268,7 @@ async def complete(tx: Tx, sid: int, c: JobCompletion, detail: str | None) -> tu
             await add_event(tx, c.lease.job_id, c.now_us, "child_refused", detail_)
         elif not outcome.deduplicated:
             enqueued += 1
-    stats = _with_children(c.stats, enqueued) if c.children else c.stats
+    stats = with_children(c.stats, enqueued) if c.children else c.stats
     await tx.execute(
         "UPDATE jobs SET state = 'completed', lease_owner = NULL, lease_deadline = NULL,"
         " stats = ?, continuation = NULL, updated_at = ? WHERE job_id = ?",
@@ -274,14 +277,6 @@ async def complete(tx: Tx, sid: int, c: JobCompletion, detail: str | None) -> tu
     await add_event(tx, c.lease.job_id, c.now_us, "completed", detail)
     await job_ended(tx, c.lease.job_id, "completed", c.now_us)
     return tuple(refused)
-
-
-def _with_children(stats: bytes | None, enqueued: int) -> bytes:
-    """A job's ``stats`` JSON object with ``children`` set to the jobs really enqueued."""
-    fields = msgspec.json.decode(stats) if stats else {}
-    if not isinstance(fields, dict):
-        fields = {"worker": fields}
-    return msgspec.json.encode({**fields, "children": enqueued})
 
 
 async def scrub_job(tx: Tx, job_id: bytes) -> int:
