@@ -85,6 +85,10 @@ async def test_allow_list_by_host_port_stops_every_other_port(
             assert isinstance(page, FetchedPage)
             assert site.hit_count("/img-same.png") == 1
             assert page.blocked_requests == 1
+            # https: the proxy refuses the CONNECT (Chromium: ERR_TUNNEL_CONNECTION_FAILED).
+            secure = away.replace("http://", "https://")
+            with pytest.raises(UnsupportedFeature, match=r"host_not_allowed: https://.*not on"):
+                await fetch(process.host, f"{secure}/tls.html", parse_options({}))
             hop = site.redirect("/away", f"{away}/target.html")
             with pytest.raises(UnsupportedFeature, match=r"host_not_allowed: .*localhost:\d+"):
                 await fetch(process.host, hop, parse_options({}))

@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 import web_worker
@@ -24,6 +25,7 @@ from web_worker.browser import startup_problem
 from web_worker.fetch import FetchedPage, fetch
 from web_worker.options import parse_options
 from web_worker.proxy import guard
+from workers_common.run import UsageError
 
 pytestmark = pytest.mark.anyio
 
@@ -112,7 +114,7 @@ async def test_no_sandbox_means_refusal_unless_allowed(monkeypatch: pytest.Monke
     assert problem is not None
     assert "sandbox is unavailable" in problem and "telha-no-such-user does not exist" in problem
     assert "allow_unsandboxed" in problem
-    with pytest.raises(RuntimeError, match="sandbox is unavailable"):
+    with pytest.raises(UsageError, match="sandbox is unavailable"):
         async with web_worker.lifespan():
             pass
     monkeypatch.setenv("TELHA_WEB__ALLOW_UNSANDBOXED", "true")
@@ -123,6 +125,14 @@ async def test_bad_allowed_hosts_entry_is_named(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setenv("TELHA_WEB__ALLOWED_HOSTS", "127.0.0.1:99999")
     problem = await startup_problem()
     assert problem is not None and "'127.0.0.1:99999'" in problem and "1-65535" in problem
+    # A remote web worker refuses to start the same way, before it connects: exit 2.
+    env = {**os.environ, "TELHA_GRPC_TARGET": "127.0.0.1:9", "TELHA_WORKER_TOKEN": "x"}
+    done = await anyio.run_process(
+        [sys.executable, "-m", "workers_common.run", "web_worker"], env=env, check=False
+    )
+    stderr = done.stderr.decode()
+    assert done.returncode == 2, stderr
+    assert "web_worker: [web] allowed_hosts: '127.0.0.1:99999'" in stderr
 
 
 def test_serve_refuses_a_bad_allow_list_and_warns_when_private_is_allowed(

@@ -37,6 +37,7 @@ from web_worker.project import project_file, project_page
 from web_worker.robots import RobotsCache
 from web_worker.sandbox import sandbox_problem
 from workers_common import Job, UnsupportedFeature
+from workers_common.run import UsageError
 
 __all__ = ["FORMATS", "handle", "lifespan", "startup_problem"]
 
@@ -65,12 +66,13 @@ async def lifespan() -> AsyncIterator[None]:
     job; a missing Chromium is logged here, at start, and each job then fails ``transient``
     with the same message (nothing hangs). The browser is closed on exit.
 
-    :raises RuntimeError: :func:`~web_worker.browser.startup_problem` (a bad allow-list, no
-        sandbox for Chromium and ``[web] allow_unsandboxed`` false): the worker does not start.
+    :raises UsageError: :func:`~web_worker.browser.startup_problem` (a bad allow-list, no
+        sandbox for Chromium and ``[web] allow_unsandboxed`` false): the worker does not
+        start (a remote worker exits 2 with the message).
     """
     problem = await startup_problem()
     if problem is not None:
-        raise RuntimeError(f"web_worker: {problem}")
+        raise UsageError(f"web_worker: {problem}")
     sandboxed = await anyio.to_thread.run_sync(sandbox_problem) is None
     if not sandboxed:
         log.warning("web_worker: Chromium runs WITHOUT its sandbox ([web] allow_unsandboxed)")

@@ -90,17 +90,26 @@ def _refused(url: str, reason: str) -> UnsupportedFeature:
     return UnsupportedFeature(f"host_not_allowed: {url}: {reason}")
 
 
-def _tunnel_failure(message: str, url: str, proxy: Guard) -> WorkerFailure:
-    """A request error as a failure: an ``https://`` hop the proxy refused (Chromium says
-    only ``ERR_TUNNEL_CONNECTION_FAILED``) is ``host_not_allowed``; one it could not connect
-    is ``transient`` with the proxy's error; else :func:`network_failure`."""
-    if "ERR_TUNNEL_CONNECTION_FAILED" in message or "tunnel" in message.lower():
-        refusal = proxy.refusal_for(url)
-        if refusal is not None:
-            return _refused(url, refusal.reason)
-        error = proxy.failure_for(url)
-        if error is not None:
-            return TransientFailure(f"fetch failed for {url}: {error}")
+def _tunnel_failure(
+    message: str, url: str, proxy: Guard, since: int, *, browser: bool
+) -> WorkerFailure:
+    """A request error as a failure. The proxy answers a refused or unreachable ``https://``
+    hop before any TLS, which Chromium reports only as ``ERR_TUNNEL_CONNECTION_FAILED`` and
+    Playwright's client as a failed request: when the proxy refused something since the
+    request started (``since``: :attr:`Guard.refused`'s length then) — and, for the
+    ``browser``'s navigation, the error is that one (its subresources may be refused
+    meanwhile) — it is ``host_not_allowed`` (the URL's own refusal, else the latest); a
+    connection the proxy could not make is ``transient`` with its error; else
+    :func:`network_failure`."""
+    tunnel = "ERR_TUNNEL_CONNECTION_FAILED" in message
+    if len(proxy.refused) > since and (tunnel or not browser):
+        own = proxy.refusal_for(url)
+        refusal = own if own in proxy.refused[since:] else proxy.refused[-1]
+        assert refusal is not None
+        return _refused(url, refusal.reason)
+    error = proxy.failure_for(url)
+    if error is not None and (tunnel or not browser):
+        return TransientFailure(f"fetch failed for {url}: {error}")
     return network_failure(message, url)
 
 
@@ -120,6 +129,7 @@ async def _download(
 ) -> FetchedFile:
     """Bytes Chromium would only download (a CSV, a ZIP …), through the context's own HTTP
     client (same cookies, same proxy; every redirect hop checked)."""
+    since = len(proxy.refused)
     try:
         response = await requests.get(
             ctx.request, url, refusal=settings.refusal, max_redirects=20,
@@ -130,7 +140,7 @@ async def _download(
     except requests.TooManyRedirects:
         raise CorruptInput(f"too many redirects from {url}") from None
     except PlaywrightError as exc:
-        raise _tunnel_failure(exc.message, url, proxy) from None
+        raise _tunnel_failure(exc.message, url, proxy, since, browser=False) from None
     try:
         failure = _proxy_answer(response.headers, url) or status_failure(
             response.status, url, response.headers.get("retry-after")
@@ -159,6 +169,7 @@ async def _load(
     """Everything that talks to the origin: navigate, check the status and media type (a
     non-HTML response is fetched again, as served), wait for ``options.wait_for``. Returns the
     HTTP status of a page now rendered in ``page``, or the file."""
+    since = len(proxy.refused)
     try:
         response: Response | None = await page.goto(
             url,
@@ -168,7 +179,7 @@ async def _load(
     except PlaywrightError as exc:
         if "Download is starting" in exc.message:
             return await _download(ctx, url, options, settings, proxy)
-        raise _tunnel_failure(exc.message, url, proxy) from None
+        raise _tunnel_failure(exc.message, url, proxy, since, browser=True) from None
     if response is None:
         raise TransientFailure(f"fetch failed for {url}: no response")
     # ``headers`` is already in hand (no round trip to the browser); it leaves out only
