@@ -119,6 +119,18 @@ async def test_no_sandbox_means_refusal_unless_allowed(monkeypatch: pytest.Monke
             pass
     monkeypatch.setenv("TELHA_WEB__ALLOW_UNSANDBOXED", "true")
     assert await startup_problem() is None
+    # Allowed: the worker starts, and Chromium runs with --no-sandbox (said in the log).
+    monkeypatch.setenv("TELHA_WEB__ALLOWED_HOSTS", "127.0.0.1")
+    with serve_site() as site:
+        url = site.page("/p.html", "<p>unsandboxed</p>")
+        async with web_worker.lifespan():
+            process = web_worker._process()
+            assert not process.host.sandboxed
+            rules = process.host.settings.destinations
+            async with guard(rules) as proxy, process.host.context(proxy.url) as ctx:
+                await (await ctx.new_page()).goto(url)
+                browsers = _chromium_processes()
+    assert any("--no-sandbox" in args for _p, args, _s in browsers)
 
 
 async def test_bad_allowed_hosts_entry_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
