@@ -167,7 +167,7 @@ async def test_robots_txt_redirected_to_internal_is_not_fetched(
     assert internal.hits == []
 
 
-async def test_a_url_off_the_allow_list_and_a_public_name(tenant: Tenant, site: Site) -> None:
+async def test_another_port_and_the_cloud_metadata_address(tenant: Tenant, site: Site) -> None:
     port = int(site.base.rsplit(":", 1)[1])
     job = await _run(tenant, f"http://127.0.0.1:{port + 1 if port < 65535 else port - 1}/x")
     _refused(job, "not on [web] allowed_hosts")
