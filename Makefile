@@ -15,10 +15,17 @@ $(BIN)/telha: pyproject.toml
 # web_worker drives Debian's chromium (never a browser download at run time); CI runs as root.
 CHROMIUM ?= /usr/bin/chromium
 
-setup: $(BIN)/telha $(CHROMIUM)
+setup: $(BIN)/telha $(CHROMIUM) browser-user
 
 $(CHROMIUM):
 	command -v chromium >/dev/null || (apt-get update && apt-get install -y chromium)
+
+# Chromium runs sandboxed as this unprivileged user when Telha runs as root (web_worker/sandbox.py).
+BROWSER_USER ?= telha-browser
+.PHONY: browser-user
+browser-user:
+	@[ "$$(id -u)" != 0 ] || getent passwd $(BROWSER_USER) >/dev/null || \
+		useradd --system --user-group --no-create-home --shell /usr/sbin/nologin $(BROWSER_USER)
 
 # Set everything up and run `telha serve` on the embedded SQLite default.
 run: setup

@@ -154,8 +154,18 @@ class WebConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True)
 
     #: The Chromium executable (Debian's ``chromium`` package; never downloaded at run time).
     chromium_path: str = "/usr/bin/chromium"
-    #: Hosts the browser may reach; empty: any. Tests and benchmarks set ``["127.0.0.1"]``.
+    #: Destinations the web worker may reach: ``host``, ``host:port``, an address, an
+    #: ``address:port`` (``[v6]:port``) or a CIDR network; empty: any public address
+    #: (docs/formats.md, "Web pages: destinations"). A loopback test site is listed by
+    #: address, say ``["127.0.0.1:8000"]``.
     allowed_hosts: list[str] = msgspec.field(default_factory=list)
+    #: Refuse loopback, private, link-local, CGNAT and other non-public addresses unless an
+    #: address or network entry of ``allowed_hosts`` lists them; ``false`` (an intranet
+    #: crawler) makes ``telha serve`` log a warning.
+    deny_private: bool = True
+    #: Run Chromium without its sandbox where the host cannot provide one (no user
+    #: namespaces, no ``telha-browser`` user); ``false``: the web worker refuses to start.
+    allow_unsandboxed: bool = False
 
 
 class WebhooksConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):

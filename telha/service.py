@@ -70,6 +70,29 @@ def _export_worker_settings(cfg: Config) -> None:
         os.environ[f"TELHA_DOCLING__{key.upper()}"] = str(getattr(cfg.docling, key))
     os.environ["TELHA_WEB__CHROMIUM_PATH"] = cfg.web.chromium_path
     os.environ["TELHA_WEB__ALLOWED_HOSTS"] = ",".join(cfg.web.allowed_hosts)
+    os.environ["TELHA_WEB__DENY_PRIVATE"] = str(cfg.web.deny_private).lower()
+    os.environ["TELHA_WEB__ALLOW_UNSANDBOXED"] = str(cfg.web.allow_unsandboxed).lower()
+
+
+async def _check_web_worker(cfg: Config, modules: dict[str, ModuleType]) -> None:
+    """The in-process web worker's start checks (docs/formats.md, "Web pages"): a warning
+    when private addresses are reachable; a config error when its allow-list does not parse
+    or Chromium's sandbox is unavailable and ``[web] allow_unsandboxed`` is false.
+
+    :raises ConfigError: the web worker must not start (the message says why).
+    """
+    web = modules.get("web_worker")
+    if web is None:
+        return
+    if not cfg.web.deny_private:
+        log.warning(
+            "web_deny_private_off",
+            detail="[web] deny_private = false: web jobs may fetch loopback and private"
+            " addresses (any key holder can read what this host can reach)",
+        )
+    problem = await web.startup_problem()
+    if problem is not None:
+        raise ConfigError("web", problem)
 
 
 async def serve(cfg: Config, base_dir: Path, shutdown: anyio.Event | None = None) -> None:
@@ -85,6 +108,7 @@ async def serve(cfg: Config, base_dir: Path, shutdown: anyio.Event | None = None
         modules = load_worker_modules(cfg.workers.in_process)
     except ValueError as exc:
         raise ConfigError("workers.in_process", str(exc)) from None
+    await _check_web_worker(cfg, modules)
     shutdown = shutdown or anyio.Event()
     # The receiver stays open until every actor has stopped: a signal during the final
     # close is absorbed, never the default "terminate now".

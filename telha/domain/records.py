@@ -36,6 +36,7 @@ __all__ = [
     "slice_chunks",
     "slice_text",
     "version_record",
+    "with_children",
 ]
 
 _decode = msgspec.json.decode
@@ -134,3 +135,12 @@ def slice_text(chunks: list[bytes], first: int, lo: int, hi: int) -> bytes:
     if not (is_boundary(buf, lo - base) and is_boundary(buf, hi - base)):
         raise RequestError(f"range [{lo}, {hi}) is not on UTF-8 character boundaries")
     return buf[lo - base : hi - base]
+
+
+def with_children(stats: bytes | None, enqueued: int) -> bytes:
+    """A job's ``stats`` JSON object with ``children`` set to the child jobs its completion
+    really enqueued (a child deduplicated against an active job, or refused, not counted)."""
+    fields = msgspec.json.decode(stats) if stats else {}
+    if not isinstance(fields, dict):
+        fields = {"worker": fields}
+    return msgspec.json.encode({**fields, "children": enqueued})

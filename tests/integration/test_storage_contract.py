@@ -446,6 +446,7 @@ async def test_job_lifecycle_dedup_heartbeat_fail_release_complete(store: Storag
     assert record is not None and record.state == "completed" and record.stats is not None
     assert msgspec.json.decode(record.stats) == {
         "rows": 1, "nodes_added": 1, "nodes_removed": 0, "nodes_changed": 0, "nodes_unchanged": 0,
+        "children": 1,
     }  # fmt: skip
     assert [e.transition for e in record.events] == [
         "enqueued", "leased", "retried", "leased", "released", "leased", "completed",
@@ -514,6 +515,46 @@ async def test_fetch_format_children_dedup_by_name(store: StorageEngine) -> None
         ("ingest:web", "pending"): 2,  # `later` and the other page's
         ("ingest:html", "pending"): 1,
     }
+
+
+async def test_deduplicated_completion_still_enqueues_its_fetch_children(
+    store: StorageEngine,
+) -> None:
+    """A recrawl of an unchanged page: no version, but its links (fetch children, no content)
+    are enqueued, each to be deduplicated on its own bytes; children carrying content came
+    from the same bytes and are not. ``stats.children`` counts the jobs really enqueued."""
+    raw = b"<a href=a.html>a</a>"
+    index = new_id()
+    await store.enqueue_job(SCOPE, ingest_job(index, raw, "web"), now_us=NOW, dedup=False)
+    first = await lease(store, "web")
+    await store.commit_version(
+        SCOPE, version(index, raw, job=first.job_id), one_node("a\n"), dedup=Dedup.SUBMIT,
+        completion=JobCompletion(held(first), NOW),
+    )  # fmt: skip
+    kept = await store.latest_version(SCOPE, index)
+    assert kept is not None
+    await store.enqueue_job(SCOPE, ingest_job(index, None, "web"), now_us=NOW, dedup=False)
+    again = await lease(store, "web")
+    linked = new_id()
+    fetch = NewJob(new_id(), "ingest:web", "web", linked, None, b'{"name":"http://x/a.html"}')
+    twice = replace(fetch, job_id=new_id())  # the same page linked twice: one job
+    attachment = ingest_job(new_id(), b"bytes of a file", "csv")
+    done = await store.commit_version(
+        SCOPE, version(index, raw, job=again.job_id), one_node("a\n"), dedup=Dedup.SUBMIT,
+        completion=JobCompletion(
+            held(again), NOW + 1, b'{"children": 3}', children=(fetch, twice, attachment)
+        ),
+    )  # fmt: skip
+    assert done.deduplicated and done.source_version_tx is None
+    record = await store.get_job(SCOPE, again.job_id)
+    assert record is not None and record.state == "completed"
+    assert record.events[-1].detail == "deduplicated"
+    assert record.stats is not None and msgspec.json.decode(record.stats) == {"children": 1}
+    child = await store.get_job(SCOPE, fetch.job_id)
+    assert child is not None and child.state == "pending"
+    assert await store.get_job(SCOPE, twice.job_id) is None
+    assert await store.get_job(SCOPE, attachment.job_id) is None
+    assert await store.latest_version(SCOPE, index) == kept  # no new version
 
 
 async def test_reap_expired_and_lose_jobs(store: StorageEngine) -> None:

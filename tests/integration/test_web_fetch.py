@@ -4,6 +4,7 @@ browser handles the type; a missing page maps to its failure."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import AsyncIterator
 from typing import Any
@@ -13,8 +14,10 @@ import pytest
 import web_worker
 from tests.conftest import CORPUS
 from tests.support.site import serve_site
+from web_worker import requests
 from web_worker.fetch import FetchedFile, FetchedPage, fetch
 from web_worker.options import parse_options
+from web_worker.proxy import guard
 from workers_common import CorruptInput, UnsupportedFeature
 
 pytestmark = pytest.mark.anyio
@@ -55,21 +58,75 @@ async def test_html_page_and_404(process: Any) -> None:
             await fetch(process.host, site.url("/missing"), parse_options({}))
 
 
-async def test_allow_list_stops_every_other_host(process: Any) -> None:
-    """Only 127.0.0.1 is reachable: a subresource on ``localhost`` (the same server, another
-    host name) and a redirect there never arrive."""
+@contextlib.asynccontextmanager
+async def _worker(monkeypatch: pytest.MonkeyPatch, **env: str) -> AsyncIterator[Any]:
+    """A web worker process's state with ``TELHA_WEB__<KEY>`` settings."""
+    for key, value in env.items():
+        monkeypatch.setenv(f"TELHA_WEB__{key.upper()}", value)
+    async with web_worker.lifespan():
+        yield web_worker._process()
+
+
+async def test_allow_list_by_host_port_stops_every_other_port(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Only the listed ``127.0.0.1:PORT`` is reachable: a subresource on another port of the
+    same address (as ``localhost``, which the early check cannot judge) and a redirect there
+    never arrive, and are counted."""
+    with serve_site() as site, serve_site() as other:
+        listed = site.base.removeprefix("http://")
+        async with _worker(monkeypatch, allowed_hosts=listed) as process:
+            away = other.base.replace("127.0.0.1", "localhost")
+            url = site.page(
+                "/guarded.html",
+                f"<img src='{away}/img-other.png'><img src='{site.base}/img-same.png'><p>x</p>",
+            )
+            page = await fetch(process.host, url, parse_options({}))
+            assert isinstance(page, FetchedPage)
+            assert site.hit_count("/img-same.png") == 1
+            assert page.blocked_requests == 1
+            # https: the proxy refuses the CONNECT (Chromium: ERR_TUNNEL_CONNECTION_FAILED).
+            secure = away.replace("http://", "https://")
+            with pytest.raises(UnsupportedFeature, match=r"host_not_allowed: https://.*not on"):
+                await fetch(process.host, f"{secure}/tls.html", parse_options({}))
+            hop = site.redirect("/away", f"{away}/target.html")
+            with pytest.raises(UnsupportedFeature, match=r"host_not_allowed: .*localhost:\d+"):
+                await fetch(process.host, hop, parse_options({}))
+            # Playwright's own HTTP client (downloads, robots.txt) goes through the proxy too.
+            async with guard(process.host.settings.destinations) as proxy:
+                pw = await process.host.playwright()
+                api = await pw.request.new_context(proxy={"server": proxy.url})
+                try:
+                    with pytest.raises(requests.HostNotAllowed, match="not on"):
+                        await requests.get(
+                            api, f"{away}/direct.csv", refusal=lambda _u: None,
+                            max_redirects=0, timeout_s=10,
+                        )  # fmt: skip
+                finally:
+                    await api.dispose()
+        assert other.hits == []
+
+
+async def test_default_denies_loopback_and_a_name_entry_does_not_allow_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     with serve_site() as site:
+        url = site.page("/p.html", "<p>x</p>")
         port = site.base.rsplit(":", 1)[1]
-        other = f"http://localhost:{port}"
-        url = site.page(
-            "/guarded.html",
-            f"<img src='{other}/img-other.png'><img src='{site.base}/img-same.png'><p>x</p>",
-        )
-        page = await fetch(process.host, url, parse_options({}))
-        assert isinstance(page, FetchedPage)
-        assert site.hit_count("/img-same.png") == 1
-        assert site.hit_count("/img-other.png") == 0
-        away = site.redirect("/away", f"{other}/target.html")
-        with pytest.raises(UnsupportedFeature, match="host_not_allowed"):
-            await fetch(process.host, away, parse_options({}))
-        assert site.hit_count("/target.html") == 0
+        async with _worker(monkeypatch, allowed_hosts="") as process:
+            with pytest.raises(UnsupportedFeature, match="is a loopback address"):
+                await fetch(process.host, url, parse_options({}))
+        named = f"http://localhost:{port}/p.html"
+        async with _worker(monkeypatch, allowed_hosts="localhost") as process:
+            with pytest.raises(
+                UnsupportedFeature, match=r"localhost:\d+ \(127.0.0.1\) is a loopback"
+            ):
+                await fetch(process.host, named, parse_options({}))
+        assert site.hits == []
+        # An intranet crawler: deny_private = false.
+        async with _worker(monkeypatch, allowed_hosts="", deny_private="false") as process:
+            page = await fetch(process.host, named, parse_options({}))
+            assert isinstance(page, FetchedPage)
+        async with _worker(monkeypatch, allowed_hosts="127.0.0.0/8") as process:
+            page = await fetch(process.host, url, parse_options({}))
+            assert isinstance(page, FetchedPage) and page.blocked_requests == 0

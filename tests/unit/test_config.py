@@ -121,3 +121,21 @@ def test_postgres_storage_section(tmp_path: Path) -> None:
     )
     assert cfg.storage.engine == "postgres"  # type: ignore[attr-defined]
     assert cfg.storage.pool_size == 20  # type: ignore[attr-defined]
+
+
+def test_web_destination_and_sandbox_keys(tmp_path: Path) -> None:
+    cfg = load_config(None, {})[0]
+    assert (cfg.web.allowed_hosts, cfg.web.deny_private, cfg.web.allow_unsandboxed) == (
+        [], True, False,
+    )  # fmt: skip
+    cfg = _load(
+        tmp_path,
+        '[web]\nallowed_hosts = ["127.0.0.1:8000", "10.0.0.0/8", "[::1]:9000"]\n'
+        "deny_private = false\nallow_unsandboxed = true\n",
+    )
+    assert cfg.web.allowed_hosts == ["127.0.0.1:8000", "10.0.0.0/8", "[::1]:9000"]
+    assert not cfg.web.deny_private and cfg.web.allow_unsandboxed
+    env = {"TELHA_WEB__DENY_PRIVATE": "false"}
+    assert not load_config(None, env)[0].web.deny_private
+    with pytest.raises(ConfigError, match=r"web\.deny_private"):
+        _load(tmp_path, '[web]\ndeny_private = "no"\n')

@@ -218,6 +218,7 @@ async def test_missing_chromium_fails_clearly(
     from workers_common import Job
 
     monkeypatch.setenv("TELHA_WEB__CHROMIUM_PATH", "/nonexistent/chromium")
+    monkeypatch.setenv("TELHA_WEB__ALLOWED_HOSTS", "127.0.0.1")
     job = Job("j", "ingest:web", "web", "http://127.0.0.1:9/x", b"", None, {}, 0, "t", "o")
     with caplog.at_level("ERROR", logger="web_worker"):
         async with web_worker.lifespan():

@@ -3,7 +3,9 @@
 The job's ``name`` is the URL; it carries no content. :func:`handle` fetches the page with
 Playwright driving the system Chromium (:mod:`web_worker.browser`: one browser per worker
 process, a fresh context per job), one fetch per origin at a time with a polite delay
-(:mod:`web_worker.gate`); projects the rendered HTML with docling's ``html`` projection plus
+(:mod:`web_worker.gate`), every connection through a proxy that checks the address it goes
+to (:mod:`web_worker.proxy`, :mod:`web_worker.destinations`: private addresses are refused
+unless listed); projects the rendered HTML with docling's ``html`` projection plus
 the page's properties and its links as ``URL_REF`` nodes (:mod:`web_worker.project`); reports
 BLAKE3 of the rendered HTML as ``contentHash``, so core deduplicates an unchanged recrawl at
 submit time (the job completes with a ``deduplicated`` event, no new version); and asks for
@@ -25,7 +27,7 @@ from typing import Any
 
 import anyio
 
-from web_worker.browser import BrowserHost, missing_browser, settings_from_env
+from web_worker.browser import BrowserHost, missing_browser, settings_from_env, startup_problem
 from web_worker.crawl import candidates, child_options
 from web_worker.fetch import FetchedFile, fetch
 from web_worker.gate import OriginGate
@@ -33,9 +35,11 @@ from web_worker.links import absolute_url, origin_of
 from web_worker.options import WebOptions, parse_options
 from web_worker.project import project_file, project_page
 from web_worker.robots import RobotsCache
+from web_worker.sandbox import sandbox_problem
 from workers_common import Job, UnsupportedFeature
+from workers_common.run import UsageError
 
-__all__ = ["FORMATS", "handle", "lifespan"]
+__all__ = ["FORMATS", "handle", "lifespan", "startup_problem"]
 
 FORMATS = ("web",)
 
@@ -46,8 +50,8 @@ class _Process:
     """What one worker process shares between its jobs: the browser, the per-origin gate,
     the robots.txt cache."""
 
-    def __init__(self) -> None:
-        self.host = BrowserHost(settings_from_env())
+    def __init__(self, *, sandboxed: bool) -> None:
+        self.host = BrowserHost(settings_from_env(), sandboxed=sandboxed)
         self.gate = OriginGate()
         self.robots = RobotsCache()
 
@@ -60,8 +64,19 @@ async def lifespan() -> AsyncIterator[None]:
     """The worker process's browser host, for the consumers started inside (entered once by
     ``telha serve``'s pools or ``workers_common.run``). The browser starts with the first
     job; a missing Chromium is logged here, at start, and each job then fails ``transient``
-    with the same message (nothing hangs). The browser is closed on exit."""
-    process = _Process()
+    with the same message (nothing hangs). The browser is closed on exit.
+
+    :raises UsageError: :func:`~web_worker.browser.startup_problem` (a bad allow-list, no
+        sandbox for Chromium and ``[web] allow_unsandboxed`` false): the worker does not
+        start (a remote worker exits 2 with the message).
+    """
+    problem = await startup_problem()
+    if problem is not None:
+        raise UsageError(f"web_worker: {problem}")
+    sandboxed = await anyio.to_thread.run_sync(sandbox_problem) is None
+    if not sandboxed:
+        log.warning("web_worker: Chromium runs WITHOUT its sandbox ([web] allow_unsandboxed)")
+    process = _Process(sandboxed=sandboxed)
     problem = missing_browser(process.host.settings)
     if problem is not None:
         log.error("web_worker: %s; web jobs will fail until it is installed", problem)
@@ -95,7 +110,7 @@ async def _children(
         if not process.host.settings.allows(url):
             continue
         playwright = await process.host.playwright()
-        robots = await process.robots.get(playwright, origin_of(url), process.host.settings.allows)
+        robots = await process.robots.get(playwright, origin_of(url), process.host.settings)
         if robots.allows(url):
             allowed.append(url)
     children = child_options(allowed, crawl, options.raw, origin=origin)

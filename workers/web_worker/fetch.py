@@ -8,6 +8,12 @@ response that is not HTML (its ``Content-Type`` is neither ``text/html`` nor
 context's HTTP client and returned as its raw bytes instead, for re-routing (the page would
 hold Chromium's viewer, not the bytes served). Everything is bounded by ``options.timeout_s``;
 failures are mapped by :mod:`web_worker.status`.
+
+Every request of the fetch goes through its own forward proxy (:func:`web_worker.proxy.guard`),
+which checks the address each connection goes to: a refused navigation (the URL itself or a
+redirect hop) ends the job ``unsupported_feature`` (``host_not_allowed``, naming the address);
+refused subresources (images, scripts, ``fetch``/XHR, iframes, WebSockets) are counted as
+``blocked_requests`` and the page is kept.
 """
 
 from __future__ import annotations
@@ -24,8 +30,15 @@ from playwright.async_api import Error as PlaywrightError
 from web_worker import requests
 from web_worker.browser import BrowserHost, WebSettings
 from web_worker.options import WebOptions
+from web_worker.proxy import REFUSED_HEADER, UPSTREAM_ERROR_HEADER, Guard, guard
 from web_worker.status import network_failure, status_failure
-from workers_common import CorruptInput, ResourceLimit, TransientFailure, UnsupportedFeature
+from workers_common import (
+    CorruptInput,
+    ResourceLimit,
+    TransientFailure,
+    UnsupportedFeature,
+    WorkerFailure,
+)
 
 __all__ = ["FetchedFile", "FetchedPage", "fetch"]
 
@@ -39,6 +52,7 @@ class FetchedPage:
     :ivar html: the serialized DOM after scripts ran, UTF-8 (its BLAKE3 is the content hash).
     :ivar final_url: the URL after redirects.
     :ivar base_url: ``document.baseURI`` (``<base href>`` resolved, else ``final_url``).
+    :ivar blocked_requests: requests of the page the proxy refused (subresources).
     """
 
     url: str
@@ -47,6 +61,7 @@ class FetchedPage:
     status: int
     title: str
     html: bytes
+    blocked_requests: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +74,7 @@ class FetchedFile:
     status: int
     content_type: str
     body: bytes
+    blocked_requests: int = 0
 
 
 def _media_type(header: str | None) -> str:
@@ -70,23 +86,65 @@ def _checked_size(size: int, options: WebOptions, what: str) -> None:
         raise ResourceLimit(f"{what} is {size} bytes, over options.max_bytes ({options.max_bytes})")
 
 
+def _refused(url: str, reason: str) -> UnsupportedFeature:
+    return UnsupportedFeature(f"host_not_allowed: {url}: {reason}")
+
+
+def _tunnel_failure(
+    message: str, url: str, proxy: Guard, since: int, *, browser: bool
+) -> WorkerFailure:
+    """A request error as a failure. The proxy answers a refused or unreachable ``https://``
+    hop before any TLS, which Chromium reports only as ``ERR_TUNNEL_CONNECTION_FAILED`` and
+    Playwright's client as a failed request: when the proxy refused something since the
+    request started (``since``: :attr:`Guard.refused`'s length then) — and, for the
+    ``browser``'s navigation, the error is that one (its subresources may be refused
+    meanwhile) — it is ``host_not_allowed`` (the URL's own refusal, else the latest); a
+    connection the proxy could not make is ``transient`` with its error; else
+    :func:`network_failure`."""
+    tunnel = "ERR_TUNNEL_CONNECTION_FAILED" in message
+    if len(proxy.refused) > since and (tunnel or not browser):
+        own = proxy.refusal_for(url)
+        refusal = own if own in proxy.refused[since:] else proxy.refused[-1]
+        assert refusal is not None
+        return _refused(url, refusal.reason)
+    error = proxy.failure_for(url)
+    if error is not None and (tunnel or not browser):
+        return TransientFailure(f"fetch failed for {url}: {error}")
+    return network_failure(message, url)
+
+
+def _proxy_answer(headers: dict[str, str], url: str) -> WorkerFailure | None:
+    """The failure the proxy's own answer stands for (a refused or unreachable hop)."""
+    refused = headers.get(REFUSED_HEADER)
+    if refused is not None:
+        return _refused(url, refused)
+    error = headers.get(UPSTREAM_ERROR_HEADER)
+    if error is not None:
+        return TransientFailure(f"fetch failed for {url}: {error}")
+    return None
+
+
 async def _download(
-    ctx: BrowserContext, url: str, options: WebOptions, settings: WebSettings
+    ctx: BrowserContext, url: str, options: WebOptions, settings: WebSettings, proxy: Guard
 ) -> FetchedFile:
     """Bytes Chromium would only download (a CSV, a ZIP …), through the context's own HTTP
-    client (same cookies; every redirect hop checked against the allow-list)."""
+    client (same cookies, same proxy; every redirect hop checked)."""
+    since = len(proxy.refused)
     try:
         response = await requests.get(
-            ctx.request, url, allows=settings.allows, max_redirects=20, timeout_s=options.timeout_s
-        )
+            ctx.request, url, refusal=settings.refusal, max_redirects=20,
+            timeout_s=options.timeout_s,
+        )  # fmt: skip
     except requests.HostNotAllowed as exc:
-        raise UnsupportedFeature(f"host_not_allowed: {url} redirects to {exc}") from None
+        raise _refused(url, str(exc)) from None
     except requests.TooManyRedirects:
         raise CorruptInput(f"too many redirects from {url}") from None
     except PlaywrightError as exc:
-        raise network_failure(exc.message, url) from None
+        raise _tunnel_failure(exc.message, url, proxy, since, browser=False) from None
     try:
-        failure = status_failure(response.status, url, response.headers.get("retry-after"))
+        failure = _proxy_answer(response.headers, url) or status_failure(
+            response.status, url, response.headers.get("retry-after")
+        )
         if failure is not None:
             raise failure
         length = response.headers.get("content-length", "")
@@ -95,17 +153,23 @@ async def _download(
         body = await response.body()
         _checked_size(len(body), options, "the response")
         media = _media_type(response.headers.get("content-type"))
-        return FetchedFile(url, response.url, response.status, media, body)
+        return FetchedFile(url, response.url, response.status, media, body, len(proxy.refused))
     finally:
         await response.dispose()
 
 
 async def _load(
-    ctx: BrowserContext, page: Page, url: str, options: WebOptions, settings: WebSettings
+    ctx: BrowserContext,
+    page: Page,
+    url: str,
+    options: WebOptions,
+    settings: WebSettings,
+    proxy: Guard,
 ) -> int | FetchedFile:
     """Everything that talks to the origin: navigate, check the status and media type (a
     non-HTML response is fetched again, as served), wait for ``options.wait_for``. Returns the
     HTTP status of a page now rendered in ``page``, or the file."""
+    since = len(proxy.refused)
     try:
         response: Response | None = await page.goto(
             url,
@@ -114,13 +178,16 @@ async def _load(
         )
     except PlaywrightError as exc:
         if "Download is starting" in exc.message:
-            return await _download(ctx, url, options, settings)
-        raise network_failure(exc.message, url) from None
+            return await _download(ctx, url, options, settings, proxy)
+        raise _tunnel_failure(exc.message, url, proxy, since, browser=True) from None
     if response is None:
         raise TransientFailure(f"fetch failed for {url}: no response")
     # ``headers`` is already in hand (no round trip to the browser); it leaves out only
     # cookie-related headers.
     headers = response.headers
+    answered = _proxy_answer(headers, url)  # the proxy's answer for the page or a hop
+    if answered is not None:
+        raise answered
     failure = status_failure(response.status, url, headers.get("retry-after"))
     if failure is not None:
         raise failure
@@ -128,18 +195,21 @@ async def _load(
     if media and media not in _HTML_TYPES:
         # What the page shows is Chromium's viewer (a PDF's is an HTML page of its own), not
         # the bytes served: fetch them again, as served.
-        return await _download(ctx, page.url, options, settings)
+        return await _download(ctx, page.url, options, settings, proxy)
     if options.wait_for:
         await page.wait_for_selector(options.wait_for, timeout=options.timeout_s * 1000)
     return response.status
 
 
-async def _read(page: Page, url: str, status: int, options: WebOptions) -> FetchedPage:
+async def _read(
+    page: Page, url: str, status: int, options: WebOptions, proxy: Guard
+) -> FetchedPage:
     """The rendered page, read from the browser (no request to the origin)."""
     html = (await page.content()).encode("utf-8")
     _checked_size(len(html), options, "the rendered page")
     title, base = await page.evaluate("[document.title, document.baseURI]")
-    return FetchedPage(url, page.url, str(base), status, str(title), html)
+    blocked = len(proxy.refused)
+    return FetchedPage(url, page.url, str(base), status, str(title), html, blocked)
 
 
 async def fetch(
@@ -156,27 +226,29 @@ async def fetch(
     separately making the page (time waiting for the turn does not count; starting the
     browser is bounded by Playwright's own launch timeout).
 
-    :raises UnsupportedFeature: ``host_not_allowed`` (allow-list), ``auth_required`` (401/403).
+    :raises UnsupportedFeature: ``host_not_allowed`` (the URL or a redirect hop refused,
+        :mod:`web_worker.destinations`), ``auth_required`` (401/403).
     :raises CorruptInput: 404, 410 and other statuses that are not worth retrying.
     :raises TransientFailure: 429/5xx (with ``retry_after_s``), network errors, the timeout,
         a missing browser (:class:`~web_worker.browser.BrowserUnavailable`).
     :raises ResourceLimit: more than ``options.max_bytes``.
     """
-    if not host.settings.allows(url):
-        raise UnsupportedFeature(f"host_not_allowed: {url} is not on [web] allowed_hosts")
+    why = host.settings.refusal(url)
+    if why is not None:
+        raise _refused(url, why)
     try:
-        async with host.context() as ctx:
+        async with guard(host.settings.destinations) as proxy, host.context(proxy.url) as ctx:
             with anyio.fail_after(options.timeout_s + 1):
                 page = await ctx.new_page()
             async with turn():
                 # One budget for loading and reading, started once the turn is ours.
                 deadline = anyio.current_time() + options.timeout_s + 1
                 with anyio.fail_after(options.timeout_s + 1):
-                    loaded = await _load(ctx, page, url, options, host.settings)
+                    loaded = await _load(ctx, page, url, options, host.settings, proxy)
             if isinstance(loaded, FetchedFile):
                 return loaded
             with anyio.fail_after(max(0.0, deadline - anyio.current_time())):
-                return await _read(page, url, loaded, options)
+                return await _read(page, url, loaded, options, proxy)
     except TimeoutError:
         raise TransientFailure(f"timeout: {url} took over {options.timeout_s:g} s") from None
     except PlaywrightError as exc:  # a wait_for timeout, the page crashing, …

@@ -144,7 +144,10 @@ def project_page(
         )  # fmt: skip
     sub["contentHash"] = blake3.blake3(page.html).hexdigest()
     stats = dict(sub.get("stats") or {})
-    stats.update({"status": page.status, "links": len(url_refs), "html_bytes": len(page.html)})
+    stats.update(
+        {"status": page.status, "links": len(url_refs), "html_bytes": len(page.html),
+         "blocked_requests": page.blocked_requests}
+    )  # fmt: skip
     sub["stats"] = stats
     return sub, list(url_refs)
 
@@ -165,7 +168,12 @@ def project_file(fetched: FetchedFile, name: str) -> dict[str, Any]:
         "spans": [],
         "nodes": [{"labels": ["DOCUMENT"], "properties": props, "spanRefs": []}],
         "relationships": [],
-        "stats": {"status": fetched.status, "routed_to": fmt, "bytes": len(fetched.body)},
+        "stats": {
+            "status": fetched.status,
+            "routed_to": fmt,
+            "bytes": len(fetched.body),
+            "blocked_requests": fetched.blocked_requests,
+        },
         "contentHash": blake3.blake3(fetched.body).hexdigest(),
         "childJobs": [
             {

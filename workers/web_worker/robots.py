@@ -1,28 +1,31 @@
 """robots.txt for crawl fan-out (docs/formats.md, "Web pages"), read with the standard library's
 ``urllib.robotparser`` and fetched with Playwright's HTTP client (``APIRequestContext``: the
-process's Playwright, no browser page, the same allow-list).
+process's Playwright, no browser page) through a proxy of its own that checks the address it
+connects to, as every request of the worker (:mod:`web_worker.proxy`).
 
 Which links it governs: the links a crawl would follow (child jobs). A URL submitted directly
 is fetched as asked, like a browser would.
 
 Rules (RFC 9309 §2.3.1): 2xx → the file's rules for user agent :data:`ROBOTS_AGENT` (else
-``*``); a 4xx (no robots.txt) → everything allowed; a 5xx, a network failure, a redirect
-off the allow-list or more than 5 redirects → nothing allowed, for this fan-out. Answers are
-cached per origin for :data:`CACHE_S` seconds in the worker process; a ``Crawl-delay`` raises
-the origin's polite delay (for jobs after the one that fetched it).
+``*``); a 4xx (no robots.txt) → everything allowed; a 5xx, a network failure, a refused
+destination (:mod:`web_worker.destinations`) or more than 5 redirects → nothing allowed, for
+this fan-out. Answers are cached per origin for :data:`CACHE_S` seconds in the worker
+process; a ``Crawl-delay`` raises the origin's polite delay (for jobs after the one that
+fetched it).
 """
 
 from __future__ import annotations
 
 import time
 import urllib.robotparser
-from collections.abc import Callable
 from dataclasses import dataclass
 
+from playwright.async_api import APIRequestContext, Playwright
 from playwright.async_api import Error as PlaywrightError
-from playwright.async_api import Playwright
 
 from web_worker import requests
+from web_worker.browser import WebSettings
+from web_worker.proxy import guard
 
 __all__ = ["CACHE_S", "ROBOTS_AGENT", "Robots", "RobotsCache"]
 
@@ -75,27 +78,35 @@ class RobotsCache:
             return hit[1]
         return None
 
-    async def get(
-        self, playwright: Playwright, origin: str, allows: Callable[[str], bool]
-    ) -> Robots:
+    async def get(self, playwright: Playwright, origin: str, settings: WebSettings) -> Robots:
         """The rules of ``origin`` (``scheme://host[:port]``); never raises for the file's
         absence or a failed fetch (see the module docstring). Redirects (at most 5, RFC 9309)
-        are followed only to hosts ``allows`` accepts."""
+        are followed only to destinations ``settings`` allows."""
         now = time.monotonic()
         hit = self._cache.get(origin)
         if hit is not None and now - hit[0] < CACHE_S:
             return hit[1]
-        robots = await self._fetch(playwright, origin, allows)
+        robots = await self._fetch(playwright, origin, settings)
         self._cache[origin] = (now, robots)
         return robots
 
-    async def _fetch(
-        self, playwright: Playwright, origin: str, allows: Callable[[str], bool]
-    ) -> Robots:
-        api = await playwright.request.new_context()
+    async def _fetch(self, playwright: Playwright, origin: str, settings: WebSettings) -> Robots:
+        async with guard(settings.destinations) as proxy:
+            api = await playwright.request.new_context(proxy={"server": proxy.url})
+            try:
+                return await self._read(api, origin, settings)
+            finally:
+                await api.dispose()
+
+    @staticmethod
+    async def _read(api: APIRequestContext, origin: str, settings: WebSettings) -> Robots:
         try:
             response = await requests.get(
-                api, f"{origin}/robots.txt", allows=allows, max_redirects=5, timeout_s=_TIMEOUT_S
+                api,
+                f"{origin}/robots.txt",
+                refusal=settings.refusal,
+                max_redirects=5,
+                timeout_s=_TIMEOUT_S,
             )
             try:
                 if 400 <= response.status < 500:
@@ -108,5 +119,3 @@ class RobotsCache:
             return parse_robots(body.decode("utf-8", "replace"))
         except (PlaywrightError, requests.HostNotAllowed, requests.TooManyRedirects):
             return Robots(None, False)
-        finally:
-            await api.dispose()

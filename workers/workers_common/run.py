@@ -237,4 +237,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Run as the importable module, so that an exception a worker module raises with
+    # ``workers_common.run.UsageError`` (its lifespan refusing to start) is this one.
+    from workers_common.run import main as _main
+
+    sys.exit(_main())

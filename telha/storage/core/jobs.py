@@ -29,7 +29,12 @@ from telha.domain.model import (
     Scope,
 )
 from telha.domain.policy import LOSS_KINDS, Decide, DecideLoss, FailureDecision
-from telha.domain.records import decode_continuation, encode_continuation, job_record
+from telha.domain.records import (
+    decode_continuation,
+    encode_continuation,
+    job_record,
+    with_children,
+)
 from telha.storage.core.blocklist import blocked
 from telha.storage.core.deliveries import job_ended, record_job_webhook
 from telha.storage.core.engine import EngineOps
@@ -248,9 +253,11 @@ async def complete(tx: Tx, sid: int, c: JobCompletion, detail: str | None) -> tu
     is refused (a ``child_refused`` event; the parent proceeds); returns the refused
     children's names. Children are enqueued while the parent is still leased, so a
     fetch-format child naming the parent's own ``(source, format)`` is deduplicated against
-    the parent: a fetch never queues itself again."""
+    the parent: a fetch never queues itself again. With children, the job's ``stats.children``
+    is the number of new jobs they made (deduplicated and refused ones not counted)."""
     parent = f"parent={id_str(c.lease.job_id)}"
     refused: list[str] = []
+    enqueued = 0
     for child in c.children:
         outcome = await enqueue(
             tx, sid, child, c.now_us, dedup=True, detail=parent, parent=c.lease.job_id
@@ -259,10 +266,13 @@ async def complete(tx: Tx, sid: int, c: JobCompletion, detail: str | None) -> tu
             refused.append(payload_name(child.payload))
             detail_ = f"{refused[-1]}: content erased"
             await add_event(tx, c.lease.job_id, c.now_us, "child_refused", detail_)
+        elif not outcome.deduplicated:
+            enqueued += 1
+    stats = with_children(c.stats, enqueued) if c.children else c.stats
     await tx.execute(
         "UPDATE jobs SET state = 'completed', lease_owner = NULL, lease_deadline = NULL,"
         " stats = ?, continuation = NULL, updated_at = ? WHERE job_id = ?",
-        c.stats, c.now_us, c.lease.job_id,
+        stats, c.now_us, c.lease.job_id,
     )  # fmt: skip
     await add_event(tx, c.lease.job_id, c.now_us, "completed", detail)
     await job_ended(tx, c.lease.job_id, "completed", c.now_us)

@@ -138,7 +138,9 @@ async def commit(
     2. a digest of the version on the blocklist: an upload is refused
        (:class:`ContentErased`, nothing written), a job ends ``dead`` (``erased``);
     3. a duplicate of the latest version (:func:`telha.domain.records.is_duplicate`) writes
-       no rows: an upload rolls back, a job completes ``deduplicated`` without its children;
+       no rows: an upload rolls back, a job completes ``deduplicated``, enqueuing only its
+       fetch children (no content: a recrawl's linked pages, each deduplicated on its own
+       fetched bytes); children carrying content came from the same bytes and are dropped;
     4. otherwise the version row and its rows at the next transaction time, and the job's
        completion with its child jobs.
 
@@ -166,8 +168,10 @@ async def commit(
         if is_duplicate(latest, version, canonical_hash, dedup):
             if completion is None:
                 raise Rollback(CommitOutcome(True, None, [], []))
-            # A duplicate writes no rows: no child jobs either.
-            await complete(tx, sid, replace(completion, children=()), "deduplicated")
+            # A duplicate writes no rows; its fetch children still run (a recrawl of an
+            # unchanged index must reach changed pages it links to).
+            fetches = tuple(c for c in children if c.content_hash is None)
+            await complete(tx, sid, replace(completion, children=fetches), "deduplicated")
             return CommitOutcome(True, None, [], [])
     explicit = [n.node_id for n in projection.nodes if n.node_id is not None]
     existing = await current_nodes(tx, sid, explicit) if explicit else {}
