@@ -14,11 +14,17 @@ $(BIN)/telha: pyproject.toml
 
 # web_worker drives Debian's chromium (never a browser download at run time); CI runs as root.
 CHROMIUM ?= /usr/bin/chromium
+# docling_worker's OCR drives Debian's tesseract with its English and orientation data.
+TESSERACT ?= /usr/share/tesseract-ocr/5/tessdata/osd.traineddata
 
-setup: $(BIN)/telha $(CHROMIUM)
+setup: $(BIN)/telha $(CHROMIUM) $(TESSERACT)
 
 $(CHROMIUM):
 	command -v chromium >/dev/null || (apt-get update && apt-get install -y chromium)
+
+$(TESSERACT):
+	command -v tesseract >/dev/null && test -f $(TESSERACT) || (apt-get update && \
+	  apt-get install -y tesseract-ocr tesseract-ocr-eng tesseract-ocr-osd)
 
 # Set everything up and run `telha serve` on the embedded SQLite default.
 run: setup

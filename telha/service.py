@@ -69,6 +69,9 @@ def _export_worker_settings(cfg: Config) -> None:
         os.environ[f"TELHA_DOCLING__{key.upper()}"] = str(getattr(cfg.docling, key))
     os.environ["TELHA_WEB__CHROMIUM_PATH"] = cfg.web.chromium_path
     os.environ["TELHA_WEB__ALLOWED_HOSTS"] = ",".join(cfg.web.allowed_hosts)
+    os.environ["TELHA_OCR__LANGUAGES"] = ",".join(cfg.ocr.languages)
+    for key in ("dpi", "min_confidence", "max_pages", "page_timeout_s"):
+        os.environ[f"TELHA_OCR__{key.upper()}"] = str(getattr(cfg.ocr, key))
 
 
 async def serve(cfg: Config, base_dir: Path, shutdown: anyio.Event | None = None) -> None:

@@ -21,6 +21,7 @@ __all__ = ["FETCH_FORMATS", "KNOWN_FORMATS", "IngestRequest", "parse_ingest_requ
 KNOWN_FORMATS = (
     "json", "text", "markdown", "pdf", "docx", "pptx", "html",
     "csv", "tsv", "xlsx", "web", "code", "eml", "msg",
+    "png", "jpeg", "tiff", "bmp", "webp",
 )  # fmt: skip
 
 
