@@ -51,9 +51,7 @@ def _zip_format(path: Path) -> str:
     return "code"
 
 
-def _sniff(path: Path, head: bytes) -> str | None:
-    if head.startswith(b"%PDF-"):
-        return "pdf"
+def _image_format(head: bytes) -> str | None:
     for magic, fmt in _IMAGE_MAGIC:
         if head.startswith(magic):
             return fmt
@@ -61,6 +59,15 @@ def _sniff(path: Path, head: bytes) -> str | None:
         return "webp"
     if head.startswith(b"BM") and head[6:10] == b"\x00\x00\x00\x00":  # reserved words: 0
         return "bmp"
+    return None
+
+
+def _sniff(path: Path, head: bytes) -> str | None:
+    if head.startswith(b"%PDF-"):
+        return "pdf"
+    image = _image_format(head)
+    if image is not None:
+        return image
     if head.startswith(b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"):
         return "msg"
     if head.startswith(b"PK\x03\x04"):

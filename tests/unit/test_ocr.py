@@ -114,6 +114,7 @@ def test_force_reads_a_text_pdf_through_ocr() -> None:
     forced = _run(CORPUS / "pdf" / "simple1.pdf", "pdf", {"ocr": "force"})
     assert "ocr_pages" not in native["stats"]
     assert forced["stats"]["ocr_pages"] == 1
+
     # simple1.pdf's text layer spaces some words out ("H e l l o"): compare the letters.
     def letters(out: dict[str, Any]) -> list[str]:
         return sorted(c for c in out["canonicalText"] if not c.isspace())

@@ -12,6 +12,7 @@ that child's address-space ceiling (``RLIMIT_AS``) and dies with it (``PR_SET_PD
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import shutil
@@ -59,10 +60,8 @@ def binary() -> str | None:
 
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the forked child
-    try:
+    with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    except (OSError, AttributeError):
-        pass
 
 
 def _run(args: list[str], timeout_s: float, what: str) -> subprocess.CompletedProcess[bytes]:
