@@ -60,6 +60,7 @@ bench: setup
 	$(BIN)/python bench/email_code.py
 	$(BIN)/python bench/web.py
 	$(BIN)/python bench/versions.py
+	$(BIN)/python bench/ocr.py
 
 # The queue benchmark on PostgreSQL too (one replica and two), beside the SQLite rows, on the
 # throwaway cluster of scripts/pg-test-server (fsync on, synchronous_commit off) in
