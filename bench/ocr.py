@@ -7,8 +7,8 @@ End to end: a real ``telha serve`` subprocess on 127.0.0.1 with ``docling_worker
 (one consumer: one page at a time, like the floor); each page is POSTed as a ``png`` job
 (JSON body, base64), timed from the first POST to the last ``completed``, after one warm-up
 job (the parse child's start-up is not counted). Peak RSS: the largest ``VmHWM`` of the
-server's descendants that do OCR (the parse child and its ``tesseract`` processes), sampled
-every 20 ms while the jobs run.
+server's descendants (the parse child and its ``tesseract`` processes), read from ``/proc``
+every 0.25 s by a thread while the jobs run.
 
 Floor, in the same run: one ``tesseract`` process reading the same PNG files from a list with
 the same settings (``--oem 1 --psm 3 --dpi 300 -l eng tsv``, ``OMP_THREAD_LIMIT=1``); its peak
@@ -35,6 +35,7 @@ import os
 import resource
 import subprocess
 import tempfile
+import threading
 import time
 
 import httpx
@@ -62,31 +63,47 @@ def make_pages(folder: Path, count: int) -> list[Path]:
     return paths
 
 
-def _descendants(pid: int) -> list[int]:
-    found: list[int] = []
-    todo = [pid]
-    while todo:
-        out = subprocess.run(
-            ["pgrep", "-P", str(todo.pop())], capture_output=True, text=True, check=False
-        ).stdout.split()
-        found.extend(int(p) for p in out)
-        todo.extend(int(p) for p in out)
+def _processes() -> dict[int, tuple[int, str, float]]:
+    """pid → (parent pid, name, ``VmHWM`` MB) of every process, read from ``/proc``."""
+    found: dict[int, tuple[int, str, float]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            status = (entry / "status").read_text()
+        except OSError:
+            continue
+        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+        hwm = int(fields.get("VmHWM", "0 kB").split()[0]) / 1024
+        found[int(entry.name)] = (int(fields["PPid"]), fields["Name"].strip(), hwm)
     return found
 
 
 def _ocr_hwm_mb(server_pid: int) -> float:
-    """Largest ``VmHWM`` of the server's OCR descendants (the parse child, tesseract), MB."""
-    peak = 0.0
-    for pid in _descendants(server_pid):
-        try:
-            status = Path(f"/proc/{pid}/status").read_text()
-        except OSError:
-            continue
-        lines = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
-        if lines.get("Name", "").strip() not in ("tesseract", "python3", "python"):
-            continue
-        peak = max(peak, int(lines.get("VmHWM", "0 kB").split()[0]) / 1024)
+    """Largest ``VmHWM`` of the server's descendants (the parse child, tesseract), MB."""
+    procs = _processes()
+    family, peak = {server_pid}, 0.0
+    for _ in range(4):  # server → parse child → tesseract: a few generations
+        for pid, (ppid, _name, hwm) in procs.items():
+            if ppid in family and pid not in family:
+                family.add(pid)
+                peak = max(peak, hwm)
     return peak
+
+
+class _Sampler(threading.Thread):
+    """Samples :func:`_ocr_hwm_mb` every 0.25 s until stopped (a thread, not a busy loop in
+    the timed path)."""
+
+    def __init__(self, server_pid: int) -> None:
+        super().__init__(daemon=True)
+        self.server_pid = server_pid
+        self.peak = 0.0
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        while not self.stopped.wait(0.25):
+            self.peak = max(self.peak, _ocr_hwm_mb(self.server_pid))
 
 
 def run_end_to_end(tmp: Path, pages: list[Path]) -> tuple[float, float]:
@@ -96,7 +113,6 @@ def run_end_to_end(tmp: Path, pages: list[Path]) -> tuple[float, float]:
         docling={"timeout_s": 600},
     )  # fmt: skip
     server = ServerProcess(config).start()
-    peak = 0.0
     try:
         key = server.create_key("bench", "org")
         assert server.proc is not None
@@ -112,23 +128,24 @@ def run_end_to_end(tmp: Path, pages: list[Path]) -> tuple[float, float]:
                 return str(resp.json()["jobId"])
 
             def wait(job_id: str) -> None:
-                nonlocal peak
                 while (job := c.get(f"/v1/ingest/{job_id}").json())["state"] not in (
                     "completed", "dead",
                 ):  # fmt: skip
-                    assert server.proc is not None
-                    peak = max(peak, _ocr_hwm_mb(server.proc.pid))
-                    time.sleep(0.02)
+                    time.sleep(0.05)
                 if job["state"] != "completed":
                     raise RuntimeError(f"{job_id}: {job['failureReason']}")
 
+            sampler = _Sampler(server.proc.pid)
+            sampler.start()
             wait(post("warm-up.png", pages[0]))
             started = time.perf_counter()
             jobs = [post(f"bench/{p.name}", p) for p in pages]
             for job_id in jobs:
                 wait(job_id)
             seconds = time.perf_counter() - started
-            peak = max(peak, _ocr_hwm_mb(server.proc.pid))
+            sampler.stopped.set()
+            sampler.join()
+            peak = max(sampler.peak, _ocr_hwm_mb(server.proc.pid))
     finally:
         server.stop()
     return seconds, peak

@@ -225,3 +225,12 @@ def test_limits_and_a_missing_tesseract(
     monkeypatch.setenv("TELHA_OCR__LANGUAGES", "eng,xx_not_installed")
     reason = _pool_failure(path, "tiff")
     assert reason.startswith("unsupported_feature: ocr_unavailable"), reason
+
+
+def test_a_transparent_png_reads_as_on_white(tmp_path: Path, paragraph: list[str]) -> None:
+    image, drawn = render_page(paragraph[:10], 300)
+    image = image.crop((0, 0, image.width, 500))
+    ink = Image.new("LA", image.size, (0, 0))  # black ink, alpha from the page's darkness
+    ink.putalpha(image.point(lambda v: 255 - v))
+    out = _run(_save(ink, tmp_path, "clear.png", "PNG"), "png")
+    assert cer(drawn, out["canonicalText"]) <= 0.02, out["canonicalText"]

@@ -5,6 +5,9 @@ errors naming the dotted key, and the ``TELHA_OCR__*`` settings the worker reads
 from __future__ import annotations
 
 import io
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -79,3 +82,18 @@ def test_worker_settings_from_the_environment() -> None:
         ocr_settings({"TELHA_OCR__DPI": "0"})
     with pytest.raises(ValueError):
         ocr_settings({"TELHA_OCR__LANGUAGES": " , "})
+
+
+def test_a_missing_tesseract_is_said_at_start() -> None:
+    env = {**os.environ, "TELHA_OCR__TESSERACT": "/nonexistent/tesseract"}
+    done = subprocess.run(
+        [sys.executable, "-c", "import docling_worker"],
+        capture_output=True, text=True, env=env, check=True, cwd=Path(__file__).parents[2],
+    )  # fmt: skip
+    assert "ocr_unavailable: tesseract not found" in done.stderr
+    env["TELHA_OCR__TESSERACT"] = ""
+    done = subprocess.run(
+        [sys.executable, "-c", "import docling_worker"],
+        capture_output=True, text=True, env=env, check=True, cwd=Path(__file__).parents[2],
+    )  # fmt: skip
+    assert "ocr_unavailable" not in done.stderr  # Debian's tesseract is installed

@@ -93,6 +93,15 @@ def _resolution(image: Image.Image) -> int | None:
     return value if 70 <= value <= 2400 else None
 
 
+def _gray(frame: Image.Image) -> Image.Image:
+    """The frame in 8-bit grey; a transparent background becomes white (not black)."""
+    if frame.mode in ("RGBA", "LA", "PA") or "transparency" in frame.info:
+        rgba = frame.convert("RGBA")
+        white = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
+        return Image.alpha_composite(white, rgba).convert("L")
+    return frame.convert("L")
+
+
 def _frames(path: Path, fmt: str, settings: OcrSettings) -> list[tuple[Image.Image, int | None]]:
     try:
         with Image.open(path) as image:
@@ -101,7 +110,7 @@ def _frames(path: Path, fmt: str, settings: OcrSettings) -> list[tuple[Image.Ima
             frames = []
             for frame in ImageSequence.Iterator(image):
                 frame.load()
-                frames.append((frame.convert("L"), _resolution(frame)))
+                frames.append((_gray(frame), _resolution(frame)))
             return frames
     except Image.DecompressionBombError as exc:
         raise ResourceLimit(f"image: {exc}") from None

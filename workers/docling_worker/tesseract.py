@@ -64,13 +64,17 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the forked child
         ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
+def _unavailable() -> UnsupportedFeature:
+    return UnsupportedFeature(
+        "ocr_unavailable: tesseract is not installed (Debian's tesseract-ocr, which"
+        " `make setup` installs)"
+    )
+
+
 def _run(args: list[str], timeout_s: float, what: str) -> subprocess.CompletedProcess[bytes]:
     exe = binary()
     if exe is None:
-        raise UnsupportedFeature(
-            "ocr_unavailable: tesseract is not installed (Debian's tesseract-ocr, which"
-            " `make setup` installs)"
-        )
+        raise _unavailable()
     env = {**os.environ, "OMP_THREAD_LIMIT": "1"}
     try:
         return subprocess.run(
@@ -124,8 +128,7 @@ def check_languages(languages: list[str]) -> None:
     """
     exe = binary()
     if exe is None:
-        _run([], 1, "")  # raises ocr_unavailable
-        return
+        raise _unavailable()
     missing = sorted(set(languages) - _installed(exe))
     if missing:
         raise UnsupportedFeature(
