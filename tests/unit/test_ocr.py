@@ -234,3 +234,25 @@ def test_a_transparent_png_reads_as_on_white(tmp_path: Path, paragraph: list[str
     ink.putalpha(image.point(lambda v: 255 - v))
     out = _run(_save(ink, tmp_path, "clear.png", "PNG"), "png")
     assert cer(drawn, out["canonicalText"]) <= 0.02, out["canonicalText"]
+
+
+def test_auto_reads_only_the_pages_without_text(tmp_path: Path) -> None:
+    import pypdfium2
+
+    mixed = pypdfium2.PdfDocument.new()
+    for rel in ("pdf/simple1.pdf", "pdf/testOCR.pdf"):
+        source = pypdfium2.PdfDocument(str(CORPUS / rel))
+        mixed.import_pages(source)
+        source.close()
+    path = tmp_path / "mixed.pdf"
+    mixed.save(str(path))
+    mixed.close()
+    out = _run(path, "pdf")
+    assert out["stats"]["ocr_pages"] == 1
+    blocks = _blocks(out)
+    native = [b for b in blocks if b["page"] == 1]
+    scanned = [b for b in blocks if b["page"] == 2]
+    assert native and all("ocr_confidence" not in b for b in native)
+    assert [b["text"] for b in scanned] == ["Happy New Year 2003!"]
+    assert scanned[0]["ocr_confidence"] > 50
+    assert out["canonicalText"].endswith("Happy New Year 2003!")
