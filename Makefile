@@ -14,8 +14,10 @@ $(BIN)/telha: pyproject.toml
 
 # web_worker drives Debian's chromium (never a browser download at run time); CI runs as root.
 CHROMIUM ?= /usr/bin/chromium
+# docling_worker's OCR drives Debian's tesseract with its English and orientation data.
+TESSERACT ?= /usr/share/tesseract-ocr/5/tessdata/osd.traineddata
 
-setup: $(BIN)/telha $(CHROMIUM) browser-user
+setup: $(BIN)/telha $(CHROMIUM) $(TESSERACT) browser-user
 
 $(CHROMIUM):
 	command -v chromium >/dev/null || (apt-get update && apt-get install -y chromium)
@@ -26,6 +28,10 @@ BROWSER_USER ?= telha-browser
 browser-user:
 	@[ "$$(id -u)" != 0 ] || getent passwd $(BROWSER_USER) >/dev/null || \
 		useradd --system --user-group --no-create-home --shell /usr/sbin/nologin $(BROWSER_USER)
+
+$(TESSERACT):
+	command -v tesseract >/dev/null && test -f $(TESSERACT) || (apt-get update && \
+	  apt-get install -y tesseract-ocr tesseract-ocr-eng tesseract-ocr-osd)
 
 # Set everything up and run `telha serve` on the embedded SQLite default.
 run: setup
@@ -61,6 +67,7 @@ bench: setup
 	$(BIN)/python bench/email_code.py
 	$(BIN)/python bench/web.py
 	$(BIN)/python bench/versions.py
+	$(BIN)/python bench/ocr.py
 
 # The queue benchmark on PostgreSQL too (one replica and two), beside the SQLite rows, on the
 # throwaway cluster of scripts/pg-test-server (fsync on, synchronous_commit off) in

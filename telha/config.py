@@ -149,6 +149,24 @@ class DoclingConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=T
     artifacts_path: str = ""
 
 
+class OcrConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``[ocr]``: Tesseract OCR of scanned PDF pages and images in ``docling_worker``
+    (docs/formats.md, "OCR"); exported to workers as ``TELHA_OCR__*``."""
+
+    #: Tesseract language names; each beyond ``eng`` is a Debian package the operator adds
+    #: (``tesseract-ocr-deu``, …).
+    languages: list[str] = msgspec.field(default_factory=lambda: ["eng"])
+    #: Resolution PDF pages are rendered at for OCR, dots per inch.
+    dpi: int = 300
+    #: Words under this confidence (0–100) are kept and counted in
+    #: ``stats.ocr_low_confidence_words``.
+    min_confidence: float = 30.0
+    #: Most pages one document may send through OCR; more → ``resource_limit``.
+    max_pages: int = 500
+    #: Most seconds one page's OCR may take; longer → ``resource_limit`` naming the page.
+    page_timeout_s: float = 120.0
+
+
 class WebConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``[web]``: the browser ``web_worker`` drives; exported to workers as ``TELHA_WEB__*``."""
 
@@ -219,6 +237,7 @@ class Config(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
     web: WebConfig = msgspec.field(default_factory=WebConfig)
     webhooks: WebhooksConfig = msgspec.field(default_factory=WebhooksConfig)
     search: SearchConfig = msgspec.field(default_factory=SearchConfig)
+    ocr: OcrConfig = msgspec.field(default_factory=OcrConfig)
 
     def storage_path(self, base_dir: Path) -> Path:
         """The SQLite file, resolved against ``base_dir`` (the config file's folder)."""
@@ -327,6 +346,16 @@ def _validate(cfg: Config) -> None:
         (cfg.webhooks.batch >= 1, "webhooks.batch", "must be >= 1"),
         (cfg.webhooks.concurrency >= 1, "webhooks.concurrency", "must be >= 1"),
         (cfg.webhooks.poll_interval_ms >= 1, "webhooks.poll_interval_ms", "must be >= 1"),
+        (bool(cfg.ocr.languages), "ocr.languages", "must name at least one language"),
+        (
+            all(lang.replace("_", "").isalnum() for lang in cfg.ocr.languages),
+            "ocr.languages",
+            "must be tesseract language names (letters, digits, _)",
+        ),
+        (72 <= cfg.ocr.dpi <= 1200, "ocr.dpi", "must be in 72..1200"),
+        (0 <= cfg.ocr.min_confidence <= 100, "ocr.min_confidence", "must be in 0..100"),
+        (cfg.ocr.max_pages >= 1, "ocr.max_pages", "must be >= 1"),
+        (cfg.ocr.page_timeout_s > 0, "ocr.page_timeout_s", "must be > 0"),
     ]
     for ok, key, message in checks:
         if not ok:

@@ -1,7 +1,8 @@
 """Which Telha format a file is (``telha ingest --format auto``): its extension first, then
 its first bytes.
 
-Sniffing, when the extension says nothing Telha knows: ``%PDF-`` → ``pdf``; an OLE2 (CFB)
+Sniffing, when the extension says nothing Telha knows: ``%PDF-`` → ``pdf``; an image's magic
+bytes → ``png``, ``jpeg``, ``tiff``, ``bmp`` or ``webp`` (read through OCR); an OLE2 (CFB)
 container → ``msg``; a ZIP holding ``word/``, ``xl/`` or ``ppt/`` → ``docx``/``xlsx``/``pptx``,
 another ZIP or a tar → ``code`` (an archive of sources); RFC 822 header lines (after an mbox
 ``From`` line, if any) → ``eml``; ``<!doctype html``/``<html`` → ``html``; a JSON object or
@@ -24,7 +25,14 @@ BY_EXTENSION = {
     "pptx": "pptx", "html": "html", "htm": "html", "eml": "eml", "msg": "msg",
     "py": "code", "pyi": "code", "rs": "code", "js": "code", "mjs": "code", "cjs": "code",
     "jsx": "code", "ts": "code", "tsx": "code", "go": "code", "tar": "code", "tgz": "code",
+    "png": "png", "jpg": "jpeg", "jpeg": "jpeg", "jpe": "jpeg", "tif": "tiff", "tiff": "tiff",
+    "bmp": "bmp", "webp": "webp",
 }  # fmt: skip
+#: Leading bytes → image format (RIFF….WEBP is checked apart: its tag is at offset 8).
+_IMAGE_MAGIC = (
+    (b"\x89PNG\r\n\x1a\n", "png"), (b"\xff\xd8\xff", "jpeg"), (b"II*\x00", "tiff"),
+    (b"MM\x00*", "tiff"),
+)  # fmt: skip
 _HEADER_LINE = re.compile(
     rb"^(?:From|To|Subject|Date|Received|Message-ID|MIME-Version|Return-Path):", re.I
 )
@@ -43,9 +51,23 @@ def _zip_format(path: Path) -> str:
     return "code"
 
 
+def _image_format(head: bytes) -> str | None:
+    for magic, fmt in _IMAGE_MAGIC:
+        if head.startswith(magic):
+            return fmt
+    if head.startswith(b"RIFF") and head[8:12] == b"WEBP":
+        return "webp"
+    if head.startswith(b"BM") and head[6:10] == b"\x00\x00\x00\x00":  # reserved words: 0
+        return "bmp"
+    return None
+
+
 def _sniff(path: Path, head: bytes) -> str | None:
     if head.startswith(b"%PDF-"):
         return "pdf"
+    image = _image_format(head)
+    if image is not None:
+        return image
     if head.startswith(b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"):
         return "msg"
     if head.startswith(b"PK\x03\x04"):

@@ -37,6 +37,7 @@ __all__ = [
 KNOWN_FORMATS = (
     "json", "text", "markdown", "pdf", "docx", "pptx", "html",
     "csv", "tsv", "xlsx", "web", "code", "eml", "msg",
+    "png", "jpeg", "tiff", "bmp", "webp",
 )  # fmt: skip
 
 

@@ -31,16 +31,18 @@ def queue_srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProces
         assert proc.stop() == 0, proc.log_text()
 
 
-async def _ingest(tenant: Tenant, rel: str) -> dict[str, Any]:
+async def _ingest(
+    tenant: Tenant, rel: str, options: dict[str, Any] | None = None
+) -> dict[str, Any]:
     path = CORPUS / rel
-    resp = await tenant.client.post(
-        "/v1/ingest",
-        json={
-            "format": path.parent.name,
-            "name": path.name,
-            "contentBase64": base64.b64encode(path.read_bytes()).decode(),
-        },
-    )
+    body = {
+        "format": path.parent.name,
+        "name": path.name,
+        "contentBase64": base64.b64encode(path.read_bytes()).decode(),
+    }
+    if options is not None:
+        body["options"] = options
+    resp = await tenant.client.post("/v1/ingest", json=body)
     assert resp.status_code == 202, resp.text
     return await wait_job(tenant.client, resp.json()["jobId"], "completed", "dead", within_s=90)
 
@@ -88,13 +90,13 @@ async def test_documents_read_back_with_their_text(
         ("docx/testWORD_truncated.docx", "corrupt_input"),
         ("docx/testWORD_protected_passtika.docx", "unsupported_feature: encrypted"),
         ("pdf/aes-256.pdf", "unsupported_feature: encrypted"),
-        ("pdf/testOCR.pdf", "unsupported_feature: ocr_required"),
+        ("pdf/testOCR.pdf", "unsupported_feature: ocr_required"),  # with options.ocr = off
     ],
 )
 async def test_bad_documents_end_dead_with_their_kind(
     tenant: Tenant, rel: str, reason: str
 ) -> None:
-    job = await _ingest(tenant, rel)
+    job = await _ingest(tenant, rel, {"ocr": "off"} if "OCR" in rel else None)
     assert job["state"] == "dead" and str(job["failureReason"]).startswith(reason), job
     assert job["attempts"] == 1  # permanent kinds are not retried
 

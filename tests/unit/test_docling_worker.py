@@ -94,9 +94,17 @@ def test_every_corpus_document_has_an_expectation() -> None:
     files = {
         f"{p.parent.name}/{p.name}"
         for fmt in docling_worker.FORMATS
+        if (CORPUS / fmt).is_dir()  # the image formats have no corpus folder
         for p in (CORPUS / fmt).iterdir()
     }
     assert files == set(EXPECTED)
+
+
+#: The scanned PDFs keep today's failure with OCR off (tests/unit/test_ocr.py reads them).
+OPTIONS: dict[str, dict[str, Any]] = {
+    "pdf/ocr_test_rotated_90.pdf": {"ocr": "off"},
+    "pdf/testOCR.pdf": {"ocr": "off"},
+}
 
 
 @pytest.mark.parametrize("rel", sorted(EXPECTED))
@@ -104,7 +112,7 @@ def test_corpus_outcome(rel: str) -> None:
     expected = EXPECTED[rel]
     if isinstance(expected, str):
         with pytest.raises(Exception) as failure:
-            docling_worker.handle(_job(CORPUS / rel))
+            docling_worker.handle(_job(CORPUS / rel, OPTIONS.get(rel)))
         assert classify(failure.value)[0].startswith(expected)
         return
     out = _run(rel)

@@ -1,4 +1,5 @@
-"""``docling_worker``: PDF, DOCX, PPTX and HTML through docling (docs/formats.md).
+"""``docling_worker``: PDF, DOCX, PPTX and HTML through docling, and scanned pages and
+images (``png``, ``jpeg``, ``tiff``, ``bmp``, ``webp``) through Tesseract OCR (docs/formats.md).
 
 Conversion (:mod:`docling_worker.convert`), the projection
 (:mod:`docling_worker.projection`, with the document ambiguity rules of
@@ -10,25 +11,40 @@ DoclingDocument fixtures cover the layout-model path with one document so far. T
 process never imports docling: only the children do.
 
 One submission per document; ``stats`` as :func:`docling_worker.projection.project_document`
-gives them. Options: ``clarify`` (report temporal ambiguities). Deterministic: the same bytes
-give the same submission.
+gives them. Options: ``clarify`` (report temporal ambiguities), ``ocr`` (``auto``: OCR the PDF
+pages without a text layer, the default; ``force``: every page; ``off``: a PDF without text
+fails ``ocr_required``; :mod:`docling_worker.ocr`). Deterministic: the same bytes give the same
+submission (``stats.ocr_seconds`` aside). A missing ``tesseract`` is logged when the module is
+loaded; OCR jobs then fail ``unsupported_feature: ocr_unavailable``.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from typing import Any
 
 import msgspec
 
 from docling_worker.isolation import pool
+from docling_worker.tesseract import binary as tesseract_binary
 from workers_common import Job, UnsupportedFeature
 from workers_common.format_options import option_names
 from workers_common.splitter import stream_submission
 
 __all__ = ["FORMATS", "handle"]
 
-FORMATS = ("pdf", "docx", "pptx", "html")
+#: The image formats read through OCR (as :data:`docling_worker.ocr_sources.IMAGE_FORMATS`,
+#: which the parent does not import: it loads Pillow and docling).
+IMAGE_FORMATS = ("png", "jpeg", "tiff", "bmp", "webp")
+FORMATS = ("pdf", "docx", "pptx", "html", *IMAGE_FORMATS)
+_OCR_MODES = ("auto", "force", "off")
+if tesseract_binary() is None:
+    logging.getLogger("docling_worker").warning(
+        "ocr_unavailable: tesseract not found (install Debian's tesseract-ocr, "
+        "tesseract-ocr-eng and tesseract-ocr-osd: `make setup` does); scanned PDF pages and "
+        "images will fail unsupported_feature: ocr_unavailable"
+    )
 #: Submissions larger than this (JSON bytes) are streamed as partials (~2 MiB).
 STREAM_OVER_BYTES = 2 * 1024 * 1024
 _OPTIONS = frozenset(option_names("pdf"))  # workers_common.format_options
@@ -47,8 +63,14 @@ def handle(job: Job) -> bytes | Iterator[dict[str, Any]]:
     unknown = sorted(set(job.options) - _OPTIONS)
     if unknown:
         raise UnsupportedFeature(f"option: unknown option(s) {', '.join(unknown)}")
+    ocr = job.options.get("ocr", "auto")
+    if ocr not in _OCR_MODES:
+        raise UnsupportedFeature(f"option: ocr must be one of {', '.join(_OCR_MODES)}, not {ocr!r}")
+    if job.format in IMAGE_FORMATS and ocr == "off":
+        raise UnsupportedFeature("ocr_required: an image is read only through OCR (ocr=off)")
+    clarify = bool(job.options.get("clarify"))
     with job.local_path() as path:
-        body = pool().convert(path, job.format, job.name, clarify=bool(job.options.get("clarify")))
+        body = pool().convert(path, job.format, job.name, clarify=clarify, ocr=ocr)
     if len(body) <= STREAM_OVER_BYTES:
         return body  # core gives the DOCUMENT (the first node) job.root_node_id, if any
     submission = msgspec.json.decode(body)

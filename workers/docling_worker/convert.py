@@ -95,10 +95,11 @@ def _check(path: Path, fmt: str) -> None:
         raise UnsupportedFeature("encrypted: the PDF needs a password")
 
 
-def convert(path: Path, fmt: str, max_pages: int = MAX_PAGES) -> DoclingDocument:
-    """Convert the file at ``path`` as ``fmt`` (``pdf``, ``docx``, ``pptx``, ``html``).
+def convert(path: Path, fmt: str, max_pages: int = MAX_PAGES, ocr: str = "off") -> DoclingDocument:
+    """Convert the file at ``path`` as ``fmt`` (``pdf``, ``docx``, ``pptx``, ``html``);
+    ``ocr``: ``options.ocr`` (a PDF without text is the caller's to OCR unless ``off``).
 
-    :raises UnsupportedFeature: encrypted input; a PDF without any text layer.
+    :raises UnsupportedFeature: encrypted input; a PDF without any text layer (``ocr="off"``).
     :raises CorruptInput: docling cannot read it.
     :raises ResourceLimit: more than ``max_pages`` pages.
     """
@@ -119,7 +120,7 @@ def convert(path: Path, fmt: str, max_pages: int = MAX_PAGES) -> DoclingDocument
     doc: DoclingDocument = result.document
     if len(doc.pages) > max_pages:
         raise ResourceLimit(f"{len(doc.pages)} pages is over docling.max_pages ({max_pages})")
-    if fmt == "pdf" and doc.pages and not any(t.text.strip() for t in doc.texts):
+    if fmt == "pdf" and ocr == "off" and doc.pages and not any(t.text.strip() for t in doc.texts):
         raise UnsupportedFeature(
             f"ocr_required: {len(doc.pages)} page(s) without a text layer (scanned images)"
         )

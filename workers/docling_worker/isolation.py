@@ -90,7 +90,9 @@ def _child_main(conn: Connection, mem_ceiling_mb: int) -> None:
     try:
         import msgspec
 
-        from docling_worker.convert import convert, pdf_pipeline
+        from docling_worker.convert import pdf_pipeline
+        from docling_worker.ocr import annotate, ocr_settings
+        from docling_worker.ocr_sources import parse
         from docling_worker.projection import project_document
     except MemoryError:
         os._exit(30)
@@ -99,12 +101,14 @@ def _child_main(conn: Connection, mem_ceiling_mb: int) -> None:
             request = conn.recv()
         except EOFError:
             return
-        path, fmt, name, clarify, max_pages, links = request
+        path, fmt, name, clarify, max_pages, links, ocr = request
         try:
-            doc = convert(Path(path), fmt, max_pages)
+            doc, ocr_run = parse(Path(path), fmt, name, max_pages, ocr)
             projected = project_document(
                 doc, name, fmt, clarify=clarify, pdf_pipeline=pdf_pipeline(), links=links
             )
+            if ocr_run is not None:
+                annotate(projected, ocr_run, ocr_settings().min_confidence)
             body = msgspec.json.encode(projected)
             conn.send(("ok", body))
         except MemoryError:
@@ -189,14 +193,22 @@ class ChildPool:
                     self._idle.put(child)
 
     def convert(
-        self, path: Path, fmt: str, name: str, *, clarify: bool, links: bool = False
+        self,
+        path: Path,
+        fmt: str,
+        name: str,
+        *,
+        clarify: bool,
+        links: bool = False,
+        ocr: str = "auto",
     ) -> bytes:
         """The submission JSON for the document at ``path``, parsed in a child (``links``:
-        with the hyperlink sidecar of :func:`docling_worker.projection.project_document`).
+        with the hyperlink sidecar of :func:`docling_worker.projection.project_document`;
+        ``ocr``: ``options.ocr``, see :func:`docling_worker.ocr_sources.parse`).
 
         :raises WorkerFailure: the typed failure of the parse (see the module docstring).
         """
-        request = (str(path), fmt, name, clarify, self.limits.max_pages, links)
+        request = (str(path), fmt, name, clarify, self.limits.max_pages, links, ocr)
         with self.child() as child:
             return child.run(request, self.limits.timeout_s)
 

@@ -55,6 +55,7 @@ from workers_common.doc_ambiguity import Block, detect_document_ambiguity
 
 __all__ = ["project_document"]
 
+_OCR_IMAGE_FORMATS = ("png", "jpeg", "tiff", "bmp", "webp")
 _SKIPPED_TEXT_LABELS = {"footnote": "footnotes", "formula": "formulas"}
 _BLANK_LINES = re.compile(r"\n{2,}")
 _CELL_BREAKS = re.compile(r"[\t\n]+")
@@ -377,7 +378,8 @@ def project_document(
     if doc.pages:
         pending_doc["pages"] = len(doc.pages)
     b.doc_ref = b.builder.add_node(["DOCUMENT"], pending_doc)
-    native_pdf = fmt == "pdf" and pdf_pipeline == "native"
+    # OCR'd images are pages of lines like a native PDF's (docling_worker.ocr).
+    native_pdf = (fmt == "pdf" and pdf_pipeline == "native") or fmt in _OCR_IMAGE_FORMATS
     if native_pdf:
         _pdf(b, doc)
     for item in [] if native_pdf else _items(doc):

@@ -76,6 +76,8 @@ class OptionError(ValueError):
 
 
 _CLARIFY = Option("clarify", "bool")
+#: Which pages go through OCR (docs/formats.md, "OCR: scanned PDFs and images").
+_OCR = Option("ocr", "choice", choices=("auto", "force", "off"))
 #: Options core itself reads on every format that makes a job (docs/rest-api.md, "Webhooks");
 #: core checks their values itself.
 CORE_OPTIONS = frozenset({"webhook"})
@@ -128,7 +130,7 @@ _CODE = (
 FORMAT_OPTIONS: dict[str, tuple[Option, ...]] = {
     "text": (),
     "markdown": (),
-    "pdf": (_CLARIFY,),
+    "pdf": (_CLARIFY, _OCR),
     "docx": (_CLARIFY,),
     "pptx": (_CLARIFY,),
     "html": (_CLARIFY,),
@@ -139,6 +141,7 @@ FORMAT_OPTIONS: dict[str, tuple[Option, ...]] = {
     "code": _CODE,
     "eml": (_CLARIFY,),
     "msg": (_CLARIFY,),
+    **{image: (_CLARIFY, _OCR) for image in ("png", "jpeg", "tiff", "bmp", "webp")},
 }
 
 #: Other names of formats (lower case): a request may name a format by any of them.
