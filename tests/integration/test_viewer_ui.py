@@ -24,7 +24,7 @@ from tests.support.server import ServerProcess, write_config
 XSS = (
     "A harmless first paragraph.\n\n"
     '<script>window.__xss = 1</script><img src=x onerror="window.__xss = 2">'
-    "<b onmouseover=\"window.__xss = 3\">bold?</b>\n\n"
+    '<b onmouseover="window.__xss = 3">bold?</b>\n\n'
     "The last paragraph.\n"
 )
 
@@ -36,9 +36,7 @@ def browser() -> Iterator[Browser]:
 
 @pytest.fixture
 def api(server: ServerProcess, scope_key: str) -> Iterator[httpx.Client]:
-    with httpx.Client(
-        base_url=server.base_url, headers={"x-api-key": scope_key}, timeout=60
-    ) as c:
+    with httpx.Client(base_url=server.base_url, headers={"x-api-key": scope_key}, timeout=60) as c:
         yield c
 
 
@@ -50,7 +48,11 @@ def _nodes(api: httpx.Client, source_id: str, label: str) -> list[dict[str, Any]
 
 
 def _highlighted(page: Page) -> str:
-    return str(page.evaluate("[...document.querySelectorAll('#text .seg.hl')].map(s => s.textContent).join('')"))
+    return str(
+        page.evaluate(
+            "[...document.querySelectorAll('#text .seg.hl')].map(s => s.textContent).join('')"
+        )
+    )
 
 
 def test_static_files_need_no_key_and_forbid_inline_scripts(server: ServerProcess) -> None:
@@ -93,7 +95,10 @@ def test_a_refused_key_shows_a_message(
 def test_a_clicked_paragraph_is_highlighted_as_its_span(
     server: ServerProcess, api: httpx.Client, browser: Browser, tmp_path: Path
 ) -> None:
-    text = "Beautiful is better than ugly.\n\nExplicit is better than implicit: naïve café.\n\nSimple is better than complex.\n"
+    text = (
+        "Beautiful is better than ugly.\n\nExplicit is better than implicit: naïve café.\n\n"
+        "Simple is better than complex.\n"
+    )
     job = ingest(api, "text", "zen-viewer.txt", text.encode())
     source_id = job["sourceId"]
     paragraphs = _nodes(api, source_id, "PARAGRAPH")
@@ -108,7 +113,9 @@ def test_a_clicked_paragraph_is_highlighted_as_its_span(
     page.wait_for_selector("#nodes li button")
     shot(page, tmp_path, "version")
     page.locator("#text .seg", has_text="Explicit is better").first.click()
-    page.wait_for_function(f"() => document.querySelector('#node-id')?.textContent === '{target['nodeId']}'")
+    page.wait_for_function(
+        f"() => document.querySelector('#node-id')?.textContent === '{target['nodeId']}'"
+    )
     assert _highlighted(page) == span["text"] == "Explicit is better than implicit: naïve café."
     detail = page.inner_text("#detail")
     assert f"bytes [{span['start']}, {span['end']})" in detail and "PARAGRAPH" in detail
@@ -117,12 +124,16 @@ def test_a_clicked_paragraph_is_highlighted_as_its_span(
 
     # The fragment names the selection: a reload opens the same view.
     page.reload()
-    page.wait_for_function(f"() => document.querySelector('#node-id')?.textContent === '{target['nodeId']}'")
+    page.wait_for_function(
+        f"() => document.querySelector('#node-id')?.textContent === '{target['nodeId']}'"
+    )
     assert _highlighted(page) == span["text"]
     # Keyboard: j selects the next node in text order.
     page.focus("#text")
     page.keyboard.press("j")
-    page.wait_for_function(f"() => document.querySelector('#node-id')?.textContent === '{paragraphs[2]['nodeId']}'")
+    page.wait_for_function(
+        f"() => document.querySelector('#node-id')?.textContent === '{paragraphs[2]['nodeId']}'"
+    )
     assert _highlighted(page) == paragraphs[2]["provenance"]["spans"][0]["text"]
     assert not [e for e in errors if "pageerror" in e]
 
@@ -137,12 +148,20 @@ def test_ids_that_name_nothing_show_not_found(
     assert "Not found" in page.wait_for_selector("main .error").inner_text()  # type: ignore[union-attr]
     shot(page, tmp_path, "source-not-found")
     page.evaluate("f => { location.hash = f }", "#/source/not-a-uuid")
-    page.wait_for_function("() => document.querySelector('main .error')?.textContent.includes('not a UUID')")
-    page.evaluate("f => { location.hash = f }", f"#/source/{job['sourceId']}/v/{tx}/node/{uuid.uuid4()}")
-    page.wait_for_function("() => document.querySelector('#detail .error')?.textContent.startsWith('Not found: node')")
+    page.wait_for_function(
+        "() => document.querySelector('main .error')?.textContent.includes('not a UUID')"
+    )
+    page.evaluate(
+        "f => { location.hash = f }", f"#/source/{job['sourceId']}/v/{tx}/node/{uuid.uuid4()}"
+    )
+    page.wait_for_function(
+        "() => document.querySelector('#detail .error')?.textContent.startsWith('Not found: node')"
+    )
     assert page.inner_text("#text").strip() == "One paragraph only."
     page.evaluate("f => { location.hash = f }", f"#/source/{job['sourceId']}/v/123")
-    page.wait_for_function("() => document.querySelector('main .error')?.textContent.includes('no version 123')")
+    page.wait_for_function(
+        "() => document.querySelector('main .error')?.textContent.includes('no version 123')"
+    )
 
 
 def test_markup_in_a_document_is_shown_as_text_and_never_runs(
@@ -179,10 +198,14 @@ def test_a_search_hit_opens_at_its_marked_word(
     shot(page, tmp_path, "search")
     hit.click()
     page.wait_for_selector("#text .seg.mark")
-    marked = page.evaluate("[...document.querySelectorAll('#text .seg.mark')].map(s => s.textContent).join('')")
+    marked = page.evaluate(
+        "[...document.querySelectorAll('#text .seg.mark')].map(s => s.textContent).join('')"
+    )
     assert marked == "quokkaviewer"
     assert job["sourceId"] in page.url
-    page.wait_for_function("() => document.querySelector('#node-title')?.textContent === 'PARAGRAPH'")
+    page.wait_for_function(
+        "() => document.querySelector('#node-title')?.textContent === 'PARAGRAPH'"
+    )
     shot(page, tmp_path, "search-hit")
     assert not [e for e in errors if "pageerror" in e]
 
@@ -210,12 +233,16 @@ def test_an_upload_is_followed_live_and_listed_as_a_job(
     page.wait_for_selector("#jobs tbody tr")
     assert "uploaded.txt" in page.inner_text("#jobs")
     page.select_option("#state", "dead")
-    page.wait_for_function("() => !document.querySelector('#jobs tbody').textContent.includes('uploaded.txt')")
+    page.wait_for_function(
+        "() => !document.querySelector('#jobs tbody').textContent.includes('uploaded.txt')"
+    )
     page.select_option("#state", "completed")
     page.wait_for_selector("#jobs a >> text=uploaded.txt")
     shot(page, tmp_path, "jobs")
     page.click("#jobs tbody tr td a")
-    page.wait_for_function("() => document.querySelector('#job-events')?.textContent.includes('completed')")
+    page.wait_for_function(
+        "() => document.querySelector('#job-events')?.textContent.includes('completed')"
+    )
     assert page.inner_text("#job-state") == "completed"
     assert page.is_hidden("#cancel")
     shot(page, tmp_path, "job")
@@ -235,13 +262,17 @@ def test_versions_are_picked_and_diffed(
     assert "Added paragraph" in page.inner_text("#text")
     page.select_option("#version", str(old))
     page.wait_for_function(f"() => location.hash.includes('/v/{old}')")
-    page.wait_for_function("() => document.querySelector('#text')?.textContent.includes('Removed paragraph')")
+    page.wait_for_function(
+        "() => document.querySelector('#text')?.textContent.includes('Removed paragraph')"
+    )
     page.wait_for_selector("#nodes li button")
     assert "Removed paragraph" in page.inner_text("#nodes")
     page.evaluate("f => { location.hash = f }", f"#/source/{job['sourceId']}/v/{new}")
     page.click("#diff-link")
     page.wait_for_selector("#diff-summary")
-    page.wait_for_function("() => document.querySelector('#added')?.textContent.includes('Added paragraph')")
+    page.wait_for_function(
+        "() => document.querySelector('#added')?.textContent.includes('Added paragraph')"
+    )
     assert "Removed paragraph" in page.inner_text("#removed")
     assert "Added paragraph" not in page.inner_text("#removed")
     shot(page, tmp_path, "diff")
@@ -281,7 +312,9 @@ def test_a_thousand_page_document_is_interactive_within_two_seconds(
     page.evaluate("f => { location.hash = f }", f"#/source/{job['sourceId']}")
     page.wait_for_selector("#text .seg")
     page.locator("#text .seg", has_text="Page 0 paragraph 1.").first.click()
-    page.wait_for_function("() => document.querySelector('#node-title')?.textContent === 'PARAGRAPH'")
+    page.wait_for_function(
+        "() => document.querySelector('#node-title')?.textContent === 'PARAGRAPH'"
+    )
     interactive_s = time.perf_counter() - started
     in_page_ms = page.evaluate("window.__telhaInteractiveMs")
     assert _highlighted(page).startswith("Page 0 paragraph 1. Lorem ipsum")
@@ -295,7 +328,9 @@ def test_a_thousand_page_document_is_interactive_within_two_seconds(
     assert interactive_s < 6.0  # target 2 s on a quiet machine; margin for a loaded one
     # The far end renders when scrolled to.
     page.evaluate("document.querySelector('#text').scrollTop = 1e9")
-    page.wait_for_function("() => document.querySelector('#text').textContent.includes('Page 999 paragraph 4.')")
+    page.wait_for_function(
+        "() => document.querySelector('#text').textContent.includes('Page 999 paragraph 4.')"
+    )
     shot(page, tmp_path, "thousand-pages")
     assert not [e for e in errors if "pageerror" in e]
 
