@@ -18,6 +18,7 @@ import httpx
 import pytest
 from playwright.sync_api import Browser, Page
 
+from tests.conftest import CORPUS
 from tests.integration.viewer_support import browser_page, ingest, launch_browser, open_viewer, shot
 from tests.support.server import ServerProcess, write_config
 
@@ -361,3 +362,96 @@ def test_search_turned_off_says_so(
     assert notice is not None and "Search is turned off" in notice.inner_text()
     assert "[search] enabled = true" in notice.inner_text()
     shot(page, tmp_path, "search-off")
+
+
+def test_a_pending_job_is_cancelled_from_its_view(
+    no_search_server: ServerProcess, browser: Browser, tmp_path: Path
+) -> None:
+    key = no_search_server.create_key(f"tenant-{uuid.uuid4()}", "org")
+    with httpx.Client(base_url=no_search_server.base_url, headers={"x-api-key": key}) as api:
+        resp = api.post("/v1/ingest", json={"format": "text", "name": "w.txt", "content": "x"})
+        assert resp.status_code == 202, resp.text  # no worker runs here: it stays pending
+        job_id = resp.json()["jobId"]
+        page, errors = browser_page(browser)
+        open_viewer(page, no_search_server.base_url, key, f"#/jobs/{job_id}")
+        page.wait_for_function(
+            "() => document.querySelector('#job-events')?.textContent.includes('enqueued')"
+        )
+        assert page.inner_text("#job-state") == "pending"
+        page.click("#cancel")
+        page.wait_for_function(
+            "() => document.querySelector('#job-events')?.textContent.includes('cancelled')"
+        )
+        assert page.inner_text("#job-state") == "cancelled"
+        assert api.get(f"/v1/ingest/{job_id}").json()["state"] == "cancelled"
+        shot(page, tmp_path, "job-cancelled")
+        assert not [e for e in errors if "pageerror" in e]
+
+
+_CONTRAST = """() => {
+  const rgb = (c) => (c.match(/[0-9.]+/g) || []).map(Number);
+  const lum = ([r, g, b]) => {
+    const f = (v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; };
+    return 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b);
+  };
+  const bg = (el) => {
+    for (; el; el = el.parentElement) {
+      const c = rgb(getComputedStyle(el).backgroundColor);
+      if (c.length === 3 || c[3] > 0) return c.slice(0, 3);
+    }
+    return [255, 255, 255];
+  };
+  const out = {};
+  for (const sel of ["#text .seg", "#text .seg.hl", "#text .seg.mark", ".label", ".muted",
+                     "#detail dt", "#detail dd", "a", "#nodes button[aria-current]", "h1"]) {
+    const el = document.querySelector(sel);
+    if (!el) { out[sel] = null; continue; }
+    const a = lum(rgb(getComputedStyle(el).color)), b = lum(bg(el));
+    out[sel] = (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05);
+  }
+  return out;
+}"""
+
+
+def test_text_contrast_passes_wcag_aa(
+    server: ServerProcess, api: httpx.Client, browser: Browser
+) -> None:
+    job = ingest(api, "text", "contrast.txt", b"A marked word here.\n\nAnother paragraph.\n")
+    source = api.get(f"/v1/sources/{job['sourceId']}").json()
+    tx = source["versions"][0]["sourceVersionTx"]
+    node = _nodes(api, job["sourceId"], "PARAGRAPH")[0]
+    page, _ = browser_page(browser)
+    fragment = f"#/source/{job['sourceId']}/v/{tx}/node/{node['nodeId']}/mark/2-8"
+    open_viewer(page, server.base_url, api.headers["x-api-key"], fragment)
+    page.wait_for_selector("#nodes button[aria-current]")
+    page.wait_for_selector("#detail dt")
+    ratios = page.evaluate(_CONTRAST)
+    assert all(r is not None and r >= 4.5 for r in ratios.values()), ratios
+
+
+def test_an_edge_opens_the_node_in_another_source(
+    server: ServerProcess, api: httpx.Client, browser: Browser, tmp_path: Path
+) -> None:
+    eml = CORPUS / "eml" / "attachment_message_rfc822.eml"
+    job = ingest(api, "eml", eml.name, eml.read_bytes())
+    message = _nodes(api, job["sourceId"], "MESSAGE")[0]
+    deadline = time.monotonic() + 120
+    attached: list[dict[str, Any]] = []
+    while not attached:  # the attachment is its own child job
+        assert time.monotonic() < deadline, "the attachment's edge never appeared"
+        edges = api.get(f"/v1/nodes/{message['nodeId']}/edges").json()["edges"]
+        attached = [e for e in edges if e["type"] == "HAS_ATTACHMENT"]
+        time.sleep(0.5)
+    target = attached[0]["to"]
+    tx = api.get(f"/v1/sources/{job['sourceId']}").json()["versions"][0]["sourceVersionTx"]
+    page, errors = browser_page(browser)
+    fragment = f"#/source/{job['sourceId']}/v/{tx}/node/{message['nodeId']}"
+    open_viewer(page, server.base_url, api.headers["x-api-key"], fragment)
+    link = page.wait_for_selector(f"#edges a[href='#/node/{target}']")
+    assert link is not None
+    link.click()
+    page.wait_for_function(f"() => document.querySelector('#node-id')?.textContent === '{target}'")
+    assert "/source/" in page.url and job["sourceId"] not in page.url
+    assert page.inner_text("#node-title") == "MESSAGE"
+    shot(page, tmp_path, "cross-source")
+    assert not [e for e in errors if "pageerror" in e]
