@@ -301,6 +301,11 @@ def test_a_narrow_window_stacks_the_panels(
     assert text_box["width"] <= 420 and detail["width"] <= 420
     assert page.evaluate("document.documentElement.scrollWidth") <= 420
     shot(page, tmp_path, "narrow")
+    for view, table in (("#/", "#sources"), ("#/jobs", "#jobs")):
+        page.evaluate("f => { location.hash = f }", view)
+        page.wait_for_selector(f"{table} tbody tr")
+        assert page.evaluate("document.documentElement.scrollWidth") <= 420, view
+    shot(page, tmp_path, "narrow-jobs")
 
 
 def test_a_thousand_page_document_is_interactive_within_two_seconds(

@@ -66,7 +66,8 @@ async function sourcesView() {
   } }, q, h("button", { type: "submit" }, "Search"));
   const body = h("tbody");
   const table = h("table", { id: "sources" },
-    h("thead", {}, h("tr", {}, ["Name", "Format", "Versions", "State", "Last job", "Changed"].map((t) => h("th", { scope: "col" }, t)))),
+    h("thead", {}, h("tr", {}, ["Name", "Format", "Versions", "State", "Last job", "Changed"].map((t) =>
+      h("th", { scope: "col", class: WIDE.has(t) ? "wide" : null }, t)))),
     body);
   const more = h("button", { type: "button", hidden: true }, "More sources");
   put(main, h("h1", {}, "Sources"), searchForm, hits, uploadArea(),
@@ -92,14 +93,17 @@ async function sourcesView() {
   await load();
 }
 
+// Columns a narrow window leaves out (app.css).
+const WIDE = new Set(["Versions", "Changed", "Attempts", "Created"]);
+
 function sourceRow(s) {
   const job = s.lastJobId
     ? h("a", { href: `#/jobs/${s.lastJobId}` }, s.lastJobState || "job")
     : "";
   return h("tr", {},
-    h("td", {}, h("a", { href: `#/source/${s.sourceId}` }, s.name)),
-    h("td", {}, s.format), h("td", {}, String(s.versionCount)), h("td", {}, s.state),
-    h("td", {}, job), h("td", { class: "muted" }, when(s.changedAt)));
+    h("td", { class: "name" }, h("a", { href: `#/source/${s.sourceId}` }, s.name)),
+    h("td", {}, s.format), h("td", { class: "wide" }, String(s.versionCount)), h("td", {}, s.state),
+    h("td", {}, job), h("td", { class: "muted wide" }, when(s.changedAt)));
 }
 
 const enc = new TextEncoder();
@@ -121,14 +125,16 @@ async function search(text, out) {
   if (!page.hits.length) { out.append(h("p", { class: "muted", role: "status" }, "No hit.")); return; }
   const list = h("ul", { class: "hits" });
   out.append(list);
-  for (const hit of page.hits) list.append(await hitItem(hit));
+  for (const item of await Promise.all(page.hits.map(hitItem))) list.append(item);
+  if (page.nextCursor) out.append(h("p", { class: "muted" }, "Showing the best 20 hits."));
 }
 
 /** A hit: "name p.N" and a snippet cut from the span's own bytes, the matched words marked
  *  exactly by their byte ranges (the API's snippet when the text cannot be read). */
 async function hitItem(hit) {
   const m = hit.matches[0] || { start: hit.start, end: hit.start };
-  const link = `#/source/${hit.sourceId}/v/${hit.sourceVersionTx}/node/${hit.nodeIds[0] || ""}/mark/${m.start}-${m.end}`;
+  const node = hit.nodeIds.length ? `/node/${hit.nodeIds[0]}` : "";
+  const link = `#/source/${hit.sourceId}/v/${hit.sourceVersionTx}${node}/mark/${m.start}-${m.end}`;
   const title = hit.name + (hit.page ? ` p.${hit.page}` : "");
   const snippet = h("div", { class: "snippet" });
   try {
@@ -223,7 +229,8 @@ async function jobsView() {
   const more = h("button", { type: "button", hidden: true }, "More jobs");
   put(main, h("h1", {}, "Jobs"), h("div", { class: "row" }, h("label", { for: "state" }, "State"), sel),
     h("table", { id: "jobs" }, h("thead", {}, h("tr", {},
-      ["Job", "Kind", "State", "Source", "Attempts", "Created"].map((t) => h("th", { scope: "col" }, t)))), body), more);
+      ["Job", "Kind", "State", "Source", "Attempts", "Created"].map((t) =>
+        h("th", { scope: "col", class: WIDE.has(t) ? "wide" : null }, t)))), body), more);
   let cursor = null;
   const load = async (fresh) => {
     if (fresh) { cursor = null; put(body); }
@@ -234,7 +241,7 @@ async function jobsView() {
           h("td", {}, h("a", { href: `#/jobs/${j.jobId}` }, j.jobId.slice(0, 8))),
           h("td", {}, j.kind), h("td", {}, j.state),
           h("td", {}, j.sourceId ? h("a", { href: `#/source/${j.sourceId}` }, j.name || j.sourceId) : ""),
-          h("td", {}, String(j.attempts)), h("td", { class: "muted" }, when(j.createdAt))));
+          h("td", { class: "wide" }, String(j.attempts)), h("td", { class: "muted wide" }, when(j.createdAt))));
       }
       cursor = page.nextCursor; more.hidden = !cursor;
     } catch (err) { showError(err); }
