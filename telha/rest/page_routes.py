@@ -25,6 +25,7 @@ from starlette.routing import Route
 
 from telha.domain.errors import ContentErased, NotFound, RequestError
 from telha.domain.model import Scope, SourceVersion
+from telha.offload import off_loop
 from telha.rest.app import AppState, require_scope, state
 from telha.rest.read_routes import version_params
 
@@ -37,6 +38,9 @@ MAX_SCALE = 4.0
 MAX_SIDE_PX = 6000
 _PAGE = re.compile(r"^[0-9]{1,6}$")
 _render_lock = threading.Lock()  # PDFium is not thread-safe: one render at a time
+#: Renders waiting for the one at work wait here, on the event loop, not in worker threads
+#: (a waiting thread would hold one of anyio's 40 that uploads and text reads also use).
+_render_turn = anyio.Lock()
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,10 +154,16 @@ async def _raw_bytes(st: AppState, scope: Scope, version: SourceVersion) -> byte
     except NotFound:
         pass
     job = await st.queue.get(scope, version.job_id, events=False) if version.job_id else None
-    inline = msgspec.json.decode(job.payload, type=_Inline).content_b64 if job else ""
-    if not inline:
+    payload = job.payload if job is not None else b"{}"
+    raw = await off_loop(len(payload), _inline_content, payload)
+    if not raw:
         raise NotFound("the raw bytes of this version are no longer kept")
-    return base64.b64decode(inline)
+    return raw
+
+
+def _inline_content(payload: bytes) -> bytes:
+    """The raw bytes a job payload carries inline (``content_b64``), empty when none."""
+    return base64.b64decode(msgspec.json.decode(payload, type=_Inline).content_b64)
 
 
 async def page_png(request: Request) -> Response:
@@ -178,7 +188,8 @@ async def page_png(request: Request) -> Response:
     rendered = _cache.get(key)
     if rendered is None:
         raw = await _raw_bytes(st, scope, version)
-        rendered = await anyio.to_thread.run_sync(render_page, raw, page, scale)
+        async with _render_turn:
+            rendered = await anyio.to_thread.run_sync(render_page, raw, page, scale)
         if rendered is None:
             raise NotFound(f"no page {page} in this version")
         _cache.put(key, rendered)
