@@ -238,9 +238,10 @@ async function jobsView() {
       const page = await json("/v1/ingest" + qs({ state: sel.value, limit: 50, cursor }));
       for (const j of page.jobs) {
         body.append(h("tr", {},
-          h("td", {}, h("a", { href: `#/jobs/${j.jobId}` }, j.jobId.slice(0, 8))),
+          // A job id is a UUIDv7: its first digits are its time, its last ones tell jobs apart.
+          h("td", {}, h("a", { href: `#/jobs/${j.jobId}`, title: j.jobId, class: "id" }, "…" + j.jobId.slice(-12))),
           h("td", {}, j.kind), h("td", {}, j.state),
-          h("td", {}, j.sourceId ? h("a", { href: `#/source/${j.sourceId}` }, j.name || j.sourceId) : ""),
+          h("td", { class: "name" }, j.sourceId ? h("a", { href: `#/source/${j.sourceId}` }, j.name || j.sourceId) : ""),
           h("td", { class: "wide" }, String(j.attempts)), h("td", { class: "muted wide" }, when(j.createdAt))));
       }
       cursor = page.nextCursor; more.hidden = !cursor;
