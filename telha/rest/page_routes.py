@@ -23,7 +23,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from telha.domain.errors import ContentErased, NotFound, RequestError
+from telha.domain.errors import ContentErased, ContentError, NotFound, RequestError
 from telha.domain.model import Scope, SourceVersion
 from telha.offload import off_loop
 from telha.rest.app import AppState, require_scope, state
@@ -91,7 +91,7 @@ def render_page(pdf: bytes, page: int, scale: float) -> RenderedPage | None:
     PDF point; the longest side capped at :data:`MAX_SIDE_PX`); ``None`` when the document
     has no such page. Blocking: run it in a worker thread.
 
-    :raises RequestError: the bytes are not a PDF PDFium opens.
+    :raises ContentError: the bytes are not a PDF PDFium opens (400 INVALID_CONTENT).
     """
     import pypdfium2 as pdfium  # docling's PDF backend; imported on first use only
 
@@ -103,7 +103,7 @@ def _render(pdfium: Any, pdf: bytes, page: int, scale: float) -> RenderedPage | 
     try:
         doc = pdfium.PdfDocument(pdf)
     except pdfium.PdfiumError as exc:
-        raise RequestError(
+        raise ContentError(
             f"the version's bytes are not a PDF that can be rendered: {exc}"
         ) from None
     try:
