@@ -50,6 +50,7 @@ from telha.storage.protocol import (
     JobEventStore,
     KeyStore,
     ListStore,
+    RawStore,
     ReadStore,
     RetireStore,
     SearchStore,
@@ -62,9 +63,12 @@ log = structlog.get_logger("telha.rest")
 _HTTP_CODES = {404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED", 400: "INVALID_REQUEST"}
 
 
-class RestStore(ReadStore, SearchStore, RetireStore, ListStore, KeyStore, JobEventStore, Protocol):
+class RestStore(
+    ReadStore, SearchStore, RetireStore, ListStore, KeyStore, JobEventStore, RawStore, Protocol
+):
     """The storage roles the REST front uses: the read routes' reads, search and locate, the
-    retire, the listings, API key lookups and the live event stream's reads."""
+    retire, the listings, API key lookups, the live event stream's reads and the raw bytes
+    pages are rendered from."""
 
 
 @dataclass
@@ -292,8 +296,9 @@ def create_app(st: AppState) -> Starlette:
     :mod:`telha.rest.read_routes`, :mod:`telha.rest.chunk_routes`,
     :mod:`telha.rest.version_routes`,
     :mod:`telha.rest.erase_routes`, :mod:`telha.rest.listing_routes`,
-    :mod:`telha.rest.search_routes` and
-    :mod:`telha.rest.openapi`."""
+    :mod:`telha.rest.search_routes`,
+    :mod:`telha.rest.openapi`, :mod:`telha.rest.page_routes` and
+    :mod:`telha.rest.ui_routes` (the viewer's static files at ``/ui/``, no key)."""
     from telha.rest import (
         cancel_routes,
         chunk_routes,
@@ -302,8 +307,10 @@ def create_app(st: AppState) -> Starlette:
         ingest_routes,
         listing_routes,
         openapi,
+        page_routes,
         read_routes,
         search_routes,
+        ui_routes,
         version_routes,
     )
 
@@ -321,6 +328,8 @@ def create_app(st: AppState) -> Starlette:
         *listing_routes.routes,
         *search_routes.routes,
         *openapi.routes,
+        *page_routes.routes,
+        *ui_routes.routes,
     ]
     app = Starlette(
         routes=routes,

@@ -17,6 +17,7 @@ from telha.domain.listings import JOB_STATES, SOURCE_STATES
 from telha.domain.units import UNITS
 from telha.ingest.request import KNOWN_FORMATS
 from telha.rest.listing_routes import JOB_KINDS
+from telha.rest.openapi_pages import page_paths
 from telha.rest.openapi_search import search_paths
 from workers_common.format_options import ALIASES
 
@@ -563,6 +564,7 @@ def _paths() -> dict[str, Any]:
             }
         },
         **search_paths(_param, _json, _ERRORS, secured, KNOWN_FORMATS),
+        **page_paths(_SOURCE, _TX, _param, _ERRORS, _ERASED, secured),
         "/openapi.json": {
             "get": {
                 "summary": "This document",
