@@ -7,6 +7,7 @@ Every error leaves as ``{"error": {"code", "message"}}`` with the status its
 
 from __future__ import annotations
 
+import math
 import re
 import time
 import uuid
@@ -35,10 +36,12 @@ from telha.metrics import Metrics
 from telha.queue.job_queue import JobQueue
 from telha.rest.chunk_cache import ChunkCache
 from telha.rest.metrics_middleware import MetricsMiddleware
+from telha.rest.quotas import Quotas
 from telha.storage.protocol import (
     JobEventStore,
     KeyStore,
     ListStore,
+    QuotaStore,
     ReadStore,
     RetireStore,
     SearchStore,
@@ -51,9 +54,11 @@ log = structlog.get_logger("telha.rest")
 _HTTP_CODES = {404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED", 400: "INVALID_REQUEST"}
 
 
-class RestStore(ReadStore, SearchStore, RetireStore, ListStore, KeyStore, JobEventStore, Protocol):
+class RestStore(
+    ReadStore, SearchStore, RetireStore, ListStore, KeyStore, JobEventStore, QuotaStore, Protocol
+):
     """The storage roles the REST front uses: the read routes' reads, search and locate, the
-    retire, the listings, API key lookups and the live event stream's reads."""
+    retire, the listings, API key lookups, the live event stream's reads and the quotas."""
 
 
 @dataclass
@@ -79,11 +84,14 @@ class AppState:
     event_streams: anyio.Semaphore = field(init=False)
     #: The chunks last cut, so a chunk listing's later pages cost no new cut.
     chunk_cache: ChunkCache = field(default_factory=ChunkCache)
+    #: Per-scope quotas and per-key rate limits (:mod:`telha.rest.quotas`).
+    quotas: Quotas = field(init=False)
 
     def __post_init__(self) -> None:
         self.ingest_slots = anyio.Semaphore(self.config.ingest.max_concurrent)
         self.event_streams = anyio.Semaphore(self.config.server.max_event_streams)
         self.keys = KeyCache(self.store)
+        self.quotas = Quotas(self.store, self.config.quotas, self.metrics)
 
 
 class KeyCache:
@@ -135,14 +143,19 @@ def error_response(code: str, message: str, status: int) -> Response:
 
 
 async def require_scope(request: Request) -> Scope:
-    """The scope of the request's ``x-api-key``.
+    """The scope of the request's ``x-api-key``, once the key's rate limit admits the
+    request (:meth:`telha.rest.quotas.Quotas.admit`).
 
     :raises Unauthenticated: header missing or key unknown/revoked.
+    :raises RateLimited: over the scope's ``requests_per_second``.
     """
     key = request.headers.get("x-api-key")
     if not key:
         raise Unauthenticated("missing x-api-key header")
-    return await state(request).keys.scope_of(key)
+    st = state(request)
+    scope = await st.keys.scope_of(key)
+    await st.quotas.admit(key, scope)
+    return scope
 
 
 def parse_uuid(value: str, what: str) -> bytes:
@@ -216,7 +229,11 @@ async def _telha_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, TelhaError)
     if exc.http_status >= 500:
         log.error("request_failed", path=request.url.path, code=exc.code, error=exc.message)
-    return error_response(exc.code, exc.message, exc.http_status)
+    response = error_response(exc.code, exc.message, exc.http_status)
+    retry_after = getattr(exc, "retry_after_s", None)
+    if retry_after is not None:  # whole seconds, rounded up (RFC 9110 §10.2.3)
+        response.headers["Retry-After"] = str(max(1, math.ceil(retry_after)))
+    return response
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
@@ -247,6 +264,7 @@ async def metrics(request: Request) -> Response:
     refreshed first: two counts over the pending/leased partial indexes)."""
     st = state(request)
     await st.queue.refresh_gauges()
+    await st.quotas.refresh_gauges()
     body = generate_latest(st.metrics.registry)
     return Response(body, media_type=CONTENT_TYPE_LATEST)
 
@@ -269,6 +287,7 @@ def create_app(st: AppState) -> Starlette:
         openapi,
         read_routes,
         search_routes,
+        usage_routes,
         version_routes,
     )
 
@@ -285,6 +304,7 @@ def create_app(st: AppState) -> Starlette:
         *erase_routes.routes,
         *listing_routes.routes,
         *search_routes.routes,
+        *usage_routes.routes,
         *openapi.routes,
     ]
     app = Starlette(
