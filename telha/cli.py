@@ -3,7 +3,7 @@ create``/``list``/``revoke``/``worker-token`` (:mod:`telha.cli_keys`), ``webhook
 (:mod:`telha.cli_webhooks`), ``gc`` (:mod:`telha.cli_gc`), and the client commands
 ``ingest``, ``job``, ``jobs``, ``cancel``, ``source``, ``sources``, ``retire`` and ``diff``
 (:mod:`telha.cli_ingest`, :mod:`telha.cli_client`, :mod:`telha.cli_listings`), and
-``search`` and ``mcp`` (:mod:`telha.cli_retrieval`).
+``search`` and ``mcp`` (:mod:`telha.cli_retrieval`), and ``scope`` (:mod:`telha.cli_scope`).
 
 Exit codes: 0 success, 1 runtime failure, 2 usage or configuration error (the message names
 the dotted config key).
@@ -219,10 +219,12 @@ def _client_commands() -> None:
     from telha.cli_ingest import ingest
     from telha.cli_listings import jobs, sources
     from telha.cli_retrieval import mcp, search
+    from telha.cli_scope import scope
     from telha.cli_webhooks import webhook
 
     commands: tuple[click.Command, ...] = (ingest, job, jobs, cancel, source, sources, retire)
     commands += (diff, webhook, gc, search, mcp)
+    commands += (scope,)
     for command in commands:
         main.add_command(command)
     from telha.cli_keys import keys_list, keys_revoke

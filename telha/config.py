@@ -223,6 +223,22 @@ class SearchConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     enabled: bool = True
 
 
+class QuotasConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``[quotas]``: every scope's default limits (docs/operations.md, "Quotas and rate
+    limits"); ``telha scope set`` overrides them per scope. ``0``: unlimited."""
+
+    #: Jobs a scope may have ``pending``; more answer ``429 QUOTA_EXCEEDED`` at ingest.
+    max_pending_jobs: int = 0
+    #: Raw uploads plus canonical text a scope may store, bytes; once over, ingests answer
+    #: ``429 QUOTA_EXCEEDED``.
+    max_stored_bytes: int = 0
+    #: Sustained ``/v1`` requests per second per API key (a token bucket per replica); more
+    #: answer ``429 RATE_LIMITED`` with ``Retry-After``.
+    requests_per_second: float = 0.0
+    #: Requests a key may make at once; ``0``: ``requests_per_second`` rounded up.
+    burst: int = 0
+
+
 class Config(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """The whole of ``config.toml``; ``base_dir`` is the config file's folder (not a TOML key)."""
 
@@ -238,6 +254,7 @@ class Config(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
     webhooks: WebhooksConfig = msgspec.field(default_factory=WebhooksConfig)
     search: SearchConfig = msgspec.field(default_factory=SearchConfig)
     ocr: OcrConfig = msgspec.field(default_factory=OcrConfig)
+    quotas: QuotasConfig = msgspec.field(default_factory=QuotasConfig)
 
     def storage_path(self, base_dir: Path) -> Path:
         """The SQLite file, resolved against ``base_dir`` (the config file's folder)."""
@@ -356,6 +373,10 @@ def _validate(cfg: Config) -> None:
         (0 <= cfg.ocr.min_confidence <= 100, "ocr.min_confidence", "must be in 0..100"),
         (cfg.ocr.max_pages >= 1, "ocr.max_pages", "must be >= 1"),
         (cfg.ocr.page_timeout_s > 0, "ocr.page_timeout_s", "must be > 0"),
+    ]
+    checks += [
+        (getattr(cfg.quotas, key) >= 0, f"quotas.{key}", "must be >= 0 (0: unlimited)")
+        for key in ("max_pending_jobs", "max_stored_bytes", "requests_per_second", "burst")
     ]
     for ok, key, message in checks:
         if not ok:

@@ -31,6 +31,7 @@ __all__ = [
     "JobList",
     "JobStatus",
     "JobSummaryOut",
+    "LimitsOut",
     "LocatedOut",
     "NodeChangeOut",
     "NodeList",
@@ -50,6 +51,7 @@ __all__ = [
     "SourceSummaryOut",
     "SpanList",
     "SpanOut",
+    "UsageOut",
     "VersionOut",
     "VersionState",
 ]
@@ -539,3 +541,22 @@ class LocatedOut(_Out):
     end: int
     node_ids: list[str]
     exact: bool
+
+
+class LimitsOut(_Out):
+    """A scope's limits in ``GET /v1/usage``; ``null``: not limited. ``burst`` is the
+    requests a key may make at once (set only with ``requestsPerSecond``)."""
+
+    max_pending_jobs: int | None
+    max_stored_bytes: int | None
+    requests_per_second: float | None
+    burst: int | None
+
+
+class UsageOut(_Out):
+    """``GET /v1/usage``: the key's scope's jobs in state ``pending``, its stored bytes (raw
+    uploads plus canonical text) and its limits."""
+
+    pending_jobs: int
+    stored_bytes: int
+    limits: LimitsOut

@@ -20,7 +20,10 @@ from telha.client.errors import (
     JobFinished,
     NotFound,
     PayloadTooLarge,
+    QuotaExceeded,
+    RateLimited,
     TelhaError,
+    TooManyRequests,
     Unauthenticated,
     Unavailable,
 )
@@ -48,6 +51,7 @@ from telha.wire import (
     SourceOut,
     SourceSummaryOut,
     SpanOut,
+    UsageOut,
     VersionOut,
 )
 
@@ -80,6 +84,8 @@ __all__ = [
     "NodeOut",
     "NotFound",
     "PayloadTooLarge",
+    "QuotaExceeded",
+    "RateLimited",
     "RetireOut",
     "RetiredOut",
     "SearchHitOut",
@@ -89,7 +95,9 @@ __all__ = [
     "SourceSummaryOut",
     "SpanOut",
     "TelhaError",
+    "TooManyRequests",
     "Unauthenticated",
     "Unavailable",
+    "UsageOut",
     "VersionOut",
 ]

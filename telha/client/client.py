@@ -3,8 +3,9 @@
 Results are the server's own response Structs (:mod:`telha.wire`: camelCase on the
 wire, snake_case attributes; ids as UUID strings, times in µs, offsets in UTF-8 bytes). Errors
 raise one class per REST error code (:mod:`telha.client.errors`). Connection errors and 503
-answers are retried with exponential backoff and jitter (tenacity); retrying an ingest is
-safe, since identical bytes deduplicate.
+answers are retried with exponential backoff and jitter (tenacity), a 429 with a
+``Retry-After`` after that many seconds; retrying an ingest is safe, since identical bytes
+deduplicate.
 """
 
 from __future__ import annotations
@@ -21,13 +22,20 @@ import httpx
 import msgspec
 from tenacity import (
     AsyncRetrying,
-    retry_if_exception_type,
+    RetryCallState,
+    retry_if_exception,
     stop_after_attempt,
     wait_exponential_jitter,
 )
 
 from telha.client.chunks import ChunkCalls
-from telha.client.errors import ConnectionFailed, TelhaError, Unavailable, error_for
+from telha.client.errors import (
+    ConnectionFailed,
+    TelhaError,
+    TooManyRequests,
+    Unavailable,
+    error_for,
+)
 from telha.client.events import EventsUnsupported, follow_events
 from telha.client.listings import ListingCalls
 from telha.client.search import SearchCalls
@@ -48,6 +56,7 @@ from telha.wire import (
     SourceOut,
     SpanList,
     SpanOut,
+    UsageOut,
 )
 
 __all__ = ["MULTIPART_OVER_BYTES", "TERMINAL_STATES", "AsyncTelha", "IngestResult"]
@@ -92,8 +101,11 @@ class AsyncTelha(ListingCalls, ChunkCalls, SearchCalls):
     :param base_url: the REST front, e.g. ``http://127.0.0.1:7625``.
     :param api_key: sent as ``x-api-key``.
     :param timeout: seconds for each HTTP request (connect, read, write, pool).
-    :param retries: extra attempts after a connection error or a 503 (0: none).
-    :param backoff_max_s: the longest wait between two attempts, seconds.
+    :param retries: extra attempts after a connection error, a 503 or a 429 with
+        ``Retry-After`` (0: none).
+    :param backoff_max_s: the longest wait between two attempts, seconds (a ``Retry-After``
+        is waited in full, up to ``retry_after_max_s``).
+    :param retry_after_max_s: the longest ``Retry-After`` waited; a longer one is raised.
     """
 
     def __init__(
@@ -104,12 +116,14 @@ class AsyncTelha(ListingCalls, ChunkCalls, SearchCalls):
         timeout: float = 60.0,
         retries: int = 5,
         backoff_max_s: float = 5.0,
+        retry_after_max_s: float = 60.0,
     ) -> None:
         self._http = httpx.AsyncClient(
             base_url=base_url.rstrip("/"), headers={"x-api-key": api_key}, timeout=timeout
         )
         self._retries = retries
         self._backoff_max_s = backoff_max_s
+        self._retry_after_max_s = retry_after_max_s
 
     async def __aenter__(self) -> AsyncTelha:
         return self
@@ -129,18 +143,33 @@ class AsyncTelha(ListingCalls, ChunkCalls, SearchCalls):
     async def _request(
         self, method: str, url: str, build: Callable[[], dict[str, Any]] | None = None
     ) -> httpx.Response:
-        """One request, retried on connection errors and 503. ``build`` gives httpx's request
+        """One request, retried on connection errors, 503 and a 429 whose ``Retry-After`` is
+        at most ``retry_after_max_s`` (waited in full). ``build`` gives httpx's request
         arguments afresh for every attempt (a file part is reopened).
 
         :raises TelhaError: its subclass for the error code; ConnectionFailed when no
             attempt got an answer.
         """
+        # 0.1 s doubling per attempt, plus up to half of that at random, capped.
+        backoff = wait_exponential_jitter(
+            multiplier=0.1, max=self._backoff_max_s, jitter=min(0.5, self._backoff_max_s)
+        )
+
+        def retryable(exc: BaseException) -> bool:
+            if isinstance(exc, TooManyRequests):
+                after = exc.retry_after_s
+                return after is not None and after <= self._retry_after_max_s
+            return isinstance(exc, (ConnectionFailed, Unavailable))
+
+        def wait(state: RetryCallState) -> float:
+            exc = state.outcome.exception() if state.outcome is not None else None
+            if isinstance(exc, TooManyRequests) and exc.retry_after_s is not None:
+                return exc.retry_after_s
+            return float(backoff(state))
+
         retrying = AsyncRetrying(
-            retry=retry_if_exception_type((ConnectionFailed, Unavailable)),
-            # 0.1 s doubling per attempt, plus up to half of that at random, capped.
-            wait=wait_exponential_jitter(
-                multiplier=0.1, max=self._backoff_max_s, jitter=min(0.5, self._backoff_max_s)
-            ),
+            retry=retry_if_exception(retryable),
+            wait=wait,
             stop=stop_after_attempt(self._retries + 1),
             reraise=True,
         )
@@ -353,6 +382,11 @@ class AsyncTelha(ListingCalls, ChunkCalls, SearchCalls):
                 return job
             await anyio.sleep(interval)
 
+    async def usage(self) -> UsageOut:
+        """``GET /v1/usage``: the scope's pending jobs, stored bytes and limits (``None``:
+        not limited)."""
+        return await self._get("/v1/usage", UsageOut)
+
     async def source(self, source_id: str) -> SourceOut:
         """``GET /v1/sources/{sourceId}``: the source and its versions, newest first, its
         ``state`` and its last job (a source whose jobs wrote no version has no versions).
@@ -529,4 +563,8 @@ def _error(resp: httpx.Response) -> TelhaError:
         detail = {}
     code = detail.get("code") if isinstance(detail, dict) else None
     message = detail.get("message") if isinstance(detail, dict) else None
-    return error_for(resp.status_code, code, message or resp.text[:200] or resp.reason_phrase)
+    after = resp.headers.get("retry-after", "")
+    retry_after_s = float(after) if after.isdigit() else None  # an HTTP date: not waited
+    return error_for(
+        resp.status_code, code, message or resp.text[:200] or resp.reason_phrase, retry_after_s
+    )

@@ -19,7 +19,10 @@ __all__ = [
     "JobFinished",
     "NotFound",
     "PayloadTooLarge",
+    "QuotaExceeded",
+    "RateLimited",
     "TelhaError",
+    "TooManyRequests",
     "Unauthenticated",
     "Unavailable",
     "error_for",
@@ -104,6 +107,41 @@ class InternalError(TelhaError):
     default_code = "INTERNAL"
 
 
+class TooManyRequests(TelhaError):
+    """A ``429`` answer: a quota or rate limit of the key's scope refused the request.
+
+    :ivar retry_after_s: the server's ``Retry-After`` in seconds, or ``None`` when waiting
+        cannot help (a full storage quota). The client waits that long and retries.
+    """
+
+    default_code = "TOO_MANY_REQUESTS"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int,
+        code: str | None = None,
+        retry_after_s: float | None = None,
+    ) -> None:
+        if retry_after_s is not None:
+            message = f"{message} (Retry-After: {retry_after_s:g} s)"
+        super().__init__(message, status=status, code=code)
+        self.retry_after_s = retry_after_s
+
+
+class QuotaExceeded(TooManyRequests):
+    """``QUOTA_EXCEEDED``: the scope's pending jobs or stored bytes are at its quota."""
+
+    default_code = "QUOTA_EXCEEDED"
+
+
+class RateLimited(TooManyRequests):
+    """``RATE_LIMITED``: the key made more requests per second than its scope allows."""
+
+    default_code = "RATE_LIMITED"
+
+
 class ConnectionFailed(TelhaError):
     """No answer: the server could not be reached, or the connection broke (after retries)."""
 
@@ -119,9 +157,16 @@ _BY_CODE: dict[str, type[TelhaError]] = {
 }  # fmt: skip
 
 
-def error_for(status: int, code: str | None, message: str) -> TelhaError:
+def error_for(
+    status: int, code: str | None, message: str, retry_after_s: float | None = None
+) -> TelhaError:
     """The exception for an error answer: the class of ``code``, else :class:`TelhaError`
-    with ``code`` (or ``HTTP_<status>`` when the body had none)."""
+    with ``code`` (or ``HTTP_<status>`` when the body had none); a ``429`` carries its
+    ``Retry-After`` (seconds, or ``None``)."""
+    if status == 429:
+        limited = {"QUOTA_EXCEEDED": QuotaExceeded, "RATE_LIMITED": RateLimited}
+        kind = limited.get(code or "", TooManyRequests)
+        return kind(message, status=status, code=code, retry_after_s=retry_after_s)
     cls = _BY_CODE.get(code or "")
     if cls is not None:
         return cls(message, status=status)

@@ -17,6 +17,8 @@ __all__ = [
     "NotFound",
     "OutOfSync",
     "PayloadTooLarge",
+    "QuotaExceeded",
+    "RateLimited",
     "RequestError",
     "StaleLease",
     "StorageError",
@@ -132,3 +134,28 @@ class StorageError(TelhaError):
 
     code = "INTERNAL"
     http_status = 500
+
+
+class QuotaExceeded(TelhaError):
+    """A scope's quota refuses the request (docs/operations.md, "Quotas and rate limits"):
+    its pending jobs or stored bytes are at the limit. ``retry_after_s`` (seconds, or
+    ``None``) becomes the ``Retry-After`` header when waiting can help."""
+
+    code = "QUOTA_EXCEEDED"
+    http_status = 429
+
+    def __init__(self, message: str, retry_after_s: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
+class RateLimited(TelhaError):
+    """The API key made more requests than its scope's ``requests_per_second`` and ``burst``
+    allow; ``retry_after_s`` (seconds) until its next one is admitted (``Retry-After``)."""
+
+    code = "RATE_LIMITED"
+    http_status = 429
+
+    def __init__(self, message: str, retry_after_s: float) -> None:
+        super().__init__(message)
+        self.retry_after_s: float | None = retry_after_s

@@ -7,6 +7,7 @@ Every error leaves as ``{"error": {"code", "message"}}`` with the status its
 
 from __future__ import annotations
 
+import math
 import re
 import time
 import uuid
@@ -46,11 +47,13 @@ from telha.rest.access_log import SCOPE_KEY, AccessLogMiddleware
 from telha.rest.chunk_cache import ChunkCache
 from telha.rest.metrics_middleware import MetricsMiddleware
 from telha.storage.core.keys import LAST_USED_EVERY_US
+from telha.rest.quotas import Quotas
 from telha.storage.protocol import (
     JobEventStore,
     KeyStore,
     ListStore,
     RawStore,
+    QuotaStore,
     ReadStore,
     RetireStore,
     SearchStore,
@@ -64,11 +67,19 @@ _HTTP_CODES = {404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED", 400: "INVALID_REQUES
 
 
 class RestStore(
-    ReadStore, SearchStore, RetireStore, ListStore, KeyStore, JobEventStore, RawStore, Protocol
+    ReadStore,
+    SearchStore,
+    RetireStore,
+    ListStore,
+    KeyStore,
+    JobEventStore,
+    RawStore,
+    QuotaStore,
+    Protocol,
 ):
     """The storage roles the REST front uses: the read routes' reads, search and locate, the
-    retire, the listings, API key lookups, the live event stream's reads and the raw bytes
-    pages are rendered from."""
+    retire, the listings, API key lookups, the live event stream's reads, the raw bytes
+    pages are rendered from and the quotas."""
 
 
 @dataclass
@@ -94,11 +105,14 @@ class AppState:
     event_streams: anyio.Semaphore = field(init=False)
     #: The chunks last cut, so a chunk listing's later pages cost no new cut.
     chunk_cache: ChunkCache = field(default_factory=ChunkCache)
+    #: Per-scope quotas and per-key rate limits (:mod:`telha.rest.quotas`).
+    quotas: Quotas = field(init=False)
 
     def __post_init__(self) -> None:
         self.ingest_slots = anyio.Semaphore(self.config.ingest.max_concurrent)
         self.event_streams = anyio.Semaphore(self.config.server.max_event_streams)
         self.keys = KeyCache(self.store)
+        self.quotas = Quotas(self.store, self.config.quotas, self.metrics)
 
 
 class KeyCache:
@@ -168,15 +182,19 @@ def error_response(code: str, message: str, status: int) -> Response:
 
 
 async def require_scope(request: Request) -> Scope:
-    """The scope of the request's ``x-api-key``.
+    """The scope of the request's ``x-api-key``, once the key's rate limit admits the
+    request (:meth:`telha.rest.quotas.Quotas.admit`).
 
     :raises Unauthenticated: header missing or key unknown/revoked.
+    :raises RateLimited: over the scope's ``requests_per_second``.
     """
     key = request.headers.get("x-api-key")
     if not key:
         raise Unauthenticated("missing x-api-key header")
-    scope = await state(request).keys.scope_of(key)
+    st = state(request)
+    scope = await st.keys.scope_of(key)
     request.scope[SCOPE_KEY] = scope  # for the access log
+    await st.quotas.admit(key, scope)
     return scope
 
 
@@ -251,7 +269,11 @@ async def _telha_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, TelhaError)
     if exc.http_status >= 500:
         log.error("request_failed", path=request.url.path, code=exc.code, error=exc.message)
-    return error_response(exc.code, exc.message, exc.http_status)
+    response = error_response(exc.code, exc.message, exc.http_status)
+    retry_after = getattr(exc, "retry_after_s", None)
+    if retry_after is not None:  # whole seconds, rounded up (RFC 9110 §10.2.3)
+        response.headers["Retry-After"] = str(max(1, math.ceil(retry_after)))
+    return response
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
@@ -286,6 +308,7 @@ async def metrics(request: Request) -> Response:
     refreshed first: two counts over the pending/leased partial indexes)."""
     st = state(request)
     await st.queue.refresh_gauges()
+    await st.quotas.refresh_gauges()
     body = generate_latest(st.metrics.registry)
     return Response(body, media_type=CONTENT_TYPE_LATEST)
 
@@ -311,6 +334,7 @@ def create_app(st: AppState) -> Starlette:
         read_routes,
         search_routes,
         ui_routes,
+        usage_routes,
         version_routes,
     )
 
@@ -327,6 +351,7 @@ def create_app(st: AppState) -> Starlette:
         *erase_routes.routes,
         *listing_routes.routes,
         *search_routes.routes,
+        *usage_routes.routes,
         *openapi.routes,
         *page_routes.routes,
         *ui_routes.routes,

@@ -73,6 +73,7 @@ async def ingest(request: Request) -> Response:
             limit = st.config.ingest.max_upload_bytes
             async with receive_upload(request, st.upload_dir, limit) as up:
                 fmt, size = up.format, up.file.size
+                await st.quotas.check_ingest(scope, makes_job=fmt != "json")
                 result = await st.ingestor.ingest_upload(
                     scope, up.format, up.name, up.options, up.file
                 )
@@ -80,6 +81,7 @@ async def ingest(request: Request) -> Response:
             body = await read_body(request, st.config.ingest.max_body_bytes)
             req = await off_loop(len(body), parse_ingest_request, body)
             fmt, size = req.format, len(req.raw or b"")
+            await st.quotas.check_ingest(scope, makes_job=fmt != "json")
             result = await st.ingestor.ingest(scope, req)
     except TelhaError:
         st.metrics.ingest_requests.labels(fmt, "error").inc()

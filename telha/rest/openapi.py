@@ -34,10 +34,28 @@ def _json(name: str, description: str) -> dict[str, Any]:
     return {"description": description, "content": {"application/json": {"schema": _ref(name)}}}
 
 
+_RETRY_AFTER = {
+    "Retry-After": {
+        "description": "seconds until a retry can succeed (absent when waiting cannot help)",
+        "schema": {"type": "integer", "minimum": 1},
+    }
+}
+_RATE_LIMITED = {
+    **_json("ErrorBody", "RATE_LIMITED: over the scope's requests_per_second and burst"),
+    "headers": _RETRY_AFTER,
+}
+_QUOTA = {
+    **_json(
+        "ErrorBody",
+        "QUOTA_EXCEEDED (max_pending_jobs, max_stored_bytes) or RATE_LIMITED",
+    ),
+    "headers": _RETRY_AFTER,
+}
 _ERRORS = {
     "400": _json("ErrorBody", "INVALID_REQUEST or INVALID_CONTENT"),
     "401": _json("ErrorBody", "UNAUTHENTICATED: missing or unknown x-api-key"),
     "404": _json("ErrorBody", "NOT_FOUND (also for another scope's ids)"),
+    "429": _RATE_LIMITED,
 }
 _ERASED = _json(
     "ErrorBody", "CONTENT_ERASED: the content (or this version) was erased (GDPR) for good"
@@ -196,6 +214,7 @@ def _paths() -> dict[str, Any]:
                     ),
                     "410": _ERASED,
                     **_ERRORS,
+                    "429": _QUOTA,
                 },
             },
             "get": {
@@ -565,6 +584,17 @@ def _paths() -> dict[str, Any]:
         },
         **search_paths(_param, _json, _ERRORS, secured, KNOWN_FORMATS),
         **page_paths(_SOURCE, _TX, _param, _ERRORS, _ERASED, secured),
+        "/v1/usage": {
+            "get": {
+                "summary": "The key's scope's pending jobs, stored bytes and limits",
+                "security": secured,
+                "responses": {
+                    "200": _json("UsageOut", "usage and limits (null: not limited)"),
+                    "401": _ERRORS["401"],
+                    "429": _RATE_LIMITED,
+                },
+            }
+        },
         "/openapi.json": {
             "get": {
                 "summary": "This document",

@@ -134,6 +134,11 @@ async def _dump(dsn: str) -> dict[str, list[tuple[Any, ...]]]:
         raw = {t: [tuple(r) for r in await conn.fetch(f'SELECT * FROM "{t}"')] for t in tables}
         # When each migration was applied: the one wall-clock column outside the cases.
         raw["schema_migrations"] = [r[:2] for r in raw["schema_migrations"]]
+        # Stored bytes per scope: the counter's shards are the writing backends' pids.
+        usage: dict[int, int] = {}
+        for sid, _, n in raw["scope_usage"]:
+            usage[sid] = usage.get(sid, 0) + n
+        raw["scope_usage"] = sorted(usage.items())
         # Version times, publish times (a stream's finalize) and retire times.
         txs = sorted(
             {

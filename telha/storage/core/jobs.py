@@ -35,6 +35,7 @@ from telha.domain.records import (
     job_record,
     with_children,
 )
+from telha.storage.core import fair_lease
 from telha.storage.core.blocklist import blocked
 from telha.storage.core.deliveries import job_ended, record_job_webhook
 from telha.storage.core.engine import EngineOps
@@ -193,6 +194,7 @@ async def enqueue(
         await record_job_webhook(tx, job.job_id, job.webhook)
     await add_event(tx, job.job_id, now_us, "enqueued", detail)
     await note_job(tx, sid, job, now_us)
+    await fair_lease.note_head(tx, sid, job.format)
     await tx.notify(job.format)
     return EnqueueOutcome(False, job.job_id)
 
@@ -359,31 +361,29 @@ async def lease(
     now_us: int,
     lease_us: int,
 ) -> JobRecord | None:
-    """Lease the oldest available pending job of ``formats`` (of ``scope`` only, unless
-    ``None``): state ``leased``, generation + 1, deadline ``now_us + lease_us``, a ``leased``
-    event. On PostgreSQL the candidate is locked with ``SKIP LOCKED``: a job another
-    transaction is leasing is passed over, never leased twice."""
-    cond, fparams = tx.any("format", formats, "text")
-    scope_sql, sparams = "", tuple[int, ...]()
+    """Lease the next available pending job of ``formats`` (of ``scope`` only, unless
+    ``None``), picked fairly across scopes (:func:`telha.storage.core.fair_lease.pick`: the
+    least recently leased scope first, then its oldest job): state ``leased``, generation + 1,
+    deadline ``now_us + lease_us``, a ``leased`` event, the scope's head moved to the back.
+    On PostgreSQL the candidate is locked with ``SKIP LOCKED``: a job another transaction is
+    leasing is passed over, never leased twice."""
+    sid: int | None = None
     if scope is not None:
         sid = await tx.known_scope_id(scope)
         if sid is None:
             raise Rollback(None)
-        scope_sql, sparams = " AND scope_id = ?", (sid,)
-    row = await tx.fetchone(
-        f"SELECT job_id FROM jobs WHERE state = 'pending' AND {cond} AND available_at <= ?"
-        f"{scope_sql} ORDER BY available_at, job_id LIMIT 1{tx.skip_locked}",
-        *fparams, now_us, *sparams,
-    )  # fmt: skip
-    if row is None:
+    picked = await fair_lease.pick(tx, formats, sid, now_us)
+    if picked is None:
         raise Rollback(None)
+    job_id, head_sid, fmt = picked
+    await fair_lease.touch(tx, head_sid, fmt, now_us)
     await tx.execute(
         "UPDATE jobs SET state = 'leased', lease_generation = lease_generation + 1,"
         " lease_owner = ?, lease_deadline = ?, updated_at = ? WHERE job_id = ?",
-        worker_id, now_us + lease_us, now_us, row[0],
+        worker_id, now_us + lease_us, now_us, job_id,
     )  # fmt: skip
-    await add_event(tx, row[0], now_us, "leased", f"worker={worker_id}")
-    return await select_job(tx, row[0])
+    await add_event(tx, job_id, now_us, "leased", f"worker={worker_id}")
+    return await select_job(tx, job_id)
 
 
 async def heartbeat(tx: Tx, leases: Sequence[LeaseRef], now_us: int, lease_us: int) -> list[bytes]:

@@ -24,6 +24,7 @@ from telha.storage.core.erasure import ErasureOps
 from telha.storage.core.job_events import JobEventOps
 from telha.storage.core.keys import KeyOps
 from telha.storage.core.listings import ListOps
+from telha.storage.core.quotas import QuotaOps
 from telha.storage.core.raw import RawOps
 from telha.storage.core.reads import ReadOps
 from telha.storage.core.retention import RetentionOps
@@ -58,6 +59,7 @@ class PostgresStore(
     CancelOps,
     JobEventOps,
     RawOps,
+    QuotaOps,
     ScanOps,
     ErasureOps,
     WebhookOps,

@@ -18,6 +18,7 @@ from telha.storage.core.job_events import JobEventOps
 from telha.storage.core.jobs import JobOps
 from telha.storage.core.keys import KeyOps
 from telha.storage.core.listings import ListOps
+from telha.storage.core.quotas import QuotaOps
 from telha.storage.core.raw import RawOps
 from telha.storage.core.reads import ReadOps
 from telha.storage.core.retention import RetentionOps
@@ -47,6 +48,7 @@ class SqliteStore(
     CancelOps,
     JobEventOps,
     RawOps,
+    QuotaOps,
     ScanOps,
     ErasureOps,
     WebhookOps,
