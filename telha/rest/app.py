@@ -46,14 +46,14 @@ from telha.queue.job_queue import JobQueue
 from telha.rest.access_log import SCOPE_KEY, AccessLogMiddleware
 from telha.rest.chunk_cache import ChunkCache
 from telha.rest.metrics_middleware import MetricsMiddleware
-from telha.storage.core.keys import LAST_USED_EVERY_US
 from telha.rest.quotas import Quotas
+from telha.storage.core.keys import LAST_USED_EVERY_US
 from telha.storage.protocol import (
     JobEventStore,
     KeyStore,
     ListStore,
-    RawStore,
     QuotaStore,
+    RawStore,
     ReadStore,
     RetireStore,
     SearchStore,
