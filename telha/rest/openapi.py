@@ -17,7 +17,9 @@ from telha.domain.listings import JOB_STATES, SOURCE_STATES
 from telha.domain.units import UNITS
 from telha.ingest.request import KNOWN_FORMATS
 from telha.rest.listing_routes import JOB_KINDS
+from telha.rest.openapi_erase import erase_paths
 from telha.rest.openapi_pages import page_paths
+from telha.rest.openapi_quotas import refusals, usage_paths
 from telha.rest.openapi_search import search_paths
 from workers_common.format_options import ALIASES
 
@@ -34,23 +36,7 @@ def _json(name: str, description: str) -> dict[str, Any]:
     return {"description": description, "content": {"application/json": {"schema": _ref(name)}}}
 
 
-_RETRY_AFTER = {
-    "Retry-After": {
-        "description": "seconds until a retry can succeed (absent when waiting cannot help)",
-        "schema": {"type": "integer", "minimum": 1},
-    }
-}
-_RATE_LIMITED = {
-    **_json("ErrorBody", "RATE_LIMITED: over the scope's requests_per_second and burst"),
-    "headers": _RETRY_AFTER,
-}
-_QUOTA = {
-    **_json(
-        "ErrorBody",
-        "QUOTA_EXCEEDED (max_pending_jobs, max_stored_bytes) or RATE_LIMITED",
-    ),
-    "headers": _RETRY_AFTER,
-}
+_RATE_LIMITED, _QUOTA = refusals(_json)
 _ERRORS = {
     "400": _json("ErrorBody", "INVALID_REQUEST or INVALID_CONTENT"),
     "401": _json("ErrorBody", "UNAUTHENTICATED: missing or unknown x-api-key"),
@@ -71,31 +57,6 @@ _RETIRE_BODY = {
             "minLength": 1,
             "maxLength": 1000,
             "description": "why (kept with the retire); or the reason query parameter",
-        },
-    },
-}
-
-_ERASE_OUT = {
-    "description": "what was erased, or with dryRun=true what would be",
-    "content": {
-        "application/json": {"schema": {"oneOf": [_ref("ErasureOut"), _ref("ErasurePreviewOut")]}}
-    },
-}
-_ERASE_BODY = {
-    "type": "object",
-    "required": ["reason"],
-    "additionalProperties": False,
-    "properties": {
-        "reason": {
-            "type": "string",
-            "minLength": 1,
-            "maxLength": 1000,
-            "description": "why (kept in the erasure audit, with who and when)",
-        },
-        "versionTx": {
-            "type": ["integer", "null"],
-            "minimum": 0,
-            "description": "erase only this version (transaction time, µs); default every one",
         },
     },
 }
@@ -409,38 +370,7 @@ def _paths() -> dict[str, Any]:
                 },
             }
         },
-        "/v1/sources/{sourceId}/erase": {
-            "post": {
-                "summary": "Erase a source (every version, or one) for good (GDPR)",
-                "description": (
-                    "Runs as an erase job (GET /v1/ingest/{erasureId} shows its steps): raw"
-                    " bytes and inline job content deleted, canonical text replaced by"
-                    " redaction records (length and hash), nodes scrubbed and hidden or"
-                    " trimmed, span rows deleted, pending/leased jobs of the source dead"
-                    " (erased), both digests of every erased version on the scope's"
-                    " blocklist (a later ingest of them answers 410). Versions of other"
-                    " sources sharing the bytes or canonical text are erased with it. A"
-                    " repeated erase answers the same result. dryRun=true erases nothing and"
-                    " answers what would be erased (ErasurePreviewOut: sources with names,"
-                    " versions, node counts); its body may be empty and reason is optional."
-                ),
-                "security": secured,
-                "parameters": [
-                    _SOURCE,
-                    _param(
-                        "dryRun",
-                        "query",
-                        _enum(("true", "false")),
-                        "true: answer what would be erased (ErasurePreviewOut), erase nothing",
-                    ),
-                ],
-                "requestBody": {
-                    "required": True,
-                    "content": {"application/json": {"schema": _ERASE_BODY}},
-                },
-                "responses": {"200": _ERASE_OUT, **_ERRORS},
-            }
-        },
+        **erase_paths(_ref, _param, _enum, _SOURCE, _ERRORS, secured),
         "/v1/sources/{sourceId}/versions/{tx}/text": {
             "get": {
                 "summary": "Canonical text bytes [start, end) of one version",
@@ -584,17 +514,7 @@ def _paths() -> dict[str, Any]:
         },
         **search_paths(_param, _json, _ERRORS, secured, KNOWN_FORMATS),
         **page_paths(_SOURCE, _TX, _param, _ERRORS, _ERASED, secured),
-        "/v1/usage": {
-            "get": {
-                "summary": "The key's scope's pending jobs, stored bytes and limits",
-                "security": secured,
-                "responses": {
-                    "200": _json("UsageOut", "usage and limits (null: not limited)"),
-                    "401": _ERRORS["401"],
-                    "429": _RATE_LIMITED,
-                },
-            }
-        },
+        **usage_paths(_json, _ERRORS, secured),
         "/openapi.json": {
             "get": {
                 "summary": "This document",
