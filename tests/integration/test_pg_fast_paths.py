@@ -1,5 +1,5 @@
 """PostgreSQL's fast paths against the general path written once in telha.storage.core: each
-case runs on two fresh databases — through the fast path (``telha_enqueue``, ``telha_lease``,
+case runs on two fresh databases — through the fast path (``telha_enqueue``, ``telha_lease_fair``,
 ``telha_commit_single`` behind the store's methods) on one, through the core operation
 (``store._transaction(…, core_op, …)``) on the other — and every row of every table must
 be the same afterwards, as must the outcome. Only transaction times (taken from the clock

@@ -173,7 +173,7 @@ async def test_driver_errors_are_storage_errors() -> None:
 async def test_lease_looks_past_locked_candidates_in_age_order(
     two: tuple[PostgresStore, PostgresStore, str],
 ) -> None:
-    """telha_lease reads 16 candidates per format: with the 20 oldest jobs locked by another
+    """A lease passes over locked jobs: with the 20 oldest jobs locked by another
     transaction it still leases the oldest unlocked one, and it orders across formats."""
     a, _, dsn = two
     now = 1_000_000_000_000

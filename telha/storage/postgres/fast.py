@@ -1,11 +1,12 @@
 """PostgreSQL's measured fast paths: the hottest operations as one call of a PL/pgSQL
-function each (migrations 0002–0015), instead of one round trip per statement of the general
+function each (migrations 0002–0019), instead of one round trip per statement of the general
 path in :mod:`telha.storage.core`. Each takes the general path's locks in its order and
 writes the same rows; ``tests/integration/test_pg_fast_paths.py`` runs the same cases
 through both and compares every row written (docs/architecture.md, "The storage seam")."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import msgspec
@@ -17,14 +18,16 @@ from telha.domain.model import (
     Dedup,
     EnqueueOutcome,
     JobCompletion,
+    JobRecord,
     NewJob,
     NewVersion,
     Scope,
 )
 from telha.domain.projection import Projection
+from telha.domain.records import job_record
 from telha.domain.rows import PENDING_TX, Match, build_rows
 from telha.storage.core.deliveries import has_webhooks
-from telha.storage.core.jobs import JobOps
+from telha.storage.core.jobs import JOB_COLS, JobOps
 from telha.storage.core.search_index import sync_source
 from telha.storage.core.versions import VersionOps
 from telha.storage.postgres.base import PgBase
@@ -34,8 +37,7 @@ __all__ = ["FastJobOps", "FastVersionOps"]
 
 
 class FastJobOps(JobOps, PgBase):
-    """:class:`~telha.storage.core.jobs.JobOps` with enqueue as one call (a lease takes
-    the general path: its fair pick, :mod:`telha.storage.core.fair_lease`, is written once)."""
+    """:class:`~telha.storage.core.jobs.JobOps` with enqueue and lease as one call each."""
 
     async def enqueue_job(
         self, scope: Scope, job: NewJob, *, now_us: int, dedup: bool
@@ -63,6 +65,39 @@ class FastJobOps(JobOps, PgBase):
         if not outcome.deduplicated and outcome.job_id is not None:
             self.job_events.signal((outcome.job_id,))  # its ``enqueued`` event
         return outcome
+
+    async def lease_next_job(
+        self,
+        formats: Sequence[str],
+        *,
+        scope: Scope | None,
+        worker_id: str,
+        now_us: int,
+        lease_us: int,
+    ) -> JobRecord | None:
+        """:func:`telha.storage.core.jobs.lease` as one call of ``telha_lease_fair`` (the
+        fair pick of :mod:`telha.storage.core.fair_lease`, ``SKIP LOCKED``, the lease, its
+        event and the head's turn), its own transaction."""
+        if not formats:
+            return None
+        sid = None
+        if scope is not None:
+            sid = await self._scope_id(scope)
+            if sid is None:
+                return None
+
+        async def one(conn: Conn) -> JobRecord | None:
+            row = await conn.fetchrow(
+                f"SELECT {JOB_COLS} FROM telha_lease_fair($1, $2, $3, $4, $5) j"
+                " JOIN scopes s ON s.scope_id = j.scope_id",
+                list(formats), now_us, worker_id, now_us + lease_us, sid,
+            )  # fmt: skip
+            return job_record(row) if row is not None else None
+
+        job = await self._write("lease job", one, transaction=False)
+        if job is not None:
+            self.job_events.signal((job.job_id,))  # its ``leased`` event
+        return job
 
 
 class FastVersionOps(VersionOps, PgBase):
