@@ -226,4 +226,6 @@ def test_a_job_no_worker_takes_shows_the_server_hint(server: ServerProcess, tmp_
     finally:
         proc.kill()
         proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
     assert "one/t.csv: hint (no worker polls format csv)\n" in lines, lines

@@ -172,6 +172,7 @@ async def test_openapi_describes_every_route(server: ServerProcess) -> None:
             "/v1/sources/{sourceId}/versions/{tx}/spans",
             "/v1/sources/{sourceId}/versions/{tx}/chunks",
             "/v1/sources/{sourceId}/versions/{tx}/pages/{n}.png",
+            "/v1/usage",
             "/v1/nodes",
             "/v1/nodes/{nodeId}",
             "/v1/nodes/{nodeId}/edges",

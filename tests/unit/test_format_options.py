@@ -73,7 +73,7 @@ def test_core_and_the_worker_accept_the_same_values(fmt: str, parse: Any) -> Non
 
 
 def test_the_workers_read_their_option_names_from_the_declaration() -> None:
-    assert set(option_names("pdf")) == DOCLING_OPTIONS == {"clarify"}
+    assert set(option_names("pdf")) == DOCLING_OPTIONS == {"clarify", "ocr"}
     assert set(option_names("eml")) == EMAIL_OPTIONS == {"clarify"}
     assert set(option_names("code")) == CODE_FILE_OPTIONS | ARCHIVE_OPTIONS
     assert option_names("text") == option_names("markdown") == ()
