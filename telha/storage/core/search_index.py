@@ -42,6 +42,7 @@ from telha.offload import off_loop
 from telha.storage.core.tx import Tx
 
 __all__ = [
+    "ENTRIES_PER_BATCH",
     "SEARCH_COLS",
     "drop_stale",
     "index_pending",
@@ -57,6 +58,8 @@ _INSERT_SQLITE = f"INSERT INTO search_spans ({SEARCH_COLS}, body) VALUES ({'?, '
 _INSERT_PG = f"INSERT INTO search_spans ({SEARCH_COLS}, body) VALUES ({'?, ' * 9}?::text::tsvector)"
 #: Ids one ``IN (…)`` list names at most on SQLite.
 _BATCH = 500
+#: Waiting entries one :func:`index_pending` transaction settles at most.
+ENTRIES_PER_BATCH = 64
 
 _decode = msgspec.json.decode
 
@@ -267,10 +270,26 @@ async def drop_stale(tx: Tx, sid: int, source_id: bytes) -> None:
 
 async def index_pending(tx: Tx, limit: int, sid: int | None) -> int:
     """One batch of the index's waiting work (of scope ``sid``, or of any scope when
-    ``None``): delete up to ``limit`` rows of a stale version, else write the rows of up to
-    ``limit`` span rows of the oldest version being filled. Returns the rows deleted or
-    written (at least 1 while anything waited), 0 when nothing waits. On PostgreSQL an
-    entry another replica holds is skipped."""
+    ``None``): stale versions' rows deleted, then the oldest versions being filled written,
+    entry after entry until ``limit`` rows were deleted or written or
+    :data:`ENTRIES_PER_BATCH` entries were settled (many small versions share one
+    transaction). Returns the rows deleted or written (at least 1 per entry settled), 0 when
+    nothing waits. On PostgreSQL an entry another replica holds is skipped."""
+    done = 0
+    for _ in range(ENTRIES_PER_BATCH):
+        step = await _one_entry(tx, limit - done, sid)
+        if step is None:
+            break
+        done += step
+        if done >= limit:
+            break
+    return done
+
+
+async def _one_entry(tx: Tx, limit: int, sid: int | None) -> int | None:
+    """Work on one waiting entry with a budget of ``limit`` rows: a stale version's rows
+    deleted, else the oldest version being filled written from its key. Returns the rows
+    deleted or written (at least 1), ``None`` when nothing waits."""
     where, params = ("WHERE scope_id = ? ", [sid]) if sid is not None else ("", [])
     stale = await tx.fetchone(
         f"SELECT scope_id, source_id, version_tx FROM search_stale {where}"
@@ -294,7 +313,7 @@ async def index_pending(tx: Tx, limit: int, sid: int | None) -> int:
         *params,
     )  # fmt: skip
     if row is None:
-        return 0
+        return None
     job = _Filling(int(row[0]), bytes(row[1]), int(row[2]), int(row[3]), int(row[4]))
     current = await _current(tx, job.sid, job.source_id)
     if current is None or current[0] != job.version_tx:  # not current any more
