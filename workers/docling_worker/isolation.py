@@ -38,6 +38,7 @@ from workers_common import (
     UnsupportedFeature,
     WorkerFailure,
 )
+from workers_common.failures import as_failure
 
 __all__ = ["ChildPool", "Limits", "limits_from_env", "pool"]
 
@@ -109,10 +110,9 @@ def _child_main(conn: Connection, mem_ceiling_mb: int) -> None:
             conn.send(("ok", body))
         except MemoryError:
             os._exit(30)
-        except WorkerFailure as exc:
-            conn.send((exc.kind, str(exc)))
-        except Exception as exc:  # an untyped parser error: the job is retried
-            conn.send(("transient", f"{type(exc).__name__}: {exc}"))
+        except Exception as exc:  # typed here: the traceback does not cross the pipe
+            failure = as_failure(exc)
+            conn.send((failure.kind, str(failure)))
 
 
 class _Child:
