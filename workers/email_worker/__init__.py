@@ -54,6 +54,7 @@ from email_worker.parse import (
     attachments,
     body_text,
     clean,
+    decode_notes,
     format_of,
     header,
     message_ids,
@@ -67,6 +68,7 @@ from workers_common import (
     Job,
     UnsupportedFeature,
 )
+from workers_common.empty import is_empty
 from workers_common.ids import child_root_id
 from workers_common.temporal import find_dates, to_us
 
@@ -222,7 +224,9 @@ def handle(job: Job) -> dict[str, Any]:
     b = IngestionResultBuilder()
     lines, person_spans = _header_block(b, h)
     paragraph_spans: list[tuple[str, int]] = []
-    for i, para in enumerate(_paragraphs(clean(body_text(msg)))):
+    body = body_text(msg)
+    b.count_nul(body.count("\x00"))  # dropped by clean(): stats.nul_chars
+    for i, para in enumerate(_paragraphs(clean(body))):
         b.add_text("\n" if i == 0 else "\n\n")
         paragraph_spans.append((para, b.add_span_text(para, "paragraph")))
     props: dict[str, Any] = {
@@ -247,6 +251,11 @@ def handle(job: Job) -> dict[str, Any]:
         "ambiguities": 0,
         "ambiguities_suppressed": 0,
     }
+    notes = decode_notes(msg)
+    if notes:
+        stats["warnings"] = notes
+    if is_empty(job):
+        stats["empty"] = True
     amb = (
         _ambiguity(h.sent, paragraph_spans, [s for k, s in lines if k == "Date"])
         if job.options.get("clarify")
