@@ -246,7 +246,8 @@ def handle(job: Job) -> dict[str, Any]:
         decoded, nul = drop_nul(job.content.decode("utf-8").removeprefix("\ufeff"))
     except UnicodeDecodeError as exc:
         raise CorruptInput(f"not UTF-8 source: invalid byte at offset {exc.start}") from None
-    text = normalize_canonical(decoded)
+    empty = is_empty(job)
+    text = "" if empty else normalize_canonical(decoded)
     source = text.encode("utf-8")
     tree = Parser(_language(language)).parse(source)
     b = IngestionResultBuilder()
@@ -275,7 +276,7 @@ def handle(job: Job) -> dict[str, Any]:
         "imports": len(dict.fromkeys(walk.imports)), "calls": calls,
         "syntax_errors": walk.errors,
     }  # fmt: skip
-    if is_empty(job):
+    if empty:
         stats["empty"] = True
     b.set_stats(stats)
     return b.build()

@@ -136,8 +136,14 @@ def _xlsx(job: Job) -> Submissions:
         yield from projector.run(
             [],
             {"name": job.name, "sheets": 0},
-            lambda: {"encoding": None, "delimiter": None, "sheets": 0, "skipped_sheets": 0,
-                     **_table_stats([]), "empty": True},  # fmt: skip
+            lambda: {
+                "encoding": None,
+                "delimiter": None,
+                "sheets": 0,
+                "skipped_sheets": 0,
+                **_table_stats([]),
+                "empty": True,
+            },
         )
         return
     with job.local_path() as path:

@@ -1,6 +1,7 @@
 """Cell typing: per-column type inference and per-batch typed values, as polars expressions.
 
-Every cell arrives as a string (``null`` when empty). Text is normalized like canonical text
+The patterns are :mod:`workers_common.cell_types`' (docling tables are typed by the same
+rules). Every cell arrives as a string (``null`` when empty). Text is normalized like canonical text
 (NFC, CRLF and lone CR → LF) before anything else.
 
 **Type inference** (once per table, over all its data rows, batch by batch): each non-empty
@@ -36,6 +37,8 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
+from workers_common.cell_types import BOOL, DATETIME, FLOAT, INT, ISO_DATE, NUM_DATE, PATTERNS
+
 __all__ = [
     "TYPES",
     "Ambiguous",
@@ -53,22 +56,13 @@ __all__ = [
 #: Column types, narrowest first (the tie-break order of inference).
 TYPES = ("bool", "int", "float", "date", "datetime", "string")
 
-_BOOL = r"^(?i:true|false)$"
-_INT = r"^[+-]?\d+$"
-_FLOAT = r"^[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?$"
-_ISO_DATE = r"^\d{4}-\d{2}-\d{2}$"
-_NUM_DATE = r"^(\d{1,2})([/.-])(\d{1,2})([/.-])(\d{4})$"
-_ANY_DATE = (
-    r"^(?:\d{4}-\d{2}-\d{2}|\d{1,2}/\d{1,2}/\d{4}|\d{1,2}-\d{1,2}-\d{4}|\d{1,2}\.\d{1,2}\.\d{4})$"
-)
-_DATETIME = r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?$"
-_PATTERNS = {
-    "bool": _BOOL,
-    "int": _INT,
-    "float": _FLOAT,
-    "date": _ANY_DATE,
-    "datetime": _DATETIME,
-}
+_BOOL = BOOL
+_INT = INT
+_FLOAT = FLOAT
+_ISO_DATE = ISO_DATE
+_NUM_DATE = NUM_DATE
+_DATETIME = DATETIME
+_PATTERNS = PATTERNS
 
 
 def normalize_expr(e: pl.Expr) -> pl.Expr:

@@ -182,6 +182,4 @@ def build_table(name: str, frame: pl.LazyFrame, header_option: str) -> Table:
         counts[f"wide:{k}"] + (0 if header else 1) for k in range(min(counts["wide"], RAGGED_SHOWN))
     )
     votes = column_votes(counts, width)
-    return Table(
-        name, names, types, rows, header, batches, votes, counts.get("wide_all", 0), shown
-    )
+    return Table(name, names, types, rows, header, batches, votes, counts.get("wide_all", 0), shown)

@@ -186,7 +186,11 @@ def as_failure(exc: BaseException) -> WorkerFailure:
         return exc
     _, permanent, kind = classify(exc)
     cls: type[WorkerFailure] = (
-        CorruptInput if permanent else ResourceLimit if kind == "resource_limit" else TransientFailure
+        CorruptInput
+        if permanent
+        else ResourceLimit
+        if kind == "resource_limit"
+        else TransientFailure
     )
     return cls(f"{type(exc).__name__}: {exc}")
 
