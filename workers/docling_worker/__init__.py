@@ -11,7 +11,10 @@ process never imports docling: only the children do.
 
 One submission per document; ``stats`` as :func:`docling_worker.projection.project_document`
 gives them. Options: ``clarify`` (report temporal ambiguities). Deterministic: the same bytes
-give the same submission.
+give the same submission. A PDF docling-parse cannot read (refused, a crashed or timed-out
+child) is read again by pypdfium2 (:mod:`docling_worker.pdf_text`, ``stats.pdf_extractor``)
+before the job fails with the first failure. Empty input follows
+:mod:`workers_common.empty` (a DOCUMENT alone, no child process).
 """
 
 from __future__ import annotations
@@ -22,7 +25,15 @@ from typing import Any
 import msgspec
 
 from docling_worker.isolation import pool
-from workers_common import Job, UnsupportedFeature
+from workers_common import (
+    CorruptInput,
+    IngestionResultBuilder,
+    Job,
+    ResourceLimit,
+    TransientFailure,
+    UnsupportedFeature,
+)
+from workers_common.empty import is_empty
 from workers_common.splitter import stream_submission
 
 __all__ = ["FORMATS", "handle"]
@@ -31,6 +42,8 @@ FORMATS = ("pdf", "docx", "pptx", "html")
 #: Submissions larger than this (JSON bytes) are streamed as partials (~2 MiB).
 STREAM_OVER_BYTES = 2 * 1024 * 1024
 _OPTIONS = frozenset({"clarify"})
+#: In a ``resource_limit`` over the page limit: no other extractor is tried.
+_OVER_PAGES = "docling.max_pages"
 
 
 def handle(job: Job) -> bytes | Iterator[dict[str, Any]]:
@@ -46,8 +59,23 @@ def handle(job: Job) -> bytes | Iterator[dict[str, Any]]:
     unknown = sorted(set(job.options) - _OPTIONS)
     if unknown:
         raise UnsupportedFeature(f"option: unknown option(s) {', '.join(unknown)}")
+    if is_empty(job):  # workers_common.empty: the DOCUMENT alone
+        b = IngestionResultBuilder()
+        b.add_node(["DOCUMENT"], {"name": job.name, "format": job.format}, id=job.root_node_id)
+        b.set_stats({"empty": True})
+        return b.to_json()
+    clarify = bool(job.options.get("clarify"))
     with job.local_path() as path:
-        body = pool().convert(path, job.format, job.name, clarify=bool(job.options.get("clarify")))
+        try:
+            body = pool().convert(path, job.format, job.name, clarify=clarify)
+        except (CorruptInput, TransientFailure, ResourceLimit) as first:
+            if job.format != "pdf" or _OVER_PAGES in str(first):
+                raise
+            # docling-parse could not read it (refused, crashed or hung): pypdfium2's text.
+            try:
+                body = pool().convert(path, "pdf", job.name, clarify=clarify, extractor="pypdfium2")
+            except (CorruptInput, TransientFailure, ResourceLimit):
+                raise first from None
     if len(body) <= STREAM_OVER_BYTES:
         return body  # core gives the DOCUMENT (the first node) job.root_node_id, if any
     submission = msgspec.json.decode(body)

@@ -22,7 +22,7 @@ import re
 import zipfile
 from pathlib import Path
 
-from lxml import etree
+from lxml import etree  # type: ignore[import-untyped]  # docling's own dependency
 
 __all__ = ["LOCALIZED", "expose_headings"]
 
@@ -148,16 +148,17 @@ def expose_headings(path: Path, folder: Path) -> Path | None:
             if not _retarget(document, styles):
                 return None
             out = folder / "headings.docx"
+            rewritten = {"word/document.xml": document, "word/styles.xml": styles.root}
             with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as dst:
                 for info in zf.infolist():
-                    if info.filename == "word/document.xml":
-                        dst.writestr(info, etree.tostring(document, xml_declaration=True,
-                                                          encoding="UTF-8", standalone=True))  # fmt: skip
-                    elif info.filename == "word/styles.xml":
-                        dst.writestr(info, etree.tostring(styles.root, xml_declaration=True,
-                                                          encoding="UTF-8", standalone=True))  # fmt: skip
-                    else:
+                    root = rewritten.get(info.filename)
+                    if root is None:
                         dst.writestr(info, zf.read(info.filename))
+                        continue
+                    xml = etree.tostring(
+                        root, xml_declaration=True, encoding="UTF-8", standalone=True
+                    )
+                    dst.writestr(info, xml)
             return out
     except (zipfile.BadZipFile, etree.XMLSyntaxError, KeyError, ValueError, OSError, EOFError):
         return None

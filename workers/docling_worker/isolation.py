@@ -92,6 +92,7 @@ def _child_main(conn: Connection, mem_ceiling_mb: int) -> None:
         import msgspec
 
         from docling_worker.convert import convert, pdf_pipeline
+        from docling_worker.pdf_text import pdf_text_document
         from docling_worker.projection import project_document
     except MemoryError:
         os._exit(30)
@@ -100,12 +101,17 @@ def _child_main(conn: Connection, mem_ceiling_mb: int) -> None:
             request = conn.recv()
         except EOFError:
             return
-        path, fmt, name, clarify, max_pages, links = request
+        path, fmt, name, clarify, max_pages, links, *rest = request
+        extractor = rest[0] if rest else None  # "pypdfium2": docling_worker.pdf_text
         try:
-            doc = convert(Path(path), fmt, max_pages)
+            if extractor == "pypdfium2":
+                doc = pdf_text_document(Path(path), max_pages)
+            else:
+                doc = convert(Path(path), fmt, max_pages)
             projected = project_document(
-                doc, name, fmt, clarify=clarify, pdf_pipeline=pdf_pipeline(), links=links
-            )
+                doc, name, fmt, clarify=clarify, pdf_pipeline=pdf_pipeline(), links=links,
+                extractor=extractor,
+            )  # fmt: skip
             body = msgspec.json.encode(projected)
             conn.send(("ok", body))
         except MemoryError:
@@ -189,14 +195,22 @@ class ChildPool:
                     self._idle.put(child)
 
     def convert(
-        self, path: Path, fmt: str, name: str, *, clarify: bool, links: bool = False
+        self,
+        path: Path,
+        fmt: str,
+        name: str,
+        *,
+        clarify: bool,
+        links: bool = False,
+        extractor: str | None = None,
     ) -> bytes:
         """The submission JSON for the document at ``path``, parsed in a child (``links``:
-        with the hyperlink sidecar of :func:`docling_worker.projection.project_document`).
+        with the hyperlink sidecar of :func:`docling_worker.projection.project_document`;
+        ``extractor="pypdfium2"``: a PDF read by :mod:`docling_worker.pdf_text` instead).
 
         :raises WorkerFailure: the typed failure of the parse (see the module docstring).
         """
-        request = (str(path), fmt, name, clarify, self.limits.max_pages, links)
+        request = (str(path), fmt, name, clarify, self.limits.max_pages, links, extractor)
         with self.child() as child:
             return child.run(request, self.limits.timeout_s)
 

@@ -13,9 +13,10 @@ data rows) with one ``TABLE_ROW`` per data row whose cells are properties keyed 
 (header rows give the names, several header rows joined by `` / ``; headerless or blank →
 ``col_<i>``, 1-based; duplicates → ``name_2``, …), typed per column the way CSV cells are
 (:mod:`workers_common.cell_types`: int, float, bool, ISO dates; a cell that does not fit
-keeps its text; empty → null), plus ``row`` (1-based). ``CONTAINS`` edges parent → child carry ``ord`` (0-based, reading order per
-parent). Nodes docling places on a page carry ``page`` (1-based) and ``bbox``
-``[x0, y0, x1, y1]``: **top-left origin**, in the page's own unit (PDF points; PPTX EMU).
+keeps its text; empty → null), plus ``row`` (1-based). ``CONTAINS`` edges parent → child
+carry ``ord`` (0-based, reading order per parent). Nodes docling places on a page carry
+``page`` (1-based) and ``bbox`` ``[x0, y0, x1, y1]``: **top-left origin**, in the page's own
+unit (PDF points; PPTX EMU).
 
 **Canonical text** (NFC, LF): the blocks in reading order separated by one blank line; a
 table is one block of lines, one per row (header rows first), cells joined by TAB. Spans: one
@@ -366,11 +367,14 @@ def project_document(
     clarify: bool,
     pdf_pipeline: str = "native",
     links: bool = False,
+    extractor: str | None = None,
 ) -> dict[str, Any]:
     """The single submission for ``doc`` (module docstring), with ``stats``: ``sections``,
     ``paragraphs``, ``tables``, ``skipped`` (per feature), ``pages``, for PDFs
     ``pdf_pipeline`` (``native``: lines grouped by :mod:`docling_worker.pdf_blocks`;
-    ``layout``: docling's items as they are) and the ambiguity counters of the document rules
+    ``layout``: docling's items as they are) and ``pdf_extractor`` (``docling-parse``, or
+    ``pypdfium2`` when ``extractor`` says :mod:`docling_worker.pdf_text` read it, its text
+    projected as the layout path does) and the ambiguity counters of the document rules
     (``options.clarify``). With ``links`` the dict also holds ``"links"``: ``[node index, href,
     text]`` for each SECTION/PARAGRAPH whose item carries a hyperlink, href as written in the
     source (not resolved), in reading order — for ``web_worker``, which removes the key
@@ -385,7 +389,7 @@ def project_document(
     if doc.pages:
         pending_doc["pages"] = len(doc.pages)
     b.doc_ref = b.builder.add_node(["DOCUMENT"], pending_doc)
-    native_pdf = fmt == "pdf" and pdf_pipeline == "native"
+    native_pdf = fmt == "pdf" and pdf_pipeline == "native" and extractor != "pypdfium2"
     if native_pdf:
         _pdf(b, doc)
     shift = 1 if fmt == "html" else 0  # HTML: markdown's scale, <h1> = 1
@@ -415,6 +419,7 @@ def project_document(
             "pages": len(doc.pages),
             "bytes": total,
             **({"pdf_pipeline": pdf_pipeline} if fmt == "pdf" else {}),
+            **({"pdf_extractor": extractor or "docling-parse"} if fmt == "pdf" else {}),
             **found.stats,
         }
     )

@@ -58,8 +58,12 @@ def _comment_lines(head: str) -> int:
 
 def _rows(text: str, delimiter: str, quoted: bool = True) -> list[list[str]]:
     try:
-        quoting = csv.QUOTE_MINIMAL if quoted else csv.QUOTE_NONE
-        reader = csv.reader(io.StringIO(text), delimiter=delimiter, strict=False, quoting=quoting)
+        if quoted:
+            reader = csv.reader(io.StringIO(text), delimiter=delimiter, strict=False)
+        else:
+            reader = csv.reader(
+                io.StringIO(text), delimiter=delimiter, strict=False, quoting=csv.QUOTE_NONE
+            )
         return [row for _, row in zip(range(SNIFF_LINES), reader, strict=False) if row]
     except csv.Error:
         return []
