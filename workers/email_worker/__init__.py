@@ -219,7 +219,8 @@ def handle(job: Job) -> dict[str, Any]:
     unknown = sorted(set(job.options) - _OPTIONS)
     if unknown:
         raise UnsupportedFeature(f"option: unknown option(s) {', '.join(unknown)}")
-    msg = read_message(job.content, job.format)
+    empty = is_empty(job)  # workers_common.empty: a MESSAGE alone
+    msg = read_message(b"" if empty else job.content, job.format)
     h = _headers(msg)
     b = IngestionResultBuilder()
     lines, person_spans = _header_block(b, h)
@@ -254,7 +255,7 @@ def handle(job: Job) -> dict[str, Any]:
     notes = decode_notes(msg)
     if notes:
         stats["warnings"] = notes
-    if is_empty(job):
+    if empty:
         stats["empty"] = True
     amb = (
         _ambiguity(h.sent, paragraph_spans, [s for k, s in lines if k == "Date"])
