@@ -28,6 +28,12 @@ def _raised(fn: Callable[[], object]) -> BaseException:
     raise AssertionError("did not raise")
 
 
+def _seek_before_start() -> None:
+    """What ``zipfile`` meets when a corrupt header puts a member before the file's start (a
+    found fuzz input: tests/fuzz/found/xlsx-*)."""
+    raise OSError(errno.EINVAL, "Invalid argument")
+
+
 def _deep(n: int) -> int:
     return _deep(n + 1) + 1
 
@@ -41,6 +47,7 @@ INPUT_CAUSED: list[tuple[str, Callable[[], object]]] = [
     ("bad gzip (errno-less OSError)", lambda: gzip.GzipFile(fileobj=io.BytesIO(b"xx")).read()),
     ("not a ZIP", lambda: zipfile.ZipFile(io.BytesIO(b"PK\x03\x04 broken"))),
     ("a lookup", lambda: {}["missing"]),
+    ("a seek to a corrupt offset (EINVAL)", lambda: _seek_before_start()),
 ]  # fmt: skip
 
 

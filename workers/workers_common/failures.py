@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import email.errors
+import errno
 import math
 import struct
 import zlib
@@ -157,7 +158,8 @@ def input_caused(exc: BaseException) -> bool | None:
       (a system call failed: the disk, the network), anything a service package raised
       (:data:`SERVICE_PACKAGES`).
     * input: :data:`INPUT_ERRORS`, an ``OSError`` without ``errno`` (a decoder's complaint
-      about a truncated or malformed file, e.g. ``gzip.BadGzipFile``, a truncated image), an
+      about a truncated or malformed file, e.g. ``gzip.BadGzipFile``, a truncated image) or
+      with ``EINVAL`` (a seek to an offset read from a corrupt header, as ``zipfile`` does), an
       exception of a parser package (:data:`PARSER_PACKAGES`) or raised from inside one.
 
     ``MemoryError`` is neither here: :func:`classify` makes it a ``resource_limit``.
@@ -167,6 +169,8 @@ def input_caused(exc: BaseException) -> bool | None:
     if _package(type(exc)) in SERVICE_PACKAGES:
         return False
     if isinstance(exc, OSError):
+        if exc.errno == errno.EINVAL:  # a seek/read with an offset the bytes gave
+            return True
         return exc.errno is None and getattr(exc, "winerror", None) is None
     if isinstance(exc, MemoryError | SystemExit | KeyboardInterrupt):
         return None
