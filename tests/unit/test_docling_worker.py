@@ -314,8 +314,8 @@ def test_layout_path_on_the_golden_docling_document() -> None:
         "bbox": [72.0, 90.0, 540.0, 150.0],
     }
     rows = [n["properties"] for n in out["nodes"] if n["labels"] == ["TABLE_ROW"]]
-    assert rows == [{"Part": "Bolt", "Price (EUR)": "0.12", "row": 1},
-                    {"Part": "Nut", "Price (EUR)": "0.05", "row": 2}]  # fmt: skip
+    assert rows == [{"Part": "Bolt", "Price (EUR)": 0.12, "row": 1},
+                    {"Part": "Nut", "Price (EUR)": 0.05, "row": 2}]  # fmt: skip
     assert out["stats"]["pdf_pipeline"] == "layout" and out["stats"]["pages"] == 2
     (amb,) = out["ambiguities"]
     assert [c["label"] for c in amb["candidates"]] == [
