@@ -147,6 +147,25 @@ def test_unknown_body_charset_label_is_decoded_not_failed(
     assert sub["stats"]["warnings"] == [f"body charset 'uft-8': decoded as {codec}"]
 
 
+def test_the_same_attachment_twice_is_one_attachment_node() -> None:
+    # Found by the fuzzer (tests/fuzz/found/eml-*): the node id appeared twice.
+    part = (
+        b"--b\nContent-Type: application/x-thing\nContent-Disposition: attachment; "
+        b'filename="%s"\nContent-Transfer-Encoding: base64\n\nAAEC\n'
+    )
+    raw = (
+        b"From: a@example.com\nSubject: twice\nMIME-Version: 1.0\n"
+        b'Content-Type: multipart/mixed; boundary="b"\n\n--b\nContent-Type: text/plain\n\nhi\n'
+        + part % b"one.bin"
+        + part % b"two.bin"
+        + b"--b--\n"
+    )
+    (sub,) = _run(email_worker, _job("eml", "twice.eml", raw))
+    assert len(_nodes([sub], "ATTACHMENT")) == 1
+    names = [r["properties"]["name"] for r in sub["relationships"] if r["type"] == "HAS_ATTACHMENT"]
+    assert names == ["one.bin", "two.bin"]
+
+
 # --- code ---------------------------------------------------------------------------------
 
 

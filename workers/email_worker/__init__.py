@@ -192,14 +192,18 @@ def _attachment_root(fmt: str, child: str, data: bytes) -> str:
 def _attachment_nodes(b: IngestionResultBuilder, message: int, msg: EmailMessage) -> int:
     """Child jobs or ATTACHMENT nodes and HAS_ATTACHMENT edges; returns the child job count."""
     children = 0
+    nodes: dict[str, int] = {}  # one ATTACHMENT node per distinct bytes, however many parts
     for name, ctype, data in attachments(msg):
         digest = blake3.blake3(data).hexdigest()
         fmt = format_of(name, ctype)
         props = {"name": name, "size": len(data), "media_type": ctype, "blake3": digest,
                  "format": fmt}  # fmt: skip
         if fmt is None:
-            node_props = {k: props[k] for k in ("size", "media_type", "blake3")}
-            node = b.add_node(["ATTACHMENT"], node_props, id=_id("attachment", digest))
+            node = nodes.get(digest, -1)
+            if node < 0:
+                node_props = {k: props[k] for k in ("size", "media_type", "blake3")}
+                node = b.add_node(["ATTACHMENT"], node_props, id=_id("attachment", digest))
+                nodes[digest] = node
             b.add_relationship("HAS_ATTACHMENT", from_ref=message, to_ref=node, properties=props)
             continue
         child = f"attachment:{digest}"
