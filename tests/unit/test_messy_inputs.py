@@ -305,7 +305,7 @@ def test_html_levels_typed_cells_and_plain_paragraphs() -> None:
     html = (
         b"<html><body><h1>Top</h1><p>intro</p><h2>Sub</h2><p>x</p><table>"
         b"<tr><th>n</th><th>when</th><th>ok</th><th>note</th></tr>"
-        b"<tr><td>1</td><td>2026-01-02</td><td>true</td><td>a</td></tr>"
+        b"<tr><td>1</td><td>2026-01-02</td><td>true</td><td>a\x00</td></tr>"
         b"<tr><td>22</td><td>13/02/2026</td><td>false</td><td></td></tr>"
         b"</table></body></html>"
     )
@@ -316,6 +316,7 @@ def test_html_levels_typed_cells_and_plain_paragraphs() -> None:
         {"n": 1, "when": "2026-01-02", "ok": True, "note": "a", "row": 1},
         {"n": 22, "when": "2026-02-13", "ok": False, "note": None, "row": 2},
     ]
+    assert sub["stats"]["nul_chars"] == 1 and "\x00" not in sub["canonicalText"]
 
 
 # --- the empty-input rule -----------------------------------------------------------------

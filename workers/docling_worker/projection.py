@@ -389,6 +389,10 @@ def project_document(
     if doc.pages:
         pending_doc["pages"] = len(doc.pages)
     b.doc_ref = b.builder.add_node(["DOCUMENT"], pending_doc)
+    # U+0000 is dropped from every text and cell (normalize_canonical); count what was there.
+    nul = sum(t.text.count("\x00") for t in doc.texts)
+    nul += sum(c.text.count("\x00") for t in doc.tables for c in t.data.table_cells)
+    b.builder.count_nul(nul)
     native_pdf = fmt == "pdf" and pdf_pipeline == "native" and extractor != "pypdfium2"
     if native_pdf:
         _pdf(b, doc)
