@@ -17,6 +17,7 @@ import docx
 import email_worker
 import pytest
 import tabular_worker
+import xlsxwriter
 from docx.enum.style import WD_STYLE_TYPE
 from docx.oxml import OxmlElement
 from docx.oxml.ns import qn
@@ -110,6 +111,27 @@ def test_a_cell_with_a_line_break_is_one_space_in_its_line() -> None:
     rows, last = _rows("csv", "multi.csv", b'a,b\n"line one\nline two",2\n')
     assert rows[0]["a"] == "line one\nline two"
     assert last["canonicalText"].split("\n")[1] == "line one line two\t2"
+
+
+def test_xlsx_text_stored_numbers_stay_text_beside_general_numbers() -> None:
+    out = io.BytesIO()
+    book = xlsxwriter.Workbook(out)
+    sheet = book.add_worksheet("S")
+    general = book.add_format({"num_format": "General"})
+    quoted = book.add_format({"quote_prefix": True})  # typed in Excel as '45000
+    text = book.add_format({"num_format": "@"})
+    sheet.write_row(0, 0, ["amount", "id"])
+    for r, (amount, ident, fmt) in enumerate(
+        [(45000, "45000", quoted), (1200.5, "00123", text), (7, "45001", quoted)], start=1
+    ):
+        sheet.write_number(r, 0, amount, general)
+        sheet.write_string(r, 1, ident, fmt)
+    book.close()
+    rows, last = _rows("xlsx", "ids.xlsx", out.getvalue())
+    assert [(r["amount"], r["id"]) for r in rows] == [
+        (45000.0, "45000"), (1200.5, "00123"), (7.0, "45001"),
+    ]  # fmt: skip
+    assert last["stats"]["tables"][0]["types"] == {"amount": "float", "id": "string"}
 
 
 # --- e-mail -------------------------------------------------------------------------------

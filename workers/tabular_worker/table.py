@@ -141,8 +141,15 @@ def _profile(frame: pl.LazyFrame, cols: list[str], wide: pl.Expr | None) -> dict
     return totals
 
 
-def build_table(name: str, frame: pl.LazyFrame, header_option: str) -> Table:
+def build_table(
+    name: str, frame: pl.LazyFrame, header_option: str, text_typed: dict[str, int] | None = None
+) -> Table:
     """Profile ``frame`` (string columns, raw rows in order) into a :class:`Table`.
+
+    :param text_typed: ``"<column index>:<type>"`` → cells of that column the file itself
+        stores as text although they look typed (XLSX strings such as ``'45000`` or
+        ``00123``): they do not vote for that type, so a column the workbook keeps as text
+        stays text (leading zeros kept) while numbers stored as numbers type theirs.
 
     Reads the first row, then one pass over all rows in batches (row count, the last
     non-empty column, type counts); memory stays bounded for scanned CSV.
@@ -162,6 +169,9 @@ def build_table(name: str, frame: pl.LazyFrame, header_option: str) -> Table:
         counts["rows"] -= 1
         for key, value in first_frame.select(profile_exprs(cols)).row(0, named=True).items():
             counts[key] -= int(value or 0)
+    for key, n in (text_typed or {}).items():
+        if key in counts:
+            counts[key] = max(0, counts[key] - n)
     rows = counts["rows"]
     used = [
         i
