@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 CONFIG ?= config.toml
 
-.PHONY: setup run test test-crash lint typecheck check bench bench-postgres chaos clean proto
+.PHONY: setup run test test-crash lint typecheck check bench bench-postgres chaos clean proto fuzz
 
 $(BIN)/telha: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -95,3 +95,11 @@ proto: setup
 		--python_betterproto2_out=telha_proto \
 		--python_betterproto2_opt=client_generation=async,server_generation=async \
 		proto/telha/worker/v1/worker.proto
+
+# The per-format fuzzer at length (tests/fuzz; `make test` runs 50 mutants per format):
+# FUZZ_MUTANTS seeded mutants per format through each worker's handler, a Markdown table of
+# outcomes by kind; failing inputs are kept in tests/fuzz/found/ (replayed by `make test`).
+FUZZ_MUTANTS ?= 2000
+FUZZ_SEED ?= 20261202
+fuzz: setup
+	$(BIN)/python -m tests.fuzz --mutants $(FUZZ_MUTANTS) --seed $(FUZZ_SEED)

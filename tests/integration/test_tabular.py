@@ -156,7 +156,10 @@ async def test_same_file_under_two_names_gives_the_same_text_and_node_count(
 
 
 async def test_month_first_reading_applied_and_ambiguity_shown(tenant: Tenant) -> None:
-    data = b"paid_on,amount\n3/2/2026,10\n25/12/2026,20\n4/5/2026,30\n"
+    data = (
+        b"paid_on,due_on,amount\n3/2/2026,3/2/2026,10\n1/1/2026,25/12/2026,20\n"
+        b"4/5/2026,4/5/2026,30\n"
+    )
     posted = await _upload(tenant, "csv", "paid.csv", data, {"clarify": True})
     job = await wait_job(tenant.client, posted["jobId"], "completed", "dead", within_s=30)
     assert job["state"] == "completed", job
@@ -164,7 +167,7 @@ async def test_month_first_reading_applied_and_ambiguity_shown(tenant: Tenant) -
         r["properties"]["row"]: r
         for r in await _all_nodes(tenant, label="TABLE_ROW", sourceId=posted["sourceId"])
     }
-    # Row 1 has no evidence yet: month-first applied, ambiguity recorded.
+    # paid_on has no evidence in the whole column: month-first applied, ambiguity recorded.
     first = (await tenant.client.get(f"/v1/nodes/{rows[1]['nodeId']}")).json()
     assert first["properties"]["paid_on"] == "2026-03-02"
     assert first["validTime"]["from"] == 1_772_409_600_000_000
@@ -174,10 +177,13 @@ async def test_month_first_reading_applied_and_ambiguity_shown(tenant: Tenant) -
         "2026-03-02 (month-first)",
         "2026-02-03 (day-first)",
     ]
-    assert first["provenance"]["spans"][0]["text"] == "3/2/2026\t10"
-    # Row 2 (25 > 12) is evidence for day-first, so row 3 reads day-first, unambiguously.
+    assert first["provenance"]["spans"][0]["text"] == "3/2/2026\t3/2/2026\t10"
+    # due_on's row 2 (25 > 12) is evidence for day-first: the whole column reads day-first,
+    # row 1 above it too, unambiguously.
+    assert first["properties"]["due_on"] == "2026-02-03"
     third = (await tenant.client.get(f"/v1/nodes/{rows[3]['nodeId']}")).json()
-    assert third["properties"]["paid_on"] == "2026-05-04" and third["ambiguities"] == []
+    assert third["properties"]["due_on"] == "2026-05-04"
+    assert third["properties"]["paid_on"] == "2026-04-05"
 
 
 def test_remote_tabular_worker_killed_mid_stream_then_rerun_completes_once(

@@ -351,36 +351,40 @@ DATES = (
 
 def test_day_first_month_first_without_clarify_emits_nothing() -> None:
     run = Run(_job("d.csv", DATES.encode()))
+    # The whole column's evidence (13/02 in row 3) decides every row, the earlier ones too.
     assert [r["when"] for r in run.rows()] == [
-        "2026-02-03",  # no evidence yet: month-first
-        "2026-04-05",
-        "2026-02-13",  # 13 first: day-first (evidence)
-        "2026-07-06",  # read by the evidence seen earlier
+        "2026-03-02",
+        "2026-05-04",
+        "2026-02-13",
+        "2026-07-06",
     ]
+    assert [r["other"] for r in run.rows()][1] == "2026-05-04"  # no evidence: month-first
     assert all("ambiguities" not in s for s in run.subs)
-    assert run.stats["ambiguous_dates"] == 3 and run.stats["ambiguities"] == 0
+    assert run.stats["ambiguous_dates"] == 1 and run.stats["ambiguities"] == 0
 
 
 def test_day_first_month_first_with_clarify() -> None:
     run = Run(_job("d.csv", DATES.encode(), {"clarify": True}))
     (sub,) = run.subs
     ambs = sub["ambiguities"]
-    assert [a["nodeRef"] for a in ambs] == [1, 2]  # rows 1 and 2 (node 0 is the TABLE)
+    # Only the column without evidence ("other") is ambiguous: row 2 (node 0 is the TABLE).
+    assert [a["nodeRef"] for a in ambs] == [2]
     first = ambs[0]
     assert first["kind"] == "day_first_month_first"
     assert first["candidates"] == [
-        {"label": "2026-02-03 (month-first)", "validFrom": 1_770_076_800_000_000, "spanRef": 1},
-        {"label": "2026-03-02 (day-first)", "validFrom": 1_772_409_600_000_000, "spanRef": 1},
+        {"label": "2026-05-04 (month-first)", "validFrom": 1_777_852_800_000_000, "spanRef": 2},
+        {"label": "2026-04-05 (day-first)", "validFrom": 1_775_347_200_000_000, "spanRef": 2},
     ]
     assert first["detectorConfidence"] > first["appliedCandidateConfidence"]
-    assert run.stats["ambiguities"] == 2 and run.stats["ambiguities_suppressed"] == 1
+    assert run.stats["ambiguities"] == 1 and run.stats["ambiguities_suppressed"] == 0
     to_projection(decode_submission(json.dumps(sub).encode()))
 
 
 def test_date_evidence_rules() -> None:
     raw = "d\n03/03/2026\n12/25/2026\n01/02/2026\n1.2.2026\n"
     run = Run(_job("e.csv", raw.encode(), {"clarify": True}))
-    # a == b is not ambiguous; 25 second: month-first evidence; dotted: day-first.
+    # a == b is not ambiguous; 25 second: month-first evidence for the column (01/02 is
+    # January 2nd); dotted: day-first.
     assert [r["d"] for r in run.rows()] == ["2026-03-03", "2026-12-25", "2026-01-02", "2026-02-01"]
     assert "ambiguities" not in run.subs[0]
 

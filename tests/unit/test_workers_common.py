@@ -59,9 +59,11 @@ def test_classify() -> None:
     assert classify(CorruptInput("bad"))[:2] == ("corrupt_input: bad", True)
     assert classify(UnsupportedFeature("macros"))[:2] == ("unsupported_feature: macros", True)
     assert classify(ResourceLimit("too big"))[:2] == ("resource_limit: too big", False)
-    reason, permanent, kind = classify(KeyError("x" * 1000))
+    reason, permanent, kind = classify(RuntimeError("x" * 1000))
     assert kind == "transient" and not permanent and len(reason.encode()) <= 512
-    assert reason.startswith("transient: KeyError")
+    assert reason.startswith("transient: RuntimeError")
+    reason, permanent, kind = classify(KeyError("x" * 1000))  # a lookup: input-caused
+    assert kind == "corrupt_input" and permanent and len(reason.encode()) <= 512
 
 
 def test_text_worker_projection() -> None:
@@ -83,7 +85,9 @@ def test_text_worker_projection() -> None:
         for n in out["nodes"][1:]
     ]
     assert pieces == ["# Títle", "First para\nline two", "## Sub ##", "under sub"]
-    assert [r["properties"]["ord"] for r in out["relationships"]] == [0, 1, 2, 3]
+    # Sections nest by level: the level-2 heading and its paragraph hang off the level-1 one.
+    edges = [(r["fromRef"], r["toRef"], r["properties"]["ord"]) for r in out["relationships"]]
+    assert edges == [(0, 1, 0), (1, 2, 0), (1, 3, 1), (3, 4, 0)]
     # Deterministic: the same bytes give the same submission.
     assert json.dumps(text_worker.handle(_job(raw))) == json.dumps(out)
     to_projection(decode_submission(json.dumps(out).encode()))

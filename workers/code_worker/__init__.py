@@ -12,8 +12,11 @@ same file upserts; ``path``, ``language``,
 ``METHOD`` (a function directly inside a class/impl/trait), ``CLASS``, ``STRUCT``, ``ENUM``,
 ``TRAIT``, ``IMPL``, ``INTERFACE``, ``MODULE`` (Rust ``mod foo { … }`` only) — with ``name``,
 ``qualified_name`` (enclosing names joined by ``.``), ``start_line``/``end_line`` (1-based) and a
-span of kind ``code`` over the definition (decorators included); ``CONTAINS`` edges for nesting
-(file → top level, definition → nested definition). Every import (Python ``import``/``from``,
+span of kind ``code`` over the definition (decorators included; a decorated Python definition
+also has ``decorators``, the decorator expressions as written without ``@``, in order);
+``CONTAINS`` edges for nesting (file → top level, definition → nested definition, also inside
+a Rust inline ``mod util { … }``). The tree is walked with an explicit stack, so nesting depth
+is never a failure. Every import (Python ``import``/``from``,
 Rust ``use`` and ``mod foo;``, JS/TS ``import``/``require``, Go ``import``) is an ``IMPORTS``
 edge to the deterministic id of the target module (uuid5 of ``module:<language>:<name>``),
 dangling until that module is ingested. ``CALLS`` edges link a definition (or the file, for
@@ -39,6 +42,8 @@ from workers_common import (
     UnsupportedFeature,
     normalize_canonical,
 )
+from workers_common.canonical import drop_nul
+from workers_common.empty import is_empty
 from workers_common.format_options import option_names
 
 __all__ = ["FORMATS", "LANGUAGES", "file_id", "handle"]
@@ -135,7 +140,21 @@ class _Walk:
         self.calls: list[tuple[int, str]] = []  # (calling definition or file, callee name)
         self.defined: dict[str, list[int]] = {}  # name → definitions of that name
 
-    def visit(self, node: Node, parent: int, parent_label: str, qual: list[str]) -> None:
+    def visit(self, root: Node, parent: int, parent_label: str, qual: list[str]) -> None:
+        """Walk ``root``'s tree in document order (pre-order) with an explicit stack, not
+        recursion: nesting depth (``((((…))))`` thousands deep) is never a failure."""
+        stack: list[tuple[Node, int, str, list[str]]] = [(root, parent, parent_label, qual)]
+        while stack:
+            node, parent, parent_label, qual = stack.pop()
+            scope = self._node(node, parent, parent_label, qual)
+            children = node.children
+            stack.extend((child, *scope) for child in reversed(children))
+
+    def _node(
+        self, node: Node, parent: int, parent_label: str, qual: list[str]
+    ) -> tuple[int, str, list[str]]:
+        """Record one node; returns the ``(parent, parent label, qualifier)`` its children
+        see."""
         if node.is_error or node.is_missing:
             self.errors += 1
         if node.type in _IMPORTS:
@@ -155,25 +174,38 @@ class _Walk:
         if label == "FUNCTION" and parent_label in _CONTAINERS:
             label = "METHOD"
         if label is None:
-            for child in node.children:
-                self.visit(child, parent, parent_label, qual)
-            return
-        target = node.parent if node.parent and node.parent.type == "decorated_definition" else node
+            return parent, parent_label, qual
+        decorated = (
+            node.parent if node.parent and node.parent.type == "decorated_definition" else None
+        )
+        target = decorated or node
         name = _name_of(node)
         span = self.b.add_span_range(target.start_byte, target.end_byte, "code")
-        props = {
+        props: dict[str, Any] = {
             "name": name,
             "qualified_name": ".".join([*qual, name]),
             "start_line": target.start_point[0] + 1,
             "end_line": target.end_point[0] + 1,
         }
+        if decorated is not None:
+            props["decorators"] = _decorators(decorated)
         ref = self.b.add_node([label], props, spans=[span])
         self.b.add_relationship("CONTAINS", from_ref=parent, to_ref=ref)
         if label in ("FUNCTION", "METHOD"):
             self.defined.setdefault(name, []).append(ref)
         self.counts[label] = self.counts.get(label, 0) + 1
-        for child in node.children:
-            self.visit(child, ref, label, [*qual, name])
+        return ref, label, [*qual, name]
+
+
+def _decorators(decorated: Node) -> list[str]:
+    """A Python ``decorated_definition``'s decorator expressions as written (without the
+    ``@``), in source order."""
+    out = []
+    for child in decorated.children:
+        if child.type == "decorator":
+            text = (child.text or b"").decode("utf-8", "replace").strip()
+            out.append(text.removeprefix("@").strip())
+    return out
 
 
 def file_id(repo: str, path: str) -> str:
@@ -213,12 +245,15 @@ def handle(job: Job) -> dict[str, Any]:
     if language not in set(LANGUAGES.values()):
         raise UnsupportedFeature(f"language: cannot tell the language of {path!r}")
     try:
-        text = normalize_canonical(job.content.decode("utf-8").removeprefix("\ufeff"))
+        decoded, nul = drop_nul(job.content.decode("utf-8").removeprefix("\ufeff"))
     except UnicodeDecodeError as exc:
         raise CorruptInput(f"not UTF-8 source: invalid byte at offset {exc.start}") from None
+    empty = is_empty(job)
+    text = "" if empty else normalize_canonical(decoded)
     source = text.encode("utf-8")
     tree = Parser(_language(language)).parse(source)
     b = IngestionResultBuilder()
+    b.count_nul(nul)
     b.set_canonical_text(text)
     whole = b.add_span_range(0, len(source), "code")
     repo = str(job.options.get("repo") or "")
@@ -238,9 +273,12 @@ def handle(job: Job) -> dict[str, Any]:
         if len(targets) == 1 and targets[0] != caller:  # unambiguous, same file
             b.add_relationship("CALLS", from_ref=caller, to_ref=targets[0])
             calls += 1
-    b.set_stats(
-        {"language": language, "definitions": dict(sorted(walk.counts.items())),
-         "imports": len(dict.fromkeys(walk.imports)), "calls": calls,
-         "syntax_errors": walk.errors}
-    )  # fmt: skip
+    stats: dict[str, Any] = {
+        "language": language, "definitions": dict(sorted(walk.counts.items())),
+        "imports": len(dict.fromkeys(walk.imports)), "calls": calls,
+        "syntax_errors": walk.errors,
+    }  # fmt: skip
+    if empty:
+        stats["empty"] = True
+    b.set_stats(stats)
     return b.build()

@@ -15,7 +15,10 @@ gives them. Options: ``clarify`` (report temporal ambiguities), ``ocr`` (``auto`
 pages without a text layer, the default; ``force``: every page; ``off``: a PDF without text
 fails ``ocr_required``; :mod:`docling_worker.ocr`). Deterministic: the same bytes give the same
 submission (``stats.ocr_seconds`` aside). A missing ``tesseract`` is logged when the module is
-loaded; OCR jobs then fail ``unsupported_feature: ocr_unavailable``.
+loaded; OCR jobs then fail ``unsupported_feature: ocr_unavailable``. A PDF docling-parse cannot
+read (refused, a crashed or timed-out child) is read again by pypdfium2
+(:mod:`docling_worker.pdf_text`, ``stats.pdf_extractor``) before the job fails with the first
+failure. Empty input follows :mod:`workers_common.empty` (a DOCUMENT alone, no child process).
 """
 
 from __future__ import annotations
@@ -28,7 +31,15 @@ import msgspec
 
 from docling_worker.isolation import pool
 from docling_worker.tesseract import binary as tesseract_binary
-from workers_common import Job, UnsupportedFeature
+from workers_common import (
+    CorruptInput,
+    IngestionResultBuilder,
+    Job,
+    ResourceLimit,
+    TransientFailure,
+    UnsupportedFeature,
+)
+from workers_common.empty import is_empty
 from workers_common.format_options import option_names
 from workers_common.splitter import stream_submission
 
@@ -48,6 +59,8 @@ if tesseract_binary() is None:
 #: Submissions larger than this (JSON bytes) are streamed as partials (~2 MiB).
 STREAM_OVER_BYTES = 2 * 1024 * 1024
 _OPTIONS = frozenset(option_names("pdf"))  # workers_common.format_options
+#: In a ``resource_limit`` over the page limit: no other extractor is tried.
+_OVER_PAGES = "docling.max_pages"
 
 
 def handle(job: Job) -> bytes | Iterator[dict[str, Any]]:
@@ -68,9 +81,25 @@ def handle(job: Job) -> bytes | Iterator[dict[str, Any]]:
         raise UnsupportedFeature(f"option: ocr must be one of {', '.join(_OCR_MODES)}, not {ocr!r}")
     if job.format in IMAGE_FORMATS and ocr == "off":
         raise UnsupportedFeature("ocr_required: an image is read only through OCR (ocr=off)")
+    if is_empty(job):  # workers_common.empty: the DOCUMENT alone
+        b = IngestionResultBuilder()
+        b.add_node(["DOCUMENT"], {"name": job.name, "format": job.format}, id=job.root_node_id)
+        b.set_stats({"empty": True})
+        return b.to_json()
     clarify = bool(job.options.get("clarify"))
     with job.local_path() as path:
-        body = pool().convert(path, job.format, job.name, clarify=clarify, ocr=ocr)
+        try:
+            body = pool().convert(path, job.format, job.name, clarify=clarify, ocr=ocr)
+        except (CorruptInput, TransientFailure, ResourceLimit) as first:
+            if job.format != "pdf" or _OVER_PAGES in str(first):
+                raise
+            # docling-parse could not read it (refused, crashed or hung): pypdfium2's text.
+            try:
+                body = pool().convert(
+                    path, "pdf", job.name, clarify=clarify, ocr=ocr, extractor="pypdfium2"
+                )
+            except (CorruptInput, TransientFailure, ResourceLimit):
+                raise first from None
     if len(body) <= STREAM_OVER_BYTES:
         return body  # core gives the DOCUMENT (the first node) job.root_node_id, if any
     submission = msgspec.json.decode(body)

@@ -5,7 +5,9 @@ order; OCR off) when ``TELHA_DOCLING__ARTIFACTS_PATH`` (``[docling] artifacts_pa
 folder of downloaded docling models, else the model-free ``NativePdfPipeline`` (one text item
 per line, with page and box, grouped into blocks by :mod:`docling_worker.pdf_blocks`). DOCX,
 PPTX and HTML use docling's own backends, fully offline (``HF_HUB_OFFLINE`` is set before
-docling is imported).
+docling is imported); a DOCX whose headings docling's style rule misses (a paragraph's own
+``w:outlineLvl``, a localized heading style) is first rewritten by
+:mod:`docling_worker.docx_headings`.
 
 Failure mapping: an OLE/CFB container given as DOCX/PPTX (how Office stores a
 password-protected file) and a PDF that needs a password → ``unsupported_feature``
@@ -32,6 +34,7 @@ from docling.pipeline.native_pdf_pipeline import NativePdfPipeline
 from docling.pipeline.standard_pdf_pipeline import StandardPdfPipeline
 from docling_core.types.doc import DoclingDocument
 
+from docling_worker.docx_headings import expose_headings
 from workers_common import CorruptInput, ResourceLimit, UnsupportedFeature
 
 __all__ = ["MAX_PAGES", "convert", "pdf_pipeline"]
@@ -107,7 +110,8 @@ def convert(path: Path, fmt: str, max_pages: int = MAX_PAGES, ocr: str = "off") 
     # docling picks the backend by file name: give the bytes one with the format's extension.
     with tempfile.TemporaryDirectory(prefix="telha-docling-") as folder:
         named = Path(folder) / f"input.{fmt}"
-        named.symlink_to(path.resolve())
+        exposed = expose_headings(path, Path(folder)) if fmt == "docx" else None
+        named.symlink_to((exposed or path).resolve())
         result: Any = _converter().convert(
             named, raises_on_error=False, max_num_pages=max_pages + 1
         )

@@ -38,6 +38,7 @@ from workers_common import (
     UnsupportedFeature,
     WorkerFailure,
 )
+from workers_common.failures import as_failure
 
 __all__ = ["ChildPool", "Limits", "limits_from_env", "pool"]
 
@@ -93,6 +94,7 @@ def _child_main(conn: Connection, mem_ceiling_mb: int) -> None:
         from docling_worker.convert import pdf_pipeline
         from docling_worker.ocr import annotate, ocr_settings
         from docling_worker.ocr_sources import parse
+        from docling_worker.pdf_text import pdf_text_document
         from docling_worker.projection import project_document
     except MemoryError:
         os._exit(30)
@@ -101,22 +103,25 @@ def _child_main(conn: Connection, mem_ceiling_mb: int) -> None:
             request = conn.recv()
         except EOFError:
             return
-        path, fmt, name, clarify, max_pages, links, ocr = request
+        path, fmt, name, clarify, max_pages, links, ocr, extractor = request
         try:
-            doc, ocr_run = parse(Path(path), fmt, name, max_pages, ocr)
+            if extractor == "pypdfium2":  # docling_worker.pdf_text
+                doc, ocr_run = pdf_text_document(Path(path), max_pages), None
+            else:
+                doc, ocr_run = parse(Path(path), fmt, name, max_pages, ocr)
             projected = project_document(
-                doc, name, fmt, clarify=clarify, pdf_pipeline=pdf_pipeline(), links=links
-            )
+                doc, name, fmt, clarify=clarify, pdf_pipeline=pdf_pipeline(), links=links,
+                extractor=extractor,
+            )  # fmt: skip
             if ocr_run is not None:
                 annotate(projected, ocr_run, ocr_settings().min_confidence)
             body = msgspec.json.encode(projected)
             conn.send(("ok", body))
         except MemoryError:
             os._exit(30)
-        except WorkerFailure as exc:
-            conn.send((exc.kind, str(exc)))
-        except Exception as exc:  # an untyped parser error: the job is retried
-            conn.send(("transient", f"{type(exc).__name__}: {exc}"))
+        except Exception as exc:  # typed here: the traceback does not cross the pipe
+            failure = as_failure(exc)
+            conn.send((failure.kind, str(failure)))
 
 
 class _Child:
@@ -201,14 +206,16 @@ class ChildPool:
         clarify: bool,
         links: bool = False,
         ocr: str = "auto",
+        extractor: str | None = None,
     ) -> bytes:
         """The submission JSON for the document at ``path``, parsed in a child (``links``:
         with the hyperlink sidecar of :func:`docling_worker.projection.project_document`;
-        ``ocr``: ``options.ocr``, see :func:`docling_worker.ocr_sources.parse`).
+        ``ocr``: ``options.ocr``, see :func:`docling_worker.ocr_sources.parse`;
+        ``extractor="pypdfium2"``: a PDF read by :mod:`docling_worker.pdf_text` instead).
 
         :raises WorkerFailure: the typed failure of the parse (see the module docstring).
         """
-        request = (str(path), fmt, name, clarify, self.limits.max_pages, links, ocr)
+        request = (str(path), fmt, name, clarify, self.limits.max_pages, links, ocr, extractor)
         with self.child() as child:
             return child.run(request, self.limits.timeout_s)
 

@@ -2,18 +2,21 @@
 
 **Nodes.** One ``DOCUMENT`` (``name``, ``format``, ``pages`` when known) whose span is the whole
 canonical text (kind ``body``). A ``SECTION`` per title or section header (``title``,
-``level``: 0 for a title, the header's level otherwise), nested by level: a section is
-contained in the nearest open section of a lower level. A ``PARAGRAPH`` per text block
-(``text``, ``label``: docling's label such as ``text``, ``paragraph``, ``list_item``,
-``caption``, ``code``; ``list_level`` for list items, 1 for a top-level list); the fragments
-of one docling inline group (text with links or emphasis) are one PARAGRAPH, joined by single
-spaces (none before closing punctuation), labelled as its first fragment. A ``TABLE``
-per table (``columns``, ``rows``: data rows) with one ``TABLE_ROW`` per data row whose cells
-are properties keyed by column name (header rows give the names, several header rows joined
-by `` / ``; headerless or blank → ``col_<i>``, 1-based; duplicates → ``name_2``, …) plus
-``row`` (1-based). ``CONTAINS`` edges parent → child carry ``ord`` (0-based, reading order per
-parent). Nodes docling places on a page carry ``page`` (1-based) and ``bbox``
-``[x0, y0, x1, y1]``: **top-left origin**, in the page's own unit (PDF points; PPTX EMU).
+``level``: 0 for a title, the header's level otherwise; HTML uses markdown's scale, 1 = top:
+``<h1>`` is 1, ``<h2>`` 2, …), nested by level: a section is contained in the nearest open
+section of a lower level. A ``PARAGRAPH`` per text block (``text``; ``label`` when docling's
+label says more than plain text: ``list_item``, ``caption``, ``code``, …; ``list_level`` for
+list items, 1 for a top-level list); the fragments of one docling inline group (text with
+links or emphasis) are one PARAGRAPH, joined by single spaces (none before closing
+punctuation), labelled as its first fragment. A ``TABLE`` per table (``columns``, ``rows``:
+data rows) with one ``TABLE_ROW`` per data row whose cells are properties keyed by column name
+(header rows give the names, several header rows joined by `` / ``; headerless or blank →
+``col_<i>``, 1-based; duplicates → ``name_2``, …), typed per column the way CSV cells are
+(:mod:`workers_common.cell_types`: int, float, bool, ISO dates; a cell that does not fit
+keeps its text; empty → null), plus ``row`` (1-based). ``CONTAINS`` edges parent → child
+carry ``ord`` (0-based, reading order per parent). Nodes docling places on a page carry
+``page`` (1-based) and ``bbox`` ``[x0, y0, x1, y1]``: **top-left origin**, in the page's own
+unit (PDF points; PPTX EMU).
 
 **Canonical text** (NFC, LF): the blocks in reading order separated by one blank line; a
 table is one block of lines, one per row (header rows first), cells joined by TAB. Spans: one
@@ -51,12 +54,15 @@ from docling_core.types.doc import (
 
 from docling_worker.pdf_blocks import pdf_blocks
 from workers_common import IngestionResultBuilder, UnsupportedFeature, normalize_canonical
+from workers_common.cell_types import type_column
 from workers_common.doc_ambiguity import Block, detect_document_ambiguity
 
 __all__ = ["project_document"]
 
 _OCR_IMAGE_FORMATS = ("png", "jpeg", "tiff", "bmp", "webp")
 _SKIPPED_TEXT_LABELS = {"footnote": "footnotes", "formula": "formulas"}
+#: docling labels that say nothing beyond "a paragraph": not written as a ``label`` property.
+_PLAIN_LABELS = frozenset({"text", "paragraph"})
 _BLANK_LINES = re.compile(r"\n{2,}")
 _CELL_BREAKS = re.compile(r"[\t\n]+")
 
@@ -194,11 +200,11 @@ def _table(b: _Build, doc: DoclingDocument, item: TableItem) -> None:
     table_ref = b.builder.add_node(["TABLE"], props, spans=[table_span])
     b.contain(table_ref)
     b.count("tables")
+    columns = [
+        type_column([cells[headers + k][i] for k in range(data_rows)])[1] for i in range(width)
+    ]
     for k in range(data_rows):
-        row = cells[headers + k]
-        row_props: dict[str, Any] = {
-            name: (value if value else None) for name, value in zip(names, row, strict=True)
-        }
+        row_props: dict[str, Any] = {name: columns[i][k] for i, name in enumerate(names)}
         row_props["row"] = k + 1
         row_ref = b.builder.add_node(["TABLE_ROW"], row_props, spans=[row_spans[headers + k]])
         b.builder.add_relationship(
@@ -246,7 +252,7 @@ def _pdf(b: _Build, doc: DoclingDocument) -> None:
         if block.level:
             _open_section(b, text, block.level, geometry)
         else:
-            _add_paragraph(b, text, {"label": "text", **geometry})
+            _add_paragraph(b, text, geometry)
     for _picture in doc.pictures:
         b.skip("pictures")
 
@@ -256,7 +262,7 @@ def _paragraph(b: _Build, doc: DoclingDocument, item: TextItem) -> None:
     if not text:
         return
     label = item.label.value
-    props: dict[str, Any] = {"label": label}
+    props: dict[str, Any] = {} if label in _PLAIN_LABELS else {"label": label}
     if label == "list_item":
         props["list_level"] = _list_level(doc, item)
     b.link(item, _add_paragraph(b, text, {**props, **_geometry(doc, item)}), text)
@@ -324,19 +330,22 @@ def _inline(b: _Build, doc: DoclingDocument, run: _InlineRun) -> None:
         return
     first = parts[0][0]
     text = _join_inline([t for _item, t in parts])
-    ref = _add_paragraph(b, text, {"label": first.label.value, **_geometry(doc, first)})
+    label = first.label.value
+    props = {} if label in _PLAIN_LABELS else {"label": label}
+    ref = _add_paragraph(b, text, {**props, **_geometry(doc, first)})
     for item, part in parts:
         b.link(item, ref, part)
 
 
-def _project_item(b: _Build, doc: DoclingDocument, item: object) -> None:
-    """One item of :func:`_items` (reading order) into ``b``."""
+def _project_item(b: _Build, doc: DoclingDocument, item: object, shift: int) -> None:
+    """One item of :func:`_items` (reading order) into ``b``; ``shift`` is added to section
+    levels (1 for HTML: docling's title is ``<h1>``)."""
     if isinstance(item, _InlineRun):
         _inline(b, doc, item)
     elif isinstance(item, TitleItem):
-        _section(b, doc, item, 0)
+        _section(b, doc, item, shift)
     elif isinstance(item, SectionHeaderItem):
-        _section(b, doc, item, int(item.level))
+        _section(b, doc, item, int(item.level) + shift)
     elif isinstance(item, TableItem):
         _table(b, doc, item)
     elif isinstance(item, PictureItem):
@@ -359,11 +368,14 @@ def project_document(
     clarify: bool,
     pdf_pipeline: str = "native",
     links: bool = False,
+    extractor: str | None = None,
 ) -> dict[str, Any]:
     """The single submission for ``doc`` (module docstring), with ``stats``: ``sections``,
     ``paragraphs``, ``tables``, ``skipped`` (per feature), ``pages``, for PDFs
     ``pdf_pipeline`` (``native``: lines grouped by :mod:`docling_worker.pdf_blocks`;
-    ``layout``: docling's items as they are) and the ambiguity counters of the document rules
+    ``layout``: docling's items as they are) and ``pdf_extractor`` (``docling-parse``, or
+    ``pypdfium2`` when ``extractor`` says :mod:`docling_worker.pdf_text` read it, its text
+    projected as the layout path does) and the ambiguity counters of the document rules
     (``options.clarify``). With ``links`` the dict also holds ``"links"``: ``[node index, href,
     text]`` for each SECTION/PARAGRAPH whose item carries a hyperlink, href as written in the
     source (not resolved), in reading order — for ``web_worker``, which removes the key
@@ -378,12 +390,19 @@ def project_document(
     if doc.pages:
         pending_doc["pages"] = len(doc.pages)
     b.doc_ref = b.builder.add_node(["DOCUMENT"], pending_doc)
+    # U+0000 is dropped from every text and cell (normalize_canonical); count what was there.
+    nul = sum(t.text.count("\x00") for t in doc.texts)
+    nul += sum(c.text.count("\x00") for t in doc.tables for c in t.data.table_cells)
+    b.builder.count_nul(nul)
     # OCR'd images are pages of lines like a native PDF's (docling_worker.ocr).
-    native_pdf = (fmt == "pdf" and pdf_pipeline == "native") or fmt in _OCR_IMAGE_FORMATS
+    native_pdf = (
+        (fmt == "pdf" and pdf_pipeline == "native") or fmt in _OCR_IMAGE_FORMATS
+    ) and extractor != "pypdfium2"
     if native_pdf:
         _pdf(b, doc)
+    shift = 1 if fmt == "html" else 0  # HTML: markdown's scale, <h1> = 1
     for item in [] if native_pdf else _items(doc):
-        _project_item(b, doc, item)
+        _project_item(b, doc, item, shift)
     total = b.builder.byte_length
     if not b.blocks and b.skipped:
         feature = sorted(b.skipped)[0]
@@ -408,6 +427,7 @@ def project_document(
             "pages": len(doc.pages),
             "bytes": total,
             **({"pdf_pipeline": pdf_pipeline} if fmt == "pdf" else {}),
+            **({"pdf_extractor": extractor or "docling-parse"} if fmt == "pdf" else {}),
             **found.stats,
         }
     )

@@ -54,6 +54,7 @@ from email_worker.parse import (
     attachments,
     body_text,
     clean,
+    decode_notes,
     format_of,
     header,
     message_ids,
@@ -67,6 +68,7 @@ from workers_common import (
     Job,
     UnsupportedFeature,
 )
+from workers_common.empty import is_empty
 from workers_common.format_options import option_names
 from workers_common.ids import child_root_id
 from workers_common.temporal import find_dates, to_us
@@ -191,14 +193,18 @@ def _attachment_root(fmt: str, child: str, data: bytes) -> str:
 def _attachment_nodes(b: IngestionResultBuilder, message: int, msg: EmailMessage) -> int:
     """Child jobs or ATTACHMENT nodes and HAS_ATTACHMENT edges; returns the child job count."""
     children = 0
+    nodes: dict[str, int] = {}  # one ATTACHMENT node per distinct bytes, however many parts
     for name, ctype, data in attachments(msg):
         digest = blake3.blake3(data).hexdigest()
         fmt = format_of(name, ctype)
         props = {"name": name, "size": len(data), "media_type": ctype, "blake3": digest,
                  "format": fmt}  # fmt: skip
         if fmt is None:
-            node_props = {k: props[k] for k in ("size", "media_type", "blake3")}
-            node = b.add_node(["ATTACHMENT"], node_props, id=_id("attachment", digest))
+            node = nodes.get(digest, -1)
+            if node < 0:
+                node_props = {k: props[k] for k in ("size", "media_type", "blake3")}
+                node = b.add_node(["ATTACHMENT"], node_props, id=_id("attachment", digest))
+                nodes[digest] = node
             b.add_relationship("HAS_ATTACHMENT", from_ref=message, to_ref=node, properties=props)
             continue
         child = f"attachment:{digest}"
@@ -218,12 +224,15 @@ def handle(job: Job) -> dict[str, Any]:
     unknown = sorted(set(job.options) - _OPTIONS)
     if unknown:
         raise UnsupportedFeature(f"option: unknown option(s) {', '.join(unknown)}")
-    msg = read_message(job.content, job.format)
+    empty = is_empty(job)  # workers_common.empty: a MESSAGE alone
+    msg = read_message(b"" if empty else job.content, job.format)
     h = _headers(msg)
     b = IngestionResultBuilder()
     lines, person_spans = _header_block(b, h)
     paragraph_spans: list[tuple[str, int]] = []
-    for i, para in enumerate(_paragraphs(clean(body_text(msg)))):
+    body = body_text(msg)
+    b.count_nul(body.count("\x00"))  # dropped by clean(): stats.nul_chars
+    for i, para in enumerate(_paragraphs(clean(body))):
         b.add_text("\n" if i == 0 else "\n\n")
         paragraph_spans.append((para, b.add_span_text(para, "paragraph")))
     props: dict[str, Any] = {
@@ -248,6 +257,11 @@ def handle(job: Job) -> dict[str, Any]:
         "ambiguities": 0,
         "ambiguities_suppressed": 0,
     }
+    notes = decode_notes(msg)
+    if notes:
+        stats["warnings"] = notes
+    if empty:
+        stats["empty"] = True
     amb = (
         _ambiguity(h.sent, paragraph_spans, [s for k, s in lines if k == "Date"])
         if job.options.get("clarify")

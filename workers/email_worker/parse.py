@@ -1,6 +1,14 @@
 """Reading messages: RFC 822 bytes (``email.policy.default``) and Outlook ``.msg`` files
 (extract-msg) into one :class:`email.message.EmailMessage`, and the header, body and
-attachment helpers the projection uses. Strings come back as valid Unicode, NFC/LF."""
+attachment helpers the projection uses. Strings come back as valid Unicode, NFC/LF.
+
+**Legacy 8-bit bytes** (docs/formats.md, "Email"): raw 8-bit header bytes (which the parser
+keeps as surrogate escapes) are decoded as strict UTF-8, else the message's declared charset
+(the first ``charset`` parameter of its Content-Type or a part's), else cp1252, else
+Latin-1 — never U+FFFD when one of them decodes the bytes; a body whose charset label Python
+does not know (``uft-8``) or whose bytes do not fit its label is decoded the same way (UTF-8,
+the label if known, cp1252, Latin-1). Each such fallback is recorded in :func:`decode_notes`
+(``stats.warnings``)."""
 
 from __future__ import annotations
 
@@ -16,8 +24,9 @@ from typing import Any
 from workers_common import CorruptInput, normalize_canonical
 
 __all__ = [
-    "addresses", "attachments", "body_text", "clean", "format_of", "header", "message_ids",
-    "normalize_subject", "read_message", "sent_at",
+    "addresses", "attachments", "body_text", "clean", "declared_charset", "decode_bytes",
+    "decode_notes", "format_of", "header", "message_ids", "normalize_subject", "read_message",
+    "sent_at",
 ]  # fmt: skip
 
 _CFB = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
@@ -146,14 +155,67 @@ def read_msg(raw: bytes) -> EmailMessage:
         source.close()
 
 
-def clean(text: str) -> str:
-    """Valid Unicode: raw 8-bit bytes the parser kept as surrogate escapes are read as UTF-8
-    (invalid sequences replaced), then NFC/LF."""
+def _codec(label: str | None) -> str | None:
+    if not label:
+        return None
+    try:
+        return codecs.lookup(label).name
+    except LookupError:
+        return None
+
+
+def decode_bytes(raw: bytes, declared: str | None) -> tuple[str, str]:
+    """``(text, codec)``: ``raw`` decoded strictly as UTF-8, else ``declared`` (when Python
+    knows that label), else cp1252, else Latin-1 (which decodes any bytes)."""
+    tried = ["utf-8", _codec(declared), "cp1252"]
+    for codec in dict.fromkeys(c for c in tried if c):
+        try:
+            return raw.decode(codec), codec
+        except (UnicodeDecodeError, LookupError):
+            continue
+    return raw.decode("latin-1"), "latin-1"
+
+
+def declared_charset(msg: EmailMessage) -> str | None:
+    """The message's declared charset: the first ``charset`` of its parts, in order."""
+    for part in msg.walk():
+        try:
+            label = part.get_content_charset()
+        except Exception:  # a malformed Content-Type: no declared charset there
+            continue
+        if label:
+            return str(label)
+    return None
+
+
+def clean(text: str, declared: str | None = None) -> str:
+    """Valid Unicode: raw 8-bit bytes the parser kept as surrogate escapes are decoded by
+    :func:`decode_bytes` (UTF-8, ``declared``, cp1252, Latin-1), then NFC/LF."""
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        text = text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+        text = decode_bytes(text.encode("utf-8", "surrogateescape"), declared)[0]
     return normalize_canonical(text)
+
+
+def decode_notes(msg: EmailMessage) -> list[str]:
+    """Warnings for ``stats.warnings``: which codec read raw 8-bit header bytes and a body
+    whose charset label is unknown or wrong (module docstring)."""
+    notes: list[str] = []
+    declared = declared_charset(msg)
+    for name, value in msg.raw_items():
+        raw = str(value).encode("utf-8", "surrogateescape")
+        if raw.isascii():
+            continue
+        codec = decode_bytes(raw, declared)[1]
+        if codec != "utf-8":
+            notes.append(f"header {name}: raw 8-bit bytes decoded as {codec}")
+    body = _body_part(msg)
+    if body is not None:
+        note = _text_of(body)[1]
+        if note:
+            notes.append(note)
+    return notes
 
 
 def normalize_subject(subject: str) -> str:
@@ -168,12 +230,21 @@ def message_ids(value: str) -> list[str]:
 
 
 def header(msg: EmailMessage, name: str) -> str:
-    """A header's text as the policy decodes it; its raw text when the policy cannot."""
+    """A header's text as the policy decodes it; its raw text when the policy cannot. Raw
+    8-bit bytes are decoded first (module docstring): the policy would make them U+FFFD."""
+    raw = next((v for k, v in msg.raw_items() if k.lower() == name.lower()), None)
+    declared = declared_charset(msg)
+    if raw is not None and not str(raw).isascii():
+        text = clean(str(raw), declared)
+        try:
+            return clean(str(email.policy.default.header_factory(name, text)), declared)
+        except Exception:  # a header the registry cannot parse: its decoded raw text
+            return text
     try:
         value = msg[name]
     except Exception:
-        value = next((v for k, v in msg.raw_items() if k.lower() == name.lower()), None)
-    return clean(str(value)) if value is not None else ""
+        value = raw
+    return clean(str(value), declared) if value is not None else ""
 
 
 def addresses(msg: EmailMessage, name: str) -> list[tuple[str, str]]:
@@ -183,10 +254,11 @@ def addresses(msg: EmailMessage, name: str) -> list[tuple[str, str]]:
     except Exception:
         return []
     out = []
+    declared = declared_charset(msg)
     for addr in getattr(value, "addresses", ()):
-        spec = clean(addr.addr_spec or "")
+        spec = clean(addr.addr_spec or "", declared)
         if "@" in spec:
-            out.append((spec, clean(addr.display_name or "")))
+            out.append((spec, clean(addr.display_name or "", declared)))
     return out
 
 
@@ -200,34 +272,51 @@ def sent_at(msg: EmailMessage) -> dt.datetime | None:
     return when if when.tzinfo is not None else when.replace(tzinfo=dt.UTC)
 
 
-def _text_of(part: EmailMessage) -> str:
-    try:
-        content = part.get_content()
-    except (LookupError, UnicodeError, AssertionError):
-        payload = part.get_payload(decode=True)
-        raw = payload if isinstance(payload, bytes) else b""
-        content = raw.decode(part.get_content_charset() or "utf-8", "replace")
-    return content if isinstance(content, str) else ""
+def _text_of(part: EmailMessage) -> tuple[str, str | None]:
+    """A text part's text and, when its label was unknown or wrong, a note saying which
+    codec read it (:func:`decode_bytes`)."""
+    label = part.get_content_charset()
+    if _codec(label) is not None:
+        try:
+            content = part.get_content()
+            if isinstance(content, str):
+                return content, None
+        except (LookupError, UnicodeError, AssertionError, ValueError):
+            pass
+    payload = part.get_payload(decode=True)
+    raw = payload if isinstance(payload, bytes) else b""
+    text, codec = decode_bytes(raw, label)
+    if label and codec == _codec(label):
+        return text, None
+    return text, f"body charset {label!r}: decoded as {codec}" if label else None
 
 
-def body_text(msg: EmailMessage) -> str:
-    """The first text/plain part, else the first text/html part as text."""
+def _body_part(msg: EmailMessage) -> EmailMessage | None:
+    """The part :func:`body_text` reads: the first text/plain part, else the first
+    text/html part."""
     plain = html = None
     for part in msg.walk():
         if part.is_multipart() or part.get_content_disposition() == "attachment":
             continue
         ctype = part.get_content_type()
         if ctype == "text/plain" and plain is None:
-            plain = _text_of(part)
+            plain = part
         elif ctype == "text/html" and html is None:
-            html = _text_of(part)
-    if plain is not None:
-        return plain
-    if html is not None:
+            html = part
+    return plain if plain is not None else html
+
+
+def body_text(msg: EmailMessage) -> str:
+    """The first text/plain part, else the first text/html part as text."""
+    part = _body_part(msg)
+    if part is None:
+        return ""
+    text = _text_of(part)[0]
+    if part.get_content_type() == "text/html":
         from bs4 import BeautifulSoup
 
-        return BeautifulSoup(html, "html.parser").get_text("\n")
-    return ""
+        return BeautifulSoup(text, "html.parser").get_text("\n")
+    return text
 
 
 def _message_bytes(part: Any) -> bytes:

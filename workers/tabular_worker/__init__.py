@@ -37,8 +37,12 @@ a bad value: ``unsupported_feature`` naming the option.
 **Failures.** ``corrupt_input``: undecodable text, binary content, a broken ZIP or workbook.
 ``unsupported_feature``: an encrypted workbook (``encrypted: …``), an invalid option.
 ``resource_limit``: ZIP-bomb-like parts, a sheet over the cell limit, too many columns
-(:mod:`tabular_worker.xlsx_source`, :mod:`tabular_worker.csv_source`). Empty and
-whitespace-only files are not failures: one ``TABLE`` with ``rows: 0``.
+(:mod:`tabular_worker.xlsx_source`, :mod:`tabular_worker.csv_source`). Empty input
+(:mod:`workers_common.empty`) is not a failure: one ``TABLE`` with ``rows: 0`` (CSV/TSV) or a
+``WORKBOOK`` with ``sheets: 0`` (XLSX), ``stats.empty: true``. ``stats`` also carries
+``nul_chars`` (U+0000 dropped from cells), ``ragged_rows``/``ragged_first_rows``
+(:mod:`tabular_worker.table`) and ``line_ends: "cr"`` (:mod:`tabular_worker.encoding`) when
+they apply.
 
 Deterministic: identical bytes, options and name give identical submissions. Under another
 name the canonical text and the rows are the same; the name appears as the CSV table's and the
@@ -60,9 +64,10 @@ from tabular_worker.csv_source import open_csv
 from tabular_worker.encoding import utf8_input
 from tabular_worker.options import parse_options
 from tabular_worker.projection import Projector, Submissions
-from tabular_worker.table import Table
+from tabular_worker.table import RAGGED_SHOWN, Table
 from tabular_worker.xlsx_source import iter_tables, open_workbook
 from workers_common import Job
+from workers_common.empty import is_empty
 from workers_common.prefetch import ahead
 
 __all__ = ["FORMATS", "handle"]
@@ -71,7 +76,7 @@ FORMATS = ("csv", "tsv", "xlsx")
 
 
 def _table_stats(tables: list[Table]) -> dict[str, object]:
-    return {
+    out: dict[str, object] = {
         "rows": sum(t.rows for t in tables),
         "columns": sum(len(t.columns) for t in tables),
         "header": all(t.header for t in tables),
@@ -86,6 +91,11 @@ def _table_stats(tables: list[Table]) -> dict[str, object]:
             for t in tables
         ],
     }
+    ragged = sum(t.ragged_rows for t in tables)
+    if ragged:  # the first rows of the first tables that have any
+        out["ragged_rows"] = ragged
+        out["ragged_first_rows"] = [r for t in tables for r in t.ragged_first][:RAGGED_SHOWN]
+    return out
 
 
 def _identity(job: Job) -> str:
@@ -104,15 +114,38 @@ def _csv(job: Job) -> Submissions:
         projector = Projector(
             opts.label, opts.rows_per_partial, opts.clarify, _identity(job), job.root_node_id
         )
-        yield from projector.run(
-            [table],
-            None,
-            lambda: {"encoding": src.encoding, "delimiter": delimiter, **_table_stats([table])},
-        )
+        empty = is_empty(job)
+
+        def stats() -> dict[str, object]:
+            out = {"encoding": src.encoding, "delimiter": delimiter, **_table_stats([table])}
+            if src.lone_cr:
+                out["line_ends"] = "cr"
+            if empty:
+                out["empty"] = True
+            return out
+
+        yield from projector.run([table], None, stats)
 
 
 def _xlsx(job: Job) -> Submissions:
     opts = parse_options(job.options)
+    if is_empty(job):  # workers_common.empty: the WORKBOOK alone
+        projector = Projector(
+            opts.label, opts.rows_per_partial, opts.clarify, _identity(job), job.root_node_id
+        )
+        yield from projector.run(
+            [],
+            {"name": job.name, "sheets": 0},
+            lambda: {
+                "encoding": None,
+                "delimiter": None,
+                "sheets": 0,
+                "skipped_sheets": 0,
+                **_table_stats([]),
+                "empty": True,
+            },
+        )
+        return
     with job.local_path() as path:
         book = open_workbook(path)
         seen: list[Table] = []

@@ -1,6 +1,7 @@
 """Cell typing: per-column type inference and per-batch typed values, as polars expressions.
 
-Every cell arrives as a string (``null`` when empty). Text is normalized like canonical text
+The patterns are :mod:`workers_common.cell_types`' (docling tables are typed by the same
+rules). Every cell arrives as a string (``null`` when empty). Text is normalized like canonical text
 (NFC, CRLF and lone CR → LF) before anything else.
 
 **Type inference** (once per table, over all its data rows, batch by batch): each non-empty
@@ -17,12 +18,17 @@ than half of the column's non-empty cells; otherwise it is ``string``.
 as its normalized text and counted in ``dirty_counts[type]``.
 
 **Day-first/month-first** (docs/formats.md, "Temporal ambiguity"): a numeric ``a/b/yyyy`` or
-``a-b-yyyy`` cell with ``a > 12`` (and a valid day-first date) is evidence for day-first, one
-with ``b > 12`` evidence for month-first. Every other numeric cell of the column is read by the
-evidence of the cells *before* it in row order (carried across batches in
-:class:`DateVotes`): more day-first than month-first votes → day-first, fewer → month-first,
-equal (including none) → month-first, and the cell is *ambiguous* when ``a != b`` (both readings
-are then valid dates). Dotted ``d.m.yyyy`` is day-first by convention and never ambiguous.
+``a-b-yyyy`` cell with ``a > 12`` is evidence for day-first, one with ``b > 12`` evidence for
+month-first. The evidence of the *whole column* (counted in the profiling pass,
+:func:`profile_exprs`, before any row is written) decides how every other numeric cell of the
+column is read, the same for every row: more day-first than month-first votes → day-first,
+fewer → month-first, equal (including none) → month-first, and then a cell is *ambiguous*
+when ``a != b`` (both readings are valid dates). So ``01/02/2024`` above ``13/02/2024`` is
+2024-02-01, like the rows after it: one column, one convention. Dotted ``d.m.yyyy`` is
+day-first by convention and never ambiguous.
+
+**NUL**: U+0000 is dropped from cell text (:mod:`workers_common.canonical`) and counted
+(:func:`nul_count_expr`, ``stats.nul_chars``).
 """
 
 from __future__ import annotations
@@ -31,14 +37,18 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
+from workers_common.cell_types import BOOL, DATETIME, FLOAT, INT, ISO_DATE, NUM_DATE, PATTERNS
+
 __all__ = [
     "TYPES",
     "Ambiguous",
     "DateVotes",
     "TypedColumn",
     "choose_types",
+    "column_votes",
     "display_expr",
     "normalize_expr",
+    "nul_count_expr",
     "profile_exprs",
     "type_columns",
 ]
@@ -46,28 +56,21 @@ __all__ = [
 #: Column types, narrowest first (the tie-break order of inference).
 TYPES = ("bool", "int", "float", "date", "datetime", "string")
 
-_BOOL = r"^(?i:true|false)$"
-_INT = r"^[+-]?\d+$"
-_FLOAT = r"^[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?$"
-_ISO_DATE = r"^\d{4}-\d{2}-\d{2}$"
-_NUM_DATE = r"^(\d{1,2})([/.-])(\d{1,2})([/.-])(\d{4})$"
-_ANY_DATE = (
-    r"^(?:\d{4}-\d{2}-\d{2}|\d{1,2}/\d{1,2}/\d{4}|\d{1,2}-\d{1,2}-\d{4}|\d{1,2}\.\d{1,2}\.\d{4})$"
-)
-_DATETIME = r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?$"
-_PATTERNS = {
-    "bool": _BOOL,
-    "int": _INT,
-    "float": _FLOAT,
-    "date": _ANY_DATE,
-    "datetime": _DATETIME,
-}
+_BOOL = BOOL
+_INT = INT
+_FLOAT = FLOAT
+_ISO_DATE = ISO_DATE
+_NUM_DATE = NUM_DATE
+_DATETIME = DATETIME
+_PATTERNS = PATTERNS
 
 
 def normalize_expr(e: pl.Expr) -> pl.Expr:
-    """Cell text as canonical text: NFC, CRLF and lone CR → LF (nulls stay null)."""
+    """Cell text as canonical text: U+0000 dropped, NFC, CRLF and lone CR → LF (nulls stay
+    null)."""
     return (
-        e.str.normalize("NFC")
+        e.str.replace_all("\x00", "", literal=True)
+        .str.normalize("NFC")
         .str.replace_all("\r\n", "\n", literal=True)
         .str.replace_all("\r", "\n", literal=True)
     )
@@ -79,10 +82,19 @@ def display_expr(e: pl.Expr) -> pl.Expr:
     return e.str.replace_all(r"[\t\n]+", " ").fill_null("")
 
 
+def nul_count_expr(e: pl.Expr) -> pl.Expr:
+    """U+0000 characters in a raw cell (0 for null)."""
+    return e.str.count_matches("\x00", literal=True).fill_null(0)
+
+
+_NUM_AB = r"^(\d{1,2})[/-](\d{1,2})[/-]\d{4}$"
+
+
 def profile_exprs(columns: list[str]) -> list[pl.Expr]:
     """Aggregations counting, per column, non-null cells (``i:nonnull``), non-empty cells
-    (``i:n``) and cells matching each type (``i:<type>``); summed over batches they feed
-    :func:`choose_types`."""
+    (``i:n``), cells matching each type (``i:<type>``) and day-first/month-first evidence
+    (``i:ev_df``, ``i:ev_mf``: numeric dates with ``a > 12``, ``b > 12``); summed over batches
+    they feed :func:`choose_types` and :func:`column_votes`."""
     aggs: list[pl.Expr] = []
     for i, c in enumerate(columns):
         s = pl.col(c).str.strip_chars()
@@ -91,7 +103,21 @@ def profile_exprs(columns: list[str]) -> list[pl.Expr]:
         aggs.append(present.sum().alias(f"{i}:n"))
         for t, pattern in _PATTERNS.items():
             aggs.append((present & s.str.contains(pattern)).sum().alias(f"{i}:{t}"))
+        a = s.str.extract(_NUM_AB, 1).cast(pl.Int32, strict=False)
+        b = s.str.extract(_NUM_AB, 2).cast(pl.Int32, strict=False)
+        ev_df = (a > 12) & (a <= 31) & (b >= 1) & (b <= 12)
+        ev_mf = (b > 12) & (b <= 31) & (a >= 1) & (a <= 12)
+        aggs.append(ev_df.fill_null(False).sum().alias(f"{i}:ev_df"))
+        aggs.append(ev_mf.fill_null(False).sum().alias(f"{i}:ev_mf"))
     return aggs
+
+
+def column_votes(counts: dict[str, int], width: int) -> list[DateVotes]:
+    """Each column's whole-column day-first/month-first evidence from summed
+    :func:`profile_exprs` counts."""
+    return [
+        DateVotes(counts.get(f"{i}:ev_df", 0), counts.get(f"{i}:ev_mf", 0)) for i in range(width)
+    ]
 
 
 def choose_types(counts: dict[str, int], width: int) -> list[str]:
@@ -111,7 +137,7 @@ def choose_types(counts: dict[str, int], width: int) -> list[str]:
 
 @dataclass(slots=True)
 class DateVotes:
-    """Day-first and month-first evidence seen so far in one column (carried across batches)."""
+    """Day-first and month-first evidence of one whole column (from the profiling pass)."""
 
     day_first: int = 0
     month_first: int = 0
@@ -145,8 +171,8 @@ def _iso(y: pl.Expr, m: pl.Expr, d: pl.Expr) -> pl.Expr:
 
 
 def _dates(s: pl.Series, votes: DateVotes) -> tuple[pl.Series, list[Ambiguous]]:
-    """ISO values of a date column's batch (null where invalid) and its ambiguous cells;
-    updates ``votes``."""
+    """ISO values of a date column's batch (null where invalid) and its ambiguous cells, read
+    by the whole column's ``votes``."""
     frame = pl.DataFrame({"s": s.str.strip_chars()})
     g = pl.col("s").str.extract_groups(_NUM_DATE)
     a = g.struct.field("1").cast(pl.Int32)
@@ -171,14 +197,10 @@ def _dates(s: pl.Series, votes: DateVotes) -> tuple[pl.Series, list[Ambiguous]]:
     ev_df = pl.col("num") & (pl.col("a") > 12) & pl.col("df").is_not_null()
     ev_mf = pl.col("num") & (pl.col("b") > 12) & pl.col("mf").is_not_null()
     frame = frame.with_columns(ev_df=ev_df.fill_null(False), ev_mf=ev_mf.fill_null(False))
-    before_df = pl.col("ev_df").cast(pl.Int64).cum_sum() - pl.col("ev_df") + votes.day_first
-    before_mf = pl.col("ev_mf").cast(pl.Int64).cum_sum() - pl.col("ev_mf") + votes.month_first
-    frame = frame.with_columns(before_df=before_df, before_mf=before_mf)
     unresolved = pl.col("num") & ~pl.col("ev_df") & ~pl.col("ev_mf")
-    day_first = (
-        pl.col("dot") | pl.col("ev_df") | (unresolved & (pl.col("before_df") > pl.col("before_mf")))
-    )
-    tie = unresolved & (pl.col("before_df") == pl.col("before_mf"))
+    column_day_first = votes.day_first > votes.month_first
+    day_first = pl.col("dot") | pl.col("ev_df") | (unresolved & pl.lit(column_day_first))
+    tie = unresolved & pl.lit(votes.day_first == votes.month_first)
     out = frame.select(
         value=pl.coalesce(
             pl.col("iso"),
@@ -195,8 +217,6 @@ def _dates(s: pl.Series, votes: DateVotes) -> tuple[pl.Series, list[Ambiguous]]:
         mf=pl.col("mf"),
         df=pl.col("df"),
     )
-    votes.day_first += int(frame["ev_df"].sum())
-    votes.month_first += int(frame["ev_mf"].sum())
     amb = out.with_row_index("i").filter(pl.col("ambiguous"))
     cells = [Ambiguous(i, mf, df) for i, mf, df in amb.select("i", "mf", "df").iter_rows()]
     return out["value"], cells
@@ -226,7 +246,7 @@ def type_columns(
     """Typed Python values of each (normalized) string column of one batch.
 
     :param types: the inferred type of each column (:func:`infer_types`).
-    :param votes: per-column day-first/month-first evidence, updated in place.
+    :param votes: per-column day-first/month-first evidence of the whole column.
     """
     out = []
     for i, kind in enumerate(types):

@@ -7,7 +7,9 @@
   the most rows with the same field count (more than one field) wins, ties in that order; no
   winner means ``,``. A non-ASCII delimiter was already replaced by U+001F while transcoding
   (:mod:`tabular_worker.encoding`) and is put back in cell text here.
-* Quoting is RFC 4180 (``"``, doubled to escape); embedded newlines stay in the cell.
+* CSV quoting is RFC 4180 (``"``, doubled to escape); embedded newlines stay in the cell.
+* TSV has no quoting convention: a ``"`` is data (``5'9" tall``, ``"Best" seller``, an
+  unclosed quote), and a record is one line.
 * TSV's ``\\N`` (the PostgreSQL/MySQL dump null marker) is null.
 * Every cell is read as a string; typing happens later (:mod:`tabular_worker.cells`).
 """
@@ -54,9 +56,14 @@ def _comment_lines(head: str) -> int:
     return count
 
 
-def _rows(text: str, delimiter: str) -> list[list[str]]:
+def _rows(text: str, delimiter: str, quoted: bool = True) -> list[list[str]]:
     try:
-        reader = csv.reader(io.StringIO(text), delimiter=delimiter, strict=False)
+        if quoted:
+            reader = csv.reader(io.StringIO(text), delimiter=delimiter, strict=False)
+        else:
+            reader = csv.reader(
+                io.StringIO(text), delimiter=delimiter, strict=False, quoting=csv.QUOTE_NONE
+            )
         return [row for _, row in zip(range(SNIFF_LINES), reader, strict=False) if row]
     except csv.Error:
         return []
@@ -82,18 +89,23 @@ def sniff_delimiter(text: str) -> str:
     return best
 
 
-def _max_fields(text: str, delimiter: str) -> int:
-    return max((len(r) for r in _rows(text, delimiter)), default=1)
+def _max_fields(text: str, delimiter: str, quoted: bool) -> int:
+    return max((len(r) for r in _rows(text, delimiter, quoted)), default=1)
 
 
 def _scan(
-    path: Path, separator: str, skip: int, width: int, null_values: list[str] | None
+    path: Path,
+    separator: str,
+    skip: int,
+    width: int,
+    null_values: list[str] | None,
+    quoted: bool,
 ) -> pl.LazyFrame:
     return pl.scan_csv(
         path,
         has_header=False,
         separator=separator,
-        quote_char='"',
+        quote_char='"' if quoted else None,
         skip_lines=skip,
         schema={f"column_{i + 1}": pl.String for i in range(width)},
         missing_columns="insert",
@@ -126,9 +138,10 @@ def open_csv(
     if len(separator.encode()) != 1:
         raise CorruptInput(f"delimiter: {delimiter!r} needs transcoding (internal error)")
     null_values = ["\\N"] if fmt == "tsv" else None
-    width = _max_fields(body, separator)
+    quoted = fmt != "tsv"
+    width = _max_fields(body, separator, quoted)
     while True:
-        frame = _scan(path, separator, skip, width, null_values)
+        frame = _scan(path, separator, skip, width, null_values, quoted)
         if substituted:
             frame = frame.select(pl.all().str.replace_all(SUBSTITUTE, delimiter, literal=True))
         try:

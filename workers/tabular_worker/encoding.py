@@ -15,6 +15,12 @@ A NUL byte in the sample of a file without a UTF-16/32 BOM means binary content:
 :class:`~workers_common.CorruptInput`. Input that is plain UTF-8 and needs no delimiter
 substitution is parsed in place; anything else is transcoded, :data:`CHUNK_BYTES` at a time
 through an incremental decoder, into a temporary UTF-8 file (memory stays bounded by the chunk).
+
+**Lone CR line ends** (classic Mac OS exports): when the first :data:`SAMPLE_BYTES` hold a CR
+and no LF, records end with a lone CR, which the CSV parser does not take for a line end; the
+file is transcoded with every CR and CRLF turned into LF (``stats.line_ends: "cr"``). A CR
+inside a quoted cell becomes LF too, which is what the cell's text would be normalized to
+anyway.
 """
 
 from __future__ import annotations
@@ -57,11 +63,13 @@ class Utf8Input:
     :ivar path: the file (the job's own, or a temporary transcoded copy).
     :ivar encoding: the source encoding (Python codec name).
     :ivar delimiter_substituted: the non-ASCII delimiter was replaced by :data:`SUBSTITUTE`.
+    :ivar lone_cr: records ended with a lone CR, rewritten as LF (module docstring).
     """
 
     path: Path
     encoding: str
     delimiter_substituted: bool
+    lone_cr: bool = False
 
 
 def _bom(head: bytes) -> tuple[str, int] | None:
@@ -118,9 +126,21 @@ def detect_encoding(path: Path, requested: str | None) -> tuple[str, int]:
     return _detect(sample), 0
 
 
-def _transcode(src: Path, dst: Path, encoding: str, skip: int, delimiter: str | None) -> None:
+def _lone_cr(path: Path, encoding: str, skip: int) -> bool:
+    """Whether the file's records end with a lone CR (a CR and no LF in its first bytes)."""
+    with path.open("rb") as f:
+        f.seek(skip)
+        sample = f.read(SAMPLE_BYTES)
+    text = codecs.getincrementaldecoder(encoding)(errors="ignore").decode(sample)
+    return "\r" in text and "\n" not in text
+
+
+def _transcode(
+    src: Path, dst: Path, encoding: str, skip: int, delimiter: str | None, lone_cr: bool = False
+) -> None:
     decoder = codecs.getincrementaldecoder(encoding)(errors="strict")
     offset = skip
+    held = ""  # a CR at a chunk's end: it may start a CRLF
     with src.open("rb") as fin, dst.open("w", encoding="utf-8", newline="") as fout:
         fin.seek(skip)
         while True:
@@ -137,6 +157,10 @@ def _transcode(src: Path, dst: Path, encoding: str, skip: int, delimiter: str | 
                         "delimiter: a non-ASCII delimiter needs input free of U+001F"
                     )
                 text = text.replace(delimiter, SUBSTITUTE)
+            if lone_cr:
+                text = held + text
+                held = "\r" if chunk and text.endswith("\r") else ""
+                text = text[: len(text) - len(held)].replace("\r\n", "\n").replace("\r", "\n")
             fout.write(text)
             offset += len(chunk)
             if not chunk:
@@ -155,7 +179,8 @@ def utf8_input(path: Path, requested: str | None, delimiter: str | None) -> Iter
     """
     encoding, skip = detect_encoding(path, requested)
     substitute = delimiter if delimiter is not None and not delimiter.isascii() else None
-    if encoding == "utf-8" and skip == 0 and substitute is None:
+    lone_cr = _lone_cr(path, encoding, skip)
+    if encoding == "utf-8" and skip == 0 and substitute is None and not lone_cr:
         if requested is not None and not _is_utf8(path):
             raise CorruptInput("undecodable: not utf-8 (the requested encoding)")
         yield Utf8Input(path, encoding, False)
@@ -163,7 +188,7 @@ def utf8_input(path: Path, requested: str | None, delimiter: str | None) -> Iter
     fd, name = tempfile.mkstemp(prefix="telha-tabular-", suffix=".csv")
     os.close(fd)
     try:
-        _transcode(path, Path(name), encoding, skip, substitute)
-        yield Utf8Input(Path(name), encoding, substitute is not None)
+        _transcode(path, Path(name), encoding, skip, substitute, lone_cr)
+        yield Utf8Input(Path(name), encoding, substitute is not None, lone_cr)
     finally:
         os.unlink(name)

@@ -25,7 +25,14 @@ from typing import Any
 
 import polars as pl
 
-from tabular_worker.cells import Ambiguous, DateVotes, display_expr, normalize_expr, type_columns
+from tabular_worker.cells import (
+    Ambiguous,
+    DateVotes,
+    display_expr,
+    normalize_expr,
+    nul_count_expr,
+    type_columns,
+)
 from tabular_worker.table import Table
 from workers_common import normalize_canonical
 from workers_common.temporal import to_us
@@ -132,6 +139,7 @@ class Projector:
         self.ambiguous_dates = 0
         self.emitted = 0
         self.suppressed = 0
+        self.nul_chars = 0
         self._p = _Partial(0)
         self._workbook: str | None = None
         self._table_id = ""
@@ -164,6 +172,8 @@ class Projector:
             "ambiguities": self.emitted,
             "ambiguities_suppressed": self.suppressed,
         }
+        if self.nul_chars:
+            final["nul_chars"] = self.nul_chars
         yield self._p.build(final=True, stats=final)
 
     def _table(self, ordinal: int, table: Table) -> Submissions:
@@ -178,7 +188,7 @@ class Projector:
         table_ref = p.node(["TABLE"], props, [span], self._table_id)
         if self._workbook is not None:
             p.edge(self._workbook, table_ref, ordinal)
-        votes = [DateVotes() for _ in table.columns]
+        votes = table.votes
         row = 0
         for batch in table.batches(self.rows_per_partial):
             offset = 0
@@ -195,6 +205,9 @@ class Projector:
     ) -> None:
         p = self._p
         cols = frame.columns
+        if cols:
+            nul = frame.select(pl.sum_horizontal(nul_count_expr(pl.col(c)) for c in cols).sum())
+            self.nul_chars += int(nul.item() or 0)
         norm = frame.select(normalize_expr(pl.col(c)) for c in cols)
         lines_s = norm.select(
             pl.concat_str([display_expr(pl.col(c)) for c in cols], separator="\t")

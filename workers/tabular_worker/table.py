@@ -16,7 +16,9 @@ row number property, so a column named ``row`` becomes ``row_2``.
 
 **Width**: the widest row decides the column count (ragged rows: missing cells are null, extra
 cells get ``col_<i>`` columns); trailing columns that are empty in every row, header included,
-are dropped.
+are dropped. A data row with a value past the header's last cell (past the first row's, when
+there is no header) keeps that value and is counted: ``stats.ragged_rows`` and the first
+:data:`RAGGED_SHOWN` of their ``row`` numbers in ``stats.ragged_first_rows``.
 """
 
 from __future__ import annotations
@@ -28,9 +30,12 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from tabular_worker.cells import choose_types, profile_exprs
+from tabular_worker.cells import DateVotes, choose_types, column_votes, profile_exprs
 
-__all__ = ["Table", "build_table", "column_names", "looks_typed"]
+__all__ = ["RAGGED_SHOWN", "Table", "build_table", "column_names", "looks_typed"]
+
+#: How many ragged rows' numbers ``stats.ragged_first_rows`` lists.
+RAGGED_SHOWN = 10
 
 _TYPED = re.compile(
     r"^(?:(?i:true|false)|[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?"
@@ -50,6 +55,9 @@ class Table:
     :ivar header: the first row was taken as the header.
     :ivar batches: ``batches(chunk_rows)`` iterates the data rows as string frames of
         ``len(columns)`` columns (raw text, not yet normalized), in file order.
+    :ivar votes: per column, the whole column's day-first/month-first date evidence.
+    :ivar ragged_rows: data rows with values past the header's (or first row's) width.
+    :ivar ragged_first: the ``row`` numbers of the first :data:`RAGGED_SHOWN` of them.
     """
 
     name: str
@@ -58,6 +66,9 @@ class Table:
     rows: int
     header: bool
     batches: Callable[[int], Iterator[pl.DataFrame]]
+    votes: list[DateVotes]
+    ragged_rows: int = 0
+    ragged_first: tuple[int, ...] = ()
 
 
 def looks_typed(value: str) -> bool:
@@ -68,7 +79,7 @@ def looks_typed(value: str) -> bool:
 def _clean_name(value: str | None) -> str:
     if value is None:
         return ""
-    text = unicodedata.normalize("NFC", value)
+    text = unicodedata.normalize("NFC", value.replace("\x00", ""))
     return re.sub(r"[\t\r\n]+", " ", text).strip()
 
 
@@ -107,22 +118,38 @@ def non_blank(frame: pl.LazyFrame) -> pl.LazyFrame:
 PROFILE_BATCH_ROWS = 10_000
 
 
-def _profile(frame: pl.LazyFrame, cols: list[str]) -> dict[str, int]:
+def _profile(frame: pl.LazyFrame, cols: list[str], wide: pl.Expr | None) -> dict[str, int]:
     """Summed :func:`~tabular_worker.cells.profile_exprs` counts plus ``rows``, batch by batch
-    (memory bounded by one batch)."""
-    totals: dict[str, int] = {"rows": 0}
+    (memory bounded by one batch); with ``wide`` (a row condition) also ``wide`` (rows
+    meeting it: ``wide_all``; the frame indexes of the first :data:`RAGGED_SHOWN`:
+    ``wide:<k>``, ``wide`` of them)."""
+    totals: dict[str, int] = {"rows": 0, "wide": 0}
     aggs = profile_exprs(cols)
     for batch in frame.collect_batches(chunk_size=PROFILE_BATCH_ROWS):
+        offset = totals["rows"]
         totals["rows"] += batch.height
         if not aggs:
             continue
         for key, value in batch.select(aggs).row(0, named=True).items():
             totals[key] = totals.get(key, 0) + int(value or 0)
+        if wide is not None:
+            hits = batch.select(wide.fill_null(False).alias("w"))["w"].arg_true()
+            for index in hits.head(RAGGED_SHOWN - totals["wide"]).to_list():
+                totals[f"wide:{totals['wide']}"] = offset + index
+                totals["wide"] += 1
+            totals["wide_all"] = totals.get("wide_all", 0) + hits.len()
     return totals
 
 
-def build_table(name: str, frame: pl.LazyFrame, header_option: str) -> Table:
+def build_table(
+    name: str, frame: pl.LazyFrame, header_option: str, text_typed: dict[str, int] | None = None
+) -> Table:
     """Profile ``frame`` (string columns, raw rows in order) into a :class:`Table`.
+
+    :param text_typed: ``"<column index>:<type>"`` → cells of that column the file itself
+        stores as text although they look typed (XLSX strings such as ``'45000`` or
+        ``00123``): they do not vote for that type, so a column the workbook keeps as text
+        stays text (leading zeros kept) while numbers stored as numbers type theirs.
 
     Reads the first row, then one pass over all rows in batches (row count, the last
     non-empty column, type counts); memory stays bounded for scanned CSV.
@@ -132,11 +159,19 @@ def build_table(name: str, frame: pl.LazyFrame, header_option: str) -> Table:
     first_frame = frame.head(1).collect()
     first: list[str | None] = list(first_frame.row(0)) if first_frame.height else []
     header = bool(first) and _decide_header(first, header_option)
-    counts = _profile(frame, cols)
+    filled = [i for i, v in enumerate(first) if v is not None]
+    ref = filled[-1] + 1 if filled else 0
+    wide = None
+    if first and ref < len(cols):
+        wide = pl.any_horizontal([pl.col(c).str.strip_chars() != "" for c in cols[ref:]])
+    counts = _profile(frame, cols, wide)
     if header:  # the header row is not data: take its counts back out
         counts["rows"] -= 1
         for key, value in first_frame.select(profile_exprs(cols)).row(0, named=True).items():
             counts[key] -= int(value or 0)
+    for key, n in (text_typed or {}).items():
+        if key in counts:
+            counts[key] = max(0, counts[key] - n)
     rows = counts["rows"]
     used = [
         i
@@ -153,4 +188,8 @@ def build_table(name: str, frame: pl.LazyFrame, header_option: str) -> Table:
             return iter(())
         return data.collect_batches(chunk_size=chunk_rows)
 
-    return Table(name, names, types, rows, header, batches)
+    shown = tuple(
+        counts[f"wide:{k}"] + (0 if header else 1) for k in range(min(counts["wide"], RAGGED_SHOWN))
+    )
+    votes = column_votes(counts, width)
+    return Table(name, names, types, rows, header, batches, votes, counts.get("wide_all", 0), shown)

@@ -260,8 +260,13 @@ def iter_tables(book: Workbook, wanted: tuple[str, ...] | None, header: str) -> 
         for name in names:
             part = parts[name]
             with tempfile.TemporaryDirectory(prefix="telha-xlsx-") as folder:
+                text_typed: dict[str, int] = {}
                 if part is None or part not in zf.NameToInfo:
                     frame = pl.DataFrame().lazy()
                 else:
-                    frame = _spill(SheetStream(zf, part, info), name, Path(folder))
-                yield build_table(name, frame, header)
+                    stream = SheetStream(zf, part, info)
+                    frame = _spill(stream, name, Path(folder))
+                    for key, n in stream.text_typed.items():  # sheet column → table column
+                        col, kind = key.split(":")
+                        text_typed[f"{int(col) - stream.first_col}:{kind}"] = n
+                yield build_table(name, frame, header, text_typed)

@@ -42,6 +42,8 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
+from workers_common.cell_types import PATTERNS
+
 __all__ = [
     "BLOCK_BYTES",
     "SheetStream",
@@ -451,7 +453,7 @@ def _render(cells: pl.DataFrame, info: WorkbookInfo) -> pl.DataFrame:
             for i in mask.arg_true().to_list():
                 values[i] = _number_text(float(out["v"][i]))
             out = out.with_columns(value=pl.Series(values, dtype=pl.String))
-    return out.select("row", "col", "value")
+    return out.select("row", "col", "value", text=pl.col("t").is_in(["s", "inlineStr", "str"]))
 
 
 def _wide(cells: pl.DataFrame) -> pl.DataFrame:
@@ -506,6 +508,9 @@ class SheetStream:
     first_col: int = -1
     last_col: int = -1
     cells: int = 0
+    #: ``"<sheet column>:<type>"`` → cells stored as text (shared, inline or formula strings)
+    #: whose text looks typed: ``'45000``, ``00123`` in a Text-formatted cell.
+    text_typed: dict[str, int] = field(default_factory=dict)
 
     def _blocks(self) -> Iterator[bytes]:
         """The ``<sheetData>`` content, in blocks of whole rows (about :data:`BLOCK_BYTES`)."""
@@ -543,6 +548,7 @@ class SheetStream:
         columns ``c0`` = ``A`` … up to the batch's rightmost value). Updates the used range."""
         self.first_row = self.last_row = self.first_col = self.last_col = -1
         self.cells = 0
+        self.text_typed = {}
         last_row = -1
         for block in self._blocks():
             cells = _fast_cells(block)
@@ -554,9 +560,25 @@ class SheetStream:
             if values.height == 0:
                 continue
             self._extend(values)
-            frame = _wide(values)
+            self._count_text(values)
+            frame = _wide(values.drop("text"))
             for start in range(0, frame.height, batch_rows):
                 yield frame.slice(start, batch_rows)
+
+    def _count_text(self, values: pl.DataFrame) -> None:
+        """Per ``"<sheet column>:<type>"``, cells stored as text that look typed (they vote
+        ``string`` in :func:`tabular_worker.table.build_table`)."""
+        v = pl.col("value").str.strip_chars()
+        text = values.filter(pl.col("text") & (v.str.len_bytes() > 0))
+        if text.height:
+            found = text.group_by("col").agg(
+                v.str.contains(p).sum().alias(t) for t, p in PATTERNS.items()
+            )
+            for row in found.iter_rows(named=True):
+                for t in PATTERNS:
+                    if row[t]:
+                        key = f"{row['col']}:{t}"
+                        self.text_typed[key] = self.text_typed.get(key, 0) + int(row[t])
 
     def _extend(self, values: pl.DataFrame) -> None:
         rows, cols = values["row"], values["col"]

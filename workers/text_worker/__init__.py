@@ -3,9 +3,14 @@
 Projection: one ``DOCUMENT`` node (``name``, ``format``) whose span is the whole text (kind
 ``body``); one ``PARAGRAPH`` node per blank-line-separated block (span kind ``paragraph``);
 in markdown, an ATX heading line (``#`` to ``######``) is a ``SECTION`` node with ``level``
-and ``title`` (span kind ``heading``). ``CONTAINS`` edges from the document to each block
-carry ``ord`` (0-based, document order). UTF-8 only (a BOM is dropped); undecodable bytes are
-``corrupt_input``. Deterministic: the same bytes and options give the same submission.
+(1 = top) and ``title`` (span kind ``heading``). Sections nest by level, as the docling
+projection does: a heading contains what follows it up to the next heading of its level or a
+higher one (a smaller number); a level-2 heading under a level-1 heading hangs off that
+section, one that skips a level (``#`` then ``###``) hangs off the nearest higher one.
+``CONTAINS`` edges parent → child carry ``ord`` (0-based, document order per parent). UTF-8
+only (a BOM is dropped); undecodable bytes are ``corrupt_input``; U+0000 is dropped and
+counted (``stats.nul_chars``); empty input follows :mod:`workers_common.empty`.
+Deterministic: the same bytes and options give the same submission.
 """
 
 from __future__ import annotations
@@ -14,6 +19,8 @@ import re
 from typing import Any
 
 from workers_common import CorruptInput, IngestionResultBuilder, Job, normalize_canonical
+from workers_common.canonical import drop_nul
+from workers_common.empty import is_empty
 
 __all__ = ["FORMATS", "handle", "project"]
 
@@ -79,9 +86,14 @@ def _markdown_parts(text: str, block: tuple[int, int]) -> list[tuple[str, int, i
     return parts
 
 
-def project(text: str, name: str, fmt: str) -> dict[str, Any]:
-    """The submission for canonical ``text`` (already normalized)."""
+def project(
+    text: str, name: str, fmt: str, nul_chars: int = 0, empty: bool = False
+) -> dict[str, Any]:
+    """The submission for canonical ``text`` (already normalized; ``nul_chars``: U+0000
+    characters dropped from it, reported in ``stats``; ``empty``: the input was empty by
+    :mod:`workers_common.empty`, ``stats.empty: true``)."""
     b = IngestionResultBuilder()
+    b.count_nul(nul_chars)
     b.set_canonical_text(text)
     data = text.encode("utf-8")
     whole = b.add_span_range(0, len(data), "body")
@@ -96,6 +108,8 @@ def project(text: str, name: str, fmt: str) -> dict[str, Any]:
         return cursor[1]
 
     order = 0
+    # Open sections, outermost first: [level, node ref, next ord]; the DOCUMENT is level 0.
+    open_: list[list[int]] = [[0, doc, 0]]
     for block in _blocks(text):
         parts = _markdown_parts(text, block) if fmt == "markdown" else [("paragraph", *block, 0)]
         for kind, start, end, level in parts:
@@ -105,11 +119,22 @@ def project(text: str, name: str, fmt: str) -> dict[str, Any]:
                 m = _HEADING.match(body)
                 title = (m.group(2) or "").strip() if m else body
                 node = b.add_node(["SECTION"], {"level": level, "title": title}, spans=[span])
+                while open_[-1][0] >= level:
+                    open_.pop()
             else:
                 node = b.add_node(["PARAGRAPH"], {"text": body}, spans=[span])
-            b.add_relationship("CONTAINS", from_ref=doc, to_ref=node, properties={"ord": order})
+            parent = open_[-1]
+            b.add_relationship(
+                "CONTAINS", from_ref=parent[1], to_ref=node, properties={"ord": parent[2]}
+            )
+            parent[2] += 1
+            if kind == "heading":
+                open_.append([level, node, 0])
             order += 1
-    b.set_stats({"blocks": order, "bytes": len(data)})
+    stats: dict[str, Any] = {"blocks": order, "bytes": len(data)}
+    if empty:
+        stats["empty"] = True
+    b.set_stats(stats)
     return b.build()
 
 
@@ -118,5 +143,7 @@ def handle(job: Job) -> dict[str, Any]:
 
     :raises CorruptInput: the bytes are not UTF-8.
     """
-    text = normalize_canonical(_decode(job.content))
-    return project(text, job.name, job.format)
+    if is_empty(job):
+        return project("", job.name, job.format, empty=True)
+    text, nul = drop_nul(_decode(job.content))
+    return project(normalize_canonical(text), job.name, job.format, nul)

@@ -35,7 +35,7 @@ import anyio.to_process
 import msgspec
 
 from telha_proto.telha.worker.v1 import JobPayload
-from workers_common.failures import ResourceLimit
+from workers_common.failures import ResourceLimit, as_failure
 from workers_common.job import Job
 
 __all__ = [
@@ -141,14 +141,21 @@ def _handle_in_child(handler: Callable[[Job], Any], job: Job) -> bytes:
     """The process-pool side of a ``PROCESS_POOL`` module: run the handler and encode its
     submission there, so only bytes cross the pipe back.
 
-    :raises TypeError: the handler returned a generator (streaming handlers cannot run in
-        a process pool: they stay in threads).
+    Whatever it raises leaves typed (:func:`~workers_common.failures.as_failure`): the
+    traceback the classification reads does not survive the pipe.
+
+    :raises WorkerFailure: the handler's failure; a ``TypeError`` (``transient``) when the
+        handler returned a generator (streaming handlers cannot run in a process pool: they
+        stay in threads).
     """
-    result = handler(job)
-    if isinstance(result, types.GeneratorType):
-        result.close()
-        raise TypeError(f"{handler.__module__}.handle returned a generator (PROCESS_POOL)")
-    return encode(result)
+    try:
+        result = handler(job)
+        if isinstance(result, types.GeneratorType):
+            result.close()
+            raise TypeError(f"{handler.__module__}.handle returned a generator (PROCESS_POOL)")
+        return encode(result)
+    except HANDLER_ERRORS as exc:
+        raise as_failure(exc) from None
 
 
 def encode(submission: dict[str, Any] | bytes) -> bytes:

@@ -13,7 +13,7 @@ from typing import Any
 
 import msgspec
 
-from workers_common.canonical import normalize_canonical
+from workers_common.canonical import NUL, normalize_canonical, scrub_properties
 
 __all__ = ["IngestionResultBuilder"]
 
@@ -36,6 +36,7 @@ class IngestionResultBuilder:
         self._children: list[dict[str, Any]] = []
         self._ambiguities: list[dict[str, Any]] = []
         self._partial: bool | None = None
+        self._nul_chars = 0
 
     @property
     def byte_length(self) -> int:
@@ -44,7 +45,10 @@ class IngestionResultBuilder:
         return self._length
 
     def add_text(self, text: str) -> tuple[int, int]:
-        """Append ``text`` (normalized) with no span; returns its global ``(start, end)``."""
+        """Append ``text`` (normalized, U+0000 dropped and counted) with no span; returns its
+        global ``(start, end)``."""
+        if NUL in text:
+            self._nul_chars += text.count(NUL)
         data = normalize_canonical(text).encode("utf-8")
         start = self.base_offset + self._length
         self._parts.append(data)
@@ -87,10 +91,13 @@ class IngestionResultBuilder:
         id: str | None = None,
     ) -> int:
         """A node referencing span indices; ``id`` is a deterministic UUID (upsert), and
-        ``valid_time`` a ``(from, to)`` pair in µs. Returns the node index."""
+        ``valid_time`` a ``(from, to)`` pair in µs. U+0000 is dropped from (and counted in)
+        string properties. Returns the node index."""
+        props, nul = scrub_properties(dict(properties or {}))
+        self._nul_chars += nul
         node: dict[str, Any] = {
             "labels": list(labels),
-            "properties": dict(properties or {}),
+            "properties": props,
             "spanRefs": list(spans or []),
         }
         if id is not None:
@@ -132,8 +139,14 @@ class IngestionResultBuilder:
         self._relationships.append(rel)
 
     def set_stats(self, stats: dict[str, Any]) -> None:
-        """Free-form counters reported with the job (e.g. rows, dirty counts)."""
+        """Free-form counters reported with the job (e.g. rows, dirty counts); the builder adds
+        ``nul_chars`` (U+0000 characters dropped) when it dropped any."""
         self._stats = dict(stats)
+
+    def count_nul(self, count: int) -> None:
+        """Add ``count`` U+0000 characters a worker dropped before handing text over (they
+        show in ``stats.nul_chars``)."""
+        self._nul_chars += count
 
     def set_content_hash(self, hex_digest: str) -> None:
         """BLAKE3 hex of the bytes actually parsed (fetch formats report what they fetched)."""
@@ -193,6 +206,8 @@ class IngestionResultBuilder:
             "nodes": list(self._nodes),
             "relationships": list(self._relationships),
         }
+        if self._nul_chars:
+            self._stats = {**(self._stats or {}), "nul_chars": self._nul_chars}
         if self._stats is not None:
             out["stats"] = self._stats
         if self._content_hash is not None:
