@@ -22,7 +22,7 @@ import anyio
 import click
 
 from telha.auth import hash_key, mint_api_key
-from telha.cli_config import load_or_exit
+from telha.cli_config import CONFIG_OPTION, load_or_exit
 from telha.config import ConfigError
 from telha.domain.errors import StorageError
 from telha.domain.model import Scope
@@ -33,13 +33,7 @@ from telha.supervisor import CrashLoop
 
 __all__ = ["main"]
 
-_CONFIG = click.option(
-    "--config",
-    "config_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="config.toml (default: ./config.toml when present, else built-in defaults)",
-)
+_CONFIG = CONFIG_OPTION
 
 
 def _run_backend() -> dict[str, object]:
@@ -174,7 +168,8 @@ def api_key_create(tenant: str, org: str, config_path: Path | None) -> None:
     Only its hash is stored; a running ``telha serve`` accepts it at once. The store must
     exist (the server's: ``--config``); none is created.
     """
-    from telha.cli_keys import existing_store, run_on_store
+    from telha.cli_config import run_on_store
+    from telha.cli_keys import existing_store
 
     if not tenant.strip() or not org.strip():
         raise click.UsageError("--tenant and --org must not be empty")

@@ -10,22 +10,18 @@ and print a key the running server did not know; now a missing SQLite file is na
 from __future__ import annotations
 
 import sys
-from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TypeVar
 
-import anyio
 import click
 
-from telha.cli_config import load_or_exit
+from telha.cli_config import load_or_exit, run_on_store
 from telha.cli_listings import _print
 from telha.config import Config
-from telha.domain.errors import StorageError
 from telha.domain.model import Scope
-from telha.storage import StorageEngine, open_store
 
-__all__ = ["existing_store", "keys_list", "keys_revoke", "run_on_store"]
+__all__ = ["existing_store", "keys_list", "keys_revoke"]
 
 _T = TypeVar("_T")
 
@@ -54,21 +50,6 @@ def existing_store(config_path: Path | None) -> tuple[Config, Path]:
             )
             sys.exit(2)
     return cfg, base_dir
-
-
-def run_on_store(cfg: Config, base_dir: Path, op: Callable[[StorageEngine], Awaitable[_T]]) -> _T:
-    """``op(store)`` on the store ``cfg`` names; a storage error prints ``telha: storage
-    error: …`` and exits 1."""
-
-    async def run() -> _T:
-        async with open_store(cfg, base_dir, readers=1, pool_size=2) as store:
-            return await op(store)
-
-    try:
-        return anyio.run(run, backend="asyncio")
-    except StorageError as exc:
-        click.echo(f"telha: storage error: {exc.message}", err=True)
-        sys.exit(1)
 
 
 def _when(at_us: int | None) -> str:

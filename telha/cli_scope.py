@@ -5,35 +5,24 @@ store the config names. A running ``telha serve`` applies a change within
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
-import anyio
 import click
 
-from telha.cli_config import load_or_exit
-from telha.domain.errors import StorageError
-from telha.domain.model import Scope
+from telha.cli_config import (
+    CONFIG_OPTION,
+    ORG_OPTION,
+    TENANT_OPTION,
+    load_or_exit,
+    run_on_store,
+    scope_of,
+)
 from telha.domain.quotas import LIMIT_KEYS, Limits, parse_limit
-from telha.storage import open_store
+from telha.storage import StorageEngine
 
 __all__ = ["scope"]
 
-_CONFIG = click.option(
-    "--config",
-    "config_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="config.toml (default: ./config.toml when present, else built-in defaults)",
-)
-_TENANT = click.option("--tenant", required=True, help="tenant id of the scope")
-_ORG = click.option("--org", required=True, help="organization id of the scope")
-
-
-def _scope(tenant: str, org: str) -> Scope:
-    if not tenant.strip() or not org.strip():
-        raise click.UsageError("--tenant and --org must not be empty")
-    return Scope(tenant, org)
+_CONFIG, _TENANT, _ORG = CONFIG_OPTION, TENANT_OPTION, ORG_OPTION
 
 
 @click.group("scope")
@@ -50,22 +39,13 @@ def scope() -> None:
 def scope_set(tenant: str, org: str, key: str, value: str, config_path: Path | None) -> None:
     """Set KEY to VALUE for the scope: a number >= 0 (0: unlimited; an integer for all but
     requests_per_second), or 'default' to go back to the [quotas] default."""
-    target = _scope(tenant, org)
+    target = scope_of(tenant, org)
     try:
         parsed = parse_limit(key, value)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="VALUE") from None
     cfg, base_dir = load_or_exit(config_path)
-
-    async def run() -> None:
-        async with open_store(cfg, base_dir, readers=1, pool_size=2) as store:
-            await store.set_scope_limit(target, key, parsed)
-
-    try:
-        anyio.run(run, backend="asyncio")
-    except StorageError as exc:
-        click.echo(f"telha: storage error: {exc.message}", err=True)
-        sys.exit(1)
+    run_on_store(cfg, base_dir, lambda store: store.set_scope_limit(target, key, parsed))
     shown = "the [quotas] default" if parsed is None else value
     click.echo(f"telha scope: {key} of ({tenant}, {org}) is now {shown}")
 
@@ -77,19 +57,14 @@ def scope_set(tenant: str, org: str, key: str, value: str, config_path: Path | N
 def scope_show(tenant: str, org: str, config_path: Path | None) -> None:
     """Print the scope's limits (one ``key<TAB>value<TAB>origin`` line each; 0: unlimited)
     and its usage (pending jobs, stored bytes)."""
-    target = _scope(tenant, org)
+    target = scope_of(tenant, org)
     cfg, base_dir = load_or_exit(config_path)
 
-    async def run() -> tuple[dict[str, float], int, int]:
-        async with open_store(cfg, base_dir, readers=1, pool_size=2) as store:
-            own = await store.scope_limits(target)
-            return own, await store.pending_jobs(target), await store.stored_bytes(target)
+    async def read(store: StorageEngine) -> tuple[dict[str, float], int, int]:
+        own = await store.scope_limits(target)
+        return own, await store.pending_jobs(target), await store.stored_bytes(target)
 
-    try:
-        own, pending, stored = anyio.run(run, backend="asyncio")
-    except StorageError as exc:
-        click.echo(f"telha: storage error: {exc.message}", err=True)
-        sys.exit(1)
+    own, pending, stored = run_on_store(cfg, base_dir, read)
     q = cfg.quotas
     defaults = Limits(
         max_pending_jobs=q.max_pending_jobs,

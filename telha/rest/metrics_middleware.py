@@ -11,64 +11,35 @@ stream through untouched.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable
-from typing import Any
 
 from prometheus_client import Counter, Histogram
-from starlette.routing import BaseRoute, Route
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.routing import BaseRoute
+from starlette.types import ASGIApp, Scope
 
 from telha.metrics import Metrics
+from telha.rest.timed_requests import UNMATCHED, TimedRequests
 
 __all__ = ["UNMATCHED", "MetricsMiddleware"]
 
-UNMATCHED = "<unmatched>"
 _METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 
 
-class MetricsMiddleware:
-    """Wraps ``app``; ``routes`` are the app's routes (their endpoints name the templates).
-
-    Latency runs from the request's arrival to the app returning (the response sent). An
-    exception escaping the app is counted as status 500 and re-raised.
-    """
+class MetricsMiddleware(TimedRequests):
+    """Wraps ``app`` (:class:`~telha.rest.timed_requests.TimedRequests`); ``metrics`` holds
+    the two series."""
 
     def __init__(self, app: ASGIApp, metrics: Metrics, routes: Iterable[BaseRoute]) -> None:
-        self._app = app
+        super().__init__(app, routes)
         self._requests = metrics.http_requests
         self._seconds = metrics.http_seconds
-        self._templates: dict[Any, str] = {
-            r.endpoint: r.path for r in routes if isinstance(r, Route)
-        }
         # Label children cached: ``labels()`` takes a lock and builds a tuple per call.
         self._counts: dict[tuple[str, str, int], Counter] = {}
         self._timers: dict[tuple[str, str], Histogram] = {}
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self._app(scope, receive, send)
-            return
-        started = time.perf_counter()
-        status = 500
-
-        async def send_status(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = message["status"]
-            await send(message)
-
-        try:
-            await self._app(scope, receive, send_status)
-        except Exception:
-            status = 500
-            raise
-        finally:
-            self._record(scope, status, time.perf_counter() - started)
-
     def _record(self, scope: Scope, status: int, seconds: float) -> None:
         method = scope["method"] if scope["method"] in _METHODS else "OTHER"
-        route = self._templates.get(scope.get("endpoint"), UNMATCHED)
+        route = self.route(scope)
         key = (method, route, status)
         counter = self._counts.get(key)
         if counter is None:

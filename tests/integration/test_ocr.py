@@ -99,18 +99,29 @@ async def test_the_scanned_pdf_reads_with_page_and_box(tenant: Tenant) -> None:
     assert str(off["failureReason"]).startswith("unsupported_feature: ocr_required"), off
 
 
-async def test_bad_images_and_options_end_dead(tenant: Tenant) -> None:
+async def test_bad_images_end_dead_and_bad_options_are_refused(tenant: Tenant) -> None:
     data, _drawn, _size = _png(list(corpus_words()[:4]))
     cases = [
-        ("png", data[:300], None, "corrupt_input"),
-        ("webp", b"RIFF\x10\x00\x00\x00WEBPVP8 garbage", None, "corrupt_input"),
-        ("png", data, {"ocr": "sometimes"}, "unsupported_feature: option: ocr must be one of"),
+        ("png", data[:300], "corrupt_input"),
+        ("webp", b"RIFF\x10\x00\x00\x00WEBPVP8 garbage", "corrupt_input"),
     ]
-    for fmt, raw, options, reason in cases:
-        job = await _ingest(tenant, fmt, f"bad.{fmt}", raw, options)
+    for fmt, raw, reason in cases:
+        job = await _ingest(tenant, fmt, f"bad.{fmt}", raw, None)
         assert job["state"] == "dead", job
         assert str(job["failureReason"]).startswith(reason), job
         assert job["attempts"] == 1  # permanent kinds are not retried
+    for options in ({"ocr": "sometimes"}, {"ocr": True}, {"dpi": 300}):
+        resp = await tenant.client.post(
+            "/v1/ingest",
+            json={
+                "format": "png",
+                "name": "opts.png",
+                "contentBase64": base64.b64encode(data).decode(),
+                "options": options,
+            },
+        )
+        assert resp.status_code == 400, resp.text  # checked at request time
+        assert resp.json()["error"]["message"].startswith(f"options.{next(iter(options))}")
 
 
 async def test_an_unknown_image_format_is_refused(tenant: Tenant) -> None:

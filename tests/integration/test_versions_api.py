@@ -309,14 +309,19 @@ async def test_as_of_on_node_lists_and_edges(client: httpx.AsyncClient) -> None:
     doc = next(n for n in await _nodes(client, src) if n["labels"] == ["DOCUMENT"])
 
     async def contained(**params: Any) -> list[str]:
-        """The texts of the nodes the document CONTAINS (then)."""
-        resp = await client.get(f"/v1/nodes/{doc['nodeId']}/edges", params=params)
-        assert resp.status_code == 200, resp.text
-        ids = [e["to"] for e in resp.json()["edges"] if e["from"] == doc["nodeId"]]
-        texts = []
-        for node_id in ids:
-            node = (await client.get(f"/v1/nodes/{node_id}", params=params)).json()
-            texts.append(node["provenance"]["spans"][0]["text"])
+        """The texts of the nodes the document CONTAINS (then), and of those they contain
+        (the paragraphs under the section of ``# Title``)."""
+        texts, parents = [], [doc["nodeId"]]
+        for _ in range(2):
+            children = []
+            for parent in parents:
+                resp = await client.get(f"/v1/nodes/{parent}/edges", params=params)
+                assert resp.status_code == 200, resp.text
+                children += [e["to"] for e in resp.json()["edges"] if e["from"] == parent]
+            for node_id in children:
+                node = (await client.get(f"/v1/nodes/{node_id}", params=params)).json()
+                texts.append(node["provenance"]["spans"][0]["text"])
+            parents = children
         return sorted(texts)
 
     assert await contained() == ["# Title", "Alpha paragraph.", "Gamma paragraph."]
@@ -483,9 +488,9 @@ async def test_openapi_describes_the_versions_api(server: ServerProcess) -> None
     diff = paths["/v1/sources/{sourceId}/diff"]["get"]
     names = ["sourceId", "from", "to", "limit", "cursor", "units"]
     assert [p["name"] for p in diff["parameters"]] == names
-    assert set(diff["responses"]) == {"200", "400", "401", "404", "410"}
+    assert set(diff["responses"]) == {"200", "400", "401", "404", "410", "429"}
     retire = paths["/v1/sources/{sourceId}"]["delete"]
-    assert set(retire["responses"]) == {"200", "400", "401", "404", "409"}
+    assert set(retire["responses"]) == {"200", "400", "401", "404", "409", "429"}
     assert [p["name"] for p in retire["parameters"]] == ["sourceId", "reason"]
     for path in ("/v1/nodes", "/v1/nodes/{nodeId}", "/v1/nodes/{nodeId}/edges"):
         assert "asOf" in [p["name"] for p in paths[path]["get"]["parameters"]], path

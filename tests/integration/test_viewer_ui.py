@@ -348,8 +348,10 @@ def test_a_thousand_page_document_is_interactive_within_two_seconds(
 
 @pytest.fixture(scope="module")
 def no_search_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    """A server on the default ``[search] enabled = false``."""
-    config = write_config(tmp_path_factory.mktemp("no-search"), workers={"in_process": []})
+    """A server with ``[search] enabled = false`` and no workers."""
+    config = write_config(
+        tmp_path_factory.mktemp("no-search"), workers={"in_process": []}, search={"enabled": False}
+    )
     with ServerProcess(config) as proc:
         yield proc
         assert proc.stop() == 0, proc.log_text()
