@@ -98,7 +98,7 @@ async def test_unknown_and_ill_typed_options_are_refused_before_a_job(
         "options.webhook",
     )
     # A web name that is not an absolute http(s) URL.
-    for name in ("example.com/page", "ftp://example.com/", "/index.html", "http://"):
+    for name in ("site.localhost/page", "ftp://site.localhost/", "/index.html", "http://"):
         _refused(await client.post("/v1/ingest", json={"format": "web", "name": name}), "name")
     # The same checks on a multipart upload.
     resp = await client.post(

@@ -98,10 +98,10 @@ def test_errors_name_the_option() -> None:
 def test_check_request_names_the_option_or_the_name() -> None:
     with pytest.raises(RequestError, match=r"^options\.rows_per_partial: 'x' is not an integer"):
         check_request("csv", "a.csv", {"rows_per_partial": "x"})
-    for name in ("example.com", "file:///etc/passwd", "http:///x", "//host/x", "http://[::1"):
+    for name in ("site.localhost", "file:///etc/passwd", "http:///x", "//host/x", "http://[::1"):
         with pytest.raises(RequestError, match=r"^name: format=web needs an absolute http"):
             check_request("web", name, {})
-    assert check_request("web", "https://example.com/a?b=1", {"crawl": None}) == {}
+    assert check_request("web", "https://site.localhost/a?b=1", {"crawl": None}) == {}
     assert check_request("json", "a.json", {"anything": 1}) == {"anything": 1}  # the Ingestor's
     assert drop_nulls({"a": None, "b": {"c": None, "d": 1}}) == {"b": {"d": 1}}
 

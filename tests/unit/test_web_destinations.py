@@ -26,7 +26,7 @@ from web_worker.proxy import guard
         ("127.0.0.1.", "127.0.0.1"),
         ("[::ffff:127.0.0.1]", "::ffff:7f00:1"),
         ("[0:0:0:0:0:0:0:1]", "::1"),
-        ("Example.ORG.", "example.org"),
+        ("Site.LOCALHOST.", "site.localhost"),
         ("169.254.43518", "169.254.169.254"),
         ("1.2.3.4.5", "1.2.3.4.5"),  # not an address: a (bad) name
         ("08.1.1.1", "08.1.1.1"),  # 8 is not an octal digit: a name
@@ -63,8 +63,8 @@ def test_private_kinds(address: str, kind: str | None) -> None:
 
 
 def test_entries_parse_and_bad_ones_say_why() -> None:
-    assert parse_entry("Example.org").name == "example.org"
-    assert parse_entry("example.org:8080").port == 8080
+    assert parse_entry("Site.localhost").name == "site.localhost"
+    assert parse_entry("site.localhost:8080").port == 8080
     assert str(parse_entry("[::1]:8000").network) == "::1/128"
     assert str(parse_entry("127.1:8000").network) == "127.0.0.1/32"
     assert str(parse_entry("10.0.0.0/8").network) == "10.0.0.0/8"
@@ -78,20 +78,20 @@ def test_check_rules() -> None:
     loop = ipaddress.ip_address("127.0.0.1")
     public = ipaddress.ip_address("93.184.216.34")
     default = Destinations()
-    assert default.check("example.org", public, 443) is None
+    assert default.check("site.localhost", public, 443) is None
     assert "loopback" in str(default.check("localhost", loop, 80))
     assert "link-local" in str(
         default.check("metadata", ipaddress.ip_address("169.254.169.254"), 80)
     )
-    listed = Destinations.from_config(["127.0.0.1:8000", "intranet.example", "10.0.0.0/8"], True)
+    listed = Destinations.from_config(["127.0.0.1:8000", "intranet.localhost", "10.0.0.0/8"], True)
     assert listed.check("127.0.0.1", loop, 8000) is None
     assert "not on [web] allowed_hosts" in str(listed.check("127.0.0.1", loop, 8001))
-    assert "not on [web] allowed_hosts" in str(listed.check("example.org", public, 443))
+    assert "not on [web] allowed_hosts" in str(listed.check("site.localhost", public, 443))
     assert listed.check("x", ipaddress.ip_address("10.9.9.9"), 22) is None  # the network
     # A name entry allows the name, not a private address it resolves to.
     private = ipaddress.ip_address("192.168.0.5")
-    assert "private" in str(listed.check("intranet.example", private, 80))
-    assert listed.check("intranet.example", public, 80) is None
+    assert "private" in str(listed.check("intranet.localhost", private, 80))
+    assert listed.check("intranet.localhost", public, 80) is None
     # An IPv4-mapped spelling of a listed address is that address.
     assert listed.check("x", ipaddress.ip_address("::ffff:127.0.0.1"), 8000) is None
     intranet = Destinations.from_config([], False)
@@ -103,11 +103,11 @@ def test_precheck_reads_every_spelling() -> None:
     for host in ("127.1", "2130706433", "0x7f000001", "[::ffff:127.0.0.1]", "127.0.0.1.",
                  "[::1]", "0.0.0.0"):  # fmt: skip
         assert rules.precheck(f"http://{host}:8080/admin") is not None, host
-    assert rules.precheck("http://example.org/") is None  # decided when connecting
+    assert rules.precheck("http://site.localhost/") is None  # decided when connecting
     assert rules.precheck("data:text/html,x") is None
-    listed = Destinations.from_config(["example.org"], True)
-    assert "not on" in str(listed.precheck("http://other.example/"))
-    assert listed.precheck("https://example.org/x") is None
+    listed = Destinations.from_config(["site.localhost"], True)
+    assert "not on" in str(listed.precheck("http://other.localhost/"))
+    assert listed.precheck("https://site.localhost/x") is None
 
 
 async def _ask(port: int, request: bytes) -> bytes:
