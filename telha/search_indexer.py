@@ -36,9 +36,12 @@ class SearchIndexStoreOps(Protocol):
 
     search_enabled: bool
 
-    async def index_queued(self, *, scope: Scope | None = None, limit: int = ...) -> int: ...
+    async def index_queued(self, *, scope: Scope | None = None, limit: int = ...) -> int:
+        """One batch of the index's waiting work; rows deleted or written, 0 when none
+        waits (:meth:`telha.storage.core.search.SearchOps.index_queued`)."""
 
-    async def queued_versions(self, scope: Scope | None = None) -> int: ...
+    async def queued_versions(self, scope: Scope | None = None) -> int:
+        """Versions whose index rows wait to be written or deleted."""
 
 
 class SearchIndexer:
