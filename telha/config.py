@@ -221,6 +221,10 @@ class SearchConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     #: ``GET /v1/search`` and ``POST /v1/locate`` answer 404; switching it on again builds
     #: the index after the next start.
     enabled: bool = True
+    #: A query matching more spans than this ranks only the newest this many of them (the
+    #: last indexed); ``0`` ranks every match (docs/rest-api.md, "Search": ranking reads
+    #: every ranked span's length, which for a word in most spans costs about 1 µs per span).
+    rank_window: int = 50_000
 
 
 class QuotasConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -328,6 +332,7 @@ def _validate(cfg: Config) -> None:
         (cfg.ingest.json_max_depth >= 1, "ingest.json_max_depth", "must be >= 1"),
         (cfg.ingest.json_max_nodes >= 1, "ingest.json_max_nodes", "must be >= 1"),
         (cfg.ingest.max_concurrent >= 1, "ingest.max_concurrent", "must be >= 1"),
+        (cfg.search.rank_window >= 0, "search.rank_window", "must be >= 0 (0: rank all)"),
         (cfg.jobs.max_attempts >= 1, "jobs.max_attempts", "must be >= 1"),
         (cfg.jobs.max_worker_losses >= 1, "jobs.max_worker_losses", "must be >= 1"),
         (cfg.jobs.lease_secs > 0, "jobs.lease_secs", "must be > 0"),

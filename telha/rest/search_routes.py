@@ -124,8 +124,11 @@ async def search(request: Request) -> Response:
         raise RequestError(
             "asOf: search covers current versions only (the index holds no past ones)"
         )
-    store = state(request).store
-    hits = await store.search(scope, terms, filters, limit=limit + 1, offset=offset)
+    app = state(request)
+    hits = await app.store.search(
+        scope, terms, filters, limit=limit + 1, offset=offset,
+        rank_window=app.config.search.rank_window,
+    )  # fmt: skip
     more = len(hits) > limit
     return json_response(
         SearchResult(

@@ -382,10 +382,18 @@ class SearchStore(Protocol):
     (docs/rest-api.md, "Search")."""
 
     async def search(
-        self, scope: Scope, terms: list[Term], filters: Filters, *, limit: int, offset: int
+        self,
+        scope: Scope,
+        terms: list[Term],
+        filters: Filters,
+        *,
+        limit: int,
+        offset: int,
+        rank_window: int = 0,
     ) -> list[SearchHit]:
         """The scope's current spans matching every term, best first, ``limit`` from
-        ``offset`` (:func:`telha.storage.core.search.search`)."""
+        ``offset``; a query matching more than ``rank_window`` spans (> 0) ranks the newest
+        of them only (:func:`telha.storage.core.search.search`)."""
 
     async def locate(
         self, scope: Scope, quote: Quote, *, source_id: bytes | None, limit: int

@@ -70,6 +70,7 @@ def test_repo_config_toml_is_valid() -> None:
         ("[jobs]\nretain_days = 'forever'", "jobs.retain_days"),
         ("[jobs]\ngc_interval_s = 0", "jobs.gc_interval_s"),
         ("[workers]\nprocesses = 'many'", "workers.processes"),
+        ("[search]\nrank_window = -1", "search.rank_window"),
     ],
 )
 def test_errors_name_the_dotted_key(tmp_path: Path, text: str, key: str) -> None:

@@ -105,11 +105,15 @@ _NOT_STALE = (
 )
 
 
-def _candidates_sql(tx: Tx, filters: Filters, ranked: bool, stale: bool) -> tuple[str, list[Any]]:
+def _candidates_sql(
+    tx: Tx, filters: Filters, stale: bool, *, ranked: bool, floor: bool
+) -> tuple[str, list[Any]]:
     """SQL selecting ``(rowid, score)`` of the scope's matching index rows and its filters'
     parameters (bound after the MATCH expression, or the tsquery and the scope id, and
     before the limit and offset); ``stale``: the scope has stale rows still to delete,
-    which the SQL leaves out."""
+    which the SQL leaves out. ``floor``: only rows from a rowid on (one more parameter,
+    bound after the filters'). ``ranked`` false: newest first, unscored (the rank window's
+    bound)."""
     conds: list[str] = [_NOT_STALE] if stale else []
     params: list[Any] = []
     if filters.source_id is not None:
@@ -121,18 +125,21 @@ def _candidates_sql(tx: Tx, filters: Filters, ranked: bool, stale: bool) -> tupl
     if filters.label is not None:
         conds.append("position(? in s.labels) > 0" if tx.postgres else "instr(s.labels, ?) > 0")
         params.append(f" {filters.label} ")
-    extra = "".join(f" AND {c}" for c in conds)
     if tx.postgres:
+        conds += ["s.rowid >= ?"] if floor else []
+        extra = "".join(f" AND {c}" for c in conds)
         score = "ts_rank(s.body, q)" if ranked else "0"
-        order = "score DESC, s.rowid" if ranked else "s.rowid"
+        order = "score DESC, s.rowid" if ranked else "s.rowid DESC"
         sql = (
             f"SELECT s.rowid, {score} AS score FROM search_spans s, CAST(?::text AS tsquery) q"
             f" WHERE s.body @@ q AND s.scope_id = ?{extra} ORDER BY {order} LIMIT ? OFFSET ?"
         )
         return sql, params
     join = " JOIN search_spans s ON s.rowid = f.rowid" if conds else ""
+    conds += ["f.rowid >= ?"] if floor else []  # FTS5 seeks its doclists to it
+    extra = "".join(f" AND {c}" for c in conds)
     score = "bm25(search_fts, 0.0, 1.0)" if ranked else "0"
-    order = "score, f.rowid" if ranked else "f.rowid"
+    order = "score, f.rowid" if ranked else "f.rowid DESC"
     sql = (
         f"SELECT f.rowid, {score} AS score FROM search_fts f{join}"
         f" WHERE search_fts MATCH ?{extra} ORDER BY {order} LIMIT ? OFFSET ?"
@@ -141,16 +148,33 @@ def _candidates_sql(tx: Tx, filters: Filters, ranked: bool, stale: bool) -> tupl
 
 
 async def _candidates(
-    tx: Tx, sid: int, terms: list[Term], filters: Filters, limit: int, offset: int, ranked: bool
+    tx: Tx,
+    sid: int,
+    terms: list[Term],
+    filters: Filters,
+    limit: int,
+    offset: int,
+    *,
+    ranked: bool,
+    window: int = 0,
 ) -> list[int]:
     """Rowids of the scope's index rows of current versions matching ``terms``, best first
-    (``ranked``) or in index order."""
+    (``ranked``) or in index order.
+
+    ``window`` > 0 (``[search] rank_window``; docs/rest-api.md, "Search"): when more rows
+    than ``max(window, offset + limit)`` match, only that many of the newest (the highest
+    rowids: the last indexed) are ranked. Ranking scores every row it ranks (FTS5's
+    ``bm25`` reads each row's length), while finding the rows only walks the doclists:
+    a word in most spans otherwise costs a score for every span of the scope."""
     stale = await tx.fetchone("SELECT 1 FROM search_stale WHERE scope_id = ? LIMIT 1", sid)
-    sql, params = _candidates_sql(tx, filters, ranked, stale is not None)
-    if tx.postgres:
-        rows = await tx.fetchall(sql, tsquery(terms), sid, *params, limit, offset)
-    else:  # the scope is in the MATCH expression: a column of the index
-        rows = await tx.fetchall(sql, fts5_query(sid, terms), *params, limit, offset)
+    first = [tsquery(terms), sid] if tx.postgres else [fts5_query(sid, terms)]
+    bound: list[Any] = []
+    if ranked and window > 0:
+        sql, params = _candidates_sql(tx, filters, stale is not None, ranked=False, floor=False)
+        row = await tx.fetchone(sql, *first, *params, 1, max(window, offset + limit) - 1)
+        bound = [] if row is None else [int(row[0])]
+    sql, params = _candidates_sql(tx, filters, stale is not None, ranked=ranked, floor=bool(bound))
+    rows = await tx.fetchall(sql, *first, *params, *bound, limit, offset)
     return [int(r[0]) for r in rows]
 
 
@@ -221,15 +245,24 @@ async def _geometry(tx: Tx, sid: int, ids: set[bytes]) -> dict[bytes, dict[str, 
 
 
 async def search(
-    tx: Tx, scope: Scope, terms: list[Term], filters: Filters, limit: int, offset: int
+    tx: Tx,
+    scope: Scope,
+    terms: list[Term],
+    filters: Filters,
+    limit: int,
+    offset: int,
+    rank_window: int = 0,
 ) -> list[SearchHit]:
     """The scope's current spans matching every term, best first, ``limit`` from
     ``offset``: each with its matched words' byte ranges, a snippet and its nodes'
-    labels, page and bbox."""
+    labels, page and bbox. ``rank_window`` > 0: a query matching more rows ranks only the
+    newest ``max(rank_window, offset + limit)`` (see :func:`_candidates`); 0 ranks all."""
     sid = await tx.known_scope_id(scope)
     if sid is None:
         return []
-    rowids = await _candidates(tx, sid, terms, filters, limit, offset, ranked=True)
+    rowids = await _candidates(
+        tx, sid, terms, filters, limit, offset, ranked=True, window=rank_window
+    )
     texts = _Texts(tx, sid)
     hits: list[SearchHit] = []
     for _, source_id, at, start, end, kind, linked, labels, name, blob_id, known in await _details(
@@ -314,11 +347,18 @@ class SearchOps(EngineOps):
     search_enabled: bool
 
     async def search(
-        self, scope: Scope, terms: list[Term], filters: Filters, *, limit: int, offset: int
+        self,
+        scope: Scope,
+        terms: list[Term],
+        filters: Filters,
+        *,
+        limit: int,
+        offset: int,
+        rank_window: int = 0,
     ) -> list[SearchHit]:
         """See :func:`search`."""
         await self.catch_up(scope)
-        return await self._read(search, scope, terms, filters, limit, offset)
+        return await self._read(search, scope, terms, filters, limit, offset, rank_window)
 
     async def locate(
         self, scope: Scope, quote: Quote, *, source_id: bytes | None, limit: int

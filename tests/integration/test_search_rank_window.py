@@ -1,0 +1,102 @@
+"""The search's rank window on the store of each engine (docs/rest-api.md, "Search", "Rank
+window"): a query matching more spans than the window ranks only its newest matches; one
+matching fewer, a filtered one whose filtered matches fit, and ``rank_window = 0`` are
+ranked in full; paging past the window ranks a larger one."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from telha.domain.ids import content_hash
+from telha.domain.model import Dedup, NewVersion, Scope
+from telha.domain.projection import NodeOut, Projection, SpanOut
+from telha.domain.search_query import parse_query
+from telha.storage import StorageEngine
+from telha.storage.core.search import Filters, SearchHit
+from tests.support.pg import ENGINES
+from tests.support.stores import fresh_store
+
+pytestmark = pytest.mark.anyio
+
+SCOPE = Scope("t", "o")
+OLD, NEW = b"a" * 16, b"b" * 16
+#: The older source's one span is the best match of ``zeta`` (short, the word twice); the
+#: newer source's five are longer, so BM25 ranks them below it.
+OLD_LINES = ["zeta zeta"]
+NEW_LINES = [f"zeta one two three four five six seven {w}" for w in ("a", "b", "c", "six", "six")]
+
+
+@pytest.fixture(params=ENGINES)
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[StorageEngine]:
+    """A fresh store of each engine with the index, holding the older source, then the
+    newer one (indexed in that order, so the newer one's rows are the newest)."""
+    async with fresh_store(str(request.param), tmp_path, search=True) as opened:
+        await _commit(opened, OLD, OLD_LINES)
+        await _hits(opened, "zeta", 0)  # indexes the older source first
+        await _commit(opened, NEW, NEW_LINES)
+        yield opened
+
+
+def _proj(lines: list[str]) -> Projection:
+    """One PARAGRAPH node per line."""
+    text = "".join(f"{w}\n" for w in lines).encode()
+    spans, nodes, at = [], [], 0
+    for i, line in enumerate(lines):
+        spans.append(SpanOut(at, at + len(line), "body"))
+        nodes.append(NodeOut(("PARAGRAPH",), msgspec.json.encode({"i": i}), (i,)))
+        at += len(line) + 1
+    return Projection(text, spans, nodes, [])
+
+
+async def _commit(store: StorageEngine, source: bytes, lines: list[str]) -> None:
+    raw = "\n".join(lines).encode()
+    version = NewVersion(source, "w.txt", "text", content_hash(raw), len(raw), "w", None)
+    await store.commit_version(SCOPE, version, _proj(lines), dedup=Dedup.NONE, completion=None)
+
+
+async def _hits(
+    store: StorageEngine,
+    q: str,
+    window: int,
+    *,
+    limit: int = 2,
+    offset: int = 0,
+    filters: Filters | None = None,
+) -> list[SearchHit]:
+    return await store.search(
+        SCOPE, parse_query(q), filters or Filters(), limit=limit, offset=offset,
+        rank_window=window,
+    )  # fmt: skip
+
+
+async def test_a_query_matching_more_than_the_window_ranks_its_newest_matches(
+    store: StorageEngine,
+) -> None:
+    exact = await _hits(store, "zeta", 0)
+    assert exact[0].source_id == OLD  # ranked in full: the best match is the older span
+    windowed = await _hits(store, "zeta", 3)
+    assert len(windowed) == 2
+    assert {h.source_id for h in windowed} == {NEW}  # the older span is outside the window
+    newest3 = {h.start for h in await _hits(store, "zeta", 0, limit=10) if h.source_id == NEW}
+    assert {h.start for h in windowed} <= newest3
+
+
+async def test_fewer_matches_than_the_window_are_ranked_in_full(store: StorageEngine) -> None:
+    # Two spans hold the phrase, with equal scores: ranked in full, the older comes first
+    # (a window of the newest one alone would answer the other).
+    exact = await _hits(store, '"seven six"', 0, limit=1)
+    assert await _hits(store, '"seven six"', 3, limit=1) == exact
+    assert exact[0].start == len("".join(f"{w}\n" for w in NEW_LINES[:3]))
+    only_old = Filters(source_id=OLD)
+    assert [h.source_id for h in await _hits(store, "zeta", 3, filters=only_old)] == [OLD]
+
+
+async def test_paging_past_the_window_ranks_a_larger_one(store: StorageEngine) -> None:
+    every = await _hits(store, "zeta", 0, limit=10)
+    assert len(every) == 6
+    # offset 4 + limit 2 = 6 >= every match: ranked in full, the exact order's last page.
+    assert await _hits(store, "zeta", 3, limit=2, offset=4) == every[4:6]
