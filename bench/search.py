@@ -10,7 +10,7 @@ files the search tests use. Then, client-side wall times:
   (``--rank-window``, the default's 50,000), then, the server restarted on the same data with
   ``rank_window = 0``, every match ranked;
 - floor (SQLite): the bare FTS5 query of the same terms on the same file (``bm25`` ordered,
-  ``LIMIT 20``, read-only connection in this process), p50 and p99;
+  the scope's rowid range, ``LIMIT 21``, read-only connection in this process), p50 and p99;
   PostgreSQL: the bare ``tsquery`` with ``ts_rank`` on the same database;
 - locate: sentences cut from generated paragraphs (half with their spaces doubled), p50;
 - erase: one small source erased on the full index (SQLite's FTS5 ``optimize`` rewrites the
@@ -41,7 +41,7 @@ import asyncpg
 import httpx
 import msgspec
 
-from telha.domain.search_query import fts5_query, parse_query, tsquery
+from telha.domain.search_query import fts5_query, parse_query, scope_rowids, tsquery
 from tests.support.pg import create_database, drop_databases
 from tests.support.server import ServerProcess, write_config
 from tests.support.wait import wait_job_blocking, wait_search_indexed
@@ -147,12 +147,13 @@ def timed(fn: Any, *args: Any) -> float:
 def floor_sqlite(db: Path, sid: int, qs: list[str]) -> list[float]:
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     sql = (
-        "SELECT rowid, bm25(search_fts, 0.0, 1.0) AS s FROM search_fts WHERE search_fts MATCH ?"
-        " ORDER BY s LIMIT 21"
+        "SELECT rowid, bm25(search_fts) AS s FROM search_fts WHERE search_fts MATCH ?"
+        " AND rowid >= ? AND rowid < ? ORDER BY s LIMIT 21"
     )
+    lo, hi = scope_rowids(sid)
     try:
         return [
-            timed(lambda q: conn.execute(sql, (fts5_query(sid, parse_query(q)),)).fetchall(), q)
+            timed(lambda q: conn.execute(sql, (fts5_query(parse_query(q)), lo, hi)).fetchall(), q)
             for q in qs
         ]
     finally:

@@ -20,6 +20,7 @@ from telha.domain.search_text import words
 __all__ = [
     "MAX_QUERY_BYTES",
     "MAX_QUOTE_BYTES",
+    "SCOPE_ROWID_BITS",
     "Quote",
     "Term",
     "find_quote",
@@ -28,6 +29,7 @@ __all__ = [
     "parse_query",
     "parse_quote",
     "quote_terms",
+    "scope_rowids",
     "tsquery",
 ]
 
@@ -113,11 +115,24 @@ def parse_query(q: str) -> list[Term]:
     return terms
 
 
-def fts5_query(scope_id: int, terms: list[Term]) -> str:
-    """SQLite FTS5's MATCH expression for ``terms`` within the scope's rows: every word is
-    quoted (a folded word holds no ``"``), so no user syntax reaches the engine."""
+#: A scope's index rows take rowids in ``[scope_id << SCOPE_ROWID_BITS, (scope_id + 1) <<
+#: SCOPE_ROWID_BITS)`` on SQLite (:func:`scope_rowids`): 2^40 rows a scope, 2^23 scopes.
+SCOPE_ROWID_BITS = 40
+
+
+def scope_rowids(scope_id: int) -> tuple[int, int]:
+    """``[lo, hi)``: the rowids of scope ``scope_id``'s full-text index rows on SQLite.
+    A search names this range rather than matching a scope token: FTS5 seeks its doclists
+    to it, and ``bm25`` counts no scope-wide phrase (docs/architecture.md, "Search")."""
+    return scope_id << SCOPE_ROWID_BITS, (scope_id + 1) << SCOPE_ROWID_BITS
+
+
+def fts5_query(terms: list[Term]) -> str:
+    """SQLite FTS5's MATCH expression for ``terms`` (every word quoted: a folded word holds
+    no ``"``, so no user syntax reaches the engine); the scope is a rowid range
+    (:func:`scope_rowids`)."""
     parts = [f'"{" ".join(t.words)}"' + (" *" if t.prefix else "") for t in terms]
-    return f'scope_id : "{scope_id}" AND body : ({" AND ".join(parts)})'
+    return " AND ".join(parts)
 
 
 def tsquery(terms: list[Term]) -> str:

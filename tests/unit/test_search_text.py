@@ -17,6 +17,7 @@ from telha.domain.search_query import (
     match_ranges,
     parse_query,
     parse_quote,
+    scope_rowids,
     tsquery,
 )
 from telha.domain.search_text import fold, fts5_body, tsvector_literal, words
@@ -48,9 +49,8 @@ def test_queries_reach_the_engines_as_quoted_words_only() -> None:
         Term(("or",)),
         Term(("near",)),
     ]
-    assert fts5_query(7, terms) == (
-        'scope_id : "7" AND body : ("alpha" AND "beta gamma" AND "delt" * AND "or" AND "near")'
-    )
+    assert fts5_query(terms) == '"alpha" AND "beta gamma" AND "delt" * AND "or" AND "near"'
+    assert scope_rowids(7) == (7 << 40, 8 << 40)
     assert tsquery(terms[:3]) == "('alpha') & ('beta' <-> 'gamma') & ('delt':*)"
 
 

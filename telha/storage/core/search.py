@@ -25,6 +25,7 @@ from telha.domain.search_query import (
     fts5_query,
     match_ranges,
     quote_terms,
+    scope_rowids,
     tsquery,
 )
 from telha.domain.search_text import is_verbatim, snippet
@@ -111,9 +112,10 @@ def _candidates_sql(
     """SQL selecting ``(rowid, score)`` of the scope's matching index rows and its filters'
     parameters (bound after the MATCH expression, or the tsquery and the scope id, and
     before the limit and offset); ``stale``: the scope has stale rows still to delete,
-    which the SQL leaves out. ``floor``: only rows from a rowid on (one more parameter,
-    bound after the filters'). ``ranked`` false: newest first, unscored (the rank window's
-    bound)."""
+    which the SQL leaves out. After the filters' parameters come, on SQLite, the low and
+    high ends of the rowids searched (the scope's range, ``scope_rowids``); on
+    PostgreSQL with ``floor``, the lowest rowid. ``ranked`` false: newest first, unscored
+    (the rank window's bound)."""
     conds: list[str] = [_NOT_STALE] if stale else []
     params: list[Any] = []
     if filters.source_id is not None:
@@ -136,9 +138,11 @@ def _candidates_sql(
         )
         return sql, params
     join = " JOIN search_spans s ON s.rowid = f.rowid" if conds else ""
-    conds += ["f.rowid >= ?"] if floor else []  # FTS5 seeks its doclists to it
+    # The scope's rowid range (the window's bound raises its low end): FTS5 seeks its
+    # doclists to it (telha.domain.search_query.scope_rowids).
+    conds.append("f.rowid >= ? AND f.rowid < ?")
     extra = "".join(f" AND {c}" for c in conds)
-    score = "bm25(search_fts, 0.0, 1.0)" if ranked else "0"
+    score = "bm25(search_fts)" if ranked else "0"
     order = "score, f.rowid" if ranked else "f.rowid DESC"
     sql = (
         f"SELECT f.rowid, {score} AS score FROM search_fts f{join}"
@@ -167,14 +171,18 @@ async def _candidates(
     ``bm25`` reads each row's length), while finding the rows only walks the doclists:
     a word in most spans otherwise costs a score for every span of the scope."""
     stale = await tx.fetchone("SELECT 1 FROM search_stale WHERE scope_id = ? LIMIT 1", sid)
-    first = [tsquery(terms), sid] if tx.postgres else [fts5_query(sid, terms)]
-    bound: list[Any] = []
+    first = [tsquery(terms), sid] if tx.postgres else [fts5_query(terms)]
+    lo, hi = scope_rowids(sid)
+    ends: list[int] = [] if tx.postgres else [lo, hi]
+    floor = False
     if ranked and window > 0:
         sql, params = _candidates_sql(tx, filters, stale is not None, ranked=False, floor=False)
-        row = await tx.fetchone(sql, *first, *params, 1, max(window, offset + limit) - 1)
-        bound = [] if row is None else [int(row[0])]
-    sql, params = _candidates_sql(tx, filters, stale is not None, ranked=ranked, floor=bool(bound))
-    rows = await tx.fetchall(sql, *first, *params, *bound, limit, offset)
+        row = await tx.fetchone(sql, *first, *params, *ends, 1, max(window, offset + limit) - 1)
+        if row is not None:  # more match: rank from the window's oldest row on
+            floor = True
+            ends = [int(row[0])] if tx.postgres else [int(row[0]), hi]
+    sql, params = _candidates_sql(tx, filters, stale is not None, ranked=ranked, floor=floor)
+    rows = await tx.fetchall(sql, *first, *params, *ends, limit, offset)
     return [int(r[0]) for r in rows]
 
 

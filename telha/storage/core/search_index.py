@@ -36,7 +36,9 @@ from typing import Any
 import msgspec
 
 from telha.domain.erasure import node_ids
+from telha.domain.errors import StorageError
 from telha.domain.model import BLOB_CHUNK
+from telha.domain.search_query import scope_rowids
 from telha.domain.search_text import fts5_body, tsvector_literal, words
 from telha.offload import off_loop
 from telha.storage.core.tx import Tx
@@ -54,7 +56,7 @@ __all__ = [
 
 #: The columns of a ``search_spans`` row as the index writes them.
 SEARCH_COLS = 'scope_id, source_id, version_tx, start, "end", kind, linked_nodes, labels, format'
-_INSERT_SQLITE = f"INSERT INTO search_spans ({SEARCH_COLS}, body) VALUES ({'?, ' * 9}?)"
+_INSERT_SQLITE = f"INSERT INTO search_spans (rowid, {SEARCH_COLS}, body) VALUES ({'?, ' * 10}?)"
 _INSERT_PG = f"INSERT INTO search_spans ({SEARCH_COLS}, body) VALUES ({'?, ' * 9}?::text::tsvector)"
 #: Ids one ``IN (…)`` list names at most on SQLite.
 _BATCH = 500
@@ -172,12 +174,13 @@ async def _fill(tx: Tx, job: _Filling, blob_id: bytes, fmt: str, limit: int) -> 
         if tx.postgres:  # an operation runs on the event loop there: large texts go to a thread
             await tx.executemany(_INSERT_PG, await off_loop(len(text), _rows, *args))
         else:  # SQLite runs the operation on its writer's thread already
-            await tx.executemany(_INSERT_SQLITE, _rows(*args))
+            rows = _rows(*args)
+            first = await _next_rowid(tx, sid, len(rows))
+            await tx.executemany(_INSERT_SQLITE, [(first + i, *r) for i, r in enumerate(rows)])
             await tx.execute(
-                "INSERT INTO search_fts (rowid, scope_id, body) SELECT rowid, scope_id, body"
-                " FROM search_spans WHERE scope_id = ? AND source_id = ? AND version_tx = ?"
-                ' AND (start, "end") > (?, ?)',
-                sid, source_id, at, job.last_start, job.last_end,
+                "INSERT INTO search_fts (rowid, body) SELECT rowid, body FROM search_spans"
+                " WHERE rowid >= ? AND rowid < ?",
+                first, first + len(rows),
             )  # fmt: skip
     done = len(spans) < limit
     last = (int(spans[-1][0]), int(spans[-1][1])) if spans else (job.last_start, job.last_end)
@@ -187,6 +190,22 @@ async def _fill(tx: Tx, job: _Filling, blob_id: bytes, fmt: str, limit: int) -> 
         *last, sid, source_id,
     )  # fmt: skip
     return len(spans)
+
+
+async def _next_rowid(tx: Tx, sid: int, count: int) -> int:
+    """The rowid of the scope's next index row on SQLite: one past its highest, in its own
+    range (:func:`telha.domain.search_query.scope_rowids`; a search names the range).
+
+    :raises StorageError: ``count`` more rows would not fit in the range (2^40 rows).
+    """
+    lo, hi = scope_rowids(sid)
+    row = await tx.fetchone(
+        "SELECT max(rowid) FROM search_spans WHERE rowid >= ? AND rowid < ?", lo, hi
+    )
+    nxt = lo if row is None or row[0] is None else int(row[0]) + 1
+    if nxt + count > hi:
+        raise StorageError(f"scope {sid}: its full-text index rowids are used up")
+    return nxt
 
 
 def _bool(value: bool) -> str:
@@ -209,8 +228,8 @@ async def _delete_rows(tx: Tx, sid: int, source_id: bytes, at: int, limit: int |
         cond, params = tx.any("rowid", ids[i : i + step], "bigint")
         if not tx.postgres:  # the words leave FTS5 first: its 'delete' needs the stored body
             await tx.execute(
-                "INSERT INTO search_fts (search_fts, rowid, scope_id, body) SELECT 'delete',"
-                f" rowid, scope_id, body FROM search_spans WHERE {cond}",
+                "INSERT INTO search_fts (search_fts, rowid, body) SELECT 'delete', rowid, body"
+                f" FROM search_spans WHERE {cond}",
                 *params,
             )  # fmt: skip
         await tx.execute(f"DELETE FROM search_spans WHERE {cond}", *params)
