@@ -221,9 +221,9 @@ class SearchConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     #: ``GET /v1/search`` and ``POST /v1/locate`` answer 404; switching it on again builds
     #: the index after the next start.
     enabled: bool = True
-    #: A query matching more spans than this ranks only the newest this many of them (the
-    #: last indexed); ``0`` ranks every match (docs/rest-api.md, "Search": ranking reads
-    #: every ranked span's length, which for a word in most spans costs about 1 µs per span).
+    #: On SQLite, a query matching more spans than this ranks only the newest this many of
+    #: them (the last indexed); ``0`` ranks every match (docs/rest-api.md, "Search": ranking
+    #: reads every ranked span's length, about 1 µs a span). PostgreSQL ranks every match.
     rank_window: int = 50_000
 
 

@@ -392,8 +392,8 @@ class SearchStore(Protocol):
         rank_window: int = 0,
     ) -> list[SearchHit]:
         """The scope's current spans matching every term, best first, ``limit`` from
-        ``offset``; a query matching more than ``rank_window`` spans (> 0) ranks the newest
-        of them only (:func:`telha.storage.core.search.search`)."""
+        ``offset``; on SQLite a query matching more than ``rank_window`` spans (> 0) ranks
+        the newest of them only (:func:`telha.storage.core.search.search`)."""
 
     async def locate(
         self, scope: Scope, quote: Quote, *, source_id: bytes | None, limit: int

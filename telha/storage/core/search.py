@@ -107,15 +107,15 @@ _NOT_STALE = (
 
 
 def _candidates_sql(
-    tx: Tx, filters: Filters, stale: bool, *, ranked: bool, floor: bool
+    tx: Tx, filters: Filters, stale: bool, *, ranked: bool
 ) -> tuple[str, list[Any]]:
     """SQL selecting ``(rowid, score)`` of the scope's matching index rows and its filters'
     parameters (bound after the MATCH expression, or the tsquery and the scope id, and
     before the limit and offset); ``stale``: the scope has stale rows still to delete,
-    which the SQL leaves out. After the filters' parameters come, on SQLite, the low and
-    high ends of the rowids searched (the scope's range, ``scope_rowids``); on
-    PostgreSQL with ``floor``, the lowest rowid. ``ranked`` false: newest first, unscored
-    (the rank window's bound)."""
+    which the SQL leaves out. On SQLite the filters' parameters are followed by the low and
+    high ends of the rowids searched (the scope's range, ``scope_rowids``, whose low end
+    the rank window may raise). ``ranked`` false: newest first, unscored (the order of a
+    locate's candidates and of the rank window's bound)."""
     conds: list[str] = [_NOT_STALE] if stale else []
     params: list[Any] = []
     if filters.source_id is not None:
@@ -128,7 +128,6 @@ def _candidates_sql(
         conds.append("position(? in s.labels) > 0" if tx.postgres else "instr(s.labels, ?) > 0")
         params.append(f" {filters.label} ")
     if tx.postgres:
-        conds += ["s.rowid >= ?"] if floor else []
         extra = "".join(f" AND {c}" for c in conds)
         score = "ts_rank(s.body, q)" if ranked else "0"
         order = "score DESC, s.rowid" if ranked else "s.rowid DESC"
@@ -165,23 +164,23 @@ async def _candidates(
     """Rowids of the scope's index rows of current versions matching ``terms``, best first
     (``ranked``) or in index order.
 
-    ``window`` > 0 (``[search] rank_window``; docs/rest-api.md, "Search"): when more rows
-    than ``max(window, offset + limit)`` match, only that many of the newest (the highest
-    rowids: the last indexed) are ranked. Ranking scores every row it ranks (FTS5's
-    ``bm25`` reads each row's length), while finding the rows only walks the doclists:
-    a word in most spans otherwise costs a score for every span of the scope."""
+    ``window`` > 0 (``[search] rank_window``; docs/rest-api.md, "Search"), on SQLite: when
+    more rows than ``max(window, offset + limit)`` match, only that many of the newest
+    (the highest rowids: the last indexed) are ranked. Ranking scores every row it ranks
+    (FTS5's ``bm25`` reads each row's length), while finding the rows only walks the
+    doclists: a word in most spans otherwise costs a score for every span of the scope.
+    PostgreSQL ranks every match: finding the newest would read every match's row from the
+    table first, which is most of what ranking them costs there."""
     stale = await tx.fetchone("SELECT 1 FROM search_stale WHERE scope_id = ? LIMIT 1", sid)
     first = [tsquery(terms), sid] if tx.postgres else [fts5_query(terms)]
     lo, hi = scope_rowids(sid)
     ends: list[int] = [] if tx.postgres else [lo, hi]
-    floor = False
-    if ranked and window > 0:
-        sql, params = _candidates_sql(tx, filters, stale is not None, ranked=False, floor=False)
+    if ranked and window > 0 and not tx.postgres:
+        sql, params = _candidates_sql(tx, filters, stale is not None, ranked=False)
         row = await tx.fetchone(sql, *first, *params, *ends, 1, max(window, offset + limit) - 1)
         if row is not None:  # more match: rank from the window's oldest row on
-            floor = True
-            ends = [int(row[0])] if tx.postgres else [int(row[0]), hi]
-    sql, params = _candidates_sql(tx, filters, stale is not None, ranked=ranked, floor=floor)
+            ends = [int(row[0]), hi]
+    sql, params = _candidates_sql(tx, filters, stale is not None, ranked=ranked)
     rows = await tx.fetchall(sql, *first, *params, *ends, limit, offset)
     return [int(r[0]) for r in rows]
 
@@ -263,8 +262,9 @@ async def search(
 ) -> list[SearchHit]:
     """The scope's current spans matching every term, best first, ``limit`` from
     ``offset``: each with its matched words' byte ranges, a snippet and its nodes'
-    labels, page and bbox. ``rank_window`` > 0: a query matching more rows ranks only the
-    newest ``max(rank_window, offset + limit)`` (see :func:`_candidates`); 0 ranks all."""
+    labels, page and bbox. ``rank_window`` > 0: on SQLite, a query matching more rows ranks
+    only the newest ``max(rank_window, offset + limit)`` (see :func:`_candidates`); 0 ranks
+    all."""
     sid = await tx.known_scope_id(scope)
     if sid is None:
         return []
