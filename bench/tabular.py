@@ -13,6 +13,10 @@ row into the same schema (a fresh SQLite file migrated by :class:`SqliteStore`, 
 synchronous=NORMAL). It does none of Telha's other work (canonical text, spans, edges, labels,
 the upload and the stored raw bytes), so the ratio is what all that costs.
 
+``--search-overhead ROUNDS`` instead runs only the CSV in-process, with ``[search] enabled``
+and disabled, alternating: the full-text index's cost (target at most 15 %; the index is
+written after the job completes, so the time until it is written is printed beside).
+
 Run: ``.venv/bin/python bench/tabular.py [--csv-mb 100] [--xlsx-mb 30]``. Generated files live
 in a temporary folder and are removed. Exits 0 whether targets pass or not; 1 if a job fails.
 """
@@ -28,6 +32,7 @@ sys.path[0] = str(Path(__file__).resolve().parent.parent)
 
 import argparse
 import random
+import statistics
 import subprocess
 import tempfile
 import time
@@ -42,11 +47,14 @@ from telha.domain.ids import source_id_for
 from telha.domain.model import Scope
 from tests.support.floor import floor_db
 from tests.support.server import ServerProcess, write_config
+from tests.support.wait import wait_search_indexed
 
 SEED = 20261129
 TARGET_ROWS_S = 50_000
 TARGET_RSS_MB = 400
 TARGET_RATIO = 4.0
+#: Most the full-text index may slow the ingest down (``--search-overhead``).
+SEARCH_OVERHEAD = 0.15
 WORDS = ["alpha", "beta", "gamma", "delta", "épsilon", "ζeta", "theta", "kappa", "naïve", "omega"]
 CATEGORIES = ["north", "south", "east", "west", "centre"]
 HEADER = ["id", "name", "amount", "active", "day", "stamp", "category", "note"]
@@ -113,6 +121,8 @@ class Run:
     partials: int
     server_hwm_mb: float
     worker_hwm_mb: float | None
+    #: Seconds from ``completed`` until the search indexer had written the version.
+    index_s: float = 0.0
 
 
 def _hwm_mb(pid: int) -> float:
@@ -123,11 +133,14 @@ def _hwm_mb(pid: int) -> float:
     return float("nan")
 
 
-def run_end_to_end(path: Path, fmt: str, tmp: Path, *, remote: bool) -> Run:
-    """Upload ``path`` to a fresh server and wait for its job; in-process or remote worker."""
+def run_end_to_end(path: Path, fmt: str, tmp: Path, *, remote: bool, search: bool = True) -> Run:
+    """Upload ``path`` to a fresh server and wait for its job; in-process or remote worker;
+    ``search``: with ``[search] enabled`` (then :attr:`Run.index_s` is how long the search
+    indexer took after the job completed)."""
     folder = Path(tempfile.mkdtemp(dir=tmp))
     workers = [] if remote else ["tabular_worker"]
-    server = ServerProcess(write_config(folder, workers={"in_process": workers})).start()
+    config = write_config(folder, workers={"in_process": workers}, search={"enabled": search})
+    server = ServerProcess(config).start()
     worker: subprocess.Popen[bytes] | None = None
     try:
         key = server.create_key("bench", "org")
@@ -156,6 +169,7 @@ def run_end_to_end(path: Path, fmt: str, tmp: Path, *, remote: bool) -> Run:
                     break
                 time.sleep(0.1)
             seconds = time.perf_counter() - started
+            index_s = wait_search_indexed(client) if search and job["state"] == "completed" else 0
         if job["state"] != "completed":
             raise RuntimeError(f"{path.name}: job ended {job['state']}: {job['failureReason']}")
         assert server.proc is not None
@@ -166,6 +180,7 @@ def run_end_to_end(path: Path, fmt: str, tmp: Path, *, remote: bool) -> Run:
             partials,
             _hwm_mb(server.proc.pid),
             _hwm_mb(worker.pid) if worker is not None else None,
+            index_s,
         )
     finally:
         if worker is not None:
@@ -200,12 +215,52 @@ def run_floor(path: Path, fmt: str, tmp: Path) -> tuple[float, int]:
     return seconds, rows
 
 
+def search_overhead(csv_mb: int, rounds: int) -> int:
+    """The CSV in-process with ``[search] enabled`` and disabled, alternating, ``rounds``
+    each; prints the medians and the overhead (target at most 15 %)."""
+    with tempfile.TemporaryDirectory(prefix="telha-bench-") as tmp_name:
+        tmp = Path(tmp_name)
+        path = tmp / "bench.csv"
+        make_csv(path, csv_mb)
+        on: list[Run] = []
+        off: list[float] = []
+        for _ in range(rounds):
+            try:
+                on.append(run_end_to_end(path, "csv", tmp, remote=False))
+                off.append(run_end_to_end(path, "csv", tmp, remote=False, search=False).seconds)
+            except RuntimeError as exc:
+                print(f"tabular: {exc}", file=sys.stderr)
+                return 1
+        with_s = statistics.median(r.seconds for r in on)
+        without_s = statistics.median(off)
+        index_s = statistics.median(r.index_s for r in on)
+        overhead = with_s / without_s - 1
+        print(f"| csv {csv_mb} MB, in-process (median of {rounds}) | s |")
+        print("|---|---|")
+        print(f"| search enabled, to completed | {with_s:.2f} |")
+        print(f"| search disabled | {without_s:.2f} |")
+        print(f"| then until the search index was written | +{index_s:.2f} |")
+        verdict = "PASS" if overhead <= SEARCH_OVERHEAD else "FAIL"
+        target = f"target <= +{SEARCH_OVERHEAD:.0%}"
+        print(f"search index overhead: {overhead:+.1%} ({target}): {verdict}")
+    return 0
+
+
 def main() -> int:
     """Generate the files, run every path, print the table; 1 if a job failed."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--csv-mb", type=int, default=100)
     parser.add_argument("--xlsx-mb", type=int, default=30)
+    parser.add_argument(
+        "--search-overhead",
+        type=int,
+        metavar="ROUNDS",
+        default=0,
+        help="only the CSV, in-process, with and without [search] enabled, ROUNDS each",
+    )
     args = parser.parse_args()
+    if args.search_overhead:
+        return search_overhead(args.csv_mb, args.search_overhead)
     verdicts: list[bool] = []
     with tempfile.TemporaryDirectory(prefix="telha-bench-") as tmp_name:
         tmp = Path(tmp_name)
