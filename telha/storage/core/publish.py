@@ -86,24 +86,38 @@ async def _version_text(tx: Tx, sid: int, source_id: bytes, at: int) -> bytes:
     return b"".join(bytes(r[0]) for r in rows)
 
 
+class _StoredKeys:
+    """The match keys of a source's stored rows whose keys were deferred
+    (:data:`telha.domain.identity.DEFERRED`; :func:`telha.domain.identity.stored_key`): each
+    version's text is read once, each label set decoded once."""
+
+    def __init__(self, tx: Tx, sid: int, source_id: bytes) -> None:
+        self._tx, self._sid, self._source_id = tx, sid, source_id
+        self._texts: dict[int, bytes] = {}
+        self._parts: dict[str, tuple[bytes, bool]] = {}
+
+    async def key(self, tx_from: int, labels: str, props: bytes, prov: bytes) -> bytes | None:
+        """The key of the row written at ``tx_from`` with these labels, properties and
+        provenance JSON; ``None`` when its provenance is not its version's own."""
+        text = self._texts.get(tx_from)
+        if text is None:
+            text = await _version_text(self._tx, self._sid, self._source_id, tx_from)
+            self._texts[tx_from] = text
+        part = self._parts.get(labels)
+        if part is None:
+            part = self._parts[labels] = labels_part(_decode(labels))
+        return stored_key(part, bytes(props), _decode(prov), text)
+
+
 async def _deferred_keys(
     tx: Tx, sid: int, source_id: bytes, rows: list[tuple[bytes, int, str, bytes, bytes]]
 ) -> dict[tuple[bytes, int], bytes]:
     """The match keys of stored rows ``(node_id, tx_from, labels JSON, properties JSON,
-    provenance JSON)`` whose keys were deferred (:data:`telha.domain.identity.DEFERRED`), by
-    ``(node_id, tx_from)`` (:func:`telha.domain.identity.stored_key`); each version's text
-    is read once."""
-    texts: dict[int, bytes] = {}
-    parts: dict[str, tuple[bytes, bool]] = {}
+    provenance JSON)`` whose keys were deferred, by ``(node_id, tx_from)``."""
+    keys_of = _StoredKeys(tx, sid, source_id)
     keys: dict[tuple[bytes, int], bytes] = {}
     for node_id, tx_from, labels, props, prov in rows:
-        text = texts.get(tx_from)
-        if text is None:
-            text = texts[tx_from] = await _version_text(tx, sid, source_id, tx_from)
-        part = parts.get(labels)
-        if part is None:
-            part = parts[labels] = labels_part(_decode(labels))
-        key = stored_key(part, bytes(props), _decode(prov), text)
+        key = await keys_of.key(tx_from, labels, props, prov)
         if key is not None:
             keys[(bytes(node_id), tx_from)] = key
     return keys
@@ -151,37 +165,35 @@ async def match(
     hidden = await _unpublished(tx, sid, source_id) - {pin}
     cols = "match_key, node_id, tx_from, labels, properties, valid_from, valid_to"
     current = "scope_id = ? AND source_id = ? AND tx_to IS NULL AND NOT erased"
+    found: dict[bytes, list[bytes]] = {}
+    claimed: set[bytes] = set()
+    before: dict[bytes, tuple[str, bytes, int | None, int | None]] = {}
     if whole:
         rows = await tx.fetchall(
             f"SELECT {cols}, provenance FROM nodes WHERE {current}", sid, source_id
         )
-        keyless = [(*r[1:5], r[7]) for r in rows if r[0] == DEFERRED and r[2] not in hidden]
-        deferred = await _deferred_keys(tx, sid, source_id, keyless)
-        batches = [
-            [
-                (deferred.get((bytes(r[1]), r[2])), *r[1:7]) if r[0] == DEFERRED else r[:7]
-                for r in rows
-            ]
-        ]
+        keys_of = _StoredKeys(tx, sid, source_id)
+        for key, node_id, tx_from, labels, props, vfrom, vto, prov in rows:
+            if tx_from >= pin or tx_from in hidden:  # a whole version claims no row at pin
+                continue
+            if key == DEFERRED:
+                key = await keys_of.key(tx_from, labels, props, prov)
+            if key is not None:
+                found.setdefault(key, []).append(node_id)
+                before[node_id] = (labels, bytes(props), vfrom, vto)
     else:
-        batches = []
         step = len(wanted) if tx.postgres else _IN_BATCH
         for i in range(0, len(wanted), step):
             cond, params = tx.any("match_key", wanted[i : i + step], "bytea")
             sql = f"SELECT {cols} FROM nodes WHERE {current} AND {cond}"
-            batches.append(await tx.fetchall(sql, sid, source_id, *params))
-    found: dict[bytes, list[bytes]] = {}
-    claimed: set[bytes] = set()
-    before: dict[bytes, tuple[str, bytes, int | None, int | None]] = {}
-    for rows in batches:
-        for key, node_id, tx_from, labels, props, vfrom, vto in rows:
-            if key is None:
-                continue
-            if tx_from == pin:
-                claimed.add(node_id)
-            elif tx_from < pin and tx_from not in hidden:
-                found.setdefault(key, []).append(node_id)
-                before[node_id] = (labels, bytes(props), vfrom, vto)
+            for key, node_id, tx_from, labels, props, vfrom, vto in await tx.fetchall(
+                sql, sid, source_id, *params
+            ):
+                if tx_from == pin:
+                    claimed.add(node_id)
+                elif tx_from < pin and tx_from not in hidden:
+                    found.setdefault(key, []).append(node_id)
+                    before[node_id] = (labels, bytes(props), vfrom, vto)
     candidates: Candidates = {
         key: deque(sorted(n for n in ids if n not in claimed)) for key, ids in found.items()
     }
