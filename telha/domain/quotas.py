@@ -14,7 +14,20 @@ from collections.abc import Mapping
 
 import msgspec
 
-__all__ = ["LIMIT_KEYS", "Limits", "TokenBucket", "parse_limit"]
+from telha.domain.errors import QuotaExceeded
+
+__all__ = [
+    "LIMIT_KEYS",
+    "PENDING_RETRY_AFTER_S",
+    "Limits",
+    "TokenBucket",
+    "parse_limit",
+    "pending_refusal",
+]
+
+#: ``Retry-After`` of a refusal for pending jobs (seconds): the backlog drains as workers
+#: lease. A refusal for stored bytes has none: waiting does not free bytes.
+PENDING_RETRY_AFTER_S = 1.0
 
 #: The keys ``telha scope set`` accepts, as in ``[quotas]``.
 LIMIT_KEYS = ("max_pending_jobs", "max_stored_bytes", "requests_per_second", "burst")
@@ -95,3 +108,13 @@ class TokenBucket:
             self._tokens -= 1.0
             return 0.0
         return (1.0 - self._tokens) / self.rate
+
+
+def pending_refusal(pending: int, cap: int) -> QuotaExceeded:
+    """The ``429 QUOTA_EXCEEDED`` of an ingest that would make a scope holding ``pending``
+    pending jobs hold more than its ``max_pending_jobs`` (``cap``)."""
+    return QuotaExceeded(
+        f"max_pending_jobs: this scope has {pending} pending jobs, its quota of {cap};"
+        " retry once some are leased",
+        PENDING_RETRY_AFTER_S,
+    )

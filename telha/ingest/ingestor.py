@@ -194,19 +194,30 @@ class Ingestor:
             max_nodes=self._config.json_max_nodes,
         )
 
-    async def ingest(self, scope: Scope, req: IngestRequest) -> IngestResult:
+    async def ingest(
+        self, scope: Scope, req: IngestRequest, *, max_pending: int = 0
+    ) -> IngestResult:
         """Ingest one validated request: ``json`` is applied now, every other format becomes
-        an ``ingest:{format}`` job (request-level dedup except for ``web``).
+        an ``ingest:{format}`` job (request-level dedup except for ``web``). ``max_pending``
+        (> 0): the scope's ``max_pending_jobs``, held in the enqueue's transaction.
 
         :raises RequestError: bad options.
         :raises ContentError: content the JSON projection rejects; nothing is written.
+        :raises QuotaExceeded: the scope has ``max_pending`` pending jobs; nothing is written.
         """
         if req.format != "json":
-            return await self._enqueue(scope, req)
+            return await self._enqueue(scope, req, max_pending)
         return await self._json_bypass(scope, req)
 
     async def ingest_upload(
-        self, scope: Scope, fmt: str, name: str, options: dict[str, Any], upload: UploadedFile
+        self,
+        scope: Scope,
+        fmt: str,
+        name: str,
+        options: dict[str, Any],
+        upload: UploadedFile,
+        *,
+        max_pending: int = 0,
     ) -> IngestResult:
         """Ingest a multipart upload already on disk: request-level dedup against the latest
         version first (nothing stored for a re-upload of the same bytes), then the raw bytes
@@ -236,7 +247,7 @@ class Ingestor:
         await self._store.store_raw(scope, upload.digest, upload.path, upload.size)
         job = _new_job(fmt, name, b"", upload.digest, options, stored=True, size=upload.size)
         job = replace(job, webhook=webhook)
-        outcome = await self._queue.enqueue(scope, job, dedup=True)
+        outcome = await self._queue.enqueue(scope, job, dedup=True, max_pending=max_pending)
         if outcome.erased:
             raise ContentErased(ERASED_MESSAGE)
         if not outcome.deduplicated:
@@ -266,14 +277,15 @@ class Ingestor:
             )
         return options, target
 
-    async def _enqueue(self, scope: Scope, req: IngestRequest) -> IngestResult:
+    async def _enqueue(self, scope: Scope, req: IngestRequest, max_pending: int) -> IngestResult:
         source_id = source_id_for(req.name)
         options, webhook = await self._webhook(scope, req.options)
         raw = req.raw or b""
         digest = await off_loop(len(raw), content_hash, raw) if req.raw is not None else None
         job = await off_loop(len(raw), _new_job, req.format, req.name, raw, digest, options)
         job = replace(job, webhook=webhook)
-        outcome = await self._queue.enqueue(scope, job, dedup=req.format not in FETCH_FORMATS)
+        dedup = req.format not in FETCH_FORMATS
+        outcome = await self._queue.enqueue(scope, job, dedup=dedup, max_pending=max_pending)
         if outcome.erased:
             raise ContentErased(ERASED_MESSAGE)
         if not outcome.deduplicated:

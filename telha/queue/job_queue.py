@@ -393,9 +393,17 @@ class JobQueue:
                 self._wakeups.notify(job.format)
         return len(reaped)
 
-    async def enqueue(self, scope: Scope, job: NewJob, *, dedup: bool) -> EnqueueOutcome:
-        """Enqueue ``job`` (request-level dedup with ``dedup``) and wake its pollers."""
-        outcome = await self._store.enqueue_job(scope, job, now_us=self._clock(), dedup=dedup)
+    async def enqueue(
+        self, scope: Scope, job: NewJob, *, dedup: bool, max_pending: int = 0
+    ) -> EnqueueOutcome:
+        """Enqueue ``job`` (request-level dedup with ``dedup``; ``max_pending`` > 0: refused
+        when the scope already has that many pending jobs) and wake its pollers.
+
+        :raises QuotaExceeded: refused by ``max_pending``; nothing written.
+        """
+        outcome = await self._store.enqueue_job(
+            scope, job, now_us=self._clock(), dedup=dedup, max_pending=max_pending
+        )
         if not outcome.deduplicated:
             self._wakeups.notify(job.format)
         return outcome

@@ -9,7 +9,13 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from telha.domain.errors import NotFound, PayloadTooLarge, TelhaError, Unavailable
+from telha.domain.errors import (
+    NotFound,
+    PayloadTooLarge,
+    QuotaExceeded,
+    TelhaError,
+    Unavailable,
+)
 from telha.domain.ids import id_str
 from telha.domain.model import JobRecord, Scope
 from telha.ingest.ingestor import IngestResult
@@ -73,16 +79,20 @@ async def ingest(request: Request) -> Response:
             limit = st.config.ingest.max_upload_bytes
             async with receive_upload(request, st.upload_dir, limit) as up:
                 fmt, size = up.format, up.file.size
-                await st.quotas.check_ingest(scope, makes_job=fmt != "json")
+                cap = await st.quotas.check_ingest(scope, makes_job=fmt != "json")
                 result = await st.ingestor.ingest_upload(
-                    scope, up.format, up.name, up.options, up.file
+                    scope, up.format, up.name, up.options, up.file, max_pending=cap
                 )
         else:
             body = await read_body(request, st.config.ingest.max_body_bytes)
             req = await off_loop(len(body), parse_ingest_request, body)
             fmt, size = req.format, len(req.raw or b"")
-            await st.quotas.check_ingest(scope, makes_job=fmt != "json")
-            result = await st.ingestor.ingest(scope, req)
+            cap = await st.quotas.check_ingest(scope, makes_job=fmt != "json")
+            result = await st.ingestor.ingest(scope, req, max_pending=cap)
+    except QuotaExceeded:  # the early check's, or the enqueue transaction's own count
+        st.metrics.ingest_requests.labels(fmt, "error").inc()
+        st.quotas.count_refusal()
+        raise
     except TelhaError:
         st.metrics.ingest_requests.labels(fmt, "error").inc()
         raise

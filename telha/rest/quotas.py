@@ -20,7 +20,7 @@ from telha.auth import hash_key
 from telha.config import QuotasConfig
 from telha.domain.errors import QuotaExceeded, RateLimited
 from telha.domain.model import Scope
-from telha.domain.quotas import Limits, TokenBucket
+from telha.domain.quotas import PENDING_RETRY_AFTER_S, Limits, TokenBucket, pending_refusal
 from telha.metrics import Metrics
 from telha.storage.protocol import QuotaStore
 
@@ -31,9 +31,6 @@ LIMITS_TTL_S = 10.0
 #: Token buckets kept at most; the least recently used is dropped first (it starts full
 #: again when its key returns, which only ever admits more).
 MAX_BUCKETS = 10_000
-#: ``Retry-After`` of a refusal for pending jobs (seconds): the backlog drains as workers
-#: lease. A refusal for stored bytes has none: waiting does not free bytes.
-PENDING_RETRY_AFTER_S = 1.0
 
 
 class Quotas:
@@ -116,18 +113,21 @@ class Quotas:
                 wait,
             )
 
-    async def check_ingest(self, scope: Scope, makes_job: bool) -> None:
+    async def check_ingest(self, scope: Scope, makes_job: bool) -> int:
         """Refuse an ingest when the scope's stored bytes are over ``max_stored_bytes`` or,
         for a request that would enqueue a job (``makes_job``), its pending jobs are at
-        ``max_pending_jobs``.
+        ``max_pending_jobs``. Returns that ``max_pending_jobs`` for a request that makes a
+        job (``0``: unlimited, or no job), which the enqueue holds again in its own
+        transaction: this early check refuses before an upload is stored, but two requests
+        can pass it together (:func:`telha.storage.core.jobs.enqueue_job`).
 
-        :raises QuotaExceeded: the message names the quota, the usage and the limit.
+        :raises QuotaExceeded: the message names the quota, the usage and the limit (the
+            caller counts it, :meth:`count_refusal`, as it counts the enqueue's).
         """
         limits = await self.limits(scope)
         if limits.max_stored_bytes > 0:
             stored = await self._store.stored_bytes(scope)
             if stored > limits.max_stored_bytes:
-                self._refusals.labels("QUOTA_EXCEEDED").inc()
                 raise QuotaExceeded(
                     f"max_stored_bytes: this scope stores {stored} bytes, over its quota of"
                     f" {limits.max_stored_bytes}"
@@ -136,12 +136,13 @@ class Quotas:
             cap = limits.max_pending_jobs
             pending = await self._store.pending_jobs(scope, cap=cap)
             if pending >= cap:
-                self._refusals.labels("QUOTA_EXCEEDED").inc()
-                raise QuotaExceeded(
-                    f"max_pending_jobs: this scope has {pending} pending jobs, its quota;"
-                    " retry once some are leased",
-                    PENDING_RETRY_AFTER_S,
-                )
+                raise pending_refusal(pending, cap)
+        return limits.max_pending_jobs if makes_job else 0
+
+    def count_refusal(self) -> None:
+        """Count a ``429 QUOTA_EXCEEDED`` (``telha_quota_refusals_total``): the ingest route
+        calls it for :meth:`check_ingest`'s refusals and the enqueue transaction's alike."""
+        self._refusals.labels("QUOTA_EXCEEDED").inc()
 
     async def refresh_gauges(self) -> None:
         """Read the stored bytes over every scope for ``telha_stored_bytes``."""

@@ -184,10 +184,12 @@ class JobStore(Protocol):
     releases, reaps and counts."""
 
     async def enqueue_job(
-        self, scope: Scope, job: NewJob, *, now_us: int, dedup: bool
+        self, scope: Scope, job: NewJob, *, now_us: int, dedup: bool, max_pending: int = 0
     ) -> EnqueueOutcome:
         """Insert a pending job; with ``dedup``, request-level dedup against the latest version
-        and against a pending/leased job of the same ``(source, content hash)``."""
+        and against a pending/leased job of the same ``(source, content hash)``; with
+        ``max_pending`` > 0, refused when the scope has that many pending jobs
+        (:class:`~telha.domain.errors.QuotaExceeded`, nothing written)."""
 
     async def lease_next_job(
         self,

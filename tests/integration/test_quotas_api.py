@@ -17,6 +17,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 
+import anyio
 import httpx
 import pytest
 
@@ -135,6 +136,36 @@ async def test_max_pending_jobs(server: ServerProcess) -> None:
     async with other.http:
         for i in range(3):
             assert (await other.post("text", f"o{i}.txt", f"other {i}")).status_code == 202
+
+
+def _refusals(text: str) -> float:
+    """``telha_quota_refusals_total{code="QUOTA_EXCEEDED"}`` in a ``/metrics`` page."""
+    for line in text.splitlines():
+        if line.startswith('telha_quota_refusals_total{code="QUOTA_EXCEEDED"}'):
+            return float(line.split()[-1])
+    return 0.0
+
+
+async def test_max_pending_jobs_holds_under_concurrent_ingests(server: ServerProcess) -> None:
+    """The enqueue counts the scope's pending jobs in its own transaction, under the scope's
+    quota lock: requests that all pass the early check together cannot all be enqueued."""
+    s = Scoped(server, max_pending_jobs="3")
+    async with s.http:
+        before = _refusals((await s.http.get("/metrics")).text)
+        codes: list[int] = []
+
+        async def post(i: int) -> None:
+            resp = await s.post("text", f"c{i}.txt", f"concurrent {i}")
+            codes.append(resp.status_code)
+            if resp.status_code == 429:
+                assert resp.json()["error"]["code"] == "QUOTA_EXCEEDED", resp.text
+
+        async with anyio.create_task_group() as tg:
+            for i in range(12):
+                tg.start_soon(post, i)
+        assert sorted(codes) == [202] * 3 + [429] * 9
+        assert (await s.usage())["pendingJobs"] == 3
+        assert _refusals((await s.http.get("/metrics")).text) - before == 9
 
 
 async def test_max_stored_bytes_and_the_cli_shows_it(server: ServerProcess) -> None:

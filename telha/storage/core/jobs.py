@@ -29,6 +29,7 @@ from telha.domain.model import (
     Scope,
 )
 from telha.domain.policy import LOSS_KINDS, Decide, DecideLoss, FailureDecision
+from telha.domain.quotas import pending_refusal
 from telha.domain.records import (
     decode_continuation,
     encode_continuation,
@@ -39,6 +40,7 @@ from telha.storage.core import fair_lease
 from telha.storage.core.blocklist import blocked
 from telha.storage.core.deliveries import job_ended, record_job_webhook
 from telha.storage.core.engine import EngineOps
+from telha.storage.core.quotas import pending_jobs
 from telha.storage.core.sources import note_job
 from telha.storage.core.tx import Rollback, Tx
 
@@ -158,6 +160,12 @@ async def _dedup(tx: Tx, sid: int, job: NewJob) -> EnqueueOutcome | None:
     return EnqueueOutcome(True, active[0]) if active is not None else None
 
 
+#: The lock a quota-held enqueue takes before counting its scope's pending jobs (a lock of
+#: the scope's "source" of this name, which no 16-byte source id is): one such enqueue of a
+#: scope at a time, on any replica (:func:`enqueue_job`).
+PENDING_QUOTA_LOCK = b"max_pending_jobs"
+
+
 async def enqueue(
     tx: Tx,
     sid: int,
@@ -200,11 +208,24 @@ async def enqueue(
 
 
 async def enqueue_job(
-    tx: Tx, scope: Scope, job: NewJob, now_us: int, dedup: bool
+    tx: Tx, scope: Scope, job: NewJob, now_us: int, dedup: bool, max_pending: int = 0
 ) -> EnqueueOutcome:
     """:meth:`~telha.storage.protocol.JobStore.enqueue_job` as one transaction: a job that
-    is deduplicated or refused rolls back (nothing written)."""
-    outcome = await enqueue(tx, await tx.scope_id(scope), job, now_us, dedup=dedup)
+    is deduplicated or refused rolls back (nothing written).
+
+    ``max_pending`` > 0 (the scope's ``max_pending_jobs``, docs/operations.md, "Quotas and
+    rate limits"): the scope's pending jobs are counted under the scope's quota lock, so
+    concurrent enqueues (on any replica) cannot pass the limit together.
+
+    :raises QuotaExceeded: the scope has ``max_pending`` pending jobs.
+    """
+    sid = await tx.scope_id(scope)
+    if max_pending > 0:
+        await tx.lock_sources(sid, (PENDING_QUOTA_LOCK,))
+        pending = await pending_jobs(tx, scope, max_pending)
+        if pending >= max_pending:
+            raise pending_refusal(pending, max_pending)
+    outcome = await enqueue(tx, sid, job, now_us, dedup=dedup)
     if outcome.deduplicated or outcome.erased:
         raise Rollback(outcome)
     return outcome
@@ -527,11 +548,15 @@ class JobOps(EngineOps):
     a parity test holds to the same rows (docs/architecture.md, "The storage seam")."""
 
     async def enqueue_job(
-        self, scope: Scope, job: NewJob, *, now_us: int, dedup: bool
+        self, scope: Scope, job: NewJob, *, now_us: int, dedup: bool, max_pending: int = 0
     ) -> EnqueueOutcome:
         """Insert a pending job, unless (with ``dedup``) the source's latest version already
-        has ``job.content_hash`` or an active job covers the same ``(source, hash)``."""
-        return await self._transaction("enqueue job", enqueue_job, scope, job, now_us, dedup)
+        has ``job.content_hash`` or an active job covers the same ``(source, hash)``, or
+        (``max_pending`` > 0) the scope has that many pending jobs (see :func:`enqueue_job`).
+        """
+        return await self._transaction(
+            "enqueue job", enqueue_job, scope, job, now_us, dedup, max_pending
+        )
 
     async def lease_next_job(
         self,

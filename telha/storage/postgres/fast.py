@@ -40,13 +40,15 @@ class FastJobOps(JobOps, PgBase):
     """:class:`~telha.storage.core.jobs.JobOps` with enqueue and lease as one call each."""
 
     async def enqueue_job(
-        self, scope: Scope, job: NewJob, *, now_us: int, dedup: bool
+        self, scope: Scope, job: NewJob, *, now_us: int, dedup: bool, max_pending: int = 0
     ) -> EnqueueOutcome:
         """:func:`telha.storage.core.jobs.enqueue_job` as one call of ``telha_enqueue``, its
-        own transaction; a job with its own webhook takes the general path (which stores
-        it)."""
-        if job.webhook is not None:
-            return await super().enqueue_job(scope, job, now_us=now_us, dedup=dedup)
+        own transaction; a job with its own webhook, or held to a pending-jobs quota, takes
+        the general path (which stores the webhook, or counts under the quota lock)."""
+        if job.webhook is not None or max_pending > 0:
+            return await super().enqueue_job(
+                scope, job, now_us=now_us, dedup=dedup, max_pending=max_pending
+            )
         sid = await self._scope_id(scope, intern=True)
         assert sid is not None
 
