@@ -13,6 +13,7 @@ _WHAT = {
     "stale": "indexed, but not a span row of its source's current version",
     "duplicate": "indexed more than once",
     "missing": "a span row of a current version, not indexed",
+    "out_of_range": "indexed outside its scope's rowid range, so its scope's searches miss it",
 }
 
 

@@ -18,6 +18,7 @@ from telha.domain.errors import RequestError
 from telha.domain.search_text import words
 
 __all__ = [
+    "MAX_INDEXED_SCOPE",
     "MAX_QUERY_BYTES",
     "MAX_QUOTE_BYTES",
     "SCOPE_ROWID_BITS",
@@ -116,14 +117,23 @@ def parse_query(q: str) -> list[Term]:
 
 
 #: A scope's index rows take rowids in ``[scope_id << SCOPE_ROWID_BITS, (scope_id + 1) <<
-#: SCOPE_ROWID_BITS)`` on SQLite (:func:`scope_rowids`): 2^40 rows a scope, 2^23 scopes.
+#: SCOPE_ROWID_BITS)`` on SQLite (:func:`scope_rowids`): 2^40 rows a scope.
 SCOPE_ROWID_BITS = 40
+#: The largest scope id with a range (``hi`` must fit SQLite's signed 64-bit rowid).
+MAX_INDEXED_SCOPE = (1 << (63 - SCOPE_ROWID_BITS)) - 2
 
 
 def scope_rowids(scope_id: int) -> tuple[int, int]:
     """``[lo, hi)``: the rowids of scope ``scope_id``'s full-text index rows on SQLite.
     A search names this range rather than matching a scope token: FTS5 seeks its doclists
-    to it, and ``bm25`` counts no scope-wide phrase (docs/architecture.md, "Search")."""
+    to it and returns only the scope's rows, and ``bm25`` counts no scope-wide phrase (its
+    statistics, rows holding a word and mean length, are still the whole index's:
+    docs/architecture.md, "Search").
+
+    :raises ValueError: ``scope_id`` is over :data:`MAX_INDEXED_SCOPE`.
+    """
+    if not 0 <= scope_id <= MAX_INDEXED_SCOPE:
+        raise ValueError(f"scope {scope_id} has no full-text index range")
     return scope_id << SCOPE_ROWID_BITS, (scope_id + 1) << SCOPE_ROWID_BITS
 
 

@@ -223,11 +223,14 @@ class Ingestor:
         version first (nothing stored for a re-upload of the same bytes), then the raw bytes
         stored content-addressed and an ``ingest:{fmt}`` job referencing them (``content_ref``)
         — the job's dedup runs again in the enqueue transaction. ``json`` is projected as a
-        JSON body is, so it is held to ``ingest.max_body_bytes``.
+        JSON body is, so it is held to ``ingest.max_body_bytes``. ``max_pending``: as in
+        :meth:`ingest`.
 
         :raises PayloadTooLarge: a ``json`` upload over ``ingest.max_body_bytes``.
         :raises RequestError: a fetch format (``web``) with a file, bad options.
         :raises ContentError: JSON content the projection rejects.
+        :raises QuotaExceeded: refused by ``max_pending``; the raw bytes stay stored, named
+            by no job, until retention removes them.
         """
         if fmt == "json":
             if upload.size > self._config.max_body_bytes:

@@ -8,13 +8,15 @@ are set, replaced and removed."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from telha.domain.errors import QuotaExceeded
 from telha.domain.ids import content_hash, new_id
-from telha.domain.model import BLOB_CHUNK, Dedup, LeaseRef, NewJob, Scope
+from telha.domain.model import BLOB_CHUNK, Dedup, LeaseRef, NewJob, Scope, WebhookTarget
 from telha.storage import StorageEngine
 from telha.storage.core.retention import BlobCandidate, remove_blob
 from telha.storage.core.tx import Tx
@@ -194,6 +196,24 @@ async def test_pending_jobs_are_counted_up_to_a_cap(store: StorageEngine) -> Non
     assert await store.pending_jobs(A) == 4
     assert await store.pending_jobs(A, cap=2) == 2
     assert await store.pending_jobs(B) == 0
+
+
+async def test_an_enqueue_held_to_max_pending_is_refused_and_writes_nothing(
+    store: StorageEngine,
+) -> None:
+    await _enqueue(store, A, 2, NOW)
+    hooked = replace(_job(), webhook=WebhookTarget("http://127.0.0.1:9/hook", 1))
+    for job in (_job(), hooked):  # PostgreSQL's one-call enqueue and its general path alike
+        with pytest.raises(QuotaExceeded, match="max_pending_jobs: this scope has 2"):
+            await store.enqueue_job(A, job, now_us=NOW + 10, dedup=False, max_pending=2)
+        assert await store.get_job(A, job.job_id) is None
+    assert await store.pending_jobs(A) == 2
+    # Under the limit, or another scope, or no limit: enqueued.
+    out = await store.enqueue_job(A, _job(), now_us=NOW + 20, dedup=False, max_pending=3)
+    assert out.job_id is not None
+    assert (await store.enqueue_job(B, _job(), now_us=NOW + 21, dedup=False, max_pending=1)).job_id
+    assert (await store.enqueue_job(A, _job(), now_us=NOW + 22, dedup=False)).job_id
+    assert await store.pending_jobs(A) == 4
 
 
 async def test_scope_limits_set_replace_remove(store: StorageEngine) -> None:

@@ -148,7 +148,14 @@ async def test_check_finds_an_index_out_of_step(tmp_path: Path, engine: str) -> 
         with sqlite3.connect(tmp_path / "telha.db") as db:
             db.execute(lose)  # its FTS5 document stays: the counts no longer match
             db.execute(stale)
+            # One row moved out of its scope's rowid range (scope 1: [2^40, 2^41)).
+            db.execute(
+                "UPDATE search_spans SET rowid = 5 WHERE rowid = (SELECT max(rowid)"
+                " FROM search_spans WHERE version_tx <> 1)"
+            )
     check = telha_check(config)
     out = check.stdout + check.stderr
     assert check.returncode == 1, out
     assert "not indexed" in out and "not a span row of its source's current version" in out, out
+    if not dsn:
+        assert "outside its scope's rowid range" in out, out

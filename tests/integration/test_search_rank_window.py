@@ -17,6 +17,7 @@ from telha.domain.projection import NodeOut, Projection, SpanOut
 from telha.domain.search_query import parse_query
 from telha.storage import StorageEngine
 from telha.storage.core.search import Filters, SearchHit
+from telha.storage.core.search import search as search_op
 from tests.support.pg import ENGINES
 from tests.support.stores import fresh_store
 
@@ -103,3 +104,15 @@ async def test_paging_past_the_window_ranks_a_larger_one(store: StorageEngine) -
     assert len(every) == 6
     # offset 4 + limit 2 = 6 >= every match: ranked in full, the exact order's last page.
     assert await _hits(store, "zeta", 3, limit=2, offset=4) == every[4:6]
+
+
+async def test_the_window_leaves_out_stale_rows(store: StorageEngine) -> None:
+    """A new version of the newer source, not indexed yet: its superseded rows wait to be
+    deleted, and a windowed search read before the indexer ran leaves them out of the
+    window's bound and of the ranking alike."""
+    await _commit(store, NEW, ["zeta gone"])
+    hits = await store._read(  # type: ignore[attr-defined]
+        search_op, SCOPE, parse_query("zeta"), Filters(), 10, 0, 3
+    )
+    assert [h.source_id for h in hits] == [OLD]
+    assert {h.source_id for h in await _hits(store, "zeta", 3, limit=10)} == {OLD, NEW}

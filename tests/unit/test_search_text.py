@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from telha.domain.errors import RequestError
 from telha.domain.search_query import (
+    MAX_INDEXED_SCOPE,
     Term,
     find_quote,
     fts5_query,
@@ -51,6 +52,9 @@ def test_queries_reach_the_engines_as_quoted_words_only() -> None:
     ]
     assert fts5_query(terms) == '"alpha" AND "beta gamma" AND "delt" * AND "or" AND "near"'
     assert scope_rowids(7) == (7 << 40, 8 << 40)
+    assert scope_rowids(MAX_INDEXED_SCOPE)[1] < 2**63  # fits SQLite's rowid
+    with pytest.raises(ValueError):
+        scope_rowids(MAX_INDEXED_SCOPE + 1)
     assert tsquery(terms[:3]) == "('alpha') & ('beta' <-> 'gamma') & ('delt':*)"
 
 

@@ -22,14 +22,12 @@ from telha.domain.model import (
     Continuation,
     EnqueueOutcome,
     JobCompletion,
-    JobEvent,
     JobRecord,
     LeaseRef,
     NewJob,
     Scope,
 )
 from telha.domain.policy import LOSS_KINDS, Decide, DecideLoss, FailureDecision
-from telha.domain.quotas import pending_refusal
 from telha.domain.records import (
     decode_continuation,
     encode_continuation,
@@ -40,7 +38,14 @@ from telha.storage.core import fair_lease
 from telha.storage.core.blocklist import blocked
 from telha.storage.core.deliveries import job_ended, record_job_webhook
 from telha.storage.core.engine import EngineOps
-from telha.storage.core.quotas import pending_jobs
+from telha.storage.core.job_reads import (
+    JOB_COLS,
+    JOB_FROM,
+    active_job_counts,
+    get_job,
+    next_available_at,
+)
+from telha.storage.core.quotas import hold_pending
 from telha.storage.core.sources import note_job
 from telha.storage.core.tx import Rollback, Tx
 
@@ -68,14 +73,6 @@ __all__ = [
     "select_job",
     "store_continuation",
 ]
-
-#: The columns of :func:`telha.domain.records.job_record`, over ``jobs j JOIN scopes s``.
-JOB_COLS = (
-    "j.job_id, s.tenant_id, s.organization_id, j.kind, j.format, j.source_id, j.content_hash,"
-    " j.payload, j.state, j.attempts, j.lease_generation, j.lease_owner, j.lease_deadline,"
-    " j.available_at, j.failure_reason, j.stats"
-)
-JOB_FROM = " FROM jobs j JOIN scopes s ON s.scope_id = j.scope_id"
 
 _LOSSES_SQL = (
     "SELECT count(*) FROM job_events WHERE job_id = ? AND transition IN ("
@@ -160,12 +157,6 @@ async def _dedup(tx: Tx, sid: int, job: NewJob) -> EnqueueOutcome | None:
     return EnqueueOutcome(True, active[0]) if active is not None else None
 
 
-#: The lock a quota-held enqueue takes before counting its scope's pending jobs (a lock of
-#: the scope's "source" of this name, which no 16-byte source id is): one such enqueue of a
-#: scope at a time, on any replica (:func:`enqueue_job`).
-PENDING_QUOTA_LOCK = b"max_pending_jobs"
-
-
 async def enqueue(
     tx: Tx,
     sid: int,
@@ -213,18 +204,14 @@ async def enqueue_job(
     """:meth:`~telha.storage.protocol.JobStore.enqueue_job` as one transaction: a job that
     is deduplicated or refused rolls back (nothing written).
 
-    ``max_pending`` > 0 (the scope's ``max_pending_jobs``, docs/operations.md, "Quotas and
-    rate limits"): the scope's pending jobs are counted under the scope's quota lock, so
-    concurrent enqueues (on any replica) cannot pass the limit together.
+    ``max_pending`` > 0: the scope's ``max_pending_jobs``, held under its quota lock
+    (:func:`telha.storage.core.quotas.hold_pending`).
 
     :raises QuotaExceeded: the scope has ``max_pending`` pending jobs.
     """
     sid = await tx.scope_id(scope)
     if max_pending > 0:
-        await tx.lock_sources(sid, (PENDING_QUOTA_LOCK,))
-        pending = await pending_jobs(tx, scope, max_pending)
-        if pending >= max_pending:
-            raise pending_refusal(pending, max_pending)
+        await hold_pending(tx, scope, sid, max_pending)
     outcome = await enqueue(tx, sid, job, now_us, dedup=dedup)
     if outcome.deduplicated or outcome.erased:
         raise Rollback(outcome)
@@ -495,51 +482,6 @@ async def lose(
     if not lost:
         raise Rollback([])
     return lost
-
-
-# -- reads --------------------------------------------------------------------------------
-
-
-async def get_job(tx: Tx, scope: Scope | None, job_id: bytes, events: bool) -> JobRecord | None:
-    """A job with its events (oldest first) unless ``events`` is false; ``None`` when absent
-    or in another scope."""
-    row = await tx.fetchone(f"SELECT {JOB_COLS}{JOB_FROM} WHERE j.job_id = ?", job_id)
-    if row is None:
-        return None
-    job = job_record(row)
-    if scope is not None and job.scope != scope:
-        return None
-    if not events:
-        return job
-    found = await tx.fetchall(
-        "SELECT at, transition, detail FROM job_events WHERE job_id = ? ORDER BY seq", job_id
-    )
-    return job_record(row, tuple(JobEvent(*e) for e in found))
-
-
-async def next_available_at(tx: Tx, formats: Sequence[str], scope: Scope | None) -> int | None:
-    """Earliest ``available_at`` (µs) of a pending job of ``formats`` (in ``scope`` only,
-    unless ``None``), or ``None``."""
-    cond, params = tx.any("format", formats, "text")
-    sql = f"SELECT min(available_at) FROM jobs WHERE state = 'pending' AND {cond}"
-    if scope is not None:
-        sid = await tx.known_scope_id(scope)
-        if sid is None:
-            return None
-        sql, params = sql + " AND scope_id = ?", (*params, sid)
-    row = await tx.fetchone(sql, *params)
-    return int(row[0]) if row is not None and row[0] is not None else None
-
-
-async def active_job_counts(tx: Tx) -> dict[tuple[str, str], int]:
-    """``{(kind, state): n}`` for ``pending`` and ``leased`` jobs (each state counted through
-    its partial index); absent pairs have no jobs."""
-    rows = await tx.fetchall(
-        "SELECT kind, 'pending', count(*) FROM jobs WHERE state = 'pending' GROUP BY kind"
-        " UNION ALL"
-        " SELECT kind, 'leased', count(*) FROM jobs WHERE state = 'leased' GROUP BY kind"
-    )
-    return {(str(kind), str(state)): int(n) for kind, state, n in rows}
 
 
 class JobOps(EngineOps):

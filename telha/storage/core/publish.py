@@ -169,6 +169,7 @@ async def match(
     claimed: set[bytes] = set()
     before: dict[bytes, tuple[str, bytes, int | None, int | None]] = {}
     if whole:
+        assert pin == PENDING_TX  # a whole version's rows are built after the match
         rows = await tx.fetchall(
             f"SELECT {cols}, provenance FROM nodes WHERE {current}", sid, source_id
         )

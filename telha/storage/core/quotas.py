@@ -12,11 +12,14 @@ counter rows and never the bytes. Pending jobs are counted through the index
 from __future__ import annotations
 
 from telha.domain.model import Scope
+from telha.domain.quotas import pending_refusal
 from telha.storage.core.engine import EngineOps
 from telha.storage.core.tx import Tx
 
 __all__ = [
+    "PENDING_QUOTA_LOCK",
     "QuotaOps",
+    "hold_pending",
     "pending_jobs",
     "scope_limits",
     "set_scope_limit",
@@ -60,6 +63,26 @@ async def pending_jobs(tx: Tx, scope: Scope, cap: int | None) -> int:
         sid,
     )
     return int(row[0]) if row is not None else 0
+
+
+#: The lock an enqueue held to ``max_pending_jobs`` takes before counting (the scope's source
+#: lock of this name: 22 bytes, so no 16-byte source id shares it).
+PENDING_QUOTA_LOCK = b"quota:max_pending_jobs"
+
+
+async def hold_pending(tx: Tx, scope: Scope, sid: int, cap: int) -> None:
+    """Refuse an enqueue into scope ``sid`` holding ``cap`` pending jobs already, counted
+    under the scope's quota lock (a transaction-level advisory lock on PostgreSQL, so one
+    such enqueue of a scope at a time on any replica; SQLite's single writer holds it
+    anyway), so ingests passing the early check together cannot all be enqueued. Child
+    jobs (archive members, crawled pages) and erasures are not held to it.
+
+    :raises QuotaExceeded: ``cap`` or more jobs of the scope are pending.
+    """
+    await tx.lock_sources(sid, (PENDING_QUOTA_LOCK,))
+    pending = await pending_jobs(tx, scope, cap)
+    if pending >= cap:
+        raise pending_refusal(pending, cap)
 
 
 async def stored_bytes(tx: Tx, scope: Scope) -> int:

@@ -19,6 +19,7 @@ import msgspec
 from telha.domain.erasure import node_ids
 from telha.domain.model import BLOB_CHUNK, Scope
 from telha.domain.search_query import (
+    MAX_INDEXED_SCOPE,
     Quote,
     Term,
     find_quote,
@@ -107,15 +108,15 @@ _NOT_STALE = (
 
 
 def _candidates_sql(
-    tx: Tx, filters: Filters, stale: bool, *, ranked: bool
+    tx: Tx, filters: Filters, stale: bool, *, ranked: bool, newest: bool = False
 ) -> tuple[str, list[Any]]:
     """SQL selecting ``(rowid, score)`` of the scope's matching index rows and its filters'
     parameters (bound after the MATCH expression, or the tsquery and the scope id, and
     before the limit and offset); ``stale``: the scope has stale rows still to delete,
     which the SQL leaves out. On SQLite the filters' parameters are followed by the low and
     high ends of the rowids searched (the scope's range, ``scope_rowids``, whose low end
-    the rank window may raise). ``ranked`` false: newest first, unscored (the order of a
-    locate's candidates and of the rank window's bound)."""
+    the rank window may raise). ``ranked`` false: unscored, in index order (a locate's
+    candidates), or with ``newest`` the reverse (the rank window's bound)."""
     conds: list[str] = [_NOT_STALE] if stale else []
     params: list[Any] = []
     if filters.source_id is not None:
@@ -130,7 +131,7 @@ def _candidates_sql(
     if tx.postgres:
         extra = "".join(f" AND {c}" for c in conds)
         score = "ts_rank(s.body, q)" if ranked else "0"
-        order = "score DESC, s.rowid" if ranked else "s.rowid DESC"
+        order = "score DESC, s.rowid" if ranked else "s.rowid"
         sql = (
             f"SELECT s.rowid, {score} AS score FROM search_spans s, CAST(?::text AS tsquery) q"
             f" WHERE s.body @@ q AND s.scope_id = ?{extra} ORDER BY {order} LIMIT ? OFFSET ?"
@@ -142,7 +143,7 @@ def _candidates_sql(
     conds.append("f.rowid >= ? AND f.rowid < ?")
     extra = "".join(f" AND {c}" for c in conds)
     score = "bm25(search_fts)" if ranked else "0"
-    order = "score, f.rowid" if ranked else "f.rowid DESC"
+    order = "score, f.rowid" if ranked else f"f.rowid{' DESC' if newest else ''}"
     sql = (
         f"SELECT f.rowid, {score} AS score FROM search_fts f{join}"
         f" WHERE search_fts MATCH ?{extra} ORDER BY {order} LIMIT ? OFFSET ?"
@@ -171,15 +172,16 @@ async def _candidates(
     doclists: a word in most spans otherwise costs a score for every span of the scope.
     PostgreSQL ranks every match: finding the newest would read every match's row from the
     table first, which is most of what ranking them costs there."""
+    if not tx.postgres and sid > MAX_INDEXED_SCOPE:
+        return []  # a scope without a rowid range has no index rows (search_index._next_rowid)
     stale = await tx.fetchone("SELECT 1 FROM search_stale WHERE scope_id = ? LIMIT 1", sid)
     first = [tsquery(terms), sid] if tx.postgres else [fts5_query(terms)]
-    lo, hi = scope_rowids(sid)
-    ends: list[int] = [] if tx.postgres else [lo, hi]
+    ends: list[int] = [] if tx.postgres else list(scope_rowids(sid))
     if ranked and window > 0 and not tx.postgres:
-        sql, params = _candidates_sql(tx, filters, stale is not None, ranked=False)
+        sql, params = _candidates_sql(tx, filters, stale is not None, ranked=False, newest=True)
         row = await tx.fetchone(sql, *first, *params, *ends, 1, max(window, offset + limit) - 1)
         if row is not None:  # more match: rank from the window's oldest row on
-            ends = [int(row[0]), hi]
+            ends = [int(row[0]), ends[1]]
     sql, params = _candidates_sql(tx, filters, stale is not None, ranked=ranked)
     rows = await tx.fetchall(sql, *first, *params, *ends, limit, offset)
     return [int(r[0]) for r in rows]

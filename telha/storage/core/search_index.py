@@ -38,7 +38,7 @@ import msgspec
 from telha.domain.erasure import node_ids
 from telha.domain.errors import StorageError
 from telha.domain.model import BLOB_CHUNK
-from telha.domain.search_query import scope_rowids
+from telha.domain.search_query import MAX_INDEXED_SCOPE, scope_rowids
 from telha.domain.search_text import fts5_body, tsvector_literal, words
 from telha.offload import off_loop
 from telha.storage.core.tx import Tx
@@ -196,8 +196,11 @@ async def _next_rowid(tx: Tx, sid: int, count: int) -> int:
     """The rowid of the scope's next index row on SQLite: one past its highest, in its own
     range (:func:`telha.domain.search_query.scope_rowids`; a search names the range).
 
-    :raises StorageError: ``count`` more rows would not fit in the range (2^40 rows).
+    :raises StorageError: ``count`` more rows would not fit in the range (2^40 rows), or the
+        scope has no range (over 2^23 − 2 scopes).
     """
+    if sid > MAX_INDEXED_SCOPE:
+        raise StorageError(f"scope {sid}: over the full-text index's {MAX_INDEXED_SCOPE} scopes")
     lo, hi = scope_rowids(sid)
     row = await tx.fetchone(
         "SELECT max(rowid) FROM search_spans WHERE rowid >= ? AND rowid < ?", lo, hi
