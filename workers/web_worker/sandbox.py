@@ -11,8 +11,8 @@ supplementary groups, no capabilities, a clean environment). Not as root, Chromi
 directly as the worker's own user. Playwright's driver talks to it over the inherited
 ``--remote-debugging-pipe`` descriptors, as with any launch.
 
-Without ``CAP_SYS_NICE`` Chromium cannot set its threads' priorities, and each page then
-costs it more CPU: on the 2-core bench machine a renderer used about 420–590 ms of CPU per
+Without ``CAP_SYS_NICE`` (which lets it raise its threads' priorities) each page costs
+Chromium more CPU: on the 2-core bench machine a renderer used about 420–590 ms of CPU per
 page instead of 230–380 (bench/RESULTS.md, "E-mail, code and web"). ``[web]
 browser_sys_nice = true`` gives Chromium that one capability (ambient, so it survives the
 ``exec``): the browser process, its unsandboxed zygote and its network service hold it; the
