@@ -35,6 +35,7 @@ async def process(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Any]:
     monkeypatch.setenv("TELHA_WEB__ALLOWED_HOSTS", "127.0.0.1")
     monkeypatch.delenv("TELHA_WEB__CHROMIUM_PATH", raising=False)
     monkeypatch.delenv("TELHA_WEB__ALLOW_UNSANDBOXED", raising=False)
+    monkeypatch.delenv("TELHA_WEB__BROWSER_SYS_NICE", raising=False)
     async with web_worker.lifespan():
         yield web_worker._process()
 
@@ -120,7 +121,9 @@ async def test_browser_sys_nice_gives_chromium_that_capability_only(
                 await (await ctx.new_page()).goto(url)
                 browsers = _chromium_processes()
     sys_nice = 1 << 23  # CAP_SYS_NICE
-    browser = next(s for _p, a, s in browsers if not any(x.startswith("--type=") for x in a))
+    # The browser process: Chromium itself, no --type= (zygotes, renderers … have one).
+    main = [s for _p, a, s in browsers if a[0].endswith("/chromium") and "--type=" not in str(a)]
+    browser = main[0]
     assert int(browser["CapEff"], 16) == int(browser["CapAmb"], 16) == sys_nice
     assert int(browser["Uid"].split()[1]) == pwd.getpwnam(sandbox.BROWSER_USER).pw_uid
     renderers = [s for _p, a, s in browsers if "--type=renderer" in a]
