@@ -16,8 +16,13 @@ projection, no storage. Target: crawl time /
 floor time ≤ 1.5. For context the table also shows plain Playwright with two fetches at a
 time (which a polite crawler does not do to one origin).
 
-Run: ``.venv/bin/python bench/web.py [--pages 200]``. Exits 0 whether the target passes or
-not; 1 if a job fails.
+``--browser-sys-nice`` runs the service with ``[web] browser_sys_nice = true`` (Chromium may
+set its threads' priorities, docs/formats.md, "Web pages: the browser's sandbox"); the floor
+is unchanged (Playwright's own launch: as root, ``--no-sandbox``). The load average is printed
+before and after, for the record.
+
+Run: ``.venv/bin/python bench/web.py [--pages 200] [--browser-sys-nice]``. Exits 0 whether
+the target passes or not; 1 if a job fails.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ sys.path.insert(1, str(Path(__file__).resolve().parent.parent / "workers"))
 
 import argparse
 import multiprocessing
+import os
 import tempfile
 import time
 
@@ -89,8 +95,12 @@ def crawl(c: httpx.Client, index: str, pages: int) -> float:
         time.sleep(0.05)
 
 
-def run_service(site: Site, tmp: Path, pages: int) -> float:
-    config = write_config(tmp, workers={"in_process": ["web_worker"], "concurrency": 2})
+def run_service(site: Site, tmp: Path, pages: int, *, sys_nice: bool = False) -> float:
+    config = write_config(
+        tmp,
+        workers={"in_process": ["web_worker"], "concurrency": 2},
+        web={"allowed_hosts": ["127.0.0.1"], "browser_sys_nice": sys_nice},
+    )
     server = ServerProcess(config).start()
     try:
         key = server.create_key("bench", "org")
@@ -136,7 +146,9 @@ def floor_in_process(urls: list[str], fetchers: int) -> float:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pages", type=int, default=200)
+    parser.add_argument("--browser-sys-nice", action="store_true")
     args = parser.parse_args()
+    load_before = os.getloadavg()
     with serve_site() as site, tempfile.TemporaryDirectory(prefix="telha-bench-") as tmp:
         urls = [site.url(f"/site/p{i}.html") for i in range(args.pages)]
         build_site(site, "/site", args.pages)
@@ -145,7 +157,7 @@ def main() -> int:
         with multiprocessing.get_context("spawn").Pool(1) as pool:
             floor_before = pool.apply(floor_in_process, (urls, 1))
         try:
-            service_s = run_service(site, Path(tmp), args.pages)
+            service_s = run_service(site, Path(tmp), args.pages, sys_nice=args.browser_sys_nice)
         except RuntimeError as exc:
             print(f"web: job failed: {exc}", file=sys.stderr)
             return 1
@@ -157,7 +169,10 @@ def main() -> int:
     floor_s = (floor_before + floor_after) / 2
     n = args.pages
     ratio = service_s / floor_s
-    print(f"web: {n}-page local site, crawl depth 1, 2 in-process web_worker consumers")
+    loads = " / ".join(f"{a:.1f}" for a in (*load_before[:1], *os.getloadavg()[:1]))
+    nice = ", browser_sys_nice" if args.browser_sys_nice else ""
+    print(f"web: {n}-page local site, crawl depth 1, 2 in-process web_worker consumers{nice}"
+          f" (load average before / after: {loads})")  # fmt: skip
     print("| path | s | pages/s |")
     print("|---|---|---|")
     print(f"| telha crawl (fetch + project + store) | {service_s:.2f} | {n / service_s:.1f} |")

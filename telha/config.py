@@ -184,6 +184,10 @@ class WebConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True)
     #: Run Chromium without its sandbox where the host cannot provide one (no user
     #: namespaces, no ``telha-browser`` user); ``false``: the web worker refuses to start.
     allow_unsandboxed: bool = False
+    #: Give the browser ``CAP_SYS_NICE`` (it may then raise its threads' priorities; each
+    #: page cost about 20 % less CPU on the bench machine; docs/formats.md, "Web pages: the
+    #: browser's sandbox", says what the browser could then do). Only when Telha runs as root.
+    browser_sys_nice: bool = False
 
 
 class WebhooksConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):

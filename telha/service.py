@@ -72,6 +72,7 @@ def _export_worker_settings(cfg: Config) -> None:
     os.environ["TELHA_WEB__ALLOWED_HOSTS"] = ",".join(cfg.web.allowed_hosts)
     os.environ["TELHA_WEB__DENY_PRIVATE"] = str(cfg.web.deny_private).lower()
     os.environ["TELHA_WEB__ALLOW_UNSANDBOXED"] = str(cfg.web.allow_unsandboxed).lower()
+    os.environ["TELHA_WEB__BROWSER_SYS_NICE"] = str(cfg.web.browser_sys_nice).lower()
     os.environ["TELHA_OCR__LANGUAGES"] = ",".join(cfg.ocr.languages)
     for key in ("dpi", "min_confidence", "max_pages", "page_timeout_s"):
         os.environ[f"TELHA_OCR__{key.upper()}"] = str(getattr(cfg.ocr, key))

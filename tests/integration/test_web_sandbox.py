@@ -35,6 +35,7 @@ async def process(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Any]:
     monkeypatch.setenv("TELHA_WEB__ALLOWED_HOSTS", "127.0.0.1")
     monkeypatch.delenv("TELHA_WEB__CHROMIUM_PATH", raising=False)
     monkeypatch.delenv("TELHA_WEB__ALLOW_UNSANDBOXED", raising=False)
+    monkeypatch.delenv("TELHA_WEB__BROWSER_SYS_NICE", raising=False)
     async with web_worker.lifespan():
         yield web_worker._process()
 
@@ -98,9 +99,36 @@ async def test_browser_processes_are_unprivileged_and_sandboxed(process: Any) ->
         assert real != 0 and effective != 0, args[:3]
         assert (real, effective) == (expected, expected)
         assert "--no-sandbox" not in args, args
+        assert int(status["CapAmb"], 16) == 0, args[:3]  # no capability handed down
     assert any("--type=zygote" in a for _p, a, _s in browsers)
     renderers = [s for _p, a, s in browsers if "--type=renderer" in a]
     assert renderers and all(s["Seccomp"] == "2" for s in renderers)  # seccomp-bpf filter on
+
+
+async def test_browser_sys_nice_gives_chromium_that_capability_only(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("the capability is handed to Chromium by the launcher of a root worker")
+    monkeypatch.setenv("TELHA_WEB__ALLOWED_HOSTS", "127.0.0.1")
+    monkeypatch.setenv("TELHA_WEB__BROWSER_SYS_NICE", "true")
+    monkeypatch.delenv("TELHA_WEB__ALLOW_UNSANDBOXED", raising=False)
+    with serve_site() as site:
+        url = site.page("/p.html", "<p>hi</p>")
+        async with web_worker.lifespan():
+            host = web_worker._process().host
+            async with guard(host.settings.destinations) as proxy, host.context(proxy.url) as ctx:
+                await (await ctx.new_page()).goto(url)
+                browsers = _chromium_processes()
+    sys_nice = 1 << 23  # CAP_SYS_NICE
+    # The browser process: Chromium itself, no --type= (zygotes, renderers … have one).
+    main = [s for _p, a, s in browsers if a[0].endswith("/chromium") and "--type=" not in str(a)]
+    browser = main[0]
+    assert int(browser["CapEff"], 16) == int(browser["CapAmb"], 16) == sys_nice
+    assert int(browser["Uid"].split()[1]) == pwd.getpwnam(sandbox.BROWSER_USER).pw_uid
+    renderers = [s for _p, a, s in browsers if "--type=renderer" in a]
+    assert renderers and all(int(s["CapEff"], 16) == 0 and s["Seccomp"] == "2" for s in renderers)
+    assert all("--no-sandbox" not in a for _p, a, _s in browsers)
 
 
 async def test_no_sandbox_means_refusal_unless_allowed(monkeypatch: pytest.MonkeyPatch) -> None:

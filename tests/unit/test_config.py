@@ -129,6 +129,8 @@ def test_web_destination_and_sandbox_keys(tmp_path: Path) -> None:
     assert (cfg.web.allowed_hosts, cfg.web.deny_private, cfg.web.allow_unsandboxed) == (
         [], True, False,
     )  # fmt: skip
+    assert not cfg.web.browser_sys_nice
+    assert _load(tmp_path, "[web]\nbrowser_sys_nice = true\n").web.browser_sys_nice
     cfg = _load(
         tmp_path,
         '[web]\nallowed_hosts = ["127.0.0.1:8000", "10.0.0.0/8", "[::1]:9000"]\n'

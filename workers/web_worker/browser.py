@@ -16,8 +16,9 @@ service workers blocked; nothing is downloaded at run time.
 Settings (environment; ``telha serve`` exports its ``[web]`` section): ``TELHA_WEB__CHROMIUM_PATH``
 (default ``/usr/bin/chromium``), ``TELHA_WEB__ALLOWED_HOSTS`` (comma-separated entries: host,
 host:port, address, address:port, CIDR; empty: any public address),
-``TELHA_WEB__DENY_PRIVATE`` (default true) and ``TELHA_WEB__ALLOW_UNSANDBOXED`` (default
-false). Tests and benchmarks list their loopback site (``127.0.0.1`` or ``127.0.0.1:PORT``).
+``TELHA_WEB__DENY_PRIVATE`` (default true), ``TELHA_WEB__ALLOW_UNSANDBOXED`` (default
+false) and ``TELHA_WEB__BROWSER_SYS_NICE`` (default false; :mod:`web_worker.sandbox`). Tests
+and benchmarks list their loopback site (``127.0.0.1`` or ``127.0.0.1:PORT``).
 """
 
 from __future__ import annotations
@@ -95,6 +96,7 @@ class WebSettings:
     deny_private: bool = True
     allow_unsandboxed: bool = False
     destinations: Destinations = field(default_factory=Destinations)
+    browser_sys_nice: bool = False
 
     def refusal(self, url: str) -> str | None:
         """Why ``url`` is refused before any connection (an address literal or a host off
@@ -118,11 +120,12 @@ def settings_from_env(environ: dict[str, str] | None = None) -> WebSettings:
     )
     deny = _flag(env.get("TELHA_WEB__DENY_PRIVATE"), True)
     unsandboxed = _flag(env.get("TELHA_WEB__ALLOW_UNSANDBOXED"), False)
+    sys_nice = _flag(env.get("TELHA_WEB__BROWSER_SYS_NICE"), False)
     try:
         rules = Destinations.from_config(hosts, deny)
     except ValueError as exc:
         raise ValueError(f"[web] allowed_hosts: {exc}") from None
-    return WebSettings(Path(path), hosts, deny, unsandboxed, rules)
+    return WebSettings(Path(path), hosts, deny, unsandboxed, rules, sys_nice)
 
 
 def missing_browser(settings: WebSettings) -> str | None:
@@ -193,7 +196,9 @@ class BrowserHost:
         if account is None:
             return self.settings.chromium_path
         if self._launcher is None:
-            self._launcher = sandbox.write_launcher(self.settings.chromium_path, account)
+            self._launcher = sandbox.write_launcher(
+                self.settings.chromium_path, account, sys_nice=self.settings.browser_sys_nice
+            )
         return self._launcher
 
     async def browser(self) -> Browser:

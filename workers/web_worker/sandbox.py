@@ -11,6 +11,15 @@ supplementary groups, no capabilities, a clean environment). Not as root, Chromi
 directly as the worker's own user. Playwright's driver talks to it over the inherited
 ``--remote-debugging-pipe`` descriptors, as with any launch.
 
+Without ``CAP_SYS_NICE`` (which lets it raise its threads' priorities) each page costs
+Chromium more CPU: on the 2-core bench machine a renderer used about 420–590 ms of CPU per
+page instead of 230–380 (bench/RESULTS.md, "E-mail, code and web"). ``[web]
+browser_sys_nice = true`` gives Chromium that one capability (ambient, so it survives the
+``exec``): the browser process, its unsandboxed zygote and its network service hold it; the
+renderers and the GPU process hold none. The price: one of those processes, compromised,
+could change the scheduling priority, CPU affinity and memory placement of any process on
+the host (slow it down), though it still reads and writes only what ``telha-browser`` may.
+
 Where the sandbox cannot be had (no such user, user namespaces unavailable to unprivileged
 users), :func:`sandbox_problem` says why, and the worker refuses to start unless
 ``[web] allow_unsandboxed`` is true (then Chromium runs with ``--no-sandbox``, still as
@@ -85,10 +94,12 @@ def sandbox_problem() -> str | None:
     return None
 
 
-def write_launcher(chromium: Path, account: tuple[int, int]) -> Path:
+def write_launcher(chromium: Path, account: tuple[int, int], *, sys_nice: bool = False) -> Path:
     """An executable script (in a fresh root-only folder; the caller removes it) that starts
-    ``chromium`` as ``account`` with Playwright's arguments (module docstring)."""
+    ``chromium`` as ``account`` with Playwright's arguments (module docstring); with no
+    capability, or with ``CAP_SYS_NICE`` only when ``sys_nice``."""
     uid, gid = account
+    caps = "--inh-caps=-all,+sys_nice --ambient-caps=+sys_nice" if sys_nice else "--inh-caps=-all"
     folder = Path(tempfile.mkdtemp(prefix="telha-browser-launch-"))
     script = folder / "chromium"
     script.write_text(
@@ -99,7 +110,7 @@ def write_launcher(chromium: Path, account: tuple[int, int]) -> Path:
         '  --user-data-dir=*) profile="${arg#--user-data-dir=}";;\n'
         "esac; done\n"
         f'[ -n "$profile" ] && chown -R {uid}:{gid} "$profile"\n'
-        f"exec {_SETPRIV} --reuid={uid} --regid={gid} --clear-groups --inh-caps=-all"
+        f"exec {_SETPRIV} --reuid={uid} --regid={gid} --clear-groups {caps}"
         ' --reset-env env HOME="${profile:-/tmp}"'
         f' {shlex.quote(str(chromium))} "$@"\n'
     )
