@@ -16,6 +16,11 @@ projection, no storage. Target: crawl time /
 floor time ≤ 1.5. For context the table also shows plain Playwright with two fetches at a
 time (which a polite crawler does not do to one origin).
 
+``--sandboxed-floor`` launches the floor's Chromium as the web worker must (as
+``telha-browser`` through the same launcher, its sandbox on, no capability), so the ratio is
+what Telha adds to the browser work it is required to do; the default floor is Playwright's
+own launch as root with ``--no-sandbox``, which also measures what the sandbox costs.
+
 ``--browser-sys-nice`` runs the service with ``[web] browser_sys_nice = true`` (Chromium may
 set its threads' priorities, docs/formats.md, "Web pages: the browser's sandbox"); the floor
 is unchanged (Playwright's own launch: as root, ``--no-sandbox``). The load average is printed
@@ -36,6 +41,7 @@ sys.path.insert(1, str(Path(__file__).resolve().parent.parent / "workers"))
 import argparse
 import multiprocessing
 import os
+import shutil
 import tempfile
 import time
 
@@ -46,6 +52,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support.server import ServerProcess, write_config
 from tests.support.site import Site, serve_site
+from web_worker import sandbox
 from web_worker.browser import CHROMIUM_ARGS
 
 TARGET_RATIO = 1.5
@@ -111,11 +118,23 @@ def run_service(site: Site, tmp: Path, pages: int, *, sys_nice: bool = False) ->
         server.stop()
 
 
-async def run_floor(urls: list[str], fetchers: int) -> float:
-    """Seconds for plain Playwright to fetch ``urls`` with ``fetchers`` concurrent loops."""
+async def run_floor(urls: list[str], fetchers: int, sandboxed: bool = False) -> float:
+    """Seconds for plain Playwright to fetch ``urls`` with ``fetchers`` concurrent loops;
+    ``sandboxed``: Chromium launched as Telha's web worker launches it (as ``telha-browser``
+    through its launcher, its own sandbox on, no capability), else as root with
+    ``--no-sandbox`` (Playwright's launch as root)."""
+    launcher: Path | None = None
+    if sandboxed:
+        account = sandbox.browser_account()
+        if account is None:
+            raise RuntimeError("no sandboxed launch here (not root, or no telha-browser user)")
+        launcher = sandbox.write_launcher(Path("/usr/bin/chromium"), account)
     async with async_playwright() as pw:
         browser = await pw.chromium.launch(
-            executable_path="/usr/bin/chromium", headless=True, args=list(CHROMIUM_ARGS)
+            executable_path=str(launcher or "/usr/bin/chromium"),
+            headless=True,
+            chromium_sandbox=sandboxed,
+            args=list(CHROMIUM_ARGS),
         )
         todo = list(reversed(urls))
 
@@ -136,18 +155,28 @@ async def run_floor(urls: list[str], fetchers: int) -> float:
             return time.perf_counter() - started
         finally:
             await browser.close()
+            if launcher is not None:
+                shutil.rmtree(launcher.parent, ignore_errors=True)
 
 
-def floor_in_process(urls: list[str], fetchers: int) -> float:
+def floor_in_process(urls: list[str], fetchers: int, sandboxed: bool = False) -> float:
     """:func:`run_floor` on a fresh event loop (uvloop), for a pool process."""
-    return float(anyio.run(run_floor, urls, fetchers, backend_options={"use_uvloop": True}))
+    return float(
+        anyio.run(run_floor, urls, fetchers, sandboxed, backend_options={"use_uvloop": True})
+    )
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pages", type=int, default=200)
     parser.add_argument("--browser-sys-nice", action="store_true")
+    parser.add_argument(
+        "--sandboxed-floor",
+        action="store_true",
+        help="launch the floor's Chromium as the web worker does (telha-browser, sandbox on)",
+    )
     args = parser.parse_args()
+    sandboxed = args.sandboxed_floor
     load_before = os.getloadavg()
     with serve_site() as site, tempfile.TemporaryDirectory(prefix="telha-bench-") as tmp:
         urls = [site.url(f"/site/p{i}.html") for i in range(args.pages)]
@@ -155,7 +184,7 @@ def main() -> int:
         # The floor runs before and after the crawl (the mean is used), so a machine whose load
         # drifts during the run does not favour either side.
         with multiprocessing.get_context("spawn").Pool(1) as pool:
-            floor_before = pool.apply(floor_in_process, (urls, 1))
+            floor_before = pool.apply(floor_in_process, (urls, 1, sandboxed))
         try:
             service_s = run_service(site, Path(tmp), args.pages, sys_nice=args.browser_sys_nice)
         except RuntimeError as exc:
@@ -164,13 +193,14 @@ def main() -> int:
         # In a process of its own (with uvloop, like telha serve), so that it does not share
         # a GIL with this process's site server threads; telha serve is a process of its own.
         with multiprocessing.get_context("spawn").Pool(1) as pool:
-            floor_after = pool.apply(floor_in_process, (urls, 1))
-            floor2_s = pool.apply(floor_in_process, (urls, 2))
+            floor_after = pool.apply(floor_in_process, (urls, 1, sandboxed))
+            floor2_s = pool.apply(floor_in_process, (urls, 2, sandboxed))
     floor_s = (floor_before + floor_after) / 2
     n = args.pages
     ratio = service_s / floor_s
     loads = " / ".join(f"{a:.1f}" for a in (*load_before[:1], *os.getloadavg()[:1]))
     nice = ", browser_sys_nice" if args.browser_sys_nice else ""
+    nice += "; floor launched sandboxed as telha-browser" if sandboxed else ""
     print(f"web: {n}-page local site, crawl depth 1, 2 in-process web_worker consumers{nice}"
           f" (load average before / after: {loads})")  # fmt: skip
     print("| path | s | pages/s |")
