@@ -24,6 +24,7 @@ from docx.oxml.ns import qn
 
 import text_worker
 from telha.domain.submission import decode_submission, to_projection
+from tests.support.pdf import assemble_pdf
 from workers_common import Job
 
 
@@ -282,28 +283,12 @@ def test_docx_outline_level_and_localized_heading_styles_are_sections() -> None:
     assert parents[by_title["Sous-titre"]] == by_title["Outline on the paragraph"]
 
 
-def _pdf(objects: list[bytes]) -> bytes:
-    out = b"%PDF-1.4\n"
-    offsets = []
-    for i, body in enumerate(objects, 1):
-        offsets.append(len(out))
-        out += b"%d 0 obj\n" % i + body + b"\nendobj\n"
-    xref = len(out)
-    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
-    out += b"".join(b"%010d 00000 n \n" % o for o in offsets)
-    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (
-        len(objects) + 1,
-        xref,
-    )
-    return out
-
-
 def _self_drawing_form_pdf() -> bytes:
     """A page whose resources hold a Form XObject that draws itself through the same
     resources: docling-parse recurses until it dies; pdfium bounds the recursion."""
     page = b"BT /F1 12 Tf 72 720 Td (Hello form recursion) Tj ET /X1 Do"
     form = b"BT /F1 10 Tf 72 700 Td (inside form) Tj ET /X1 Do"
-    return _pdf([
+    return assemble_pdf([
         b"<< /Type /Catalog /Pages 2 0 R >>",
         b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
         b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources 6 0 R"
