@@ -107,6 +107,7 @@ async def serve(cfg: Config, base_dir: Path, shutdown: anyio.Event | None = None
     :raises OSError: a listen address cannot be bound.
     :raises telha.supervisor.CrashLoop: an actor kept crashing.
     """
+    log.info("starting", engine=cfg.storage.engine, pid=os.getpid())
     _export_worker_settings(cfg)
     try:
         modules = load_worker_modules(cfg.workers.in_process)

@@ -34,7 +34,8 @@ from tests.support.wait import wait_job
 
 __all__ = ["ServerProcess", "restart_port", "settled_job", "write_config"]
 
-READY_TIMEOUT_S = 30.0
+#: Generous: a loaded 2-core CI machine starts a server in seconds, but never stalls a test.
+READY_TIMEOUT_S = 90.0
 
 
 def write_config(folder: Path, engine: str = "sqlite", **sections: dict[str, Any]) -> Path:
@@ -162,7 +163,9 @@ class ServerProcess:
                 [*cmd, *self.serve_args],
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                # faulthandler: a server that never gets ready dumps its threads' stacks
+                # into the log on the SIGABRT below, so the failure says where it stood.
+                env={**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONFAULTHANDLER": "1"},
             )
         deadline = time.monotonic() + READY_TIMEOUT_S
         while time.monotonic() < deadline:
@@ -178,7 +181,11 @@ class ServerProcess:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"telha serve exited {self.proc.returncode}:\n{self.log_text()}")
             time.sleep(0.02)
-        self.kill()
+        self.proc.send_signal(signal.SIGABRT)
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.kill()
         raise RuntimeError(f"telha serve not ready in {READY_TIMEOUT_S}s:\n{self.log_text()}")
 
     def log_text(self) -> str:
