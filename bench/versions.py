@@ -383,12 +383,12 @@ _E2E = re.compile(r"\|\s*end to end \(REST[^|]*\|\s*([0-9.]+)\s*\|")
 _E2E_OFF = re.compile(r"\|\s*end to end, search disabled\s*\|\s*([0-9.]+)\s*\|")
 
 
-def json_ingest_ms(checkout: Path) -> tuple[float, float | None]:
-    """One run of ``checkout``'s ``bench/json_ingest.py`` with its own ``.venv``: the median
-    end-to-end ms it prints, and the same with ``[search] enabled = false`` (``None`` for a
-    checkout without the full-text index)."""
+def json_ingest_ms(checkout: Path, *args: str) -> tuple[float, float | None]:
+    """One run of ``checkout``'s ``bench/json_ingest.py`` (with ``args``) with its own
+    ``.venv``: the median end-to-end ms it prints, and the same with ``[search] enabled =
+    false`` (``None`` for a checkout without the full-text index)."""
     proc = subprocess.run(
-        [str(checkout / ".venv/bin/python"), str(checkout / "bench/json_ingest.py")],
+        [str(checkout / ".venv/bin/python"), str(checkout / "bench/json_ingest.py"), *args],
         cwd=checkout,
         capture_output=True,
         text=True,
@@ -412,7 +412,7 @@ def run_json(before: Path, rounds: int) -> tuple[list[float], list[float], list[
     new_off: list[float] = []
     for r in range(rounds):
         old.append(json_ingest_ms(before)[0])
-        on, off = json_ingest_ms(ROOT)
+        on, off = json_ingest_ms(ROOT, "--rounds", "1")  # one server run per path, as before
         new.append(on)
         new_off.append(on if off is None else off)
         print(
