@@ -5,8 +5,11 @@ those of new current versions (``search_sources``) — a batch per transaction
 index and other writers get the store between batches. A search or locate does its own
 scope's work first, so this actor keeps the work short for everyone else.
 
-Idle, it looks at the queue (a read) every ``idle_s``; several replicas on one PostgreSQL
-database each run one and skip the entries another holds.
+It works at background priority: while versions keep arriving (a burst of ingests) it waits
+for them to stop for ``settle_s``, so the burst does not share the writer and the CPU with
+the index, but never defers waiting work longer than ``max_defer_s`` (a steady stream is
+indexed as it goes). Idle, it looks at the queue (a read) every ``idle_s``; several
+replicas on one PostgreSQL database each run one and skip the entries another holds.
 """
 
 from __future__ import annotations
@@ -27,6 +30,10 @@ log = structlog.get_logger("telha.search_indexer")
 
 #: Seconds between looks at an empty queue.
 IDLE_S = 0.25
+#: Seconds without a new version queued before the index is written (a burst settles).
+SETTLE_S = 0.5
+#: Most seconds waiting work is deferred while versions keep arriving.
+MAX_DEFER_S = 5.0
 #: Seconds before trying again after the store failed.
 RETRY_S = 2.0
 
@@ -49,11 +56,22 @@ class SearchIndexer:
 
     :param store: the storage engine.
     :param idle_s: seconds between looks at an empty queue.
+    :param settle_s: seconds without a new version queued before writing (0: at once).
+    :param max_defer_s: most seconds waiting work waits for arrivals to settle.
     """
 
-    def __init__(self, store: SearchIndexStoreOps, *, idle_s: float = IDLE_S) -> None:
+    def __init__(
+        self,
+        store: SearchIndexStoreOps,
+        *,
+        idle_s: float = IDLE_S,
+        settle_s: float = SETTLE_S,
+        max_defer_s: float = MAX_DEFER_S,
+    ) -> None:
         self._store = store
         self._idle_s = idle_s
+        self._settle_s = settle_s
+        self._max_defer_s = max_defer_s
         self.queued = 0
 
     def queued_versions(self) -> float:
@@ -70,11 +88,28 @@ class SearchIndexer:
             return
         while True:
             try:
-                self.queued = await self._store.queued_versions()
-                while self.queued and await self._store.index_queued():
-                    await anyio.lowlevel.checkpoint()  # other writers get the store in between
-                self.queued = await self._store.queued_versions()
+                await self._drain()
             except StorageError as exc:
                 log.warning("search_index_failed", error=exc.message)
                 await anyio.sleep(RETRY_S)
             await anyio.sleep(self._idle_s)
+
+    async def _drain(self) -> None:
+        """Index batches until nothing waits, pausing ``settle_s`` whenever more versions
+        waited than at the previous look (arrivals), until ``max_defer_s`` after work was
+        first seen; then batches run back to back until the queue is empty."""
+        first_seen: float | None = None
+        last = 0  # versions waiting at the previous look
+        while True:
+            self.queued = await self._store.queued_versions()
+            if not self.queued:
+                return
+            now = anyio.current_time()
+            first_seen = now if first_seen is None else first_seen
+            arriving, last = self.queued > last, self.queued
+            if arriving and self._settle_s and now - first_seen < self._max_defer_s:
+                await anyio.sleep(self._settle_s)
+                continue
+            if not await self._store.index_queued():
+                return
+            await anyio.lowlevel.checkpoint()  # other writers get the store in between
