@@ -146,12 +146,17 @@ def main() -> int:
             for engine in engines:
                 for r in range(args.rounds):
                     # Which of the two runs first alternates: neither inherits the other's
-                    # leftovers (a checkpoint, a warm cache) every round.
+                    # leftovers (a checkpoint, a warm cache) every round; and a finished run's
+                    # database is dropped at once, so its autovacuum does not compete with
+                    # the next run for the same two cores.
                     if r % 2:
                         fair = run_fair(tmp, engine, args.concurrency, args.jobs, args.trials)
+                        drop_databases()
                     queue_rate = bq.run_server(tmp, local, args.jobs, None, engine=engine)[0]
+                    drop_databases()
                     if not r % 2:
                         fair = run_fair(tmp, engine, args.concurrency, args.jobs, args.trials)
+                        drop_databases()
                     rows.append((engine, fair, queue_rate))
         except Exception as exc:  # task groups wrap BenchError in an ExceptionGroup
             print(f"fairness: failed: {exc!r}", file=sys.stderr)

@@ -6,11 +6,13 @@ Waiting for a terminal state goes through the product's own client
 other terminal state, so a test waiting for ``completed`` fails fast on ``dead``); waiting for
 ``pending`` or ``leased`` polls the same endpoint. Both return the raw status body as the REST
 API sends it. :func:`wait_job_blocking` is the same wait for synchronous tests.
+:func:`until` polls any async condition of the store (what no event announces).
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -20,7 +22,7 @@ import httpx
 from telha.client import AsyncTelha
 from telha.domain.model import TERMINAL_JOB_STATES
 
-__all__ = ["TERMINAL", "wait_job", "wait_job_blocking", "wait_search_indexed"]
+__all__ = ["TERMINAL", "until", "wait_job", "wait_job_blocking", "wait_search_indexed"]
 
 #: States a job never leaves (the server's own set).
 TERMINAL = TERMINAL_JOB_STATES
@@ -83,3 +85,15 @@ def wait_search_indexed(c: httpx.Client, *, within_s: float = 600.0) -> float:
                 return time.perf_counter() - start
         time.sleep(0.1)
     raise TimeoutError(f"the search index's queue did not drain within {within_s} s")
+
+
+async def until(
+    condition: Callable[[], Awaitable[bool]], *, within_s: float = 30.0, every_s: float = 0.05
+) -> None:
+    """Await ``condition()`` every ``every_s`` seconds until it is true.
+
+    :raises TimeoutError: still false after ``within_s`` seconds.
+    """
+    with anyio.fail_after(within_s):
+        while not await condition():  # noqa: ASYNC110 (nothing announces it: polled)
+            await anyio.sleep(every_s)

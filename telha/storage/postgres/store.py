@@ -36,6 +36,7 @@ from telha.storage.core.text_reads import TextReadOps
 from telha.storage.core.webhooks import WebhookOps
 from telha.storage.postgres.base import PgBase
 from telha.storage.postgres.fast import FastJobOps, FastVersionOps
+from telha.storage.postgres.statistics import FirstAnalyze
 from telha.storage.postgres.tx import CHANNEL
 from telha.storage.protocol import ALL_FORMATS
 
@@ -85,8 +86,9 @@ class PostgresStore(
         self._woken_event = anyio.Event()
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[PostgresStore]) -> None:
-        """Actor body: open (migrating), start the LISTEN connection, report ``self``, wait
-        for cancellation, close the pool (shielded).
+        """Actor body: open (migrating), start the LISTEN connection and the first
+        ``ANALYZE`` of new tables (:class:`~telha.storage.postgres.statistics.FirstAnalyze`),
+        report ``self``, wait for cancellation, close the pool (shielded).
 
         :raises StorageError: the database cannot be reached or migrated at start.
         """
@@ -94,6 +96,7 @@ class PostgresStore(
         try:
             async with anyio.create_task_group() as tg:
                 await tg.start(self._listen)
+                await tg.start(FirstAnalyze(self._require_pool()).run)
                 task_status.started(self)
                 await anyio.sleep_forever()
         finally:
