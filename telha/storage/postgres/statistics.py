@@ -1,4 +1,5 @@
-"""First planner statistics for a new database (docs/operations.md, "PostgreSQL").
+"""First planner statistics for a new database (docs/operations.md, "Running on
+PostgreSQL").
 
 PostgreSQL's autovacuum analyzes a table only when its launcher visits the database, about
 once per ``autovacuum_naptime`` (a minute by default). Until a table's first ``ANALYZE``
