@@ -123,6 +123,32 @@ def run_fair(tmp: Path, engine: str, concurrency: int, n: int, trials: int) -> d
             print(f"warning: telha serve exited non-zero; log in {server.log}", file=sys.stderr)
 
 
+def run_round(
+    tmp: Path, engine: str, args: argparse.Namespace, *, fair_first: bool
+) -> tuple[dict[str, Any], float]:
+    """A fairness run (:func:`run_fair`) and a ``bench/queue.py`` run (its jobs/s), in the
+    order ``fair_first`` says: rounds alternate it, so neither inherits the other's leftovers
+    (a checkpoint, a warm cache) every time. Each run's database is dropped as soon as it
+    ends, so its autovacuum does not compete with the next run for the same two cores."""
+    local = {"in_process": ["text_worker"], "concurrency": args.concurrency}
+
+    def fair() -> dict[str, Any]:
+        result = run_fair(tmp, engine, args.concurrency, args.jobs, args.trials)
+        drop_databases()
+        return result
+
+    def queue() -> float:
+        rate = float(bq.run_server(tmp, local, args.jobs, None, engine=engine)[0])
+        drop_databases()
+        return rate
+
+    if fair_first:
+        first = fair()
+        return first, queue()
+    rate = queue()
+    return fair(), rate
+
+
 def main() -> int:
     """Run the measurements and print the table; 1 if a request failed or a job died."""
     parser = argparse.ArgumentParser(prog="bench/fairness.py")
@@ -139,24 +165,12 @@ def main() -> int:
     args = parser.parse_args()
     engines = ("sqlite", "postgres") if args.engine == "both" else (args.engine,)
     rows: list[tuple[str, dict[str, Any], float]] = []
-    local = {"in_process": ["text_worker"], "concurrency": args.concurrency}
     with tempfile.TemporaryDirectory(prefix="telha-bench-") as tmp_name:
         tmp = Path(tmp_name)
         try:
             for engine in engines:
                 for r in range(args.rounds):
-                    # Which of the two runs first alternates: neither inherits the other's
-                    # leftovers (a checkpoint, a warm cache) every round; and a finished run's
-                    # database is dropped at once, so its autovacuum does not compete with
-                    # the next run for the same two cores.
-                    if r % 2:
-                        fair = run_fair(tmp, engine, args.concurrency, args.jobs, args.trials)
-                        drop_databases()
-                    queue_rate = bq.run_server(tmp, local, args.jobs, None, engine=engine)[0]
-                    drop_databases()
-                    if not r % 2:
-                        fair = run_fair(tmp, engine, args.concurrency, args.jobs, args.trials)
-                        drop_databases()
+                    fair, queue_rate = run_round(tmp, engine, args, fair_first=bool(r % 2))
                     rows.append((engine, fair, queue_rate))
         except Exception as exc:  # task groups wrap BenchError in an ExceptionGroup
             print(f"fairness: failed: {exc!r}", file=sys.stderr)

@@ -5,7 +5,8 @@ transaction from where the last batch stopped; a search first does its own scope
 only its own), and a search that meets stale rows anyway leaves them out; an erasure deletes
 its versions' rows, stale ones included, at once; ``telha check`` accepts waiting work and
 still finds a current version neither indexed nor being filled, and stale rows nobody waits
-to delete."""
+to delete. The indexer actor waits for a burst of publishes to settle before writing, and
+never defers waiting work past ``max_defer_s`` while versions keep arriving."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import msgspec
 import pytest
 
@@ -21,6 +23,7 @@ from telha.domain.ids import content_hash
 from telha.domain.model import Dedup, NewVersion, Scope
 from telha.domain.projection import NodeOut, Projection, SpanOut
 from telha.domain.search_query import parse_query
+from telha.search_indexer import SearchIndexer
 from telha.storage import StorageEngine
 from telha.storage.core.search import Filters
 from telha.storage.core.search import search as search_op
@@ -28,6 +31,7 @@ from telha.storage.core.tx import Tx
 from tests.integration.test_erasure_store import _erase
 from tests.support.pg import ENGINES
 from tests.support.stores import fresh_store
+from tests.support.wait import until
 
 pytestmark = pytest.mark.anyio
 
@@ -154,3 +158,48 @@ async def test_check_accepts_waiting_work_and_finds_work_nobody_waits_for(
     lines = [v.line() for v in report.violations]
     assert sum("not indexed" in line for line in lines) == 2, lines
     assert sum("not a span row of its source's current version" in line for line in lines) == 2
+
+
+async def _all_indexed(store: StorageEngine) -> bool:
+    return not await store.queued_versions(SCOPE)
+
+
+def _source(i: int) -> bytes:
+    return f"{i:016d}".encode()
+
+
+async def test_a_burst_of_publishes_is_indexed_once_it_settles(indexed: StorageEngine) -> None:
+    store = indexed
+    indexer = SearchIndexer(store, idle_s=0.05, settle_s=2.0, max_defer_s=60.0)
+    async with anyio.create_task_group() as tg:
+        await tg.start(indexer.run)
+        tx = [await _commit(store, [f"burst{i}"], source=_source(i)) for i in range(4)]
+        for i in range(4, 8):
+            await anyio.sleep(0.05)
+            tx.append(await _commit(store, [f"burst{i}"], source=_source(i)))
+        # Versions kept arriving: nothing of the index was written while they did.
+        assert await _index_rows(store) == []
+        assert await store.queued_versions(SCOPE) == 8
+        await until(lambda: _all_indexed(store))
+        tg.cancel_scope.cancel()
+    assert await _index_rows(store) == [(t, 0) for t in tx]
+
+
+async def test_a_steady_stream_is_indexed_while_it_arrives(indexed: StorageEngine) -> None:
+    store = indexed
+    indexer = SearchIndexer(store, idle_s=0.05, settle_s=0.5, max_defer_s=1.0)
+    async with anyio.create_task_group() as tg:
+        await tg.start(indexer.run)
+        first = await _commit(store, ["steady0"], source=_source(0))
+        written: list[tuple[int, int]] = []
+        with anyio.fail_after(30):
+            i = 1
+            while not written:  # a new version every 0.1 s, for as long as it takes
+                await anyio.sleep(0.1)
+                await _commit(store, [f"steady{i}"], source=_source(i))
+                written = await _index_rows(store)
+                i += 1
+        tg.cancel_scope.cancel()
+    # Deferred at most max_defer_s, then written while versions still arrived.
+    assert (first, 0) in written
+    assert i > 5
