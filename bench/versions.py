@@ -32,9 +32,10 @@ subprocess on 127.0.0.1 with the workers in-process:
 3. **json_ingest before/after** (only with ``--json-before DIR``, a checkout of the commit
    before versions with its own ``make setup``): ``bench/json_ingest.py`` of that checkout and
    of this one, each with its own ``.venv``, alternating, ``--json-rounds`` rounds each; the
-   end-to-end medians are compared. The older checkout has no full-text index, so the target
-   holds it against this one's run with ``[search] enabled = false``; the run with the index
-   is printed beside it.
+   end-to-end medians are compared. The older checkout has no full-text index, so this one
+   runs with ``[search] enabled = false`` (``--search off``: one server per run on both
+   sides; the index's own cost is ``bench/json_ingest.py``'s target). Dirty pages are
+   written out (``sync``) before each run, so neither side pays the other's writeback.
 
 Beside each wall time the table shows the ``telha serve`` process's CPU seconds (user +
 system, ``/proc/PID/stat``) over the same span: less moved by other work on a shared machine.
@@ -383,10 +384,11 @@ _E2E = re.compile(r"\|\s*end to end \(REST[^|]*\|\s*([0-9.]+)\s*\|")
 _E2E_OFF = re.compile(r"\|\s*end to end, search disabled\s*\|\s*([0-9.]+)\s*\|")
 
 
-def json_ingest_ms(checkout: Path, *args: str) -> tuple[float, float | None]:
+def json_ingest_ms(checkout: Path, *args: str) -> float:
     """One run of ``checkout``'s ``bench/json_ingest.py`` (with ``args``) with its own
-    ``.venv``: the median end-to-end ms it prints, and the same with ``[search] enabled =
-    false`` (``None`` for a checkout without the full-text index)."""
+    ``.venv``: the median end-to-end ms it prints (``[search] enabled = false``'s row when
+    there is one: the checkout before versions has no full-text index)."""
+    os.sync()  # the run before's writeback is not this run's cost
     proc = subprocess.run(
         [str(checkout / ".venv/bin/python"), str(checkout / "bench/json_ingest.py"), *args],
         cwd=checkout,
@@ -395,31 +397,25 @@ def json_ingest_ms(checkout: Path, *args: str) -> tuple[float, float | None]:
         timeout=900,
         check=False,
     )
-    found = _E2E.search(proc.stdout)
+    found = _E2E_OFF.search(proc.stdout) or _E2E.search(proc.stdout)
     if proc.returncode != 0 or found is None:
         raise RuntimeError(
             f"{checkout}/bench/json_ingest.py: {proc.returncode} {proc.stderr[-800:]}"
         )
-    off = _E2E_OFF.search(proc.stdout)
-    return float(found.group(1)), None if off is None else float(off.group(1))
+    return float(found.group(1))
 
 
-def run_json(before: Path, rounds: int) -> tuple[list[float], list[float], list[float]]:
-    """``rounds`` alternating runs before, after; the end-to-end ms of each: before, after
-    with the full-text index, after without it (the before checkout has no index)."""
+def run_json(before: Path, rounds: int) -> tuple[list[float], list[float]]:
+    """``rounds`` runs of each side, the one going first switching every round; the
+    end-to-end ms of each run: before, after (search disabled, like before)."""
     old: list[float] = []
     new: list[float] = []
-    new_off: list[float] = []
     for r in range(rounds):
-        old.append(json_ingest_ms(before)[0])
-        on, off = json_ingest_ms(ROOT, "--rounds", "1")  # one server run per path, as before
-        new.append(on)
-        new_off.append(on if off is None else off)
-        print(
-            f"json_ingest round {r + 1}: before {old[-1]:.1f} ms, after {on:.1f} ms"
-            f" (search disabled {new_off[-1]:.1f} ms)"
-        )
-    return old, new, new_off
+        sides = [(old, before, ()), (new, ROOT, ("--rounds", "1", "--search", "off"))]
+        for into, checkout, args in sides if r % 2 == 0 else sides[::-1]:
+            into.append(json_ingest_ms(checkout, *args))
+        print(f"json_ingest round {r + 1}: before {old[-1]:.1f} ms, after {new[-1]:.1f} ms")
+    return old, new
 
 
 # -- report ------------------------------------------------------------------------------------
@@ -507,23 +503,16 @@ def _json(args: argparse.Namespace) -> tuple[list[str], list[bool]]:
     """Run json_ingest before and after, alternating; its table rows and verdict.
 
     The target compares like with like: the checkout before versions has no full-text index,
-    so its figure is held against this one's with ``[search] enabled = false``. The row with
-    the index is printed beside it; the index's own cost has its target in
-    ``bench/json_ingest.py`` (at most 15 %)."""
-    old, new, new_off = run_json(args.json_before, args.json_rounds)
-    before = statistics.median(old)
-    after, after_off = statistics.median(new), statistics.median(new_off)
-    ratio, ratio_on = after_off / before, after / before
-    print(
-        f"json_ingest end to end ms: before {_runs(old, '{:.1f}')}; after {_runs(new, '{:.1f}')};"
-        f" after, search disabled {_runs(new_off, '{:.1f}')}"
-    )
+    so its figure is held against this one's with ``[search] enabled = false``; the index's
+    own cost has its target in ``bench/json_ingest.py`` (at most 15 %)."""
+    old, new = run_json(args.json_before, args.json_rounds)
+    before, after = statistics.median(old), statistics.median(new)
+    ratio = after / before
+    print(f"json_ingest end to end ms: before {_runs(old, '{:.1f}')}; after {_runs(new, '{:.1f}')}")
     rows = [
         f"| json_ingest end to end, search disabled (median of {args.json_rounds}) |"
-        f" {before:.1f} ms | {after_off:.1f} ms | {ratio:.2f} | | <= {TARGET_JSON_RATIO:g} |"
+        f" {before:.1f} ms | {after:.1f} ms | {ratio:.2f} | | <= {TARGET_JSON_RATIO:g} |"
         f" {_verdict(ratio <= TARGET_JSON_RATIO)} |",
-        f"| json_ingest end to end, search enabled (median of {args.json_rounds}) |"
-        f" {before:.1f} ms | {after:.1f} ms | {ratio_on:.2f} | | (index: json_ingest.py) | |",
     ]
     return rows, [ratio <= TARGET_JSON_RATIO]
 

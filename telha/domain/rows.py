@@ -95,7 +95,6 @@ def _ladder(
 def _kind(
     node: NodeOut,
     nid: bytes,
-    previous: bytes | None,
     labels_json: str,
     existing: Existing,
     before: dict[bytes, tuple[str, bytes, int | None, int | None]],
@@ -103,13 +102,12 @@ def _kind(
     source_id: bytes,
 ) -> str:
     """What a node's row is to its version: ``added``, ``changed`` or ``unchanged`` (a row
-    is written), or ``skip`` / ``skip unchanged`` (no row; :func:`_ladder`). ``previous``:
-    the previous version's id the node took, if any."""
+    is written), or ``skip`` / ``skip unchanged`` (no row; :func:`_ladder`), for a node
+    with a worker-supplied id or one whose ``nid`` is the previous version's id it took
+    (any other node is ``added``: :func:`build_rows` does not call this for it)."""
     content = (labels_json, node.properties_json, node.valid_from, node.valid_to)
     if node.node_id is not None:
         return _ladder(existing.get(nid), content, tx, source_id, nid)
-    if previous is None:
-        return "added"
     return "unchanged" if before.get(nid) == content else "changed"
 
 
@@ -207,7 +205,10 @@ def build_rows(
             root = nid
         for i in refs:
             linked[span_keys[i]].append(nid)
-        kind = _kind(node, nid, previous, labels_json, existing, before, tx, source_id)
+        if node.node_id is None and previous is None:
+            kind = "added"  # a new node: most of a first version's, so no call
+        else:
+            kind = _kind(node, nid, labels_json, existing, before, tx, source_id)
         if kind.startswith("skip"):
             if kind == "skip unchanged":
                 counts["unchanged"] += 1

@@ -109,6 +109,14 @@ class _StoredKeys:
         return stored_key(part, bytes(props), _decode(prov), text)
 
 
+def _in_key_index(tx: Tx, column: str = "match_key") -> str:
+    """The condition, `` AND …``, that lets SQLite's planner use ``nodes_by_key`` for a probe
+    of ``column``: that index leaves out the rows whose keys were deferred (``DEFERRED``, most
+    of a first version's), and SQLite uses a partial index only when a query states its
+    condition. Empty on PostgreSQL, whose key index holds every row."""
+    return "" if tx.postgres else f" AND {column} IS NOT x''"
+
+
 async def _deferred_keys(
     tx: Tx, sid: int, source_id: bytes, rows: list[tuple[bytes, int, str, bytes, bytes]]
 ) -> dict[tuple[bytes, int], bytes]:
@@ -186,7 +194,7 @@ async def match(
         step = len(wanted) if tx.postgres else _IN_BATCH
         for i in range(0, len(wanted), step):
             cond, params = tx.any("match_key", wanted[i : i + step], "bytea")
-            sql = f"SELECT {cols} FROM nodes WHERE {current} AND {cond}"
+            sql = f"SELECT {cols} FROM nodes WHERE {current} AND {cond}{_in_key_index(tx)}"
             for key, node_id, tx_from, labels, props, vfrom, vto in await tx.fetchall(
                 sql, sid, source_id, *params
             ):
@@ -365,7 +373,8 @@ async def publish(
         # Earlier versions of the nodes this version wrote again: matched ids and worker
         # ids. A source without an earlier version has nothing matched, so only its worker
         # ids (the rows without a match key, found through nodes_by_key) are looked at.
-        only_worker_ids = "" if earlier else " AND w.match_key IS NULL"
+        worker_ids = f" AND w.match_key IS NULL{_in_key_index(tx, 'w.match_key')}"
+        only_worker_ids = "" if earlier else worker_ids
         await tx.execute(
             "UPDATE nodes SET tx_to = ? WHERE scope_id = ? AND tx_to IS NULL AND tx_from < ?"
             " AND node_id IN (SELECT w.node_id FROM nodes w WHERE w.scope_id = ?"
