@@ -9,6 +9,7 @@ import os
 from collections.abc import AsyncIterator
 from typing import Any
 
+import anyio
 import pytest
 
 import web_worker
@@ -16,6 +17,7 @@ from tests.conftest import CORPUS
 from tests.support.site import serve_site
 from web_worker import requests
 from web_worker.fetch import FetchedFile, FetchedPage, fetch
+from web_worker.links import origin_of
 from web_worker.options import parse_options
 from web_worker.proxy import guard
 from workers_common import CorruptInput, UnsupportedFeature
@@ -130,3 +132,43 @@ async def test_default_denies_loopback_and_a_name_entry_does_not_allow_it(
         async with _worker(monkeypatch, allowed_hosts="127.0.0.0/8") as process:
             page = await fetch(process.host, url, parse_options({}))
             assert isinstance(page, FetchedPage) and page.blocked_requests == 0
+
+
+async def _most_contexts_at_once(process: Any, urls: list[str]) -> int:
+    """Fetch ``urls`` at once, each through its origin's turn (as ``handle`` does), and
+    return the most browser contexts open at the same time (polled every 5 ms)."""
+    browser = await process.host.browser()
+    most = 0
+    done = anyio.Event()
+
+    async def watch() -> None:
+        nonlocal most
+        while not done.is_set():
+            most = max(most, len(browser.contexts))
+            await anyio.sleep(0.005)
+
+    async def one(url: str) -> None:
+        page = await fetch(
+            process.host, url, parse_options({}), lambda: process.gate.turn(origin_of(url), 0)
+        )
+        assert isinstance(page, FetchedPage) and page.status == 200
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(watch)
+        async with anyio.create_task_group() as fetches:
+            for url in urls:
+                fetches.start_soon(one, url)
+        done.set()
+    return most
+
+
+async def test_one_origin_has_one_page_in_the_browser_at_a_time(process: Any) -> None:
+    """The origin's turn covers a fetch's whole browser work (context to close): two pages
+    of one origin never share the browser, while two origins' pages do (docs/formats.md,
+    "Web pages")."""
+    with serve_site() as site, serve_site() as other:
+        slow = "<title>T</title><p>slow</p>"
+        one_origin = [site.page(f"/s{i}.html", slow, delay_s=0.3) for i in range(2)]
+        two_origins = [site.url("/s0.html"), other.page("/s0.html", slow, delay_s=0.3)]
+        assert await _most_contexts_at_once(process, one_origin) == 1
+        assert await _most_contexts_at_once(process, two_origins) == 2

@@ -218,13 +218,14 @@ async def fetch(
     options: WebOptions,
     turn: Callable[[], AbstractAsyncContextManager[None]] = contextlib.nullcontext,
 ) -> FetchedPage | FetchedFile:
-    """Fetch ``url`` in a fresh context (closed before this returns or raises). The context
-    and its page are made first; ``turn()`` (the origin's politeness gate) is held while the
-    origin is being fetched — the navigation, ``options.wait_for``, a non-HTML re-fetch — and
-    released before the rendered HTML is read from the browser, so the next page of the
-    origin can load meanwhile. ``options.timeout_s`` bounds the two parts together, and
-    separately making the page (time waiting for the turn does not count; starting the
-    browser is bounded by Playwright's own launch timeout).
+    """Fetch ``url`` in a fresh context (closed before this returns or raises), all of it
+    inside ``turn()`` (the origin's politeness gate): making the context and its page, the
+    navigation, ``options.wait_for``, a non-HTML re-fetch, reading the rendered HTML and
+    closing the context. So two pages of one origin never share the browser: on a machine
+    whose cores one page's load already keeps busy, overlapping two cost Chromium ~45 % more
+    CPU per page (bench/RESULTS.md, "E-mail, code and web"). ``options.timeout_s`` bounds
+    loading and reading together, and separately making the page (time waiting for the turn
+    does not count; starting the browser is bounded by Playwright's own launch timeout).
 
     :raises UnsupportedFeature: ``host_not_allowed`` (the URL or a redirect hop refused,
         :mod:`web_worker.destinations`), ``auth_required`` (401/403).
@@ -237,14 +238,17 @@ async def fetch(
     if why is not None:
         raise _refused(url, why)
     try:
-        async with guard(host.settings.destinations) as proxy, host.context(proxy.url) as ctx:
+        async with (
+            turn(),
+            guard(host.settings.destinations) as proxy,
+            host.context(proxy.url) as ctx,
+        ):
             with anyio.fail_after(options.timeout_s + 1):
                 page = await ctx.new_page()
-            async with turn():
-                # One budget for loading and reading, started once the turn is ours.
-                deadline = anyio.current_time() + options.timeout_s + 1
-                with anyio.fail_after(options.timeout_s + 1):
-                    loaded = await _load(ctx, page, url, options, host.settings, proxy)
+            # One budget for loading and reading.
+            deadline = anyio.current_time() + options.timeout_s + 1
+            with anyio.fail_after(options.timeout_s + 1):
+                loaded = await _load(ctx, page, url, options, host.settings, proxy)
             if isinstance(loaded, FetchedFile):
                 return loaded
             with anyio.fail_after(max(0.0, deadline - anyio.current_time())):

@@ -1,9 +1,10 @@
 """Per-origin politeness of one worker process (docs/formats.md): at most one fetch per
 origin at a time, and at least ``delay_s`` seconds between the end of one fetch of an origin
-and the start of the next. A fetch holds its turn while it talks to the origin: the
-navigation (until ``wait_until``), ``wait_for``, a non-HTML re-fetch (browser set-up, reading
-the rendered HTML from the browser and the projection happen outside it). Other origins are
-not held up. Remote worker processes do not coordinate: each keeps its own gate.
+and the start of the next. A fetch holds its turn for its whole browser work: the context
+and page made, the navigation (until ``wait_until``), ``wait_for``, a non-HTML re-fetch, the
+rendered HTML read and the context closed (the projection happens outside it), so one origin
+has at most one page in the browser. Other origins are not held up. Remote worker processes
+do not coordinate: each keeps its own gate.
 """
 
 from __future__ import annotations
