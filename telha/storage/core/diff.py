@@ -10,10 +10,12 @@ two versions compare row against row by node id: ``added`` are ids only in ``to`
 counted, not listed. Provenance is not compared: an unchanged node's spans point into its
 own version's text.
 
-On SQLite a page walks the ids of ``to`` and of ``from`` in order through
-``nodes_by_version`` (``(scope_id, source_id, tx_from)``, whose entries end with the node
-id) with one primary-key probe into the other version per row, and stops at ``limit``: a
-page costs what it lists plus the unchanged ids it skips. On PostgreSQL a page groups both
+On SQLite a page walks the ids of ``to`` and of ``from`` in order, each version in its two
+halves (:mod:`telha.storage.core.version_rows`: open rows through ``nodes_by_source``,
+closed ones through ``closed_nodes_by_version``; both index entries end with the node id),
+with one primary-key probe into the other version per row, and stops at ``limit``: a page
+costs what it lists plus the unchanged ids it skips, and an open half also skips the
+source's open rows of other versions. On PostgreSQL a page groups both
 versions' rows by node id in one scan of ``nodes_by_source_tx``, with no join: its planner,
 on statistics not yet refreshed after a large version is written, would probe one
 version's rows once per row of the other (quadratic) for the anti-join. ``unchanged`` is
@@ -31,26 +33,30 @@ from telha.storage.core.engine import EngineOps
 from telha.storage.core.publish import latest_published
 from telha.storage.core.reads import NODE_COLS
 from telha.storage.core.tx import Tx
+from telha.storage.core.version_rows import version_halves
 
 __all__ = ["DiffOps", "VersionDiff", "version_diff"]
 
 #: Stands for "no version" as ``from``: no node row has this tx.
 _NOTHING = -1
 
-#: One page of ids that differ, in id order: the ``to`` rows with no equal ``from`` row
-#: (added or changed), then the ``from`` rows with no ``to`` row (removed).
-_PAGE = (
+#: The ``to`` rows (one half of them: ``{half}``) with no equal ``from`` row: added or
+#: changed. Parameters: scope, source, to, after, from.
+_ADDED_OR_CHANGED = (
     "SELECT t.node_id FROM nodes t WHERE t.scope_id = ? AND t.source_id = ? AND t.tx_from = ?"
-    " AND NOT t.erased AND t.node_id > ? AND NOT EXISTS (SELECT 1 FROM nodes f"
+    "{half} AND NOT t.erased AND t.node_id > ? AND NOT EXISTS (SELECT 1 FROM nodes f"
     " WHERE f.scope_id = t.scope_id AND f.node_id = t.node_id AND f.tx_from = ?"
     " AND f.source_id = t.source_id AND NOT f.erased AND f.labels = t.labels"
     " AND f.properties = t.properties)"
-    " UNION ALL "
+)
+
+#: The ``from`` rows (one half) with no ``to`` row: removed. Parameters: scope, source,
+#: from, after, to.
+_REMOVED = (
     "SELECT f.node_id FROM nodes f WHERE f.scope_id = ? AND f.source_id = ? AND f.tx_from = ?"
-    " AND NOT f.erased AND f.node_id > ? AND NOT EXISTS (SELECT 1 FROM nodes t"
+    "{half} AND NOT f.erased AND f.node_id > ? AND NOT EXISTS (SELECT 1 FROM nodes t"
     " WHERE t.scope_id = f.scope_id AND t.node_id = f.node_id AND t.tx_from = ?"
     " AND t.source_id = f.source_id AND NOT t.erased)"
-    " ORDER BY 1 LIMIT ?"
 )
 
 #: The same page by grouping both versions' rows by node id (PostgreSQL): one index scan,
@@ -68,10 +74,11 @@ _UNCHANGED_GROUPED = (
     " AND count(DISTINCT labels) = 1 AND count(DISTINCT properties) = 1) u"
 )
 
+#: Parameters: from, scope, source, to.
 _UNCHANGED = (
     "SELECT count(*) FROM nodes t JOIN nodes f ON f.scope_id = t.scope_id"
     " AND f.node_id = t.node_id AND f.tx_from = ? AND f.source_id = t.source_id"
-    " WHERE t.scope_id = ? AND t.source_id = ? AND t.tx_from = ? AND NOT t.erased"
+    " WHERE t.scope_id = ? AND t.source_id = ? AND t.tx_from = ?{half} AND NOT t.erased"
     " AND NOT f.erased AND f.labels = t.labels AND f.properties = t.properties"
 )
 
@@ -163,11 +170,16 @@ async def version_diff(
     if tx.postgres:
         page = await tx.fetchall(_PAGE_GROUPED, sid, source_id, old, picked_to, start, limit + 1)
     else:
+        # One merge of id-ordered walks, each through an index (version_rows): both halves
+        # of ``to`` for added/changed ids, both halves of ``from`` for removed ones.
+        halves = version_halves(tx, "t"), version_halves(tx, "f")
+        arms = [_ADDED_OR_CHANGED.format(half=h) for h in halves[0]]
+        arms += [_REMOVED.format(half=h) for h in halves[1]]
+        bound = [(sid, source_id, picked_to, start, old)] * len(halves[0])
+        bound += [(sid, source_id, old, start, picked_to)] * len(halves[1])
         page = await tx.fetchall(
-            _PAGE,
-            sid, source_id, picked_to, start, old,
-            sid, source_id, old, start, picked_to,
-            limit + 1,
+            " UNION ALL ".join(arms) + " ORDER BY 1 LIMIT ?",
+            *(p for arm in bound for p in arm), limit + 1,
         )  # fmt: skip
     ids = [r[0] for r in page]
     more = len(ids) > limit
@@ -194,12 +206,18 @@ async def version_diff(
         elif was is not None:
             removed.append(was)
     if tx.postgres:
-        count = await tx.fetchone(_UNCHANGED_GROUPED, sid, source_id, old, picked_to)
+        counted = await tx.fetchone(_UNCHANGED_GROUPED, sid, source_id, old, picked_to)
+        unchanged = int(counted[0]) if counted else 0
     else:
-        count = await tx.fetchone(_UNCHANGED, old, sid, source_id, picked_to)
+        unchanged = 0
+        for half in version_halves(tx, "t"):
+            counted = await tx.fetchone(
+                _UNCHANGED.format(half=half), old, sid, source_id, picked_to
+            )
+            unchanged += int(counted[0]) if counted else 0
     return VersionDiff(
         picked_from, picked_to, added, removed, changed,
-        int(count[0]) if count is not None else 0, ids[-1] if more else None,
+        unchanged, ids[-1] if more else None,
     )  # fmt: skip
 
 

@@ -56,6 +56,7 @@ from telha.storage.core.jobs import (
 from telha.storage.core.search_index import drop_stale, purge_erased, sync_source
 from telha.storage.core.sources import note_versions
 from telha.storage.core.tx import Tx
+from telha.storage.core.version_rows import version_halves
 
 __all__ = [
     "ErasureOps",
@@ -174,11 +175,15 @@ async def erasure_preview(
     names = await source_names(tx, sid, sorted({s for s, _ in targets}))
     out = []
     for s, t in targets:
-        row = await tx.fetchone(
-            "SELECT count(*) FROM nodes WHERE scope_id = ? AND source_id = ? AND tx_from = ?",
-            sid, s, t,
-        )  # fmt: skip
-        out.append(PreviewVersion(s, t, names.get(s, ""), int(row[0]) if row else 0))
+        count = 0
+        for half in version_halves(tx):
+            row = await tx.fetchone(
+                "SELECT count(*) FROM nodes WHERE scope_id = ? AND source_id = ? AND tx_from = ?"
+                + half,
+                sid, s, t,
+            )  # fmt: skip
+            count += int(row[0]) if row else 0
+        out.append(PreviewVersion(s, t, names.get(s, ""), count))
     return out
 
 
@@ -387,12 +392,14 @@ async def _nodes(tx: Tx, sid: int, job_id: bytes, p: ErasePayload, now: int) -> 
     txs = sorted({t for _, t in erased})
     by_source, sparams = tx.any("source_id", sorted({s for s, _ in erased}), "bytea")
     by_tx, tparams = tx.any("tx_from", txs, "bigint")
-    written = await tx.fetchall(
-        "SELECT node_id, source_id, tx_from FROM nodes"
-        f" WHERE scope_id = ? AND {by_source} AND {by_tx}",
-        sid, *sparams, *tparams,
-    )  # fmt: skip
-    touched = {n for n, s, t in written if (s, t) in erased}
+    touched: set[bytes] = set()
+    for half in version_halves(tx):
+        written = await tx.fetchall(
+            "SELECT node_id, source_id, tx_from FROM nodes"
+            f" WHERE scope_id = ? AND {by_source} AND {by_tx}{half}",
+            sid, *sparams, *tparams,
+        )  # fmt: skip
+        touched.update(n for n, s, t in written if (s, t) in erased)
     version = "source_id = ? AND source_version_tx = ?"
     for s, t in sorted(erased):
         async for *_, linked in _span_rows(tx, sid, version, s, t):

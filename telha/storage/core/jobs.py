@@ -48,6 +48,7 @@ from telha.storage.core.job_reads import (
 from telha.storage.core.quotas import hold_pending
 from telha.storage.core.sources import note_job
 from telha.storage.core.tx import Rollback, Tx
+from telha.storage.core.version_rows import version_halves
 
 __all__ = [
     "JOB_COLS",
@@ -244,10 +245,12 @@ async def abandon_stream(tx: Tx, job_id: bytes, now_us: int, blob: bytes | None)
         " WHERE scope_id = ? AND tx_to = ? AND tx_from <> ?",
         tx_pin, sid, tx_pin, tx_pin,
     )  # fmt: skip
-    await tx.execute(
-        "UPDATE nodes SET tx_to = tx_from WHERE scope_id = ? AND source_id = ? AND tx_from = ?",
-        sid, source_id, tx_pin,
-    )  # fmt: skip
+    for half in version_halves(tx):
+        await tx.execute(
+            "UPDATE nodes SET tx_to = tx_from WHERE scope_id = ? AND source_id = ? AND tx_from = ?"
+            + half,
+            sid, source_id, tx_pin,
+        )  # fmt: skip
     await tx.execute(
         "UPDATE edges SET tx_to = tx_from WHERE scope_id = ? AND tx_from = ? AND tx_to IS NULL",
         sid, tx_pin,

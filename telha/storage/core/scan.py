@@ -248,7 +248,7 @@ class Scan:
     async def open_rows_at(self, keys: Sequence[tuple[int, bytes, int]]) -> list[ScanOpenRows]:
         """How many open node and edge rows each version ``(scope, source_id, tx)`` wrote."""
         select = (
-            f"SELECT k.a, k.b, k.c, (SELECT count(*) FROM nodes n{self._by('nodes_by_version')}"
+            f"SELECT k.a, k.b, k.c, (SELECT count(*) FROM nodes n{self._by('nodes_by_source')}"
             " WHERE n.scope_id = k.a AND n.source_id = k.b AND n.tx_from = k.c"
             f" AND n.tx_to IS NULL), (SELECT count(*) FROM edges e{self._by('edges_by_tx')}"
             " WHERE e.scope_id = k.a AND e.source_id = k.b AND e.tx_from = k.c"

@@ -61,6 +61,7 @@ from telha.storage.core.jobs import (
 from telha.storage.core.members import after_publish
 from telha.storage.core.publish import keep_edges, match, publish
 from telha.storage.core.tx import Tx
+from telha.storage.core.version_rows import version_halves
 from telha.storage.core.versions import current_nodes, insert_version, rows_at_next_tx
 
 __all__ = ["StreamOps", "apply_stream_part", "purge_stream", "stream_base"]
@@ -144,7 +145,10 @@ async def purge_stream(tx: Tx, sid: int, source_id: bytes, tx_pin: int) -> None:
         "DELETE FROM span_rows WHERE scope_id = ? AND source_id = ? AND source_version_tx = ?",
         *key,
     )
-    await tx.execute("DELETE FROM nodes WHERE scope_id = ? AND source_id = ? AND tx_from = ?", *key)
+    for half in version_halves(tx):
+        await tx.execute(
+            f"DELETE FROM nodes WHERE scope_id = ? AND source_id = ? AND tx_from = ?{half}", *key
+        )
     for table, col in (("node_labels", "tx_from"), ("edges", "tx_from"), ("ambiguities", "tx")):
         await tx.execute(f"DELETE FROM {table} WHERE scope_id = ? AND {col} = ?", sid, tx_pin)
 

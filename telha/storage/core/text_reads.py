@@ -24,6 +24,7 @@ from telha.domain.units import Counts, counts
 from telha.storage.core.engine import EngineOps
 from telha.storage.core.reads import blob_range, version_at
 from telha.storage.core.tx import Tx
+from telha.storage.core.version_rows import version_halves
 
 __all__ = ["ChunkInputs", "TextReadOps", "TextWindow", "chunk_inputs", "text_window"]
 
@@ -104,13 +105,17 @@ async def chunk_inputs(
         ChunkSpan(s, e, k, tuple(ids[i : i + 16] for i in range(0, len(ids), 16)))
         for s, e, k, ids in span_rows
     ]
-    node_rows = await tx.fetchall(
-        "SELECT node_id, labels, properties FROM nodes"
-        " WHERE scope_id = ? AND source_id = ? AND tx_from = ?",
-        sid,
-        source_id,
-        at,
-    )
+    node_rows = [
+        row
+        for half in version_halves(tx)
+        for row in await tx.fetchall(
+            "SELECT node_id, labels, properties FROM nodes"
+            f" WHERE scope_id = ? AND source_id = ? AND tx_from = ?{half}",
+            sid,
+            source_id,
+            at,
+        )
+    ]
     nodes: dict[bytes, ChunkNode] = {}
     for node_id, labels, props in node_rows:
         try:
