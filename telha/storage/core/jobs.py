@@ -245,7 +245,8 @@ async def abandon_stream(tx: Tx, job_id: bytes, now_us: int, blob: bytes | None)
         " WHERE scope_id = ? AND tx_to = ? AND tx_from <> ?",
         tx_pin, sid, tx_pin, tx_pin,
     )  # fmt: skip
-    for half in version_halves(tx):
+    # The closed half first: the open half's rows, once closed, would match it too.
+    for half in reversed(version_halves(tx)):
         await tx.execute(
             "UPDATE nodes SET tx_to = tx_from WHERE scope_id = ? AND source_id = ? AND tx_from = ?"
             + half,

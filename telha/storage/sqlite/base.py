@@ -199,11 +199,12 @@ class SqliteBase(EngineOps):
         return conn
 
     async def _max_tx(self) -> int:
+        """The latest transaction time (µs) any stored row carries: the clock starts after
+        it. Node rows are read in one pass (no index holds ``tx_to``)."""
         assert self._writer is not None
         sql = (
             "SELECT max(coalesce((SELECT max(tx) FROM source_versions), 0),"
-            " coalesce((SELECT max(tx_from) FROM nodes), 0),"
-            " coalesce((SELECT max(tx_to) FROM nodes), 0),"
+            " coalesce((SELECT max(max(tx_from, coalesce(tx_to, 0))) FROM nodes), 0),"
             " coalesce((SELECT max(tx_from) FROM edges), 0))"
         )
         async with self._writer.execute(sql) as cur:
