@@ -8,41 +8,24 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-import msgspec
 import pytest
 
 from telha.domain.ids import content_hash
 from telha.domain.model import Dedup, LeaseRef, NewJob, NewVersion, Scope, StreamPart
-from telha.domain.projection import NodeOut, Projection, SpanOut
+from telha.domain.projection import Projection
 from tests.support.stores import fresh_store
+from tests.support.word_store import index_entries, word_projection
 
 pytestmark = pytest.mark.anyio
 
 SCOPE = Scope("t", "o")
 NOW = 1_000_000_000_000
 SOURCE = b"s" * 16
-WORKER_ID = b"W" * 16
 
 
 def _proj(words: list[str]) -> Projection:
     """One PARA node per word (no id: matched by key) and one node with a worker id."""
-    text = " ".join(words).encode()
-    spans, start = [], 0
-    for w in words:
-        spans.append(SpanOut(start, start + len(w), "body"))
-        start += len(w) + 1
-    nodes = [NodeOut(("PARA",), b"{}", (i,)) for i in range(len(words))]
-    nodes.append(NodeOut(("FILE",), msgspec.json.encode({"n": 1}), (0,), WORKER_ID))
-    return Projection(text, spans, nodes)
-
-
-def _key_index_entries(db: Path) -> int:
-    """Entries in ``nodes_by_key`` (its leaf cells, read from ``dbstat``)."""
-    with sqlite3.connect(db) as conn:
-        row = conn.execute(
-            "SELECT sum(ncell) FROM dbstat WHERE name = 'nodes_by_key' AND pagetype = 'leaf'"
-        ).fetchone()
-    return int(row[0] or 0)
+    return word_projection(words, "PARA")
 
 
 async def test_first_version_stays_out_of_the_key_index_and_probes_use_it(
@@ -60,7 +43,7 @@ async def test_first_version_stays_out_of_the_key_index_and_probes_use_it(
         )
         assert out.source_version_tx is not None
         # Four rows written; only the worker id's (no key) is in the index.
-        assert _key_index_entries(db) == 1
+        assert index_entries(db, "nodes_by_key") == 1
         # A stream of the same source writes the deferred keys at its first part and probes
         # the previous version's rows by key: they match, and keep their ids.
         job = NewJob(b"j" * 16, "ingest:text", "text", SOURCE, b"v2", b'{"name":"a.txt"}')
@@ -76,7 +59,7 @@ async def test_first_version_stays_out_of_the_key_index_and_probes_use_it(
         assert done.finalized
         assert done.node_ids[:2] == out.node_ids[:2] and done.node_ids[2] != out.node_ids[2]
         await writer._execute(writer._conn.set_trace_callback, None)
-    assert _key_index_entries(db) > 1  # the keyed rows are in it now
+    assert index_entries(db, "nodes_by_key") > 1  # the keyed rows are in it now
     by_key = [
         s for s in statements
         if "match_key IN (" in s or "w.match_key IS NULL" in s

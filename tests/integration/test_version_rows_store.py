@@ -14,40 +14,24 @@ import pytest
 
 from telha.domain.ids import content_hash
 from telha.domain.model import Dedup, NewVersion, Scope
-from telha.domain.projection import NodeOut, Projection, SpanOut
+from telha.domain.projection import Projection
 from tests.support.stores import fresh_store
+from tests.support.word_store import index_entries, word_projection
 
 pytestmark = pytest.mark.anyio
 
 SCOPE = Scope("t", "o")
 SOURCE = b"s" * 16
-WORKER_ID = b"W" * 16
 SECTION = msgspec.json.encode({"level": 1})
 
 
 def _proj(words: list[str]) -> Projection:
     """One SECTION node per word (no id: matched by key) and one node with a worker id."""
-    text = " ".join(words).encode()
-    spans, start = [], 0
-    for w in words:
-        spans.append(SpanOut(start, start + len(w), "body"))
-        start += len(w) + 1
-    nodes = [NodeOut(("SECTION",), SECTION, (i,)) for i in range(len(words))]
-    nodes.append(NodeOut(("FILE",), msgspec.json.encode({"n": 1}), (0,), WORKER_ID))
-    return Projection(text, spans, nodes)
+    return word_projection(words, "SECTION", SECTION)
 
 
 def _version(raw: bytes) -> NewVersion:
     return NewVersion(SOURCE, "a.txt", "text", content_hash(raw), len(raw), "w", None)
-
-
-def _entries(db: Path, index: str) -> int:
-    """Entries in ``index`` (its leaf cells, read from ``dbstat``)."""
-    with sqlite3.connect(db) as conn:
-        row = conn.execute(
-            "SELECT sum(ncell) FROM dbstat WHERE name = ? AND pagetype = 'leaf'", (index,)
-        ).fetchone()
-    return int(row[0] or 0)
 
 
 def _closed_rows(db: Path) -> int:
@@ -84,7 +68,7 @@ async def test_a_versions_rows_read_the_same_open_or_closed(tmp_path: Path) -> N
             SCOPE, _version(b"v1"), _proj(["alpha", "beta", "gamma"]), dedup=Dedup.NONE
         )
         # The first version's four rows are open: none is in the by-version index.
-        assert _entries(db, "closed_nodes_by_version") == 0
+        assert index_entries(db, "closed_nodes_by_version") == 0
         v2 = await store.commit_version(
             SCOPE, _version(b"v2"), _proj(["alpha", "delta", "gamma", "eps"]), dedup=Dedup.NONE
         )
@@ -92,7 +76,7 @@ async def test_a_versions_rows_read_the_same_open_or_closed(tmp_path: Path) -> N
         t1, t2 = v1.source_version_tx, v2.source_version_tx
         # v2 superseded v1: each of v1's rows is closed, and only those are in the index.
         assert _closed_rows(db) == 4
-        assert _entries(db, "closed_nodes_by_version") == 4
+        assert index_entries(db, "closed_nodes_by_version") == 4
 
         for conn in conns:
             await conn._execute(conn._conn.set_trace_callback, statements.append)
@@ -101,7 +85,7 @@ async def test_a_versions_rows_read_the_same_open_or_closed(tmp_path: Path) -> N
         open_chunks = await store.chunk_inputs(SCOPE, SOURCE, t2)
         # Retiring closes v2's rows: the same reads now find them through the other half.
         await store.retire_source(SCOPE, SOURCE, "test")
-        assert _entries(db, "closed_nodes_by_version") == _closed_rows(db) == 9
+        assert index_entries(db, "closed_nodes_by_version") == _closed_rows(db) == 9
         closed_diff = await _whole_diff(store, t1, t2)
         closed_preview = await store.erasure_preview(SCOPE, SOURCE, t2)
         closed_chunks = await store.chunk_inputs(SCOPE, SOURCE, t2)
