@@ -63,7 +63,7 @@ async def test_a_versions_rows_read_the_same_open_or_closed(tmp_path: Path) -> N
     db = tmp_path / "store.db"
     statements: list[str] = []
     async with fresh_store("sqlite", tmp_path) as store:
-        conns = [store._writer, *store._readers]  # type: ignore[attr-defined]
+        traced = [store._writer, *store._readers]  # type: ignore[attr-defined]
         v1 = await store.commit_version(
             SCOPE, _version(b"v1"), _proj(["alpha", "beta", "gamma"]), dedup=Dedup.NONE
         )
@@ -78,8 +78,8 @@ async def test_a_versions_rows_read_the_same_open_or_closed(tmp_path: Path) -> N
         assert _closed_rows(db) == 4
         assert index_entries(db, "closed_nodes_by_version") == 4
 
-        for conn in conns:
-            await conn._execute(conn._conn.set_trace_callback, statements.append)
+        for c in traced:
+            await c._execute(c._conn.set_trace_callback, statements.append)
         open_diff = await _whole_diff(store, t1, t2)
         open_preview = await store.erasure_preview(SCOPE, SOURCE, t2)
         open_chunks = await store.chunk_inputs(SCOPE, SOURCE, t2)
@@ -89,8 +89,8 @@ async def test_a_versions_rows_read_the_same_open_or_closed(tmp_path: Path) -> N
         closed_diff = await _whole_diff(store, t1, t2)
         closed_preview = await store.erasure_preview(SCOPE, SOURCE, t2)
         closed_chunks = await store.chunk_inputs(SCOPE, SOURCE, t2)
-        for conn in conns:
-            await conn._execute(conn._conn.set_trace_callback, None)
+        for c in traced:
+            await c._execute(c._conn.set_trace_callback, None)
 
     added, removed, changed, unchanged = open_diff
     assert len(added) == 2 and len(removed) == 1 and changed == [] and unchanged == 3
