@@ -223,9 +223,10 @@ async def fetch(
     navigation, ``options.wait_for``, a non-HTML re-fetch, reading the rendered HTML and
     closing the context. So two pages of one origin never share the browser: on a machine
     whose cores one page's load already keeps busy, overlapping two cost Chromium ~45 % more
-    CPU per page (bench/RESULTS.md, "E-mail, code and web"). ``options.timeout_s`` bounds
-    loading and reading together, and separately making the page (time waiting for the turn
-    does not count; starting the browser is bounded by Playwright's own launch timeout).
+    CPU per page (bench/RESULTS.md, "One page of an origin in the browser at a time").
+    ``options.timeout_s`` bounds loading and reading together, and separately making the page
+    (time waiting for the turn does not count; starting the browser is bounded by
+    Playwright's own launch timeout).
 
     :raises UnsupportedFeature: ``host_not_allowed`` (the URL or a redirect hop refused,
         :mod:`web_worker.destinations`), ``auth_required`` (401/403).
