@@ -66,6 +66,10 @@ class VersionRows:
     root: bytes | None = None
 
 
+#: What :func:`_kind` answers.
+_KINDS = ("added", "changed", "unchanged", "skip", "skip unchanged")
+
+
 def _ladder(
     current: tuple[str, bytes, int | None, int | None, int, bytes | None] | None,
     content: tuple[str, bytes, int | None, int | None],
@@ -170,7 +174,7 @@ def build_rows(
     # that wrote it, whose source and tx the row carries (source_id, tx_from).
     span_json = [f"[{sp.start},{sp.end}]".encode() for sp in spans]
     prov_cache: dict[tuple[int, ...], bytes] = {}
-    labels_cache: dict[tuple[str, ...], tuple[str, bool]] = {}
+    labels_cache: dict[tuple[str, ...], str] = {}
     node_ids: list[bytes] = []
     nodes: list[tuple[Any, ...]] = []
     labels: list[tuple[Any, ...]] = []
@@ -184,10 +188,10 @@ def build_rows(
     keys = match.keys if match is not None else [None] * len(proj.nodes)
     taken = match.taken if match is not None else [None] * len(proj.nodes)
     before = match.before if match is not None else {}
-    written: set[int] = set()  # indices of nodes that get a new version row
-    counts = dict.fromkeys(("added", "changed", "unchanged"), 0)
-    for index, node in enumerate(proj.nodes):
-        previous = taken[index]
+    skipped: set[int] = set()  # indices of nodes that get no new version row
+    added = 0  # new nodes
+    ladder = dict.fromkeys(_KINDS, 0)  # the other nodes, by _kind
+    for index, (node, previous, match_key) in enumerate(zip(proj.nodes, taken, keys, strict=True)):
         nid = node.node_id or previous or new_id()
         node_ids.append(nid)
         refs = node.span_refs
@@ -196,28 +200,25 @@ def build_rows(
             prov = b"[" + b",".join([span_json[i] for i in refs]) + b"]"
             prov_cache[refs] = prov
         node_labels = node.labels
-        cached = labels_cache.get(node_labels)
-        if cached is None:
-            encoded = _encode(list(node_labels)).decode()
-            cached = labels_cache[node_labels] = (encoded, is_root(node_labels))
-        labels_json, rooted = cached
-        if rooted and root is None:
-            root = nid
+        labels_json = labels_cache.get(node_labels)
+        if labels_json is None:
+            labels_json = labels_cache[node_labels] = _encode(list(node_labels)).decode()
+            # The first node of a label set is the first root of that set.
+            if root is None and is_root(node_labels):
+                root = nid
         for i in refs:
             linked[span_keys[i]].append(nid)
         if node.node_id is None and previous is None:
-            kind = "added"  # a new node: most of a first version's, so no call
+            added += 1  # a new node: most of a first version's, so no call
         else:
             kind = _kind(node, nid, labels_json, existing, before, tx, source_id)
-        if kind.startswith("skip"):
-            if kind == "skip unchanged":
-                counts["unchanged"] += 1
-            continue
-        counts[kind] += 1
-        written.add(index)
+            ladder[kind] += 1
+            if kind.startswith("skip"):
+                skipped.add(index)
+                continue
         nodes.append(
             (scope_id, nid, tx, labels_json, node.properties_json, prov, source_id,
-             node.valid_from, node.valid_to, keys[index])
+             node.valid_from, node.valid_to, match_key)
         )  # fmt: skip
         for label in node_labels:
             labels.append((scope_id, label, nid, tx))
@@ -230,11 +231,17 @@ def build_rows(
         (scope_id, node_ids[a.node_ref], tx, source_id, a.kind, a.candidates_json,
          a.detector_confidence, a.applied_candidate_confidence, a.severity_hint)
         for a in proj.ambiguities
-        if a.node_ref in written  # an unchanged upserted node keeps its version and ambiguity
+        if a.node_ref not in skipped  # an unchanged upserted node keeps its version and ambiguity
     ]  # fmt: skip
     return VersionRows(
         chunk_rows, nodes, labels, edges, span_rows, ambiguities, node_ids, edge_ids,
-        scope_id, tx, Changes(**counts), root,
+        scope_id, tx,
+        Changes(
+            added + ladder["added"],
+            ladder["changed"],
+            ladder["unchanged"] + ladder["skip unchanged"],  # another source's identical node
+        ),
+        root,
     )  # fmt: skip
 
 

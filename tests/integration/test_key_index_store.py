@@ -69,3 +69,26 @@ async def test_first_version_stays_out_of_the_key_index_and_probes_use_it(
         for sql in by_key:
             plan = " / ".join(row[3] for row in conn.execute(f"EXPLAIN QUERY PLAN {sql}"))
             assert "INDEX nodes_by_key " in plan, (sql, plan)
+
+
+async def test_all_deferred_keys_are_stored_as_the_deferred_key(tmp_path: Path) -> None:
+    """A first version with no worker-supplied id (a JSON batch) has every key deferred:
+    its rows are written with the key as an SQL literal, which must be ``DEFERRED`` itself
+    (x'', out of the index; NULL would put every row in it), and a second version still
+    matches them by key."""
+    db = tmp_path / "store.db"
+    words = ["alpha", "beta", "gamma"]
+    proj = word_projection(words, "PARA")
+    proj.nodes.pop()  # no worker-identified node
+    async with fresh_store("sqlite", tmp_path) as store:
+        v1 = NewVersion(SOURCE, "a.txt", "text", content_hash(b"v1"), 2, "w", None)
+        out = await store.commit_version(SCOPE, v1, proj, dedup=Dedup.NONE)
+        with sqlite3.connect(db) as conn:
+            keys = conn.execute("SELECT DISTINCT quote(match_key) FROM nodes").fetchall()
+        assert keys == [("X''",)]
+        assert index_entries(db, "nodes_by_key") == 0
+        again = word_projection(["alpha", "beta", "delta"], "PARA")
+        again.nodes.pop()
+        v2 = NewVersion(SOURCE, "a.txt", "text", content_hash(b"v2"), 2, "w", None)
+        done = await store.commit_version(SCOPE, v2, again, dedup=Dedup.NONE)
+    assert done.node_ids[:2] == out.node_ids[:2] and done.node_ids[2] != out.node_ids[2]
