@@ -72,7 +72,8 @@ _match_key = itemgetter(9)
 def _keys_deferred(nodes: list[tuple[Any, ...]]) -> bool:
     """Whether every node row's match key (its last column) is ``DEFERRED``: a source's
     first whole version. Its rows are then written with the key as a literal, not a bound
-    parameter (a tenth of a 10,000-row JSON ingest's insert time)."""
+    parameter: about 6 % of a 10,000-row JSON batch's insert time (bench/RESULTS.md,
+    "Deferred keys as a literal")."""
     return set(map(_match_key, nodes)) == {DEFERRED}
 
 
