@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
+from typing import Any
 
 import msgspec
 
@@ -287,6 +288,40 @@ async def keep_edges(tx: Tx, sid: int, source_id: bytes, rows: VersionRows) -> N
         rows.edges = [e for e in rows.edges if e[1] not in kept]
 
 
+async def _close_unsupported(
+    tx: Tx,
+    sid: int,
+    source_id: bytes,
+    before: int,
+    at: int,
+    where: str,
+    params: tuple[Any, ...],
+) -> tuple[int, list[tuple[Any, ...]]]:
+    """Close at ``at`` the source's current node versions written before ``before`` (and
+    matching ``where``, its ``params``) that no other source's current edge touches; the
+    count closed, and the ``(node_id, labels, properties, valid_from, valid_to)`` of the
+    ones such an edge keeps, in id order."""
+    touched = (
+        "SELECT e.source_id FROM edges e WHERE e.scope_id = nodes.scope_id"
+        " AND e.tx_to IS NULL AND e.source_id <> ? AND {end} = nodes.node_id"
+    )
+    supported = " OR ".join(
+        f"EXISTS ({touched.format(end=end)})" for end in ("e.from_id", "e.to_id")
+    )
+    removed = await tx.execute(
+        "UPDATE nodes SET tx_to = ? WHERE scope_id = ? AND source_id = ? AND tx_to IS NULL"
+        f" AND tx_from < ? AND NOT erased{where} AND NOT ({supported})",
+        at, sid, source_id, before, *params, source_id, source_id,
+    )  # fmt: skip
+    kept = await tx.fetchall(
+        "SELECT node_id, labels, properties, valid_from, valid_to FROM nodes WHERE scope_id = ?"
+        f" AND source_id = ? AND tx_to IS NULL AND tx_from < ? AND NOT erased{where}"
+        " ORDER BY node_id",
+        sid, source_id, before, *params,
+    )  # fmt: skip
+    return removed, list(kept)
+
+
 async def _close_dropped(
     tx: Tx, sid: int, source_id: bytes, before: int, at: int, kept_by: int | None = None
 ) -> int:
@@ -301,23 +336,26 @@ async def _close_dropped(
         f" AND tx_from < ?{not_kept}",
         at, sid, source_id, before, *(() if kept_by is None else (kept_by,)),
     )  # fmt: skip
-    touched = (
-        "SELECT e.source_id FROM edges e WHERE e.scope_id = nodes.scope_id"
-        " AND e.tx_to IS NULL AND e.source_id <> ? AND {end} = nodes.node_id"
-    )
-    supported = " OR ".join(
-        f"EXISTS ({touched.format(end=end)})" for end in ("e.from_id", "e.to_id")
-    )
-    removed = await tx.execute(
-        "UPDATE nodes SET tx_to = ? WHERE scope_id = ? AND source_id = ? AND tx_to IS NULL"
-        f" AND tx_from < ? AND NOT erased AND NOT ({supported})",
-        at, sid, source_id, before, source_id, source_id,
-    )  # fmt: skip
-    kept = await tx.fetchall(
-        "SELECT node_id, labels, properties, valid_from, valid_to FROM nodes WHERE scope_id = ?"
-        " AND source_id = ? AND tx_to IS NULL AND tx_from < ? AND NOT erased ORDER BY node_id",
-        sid, source_id, before,
-    )  # fmt: skip
+    if kept_by is None:  # a retire: every open row of the source, in one walk
+        removed, kept = await _close_unsupported(tx, sid, source_id, before, at, "", ())
+    else:
+        # A publish: the source's open rows are mostly the new version's own, so one walk
+        # finds the older ones, and they are closed by id (not by a second and third walk).
+        older = await tx.fetchall(
+            "SELECT node_id FROM nodes WHERE scope_id = ? AND source_id = ? AND tx_to IS NULL"
+            " AND tx_from < ? AND NOT erased ORDER BY node_id",
+            sid, source_id, before,
+        )  # fmt: skip
+        ids = [bytes(r[0]) for r in older]
+        removed, kept = 0, []
+        step = max(len(ids), 1) if tx.postgres else _IN_BATCH
+        for i in range(0, len(ids), step):
+            cond, params = tx.any("node_id", ids[i : i + step], "bytea")
+            n, some = await _close_unsupported(
+                tx, sid, source_id, before, at, f" AND {cond}", params
+            )
+            removed += n
+            kept.extend(some)
     for node_id, labels, props, vfrom, vto in kept:
         edge = await tx.fetchone(
             "SELECT source_id FROM edges WHERE scope_id = ? AND tx_to IS NULL"
