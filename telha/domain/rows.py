@@ -203,7 +203,7 @@ def build_rows(
         labels_json = labels_cache.get(node_labels)
         if labels_json is None:
             labels_json = labels_cache[node_labels] = _encode(list(node_labels)).decode()
-            # The first node of a label set is the first root of that set.
+            # The first node with a root's label set is the first root.
             if root is None and is_root(node_labels):
                 root = nid
         for i in refs:

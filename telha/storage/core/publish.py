@@ -339,8 +339,8 @@ async def _close_dropped(
     if kept_by is None:  # a retire: every open row of the source, in one walk
         removed, kept = await _close_unsupported(tx, sid, source_id, before, at, "", ())
     else:
-        # A publish: the source's open rows are mostly the new version's own, so one walk
-        # finds the older ones, and they are closed by id (not by a second and third walk).
+        # A publish: the source's open rows are mostly the new version's own, so they are
+        # walked once for the older ones, which are then closed and read by id.
         older = await tx.fetchall(
             "SELECT node_id FROM nodes WHERE scope_id = ? AND source_id = ? AND tx_to IS NULL"
             " AND tx_from < ? AND NOT erased ORDER BY node_id",
