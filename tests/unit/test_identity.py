@@ -18,7 +18,7 @@ from telha.domain.identity import (
     match_keys,
     stored_key,
 )
-from telha.domain.projection import NodeOut, Projection, SpanOut
+from telha.domain.projection import AmbiguityOut, NodeOut, Projection, SpanOut
 from telha.domain.rows import Match, build_rows
 
 
@@ -107,6 +107,32 @@ def test_build_rows_counts_and_reuses_matched_ids() -> None:
     assert second.node_ids[3] not in first.node_ids  # "Gamma." is new
     assert (second.changes.added, second.changes.changed, second.changes.unchanged) == (2, 1, 1)
     assert len(second.nodes) == 4 and all(row[2] == 20 for row in second.nodes)
+
+
+def test_worker_ids_follow_the_upsert_ladder_and_a_skipped_node_keeps_its_ambiguity() -> None:
+    """Worker-supplied ids against their current versions: another source's identical node
+    writes no row (counted unchanged) and no ambiguity row (it would name a node version
+    that does not exist); the source's own identical node is written again (unchanged); a
+    changed one is written (changed); an unknown id is added."""
+    other, mine = b"o" * 16, b"s" * 16
+    ids = [b"1" * 16, b"2" * 16, b"3" * 16, b"4" * 16]
+    props = [msgspec.json.encode({"n": i}) for i in range(4)]
+    proj = Projection(
+        b"x",
+        [SpanOut(0, 1, "body")],
+        [NodeOut(("PERSON",), props[i], (0,), ids[i]) for i in range(4)],
+        ambiguities=[AmbiguityOut(i, "date", b"[]", 0.5, 0.5, None) for i in range(4)],
+    )
+    labels = '["PERSON"]'
+    existing = {
+        ids[0]: (labels, props[0], None, None, 5, other),  # another source's, identical
+        ids[1]: (labels, props[1], None, None, 5, mine),  # this source's, identical
+        ids[2]: (labels, b'{"n":-1}', None, None, 5, mine),  # this source's, other content
+    }
+    rows = build_rows(1, mine, 10, b"b" * 16, proj, existing)
+    assert [row[1] for row in rows.nodes] == ids[1:]
+    assert [row[1] for row in rows.ambiguities] == ids[1:]
+    assert (rows.changes.added, rows.changes.changed, rows.changes.unchanged) == (1, 1, 2)
 
 
 def _stored(proj: Projection, index: int) -> bytes | None:

@@ -319,7 +319,7 @@ async def _close_unsupported(
         " ORDER BY node_id",
         sid, source_id, before, *params,
     )  # fmt: skip
-    return removed, list(kept)
+    return removed, kept
 
 
 async def _close_dropped(
