@@ -31,6 +31,7 @@ from telha.domain.projection import NodeOut, Projection
 
 __all__ = [
     "DEFERRED",
+    "INHERITED",
     "ROOT_LABELS",
     "Candidates",
     "assign",
@@ -114,6 +115,13 @@ def match_keys(proj: Projection) -> list[bytes | None]:
 #: version needs them (:func:`stored_key`). Empty, so a version's rows enter the key index in
 #: id order rather than at random places.
 DEFERRED = b""
+
+
+#: The match key a streamed part stores in the row of a node it matched: the node's key is
+#: the one its earlier rows hold (a node keeps its key across versions: it was matched by
+#: it), found through the key index from those rows. One byte: neither a key (16 bytes) nor
+#: :data:`DEFERRED`. The key index leaves it out, so a re-ingest's matched rows add no entry.
+INHERITED = b"\x00"
 
 
 def deferred_keys(proj: Projection) -> list[bytes | None]:

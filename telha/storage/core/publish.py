@@ -16,6 +16,7 @@ publishes superseded: its rows are closed at their own start (visible at no time
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +26,7 @@ from telha.domain.erasure import ERASE_KIND, node_ids
 from telha.domain.errors import Conflict, NotFound
 from telha.domain.identity import (
     DEFERRED,
+    INHERITED,
     Candidates,
     assign,
     deferred_keys,
@@ -113,9 +115,12 @@ class _StoredKeys:
 def _in_key_index(tx: Tx, column: str = "match_key") -> str:
     """The condition, `` AND …``, that lets SQLite's planner use ``nodes_by_key`` for a probe
     of ``column``: that index leaves out the rows whose keys were deferred (``DEFERRED``, most
-    of a first version's), and SQLite uses a partial index only when a query states its
-    condition. Empty on PostgreSQL, whose key index holds every row."""
-    return "" if tx.postgres else f" AND {column} IS NOT x''"
+    of a first version's) or inherited (``INHERITED``, a re-ingested stream's matched rows),
+    and SQLite uses a partial index only when a query states its condition. Empty on
+    PostgreSQL, whose key index holds every row."""
+    if tx.postgres:
+        return ""
+    return f" AND {column} IS NOT x'{DEFERRED.hex()}' AND {column} IS NOT x'{INHERITED.hex()}'"
 
 
 async def _deferred_keys(
@@ -149,6 +154,70 @@ async def _write_deferred_keys(tx: Tx, sid: int, source_id: bytes) -> None:
     )
 
 
+_Probed = tuple[bytes, bytes, int, str, bytes, int | None, int | None]
+
+
+async def _probe(
+    tx: Tx, sid: int, source_id: bytes, keys: list[bytes], at: Callable[[int], bool]
+) -> list[_Probed]:
+    """The source's open, not erased node rows whose match key is one of ``keys`` (sorted)
+    and whose ``tx_from`` ``at`` accepts: ``(match_key, node_id, tx_from, labels JSON,
+    properties JSON, valid_from, valid_to)``, in node-id order.
+
+    Two steps (docs/architecture.md, "Deferred keys"): the key index alone names the nodes
+    (the node id is in its entries: no table row is read), then their rows are read by
+    primary key in node-id order. A version writes its new nodes in id order, so the rows one
+    part of a stream matches sit side by side in the table; read in key order (random) they
+    cost a table page each. A row storing ``INHERITED`` has its node's key, which the node's
+    earlier rows hold in the index."""
+    key_of: dict[bytes, bytes] = {}
+    step = len(keys) if tx.postgres else _IN_BATCH
+    for i in range(0, len(keys), step):
+        cond, params = tx.any("match_key", keys[i : i + step], "bytea")
+        for key, node_id in await tx.fetchall(
+            "SELECT match_key, node_id FROM nodes WHERE scope_id = ? AND source_id = ?"
+            f" AND {cond}{_in_key_index(tx)}",
+            sid, source_id, *params,
+        ):  # fmt: skip
+            key_of[bytes(node_id)] = bytes(key)
+    ids = sorted(key_of)
+    found: list[_Probed] = []
+    step = max(len(ids), 1) if tx.postgres else _IN_BATCH
+    for i in range(0, len(ids), step):
+        cond, params = tx.any("node_id", ids[i : i + step], "bytea")
+        # By primary key (source_id is compared here: a condition on it would plan through
+        # nodes_by_source, one more lookup a row).
+        for node_id, tx_from, source, stored, labels, props, vfrom, vto in await tx.fetchall(
+            "SELECT node_id, tx_from, source_id, match_key, labels, properties, valid_from,"
+            f" valid_to FROM nodes WHERE scope_id = ? AND {cond} AND tx_to IS NULL"
+            " AND NOT erased",
+            sid, *params,
+        ):  # fmt: skip
+            key = key_of[bytes(node_id)]
+            if bytes(source) == source_id and stored in (key, INHERITED) and at(tx_from):
+                found.append((key, node_id, tx_from, labels, props, vfrom, vto))
+    return found
+
+
+async def _inherited_keys(
+    tx: Tx, sid: int, source_id: bytes, ids: list[bytes]
+) -> dict[bytes, bytes]:
+    """The keys of the nodes ``ids`` (sorted) whose current rows store ``INHERITED``: the key
+    their earlier rows hold, read by primary key (each node's rows side by side)."""
+    keys: dict[bytes, bytes] = {}
+    step = max(len(ids), 1) if tx.postgres else _IN_BATCH
+    for i in range(0, len(ids), step):
+        cond, params = tx.any("node_id", ids[i : i + step], "bytea")
+        for node_id, key in await tx.fetchall(
+            f"SELECT node_id, match_key FROM nodes WHERE scope_id = ? AND {cond}"
+            " AND source_id = ?",
+            sid, *params, source_id,
+        ):  # fmt: skip
+            if key is not None and key not in (DEFERRED, INHERITED):
+                keys[bytes(node_id)] = bytes(key)
+    return keys
+
+
 async def match(
     tx: Tx, sid: int, source_id: bytes, pin: int, proj: Projection, *, whole: bool = False
 ) -> Match:
@@ -172,42 +241,46 @@ async def match(
     if not wanted:
         return Match(keys, [None] * n, {})
     hidden = await _unpublished(tx, sid, source_id) - {pin}
-    cols = "match_key, node_id, tx_from, labels, properties, valid_from, valid_to"
-    current = "scope_id = ? AND source_id = ? AND tx_to IS NULL AND NOT erased"
     found: dict[bytes, list[bytes]] = {}
     claimed: set[bytes] = set()
     before: dict[bytes, tuple[str, bytes, int | None, int | None]] = {}
     if whole:
         assert pin == PENDING_TX  # a whole version's rows are built after the match
         rows = await tx.fetchall(
-            f"SELECT {cols}, provenance FROM nodes WHERE {current}", sid, source_id
-        )
+            "SELECT match_key, node_id, tx_from, labels, properties, valid_from, valid_to,"
+            " provenance FROM nodes WHERE scope_id = ? AND source_id = ? AND tx_to IS NULL"
+            " AND NOT erased",
+            sid, source_id,
+        )  # fmt: skip
         keys_of = _StoredKeys(tx, sid, source_id)
+        rows = [r for r in rows if r[2] < pin and r[2] not in hidden]  # none claimed at pin
+        inherited = await _inherited_keys(
+            tx, sid, source_id, sorted(bytes(r[1]) for r in rows if r[0] == INHERITED)
+        )
         for key, node_id, tx_from, labels, props, vfrom, vto, prov in rows:
-            if tx_from >= pin or tx_from in hidden:  # a whole version claims no row at pin
-                continue
             if key == DEFERRED:
                 key = await keys_of.key(tx_from, labels, props, prov)
+            elif key == INHERITED:
+                key = inherited.get(bytes(node_id))
             if key is not None:
                 found.setdefault(key, []).append(node_id)
                 before[node_id] = (labels, bytes(props), vfrom, vto)
     else:
-        step = len(wanted) if tx.postgres else _IN_BATCH
-        for i in range(0, len(wanted), step):
-            cond, params = tx.any("match_key", wanted[i : i + step], "bytea")
-            sql = f"SELECT {cols} FROM nodes WHERE {current} AND {cond}{_in_key_index(tx)}"
-            for key, node_id, tx_from, labels, props, vfrom, vto in await tx.fetchall(
-                sql, sid, source_id, *params
-            ):
-                if tx_from == pin:
-                    claimed.add(node_id)
-                elif tx_from < pin and tx_from not in hidden:
-                    found.setdefault(key, []).append(node_id)
-                    before[node_id] = (labels, bytes(props), vfrom, vto)
+        for key, node_id, tx_from, labels, props, vfrom, vto in await _probe(
+            tx, sid, source_id, wanted, lambda t: t == pin or (t < pin and t not in hidden)
+        ):
+            if tx_from == pin:
+                claimed.add(node_id)
+            else:
+                found.setdefault(key, []).append(node_id)
+                before[node_id] = (labels, bytes(props), vfrom, vto)
     candidates: Candidates = {
         key: deque(sorted(n for n in ids if n not in claimed)) for key, ids in found.items()
     }
-    return Match(keys, assign(keys, candidates), before)
+    taken = assign(keys, candidates)
+    if not whole:  # a matched node's row inherits its key (INHERITED)
+        keys = [k if t is None else INHERITED for k, t in zip(keys, taken, strict=True)]
+    return Match(keys, taken, before)
 
 
 async def _close_own(tx: Tx, sid: int, source_id: bytes, pin: int) -> None:
