@@ -253,7 +253,8 @@ async def match(
             sid, source_id,
         )  # fmt: skip
         keys_of = _StoredKeys(tx, sid, source_id)
-        rows = [r for r in rows if r[2] < pin and r[2] not in hidden]  # none claimed at pin
+        # A whole version claims no row at pin; an unpublished version's rows are not current.
+        rows = [r for r in rows if r[2] < pin and r[2] not in hidden]
         inherited = await _inherited_keys(
             tx, sid, source_id, sorted(bytes(r[1]) for r in rows if r[0] == INHERITED)
         )
