@@ -164,12 +164,12 @@ async def _probe(
     and whose ``tx_from`` ``at`` accepts: ``(match_key, node_id, tx_from, labels JSON,
     properties JSON, valid_from, valid_to)``, in node-id order.
 
-    Two steps (docs/architecture.md, "Deferred keys"): the key index alone names the nodes
-    (the node id is in its entries: no table row is read), then their rows are read by
-    primary key in node-id order. A version writes its new nodes in id order, so the rows one
-    part of a stream matches sit side by side in the table; read in key order (random) they
-    cost a table page each. A row storing ``INHERITED`` has its node's key, which the node's
-    earlier rows hold in the index."""
+    Two steps (docs/architecture.md, "Deferred keys"), because a row storing ``INHERITED``
+    has its node's key but no entry of its own in the key index: the index alone names the
+    nodes (the node id is in its entries: no table row is read), then their open rows are
+    read by primary key in node-id order (a version wrote its new nodes in id order, so one
+    part's matches sit side by side in the table), each taken if it stores the key or
+    ``INHERITED``."""
     key_of: dict[bytes, bytes] = {}
     step = len(keys) if tx.postgres else _IN_BATCH
     for i in range(0, len(keys), step):
