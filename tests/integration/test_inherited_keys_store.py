@@ -16,6 +16,7 @@ from telha.domain.model import Dedup, LeaseRef, NewJob, NewVersion, Scope, Strea
 from telha.domain.projection import NodeOut, Projection, SpanOut
 from telha.storage import StorageEngine
 from tests.support.stores import fresh_store
+from tests.support.word_store import index_entries
 
 pytestmark = pytest.mark.anyio
 
@@ -83,7 +84,9 @@ async def test_matched_rows_inherit_their_keys_and_later_versions_still_match(
         assert delta not in v1
         if engine == "sqlite":
             keys = _stored_keys(tmp_path / "store.db", tx2)
-            assert sorted(keys).count(INHERITED) == 4 and len(keys) == 5  # delta's is its own
+            assert keys.count(INHERITED) == 4 and len(keys) == 5  # delta's is its own
+            # The key index: v1's five rows and delta's, none of the inherited ones.
+            assert index_entries(tmp_path / "store.db", "nodes_by_key") == 6
         # A later stream finds them through the rows that hold their keys.
         v3, _ = await _stream(store, 3, [["beta", "alpha", "alpha", "alpha", "delta"]])
         assert v3 == [b, a1, a2, a3, delta]
