@@ -36,7 +36,7 @@ import msgspec
 from telha.domain.errors import Conflict, NotFound
 from telha.domain.ids import id_str
 from telha.storage.core.publish import retire
-from telha.storage.core.tx import Tx
+from telha.storage.core.tx import Tx, any_groups
 
 __all__ = [
     "ARCHIVE_LABEL",
@@ -56,9 +56,6 @@ MEMBER_LABEL = "FILE"
 MEMBER_EDGE = "CONTAINS"
 #: The retire reason a member retired by its archive's new version gets.
 REASON = "no longer in its archive"
-
-#: Most keys in one ``IN (…)`` list on SQLite (PostgreSQL sends one array parameter).
-_IN_BATCH = 500
 
 
 async def _previous(tx: Tx, sid: int, source_id: bytes, pin: int) -> int | None:
@@ -111,9 +108,7 @@ async def _writers(tx: Tx, sid: int, source_id: bytes, node_ids: list[bytes]) ->
     """The sources (other than ``source_id``) whose current ``FILE`` node versions are among
     ``node_ids``."""
     found: set[bytes] = set()
-    step = max(len(node_ids), 1) if tx.postgres else _IN_BATCH
-    for i in range(0, len(node_ids), step):
-        cond, params = tx.any("node_id", node_ids[i : i + step], "bytea")
+    for cond, params in any_groups(tx, "node_id", node_ids, "bytea"):
         rows = await tx.fetchall(
             "SELECT source_id, labels FROM nodes WHERE scope_id = ? AND tx_to IS NULL"
             f" AND NOT erased AND source_id IS NOT NULL AND source_id <> ? AND {cond}",

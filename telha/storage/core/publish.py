@@ -39,7 +39,7 @@ from telha.domain.projection import Projection
 from telha.domain.rows import PENDING_TX, Match, VersionRows
 from telha.storage.core.search_index import sync_source
 from telha.storage.core.sources import note_versions
-from telha.storage.core.tx import Tx
+from telha.storage.core.tx import Tx, any_groups
 
 __all__ = [
     "RetireOutcome",
@@ -51,8 +51,6 @@ __all__ = [
     "retire",
 ]
 
-#: Most keys in one ``IN (…)`` list on SQLite (PostgreSQL sends one array parameter).
-_IN_BATCH = 500
 
 _decode = msgspec.json.decode
 
@@ -171,9 +169,7 @@ async def _probe(
     part's matches sit side by side in the table), each taken if it stores the key or
     ``INHERITED``."""
     key_of: dict[bytes, bytes] = {}
-    step = len(keys) if tx.postgres else _IN_BATCH
-    for i in range(0, len(keys), step):
-        cond, params = tx.any("match_key", keys[i : i + step], "bytea")
+    for cond, params in any_groups(tx, "match_key", keys, "bytea"):
         for key, node_id in await tx.fetchall(
             "SELECT match_key, node_id FROM nodes WHERE scope_id = ? AND source_id = ?"
             f" AND {cond}{_in_key_index(tx)}",
@@ -182,9 +178,7 @@ async def _probe(
             key_of[bytes(node_id)] = bytes(key)
     ids = sorted(key_of)
     found: list[_Probed] = []
-    step = max(len(ids), 1) if tx.postgres else _IN_BATCH
-    for i in range(0, len(ids), step):
-        cond, params = tx.any("node_id", ids[i : i + step], "bytea")
+    for cond, params in any_groups(tx, "node_id", ids, "bytea"):
         # By primary key (source_id is compared here: a condition on it would plan through
         # nodes_by_source, one more lookup a row).
         for node_id, tx_from, source, stored, labels, props, vfrom, vto in await tx.fetchall(
@@ -205,9 +199,7 @@ async def _inherited_keys(
     """The keys of the nodes ``ids`` (sorted) whose current rows store ``INHERITED``: the key
     their earlier rows hold, read by primary key (each node's rows side by side)."""
     keys: dict[bytes, bytes] = {}
-    step = max(len(ids), 1) if tx.postgres else _IN_BATCH
-    for i in range(0, len(ids), step):
-        cond, params = tx.any("node_id", ids[i : i + step], "bytea")
+    for cond, params in any_groups(tx, "node_id", ids, "bytea"):
         for node_id, key in await tx.fetchall(
             f"SELECT node_id, match_key FROM nodes WHERE scope_id = ? AND {cond}"
             " AND source_id = ?",
@@ -350,8 +342,7 @@ async def keep_edges(tx: Tx, sid: int, source_id: bytes, rows: VersionRows) -> N
         return
     kept: set[bytes] = set()
     ids = [e[1] for e in rows.edges]
-    for i in range(0, len(ids), _IN_BATCH):
-        cond, params = tx.any("edge_id", ids[i : i + _IN_BATCH], "bytea")
+    for cond, params in any_groups(tx, "edge_id", ids, "bytea"):
         marked = await tx.fetchall(
             f"UPDATE edges SET seen_tx = ? WHERE scope_id = ? AND {cond} AND source_id = ?"
             " AND tx_to IS NULL AND tx_from < ? RETURNING edge_id",
@@ -422,9 +413,7 @@ async def _close_dropped(
         )  # fmt: skip
         ids = [bytes(r[0]) for r in older]
         removed, kept = 0, []
-        step = max(len(ids), 1) if tx.postgres else _IN_BATCH
-        for i in range(0, len(ids), step):
-            cond, params = tx.any("node_id", ids[i : i + step], "bytea")
+        for cond, params in any_groups(tx, "node_id", ids, "bytea"):
             n, some = await _close_unsupported(
                 tx, sid, source_id, before, at, f" AND {cond}", params
             )

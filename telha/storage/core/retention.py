@@ -41,7 +41,7 @@ from typing import Any
 
 from telha.domain.model import TERMINAL_JOB_STATES
 from telha.storage.core.engine import EngineOps
-from telha.storage.core.tx import Tx
+from telha.storage.core.tx import Tx, any_groups
 
 __all__ = [
     "CHUNKS_PER_TX",
@@ -64,8 +64,6 @@ CHUNKS_PER_TX = 8
 JOBS_PER_TX = 1000
 #: Raw blobs looked up per read.
 BLOBS_PER_READ = 500
-#: Most keys in one ``IN (…)`` list on SQLite (PostgreSQL sends one array parameter).
-_IN_BATCH = 500
 
 _STATES = "state IN (" + ", ".join(f"'{s}'" for s in TERMINAL_JOB_STATES) + ")"
 #: The job ``j`` has ended (the ``jobs_ended`` index's condition).
@@ -144,9 +142,7 @@ async def _in_groups(tx: Tx, sql: str, column: str, ids: Sequence[bytes], *param
     """Run ``sql`` (with ``{cond}`` for ``column`` being one of ``ids``, then ``params``)
     over ``ids`` in groups SQLite's parameter limit allows; the rows it changed."""
     changed = 0
-    step = max(len(ids), 1) if tx.postgres else _IN_BATCH
-    for i in range(0, len(ids), step):
-        cond, values = tx.any(column, ids[i : i + step], "bytea")
+    for cond, values in any_groups(tx, column, ids, "bytea"):
         changed += await tx.execute(sql.format(cond=cond), *values, *params)
     return changed
 

@@ -41,7 +41,7 @@ from telha.domain.model import BLOB_CHUNK
 from telha.domain.search_query import MAX_INDEXED_SCOPE, scope_rowids
 from telha.domain.search_text import fts5_body, tsvector_literal, words
 from telha.offload import off_loop
-from telha.storage.core.tx import Tx
+from telha.storage.core.tx import Tx, any_groups
 
 __all__ = [
     "ENTRIES_PER_BATCH",
@@ -58,8 +58,6 @@ __all__ = [
 SEARCH_COLS = 'scope_id, source_id, version_tx, start, "end", kind, linked_nodes, labels, format'
 _INSERT_SQLITE = f"INSERT INTO search_spans (rowid, {SEARCH_COLS}, body) VALUES ({'?, ' * 10}?)"
 _INSERT_PG = f"INSERT INTO search_spans ({SEARCH_COLS}, body) VALUES ({'?, ' * 9}?::text::tsvector)"
-#: Ids one ``IN (…)`` list names at most on SQLite.
-_BATCH = 500
 #: Waiting entries one :func:`index_pending` transaction settles at most.
 ENTRIES_PER_BATCH = 64
 
@@ -85,9 +83,7 @@ async def _labels(tx: Tx, sid: int, source_id: bytes, at: int, ids: set[bytes]) 
     own node rows, else (a node another source wrote unchanged) the node's open row."""
     found: dict[bytes, str] = {}
     wanted = sorted(ids)
-    step = max(len(wanted), 1) if tx.postgres else _BATCH
-    for i in range(0, len(wanted), step):
-        cond, params = tx.any("node_id", wanted[i : i + step], "bytea")
+    for cond, params in any_groups(tx, "node_id", wanted, "bytea"):
         for n, labels, src, t_from, t_to in await tx.fetchall(
             f"SELECT node_id, labels, source_id, tx_from, tx_to FROM nodes WHERE scope_id = ?"
             f" AND {cond} AND (tx_to IS NULL OR tx_from = ?)",
@@ -226,9 +222,7 @@ async def _delete_rows(tx: Tx, sid: int, source_id: bytes, at: int, limit: int |
         sid, source_id, at,
     )  # fmt: skip
     ids = [int(r[0]) for r in rows]
-    step = max(len(ids), 1) if tx.postgres else _BATCH
-    for i in range(0, len(ids), step):
-        cond, params = tx.any("rowid", ids[i : i + step], "bigint")
+    for cond, params in any_groups(tx, "rowid", ids, "bigint"):
         if not tx.postgres:  # the words leave FTS5 first: its 'delete' needs the stored body
             await tx.execute(
                 "INSERT INTO search_fts (search_fts, rowid, body) SELECT 'delete', rowid, body"

@@ -24,7 +24,7 @@ from typing import Any, Protocol, TypeVar
 from telha.domain.model import Scope
 from telha.domain.rows import VersionRows
 
-__all__ = ["Rollback", "SnapshotTx", "Tx", "drive"]
+__all__ = ["IN_GROUP", "Rollback", "SnapshotTx", "Tx", "any_groups", "drive"]
 
 T = TypeVar("T")
 
@@ -117,6 +117,20 @@ class SnapshotTx(Protocol):
 
     def pages(self, sql: str, page: int, *params: Any) -> AsyncIterator[list[tuple[Any, ...]]]:
         """The rows of a query, streamed from one cursor in lists of at most ``page``."""
+
+
+#: Most values in one SQLite ``IN (…)`` list of :func:`any_groups`.
+IN_GROUP = 500
+
+
+def any_groups(
+    tx: Tx, column: str, values: Sequence[Any], pg_type: str
+) -> list[tuple[str, tuple[Any, ...]]]:
+    """:meth:`Tx.any` over ``values`` in the groups one statement takes: every value at once
+    on PostgreSQL (one array parameter), at most :data:`IN_GROUP` per ``IN (…)`` list on
+    SQLite; ``[]`` for no values (no statement to run)."""
+    step = max(len(values), 1) if tx.postgres else IN_GROUP
+    return [tx.any(column, values[i : i + step], pg_type) for i in range(0, len(values), step)]
 
 
 def drive(coro: Coroutine[Any, Any, T]) -> T:

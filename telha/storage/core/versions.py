@@ -35,7 +35,7 @@ from telha.storage.core.engine import EngineOps
 from telha.storage.core.jobs import abandon_stream, check_lease, complete, end_erased, latest_hashes
 from telha.storage.core.members import after_publish
 from telha.storage.core.publish import has_earlier, keep_edges, match, publish
-from telha.storage.core.tx import Rollback, Tx
+from telha.storage.core.tx import Rollback, Tx, any_groups
 
 __all__ = [
     "VERSION_COLS",
@@ -54,9 +54,6 @@ VERSION_COLS = (
     " blob_id, text_len"
 )
 
-#: Most ids in one ``IN (…)`` list on SQLite (PostgreSQL sends one array parameter).
-_IN_BATCH = 500
-
 
 async def current_nodes(tx: Tx, sid: int, ids: Sequence[bytes]) -> Existing:
     """Current ``(labels JSON, properties JSON, valid_from, valid_to, tx_from, source_id)``
@@ -66,9 +63,7 @@ async def current_nodes(tx: Tx, sid: int, ids: Sequence[bytes]) -> Existing:
     between this read and this transaction's write."""
     wanted = sorted(set(ids))
     found: Existing = {}
-    step = max(len(wanted), 1) if tx.postgres else _IN_BATCH
-    for i in range(0, len(wanted), step):
-        cond, params = tx.any("node_id", wanted[i : i + step], "bytea")
+    for cond, params in any_groups(tx, "node_id", wanted, "bytea"):
         for node_id, labels, props, vfrom, vto, tx_from, source in await tx.fetchall(
             "SELECT node_id, labels, properties, valid_from, valid_to, tx_from, source_id"
             f" FROM nodes WHERE scope_id = ? AND tx_to IS NULL AND {cond}"
