@@ -126,9 +126,12 @@ IN_GROUP = 500
 def any_groups(
     tx: Tx, column: str, values: Sequence[Any], pg_type: str
 ) -> list[tuple[str, tuple[Any, ...]]]:
-    """:meth:`Tx.any` over ``values`` in the groups one statement takes: every value at once
-    on PostgreSQL (one array parameter), at most :data:`IN_GROUP` per ``IN (…)`` list on
-    SQLite; ``[]`` for no values (no statement to run)."""
+    """:meth:`Tx.any` over ``values`` in the groups one statement takes: a list of
+    ``(condition, params)``, one per statement to run, covering ``values`` in order, each
+    value in exactly one group. Every value at once on PostgreSQL (one array parameter); at
+    most :data:`IN_GROUP` per ``IN (…)`` list on SQLite, whose statements take a bounded
+    number of parameters (999 in older builds) beside the ones a query adds. ``[]`` for no
+    values: no statement to run. Raises nothing (a pure function of its arguments)."""
     step = max(len(values), 1) if tx.postgres else IN_GROUP
     return [tx.any(column, values[i : i + step], pg_type) for i in range(0, len(values), step)]
 
