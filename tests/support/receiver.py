@@ -1,5 +1,6 @@
 """A real webhook receiver for tests and benchmarks: an HTTP server on 127.0.0.1 (port 0) in a
-thread, recording every POST (headers and body) and answering ``status`` (settable, so a
+thread, recording every whole POST (headers and body; one whose body ends before its
+``content-length`` is not a delivery) and answering ``status`` (settable, so a
 test can make it fail, then recover); :meth:`Receiver.verified` checks each delivery's
 Standard Webhooks signature with the ``standardwebhooks`` library."""
 
@@ -52,6 +53,11 @@ class Receiver:
             def do_POST(self) -> None:
                 size = int(self.headers.get("content-length", "0"))
                 body = self.rfile.read(size)
+                if len(body) < size:
+                    # The sender died mid-request (the crash tier kills servers): no
+                    # delivery, and no answer it could take for an acknowledgement.
+                    self.close_connection = True
+                    return
                 headers = {k.lower(): v for k, v in self.headers.items()}
                 with receiver._lock:
                     receiver.received.append(Delivery(self.path, headers, body))
