@@ -117,6 +117,14 @@ class Metrics:
             ["what"],
             registry=r,
         )
+        self.rows_failed = Counter(
+            "telha_rows_failed",
+            "Stored rows an actor could not process, recorded failed and skipped"
+            " (docs/operations.md, Bad rows), by actor and what: job, search_entry,"
+            " retention_job",
+            ["actor", "what"],
+            registry=r,
+        )
         self.retention_bytes_freed = Counter(
             "telha_retention_bytes_freed",
             "Bytes job retention removed: raw upload bytes plus the removed jobs' payloads",

@@ -21,7 +21,9 @@ from telha.config import JobsConfig
 from telha.domain.errors import StorageError
 from telha.domain.ids import now_us
 from telha.metrics import Metrics
+from telha.row_faults import settle
 from telha.storage.core.retention import JobKey, RetentionResult
+from telha.storage.protocol import RowFaultStore
 
 __all__ = ["Retention", "RetentionStoreOps", "cutoff_us", "run_pass"]
 
@@ -33,7 +35,7 @@ DAY_US = 86_400_000_000
 _FIRST_PASS_S = 10.0
 
 
-class RetentionStoreOps(Protocol):
+class RetentionStoreOps(RowFaultStore, Protocol):
     """The storage operation retention uses (see :class:`telha.storage.protocol.Storage`)."""
 
     async def remove_ended_jobs(
@@ -111,7 +113,9 @@ class Retention:
             await anyio.sleep(self._config.gc_interval_s)
 
     async def run_once(self) -> RetentionResult:
-        """One pass from where the last one stopped; logs and counts what it removed."""
+        """One pass from where the last one stopped; logs and counts what it removed, and
+        the jobs it could not examine (``row_failed``, ``telha_rows_failed``; they stay as
+        they are: docs/architecture.md, "Supervision and bad rows")."""
         started = anyio.current_time()
         done = await run_pass(self._store, self._config, now=self._clock(), after=self._after)
         self._after = done.after or self._after
@@ -120,6 +124,8 @@ class Retention:
         m.retention_removed.labels("events").inc(done.events)
         m.retention_removed.labels("raw_blobs").inc(done.raw_blobs)
         m.retention_bytes_freed.inc(done.bytes_freed)
+        for fault in done.faults:  # left as they are; the scan went past them
+            await settle(self._store, fault, m, "retention")
         if done.jobs or done.raw_blobs:
             log.info(
                 "retention_pass", jobs=done.jobs, events=done.events, raw_blobs=done.raw_blobs,

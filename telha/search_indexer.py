@@ -23,6 +23,9 @@ import structlog
 
 from telha.domain.errors import StorageError
 from telha.domain.model import Scope
+from telha.metrics import Metrics
+from telha.row_faults import past_bad_rows
+from telha.storage.protocol import RowFaultStore
 
 __all__ = ["SearchIndexStoreOps", "SearchIndexer"]
 
@@ -38,7 +41,7 @@ MAX_DEFER_S = 5.0
 RETRY_S = 2.0
 
 
-class SearchIndexStoreOps(Protocol):
+class SearchIndexStoreOps(RowFaultStore, Protocol):
     """The storage operations the indexer uses (see :class:`telha.storage.protocol.Storage`)."""
 
     search_enabled: bool
@@ -58,6 +61,7 @@ class SearchIndexer:
     :param idle_s: seconds between looks at an empty queue.
     :param settle_s: seconds without a new version queued before writing (0: at once).
     :param max_defer_s: most seconds waiting work waits for arrivals to settle.
+    :param metrics: counts entries that could not be indexed (``telha_rows_failed``).
     """
 
     def __init__(
@@ -67,8 +71,10 @@ class SearchIndexer:
         idle_s: float = IDLE_S,
         settle_s: float = SETTLE_S,
         max_defer_s: float = MAX_DEFER_S,
+        metrics: Metrics | None = None,
     ) -> None:
         self._store = store
+        self._metrics = metrics or Metrics()
         self._idle_s = idle_s
         self._settle_s = settle_s
         self._max_defer_s = max_defer_s
@@ -82,7 +88,9 @@ class SearchIndexer:
     async def run(self, *, task_status: anyio.abc.TaskStatus[SearchIndexer]) -> None:
         """Actor body: report ``self``, then index batches while anything is queued and look
         again every ``idle_s`` when nothing is, until cancelled. A batch the store failed
-        is logged and tried again after :data:`RETRY_S` (nothing of it was written)."""
+        is logged and tried again after :data:`RETRY_S` (nothing of it was written); a
+        version that cannot be indexed is marked failed with its reason and the others go
+        on (docs/architecture.md, "Supervision and bad rows")."""
         task_status.started(self)
         if not self._store.search_enabled:
             return
@@ -110,6 +118,8 @@ class SearchIndexer:
             if arriving and self._settle_s and now - first_seen < self._max_defer_s:
                 await anyio.sleep(self._settle_s)
                 continue
-            if not await self._store.index_queued():
+            if not await past_bad_rows(
+                self._store.index_queued, self._store, self._metrics, "search_indexer", default=1
+            ):
                 return
             await anyio.lowlevel.checkpoint()  # other writers get the store in between

@@ -160,7 +160,7 @@ async def _serve(
             deliverer.oldest_age_s,
         )
         await sup.start("retention", Retention(store, cfg.jobs, metrics).run)
-        indexer = await sup.start("search_indexer", SearchIndexer(store).run)
+        indexer = await sup.start("search_indexer", SearchIndexer(store, metrics=metrics).run)
         metrics.watch_gauge(
             "telha_search_queued_versions",
             "Versions whose full-text index rows wait to be written or deleted (last look)",

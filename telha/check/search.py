@@ -21,7 +21,9 @@ class SearchIndex:
     """The ``search_index`` check: every index row is a span row of its source's current
     version (superseded, retired and erased versions have left the index), none twice;
     while ``[search] enabled`` keeps it, every such span row is indexed; on SQLite the FTS5
-    index holds one document per row. Checked: one per index row."""
+    index holds one document per row; a version the index could not be filled with
+    (docs/operations.md, "Bad rows") is listed with its reason. Checked: one per index
+    row."""
 
     names: tuple[str, ...] = (NAME,)
 
@@ -40,6 +42,11 @@ class SearchIndex:
             for _ in range(n - len(found.examples.get(kind, ()))):
                 if kind in _WHAT:  # counted beyond the listed ones
                     ctx.report.add(NAME, kind, _WHAT[kind])
+        for scope, source_id, tx, reason in found.failed:
+            subject = ctx.version_subject(scope, source_id, tx)
+            ctx.report.add(NAME, subject, f"could not be indexed: {reason}")
+        for _ in range(found.counts.get("failed", 0) - len(found.failed)):
+            ctx.report.add(NAME, "failed", "a version that could not be indexed")
         extra = found.counts.get("fts_rows", 0)
         if extra:
             ctx.report.add(

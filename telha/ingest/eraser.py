@@ -24,9 +24,11 @@ from telha.domain.erasure import ERASE_FORMAT, ERASE_KIND, STEPS, ErasePayload, 
 from telha.domain.errors import NotFound, StaleLease, StorageError, TelhaError
 from telha.domain.ids import id_str, new_id, now_us
 from telha.domain.model import JobRecord, LeaseRef, NewJob, Scope
+from telha.domain.row_faults import RowFault
 from telha.logs import bound_job, fields_of
 from telha.queue.job_queue import JobQueue
-from telha.storage.protocol import ErasureStore, ReadStore
+from telha.row_faults import settle
+from telha.storage.protocol import ErasureStore, ReadStore, RowFaultStore
 
 __all__ = ["Eraser", "EraserStore"]
 
@@ -37,7 +39,7 @@ log = structlog.get_logger("telha.erasure")
 _POLL_S = 0.5
 
 
-class EraserStore(ReadStore, ErasureStore, Protocol):
+class EraserStore(ReadStore, ErasureStore, RowFaultStore, Protocol):
     """The storage roles the Eraser uses: reads to resolve what a request names, and the
     erasure's own operations."""
 
@@ -130,7 +132,10 @@ class Eraser:
                 await (event.wait() if event is not None else anyio.sleep_forever())
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[Eraser]) -> None:
-        """Actor body: lease the next erase job, run its steps, repeat until cancelled."""
+        """Actor body: lease the next erase job, run its steps, repeat until cancelled. A
+        step the store failed is retried (``transient``); an erase job whose stored rows
+        cannot be processed ends ``dead`` (``corrupt_row: step …``) and the next job goes on
+        (docs/architecture.md, "Supervision and bad rows")."""
         task_status.started(self)
         while True:
             job = await self._queue.lease([ERASE_FORMAT], scope=None, worker_id="core:eraser")
@@ -152,6 +157,12 @@ class Eraser:
         except StaleLease as exc:
             log.warning("erase_lease_lost", error=exc.message)
             return
+        except RowFault as fault:  # a stored row the erasure cannot process: dead, not retried
+            await settle(self._store, fault, self._queue.metrics, "eraser")
+            self._queue.transition(ERASE_KIND, "dead")
+            log.error("erasure_failed", reason=fault.reason)
+            self._wake(job.job_id)
+            return
         except TelhaError as exc:
             try:
                 await self._queue.fail(lease, "transient", exc.message)
@@ -167,6 +178,10 @@ class Eraser:
             raise
         self._queue.transition(ERASE_KIND, "completed")
         log.info("erasure_completed")
-        event = self._finished.get(job.job_id)
+        self._wake(job.job_id)
+
+    def _wake(self, job_id: bytes) -> None:
+        """Wake the request waiting for the erase job ``job_id`` here, if any."""
+        event = self._finished.get(job_id)
         if event is not None:
             event.set()

@@ -45,8 +45,10 @@ from telha.domain.policy import (
     format_reason,
     retry_after_us,
 )
+from telha.domain.row_faults import RowFault
 from telha.logs import bound_job, fields_of
 from telha.metrics import Metrics
+from telha.row_faults import past_bad_rows
 from telha.storage.core.cancel import REVOKED
 from telha.storage.protocol import ALL_FORMATS, JobStore
 
@@ -382,8 +384,25 @@ class JobQueue:
 
     async def reap(self) -> int:
         """Return expired leases to ``pending`` (``lease_expired``, a failed attempt) or
-        dead-letter them; wakes pollers. Returns how many leases were reaped."""
-        reaped = await self._store.reap_expired(now_us=self._clock(), decide=self.decide_loss)
+        dead-letter them; wakes pollers. Returns how many leases were reaped. An expired
+        job whose row cannot be processed ends ``dead`` (``corrupt_row: …``, a ``dead``
+        event, ``row_failed`` logged) and the others are reaped all the same
+        (docs/architecture.md, "Supervision and bad rows").
+
+        :raises telha.domain.errors.StorageError: the store failed (the supervisor
+            restarts the queue).
+        """
+
+        async def reap_once() -> list[tuple[JobRecord, str]]:
+            return await self._store.reap_expired(now_us=self._clock(), decide=self.decide_loss)
+
+        def dead(fault: RowFault) -> None:
+            if isinstance(fault.key, bytes):  # its slot, if it was leased through here
+                self.finished(fault.key)
+
+        reaped: list[tuple[JobRecord, str]] = await past_bad_rows(
+            reap_once, self._store, self._metrics, "job_queue", default=[], on_fault=dead
+        )
         for job, state in reaped:
             with bound_job(**fields_of(job)):
                 log.warning("lease_expired", worker=job.lease_owner, state=state)

@@ -55,6 +55,7 @@ from telha.domain.model import (
 )
 from telha.domain.policy import Decide, DecideLoss
 from telha.domain.projection import Projection
+from telha.domain.row_faults import RowFault
 from telha.domain.search_query import Quote, Term
 from telha.storage.core.cancel import CancelOutcome
 from telha.storage.core.diff import VersionDiff
@@ -179,7 +180,17 @@ class RawStore(Protocol):
         """
 
 
-class JobStore(Protocol):
+class RowFaultStore(Protocol):
+    """Stored rows an actor cannot process (docs/architecture.md, "Supervision and bad
+    rows")."""
+
+    async def fail_row(self, fault: RowFault, *, now_us: int) -> bool:
+        """Record ``fault``'s row failed with its reason (a job: ``dead``, ``corrupt_row``;
+        a search entry: marked failed) and log ``row_failed``; ``False`` when nothing needed
+        writing (:meth:`telha.storage.core.row_faults.RowFaultOps.fail_row`)."""
+
+
+class JobStore(RowFaultStore, Protocol):
     """The job table: what the :class:`~telha.queue.job_queue.JobQueue` leases, heartbeats, fails,
     releases, reaps and counts."""
 

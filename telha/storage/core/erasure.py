@@ -53,6 +53,7 @@ from telha.storage.core.jobs import (
     enqueue,
     scrub_job,
 )
+from telha.storage.core.row_faults import per_row
 from telha.storage.core.search_index import drop_stale, purge_erased, sync_source
 from telha.storage.core.sources import note_versions
 from telha.storage.core.tx import Tx
@@ -237,32 +238,36 @@ async def erase_step(tx: Tx, lease: LeaseRef, step: str, now_us: int) -> Counts:
     job with it as ``stats``; it answers every step's counts.
 
     :raises StaleLease: the lease is not current.
+    :raises RowFault: the job's stored rows cannot be processed (its payload does not
+        decode, a step meets a value it cannot read): nothing was written
+        (docs/architecture.md, "Supervision and bad rows").
     """
     job_id = lease.job_id
     await check_lease(tx, lease)
-    row = await tx.fetchone("SELECT scope_id, payload FROM jobs WHERE job_id = ?", job_id)
-    assert row is not None
-    sid, payload = int(row[0]), decode_payload(row[1])
-    details = await tx.fetchall(
-        "SELECT detail FROM job_events WHERE job_id = ? AND transition = 'erase_step'", job_id
-    )
-    done = dict(parse_step(d) for (d,) in details)
-    if step in done:
-        return done[step]
-    if step == "finish":
-        total = totals(done)
-        versions = sorted(await erased_versions(tx, job_id), key=lambda k: k[1])
-        names = await source_names(tx, sid, sorted({s for s, _ in versions}))
-        body = result_body(job_id, payload, versions, total, now_us, names)
-        await tx.execute(
-            "UPDATE erasures SET completed_at = ?, result = ? WHERE erasure_id = ?",
-            now_us, body, job_id,
-        )  # fmt: skip
-        await complete(tx, sid, JobCompletion(lease, now_us, body), "erased")
-        return total
-    counts = await _STEPS[step](tx, sid, job_id, payload, now_us)
-    await add_event(tx, job_id, now_us, "erase_step", step_detail(step, counts))
-    return counts
+    with per_row(tx, "job", job_id, f"step {step}"):
+        row = await tx.fetchone("SELECT scope_id, payload FROM jobs WHERE job_id = ?", job_id)
+        assert row is not None
+        sid, payload = int(row[0]), decode_payload(row[1])
+        details = await tx.fetchall(
+            "SELECT detail FROM job_events WHERE job_id = ? AND transition = 'erase_step'", job_id
+        )
+        done = dict(parse_step(d) for (d,) in details)
+        if step in done:
+            return done[step]
+        if step == "finish":
+            total = totals(done)
+            versions = sorted(await erased_versions(tx, job_id), key=lambda k: k[1])
+            names = await source_names(tx, sid, sorted({s for s, _ in versions}))
+            body = result_body(job_id, payload, versions, total, now_us, names)
+            await tx.execute(
+                "UPDATE erasures SET completed_at = ?, result = ? WHERE erasure_id = ?",
+                now_us, body, job_id,
+            )  # fmt: skip
+            await complete(tx, sid, JobCompletion(lease, now_us, body), "erased")
+            return total
+        counts = await _STEPS[step](tx, sid, job_id, payload, now_us)
+        await add_event(tx, job_id, now_us, "erase_step", step_detail(step, counts))
+        return counts
 
 
 async def _mark(tx: Tx, sid: int, job_id: bytes, p: ErasePayload, now: int) -> Counts:

@@ -46,6 +46,7 @@ from telha.storage.core.job_reads import (
     next_available_at,
 )
 from telha.storage.core.quotas import hold_pending
+from telha.storage.core.row_faults import per_row
 from telha.storage.core.sources import note_job
 from telha.storage.core.tx import Rollback, Tx
 from telha.storage.core.version_rows import version_halves
@@ -450,20 +451,31 @@ async def reap(tx: Tx, now_us: int, decide: DecideLoss) -> list[tuple[JobRecord,
     """Expired leases back to pending (a failed attempt, ``lease_expired``) or dead; returns
     ``(job as it was when reaped, new state)`` per job. On PostgreSQL at most 500 rows a
     pass, locked with ``SKIP LOCKED`` (one being committed, or reaped by another replica, is
-    left to that transaction) and their deadline read on the locked row."""
+    left to that transaction) and their deadline read on the locked row.
+
+    :raises RowFault: an expired job's row cannot be processed (its streaming checkpoint
+        does not decode, its scope is gone…): nothing was written; once it is recorded
+        (:meth:`~telha.storage.core.row_faults.RowFaultOps.fail_row`) the next pass goes on
+        without it (docs/architecture.md, "Supervision and bad rows").
+    """
     lock = " ORDER BY j.job_id LIMIT 500 FOR UPDATE OF j SKIP LOCKED" if tx.postgres else ""
-    rows = await tx.fetchall(
-        f"SELECT {JOB_COLS}, j.continuation{JOB_FROM}"
-        f" WHERE j.state = 'leased' AND j.lease_deadline < ?{lock}",
+    expired = await tx.fetchall(
+        f"SELECT j.job_id FROM jobs j WHERE j.state = 'leased' AND j.lease_deadline < ?{lock}",
         now_us,
     )
-    if not rows:
+    if not expired:
         raise Rollback([])
     reaped: list[tuple[JobRecord, str]] = []
-    for row in rows:
-        job = job_record(row[:-1])
-        reason = f"lease_expired: lease of worker {job.lease_owner} ran out"
-        d = await _apply_loss(tx, job, "lease_expired", reason, now_us, decide, row[-1])
+    for (job_id,) in expired:
+        with per_row(tx, "job", job_id):
+            row = await tx.fetchone(
+                f"SELECT {JOB_COLS}, j.continuation{JOB_FROM} WHERE j.job_id = ?", job_id
+            )
+            if row is None:
+                raise LookupError("the job's scope is gone")
+            job = job_record(row[:-1])
+            reason = f"lease_expired: lease of worker {job.lease_owner} ran out"
+            d = await _apply_loss(tx, job, "lease_expired", reason, now_us, decide, row[-1])
         reaped.append((job, d.state))
     return reaped
 

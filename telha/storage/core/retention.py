@@ -37,10 +37,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from telha.domain.model import TERMINAL_JOB_STATES
+from telha.domain.row_faults import RowFault
 from telha.storage.core.engine import EngineOps
+from telha.storage.core.row_faults import note, per_row
 from telha.storage.core.tx import Tx, any_groups
 
 __all__ = [
@@ -98,6 +100,8 @@ class RetentionResult:
     :param raw_bytes: the raw uploads' size, bytes.
     :param payload_bytes: the removed jobs' payloads (inline content included), bytes.
     :param after: the key the job scan reached: pass it as the next pass's ``after``.
+    :param faults: the rows it could not examine (left as they are, passed by;
+        docs/architecture.md, "Supervision and bad rows").
     """
 
     jobs: int = 0
@@ -106,6 +110,7 @@ class RetentionResult:
     raw_bytes: int = 0
     payload_bytes: int = 0
     after: JobKey | None = None
+    faults: tuple[RowFault, ...] = ()
 
     @property
     def bytes_freed(self) -> int:
@@ -115,14 +120,16 @@ class RetentionResult:
 
 @dataclass(frozen=True, slots=True)
 class JobBatch:
-    """One transaction's work: jobs ``examined`` (removed or kept), the counts removed,
-    and the key of the last job examined (``None`` when none was)."""
+    """One transaction's work: jobs ``examined`` (removed, kept or faulty), the counts
+    removed, the key of the last job examined (``None`` when none was) and the jobs that
+    could not be examined (left as they are)."""
 
     examined: int
     jobs: int
     events: int
     payload_bytes: int
     last: JobKey | None
+    faults: tuple[RowFault, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,7 +195,8 @@ async def remove_jobs(tx: Tx, before_us: int, after: JobKey | None, limit: int) 
     """Examine the next ``limit`` ended jobs (oldest end first, strictly after ``after``)
     that ended before ``before_us`` (µs), and remove those no version names, with their
     events, subscriptions and undelivered deliveries (module docstring). On PostgreSQL a
-    job another transaction holds is skipped (``SKIP LOCKED``)."""
+    job another transaction holds is skipped (``SKIP LOCKED``). A job whose row cannot be
+    read is left as it is and returned among the batch's faults."""
     params: list[Any] = [before_us]
     if after is not None:
         params += [after[0], after[0], after[1]]
@@ -196,21 +204,31 @@ async def remove_jobs(tx: Tx, before_us: int, after: JobKey | None, limit: int) 
     rows = await tx.fetchall(sql, *params)
     if not rows:
         return JobBatch(0, 0, 0, 0, None)
-    last = (int(rows[-1][1]), bytes(rows[-1][0]))
-    gone = [r for r in rows if not r[4]]
-    ids = [bytes(r[0]) for r in gone]
+    # The key as stored: the scan passes the last row examined, faulty or not.
+    last = cast(JobKey, (rows[-1][1], rows[-1][0]))
+    gone: list[tuple[bytes, int, bytes, int]] = []  # (job id, scope id, source id, size)
+    faults: list[RowFault] = []
+    for r in rows:
+        if r[4]:  # a version names it: kept
+            continue
+        try:
+            with per_row(tx, "retention_job", r[0]):
+                gone.append((bytes(r[0]), int(r[2]), bytes(r[3]), int(r[5] or 0)))
+        except RowFault as fault:
+            faults.append(fault)
+    ids = [g[0] for g in gone]
     if not ids:
-        return JobBatch(len(rows), 0, 0, 0, last)
+        return JobBatch(len(rows), 0, 0, 0, last, tuple(faults))
     events = await _in_groups(tx, "DELETE FROM job_events WHERE {cond}", "job_id", ids)
     for table in ("job_webhooks", "webhook_deliveries"):
         await _in_groups(tx, f"DELETE FROM {table} WHERE {{cond}}", "job_id", ids)
     jobs = await _in_groups(tx, f"DELETE FROM jobs WHERE {{cond}} AND {_STATES}", "job_id", ids)
     by_source: dict[tuple[int, bytes], list[bytes]] = {}
-    for r in gone:
-        by_source.setdefault((int(r[2]), bytes(r[3])), []).append(bytes(r[0]))
+    for job_id, sid, source_id, _ in gone:
+        by_source.setdefault((sid, source_id), []).append(job_id)
     await _hand_over(tx, by_source)
-    payload = sum(int(r[5] or 0) for r in gone)
-    return JobBatch(len(rows), jobs, events, payload, last)
+    payload = sum(g[3] for g in gone)
+    return JobBatch(len(rows), jobs, events, payload, last, tuple(faults))
 
 
 async def count_jobs(tx: Tx, before_us: int) -> tuple[int, int, int]:
@@ -245,7 +263,14 @@ async def blob_candidates(
         f" AND {_UNNAMED} ORDER BY b.scope_id, b.content_hash LIMIT {int(limit)}",
         *params, before_us,
     )  # fmt: skip
-    return [BlobCandidate(int(r[0]), bytes(r[1]), int(r[2])) for r in rows]
+    found = []
+    for r in rows:
+        try:
+            with per_row(tx, "raw_blob", (r[0], r[1])):
+                found.append(BlobCandidate(int(r[0]), bytes(r[1]), int(r[2])))
+        except RowFault as fault:  # it stays (its bytes are not removed)
+            note(fault)
+    return found
 
 
 async def remove_blob(tx: Tx, blob: BlobCandidate, before_us: int, budget: int) -> bool | None:
@@ -302,6 +327,7 @@ class RetentionOps(EngineOps):
             blobs, size = await self._blobs(before_us, remove=False)
             return RetentionResult(jobs, events, blobs, size, payload)
         jobs = events = payload = 0
+        faults: list[RowFault] = []
         key = after
         while True:
             done = await self._transaction("remove ended jobs", remove_jobs, before_us, key, batch)
@@ -310,11 +336,12 @@ class RetentionOps(EngineOps):
                 events + done.events,
                 payload + done.payload_bytes,
             )
+            faults += done.faults
             key = done.last or key
             if done.examined < batch:
                 break
         blobs, size = await self._blobs(before_us, remove=True)
-        return RetentionResult(jobs, events, blobs, size, payload, after=key)
+        return RetentionResult(jobs, events, blobs, size, payload, after=key, faults=tuple(faults))
 
     async def _blobs(self, before_us: int, *, remove: bool) -> tuple[int, int]:
         """``(blobs, bytes)`` of the raw blobs nothing staying names, found on a reader a

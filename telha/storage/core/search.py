@@ -17,7 +17,9 @@ import anyio
 import msgspec
 
 from telha.domain.erasure import node_ids
+from telha.domain.ids import now_us
 from telha.domain.model import BLOB_CHUNK, Scope
+from telha.domain.row_faults import RowFault
 from telha.domain.search_query import (
     MAX_INDEXED_SCOPE,
     Quote,
@@ -31,6 +33,7 @@ from telha.domain.search_query import (
 )
 from telha.domain.search_text import is_verbatim, snippet
 from telha.storage.core.engine import EngineOps
+from telha.storage.core.row_faults import record
 from telha.storage.core.search_index import index_pending, waiting
 from telha.storage.core.tx import Tx
 from telha.storage.core.visible import visible
@@ -385,6 +388,10 @@ class SearchOps(EngineOps):
         (:func:`telha.storage.core.search_index.index_pending`).
 
         :raises StorageError: the driver failed; nothing of this batch was written.
+        :raises RowFault: a version being filled cannot be indexed (its canonical text is
+            missing, a span row is out of its range, labels that do not decode): nothing
+            of this batch was written; record it
+            (:meth:`~telha.storage.core.row_faults.RowFaultOps.fail_row`) and call again.
         """
         return await self._transaction("index search spans", _index_step, scope, limit)
 
@@ -404,6 +411,11 @@ class SearchOps(EngineOps):
         while await self.queued_versions(scope):
             if anyio.current_time() >= deadline:
                 return await self.queued_versions(scope)
-            if not await self.index_queued(scope=scope):  # another replica holds it
+            try:
+                indexed = await self.index_queued(scope=scope)
+            except RowFault as fault:  # recorded failed, the scope's other work goes on
+                await record(self, fault, now_us())
+                continue
+            if not indexed:  # another replica holds it
                 await anyio.sleep(0.05)
         return 0

@@ -41,6 +41,7 @@ from telha.domain.model import BLOB_CHUNK
 from telha.domain.search_query import MAX_INDEXED_SCOPE, scope_rowids
 from telha.domain.search_text import fts5_body, tsvector_literal, words
 from telha.offload import off_loop
+from telha.storage.core.row_faults import per_row
 from telha.storage.core.tx import Tx, any_groups
 
 __all__ = [
@@ -163,7 +164,9 @@ async def _fill(tx: Tx, job: _Filling, blob_id: bytes, fmt: str, limit: int) -> 
         sid, source_id, at, job.last_start, job.last_end, limit,
     )  # fmt: skip
     if spans:
-        base, text = await _text(tx, sid, blob_id, int(spans[0][0]), max(int(s[1]) for s in spans))
+        end = max(int(s[1]) for s in spans)
+        base, text = await _text(tx, sid, blob_id, int(spans[0][0]), end)
+        _check_range(spans, base + len(text))
         ids = {n for *_, linked in spans for n in node_ids(bytes(linked))}
         labels = await _labels(tx, sid, source_id, at, ids)
         args = (sid, source_id, at, fmt, base, text, spans, labels, tx.postgres)
@@ -186,6 +189,23 @@ async def _fill(tx: Tx, job: _Filling, blob_id: bytes, fmt: str, limit: int) -> 
         *last, sid, source_id,
     )  # fmt: skip
     return len(spans)
+
+
+def _check_range(spans: Sequence[tuple[Any, ...]], stored: int) -> None:
+    """Every span row ``(start, end, …)`` lies in the canonical text stored up to byte
+    ``stored`` (a version's text is whole while it is current).
+
+    :raises ValueError: a span row is reversed, negative or past the stored text (its text
+        is missing or short): the entry cannot be indexed.
+    """
+    for start, end, *_ in spans:
+        if not 0 <= start <= end:
+            raise ValueError(f"span row [{start}, {end}) is not a byte range")
+        if end > stored:
+            raise ValueError(
+                f"span row [{start}, {end}) is past the canonical text stored"
+                f" ({stored} bytes): the text is missing or short"
+            )
 
 
 async def _next_rowid(tx: Tx, sid: int, count: int) -> int:
@@ -264,7 +284,8 @@ async def sync_source(tx: Tx, sid: int, source_id: bytes) -> None:
     await tx.execute(
         "INSERT INTO search_sources (scope_id, source_id, version_tx, last_start, last_end,"
         " done) VALUES (?, ?, ?, -1, -1, false) ON CONFLICT (scope_id, source_id) DO UPDATE"
-        " SET version_tx = excluded.version_tx, last_start = -1, last_end = -1, done = false",
+        " SET version_tx = excluded.version_tx, last_start = -1, last_end = -1, done = false,"
+        " failure = NULL",
         sid, source_id, want,
     )  # fmt: skip
 
@@ -331,17 +352,18 @@ async def _one_entry(tx: Tx, limit: int, sid: int | None) -> int | None:
     if row is None:
         return None
     job = _Filling(int(row[0]), bytes(row[1]), int(row[2]), int(row[3]), int(row[4]))
-    current = await _current(tx, job.sid, job.source_id)
-    if current is None or current[0] != job.version_tx:  # not current any more
-        await sync_source(tx, job.sid, job.source_id)
-        return 1
-    if current[1] is None:  # a version without text: nothing to write
-        await tx.execute(
-            "UPDATE search_sources SET done = true WHERE scope_id = ? AND source_id = ?",
-            job.sid, job.source_id,
-        )  # fmt: skip
-        return 1
-    return max(await _fill(tx, job, current[1], current[2], limit), 1)
+    with per_row(tx, "search_entry", (job.sid, job.source_id, job.version_tx)):
+        current = await _current(tx, job.sid, job.source_id)
+        if current is None or current[0] != job.version_tx:  # not current any more
+            await sync_source(tx, job.sid, job.source_id)
+            return 1
+        if current[1] is None:  # a version without text: nothing to write
+            await tx.execute(
+                "UPDATE search_sources SET done = true WHERE scope_id = ? AND source_id = ?",
+                job.sid, job.source_id,
+            )  # fmt: skip
+            return 1
+        return max(await _fill(tx, job, current[1], current[2], limit), 1)
 
 
 async def waiting(tx: Tx, sid: int | None) -> int:

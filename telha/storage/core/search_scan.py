@@ -46,11 +46,12 @@ _CHECKS = (
     ),
     (
         "missing",  # a current version's span row without its index row, not being filled
+        # (nor failed: listed as such)
         f"SELECT {_KEY.format(tx='source_version_tx')} FROM span_rows r WHERE "
         + _CURRENT.format(a="r", tx="source_version_tx")
         + " AND NOT EXISTS (SELECT 1 FROM search_sources p WHERE p.scope_id = r.scope_id"
         " AND p.source_id = r.source_id AND p.version_tx = r.source_version_tx"
-        " AND NOT p.done)"
+        " AND (NOT p.done OR p.failure IS NOT NULL))"
         " AND NOT EXISTS (SELECT 1 FROM search_spans s WHERE s.scope_id = r.scope_id"
         " AND s.source_id = r.source_id AND s.version_tx = r.source_version_tx"
         ' AND s.start = r.start AND s."end" = r."end")',
@@ -69,6 +70,9 @@ class SearchProblems:
     rows: int
     counts: dict[str, int] = field(default_factory=dict)
     examples: dict[str, list[tuple[int, bytes, int, int, int]]] = field(default_factory=dict)
+    #: Versions the index could not be filled with: ``(scope, source_id, tx, reason)``, the
+    #: first ``limit`` (their count is ``counts["failed"]``).
+    failed: list[tuple[int, bytes, int, str]] = field(default_factory=list)
 
 
 async def search_problems(tx: SnapshotTx, limit: int) -> SearchProblems:
@@ -76,7 +80,8 @@ async def search_problems(tx: SnapshotTx, limit: int) -> SearchProblems:
     span row that is not current (superseded, retired, erased, or gone) unless its version
     waits for deletion (``search_stale``), none twice, and — while the index is kept — none
     missing of a version not being filled (``search_sources``); on SQLite the FTS5 index
-    has one document per row."""
+    has one document per row; and the versions it could not be filled with
+    (``search_sources.failure``, docs/operations.md, "Bad rows")."""
     state = await tx.fetchall("SELECT enabled FROM search_state")
     enabled = bool(state and state[0][0])
     total = await tx.fetchall("SELECT count(*) FROM search_spans")
@@ -92,6 +97,14 @@ async def search_problems(tx: SnapshotTx, limit: int) -> SearchProblems:
             found.examples[kind] = [
                 (int(a), bytes(b), int(c), int(d), int(e)) for a, b, c, d, e in rows
             ]
+    count = await tx.fetchall("SELECT count(*) FROM search_sources WHERE failure IS NOT NULL")
+    found.counts["failed"] = int(count[0][0])
+    if found.counts["failed"]:
+        rows = await tx.fetchall(
+            "SELECT scope_id, source_id, version_tx, failure FROM search_sources"
+            f" WHERE failure IS NOT NULL ORDER BY scope_id, source_id LIMIT {int(limit)}"
+        )
+        found.failed = [(int(a), bytes(b), int(c), str(d)) for a, b, c, d in rows]
     if not tx.postgres:
         docs = await tx.fetchall("SELECT count(*) FROM search_fts_docsize")
         found.counts["fts_rows"] = abs(int(docs[0][0]) - found.rows)

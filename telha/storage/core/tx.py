@@ -99,6 +99,12 @@ class Tx(Protocol):
         """Write one version's rows (chunks, nodes, labels, edges, span rows merging
         on the same range, ambiguities) with the engine's bulk insert."""
 
+    def driver_failed(self, exc: BaseException) -> bool:
+        """Whether ``exc``, raised by this engine's driver inside an operation, means the
+        store failed (connection lost, disk error, locked), not the row being read: a
+        driver's data errors (a stored value that does not decode or convert) are the row's
+        (:func:`telha.domain.row_faults.is_row_error`)."""
+
 
 class SnapshotTx(Protocol):
     """A read-only snapshot held open for a whole block (``telha check``): real async calls,

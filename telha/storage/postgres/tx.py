@@ -171,6 +171,12 @@ class PgTx:
         """See :func:`telha.storage.postgres.rows.insert_rows` (one statement)."""
         await insert_rows(self.conn, rows)
 
+    @staticmethod
+    def driver_failed(exc: BaseException) -> bool:
+        """See :meth:`telha.storage.core.tx.Tx.driver_failed`: a driver error but a data
+        error (``22xxx``: a stored value that does not convert, e.g. invalid UTF-8)."""
+        return isinstance(exc, DRIVER_ERRORS) and not isinstance(exc, asyncpg.DataError)
+
 
 class PgSnapshotTx(PgTx):
     """A :class:`~telha.storage.core.tx.SnapshotTx`: a pooled connection inside one

@@ -23,6 +23,7 @@ from telha.storage.core.raw import RawOps
 from telha.storage.core.reads import ReadOps
 from telha.storage.core.retention import RetentionOps
 from telha.storage.core.retire import RetireOps
+from telha.storage.core.row_faults import RowFaultOps
 from telha.storage.core.scan import ScanOps
 from telha.storage.core.search import SearchOps
 from telha.storage.core.streams import StreamOps
@@ -54,6 +55,7 @@ class SqliteStore(
     WebhookOps,
     RetentionOps,
     KeyOps,
+    RowFaultOps,
     SqliteBase,
 ):
     """SQLite implementation of :class:`telha.storage.protocol.Storage`.

@@ -21,6 +21,9 @@ from telha.storage.sqlite.rows import insert_rows
 
 __all__ = ["SqliteSnapshotTx", "SqliteTx"]
 
+#: What ``sqlite3`` says of a stored ``TEXT`` value that is not UTF-8 (a row's fault).
+_UNDECODABLE = "Could not decode to UTF-8"
+
 
 class SqliteTx:
     """One SQLite transaction (the writer's) or read snapshot (a reader's).
@@ -103,6 +106,14 @@ class SqliteTx:
     async def write_rows(self, rows: VersionRows) -> None:
         """See :func:`telha.storage.sqlite.rows.insert_rows`."""
         insert_rows(self.conn, rows)
+
+    @staticmethod
+    def driver_failed(exc: BaseException) -> bool:
+        """See :meth:`telha.storage.core.tx.Tx.driver_failed`: an ``sqlite3`` error but
+        a data error or a stored text that is not UTF-8 (``Could not decode to UTF-8``)."""
+        if not isinstance(exc, sqlite3.Error):
+            return False
+        return not (isinstance(exc, sqlite3.DataError) or _UNDECODABLE in str(exc))
 
 
 class SqliteSnapshotTx:
