@@ -358,7 +358,9 @@ def result_body(
 
 #: What :meth:`telha.storage.protocol.ScanStore.erasure_leftovers` counts, across every scope:
 #: ``(name, description, SQL counting the rows)``; each should be 0. The SQL is portable
-#: between the engines except the expression ``{b64}``: a job payload's ``content_b64``.
+#: between the engines except the expression ``{b64}``: a job payload's ``content_b64``, read
+#: only for the jobs it concerns (``CASE`` fixes the order: another job's payload that is
+#: not JSON must not fail the check; docs/operations.md, "Bad rows").
 LEFTOVER_CHECKS: tuple[tuple[str, str, str], ...] = (
     ("versions_not_erased", "versions holding a blocklisted digest not marked erased",
      "SELECT count(*) FROM source_versions v JOIN erasure_blocklist b ON b.scope_id = v.scope_id"
@@ -372,7 +374,8 @@ LEFTOVER_CHECKS: tuple[tuple[str, str, str], ...] = (
     ("job_content", "job payloads still holding content that is blocklisted or erased",
      "SELECT count(*) FROM jobs j LEFT JOIN erasure_blocklist b ON b.scope_id = j.scope_id"
      " AND b.digest = j.content_hash WHERE (b.digest IS NOT NULL"
-     " OR j.failure_reason LIKE 'erased:%') AND coalesce({b64}, '') <> ''"),
+     " OR j.failure_reason LIKE 'erased:%') AND coalesce(CASE WHEN b.digest IS NOT NULL"
+     " OR j.failure_reason LIKE 'erased:%' THEN {b64} END, '') <> ''"),
     ("span_rows", "span rows of erased versions",
      "SELECT count(*) FROM span_rows r JOIN source_versions v ON v.scope_id = r.scope_id"
      " AND v.source_id = r.source_id AND v.tx = r.source_version_tx"

@@ -75,7 +75,10 @@ _BATCH = 500
 _PAGE = 1000
 
 #: A job payload's ``content_b64`` as an SQL expression over ``jobs j``, per dialect.
-_B64_SQLITE = "json_extract(CAST(j.payload AS TEXT), '$.content_b64')"
+_B64_SQLITE = (
+    "CASE WHEN json_valid(CAST(j.payload AS TEXT))"
+    " THEN json_extract(CAST(j.payload AS TEXT), '$.content_b64') END"
+)
 _B64_POSTGRES = "convert_from(j.payload, 'UTF8')::jsonb ->> 'content_b64'"
 
 #: One step: ``step(tx, scope_id, erasure_id, payload, now_us) -> counts``.
