@@ -360,10 +360,17 @@ class JobQueue:
     async def lose(self, leases: Sequence[LeaseRef], detail: str) -> int:
         """Return jobs lost with their worker to ``pending`` (``worker_lost``, a failed attempt,
         no backoff for a job's first loss) or dead them (``jobs.max_worker_losses``, or
-        ``max_attempts``); wakes pollers. Leases no longer held are skipped. Returns how many
-        jobs were lost."""
-        lost = await self._store.lose_jobs(
-            leases, now_us=self._clock(), detail=detail, decide=self.decide_loss
+        ``max_attempts``); wakes pollers. Leases no longer held are skipped; a job whose row
+        cannot be processed ends ``dead`` (``corrupt_row``) as in :meth:`reap`. Returns how
+        many jobs were lost."""
+
+        async def lose_once() -> list[tuple[JobRecord, str]]:
+            return await self._store.lose_jobs(
+                leases, now_us=self._clock(), detail=detail, decide=self.decide_loss
+            )
+
+        lost: list[tuple[JobRecord, str]] = await past_bad_rows(
+            lose_once, self._store, self._metrics, "job_queue", default=[], on_fault=self._dead
         )
         for job, state in lost:
             with bound_job(**fields_of(job)):
@@ -373,6 +380,12 @@ class JobQueue:
             if state == "pending":
                 self._wakeups.notify(job.format)
         return len(lost)
+
+    def _dead(self, fault: RowFault) -> None:
+        """A job whose row could not be processed was dead-lettered: free its slot, if it
+        was leased through here."""
+        if isinstance(fault.key, bytes):
+            self.finished(fault.key)
 
     async def refresh_gauges(self) -> None:
         """Take a new snapshot of active jobs by kind and state for ``telha_jobs``."""
@@ -396,12 +409,8 @@ class JobQueue:
         async def reap_once() -> list[tuple[JobRecord, str]]:
             return await self._store.reap_expired(now_us=self._clock(), decide=self.decide_loss)
 
-        def dead(fault: RowFault) -> None:
-            if isinstance(fault.key, bytes):  # its slot, if it was leased through here
-                self.finished(fault.key)
-
         reaped: list[tuple[JobRecord, str]] = await past_bad_rows(
-            reap_once, self._store, self._metrics, "job_queue", default=[], on_fault=dead
+            reap_once, self._store, self._metrics, "job_queue", default=[], on_fault=self._dead
         )
         for job, state in reaped:
             with bound_job(**fields_of(job)):

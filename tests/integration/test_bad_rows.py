@@ -24,7 +24,7 @@ from telha.check.runner import run_checks
 from telha.config import JobsConfig
 from telha.domain.erasure import ERASE_FORMAT, ERASE_KIND, ErasePayload
 from telha.domain.ids import content_hash, new_id, now_us
-from telha.domain.model import JobRecord, NewJob, Scope
+from telha.domain.model import JobRecord, LeaseRef, NewJob, Scope
 from telha.ingest.eraser import Eraser
 from telha.metrics import Metrics
 from telha.queue.job_queue import JobQueue
@@ -94,13 +94,16 @@ async def _enqueue(store: StorageEngine, n: int) -> list[bytes]:
     return ids
 
 
-async def _lease_all(store: StorageEngine, n: int, ahead_us: int = 0) -> None:
+async def _lease_all(store: StorageEngine, n: int, ahead_us: int = 0) -> list[LeaseRef]:
     """Lease ``n`` text jobs as of ``ahead_us`` from now (past a reaped job's backoff)."""
+    leases = []
     for _ in range(n):
         held = await store.lease_next_job(
             ["text"], scope=None, worker_id="w", now_us=now_us() + ahead_us, lease_us=60_000_000
         )
         assert held is not None
+        leases.append(LeaseRef(held.job_id, held.lease_generation))
+    return leases
 
 
 async def test_reaper_dead_letters_an_expired_job_that_does_not_decode(
@@ -136,6 +139,30 @@ async def test_reaper_dead_letters_an_expired_job_that_does_not_decode(
         assert events.count("lease_expired") == 2
     report = await run_checks(store)
     assert [v.line() for v in report.violations if v.check == "job_states"] == []
+
+
+async def test_loss_write_back_dead_letters_a_lost_job_that_does_not_decode(
+    store: StorageEngine,
+) -> None:
+    """Jobs handed back as lost with their worker, one whose checkpoint does not decode: it
+    ends ``dead`` (``corrupt_row``), the other goes back to pending at once."""
+    metrics = Metrics()
+    queue = JobQueue(store, JobsConfig(), metrics=metrics)
+    bad, good = await _enqueue(store, 2)
+    leases = await _lease_all(store, 2)
+    await _sql(store, "UPDATE jobs SET continuation = ? WHERE job_id = ?", b"\xc1junk", bad)
+
+    async def lost() -> bool:
+        return (await _job(store, good)).state == "pending"
+
+    async with supervised(("job_queue", queue.run)):
+        queue.lost(leases, "worker w: stream ended")
+        await until(lost, within_s=10)
+        dead = await _job(store, bad)
+        assert dead.state == "dead"
+        assert dead.failure_reason is not None
+        assert dead.failure_reason.startswith("corrupt_row: DecodeError: ")
+        assert _failed(metrics, "job_queue", "job") == 1
 
 
 async def _erase_job(store: StorageEngine, source: bytes) -> bytes:

@@ -92,6 +92,7 @@ async def test_serve_stays_up_over_rows_its_actors_cannot_process(
             assert {name: d["state"] for name, d in dead.items()} == dict.fromkeys(ids, "dead")
             assert dead["leased"]["failureReason"].startswith("corrupt_row: DecodeError: ")
             assert dead["erase"]["failureReason"].startswith("corrupt_row: step mark: ")
+            assert dead["payload"]["failureReason"].startswith("corrupt_input: "), dead
             good = await c.post(
                 "/v1/ingest", json={"format": "text", "name": "good.txt", "content": "good row"}
             )

@@ -484,16 +484,20 @@ async def lose(
     tx: Tx, leases: Sequence[LeaseRef], now_us: int, detail: str, decide: DecideLoss
 ) -> list[tuple[JobRecord, str]]:
     """Jobs lost with their worker: ``worker_lost``, a failed attempt, pending or dead per
-    ``decide``; leases no longer held are skipped. Rows are locked in id order."""
+    ``decide``; leases no longer held are skipped. Rows are locked in id order.
+
+    :raises RowFault: a lost job's row cannot be processed (as :func:`reap`).
+    """
     lost: list[tuple[JobRecord, str]] = []
     for held in sorted(leases, key=lambda lease: lease.job_id):
         try:
             _, _, cont = await check_lease(tx, held)
         except StaleLease:
             continue
-        job = await select_job(tx, held.job_id)
-        reason = f"worker_lost: {detail}"
-        d = await _apply_loss(tx, job, "worker_lost", reason, now_us, decide, cont)
+        with per_row(tx, "job", held.job_id):
+            job = await select_job(tx, held.job_id)
+            reason = f"worker_lost: {detail}"
+            d = await _apply_loss(tx, job, "worker_lost", reason, now_us, decide, cont)
         lost.append((job, d.state))
     if not lost:
         raise Rollback([])
