@@ -141,6 +141,33 @@ async def test_reaper_dead_letters_an_expired_job_that_does_not_decode(
     assert [v.line() for v in report.violations if v.check == "job_states"] == []
 
 
+async def test_reaper_dead_letters_an_expired_job_whose_text_is_not_utf8(
+    store: StorageEngine, request: pytest.FixtureRequest
+) -> None:
+    """SQLite stores any bytes as ``TEXT``; a lease owner that is not UTF-8 fails the read
+    of that row only (a driver data error, not the store failing): the job ends ``dead``."""
+    if "postgres" in request.node.callspec.id:
+        pytest.skip("PostgreSQL refuses text that is not UTF-8 when it is written")
+    metrics = Metrics()
+    queue = JobQueue(store, JobsConfig(reap_interval_s=0.05), metrics=metrics)
+    bad, good = await _enqueue(store, 2)
+    await _lease_all(store, 2)
+    await _sql(
+        store, "UPDATE jobs SET lease_owner = CAST(? AS TEXT) WHERE job_id = ?", b"\xff", bad
+    )
+    await _sql(store, "UPDATE jobs SET lease_deadline = 1 WHERE state = 'leased'")
+
+    async def reaped() -> bool:
+        return (await _job(store, good)).state == "pending"
+
+    async with supervised(("job_queue", queue.run)):
+        await until(reaped)
+        dead = await _job(store, bad)
+        assert dead.state == "dead" and dead.lease_owner is None
+        assert dead.failure_reason is not None
+        assert dead.failure_reason.startswith("corrupt_row: OperationalError: Could not decode")
+
+
 async def test_loss_write_back_dead_letters_a_lost_job_that_does_not_decode(
     store: StorageEngine,
 ) -> None:
