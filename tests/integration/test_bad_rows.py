@@ -33,7 +33,7 @@ from telha.search_indexer import SearchIndexer
 from telha.storage import StorageEngine
 from telha.storage.core.tx import Tx
 from telha.supervisor import Supervisor
-from tests.integration.test_search_queue import _commit, _index_rows
+from tests.integration.test_search_queue import _commit, _hits, _index_rows
 from tests.support.metrics import parse, value
 from tests.support.pg import ENGINES
 from tests.support.stores import fresh_store
@@ -289,6 +289,21 @@ async def test_search_indexer_marks_an_entry_it_cannot_index_failed(store: Stora
     problems = [v.line() for v in report.violations if v.check == "search_index"]
     assert len(problems) == 2, problems
     assert all("could not be indexed" in p for p in problems), problems
+
+
+async def test_a_search_records_an_entry_it_cannot_index_and_answers(
+    store: StorageEngine,
+) -> None:
+    """A search does its scope's waiting index work first (no indexer runs here): an entry
+    it cannot index is marked failed, the search answers from the others."""
+    bad, good = b"b" * 16, b"g" * 16
+    await _commit(store, ["alpha"], source=bad)
+    await _commit(store, ["alpha", "beta"], source=good)
+    await _sql(store, 'UPDATE span_rows SET "end" = 99999999 WHERE source_id = ?', bad)
+    hits = await _hits(store, "alpha")
+    assert {h.source_id for h in hits} == {good}
+    done, reason = await _entry(store, bad)
+    assert done and reason is not None and "past the canonical text stored" in reason
 
 
 async def _entry_failed(store: StorageEngine, source: bytes) -> bool:
