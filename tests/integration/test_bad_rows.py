@@ -168,6 +168,22 @@ async def test_reaper_dead_letters_an_expired_job_whose_text_is_not_utf8(
         assert dead.failure_reason.startswith("corrupt_row: OperationalError: Could not decode")
 
 
+async def test_reaper_reaps_a_job_whose_source_id_is_not_an_id(store: StorageEngine) -> None:
+    """A job row whose source id is not 16 bytes is reaped like any other: the log line
+    naming it gives the id in hex instead of failing the queue."""
+    queue = JobQueue(store, JobsConfig(reap_interval_s=0.05), metrics=Metrics())
+    (job,) = await _enqueue(store, 1)
+    await _lease_all(store, 1)
+    await _sql(store, "UPDATE jobs SET source_id = ?, lease_deadline = 1 WHERE job_id = ?",
+               b"abc", job)  # fmt: skip
+
+    async def reaped() -> bool:
+        return (await _job(store, job)).state == "pending"
+
+    async with supervised(("job_queue", queue.run)):
+        await until(reaped)
+
+
 async def test_loss_write_back_dead_letters_a_lost_job_that_does_not_decode(
     store: StorageEngine,
 ) -> None:
