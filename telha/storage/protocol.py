@@ -187,7 +187,7 @@ class RowFaultStore(Protocol):
     async def fail_row(self, fault: RowFault, *, now_us: int) -> bool:
         """Record ``fault``'s row failed with its reason (a job: ``dead``, ``corrupt_row``;
         a search entry: marked failed) and log ``row_failed``; ``False`` when nothing needed
-        writing (:meth:`telha.storage.core.row_faults.RowFaultOps.fail_row`)."""
+        writing (:meth:`telha.storage.core.failed_rows.RowFaultOps.fail_row`)."""
 
 
 class JobStore(RowFaultStore, Protocol):

@@ -353,7 +353,11 @@ async def test_retention_passes_by_an_ended_job_it_cannot_read(
 
     async with supervised(("retention", retention.run)):
         await until(gone)
-        assert _failed(metrics, "retention", "retention_job") == 1
+
+        async def counted() -> bool:  # settled once the pass's transactions are done
+            return _failed(metrics, "retention", "retention_job") == 1
+
+        await until(counted)
         # The next pass runs too: a job that ends now-old is removed.
         (third,) = await _enqueue(store, 1)
         await _sql(store, "UPDATE jobs SET state = 'dead', failure_reason = 'x', updated_at = 1"

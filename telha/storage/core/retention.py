@@ -42,7 +42,8 @@ from typing import Any, cast
 from telha.domain.model import TERMINAL_JOB_STATES
 from telha.domain.row_faults import RowFault
 from telha.storage.core.engine import EngineOps
-from telha.storage.core.row_faults import note, per_row
+from telha.storage.core.failed_rows import note
+from telha.storage.core.row_faults import per_row
 from telha.storage.core.tx import Tx, any_groups
 
 __all__ = [

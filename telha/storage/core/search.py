@@ -33,7 +33,7 @@ from telha.domain.search_query import (
 )
 from telha.domain.search_text import is_verbatim, snippet
 from telha.storage.core.engine import EngineOps
-from telha.storage.core.row_faults import record
+from telha.storage.core.failed_rows import record
 from telha.storage.core.search_index import index_pending, waiting
 from telha.storage.core.tx import Tx
 from telha.storage.core.visible import visible
@@ -391,7 +391,7 @@ class SearchOps(EngineOps):
         :raises RowFault: a version being filled cannot be indexed (its canonical text is
             missing, a span row is out of its range, labels that do not decode): nothing
             of this batch was written; record it
-            (:meth:`~telha.storage.core.row_faults.RowFaultOps.fail_row`) and call again.
+            (:meth:`~telha.storage.core.failed_rows.RowFaultOps.fail_row`) and call again.
         """
         return await self._transaction("index search spans", _index_step, scope, limit)
 

@@ -14,6 +14,7 @@ import anyio.abc
 from telha.storage.core.cancel import CancelOps
 from telha.storage.core.diff import DiffOps
 from telha.storage.core.erasure import ErasureOps
+from telha.storage.core.failed_rows import RowFaultOps
 from telha.storage.core.job_events import JobEventOps
 from telha.storage.core.jobs import JobOps
 from telha.storage.core.keys import KeyOps
@@ -23,7 +24,6 @@ from telha.storage.core.raw import RawOps
 from telha.storage.core.reads import ReadOps
 from telha.storage.core.retention import RetentionOps
 from telha.storage.core.retire import RetireOps
-from telha.storage.core.row_faults import RowFaultOps
 from telha.storage.core.scan import ScanOps
 from telha.storage.core.search import SearchOps
 from telha.storage.core.streams import StreamOps
