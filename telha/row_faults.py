@@ -33,8 +33,9 @@ async def settle(store: RowFaultStore, fault: RowFault, metrics: Metrics, actor:
     :raises telha.domain.errors.StorageError: the store failed (the actor's supervisor
         restarts it).
     """
-    metrics.rows_failed.labels(actor, fault.what).inc()
-    return await store.fail_row(fault, now_us=now_us())
+    done = await store.fail_row(fault, now_us=now_us())
+    metrics.rows_failed.labels(actor, fault.what).inc()  # once recorded and logged
+    return done
 
 
 async def past_bad_rows(
