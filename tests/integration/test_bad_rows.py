@@ -23,14 +23,17 @@ import pytest
 from telha.check.runner import run_checks
 from telha.config import JobsConfig
 from telha.domain.erasure import ERASE_FORMAT, ERASE_KIND, ErasePayload
+from telha.domain.errors import StorageError
 from telha.domain.ids import content_hash, new_id, now_us
 from telha.domain.model import JobRecord, LeaseRef, NewJob, Scope
+from telha.domain.row_faults import RowFault
 from telha.ingest.eraser import Eraser
 from telha.metrics import Metrics
 from telha.queue.job_queue import JobQueue
 from telha.retention import Retention
 from telha.search_indexer import SearchIndexer
 from telha.storage import StorageEngine
+from telha.storage.core.row_faults import per_row
 from telha.storage.core.tx import Tx
 from telha.supervisor import Supervisor
 from tests.integration.test_search_queue import _commit, _hits, _index_rows
@@ -75,6 +78,26 @@ async def _sql(store: StorageEngine, sql: str, *params: Any) -> int:
 def _failed(metrics: Metrics, actor: str, what: str) -> float:
     text = prometheus_client.generate_latest(metrics.registry).decode()
     return value(parse(text), "telha_rows_failed_total", actor=actor, what=what)
+
+
+async def test_a_failing_store_is_never_taken_for_a_bad_row(store: StorageEngine) -> None:
+    """Inside a row's processing, an error of the driver itself (here a statement the
+    database refuses) still leaves as the store's failure, for the supervisor; a value that
+    does not decode becomes that row's fault."""
+
+    async def refused(tx: Tx) -> None:
+        with per_row(tx, "job", b"k"):
+            await tx.execute("UPDATE no_such_table SET x = 1")
+
+    async def undecodable(tx: Tx) -> None:
+        with per_row(tx, "job", b"k"):
+            msgspec.json.decode(b"{")
+
+    with pytest.raises(StorageError):
+        await store._transaction("refused", refused)  # type: ignore[attr-defined]
+    with pytest.raises(RowFault) as caught:
+        await store._transaction("undecodable", undecodable)  # type: ignore[attr-defined]
+    assert caught.value.reason.startswith("DecodeError: ")
 
 
 async def _job(store: StorageEngine, job_id: bytes) -> JobRecord:
