@@ -356,8 +356,9 @@ async def _queue_empty(store: StorageEngine) -> bool:
 async def test_retention_passes_by_an_ended_job_it_cannot_read(
     store: StorageEngine, request: pytest.FixtureRequest
 ) -> None:
-    """An ended job whose source id is stored as text is left as it is, logged and counted;
-    the other ended jobs are removed; the next pass runs."""
+    """An ended job whose source id is stored as text, and a raw blob whose size is, are
+    left as they are, logged (the job counted); the other ended job and unnamed raw blob
+    are removed; the next pass runs."""
     if "postgres" in request.node.callspec.id:
         pytest.skip(
             "PostgreSQL's column types refuse every value the retention pass could fail to"
@@ -366,6 +367,12 @@ async def test_retention_passes_by_an_ended_job_it_cannot_read(
     bad, good = await _enqueue(store, 2)
     await _sql(store, "UPDATE jobs SET state = 'dead', failure_reason = 'x', updated_at = 1")
     await _sql(store, "UPDATE jobs SET source_id = 'not bytes' WHERE job_id = ?", bad)
+    blob = "INSERT INTO raw_blobs (scope_id, content_hash, size, complete, created_at) SELECT"
+    blob += " scope_id, ?, ?, 1, 1 FROM jobs LIMIT 1"
+    await _sql(store, blob, b"B" * 32, "big")
+    await _sql(store, blob, b"G" * 32, 3)
+    await _sql(store, "INSERT INTO raw_chunks SELECT scope_id, ?, 0, ? FROM jobs LIMIT 1",
+               b"G" * 32, b"abc")  # fmt: skip
     metrics = Metrics()
     retention = Retention(
         store, JobsConfig(retain_days=1, gc_interval_s=0.05), metrics, first_pass_s=0
@@ -392,3 +399,8 @@ async def test_retention_passes_by_an_ended_job_it_cannot_read(
         await until(third_gone)
     assert _failed(metrics, "retention", "retention_job") == 1  # passed by, not met again
     assert await store.get_job(None, bad) is not None
+
+    async def blobs(tx: Tx) -> list[bytes]:
+        return [bytes(r[0]) for r in await tx.fetchall("SELECT content_hash FROM raw_blobs")]
+
+    assert await store._read(blobs) == [b"B" * 32]  # type: ignore[attr-defined]

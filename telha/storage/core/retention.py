@@ -250,10 +250,12 @@ async def count_jobs(tx: Tx, before_us: int) -> tuple[int, int, int]:
 
 async def blob_candidates(
     tx: Tx, before_us: int, after: tuple[int, bytes] | None, limit: int
-) -> list[BlobCandidate]:
+) -> tuple[list[BlobCandidate], tuple[int, bytes] | None]:
     """Up to ``limit`` raw blobs (strictly after ``after`` in ``(scope id, digest)`` order)
     written before ``before_us`` that nothing staying names: no version of the scope, no job
-    that a pass with this cutoff keeps."""
+    that a pass with this cutoff keeps; and the key to read the next page from (``None``:
+    this was the last). A blob whose row cannot be read is logged (``row_failed``) and left
+    out."""
     where = "b.created_at < ?"
     params: list[Any] = [before_us]
     if after is not None:
@@ -271,7 +273,9 @@ async def blob_candidates(
                 found.append(BlobCandidate(int(r[0]), bytes(r[1]), int(r[2])))
         except RowFault as fault:  # it stays (its bytes are not removed)
             note(fault)
-    return found
+    # The key as stored: the next page starts past the last row read, faulty or not.
+    nxt = cast(tuple[int, bytes], (rows[-1][0], rows[-1][1])) if len(rows) == limit else None
+    return found, nxt
 
 
 async def remove_blob(tx: Tx, blob: BlobCandidate, before_us: int, budget: int) -> bool | None:
@@ -351,16 +355,16 @@ class RetentionOps(EngineOps):
         count = size = 0
         after: tuple[int, bytes] | None = None
         while True:
-            page = await self._read(blob_candidates, before_us, after, BLOBS_PER_READ)
+            page, nxt = await self._read(blob_candidates, before_us, after, BLOBS_PER_READ)
             for blob in page:
                 gone: bool | None = True
                 while remove and (gone := await self._remove_blob(blob, before_us)) is False:
                     pass
                 if gone:
                     count, size = count + 1, size + blob.size
-            if len(page) < BLOBS_PER_READ:
+            if nxt is None:
                 return count, size
-            after = (page[-1].sid, page[-1].digest)
+            after = nxt
 
     async def _remove_blob(self, blob: BlobCandidate, before_us: int) -> bool | None:
         """One transaction of :func:`remove_blob`."""
