@@ -18,12 +18,12 @@ from typing import Any, BinaryIO
 
 import anyio
 import blake3
-import msgspec
 from python_multipart.exceptions import MultipartParseError
 from python_multipart.multipart import MultipartParser, parse_options_header
 from starlette.requests import Request
 
 from telha.domain.errors import ContentError, PayloadTooLarge, RequestError
+from telha.domain.request_json import decode_json
 from telha.ingest.ingestor import UploadedFile
 from telha.ingest.request import check_request, known_format
 
@@ -139,8 +139,9 @@ def _text(fields: dict[str, bytearray], key: str) -> str | None:
 def _upload_fields(fields: dict[str, bytearray], files: int) -> tuple[str, str, dict[str, Any]]:
     """``(format, name, options)`` of a finished form.
 
-    :raises RequestError: a missing or invalid field, unknown format, options not an object
-        or refused by the format's declaration (:func:`telha.ingest.request.check_request`).
+    :raises RequestError: a missing or invalid field, unknown format, options not a JSON
+        object, nested too deep (:mod:`telha.domain.request_json`) or refused by the
+        format's declaration (:func:`telha.ingest.request.check_request`).
     :raises ContentError: no file part.
     """
     fmt, name, options_text = (_text(fields, k) for k in ("format", "name", "options"))
@@ -151,10 +152,7 @@ def _upload_fields(fields: dict[str, bytearray], files: int) -> tuple[str, str, 
         raise RequestError("field 'name' is required and must not be empty")
     options: dict[str, Any] = {}
     if options_text:
-        try:
-            decoded = msgspec.json.decode(options_text)
-        except msgspec.DecodeError as exc:
-            raise RequestError(f"field 'options' is not valid JSON: {exc}") from None
+        decoded: Any = decode_json(options_text, object, "field 'options'", field="options")
         if not isinstance(decoded, dict):
             raise RequestError("field 'options' must be a JSON object")
         options = decoded
