@@ -1,6 +1,7 @@
 """``telha ingest`` as a new user meets it, through real subprocesses against a real
 ``telha serve`` (docs/cli-and-client.md): source names relative to ``--root``, whatever way
-the file was named; one ``cannot reach`` line and exit 2 when no server answers; Ctrl-C
+the file was named; one ``cannot reach`` line and exit 2 when no server answers, one
+``refuses the API key`` line and exit 2 (no upload) for a key the server refuses; Ctrl-C
 prints the table so far and exits 130; the server's hint for a job no worker takes.
 
 Output on a terminal differs (bars, a rich table): those cases run on a pseudo-terminal too.
@@ -8,6 +9,7 @@ This server runs the text worker only, so a CSV job stays pending."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -229,3 +231,45 @@ def test_a_job_no_worker_takes_shows_the_server_hint(server: ServerProcess, tmp_
         if proc.stdout is not None:
             proc.stdout.close()
     assert "one/t.csv: hint (no worker polls format csv)\n" in lines, lines
+
+
+def _ingest_posts(server: ServerProcess) -> int:
+    """``POST /v1/ingest`` requests in the server's access log so far."""
+    count = 0
+    for line in server.log_text().splitlines():
+        if '"request"' in line and '"/v1/ingest"' in line:
+            event = json.loads(line)
+            count += event.get("method") == "POST" and event.get("route") == "/v1/ingest"
+    return count
+
+
+def test_a_refused_key_stops_at_once_with_one_line(server: ServerProcess, tmp_path: Path) -> None:
+    """A key the server refuses (``UNAUTHENTICATED``): one line on stderr and exit 2 before
+    any upload, not a refusal per file; piped and on a terminal."""
+    folder = tmp_path / "many"
+    folder.mkdir()
+    for n in range(8):
+        (folder / f"f{n}.txt").write_text(f"file {n}\n")
+    posts = _ingest_posts(server)
+    said = (
+        f"telha: {server.base_url} refuses the API key (UNAUTHENTICATED: unknown or revoked"
+        " API key; set --api-key or TELHA_API_KEY); 8 files not sent"
+    )
+
+    out = _telha(server.base_url, "telha_not_a_key", "ingest", "many", cwd=tmp_path)
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.splitlines() == [said]
+    assert out.stdout == ""
+
+    code, tty = run_on_tty(
+        [sys.executable, "-m", "telha", "ingest", str(folder)],
+        _env(server.base_url, "telha_not_a_key"),
+    )
+    assert code == 2, tty
+    assert tty.strip() == said
+    assert _ingest_posts(server) == posts  # no file was sent
+
+    # A key the server knows goes on as before.
+    good = _telha(server.base_url, _key(server), "ingest", "--no-wait", "many", cwd=tmp_path)
+    assert good.returncode == 0, good.stderr
+    assert len(_table(good.stdout)) == 8 and _ingest_posts(server) == posts + 8
