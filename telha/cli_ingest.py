@@ -256,18 +256,23 @@ async def _wait(client: AsyncTelha, i: int, f: _File, out: _Reporter) -> None:
                 out.line(f"{f.name}: hint ({said})", on_terminal=True)
                 return
 
+    job: JobStatus | None = None
+    error: TelhaError | None = None
     async with anyio.create_task_group() as tg:
         tg.start_soon(hint)
         try:
             job = await client.wait(job_id, on_event=on_event)
-        except Unauthenticated as exc:
-            raise _KeyRefused(exc) from None
-        except TelhaError as exc:
-            f.state, f.failure = "failed", f"{exc.code}: {exc.message}"
-            out.state(i, f, f.state, f.failure)
-            return
+        except TelhaError as exc:  # raised out of here, it would come out of tg grouped
+            error = exc
         finally:
             tg.cancel_scope.cancel()
+    if isinstance(error, Unauthenticated):
+        raise _KeyRefused(error)
+    if job is None:
+        assert error is not None
+        f.state, f.failure = "failed", f"{error.code}: {error.message}"
+        out.state(i, f, f.state, f.failure)
+        return
     f.state, f.failure = job.state, job.failure_reason or ""
     f.nodes = _nodes(job) if job.state == "completed" else None
 
