@@ -19,7 +19,11 @@ from typing import Any, BinaryIO
 import anyio
 import blake3
 from python_multipart.exceptions import MultipartParseError
-from python_multipart.multipart import MultipartParser, parse_options_header
+from python_multipart.multipart import (
+    MAX_BOUNDARY_LENGTH,
+    MultipartParser,
+    parse_options_header,
+)
 from starlette.requests import Request
 
 from telha.domain.errors import ContentError, PayloadTooLarge, RequestError
@@ -163,10 +167,19 @@ def _upload_fields(fields: dict[str, bytearray], files: int) -> tuple[str, str, 
 
 
 def _boundary(request: Request) -> bytes:
+    """The form's boundary, one python-multipart's parser takes (docs/rest-api.md, "Limits").
+
+    :raises RequestError: none, or longer than the parser's ``MAX_BOUNDARY_LENGTH`` (its
+        constructor would raise an untyped ``FormParserError``).
+    """
     _, params = parse_options_header(request.headers.get("content-type", ""))
     boundary = params.get(b"boundary")
     if not boundary:
         raise RequestError("multipart/form-data without a boundary")
+    if len(boundary) > MAX_BOUNDARY_LENGTH:
+        raise RequestError(
+            f"multipart/form-data boundary is over {MAX_BOUNDARY_LENGTH} bytes ({len(boundary)})"
+        )
     return boundary
 
 

@@ -174,6 +174,10 @@ SHAPES = [
     Shape("multipart with a 200-character boundary", _form({"format": "text"})[0], 400,
           "INVALID_REQUEST", "malformed multipart/form-data",
           content_type="multipart/form-data; boundary=" + "y" * 200),
+    Shape("multipart with a boundary over the parser's cap", b"--a\r\n", 400, "INVALID_REQUEST",
+          "boundary is over 256 bytes", content_type="multipart/form-data; boundary=" + "a" * 5000),
+    Shape("multipart with a non-ASCII boundary", b"--\xff\xfe\r\n", 400, "INVALID_REQUEST",
+          "multipart/form-data", content_type="multipart/form-data; boundary=\xff\xfe"),
     Shape("multipart of binary noise", b"\x00\xff" * 1000, 400, "INVALID_REQUEST",
           "malformed multipart/form-data", content_type="multipart/form-data; boundary=zz"),
     Shape("multipart with a header over the cap",
@@ -268,7 +272,7 @@ def test_bad_input_gets_its_typed_4xx(client: httpx.Client, stored: Stored, shap
     path = shape.path.format(source=stored.source, tx=stored.tx)
     answer = client.request(
         shape.method, path, content=shape.body or None, params=shape.params,
-        headers={"content-type": shape.content_type},
+        headers={"content-type": shape.content_type.encode("latin-1")},
     )  # fmt: skip
     assert answer.status_code == shape.status, answer.text
     error = answer.json()["error"]
