@@ -46,8 +46,10 @@ def _json_body(options: str, fmt: str = "text", content: str = '"x"') -> bytes:
     )
 
 
-def _form(fields: dict[str, bytes | str], boundary: str = "b0undary") -> tuple[bytes, str]:
-    """A multipart body of ``fields`` plus a small ``file`` part, and its content type."""
+def _form(
+    fields: dict[str, bytes | str], boundary: str = "b0undary", file: bytes = b"x"
+) -> tuple[bytes, str]:
+    """A multipart body of ``fields`` plus a ``file`` part, and its content type."""
     parts = [
         f'--{boundary}\r\ncontent-disposition: form-data; name="{name}"\r\n\r\n'.encode()
         + (value.encode() if isinstance(value, str) else value)
@@ -56,7 +58,9 @@ def _form(fields: dict[str, bytes | str], boundary: str = "b0undary") -> tuple[b
     ]
     parts.append(
         f'--{boundary}\r\ncontent-disposition: form-data; name="file"; filename="a.txt"\r\n'
-        "content-type: text/plain\r\n\r\nx\r\n".encode()
+        "content-type: text/plain\r\n\r\n".encode()
+        + file
+        + b"\r\n"
     )
     return b"".join(
         parts
@@ -79,9 +83,14 @@ class Shape:
 
 
 def _form_shape(
-    label: str, fields: dict[str, bytes | str], status: int, code: str, says: str
+    label: str,
+    fields: dict[str, bytes | str],
+    status: int,
+    code: str,
+    says: str,
+    file: bytes = b"x",
 ) -> Shape:
-    body, ctype = _form(fields)
+    body, ctype = _form(fields, file=file)
     return Shape(label, body, status, code, says, content_type=ctype)
 
 
@@ -120,6 +129,13 @@ SHAPES = [
     Shape("json content arrays 30,000 deep",
           json.dumps({"format": "json", "name": "d.json", "content": arrays(_DEEP)}).encode(),
           400, "INVALID_CONTENT", "nesting is too deep"),
+    Shape("json contentBase64 objects 30,000 deep",
+          json.dumps({"format": "json", "name": "d.json",
+                      "contentBase64": base64.b64encode(objects(_DEEP).encode()).decode()}
+                     ).encode(),
+          400, "INVALID_CONTENT", "nesting is too deep"),
+    _form_shape("json file part objects 30,000 deep", {"format": "json", "name": "d.json"},
+                400, "INVALID_CONTENT", "nesting is too deep", file=objects(_DEEP).encode()),
     Shape("json content past json_max_depth",
           json.dumps({"format": "json", "name": "d.json", "content": objects(20)}).encode(),
           400, "INVALID_CONTENT", "ingest.json_max_depth"),
