@@ -288,7 +288,7 @@ def test_bad_input_gets_its_typed_4xx(client: httpx.Client, stored: Stored, shap
     path = shape.path.format(source=stored.source, tx=stored.tx)
     answer = client.request(
         shape.method, path, content=shape.body or None, params=shape.params,
-        headers={"content-type": shape.content_type.encode("latin-1")},
+        headers={b"content-type": shape.content_type.encode("latin-1")},
     )  # fmt: skip
     assert answer.status_code == shape.status, answer.text
     error = answer.json()["error"]

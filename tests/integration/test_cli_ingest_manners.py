@@ -311,7 +311,7 @@ def test_a_key_revoked_midway_stops_every_other_file(server: ServerProcess, tmp_
     )  # fmt: skip
     try:
         assert proc.stdout is not None and proc.stderr is not None
-        lines = []
+        lines: list[str] = []
         deadline = time.monotonic() + 60
         while not any(x.startswith("a.txt: uploaded") for x in lines):
             assert time.monotonic() < deadline, lines
