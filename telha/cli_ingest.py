@@ -9,7 +9,9 @@ showing its state changes (and the server's ``hint`` when a job stays ``enqueued
 ends with a table: file, source id, job id, state, nodes, failure (TSV with a header line
 when stdout is not a terminal). Exit code 1 if any file ended ``dead`` or ``cancelled``, was
 refused (an error answer, or no format) or failed (no answer); 130 on Ctrl-C (the table so
-far is printed first); else 0.
+far is printed first); 2 when the server refuses the key (``UNAUTHENTICATED``): the key is
+tried once before any upload, and a refusal later (a key revoked meanwhile) stops every
+upload and wait, so one line says it instead of one per file; else 0.
 
 A file's source name is its path relative to ``--root`` (default: the current folder),
 ``/``-separated, the same whether the file was named alone or found in a folder; a file
@@ -24,7 +26,7 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import anyio
 import click
@@ -53,6 +55,7 @@ from telha.client import (
     JobEventOut,
     JobStatus,
     TelhaError,
+    Unauthenticated,
 )
 from telha.client.formats import guess_format
 
@@ -67,6 +70,16 @@ _BAD = ("dead", "cancelled", "refused", "failed")
 HINT_AFTER_S = 3.0
 #: The exit code after Ctrl-C (128 + SIGINT), as shells report it.
 EXIT_INTERRUPTED = 130
+#: The exit code when the server refuses the API key (as for a usage or configuration error).
+EXIT_KEY_REFUSED = 2
+
+
+class _KeyRefused(Exception):
+    """The server answered ``UNAUTHENTICATED``: every other request would be refused too."""
+
+    def __init__(self, error: TelhaError) -> None:
+        super().__init__(error.message)
+        self.error = error
 
 
 @dataclass
@@ -191,6 +204,8 @@ async def _ingest_one(
             f.format, f.name, path=f.path, options=options,
             on_upload=lambda done: out.uploaded(i, done),
         )  # fmt: skip
+    except Unauthenticated as exc:  # the same for every file: stop them all
+        raise _KeyRefused(exc) from None
     except TelhaError as exc:  # no answer: failed; an error answer: refused
         f.state = "failed" if isinstance(exc, ConnectionFailed) else "refused"
         f.failure = f"{exc.code}: {exc.message}"
@@ -241,16 +256,23 @@ async def _wait(client: AsyncTelha, i: int, f: _File, out: _Reporter) -> None:
                 out.line(f"{f.name}: hint ({said})", on_terminal=True)
                 return
 
+    job: JobStatus | None = None
+    error: TelhaError | None = None
     async with anyio.create_task_group() as tg:
         tg.start_soon(hint)
         try:
             job = await client.wait(job_id, on_event=on_event)
-        except TelhaError as exc:
-            f.state, f.failure = "failed", f"{exc.code}: {exc.message}"
-            out.state(i, f, f.state, f.failure)
-            return
+        except TelhaError as exc:  # raised out of here, it would come out of tg grouped
+            error = exc
         finally:
             tg.cancel_scope.cancel()
+    if isinstance(error, Unauthenticated):
+        raise _KeyRefused(error)
+    if job is None:
+        assert error is not None
+        f.state, f.failure = "failed", f"{error.code}: {error.message}"
+        out.state(i, f, f.state, f.failure)
+        return
     f.state, f.failure = job.state, job.failure_reason or ""
     f.nodes = _nodes(job) if job.state == "completed" else None
 
@@ -269,22 +291,49 @@ async def _ingest_all(
     url: str, key: str, files: list[_File], options: dict[str, Any], wait: bool,
     concurrency: int, out: _Reporter,
 ) -> bool:  # fmt: skip
-    """Ingest ``files``; ``False`` (nothing sent) when the server cannot be reached."""
+    """Ingest ``files``; ``False`` (nothing sent) when the server cannot be reached.
+
+    :raises _KeyRefused: the server refused the key: at once (``GET /v1/usage``, before any
+        upload), or later, after which no other file is started or waited for.
+    """
     if not await _reachable(url):
         return False
     limit = anyio.Semaphore(concurrency)
+    refused: list[_KeyRefused] = []
 
     async def one(i: int, f: _File) -> None:
         async with limit:
-            await _ingest_one(client, i, f, options, wait, out)
+            try:
+                await _ingest_one(client, i, f, options, wait, out)
+            except _KeyRefused as exc:
+                refused.append(exc)
+                tg.cancel_scope.cancel()
+                return
             out.finished()
 
     async with AsyncTelha(url, key) as client:
+        await _check_key(client)
         with out.progress:
             async with anyio.create_task_group() as tg:
                 for i, f in enumerate(files):
                     tg.start_soon(one, i, f)
+    if refused:
+        raise refused[0]
     return True
+
+
+async def _check_key(client: AsyncTelha) -> None:
+    """Ask once whether the server knows the key (``GET /v1/usage``); any answer but
+    ``UNAUTHENTICATED`` (a server without the route, a rate limit) lets the uploads say.
+
+    :raises _KeyRefused: the server refused the key.
+    """
+    try:
+        await client.usage()
+    except Unauthenticated as exc:
+        raise _KeyRefused(exc) from None
+    except TelhaError:
+        pass
 
 
 def _summary(files: list[_File], root: Path, console: Console) -> None:
@@ -324,6 +373,22 @@ def _interrupted(files: list[_File], root: Path, console: Console) -> None:
     )
 
 
+def _key_refused(
+    files: list[_File], root: Path, console: Console, url: str, error: TelhaError
+) -> NoReturn:
+    """The server refused the key: the table of the files it took before (a key revoked
+    meanwhile; none when it refused the first request), one line on stderr, exit 2."""
+    taken = [f for f in files if f.source_id]
+    if taken:
+        _summary(taken, root, console)
+    click.echo(
+        f"telha: {url} refuses the API key ({error.code}: {error.message}; set --api-key or"
+        f" TELHA_API_KEY); {len(files) - len(taken)} files not sent",
+        err=True,
+    )
+    sys.exit(EXIT_KEY_REFUSED)
+
+
 @click.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
 @click.option("--format", "fmt", default="auto", show_default=True,
@@ -343,11 +408,14 @@ def ingest(
     wait: bool, options_json: str, concurrency: int,
 ) -> None:  # fmt: skip
     """Ingest files and folders, show progress, end with a table; exit 1 if any file ended
-    dead or was refused, 2 if the server cannot be reached, 130 on Ctrl-C."""
+    dead or was refused, 2 if the server cannot be reached or refuses the key, 130 on
+    Ctrl-C."""
     try:
         options = msgspec.json.decode(options_json)
     except msgspec.DecodeError as exc:
         raise click.BadParameter(f"not JSON: {exc}", param_hint="--options") from None
+    except RecursionError:
+        raise click.BadParameter("nested too deep", param_hint="--options") from None
     if not isinstance(options, dict):
         raise click.BadParameter("must be a JSON object", param_hint="--options")
     if name is not None and (len(paths) != 1 or paths[0].is_dir() or not name.strip()):
@@ -364,6 +432,8 @@ def ingest(
     except KeyboardInterrupt:
         _interrupted(files, root, console)
         sys.exit(EXIT_INTERRUPTED)
+    except _KeyRefused as exc:
+        _key_refused(files, root, console, url, exc.error)
     if not reached:
         unreachable(url)
     _summary(files, root, console)

@@ -14,6 +14,7 @@ from typing import Any
 import msgspec
 
 from telha.domain.errors import ContentError, RequestError
+from telha.domain.request_json import check_nesting, decode_json
 from workers_common.format_options import (
     FETCH_FORMATS,
     FORMAT_OPTIONS,
@@ -27,6 +28,7 @@ from workers_common.format_options import (
 __all__ = [
     "FETCH_FORMATS",
     "KNOWN_FORMATS",
+    "MAX_NAME_BYTES",
     "IngestRequest",
     "check_request",
     "known_format",
@@ -39,6 +41,11 @@ KNOWN_FORMATS = (
     "csv", "tsv", "xlsx", "web", "code", "eml", "msg",
     "png", "jpeg", "tiff", "bmp", "webp",
 )  # fmt: skip
+
+
+#: Longest source ``name`` a request may give, in UTF-8 bytes (docs/rest-api.md, "Limits"):
+#: a path or URL fits many times over; a name is stored, listed and logged with its source.
+MAX_NAME_BYTES = 4096
 
 
 def known_format(name: str) -> str:
@@ -58,11 +65,22 @@ def check_request(fmt: str, name: str, options: dict[str, Any]) -> dict[str, Any
     worker declares (:mod:`workers_common.format_options`), whether or not that worker runs
     in this process; answers ``options`` without ``null`` values. ``json`` options are the
     Ingestor's (:meth:`telha.ingest.ingestor.Ingestor.json_options`); ``options.webhook`` is
-    checked there too.
+    checked there too. Both the JSON body and the multipart form come here, so the request
+    limits below hold for both.
 
-    :raises RequestError: an unknown or ill-typed option (``options.<name>: …``), or a
-        ``web`` name that is not an absolute http(s) URL (``name: …``).
+    :raises RequestError: ``options`` nested deeper than
+        :data:`~telha.domain.request_json.MAX_NESTING_DEPTH` (``options: nested deeper…``), a
+        name over :data:`MAX_NAME_BYTES` or not UTF-8 (``name: …``), an unknown or
+        ill-typed option (``options.<name>: …``), or a ``web`` name that is not an absolute
+        http(s) URL (``name: …``).
     """
+    check_nesting(options, "options")
+    try:
+        name_bytes = len(name.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise RequestError("name: holds a lone surrogate and cannot be UTF-8") from None
+    if name_bytes > MAX_NAME_BYTES:
+        raise RequestError(f"name: {name_bytes} UTF-8 bytes is over {MAX_NAME_BYTES}")
     if fmt == "json":
         return options
     try:
@@ -100,17 +118,15 @@ def parse_ingest_request(body: bytes) -> IngestRequest:
     ``content`` counts as its UTF-8 bytes; ``contentBase64`` as its decoded bytes; a ``null``
     value counts as absent.
 
-    :raises RequestError: not a JSON object, missing/unknown/mistyped field, empty name,
+    :raises RequestError: not a JSON object (or not UTF-8 JSON), missing/unknown/mistyped
+        field, ``options`` nested too deep (:mod:`telha.domain.request_json`), empty name,
         unknown format (case and aliases aside: :func:`known_format`), an option or name
         its worker refuses (:func:`check_request`).
     :raises ContentError: both or neither content field (except ``web``), invalid base64.
     """
-    try:
-        req = msgspec.json.decode(body, type=_Body)
-    except msgspec.ValidationError as exc:
-        raise RequestError(f"invalid request body: {exc}") from None
-    except msgspec.DecodeError as exc:
-        raise RequestError(f"request body is not valid JSON: {exc}") from None
+    # Unknown fields are refused at their key, and every field but options is a string:
+    # options is the one value that can nest past the decoder's guard.
+    req = decode_json(body, _Body, "request body", field="options")
     if not req.name:
         raise RequestError("name must not be empty")
     fmt = known_format(req.format)

@@ -38,6 +38,7 @@ from telha.domain.errors import (
 )
 from telha.domain.ids import now_us
 from telha.domain.model import Scope
+from telha.domain.request_json import decode_json
 from telha.ingest.eraser import Eraser
 from telha.ingest.ingestor import Ingestor
 from telha.ingest.request import KNOWN_FORMATS
@@ -242,16 +243,13 @@ def parse_choice(value: str | None, field: str, allowed: tuple[str, ...]) -> str
 
 
 def decode_body(body: bytes, typ: type[_T], what: str) -> _T:
-    """A JSON request body decoded into ``typ`` (a msgspec struct).
+    """A JSON request body decoded into ``typ`` (a msgspec struct), by the one request
+    decoder (:func:`telha.domain.request_json.decode_json`).
 
-    :raises RequestError: not JSON, or not of that shape (the message names ``what``).
+    :raises RequestError: not UTF-8 JSON, not of that shape, or nested past the decoder's
+        guard (the message names ``what``).
     """
-    try:
-        return msgspec.json.decode(body, type=typ)
-    except msgspec.ValidationError as exc:
-        raise RequestError(f"invalid {what}: {exc}") from None
-    except msgspec.DecodeError as exc:
-        raise RequestError(f"the body is not JSON: {exc}") from None
+    return decode_json(body, typ, what)
 
 
 def parse_uuid_param(value: str, what: str) -> bytes:

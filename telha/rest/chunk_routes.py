@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import re
 from functools import partial
 
 from starlette.requests import Request
@@ -40,6 +41,8 @@ __all__ = ["DEFAULT_MAX_BYTES", "routes"]
 DEFAULT_MAX_BYTES = 2048
 _DEFAULT_LIMIT = 100
 _MAX_LIMIT = 1000
+#: A cursor's chunk index: ASCII digits, at most 18 (below 2**63).
+_INDEX = re.compile(r"^[0-9]{1,18}$")
 _WITHIN: tuple[Within, ...] = ("section", "document")
 
 
@@ -63,7 +66,8 @@ def _parse_cursor(value: str | None, max_bytes: int, overlap: int, within: Withi
     try:
         raw = base64.urlsafe_b64decode(value + "=" * (-len(value) % 4)).decode()
         index, rest = raw.split(":", 1)
-        ok = rest == f"{max_bytes}:{overlap}:{within}" and index.isdigit()
+        # ASCII digits only, a bounded count: str.isdigit admits "²", which int() refuses.
+        ok = rest == f"{max_bytes}:{overlap}:{within}" and bool(_INDEX.match(index))
     except (binascii.Error, ValueError):
         ok = False
     if not ok:

@@ -18,12 +18,16 @@ from typing import Any, BinaryIO
 
 import anyio
 import blake3
-import msgspec
 from python_multipart.exceptions import MultipartParseError
-from python_multipart.multipart import MultipartParser, parse_options_header
+from python_multipart.multipart import (
+    MAX_BOUNDARY_LENGTH,
+    MultipartParser,
+    parse_options_header,
+)
 from starlette.requests import Request
 
 from telha.domain.errors import ContentError, PayloadTooLarge, RequestError
+from telha.domain.request_json import decode_json
 from telha.ingest.ingestor import UploadedFile
 from telha.ingest.request import check_request, known_format
 
@@ -139,8 +143,9 @@ def _text(fields: dict[str, bytearray], key: str) -> str | None:
 def _upload_fields(fields: dict[str, bytearray], files: int) -> tuple[str, str, dict[str, Any]]:
     """``(format, name, options)`` of a finished form.
 
-    :raises RequestError: a missing or invalid field, unknown format, options not an object
-        or refused by the format's declaration (:func:`telha.ingest.request.check_request`).
+    :raises RequestError: a missing or invalid field, unknown format, options not a JSON
+        object, nested too deep (:mod:`telha.domain.request_json`) or refused by the
+        format's declaration (:func:`telha.ingest.request.check_request`).
     :raises ContentError: no file part.
     """
     fmt, name, options_text = (_text(fields, k) for k in ("format", "name", "options"))
@@ -151,10 +156,7 @@ def _upload_fields(fields: dict[str, bytearray], files: int) -> tuple[str, str, 
         raise RequestError("field 'name' is required and must not be empty")
     options: dict[str, Any] = {}
     if options_text:
-        try:
-            decoded = msgspec.json.decode(options_text)
-        except msgspec.DecodeError as exc:
-            raise RequestError(f"field 'options' is not valid JSON: {exc}") from None
+        decoded: Any = decode_json(options_text, object, "field 'options'", field="options")
         if not isinstance(decoded, dict):
             raise RequestError("field 'options' must be a JSON object")
         options = decoded
@@ -165,10 +167,19 @@ def _upload_fields(fields: dict[str, bytearray], files: int) -> tuple[str, str, 
 
 
 def _boundary(request: Request) -> bytes:
+    """The form's boundary, one python-multipart's parser takes (docs/rest-api.md, "Limits").
+
+    :raises RequestError: none, or longer than the parser's ``MAX_BOUNDARY_LENGTH`` (its
+        constructor would raise an untyped ``FormParserError``).
+    """
     _, params = parse_options_header(request.headers.get("content-type", ""))
     boundary = params.get(b"boundary")
     if not boundary:
         raise RequestError("multipart/form-data without a boundary")
+    if len(boundary) > MAX_BOUNDARY_LENGTH:
+        raise RequestError(
+            f"multipart/form-data boundary is over {MAX_BOUNDARY_LENGTH} bytes ({len(boundary)})"
+        )
     return boundary
 
 

@@ -10,7 +10,14 @@ from starlette.routing import Route
 
 from telha.domain.errors import RequestError
 from telha.domain.ids import id_str
-from telha.rest.app import json_response, parse_int, parse_uuid, require_scope, state
+from telha.rest.app import (
+    decode_body,
+    json_response,
+    parse_int,
+    parse_uuid,
+    require_scope,
+    state,
+)
 from telha.rest.erase_routes import MAX_REASON_CHARS
 from telha.rest.ingest_routes import read_body
 from telha.rest.offsets import units_param
@@ -78,12 +85,7 @@ def parse_retire_reason(query: str | None, body: bytes) -> str | None:
     """
     from_body = None
     if body.strip():
-        try:
-            from_body = msgspec.json.decode(body, type=_RetireBody).reason
-        except msgspec.ValidationError as exc:
-            raise RequestError(f"invalid retire request: {exc}") from None
-        except msgspec.DecodeError as exc:
-            raise RequestError(f"the body is not JSON: {exc}") from None
+        from_body = decode_body(body, _RetireBody, "retire request").reason
     if query is not None and from_body is not None:
         raise RequestError("give reason as a query parameter or in the body, not both")
     reason = query if query is not None else from_body

@@ -1,6 +1,7 @@
 """``telha ingest`` as a new user meets it, through real subprocesses against a real
 ``telha serve`` (docs/cli-and-client.md): source names relative to ``--root``, whatever way
-the file was named; one ``cannot reach`` line and exit 2 when no server answers; Ctrl-C
+the file was named; one ``cannot reach`` line and exit 2 when no server answers, one
+``refuses the API key`` line and exit 2 (no upload) for a key the server refuses; Ctrl-C
 prints the table so far and exits 130; the server's hint for a job no worker takes.
 
 Output on a terminal differs (bars, a rich table): those cases run on a pseudo-terminal too.
@@ -8,6 +9,7 @@ This server runs the text worker only, so a CSV job stays pending."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -18,9 +20,14 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import anyio
 import httpx
 import pytest
 
+from telha.auth import hash_key, mint_api_key
+from telha.config import load_config
+from telha.domain.model import Scope
+from telha.storage import open_store
 from tests.support.server import ServerProcess, write_config
 from tests.support.tty import TtyProcess, run_on_tty
 
@@ -229,3 +236,104 @@ def test_a_job_no_worker_takes_shows_the_server_hint(server: ServerProcess, tmp_
         if proc.stdout is not None:
             proc.stdout.close()
     assert "one/t.csv: hint (no worker polls format csv)\n" in lines, lines
+
+
+def _ingest_posts(server: ServerProcess) -> int:
+    """``POST /v1/ingest`` requests in the server's access log so far."""
+    count = 0
+    for line in server.log_text().splitlines():
+        if '"request"' in line and '"/v1/ingest"' in line:
+            event = json.loads(line)
+            count += event.get("method") == "POST" and event.get("route") == "/v1/ingest"
+    return count
+
+
+def test_a_refused_key_stops_at_once_with_one_line(server: ServerProcess, tmp_path: Path) -> None:
+    """A key the server refuses (``UNAUTHENTICATED``): one line on stderr and exit 2 before
+    any upload, not a refusal per file; piped and on a terminal."""
+    folder = tmp_path / "many"
+    folder.mkdir()
+    for n in range(8):
+        (folder / f"f{n}.txt").write_text(f"file {n}\n")
+    posts = _ingest_posts(server)
+    said = (
+        f"telha: {server.base_url} refuses the API key (UNAUTHENTICATED: unknown or revoked"
+        " API key; set --api-key or TELHA_API_KEY); 8 files not sent"
+    )
+
+    out = _telha(server.base_url, "telha_not_a_key", "ingest", "many", cwd=tmp_path)
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.splitlines() == [said]
+    assert out.stdout == ""
+
+    code, tty = run_on_tty(
+        [sys.executable, "-m", "telha", "ingest", str(folder)],
+        _env(server.base_url, "telha_not_a_key"),
+    )
+    assert code == 2, tty
+    assert tty.strip() == said
+    assert _ingest_posts(server) == posts  # no file was sent
+
+    # A key the server knows goes on as before.
+    good = _telha(server.base_url, _key(server), "ingest", "--no-wait", "many", cwd=tmp_path)
+    assert good.returncode == 0, good.stderr
+    assert len(_table(good.stdout)) == 8 and _ingest_posts(server) == posts + 8
+
+
+def _minted_key(server: ServerProcess) -> tuple[str, str]:
+    """``(key id, key)`` of a new key in the server's store (what ``api-key create`` does)."""
+    key_id, key = mint_api_key()
+    cfg, base_dir = load_config(server.config, environ={})
+
+    async def insert() -> None:
+        async with open_store(cfg, base_dir, readers=1, pool_size=2) as store:
+            await store.insert_api_key(Scope(f"t-{uuid.uuid4()}", "org"), key_id, hash_key(key))
+
+    anyio.run(insert)
+    return key_id, key
+
+
+def test_a_key_revoked_midway_stops_every_other_file(server: ServerProcess, tmp_path: Path) -> None:
+    """The key is good when ``telha ingest`` starts and revoked while it runs: the first
+    refusal stops it — the table of what the server took, one line, exit 2 — and the files
+    after it are never sent. The second file is a FIFO, so the CLI stands still on it until
+    the server refuses the key."""
+    key_id, key = _minted_key(server)
+    for name in ("a.txt", "c.txt", "d.txt"):
+        (tmp_path / name).write_text(f"{name} {uuid.uuid4()}\n")
+    os.mkfifo(tmp_path / "b.txt")
+    posts = _ingest_posts(server)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "telha", "ingest", "--format", "text", "--concurrency", "1",
+         "--no-wait", "a.txt", "b.txt", "c.txt", "d.txt"],
+        cwd=tmp_path, env=_env(server.base_url, key), text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None and proc.stderr is not None
+        lines: list[str] = []
+        deadline = time.monotonic() + 60
+        while not any(x.startswith("a.txt: uploaded") for x in lines):
+            assert time.monotonic() < deadline, lines
+            lines.append(proc.stdout.readline())
+        revoked = _telha(server.base_url, key, "api-key", "revoke", key_id, "--config",
+                         str(server.config), cwd=tmp_path)  # fmt: skip
+        assert revoked.returncode == 0, revoked.stderr
+        with httpx.Client(base_url=server.base_url, headers={"x-api-key": key}) as c:
+            while c.get("/v1/usage").status_code != 401:  # the server forgets the key (≤ 10 s)
+                assert time.monotonic() < deadline + 60
+                time.sleep(0.2)
+        (tmp_path / "b.txt").write_text("b, sent once the key is refused\n")
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 2, stderr
+    out = "".join(lines) + stdout
+    assert "c.txt" not in out and "d.txt" not in out, out
+    assert set(_table(out)) == {"a.txt"}
+    assert stderr.splitlines() == [
+        f"telha: {server.base_url} refuses the API key (UNAUTHENTICATED: unknown or revoked"
+        " API key; set --api-key or TELHA_API_KEY); 3 files not sent"
+    ]
+    assert _ingest_posts(server) == posts + 2  # a.txt, then b.txt refused; c and d never
