@@ -11,8 +11,8 @@ import anyio
 import pytest
 
 from tests.support.site import serve_site
-from web_worker.destinations import Destinations, normalise_host, parse_entry, private_kind
 from web_worker.proxy import guard
+from workers_common.destinations import Destinations, normalise_host, parse_entry, private_kind
 
 
 @pytest.mark.parametrize(

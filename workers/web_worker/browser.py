@@ -43,8 +43,8 @@ from playwright.async_api import (
 from playwright.async_api import Error as PlaywrightError
 
 from web_worker import sandbox
-from web_worker.destinations import Destinations
 from workers_common import TransientFailure
+from workers_common.destinations import Destinations
 
 __all__ = [
     "CHROMIUM_ARGS",
