@@ -32,7 +32,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from workers_common.hosts import IPAddress, Target, as_address, normalise_host
+from workers_common.hosts import IPAddress, Target, as_address, normalise_host, parse_url
 
 __all__ = [
     "Destinations",
@@ -221,6 +221,17 @@ class Destinations:
         """:meth:`check_host` of a strictly parsed URL
         (:func:`workers_common.hosts.parse_url`)."""
         return self.check_host(target.host, target.port)
+
+    def check_url(
+        self, url: str, schemes: tuple[str, ...] = ("http", "https")
+    ) -> tuple[str, str | None]:
+        """``url`` read strictly (:func:`workers_common.hosts.parse_url`, its host in one
+        spelling) and :meth:`check_target`'s refusal (``None``: it may be tried).
+
+        :raises ValueError: a URL a browser could not parse, or another scheme.
+        """
+        target = parse_url(url, schemes)
+        return target.url, self.check_target(target)
 
     def precheck(self, url: str) -> str | None:
         """Why ``url`` is refused before anything is resolved (:meth:`check_host`), or
