@@ -207,11 +207,7 @@ async def test_poisoned_rows_of_an_older_version_fail_and_the_next_is_delivered(
                 )
                 job_id = resp.json()["jobId"]
                 await wait_job(c, job_id)
-            subprocess.run(
-                [sys.executable, "-m", "telha", "webhook", "secret", "--tenant", "old",
-                 "--org", "org", "--config", str(config)],
-                check=True, capture_output=True,
-            )  # fmt: skip
+            _secret(config, "old")
             assert first.stop() == 0, first.log_text()
         # As an older version stored them: URLs today's rules refuse or cannot parse, due
         # first, then a good one.
@@ -246,11 +242,7 @@ async def test_credentials_and_query_values_stay_out_of_the_log(
     config = write_config(tmp_path, engine, workers=WORKERS, webhooks=hooks)
     with ServerProcess(config) as server:
         key = server.create_key("logs", "org")
-        subprocess.run(
-            [sys.executable, "-m", "telha", "webhook", "secret", "--tenant", "logs",
-             "--org", "org", "--config", str(config)],
-            check=True, capture_output=True,
-        )  # fmt: skip
+        _secret(config, "logs")
         url = f"http://user:pw@127.0.0.1:{closed}/h?token=s3cret"
         async with httpx.AsyncClient(
             base_url=server.base_url, headers={"x-api-key": key}, timeout=30
@@ -258,13 +250,24 @@ async def test_credentials_and_query_values_stay_out_of_the_log(
             resp = await c.post("/v1/ingest", json=_ingest(url))
             assert resp.status_code == 202, resp.text
             await wait_job(c, resp.json()["jobId"])
-        with anyio.fail_after(30):
-            while '"webhook_retry"' not in server.log_text():
-                await anyio.sleep(0.05)
+        await _logged(server, '"webhook_retry"')
         assert server.stop() == 0, server.log_text()
         log = server.log_text()
     assert "s3cret" not in log and "pw@" not in log and ":pw" not in log
     assert f"127.0.0.1:{closed}/h?token=[redacted]" in log
+
+
+def _secret(config: Path, tenant: str) -> None:
+    """``telha webhook secret`` for ``tenant``/``org`` (the real CLI)."""
+    cmd = [sys.executable, "-m", "telha", "webhook", "secret", "--tenant", tenant, "--org", "org"]
+    subprocess.run([*cmd, "--config", str(config)], check=True, capture_output=True)
+
+
+async def _logged(server: ServerProcess, needle: str) -> None:
+    """Wait (up to 30 s) until ``needle`` is in the server's log."""
+    with anyio.fail_after(30):
+        while needle not in server.log_text():  # noqa: ASYNC110 (a file, not an event)
+            await anyio.sleep(0.05)
 
 
 # Raw storage access, as an older version (or an operator) would read and write rows.
