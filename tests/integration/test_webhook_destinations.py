@@ -199,21 +199,25 @@ async def test_poisoned_rows_of_an_older_version_fail_and_the_next_is_delivered(
         config = write_config(tmp_path, engine, workers=WORKERS, webhooks=hooks)
         with ServerProcess(config) as first:
             key = first.create_key("old", "org")
+            job_ids = []
             async with httpx.AsyncClient(
                 base_url=first.base_url, headers={"x-api-key": key}, timeout=30
             ) as c:
-                resp = await c.post(
-                    "/v1/ingest", json={"format": "text", "name": "o.txt", "content": "o"}
-                )
-                job_id = resp.json()["jobId"]
-                await wait_job(c, job_id)
+                for name in ("o.txt", "bad-stats.txt"):
+                    body = {"format": "text", "name": name, "content": name}
+                    job_ids.append((await c.post("/v1/ingest", json=body)).json()["jobId"])
+                    await wait_job(c, job_ids[-1])
             _secret(config, "old")
             assert first.stop() == 0, first.log_text()
+        job_id, bad_job = job_ids
         # As an older version stored them: URLs today's rules refuse or cannot parse, due
-        # first, then a good one.
+        # first; a good URL whose job's stored stats do not decode (handling it raises);
+        # then a good one.
         poisoned = [*UNPARSABLE[:4], "http://0177.0.0.1:9/x", "http://169.254.169.254/"]
-        good = receiver.url("/good")
-        await _insert_deliveries(config, job_id, [*poisoned, good])
+        await _insert_deliveries(config, job_id, poisoned, first_at=1_000)
+        stats = await _set_stats(config, bad_job, b"{not json")
+        await _insert_deliveries(config, bad_job, [receiver.url("/bad-job")], first_at=2_000)
+        await _insert_deliveries(config, job_id, [receiver.url("/good")], first_at=3_000)
         with ServerProcess(config) as second:
             [got] = await receiver.wait_for(1, "/good")
             assert got.job_id == job_id
@@ -226,8 +230,12 @@ async def test_poisoned_rows_of_an_older_version_fail_and_the_next_is_delivered(
         for url, error, state, attempts in rows:
             assert state == "failed" and attempts == 1, (url, error, state, attempts)
             assert error.startswith(("the URL is not valid", "refused: ")), (url, error)
-        assert log.count('"webhook_failed"') == len(poisoned)
-        assert "crashed" not in log
+        [(url, error, state, attempts)] = await _delivery_rows(config, bad_job)
+        assert (state, attempts) == ("failed", 1) and error.startswith("DecodeError"), error
+        assert receiver.deliveries("/bad-job") == []
+        assert log.count('"webhook_failed"') == len(poisoned) + 1
+        assert "actor_crash" not in log
+        await _set_stats(config, bad_job, stats)
         checked = telha_check(config)
         assert checked.returncode == 0, checked.stdout + checked.stderr
 
@@ -285,7 +293,23 @@ async def _sql(config: Path, sqlite_sql: str, pg_sql: str, *params: Any) -> list
         await conn.close()
 
 
-async def _insert_deliveries(config: Path, job_id: str, urls: list[str]) -> None:
+async def _set_stats(config: Path, job_id: str, stats: bytes | None) -> bytes | None:
+    """Store ``stats`` as the job's raw stats column; the value it had."""
+    raw = uuid.UUID(job_id).bytes
+    [(old,)] = await _sql(
+        config, "SELECT stats FROM jobs WHERE job_id = ?",
+        "SELECT stats FROM jobs WHERE job_id = $1", raw,
+    )  # fmt: skip
+    await _sql(
+        config, "UPDATE jobs SET stats = ? WHERE job_id = ? RETURNING 1",
+        "UPDATE jobs SET stats = $1 WHERE job_id = $2 RETURNING 1", stats, raw,
+    )  # fmt: skip
+    return None if old is None else bytes(old)
+
+
+async def _insert_deliveries(config: Path, job_id: str, urls: list[str], first_at: int) -> None:
+    """Delivery rows of ``job_id`` to ``urls``, due at ``first_at``, ``first_at + 1`` … (µs:
+    long due, in this order)."""
     raw = uuid.UUID(job_id).bytes
     [(sid,)] = await _sql(
         config, "SELECT scope_id FROM jobs WHERE job_id = ?",
@@ -300,7 +324,7 @@ async def _insert_deliveries(config: Path, job_id: str, urls: list[str]) -> None
             "INSERT INTO webhook_deliveries (delivery_id, scope_id, job_id, url, event,"
             " created_at, next_attempt_at) VALUES ($1, $2, $3, $4, 'completed', $5, $6)"
             " RETURNING 1",
-            uuid.uuid4().bytes, sid, raw, url, time.time_ns() // 1000, 1_000 + i,
+            uuid.uuid4().bytes, sid, raw, url, time.time_ns() // 1000, first_at + i,
         )  # fmt: skip
 
 
