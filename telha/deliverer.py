@@ -44,7 +44,6 @@ from telha.rest.job_json import job_status
 from telha.storage.core.webhooks import DeliveryClaim, DeliveryResult
 from workers_common.checked_connect import Refused
 from workers_common.destinations import Destinations
-from workers_common.hosts import parse_url
 from workers_common.logs import redact_url
 
 __all__ = ["Deliverer", "DelivererStore", "sign_headers"]
@@ -55,6 +54,8 @@ log = structlog.get_logger("telha.webhooks")
 _PHASES = ("connect", "read", "write", "pool")
 #: Bytes of a receiver's answer read; a longer answer closes its connection.
 _MAX_ANSWER_BYTES = 65536
+#: URLs whose check :meth:`Deliverer._checked_url` remembers (then it starts again).
+_CHECKED_URLS = 4096
 #: Characters of a failed attempt's error kept on its row.
 _ERROR_CHARS = 500
 
@@ -126,6 +127,8 @@ class Deliverer:
         self._clock = clock
         self._transport = transport
         self._rules = config.rules()
+        #: URL → (its one spelling, None) or (None, why it is refused): :meth:`_checked_url`.
+        self._checked: dict[str, tuple[str | None, str | None]] = {}
         self._oldest: int | None = None
 
     def oldest_age_s(self) -> float:
@@ -217,15 +220,8 @@ class Deliverer:
         job = claim.job
         if job is None:
             return self._give_up(claim, "gone", "the job no longer exists")
-        # A row an older version wrote may hold what is refused today: failed, not retried.
-        try:
-            target = parse_url(claim.url)
-        except ValueError as exc:
-            raise _Permanent(f"the URL is not valid: {exc}") from None
-        refused = self._rules.check_target(target)
-        if refused is not None:
-            raise _Permanent(f"refused: {refused}")
-        error = await self._post(client, claim, target.url, job)
+        url = self._checked_url(claim.url)
+        error = await self._post(client, claim, url, job)
         if error is None:
             self._metrics.webhook_deliveries.labels("delivered").inc()
             return DeliveryResult(claim.delivery_id, None)
@@ -241,6 +237,29 @@ class Deliverer:
             attempts=claim.attempts, error=error, retry_in_s=round((at - now) / 1e6, 3),
         )  # fmt: skip
         return DeliveryResult(claim.delivery_id, at, error[:_ERROR_CHARS])
+
+    def _checked_url(self, url: str) -> str:
+        """``url`` with its host in one spelling, if the ``[webhooks]`` rules may allow it
+        (a name is checked again when connecting); remembered per URL (the rules do not
+        change while the process runs), so a receiver's deliveries pay for it once.
+
+        :raises _Permanent: the URL does not parse or is refused — a row an older version
+            wrote may hold what is refused today: failed, not retried.
+        """
+        known = self._checked.get(url)
+        if known is None:
+            try:
+                spelled, refused = self._rules.check_url(url)
+                known = (spelled, None) if refused is None else (None, f"refused: {refused}")
+            except ValueError as exc:
+                known = (None, f"the URL is not valid: {exc}")
+            if len(self._checked) >= _CHECKED_URLS:
+                self._checked.clear()
+            self._checked[url] = known
+        checked, problem = known
+        if checked is None:
+            raise _Permanent(str(problem))
+        return checked
 
     async def _post(
         self, client: httpx.AsyncBaseTransport, claim: DeliveryClaim, url: str, job: JobRecord
