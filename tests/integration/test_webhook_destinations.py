@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import json
 import socket
 import sqlite3
 import subprocess
@@ -345,3 +346,21 @@ async def _wait_failed(config: Path, job_id: str) -> tuple[str, str, str, int]:
             if rows and rows[0][2] == "failed":
                 return rows[0]
             await anyio.sleep(0.05)
+
+
+def test_bare_entries_are_warned_at_start(tmp_path: Path) -> None:
+    hooks = {"allowed_hosts": ["127.0.0.1", "hooks.example", "::1", "10.0.0.0/8", "h.example:443"]}
+    config = write_config(tmp_path, webhooks=hooks, web={"allowed_hosts": ["127.0.0.1:8000"]})
+    with ServerProcess(config) as server:
+        assert server.stop() == 0, server.log_text()
+    warned = [
+        json.loads(line)
+        for line in server.log_text().splitlines()
+        if '"allowed_hosts_any_port"' in line
+    ]
+    assert [(w["key"], w["entry"], w["level"]) for w in warned] == [
+        ("webhooks.allowed_hosts", "127.0.0.1", "warning"),
+        ("webhooks.allowed_hosts", "hooks.example", "warning"),
+        ("webhooks.allowed_hosts", "::1", "warning"),
+    ]
+    assert "'[::1]:<port>'" in warned[2]["detail"] and "every port" in warned[0]["detail"]

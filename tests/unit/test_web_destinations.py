@@ -1,6 +1,7 @@
-"""web_worker's destination rules (web_worker.destinations) and its checking proxy
-(web_worker.proxy) spoken to directly on 127.0.0.1: spellings, entries, every refused
-category, CONNECT and absolute-URI requests with odd host spellings."""
+"""The destination rules (workers_common.destinations, shared with webhooks) and the web
+worker's checking proxy (web_worker.proxy) spoken to directly on 127.0.0.1: spellings,
+entries, every refused category, CONNECT and absolute-URI requests with odd host
+spellings."""
 
 from __future__ import annotations
 
