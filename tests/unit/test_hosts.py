@@ -65,6 +65,7 @@ def test_one_spelling(url: str, target: Target) -> None:
         ("ftp://example.com/", "http or https"),
         ("javascript:alert(1)", "http or https"),
         ("http://exa mple.com/", "whitespace"),
+        ("http://127.0.0.1\\@hooks.example/", "backslash"),
         ("http://example.com/\n", "whitespace"),
     ],
 )

@@ -185,6 +185,10 @@ def parse_url(url: str, schemes: tuple[str, ...] = ("http", "https")) -> Target:
     scheme = parts.scheme.lower()
     if scheme not in schemes:
         raise ValueError(f"must be an {' or '.join(schemes)} URL")
+    if "\\" in parts.netloc:
+        # A browser reads a backslash as "/" (the host ends there), an HTTP client as part of the
+        # authority: the two would not agree on the host.
+        raise ValueError("a backslash in the URL's authority")
     userinfo, at, hostport = parts.netloc.rpartition("@")
     if hostport.startswith("["):
         raw_host, _, after = hostport.partition("]")
