@@ -286,7 +286,7 @@ def run_server(
         folder = Path(tempfile.mkdtemp(dir=tmp))
         config = write_config(
             folder, engine, workers=workers, ingest=INGEST, storage=storage, grpc=token,
-            webhooks={"allowed_hosts": ["127.0.0.1"]},
+            webhooks={"allowed_hosts": [f"127.0.0.1:{receiver.port}"] if receiver else []},
         )  # fmt: skip
         servers.append(ServerProcess(config).start())
     procs: list[subprocess.Popen[bytes]] = []

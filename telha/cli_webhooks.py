@@ -22,7 +22,12 @@ from telha.cli_config import (
 from telha.domain.errors import RequestError
 from telha.domain.ids import id_str, now_us
 from telha.domain.model import TERMINAL_JOB_STATES
-from telha.domain.webhooks import ALL_EVENTS, event_names, events_mask, validate_url
+from telha.domain.webhooks import (
+    ALL_EVENTS,
+    event_names,
+    events_mask,
+    validate_url,
+)
 
 __all__ = ["webhook"]
 
@@ -54,7 +59,7 @@ def webhook_add(tenant: str, org: str, events: str, config_path: Path | None, ur
     scope = scope_of(tenant, org)
     cfg, base_dir = load_or_exit(config_path)
     try:
-        validate_url(url, cfg.webhooks.allowed_hosts, "URL")
+        url = validate_url(url, cfg.webhooks.rules(), "URL")
         mask = events_mask([e.strip() for e in events.split(",") if e.strip()], "--events")
     except RequestError as exc:
         raise click.BadParameter(exc.message) from None

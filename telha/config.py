@@ -18,6 +18,8 @@ from typing import Any, Literal
 
 import msgspec
 
+from workers_common.destinations import Destinations, parse_entry
+
 __all__ = ["Config", "ConfigError", "load_config"]
 
 
@@ -194,9 +196,16 @@ class WebhooksConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=
     """``[webhooks]``: where deliveries may go and how long they are retried
     (docs/operations.md, "Webhooks")."""
 
-    #: Hosts a webhook URL may name (``options.webhook`` and ``telha webhook add``); empty:
-    #: any. Tests and benchmarks set ``["127.0.0.1"]``.
+    #: Destinations a webhook (``options.webhook``, ``telha webhook add``) may reach, with
+    #: the entries and meaning of ``[web] allowed_hosts``: ``host``, ``host:port``, an
+    #: address, an ``address:port`` (``[v6]:port``) or a CIDR network; empty: any public
+    #: address. An entry without a port admits every port (``telha serve`` warns). A
+    #: loopback receiver is listed by address and port, say ``["127.0.0.1:8000"]``.
     allowed_hosts: list[str] = msgspec.field(default_factory=list)
+    #: Refuse loopback, private, link-local, CGNAT and other non-public addresses unless an
+    #: address or network entry of ``allowed_hosts`` lists them (checked on the address a
+    #: delivery connects to).
+    deny_private: bool = True
     #: A delivery not made this long after its job ended is given up (``expired``), seconds.
     max_age_s: float = 86_400.0
     #: Timeout of one POST (connect, send, receive), seconds.
@@ -214,6 +223,14 @@ class WebhooksConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=
     concurrency: int = 8
     #: How often an idle deliverer looks for due deliveries, milliseconds.
     poll_interval_ms: int = 200
+
+    def rules(self) -> Destinations:
+        """The destination rules of ``allowed_hosts`` and ``deny_private`` (the same as
+        ``[web]``'s, refusals naming ``[webhooks]``; docs/operations.md, "Webhooks").
+
+        :raises ValueError: an entry that does not parse (:func:`load_config` refuses those).
+        """
+        return Destinations.from_config(self.allowed_hosts, self.deny_private, "[webhooks]")
 
 
 class SearchConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -394,6 +411,11 @@ def _validate(cfg: Config) -> None:
         raise ConfigError("grpc.token_key", "must be at least 32 bytes (or empty: generated)")
     if cfg.docling.artifacts_path and not Path(cfg.docling.artifacts_path).is_dir():
         raise ConfigError("docling.artifacts_path", "is not a folder (docling's models)")
+    for entry in filter(str.strip, cfg.webhooks.allowed_hosts):
+        try:
+            parse_entry(entry)
+        except ValueError as exc:
+            raise ConfigError("webhooks.allowed_hosts", f"{entry!r}: {exc}") from None
     for key in ("rest_addr", "grpc_addr"):
         try:
             split_addr(getattr(cfg.server, key))

@@ -8,10 +8,13 @@ them — at most ``webhooks.concurrency`` at once, each the job's JSON exactly a
 scope's secret as it is now — and records every outcome in one transaction: delivered (a 2xx
 answer: the row is deleted), failed (retried after a jittered exponential backoff whose time
 is stored on the row, so it survives restarts), expired (still failing ``webhooks.max_age_s``
-after the job ended: given up and logged) or gone (the job no longer exists). A deliverer
-killed mid-pass leaves its claimed rows to be claimed again once the claim
-(``webhooks.claim_s``) runs out: delivery is at least once, and a receiver deduplicates by
-the ``webhook-id`` header.
+after the job ended: given up and logged), gone (the job no longer exists) or failed for
+good (the row kept with state ``failed`` and its reason, never sent again: a URL that does
+not parse, a destination the ``[webhooks]`` rules refuse — checked on the URL, then on the
+address each connection goes to, :mod:`telha.checked_transport` — or anything raising while
+one delivery is handled; the deliverer goes on with the next). A deliverer killed mid-pass
+leaves its claimed rows to be claimed again once the claim (``webhooks.claim_s``) runs out:
+delivery is at least once, and a receiver deduplicates by the ``webhook-id`` header.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import msgspec
 import structlog
 from standardwebhooks import Webhook
 
+from telha.checked_transport import CheckedTransport
 from telha.config import WebhooksConfig
 from telha.domain.ids import id_str, now_us
 from telha.domain.listings import JobFamily
@@ -38,6 +42,9 @@ from telha.domain.webhooks import retry_at
 from telha.metrics import Metrics
 from telha.rest.job_json import job_status
 from telha.storage.core.webhooks import DeliveryClaim, DeliveryResult
+from workers_common.checked_connect import Refused
+from workers_common.destinations import Destinations
+from workers_common.logs import redact_url
 
 __all__ = ["Deliverer", "DelivererStore", "sign_headers"]
 
@@ -47,6 +54,8 @@ log = structlog.get_logger("telha.webhooks")
 _PHASES = ("connect", "read", "write", "pool")
 #: Bytes of a receiver's answer read; a longer answer closes its connection.
 _MAX_ANSWER_BYTES = 65536
+#: URLs whose check :meth:`Deliverer._checked_url` remembers (then it starts again).
+_CHECKED_URLS = 4096
 #: Characters of a failed attempt's error kept on its row.
 _ERROR_CHARS = 500
 
@@ -77,11 +86,16 @@ def sign_headers(secret: str, msg_id: str, body: bytes, at: datetime) -> dict[st
     }
 
 
-def _one_connection() -> httpx.AsyncHTTPTransport:
-    """A POST slot's transport: a pool of one kept-alive connection."""
-    return httpx.AsyncHTTPTransport(
-        limits=httpx.Limits(max_connections=1, max_keepalive_connections=1)
+def _one_connection(rules: Destinations) -> httpx.AsyncHTTPTransport:
+    """A POST slot's transport: a pool of one kept-alive connection, each connection checked
+    by ``rules``."""
+    return CheckedTransport(
+        rules, limits=httpx.Limits(max_connections=1, max_keepalive_connections=1)
     )
+
+
+class _Permanent(Exception):
+    """A delivery that can never be made; ``str(exc)`` says why."""
 
 
 class Deliverer:
@@ -93,7 +107,9 @@ class Deliverer:
         :meth:`oldest_age_s` for ``telha_webhook_oldest_undelivered_seconds``.
     :param clock: µs since the epoch (tests inject one).
     :param transport: one httpx transport for every POST (tests); the default is a
-        one-connection pool per POST slot, opening real connections.
+        one-connection pool per POST slot, opening real connections, each checked by the
+        ``[webhooks]`` rules.
+    :raises ValueError: a ``webhooks.allowed_hosts`` entry that does not parse.
     """
 
     def __init__(
@@ -110,6 +126,9 @@ class Deliverer:
         self._metrics = metrics
         self._clock = clock
         self._transport = transport
+        self._rules = config.rules()
+        #: URL → (its one spelling, None) or (None, why it is refused): :meth:`_checked_url`.
+        self._checked: dict[str, tuple[str | None, str | None]] = {}
         self._oldest: int | None = None
 
     def oldest_age_s(self) -> float:
@@ -128,7 +147,7 @@ class Deliverer:
             # of one connection: httpcore checks every pooled connection on each request and
             # each response's end, so one pool of N connections costs O(N) per POST.
             slots = [
-                await stack.enter_async_context(self._transport or _one_connection())
+                await stack.enter_async_context(self._transport or _one_connection(self._rules))
                 for _ in range(1 if self._transport else cfg.concurrency)
             ]
             task_status.started(self)
@@ -184,7 +203,16 @@ class Deliverer:
     async def _attempt(
         self, client: httpx.AsyncBaseTransport, claim: DeliveryClaim
     ) -> DeliveryResult:
-        """Send one claimed delivery; its outcome (counted in the metrics)."""
+        """Send one claimed delivery; its outcome (counted in the metrics). Never raises
+        (but cancellation): a delivery that cannot be handled fails for good."""
+        try:
+            return await self._try(client, claim)
+        except _Permanent as exc:
+            return self._fail(claim, str(exc))
+        except Exception as exc:  # one row must not stop the deliverer (module docstring)
+            return self._fail(claim, f"{type(exc).__name__}: {exc}")
+
+    async def _try(self, client: httpx.AsyncBaseTransport, claim: DeliveryClaim) -> DeliveryResult:
         cfg = self._config
         now = self._clock()
         if now > claim.created_at + int(cfg.max_age_s * 1_000_000):
@@ -192,7 +220,8 @@ class Deliverer:
         job = claim.job
         if job is None:
             return self._give_up(claim, "gone", "the job no longer exists")
-        error = await self._post(client, claim, job)
+        url = self._checked_url(claim.url)
+        error = await self._post(client, claim, url, job)
         if error is None:
             self._metrics.webhook_deliveries.labels("delivered").inc()
             return DeliveryResult(claim.delivery_id, None)
@@ -204,15 +233,41 @@ class Deliverer:
             return self._give_up(claim, "expired", error)
         self._metrics.webhook_deliveries.labels("failed").inc()
         log.info(
-            "webhook_retry", delivery=id_str(claim.delivery_id), url=claim.url,
+            "webhook_retry", delivery=id_str(claim.delivery_id), url=redact_url(claim.url),
             attempts=claim.attempts, error=error, retry_in_s=round((at - now) / 1e6, 3),
         )  # fmt: skip
         return DeliveryResult(claim.delivery_id, at, error[:_ERROR_CHARS])
 
+    def _checked_url(self, url: str) -> str:
+        """``url`` with its host in one spelling, if the ``[webhooks]`` rules may allow it
+        (a name is checked again when connecting); remembered per URL (the rules do not
+        change while the process runs), so a receiver's deliveries pay for it once.
+
+        :raises _Permanent: the URL does not parse or is refused — a row an older version
+            wrote may hold what is refused today: failed, not retried.
+        """
+        known = self._checked.get(url)
+        if known is None:
+            try:
+                spelled, refused = self._rules.check_url(url)
+                known = (spelled, None) if refused is None else (None, f"refused: {refused}")
+            except ValueError as exc:
+                known = (None, f"the URL is not valid: {exc}")
+            if len(self._checked) >= _CHECKED_URLS:
+                self._checked.clear()
+            self._checked[url] = known
+        checked, problem = known
+        if checked is None:
+            raise _Permanent(str(problem))
+        return checked
+
     async def _post(
-        self, client: httpx.AsyncBaseTransport, claim: DeliveryClaim, job: JobRecord
+        self, client: httpx.AsyncBaseTransport, claim: DeliveryClaim, url: str, job: JobRecord
     ) -> str | None:
-        """POST the job's JSON; ``None`` on a 2xx answer, else what went wrong."""
+        """POST the job's JSON to ``url``; ``None`` on a 2xx answer, else what went wrong.
+
+        :raises _Permanent: the destination is refused at connect time.
+        """
         if claim.secret is None:
             return "the scope has no signing secret"
         body = msgspec.json.encode(job_status(job, claim.family or JobFamily(None)))
@@ -220,7 +275,7 @@ class Deliverer:
             claim.secret, id_str(claim.delivery_id), body, datetime.fromtimestamp(time.time(), UTC)
         )
         request = httpx.Request(
-            "POST", claim.url, content=body, headers=headers,
+            "POST", url, content=body, headers=headers,
             extensions={"timeout": dict.fromkeys(_PHASES, self._config.timeout_s)},
         )  # fmt: skip
         try:
@@ -236,6 +291,8 @@ class Deliverer:
                             break
                 finally:
                     await resp.aclose()
+        except Refused as exc:
+            raise _Permanent(f"refused: {exc.reason}") from None
         except TimeoutError:
             return f"no answer within webhooks.timeout_s ({self._config.timeout_s} s)"
         except httpx.HTTPError as exc:
@@ -244,10 +301,19 @@ class Deliverer:
             return None
         return f"HTTP {resp.status_code}"
 
+    def _fail(self, claim: DeliveryClaim, why: str) -> DeliveryResult:
+        """A delivery that can never be made: kept ``failed`` with ``why``, never retried."""
+        self._metrics.webhook_deliveries.labels("failed_permanently").inc()
+        log.warning(
+            "webhook_failed", delivery=id_str(claim.delivery_id), job=id_str(claim.job_id),
+            url=redact_url(claim.url), attempts=claim.attempts, reason=why,
+        )  # fmt: skip
+        return DeliveryResult(claim.delivery_id, None, why[:_ERROR_CHARS], failed=True)
+
     def _give_up(self, claim: DeliveryClaim, outcome: str, why: str) -> DeliveryResult:
         self._metrics.webhook_deliveries.labels(outcome).inc()
         log.warning(
             "webhook_given_up", delivery=id_str(claim.delivery_id), job=id_str(claim.job_id),
-            url=claim.url, outcome=outcome, attempts=claim.attempts, reason=why,
+            url=redact_url(claim.url), outcome=outcome, attempts=claim.attempts, reason=why,
         )  # fmt: skip
         return DeliveryResult(claim.delivery_id, None)

@@ -106,7 +106,8 @@ class Metrics:
         self.webhook_deliveries = Counter(
             "telha_webhook_deliveries",
             "Webhook delivery attempts by outcome: delivered, failed (retried later), expired"
-            " (given up after webhooks.max_age_s), gone (the job no longer exists)",
+            " (given up after webhooks.max_age_s), gone (the job no longer exists),"
+            " failed_permanently (can never be made: kept failed with its reason)",
             ["outcome"],
             registry=r,
         )

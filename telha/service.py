@@ -36,6 +36,7 @@ from telha.search_indexer import SearchIndexer
 from telha.storage import open_store
 from telha.supervisor import Supervisor
 from telha.worker_pools import WorkerPools, load_worker_modules
+from workers_common.destinations import bare_entries
 
 __all__ = ["serve"]
 
@@ -99,6 +100,25 @@ async def _check_web_worker(cfg: Config, modules: dict[str, ModuleType]) -> None
         raise ConfigError("web", problem)
 
 
+def _warn_bare_entries(cfg: Config) -> None:
+    """One ``allowed_hosts_any_port`` warning per ``allowed_hosts`` entry of ``[web]`` or
+    ``[webhooks]`` that names a host or address without a port: it admits every port of it
+    (docs/operations.md, "Webhooks"; docs/formats.md, "Web pages: destinations")."""
+    for section, hosts in (
+        ("web", cfg.web.allowed_hosts),
+        ("webhooks", cfg.webhooks.allowed_hosts),
+    ):
+        for entry in bare_entries(hosts):
+            spelled = f"[{entry}]" if ":" in entry and not entry.startswith("[") else entry
+            log.warning(
+                "allowed_hosts_any_port",
+                key=f"{section}.allowed_hosts",
+                entry=entry,
+                detail=f"{entry!r} admits every port of it; list it as"
+                f" '{spelled}:<port>' to admit one port only",
+            )
+
+
 async def serve(cfg: Config, base_dir: Path, shutdown: anyio.Event | None = None) -> None:
     """Run the service until SIGTERM/SIGINT (or ``shutdown`` is set).
 
@@ -114,6 +134,7 @@ async def serve(cfg: Config, base_dir: Path, shutdown: anyio.Event | None = None
     except ValueError as exc:
         raise ConfigError("workers.in_process", str(exc)) from None
     await _check_web_worker(cfg, modules)
+    _warn_bare_entries(cfg)
     shutdown = shutdown or anyio.Event()
     # The receiver stays open until every actor has stopped: a signal during the final
     # close is absorbed, never the default "terminate now".

@@ -13,8 +13,7 @@ import base64
 import random
 import secrets
 from collections.abc import Sequence
-from typing import Any
-from urllib.parse import urlsplit
+from typing import Any, Protocol
 
 from telha.domain.errors import RequestError
 from telha.domain.model import TERMINAL_JOB_STATES, WebhookTarget
@@ -23,6 +22,7 @@ from telha.domain.policy import backoff_us
 __all__ = [
     "ALL_EVENTS",
     "MAX_URL_CHARS",
+    "UrlRules",
     "event_bit",
     "event_names",
     "events_mask",
@@ -69,34 +69,42 @@ def event_names(mask: int) -> list[str]:
     return [s for s in TERMINAL_JOB_STATES if mask & event_bit(s)]
 
 
-def validate_url(url: object, allowed_hosts: Sequence[str], field: str) -> str:
-    """``url`` if it is an ``http``/``https`` URL with a host in ``allowed_hosts`` (any host
-    when empty; compared case-insensitively, without the port).
+class UrlRules(Protocol):
+    """Destination rules as :func:`validate_url` uses them: the ``[webhooks]``
+    :class:`workers_common.destinations.Destinations` (``WebhooksConfig.rules()``)."""
 
-    :raises RequestError: not a string, too long, another scheme, no host, a host not allowed.
+    def check_url(self, url: str) -> tuple[str, str | None]:
+        """``url`` with its host in one spelling, and why it is refused (``None``: it may
+        be tried); raises ``ValueError`` when a browser could not parse it."""
+        ...
+
+
+def validate_url(url: object, rules: UrlRules, field: str) -> str:
+    """``url`` read as a browser reads it (:func:`workers_common.hosts.parse_url`), with its
+    host in its one ASCII spelling, if ``rules`` may allow it: an address literal in any
+    spelling is checked now; a name is checked again, resolved, when a delivery connects
+    (docs/operations.md, "Webhooks").
+
+    :param field: the input's name in messages (``options.webhook.url``, ``URL``).
+    :raises RequestError: not a string, too long, not an ``http``/``https`` URL a browser
+        could parse (bad host, port, IDNA label), or refused by ``rules``.
     """
     if not isinstance(url, str) or not url:
-        raise RequestError(f"{field}.url must be a non-empty string")
+        raise RequestError(f"{field} must be a non-empty string")
     if len(url) > MAX_URL_CHARS:
-        raise RequestError(f"{field}.url is longer than {MAX_URL_CHARS} characters")
+        raise RequestError(f"{field} is longer than {MAX_URL_CHARS} characters")
     try:
-        parts = urlsplit(url)
-        host = parts.hostname
-        _ = parts.port  # a malformed port raises here
+        normal, refused = rules.check_url(url)
     except ValueError as exc:
-        raise RequestError(f"{field}.url is not a valid URL: {exc}") from None
-    if parts.scheme not in ("http", "https"):
-        raise RequestError(f"{field}.url must be an http or https URL")
-    if not host:
-        raise RequestError(f"{field}.url has no host")
-    if allowed_hosts and host.lower() not in {h.lower() for h in allowed_hosts}:
-        raise RequestError(f"{field}.url: host {host!r} is not in webhooks.allowed_hosts")
-    return url
+        raise RequestError(f"{field} is not a valid URL: {exc}") from None
+    if refused is not None:
+        raise RequestError(f"{field} is refused: {refused}")
+    return normal
 
 
-def parse_webhook_option(value: Any, allowed_hosts: Sequence[str]) -> WebhookTarget:
+def parse_webhook_option(value: Any, rules: UrlRules) -> WebhookTarget:
     """The target of an ingest's ``options.webhook``: ``{"url": "...", "events": [...]}``,
-    ``events`` defaulting to every terminal state.
+    ``events`` defaulting to every terminal state; ``url`` checked by :func:`validate_url`.
 
     :raises RequestError: not an object, an unknown key, a bad URL or event (the message
         names ``options.webhook``).
@@ -107,7 +115,7 @@ def parse_webhook_option(value: Any, allowed_hosts: Sequence[str]) -> WebhookTar
     unknown = sorted(set(value) - {"url", "events"})
     if unknown:
         raise RequestError(f"{field}: unknown key {unknown[0]!r} (expected url, events)")
-    url = validate_url(value.get("url"), allowed_hosts, field)
+    url = validate_url(value.get("url"), rules, f"{field}.url")
     events = value.get("events")
     if events is None:
         return WebhookTarget(url, ALL_EVENTS)
@@ -117,7 +125,7 @@ def parse_webhook_option(value: Any, allowed_hosts: Sequence[str]) -> WebhookTar
 
 
 def split_webhook_option(
-    options: dict[str, Any], allowed_hosts: Sequence[str]
+    options: dict[str, Any], rules: UrlRules
 ) -> tuple[dict[str, Any], WebhookTarget | None]:
     """An ingest's ``options`` without ``webhook`` (what the worker is given) and the
     target it named, if any.
@@ -126,7 +134,7 @@ def split_webhook_option(
     """
     if "webhook" not in options:
         return options, None
-    target = parse_webhook_option(options["webhook"], allowed_hosts)
+    target = parse_webhook_option(options["webhook"], rules)
     return {k: v for k, v in options.items() if k != "webhook"}, target
 
 

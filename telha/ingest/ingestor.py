@@ -141,7 +141,7 @@ class Ingestor:
     :param store: the storage engine.
     :param config: the ``[ingest]`` section (limits and the default nesting policy).
     :param queue: the job queue worker formats are enqueued on.
-    :param webhooks: the ``[webhooks]`` section (hosts an ``options.webhook`` may name).
+    :param webhooks: the ``[webhooks]`` section (where an ``options.webhook`` may point).
     """
 
     def __init__(
@@ -154,7 +154,8 @@ class Ingestor:
         self._store = store
         self._config = config
         self._queue = queue
-        self._webhooks = webhooks or WebhooksConfig()
+        hooks = webhooks or WebhooksConfig()
+        self._webhook_rules = hooks.rules()
         self._have_secret: set[Scope] = set()
 
     def json_options(self, name: str, options: dict[str, Any]) -> JsonOptions:
@@ -265,7 +266,7 @@ class Ingestor:
 
         :raises RequestError: a bad ``options.webhook``, or a scope without a secret.
         """
-        options, target = split_webhook_option(options, self._webhooks.allowed_hosts)
+        options, target = split_webhook_option(options, self._webhook_rules)
         if target is None or scope in self._have_secret:
             return options, target
         # A secret is rotated, never removed: once seen it is remembered.

@@ -137,10 +137,12 @@ class Fleet:
 
     :param folder: the data folder (config, database, logs).
     :param synchronous: ``storage.synchronous``.
+    :param webhook_hosts: ``[webhooks] allowed_hosts`` (the receiver's ``127.0.0.1:<port>``).
     """
 
     folder: Path
     synchronous: str = "normal"
+    webhook_hosts: tuple[str, ...] = ()
     server: ServerProcess = field(init=False)
     workers: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     kills: dict[str, int] = field(default_factory=lambda: {"serve": 0, "worker": 0})
@@ -169,7 +171,7 @@ class Fleet:
             workers={"in_process": ["text_worker", "email_worker"], "concurrency": 1},
             # Deliveries cut by a kill are claimed again after claim_s.
             webhooks={
-                "allowed_hosts": ["127.0.0.1"],
+                "allowed_hosts": list(self.webhook_hosts),
                 "backoff_base_ms": 100,
                 "backoff_max_s": 1,
                 "poll_interval_ms": 100,

@@ -77,12 +77,12 @@ async def _chaos(fleet: Fleet, rng: random.Random) -> None:
 
 async def test_nothing_lost_duplicated_or_half_written(tmp_path: Path) -> None:
     rng = random.Random(SEED)
-    fleet = Fleet(tmp_path)
+    receiver = Receiver()  # bound now: the server's [webhooks] allowed_hosts lists its port
+    fleet = Fleet(tmp_path, webhook_hosts=(f"127.0.0.1:{receiver.port}",))
     await anyio.to_thread.run_sync(fleet.start)
     fleet.key = fleet.server.create_key("crash", "main")
     secret = await anyio.to_thread.run_sync(fleet.webhook_secret, "crash", "main")
     answers: list[Answer] = []
-    receiver = Receiver()
     receiver.__enter__()  # the receiver outlives every server kill
     try:
         with anyio.fail_after(270):

@@ -10,6 +10,7 @@ delivery once."""
 from __future__ import annotations
 
 import base64
+import copy
 import subprocess
 import sys
 import uuid
@@ -32,8 +33,7 @@ from tests.support.wait import wait_job
 pytestmark = pytest.mark.anyio
 
 #: Fast retries so a recovered receiver is reached within a test's patience.
-WEBHOOKS = {
-    "allowed_hosts": ["127.0.0.1"],
+WEBHOOKS: dict[str, Any] = {
     "backoff_base_ms": 100,
     "backoff_max_s": 0.5,
     "poll_interval_ms": 50,
@@ -42,6 +42,11 @@ WEBHOOKS = {
 }
 WORKERS = {"in_process": ["text_worker"], "concurrency": 1}
 NOT_UTF8 = base64.b64encode(b"\xff\xfe not utf-8").decode()
+
+
+def hooks_for(receiver: Receiver) -> dict[str, Any]:
+    """:data:`WEBHOOKS` with ``allowed_hosts`` listing ``receiver``'s address and port only."""
+    return {**WEBHOOKS, "allowed_hosts": [f"127.0.0.1:{receiver.port}"]}
 
 
 def telha_cli(config: Path, *args: str) -> str:
@@ -87,9 +92,19 @@ class Scoped:
 
 
 @pytest.fixture(scope="module")
-def server(engine: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+def receiver(engine: str) -> Iterator[Receiver]:
+    """One receiver per module server (its port is the server's only allowed destination);
+    each test posts to its own paths."""
+    with Receiver() as r:
+        yield r
+
+
+@pytest.fixture(scope="module")
+def server(
+    engine: str, receiver: Receiver, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ServerProcess]:
     config = write_config(
-        tmp_path_factory.mktemp("webhooks"), engine, workers=WORKERS, webhooks=WEBHOOKS
+        tmp_path_factory.mktemp("webhooks"), engine, workers=WORKERS, webhooks=hooks_for(receiver)
     )
     with ServerProcess(config) as proc:
         yield proc
@@ -104,12 +119,6 @@ async def scoped(server: ServerProcess) -> AsyncIterator[Scoped]:
         base_url=server.base_url, headers={"x-api-key": key}, timeout=30
     ) as c:
         yield Scoped(server, c, tenant)
-
-
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    with Receiver() as r:
-        yield r
 
 
 async def test_per_request_webhook_on_completed_and_dead(
@@ -182,9 +191,11 @@ async def test_a_failing_receiver_gets_the_delivery_later(
 ) -> None:
     secret = scoped.make_secret()
     receiver.status = 503
-    job_id = await scoped.post("retry.txt", "retry", {"url": receiver.url("/r")})
-    failed = await receiver.wait_for(3, "/r")  # three failed attempts, backing off
-    receiver.status = 200
+    try:
+        job_id = await scoped.post("retry.txt", "retry", {"url": receiver.url("/r")})
+        failed = await receiver.wait_for(3, "/r")  # three failed attempts, backing off
+    finally:
+        receiver.status = 200
     got = await receiver.wait_for(len(failed) + 1, "/r")
     # Every attempt is the same delivery (one webhook-id) with the same body.
     assert {d.headers["webhook-id"] for d in got} == {got[0].headers["webhook-id"]}
@@ -200,6 +211,7 @@ async def test_a_failing_receiver_gets_the_delivery_later(
         ({"format": "json", "content": '{"a": 1}', "options": {"webhook": {"url": "U"}}}, "json"),
         ({"options": {"webhook": {"url": "ftp://127.0.0.1/x"}}}, "http or https"),
         ({"options": {"webhook": {"url": "http://127.0.0.2/x"}}}, "allowed_hosts"),
+        ({"options": {"webhook": {"url": "http://127.0.0.1:1/x"}}}, "allowed_hosts"),
         ({"options": {"webhook": {"url": "U", "events": ["finished"]}}}, "unknown event"),
         ({"options": {"webhook": {"url": "U", "events": []}}}, "at least one"),
         ({"options": {"webhook": {"url": "U", "secret": "x"}}}, "unknown key"),
@@ -210,6 +222,7 @@ async def test_bad_webhook_options_are_400(
     scoped: Scoped, receiver: Receiver, body: dict[str, Any], needle: str
 ) -> None:
     scoped.make_secret()
+    body = copy.deepcopy(body)  # the parameter is shared by both engines' runs
     hook = body["options"]["webhook"]
     if isinstance(hook, dict) and hook.get("url") == "U":
         hook["url"] = receiver.url()
@@ -236,8 +249,8 @@ async def test_cli_refuses_a_disallowed_url(scoped: Scoped) -> None:
 
 
 async def test_delivery_survives_a_restart(engine: str, tmp_path: Path) -> None:
-    config = write_config(tmp_path, engine, workers=WORKERS, webhooks=WEBHOOKS)
     with Receiver(status=500) as receiver:
+        config = write_config(tmp_path, engine, workers=WORKERS, webhooks=hooks_for(receiver))
         with ServerProcess(config) as first:
             key = first.create_key("restart", "org")
             secret = telha_cli(config, "webhook", "secret", "--tenant", "restart", "--org", "org")
@@ -265,16 +278,17 @@ async def test_two_replicas_send_each_delivery_once(
     require_engine("postgres")  # several replicas share a database; SQLite is one process
     dsn = create_database()
     servers = []
+    listening = Receiver()  # bound now: the servers' allowed_hosts list its port
     for name in ("a", "b"):
         config = write_config(
             tmp_path_factory.mktemp(f"hook-replica-{name}"), "postgres",
-            storage={"dsn": dsn, "pool_size": 4}, workers=WORKERS, webhooks=WEBHOOKS,
+            storage={"dsn": dsn, "pool_size": 4}, workers=WORKERS, webhooks=hooks_for(listening),
         )  # fmt: skip
         servers.append(ServerProcess(config))
     with ThreadPoolExecutor(2) as pool:
         list(pool.map(ServerProcess.start, servers))
     try:
-        with Receiver() as receiver:
+        with listening as receiver:
             a, b = servers
             key = a.create_key("replicas", "org")
             telha_cli(a.config, "webhook", "add", "--tenant", "replicas", "--org", "org",

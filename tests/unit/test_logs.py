@@ -20,6 +20,7 @@ from workers_common.logs import (
     is_secret_key,
     job_fields,
     redact,
+    redact_url,
 )
 
 
@@ -71,6 +72,32 @@ def test_redact_top_level_and_one_level_down() -> None:
     assert out["api_key"] == REDACTED
     assert out["headers"] == {"authorization": REDACTED, "accept": "*/*"}
     assert out["job_id"] == "j"
+
+
+@pytest.mark.parametrize(
+    ("url", "logged"),
+    [
+        ("http://user:pw@127.0.0.1:9/h?token=s3cret", "http://127.0.0.1:9/h?token=[redacted]"),
+        (
+            "https://h.example/a?x=1&flag&y=2#frag",
+            "https://h.example/a?x=[redacted]&[redacted]&y=[redacted]",
+        ),
+        ("https://a:b@c@h.example/p", "https://h.example/p"),
+        ("http://h.example/plain", "http://h.example/plain"),
+        ("http://user:pw@[::1/x?token=s3cret", "http://[::1/x"),  # does not split: still cut
+        ("not a url?k=v", "not a url?k=[redacted]"),
+    ],
+)
+def test_redact_url(url: str, logged: str) -> None:
+    assert redact_url(url) == logged
+
+
+def test_url_fields_are_logged_redacted(log_stream: io.StringIO) -> None:
+    url = "http://user:pw@127.0.0.1:9/h?token=s3cret"
+    structlog.get_logger("telha.test").info("webhook_retry", url=url, callback_url=url)
+    [line] = _lines(log_stream)
+    assert line["url"] == line["callback_url"] == "http://127.0.0.1:9/h?token=[redacted]"
+    assert "pw" not in log_stream.getvalue() and "s3cret" not in log_stream.getvalue()
 
 
 def test_json_lines_carry_bound_job_fields_and_redact(log_stream: io.StringIO) -> None:

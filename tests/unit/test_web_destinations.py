@@ -1,6 +1,7 @@
-"""web_worker's destination rules (web_worker.destinations) and its checking proxy
-(web_worker.proxy) spoken to directly on 127.0.0.1: spellings, entries, every refused
-category, CONNECT and absolute-URI requests with odd host spellings."""
+"""The destination rules (workers_common.destinations, shared with webhooks) and the web
+worker's checking proxy (web_worker.proxy) spoken to directly on 127.0.0.1: spellings,
+entries, every refused category, CONNECT and absolute-URI requests with odd host
+spellings."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ import anyio
 import pytest
 
 from tests.support.site import serve_site
-from web_worker.destinations import Destinations, normalise_host, parse_entry, private_kind
 from web_worker.proxy import guard
+from workers_common.destinations import Destinations, normalise_host, parse_entry, private_kind
 
 
 @pytest.mark.parametrize(

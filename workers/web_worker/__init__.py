@@ -4,7 +4,7 @@ The job's ``name`` is the URL; it carries no content. :func:`handle` fetches the
 Playwright driving the system Chromium (:mod:`web_worker.browser`: one browser per worker
 process, a fresh context per job), one fetch per origin at a time with a polite delay
 (:mod:`web_worker.gate`), every connection through a proxy that checks the address it goes
-to (:mod:`web_worker.proxy`, :mod:`web_worker.destinations`: private addresses are refused
+to (:mod:`web_worker.proxy`, :mod:`workers_common.destinations`: private addresses are refused
 unless listed); projects the rendered HTML with docling's ``html`` projection plus
 the page's properties and its links as ``URL_REF`` nodes (:mod:`web_worker.project`); reports
 BLAKE3 of the rendered HTML as ``contentHash``, so core deduplicates an unchanged recrawl at

@@ -7,7 +7,7 @@ started again if the browser dies. Each job gets a fresh browser context
 (:meth:`BrowserHost.context`: no cookies, cache or storage shared between jobs), closed on
 every path, whose every request goes through that job's own forward proxy
 (:mod:`web_worker.proxy`, loopback included), which checks the address it connects to
-(:mod:`web_worker.destinations`). Requests outside any context go to a proxy that refuses
+(:mod:`workers_common.destinations`). Requests outside any context go to a proxy that refuses
 every connection (a local socket bound but never listening). Chromium runs headless with its
 sandbox on and as an unprivileged user (:mod:`web_worker.sandbox`), with background
 networking, component updates, sync, QUIC, DNS prefetching and WebRTC's non-proxied UDP off,
@@ -43,8 +43,8 @@ from playwright.async_api import (
 from playwright.async_api import Error as PlaywrightError
 
 from web_worker import sandbox
-from web_worker.destinations import Destinations
 from workers_common import TransientFailure
+from workers_common.destinations import Destinations
 
 __all__ = [
     "CHROMIUM_ARGS",

@@ -229,7 +229,7 @@ async def fetch(
     Playwright's own launch timeout).
 
     :raises UnsupportedFeature: ``host_not_allowed`` (the URL or a redirect hop refused,
-        :mod:`web_worker.destinations`), ``auth_required`` (401/403).
+        :mod:`workers_common.destinations`), ``auth_required`` (401/403).
     :raises CorruptInput: 404, 410 and other statuses that are not worth retrying.
     :raises TransientFailure: 429/5xx (with ``retry_after_s``), network errors, the timeout,
         a missing browser (:class:`~web_worker.browser.BrowserUnavailable`).

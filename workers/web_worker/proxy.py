@@ -5,9 +5,11 @@ pages: destinations").
 (every navigation, redirect hop, subresource, ``fetch``/XHR, iframe and WebSocket of its
 pages: Chromium sends them all to the context's proxy, loopback included) and its HTTP
 clients (robots.txt, non-HTML re-fetches) use it. For each request the proxy resolves the
-host once, checks every address with :meth:`~web_worker.destinations.Destinations.check`
-and connects to the first allowed address itself, so what was checked is what is connected
-to. ``CONNECT host:port`` (HTTPS, WebSockets) is tunnelled; a plain ``http://`` request is
+host once, checks every address with
+:meth:`~workers_common.destinations.Destinations.check` and connects to the first allowed
+address itself (:func:`workers_common.checked_connect.connect_checked`, the same checked
+connection webhook deliveries use), so what was checked is what is connected to.
+``CONNECT host:port`` (HTTPS, WebSockets) is tunnelled; a plain ``http://`` request is
 forwarded with ``Connection: close`` (one request per connection, so each is checked).
 
 A server that cannot be reached is answered ``502`` with an ``X-Telha-Upstream-Error``
@@ -31,7 +33,9 @@ import anyio
 import anyio.abc
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-from web_worker.destinations import Destinations, IPAddress, normalise_host
+from workers_common.checked_connect import Refused, connect_checked
+from workers_common.destinations import Destinations
+from workers_common.hosts import IPAddress, normalise_host
 
 __all__ = ["REFUSED_HEADER", "UPSTREAM_ERROR_HEADER", "Guard", "Refusal", "guard"]
 
@@ -111,23 +115,6 @@ def _net_error(exc: BaseException) -> str:
     return f"net::ERR_CONNECTION_FAILED ({exc})"
 
 
-async def _resolve(host: str, port: int) -> list[IPAddress]:
-    """The addresses of ``host`` in resolver order (an address literal is itself)."""
-    import ipaddress
-
-    try:
-        return [ipaddress.ip_address(host)]
-    except ValueError:
-        pass
-    infos = await anyio.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    out: list[IPAddress] = []
-    for _family, _type, _proto, _canon, sockaddr in infos:
-        address = ipaddress.ip_address(str(sockaddr[0]).split("%", 1)[0])
-        if address not in out:
-            out.append(address)
-    return out
-
-
 class _Proxy:
     def __init__(self, rules: Destinations, state: Guard) -> None:
         self.rules = rules
@@ -140,27 +127,19 @@ class _Proxy:
         :raises OSError: resolving or connecting failed.
         """
         host = normalise_host(host)
-        try:
+
+        async def to(address: IPAddress) -> anyio.abc.SocketStream:
             with anyio.fail_after(_CONNECT_S):
-                addresses = await _resolve(host, port)
+                return await anyio.connect_tcp(str(address), port)
+
+        try:
+            return await connect_checked(self.rules, host, port, to, resolve_timeout_s=_CONNECT_S)
+        except Refused as exc:
+            self.state.refused.append(Refusal(host, port, exc.reason))
+            log.info("web_worker: refused %s", exc.reason)
+            raise _Refused(exc.reason) from None
         except (OSError, TimeoutError) as exc:
             raise self._unreachable(host, port, exc) from None
-        reasons = [self.rules.check(host, a, port) for a in addresses]
-        allowed = [a for a, why in zip(addresses, reasons, strict=True) if why is None]
-        if not allowed:
-            reason = next((r for r in reasons if r), f"{host}:{port} does not resolve")
-            self.state.refused.append(Refusal(host, port, reason))
-            log.info("web_worker: refused %s", reason)
-            raise _Refused(reason)
-        error: BaseException | None = None
-        for address in allowed:
-            try:
-                with anyio.fail_after(_CONNECT_S):
-                    return await anyio.connect_tcp(str(address), port)
-            except (OSError, TimeoutError) as exc:
-                error = exc
-        assert error is not None
-        raise self._unreachable(host, port, error)
 
     def _unreachable(self, host: str, port: int, exc: BaseException) -> _Unreachable:
         name = _net_error(exc)

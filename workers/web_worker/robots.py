@@ -8,7 +8,7 @@ is fetched as asked, like a browser would.
 
 Rules (RFC 9309 §2.3.1): 2xx → the file's rules for user agent :data:`ROBOTS_AGENT` (else
 ``*``); a 4xx (no robots.txt) → everything allowed; a 5xx, a network failure, a refused
-destination (:mod:`web_worker.destinations`) or more than 5 redirects → nothing allowed, for
+destination (:mod:`workers_common.destinations`) or more than 5 redirects → nothing allowed, for
 this fan-out. Answers are cached per origin for :data:`CACHE_S` seconds in the worker
 process; a ``Crawl-delay`` raises the origin's polite delay (for jobs after the one that
 fetched it).

@@ -16,10 +16,12 @@ and one level down in dict values.
 from __future__ import annotations
 
 import logging
+import re
 import sys
 from collections.abc import Iterator, MutableMapping
 from contextlib import contextmanager
 from typing import Any, TextIO
+from urllib.parse import urlsplit, urlunsplit
 
 import msgspec
 import structlog
@@ -35,6 +37,7 @@ __all__ = [
     "job_fields",
     "payload_fields",
     "redact",
+    "redact_url",
 ]
 
 REDACTED = "[redacted]"
@@ -81,12 +84,38 @@ def is_secret_key(key: str) -> bool:
     return k in _SECRET_KEYS or k.endswith(_SECRET_SUFFIXES)
 
 
+def redact_url(url: str) -> str:
+    """``url`` fit for a log line (docs/operations.md, "Logs"): its userinfo removed, each
+    query value (a query part without ``=``: the part) replaced by :data:`REDACTED`, its
+    fragment dropped; scheme, host, port and path kept. Never raises: a URL that does not
+    split keeps what comes before its ``?`` or ``#``, without anything up to an ``@``."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        head = re.split(r"[?#]", url, maxsplit=1)[0]
+        return re.sub(r"^([A-Za-z][A-Za-z0-9+.-]*:/*)[^/]*@", r"\1", head)
+    query = "&".join(
+        f"{k}={REDACTED}" if sep else REDACTED
+        for k, sep, _ in (p.partition("=") for p in parts.query.split("&") if p)
+    )
+    netloc = parts.netloc.rpartition("@")[2]
+    return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
+
+
+def _is_url_key(key: str) -> bool:
+    k = key.lower()
+    return k == "url" or k.endswith("_url")
+
+
 def redact(_logger: Any, _method: str, event_dict: MutableMapping[str, Any]) -> Any:
     """structlog processor: replace the values of secret-named keys (:func:`is_secret_key`)
-    by :data:`REDACTED`, at the top level and inside dict values one level down."""
+    by :data:`REDACTED`, at the top level and inside dict values one level down; a string
+    under ``url`` or ``*_url`` is written as :func:`redact_url` gives it."""
     for key, value in list(event_dict.items()):
         if is_secret_key(key):
             event_dict[key] = REDACTED
+        elif isinstance(value, str) and _is_url_key(key):
+            event_dict[key] = redact_url(value)
         elif isinstance(value, dict) and any(isinstance(k, str) for k in value):
             event_dict[key] = {
                 k: REDACTED if isinstance(k, str) and is_secret_key(k) else v

@@ -6,9 +6,10 @@ The rule that makes deliveries lives once, in :mod:`telha.storage.core.deliverie
 
 A deliverer claims due rows (:func:`claim`): ``next_attempt_at`` moves past the claim and
 ``attempts`` counts the attempt, on PostgreSQL on rows locked ``FOR UPDATE SKIP LOCKED``, so
-two replicas never send the same attempt. :func:`finish` deletes a delivered or abandoned row
-or schedules its next attempt; a deliverer that died mid-send leaves its rows to be claimed
-again once the claim runs out (at least once).
+two replicas never send the same attempt. :func:`finish` deletes a delivered or abandoned row,
+schedules its next attempt, or marks it ``failed`` for good (a delivery that can never be
+made, kept with its reason and never claimed again); a deliverer that died mid-send leaves
+its rows to be claimed again once the claim runs out (at least once).
 """
 
 from __future__ import annotations
@@ -71,11 +72,14 @@ class DeliveryClaim:
 @dataclass(frozen=True, slots=True)
 class DeliveryResult:
     """The end of a claimed attempt: ``retry_at`` (µs) schedules another, ``None`` deletes
-    the row (delivered, or given up); ``error`` is kept on a row left to retry."""
+    the row (delivered, or given up); ``error`` is kept on a row left to retry. ``failed``:
+    the delivery can never be made; the row is kept with state ``failed`` and ``error`` as
+    its reason, never claimed again (``retry_at`` is then ignored)."""
 
     delivery_id: bytes
     retry_at: int | None
     error: str | None = None
+    failed: bool = False
 
 
 async def _secret(tx: Tx, sid: int) -> str | None:
@@ -157,7 +161,8 @@ async def claim(tx: Tx, now_us: int, limit: int, claim_us: int) -> list[Delivery
     next attempt moves to ``now_us + claim_us`` and their attempts count one more. Each
     comes with its job read in the same transaction (a terminal job does not change)."""
     rows = await tx.fetchall(
-        "SELECT delivery_id FROM webhook_deliveries WHERE next_attempt_at <= ?"
+        "SELECT delivery_id FROM webhook_deliveries"
+        " WHERE next_attempt_at <= ? AND state = 'pending'"
         f" ORDER BY next_attempt_at, delivery_id LIMIT ?{tx.skip_locked}",
         now_us, limit,
     )  # fmt: skip
@@ -205,9 +210,20 @@ async def _job_and_family(tx: Tx, job_id: bytes) -> tuple[JobRecord | None, JobF
 
 
 async def finish(tx: Tx, results: Sequence[DeliveryResult]) -> None:
-    """Record claimed attempts' ends: delete the finished rows, reschedule the others."""
-    done = [(r.delivery_id,) for r in results if r.retry_at is None]
-    again = [(r.retry_at, r.error, r.delivery_id) for r in results if r.retry_at is not None]
+    """Record claimed attempts' ends: delete the finished rows, mark the failed ones,
+    reschedule the others."""
+    failed = [(r.error or "failed", r.delivery_id) for r in results if r.failed]
+    done = [(r.delivery_id,) for r in results if r.retry_at is None and not r.failed]
+    again = [
+        (r.retry_at, r.error, r.delivery_id)
+        for r in results
+        if r.retry_at is not None and not r.failed
+    ]
+    if failed:
+        await tx.executemany(
+            "UPDATE webhook_deliveries SET state = 'failed', last_error = ? WHERE delivery_id = ?",
+            failed,
+        )
     if done:
         await tx.executemany("DELETE FROM webhook_deliveries WHERE delivery_id = ?", done)
     if again:
@@ -219,12 +235,12 @@ async def finish(tx: Tx, results: Sequence[DeliveryResult]) -> None:
 
 
 async def delivery_times(tx: Tx) -> tuple[int | None, int | None]:
-    """``(next due, oldest written)`` (µs) over the deliveries not yet made: the earliest
-    ``next_attempt_at`` and ``created_at`` (each read from its index), ``None`` when there
-    are none."""
+    """``(next due, oldest written)`` (µs) over the deliveries not yet made (``failed`` ones
+    are not): the earliest ``next_attempt_at`` and ``created_at`` (each read from its
+    index), ``None`` when there are none."""
     row = await tx.fetchone(
-        "SELECT (SELECT min(next_attempt_at) FROM webhook_deliveries),"
-        " (SELECT min(created_at) FROM webhook_deliveries)"
+        "SELECT (SELECT min(next_attempt_at) FROM webhook_deliveries WHERE state = 'pending'),"
+        " (SELECT min(created_at) FROM webhook_deliveries WHERE state = 'pending')"
     )
     assert row is not None
     return (
@@ -234,9 +250,12 @@ async def delivery_times(tx: Tx) -> tuple[int | None, int | None]:
 
 
 async def pending_for_jobs(tx: Tx, job_ids: Sequence[bytes]) -> int:
-    """Deliveries not yet made of jobs ``job_ids`` (tests and the crash tier)."""
+    """Deliveries not yet made of jobs ``job_ids``, ``failed`` ones not counted (tests and
+    the crash tier)."""
     cond, params = tx.any("job_id", job_ids, "bytea")
-    row = await tx.fetchone(f"SELECT count(*) FROM webhook_deliveries WHERE {cond}", *params)
+    row = await tx.fetchone(
+        f"SELECT count(*) FROM webhook_deliveries WHERE {cond} AND state = 'pending'", *params
+    )
     return int(row[0]) if row is not None else 0
 
 

@@ -1,25 +1,28 @@
-"""Where the web worker may connect (docs/formats.md, "Web pages: destinations"); pure, no I/O.
+"""Where the service may connect on a tenant's behalf: the one destination rule of web fetches
+(``[web]``) and webhook deliveries (``[webhooks]``) (docs/formats.md, "Web pages:
+destinations"; docs/operations.md, "Webhooks"); pure, no I/O.
 
-Every connection the worker makes goes through :mod:`web_worker.proxy`, which resolves the
-host once, checks each address here with :meth:`Destinations.check` and connects to that
-exact address, so a name cannot resolve to something else between the check and the connect.
+Every such connection goes through :func:`workers_common.checked_connect.connect_checked`,
+which resolves the host once, checks each address here with :meth:`Destinations.check` and
+connects to that exact address, so a name cannot resolve to something else between the check
+and the connect. Each section has its own :class:`Destinations` (its refusals name it).
 
 Rules, in order:
 
-1. ``[web] allowed_hosts`` not empty: the connection must match an entry. An entry is a host
+1. ``allowed_hosts`` not empty: the connection must match an entry. An entry is a host
    name (``example.org``: that name, any port), a name with a port (``example.org:8080``), an
    address (``127.0.0.1``, ``::1``; any port), an address with a port (``127.0.0.1:8000``,
-   ``[::1]:8000``) or a network (``10.0.0.0/8``). Anything else is refused
+   ``[::1]:8000``) or a network (``10.0.0.0/8``, any port). Anything else is refused
    (``not on [web] allowed_hosts``).
-2. ``[web] deny_private`` (default true): an address that is not public — loopback, RFC 1918,
+2. ``deny_private`` (default true): an address that is not public — loopback, RFC 1918,
    link-local (169.254.169.254 included), CGNAT (100.64/10), unspecified, multicast,
    broadcast and reserved IPv4; IPv6 loopback, unspecified, ULA, link-local, multicast and
    IPv4-mapped — is refused unless an *address* or *network* entry lists it: a host name
    entry allows the name, not a private address it resolves to.
 
-Host spellings are normalised first as browsers do (:func:`normalise_host`): IPv4 in any of
-the WHATWG URL forms (``127.1``, ``2130706433``, ``0x7f000001``, ``0177.0.0.1``), IPv6 in
-brackets or not, lower case, trailing dots dropped.
+Host spellings are normalised first as browsers do (:mod:`workers_common.hosts`): IPv4 in
+any of the WHATWG URL forms (``127.1``, ``2130706433``, ``0x7f000001``, ``0177.0.0.1``), IPv6
+in brackets or not, lower case, trailing dots dropped.
 """
 
 from __future__ import annotations
@@ -29,9 +32,18 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-__all__ = ["Destinations", "Entry", "IPAddress", "normalise_host", "parse_entry", "private_kind"]
+from workers_common.hosts import IPAddress, Target, as_address, normalise_host, parse_url
 
-IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+__all__ = [
+    "Destinations",
+    "Entry",
+    "IPAddress",
+    "bare_entries",
+    "normalise_host",
+    "parse_entry",
+    "private_kind",
+]
+
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 _V4_KINDS: tuple[tuple[str, str], ...] = (
@@ -67,64 +79,6 @@ def private_kind(address: IPAddress) -> str | None:
         if address.version == net.version and address in net:
             return kind
     return None if address.is_global else "not public"
-
-
-def _ipv4_part(part: str) -> int | None:
-    """One dotted part as the WHATWG URL standard reads it: ``0x`` hex, leading-zero octal,
-    else decimal; ``None`` when it is not a number."""
-    base = 10
-    if part[:2].lower() == "0x":
-        part, base = part[2:], 16
-        if not part:
-            return 0
-    elif len(part) > 1 and part.startswith("0"):
-        part, base = part[1:], 8
-    try:
-        return int(part, base) if part.isalnum() and part.isascii() else None
-    except ValueError:
-        return None
-
-
-def _whatwg_ipv4(host: str) -> ipaddress.IPv4Address | None:
-    """``host`` read as an IPv4 address the way a browser does (``127.1``, ``2130706433``,
-    ``0x7f000001``), ``None`` when it is not one."""
-    parts = host.split(".")
-    if len(parts) > 4 or not all(parts):
-        return None
-    numbers = [_ipv4_part(p) for p in parts]
-    if any(n is None for n in numbers):
-        return None
-    values = [n for n in numbers if n is not None]
-    if any(n > 255 for n in values[:-1]) or values[-1] >= 256 ** (5 - len(values)):
-        return None
-    value = values[-1]
-    for i, n in enumerate(values[:-1]):
-        value += n << (8 * (3 - i))
-    return ipaddress.IPv4Address(value)
-
-
-def normalise_host(host: str) -> str:
-    """One spelling per host: lower case, brackets and trailing dots dropped, an IPv4 address
-    in any browser spelling as dotted decimal, an IPv6 address compressed (an IPv4-mapped one
-    stays IPv6: ``::ffff:7f00:1``)."""
-    h = host.strip().lower()
-    if h.startswith("[") and h.endswith("]"):
-        h = h[1:-1]
-    h = h.rstrip(".")
-    if ":" in h:
-        try:
-            return str(ipaddress.IPv6Address(h))
-        except ValueError:
-            return h
-    v4 = _whatwg_ipv4(h)
-    return str(v4) if v4 is not None else h
-
-
-def _as_address(host: str) -> IPAddress | None:
-    try:
-        return ipaddress.ip_address(host)
-    except ValueError:
-        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,30 +140,49 @@ def parse_entry(text: str) -> Entry:
     name = normalise_host(host)
     if not name:
         raise ValueError(f"{raw!r}: no host")
-    address = _as_address(name)
+    address = as_address(name)
     if address is not None:
         return Entry(None, ipaddress.ip_network(address), port)
     return Entry(name, None, port)
 
 
+def bare_entries(allowed_hosts: Iterable[str]) -> list[str]:
+    """The entries of ``allowed_hosts`` that name a host or an address without a port (each
+    admits every port of it; ``telha serve`` warns about them). Networks are not listed."""
+    out = []
+    for text in allowed_hosts:
+        try:
+            entry = parse_entry(text) if text.strip() else None
+        except ValueError:
+            continue
+        if entry is not None and entry.port is None and "/" not in text:
+            out.append(text.strip())
+    return out
+
+
 @dataclass(frozen=True, slots=True)
 class Destinations:
-    """The process's destination rules (module docstring).
+    """One section's destination rules (module docstring).
 
-    :ivar entries: ``[web] allowed_hosts`` parsed; empty: any public destination.
-    :ivar deny_private: ``[web] deny_private``.
+    :ivar entries: ``allowed_hosts`` parsed; empty: any public destination.
+    :ivar deny_private: ``deny_private``.
+    :ivar section: the config section refusals name (``"[web]"``, ``"[webhooks]"``).
     """
 
     entries: tuple[Entry, ...] = ()
     deny_private: bool = True
+    section: str = "[web]"
 
     @classmethod
-    def from_config(cls, allowed_hosts: Iterable[str], deny_private: bool) -> Destinations:
+    def from_config(
+        cls, allowed_hosts: Iterable[str], deny_private: bool, section: str = "[web]"
+    ) -> Destinations:
         """From the config's strings.
 
         :raises ValueError: an entry :func:`parse_entry` refuses (the message names it).
         """
-        return cls(tuple(parse_entry(h) for h in allowed_hosts if h.strip()), deny_private)
+        entries = tuple(parse_entry(h) for h in allowed_hosts if h.strip())
+        return cls(entries, deny_private, section)
 
     def check(self, host: str, address: IPAddress, port: int) -> str | None:
         """Why a connection to ``address``:``port`` (asked for as ``host``) is refused, or
@@ -218,21 +191,52 @@ class Destinations:
         where = _where(host, address, port)
         matched = [e for e in self.entries if e.matches(host, address, port)]
         if self.entries and not matched:
-            return f"{where} is not on [web] allowed_hosts"
+            return f"{where} is not on {self.section} allowed_hosts"
         if not self.deny_private:
             return None
         kind = private_kind(address)
         if kind is None or any(e.names_address for e in matched):
             return None
         return (
-            f"{where} is a {kind} address; list it in [web] allowed_hosts"
+            f"{where} is a {kind} address; list it in {self.section} allowed_hosts"
             " (as an address or network) to allow it"
         )
 
+    def check_host(self, host: str, port: int) -> str | None:
+        """Why a connection to ``host``:``port`` is refused before anything is resolved (an
+        address literal refused by :meth:`check`, a name no entry could allow), ``None``
+        when it may be tried (a name is checked again, resolved, at connect time)."""
+        host = normalise_host(host)
+        address = as_address(host)
+        if address is not None:
+            return self.check(host, address, port)
+        # A name is allowed by a name entry, or by the address it resolves to (only
+        # connecting can tell): refused here only when no entry could allow it.
+        named = any(e.name == host and e.port in (None, port) for e in self.entries)
+        if self.entries and not named and not any(e.names_address for e in self.entries):
+            return f"{host}:{port} is not on {self.section} allowed_hosts"
+        return None
+
+    def check_target(self, target: Target) -> str | None:
+        """:meth:`check_host` of a strictly parsed URL
+        (:func:`workers_common.hosts.parse_url`)."""
+        return self.check_host(target.host, target.port)
+
+    def check_url(
+        self, url: str, schemes: tuple[str, ...] = ("http", "https")
+    ) -> tuple[str, str | None]:
+        """``url`` read strictly (:func:`workers_common.hosts.parse_url`, its host in one
+        spelling) and :meth:`check_target`'s refusal (``None``: it may be tried).
+
+        :raises ValueError: a URL a browser could not parse, or another scheme.
+        """
+        target = parse_url(url, schemes)
+        return target.url, self.check_target(target)
+
     def precheck(self, url: str) -> str | None:
-        """Why ``url`` is refused before anything is resolved (an address literal in any
-        spelling, a host off the allow-list), or ``None`` when it may be fetched (a host name
-        is checked again, resolved, at connect time). Non-network schemes are not refused."""
+        """Why ``url`` is refused before anything is resolved (:meth:`check_host`), or
+        ``None`` when it may be fetched. Non-network schemes are not refused; a spelling
+        :func:`normalise_host` cannot read is left to the connection."""
         parts = urlsplit(url)
         scheme = parts.scheme.lower()
         if scheme not in ("http", "https", "ws", "wss"):
@@ -241,16 +245,7 @@ class Destinations:
             port = parts.port or (443 if scheme in ("https", "wss") else 80)
         except ValueError:
             return f"{url} has a bad port"
-        host = normalise_host(parts.hostname or "")
-        address = _as_address(host)
-        if address is not None:
-            return self.check(host, address, port)
-        # A name is allowed by a name entry, or by the address it resolves to (only
-        # connecting can tell): refused here only when no entry could allow it.
-        named = any(e.name == host and e.port in (None, port) for e in self.entries)
-        if self.entries and not named and not any(e.names_address for e in self.entries):
-            return f"{host}:{port} is not on [web] allowed_hosts"
-        return None
+        return self.check_host(parts.hostname or "", port)
 
 
 def _where(host: str, address: IPAddress, port: int) -> str:
