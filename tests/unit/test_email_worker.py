@@ -186,8 +186,14 @@ def test_attachments_are_named_under_their_message() -> None:
     msg = EmailMessage()
     msg["From"], msg["Subject"] = "a@example.test", "two of a name"
     msg.set_content("See attached.")
-    for data, filename in ((b"a\n", "r.csv"), (b"b\n", "r.csv"), (b"a\n", "r.csv"),
-                           (b"c\n", "r (2).csv"), (b"d\n", "dir/x.txt"), (b"e\n", "")):
+    for data, filename in (
+        (b"a\n", "r.csv"),
+        (b"b\n", "r.csv"),
+        (b"a\n", "r.csv"),
+        (b"c\n", "r (2).csv"),
+        (b"d\n", "dir/x.txt"),
+        (b"e\n", ""),
+    ):
         msg.add_attachment(data, maintype="text", subtype="csv", filename=filename)
     out = _run(bytes(msg), name="m.eml")
     children = [c["name"] for c in out["childJobs"]]
