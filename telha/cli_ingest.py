@@ -9,9 +9,10 @@ showing its state changes (and the server's ``hint`` when a job stays ``enqueued
 waits for the child jobs a completed one enqueued (an e-mail's attachments, an archive's
 files: :mod:`telha.cli_children`), and ends with a table: file, source id, job id, state
 (:func:`state_cell`: ``completed, 2 of 3 attachments dead``), nodes, failure (TSV with a
-header line when stdout is not a terminal). Exit code 1 if any file ended ``dead`` or ``cancelled``, was
-refused (an error answer, or no format) or failed (no answer); 130 on Ctrl-C (the table so
-far is printed first); else 0.
+header line when stdout is not a terminal). Exit code 1 if any file ended ``dead`` or
+``cancelled``, was refused (an error answer, or no format) or failed (no answer); 130 on
+Ctrl-C (the table so far is printed first); else 0 (dead children included: the table says
+so).
 
 A file's source name is its path relative to ``--root`` (default: the current folder),
 ``/``-separated, the same whether the file was named alone or found in a folder; a file

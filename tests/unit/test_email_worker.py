@@ -11,11 +11,11 @@ from typing import Any
 
 import email_worker
 import pytest
+from email_worker.names import attachment_names
 
 from telha.domain.submission import decode_submission, to_projection
 from tests.conftest import CORPUS
 from workers_common import Job, classify
-from email_worker.names import attachment_names
 from workers_common.ids import child_root_id
 
 

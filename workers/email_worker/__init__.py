@@ -20,7 +20,8 @@ deterministic ids, dangling until those arrive.
 (pdf/docx/pptx/xlsx/csv/tsv/html/eml/msg/text/markdown, by extension, then media type) becomes
 a child job named ``<message's source name>/<file name>`` (:mod:`email_worker.names`: a
 second file of the same name gets ``name (2).ext``; a file attached twice is one child) — its
-own source, whose version links this message's (docs/rest-api.md) — and a ``HAS_ATTACHMENT`` edge from the message to that source's root node:
+own source, whose version links this message's (docs/rest-api.md) — and a
+``HAS_ATTACHMENT`` edge from the message to that source's root node:
 the child's projection root gets :func:`workers_common.ids.child_root_id` of the child's name
 (an attached message: its own ``MESSAGE`` id, computed here the way its own job computes it).
 The edge dangles until the child's version is applied. Any other attachment is an
