@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import os
+import sqlite3
 import subprocess
 import sys
 import uuid
@@ -22,9 +23,10 @@ import anyio
 import httpx
 import pytest
 
+from telha.storage.core.listings import VERSION_PARENTS_SQL
 from tests.conftest import CORPUS
 from tests.support.pg import ENGINES, require_engine
-from tests.support.server import ServerProcess, write_config
+from tests.support.server import ServerProcess, telha_check, write_config
 from tests.support.tty import run_on_tty
 from tests.support.wait import wait_job
 
@@ -128,6 +130,18 @@ async def test_status_counts_children_and_versions_name_their_parent(
         assert again.status_code == 200 and again.json()["deduplicated"] is True, again.text
         listed = (await c.get("/v1/sources", params={"prefix": "inbox/report.eml/"})).json()
         assert len(listed["sources"]) == 4
+    checked = telha_check(server.config)  # the store's invariants hold
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_a_version_s_parent_is_read_by_primary_keys(server: ServerProcess) -> None:
+    """SQLite's plan of the parent read: every table by its primary key, never a scan."""
+    if "postgres" in server.config.read_text():
+        pytest.skip("SQLite's query plan")
+    with sqlite3.connect(server.config.parent / "telha.db") as db:
+        plan = db.execute(f"EXPLAIN QUERY PLAN {VERSION_PARENTS_SQL}", (1, bytes(16))).fetchall()
+    steps = [row[3] for row in plan]
+    assert len(steps) == 5 and all(" USING PRIMARY KEY " in s for s in steps), steps
 
 
 def _env(server: ServerProcess) -> dict[str, str]:
