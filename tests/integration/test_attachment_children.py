@@ -176,10 +176,10 @@ def test_ingest_table_says_how_many_attachments_died_piped(
     (tmp_path / "plain.eml").write_bytes(
         b"From: a@example.test\nSubject: none\n\nNo attachments.\n"
     )
+    env = _env(server)
     proc = subprocess.run(
         [sys.executable, "-m", "telha", "ingest", "report.eml", "stuck.eml", "plain.eml"],
-        capture_output=True, text=True, env=_env(server), timeout=300, check=False,
-        cwd=tmp_path,
+        capture_output=True, text=True, env=env, timeout=300, check=False, cwd=tmp_path,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr  # the messages themselves made it
     rows = _table(proc.stdout)
@@ -190,6 +190,18 @@ def test_ingest_table_says_how_many_attachments_died_piped(
     )
     assert rows["plain.eml"]["state"] == "completed"
     assert "report.eml: attachments: 3 completed, 1 dead" in proc.stdout.splitlines()
+    # telha source prints, under an attachment's version, the message it came from.
+    headers = {"x-api-key": env["TELHA_API_KEY"]}
+    prefix = {"prefix": "report.eml/n.csv"}
+    listed = httpx.get(f"{server.base_url}/v1/sources", params=prefix, headers=headers).json()
+    (child,) = listed["sources"]
+    shown = subprocess.run(
+        [sys.executable, "-m", "telha", "source", child["sourceId"]],
+        capture_output=True, text=True, env=env, timeout=60, check=True,
+    ).stdout  # fmt: skip
+    parent_line = f"    parent  report.eml  source {rows['report.eml']['source id']}  version "
+    assert any(line.startswith(parent_line) for line in shown.splitlines()), shown
+    assert f"job {rows['report.eml']['job id']}" in shown
 
 
 def test_ingest_table_says_how_many_attachments_died_on_a_terminal(
