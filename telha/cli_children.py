@@ -4,12 +4,15 @@ its children start (core enqueues them with its completion), so after the parent
 waits for them too, and the file's state cell says how many did not make it in:
 ``completed, 2 of 3 attachments dead``.
 
-Only direct children are counted (``children`` of ``GET /v1/ingest/{jobId}``); an attached
-message's own attachments are its children, not the file's.
+The whole tree is counted: after a job's own children (``children`` of
+``GET /v1/ingest/{jobId}``), each completed child that may have children of its own (an
+attached message: ``ingest:eml``, ``ingest:msg``) is waited for the same way, and its
+children's counts are added: an attached message's dead attachment is one of the file's.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -17,10 +20,12 @@ import anyio
 
 from telha.client import AsyncTelha, JobStatus, TelhaError
 
-__all__ = ["UNFINISHED", "Children", "children_note", "noun", "wait_children"]
+__all__ = ["UNFINISHED", "Children", "children_note", "noun", "wait_children", "wait_family"]
 
 #: Child job states that may still change.
 UNFINISHED = ("pending", "leased")
+#: Child job kinds that may have children of their own (an attached message's attachments).
+NESTING_KINDS = ("ingest:eml", "ingest:msg")
 #: What a parent format's children are called in the table.
 _NOUNS = {"eml": "attachments", "msg": "attachments", "code": "files"}
 
@@ -120,3 +125,42 @@ async def wait_children(
         if children.hint:
             break
     return children
+
+
+def _plus(a: Children, b: Children) -> Children:
+    counts = dict(a.counts)
+    for state, n in b.counts.items():
+        counts[state] = counts.get(state, 0) + n
+    return Children(counts, a.hint or b.hint)
+
+
+def _shown_with(on_progress: Callable[[Children], None], above: Children, below: Children) -> None:
+    on_progress(_plus(above, below))
+
+
+async def wait_family(
+    client: AsyncTelha,
+    job: JobStatus,
+    on_progress: Callable[[Children], None],
+    *,
+    hint_after_s: float,
+) -> Children:
+    """:func:`wait_children` of ``job``, then of each of its completed children of a
+    :data:`NESTING_KINDS` kind that has children, and so on down (the module docstring);
+    ``on_progress`` sees the counts of the whole tree so far.
+
+    :returns: the tree's jobs below ``job`` counted by state (``hint``: the first one met).
+    :raises TelhaError: the server stopped answering (after the client's retries).
+    """
+    total = await wait_children(client, job, on_progress, hint_after_s=hint_after_s)
+    if not total.counts.get("completed"):
+        return total
+    for kind in NESTING_KINDS:
+        async for kid in client.list_jobs(parent=job.job_id, kind=kind, state="completed"):
+            status = await client.job(kid.job_id)
+            if not status.children:
+                continue
+            shown = functools.partial(_shown_with, on_progress, total)
+            below = await wait_family(client, status, shown, hint_after_s=hint_after_s)
+            total = _plus(total, below)
+    return total

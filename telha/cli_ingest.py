@@ -47,7 +47,7 @@ from rich.progress import (
 from rich.table import Column, Table
 from rich.text import Text
 
-from telha.cli_children import Children, children_note, noun, wait_children
+from telha.cli_children import Children, children_note, noun, wait_family
 from telha.cli_client import _KEY, _URL, unreachable
 from telha.client import (
     AsyncTelha,
@@ -279,7 +279,7 @@ async def _wait(client: AsyncTelha, i: int, f: _File, out: _Reporter) -> None:
 async def _wait_children(
     client: AsyncTelha, i: int, f: _File, job: JobStatus, out: _Reporter
 ) -> None:
-    """Wait for the completed job's children (:func:`telha.cli_children.wait_children`),
+    """Wait for the completed job's children (:func:`telha.cli_children.wait_family`),
     showing how many are still running; a plain line when they all ended."""
     what = noun(f.format)
 
@@ -289,7 +289,7 @@ async def _wait_children(
             out.progress.update(out.tasks[i], state=shown, visible=True)
 
     try:
-        f.children = await wait_children(client, job, progress, hint_after_s=HINT_AFTER_S)
+        f.children = await wait_family(client, job, progress, hint_after_s=HINT_AFTER_S)
     except TelhaError as exc:
         f.failure = f"{what}: {exc.code}: {exc.message}"
         return

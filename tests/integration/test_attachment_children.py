@@ -158,6 +158,22 @@ def _table(stdout: str) -> dict[str, dict[str, str]]:
     return {r["file"]: r for r in rows}
 
 
+def _nested() -> bytes:
+    """A message whose one attachment is a message with a text and a broken ``.msg``."""
+    inner = EmailMessage()
+    inner["From"], inner["Subject"], inner["Message-ID"] = "b@example.test", "fwd", "<in@x>"
+    inner.set_content("Inner.")
+    inner.add_attachment(b"Inner notes.\n", maintype="text", subtype="plain", filename="i.txt")
+    inner.add_attachment(BAD_MSG, maintype="application", subtype="vnd.ms-outlook",
+                         filename="bad.msg")  # fmt: skip
+    outer = EmailMessage()
+    outer["From"], outer["Subject"] = "a@example.test", "forwarded"
+    outer.set_content("See the forwarded message.")
+    outer.add_attachment(bytes(inner), maintype="application", subtype="octet-stream",
+                         filename="fwd.eml")  # fmt: skip
+    return bytes(outer)
+
+
 def _pdf_attached() -> bytes:
     """A message with a PDF attachment, a format no worker of this server polls."""
     msg = EmailMessage()
@@ -173,12 +189,14 @@ def test_ingest_table_says_how_many_attachments_died_piped(
 ) -> None:
     (tmp_path / "report.eml").write_bytes(_report())
     (tmp_path / "stuck.eml").write_bytes(_pdf_attached())
+    (tmp_path / "nested.eml").write_bytes(_nested())
     (tmp_path / "plain.eml").write_bytes(
         b"From: a@example.test\nSubject: none\n\nNo attachments.\n"
     )
     env = _env(server)
+    names = ["report.eml", "stuck.eml", "plain.eml", "nested.eml"]
     proc = subprocess.run(
-        [sys.executable, "-m", "telha", "ingest", "report.eml", "stuck.eml", "plain.eml"],
+        [sys.executable, "-m", "telha", "ingest", *names],
         capture_output=True, text=True, env=env, timeout=300, check=False, cwd=tmp_path,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr  # the messages themselves made it
@@ -189,6 +207,9 @@ def test_ingest_table_says_how_many_attachments_died_piped(
         "completed, 1 of 1 attachments pending (no worker polls format pdf)"
     )
     assert rows["plain.eml"]["state"] == "completed"
+    # An attached message's dead attachment is one of the file's: the tree is counted.
+    assert rows["nested.eml"]["state"] == "completed, 1 of 3 attachments dead"
+    assert "nested.eml: attachments: 2 completed, 1 dead" in proc.stdout.splitlines()
     assert "report.eml: attachments: 3 completed, 1 dead" in proc.stdout.splitlines()
     # telha source prints, under an attachment's version, the message it came from.
     headers = {"x-api-key": env["TELHA_API_KEY"]}
@@ -202,6 +223,11 @@ def test_ingest_table_says_how_many_attachments_died_piped(
     parent_line = f"    parent  report.eml  source {rows['report.eml']['source id']}  version "
     assert any(line.startswith(parent_line) for line in shown.splitlines()), shown
     assert f"job {rows['report.eml']['job id']}" in shown
+    prefix = {"prefix": "nested.eml/"}
+    listed = httpx.get(f"{server.base_url}/v1/sources", params=prefix, headers=headers).json()
+    assert sorted(s["name"] for s in listed["sources"]) == [
+        "nested.eml/fwd.eml", "nested.eml/fwd.eml/bad.msg", "nested.eml/fwd.eml/i.txt",
+    ]  # fmt: skip
 
 
 def test_ingest_table_says_how_many_attachments_died_on_a_terminal(
@@ -227,8 +253,9 @@ def test_ingest_table_says_how_many_attachments_died_on_a_terminal(
 
 
 def test_corpus_messages_complete_with_their_attachments(server: ServerProcess) -> None:
-    """Every corpus e-mail completes with every attachment (none dead: no note), and an
-    attachment is found under its message's name."""
+    """Every corpus e-mail completes with every attachment (none dead: no note) but the one
+    whose forwarded message carries a PDF (no worker here reads PDF: the note says so), and
+    an attachment is found under its message's name."""
     env = _env(server)
     proc = subprocess.run(
         [sys.executable, "-m", "telha", "ingest", "--root", str(CORPUS), str(CORPUS / "eml")],
@@ -237,7 +264,12 @@ def test_corpus_messages_complete_with_their_attachments(server: ServerProcess) 
     assert proc.returncode == 0, proc.stdout + proc.stderr
     rows = _table(proc.stdout)
     assert len(rows) == len(list((CORPUS / "eml").iterdir()))
-    assert {r["state"] for r in rows.values()} == {"completed"}, rows
+    states = {f: r["state"] for f, r in rows.items()}
+    # Its forwarded message carries a PDF, and this server runs no PDF worker.
+    assert states.pop("eml/attachment_message_rfc822.eml") == (
+        "completed, 1 of 2 attachments pending (no worker polls format pdf)"
+    )
+    assert set(states.values()) == {"completed"}, states
     assert "eml/cpython_msg_02.eml: attachments: 7 completed" in proc.stdout.splitlines()
     headers = {"x-api-key": env["TELHA_API_KEY"]}
     prefix = {"prefix": "eml/cpython_msg_02.eml/"}
