@@ -20,7 +20,15 @@ import anyio
 
 from telha.client import AsyncTelha, JobStatus, TelhaError
 
-__all__ = ["NESTING_KINDS", "UNFINISHED", "Children", "children_note", "noun", "wait_children", "wait_family"]
+__all__ = [
+    "NESTING_KINDS",
+    "UNFINISHED",
+    "Children",
+    "children_note",
+    "noun",
+    "wait_children",
+    "wait_family",
+]
 
 #: Child job states that may still change.
 UNFINISHED = ("pending", "leased")
