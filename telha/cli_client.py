@@ -123,7 +123,8 @@ def _retired(r: RetiredOut) -> str:
 @_KEY
 def source(source_id: str, url: str, api_key: str) -> None:
     """Print one source (its state and last job) and its versions, newest first, each with
-    its state."""
+    its state and, for a version a child job wrote, its parent's name, source, version and
+    job."""
     found = _call(url, api_key, lambda c: c.source(source_id))
     click.echo(f"source  {found.source_id}\nname    {found.name}\nformat  {found.format}\n"
                f"state   {found.state}")  # fmt: skip
@@ -135,6 +136,10 @@ def source(source_id: str, url: str, api_key: str) -> None:
     for v in found.versions:
         click.echo(f"  {v.source_version_tx}  {v.state}  {v.size}  {v.content_hash[:16]}…"
                    f"  {v.worker or '-'}  {v.job_id or '-'}")  # fmt: skip
+        p = v.parent
+        if p is not None:  # a child job wrote it (docs/rest-api.md, "Child jobs")
+            click.echo(f"    parent  {p.name or '-'}  source {p.source_id or '-'}"
+                       f"  version {p.source_version_tx or '-'}  job {p.job_id}")  # fmt: skip
 
 
 @click.command()

@@ -6,12 +6,15 @@ all (else ``cannot reach URL`` and exit 2, before any upload), uploads up to
 ``--concurrency`` files at once — with a progress bar per file and an overall one on a
 terminal, one plain line per step otherwise — waits for each job (``--wait``, the default)
 showing its state changes (and the server's ``hint`` when a job stays ``enqueued``), and
-ends with a table: file, source id, job id, state, nodes, failure (TSV with a header line
-when stdout is not a terminal). Exit code 1 if any file ended ``dead`` or ``cancelled``, was
-refused (an error answer, or no format) or failed (no answer); 130 on Ctrl-C (the table so
-far is printed first); 2 when the server refuses the key (``UNAUTHENTICATED``): the key is
-tried once before any upload, and a refusal later (a key revoked meanwhile) stops every
-upload and wait, so one line says it instead of one per file; else 0.
+waits for the child jobs a completed one enqueued (an e-mail's attachments, an archive's
+files: :mod:`telha.cli_children`), and ends with a table: file, source id, job id, state
+(:func:`state_cell`: ``completed, 2 of 3 attachments dead``), nodes, failure (TSV with a
+header line when stdout is not a terminal). Exit code 1 if any file ended ``dead`` or
+``cancelled``, was refused (an error answer, or no format) or failed (no answer); 130 on
+Ctrl-C (the table so far is printed first); 2 when the server refuses the key
+(``UNAUTHENTICATED``): the key is tried once before any upload, and a refusal later (a key
+revoked meanwhile) stops every upload and wait, so one line says it instead of one per file;
+else 0 (dead children included: the table says so).
 
 A file's source name is its path relative to ``--root`` (default: the current folder),
 ``/``-separated, the same whether the file was named alone or found in a folder; a file
@@ -46,6 +49,7 @@ from rich.progress import (
 from rich.table import Column, Table
 from rich.text import Text
 
+from telha.cli_children import Children, children_note, noun, wait_family
 from telha.cli_client import _KEY, _URL, unreachable
 from telha.client import (
     AsyncTelha,
@@ -59,7 +63,7 @@ from telha.client import (
 )
 from telha.client.formats import guess_format
 
-__all__ = ["ingest", "source_name"]
+__all__ = ["ingest", "source_name", "state_cell"]
 
 _NODES = re.compile(r"\bnodes=(\d+)")
 _FINAL = frozenset({"completed", "dead", "cancelled", "refused", "deduplicated", "failed"})
@@ -94,6 +98,21 @@ class _File:
     state: str = ""
     nodes: int | None = None
     failure: str = ""
+    #: Its child jobs by state once they ended (:mod:`telha.cli_children`); ``None``: none
+    #: waited for.
+    children: Children | None = None
+
+
+def state_cell(f: _File) -> str:
+    """The table's state cell of ``f``: its state, then what qualifies it — how many of its
+    child jobs did not make it in (``completed, 2 of 3 attachments dead``,
+    :func:`telha.cli_children.children_note`). Every qualifier of the state column is
+    added here, so they compose."""
+    cell = f.state
+    note = children_note(f.children, f.format)
+    if note:
+        cell += f", {note}"
+    return cell
 
 
 def source_name(path: Path, root: Path) -> str:
@@ -275,6 +294,33 @@ async def _wait(client: AsyncTelha, i: int, f: _File, out: _Reporter) -> None:
         return
     f.state, f.failure = job.state, job.failure_reason or ""
     f.nodes = _nodes(job) if job.state == "completed" else None
+    if job.state == "completed" and job.children:
+        await _wait_children(client, i, f, job, out)
+
+
+async def _wait_children(
+    client: AsyncTelha, i: int, f: _File, job: JobStatus, out: _Reporter
+) -> None:
+    """Wait for the completed job's children (:func:`telha.cli_children.wait_family`),
+    showing how many are still running; a plain line when they all ended."""
+    what = noun(f.format)
+
+    def progress(children: Children) -> None:
+        if children.unfinished:
+            shown = f"completed, {children.unfinished} of {children.total} {what} running"
+            out.progress.update(out.tasks[i], state=shown, visible=True)
+
+    try:
+        f.children = await wait_family(client, job, progress, hint_after_s=HINT_AFTER_S)
+    except Unauthenticated as exc:
+        raise _KeyRefused(exc) from None
+    except TelhaError as exc:
+        f.failure = f"{what}: {exc.code}: {exc.message}"
+        return
+    finally:
+        out.progress.update(out.tasks[i], visible=False)
+    counts = ", ".join(f"{n} {s}" for s, n in sorted(f.children.counts.items()))
+    out.line(f"{f.name}: {what}: {counts}" + (f" ({f.children.hint})" if f.children.hint else ""))
 
 
 async def _reachable(url: str) -> bool:
@@ -340,7 +386,7 @@ def _summary(files: list[_File], root: Path, console: Console) -> None:
     """The closing table: a ``root`` line (what the names are relative to), then one row a
     file; TSV with a header line when piped."""
     columns = ("file", "source id", "job id", "state", "nodes", "failure")
-    rows = [(f.name, f.source_id, f.job_id or "", f.state,
+    rows = [(f.name, f.source_id, f.job_id or "", state_cell(f),
              "" if f.nodes is None else str(f.nodes), f.failure) for f in files]  # fmt: skip
     where = f"root: {os.path.abspath(root)}"
     if not console.is_terminal:
@@ -351,8 +397,8 @@ def _summary(files: list[_File], root: Path, console: Console) -> None:
     # Ids and names fold onto a second line rather than being cut: they are to be copied.
     folded = [Column(c, overflow="fold") for c in columns[:3]]
     table = Table(*folded, *columns[3:], caption=where)
-    for row in rows:
-        style = "red" if row[3] in _BAD else None
+    for f, row in zip(files, rows, strict=True):
+        style = "red" if f.state in _BAD else "yellow" if row[3] != f.state else None
         table.add_row(*row, style=style)
     console.print(table)
 

@@ -182,6 +182,19 @@ class RetiredOut(_Out):
     reason: str | None
 
 
+class VersionParentOut(_Out):
+    """The parent of a child source's version (an e-mail's attachment, an archive's
+    member): ``jobId`` the job whose completion enqueued the job that wrote this version,
+    ``sourceId`` and ``name`` that job's source (``null`` once retention removed a parent
+    job that wrote no version), ``sourceVersionTx`` the version it wrote (``null`` when it
+    wrote none)."""
+
+    job_id: str
+    source_id: str | None
+    name: str | None
+    source_version_tx: int | None
+
+
 class VersionOut(_Out):
     """A published source version: its ``state``, when it was published (µs), its root node
     (the DOCUMENT, TABLE, WORKBOOK, MESSAGE or FILE node; ``null`` if it has none) and what
@@ -203,6 +216,8 @@ class VersionOut(_Out):
     erased_at: int | None = None
     erasure_reason: str | None = None
     erasure_id: str | None = None
+    #: Set on a version a child job wrote (:class:`VersionParentOut`), else ``null``.
+    parent: VersionParentOut | None = None
 
 
 class ErasedVersionOut(_Out):

@@ -53,6 +53,7 @@ from telha.wire import (
     SpanOut,
     UsageOut,
     VersionOut,
+    VersionParentOut,
 )
 
 __all__ = [
@@ -100,4 +101,5 @@ __all__ = [
     "Unavailable",
     "UsageOut",
     "VersionOut",
+    "VersionParentOut",
 ]

@@ -18,6 +18,7 @@ __all__ = [
     "Page",
     "SourceFilter",
     "SourceSummary",
+    "VersionParent",
     "decode_cursor",
     "encode_cursor",
 ]
@@ -105,6 +106,19 @@ class JobFamily:
 
     parent_job_id: bytes | None
     children: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class VersionParent:
+    """What enqueued the job that wrote a child source's version (an e-mail's attachment,
+    an archive's member): the parent ``job_id``; the parent's ``source_id`` and ``name``
+    (``None`` once retention removed a parent job that wrote no version); ``tx``, the
+    version that parent job wrote (``None`` when it wrote none, e.g. deduplicated)."""
+
+    job_id: bytes
+    source_id: bytes | None
+    name: str | None
+    tx: int | None
 
 
 def encode_cursor(kind: bytes, at: int, key: bytes) -> str:

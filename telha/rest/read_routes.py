@@ -16,6 +16,7 @@ from starlette.routing import Route
 
 from telha.domain.errors import ContentErased, NotFound, RequestError
 from telha.domain.ids import id_str
+from telha.domain.listings import VersionParent
 from telha.domain.model import Changes, Direction, NodeVersion, Scope, SourceVersion
 from telha.domain.units import OffsetConverter, Units
 from telha.rest.app import (
@@ -45,6 +46,7 @@ from telha.wire import (
     SpanList,
     SpanOut,
     VersionOut,
+    VersionParentOut,
     VersionState,
 )
 
@@ -77,6 +79,15 @@ def _changes(c: Changes | None) -> ChangesOut | None:
     )  # fmt: skip
 
 
+def _parent(p: VersionParent | None) -> VersionParentOut | None:
+    if p is None:
+        return None
+    return VersionParentOut(
+        job_id=id_str(p.job_id), source_id=id_str(p.source_id) if p.source_id else None,
+        name=p.name, source_version_tx=p.tx,
+    )  # fmt: skip
+
+
 async def get_source(request: Request) -> Response:
     """GET /v1/sources/{sourceId}: the source, retired or not, and its published versions,
     newest first, each with its state, root node and changes; with the fields its listing
@@ -89,6 +100,7 @@ async def get_source(request: Request) -> Response:
     summary = await store.source_summary(scope, source_id)
     if summary is None:
         raise NotFound("no such source")
+    parents = await store.version_parents(scope, source_id) if versions else {}
     latest = versions[0] if versions else None
     retired = None
     if latest is not None and latest.retired_tx is not None:
@@ -122,6 +134,7 @@ async def get_source(request: Request) -> Response:
                     erased_at=v.erased_at,
                     erasure_reason=v.erase_reason,
                     erasure_id=id_str(v.erasure_id) if v.erasure_id else None,
+                    parent=_parent(parents.get(v.tx)),
                 )
                 for v in versions
             ],

@@ -33,6 +33,7 @@ from telha.domain.listings import (
     Page,
     SourceFilter,
     SourceSummary,
+    VersionParent,
 )
 from telha.domain.model import (
     CommitOutcome,
@@ -460,6 +461,10 @@ class ListStore(Protocol):
     async def job_family(self, scope: Scope, job_id: bytes) -> JobFamily | None:
         """A job's parent and its children counted by state; ``None`` when the job is not
         in ``scope``."""
+
+    async def version_parents(self, scope: Scope, source_id: bytes) -> dict[int, VersionParent]:
+        """``{version tx: parent}`` of the source's published versions a child job wrote
+        (an attachment's, an archive member's); others absent."""
 
 
 class ErasureStore(Protocol):

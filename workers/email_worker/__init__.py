@@ -18,8 +18,10 @@ deterministic ids, dangling until those arrive.
 
 **Attachments** (and attached or digested messages). One of a format Telha ingests
 (pdf/docx/pptx/xlsx/csv/tsv/html/eml/msg/text/markdown, by extension, then media type) becomes
-a child job named ``attachment:<blake3 hex>`` — identical bytes in any number of messages are
-one source — and a ``HAS_ATTACHMENT`` edge from the message to that source's root node:
+a child job named ``<message's source name>/<file name>`` (:mod:`email_worker.names`: a
+second file of the same name gets ``name (2).ext``; a file attached twice is one child) — its
+own source, whose version links this message's (docs/rest-api.md) — and a
+``HAS_ATTACHMENT`` edge from the message to that source's root node:
 the child's projection root gets :func:`workers_common.ids.child_root_id` of the child's name
 (an attached message: its own ``MESSAGE`` id, computed here the way its own job computes it).
 The edge dangles until the child's version is applied. Any other attachment is an
@@ -49,6 +51,7 @@ from typing import Any
 
 import blake3
 
+from email_worker.names import attachment_names
 from email_worker.parse import (
     addresses,
     attachments,
@@ -190,13 +193,19 @@ def _attachment_root(fmt: str, child: str, data: bytes) -> str:
     return child_root_id(child)
 
 
-def _attachment_nodes(b: IngestionResultBuilder, message: int, msg: EmailMessage) -> int:
-    """Child jobs or ATTACHMENT nodes and HAS_ATTACHMENT edges; returns the child job count."""
-    children = 0
+def _attachment_nodes(
+    b: IngestionResultBuilder, message: int, msg: EmailMessage, parent: str
+) -> int:
+    """Child jobs or ATTACHMENT nodes and HAS_ATTACHMENT edges; returns the child job count.
+    Children are named by :func:`email_worker.names.attachment_names` under ``parent`` (the
+    message's source name); a file attached twice is one child."""
+    found = [(name, ctype, data, blake3.blake3(data).hexdigest(), format_of(name, ctype))
+             for name, ctype, data in attachments(msg)]  # fmt: skip
+    ingested = [(name, digest) for name, _, _, digest, fmt in found if fmt is not None]
+    names = iter(attachment_names(parent, ingested))
+    children: set[str] = set()
     nodes: dict[str, int] = {}  # one ATTACHMENT node per distinct bytes, however many parts
-    for name, ctype, data in attachments(msg):
-        digest = blake3.blake3(data).hexdigest()
-        fmt = format_of(name, ctype)
+    for name, ctype, data, digest, fmt in found:
         props = {"name": name, "size": len(data), "media_type": ctype, "blake3": digest,
                  "format": fmt}  # fmt: skip
         if fmt is None:
@@ -207,12 +216,13 @@ def _attachment_nodes(b: IngestionResultBuilder, message: int, msg: EmailMessage
                 nodes[digest] = node
             b.add_relationship("HAS_ATTACHMENT", from_ref=message, to_ref=node, properties=props)
             continue
-        child = f"attachment:{digest}"
-        b.add_child_job(fmt, child, content=data, root_node_id=child_root_id(child))
+        child = next(names)
+        if child not in children:
+            b.add_child_job(fmt, child, content=data, root_node_id=child_root_id(child))
+            children.add(child)
         root = _attachment_root(fmt, child, data)
         b.add_relationship("HAS_ATTACHMENT", from_ref=message, to_id=root, properties=props)
-        children += 1
-    return children
+    return len(children)
 
 
 def handle(job: Job) -> dict[str, Any]:
@@ -253,7 +263,7 @@ def handle(job: Job) -> dict[str, Any]:
     stats: dict[str, Any] = {
         "paragraphs": len(paragraph_spans),
         "people": people,
-        "child_jobs": _attachment_nodes(b, message, msg),
+        "child_jobs": _attachment_nodes(b, message, msg, job.name),
         "ambiguities": 0,
         "ambiguities_suppressed": 0,
     }

@@ -14,7 +14,7 @@ ROOT_NAMESPACE = uuid.UUID("2d8f3c1a-6b4e-5f70-8a91-726f6f742121")
 
 def child_root_id(name: str) -> str:
     """The id of the projection root of the child job named ``name`` (e.g.
-    ``attachment:<blake3 hex>``): uuid5 of the name, so every parent naming the same child
+    ``inbox/a.eml/report.pdf``): uuid5 of the name, so every parent naming the same child
     computes the same id. Pass it as ``root_node_id`` to
     :meth:`workers_common.IngestionResultBuilder.add_child_job`."""
     return str(uuid.uuid5(ROOT_NAMESPACE, f"root:{name}"))

@@ -28,6 +28,7 @@ from telha.domain.listings import (
     Page,
     SourceFilter,
     SourceSummary,
+    VersionParent,
 )
 from telha.domain.model import Scope
 from telha.storage.core.engine import EngineOps
@@ -37,6 +38,7 @@ __all__ = [
     "JOB_FAMILY_SQL",
     "PREFIX_SORTED_MAX",
     "SOURCE_SUMMARY_SQL",
+    "VERSION_PARENTS_SQL",
     "ListOps",
     "family_of",
     "job_family",
@@ -47,6 +49,7 @@ __all__ = [
     "prefix_count_query",
     "source_summary",
     "sources_query",
+    "version_parents",
 ]
 
 _SOURCE_SELECT = (
@@ -228,6 +231,38 @@ async def family_of(tx: Tx, job_id: bytes, parent_job_id: bytes | None) -> JobFa
     return JobFamily(parent, {str(state): int(n) for state, n in counts})
 
 
+#: Per published version of one source whose job has a parent: the version's tx, the parent
+#: job, its source (id and name, from ``sources``) and the version that parent job wrote.
+VERSION_PARENTS_SQL = (
+    "SELECT v.tx, j.parent_job_id, p.source_id, s.name, pv.tx FROM source_versions v"
+    " JOIN jobs j ON j.job_id = v.job_id"
+    " LEFT JOIN jobs p ON p.job_id = j.parent_job_id"
+    " LEFT JOIN sources s ON s.scope_id = p.scope_id AND s.source_id = p.source_id"
+    " LEFT JOIN source_versions pv ON pv.scope_id = p.scope_id AND pv.source_id = p.source_id"
+    " AND pv.job_id = p.job_id AND pv.published_tx IS NOT NULL"
+    " WHERE v.scope_id = ? AND v.source_id = ? AND v.published_tx IS NOT NULL"
+    " AND j.parent_job_id IS NOT NULL ORDER BY v.tx DESC, pv.tx DESC"
+)
+
+
+async def version_parents(tx: Tx, scope: Scope, source_id: bytes) -> dict[int, VersionParent]:
+    """``{version tx: parent}`` of a source's published versions written by a child job
+    (docs/rest-api.md, "Child jobs"); versions of a job a client enqueued are absent. Reads
+    the versions by primary key, each job and parent job by primary key and the parent
+    source's versions by primary-key range."""
+    sid = await tx.known_scope_id(scope)
+    if sid is None:
+        return {}
+    out: dict[int, VersionParent] = {}
+    for at, parent, psource, pname, ptx in await tx.fetchall(VERSION_PARENTS_SQL, sid, source_id):
+        if int(at) not in out:  # a parent job's newest version, if it wrote several
+            out[int(at)] = VersionParent(
+                bytes(parent), bytes(psource) if psource is not None else None, pname,
+                int(ptx) if ptx is not None else None,
+            )  # fmt: skip
+    return out
+
+
 class ListOps(EngineOps):
     """The listing reads of :class:`telha.storage.protocol.ListStore`, each one
     :meth:`~telha.storage.core.engine.EngineOps._read`."""
@@ -247,3 +282,7 @@ class ListOps(EngineOps):
     async def job_family(self, scope: Scope, job_id: bytes) -> JobFamily | None:
         """See :func:`job_family`."""
         return await self._read(job_family, scope, job_id)
+
+    async def version_parents(self, scope: Scope, source_id: bytes) -> dict[int, VersionParent]:
+        """See :func:`version_parents`."""
+        return await self._read(version_parents, scope, source_id)
