@@ -11,8 +11,8 @@ from starlette.routing import Route
 from telha.domain.errors import RequestError
 from telha.domain.ids import id_str
 from telha.rest.app import json_response, parse_int, parse_uuid, require_scope, state
+from telha.rest.body import read_body
 from telha.rest.erase_routes import MAX_REASON_CHARS
-from telha.rest.ingest_routes import read_body
 from telha.rest.offsets import units_param
 from telha.rest.read_routes import encode_cursor, node_out, parse_cursor
 from telha.wire import DiffOut, NodeChangeOut, RetiredOut, RetireOut
