@@ -28,6 +28,7 @@ import anyio.abc
 import httpx
 import pytest
 
+from telha.client import AsyncTelha
 from tests.support.metrics import scrape, value
 from tests.support.server import ServerProcess, write_config
 
@@ -386,6 +387,13 @@ async def test_one_scope_cannot_take_every_event_stream(
         refused = await _refused_stream(one, job_one)
         assert refused.status_code == 429, refused.text
         assert (await one.usage())["limits"]["maxEventStreams"] == 1
+        # The client's wait polls when the scope's share of the streams is in use.
+        cancelled = await _job(one)
+        resp = await one.http.post(f"/v1/ingest/{cancelled}/cancel")
+        assert resp.status_code == 200, resp.text
+        async with AsyncTelha(server.base_url, one.key) as client:
+            done = await client.wait(cancelled, timeout=WAIT_S)
+        assert done.state == "cancelled"
         # Every stream is open now: the global limit answers 503.
         full = await _refused_stream(a, job_a)
         assert full.status_code == 503, full.text
