@@ -212,6 +212,8 @@ def main() -> int:
             Path(tmp_name),
             workers={"in_process": ["email_worker", "text_worker", "code_worker"],
                      "concurrency": CONSUMERS},
+            # One tenant's CLIENTS requests at once: it may hold every ingest slot.
+            quotas={"max_concurrent_ingests": 0},
         )  # fmt: skip
         server = ServerProcess(config).start()
         try:

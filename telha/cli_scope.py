@@ -17,7 +17,7 @@ from telha.cli_config import (
     run_on_store,
     scope_of,
 )
-from telha.domain.quotas import LIMIT_KEYS, Limits, parse_limit
+from telha.domain.quotas import LIMIT_KEYS, default_limits, parse_limit
 from telha.storage import StorageEngine
 
 __all__ = ["scope"]
@@ -37,7 +37,8 @@ def scope() -> None:
 @click.argument("value")
 @_CONFIG
 def scope_set(tenant: str, org: str, key: str, value: str, config_path: Path | None) -> None:
-    """Set KEY to VALUE for the scope: a number >= 0 (0: unlimited; an integer for all but
+    """Set KEY to VALUE for the scope: a number >= 0 (0: unlimited, or for the slot shares
+    max_concurrent_ingests and max_event_streams every slot; an integer for all but
     requests_per_second), or 'default' to go back to the [quotas] default."""
     target = scope_of(tenant, org)
     try:
@@ -65,12 +66,10 @@ def scope_show(tenant: str, org: str, config_path: Path | None) -> None:
         return own, await store.pending_jobs(target), await store.stored_bytes(target)
 
     own, pending, stored = run_on_store(cfg, base_dir, read)
-    q = cfg.quotas
-    defaults = Limits(
-        max_pending_jobs=q.max_pending_jobs,
-        max_stored_bytes=q.max_stored_bytes,
-        requests_per_second=q.requests_per_second,
-        burst=q.burst,
+    defaults = default_limits(
+        cfg.quotas,
+        ingest_slots=cfg.ingest.max_concurrent,
+        event_streams=cfg.server.max_event_streams,
     )
     limits = defaults.with_overrides(own)
     for key in LIMIT_KEYS:

@@ -38,10 +38,15 @@ class ServerConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     #: Seconds in-flight requests get to finish after SIGTERM/SIGINT.
     shutdown_grace_s: float = 10.0
     #: Open ``GET /v1/ingest/{jobId}/events`` streams at once; more answer 503 UNAVAILABLE.
+    #: One scope may hold at most its share (``quotas.max_event_streams``).
     max_event_streams: int = 1000
     #: Seconds between an open event stream's re-reads when it was not woken: how soon an
     #: event written by another replica on the same database reaches it.
     events_reread_s: float = 1.0
+    #: Seconds a request body may send no bytes; then the request is answered 408
+    #: REQUEST_TIMEOUT and its slot (``ingest.max_concurrent``) is free again
+    #: (docs/operations.md, "Slow and idle clients").
+    body_idle_timeout_s: float = 30.0
 
 
 class StorageConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -92,7 +97,8 @@ class IngestConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     #: Most nodes one ``format=json`` request may create (records plus child objects).
     json_max_nodes: int = 100_000
     json_nested: Literal["flatten", "child"] = "flatten"
-    #: Ingest requests processed at once; more answer 503 UNAVAILABLE (retry later).
+    #: Ingest requests processed at once; more answer 503 UNAVAILABLE (retry later). One
+    #: scope may hold at most its share (``quotas.max_concurrent_ingests``).
     max_concurrent: int = 16
 
 
@@ -262,6 +268,11 @@ class QuotasConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     requests_per_second: float = 0.0
     #: Requests a key may make at once; ``0``: ``requests_per_second`` rounded up.
     burst: int = 0
+    #: Slots of ``ingest.max_concurrent`` one scope may hold at once (more answer ``429
+    #: QUOTA_EXCEEDED`` with ``Retry-After``); not set: half of it, rounded up; ``0``: all.
+    max_concurrent_ingests: int | None = None
+    #: Slots of ``server.max_event_streams`` one scope may hold at once, as above.
+    max_event_streams: int | None = None
 
 
 class Config(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -377,6 +388,7 @@ def _validate(cfg: Config) -> None:
         (cfg.server.shutdown_grace_s >= 0, "server.shutdown_grace_s", "must be >= 0"),
         (cfg.server.max_event_streams >= 1, "server.max_event_streams", "must be >= 1"),
         (cfg.server.events_reread_s > 0, "server.events_reread_s", "must be > 0"),
+        (cfg.server.body_idle_timeout_s > 0, "server.body_idle_timeout_s", "must be > 0"),
         (cfg.webhooks.max_age_s > 0, "webhooks.max_age_s", "must be > 0"),
         (cfg.webhooks.timeout_s > 0, "webhooks.timeout_s", "must be > 0"),
         (
@@ -403,6 +415,14 @@ def _validate(cfg: Config) -> None:
     checks += [
         (getattr(cfg.quotas, key) >= 0, f"quotas.{key}", "must be >= 0 (0: unlimited)")
         for key in ("max_pending_jobs", "max_stored_bytes", "requests_per_second", "burst")
+    ]
+    checks += [
+        (
+            getattr(cfg.quotas, key) is None or getattr(cfg.quotas, key) >= 0,
+            f"quotas.{key}",
+            "must be >= 0 (0: every slot; not set: half of the slots)",
+        )
+        for key in ("max_concurrent_ingests", "max_event_streams")
     ]
     for ok, key, message in checks:
         if not ok:

@@ -210,7 +210,7 @@ async def _serve(
         metrics.watch_gauge(
             "telha_ingest_in_progress",
             "POST /v1/ingest requests being handled (at most ingest.max_concurrent)",
-            lambda: cfg.ingest.max_concurrent - state.ingest_slots.value,
+            lambda: state.ingest_slots.in_use,
         )
         rest = RestFront(
             create_app(state), cfg.server.rest_addr, cfg.server.shutdown_grace_s, shutdown

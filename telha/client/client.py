@@ -31,6 +31,7 @@ from tenacity import (
 from telha.client.chunks import ChunkCalls
 from telha.client.errors import (
     ConnectionFailed,
+    QuotaExceeded,
     TelhaError,
     TooManyRequests,
     Unavailable,
@@ -301,8 +302,10 @@ class AsyncTelha(ListingCalls, ChunkCalls, SearchCalls):
 
         Follows the job's live event stream (``GET /v1/ingest/{jobId}/events``), reconnecting
         after the last event seen when the stream ends early (a dropped connection, the
-        server restarting); against a server without that route (404 or 405), or with
-        ``stream=False``, it polls ``GET /v1/ingest/{jobId}`` instead.
+        server restarting); against a server without that route (404 or 405), one with no
+        stream free for the scope (503, or 429 ``QUOTA_EXCEEDED``: the scope's share of the
+        streams is in use), or with ``stream=False``, it polls ``GET /v1/ingest/{jobId}``
+        instead.
 
         :param timeout: seconds at most (``None``: no limit).
         :param poll_s: first polling interval, doubled up to ``max_poll_s`` while nothing
@@ -331,7 +334,8 @@ class AsyncTelha(ListingCalls, ChunkCalls, SearchCalls):
         self, job_id: str, on_event: EventCallback | None, seen: list[int]
     ) -> JobStatus | None:
         """:meth:`wait` over the event stream; ``None`` when the server has no such route or
-        answers 503 (polling works there). Each stream ends after the terminal event; one
+        answers 503 or 429 ``QUOTA_EXCEEDED`` (the scope's share of the streams is in use;
+        polling works there). Each stream ends after the terminal event; one
         that ended (or dropped) before it is opened again after ``seen[0]``, up to
         ``retries`` times in a row without an event."""
         failures = 0
@@ -342,7 +346,8 @@ class AsyncTelha(ListingCalls, ChunkCalls, SearchCalls):
                         continue
                     seen[0], failures = seq, 0
                     await _call(on_event, event)
-            except (EventsUnsupported, Unavailable):  # no route, or no stream free now
+            # No route, no stream free now, or the scope holds its share of the streams.
+            except (EventsUnsupported, Unavailable, QuotaExceeded):
                 return None
             except ConnectionFailed:
                 if failures >= self._retries:

@@ -21,6 +21,7 @@ __all__ = [
     "PayloadTooLarge",
     "QuotaExceeded",
     "RateLimited",
+    "RequestTimeout",
     "TelhaError",
     "TooManyRequests",
     "Unauthenticated",
@@ -95,6 +96,13 @@ class PayloadTooLarge(TelhaError):
     default_code = "PAYLOAD_TOO_LARGE"
 
 
+class RequestTimeout(TelhaError):
+    """408: the request's body sent nothing for the server's ``server.body_idle_timeout_s``
+    (the connection stalled; not retried)."""
+
+    default_code = "REQUEST_TIMEOUT"
+
+
 class Unavailable(TelhaError):
     """503: the server is starting, stopping or at its ingest concurrency limit (retried)."""
 
@@ -152,7 +160,7 @@ _BY_CODE: dict[str, type[TelhaError]] = {
     cls.default_code: cls
     for cls in (
         InvalidContent, InvalidRequest, Unauthenticated, NotFound, Conflict, JobFinished,
-        ContentErased, PayloadTooLarge, Unavailable, InternalError,
+        ContentErased, PayloadTooLarge, RequestTimeout, Unavailable, InternalError,
     )
 }  # fmt: skip
 

@@ -20,6 +20,7 @@ __all__ = [
     "QuotaExceeded",
     "RateLimited",
     "RequestError",
+    "RequestTimeout",
     "StaleLease",
     "StorageError",
     "TelhaError",
@@ -61,6 +62,15 @@ class RequestError(TelhaError):
     http_status = 400
 
 
+class RequestTimeout(TelhaError):
+    """The request body sent no bytes for ``server.body_idle_timeout_s`` seconds: 408
+    REQUEST_TIMEOUT; the connection is closed after the answer (docs/operations.md, "Slow
+    and idle clients")."""
+
+    code = "REQUEST_TIMEOUT"
+    http_status = 408
+
+
 class Unauthenticated(TelhaError):
     """Missing or unknown credentials: 401 UNAUTHENTICATED."""
 
@@ -98,7 +108,8 @@ class PayloadTooLarge(TelhaError):
 
 
 class Unavailable(TelhaError):
-    """The service is starting or shutting down: 503 UNAVAILABLE."""
+    """The service is starting or shutting down, or every slot of a global limit is held
+    (``ingest.max_concurrent``, ``server.max_event_streams``): 503 UNAVAILABLE."""
 
     code = "UNAVAILABLE"
     http_status = 503
@@ -138,7 +149,8 @@ class StorageError(TelhaError):
 
 class QuotaExceeded(TelhaError):
     """A scope's quota refuses the request (docs/operations.md, "Quotas and rate limits"):
-    its pending jobs or stored bytes are at the limit. ``retry_after_s`` (seconds, or
+    its pending jobs or stored bytes are at the limit, or it holds its share of the ingest
+    or event-stream slots. ``retry_after_s`` (seconds, or
     ``None``) becomes the ``Retry-After`` header when waiting can help."""
 
     code = "QUOTA_EXCEEDED"

@@ -2,9 +2,13 @@
 
 The limits of a scope are the ``[quotas]`` defaults with the scope's own values (set by
 ``telha scope set``) on top; ``0`` means unlimited, so an install that sets nothing sees no
-change. The rate limit is a token bucket per API key: ``requests_per_second`` tokens are
-added per second up to ``burst``, each request takes one, and a request finding none is
-told how long until one is back.
+change. The two slot shares are the exception: unless set, a scope may hold half (rounded
+up) of the ``ingest.max_concurrent`` and ``server.max_event_streams`` slots
+(:mod:`telha.domain.slots`); ``0`` lets it hold all of them.
+
+The rate limit is a token bucket per API key: ``requests_per_second`` tokens are added per
+second up to ``burst``, each request takes one, and a request finding none is told how long
+until one is back.
 """
 
 from __future__ import annotations
@@ -15,12 +19,14 @@ from collections.abc import Mapping
 import msgspec
 
 from telha.domain.errors import QuotaExceeded
+from telha.domain.slots import fair_share
 
 __all__ = [
     "LIMIT_KEYS",
     "PENDING_RETRY_AFTER_S",
     "Limits",
     "TokenBucket",
+    "default_limits",
     "parse_limit",
     "pending_refusal",
 ]
@@ -30,8 +36,21 @@ __all__ = [
 PENDING_RETRY_AFTER_S = 1.0
 
 #: The keys ``telha scope set`` accepts, as in ``[quotas]``.
-LIMIT_KEYS = ("max_pending_jobs", "max_stored_bytes", "requests_per_second", "burst")
-_INTEGER_KEYS = ("max_pending_jobs", "max_stored_bytes", "burst")
+LIMIT_KEYS = (
+    "max_pending_jobs",
+    "max_stored_bytes",
+    "requests_per_second",
+    "burst",
+    "max_concurrent_ingests",
+    "max_event_streams",
+)
+_INTEGER_KEYS = (
+    "max_pending_jobs",
+    "max_stored_bytes",
+    "burst",
+    "max_concurrent_ingests",
+    "max_event_streams",
+)
 #: Largest value a limit may take (fits a signed 64-bit integer and a double exactly).
 _MAX_VALUE = 2**53
 
@@ -42,13 +61,18 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True):
     ``max_pending_jobs``: jobs in state ``pending``; ``max_stored_bytes``: raw uploads plus
     canonical text chunks, bytes; ``requests_per_second``: sustained ``/v1`` requests per
     second per API key; ``burst``: requests a key may make at once (``0`` with a rate set:
-    ``ceil(requests_per_second)``, at least 1).
+    ``ceil(requests_per_second)``, at least 1); ``max_concurrent_ingests``: slots of
+    ``ingest.max_concurrent`` (``POST /v1/ingest`` in progress) the scope may hold at once;
+    ``max_event_streams``: slots of ``server.max_event_streams`` (open event streams) it may
+    hold at once — both per replica, and ``0`` there means every slot (no share).
     """
 
     max_pending_jobs: int = 0
     max_stored_bytes: int = 0
     requests_per_second: float = 0.0
     burst: int = 0
+    max_concurrent_ingests: int = 0
+    max_event_streams: int = 0
 
     def with_overrides(self, overrides: Mapping[str, float]) -> Limits:
         """These limits with a scope's own values (``{key: value}``) in their place."""
@@ -62,6 +86,20 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True):
     def bucket_size(self) -> int:
         """The burst a key's bucket holds (``burst``, or the rate rounded up, at least 1)."""
         return self.burst or max(1, math.ceil(self.requests_per_second))
+
+
+def default_limits(quotas: object, *, ingest_slots: int, event_streams: int) -> Limits:
+    """The limits of a scope with none of its own: the ``[quotas]`` values (``quotas``, a
+    :class:`telha.config.QuotasConfig`: one attribute per :data:`LIMIT_KEYS` key), where a
+    slot share that is not set (``None``) is the fair share (:func:`fair_share`) of its
+    total: ``ingest_slots`` (``ingest.max_concurrent``) or ``event_streams``
+    (``server.max_event_streams``)."""
+    values = {key: getattr(quotas, key) for key in LIMIT_KEYS}
+    if values["max_concurrent_ingests"] is None:
+        values["max_concurrent_ingests"] = fair_share(ingest_slots)
+    if values["max_event_streams"] is None:
+        values["max_event_streams"] = fair_share(event_streams)
+    return Limits(**values)
 
 
 def parse_limit(key: str, value: str) -> float | None:

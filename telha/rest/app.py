@@ -31,6 +31,7 @@ from telha.config import Config
 from telha.domain.errors import (
     NotFound,
     RequestError,
+    RequestTimeout,
     StorageError,
     TelhaError,
     Unauthenticated,
@@ -38,7 +39,9 @@ from telha.domain.errors import (
 )
 from telha.domain.ids import now_us
 from telha.domain.model import Scope
+from telha.domain.quotas import default_limits
 from telha.domain.request_json import decode_json
+from telha.domain.slots import ScopedSlots
 from telha.ingest.eraser import Eraser
 from telha.ingest.ingestor import Ingestor
 from telha.ingest.request import KNOWN_FORMATS
@@ -100,20 +103,38 @@ class AppState:
     #: Set when the service starts shutting down: open event streams end at once, so they
     #: do not hold up the REST front's drain.
     shutdown: anyio.Event = field(default_factory=anyio.Event)
-    #: Bounds concurrent ingests (``ingest.max_concurrent``); no unbounded wait for the writer.
-    ingest_slots: anyio.Semaphore = field(init=False)
-    #: Bounds open event streams (``server.max_event_streams``).
-    event_streams: anyio.Semaphore = field(init=False)
+    #: Bounds concurrent ingests (``ingest.max_concurrent``), per scope too
+    #: (``max_concurrent_ingests``); no unbounded wait for the writer.
+    ingest_slots: ScopedSlots[Scope] = field(init=False)
+    #: Bounds open event streams (``server.max_event_streams``), per scope too
+    #: (``max_event_streams``).
+    event_streams: ScopedSlots[Scope] = field(init=False)
     #: The chunks last cut, so a chunk listing's later pages cost no new cut.
     chunk_cache: ChunkCache = field(default_factory=ChunkCache)
     #: Per-scope quotas and per-key rate limits (:mod:`telha.rest.quotas`).
     quotas: Quotas = field(init=False)
 
     def __post_init__(self) -> None:
-        self.ingest_slots = anyio.Semaphore(self.config.ingest.max_concurrent)
-        self.event_streams = anyio.Semaphore(self.config.server.max_event_streams)
+        cfg = self.config
+        self.ingest_slots = ScopedSlots(
+            cfg.ingest.max_concurrent,
+            noun="ingests in progress",
+            total_key="ingest.max_concurrent",
+            share_key="max_concurrent_ingests",
+        )
+        self.event_streams = ScopedSlots(
+            cfg.server.max_event_streams,
+            noun="event streams open",
+            total_key="server.max_event_streams",
+            share_key="max_event_streams",
+        )
         self.keys = KeyCache(self.store)
-        self.quotas = Quotas(self.store, self.config.quotas, self.metrics)
+        defaults = default_limits(
+            cfg.quotas,
+            ingest_slots=cfg.ingest.max_concurrent,
+            event_streams=cfg.server.max_event_streams,
+        )
+        self.quotas = Quotas(self.store, defaults, self.metrics)
 
 
 class KeyCache:
@@ -271,6 +292,8 @@ async def _telha_error(request: Request, exc: Exception) -> Response:
     retry_after = getattr(exc, "retry_after_s", None)
     if retry_after is not None:  # whole seconds, rounded up (RFC 9110 §10.2.3)
         response.headers["Retry-After"] = str(max(1, math.ceil(retry_after)))
+    if isinstance(exc, RequestTimeout):  # the rest of the body is not read (RFC 9110 §15.5.9)
+        response.headers["Connection"] = "close"
     return response
 
 

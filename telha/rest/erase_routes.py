@@ -16,7 +16,7 @@ from starlette.routing import Route
 
 from telha.domain.errors import RequestError
 from telha.rest.app import decode_body, parse_choice, parse_uuid, require_scope, state
-from telha.rest.ingest_routes import read_body
+from telha.rest.body import read_body
 
 __all__ = ["routes"]
 

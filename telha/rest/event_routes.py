@@ -26,7 +26,7 @@ from starlette.routing import Route
 from starlette.types import Receive, Send
 from starlette.types import Scope as AsgiScope
 
-from telha.domain.errors import NotFound, Unavailable
+from telha.domain.errors import NotFound, QuotaExceeded, Unavailable
 from telha.domain.model import TERMINAL_JOB_STATES, JobEventPage, Scope
 from telha.rest.app import AppState, parse_int, parse_uuid, require_scope, state
 from telha.wire import JobEventOut
@@ -108,6 +108,8 @@ async def job_events(request: Request) -> Response:
 
     :raises NotFound: no such job in the key's scope.
     :raises RequestError: ``Last-Event-ID`` is not a non-negative integer.
+    :raises QuotaExceeded: the scope holds its share of the streams (``max_event_streams``,
+        docs/operations.md "Fair slots").
     :raises Unavailable: ``server.max_event_streams`` streams are open, or shutting down.
     """
     scope = await require_scope(request)
@@ -116,21 +118,24 @@ async def job_events(request: Request) -> Response:
     st = state(request)
     if st.shutdown.is_set():
         raise Unavailable("shutting down")
+    limits = await st.quotas.limits(scope)
     try:
-        st.event_streams.acquire_nowait()
-    except anyio.WouldBlock:
-        raise Unavailable(
-            f"{st.config.server.max_event_streams} event streams are open"
-            " (server.max_event_streams); retry shortly"
-        ) from None
+        st.event_streams.take(scope, limits.max_event_streams)
+    except QuotaExceeded:
+        st.quotas.count_refusal()
+        raise
+
+    def release() -> None:
+        st.event_streams.release(scope)
+
     try:
         page = await st.store.job_events_after(scope, job_id, after, limit=PAGE)
         if page is None:
             raise NotFound("no such job")
     except BaseException:
-        st.event_streams.release()
+        release()
         raise
-    return _EventStream(_events(st, scope, job_id, after, page), st.event_streams.release)
+    return _EventStream(_events(st, scope, job_id, after, page), release)
 
 
 routes = [Route("/v1/ingest/{job_id}/events", job_events, methods=["GET"])]

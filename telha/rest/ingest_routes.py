@@ -4,49 +4,24 @@ from __future__ import annotations
 
 import time
 
-import anyio
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from telha.domain.errors import (
-    NotFound,
-    PayloadTooLarge,
-    QuotaExceeded,
-    TelhaError,
-    Unavailable,
-)
+from telha.domain.errors import NotFound, QuotaExceeded, TelhaError
 from telha.domain.ids import id_str
 from telha.domain.model import JobRecord, Scope
 from telha.ingest.ingestor import IngestResult
 from telha.ingest.request import parse_ingest_request
 from telha.offload import off_loop
 from telha.rest.app import AppState, json_response, parse_uuid, require_scope, state
+from telha.rest.body import read_body
 from telha.rest.job_json import job_status as job_status_out
 from telha.rest.job_json import pending_hint
 from telha.rest.upload import receive_upload
 from telha.wire import Deduplicated, IngestApplied, IngestEnqueued, JobStatus
 
-__all__ = ["job_out", "read_body", "routes"]
-
-
-async def read_body(request: Request, limit: int) -> bytes:
-    """The request body, refusing more than ``limit`` bytes as soon as it is known.
-
-    :raises PayloadTooLarge: ``Content-Length`` or the bytes received exceed ``limit``.
-    """
-    declared = request.headers.get("content-length", "")
-    too_large = f"request body is over ingest.max_body_bytes ({limit} bytes)"
-    if declared.isdigit() and int(declared) > limit:
-        raise PayloadTooLarge(too_large)
-    parts: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise PayloadTooLarge(too_large)
-        parts.append(chunk)
-    return b"".join(parts)
+__all__ = ["job_out", "routes"]
 
 
 def _outcome(result: IngestResult) -> str:
@@ -60,17 +35,18 @@ async def ingest(request: Request) -> Response:
     """POST /v1/ingest: validate, dedup, apply; see :class:`~telha.ingest.ingestor.Ingestor`.
 
     A JSON body (docs/rest-api.md) or ``multipart/form-data`` with a ``file`` part and ``format``,
-    ``name``, ``options`` fields (streamed to disk, :mod:`telha.rest.upload`).
+    ``name``, ``options`` fields (streamed to disk, :mod:`telha.rest.upload`). The request
+    holds one of the ``ingest.max_concurrent`` slots while it is handled, at most the
+    scope's ``max_concurrent_ingests`` of them (docs/operations.md, "Fair slots").
     """
     scope = await require_scope(request)
     st = state(request)
+    limits = await st.quotas.limits(scope)
     try:
-        st.ingest_slots.acquire_nowait()
-    except anyio.WouldBlock:
-        raise Unavailable(
-            f"{st.config.ingest.max_concurrent} ingests are in progress (ingest.max_concurrent);"
-            " retry shortly"
-        ) from None
+        st.ingest_slots.take(scope, limits.max_concurrent_ingests)
+    except QuotaExceeded:
+        st.quotas.count_refusal()
+        raise
     started = time.perf_counter()
     fmt, size = "unknown", 0
     try:
@@ -97,7 +73,7 @@ async def ingest(request: Request) -> Response:
         st.metrics.ingest_requests.labels(fmt, "error").inc()
         raise
     finally:
-        st.ingest_slots.release()
+        st.ingest_slots.release(scope)
     st.metrics.ingest_seconds.labels(fmt).observe(time.perf_counter() - started)
     st.metrics.ingest_accepted(fmt, _outcome(result), size)
     if result.deduplicated:

@@ -43,6 +43,10 @@ _ERRORS = {
     "404": _json("ErrorBody", "NOT_FOUND (also for another scope's ids)"),
     "429": _RATE_LIMITED,
 }
+#: The answer of every route that reads a body (telha/rest/body.py).
+_BODY_TIMEOUT = _json(
+    "ErrorBody", "REQUEST_TIMEOUT: the body sent nothing for server.body_idle_timeout_s"
+)
 _ERASED = _json(
     "ErrorBody", "CONTENT_ERASED: the content (or this version) was erased (GDPR) for good"
 )
@@ -170,6 +174,7 @@ def _paths() -> dict[str, Any]:
                         "PAYLOAD_TOO_LARGE: over ingest.max_body_bytes (JSON body) or"
                         " ingest.max_upload_bytes (multipart file)",
                     ),
+                    "408": _BODY_TIMEOUT,
                     "503": _json(
                         "ErrorBody", "UNAVAILABLE: ingest.max_concurrent ingests in progress"
                     ),
@@ -291,6 +296,11 @@ def _paths() -> dict[str, Any]:
                         "UNAVAILABLE: server.max_event_streams streams open, or shutting down",
                     ),
                     **_ERRORS,
+                    "429": _json(
+                        "ErrorBody",
+                        "QUOTA_EXCEEDED: the scope holds its max_event_streams, or RATE_LIMITED",
+                    )
+                    | {"headers": _QUOTA["headers"]},
                 },
             }
         },
@@ -329,6 +339,7 @@ def _paths() -> dict[str, Any]:
                 "responses": {
                     "200": _json("RetireOut", "the retire (the first one's, when retired again)"),
                     "409": _CONFLICT,
+                    "408": _BODY_TIMEOUT,
                     **_ERRORS,
                 },
             },
@@ -370,7 +381,7 @@ def _paths() -> dict[str, Any]:
                 },
             }
         },
-        **erase_paths(_ref, _param, _enum, _SOURCE, _ERRORS, secured),
+        **erase_paths(_ref, _param, _enum, _SOURCE, {**_ERRORS, "408": _BODY_TIMEOUT}, secured),
         "/v1/sources/{sourceId}/versions/{tx}/text": {
             "get": {
                 "summary": "Canonical text bytes [start, end) of one version",

@@ -24,7 +24,11 @@ def refusals(json: Callable[[str, str], dict[str, Any]]) -> tuple[dict[str, Any]
         "headers": _RETRY_AFTER,
     }
     quota = {
-        **json("ErrorBody", "QUOTA_EXCEEDED (max_pending_jobs, max_stored_bytes) or RATE_LIMITED"),
+        **json(
+            "ErrorBody",
+            "QUOTA_EXCEEDED (max_pending_jobs, max_stored_bytes, max_concurrent_ingests) or"
+            " RATE_LIMITED",
+        ),
         "headers": _RETRY_AFTER,
     }
     return rate_limited, quota
@@ -37,7 +41,10 @@ def usage_paths(
     return {
         "/v1/usage": {
             "get": {
-                "summary": "The key's scope's pending jobs, stored bytes and limits",
+                "summary": (
+                    "The key's scope's pending jobs, stored bytes, ingests in progress, open"
+                    " event streams and limits"
+                ),
                 "security": secured,
                 "responses": {
                     "200": json("UsageOut", "usage and limits (null: not limited)"),

@@ -86,6 +86,10 @@ def search_paths(
                         },
                     },
                     **errors,
+                    "408": json(
+                        "ErrorBody",
+                        "REQUEST_TIMEOUT: the body sent nothing for server.body_idle_timeout_s",
+                    ),
                     "413": json("ErrorBody", "PAYLOAD_TOO_LARGE: a body over 64 KiB"),
                 },
             }

@@ -17,7 +17,6 @@ from collections.abc import Callable
 from prometheus_client import Counter
 
 from telha.auth import hash_key
-from telha.config import QuotasConfig
 from telha.domain.errors import QuotaExceeded, RateLimited
 from telha.domain.model import Scope
 from telha.domain.quotas import PENDING_RETRY_AFTER_S, Limits, TokenBucket, pending_refusal
@@ -36,22 +35,19 @@ MAX_BUCKETS = 10_000
 class Quotas:
     """The limits of each scope and the rate limit of each key, over ``store``.
 
-    ``clock`` is monotonic seconds (injected for tests)."""
+    ``defaults``: the limits of a scope with none of its own
+    (:func:`telha.domain.quotas.default_limits`); ``clock`` is monotonic seconds (injected
+    for tests)."""
 
     def __init__(
         self,
         store: QuotaStore,
-        defaults: QuotasConfig,
+        defaults: Limits,
         metrics: Metrics,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._store = store
-        self._defaults = Limits(
-            max_pending_jobs=defaults.max_pending_jobs,
-            max_stored_bytes=defaults.max_stored_bytes,
-            requests_per_second=defaults.requests_per_second,
-            burst=defaults.burst,
-        )
+        self._defaults = defaults
         self._clock = clock
         self._limits: dict[Scope, tuple[Limits, float]] = {}
         self._buckets: OrderedDict[bytes, TokenBucket] = OrderedDict()

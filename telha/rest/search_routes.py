@@ -25,7 +25,7 @@ from telha.rest.app import (
     require_scope,
     state,
 )
-from telha.rest.ingest_routes import read_body
+from telha.rest.body import read_body
 from telha.storage.core.search import Filters, Located, SearchHit
 from telha.wire import ByteRange, LocatedOut, SearchHitOut, SearchResult
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import aclosing, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -30,6 +30,7 @@ from telha.domain.errors import ContentError, PayloadTooLarge, RequestError
 from telha.domain.request_json import decode_json
 from telha.ingest.ingestor import UploadedFile
 from telha.ingest.request import check_request, known_format
+from telha.rest.body import body_chunks
 
 __all__ = ["Upload", "receive_upload"]
 
@@ -190,7 +191,10 @@ async def receive_upload(request: Request, folder: Path, limit: int) -> AsyncIte
 
     :param limit: most bytes the file part may have (``ingest.max_upload_bytes``).
     :raises PayloadTooLarge: the file part (or the declared body) is over ``limit``.
-    :raises RequestError: malformed form, unknown or repeated field, bad ``options``.
+    :raises RequestError: malformed form, unknown or repeated field, bad ``options``, a body
+        that ended before it was complete.
+    :raises RequestTimeout: the body sent nothing for ``server.body_idle_timeout_s``
+        (:func:`telha.rest.body.body_chunks`).
     :raises ContentError: no ``file`` part.
     """
     declared = request.headers.get("content-length", "")
@@ -210,12 +214,13 @@ async def receive_upload(request: Request, folder: Path, limit: int) -> AsyncIte
             pending: list[bytes] = []
             pending_size = 0
             try:
-                async for chunk in request.stream():
-                    pending.append(chunk)
-                    pending_size += len(chunk)
-                    if pending_size >= _FEED_BYTES:
-                        await anyio.to_thread.run_sync(parser.write, b"".join(pending))
-                        pending, pending_size = [], 0
+                async with aclosing(body_chunks(request)) as chunks:
+                    async for chunk in chunks:
+                        pending.append(chunk)
+                        pending_size += len(chunk)
+                        if pending_size >= _FEED_BYTES:
+                            await anyio.to_thread.run_sync(parser.write, b"".join(pending))
+                            pending, pending_size = [], 0
                 await anyio.to_thread.run_sync(parser.write, b"".join(pending))
                 parser.finalize()
             except MultipartParseError as exc:

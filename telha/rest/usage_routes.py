@@ -1,5 +1,5 @@
-"""``GET /v1/usage``: the calling key's scope's pending jobs, stored bytes and limits
-(docs/rest-api.md, "Usage")."""
+"""``GET /v1/usage``: the calling key's scope's pending jobs, stored bytes, ingests in
+progress, open event streams and limits (docs/rest-api.md, "Usage")."""
 
 from __future__ import annotations
 
@@ -18,20 +18,26 @@ def _limit(value: float) -> float | None:
 
 
 async def usage(request: Request) -> Response:
-    """GET /v1/usage: ``{"pendingJobs", "storedBytes", "limits": {…}}`` of the key's own
-    scope; a limit that is not set (unlimited) is ``null``."""
+    """GET /v1/usage: ``{"pendingJobs", "storedBytes", "ingestsInProgress", "eventStreams",
+    "limits": {…}}`` of the key's own scope; a limit that is not set (unlimited) is ``null``;
+    the slot counts and shares are this replica's."""
     scope = await require_scope(request)
     st = state(request)
     limits = await st.quotas.limits(scope)
+    ingests, streams = st.ingest_slots, st.event_streams
     return json_response(
         UsageOut(
             pending_jobs=await st.store.pending_jobs(scope),
             stored_bytes=await st.store.stored_bytes(scope),
+            ingests_in_progress=ingests.held(scope),
+            event_streams=streams.held(scope),
             limits=LimitsOut(
                 max_pending_jobs=limits.max_pending_jobs or None,
                 max_stored_bytes=limits.max_stored_bytes or None,
                 requests_per_second=_limit(limits.requests_per_second),
                 burst=limits.bucket_size if limits.requests_per_second > 0 else None,
+                max_concurrent_ingests=ingests.cap(limits.max_concurrent_ingests),
+                max_event_streams=streams.cap(limits.max_event_streams),
             ),
         )
     )

@@ -18,8 +18,8 @@ from telha.rest.app import (
     require_scope,
     state,
 )
+from telha.rest.body import read_body
 from telha.rest.erase_routes import MAX_REASON_CHARS
-from telha.rest.ingest_routes import read_body
 from telha.rest.offsets import units_param
 from telha.rest.read_routes import encode_cursor, node_out, parse_cursor
 from telha.wire import DiffOut, NodeChangeOut, RetiredOut, RetireOut

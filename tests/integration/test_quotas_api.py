@@ -88,11 +88,16 @@ async def test_usage_of_an_unlimited_scope(server: ServerProcess, plain: Scoped)
     assert await plain.usage() == {
         "pendingJobs": 0,
         "storedBytes": 0,
+        "ingestsInProgress": 0,
+        "eventStreams": 0,
         "limits": {
             "maxPendingJobs": None,
             "maxStoredBytes": None,
             "requestsPerSecond": None,
             "burst": None,
+            # Half of ingest.max_concurrent (16) and of server.max_event_streams (1000).
+            "maxConcurrentIngests": 8,
+            "maxEventStreams": 500,
         },
     }
     for i in range(3):
@@ -130,6 +135,8 @@ async def test_max_pending_jobs(server: ServerProcess) -> None:
             "maxStoredBytes": None,
             "requestsPerSecond": None,
             "burst": None,
+            "maxConcurrentIngests": 8,
+            "maxEventStreams": 500,
         }
     # Other scopes are not limited.
     other = Scoped(server)
@@ -148,8 +155,9 @@ def _refusals(text: str) -> float:
 
 async def test_max_pending_jobs_holds_under_concurrent_ingests(server: ServerProcess) -> None:
     """The enqueue counts the scope's pending jobs in its own transaction, under the scope's
-    quota lock: requests that all pass the early check together cannot all be enqueued."""
-    s = Scoped(server, max_pending_jobs="3")
+    quota lock: requests that all pass the early check together cannot all be enqueued. The
+    scope may hold every ingest slot (``max_concurrent_ingests`` 0), so all 12 reach it."""
+    s = Scoped(server, max_pending_jobs="3", max_concurrent_ingests="0")
     async with s.http:
         before = _refusals((await s.http.get("/metrics")).text)
         codes: list[int] = []
@@ -258,3 +266,11 @@ def test_scope_set_refuses_bad_input(server: ServerProcess) -> None:
     _limit(server, "cli-bad", "requests_per_second", "default")
     shown = _cli(server, "scope", "show", "--tenant", "cli-bad", "--org", "org", *conf)
     assert "requests_per_second\t0\tdefault" in shown.stdout
+    # The slot shares: half the global limits unless set; 0 is every slot.
+    assert "max_concurrent_ingests\t8\tdefault" in shown.stdout
+    assert "max_event_streams\t500\tdefault" in shown.stdout
+    _limit(server, "cli-bad", "max_event_streams", "0")
+    shown = _cli(server, "scope", "show", "--tenant", "cli-bad", "--org", "org", *conf)
+    assert "max_event_streams\t0\tscope" in shown.stdout
+    done = _cli(server, *base, "max_concurrent_ingests", "2.5", *conf)
+    assert done.returncode == 2 and "max_concurrent_ingests" in done.stderr

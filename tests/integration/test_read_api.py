@@ -209,7 +209,7 @@ async def test_openapi_describes_every_route(server: ServerProcess) -> None:
         assert "AmbiguityOut" in doc["components"]["schemas"]
         ingest = doc["paths"]["/v1/ingest"]["post"]
         assert set(ingest["requestBody"]["content"]) == {"application/json", "multipart/form-data"}
-        assert {"413", "503"} <= set(ingest["responses"])
+        assert {"408", "413", "503"} <= set(ingest["responses"])
         missing = await anon.get("/v1/nothing-here")
         assert missing.status_code == 404 and missing.json()["error"]["code"] == "NOT_FOUND"
         wrong_method = await anon.delete("/v1/ingest")

@@ -345,7 +345,9 @@ async def _post_round_robin(
                 body = {"format": "text", "name": f"rr-{i}.txt", "content": f"tiny job {i}"}
                 while True:
                     resp = await c.post("/v1/ingest", json=body)
-                    if resp.status_code != 503:  # over the replica's concurrency limit: retry
+                    # Over the replica's concurrency limit (503) or the scope's share of
+                    # it (429, docs/operations.md "Fair slots"): retry.
+                    if resp.status_code not in (429, 503):
                         break
                     await anyio.sleep(0.05)
                 assert resp.status_code == 202, resp.text

@@ -490,7 +490,7 @@ async def test_openapi_describes_the_versions_api(server: ServerProcess) -> None
     assert [p["name"] for p in diff["parameters"]] == names
     assert set(diff["responses"]) == {"200", "400", "401", "404", "410", "429"}
     retire = paths["/v1/sources/{sourceId}"]["delete"]
-    assert set(retire["responses"]) == {"200", "400", "401", "404", "409", "429"}
+    assert set(retire["responses"]) == {"200", "400", "401", "404", "408", "409", "429"}
     assert [p["name"] for p in retire["parameters"]] == ["sourceId", "reason"]
     for path in ("/v1/nodes", "/v1/nodes/{nodeId}", "/v1/nodes/{nodeId}/edges"):
         assert "asOf" in [p["name"] for p in paths[path]["get"]["parameters"]], path

@@ -22,6 +22,7 @@ from tests.conftest import CORPUS
         (401, "UNAUTHENTICATED", errors.Unauthenticated),
         (404, "NOT_FOUND", errors.NotFound),
         (410, "CONTENT_ERASED", errors.ContentErased),
+        (408, "REQUEST_TIMEOUT", errors.RequestTimeout),
         (413, "PAYLOAD_TOO_LARGE", errors.PayloadTooLarge),
         (503, "UNAVAILABLE", errors.Unavailable),
         (500, "INTERNAL", errors.InternalError),

@@ -30,6 +30,7 @@ def test_defaults_match_design(tmp_path: Path) -> None:
         "web_worker",
     ]  # fmt: skip
     assert cfg.web.chromium_path == "/usr/bin/chromium" and cfg.web.allowed_hosts == []
+    assert cfg.server.body_idle_timeout_s == 30 and cfg.ingest.max_concurrent == 16
     assert cfg.storage_path(tmp_path) == tmp_path / "data" / "telha.db"
 
 
@@ -37,6 +38,8 @@ def test_repo_config_toml_is_valid() -> None:
     cfg, _base = load_config(Path(__file__).resolve().parents[2] / "config.toml", {})
     assert cfg.storage.engine == "sqlite"
     assert cfg.workers.in_process == load_config(None, {})[0].workers.in_process
+    assert cfg.server == load_config(None, {})[0].server  # its [server] shows the defaults
+    assert cfg.quotas == load_config(None, {})[0].quotas
 
 
 @pytest.mark.parametrize(
@@ -74,6 +77,10 @@ def test_repo_config_toml_is_valid() -> None:
         ("[jobs]\ngc_interval_s = 0", "jobs.gc_interval_s"),
         ("[workers]\nprocesses = 'many'", "workers.processes"),
         ("[search]\nrank_window = -1", "search.rank_window"),
+        ("[server]\nbody_idle_timeout_s = 0", "server.body_idle_timeout_s"),
+        ("[server]\nbody_idle_timeout_s = -1.5", "server.body_idle_timeout_s"),
+        ("[server]\nbody_idle_timeout_s = 'soon'", "server.body_idle_timeout_s"),
+        ("[quotas]\nmax_concurrent_ingests = 1.5", "quotas.max_concurrent_ingests"),
     ],
 )
 def test_errors_name_the_dotted_key(tmp_path: Path, text: str, key: str) -> None:

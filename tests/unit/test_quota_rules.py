@@ -2,7 +2,8 @@
 (a burst, then one request per 1/rate seconds, the wait it answers, refilling to its size
 only), ``telha scope set`` values (numbers >= 0, integers where counts, ``default``, refused
 with the key named), and a scope's own values over the defaults; the ``[quotas]`` config keys
-are refused below 0 with their dotted name."""
+are refused below 0 with their dotted name; the slot shares default to half the global limit,
+rounded up."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import math
 import pytest
 
 from telha.config import ConfigError, load_config
-from telha.domain.quotas import LIMIT_KEYS, Limits, TokenBucket, parse_limit
+from telha.domain.quotas import LIMIT_KEYS, Limits, TokenBucket, default_limits, parse_limit
 
 
 def test_a_bucket_admits_its_burst_then_one_per_interval() -> None:
@@ -55,6 +56,8 @@ def test_limits_with_a_scopes_own_values() -> None:
         ("max_stored_bytes", "10737418240", 10737418240.0),
         ("requests_per_second", "2.5", 2.5),
         ("burst", "default", None),
+        ("max_concurrent_ingests", "3", 3.0),
+        ("max_event_streams", "0", 0.0),
     ],
 )
 def test_scope_set_values(key: str, value: str, expected: float | None) -> None:
@@ -71,6 +74,8 @@ def test_scope_set_values(key: str, value: str, expected: float | None) -> None:
         ("requests_per_second", "inf"),
         ("requests_per_second", "-0.5"),
         ("max_stored_bytes", str(2**60)),
+        ("max_concurrent_ingests", "1.5"),
+        ("max_event_streams", "-2"),
     ],
 )
 def test_scope_set_refuses_bad_values_naming_the_key(key: str, value: str) -> None:
@@ -86,6 +91,8 @@ def test_scope_set_refuses_an_unknown_key() -> None:
         "max_stored_bytes",
         "requests_per_second",
         "burst",
+        "max_concurrent_ingests",
+        "max_event_streams",
     }
 
 
@@ -101,3 +108,23 @@ def test_quota_config_defaults_and_bad_values() -> None:
     with pytest.raises(ConfigError) as caught:
         load_config(None, environ={"TELHA_QUOTAS__MAX_BYTES": "5"})
     assert caught.value.key == "quotas.max_bytes"
+
+
+def test_slot_shares_default_to_half_the_global_limit() -> None:
+    cfg, _ = load_config(None, environ={})
+    assert (cfg.quotas.max_concurrent_ingests, cfg.quotas.max_event_streams) == (None, None)
+    limits = default_limits(cfg.quotas, ingest_slots=16, event_streams=1000)
+    assert (limits.max_concurrent_ingests, limits.max_event_streams) == (8, 500)
+    odd = default_limits(cfg.quotas, ingest_slots=5, event_streams=1)
+    assert (odd.max_concurrent_ingests, odd.max_event_streams) == (3, 1)  # rounded up
+    # [quotas] sets every scope's share; 0 is every slot; a scope's own value wins.
+    env = {"TELHA_QUOTAS__MAX_CONCURRENT_INGESTS": "2", "TELHA_QUOTAS__MAX_EVENT_STREAMS": "0"}
+    cfg, _ = load_config(None, environ=env)
+    limits = default_limits(cfg.quotas, ingest_slots=16, event_streams=1000)
+    assert (limits.max_concurrent_ingests, limits.max_event_streams) == (2, 0)
+    own = limits.with_overrides({"max_concurrent_ingests": 5.0})
+    assert own.max_concurrent_ingests == 5 and isinstance(own.max_concurrent_ingests, int)
+    for key in ("max_concurrent_ingests", "max_event_streams"):
+        with pytest.raises(ConfigError) as caught:
+            load_config(None, environ={f"TELHA_QUOTAS__{key.upper()}": "-1"})
+        assert caught.value.key == f"quotas.{key}"
