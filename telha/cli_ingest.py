@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,7 +42,6 @@ from rich.progress import (
     TaskID,
     TextColumn,
 )
-from rich.table import Column, Table
 from rich.text import Text
 
 from telha.cli_client import _KEY, _URL, unreachable
@@ -55,6 +55,8 @@ from telha.client import (
     TelhaError,
 )
 from telha.client.formats import guess_format
+from telha.ingest_table import TableRow, summary_line, terminal_table, tsv_lines, wide_width
+from telha.plural import plural
 
 __all__ = ["ingest", "source_name"]
 
@@ -287,39 +289,69 @@ async def _ingest_all(
     return True
 
 
-def _summary(files: list[_File], root: Path, console: Console) -> None:
-    """The closing table: a ``root`` line (what the names are relative to), then one row a
-    file; TSV with a header line when piped."""
-    columns = ("file", "source id", "job id", "state", "nodes", "failure")
-    rows = [(f.name, f.source_id, f.job_id or "", f.state,
-             "" if f.nodes is None else str(f.nodes), f.failure) for f in files]  # fmt: skip
+def _state_text(f: _File) -> str:
+    """The table's state cell of ``f`` (its bare state; richer texts are built here)."""
+    return f.state
+
+
+def _rows(files: list[_File]) -> list[TableRow]:
+    return [
+        TableRow(
+            file=f.name,
+            source_id=f.source_id,
+            job_id=f.job_id or "",
+            state=_state_text(f),
+            outcome=f.state,
+            nodes="" if f.nodes is None else str(f.nodes),
+            failure=f.failure,
+            bad=f.state in _BAD,
+        )
+        for f in files
+    ]
+
+
+def _summary(
+    files: list[_File], root: Path, console: Console, *, wide: bool, seconds: float
+) -> None:
+    """The closing table (docs/cli-and-client.md, "The closing table"): a ``root`` line
+    (what the names are relative to), one row a file, then the summary line. Piped: TSV
+    with full ids and a header line on stdout, the summary line on stderr (stdout stays
+    the table); on a terminal the table fits its width (:mod:`telha.ingest_table`)."""
+    rows = _rows(files)
     where = f"root: {os.path.abspath(root)}"
+    said = summary_line((f.state for f in files), seconds)
     if not console.is_terminal:
         click.echo(where)
-        for row in (columns, *rows):
-            click.echo("\t".join(cell.replace("\t", " ") for cell in row))
+        for line in tsv_lines(rows):
+            click.echo(line)
+        click.echo(said, err=True)
         return
-    # Ids and names fold onto a second line rather than being cut: they are to be copied.
-    folded = [Column(c, overflow="fold") for c in columns[:3]]
-    table = Table(*folded, *columns[3:], caption=where)
-    for row in rows:
-        style = "red" if row[3] in _BAD else None
-        table.add_row(*row, style=style)
-    console.print(table)
+    table = terminal_table(rows, wide=wide, caption=where)
+    if wide and console.width < wide_width(rows):  # full ids: the terminal wraps the lines
+        saved, console.width = console.width, wide_width(rows)
+        try:
+            console.print(table)
+        finally:
+            console.width = saved
+    else:
+        console.print(table)
+    console.print(said, markup=False, highlight=False)
 
 
-def _interrupted(files: list[_File], root: Path, console: Console) -> None:
+def _interrupted(
+    files: list[_File], root: Path, console: Console, *, wide: bool, seconds: float
+) -> None:
     """After Ctrl-C: the table of the files started so far, and what goes on without us."""
     started = [f for f in files if f.state]
     for f in started:
         if f.state == "uploading":  # cut mid-request: the server may or may not have it
             f.state, f.failure = "interrupted", "upload cut short"
-    _summary(started, root, console)
+    _summary(started, root, console, wide=wide, seconds=seconds)
     queued = [f for f in started if f.job_id and f.state not in _FINAL]
     left = len(files) - len(started)
     click.echo(
-        f"telha: interrupted; {len(queued)} jobs already queued keep running on the server"
-        f" (telha job JOB, telha cancel JOB); {left} files not sent",
+        f"telha: interrupted; {plural(len(queued), 'job')} already queued keep running on the"
+        f" server (telha job JOB, telha cancel JOB); {plural(left, 'file')} not sent",
         err=True,
     )
 
@@ -336,11 +368,13 @@ def _interrupted(files: list[_File], root: Path, console: Console) -> None:
 @click.option("--wait/--no-wait", default=True, show_default=True,
               help="wait for every job to end")  # fmt: skip
 @click.option("--options", "options_json", default="{}", help="ingest options, a JSON object")
+@click.option("--wide", is_flag=True, default=False,
+              help="full ids in the table on a terminal (piped: always)")  # fmt: skip
 @click.option("--concurrency", default=4, show_default=True, type=click.IntRange(1, 64),
               help="files uploaded at once")  # fmt: skip
 def ingest(
     paths: tuple[Path, ...], fmt: str, root: Path, name: str | None, url: str, api_key: str,
-    wait: bool, options_json: str, concurrency: int,
+    wait: bool, options_json: str, wide: bool, concurrency: int,
 ) -> None:  # fmt: skip
     """Ingest files and folders, show progress, end with a table; exit 1 if any file ended
     dead or was refused, 2 if the server cannot be reached, 130 on Ctrl-C."""
@@ -357,15 +391,16 @@ def ingest(
         raise click.UsageError("no files under the given paths")
     if name is not None:
         files[0].name = name
+    started = time.monotonic()
     console = Console()
     out = _Reporter(files, console)
     try:
         reached = anyio.run(_ingest_all, url, api_key, files, options, wait, concurrency, out)
     except KeyboardInterrupt:
-        _interrupted(files, root, console)
+        _interrupted(files, root, console, wide=wide, seconds=time.monotonic() - started)
         sys.exit(EXIT_INTERRUPTED)
     if not reached:
         unreachable(url)
-    _summary(files, root, console)
+    _summary(files, root, console, wide=wide, seconds=time.monotonic() - started)
     bad = [f for f in files if f.state in _BAD]
     sys.exit(1 if bad else 0)
