@@ -314,9 +314,10 @@ def _summary(
     files: list[_File], root: Path, console: Console, *, wide: bool, seconds: float
 ) -> None:
     """The closing table (docs/cli-and-client.md, "The closing table"): a ``root`` line
-    (what the names are relative to), one row a file, then the summary line. Piped: TSV
-    with full ids and a header line on stdout, the summary line on stderr (stdout stays
-    the table); on a terminal the table fits its width (:mod:`telha.ingest_table`)."""
+    (what the names are relative to), one row a file, then the summary line. Piped: the
+    root line, then TSV with full ids and a header line on stdout, the summary line on
+    stderr (stdout stays the table); on a terminal the table fits its width
+    (:mod:`telha.ingest_table`), then the root line and the summary line."""
     rows = _rows(files)
     where = f"root: {os.path.abspath(root)}"
     said = summary_line((f.state for f in files), seconds)
@@ -326,7 +327,7 @@ def _summary(
             click.echo(line)
         click.echo(said, err=True)
         return
-    table = terminal_table(rows, wide=wide, caption=where)
+    table = terminal_table(rows, wide=wide)
     if wide and console.width < wide_width(rows):  # full ids: the terminal wraps the lines
         saved, console.width = console.width, wide_width(rows)
         try:
@@ -335,6 +336,8 @@ def _summary(
             console.width = saved
     else:
         console.print(table)
+    # The root line is never folded (a path to copy); the terminal wraps it if need be.
+    console.print(where, markup=False, highlight=False, soft_wrap=True, style="dim")
     console.print(said, markup=False, highlight=False)
 
 

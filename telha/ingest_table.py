@@ -114,7 +114,7 @@ def _longest_word(texts: Iterable[str]) -> int:
     return max((len(w) for t in texts for w in t.split()), default=0)
 
 
-def terminal_table(rows: Sequence[TableRow], *, wide: bool, caption: str) -> Table:
+def terminal_table(rows: Sequence[TableRow], *, wide: bool) -> Table:
     """The table for a terminal. Ids are shortened by :func:`short_ids` per column unless
     ``wide``; ids and node counts never wrap (an id is to be copied whole) and a state
     wraps between words only, while file names and failures fold onto further lines
@@ -131,7 +131,6 @@ def terminal_table(rows: Sequence[TableRow], *, wide: bool, caption: str) -> Tab
         Column(
             COLUMNS[5], overflow="fold", min_width=min(12, _longest_word(r.failure for r in rows))
         ),
-        caption=caption,
         box=box.SIMPLE_HEAD,
         pad_edge=False,
     )
