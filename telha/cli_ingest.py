@@ -269,7 +269,7 @@ async def _reachable(url: str) -> bool:
 
 async def _ingest_all(
     url: str, key: str, files: list[_File], options: dict[str, Any], wait: bool,
-    concurrency: int, out: _Reporter,
+    concurrency: int, out: _Reporter, wait_index: bool = False,
 ) -> bool:  # fmt: skip
     """Ingest ``files``; ``False`` (nothing sent) when the server cannot be reached."""
     if not await _reachable(url):
@@ -286,7 +286,29 @@ async def _ingest_all(
             async with anyio.create_task_group() as tg:
                 for i, f in enumerate(files):
                     tg.start_soon(one, i, f)
+        if wait_index and any(f.state == "completed" for f in files):
+            await _wait_index(client, out)
     return True
+
+
+async def _wait_index(client: AsyncTelha, out: _Reporter) -> None:
+    """``--wait-index``: until the scope's search index holds every version published
+    (``indexPending`` 0; docs/cli-and-client.md), one line when the count changes."""
+    said = 0
+
+    def pending(n: int) -> None:
+        nonlocal said
+        if n != said:
+            said = n
+            out.line(f"search index: {plural(n, 'version')} still being indexed", on_terminal=True)
+
+    try:
+        await client.wait_index(on_pending=pending)
+    except TelhaError as exc:
+        out.line(f"search index: not waited for ({exc.code}: {exc.message})", on_terminal=True)
+        return
+    if said:
+        out.line("search index: up to date", on_terminal=True)
 
 
 def _state_text(f: _File) -> str:
@@ -371,13 +393,15 @@ def _interrupted(
 @click.option("--wait/--no-wait", default=True, show_default=True,
               help="wait for every job to end")  # fmt: skip
 @click.option("--options", "options_json", default="{}", help="ingest options, a JSON object")
+@click.option("--wait-index", is_flag=True, default=False,
+              help="then wait until search finds what was ingested")  # fmt: skip
 @click.option("--wide", is_flag=True, default=False,
               help="full ids in the table on a terminal (piped: always)")  # fmt: skip
 @click.option("--concurrency", default=4, show_default=True, type=click.IntRange(1, 64),
               help="files uploaded at once")  # fmt: skip
 def ingest(
     paths: tuple[Path, ...], fmt: str, root: Path, name: str | None, url: str, api_key: str,
-    wait: bool, options_json: str, wide: bool, concurrency: int,
+    wait: bool, options_json: str, wait_index: bool, wide: bool, concurrency: int,
 ) -> None:  # fmt: skip
     """Ingest files and folders, show progress, end with a table; exit 1 if any file ended
     dead or was refused, 2 if the server cannot be reached, 130 on Ctrl-C."""
@@ -398,7 +422,9 @@ def ingest(
     console = Console()
     out = _Reporter(files, console)
     try:
-        reached = anyio.run(_ingest_all, url, api_key, files, options, wait, concurrency, out)
+        reached = anyio.run(
+            _ingest_all, url, api_key, files, options, wait, concurrency, out, wait_index and wait
+        )
     except KeyboardInterrupt:
         _interrupted(files, root, console, wide=wide, seconds=time.monotonic() - started)
         sys.exit(EXIT_INTERRUPTED)
