@@ -33,7 +33,7 @@ class _EnvOption(click.Option):
     """An option also read from its environment variable, which its errors name beside
     it: ``Missing option '--api-key' (or TELHA_API_KEY)``."""
 
-    def get_error_hint(self, ctx: click.Context) -> str:
+    def get_error_hint(self, ctx: click.Context | None) -> str:
         hint = super().get_error_hint(ctx)
         return f"{hint} (or {self.envvar})" if isinstance(self.envvar, str) else hint
 

@@ -41,7 +41,8 @@ def test_the_key_form_says_how_to_make_a_key_with_the_config(
 def test_sizes_of_file_and_text_and_a_diff_without_empty_headings(
     server: ServerProcess, api: httpx.Client, browser: Browser, tmp_path: Path
 ) -> None:
-    first = b"\xef\xbb\xbfKept paragraph.\r\n\r\nRemoved paragraph.\r\n"  # BOM, CRLF: text is shorter
+    # A BOM and CRLF line ends: the canonical text is shorter than the file.
+    first = b"\xef\xbb\xbfKept paragraph.\r\n\r\nRemoved paragraph.\r\n"
     ingest(api, "text", "sizes.txt", first)
     job = ingest(api, "text", "sizes.txt", b"Kept paragraph.\n\nAdded paragraph, new.\n")
     source_id = job["sourceId"]

@@ -50,5 +50,10 @@ def test_a_built_state_text_is_shown_as_given_and_tsv_has_full_ids() -> None:
     assert "attachments" in text and src[:8] in text and src not in text
     assert all(len(line) <= 80 for line in text.splitlines())
     assert tsv_lines([row])[1].split("\t") == [
-        "a.eml", src, job, "completed, 2 of 3 attachments dead", "4", ""
+        "a.eml",
+        src,
+        job,
+        "completed, 2 of 3 attachments dead",
+        "4",
+        "",
     ]
