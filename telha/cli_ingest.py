@@ -349,9 +349,10 @@ def _summary(
             click.echo(line)
         click.echo(said, err=True)
         return
-    table = terminal_table(rows, wide=wide)
-    if wide and console.width < wide_width(rows):  # full ids: the terminal wraps the lines
-        saved, console.width = console.width, wide_width(rows)
+    width = max(console.width, wide_width(rows)) if wide else console.width
+    table = terminal_table(rows, wide=wide, width=width)
+    if width > console.width:  # full ids: the terminal wraps the lines
+        saved, console.width = console.width, width
         try:
             console.print(table)
         finally:

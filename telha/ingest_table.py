@@ -114,53 +114,83 @@ def _longest_word(texts: Iterable[str]) -> int:
     return max((len(w) for t in texts for w in t.split()), default=0)
 
 
-def terminal_table(rows: Sequence[TableRow], *, wide: bool) -> Table:
-    """The table for a terminal. Ids are shortened by :func:`short_ids` per column unless
-    ``wide``; ids and node counts never wrap (an id is to be copied whole) and a state
-    wraps between words only, while file names and failures fold onto further lines
-    when the terminal is narrow (rich shrinks those to the width it renders at). With
-    ``wide`` render it at least :func:`wide_width` wide so no id is cut."""
+def _widest(texts: Iterable[str], heading: str) -> int:
+    return max([len(heading), *(len(t) for t in texts)])
+
+
+#: Columns the table's frame takes at a width: 2 between each two cells, 1 at each edge.
+_FRAME = 2 * (len(COLUMNS) - 1) + 2
+
+
+def _split(rows: Sequence[TableRow], room: int) -> tuple[int, int]:
+    """``(file, failure)`` widths sharing ``room`` columns: failures get what they need up
+    to a third of it (at least 12; the heading's 7 when no file failed), names the rest,
+    and what names do not need goes back to failures."""
+    names = _widest((r.file for r in rows), COLUMNS[0])
+    failures = _widest((r.failure for r in rows), COLUMNS[5])
+    failure = min(failures, max(12, room // 3))
+    file = max(8, min(names, room - failure))
+    failure = max(len(COLUMNS[5]), min(failures, room - file))
+    return file, failure
+
+
+def terminal_table(rows: Sequence[TableRow], *, wide: bool, width: int) -> Table:
+    """The table for a terminal ``width`` columns wide. Ids are shortened by
+    :func:`short_ids` per column unless ``wide``; ids and node counts never wrap (an id is
+    to be copied whole) and a state wraps between words only (its longest word, at most
+    its whole text up to 16 columns, sets its width), while the columns left are shared
+    by file names and failures (:func:`_split`), which fold onto further lines. With
+    ``wide`` give it at least :func:`wide_width` columns so no id is cut."""
     sources = short_ids(r.source_id for r in rows)
     jobs = short_ids(r.job_id for r in rows)
-    table = Table(
-        Column(COLUMNS[0], overflow="fold", min_width=min(16, _longest_word(r.file for r in rows))),
-        Column(COLUMNS[1], no_wrap=True),
-        Column(COLUMNS[2], no_wrap=True),
-        Column(COLUMNS[3], min_width=_longest_word(r.state for r in rows)),
-        Column(COLUMNS[4], no_wrap=True, justify="right"),
-        Column(
-            COLUMNS[5], overflow="fold", min_width=min(12, _longest_word(r.failure for r in rows))
-        ),
-        box=box.SIMPLE_HEAD,
-        pad_edge=False,
-    )
-    for r in rows:
-        table.add_row(
+    shown = [
+        (
             r.file,
             r.source_id if wide else sources.get(r.source_id, ""),
             r.job_id if wide else jobs.get(r.job_id, ""),
             r.state,
             r.nodes,
             r.failure,
-            style="red" if r.bad else None,
         )
+        for r in rows
+    ]
+    state = max(_longest_word(r.state for r in rows), min(16, _widest((r.state for r in rows), "")))
+    state = max(state, len(COLUMNS[3]))
+    fixed = (
+        _widest((c[1] for c in shown), COLUMNS[1])
+        + _widest((c[2] for c in shown), COLUMNS[2])
+        + state
+        + _widest((c[4] for c in shown), COLUMNS[4])
+    )
+    file, failure = _split(rows, width - fixed - _FRAME)
+    table = Table(
+        Column(COLUMNS[0], overflow="fold", width=file),
+        Column(COLUMNS[1], no_wrap=True),
+        Column(COLUMNS[2], no_wrap=True),
+        Column(COLUMNS[3], width=state),
+        Column(COLUMNS[4], no_wrap=True, justify="right"),
+        Column(COLUMNS[5], overflow="fold", width=failure),
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        collapse_padding=True,  # 2 columns between cells: 80 is narrow
+    )
+    for r, cells in zip(rows, shown, strict=True):
+        table.add_row(*cells, style="red" if r.bad else None)
     return table
 
 
 def wide_width(rows: Sequence[TableRow]) -> int:
     """The fewest columns the ``wide`` table needs to show every full id, state word and
-    count on one line with 12 columns each for names and failures (3 columns between
-    cells, 1 at each edge)."""
-
-    def widest(texts: Iterable[str], heading: str) -> int:
-        return max([len(heading), *(len(t) for t in texts)])
-
+    count on one line with 12 columns each for names and failures."""
     return (
-        12 + widest((r.source_id for r in rows), COLUMNS[1])
-        + widest((r.job_id for r in rows), COLUMNS[2])
-        + max(len(COLUMNS[3]), _longest_word(r.state for r in rows))
-        + widest((r.nodes for r in rows), COLUMNS[4]) + 12 + 3 * 5 + 2
-    )  # fmt: skip
+        12
+        + _widest((r.source_id for r in rows), COLUMNS[1])
+        + _widest((r.job_id for r in rows), COLUMNS[2])
+        + max(len(COLUMNS[3]), _longest_word(r.state for r in rows), 16)
+        + _widest((r.nodes for r in rows), COLUMNS[4])
+        + 12
+        + _FRAME
+    )
 
 
 def tsv_lines(rows: Sequence[TableRow]) -> list[str]:

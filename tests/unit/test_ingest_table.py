@@ -45,7 +45,7 @@ def test_a_built_state_text_is_shown_as_given_and_tsv_has_full_ids() -> None:
     src, job = str(uuid.uuid4()), str(uuid_utils.uuid7())
     row = TableRow("a.eml", src, job, "completed, 2 of 3 attachments dead", "completed", "4")
     console = Console(width=80, record=True, color_system=None)
-    console.print(terminal_table([row], wide=False))
+    console.print(terminal_table([row], wide=False, width=80))
     text = console.export_text()
     assert "attachments" in text and src[:8] in text and src not in text
     assert all(len(line) <= 80 for line in text.splitlines())
