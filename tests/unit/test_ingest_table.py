@@ -57,3 +57,10 @@ def test_a_built_state_text_is_shown_as_given_and_tsv_has_full_ids() -> None:
         "4",
         "",
     ]
+
+
+def test_counted_nouns_are_singular_for_one_only() -> None:
+    from telha.plural import plural
+
+    assert [plural(n, "job") for n in (0, 1, 2)] == ["0 jobs", "1 job", "2 jobs"]
+    assert plural(1, "raw upload") == "1 raw upload"
