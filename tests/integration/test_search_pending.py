@@ -3,7 +3,7 @@ docs/cli-and-client.md): with the indexer held back (``[search] settle_ms`` an h
 ``catch_up_ms = 0`` so a search does none of the work itself) a search answers
 ``indexPending`` and ``telha search`` says ``(1 version still being indexed)``;
 ``telha ingest --wait-index`` waits for the index, and only returns once search finds
-what it ingested."""
+what it ingested. On each engine."""
 
 from __future__ import annotations
 
@@ -18,32 +18,39 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.support.pg import ENGINES, require_engine
 from tests.support.server import ServerProcess, write_config
 
 HOUR_MS = 3_600_000
 
 
-def _server(folder: Path, **search: int) -> Iterator[ServerProcess]:
+def _server(folder: Path, engine: str, **search: int) -> Iterator[ServerProcess]:
     config = write_config(
-        folder, workers={"in_process": ["text_worker"], "concurrency": 1}, search=search
-    )
+        folder, require_engine(engine), workers={"in_process": ["text_worker"], "concurrency": 1},
+        search=search,
+    )  # fmt: skip
     with ServerProcess(config) as proc:
         yield proc
         assert proc.stop() == 0, proc.log_text()
 
 
-@pytest.fixture(scope="module")
-def held(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+@pytest.fixture(scope="module", params=ENGINES)
+def held(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ServerProcess]:
     """The index is never written while the test runs."""
     yield from _server(
-        tmp_path_factory.mktemp("held"), catch_up_ms=0, settle_ms=HOUR_MS, max_defer_ms=HOUR_MS
-    )
+        tmp_path_factory.mktemp("held"), str(request.param),
+        catch_up_ms=0, settle_ms=HOUR_MS, max_defer_ms=HOUR_MS,
+    )  # fmt: skip
 
 
-@pytest.fixture(scope="module")
-def background(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+@pytest.fixture(scope="module", params=ENGINES)
+def background(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ServerProcess]:
     """Only the background indexer writes the index (a search does none of it)."""
-    yield from _server(tmp_path_factory.mktemp("background"), catch_up_ms=0)
+    yield from _server(tmp_path_factory.mktemp("background"), str(request.param), catch_up_ms=0)
 
 
 def _env(server: ServerProcess, key: str) -> dict[str, str]:
