@@ -26,6 +26,7 @@ from telha.cli_config import CONFIG_OPTION, load_or_exit
 from telha.config import ConfigError
 from telha.domain.errors import StorageError
 from telha.domain.model import Scope
+from telha.env_names import warn_stray_env
 from telha.grpc.tokens import load_token_key, mint_worker_token, parse_ttl
 from telha.logs import configure_logging
 from telha.storage import open_store
@@ -59,6 +60,7 @@ def serve(config_path: Path | None, log_level: str) -> None:
 
     cfg, base_dir = load_or_exit(config_path)
     configure_logging(log_level)
+    warn_stray_env(os.environ)
     tune_gc()
     limit_malloc_arenas()
     try:

@@ -27,8 +27,19 @@ _URL = click.option(
     "--url", envvar="TELHA_URL", default=DEFAULT_URL, show_default=True,
     help="the REST front (env TELHA_URL)",
 )  # fmt: skip
+
+
+class _EnvOption(click.Option):
+    """An option also read from its environment variable, which its errors name beside
+    it: ``Missing option '--api-key' (or TELHA_API_KEY)``."""
+
+    def get_error_hint(self, ctx: click.Context | None) -> str:
+        hint = super().get_error_hint(ctx)
+        return f"{hint} (or {self.envvar})" if isinstance(self.envvar, str) else hint
+
+
 _KEY = click.option(
-    "--api-key", envvar="TELHA_API_KEY", required=True,
+    "--api-key", envvar="TELHA_API_KEY", required=True, cls=_EnvOption,
     help="API key (env TELHA_API_KEY; mint one with `telha api-key create`)",
 )  # fmt: skip
 

@@ -15,6 +15,7 @@ import click
 from telha.cli_config import load_or_exit
 from telha.domain.errors import StorageError
 from telha.domain.ids import now_us
+from telha.plural import plural
 from telha.retention import cutoff_us, run_pass
 from telha.storage import open_store
 from telha.storage.core.retention import RetentionResult
@@ -67,7 +68,8 @@ def gc(config_path: Path | None, dry_run: bool) -> None:
         click.echo(line)
     verb = "would remove" if dry_run else "removed"
     click.echo(
-        f"telha gc: {verb} {done.jobs} jobs ended before {before.isoformat(timespec='seconds')}"
-        f" and {done.raw_blobs} raw uploads, {done.bytes_freed} bytes"
+        f"telha gc: {verb} {plural(done.jobs, 'job')} ended before"
+        f" {before.isoformat(timespec='seconds')} and {plural(done.raw_blobs, 'raw upload')},"
+        f" {plural(done.bytes_freed, 'byte')}"
         f" ({cfg.storage.engine} {location})"
     )

@@ -26,6 +26,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,7 +47,6 @@ from rich.progress import (
     TaskID,
     TextColumn,
 )
-from rich.table import Column, Table
 from rich.text import Text
 
 from telha.cli_children import Children, children_note, noun, wait_family
@@ -62,6 +62,8 @@ from telha.client import (
     Unauthenticated,
 )
 from telha.client.formats import guess_format
+from telha.ingest_table import TableRow, summary_line, terminal_table, tsv_lines, wide_width
+from telha.plural import plural
 
 __all__ = ["ingest", "source_name", "state_cell"]
 
@@ -335,7 +337,7 @@ async def _reachable(url: str) -> bool:
 
 async def _ingest_all(
     url: str, key: str, files: list[_File], options: dict[str, Any], wait: bool,
-    concurrency: int, out: _Reporter,
+    concurrency: int, out: _Reporter, wait_index: bool = False,
 ) -> bool:  # fmt: skip
     """Ingest ``files``; ``False`` (nothing sent) when the server cannot be reached.
 
@@ -363,6 +365,8 @@ async def _ingest_all(
             async with anyio.create_task_group() as tg:
                 for i, f in enumerate(files):
                     tg.start_soon(one, i, f)
+        if wait_index and not refused and any(f.state == "completed" for f in files):
+            await _wait_index(client, out)
     if refused:
         raise refused[0]
     return True
@@ -382,54 +386,104 @@ async def _check_key(client: AsyncTelha) -> None:
         pass
 
 
-def _summary(files: list[_File], root: Path, console: Console) -> None:
-    """The closing table: a ``root`` line (what the names are relative to), then one row a
-    file; TSV with a header line when piped."""
-    columns = ("file", "source id", "job id", "state", "nodes", "failure")
-    rows = [(f.name, f.source_id, f.job_id or "", state_cell(f),
-             "" if f.nodes is None else str(f.nodes), f.failure) for f in files]  # fmt: skip
+async def _wait_index(client: AsyncTelha, out: _Reporter) -> None:
+    """``--wait-index``: until the scope's search index holds every version published
+    (``indexPending`` 0; docs/cli-and-client.md), one line when the count changes."""
+    said = 0
+
+    def pending(n: int) -> None:
+        nonlocal said
+        if n != said:
+            said = n
+            out.line(f"search index: {plural(n, 'version')} still being indexed", on_terminal=True)
+
+    try:
+        await client.wait_index(on_pending=pending)
+    except TelhaError as exc:
+        out.line(f"search index: not waited for ({exc.code}: {exc.message})", on_terminal=True)
+        return
+    if said:
+        out.line("search index: up to date", on_terminal=True)
+
+
+def _rows(files: list[_File]) -> list[TableRow]:
+    return [
+        TableRow(
+            file=f.name,
+            source_id=f.source_id,
+            job_id=f.job_id or "",
+            state=state_cell(f),
+            outcome=f.state,
+            nodes="" if f.nodes is None else str(f.nodes),
+            failure=f.failure,
+            bad=f.state in _BAD,
+        )
+        for f in files
+    ]
+
+
+def _summary(
+    files: list[_File], root: Path, console: Console, *, wide: bool, seconds: float
+) -> None:
+    """The closing table (docs/cli-and-client.md, "The closing table"): a ``root`` line
+    (what the names are relative to), one row a file, then the summary line. Piped: the
+    root line, then TSV with full ids and a header line on stdout, the summary line on
+    stderr (stdout stays the table); on a terminal the table fits its width
+    (:mod:`telha.ingest_table`), then the root line and the summary line."""
+    rows = _rows(files)
     where = f"root: {os.path.abspath(root)}"
+    said = summary_line((f.state for f in files), seconds)
     if not console.is_terminal:
         click.echo(where)
-        for row in (columns, *rows):
-            click.echo("\t".join(cell.replace("\t", " ") for cell in row))
+        for line in tsv_lines(rows):
+            click.echo(line)
+        click.echo(said, err=True)
         return
-    # Ids and names fold onto a second line rather than being cut: they are to be copied.
-    folded = [Column(c, overflow="fold") for c in columns[:3]]
-    table = Table(*folded, *columns[3:], caption=where)
-    for f, row in zip(files, rows, strict=True):
-        style = "red" if f.state in _BAD else "yellow" if row[3] != f.state else None
-        table.add_row(*row, style=style)
-    console.print(table)
+    width = max(console.width, wide_width(rows)) if wide else console.width
+    table = terminal_table(rows, wide=wide, width=width)
+    if width > console.width:  # full ids: the terminal wraps the lines
+        saved, console.width = console.width, width
+        try:
+            console.print(table)
+        finally:
+            console.width = saved
+    else:
+        console.print(table)
+    # The root line is never folded (a path to copy); the terminal wraps it if need be.
+    console.print(where, markup=False, highlight=False, soft_wrap=True, style="dim")
+    console.print(said, markup=False, highlight=False)
 
 
-def _interrupted(files: list[_File], root: Path, console: Console) -> None:
+def _interrupted(
+    files: list[_File], root: Path, console: Console, *, wide: bool, seconds: float
+) -> None:
     """After Ctrl-C: the table of the files started so far, and what goes on without us."""
     started = [f for f in files if f.state]
     for f in started:
         if f.state == "uploading":  # cut mid-request: the server may or may not have it
             f.state, f.failure = "interrupted", "upload cut short"
-    _summary(started, root, console)
+    _summary(started, root, console, wide=wide, seconds=seconds)
     queued = [f for f in started if f.job_id and f.state not in _FINAL]
     left = len(files) - len(started)
     click.echo(
-        f"telha: interrupted; {len(queued)} jobs already queued keep running on the server"
-        f" (telha job JOB, telha cancel JOB); {left} files not sent",
+        f"telha: interrupted; {plural(len(queued), 'job')} already queued keep running on the"
+        f" server (telha job JOB, telha cancel JOB); {plural(left, 'file')} not sent",
         err=True,
     )
 
 
 def _key_refused(
-    files: list[_File], root: Path, console: Console, url: str, error: TelhaError
-) -> NoReturn:
+    files: list[_File], root: Path, console: Console, url: str, error: TelhaError,
+    *, wide: bool, seconds: float,
+) -> NoReturn:  # fmt: skip
     """The server refused the key: the table of the files it took before (a key revoked
     meanwhile; none when it refused the first request), one line on stderr, exit 2."""
     taken = [f for f in files if f.source_id]
     if taken:
-        _summary(taken, root, console)
+        _summary(taken, root, console, wide=wide, seconds=seconds)
     click.echo(
         f"telha: {url} refuses the API key ({error.code}: {error.message}; set --api-key or"
-        f" TELHA_API_KEY); {len(files) - len(taken)} files not sent",
+        f" TELHA_API_KEY); {plural(len(files) - len(taken), 'file')} not sent",
         err=True,
     )
     sys.exit(EXIT_KEY_REFUSED)
@@ -447,11 +501,15 @@ def _key_refused(
 @click.option("--wait/--no-wait", default=True, show_default=True,
               help="wait for every job to end")  # fmt: skip
 @click.option("--options", "options_json", default="{}", help="ingest options, a JSON object")
+@click.option("--wait-index", is_flag=True, default=False,
+              help="then wait until search finds what was ingested")  # fmt: skip
+@click.option("--wide", is_flag=True, default=False,
+              help="full ids in the table on a terminal (piped: always)")  # fmt: skip
 @click.option("--concurrency", default=4, show_default=True, type=click.IntRange(1, 64),
               help="files uploaded at once")  # fmt: skip
 def ingest(
     paths: tuple[Path, ...], fmt: str, root: Path, name: str | None, url: str, api_key: str,
-    wait: bool, options_json: str, concurrency: int,
+    wait: bool, options_json: str, wait_index: bool, wide: bool, concurrency: int,
 ) -> None:  # fmt: skip
     """Ingest files and folders, show progress, end with a table; exit 1 if any file ended
     dead or was refused, 2 if the server cannot be reached or refuses the key, 130 on
@@ -471,17 +529,22 @@ def ingest(
         raise click.UsageError("no files under the given paths")
     if name is not None:
         files[0].name = name
+    started = time.monotonic()
     console = Console()
     out = _Reporter(files, console)
     try:
-        reached = anyio.run(_ingest_all, url, api_key, files, options, wait, concurrency, out)
+        reached = anyio.run(
+            _ingest_all, url, api_key, files, options, wait, concurrency, out, wait_index and wait
+        )
     except KeyboardInterrupt:
-        _interrupted(files, root, console)
+        _interrupted(files, root, console, wide=wide, seconds=time.monotonic() - started)
         sys.exit(EXIT_INTERRUPTED)
     except _KeyRefused as exc:
-        _key_refused(files, root, console, url, exc.error)
+        _key_refused(
+            files, root, console, url, exc.error, wide=wide, seconds=time.monotonic() - started
+        )
     if not reached:
         unreachable(url)
-    _summary(files, root, console)
+    _summary(files, root, console, wide=wide, seconds=time.monotonic() - started)
     bad = [f for f in files if f.state in _BAD]
     sys.exit(1 if bad else 0)

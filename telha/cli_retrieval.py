@@ -10,6 +10,7 @@ from rich.text import Text
 
 from telha.cli_client import _KEY, _URL, _call
 from telha.client import AsyncTelha, SearchHitOut
+from telha.plural import plural
 
 __all__ = ["mcp", "search"]
 
@@ -78,7 +79,7 @@ def search(
     prefix*. One line per hit, best first: `name p.N [start,end) text`, the offsets UTF-8
     bytes of the version's canonical text, the matched words highlighted on a terminal."""
 
-    async def run(client: AsyncTelha) -> list[tuple[SearchHitOut, bytes]]:
+    async def run(client: AsyncTelha) -> tuple[list[tuple[SearchHitOut, bytes]], int]:
         found = await client.search(
             query, source_id=source_id, label=label, format=fmt, limit=limit
         )
@@ -86,14 +87,16 @@ def search(
         for hit in found.hits:
             text = await client.text(hit.source_id, hit.source_version_tx, hit.start, hit.end)
             out.append((hit, text.encode("utf-8")))
-        return out
+        return out, found.index_pending
 
-    hits = _call(url, api_key, run)
+    hits, pending = _call(url, api_key, run)
     console = Console(highlight=False, soft_wrap=True)
     for hit, span in hits:
         console.print(_line(hit, span))
     if not hits:
         click.echo("telha: no match", err=True)
+    if pending:  # their text may be missing above (docs/cli-and-client.md, "telha search")
+        click.echo(f"({plural(pending, 'version')} still being indexed)", err=True)
 
 
 @click.command()

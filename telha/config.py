@@ -252,6 +252,15 @@ class SearchConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     #: them (the last indexed); ``0`` ranks every match (docs/rest-api.md, "Search": ranking
     #: reads every ranked span's length, about 1 µs a span). PostgreSQL ranks every match.
     rank_window: int = 50_000
+    #: Most milliseconds a search or locate spends writing its own scope's waiting index
+    #: work before it answers; what is still waiting then is the answer's ``indexPending``
+    #: (docs/rest-api.md, "Search"). ``0``: answer at once from the index as it is.
+    catch_up_ms: int = 2000
+    #: The search indexer's background pace (docs/architecture.md, "Search"): it writes
+    #: once no version was queued for ``settle_ms`` milliseconds, and defers waiting work
+    #: at most ``max_defer_ms`` while versions keep arriving.
+    settle_ms: int = 500
+    max_defer_ms: int = 5000
 
 
 class QuotasConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -359,6 +368,13 @@ def _apply_env(data: dict[str, Any], environ: Mapping[str, str]) -> None:
 def _validate(cfg: Config) -> None:
     checks: list[tuple[bool, str, str]] = [
         (cfg.ingest.max_body_bytes > 0, "ingest.max_body_bytes", "must be > 0"),
+        (cfg.search.catch_up_ms >= 0, "search.catch_up_ms", "must be >= 0"),
+        (cfg.search.settle_ms >= 0, "search.settle_ms", "must be >= 0"),
+        (
+            cfg.search.max_defer_ms >= cfg.search.settle_ms,
+            "search.max_defer_ms",
+            "must be >= search.settle_ms",
+        ),
         (cfg.ingest.max_upload_bytes > 0, "ingest.max_upload_bytes", "must be > 0"),
         (cfg.ingest.json_max_records > 0, "ingest.json_max_records", "must be > 0"),
         (cfg.ingest.json_max_depth >= 1, "ingest.json_max_depth", "must be >= 1"),

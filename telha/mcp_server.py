@@ -28,6 +28,7 @@ import msgspec
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
+import telha
 from telha.client import AsyncTelha, TelhaError
 
 __all__ = ["build_server"]
@@ -50,12 +51,12 @@ def _plain(value: Any) -> Any:
 
 
 async def _called(call: Callable[[], Awaitable[_T]]) -> _T:
-    """Run one REST call; a refusal becomes a :class:`ToolError` naming its code."""
+    """Run one REST call; a refusal becomes a :class:`ToolError` saying its code once:
+    ``INVALID_REQUEST (400): <the server's message>`` (the client error's own text)."""
     try:
         return await call()
     except TelhaError as exc:
-        code = getattr(exc, "code", None)
-        raise ToolError(f"{code}: {exc}" if code else str(exc)) from exc
+        raise ToolError(str(exc)) from exc
 
 
 def _limit(limit: int) -> int:
@@ -80,8 +81,9 @@ def build_server(url: str, api_key: str) -> MCPServer[None]:
                 opened.remove(client)
 
     server: MCPServer[None] = MCPServer(
-        "telha", instructions=_INSTRUCTIONS, lifespan=lifespan, log_level="WARNING"
-    )
+        "telha", instructions=_INSTRUCTIONS, lifespan=lifespan, log_level="WARNING",
+        version=telha.__version__,  # the serverInfo an MCP client shows (docs/cli-and-client.md)
+    )  # fmt: skip
 
     def _client() -> AsyncTelha:
         """The client the lifespan opened for this session."""
@@ -114,10 +116,12 @@ def build_server(url: str, api_key: str) -> MCPServer[None]:
     @server.tool()
     async def read_span(sourceId: str, versionTx: int, start: int, end: int) -> dict[str, Any]:
         """The exact canonical text of bytes [start, end) of a source version (UTF-8 byte
-        offsets, as search, locate and node provenance give them)."""
+        offsets, as search, locate and node provenance give them); an end past the text's
+        end reads to its end, and `end` says where the text really ended."""
         client = _client()
         text = await _called(lambda: client.text(sourceId, versionTx, start, end))
-        return {"sourceId": sourceId, "versionTx": versionTx, "start": start, "end": end,
+        real_end = start + len(text.encode("utf-8"))
+        return {"sourceId": sourceId, "versionTx": versionTx, "start": start, "end": real_end,
                 "text": text}  # fmt: skip
 
     @server.tool()

@@ -181,7 +181,15 @@ async def _serve(
             deliverer.oldest_age_s,
         )
         await sup.start("retention", Retention(store, cfg.jobs, metrics).run)
-        indexer = await sup.start("search_indexer", SearchIndexer(store, metrics=metrics).run)
+        indexer = await sup.start(
+            "search_indexer",
+            SearchIndexer(
+                store,
+                settle_s=cfg.search.settle_ms / 1000,
+                max_defer_s=cfg.search.max_defer_ms / 1000,
+                metrics=metrics,
+            ).run,
+        )
         metrics.watch_gauge(
             "telha_search_queued_versions",
             "Versions whose full-text index rows wait to be written or deleted (last look)",

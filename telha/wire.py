@@ -539,10 +539,13 @@ class SearchHitOut(_Out):
 
 class SearchResult(_Out):
     """``GET /v1/search``: hits best first; ``nextCursor`` is opaque, ``null`` on the last
-    page."""
+    page; ``indexPending``: the scope's versions whose index rows were still waiting to be
+    written or deleted when it answered (their text may be missing from the hits;
+    docs/rest-api.md, "Search")."""
 
     hits: list[SearchHitOut]
     next_cursor: str | None
+    index_pending: int = 0
 
 
 class LocatedOut(_Out):

@@ -3,12 +3,15 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
+import anyio
 import httpx
 import msgspec
 
+from telha.client.errors import NotFound
 from telha.wire import LocatedOut, SearchResult
 
 __all__ = ["SearchCalls"]
@@ -51,6 +54,28 @@ class SearchCalls:
         params = {"q": q, "label": label, "sourceId": source_id, "format": format,
                   "limit": limit, "cursor": cursor}  # fmt: skip
         return await self._get("/v1/search", SearchResult, params)
+
+    async def index_pending(self) -> int:
+        """The scope's versions whose search index rows still wait to be written or
+        deleted: the ``indexPending`` of a one-hit search for a word nothing holds (that
+        search also does up to the server's ``[search] catch_up_ms`` of the scope's index
+        work first). 0 when search is disabled on the server."""
+        try:
+            found = await self.search(f"z{uuid.uuid4().hex}", limit=1)
+        except NotFound:
+            return 0
+        return found.index_pending
+
+    async def wait_index(
+        self, *, poll_s: float = 0.5, on_pending: Callable[[int], None] | None = None
+    ) -> None:
+        """Return once :meth:`index_pending` reads 0, asking every ``poll_s`` seconds (the
+        asks themselves help the index along); ``on_pending(n)`` is called with each
+        non-zero count. No time limit: wrap it in ``anyio.fail_after`` for one."""
+        while pending := await self.index_pending():
+            if on_pending is not None:
+                on_pending(pending)
+            await anyio.sleep(poll_s)
 
     async def locate(
         self, text: str, *, source_id: str | None = None, limit: int | None = None

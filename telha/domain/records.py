@@ -112,16 +112,20 @@ def slice_chunks(length: int, start: int | None, end: int | None) -> tuple[int, 
     """The byte range ``[lo, hi)`` a slice request names in a text of ``length`` bytes
     (``None``: from the start / to the end) and the chunk indexes ``first..last`` holding it
     (chunks of :data:`telha.domain.model.BLOB_CHUNK` bytes; ``last`` includes the byte at ``hi``,
-    whose boundary is checked; meaningless for an empty text).
+    whose boundary is checked; meaningless for an empty text). An ``end`` past the text's
+    end is taken as its end (``hi`` is then ``length``: what exists is returned, as a Python
+    slice does; docs/rest-api.md, "Reading text").
 
-    :raises RequestError: ``start`` after ``end``, or the range outside the text.
+    :raises RequestError: ``start`` after ``end``, or ``start`` past the text's end (a
+        start there is a wrong offset, not a short read).
     """
     lo = 0 if start is None else start
     hi = length if end is None else end
     if lo > hi:
         raise RequestError(f"start ({lo}) is after end ({hi})")
-    if hi > length:
-        raise RequestError(f"range [{lo}, {hi}) is outside the text (0..{length} bytes)")
+    if lo > length:
+        raise RequestError(f"start ({lo}) is past the end of the text ({length} bytes)")
+    hi = min(hi, length)
     return lo, hi, lo // BLOB_CHUNK, min(hi, length - 1) // BLOB_CHUNK
 
 

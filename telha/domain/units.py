@@ -152,12 +152,15 @@ class OffsetConverter:
             self._counts_at(offset)
         return [self.one(o, units) for o in wanted]
 
-    def to_bytes(self, position: int, units: Units) -> int:
+    def to_bytes(self, position: int, units: Units, *, clamp: bool = False) -> int:
         """The byte offset of ``position`` given in ``units`` (``position`` must fall in
-        the window).
+        the window). With ``clamp``, a position past the window's end gives the byte
+        offset of that end (for a window reaching past ``position``'s furthest byte, as
+        :func:`telha.rest.offsets.converter` reads one, that is the text's end).
 
-        :raises RequestError: ``position`` outside the window, or inside a character (a
-            UTF-16 position between the two halves of a surrogate pair).
+        :raises RequestError: ``position`` outside the window (past its end only without
+            ``clamp``), or inside a character (a UTF-16 position between the two halves
+            of a surrogate pair).
         """
         if units == "byte":
             return position
@@ -168,10 +171,14 @@ class OffsetConverter:
         rel = position - self.one(self._base + skip, units)
         if units == "codepoint":
             if rel > len(text):
+                if clamp:
+                    return self._base + skip + len(text.encode("utf-8"))
                 raise RequestError(f"offset {position} ({units}) is past the end of the text")
             return self._base + skip + len(text[:rel].encode("utf-8"))
         wide = text.encode("utf-16-le")
         if rel * 2 > len(wide):
+            if clamp:
+                return self._base + skip + len(text.encode("utf-8"))
             raise RequestError(f"offset {position} ({units}) is past the end of the text")
         try:
             head = wide[: rel * 2].decode("utf-16-le", "strict")

@@ -156,17 +156,28 @@ def version_params(request: Request) -> tuple[bytes, int]:
 
 async def get_text(request: Request) -> Response:
     """GET /v1/sources/{sourceId}/versions/{tx}/text?start=&end=&units= — canonical text
-    [start, end), the bounds in ``units`` (default UTF-8 bytes)."""
+    [start, end), the bounds in ``units`` (default UTF-8 bytes). An ``end`` past the text's
+    end reads to its end; ``X-Text-End`` gives the end of what was returned, in ``units``
+    (docs/rest-api.md, "Reading text")."""
     scope = await require_scope(request)
     source_id, tx = version_params(request)
     start = parse_int(request.query_params.get("start"), "start")
     end = parse_int(request.query_params.get("end"), "end")
     units = units_param(request)
     store = state(request).store
+    start_units = start or 0
     if units != "byte" and (start is not None or end is not None):
         start, end = await _bytes_of(store, scope, source_id, tx, start, end, units)
     data = await store.read_text(scope, source_id, tx, start, end)
-    return Response(data, media_type="text/plain; charset=utf-8")
+    if units == "byte":
+        real_end = start_units + len(data)
+    elif units == "codepoint":
+        real_end = start_units + len(data.decode("utf-8"))
+    else:
+        real_end = start_units + len(data.decode("utf-8").encode("utf-16-le")) // 2
+    return Response(
+        data, media_type="text/plain; charset=utf-8", headers={"x-text-end": str(real_end)}
+    )
 
 
 async def _bytes_of(
@@ -188,7 +199,7 @@ async def _bytes_of(
     conv = await converter(store, scope, source_id, tx, lo, 4 * hi)
     return (
         conv.to_bytes(start, units) if start is not None else None,
-        conv.to_bytes(end, units) if end is not None else None,
+        conv.to_bytes(end, units, clamp=True) if end is not None else None,
     )
 
 

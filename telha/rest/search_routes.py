@@ -134,6 +134,7 @@ async def search(request: Request) -> Response:
         SearchResult(
             hits=[_hit_out(h) for h in hits[:limit]],
             next_cursor=_encode_cursor(offset + limit) if more else None,
+            index_pending=await app.store.queued_versions(scope),
         )
     )
 

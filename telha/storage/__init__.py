@@ -37,18 +37,22 @@ def open_store(
     if storage.engine == "postgres":
         from telha.storage.postgres import PostgresStore
 
-        return PostgresStore(
+        pg = PostgresStore(
             storage.dsn,
             pool_size=pool_size or storage.pool_size,
             readonly=readonly,
             search=cfg.search.enabled,
         )
+        pg.catch_up_s = cfg.search.catch_up_ms / 1000
+        return pg
     from telha.storage.sqlite import SqliteStore
 
-    return SqliteStore(
+    lite = SqliteStore(
         cfg.storage_path(base_dir),
         synchronous=storage.synchronous,
         readers=readers or storage.readers,
         readonly=readonly,
         search=cfg.search.enabled,
     )
+    lite.catch_up_s = cfg.search.catch_up_ms / 1000
+    return lite

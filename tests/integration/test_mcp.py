@@ -15,6 +15,7 @@ import pytest
 from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
 
+import telha
 from tests.support.server import ServerProcess
 
 pytestmark = pytest.mark.anyio
@@ -50,6 +51,8 @@ async def test_tools_read_spans_nodes_and_sources(
     end = start + len(b"Beautiful is better than ugly.")
     nodes = (await client.get("/v1/nodes", params={"sourceId": source_id})).json()["nodes"]
     async with Client(_params(server, scope_key)) as mcp:
+        info = mcp.server_info
+        assert (info.name, info.version) == ("telha", telha.__version__)
         names = {t.name for t in (await mcp.list_tools()).tools}
         assert {"search", "locate", "read_span", "get_node", "list_sources"} <= names
         span = _answer(
@@ -62,12 +65,21 @@ async def test_tools_read_spans_nodes_and_sources(
         assert node["nodeId"] == nodes[0]["nodeId"]
         listed = _answer(await mcp.call_tool("list_sources", {"prefix": "zen"}))
         assert [s["sourceId"] for s in listed["sources"]] == [source_id]
-        # A range off the text is the server's INVALID_REQUEST as a tool error; the
-        # server goes on answering.
-        bad = await mcp.call_tool(
-            "read_span", {"sourceId": source_id, "versionTx": tx, "start": 0, "end": 10**9}
+        # An end past the text reads what exists, and says where it ended.
+        rest = _answer(
+            await mcp.call_tool(
+                "read_span", {"sourceId": source_id, "versionTx": tx, "start": start, "end": 10**9}
+            )
         )
-        assert bad.is_error and "INVALID_REQUEST" in bad.content[0].text
+        assert rest["text"].encode() == text[start:] and rest["end"] == len(text)
+        # A range off the text is the server's INVALID_REQUEST as a tool error, the code
+        # said once; the server goes on answering.
+        bad = await mcp.call_tool(
+            "read_span", {"sourceId": source_id, "versionTx": tx, "start": 10**9, "end": 10**9}
+        )
+        said = bad.content[0].text
+        assert bad.is_error and "INVALID_REQUEST (400): start (" in said, said
+        assert said.count("INVALID_REQUEST") == 1, said
         gone = await mcp.call_tool("get_node", {"nodeId": "0" * 32})
         assert gone.is_error and "NOT_FOUND" in gone.content[0].text
         again = await mcp.call_tool("list_sources", {"limit": 0})

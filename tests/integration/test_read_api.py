@@ -80,8 +80,21 @@ async def test_text_slices(client: httpx.AsyncClient) -> None:
     assert (await client.get(base, params={"start": 6})).content == whole[6:]
     assert (await client.get(base, params={"end": 0})).content == b""
     e_acute = whole.index("é".encode())
+    # An end past the text's end reads what exists; X-Text-End says where it really ends,
+    # in the units asked for (the text is 14 bytes, 13 characters).
+    past = await client.get(base, params={"start": 6, "end": len(whole) + 50})
+    assert past.status_code == 200 and past.content == whole[6:]
+    assert past.headers["x-text-end"] == str(len(whole))
+    chars = await client.get(base, params={"start": 6, "end": 500, "units": "codepoint"})
+    assert chars.content == whole.decode()[6:].encode()
+    assert chars.headers["x-text-end"] == str(len(whole.decode()))
+    wide = await client.get(base, params={"start": 0, "end": 500, "units": "utf16"})
+    assert wide.content == whole and wide.headers["x-text-end"] == str(len(whole.decode()))
+    inside = await client.get(base, params={"start": 2, "end": 4})
+    assert inside.headers["x-text-end"] == "4"
     for params in [
-        {"start": 0, "end": len(whole) + 1},
+        {"start": len(whole) + 1, "end": len(whole) + 5},  # a start past the end: 400
+        {"start": 500, "units": "codepoint"},
         {"start": 5, "end": 2},
         {"start": e_acute + 1},
         {"end": e_acute + 1},

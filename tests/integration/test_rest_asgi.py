@@ -149,9 +149,12 @@ async def test_text_slices_and_bad_ranges(api: Api) -> None:
     inside = text.index("é".encode()) + 1  # the second byte of "é"
     sliced = await api.client.get(url, params={"start": 1, "end": 4})
     assert sliced.status_code == 200 and sliced.content == text[1:4]
+    past = await api.client.get(url, params={"start": 1, "end": len(text) + 1})
+    assert past.status_code == 200 and past.content == text[1:]  # what exists
+    assert past.headers["x-text-end"] == str(len(text))
     for params in (
         {"start": 5, "end": 4},
-        {"end": len(text) + 1},
+        {"start": len(text) + 1},
         {"start": inside},
         {"end": inside},
         {"start": "-1"},

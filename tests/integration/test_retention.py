@@ -127,7 +127,7 @@ async def test_telha_gc_removes_old_ended_jobs_and_their_raw_bytes(
     gc_config = _gc_config(srv, 30)
     dry = _telha("gc", "--dry-run", "--config", str(gc_config))
     assert dry.returncode == 0, dry.stderr
-    assert "would remove 1 jobs" in dry.stdout, dry.stdout
+    assert "would remove 1 job ended" in dry.stdout, dry.stdout
     assert (await c.get(f"/v1/ingest/{old['jobId']}")).status_code == 200
     done = _telha("gc", "--config", str(gc_config))
     assert done.returncode == 0, done.stderr
@@ -137,7 +137,7 @@ async def test_telha_gc_removes_old_ended_jobs_and_their_raw_bytes(
     assert counts["raw_blobs"] == 1 and counts["raw_bytes"] == len(old_bytes)
     assert counts["bytes_freed"] == counts["raw_bytes"] + counts["payload_bytes"]
     assert counts["payload_bytes"] > 0
-    assert "removed 1 jobs" in done.stdout and f"{counts['bytes_freed']} bytes" in done.stdout
+    assert "removed 1 job ended" in done.stdout and f"{counts['bytes_freed']} bytes" in done.stdout
     again = _counts(_telha("gc", "--config", str(gc_config)).stdout)
     assert (again["jobs"], again["raw_blobs"], again["bytes_freed"]) == (0, 0, 0)
 

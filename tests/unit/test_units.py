@@ -90,6 +90,9 @@ def test_bad_positions() -> None:
         conv.to_bytes(4, "codepoint")
     with pytest.raises(RequestError, match="past the end"):
         conv.to_bytes(5, "utf16")
+    # clamp: a position past the end is the text's end (6 bytes).
+    assert conv.to_bytes(4, "codepoint", clamp=True) == conv.to_bytes(9, "utf16", clamp=True) == 6
+    assert conv.to_bytes(2, "codepoint", clamp=True) == 5
     with pytest.raises(ValueError):
         conv.one(99, "codepoint")
 

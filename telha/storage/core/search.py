@@ -358,6 +358,9 @@ class SearchOps(EngineOps):
 
     #: ``[search] enabled`` (set by each engine's base class).
     search_enabled: bool
+    #: Most seconds :meth:`catch_up` works before a search answers (``[search]
+    #: catch_up_ms``; :func:`telha.storage.open_store` sets it).
+    catch_up_s: float = CATCH_UP_S
 
     async def search(
         self,
@@ -401,13 +404,13 @@ class SearchOps(EngineOps):
         return await self._read(_queued, scope)
 
     async def catch_up(self, scope: Scope) -> int:
-        """Do the index work ``scope`` has waiting, for at most :data:`CATCH_UP_S` seconds,
+        """Do the index work ``scope`` has waiting, for at most :attr:`catch_up_s` seconds,
         so a search reads what its scope published before it; returns the versions still
         waiting (0 when the index holds exactly the scope's current versions). Stale rows
         still waiting are left out of the search's answer all the same."""
         if not self.search_enabled:
             return 0
-        deadline = anyio.current_time() + CATCH_UP_S
+        deadline = anyio.current_time() + self.catch_up_s
         while await self.queued_versions(scope):
             if anyio.current_time() >= deadline:
                 return await self.queued_versions(scope)

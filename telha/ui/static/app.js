@@ -47,7 +47,7 @@ function keyForm(message) {
   h("label", { for: "key" }, "API key"),
   input,
   h("p", { id: "key-help", class: "muted" },
-    "Kept in this tab only (sessionStorage) and sent as the x-api-key header. Make one with `telha api-key create --tenant T --org O`."),
+    "Kept in this tab only (sessionStorage) and sent as the x-api-key header. Make one with `telha api-key create --config config.toml --tenant T --org O`."),
   h("button", { type: "submit" }, "Open"),
   msg);
   put(main, form);

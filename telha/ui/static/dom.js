@@ -41,3 +41,13 @@ export function firstWords(s, n = 80) {
   const one = String(s || "").replace(/\s+/g, " ").trim();
   return one.length > n ? one.slice(0, n - 1) + "…" : one;
 }
+
+/** A size in bytes as people read it: "812 bytes", "1 byte", "14.2 kB", "3.1 MB" (decimal units). */
+export function count(bytes) {
+  const n = Number(bytes);
+  if (n < 1000) return `${n} ${n === 1 ? "byte" : "bytes"}`;
+  const units = ["kB", "MB", "GB", "TB"];
+  let v = n, i = -1;
+  while (v >= 1000 && i < units.length - 1) { v /= 1000; i++; }
+  return `${v.toFixed(v < 10 ? 1 : 0)} ${units[i]}`;
+}

@@ -2,7 +2,7 @@
 // edges, ambiguities, exact bytes), the PDF page with the node's box, versions and diffs.
 import { ApiError, call, json, qs } from "./api.js";
 import { showError } from "./app.js";
-import { firstWords, h, put, when } from "./dom.js";
+import { count, firstWords, h, put, when } from "./dom.js";
 import { TextView } from "./textview.js";
 
 const enc = encodeURIComponent;
@@ -61,10 +61,13 @@ export async function showVersion(main, sourceId, txText, opts) {
     h("p", { class: "muted" }, "Select a node in the list or a span in the text (keys j / k move between nodes)."));
   const pagePanel = h("div", { id: "page" });
   const nodeList = h("ul", { class: "nodes", id: "nodes", "aria-label": "Nodes" });
+  // The raw file's size, then (once read) the canonical text's beside it: they differ
+  // (a PDF's text is a fraction of its bytes; docs/viewer.md).
+  const sizes = h("span", { class: "muted", id: "version-size" }, `file ${count(version.size)} · tx ${tx}`);
   put(main,
     h("h1", {}, source.name),
     h("div", { class: "row" }, h("span", { class: "muted" }, source.format), h("label", { for: "version" }, "Version"), picker, diffLink,
-      h("span", { class: "muted" }, `${version.size} bytes · tx ${tx}`)),
+      sizes),
     h("div", { class: "version" },
       h("div", {}, textBox),
       h("div", { class: "side" }, detail, pagePanel, h("h2", {}, "Nodes ", h("span", { id: "node-count", class: "muted" })), nodeList)));
@@ -82,6 +85,7 @@ export async function showVersion(main, sourceId, txText, opts) {
     bytes = new Uint8Array(await textRes.arrayBuffer());
     spans = spanList.spans;
   } catch (err) { showError(err, textBox); return; }
+  sizes.textContent = `file ${count(version.size)} · canonical text ${count(bytes.length)} · tx ${tx}`;
 
   const mark = opts.mark && /^\d+-\d+$/.test(opts.mark) ? opts.mark.split("-").map(Number) : null;
   const view = new TextView(textBox, bytes, spans, mark);
@@ -263,9 +267,16 @@ export async function showDiff(main, sourceId, from, to) {
   const added = h("ul", { id: "added" }), removed = h("ul", { id: "removed" }), changed = h("ul", { id: "changed" });
   const summary = h("p", { id: "diff-summary" });
   const more = h("button", { type: "button", hidden: true }, "More changes");
+  // A heading is drawn only over a list with something in it (shown as pages load).
+  const sections = [["Added", added], ["Removed", removed], ["Changed", changed]].flatMap(([title, list]) => {
+    const head = h("h2", { id: `${list.id}-heading` }, title);
+    head.hidden = list.hidden = true;
+    return [head, list];
+  });
+  const reveal = () => { for (let i = 0; i < sections.length; i += 2) sections[i].hidden = sections[i + 1].hidden = !sections[i + 1].children.length; };
   put(main, h("h1", {}, `${source.name}: changes`),
     h("p", {}, h("a", { href: versionLink(sourceId, to) }, "Open the newer version")), summary,
-    h("div", { class: "diff" }, h("h2", {}, "Added"), added, h("h2", {}, "Removed"), removed, h("h2", {}, "Changed"), changed), more);
+    h("div", { class: "diff" }, ...sections), more);
   const item = (cls, n, tx, extra) => h("li", { class: cls }, h("a", { href: versionLink(sourceId, tx, `/node/${n.nodeId}`) }, n.labels.join(", ")), " ",
     firstWords(n.provenance.spans[0] ? n.provenance.spans[0].text : "", 80), extra || "");
   let cursor = null;
@@ -282,6 +293,7 @@ export async function showDiff(main, sourceId, from, to) {
       changed.append(item("changed", c.after, d.to, h("div", { class: "muted" }, diffs.map((k) =>
         h("div", {}, `${k}: ${JSON.stringify(c.before.properties[k])} → ${JSON.stringify(c.after.properties[k])}`)))));
     }
+    reveal();
     cursor = d.nextCursor; more.hidden = !cursor;
   };
   more.addEventListener("click", load);
