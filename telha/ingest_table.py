@@ -57,7 +57,8 @@ class TableRow:
     :param outcome: the bare state the summary counts (``completed``, ``dead``, …).
     :param nodes: the node count as text (``""`` when unknown).
     :param failure: why the file did not make it in (``""`` when it did).
-    :param bad: drawn in red (the file did not make it in).
+    :param bad: drawn in red (the file did not make it in); a row whose ``state`` says more
+        than its ``outcome`` is drawn in yellow.
     """
 
     file: str
@@ -134,8 +135,27 @@ def _split(rows: Sequence[TableRow], room: int) -> tuple[int, int]:
     return file, failure
 
 
+def _table(columns: int, widths: Sequence[int | None]) -> Table:
+    """An empty table of the first ``columns`` of :data:`COLUMNS`, names and failures
+    folding and states wrapping at ``widths`` (``None``: as wide as the cells)."""
+    kinds = [
+        {"overflow": "fold"}, {"no_wrap": True}, {"no_wrap": True}, {},
+        {"no_wrap": True, "justify": "right"}, {"overflow": "fold"},
+    ]  # fmt: skip
+    return Table(
+        *(
+            Column(COLUMNS[i], width=widths[i], **kinds[i])  # type: ignore[arg-type]
+            for i in range(columns)
+        ),
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        collapse_padding=True,  # 2 columns between cells: 80 is narrow
+    )
+
+
 def terminal_table(rows: Sequence[TableRow], *, wide: bool, width: int) -> Table:
-    """The table for a terminal ``width`` columns wide. Ids are shortened by
+    """The table for a terminal ``width`` columns wide: every row on one line when the
+    cells fit, and no failure column when no file failed. Ids are shortened by
     :func:`short_ids` per column unless ``wide``; ids and node counts never wrap (an id is
     to be copied whole) and a state wraps between words only (its longest word, at most
     its whole text up to 16 columns, sets its width), while the columns left are shared
@@ -154,28 +174,27 @@ def terminal_table(rows: Sequence[TableRow], *, wide: bool, width: int) -> Table
         )
         for r in rows
     ]
-    state = max(_longest_word(r.state for r in rows), min(16, _widest((r.state for r in rows), "")))
-    state = max(state, len(COLUMNS[3]))
-    fixed = (
-        _widest((c[1] for c in shown), COLUMNS[1])
-        + _widest((c[2] for c in shown), COLUMNS[2])
-        + state
-        + _widest((c[4] for c in shown), COLUMNS[4])
-    )
-    file, failure = _split(rows, width - fixed - _FRAME)
-    table = Table(
-        Column(COLUMNS[0], overflow="fold", width=file),
-        Column(COLUMNS[1], no_wrap=True),
-        Column(COLUMNS[2], no_wrap=True),
-        Column(COLUMNS[3], width=state),
-        Column(COLUMNS[4], no_wrap=True, justify="right"),
-        Column(COLUMNS[5], overflow="fold", width=failure),
-        box=box.SIMPLE_HEAD,
-        show_edge=False,
-        collapse_padding=True,  # 2 columns between cells: 80 is narrow
-    )
+    failed = any(r.failure for r in rows)
+    if not failed:  # no failure to show: the column would only take room
+        shown = [c[:5] for c in shown]
+    natural = [_widest((c[i] for c in shown), COLUMNS[i]) for i in range(6 if failed else 5)]
+    frame = 2 * (len(natural) - 1) + 2
+    if sum(natural) + frame <= width:  # everything fits on one line a row
+        table = _table(len(natural), [None] * len(natural))
+    else:
+        state = max(_longest_word(r.state for r in rows), min(16, natural[3]))
+        state = max(state, len(COLUMNS[3]))
+        fixed = natural[1] + natural[2] + state + natural[4]
+        if failed:
+            file, failure = _split(rows, width - fixed - frame)
+            table = _table(6, [file, None, None, state, None, failure])
+        else:
+            file = max(8, min(natural[0], width - fixed - frame))
+            table = _table(5, [file, None, None, state, None])
     for r, cells in zip(rows, shown, strict=True):
-        table.add_row(*cells, style="red" if r.bad else None)
+        # Red: the file did not make it in; yellow: it did, with something to read (a dead
+        # attachment, warnings) in its state.
+        table.add_row(*cells, style="red" if r.bad else "yellow" if r.state != r.outcome else None)
     return table
 
 
