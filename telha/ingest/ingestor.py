@@ -18,6 +18,7 @@ import structlog
 
 from telha.config import IngestConfig, WebhooksConfig
 from telha.domain.canonical import is_label, upper_snake
+from telha.domain.dedup import Identity, Latest, identity_of, same_identity
 from telha.domain.erasure import BLOCKED_REASON, ERASED_MESSAGE
 from telha.domain.errors import ContentErased, InvalidStream, PayloadTooLarge, RequestError
 from telha.domain.ids import content_hash, new_id, now_us, source_id_for
@@ -43,11 +44,13 @@ from telha.domain.submission import (
 )
 from telha.domain.webhooks import split_webhook_option
 from telha.ingest.json_projection import JsonOptions, project_json
+from telha.ingest.projections import JSON_SPEC, Projections
 from telha.ingest.request import FETCH_FORMATS, KNOWN_FORMATS, IngestRequest
 from telha.logs import fields_of
 from telha.offload import off_loop
 from telha.queue.job_queue import JobQueue
 from telha.storage.protocol import RawStore, VersionStore, WebhookStore
+from workers_common.projection import ProjectionSpec
 
 __all__ = [
     "IngestJobPayload",
@@ -56,6 +59,7 @@ __all__ = [
     "Ingestor",
     "SubmitResult",
     "UploadedFile",
+    "as_latest",
     "content_ref",
 ]
 
@@ -150,12 +154,27 @@ class Ingestor:
         config: IngestConfig,
         queue: JobQueue,
         webhooks: WebhooksConfig | None = None,
+        projections: Projections | None = None,
     ) -> None:
         self._store = store
         self._config = config
         self._queue = queue
         self._webhooks = webhooks or WebhooksConfig()
         self._have_secret: set[Scope] = set()
+        self.projections = projections or Projections(KNOWN_FORMATS)
+
+    async def identity(
+        self, scope: Scope, fmt: str, source_id: bytes, options: dict[str, Any]
+    ) -> tuple[Identity, Latest | None]:
+        """The identity a request of ``fmt`` with ``options`` expects now
+        (:meth:`telha.ingest.projections.Projections.spec_for`), and, when it had to be read
+        for that (no worker declared ``fmt`` yet), the source's latest version."""
+        spec = self.projections.spec(fmt)
+        latest = None
+        if spec is None:
+            latest = as_latest(await self._store.latest_version(scope, source_id))
+            spec = self.projections.spec_for(fmt, latest.identity if latest else None)
+        return identity_of(spec, fmt, options), latest
 
     def json_options(self, name: str, options: dict[str, Any]) -> JsonOptions:
         """Resolve ``options`` of a ``format=json`` request (``label``, ``nested``).
@@ -244,12 +263,14 @@ class Ingestor:
             raise RequestError(f"format={fmt} fetches its content from the name; send no file")
         options, webhook = await self._webhook(scope, options)
         source_id = source_id_for(name)
-        latest = await self._store.latest_version(scope, source_id.bytes)
-        if _unchanged(latest, upload.digest):
+        ident, latest = await self.identity(scope, fmt, source_id.bytes, options)
+        if latest is None:
+            latest = as_latest(await self._store.latest_version(scope, source_id.bytes))
+        if same_identity(latest, upload.digest, ident.fingerprint):
             return IngestResult(True, source_id)
         await self._store.store_raw(scope, upload.digest, upload.path, upload.size)
         job = _new_job(fmt, name, b"", upload.digest, options, stored=True, size=upload.size)
-        job = replace(job, webhook=webhook)
+        job = replace(job, webhook=webhook, fingerprint=ident.fingerprint)
         outcome = await self._queue.enqueue(scope, job, dedup=True, max_pending=max_pending)
         if outcome.erased:
             raise ContentErased(ERASED_MESSAGE)
@@ -286,7 +307,8 @@ class Ingestor:
         raw = req.raw or b""
         digest = await off_loop(len(raw), content_hash, raw) if req.raw is not None else None
         job = await off_loop(len(raw), _new_job, req.format, req.name, raw, digest, options)
-        job = replace(job, webhook=webhook)
+        ident, _ = await self.identity(scope, req.format, source_id.bytes, options)
+        job = replace(job, webhook=webhook, fingerprint=ident.fingerprint)
         dedup = req.format not in FETCH_FORMATS
         outcome = await self._queue.enqueue(scope, job, dedup=dedup, max_pending=max_pending)
         if outcome.erased:
@@ -300,8 +322,9 @@ class Ingestor:
         opts = self.json_options(req.name, req.options)
         source_id = source_id_for(req.name)
         digest = await off_loop(len(req.raw), content_hash, req.raw)
-        latest = await self._store.latest_version(scope, source_id.bytes)
-        if _unchanged(latest, digest):
+        ident = identity_of(JSON_SPEC, "json", {"label": opts.label, "nested": opts.nested})
+        latest = as_latest(await self._store.latest_version(scope, source_id.bytes))
+        if same_identity(latest, digest, ident.fingerprint):
             return IngestResult(True, source_id)
         t0 = time.perf_counter()
         projection = await anyio.to_thread.run_sync(project_json, req.raw, opts)
@@ -313,6 +336,8 @@ class Ingestor:
             content_hash=digest,
             size=len(req.raw),
             worker=JSON_BYPASS_WORKER,
+            fingerprint=ident.fingerprint,
+            identity=ident.json,
         )
         outcome = await self._store.commit_version(scope, version, projection, dedup=Dedup.CONTENT)
         t2 = time.perf_counter()
@@ -369,7 +394,8 @@ class Ingestor:
             if sub.partial and sub.child_jobs:
                 raise InvalidSubmission("childJobs belong in the final submission of a stream")
             children = await off_loop(len(result_json), _child_jobs, sub.child_jobs)
-            version = _version(job, payload, sub, worker)
+            children = tuple(self._expect(child) for child in children)
+            version = self._identified(_version(job, payload, sub, worker), payload, sub)
             stats = msgspec.json.encode(sub.stats) if sub.stats is not None else None
             now = now_us()
             if not streamed:
@@ -436,6 +462,28 @@ class Ingestor:
             children=len(children),
         )
         return result
+
+    def _expect(self, child: NewJob) -> NewJob:
+        """A child job with the fingerprint its format's declared worker would use (none
+        declared: one that matches no version, so the child is read)."""
+        options = _decode_payload(child.payload).options
+        spec = self.projections.spec_for(child.format, None)
+        return replace(child, fingerprint=identity_of(spec, child.format, options).fingerprint)
+
+    def _identified(
+        self, version: NewVersion, payload: IngestJobPayload, sub: Submission
+    ) -> NewVersion:
+        """``version`` with the identity its worker read the bytes with: the submission's
+        ``projection`` (which also declares it for the format), else the format's declared
+        spec (docs/architecture.md, "Dedup, identity and versions")."""
+        declared = sub.projection
+        if declared is not None:
+            spec = ProjectionSpec(declared.worker, declared.version, declared.parsers)
+            self.projections.declare(payload.format, spec)
+        else:
+            spec = self.projections.spec_for(payload.format, None)
+        ident = identity_of(spec, payload.format, payload.options)
+        return replace(version, fingerprint=ident.fingerprint, identity=ident.json)
 
     def _refused_erased(self, job: JobRecord) -> SubmitResult:
         """A submission whose content is blocklisted: the store ended the job ``dead``
@@ -530,12 +578,16 @@ def content_ref(payload: bytes) -> bytes | None:
     return bytes.fromhex(ref) if ref else None
 
 
-def _unchanged(latest: SourceVersion | None, digest: bytes) -> bool:
-    """Whether ``digest`` is the latest version's content (request-level dedup). An
-    erased latest version never matches: its digest is on the blocklist, and the write that
-    follows refuses it inside its own transaction (``ContentErased``: 410): an erased digest
-    is refused, never silently matched."""
-    return latest is not None and latest.erased_at is None and latest.content_hash == digest
+def as_latest(v: SourceVersion | None) -> Latest | None:
+    """A read latest version as dedup compares it (:func:`telha.domain.dedup.same_identity`).
+    An erased latest version never matches: its digest is on the blocklist, and the write
+    that follows refuses it inside its own transaction (``ContentErased``: 410)."""
+    if v is None:
+        return None
+    return Latest(
+        v.content_hash, v.canonical_text_hash, v.job_id, v.fingerprint, v.identity,
+        v.retired_tx is not None, v.erased_at is not None,
+    )  # fmt: skip
 
 
 def _new_job(
