@@ -182,6 +182,18 @@ class RetiredOut(_Out):
     reason: str | None
 
 
+class ProjectionOut(_Out):
+    """A version's identity: the worker that read its bytes, its projection version, the
+    parser library versions that shaped the output, the format and the effective options
+    (defaults filled in)."""
+
+    worker: str
+    projection: int
+    parsers: dict[str, str]
+    format: str
+    options: dict[str, Any]
+
+
 class VersionOut(_Out):
     """A published source version: its ``state``, when it was published (µs), its root node
     (the DOCUMENT, TABLE, WORKBOOK, MESSAGE or FILE node; ``null`` if it has none) and what
@@ -203,6 +215,13 @@ class VersionOut(_Out):
     erased_at: int | None = None
     erasure_reason: str | None = None
     erasure_id: str | None = None
+    #: How the bytes were read (docs/architecture.md, "Dedup, identity and versions"): the
+    #: projection fingerprint (hex), its identity (``worker``, ``projection``, ``parsers``,
+    #: ``format``, ``options``), and why this version superseded the one before it
+    #: (``content``, ``options``, ``projection``, ``restored``; ``null``: a first version).
+    fingerprint: str | None = None
+    projection: ProjectionOut | None = None
+    reason: str | None = None
 
 
 class ErasedVersionOut(_Out):

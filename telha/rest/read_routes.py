@@ -38,6 +38,7 @@ from telha.wire import (
     Interval,
     NodeList,
     NodeOut,
+    ProjectionOut,
     Provenance,
     ProvenanceSpanOut,
     RetiredOut,
@@ -75,6 +76,10 @@ def _changes(c: Changes | None) -> ChangesOut | None:
         nodes_added=c.added, nodes_removed=c.removed, nodes_changed=c.changed,
         nodes_unchanged=c.unchanged,
     )  # fmt: skip
+
+
+def _projection(identity: bytes | None) -> ProjectionOut | None:
+    return msgspec.json.decode(identity, type=ProjectionOut) if identity is not None else None
 
 
 async def get_source(request: Request) -> Response:
@@ -122,6 +127,9 @@ async def get_source(request: Request) -> Response:
                     erased_at=v.erased_at,
                     erasure_reason=v.erase_reason,
                     erasure_id=id_str(v.erasure_id) if v.erasure_id else None,
+                    fingerprint=_hex(v.fingerprint),
+                    projection=_projection(v.identity),
+                    reason=v.reason,
                 )
                 for v in versions
             ],

@@ -173,15 +173,14 @@ async def commit(
         await end_erased(tx, completion.lease.job_id, completion.now_us, BLOCKED_REASON)
         return CommitOutcome(False, None, [], [], erased=True)
     latest = await latest_identity(tx, sid, version.source_id)
-    if dedup is not Dedup.NONE:
-        if is_duplicate(latest, version, canonical_hash, dedup):
-            if completion is None:
-                raise Rollback(CommitOutcome(True, None, [], []))
-            # A duplicate writes no rows; its fetch children still run (a recrawl of an
-            # unchanged index must reach changed pages it links to).
-            fetches = tuple(c for c in children if c.content_hash is None)
-            await complete(tx, sid, replace(completion, children=fetches), "deduplicated")
-            return CommitOutcome(True, None, [], [])
+    if is_duplicate(latest, version, canonical_hash, dedup):
+        if completion is None:
+            raise Rollback(CommitOutcome(True, None, [], []))
+        # A duplicate writes no rows; its fetch children still run (a recrawl of an
+        # unchanged index must reach changed pages it links to).
+        fetches = tuple(c for c in children if c.content_hash is None)
+        await complete(tx, sid, replace(completion, children=fetches), "deduplicated")
+        return CommitOutcome(True, None, [], [])
     explicit = [n.node_id for n in projection.nodes if n.node_id is not None]
     existing = await current_nodes(tx, sid, explicit) if explicit else {}
     matched = await match(tx, sid, version.source_id, PENDING_TX, projection, whole=True)
