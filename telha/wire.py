@@ -36,11 +36,14 @@ __all__ = [
     "NodeChangeOut",
     "NodeList",
     "NodeOut",
+    "OutdatedOut",
     "PreviewSourceOut",
     "PreviewVersionOut",
+    "ProjectionOut",
     "Provenance",
     "ProvenanceSpanOut",
     "ReadyOut",
+    "ReprojectOut",
     "RetireOut",
     "RetiredOut",
     "SearchHitOut",
@@ -180,6 +183,32 @@ class RetiredOut(_Out):
 
     tx: int
     reason: str | None
+
+
+class OutdatedOut(_Out):
+    """A current version re-projection reads again (or would, in a dry run): why
+    (``options`` or ``projection``), its fingerprint (``null``: from before fingerprints),
+    the fingerprint a request would expect now, and its job (``null``: a dry run, or the
+    bytes are gone)."""
+
+    source_id: str
+    name: str
+    format: str
+    reason: str
+    fingerprint: str | None
+    expected_fingerprint: str
+    job_id: str | None = None
+
+
+class ReprojectOut(_Out):
+    """``POST /v1/reproject``: the outdated current versions (each with its job, unless a
+    dry run), those whose raw bytes are gone (listed, not read), and how many are up to
+    date."""
+
+    dry_run: bool
+    outdated: list[OutdatedOut]
+    raw_gone: list[OutdatedOut]
+    up_to_date: int
 
 
 class ProjectionOut(_Out):
