@@ -85,14 +85,16 @@ class ErrorBody(_Out):
     error: ErrorDetail
 
 
-class IngestApplied(_Out):
-    """201: a ``format=json`` request applied synchronously."""
+class IngestApplied(_Out, omit_defaults=True):
+    """201: a ``format=json`` request applied synchronously; ``stats`` only when there are
+    any (``{"empty": true}``: an empty input, docs/formats.md "Empty input")."""
 
     deduplicated: bool
     source_id: str
     source_version_tx: int
     node_ids: list[str]
     edge_ids: list[str]
+    stats: dict[str, Any] | None = None
 
 
 class Deduplicated(_Out, omit_defaults=True):

@@ -44,7 +44,12 @@ from telha.ingest.job_payload import child_jobs as _child_jobs
 from telha.ingest.job_payload import decode_payload as _decode_payload
 from telha.ingest.job_payload import new_job as _new_job
 from telha.ingest.job_payload import with_root_id as _with_root_id
-from telha.ingest.json_projection import JsonOptions, project_json
+from telha.ingest.json_projection import (
+    JsonOptions,
+    empty_projection,
+    is_empty_json,
+    project_json,
+)
 from telha.ingest.projections import JSON_SPEC, Projections
 from telha.ingest.request import FETCH_FORMATS, KNOWN_FORMATS, IngestRequest
 from telha.logs import fields_of
@@ -85,6 +90,8 @@ class IngestResult:
     node_ids: tuple[bytes, ...] = ()
     edge_ids: tuple[bytes, ...] = ()
     job_id: bytes | None = None
+    #: A ``format=json`` version's stats (``{"empty": true}`` for an empty input), else ``None``.
+    stats: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -304,7 +311,11 @@ class Ingestor:
         if same_identity(latest, digest, ident.fingerprint):
             return IngestResult(True, source_id)
         t0 = time.perf_counter()
-        projection = await anyio.to_thread.run_sync(project_json, req.raw, opts)
+        empty = is_empty_json(req.raw)
+        if empty:  # docs/formats.md, "Empty input": the root node alone, stats.empty
+            projection = empty_projection(req.name)
+        else:
+            projection = await anyio.to_thread.run_sync(project_json, req.raw, opts)
         t1 = time.perf_counter()
         version = NewVersion(
             source_id=source_id.bytes,
@@ -339,6 +350,7 @@ class Ingestor:
             outcome.source_version_tx,
             tuple(outcome.node_ids),
             tuple(outcome.edge_ids),
+            stats={"empty": True} if empty else None,
         )
 
     async def apply_submission(
