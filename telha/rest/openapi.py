@@ -548,7 +548,7 @@ def _paths() -> dict[str, Any]:
                     **_ERRORS,
                 },
             }
-        },  # fmt: skip
+        },
         "/openapi.json": {
             "get": {
                 "summary": "This document",
