@@ -10,6 +10,7 @@ comes back when its bytes come back."""
 
 from __future__ import annotations
 
+import base64
 import subprocess
 import sys
 import uuid
@@ -17,7 +18,6 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
-import anyio
 import anyio.lowlevel
 import httpx
 import pytest
@@ -54,8 +54,6 @@ async def client(server: ServerProcess) -> AsyncIterator[httpx.AsyncClient]:
 
 async def _post(client: httpx.AsyncClient, **body: Any) -> httpx.Response:
     if isinstance(body.get("content"), bytes):
-        import base64
-
         body["contentBase64"] = base64.b64encode(body.pop("content")).decode()
     return await client.post("/v1/ingest", json=body)
 
