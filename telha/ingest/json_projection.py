@@ -9,6 +9,7 @@ order, each record's node before its children (depth first, document order).
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -27,7 +28,7 @@ _MAX_ARRAY_NESTING = 64
 _UTF8_BOM = b"\xef\xbb\xbf"
 #: The bytes an empty input may consist of (the empty-input rule every format follows,
 #: :mod:`workers_common.empty`).
-_WHITESPACE = b" \t\r\n\f\v"
+_BLANK = re.compile(rb"[ \t\r\n\f\v]*\Z")
 
 
 @dataclass(frozen=True, slots=True)
@@ -256,9 +257,9 @@ def project_json(raw: bytes, opts: JsonOptions) -> Projection:
 def is_empty_json(raw: bytes) -> bool:
     """Whether ``raw`` is empty by the rule every format follows (docs/formats.md, "Empty
     input"): no bytes, or only ASCII whitespace, optionally after a UTF-8 byte order mark."""
-    if raw.startswith(_UTF8_BOM):
-        raw = raw[len(_UTF8_BOM) :]
-    return not raw.strip(_WHITESPACE)
+    start = len(_UTF8_BOM) if raw.startswith(_UTF8_BOM) else 0
+    # A match stops at the first other byte: no copy of a large body.
+    return _BLANK.match(raw, start) is not None
 
 
 def empty_projection(name: str) -> Projection:
