@@ -20,7 +20,9 @@ trimmed node versions, whose ``(source_id, tx_from)`` names no version — are e
   node or edge row. A live stream's rows are open while it streams, hidden by the rule, and
   its finalize closes them unseen when its source published a newer version meanwhile.
   A version's identity is whole: a fingerprint with its identity JSON, the fingerprint
-  the BLAKE3 of that JSON, a reason only beside them and one of the known reasons.
+  the BLAKE3 of that JSON, a reason only beside them and one of the known reasons; a version
+  written after one with a fingerprint has one (versions from before fingerprints are the
+  only ones without).
 - ``retired_sources``: a retired source (its current version carries ``retired_tx``) has
   no current node or edge row.
 
@@ -155,10 +157,17 @@ class VersionChecks:
     @staticmethod
     async def _unpublished(ctx: CheckContext) -> None:
         unpublished: list[ScanVersion] = []
+        #: The source of the last version seen with a fingerprint (versions come in
+        #: (scope, source, tx) order): every later version of it needs one too.
+        fingerprinted: tuple[int, bytes] | None = None
         async for page in ctx.scan.versions(ctx.page):
             for v in page:
                 ctx.report.count(UNPUBLISHED)
                 problem = _row_problem(v)
+                if v.fingerprint is not None:
+                    fingerprinted = (v.scope, v.source_id)
+                elif not problem and fingerprinted == (v.scope, v.source_id):
+                    problem = "no fingerprint, though an earlier version of its source has one"
                 if problem:
                     subject = ctx.version_subject(v.scope, v.source_id, v.tx)
                     ctx.report.add(UNPUBLISHED, subject, problem)
