@@ -198,6 +198,11 @@ async def test_projection_bump_and_reproject(
         assert set(gone) == {ids["d.md"]}  # listed, not failed; the retired c.md untouched
         lines, _ = _reproject_cli(srv, key, "--dry-run", "--format", "text")
         assert [row[2] for row in lines] == [ids["e.txt"]]
+        # One source through the CLI, followed to its end.
+        lines, err = _reproject_cli(srv, key, "--source", ids["e.txt"], "--wait")
+        [(reason, _, source, _, job_id)] = lines
+        assert (reason, source) == ("projection", ids["e.txt"]) and job_id != "-"
+        assert "reproject: 1 of 1 done" in err, err
 
         async with httpx.AsyncClient(base_url=srv.base_url, headers={"x-api-key": key},
                                      timeout=60) as c:  # fmt: skip
@@ -210,7 +215,7 @@ async def test_projection_bump_and_reproject(
             run = await c.post("/v1/reproject", json={})
             assert run.status_code == 202, run.text
             body = run.json()
-            assert {o["sourceId"] for o in body["outdated"]} == set(outdated)
+            assert {o["sourceId"] for o in body["outdated"]} == set(outdated) - {ids["e.txt"]}
             for o in body["outdated"]:
                 job = await wait_job(c, o["jobId"])
                 assert job["state"] == "completed", job
