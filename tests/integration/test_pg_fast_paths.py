@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import asyncpg
@@ -291,6 +291,20 @@ async def _with_blocklist(store: PostgresStore) -> None:
         ("no dedup against a retired version", _with_retired_version, _job(5), True),
         ("no dedup against an open stream", lambda s: _streaming(s, keep=True), _job(5), True),
         ("dedup against an active job", _with_active_job, _job(5), True),
+        # The same bytes read another way (docs/architecture.md, "Dedup, identity and
+        # versions"): neither the latest version nor the active job answers.
+        (
+            "no dedup: another fingerprint than the version's",
+            _with_version,
+            replace(_job(5), fingerprint=b"f" * 32),
+            True,
+        ),
+        (
+            "no dedup: another fingerprint than the active job's",
+            _with_active_job,
+            replace(_job(5), fingerprint=b"f" * 32),
+            True,
+        ),
         ("fetch-format dedup", _with_active_job, _job(6, fmt="web", digest=None), True),
         (
             "fetch-format job, another format",
