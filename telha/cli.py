@@ -215,13 +215,14 @@ def _client_commands() -> None:
     from telha.cli_gc import gc
     from telha.cli_ingest import ingest
     from telha.cli_listings import jobs, sources
+    from telha.cli_reproject import reproject
     from telha.cli_retrieval import mcp, search
     from telha.cli_scope import scope
     from telha.cli_webhooks import webhook
 
     commands: tuple[click.Command, ...] = (ingest, job, jobs, cancel, source, sources, retire)
     commands += (diff, webhook, gc, search, mcp)
-    commands += (scope,)
+    commands += (scope, reproject)
     for command in commands:
         main.add_command(command)
     from telha.cli_keys import keys_list, keys_revoke

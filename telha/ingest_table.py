@@ -163,7 +163,7 @@ def terminal_table(rows: Sequence[TableRow], *, wide: bool, width: int) -> Table
     ``wide`` give it at least :func:`wide_width` columns so no id is cut."""
     sources = short_ids(r.source_id for r in rows)
     jobs = short_ids(r.job_id for r in rows)
-    shown = [
+    shown: list[tuple[str, ...]] = [
         (
             r.file,
             r.source_id if wide else sources.get(r.source_id, ""),

@@ -27,6 +27,8 @@ from telha.grpc.servicer import WorkerServicer
 from telha.grpc.tokens import load_token_key
 from telha.ingest.eraser import Eraser
 from telha.ingest.ingestor import Ingestor
+from telha.ingest.projections import Projections
+from telha.ingest.request import KNOWN_FORMATS
 from telha.metrics import Metrics
 from telha.queue.job_queue import JobQueue
 from telha.rest.app import AppState, create_app
@@ -173,7 +175,9 @@ async def _serve(
             metrics.watch_gauge(name, doc, read)
         queue = JobQueue(store, cfg.jobs, metrics=metrics)
         await sup.start("job_queue", queue.run)
-        ingestor = Ingestor(store, cfg.ingest, queue, cfg.webhooks)
+        projections = Projections(KNOWN_FORMATS)
+        projections.declare_modules(modules)  # docs/architecture.md, "Dedup, identity …"
+        ingestor = Ingestor(store, cfg.ingest, queue, cfg.webhooks, projections)
         deliverer = await sup.start("deliverer", Deliverer(store, cfg.webhooks, metrics).run)
         metrics.watch_gauge(
             "telha_webhook_oldest_undelivered_seconds",

@@ -9,6 +9,9 @@ from typing import Any, Literal
 
 import msgspec
 
+from telha.wire_identity import OutdatedOut, ProjectionOut, ReprojectOut
+from telha.wire_usage import LimitsOut, UsageOut
+
 __all__ = [
     "ByteRange",
     "ChangesOut",
@@ -36,11 +39,14 @@ __all__ = [
     "NodeChangeOut",
     "NodeList",
     "NodeOut",
+    "OutdatedOut",
     "PreviewSourceOut",
     "PreviewVersionOut",
+    "ProjectionOut",
     "Provenance",
     "ProvenanceSpanOut",
     "ReadyOut",
+    "ReprojectOut",
     "RetireOut",
     "RetiredOut",
     "SearchHitOut",
@@ -82,14 +88,16 @@ class ErrorBody(_Out):
     error: ErrorDetail
 
 
-class IngestApplied(_Out):
-    """201: a ``format=json`` request applied synchronously."""
+class IngestApplied(_Out, omit_defaults=True):
+    """201: a ``format=json`` request applied synchronously; ``stats`` only when there are
+    any (``{"empty": true}``: an empty input, docs/formats.md "Empty input")."""
 
     deduplicated: bool
     source_id: str
     source_version_tx: int
     node_ids: list[str]
     edge_ids: list[str]
+    stats: dict[str, Any] | None = None
 
 
 class Deduplicated(_Out, omit_defaults=True):
@@ -218,6 +226,13 @@ class VersionOut(_Out):
     erasure_id: str | None = None
     #: Set on a version a child job wrote (:class:`VersionParentOut`), else ``null``.
     parent: VersionParentOut | None = None
+    #: How the bytes were read (docs/architecture.md, "Dedup, identity and versions"): the
+    #: projection fingerprint (hex), its identity (``worker``, ``projection``, ``parsers``,
+    #: ``format``, ``options``), and why this version superseded the one before it
+    #: (``content``, ``options``, ``projection``, ``restored``; ``null``: a first version).
+    fingerprint: str | None = None
+    projection: ProjectionOut | None = None
+    reason: str | None = None
 
 
 class ErasedVersionOut(_Out):
@@ -559,32 +574,3 @@ class LocatedOut(_Out):
     end: int
     node_ids: list[str]
     exact: bool
-
-
-class LimitsOut(_Out):
-    """A scope's limits in ``GET /v1/usage``; ``null``: not limited. ``burst`` is the
-    requests a key may make at once (set only with ``requestsPerSecond``).
-    ``maxConcurrentIngests`` and ``maxEventStreams`` are the slots the scope may hold at
-    once on the replica that answers: its share of ``ingest.max_concurrent`` and
-    ``server.max_event_streams`` (never ``null``: the global limit bounds them;
-    docs/operations.md, "Fair slots"). ``0`` when an older server did not send them."""
-
-    max_pending_jobs: int | None
-    max_stored_bytes: int | None
-    requests_per_second: float | None
-    burst: int | None
-    max_concurrent_ingests: int = 0
-    max_event_streams: int = 0
-
-
-class UsageOut(_Out):
-    """``GET /v1/usage``: the key's scope's jobs in state ``pending``, its stored bytes (raw
-    uploads plus canonical text), its ``POST /v1/ingest`` requests in progress and its open
-    event streams (both on the replica that answers, this request not counted), and its
-    limits."""
-
-    pending_jobs: int
-    stored_bytes: int
-    limits: LimitsOut
-    ingests_in_progress: int = 0
-    event_streams: int = 0

@@ -43,6 +43,7 @@ from telha_proto.telha.worker.v1 import (
 )
 from workers_common.consumer import HEARTBEAT_INTERVAL_SECS, WorkerConsumer
 from workers_common.handlers import module_lifespan
+from workers_common.projection import module_spec
 
 __all__ = ["InProcessTransport", "WorkerPools", "load_worker_modules"]
 
@@ -153,6 +154,7 @@ class WorkerPools:
             heartbeat_interval_s=self._interval,
             processes=self._processes if getattr(module, "PROCESS_POOL", False) else None,
             log_failures=False,  # core logs each failure (job_failed) in the same log
+            projection=module_spec(name, module),
         )
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[list[str]]) -> None:

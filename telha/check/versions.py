@@ -19,6 +19,10 @@ trimmed node versions, whose ``(source_id, tx_from)`` names no version — are e
   once published; an unpublished version that is no live stream (abandoned) has no open
   node or edge row. A live stream's rows are open while it streams, hidden by the rule, and
   its finalize closes them unseen when its source published a newer version meanwhile.
+  A version's identity is whole: a fingerprint with its identity JSON, the fingerprint
+  the BLAKE3 of that JSON, a reason only beside them and one of the known reasons; a version
+  written after one with a fingerprint has one (versions from before fingerprints are the
+  only ones without).
 - ``retired_sources``: a retired source (its current version carries ``retired_tx``) has
   no current node or edge row.
 
@@ -33,7 +37,8 @@ from __future__ import annotations
 from telha.check.context import CheckContext
 from telha.check.orphans import open_stream
 from telha.check.spans import spans_of
-from telha.domain.ids import id_str
+from telha.domain.dedup import REASONS
+from telha.domain.ids import content_hash, id_str
 from telha.domain.scan import ScanCurrentNode, ScanVersion
 
 __all__ = ["VersionChecks"]
@@ -62,6 +67,21 @@ def _row_problem(v: ScanVersion) -> str:
         return f"published at {v.published_tx}, before its own tx"
     if v.retired_tx is not None and (v.published_tx is None or v.retired_tx < v.published_tx):
         return f"retired at {v.retired_tx} but published at {v.published_tx}"
+    return _identity_problem(v)
+
+
+def _identity_problem(v: ScanVersion) -> str:
+    """What is wrong with the version's identity ("" if none): a version with a reason or an
+    identity has a fingerprint, and it is the BLAKE3 of the identity JSON
+    (docs/architecture.md, "Dedup, identity and versions")."""
+    if v.identity is None and v.fingerprint is None:
+        return "a reason but no fingerprint" if v.reason is not None else ""
+    if v.identity is None or v.fingerprint is None:
+        return "a fingerprint without its identity, or an identity without its fingerprint"
+    if content_hash(v.identity.encode()) != v.fingerprint:
+        return "its fingerprint is not the BLAKE3 of its identity"
+    if v.reason is not None and v.reason not in REASONS:
+        return f"reason {v.reason!r} is not one of {', '.join(REASONS)}"
     return ""
 
 
@@ -137,10 +157,17 @@ class VersionChecks:
     @staticmethod
     async def _unpublished(ctx: CheckContext) -> None:
         unpublished: list[ScanVersion] = []
+        #: The source of the last version seen with a fingerprint (versions come in
+        #: (scope, source, tx) order): every later version of it needs one too.
+        fingerprinted: tuple[int, bytes] | None = None
         async for page in ctx.scan.versions(ctx.page):
             for v in page:
                 ctx.report.count(UNPUBLISHED)
                 problem = _row_problem(v)
+                if v.fingerprint is not None:
+                    fingerprinted = (v.scope, v.source_id)
+                elif not problem and fingerprinted == (v.scope, v.source_id):
+                    problem = "no fingerprint, though an earlier version of its source has one"
                 if problem:
                     subject = ctx.version_subject(v.scope, v.source_id, v.tx)
                     ctx.report.add(UNPUBLISHED, subject, problem)

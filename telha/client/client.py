@@ -53,6 +53,7 @@ from telha.wire import (
     JobStatus,
     NodeList,
     NodeOut,
+    ReprojectOut,
     RetireOut,
     SourceOut,
     SpanList,
@@ -496,6 +497,23 @@ class AsyncTelha(ListingCalls, ChunkCalls, SearchCalls):
         query = {"reason": reason} if reason is not None else {}
         resp = await self._request("DELETE", f"/v1/sources/{source_id}", lambda: {"params": query})
         return msgspec.json.decode(resp.content, type=RetireOut)
+
+    async def reproject(
+        self, *, fmt: str | None = None, source_id: str | None = None, dry_run: bool = False
+    ) -> ReprojectOut:
+        """``POST /v1/reproject``: the scope's outdated current versions, each read again
+        from its stored raw bytes by a new job unless ``dry_run``; those whose bytes are gone
+        in ``raw_gone``.
+
+        :raises InvalidRequest: an unknown format, a source id that is not a UUID.
+        """
+        body: dict[str, Any] = {"dryRun": dry_run}
+        if fmt is not None:
+            body["format"] = fmt
+        if source_id is not None:
+            body["sourceId"] = source_id
+        resp = await self._request("POST", "/v1/reproject", lambda: {"json": body})
+        return msgspec.json.decode(resp.content, type=ReprojectOut)
 
     async def diff_page(
         self,

@@ -62,6 +62,10 @@ class NewVersion:
     size: int
     worker: str
     job_id: bytes | None = None
+    #: How the bytes were read (docs/architecture.md, "Dedup, identity and versions"): the
+    #: projection fingerprint and the identity JSON it hashes (``None``: not known).
+    fingerprint: bytes | None = None
+    identity: bytes | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +95,12 @@ class SourceVersion:
     #: When (µs) and why the source was retired while this version was its current one.
     retired_tx: int | None = None
     retire_reason: str | None = None
+    #: The projection fingerprint, identity JSON and why it superseded the version before
+    #: it (:data:`telha.domain.dedup.REASONS`; ``None``: a first version, or written before
+    #: identities).
+    fingerprint: bytes | None = None
+    identity: bytes | None = None
+    reason: str | None = None
 
 
 @dataclass(slots=True)
@@ -253,6 +263,9 @@ class NewJob:
     name: str | None = None
     #: The request's own webhook (``options.webhook``), stored with the job.
     webhook: WebhookTarget | None = None
+    #: The projection fingerprint the request expects (request-level dedup matches an active
+    #: job of the same bytes and fingerprint); ``None``: not known (an erase job).
+    fingerprint: bytes | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,6 +12,7 @@ from typing import Any
 import msgspec
 
 from telha.domain.canonical import is_boundary
+from telha.domain.dedup import Latest, same_identity
 from telha.domain.errors import RequestError
 from telha.domain.model import (
     BLOB_CHUNK,
@@ -42,6 +43,8 @@ __all__ = [
 _decode = msgspec.json.decode
 #: Position of ``changes`` among :class:`~telha.domain.model.SourceVersion`'s fields.
 _CHANGES = 16
+#: Position of ``identity`` (stored as text, a ``bytes`` field).
+_IDENTITY = 20
 
 
 def job_record(row: Any, events: tuple[JobEvent, ...] = ()) -> JobRecord:
@@ -62,6 +65,8 @@ def version_record(row: Any) -> SourceVersion:
     fields = list(row)
     if len(fields) > _CHANGES and fields[_CHANGES] is not None:
         fields[_CHANGES] = Changes.from_stats(_decode(fields[_CHANGES]))
+    if len(fields) > _IDENTITY and isinstance(fields[_IDENTITY], str):
+        fields[_IDENTITY] = fields[_IDENTITY].encode()
     return SourceVersion(*fields)
 
 
@@ -81,21 +86,19 @@ def node_record(row: Any) -> NodeVersion:
     )
 
 
-def is_duplicate(
-    latest: tuple[bytes, bytes | None, bytes | None] | None,
-    v: NewVersion,
-    canonical_hash: bytes,
-    dedup: Dedup,
-) -> bool:
-    """The dedup rules (docs/architecture.md, "Dedup") for committing ``v`` against the
-    source's latest finalized version ``(content_hash, canonical_text_hash, job_id)``
-    (``None``: a new source)."""
-    if dedup is Dedup.NONE or latest is None or latest[0] != v.content_hash:
+def is_duplicate(latest: Latest | None, v: NewVersion, canonical_hash: bytes, dedup: Dedup) -> bool:
+    """The dedup rules (docs/architecture.md, "Dedup, identity and versions") for committing
+    ``v`` against the source's latest published version (``None``: a new source): the same
+    identity (:func:`telha.domain.dedup.same_identity`: bytes and fingerprint, not retired);
+    at submit time also the same canonical text, written by another job."""
+    if dedup is Dedup.NONE or latest is None:
+        return False
+    if not same_identity(latest, v.content_hash, v.fingerprint):
         return False
     if dedup is Dedup.CONTENT:
         return True
     # Submit time: a retry of the same job must re-apply (crash recovery), not dedup.
-    return bool(latest[1] == canonical_hash and latest[2] != v.job_id)
+    return bool(latest.canonical_hash == canonical_hash and latest.job_id != v.job_id)
 
 
 def decode_continuation(blob: bytes) -> Continuation:

@@ -49,6 +49,11 @@ class ScanVersion:
     erased_at: int | None = None
     published_tx: int | None = None
     retired_tx: int | None = None
+    #: Its projection fingerprint, identity JSON (text) and reason (docs/architecture.md,
+    #: "Dedup, identity and versions"); ``None`` on versions written before identities.
+    fingerprint: bytes | None = None
+    identity: str | None = None
+    reason: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,7 +19,14 @@ import msgspec
 from telha.domain.canonical import is_boundary, is_label, normalize_canonical
 from telha.domain.projection import AmbiguityOut, EdgeOut, NodeOut, Projection, SpanOut
 
-__all__ = ["ChildJobIn", "InvalidSubmission", "Submission", "decode_submission", "to_projection"]
+__all__ = [
+    "ChildJobIn",
+    "InvalidSubmission",
+    "ProjectionIn",
+    "Submission",
+    "decode_submission",
+    "to_projection",
+]
 
 #: Upper bounds on one submission (each partial of a stream counts on its own).
 MAX_NODES = 1_000_000
@@ -83,6 +90,15 @@ class RelationshipIn(_In):
     properties: msgspec.Raw = _EMPTY_OBJECT
 
 
+class ProjectionIn(_In):
+    """How the submitting worker read the bytes (docs/worker-protocol.md, "Projection
+    identity"): its name, projection version and the parser versions that shape its output."""
+
+    worker: str
+    version: int
+    parsers: dict[str, str] = {}
+
+
 class ChildJobIn(_In):
     """A follow-up job core enqueues (request-level dedup applies).
 
@@ -132,6 +148,7 @@ class Submission(_In):
     ambiguities: list[AmbiguityIn] = []
     seq: int = 0
     partial: bool = False
+    projection: ProjectionIn | None = None
 
 
 def decode_submission(raw: bytes) -> Submission:

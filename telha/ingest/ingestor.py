@@ -4,8 +4,6 @@ enqueueing for worker formats, and ``apply_submission`` for what workers submit.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import time
 import uuid
 from dataclasses import dataclass, replace
@@ -18,9 +16,10 @@ import structlog
 
 from telha.config import IngestConfig, WebhooksConfig
 from telha.domain.canonical import is_label, upper_snake
+from telha.domain.dedup import Identity, Latest, identity_of, same_identity
 from telha.domain.erasure import BLOCKED_REASON, ERASED_MESSAGE
 from telha.domain.errors import ContentErased, InvalidStream, PayloadTooLarge, RequestError
-from telha.domain.ids import content_hash, new_id, now_us, source_id_for
+from telha.domain.ids import content_hash, now_us, source_id_for
 from telha.domain.model import (
     Dedup,
     JobCompletion,
@@ -33,21 +32,31 @@ from telha.domain.model import (
     StreamPart,
     WebhookTarget,
 )
-from telha.domain.projection import Projection
 from telha.domain.submission import (
-    ChildJobIn,
     InvalidSubmission,
     Submission,
     decode_submission,
     to_projection,
 )
 from telha.domain.webhooks import split_webhook_option
-from telha.ingest.json_projection import JsonOptions, project_json
+from telha.ingest.job_payload import IngestJobPayload, content_ref
+from telha.ingest.job_payload import child_jobs as _child_jobs
+from telha.ingest.job_payload import decode_payload as _decode_payload
+from telha.ingest.job_payload import new_job as _new_job
+from telha.ingest.job_payload import with_root_id as _with_root_id
+from telha.ingest.json_projection import (
+    JsonOptions,
+    empty_projection,
+    is_empty_json,
+    project_json,
+)
+from telha.ingest.projections import JSON_SPEC, Projections
 from telha.ingest.request import FETCH_FORMATS, KNOWN_FORMATS, IngestRequest
 from telha.logs import fields_of
 from telha.offload import off_loop
 from telha.queue.job_queue import JobQueue
 from telha.storage.protocol import RawStore, VersionStore, WebhookStore
+from workers_common.projection import ProjectionSpec
 
 __all__ = [
     "IngestJobPayload",
@@ -56,6 +65,7 @@ __all__ = [
     "Ingestor",
     "SubmitResult",
     "UploadedFile",
+    "as_latest",
     "content_ref",
 ]
 
@@ -80,6 +90,8 @@ class IngestResult:
     node_ids: tuple[bytes, ...] = ()
     edge_ids: tuple[bytes, ...] = ()
     job_id: bytes | None = None
+    #: A ``format=json`` version's stats (``{"empty": true}`` for an empty input), else ``None``.
+    stats: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,30 +101,6 @@ class UploadedFile:
     path: Path
     digest: bytes
     size: int
-
-
-class IngestJobPayload(msgspec.Struct, kw_only=True):
-    """``IngestJobPayload`` (docs/worker-protocol.md): the job's opaque payload, JSON,
-    ``content_hash`` hex.
-
-    Small content travels inline as ``content_b64``. A multipart upload is stored in core
-    (content-addressed raw chunks) and referenced instead: ``content_ref`` is its BLAKE3 hex
-    (equal to ``content_hash``), ``content_b64`` is empty, and workers read the bytes with
-    ``FetchContent``. ``size`` is the raw byte count either way.
-    """
-
-    v: int = 1
-    source_id: str
-    format: str
-    name: str
-    content_b64: str = ""
-    content_hash: str | None
-    content_ref: str | None = None
-    size: int = 0
-    options: dict[str, Any]
-    #: For a child job whose parent links to it: the id its projection root gets when the
-    #: worker supplies none (:class:`telha.domain.submission.ChildJobIn`).
-    root_node_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +138,7 @@ class Ingestor:
         config: IngestConfig,
         queue: JobQueue,
         webhooks: WebhooksConfig | None = None,
+        projections: Projections | None = None,
     ) -> None:
         self._store = store
         self._config = config
@@ -157,6 +146,20 @@ class Ingestor:
         hooks = webhooks or WebhooksConfig()
         self._webhook_rules = hooks.rules()
         self._have_secret: set[Scope] = set()
+        self.projections = projections or Projections(KNOWN_FORMATS)
+
+    async def identity(
+        self, scope: Scope, fmt: str, source_id: bytes, options: dict[str, Any]
+    ) -> tuple[Identity, Latest | None]:
+        """The identity a request of ``fmt`` with ``options`` expects now
+        (:meth:`telha.ingest.projections.Projections.spec_for`), and, when it had to be read
+        for that (no worker declared ``fmt`` yet), the source's latest version."""
+        spec = self.projections.spec(fmt)
+        latest = None
+        if spec is None:
+            latest = as_latest(await self._store.latest_version(scope, source_id))
+            spec = self.projections.spec_for(fmt, latest.identity if latest else None)
+        return identity_of(spec, fmt, options), latest
 
     def json_options(self, name: str, options: dict[str, Any]) -> JsonOptions:
         """Resolve ``options`` of a ``format=json`` request (``label``, ``nested``).
@@ -245,12 +248,14 @@ class Ingestor:
             raise RequestError(f"format={fmt} fetches its content from the name; send no file")
         options, webhook = await self._webhook(scope, options)
         source_id = source_id_for(name)
-        latest = await self._store.latest_version(scope, source_id.bytes)
-        if _unchanged(latest, upload.digest):
+        ident, latest = await self.identity(scope, fmt, source_id.bytes, options)
+        if latest is None:
+            latest = as_latest(await self._store.latest_version(scope, source_id.bytes))
+        if same_identity(latest, upload.digest, ident.fingerprint):
             return IngestResult(True, source_id)
         await self._store.store_raw(scope, upload.digest, upload.path, upload.size)
         job = _new_job(fmt, name, b"", upload.digest, options, stored=True, size=upload.size)
-        job = replace(job, webhook=webhook)
+        job = replace(job, webhook=webhook, fingerprint=ident.fingerprint)
         outcome = await self._queue.enqueue(scope, job, dedup=True, max_pending=max_pending)
         if outcome.erased:
             raise ContentErased(ERASED_MESSAGE)
@@ -287,7 +292,8 @@ class Ingestor:
         raw = req.raw or b""
         digest = await off_loop(len(raw), content_hash, raw) if req.raw is not None else None
         job = await off_loop(len(raw), _new_job, req.format, req.name, raw, digest, options)
-        job = replace(job, webhook=webhook)
+        ident, _ = await self.identity(scope, req.format, source_id.bytes, options)
+        job = replace(job, webhook=webhook, fingerprint=ident.fingerprint)
         dedup = req.format not in FETCH_FORMATS
         outcome = await self._queue.enqueue(scope, job, dedup=dedup, max_pending=max_pending)
         if outcome.erased:
@@ -301,11 +307,16 @@ class Ingestor:
         opts = self.json_options(req.name, req.options)
         source_id = source_id_for(req.name)
         digest = await off_loop(len(req.raw), content_hash, req.raw)
-        latest = await self._store.latest_version(scope, source_id.bytes)
-        if _unchanged(latest, digest):
+        ident = identity_of(JSON_SPEC, "json", {"label": opts.label, "nested": opts.nested})
+        latest = as_latest(await self._store.latest_version(scope, source_id.bytes))
+        if same_identity(latest, digest, ident.fingerprint):
             return IngestResult(True, source_id)
         t0 = time.perf_counter()
-        projection = await anyio.to_thread.run_sync(project_json, req.raw, opts)
+        empty = is_empty_json(req.raw)
+        if empty:  # docs/formats.md, "Empty input": the root node alone, stats.empty
+            projection = empty_projection(req.name)
+        else:
+            projection = await anyio.to_thread.run_sync(project_json, req.raw, opts)
         t1 = time.perf_counter()
         version = NewVersion(
             source_id=source_id.bytes,
@@ -314,6 +325,8 @@ class Ingestor:
             content_hash=digest,
             size=len(req.raw),
             worker=JSON_BYPASS_WORKER,
+            fingerprint=ident.fingerprint,
+            identity=ident.json,
         )
         outcome = await self._store.commit_version(scope, version, projection, dedup=Dedup.CONTENT)
         t2 = time.perf_counter()
@@ -338,6 +351,7 @@ class Ingestor:
             outcome.source_version_tx,
             tuple(outcome.node_ids),
             tuple(outcome.edge_ids),
+            stats={"empty": True} if empty else None,
         )
 
     async def apply_submission(
@@ -370,7 +384,8 @@ class Ingestor:
             if sub.partial and sub.child_jobs:
                 raise InvalidSubmission("childJobs belong in the final submission of a stream")
             children = await off_loop(len(result_json), _child_jobs, sub.child_jobs)
-            version = _version(job, payload, sub, worker)
+            children = tuple(self._expect(child) for child in children)
+            version = self._identified(_version(job, payload, sub, worker), payload, sub)
             stats = msgspec.json.encode(sub.stats) if sub.stats is not None else None
             now = now_us()
             if not streamed:
@@ -438,6 +453,28 @@ class Ingestor:
         )
         return result
 
+    def _expect(self, child: NewJob) -> NewJob:
+        """A child job with the fingerprint its format's declared worker would use (none
+        declared: one that matches no version, so the child is read)."""
+        options = msgspec.json.decode(child.payload, type=_Options).options
+        spec = self.projections.spec_for(child.format, None)
+        return replace(child, fingerprint=identity_of(spec, child.format, options).fingerprint)
+
+    def _identified(
+        self, version: NewVersion, payload: IngestJobPayload, sub: Submission
+    ) -> NewVersion:
+        """``version`` with the identity its worker read the bytes with: the submission's
+        ``projection`` (which also declares it for the format), else the format's declared
+        spec (docs/architecture.md, "Dedup, identity and versions")."""
+        declared = sub.projection
+        if declared is not None:
+            spec = ProjectionSpec(declared.worker, declared.version, declared.parsers)
+            self.projections.declare(payload.format, spec)
+        else:
+            spec = self.projections.spec_for(payload.format, None)
+        ident = identity_of(spec, payload.format, payload.options)
+        return replace(version, fingerprint=ident.fingerprint, identity=ident.json)
+
     def _refused_erased(self, job: JobRecord) -> SubmitResult:
         """A submission whose content is blocklisted: the store ended the job ``dead``
         (``erased``) and wrote nothing else."""
@@ -475,103 +512,19 @@ def _version(job: JobRecord, payload: IngestJobPayload, sub: Submission, worker:
     )
 
 
-def _child_job(child: ChildJobIn) -> NewJob:
-    if child.format not in KNOWN_FORMATS or child.format == "json":
-        raise InvalidSubmission(f"childJobs: format {child.format!r} is not a worker format")
-    if not child.name:
-        raise InvalidSubmission("childJobs: name must not be empty")
-    raw = b""
-    if child.content_b64 is not None:
-        try:
-            raw = base64.b64decode(child.content_b64, validate=True)
-        except (binascii.Error, ValueError):
-            raise InvalidSubmission(f"childJobs: {child.name}: contentB64 is not base64") from None
-    elif child.format not in FETCH_FORMATS:
-        raise InvalidSubmission(f"childJobs: {child.name}: contentB64 is required")
-    digest = content_hash(raw) if child.format not in FETCH_FORMATS else None
-    root = None
-    if child.root_node_id is not None:
-        try:
-            root = str(uuid.UUID(child.root_node_id))
-        except ValueError:
-            raise InvalidSubmission(f"childJobs: {child.name}: rootNodeId is not a UUID") from None
-    return _new_job(child.format, child.name, raw, digest, child.options, root_node_id=root)
+class _Options(msgspec.Struct):
+    """A job payload's options alone (the rest, base64 content included, is skipped)."""
+
+    options: dict[str, Any] = {}
 
 
-def _with_root_id(projection: Projection, root_id: str) -> Projection:
-    """``projection`` whose first node (the projection root) gets ``root_id`` when the worker
-    gave it no id and no other node of the submission has that id; else it stays as sent.
-    Its properties are re-encoded with sorted keys, as for every deterministic id (the upsert
-    ladder compares them)."""
-    nodes = projection.nodes
-    root = uuid.UUID(root_id).bytes
-    if not nodes or nodes[0].node_id is not None or any(n.node_id == root for n in nodes):
-        return projection
-    props = msgspec.json.encode(msgspec.json.decode(nodes[0].properties_json), order="sorted")
-    nodes[0] = nodes[0]._replace(node_id=root, properties_json=props)
-    return projection
-
-
-def _child_jobs(children: list[ChildJobIn]) -> tuple[NewJob, ...]:
-    return tuple(_child_job(c) for c in children)
-
-
-def _decode_payload(raw: bytes) -> IngestJobPayload:
-    return msgspec.json.decode(raw, type=IngestJobPayload)
-
-
-class _Ref(msgspec.Struct):
-    content_ref: str | None = None
-
-
-def content_ref(payload: bytes) -> bytes | None:
-    """The BLAKE3 digest of the stored raw bytes a job payload references, or ``None`` when
-    its content is inline. Decodes only that field (a payload can hold megabytes of base64)."""
-    ref = msgspec.json.decode(payload, type=_Ref).content_ref
-    return bytes.fromhex(ref) if ref else None
-
-
-def _unchanged(latest: SourceVersion | None, digest: bytes) -> bool:
-    """Whether ``digest`` is the latest version's content (request-level dedup). An
-    erased latest version never matches: its digest is on the blocklist, and the write that
-    follows refuses it inside its own transaction (``ContentErased``: 410): an erased digest
-    is refused, never silently matched."""
-    return latest is not None and latest.erased_at is None and latest.content_hash == digest
-
-
-def _new_job(
-    fmt: str,
-    name: str,
-    raw: bytes,
-    digest: bytes | None,
-    options: dict[str, Any],
-    *,
-    stored: bool = False,
-    size: int | None = None,
-    root_node_id: str | None = None,
-) -> NewJob:
-    """An ``ingest:{fmt}`` job whose payload is an ``IngestJobPayload``: the raw bytes
-    base64-encoded, or with ``stored`` a reference to the raw bytes stored under ``digest``
-    (``size`` bytes); ``content_hash`` hex, ``None`` for fetch formats."""
-    source_id = source_id_for(name)
-    hex_digest = digest.hex() if digest is not None else None
-    payload = IngestJobPayload(
-        source_id=str(source_id),
-        format=fmt,
-        name=name,
-        content_b64="" if stored else base64.b64encode(raw).decode(),
-        content_hash=hex_digest,
-        content_ref=hex_digest if stored else None,
-        size=len(raw) if size is None else size,
-        options=options,
-        root_node_id=root_node_id,
-    )
-    return NewJob(
-        new_id(),
-        f"ingest:{fmt}",
-        fmt,
-        source_id.bytes,
-        digest,
-        msgspec.json.encode(payload),
-        name=name,
-    )
+def as_latest(v: SourceVersion | None) -> Latest | None:
+    """A read latest version as dedup compares it (:func:`telha.domain.dedup.same_identity`).
+    An erased latest version never matches: its digest is on the blocklist, and the write
+    that follows refuses it inside its own transaction (``ContentErased``: 410)."""
+    if v is None:
+        return None
+    return Latest(
+        v.content_hash, v.canonical_text_hash, v.job_id, v.fingerprint, v.identity,
+        v.retired_tx is not None, v.erased_at is not None,
+    )  # fmt: skip

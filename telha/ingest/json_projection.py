@@ -9,6 +9,7 @@ order, each record's node before its children (depth first, document order).
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -19,12 +20,15 @@ from telha.domain.canonical import key_snake, nfc
 from telha.domain.errors import ContentError
 from telha.domain.projection import EdgeOut, NodeOut, Projection, SpanOut
 
-__all__ = ["JsonOptions", "project_json"]
+__all__ = ["JsonOptions", "empty_projection", "is_empty_json", "project_json"]
 
 _encode = msgspec.json.encode
 #: Guard for nesting inside arrays of scalars (objects are bounded by ``max_depth``).
 _MAX_ARRAY_NESTING = 64
 _UTF8_BOM = b"\xef\xbb\xbf"
+#: The bytes an empty input may consist of (the empty-input rule every format follows,
+#: :mod:`workers_common.empty`).
+_BLANK = re.compile(rb"[ \t\r\n\f\v]*\Z")
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,3 +252,18 @@ def project_json(raw: bytes, opts: JsonOptions) -> Projection:
         offset = end + 1
         projector.record(rec, line, i)
     return Projection(canonical, spans, projector.nodes, projector.edges)
+
+
+def is_empty_json(raw: bytes) -> bool:
+    """Whether ``raw`` is empty by the rule every format follows (docs/formats.md, "Empty
+    input"): no bytes, or only ASCII whitespace, optionally after a UTF-8 byte order mark."""
+    start = len(_UTF8_BOM) if raw.startswith(_UTF8_BOM) else 0
+    # A match stops at the first other byte: no copy of a large body.
+    return _BLANK.match(raw, start) is not None
+
+
+def empty_projection(name: str) -> Projection:
+    """An empty input's version: empty canonical text and only the root node, a
+    ``DOCUMENT`` with the source's ``name`` and ``format`` (as the workers' empty inputs)."""
+    props = _encode({"format": "json", "name": name})
+    return Projection(b"", [], [NodeOut(("DOCUMENT",), props, ())], [])

@@ -100,6 +100,7 @@ async def ingest(request: Request) -> Response:
             source_version_tx=result.source_version_tx,
             node_ids=[id_str(n) for n in result.node_ids],
             edge_ids=[id_str(e) for e in result.edge_ids],
+            stats=result.stats,
         ),
         201,
     )

@@ -526,6 +526,40 @@ def _paths() -> dict[str, Any]:
         **search_paths(_param, _json, _ERRORS, secured, KNOWN_FORMATS),
         **page_paths(_SOURCE, _TX, _param, _ERRORS, _ERASED, secured),
         **usage_paths(_json, _ERRORS, secured),
+        "/v1/reproject": {
+            "post": {
+                "summary": "Read outdated current versions again from their stored raw bytes",
+                "description": (
+                    "The scope's current versions made by another projection or other"
+                    " effective options than a request would use now (of `format`, of"
+                    " `sourceId`, when given) each get a job reading their stored bytes;"
+                    " `dryRun` only lists them. Erased and retired sources are never"
+                    " touched; versions whose raw bytes are gone are listed in rawGone."
+                ),
+                "security": secured,
+                "requestBody": {
+                    "required": False,
+                    "content": {
+                        "application/json": {
+                            "schema": {
+                                "type": "object",
+                                "additionalProperties": False,
+                                "properties": {
+                                    "format": {"type": "string"},
+                                    "sourceId": {"type": "string"},
+                                    "dryRun": {"type": "boolean"},
+                                },
+                            },
+                        }
+                    },
+                },
+                "responses": {
+                    "200": _json("ReprojectOut", "a dry run, or nothing outdated"),
+                    "202": _json("ReprojectOut", "the outdated versions' jobs, enqueued"),
+                    **_ERRORS,
+                },
+            }
+        },
         "/openapi.json": {
             "get": {
                 "summary": "This document",

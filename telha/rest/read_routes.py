@@ -39,6 +39,7 @@ from telha.wire import (
     Interval,
     NodeList,
     NodeOut,
+    ProjectionOut,
     Provenance,
     ProvenanceSpanOut,
     RetiredOut,
@@ -88,6 +89,10 @@ def _parent(p: VersionParent | None) -> VersionParentOut | None:
     )  # fmt: skip
 
 
+def _projection(identity: bytes | None) -> ProjectionOut | None:
+    return msgspec.json.decode(identity, type=ProjectionOut) if identity is not None else None
+
+
 async def get_source(request: Request) -> Response:
     """GET /v1/sources/{sourceId}: the source, retired or not, and its published versions,
     newest first, each with its state, root node and changes; with the fields its listing
@@ -135,6 +140,9 @@ async def get_source(request: Request) -> Response:
                     erasure_reason=v.erase_reason,
                     erasure_id=id_str(v.erasure_id) if v.erasure_id else None,
                     parent=_parent(parents.get(v.tx)),
+                    fingerprint=_hex(v.fingerprint),
+                    projection=_projection(v.identity),
+                    reason=v.reason,
                 )
                 for v in versions
             ],

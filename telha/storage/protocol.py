@@ -62,6 +62,7 @@ from telha.storage.core.cancel import CancelOutcome
 from telha.storage.core.diff import VersionDiff
 from telha.storage.core.keys import KeyRecord
 from telha.storage.core.publish import RetireOutcome
+from telha.storage.core.reproject import ReprojectRow
 from telha.storage.core.scan import Scan
 from telha.storage.core.search import Filters, Located, SearchHit
 from telha.storage.core.text_reads import ChunkInputs, TextWindow
@@ -443,6 +444,17 @@ class RetireStore(Protocol):
         """
 
 
+class ReprojectStore(Protocol):
+    """What re-projection reads (docs/rest-api.md, "Re-projection")."""
+
+    async def current_versions(
+        self, scope: Scope, fmt: str | None, source_id: bytes | None, after: bytes, limit: int
+    ) -> list[ReprojectRow]:
+        """Up to ``limit`` current versions of ``scope`` (neither retired nor erased) with
+        a source id above ``after``, in source id order, of format ``fmt`` and source
+        ``source_id`` when given (:func:`telha.storage.core.reproject.current_versions`)."""
+
+
 class ListStore(Protocol):
     """The listings (docs/rest-api.md, "Listings"): a scope's sources and jobs, newest
     first, index-backed (:mod:`telha.storage.core.listings`)."""
@@ -525,6 +537,7 @@ class Storage(
     ReadStore,
     SearchStore,
     RetireStore,
+    ReprojectStore,
     ListStore,
     ErasureStore,
     ScanStore,

@@ -245,7 +245,30 @@ def kept_edge_unmarked(sql: Sql, ids: dict[str, bytes]) -> None:
     )  # fmt: skip
 
 
+def fingerprint_forged(sql: Sql, ids: dict[str, bytes]) -> None:
+    """A version's fingerprint no longer the BLAKE3 of its identity."""
+    src = ids["notes.md"]
+    v2 = _txs(sql, src)[-1]
+    sql.run(
+        "UPDATE source_versions SET fingerprint = ? WHERE source_id = ? AND tx = ?",
+        b"\x00" * 32, src, v2,
+    )  # fmt: skip
+
+
+def fingerprint_missing(sql: Sql, ids: dict[str, bytes]) -> None:
+    """A new version written without its identity after one that has it."""
+    src = ids["risks.json"]
+    v2 = _txs(sql, src)[-1]
+    sql.run(
+        "UPDATE source_versions SET fingerprint = NULL, identity = NULL, reason = NULL"
+        " WHERE source_id = ? AND tx = ?",
+        src, v2,
+    )  # fmt: skip
+
+
 CORRUPTIONS: list[tuple[Corruption, str, str]] = [
+    (fingerprint_forged, "unpublished_versions", "not the BLAKE3 of its identity"),
+    (fingerprint_missing, "unpublished_versions", "an earlier version of its source has one"),
     (kept_edge_unmarked, "current_versions", "versions are current at once"),
     (two_versions_current, "current_versions", "versions are current at once"),
     (old_graph_current, "current_versions", "not of its current version"),

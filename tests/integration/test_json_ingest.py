@@ -161,7 +161,6 @@ async def test_node_ids_in_creation_order_depth_first(client: httpx.AsyncClient)
         ('[{"a": 1}, 2]', "mixed array"),
         ("[]", "empty top-level array"),
         ('{"a": 1', "malformed"),
-        ("", "empty content"),
         ('{"a": [{"b": 1}, 2]}', "array mixing objects with scalars inside a record"),
         ('{"a.b": 1, "a": {"b": 2}}', "literal dotted key then nested"),
         ('{"a": {"b": 2}, "a.b": 1}', "nested then literal dotted key"),
@@ -172,6 +171,30 @@ async def test_node_ids_in_creation_order_depth_first(client: httpx.AsyncClient)
 async def test_invalid_content(client: httpx.AsyncClient, content: str, why: str) -> None:
     resp = await client.post("/v1/ingest", json=_body(content, name=f"bad-{why}.json"))
     await _error(resp, 400, "INVALID_CONTENT")
+
+
+@pytest.mark.parametrize("content", ["", "  \n\t", "\ufeff \r\n"])
+async def test_empty_content_completes_with_stats_empty(
+    client: httpx.AsyncClient, content: str
+) -> None:
+    """Empty is empty in every format (docs/formats.md, "Empty input"): no bytes, or only
+    whitespace after an optional BOM, make a version holding only its DOCUMENT root, with an
+    empty text and ``stats.empty`` — not a malformed-JSON refusal."""
+    name = f"empty-{len(content)}-{content.startswith(chr(0xFEFF))}.json"
+    resp = await client.post("/v1/ingest", json=_body(content, name=name))
+    assert resp.status_code == 201, resp.text
+    created = resp.json()
+    assert created["stats"] == {"empty": True}
+    [root] = created["nodeIds"]
+    node = (await client.get(f"/v1/nodes/{root}")).json()
+    assert node["labels"] == ["DOCUMENT"]
+    assert node["properties"] == {"format": "json", "name": name}
+    text = await client.get(
+        f"/v1/sources/{created['sourceId']}/versions/{created['sourceVersionTx']}/text"
+    )
+    assert text.status_code == 200 and text.content == b"", text.text
+    again = await client.post("/v1/ingest", json=_body(content, name=name))
+    assert again.status_code == 200 and again.json()["deduplicated"] is True
 
 
 async def test_depth_limit_under_both_policies(client: httpx.AsyncClient) -> None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import asyncpg
@@ -291,6 +291,20 @@ async def _with_blocklist(store: PostgresStore) -> None:
         ("no dedup against a retired version", _with_retired_version, _job(5), True),
         ("no dedup against an open stream", lambda s: _streaming(s, keep=True), _job(5), True),
         ("dedup against an active job", _with_active_job, _job(5), True),
+        # The same bytes read another way (docs/architecture.md, "Dedup, identity and
+        # versions"): neither the latest version nor the active job answers.
+        (
+            "no dedup: another fingerprint than the version's",
+            _with_version,
+            replace(_job(5), fingerprint=b"f" * 32),
+            True,
+        ),
+        (
+            "no dedup: another fingerprint than the active job's",
+            _with_active_job,
+            replace(_job(5), fingerprint=b"f" * 32),
+            True,
+        ),
         ("fetch-format dedup", _with_active_job, _job(6, fmt="web", digest=None), True),
         (
             "fetch-format job, another format",
@@ -419,8 +433,16 @@ async def _blocklisted_then_leased(store: PostgresStore) -> None:
     await _with_blocklist(store)
 
 
-def _commit(text: bytes, node_id: bytes | None = None) -> tuple[Run, Run, list[bool]]:
-    version = NewVersion(SOURCE, "a.txt", "text", HASH, len(text), "w1", _job(7).job_id)
+_IDENTITY = b'{"format":"text","options":{},"parsers":{},"projection":1,"worker":"w1"}'
+
+
+def _commit(
+    text: bytes, node_id: bytes | None = None, identity: bytes | None = None
+) -> tuple[Run, Run, list[bool]]:
+    fingerprint = content_hash(identity) if identity is not None else None
+    version = NewVersion(
+        SOURCE, "a.txt", "text", HASH, len(text), "w1", _job(7).job_id, fingerprint, identity
+    )
     proj = _proj(text, node_id)
     completion = JobCompletion(LeaseRef(_job(7).job_id, 1), NOW + 50, b'{"n":1}', (), "w1")
     answered: list[bool] = []
@@ -452,6 +474,7 @@ def _commit(text: bytes, node_id: bytes | None = None) -> tuple[Run, Run, list[b
     ("case", "setup", "text", "node_id", "fast_answers"),
     [
         ("new", _leased, b"fresh text", None, True),
+        ("new, with its identity", _leased, b"fresh text", None, True),
         ("new with an explicit id not yet written", _leased, b"fresh text", NODE, True),
         ("new after an abandoned stream", _abandoned_then_leased, b"fresh text", None, True),
         ("duplicate of another job's version", _version_then_leased, b"hello", None, False),
@@ -470,7 +493,9 @@ async def test_commit_single(
     node_id: bytes | None,
     fast_answers: bool,
 ) -> None:
-    fast, core, answered = _commit(text, node_id)
+    # The fast path writes a version's identity beside telha_commit_single, in its transaction.
+    identity = _IDENTITY if case.endswith("with its identity") else None
+    fast, core, answered = _commit(text, node_id, identity)
     out, _ = await _same(envs, setup, fast, core)
     assert answered == [fast_answers]
     commit = out[0]

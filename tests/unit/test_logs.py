@@ -136,7 +136,7 @@ def test_fields_of_a_new_job() -> None:
 
 
 def test_payload_fields_read_the_source_id_from_a_core_payload() -> None:
-    from telha.ingest.ingestor import _new_job
+    from telha.ingest.job_payload import new_job as _new_job
     from telha_proto.telha.worker.v1 import JobPayload
     from workers_common.logs import payload_fields
 

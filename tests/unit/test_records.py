@@ -1,5 +1,6 @@
 """The dedup predicate of telha/domain/records.py across the Dedup modes, property-tested
-against the rules it implements, plus the UTF-8 boundary and slice helpers beside it."""
+against the rules it implements (the same bytes *and* fingerprint, never a retired or erased
+latest version), plus the UTF-8 boundary and slice helpers beside it."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from telha.domain.dedup import Latest, version_reason
 from telha.domain.errors import RequestError
 from telha.domain.model import BLOB_CHUNK, Dedup, NewVersion
 from telha.domain.records import is_boundary, is_duplicate, slice_chunks, slice_text
@@ -14,24 +16,38 @@ from telha.domain.records import is_boundary, is_duplicate, slice_chunks, slice_
 #: A handful of values per field, so equal and different ones both come up often.
 hashes = st.sampled_from([b"\x01" * 32, b"\x02" * 32])
 job_ids = st.sampled_from([None, b"\x0a" * 16, b"\x0b" * 16])
-latests = st.none() | st.tuples(hashes, st.none() | hashes, job_ids)
+fingerprints = st.sampled_from([None, b"\x03" * 32, b"\x04" * 32])
+latests = st.none() | st.builds(
+    Latest, hashes, st.none() | hashes, job_ids, fingerprints, st.none(), st.booleans(),
+    st.booleans(),
+)  # fmt: skip
 
 
-def new_version(content: bytes, job: bytes | None) -> NewVersion:
-    return NewVersion(b"\x00" * 16, "doc.txt", "text", content, 3, "w", job)
+def new_version(content: bytes, job: bytes | None, fingerprint: bytes | None = None) -> NewVersion:
+    return NewVersion(b"\x00" * 16, "doc.txt", "text", content, 3, "w", job, fingerprint)
 
 
-@given(latests, hashes, hashes, job_ids, st.sampled_from(list(Dedup)))
+@given(latests, hashes, hashes, job_ids, fingerprints, st.sampled_from(list(Dedup)))
 def test_is_duplicate_follows_each_mode(
-    latest: tuple[bytes, bytes | None, bytes | None] | None,
+    latest: Latest | None,
     content: bytes,
     canonical: bytes,
     job: bytes | None,
+    fingerprint: bytes | None,
     mode: Dedup,
 ) -> None:
-    got = is_duplicate(latest, new_version(content, job), canonical, mode)
-    if mode is Dedup.NONE or latest is None or latest[0] != content:
-        assert got is False  # no rule, a new source, or other raw bytes: always written
+    got = is_duplicate(latest, new_version(content, job, fingerprint), canonical, mode)
+    if (
+        mode is Dedup.NONE
+        or latest is None
+        or latest.content_hash != content
+        or latest.fingerprint != fingerprint
+        or latest.retired
+        or latest.erased
+    ):
+        # No rule, a new source, other raw bytes, bytes read another way, or a retired or
+        # erased latest version: always written.
+        assert got is False
     elif mode is Dedup.CONTENT:
         assert got is True  # the same raw bytes: nothing written, whatever the text
     else:  # SUBMIT: same bytes and text, written by another job (a retry re-applies)
@@ -41,12 +57,30 @@ def test_is_duplicate_follows_each_mode(
 def test_submit_mode_examples() -> None:
     a, b, job, other = b"\x01" * 32, b"\x02" * 32, b"\x0a" * 16, b"\x0b" * 16
     v = new_version(a, job)
-    assert is_duplicate((a, b, other), v, b, Dedup.SUBMIT)
-    assert not is_duplicate((a, b, job), v, b, Dedup.SUBMIT)  # the same job's retry
-    assert not is_duplicate((a, a, other), v, b, Dedup.SUBMIT)  # other canonical text
-    assert not is_duplicate((a, None, other), v, b, Dedup.SUBMIT)
-    assert is_duplicate((a, a, job), v, b, Dedup.CONTENT)
-    assert not is_duplicate((b, b, other), v, b, Dedup.CONTENT)
+    assert is_duplicate(Latest(a, b, other), v, b, Dedup.SUBMIT)
+    assert not is_duplicate(Latest(a, b, job), v, b, Dedup.SUBMIT)  # the same job's retry
+    assert not is_duplicate(Latest(a, a, other), v, b, Dedup.SUBMIT)  # other canonical text
+    assert not is_duplicate(Latest(a, None, other), v, b, Dedup.SUBMIT)
+    assert is_duplicate(Latest(a, a, job), v, b, Dedup.CONTENT)
+    assert not is_duplicate(Latest(b, b, other), v, b, Dedup.CONTENT)
+    # Bytes read with another fingerprint, or a retired source: a new version.
+    assert not is_duplicate(Latest(a, a, job, b"\x03" * 32), v, b, Dedup.CONTENT)
+    assert not is_duplicate(Latest(a, a, job, retired=True), v, b, Dedup.CONTENT)
+
+
+def test_version_reason_names_what_changed() -> None:
+    a, b = b"\x01" * 32, b"\x02" * 32
+    one = (
+        b'{"format":"csv","options":{"encoding":"cp1251"},"parsers":{},"projection":1,"worker":"w"}'
+    )
+    other_opts = one.replace(b"cp1251", b"iso-8859-7")
+    newer = one.replace(b'"projection":1', b'"projection":2')
+    assert version_reason(None, a, one) is None
+    assert version_reason(Latest(a, a, None, None, one), b, one) == "content"
+    assert version_reason(Latest(a, a, None, None, one), a, other_opts) == "options"
+    assert version_reason(Latest(a, a, None, None, one), a, newer) == "projection"
+    assert version_reason(Latest(a, a, None, None, None), a, one) == "projection"
+    assert version_reason(Latest(a, a, None, None, one, retired=True), a, one) == "restored"
 
 
 @given(st.text(max_size=30), st.data())

@@ -9,7 +9,9 @@ import uuid
 import pytest
 
 from telha.domain.submission import ChildJobIn, InvalidSubmission, decode_submission, to_projection
-from telha.ingest.ingestor import _child_job, _decode_payload, _with_root_id
+from telha.ingest.job_payload import child_job as _child_job
+from telha.ingest.job_payload import decode_payload as _decode_payload
+from telha.ingest.job_payload import with_root_id as _with_root_id
 
 ROOT = str(uuid.uuid4())
 

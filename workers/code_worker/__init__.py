@@ -45,10 +45,29 @@ from workers_common import (
 from workers_common.canonical import drop_nul
 from workers_common.empty import is_empty
 from workers_common.format_options import option_names
+from workers_common.projection import installed
 
-__all__ = ["FORMATS", "LANGUAGES", "file_id", "handle"]
+__all__ = ["FORMATS", "LANGUAGES", "PROJECTION_VERSION", "file_id", "handle", "parser_versions"]
 
 FORMATS = ("code",)
+#: How this worker reads bytes (:mod:`workers_common.projection`): raise it whenever the same
+#: bytes and options would project differently.
+PROJECTION_VERSION = 1
+
+
+def parser_versions() -> dict[str, str]:
+    """The installed versions of the parsers that shape this worker's output:
+    tree-sitter and its grammars."""
+    return installed(
+        "tree-sitter",
+        "tree-sitter-python",
+        "tree-sitter-rust",
+        "tree-sitter-javascript",
+        "tree-sitter-typescript",
+        "tree-sitter-go",
+    )
+
+
 #: A plain, CPU-bound handler: in-process pools run it in a worker process (see
 #: workers_common.handlers).
 PROCESS_POOL = True

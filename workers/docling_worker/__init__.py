@@ -41,14 +41,26 @@ from workers_common import (
 )
 from workers_common.empty import is_empty
 from workers_common.format_options import option_names
+from workers_common.projection import installed
 from workers_common.splitter import stream_submission
 
-__all__ = ["FORMATS", "handle"]
+__all__ = ["FORMATS", "PROJECTION_VERSION", "handle", "parser_versions"]
 
 #: The image formats read through OCR (as :data:`docling_worker.ocr_sources.IMAGE_FORMATS`,
 #: which the parent does not import: it loads Pillow and docling).
 IMAGE_FORMATS = ("png", "jpeg", "tiff", "bmp", "webp")
 FORMATS = ("pdf", "docx", "pptx", "html", *IMAGE_FORMATS)
+#: How this worker reads bytes (:mod:`workers_common.projection`): raise it whenever the same
+#: bytes and options would project differently.
+PROJECTION_VERSION = 1
+
+
+def parser_versions() -> dict[str, str]:
+    """The installed versions of the parsers that shape this worker's output:
+    docling's converters, pdfium and Pillow."""
+    return installed("docling-slim", "docling-core", "pypdfium2", "pillow")
+
+
 _OCR_MODES = ("auto", "force", "off")
 if tesseract_binary() is None:
     logging.getLogger("docling_worker").warning(

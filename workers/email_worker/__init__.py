@@ -74,11 +74,31 @@ from workers_common import (
 from workers_common.empty import is_empty
 from workers_common.format_options import option_names
 from workers_common.ids import child_root_id
+from workers_common.projection import installed
 from workers_common.temporal import find_dates, to_us
 
-__all__ = ["FORMATS", "handle", "message_node_id", "normalize_subject", "source_message_id"]
+__all__ = [
+    "FORMATS",
+    "PROJECTION_VERSION",
+    "handle",
+    "message_node_id",
+    "normalize_subject",
+    "parser_versions",
+    "source_message_id",
+]
 
 FORMATS = ("eml", "msg")
+#: How this worker reads bytes (:mod:`workers_common.projection`): raise it whenever the same
+#: bytes and options would project differently.
+PROJECTION_VERSION = 1
+
+
+def parser_versions() -> dict[str, str]:
+    """The installed versions of the parsers that shape this worker's output:
+    the standard library's e-mail parser."""
+    return installed()
+
+
 #: A plain, CPU-bound handler: in-process pools run it in a worker process (see
 #: workers_common.handlers).
 PROCESS_POOL = True

@@ -69,10 +69,20 @@ from tabular_worker.xlsx_source import iter_tables, open_workbook
 from workers_common import Job
 from workers_common.empty import is_empty
 from workers_common.prefetch import ahead
+from workers_common.projection import installed
 
-__all__ = ["FORMATS", "handle"]
+__all__ = ["FORMATS", "PROJECTION_VERSION", "handle", "parser_versions"]
 
 FORMATS = ("csv", "tsv", "xlsx")
+#: How this worker reads bytes (:mod:`workers_common.projection`): raise it whenever the same
+#: bytes and options would project differently.
+PROJECTION_VERSION = 1
+
+
+def parser_versions() -> dict[str, str]:
+    """The installed versions of the parsers that shape this worker's output:
+    polars reads CSV/TSV, charset-normalizer guesses encodings."""
+    return installed("polars", "charset-normalizer")
 
 
 def _table_stats(tables: list[Table]) -> dict[str, object]:

@@ -21,10 +21,22 @@ from typing import Any
 from workers_common import CorruptInput, IngestionResultBuilder, Job, normalize_canonical
 from workers_common.canonical import drop_nul
 from workers_common.empty import is_empty
+from workers_common.projection import installed
 
-__all__ = ["FORMATS", "handle", "project"]
+__all__ = ["FORMATS", "PROJECTION_VERSION", "handle", "parser_versions", "project"]
 
 FORMATS = ("text", "markdown")
+#: How this worker reads bytes (:mod:`workers_common.projection`): raise it whenever the same
+#: bytes and options would project differently.
+PROJECTION_VERSION = 1
+
+
+def parser_versions() -> dict[str, str]:
+    """The installed versions of the parsers that shape this worker's output:
+    its own parser only."""
+    return installed()
+
+
 #: A plain, CPU-bound handler: in-process pools run it in a worker process (see
 #: workers_common.handlers).
 PROCESS_POOL = True

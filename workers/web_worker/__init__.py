@@ -37,11 +37,29 @@ from web_worker.project import project_file, project_page
 from web_worker.robots import RobotsCache
 from web_worker.sandbox import sandbox_problem
 from workers_common import Job, UnsupportedFeature
+from workers_common.projection import installed
 from workers_common.run import UsageError
 
-__all__ = ["FORMATS", "handle", "lifespan", "startup_problem"]
+__all__ = [
+    "FORMATS",
+    "PROJECTION_VERSION",
+    "handle",
+    "lifespan",
+    "parser_versions",
+    "startup_problem",
+]
 
 FORMATS = ("web",)
+#: How this worker reads bytes (:mod:`workers_common.projection`): raise it whenever the same
+#: bytes and options would project differently.
+PROJECTION_VERSION = 1
+
+
+def parser_versions() -> dict[str, str]:
+    """The installed versions of the parsers that shape this worker's output:
+    the browser renders the page."""
+    return installed("playwright")
+
 
 log = logging.getLogger("web_worker")
 

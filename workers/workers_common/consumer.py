@@ -62,6 +62,7 @@ from workers_common.handlers import (
 from workers_common.job import Job
 from workers_common.logs import bound_job, payload_fields
 from workers_common.metrics import WorkerMetrics
+from workers_common.projection import ProjectionSpec, with_projection
 
 __all__ = [
     "HEARTBEAT_INTERVAL_SECS",
@@ -162,6 +163,8 @@ class WorkerConsumer:
         this limiter's tokens at once across every consumer sharing it; ``None``: threads.
     :param log_failures: log each failed job at info (``False``: at debug, for an in-process
         consumer whose failures core logs in the same log).
+    :param projection: the handler's projection spec, sent with each submission
+        (:mod:`workers_common.projection`); ``None``: none declared.
     """
 
     def __init__(
@@ -178,6 +181,7 @@ class WorkerConsumer:
         metrics: WorkerMetrics | None = None,
         processes: anyio.CapacityLimiter | None = None,
         log_failures: bool = True,
+        projection: ProjectionSpec | None = None,
     ) -> None:
         self._transport = transport
         #: Log a failed job at info. An in-process consumer leaves it to core, whose
@@ -195,6 +199,7 @@ class WorkerConsumer:
         self._metrics = metrics
         self._processes = processes
         self._received = 0
+        self._projection = projection
 
     @property
     def worker_id(self) -> str:
@@ -373,6 +378,8 @@ class WorkerConsumer:
         raise AssertionError("unreachable")
 
     async def _submit_once(self, payload: JobPayload, body: bytes) -> SubmitResponse:
+        if self._projection is not None:  # how the bytes were read (core's identity)
+            body = with_projection(body, self._projection)
         return await self._transport.submit(
             IngestionResult(
                 job_id=payload.job_id,

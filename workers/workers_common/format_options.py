@@ -55,6 +55,9 @@ class Option:
     :ivar minimum: least value (``int``, ``number``), inclusive.
     :ivar maximum: greatest value (``int``, ``number``), inclusive.
     :ivar fields: the keys of an ``object``.
+    :ivar default: the value a worker reads when the option is absent (``None``: absent is its
+        own meaning); the effective options of a version's identity fill it in
+        (:func:`workers_common.projection.effective_options`).
     """
 
     name: str
@@ -63,6 +66,7 @@ class Option:
     minimum: float | None = None
     maximum: float | None = None
     fields: tuple[Option, ...] = ()
+    default: Any = None
 
 
 class OptionError(ValueError):
@@ -75,9 +79,9 @@ class OptionError(ValueError):
         self.problem = problem
 
 
-_CLARIFY = Option("clarify", "bool")
+_CLARIFY = Option("clarify", "bool", default=False)
 #: Which pages go through OCR (docs/formats.md, "OCR: scanned PDFs and images").
-_OCR = Option("ocr", "choice", choices=("auto", "force", "off"))
+_OCR = Option("ocr", "choice", choices=("auto", "force", "off"), default="auto")
 #: Options core itself reads on every format that makes a job (docs/rest-api.md, "Webhooks");
 #: core checks their values itself.
 CORE_OPTIONS = frozenset({"webhook"})
@@ -86,7 +90,7 @@ MAX_ROWS_PER_PARTIAL = 200_000
 _TABULAR = (
     Option("delimiter", "char", choices=('"', "\n", "\r", "\x1f")),
     Option("encoding", "codec"),
-    Option("header", "switch", choices=("auto", "true", "false")),
+    Option("header", "switch", choices=("auto", "true", "false"), default="auto"),
     Option("sheets", "strings"),
     Option("rows_per_partial", "int", minimum=1, maximum=MAX_ROWS_PER_PARTIAL),
     Option("label", "label"),
@@ -109,7 +113,9 @@ _CRAWL = Option(
 _WEB = (
     Option("timeout_s", "number", minimum=0.1),
     Option("max_bytes", "int", minimum=1),
-    Option("wait_until", "choice", choices=("load", "domcontentloaded", "networkidle")),
+    Option(
+        "wait_until", "choice", choices=("load", "domcontentloaded", "networkidle"), default="load"
+    ),
     Option("wait_for", "text"),
     _CLARIFY,
     _CRAWL,

@@ -37,6 +37,7 @@ from workers_common.handlers import module_lifespan
 from workers_common.http import health_app, serve_http
 from workers_common.logs import configure_logging
 from workers_common.metrics import WorkerMetrics
+from workers_common.projection import module_spec
 from workers_common.transport import GrpcTransport, split_target
 
 __all__ = ["HEALTHY_STREAM_S", "load_worker", "main", "reconnect_delay"]
@@ -145,6 +146,7 @@ async def _poll_forever(
             capacity=args.capacity,
             heartbeat_interval_s=args.heartbeat_interval_s,
             metrics=metrics,
+            projection=module_spec(module.__name__, module),
         )
         started = time.monotonic()
         try:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from telha.domain.dedup import Latest, same_identity
 from telha.domain.erasure import payload_name, scrub_payload
 from telha.domain.errors import StaleLease
 from telha.domain.ids import id_str
@@ -66,7 +67,7 @@ __all__ = [
     "fail",
     "get_job",
     "heartbeat",
-    "latest_hashes",
+    "latest_identity",
     "lease",
     "lose",
     "next_available_at",
@@ -119,35 +120,43 @@ async def check_lease(tx: Tx, lease: LeaseRef) -> tuple[int, str, bytes | None]:
     return int(row[0]), str(row[1]), row[4]
 
 
-async def latest_hashes(
-    tx: Tx, sid: int, source_id: bytes
-) -> tuple[bytes, bytes | None, bytes | None] | None:
-    """``(content_hash, canonical_text_hash, job_id)`` of a source's latest published
-    version (what dedup compares with); ``None`` when it has none, or the source was retired
-    since (the same bytes again make a new version). A streamed version still open, or
-    abandoned, is not published."""
+async def latest_identity(tx: Tx, sid: int, source_id: bytes) -> Latest | None:
+    """What dedup compares with (:class:`telha.domain.dedup.Latest`): a source's latest
+    published version, retired or erased or not; ``None`` when it has none. A streamed
+    version still open, or abandoned, is not published."""
     row = await tx.fetchone(
-        "SELECT content_hash, canonical_text_hash, job_id, retired_tx FROM source_versions"
+        "SELECT content_hash, canonical_text_hash, job_id, fingerprint, identity, retired_tx,"
+        " erased_at FROM source_versions"
         " WHERE scope_id = ? AND source_id = ? AND published_tx IS NOT NULL"
         " ORDER BY tx DESC LIMIT 1",
         sid, source_id,
     )  # fmt: skip
-    return (row[0], row[1], row[2]) if row is not None and row[3] is None else None
+    if row is None:
+        return None
+    identity = row[4].encode() if isinstance(row[4], str) else row[4]
+    return Latest(row[0], row[1], row[2], row[3], identity, row[5] is not None, row[6] is not None)
+
+
+def _null_equal(tx: Tx) -> str:
+    """The comparison under which ``NULL`` equals ``NULL`` (a fingerprint not known)."""
+    return "IS NOT DISTINCT FROM" if tx.postgres else "IS"
 
 
 async def _dedup(tx: Tx, sid: int, job: NewJob) -> EnqueueOutcome | None:
     """Request-level dedup of a job with ``dedup`` asked: with a content hash, against the
-    source's latest version and an active job of the same ``(source, hash)``; a fetch-format
+    source's latest version (:func:`telha.domain.dedup.same_identity`: the same bytes and
+    fingerprint) and an active job of the same ``(source, hash, fingerprint)``; a fetch-format
     job (no hash yet, say a crawl's child) against an active job fetching the same
     ``(source, format)``. The oldest active job answers."""
     if job.content_hash is not None:
-        latest = await latest_hashes(tx, sid, job.source_id)
-        if latest is not None and latest[0] == job.content_hash:
+        latest = await latest_identity(tx, sid, job.source_id)
+        if same_identity(latest, job.content_hash, job.fingerprint):
             return EnqueueOutcome(True, None)
         active = await tx.fetchone(
             "SELECT job_id FROM jobs WHERE scope_id = ? AND source_id = ? AND content_hash = ?"
-            " AND state IN ('pending', 'leased') ORDER BY created_at, job_id LIMIT 1",
-            sid, job.source_id, job.content_hash,
+            f" AND fingerprint {_null_equal(tx)} ? AND state IN ('pending', 'leased')"
+            " ORDER BY created_at, job_id LIMIT 1",
+            sid, job.source_id, job.content_hash, job.fingerprint,
         )  # fmt: skip
     else:
         active = await tx.fetchone(
@@ -186,10 +195,10 @@ async def enqueue(
             return outcome
     await tx.execute(
         "INSERT INTO jobs (job_id, scope_id, kind, format, source_id, content_hash,"
-        " payload, state, available_at, created_at, updated_at, name, parent_job_id)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?)",
+        " payload, state, available_at, created_at, updated_at, name, parent_job_id,"
+        " fingerprint) VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?)",
         job.job_id, sid, job.kind, job.format, job.source_id, job.content_hash, job.payload,
-        now_us, now_us, now_us, job.name, parent,
+        now_us, now_us, now_us, job.name, parent, job.fingerprint,
     )  # fmt: skip
     if job.webhook is not None:
         await record_job_webhook(tx, job.job_id, job.webhook)

@@ -28,7 +28,7 @@ from telha.domain.model import (
 from telha.domain.records import node_record, slice_chunks, slice_text, version_record
 from telha.storage.core.engine import EngineOps
 from telha.storage.core.tx import Tx
-from telha.storage.core.versions import VERSION_COLS
+from telha.storage.core.versions import IDENTITY_COLS, VERSION_COLS
 from telha.storage.core.visible import visible
 
 __all__ = [
@@ -48,7 +48,7 @@ __all__ = [
 #: :class:`~telha.domain.model.SourceVersion` columns as reads select them (with the erasure,
 #: the publish and the retire).
 _READ_COLS = VERSION_COLS + ", erased_at, erasure_id, erase_reason, published_tx, root_node_id,"
-_READ_COLS += " changes, retired_tx, retire_reason"
+_READ_COLS += f" changes, retired_tx, retire_reason, {IDENTITY_COLS}"
 #: Node row ``n``'s columns in the order :func:`~telha.domain.records.node_record` unpacks.
 NODE_COLS = "n.node_id, n.labels, n.properties, n.tx_from, n.tx_to, n.valid_from, n.valid_to,"
 NODE_COLS += " n.provenance, n.source_id"

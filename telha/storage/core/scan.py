@@ -36,7 +36,8 @@ __all__ = ["Scan", "ScanOps"]
 
 _VERSION = (
     "v.scope_id, v.source_id, v.tx, v.name, v.format, v.content_hash, v.canonical_text_hash,"
-    " v.worker, v.job_id, v.blob_id, v.text_len, v.erased_at, v.published_tx, v.retired_tx"
+    " v.worker, v.job_id, v.blob_id, v.text_len, v.erased_at, v.published_tx, v.retired_tx,"
+    " v.fingerprint, v.identity, v.reason"
 )
 _NODE = "n.scope_id, n.node_id, n.tx_from, n.tx_to, n.source_id, n.provenance"
 _SPAN = 's.scope_id, s.source_id, s.source_version_tx, s.start, s."end", s.kind, s.linked_nodes'

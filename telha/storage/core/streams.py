@@ -28,6 +28,7 @@ from dataclasses import replace
 import blake3
 
 from telha.domain.canonical import is_boundary
+from telha.domain.dedup import version_reason
 from telha.domain.erasure import BLOCKED_REASON
 from telha.domain.errors import InvalidStream
 from telha.domain.identity import match_keys
@@ -56,6 +57,7 @@ from telha.storage.core.jobs import (
     check_lease,
     complete,
     end_erased,
+    latest_identity,
     store_continuation,
 )
 from telha.storage.core.members import after_publish
@@ -177,7 +179,8 @@ async def _pin(
         lambda at: build_rows(sid, v.source_id, at, blob_id, projection, existing, match=matched),
     )
     tx_pin = rows.tx
-    await insert_version(tx, sid, tx_pin, v, None, blob_id, 0)
+    reason = version_reason(await latest_identity(tx, sid, v.source_id), v.content_hash, v.identity)
+    await insert_version(tx, sid, tx_pin, v, None, blob_id, 0, reason)
     await keep_edges(tx, sid, v.source_id, rows)
     await tx.write_rows(rows)
     text = projection.canonical

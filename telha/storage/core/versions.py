@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
+from telha.domain.dedup import version_reason
 from telha.domain.erasure import BLOCKED_REASON, ERASED_MESSAGE
 from telha.domain.errors import ContentErased
 from telha.domain.identity import match_keys
@@ -32,12 +33,19 @@ from telha.domain.streams import single_shot_allowed
 from telha.offload import off_loop
 from telha.storage.core.blocklist import blocked
 from telha.storage.core.engine import EngineOps
-from telha.storage.core.jobs import abandon_stream, check_lease, complete, end_erased, latest_hashes
+from telha.storage.core.jobs import (
+    abandon_stream,
+    check_lease,
+    complete,
+    end_erased,
+    latest_identity,
+)
 from telha.storage.core.members import after_publish
 from telha.storage.core.publish import has_earlier, keep_edges, match, publish
 from telha.storage.core.tx import Rollback, Tx, any_groups
 
 __all__ = [
+    "IDENTITY_COLS",
     "VERSION_COLS",
     "VersionOps",
     "commit",
@@ -53,6 +61,9 @@ VERSION_COLS = (
     "source_id, tx, name, format, content_hash, canonical_text_hash, size, worker, job_id,"
     " blob_id, text_len"
 )
+#: The identity columns a commit writes after :data:`VERSION_COLS` (and reads select last,
+#: in :class:`~telha.domain.model.SourceVersion` field order).
+IDENTITY_COLS = "fingerprint, identity, reason"
 
 
 async def current_nodes(tx: Tx, sid: int, ids: Sequence[bytes]) -> Existing:
@@ -95,14 +106,17 @@ async def insert_version(
     canonical_hash: bytes | None,
     blob_id: bytes,
     text_len: int,
+    reason: str | None,
 ) -> None:
     """Write a ``source_versions`` row (``canonical_hash`` ``None``: a stream's pinned
-    version, not a version yet)."""
+    version, not a version yet) with its identity and ``reason``
+    (:func:`telha.domain.dedup.version_reason`)."""
+    identity = v.identity.decode() if v.identity is not None else None
     await tx.execute(
-        f"INSERT INTO source_versions (scope_id, {VERSION_COLS})"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        f"INSERT INTO source_versions (scope_id, {VERSION_COLS}, {IDENTITY_COLS})"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         sid, v.source_id, tx_time, v.name, v.format, v.content_hash, canonical_hash, v.size,
-        v.worker, v.job_id, blob_id, text_len,
+        v.worker, v.job_id, blob_id, text_len, v.fingerprint, identity, reason,
     )  # fmt: skip
 
 
@@ -158,16 +172,15 @@ async def commit(
             raise ContentErased(ERASED_MESSAGE)
         await end_erased(tx, completion.lease.job_id, completion.now_us, BLOCKED_REASON)
         return CommitOutcome(False, None, [], [], erased=True)
-    if dedup is not Dedup.NONE:
-        latest = await latest_hashes(tx, sid, version.source_id)
-        if is_duplicate(latest, version, canonical_hash, dedup):
-            if completion is None:
-                raise Rollback(CommitOutcome(True, None, [], []))
-            # A duplicate writes no rows; its fetch children still run (a recrawl of an
-            # unchanged index must reach changed pages it links to).
-            fetches = tuple(c for c in children if c.content_hash is None)
-            await complete(tx, sid, replace(completion, children=fetches), "deduplicated")
-            return CommitOutcome(True, None, [], [])
+    latest = await latest_identity(tx, sid, version.source_id)
+    if is_duplicate(latest, version, canonical_hash, dedup):
+        if completion is None:
+            raise Rollback(CommitOutcome(True, None, [], []))
+        # A duplicate writes no rows; its fetch children still run (a recrawl of an
+        # unchanged index must reach changed pages it links to).
+        fetches = tuple(c for c in children if c.content_hash is None)
+        await complete(tx, sid, replace(completion, children=fetches), "deduplicated")
+        return CommitOutcome(True, None, [], [])
     explicit = [n.node_id for n in projection.nodes if n.node_id is not None]
     existing = await current_nodes(tx, sid, explicit) if explicit else {}
     matched = await match(tx, sid, version.source_id, PENDING_TX, projection, whole=True)
@@ -178,8 +191,9 @@ async def commit(
         ),
     )
     tx_time = rows.tx
+    reason = version_reason(latest, version.content_hash, version.identity)
     await insert_version(
-        tx, sid, tx_time, version, canonical_hash, blob_id, len(projection.canonical)
+        tx, sid, tx_time, version, canonical_hash, blob_id, len(projection.canonical), reason
     )
     await keep_edges(tx, sid, version.source_id, rows)
     await tx.write_rows(rows)

@@ -55,10 +55,10 @@ class FastJobOps(JobOps, PgBase):
         async def one(conn: Conn) -> EnqueueOutcome:
             row = await conn.fetchrow(
                 "SELECT deduplicated, job_id, erased FROM telha_enqueue($1, $2, $3, $4, $5, $6,"
-                " $7, $8, $9, $10, $11, $12, $13)",
+                " $7, $8, $9, $10, $11, $12, $13, $14)",
                 job.job_id, sid, job.kind, job.format, job.source_id, job.content_hash,
                 job.payload, now_us, dedup, None, source_lock_key(sid, job.source_id), CHANNEL,
-                job.name,
+                job.name, job.fingerprint,
             )  # fmt: skip
             assert row is not None
             return EnqueueOutcome(bool(row[0]), row[1], bool(row[2]))
@@ -164,14 +164,24 @@ class FastVersionOps(VersionOps, PgBase):
             *_columns(rows.ambiguities, 1, 3, 4, 5, 6, 7, 8),
         )  # fmt: skip
 
+        identity = version.identity.decode() if version.identity is not None else None
+        own_tx = self.search_enabled or identity is not None
+
         async def one(conn: Conn) -> tuple[str, int | None]:
             row = await conn.fetchrow(_COMMIT_SINGLE, *args)
             assert row is not None
+            if row[0] == "committed" and identity is not None:
+                # The version's identity, in the same transaction (a first version: no reason).
+                await conn.execute(
+                    "UPDATE source_versions SET fingerprint = $1, identity = $2"
+                    " WHERE scope_id = $3 AND source_id = $4 AND tx = $5",
+                    version.fingerprint, identity, sid, version.source_id, row[1],
+                )  # fmt: skip
             if self.search_enabled and row[0] == "committed":  # the index, in the same transaction
                 await sync_source(PgTx(conn, self._scopes), sid, version.source_id)
             return str(row[0]), row[1]
 
-        outcome, tx_time = await self._write("commit version", one, transaction=self.search_enabled)
+        outcome, tx_time = await self._write("commit version", one, transaction=own_tx)
         if outcome == "stale":
             raise StaleLease("job is not leased under this lease generation")
         if outcome != "committed":

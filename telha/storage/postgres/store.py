@@ -28,6 +28,7 @@ from telha.storage.core.listings import ListOps
 from telha.storage.core.quotas import QuotaOps
 from telha.storage.core.raw import RawOps
 from telha.storage.core.reads import ReadOps
+from telha.storage.core.reproject import ReprojectOps
 from telha.storage.core.retention import RetentionOps
 from telha.storage.core.retire import RetireOps
 from telha.storage.core.scan import ScanOps
@@ -56,6 +57,7 @@ class PostgresStore(
     SearchOps,
     DiffOps,
     RetireOps,
+    ReprojectOps,
     ListOps,
     FastJobOps,
     CancelOps,
