@@ -190,7 +190,7 @@ async def _candidates(
 async def _details(tx: Tx, sid: int, rowids: list[int]) -> list[tuple[Any, ...]]:
     """``(rowid, source_id, version_tx, start, end, kind, linked, labels, name, blob_id,
     text)`` of index rows, in ``rowids`` order, of the scope only; ``text`` is the span's
-    text when the index row holds it exactly (SQLite, no CJK spacing), else ``None``."""
+    text when the index row holds it exactly (SQLite, an ASCII span), else ``None``."""
     if not rowids:
         return []
     cond, params = tx.any("s.rowid", rowids, "bigint")
@@ -203,7 +203,10 @@ async def _details(tx: Tx, sid: int, rowids: list[int]) -> list[tuple[Any, ...]]
         *params, sid,
     )  # fmt: skip
     order = {r: i for i, r in enumerate(rowids)}
-    rows = [(*r[:10], r[10] if r[10] is not None and is_verbatim(r[10]) else None) for r in rows]
+    rows = [
+        (*r[:10], r[10] if r[10] is not None and is_verbatim(r[10], r[4] - r[3]) else None)
+        for r in rows
+    ]
     return sorted(rows, key=lambda r: order[int(r[0])])
 
 

@@ -1,0 +1,11 @@
+-- One folding for index and query (docs/architecture.md, "Search: words and folding"): the
+-- `tsvector`s written before it held words cut and folded another way (every combining mark
+-- dropped after decomposition: Hangul, й and ё, accented Greek, hamza forms and voiced kana
+-- decomposed, Indic vowel signs cut off), so they are dropped with their waiting work and
+-- `search_state` says the index is not built: the next start with `[search] enabled` queues
+-- every current version and the search indexer writes the index again while the service
+-- serves (progress in the log: search_index_rebuild).
+DELETE FROM search_spans;
+DELETE FROM search_sources;
+DELETE FROM search_stale;
+UPDATE search_state SET enabled = 0 WHERE id = 1;
