@@ -16,9 +16,9 @@ word, a query word, a highlighted range and a located quote always agree.
   between CJK, Hangul and any other script: ``APIキー`` is ``api`` ``キ`` ``ー``,
   ``iPhone用`` is ``iphone`` ``用``, ``API키`` is ``api`` ``키``.
 
-**Folding** (:func:`fold`), per extended grapheme cluster (UAX #29) and concatenated, so a
-word folds to the concatenation of its clusters' foldings and a quote's folded text maps
-back to whole clusters: ignorables dropped; NFKC (full-width ``ｔｅｌｈａ２０２６`` →
+**Folding** (:func:`fold`): ignorables dropped; then per extended grapheme cluster (UAX #29)
+and concatenated, so a word folds to the concatenation of its clusters' foldings and a
+quote's folded text maps back to whole clusters: NFKC (full-width ``ｔｅｌｈａ２０２６`` →
 ``telha2026``, ligatures ``ﬁ`` → ``fi``); full Unicode case folding (``str.casefold``: ``ß``
 → ``ss``, final ``ς`` → ``σ``); combining marks removed **only** from a Latin, Greek or
 Cyrillic base (``é`` → ``e``, ``ά`` → ``α``, ``ё`` → ``е``, ``й`` → ``и``, ``İ`` → ``i``); a few
@@ -108,7 +108,7 @@ def fold(word: str) -> str:
     characters; may be ``""`` (nothing left)."""
     if word.isascii():
         return word.lower()[:MAX_WORD]
-    folded = "".join(fold_cluster(c) for c in _CLUSTER.findall(word))
+    folded = "".join(fold_cluster(c) for c in _CLUSTER.findall(word.translate(_IGN_TABLE)))
     return _NOT_WORD_CHAR.sub("", folded)[:MAX_WORD]
 
 
@@ -167,8 +167,12 @@ def _fold_run(
         starts.extend(range(lo, hi))
         ends.extend(range(lo + 1, hi + 1))
         return
-    for m in _CLUSTER.finditer(run):
+    # Clusters of the text without its ignorables (a soft hyphen between a letter and its
+    # mark does not part them, as in fold), each mapped back to where it is in the text.
+    keep = [i for i, c in enumerate(run) if c not in IGNORABLES]
+    visible = "".join(run[i] for i in keep)
+    for m in _CLUSTER.finditer(visible):
         folded = fold_cluster(m.group())
         out.extend(folded)
-        starts.extend([lo + m.start()] * len(folded))
-        ends.extend([lo + m.end()] * len(folded))
+        starts.extend([lo + keep[m.start()]] * len(folded))
+        ends.extend([lo + keep[m.end() - 1] + 1] * len(folded))

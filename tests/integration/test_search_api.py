@@ -194,7 +194,8 @@ async def test_locate_a_sentence_copied_from_a_pdf(
     # Case differs: the same place, after folding.
     resp = await c.post("/v1/locate", json={"text": sentence.upper()})
     (upper,) = resp.json()
-    assert (upper["start"], upper["end"], upper["match"]) == (place["start"], place["end"], "folded")
+    assert (upper["start"], upper["end"]) == (place["start"], place["end"])
+    assert upper["match"] == "folded"
     # Another source named: nothing there.
     resp = await c.post("/v1/locate", json={"text": sentence, "sourceId": ids["zen"]})
     assert resp.json() == []

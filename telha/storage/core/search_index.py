@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import msgspec
+import structlog
 
 from telha.domain.erasure import node_ids
 from telha.domain.errors import StorageError
@@ -53,6 +54,8 @@ __all__ = [
     "sync_source",
     "waiting",
 ]
+
+log = structlog.get_logger("telha.search_index")
 
 #: The columns of a ``search_spans`` row as the index writes them.
 SEARCH_COLS = 'scope_id, source_id, version_tx, start, "end", kind, linked_nodes, labels, format'
@@ -382,9 +385,12 @@ async def set_search(tx: Tx) -> bool:
     await tx.execute("DELETE FROM search_stale")
     await purge_erased(tx)
     if tx.search:
-        for sid, source_id in await tx.fetchall(
+        sources = await tx.fetchall(
             "SELECT scope_id, source_id FROM sources ORDER BY scope_id, source_id"
-        ):
+        )
+        for sid, source_id in sources:
             await sync_source(tx, int(sid), bytes(source_id))
+        # The search indexer logs the build's progress (telha.search_indexer).
+        log.info("search_index_build_queued", sources=len(sources))
     await tx.execute("UPDATE search_state SET enabled = ? WHERE id = 1", int(tx.search))
     return tx.search
