@@ -1,5 +1,5 @@
 """What "the same word" means, once for the full-text index, every query and every quote
-(docs/architecture.md, "Search: words and folding"). Pure; both storage engines index what
+(docs/architecture.md, "Words and folding"). Pure; both storage engines index what
 this module cuts and folds, and every query and quote is cut and folded by it, so an indexed
 word, a query word, a highlighted range and a located quote always agree.
 

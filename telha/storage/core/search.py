@@ -89,8 +89,8 @@ class SearchHit:
 @dataclass(frozen=True, slots=True)
 class Located:
     """One occurrence of a quote: ``[start, end)`` bytes of the version's text, the nodes
-    the span rows holding it link, ``exact`` when the bytes equal the quote (else only
-    whitespace differed)."""
+    the span rows holding it link, ``exact`` when the bytes equal the quote (else they equal
+    it after folding: :func:`telha.domain.search_query.find_quote`)."""
 
     source_id: bytes
     version_tx: int
@@ -308,8 +308,10 @@ async def locate(
     tx: Tx, scope: Scope, quote: Quote, source_id: bytes | None, limit: int
 ) -> list[Located]:
     """Every place of the scope's current versions where ``quote`` occurs (at most
-    ``limit``, by source, version and offset): candidates are the span rows holding its
-    words in a row (the index), verified against their canonical text. Occurrences that
+    ``limit``, by source, version and offset), overlapping and inside words included:
+    candidates are the span rows that may hold it
+    (:func:`~telha.domain.search_query.quote_terms`: the index), verified against their
+    canonical text folded (:func:`~telha.domain.search_query.find_quote`). Occurrences that
     nested span rows share are one, with the nodes of every such row."""
     sid = await tx.known_scope_id(scope)
     if sid is None:

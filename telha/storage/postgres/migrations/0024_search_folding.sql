@@ -1,4 +1,4 @@
--- One folding for index and query (docs/architecture.md, "Search: words and folding"): the
+-- One folding for index and query (docs/architecture.md, "Words and folding"): the
 -- `tsvector`s written before it held words cut and folded another way (every combining mark
 -- dropped after decomposition: Hangul, й and ё, accented Greek, hamza forms and voiced kana
 -- decomposed, Indic vowel signs cut off), so they are dropped with their waiting work and

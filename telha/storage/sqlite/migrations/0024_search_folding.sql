@@ -1,4 +1,4 @@
--- One folding for index and query (docs/architecture.md, "Search: words and folding"): Telha
+-- One folding for index and query (docs/architecture.md, "Words and folding"): Telha
 -- cuts and folds every word itself (telha.domain.folding) and `body` holds the span's folded
 -- words (an ASCII span: its text as it is), so FTS5 must neither cut nor fold any further:
 -- the `ascii` tokenizer splits at ASCII punctuation and spaces only and folds ASCII case only.
