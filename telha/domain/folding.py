@@ -109,7 +109,8 @@ def fold(word: str) -> str:
     if word.isascii():
         return word.lower()[:MAX_WORD]
     folded = "".join(fold_cluster(c) for c in _CLUSTER.findall(word.translate(_IGN_TABLE)))
-    return _NOT_WORD_CHAR.sub("", folded)[:MAX_WORD]
+    kept: str = _NOT_WORD_CHAR.sub("", folded)
+    return kept[:MAX_WORD]
 
 
 def words(text: str) -> list[Word]:

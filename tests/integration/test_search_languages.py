@@ -63,9 +63,7 @@ def server(engine: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Se
         assert proc.stop() == 0, proc.log_text()
 
 
-async def _ingest(
-    c: httpx.AsyncClient, fmt: str, name: str, data: bytes, **options: str
-) -> str:
+async def _ingest(c: httpx.AsyncClient, fmt: str, name: str, data: bytes, **options: str) -> str:
     body: dict[str, Any] = {
         "format": fmt, "name": name, "contentBase64": base64.b64encode(data).decode(),
     }  # fmt: skip
@@ -169,9 +167,10 @@ async def test_locate_mid_word_overlapping_and_in_units(
         )
         assert [(p["start"], p["end"]) for p in resp.json()] == [(8, 23), (16, 31)]
     # A sentence of the Korean e-mail, cut inside its first and last words.
-    resp = await c.post("/v1/locate", json={"text": "분의 마찬가지로, 우리", "sourceId": ids["korean_mail"]})
+    quote = "분의 마찬가지로, 우리"
+    resp = await c.post("/v1/locate", json={"text": quote, "sourceId": ids["korean_mail"]})
     (place,) = resp.json()
-    assert await _slice(c, place, place["start"], place["end"]) == "분의 마찬가지로, 우리"
+    assert await _slice(c, place, place["start"], place["end"]) == quote
     resp = await c.post("/v1/locate?units=bogus", json={"text": "buffalo"})
     assert resp.status_code == 400 and resp.json()["error"]["code"] == "INVALID_REQUEST"
 
