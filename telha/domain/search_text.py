@@ -40,7 +40,7 @@ _PG_MAX_POSITIONS = 256
 
 #: An ASCII word longer than :data:`MAX_WORD`: FTS5 would index it whole, so such a span is
 #: stored folded (its words cut to the limit) rather than as it is.
-_LONG_ASCII_WORD = re.compile(f"[A-Za-z0-9]{{{MAX_WORD + 1}}}")
+_LONG_ASCII_WORD = re.compile(f"[A-Za-z0-9]{{{MAX_WORD + 1},}}")
 
 
 def fts5_body(text: str) -> str:
@@ -49,7 +49,7 @@ def fts5_body(text: str) -> str:
     cuts and folds exactly as :func:`words` does), else its folded words joined by spaces —
     with a space after them in the rare case they would pass for the text itself
     (:func:`is_verbatim`)."""
-    if text.isascii() and _LONG_ASCII_WORD.search(text) is None:
+    if text.isascii() and (len(text) <= MAX_WORD or _LONG_ASCII_WORD.search(text) is None):
         return text
     body = " ".join(w for w, _, _ in words(text))
     if is_verbatim(body, len(text.encode())):
