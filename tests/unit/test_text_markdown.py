@@ -15,7 +15,8 @@ FENCE = "```python\n# not a heading\n\nx = 1\n\n# still code\n```"
 DOC = (
     "Title\n=====\n\nIntro para.\n\n"
     + FENCE
-    + "\n\n    # indented code\n\nSub part\n--------\n\n## Atx ##\nunder atx\n\n- item one\n\n- item # two\n"
+    + "\n\n    # indented code\n\nSub part\n--------\n\n## Atx ##\nunder atx\n\n"
+    + "- item one\n\n- item # two\n"
 )
 
 

@@ -21,11 +21,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from text_worker.markdown import markdown_parts
 from workers_common import CorruptInput, IngestionResultBuilder, Job, normalize_canonical
 from workers_common.canonical import drop_nul
 from workers_common.empty import is_empty
-
-from text_worker.markdown import markdown_parts
 
 __all__ = ["FORMATS", "handle", "project"]
 
