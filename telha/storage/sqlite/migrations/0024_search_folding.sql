@@ -14,6 +14,9 @@ CREATE VIRTUAL TABLE search_fts USING fts5(
     tokenize = 'ascii'
 );
 DELETE FROM search_spans;
+-- The span's text beside its indexed form, so a hit reads it from its index row (SQLite: NULL
+-- when `body` is that text unchanged, an ASCII span).
+ALTER TABLE search_spans ADD COLUMN text TEXT;
 DELETE FROM search_sources;
 DELETE FROM search_stale;
 UPDATE search_state SET enabled = 0 WHERE id = 1;
