@@ -123,6 +123,7 @@ def _rows(
     cached: dict[str, list[str]] = {}
     for start, end, kind, linked in spans:
         span = text[start - base : end - base].decode("utf-8", "replace")
+        known: str | None
         if postgres:
             body, known = tsvector_literal([w for w, _, _ in words(span)]), span
         else:
