@@ -213,16 +213,18 @@ def parse_quote(text: str) -> Quote:
 
 def quote_terms(quote: Quote) -> list[Term]:
     """The index query that finds every span row that may hold ``quote``, starting or ending
-    inside a word or not: its words as one phrase, less its first word when that may be the
-    end of a longer one (a word not a lone CJK character, before another word), the last
-    one a prefix when it may be the start of a longer one. A quote of one such word is
-    found where it starts a word (docs/rest-api.md, "Locate a quote")."""
+    inside a word or not: the quote's whole words in a row — less its first word when that
+    may be the end of a longer one, and its last when that may be the start of one (a word
+    not a lone CJK character) — matched exactly; when that leaves none (a quote of one or
+    two words), its last word as a prefix. A quote of one such word is thus found where it
+    starts a word (docs/rest-api.md, "Locate a quote")."""
     found = list(quote.words)
-    if len(found) > 1 and not is_cjk_unit(_written(quote, found[0])):
-        found = found[1:]
-    last = found[-1]
-    prefix = not is_cjk_unit(_written(quote, last))
-    return [Term(tuple(w for w, _, _ in found), prefix)]
+    lo = 0 if is_cjk_unit(_written(quote, found[0])) else 1
+    last_whole = is_cjk_unit(_written(quote, found[-1]))
+    inner = found[lo : len(found) if last_whole else len(found) - 1]
+    if inner:
+        return [Term(tuple(w for w, _, _ in inner))]
+    return [Term((found[-1][0],), not last_whole)]
 
 
 def _written(quote: Quote, word: Word) -> str:

@@ -93,12 +93,17 @@ def test_locate_mid_word_overlapping_and_folded() -> None:
 
 
 def test_locate_candidates_come_from_the_index_words() -> None:
-    # The first word may end a longer one: left out; the last may start one: a prefix.
-    (term,) = quote_terms(parse_quote("ffalo buffalo buf"))
-    assert term.words == ("buffalo", "buf") and term.prefix
-    assert fts5_query([term]) == '"buffalo buf" *'
+    # The first word may end a longer one, the last may start one: the whole words between.
+    (term,) = quote_terms(parse_quote("ffalo buffalo big buf"))
+    assert term.words == ("buffalo", "big") and not term.prefix
+    assert fts5_query([term]) == '"buffalo big"'
+    # Nothing whole between them: the last word as a prefix (it starts a word).
+    (two,) = quote_terms(parse_quote("ffalo buf"))
+    assert two.words == ("buf",) and two.prefix
     (cjk,) = quote_terms(parse_quote("データ"))
     assert cjk.words == ("デ", "ー", "タ") and not cjk.prefix
+    (mixed,) = quote_terms(parse_quote("myAPIキー"))
+    assert mixed.words == ("キ", "ー") and not mixed.prefix
 
 
 _ALPHABET = [*"aéİıßﬁ ёй한국어デﾃﾞ中हिन्दी\u00ad-,\n", "\u0301"]
