@@ -73,8 +73,9 @@ _WORD = regex.compile(
     rf"|{_OTHER}(?:[{_IGN}]*{_OTHER})*",
     regex.V1,
 )
-# Without CJK or Hangul a word is a plain run (the same words as _WORD, found faster).
-_RUN = regex.compile(rf"[\p{{L}}\p{{N}}\p{{M}}]+(?:[{_IGN}]+[\p{{L}}\p{{N}}\p{{M}}]+)*")
+# Without CJK or Hangul a word is a run of letters, digits, marks and ignorables, less the
+# ignorables at its edges (the same words as _WORD, found faster).
+_RUN = regex.compile(rf"[\p{{L}}\p{{N}}\p{{M}}{_IGN}]+")
 # Blocks holding every CJK and Hangul character (and a few others): text without any is cut
 # by _RUN; a false alarm only costs the slower _WORD.
 _MAYBE_CJK = re.compile(
@@ -82,6 +83,15 @@ _MAYBE_CJK = re.compile(
     "\uf900-\ufaff\uff00-\uffef\U00016fe0-\U00016fff\U0001aff0-\U0001b2ff"
     "\U0001f200-\U0001f2ff\U00020000-\U0003ffff]"
 )
+# Code points with no mark, ignorable, CJK or Hangul among them, where the standard library's
+# letters and digits (``[^\W_]``) are exactly ``\p{L}\p{N}\p{M}`` (checked for every code
+# point by tests/unit/test_folding.py): text of these alone is cut by the faster ``re``.
+_PLAIN_RANGES = (
+    "\x00-\u00ac\u00ae-\u02e9\u02ec-\u02ff\u0370-\u0482\u048a-\u058f\u1e00-\u1fff"
+    "\u2010-\u205f\u2070-\u20cf\u2100-\u2bff"
+)
+_NOT_PLAIN = re.compile(f"[^{_PLAIN_RANGES}]")
+_PLAIN_WORD = re.compile(r"[^\W_]+")
 _CJK_UNIT = regex.compile(rf"[{_CJK}][\p{{M}}\uff9e\uff9f]*", regex.V1)
 _ASCII_WORD = re.compile(r"[A-Za-z0-9]+")
 _CLUSTER = regex.compile(r"\X")
@@ -130,11 +140,28 @@ def words(text: str) -> list[Word]:
         found = _ASCII_WORD.finditer(text)
         return [(m.group().lower()[:MAX_WORD], m.start(), m.end()) for m in found]
     out: list[Word] = []
-    cut = _WORD if _MAYBE_CJK.search(text) else _RUN
-    for m in cut.finditer(text):
-        f = fold(m.group())
+    if _NOT_PLAIN.search(text) is None:
+        for m in _PLAIN_WORD.finditer(text):
+            f = fold(m.group())
+            if f:
+                out.append((f, m.start(), m.end()))
+        return out
+    if _MAYBE_CJK.search(text):
+        for m in _WORD.finditer(text):
+            f = fold(m.group())
+            if f:
+                out.append((f, m.start(), m.end()))
+        return out
+    for m in _RUN.finditer(text):
+        word, start, end = m.group(), m.start(), m.end()
+        if word[0] in IGNORABLES or word[-1] in IGNORABLES:
+            trimmed = word.strip(IGNORABLES)
+            start += len(word) - len(word.lstrip(IGNORABLES))
+            end = start + len(trimmed)
+            word = trimmed
+        f = fold(word) if word else ""
         if f:
-            out.append((f, m.start(), m.end()))
+            out.append((f, start, end))
     return out
 
 

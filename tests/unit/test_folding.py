@@ -7,10 +7,14 @@ grapheme); a quote is found inside words, overlapping, and after folding."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
+import regex
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from telha.domain import folding
 from telha.domain.folding import fold, fold_stream, words
 from telha.domain.search_query import (
     find_quote,
@@ -125,3 +129,21 @@ def test_matches_slice_whole_words_and_quotes_whole_clusters(text: str) -> None:
     if text.strip() and found:
         for a, b, _ in find_quote(text, parse_quote(text)):
             assert raw[a:b].decode()  # whole UTF-8 characters
+
+
+def test_the_plain_ranges_cut_words_as_the_full_rule_does() -> None:
+    # Text of the plain ranges alone is cut by the standard library's re: for every code
+    # point there, it must be a word character exactly when the full rule says so, and
+    # never a mark, an ignorable, CJK or Hangul.
+    plain = regex.compile(f"[{folding._PLAIN_RANGES}]")
+    word = regex.compile(r"[\p{L}\p{N}\p{M}]")
+    for cp in range(0x3000):
+        c = chr(cp)
+        if plain.match(c):
+            assert bool(re.match(r"[^\W_]", c)) == bool(word.match(c)), hex(cp)
+            assert not regex.match(r"[\p{M}\p{Hangul}\p{Han}\p{Bopomofo}]", c), hex(cp)
+            assert c not in folding.IGNORABLES, hex(cp)
+    text = "Olá, São Paulo — Köln ² ½ x_y"
+    assert folding.words(text) == [
+        (folding.fold(m.group()), m.start(), m.end()) for m in folding._WORD.finditer(text)
+    ]

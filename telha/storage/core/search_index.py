@@ -401,7 +401,7 @@ async def set_search(tx: Tx) -> bool:
         )
         for sid, source_id in sources:
             await sync_source(tx, int(sid), bytes(source_id))
-        # The search indexer logs the build's progress (telha.search_indexer).
-        log.info("search_index_build_queued", sources=len(sources))
+        if sources:  # the search indexer logs the build's progress (telha.search_indexer)
+            log.info("search_index_build_queued", sources=len(sources))
     await tx.execute("UPDATE search_state SET enabled = ? WHERE id = 1", int(tx.search))
     return tx.search
