@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 
-from telha.domain.folding import MAX_WORD, Word, fold, words
+from telha.domain.folding import MAX_WORD, Word, fold, folded_words, words
 
 __all__ = [
     "MAX_WORD",
@@ -51,7 +51,7 @@ def fts5_body(text: str) -> str:
     (:func:`is_verbatim`)."""
     if text.isascii() and (len(text) <= MAX_WORD or _LONG_ASCII_WORD.search(text) is None):
         return text
-    body = " ".join(w for w, _, _ in words(text))
+    body = " ".join(folded_words(text))
     if is_verbatim(body, len(text.encode())):
         body += " "
     return body

@@ -147,3 +147,12 @@ def test_the_plain_ranges_cut_words_as_the_full_rule_does() -> None:
     assert folding.words(text) == [
         (folding.fold(m.group()), m.start(), m.end()) for m in folding._WORD.finditer(text)
     ]
+
+
+_PLAIN = [*"aAéÉßİıœŒðÐøØçÇñÑüÜåÅæÆšŠžŽ", *"άΆέΈωΩςσΣϊΐ", *"ёЁйЙїЇґҐщЩ", *" ,.;-—'0123456789²"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.text(alphabet=st.sampled_from(_PLAIN), min_size=1, max_size=60))
+def test_folded_words_of_plain_text_are_its_words_folded(text: str) -> None:
+    assert folding.folded_words(text) == [w for w, _, _ in words(text)]
