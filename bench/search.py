@@ -59,7 +59,7 @@ CORPUS_FILES = [
     "eml/japanese_iso_2022.eml",
     "msg/testMSG_chinese.msg",
 ]
-TARGET_P50_MS, TARGET_P99_MS, TARGET_FLOOR_RATIO, TARGET_LOCATE_MS = 50.0, 300.0, 2.0, 50.0
+TARGET_P50_MS, TARGET_P99_MS, TARGET_FLOOR_RATIO, TARGET_LOCATE_MS = 25.0, 150.0, 1.5, 25.0
 _SYLLABLES = [c + v for c in "bcdfghjklmnprstvz" for v in "aeiou"] + ["ção", "ñe", "ür", "ét"]
 
 

@@ -105,10 +105,11 @@ def build_server(url: str, api_key: str) -> MCPServer[None]:
 
     @server.tool()
     async def locate(text: str, sourceId: str | None = None, limit: int = 10) -> dict[str, Any]:
-        """Where a quotation occurs in current source versions, compared after the
-        canonical normalisation with runs of whitespace as one: each place's source,
-        version, [start, end) in UTF-8 bytes, node ids, and `exact` (false when only
-        whitespace differed). No places: the quote is not in the store."""
+        """Where a quotation occurs in current source versions, also inside words and
+        overlapping, compared folded (runs of whitespace as one; case, accents, ligatures
+        and soft hyphens folded): each place's source, version, [start, end) in UTF-8
+        bytes, node ids, and `match` ("exact": the bytes are the quote's; "folded": equal
+        after folding). No places: the quote is not in the store."""
         client = _client()
         found = await _called(lambda: client.locate(text, source_id=sourceId, limit=_limit(limit)))
         return {"places": _plain(found)}

@@ -10,6 +10,11 @@ for them to stop for ``settle_s``, so the burst does not share the writer and th
 the index, but never defers waiting work longer than ``max_defer_s`` (a steady stream is
 indexed as it goes). Idle, it looks at the queue (a read) every ``idle_s``; several
 replicas on one PostgreSQL database each run one and skip the entries another holds.
+
+A long backlog — the index built again after an upgrade changed how words are indexed, or
+after running with search disabled — is logged: ``search_index_rebuild`` when at least
+:data:`REBUILD_VERSIONS` versions wait, ``search_index_progress`` every
+:data:`PROGRESS_S` seconds while it shrinks, ``search_index_built`` when none waits.
 """
 
 from __future__ import annotations
@@ -39,6 +44,10 @@ SETTLE_S = 0.5
 MAX_DEFER_S = 5.0
 #: Seconds before trying again after the store failed.
 RETRY_S = 2.0
+#: Versions waiting at once from which the work is logged as a rebuild, with its progress.
+REBUILD_VERSIONS = 100
+#: Seconds between progress lines of a rebuild.
+PROGRESS_S = 10.0
 
 
 class SearchIndexStoreOps(RowFaultStore, Protocol):
@@ -79,6 +88,7 @@ class SearchIndexer:
         self._settle_s = settle_s
         self._max_defer_s = max_defer_s
         self.queued = 0
+        self._progress = _Progress()
 
     def queued_versions(self) -> float:
         """Versions whose index rows waited to be written or deleted at the last look (the
@@ -110,6 +120,7 @@ class SearchIndexer:
         last = 0  # versions waiting at the previous look
         while True:
             self.queued = await self._store.queued_versions()
+            self._progress.saw(self.queued, anyio.current_time())
             if not self.queued:
                 return
             now = anyio.current_time()
@@ -123,3 +134,26 @@ class SearchIndexer:
             ):
                 return
             await anyio.lowlevel.checkpoint()  # other writers get the store in between
+
+
+class _Progress:
+    """The log lines of a long backlog (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._started: float | None = None
+        self._first = 0
+        self._last_line = 0.0
+
+    def saw(self, queued: int, now: float) -> None:
+        """Note ``queued`` versions waiting at ``now`` (seconds)."""
+        if self._started is None:
+            if queued >= REBUILD_VERSIONS:
+                self._started, self._first, self._last_line = now, queued, now
+                log.info("search_index_rebuild", queued_versions=queued)
+            return
+        if not queued:
+            log.info("search_index_built", versions=self._first, secs=round(now - self._started, 1))
+            self._started = None
+        elif now - self._last_line >= PROGRESS_S:
+            self._last_line = now
+            log.info("search_index_progress", queued_versions=queued, of=max(self._first, queued))

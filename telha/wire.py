@@ -564,9 +564,11 @@ class SearchResult(_Out):
 
 
 class LocatedOut(_Out):
-    """One place of ``POST /v1/locate``: ``[start, end)`` bytes of ``sourceVersionTx``'s
-    text holding the quote, the nodes whose span rows hold it, ``exact`` (``false`` when only
-    whitespace differed)."""
+    """One place of ``POST /v1/locate``: ``[start, end)`` (bytes, or the request's
+    ``units``) of ``sourceVersionTx``'s text holding the quote, the nodes whose span rows
+    hold it; ``match`` is ``"exact"`` when those bytes are the quote's, ``"folded"`` when
+    they equal it only after folding (whitespace runs, case, accents, compatibility forms,
+    ignorables: docs/rest-api.md, "Locate a quote"); ``exact`` is ``match == "exact"``."""
 
     source_id: str
     source_version_tx: int
@@ -574,3 +576,4 @@ class LocatedOut(_Out):
     end: int
     node_ids: list[str]
     exact: bool
+    match: Literal["exact", "folded"]

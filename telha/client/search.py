@@ -6,6 +6,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 import anyio
 import httpx
@@ -40,19 +41,21 @@ class SearchCalls:
         format: str | None = None,
         limit: int | None = None,
         cursor: str | None = None,
+        units: str | None = None,
     ) -> SearchResult:
         """``GET /v1/search``: one page of the scope's current spans matching ``q`` (words,
         all required; ``"phrases"``; ``prefix*``), best first (``limit`` default 20, at most
         100); pass ``next_cursor`` (``None`` on the last page) with the same query for the
         next. Each hit's ``matches`` are UTF-8 byte ranges of the matched words in the
-        version's canonical text (:meth:`text` slices them).
+        version's canonical text (:meth:`text` slices them); ``units`` (``byte``,
+        ``codepoint``, ``utf16``) answers every offset in those units instead.
 
         :raises InvalidRequest: an empty or malformed query (unbalanced quotes or
-            parentheses, a ``*`` not ending a word), a bad filter, limit or cursor.
+            parentheses, a ``*`` not ending a word), a bad filter, limit, cursor or units.
         :raises NotFound: search is disabled on the server.
         """
         params = {"q": q, "label": label, "sourceId": source_id, "format": format,
-                  "limit": limit, "cursor": cursor}  # fmt: skip
+                  "limit": limit, "cursor": cursor, "units": units}  # fmt: skip
         return await self._get("/v1/search", SearchResult, params)
 
     async def index_pending(self) -> int:
@@ -78,14 +81,21 @@ class SearchCalls:
             await anyio.sleep(poll_s)
 
     async def locate(
-        self, text: str, *, source_id: str | None = None, limit: int | None = None
+        self,
+        text: str,
+        *,
+        source_id: str | None = None,
+        limit: int | None = None,
+        units: str | None = None,
     ) -> list[LocatedOut]:
         """``POST /v1/locate``: every place of the scope's current versions where the quote
-        ``text`` occurs (NFC and LF normalised, whitespace runs compared as one; ``exact`` is
-        false when only whitespace differed), by source, version and byte offset.
+        ``text`` occurs, overlapping and inside words included, compared folded (whitespace
+        runs, case, accents, compatibility forms, ignorables; ``match`` says ``"exact"``
+        when the bytes are the quote's, else ``"folded"``), by source, version and offset
+        (bytes, or ``units``: ``codepoint``, ``utf16``).
 
         :raises InvalidRequest: an empty quote, one over 10,000 bytes or without a word, a
-            bad ``source_id`` or ``limit`` (1–1000).
+            bad ``source_id``, ``limit`` (1–1000) or ``units``.
         :raises NotFound: search is disabled on the server.
         """
         body: dict[str, Any] = {"text": text}
@@ -93,5 +103,6 @@ class SearchCalls:
             body["sourceId"] = source_id
         if limit is not None:
             body["limit"] = limit
-        resp = await self._request("POST", "/v1/locate", lambda: {"json": body})
+        url = "/v1/locate" if units is None else f"/v1/locate?units={quote(units)}"
+        resp = await self._request("POST", url, lambda: {"json": body})
         return msgspec.json.decode(resp.content, type=list[LocatedOut])

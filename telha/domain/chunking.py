@@ -8,7 +8,9 @@ Deterministic: the same text, spans, nodes and parameters give the same chunks. 
    DOCUMENT's body, a large table) is opened: its children are units, and so are the runs of
    its own text between them that are not whitespace. A longer span without children is cut
    into pieces of at most ``max_bytes``: at the last sentence end that fits, else at the last
-   whitespace, else at the last UTF-8 character boundary.
+   whitespace, else at the last extended grapheme cluster boundary (UAX #29: never inside
+   an emoji sequence, a letter with its marks or a Hangul syllable's jamo), else — a single
+   cluster longer than ``max_bytes`` — at the last UTF-8 character boundary.
 2. **Packing.** Units are packed greedily in reading order into chunks of at most
    ``max_bytes`` (the chunk's text, a repeated header included). A chunk never starts or
    ends inside a unit, so it never cuts inside a span that fits; a SECTION heading that
@@ -22,7 +24,7 @@ Deterministic: the same text, spans, nodes and parameters give the same chunks. 
    A header longer than half of ``max_bytes`` is not repeated.
 5. **Overlap.** A chunk after the first of its section starts up to ``overlap`` bytes
    before the previous chunk's end, at the first word start (after whitespace, or a unit
-   start) in reach, else the first character boundary; never before the section.
+   start) in reach, else the first grapheme cluster boundary; never before the section.
 
 Pure: no I/O.
 """
@@ -33,6 +35,8 @@ import re
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 from typing import Literal
+
+import regex
 
 __all__ = [
     "MAX_CHUNKED_TEXT_BYTES",
@@ -335,10 +339,7 @@ class _Chunker:
             if pos == unit_start or (pos > 0 and text[pos - 1] in _WS and text[pos] not in _WS):
                 return pos
             pos += 1
-        pos = lo
-        while pos < u.start and 0x80 <= text[pos] < 0xC0:
-            pos += 1
-        return pos
+        return _grapheme_ceil(text, lo, u.start)
 
     def _finish(self, ranges: list[tuple[int, int, tuple[int, int] | None]]) -> list[Chunk]:
         starts = [r[0] for r in ranges]
@@ -439,7 +440,60 @@ def _cut(text: bytes, lo: int, limit: int) -> int:
             space = m.start()
     if space > 0:
         return lo + space
-    pos = limit
-    while pos > lo + 1 and pos < len(text) and 0x80 <= text[pos] < 0xC0:
+    return _grapheme_floor(text, lo, limit)
+
+
+#: Bytes before (and after) an offset decoded to find the grapheme clusters around it: a
+#: cluster longer than this (dozens of stacked marks) may be cut at a character boundary.
+_REACH = 256
+_CLUSTER = regex.compile(r"\X")
+
+
+def _simple(text: bytes, pos: int) -> bool:
+    """Whether ``pos`` lies between two ASCII characters other than CR LF (then it is a
+    cluster boundary without looking further)."""
+    return text[pos] < 0x80 and text[pos - 1] < 0x80 and text[pos - 1 : pos + 1] != b"\r\n"
+
+
+def _boundaries(text: bytes, lo: int, hi: int) -> list[int]:
+    """The extended grapheme cluster boundaries (byte offsets) of ``text`` in ``[lo, hi]``,
+    as the clusters of the text around them cut it."""
+    a, b = max(0, lo - _REACH), min(len(text), hi + _REACH)
+    while a > 0 and 0x80 <= text[a] < 0xC0:
+        a -= 1
+    while b < len(text) and 0x80 <= text[b] < 0xC0:
+        b += 1
+    out, off = [], a
+    for m in _CLUSTER.finditer(text[a:b].decode("utf-8", "replace")):
+        if lo <= off <= hi:
+            out.append(off)
+        off += len(m.group().encode())
+    if lo <= off <= hi:
+        out.append(off)
+    return out
+
+
+def _grapheme_floor(text: bytes, lo: int, pos: int) -> int:
+    """The last grapheme cluster boundary in ``(lo, pos]``, else the last UTF-8 character
+    boundary there (``pos`` when none is after ``lo``)."""
+    if pos >= len(text) or _simple(text, pos):
+        return pos
+    found = [b for b in _boundaries(text, max(lo + 1, pos - _REACH), pos) if b > lo]
+    if found:
+        return found[-1]
+    while pos > lo + 1 and 0x80 <= text[pos] < 0xC0:
         pos -= 1
+    return pos
+
+
+def _grapheme_ceil(text: bytes, pos: int, hi: int) -> int:
+    """The first grapheme cluster boundary in ``[pos, hi]``, else the first UTF-8 character
+    boundary there."""
+    if pos <= 0 or pos >= len(text) or _simple(text, pos):
+        return pos
+    found = _boundaries(text, pos, min(hi, pos + _REACH))
+    if found:
+        return found[0]
+    while pos < hi and 0x80 <= text[pos] < 0xC0:
+        pos += 1
     return pos

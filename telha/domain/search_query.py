@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from telha.domain.canonical import normalize_canonical
 from telha.domain.errors import RequestError
-from telha.domain.search_text import words
+from telha.domain.folding import Word, fold_stream, is_cjk_unit, words
 
 __all__ = [
     "MAX_INDEXED_SCOPE",
@@ -39,7 +39,6 @@ MAX_QUERY_BYTES = 1000
 #: Longest ``text`` of a locate accepted (UTF-8 bytes).
 MAX_QUOTE_BYTES = 10_000
 
-_SPACE = re.compile(r"\s+")
 #: A query's pieces: a quoted phrase (with its ``*``), a parenthesis, a bare word, a lone ``"``.
 _PIECE = re.compile(r'"[^"]*"\*?|[()]|[^\s"()]+|"')
 
@@ -185,10 +184,13 @@ def match_ranges(text: str, terms: list[Term]) -> list[tuple[int, int]]:
 @dataclass(frozen=True, slots=True)
 class Quote:
     """A quote to locate: ``text`` normalised like canonical text (NFC, LF) and stripped;
-    ``pattern`` finds it with each whitespace run matching any whitespace run."""
+    ``folded``, its folding as a whole (:func:`telha.domain.folding.fold_stream`: clusters
+    folded, whitespace runs one space); ``words``, its words as written (each ``(folded,
+    start, end)``)."""
 
     text: str
-    pattern: re.Pattern[str]
+    folded: str
+    words: tuple[Word, ...]
 
 
 def parse_quote(text: str) -> Quote:
@@ -202,22 +204,65 @@ def parse_quote(text: str) -> Quote:
     norm = normalize_canonical(text).strip()
     if not norm:
         raise RequestError("text: must not be empty")
-    if not words(norm):
+    found = tuple(words(norm))
+    if not found:
         raise RequestError("text: holds no word to locate")
-    pattern = r"\s+".join(re.escape(part) for part in _SPACE.split(norm))
-    return Quote(norm, re.compile(pattern))
+    folded = fold_stream(norm)[0].strip()
+    return Quote(norm, folded, found)
 
 
 def quote_terms(quote: Quote) -> list[Term]:
-    """The index query that finds every span holding ``quote``: its words as one phrase."""
-    return [Term(tuple(w for w, _, _ in words(quote.text)))]
+    """The index query that finds every span row that may hold ``quote``, starting or ending
+    inside a word or not: the quote's whole words in a row — less its first word when that
+    may be the end of a longer one, and its last when that may be the start of one (a word
+    not a lone CJK character) — matched exactly; when that leaves none (a quote of one or
+    two words), its last word as a prefix. A quote of one such word is thus found where it
+    starts a word (docs/rest-api.md, "Locate a quote")."""
+    found = list(quote.words)
+    lo = 0 if is_cjk_unit(_written(quote, found[0])) else 1
+    last_whole = is_cjk_unit(_written(quote, found[-1]))
+    inner = found[lo : len(found) if last_whole else len(found) - 1]
+    if inner:
+        return [Term(tuple(w for w, _, _ in inner))]
+    return [Term((found[-1][0],), not last_whole)]
+
+
+def _written(quote: Quote, word: Word) -> str:
+    """The word as the quote writes it."""
+    return quote.text[word[1] : word[2]]
 
 
 def find_quote(text: str, quote: Quote) -> list[tuple[int, int, bool]]:
-    """``(start, end, exact)`` byte ranges relative to ``text`` where ``quote`` occurs,
-    whitespace runs compared as one; ``exact`` when the bytes equal the quote's."""
+    """``(start, end, exact)`` byte ranges relative to ``text`` of every occurrence of
+    ``quote``, overlapping ones included, compared folded (:func:`fold_stream`: case,
+    accents, compatibility forms and ignorables folded, whitespace runs as one); a range
+    covers whole grapheme clusters of ``text``. ``exact`` when its bytes equal the quote's."""
+    if not quote.folded:
+        return []
+    folded, starts, ends = fold_stream(text)
     out = []
-    for m in quote.pattern.finditer(text):
-        lo = len(text[: m.start()].encode())
-        out.append((lo, lo + len(m.group().encode()), m.group() == quote.text))
-    return out
+    byte_lo, byte_hi = _ByteOffsets(text), _ByteOffsets(text)
+    size = len(quote.folded)
+    at = folded.find(quote.folded)
+    while at >= 0:
+        lo, hi = starts[at], ends[at + size - 1]
+        out.append((byte_lo(lo), byte_hi(hi), text[lo:hi] == quote.text))
+        at = folded.find(quote.folded, at + 1)
+    return sorted(set(out))
+
+
+class _ByteOffsets:
+    """UTF-8 byte offsets of non-decreasing character offsets of one text (each call encodes
+    only the text since the previous one; a smaller offset starts over)."""
+
+    def __init__(self, text: str) -> None:
+        self._text = text
+        self._char = 0
+        self._byte = 0
+
+    def __call__(self, i: int) -> int:
+        if i < self._char:
+            self._char = self._byte = 0
+        self._byte += len(self._text[self._char : i].encode())
+        self._char = i
+        return self._byte

@@ -1,23 +1,23 @@
-"""Words of canonical text for full-text search and quote location (docs/architecture.md,
-"Search"): pure, shared by the index writer, the query parser and the match finder, so an
-indexed word, a query word and a highlighted range are always cut and folded alike.
+"""The index's forms of canonical text for full-text search (docs/architecture.md,
+"Search"): pure. Words are cut and folded by :mod:`telha.domain.folding` — the one
+definition of "the same word", shared by the index writer, the query parser and the match
+finder — and this module writes them the way each engine indexes them:
 
-- A **word** is a run of letters and digits (Python's ``\\w`` without ``_``), except that
-  every Han, kana or CJK-symbol character is a word of its own: Japanese and Chinese have no
-  spaces, so a query's CJK run is searched as a phrase of single characters.
-- A word is **folded** for comparison: lower-cased, decomposed (NFD) and its combining
-  marks dropped (``Relatório`` → ``relatorio``), at most :data:`MAX_WORD` characters — the
-  folding of SQLite FTS5's ``unicode61 remove_diacritics 2`` tokenizer, which indexes the
-  text there (so a folded query word is what FTS5 indexed; PostgreSQL indexes these words
-  themselves).
+- **SQLite** (FTS5 with the ``ascii`` tokenizer, which splits only at ASCII punctuation and
+  spaces and lower-cases only ASCII letters): the span's folded words separated by spaces
+  (:func:`fts5_body`), so FTS5 indexes exactly Telha's words and never cuts or folds one
+  itself. An ASCII span whose words fit :data:`MAX_WORD` is stored as it is: the tokenizer
+  cuts and folds it exactly as :func:`~telha.domain.folding.words` does.
+- **PostgreSQL**: a ``tsvector`` literal of the same folded words with their positions
+  (:func:`tsvector_literal`); no server parser or dictionary decides what a word is.
 - Offsets are UTF-8 **byte** offsets into the canonical text, like every offset of the API.
 """
 
 from __future__ import annotations
 
 import re
-import unicodedata
-from functools import lru_cache
+
+from telha.domain.folding import MAX_WORD, Word, fold, folded_words, words
 
 __all__ = [
     "MAX_WORD",
@@ -31,8 +31,6 @@ __all__ = [
     "words",
 ]
 
-#: Characters of a folded word kept (a longer word is cut: index and query alike).
-MAX_WORD = 100
 #: Words of one span PostgreSQL indexes (the rest of a larger span is not searchable there:
 #: a ``tsvector`` holds at most 1 MiB).
 MAX_WORDS = 50_000
@@ -40,51 +38,29 @@ MAX_WORDS = 50_000
 _PG_MAX_POS = 16383
 _PG_MAX_POSITIONS = 256
 
-_CJK = (
-    "\u2e80-\u2fdf\u3005-\u3007\u3021-\u3029\u3040-\u309f\u30a0-\u30ff\u3100-\u312f"
-    "\u3190-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f"
-    "\U00020000-\U0003134f"
-)
-_WORD = re.compile(f"[{_CJK}]|[^\\W_{_CJK}]+")
-_CJK_CHAR = re.compile(f"[{_CJK}]")
-
-#: ``(folded word, start, end)``: the word's character offsets in the text it came from.
-Word = tuple[str, int, int]
-
-
-@lru_cache(maxsize=1 << 16)
-def fold(word: str) -> str:
-    """``word`` as it is compared (see the module docstring); may be ``""`` (nothing left)."""
-    if word.isascii():
-        return word.lower()[:MAX_WORD]
-    folded = unicodedata.normalize("NFD", word.lower())
-    return "".join(c for c in folded if not unicodedata.combining(c))[:MAX_WORD]
-
-
-def words(text: str) -> list[Word]:
-    """The words of ``text`` in order, each ``(folded, start, end)`` with character offsets
-    (Python ``str`` indices); words folding to nothing are left out."""
-    out: list[Word] = []
-    for m in _WORD.finditer(text):
-        f = fold(m.group())
-        if f:
-            out.append((f, m.start(), m.end()))
-    return out
+#: An ASCII word longer than :data:`MAX_WORD`: FTS5 would index it whole, so such a span is
+#: stored folded (its words cut to the limit) rather than as it is.
+_LONG_ASCII_WORD = re.compile(f"[A-Za-z0-9]{{{MAX_WORD + 1},}}")
 
 
 def fts5_body(text: str) -> str:
-    """The indexed form for SQLite's FTS5 (``unicode61 remove_diacritics 2``, which cuts and
-    folds words as :func:`words` does): the text itself, with a space after each CJK
-    character so that each is a word of its own (FTS5 would take a run of them as one)."""
-    if text.isascii() or _CJK_CHAR.search(text) is None:
+    """The indexed form of a span's ``text`` for SQLite's FTS5 (``ascii`` tokenizer): the
+    text itself when it is ASCII and no word is over :data:`MAX_WORD` (the tokenizer then
+    cuts and folds exactly as :func:`words` does), else its folded words joined by spaces —
+    with a space after them in the rare case they would pass for the text itself
+    (:func:`is_verbatim`)."""
+    if text.isascii() and (len(text) <= MAX_WORD or _LONG_ASCII_WORD.search(text) is None):
         return text
-    return _CJK_CHAR.sub(lambda m: m.group() + " ", text)
+    body = " ".join(folded_words(text))
+    if is_verbatim(body, len(text.encode())):
+        body += " "
+    return body
 
 
-def is_verbatim(body: str) -> bool:
-    """Whether an FTS5 body (:func:`fts5_body`) is its span's text unchanged (it holds no
-    CJK character, so no space was put in)."""
-    return body.isascii() or _CJK_CHAR.search(body) is None
+def is_verbatim(body: str, size: int) -> bool:
+    """Whether an FTS5 body (:func:`fts5_body`) is its span's text unchanged, the span being
+    ``size`` bytes long: an ASCII body of exactly that length (a folded body is never one)."""
+    return len(body) == size and body.isascii()
 
 
 def tsvector_literal(folded: list[str]) -> str:

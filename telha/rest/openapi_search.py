@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from telha.domain.search_query import MAX_QUERY_BYTES, MAX_QUOTE_BYTES
+from telha.domain.units import UNITS
 
 __all__ = ["search_paths"]
 
@@ -14,6 +15,12 @@ def search_paths(
 ) -> dict[str, Any]:
     """``/v1/search`` and ``/v1/locate``, built with :mod:`telha.rest.openapi`'s helpers
     (``param(name, where, schema, description)``, ``json(schema name, description)``)."""
+    units = param(
+        "units",
+        "query",
+        {"type": "string", "enum": list(UNITS)},
+        "offsets in UTF-8 bytes (default), code points or UTF-16 units",
+    )
     locate_body = {
         "type": "object",
         "required": ["text"],
@@ -33,8 +40,9 @@ def search_paths(
             "get": {
                 "summary": "Full-text search over the text of every current span",
                 "description": (
-                    'Words (all must occur), "phrases", prefixes (term*); accents folded,'
-                    " case-insensitive; CJK text searched character by character. Hits best"
+                    'Words (all must occur), "phrases", prefixes (term*); case, accents and'
+                    " compatibility forms folded; CJK text searched character by character."
+                    " Hits best"
                     " first (BM25 on SQLite, ts_rank on PostgreSQL) with the matched words'"
                     " byte ranges. asOf is refused (400): the index holds current versions."
                 ),
@@ -57,6 +65,7 @@ def search_paths(
                     ),
                     param("cursor", "query", {"type": "string"}, "nextCursor of the last page"),
                     param("asOf", "query", {"type": "integer", "minimum": 0}, "refused (400)"),
+                    units,
                 ],
                 "responses": {"200": json("SearchResult", "a page of hits"), **errors},
             }
@@ -66,9 +75,12 @@ def search_paths(
                 "summary": "Every place of the current versions where a quote occurs",
                 "description": (
                     "Compared after NFC and LF normalisation, runs of whitespace as one;"
-                    " exact is false when only whitespace differed."
+                    " compared folded (case, accents, compatibility forms, ignorables) and"
+                    " found inside words and overlapping; match is exact when the bytes are"
+                    " the quote's, else folded."
                 ),
                 "security": secured,
+                "parameters": [units],
                 "requestBody": {
                     "required": True,
                     "content": {"application/json": {"schema": locate_body}},

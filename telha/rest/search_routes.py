@@ -12,9 +12,11 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from telha.domain.canonical import is_label
-from telha.domain.errors import NotFound, RequestError
+from telha.domain.errors import ContentErased, NotFound, RequestError
 from telha.domain.ids import id_str
+from telha.domain.model import Scope
 from telha.domain.search_query import parse_query, parse_quote
+from telha.domain.units import OffsetConverter, Units
 from telha.ingest.request import KNOWN_FORMATS
 from telha.rest.app import (
     decode_body,
@@ -26,7 +28,9 @@ from telha.rest.app import (
     state,
 )
 from telha.rest.body import read_body
+from telha.rest.offsets import converter, units_param
 from telha.storage.core.search import Filters, Located, SearchHit
+from telha.storage.protocol import ReadStore
 from telha.wire import ByteRange, LocatedOut, SearchHitOut, SearchResult
 
 __all__ = ["routes"]
@@ -94,21 +98,49 @@ def _filters(request: Request) -> Filters:
     )
 
 
-def _hit_out(hit: SearchHit) -> SearchHitOut:
+def _hit_out(hit: SearchHit, conv: OffsetConverter | None, units: Units) -> SearchHitOut:
+    """A hit in ``units`` (``conv``: a converter over its span, ``None`` for bytes)."""
+    flat = [hit.start, hit.end, *(x for m in hit.matches for x in m)]
+    if conv is not None:
+        flat = conv.to_units(flat, units)
+    pairs = list(zip(flat[2::2], flat[3::2], strict=True))
     return SearchHitOut(
         node_ids=[id_str(n) for n in hit.node_ids], labels=hit.labels,
         source_id=id_str(hit.source_id), name=hit.name, source_version_tx=hit.version_tx,
-        start=hit.start, end=hit.end, kind=hit.kind, snippet=hit.snippet,
-        matches=[ByteRange(start=a, end=b) for a, b in hit.matches], page=hit.page,
+        start=flat[0], end=flat[1], kind=hit.kind, snippet=hit.snippet,
+        matches=[ByteRange(start=a, end=b) for a, b in pairs], page=hit.page,
         bbox=hit.bbox,
     )  # fmt: skip
 
 
+async def _converters(
+    store: ReadStore, scope: Scope, places: list[tuple[bytes, int, int, int]], units: Units
+) -> dict[tuple[bytes, int], OffsetConverter | None]:
+    """A converter per version of ``places`` (``(source_id, tx, start, end)`` bytes) over the
+    bytes they cover (docs/rest-api.md, "Offsets in other units"); none needed for bytes
+    (empty), ``None`` for a version erased or gone since it was found (its places are left
+    out: no offset is answered in the wrong units)."""
+    if units == "byte":
+        return {}
+    ranges: dict[tuple[bytes, int], tuple[int, int]] = {}
+    for source_id, tx, start, end in places:
+        lo, hi = ranges.get((source_id, tx), (start, end))
+        ranges[(source_id, tx)] = (min(lo, start), max(hi, end))
+    out: dict[tuple[bytes, int], OffsetConverter | None] = {}
+    for (source_id, tx), (lo, hi) in ranges.items():
+        try:
+            out[(source_id, tx)] = await converter(store, scope, source_id, tx, lo, hi)
+        except (NotFound, ContentErased):
+            out[(source_id, tx)] = None
+    return out
+
+
 async def search(request: Request) -> Response:
-    """GET /v1/search?q=&label=&sourceId=&format=&limit=&cursor= — the scope's current spans
-    matching the query, best first."""
+    """GET /v1/search?q=&label=&sourceId=&format=&limit=&cursor=&units= — the scope's current
+    spans matching the query, best first."""
     scope = await require_scope(request)
     _require_enabled(request)
+    units = units_param(request)
     params = request.query_params
     q = params.get("q")
     if q is None:
@@ -130,9 +162,17 @@ async def search(request: Request) -> Response:
         rank_window=app.config.search.rank_window,
     )  # fmt: skip
     more = len(hits) > limit
+    hits = hits[:limit]
+    convs = await _converters(
+        app.store, scope, [(h.source_id, h.version_tx, h.start, h.end) for h in hits], units
+    )
     return json_response(
         SearchResult(
-            hits=[_hit_out(h) for h in hits[:limit]],
+            hits=[
+                _hit_out(h, convs.get((h.source_id, h.version_tx)), units)
+                for h in hits
+                if units == "byte" or convs[(h.source_id, h.version_tx)] is not None
+            ],
             next_cursor=_encode_cursor(offset + limit) if more else None,
             index_pending=await app.store.queued_versions(scope),
         )
@@ -151,23 +191,36 @@ def _parse_locate(body: bytes) -> LocateRequest:
 
 
 async def locate(request: Request) -> Response:
-    """POST /v1/locate {text, sourceId?, limit?} — every place of the scope's current versions
-    holding the quote."""
+    """POST /v1/locate?units= {text, sourceId?, limit?} — every place of the scope's current
+    versions holding the quote."""
     scope = await require_scope(request)
     _require_enabled(request)
+    units = units_param(request)
     req = _parse_locate(await read_body(request, _MAX_BODY_BYTES))
     quote = parse_quote(req.text)
     source = parse_uuid_param(req.source_id, "sourceId") if req.source_id is not None else None
-    found = await state(request).store.locate(
-        scope, quote, source_id=source, limit=req.limit or LOCATE_DEFAULT
+    store = state(request).store
+    found = await store.locate(scope, quote, source_id=source, limit=req.limit or LOCATE_DEFAULT)
+    convs = await _converters(
+        store, scope, [(f.source_id, f.version_tx, f.start, f.end) for f in found], units
     )
-    return json_response([_located_out(f) for f in found])
+    out = []
+    for f in found:
+        start, end = f.start, f.end
+        if units != "byte":
+            conv = convs[(f.source_id, f.version_tx)]
+            if conv is None:
+                continue
+            start, end = conv.to_units([start, end], units)
+        out.append(_located_out(f, start, end))
+    return json_response(out)
 
 
-def _located_out(f: Located) -> LocatedOut:
+def _located_out(f: Located, start: int, end: int) -> LocatedOut:
     return LocatedOut(
-        source_id=id_str(f.source_id), source_version_tx=f.version_tx, start=f.start,
-        end=f.end, node_ids=[id_str(n) for n in f.node_ids], exact=f.exact,
+        source_id=id_str(f.source_id), source_version_tx=f.version_tx, start=start,
+        end=end, node_ids=[id_str(n) for n in f.node_ids], exact=f.exact,
+        match="exact" if f.exact else "folded",
     )  # fmt: skip
 
 

@@ -183,15 +183,19 @@ async def test_locate_a_sentence_copied_from_a_pdf(
     assert resp.status_code == 200, resp.text
     (place,) = resp.json()
     assert place["sourceId"] == ids["pdf"] and place["exact"] is True and place["nodeIds"]
+    assert place["match"] == "exact"
     assert await _text(c, place, place["start"], place["end"]) == sentence
-    # Copied with its line breaks and doubled spaces: the same bytes, not exact.
+    # Copied with its line breaks and doubled spaces: the same bytes, found after folding.
     messy = sentence.replace(" of the ", " of\r\nthe  ").replace("modern ", "modern\t ")
     resp = await c.post("/v1/locate", json={"text": messy, "sourceId": ids["pdf"]})
     (loose,) = resp.json()
     assert (loose["start"], loose["end"], loose["exact"]) == (place["start"], place["end"], False)
-    # Case differs: not the same text.
+    assert loose["match"] == "folded"
+    # Case differs: the same place, after folding.
     resp = await c.post("/v1/locate", json={"text": sentence.upper()})
-    assert resp.status_code == 200 and resp.json() == []
+    (upper,) = resp.json()
+    assert (upper["start"], upper["end"]) == (place["start"], place["end"])
+    assert upper["match"] == "folded"
     # Another source named: nothing there.
     resp = await c.post("/v1/locate", json={"text": sentence, "sourceId": ids["zen"]})
     assert resp.json() == []

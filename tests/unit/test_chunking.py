@@ -10,6 +10,7 @@ import itertools
 import re
 
 import pytest
+import regex
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -243,3 +244,52 @@ def test_invariants(blocks: list[tuple[str, str, int]], max_bytes: int, within: 
     got = _check(text, spans, chunks, max_bytes, bounds=bounds)
     words = text.decode().split()
     assert [w for t in got for w in t.split()] == words  # all of the text, once, in order
+
+
+_FAMILY = "\U0001f468\u200d\U0001f469\u200d\U0001f467\u200d\U0001f466"  # 25 bytes, one cluster
+_CLUSTERS = [
+    _FAMILY,
+    "e\u0301",
+    "\u1100\u1161\u11a8",
+    "हि",
+    "🇵🇹",
+    "a",
+    "日",
+    "\U0001f44d\U0001f3fd",
+]
+
+
+def _cluster_bounds(text: bytes) -> set[int]:
+    out, off = {0}, 0
+    for m in regex.finditer(r"\X", text.decode()):
+        off += len(m.group().encode())
+        out.add(off)
+    return out
+
+
+@given(
+    parts=st.lists(st.sampled_from(_CLUSTERS), min_size=20, max_size=200),
+    max_bytes=st.integers(min_value=64, max_value=160),
+    overlap=st.integers(min_value=0, max_value=32),
+)
+def test_cuts_fall_between_grapheme_clusters(
+    parts: list[str], max_bytes: int, overlap: int
+) -> None:
+    text = "".join(parts).encode()
+    spans = [ChunkSpan(0, len(text), "paragraph", (DOC,))]
+    chunks = chunk_text(text, spans, {DOC: ChunkNode(("PARAGRAPH",))}, max_bytes=max_bytes,
+                        overlap=overlap)  # fmt: skip
+    bounds = _cluster_bounds(text)
+    assert chunks and chunks[-1].end == len(text)
+    for c in chunks:
+        assert c.start in bounds and c.end in bounds, (c.start, c.end)
+        assert c.end - c.start <= max_bytes
+
+
+def test_a_family_emoji_is_never_cut() -> None:
+    text = (_FAMILY * 12).encode()
+    spans = [ChunkSpan(0, len(text), "paragraph", (DOC,))]
+    for c in chunk_texts(
+        text, chunk_text(text, spans, {DOC: ChunkNode(("PARAGRAPH",))}, max_bytes=64)
+    ):
+        assert c.decode() == _FAMILY * (len(c) // len(_FAMILY.encode()))

@@ -1,9 +1,13 @@
 """``text_worker``: plain text and markdown (formats ``text``, ``markdown``).
 
 Projection: one ``DOCUMENT`` node (``name``, ``format``) whose span is the whole text (kind
-``body``); one ``PARAGRAPH`` node per blank-line-separated block (span kind ``paragraph``);
-in markdown, an ATX heading line (``#`` to ``######``) is a ``SECTION`` node with ``level``
-(1 = top) and ``title`` (span kind ``heading``). Sections nest by level, as the docling
+``body``); in plain text, one ``PARAGRAPH`` node per blank-line-separated block (span kind
+``paragraph``). Markdown is read as CommonMark reads it (:mod:`text_worker.markdown`): a
+heading — ATX (``#`` to ``######``) or setext (``Title`` over ``===`` or ``---``) — is a
+``SECTION`` node with ``level`` (1 = top) and ``title`` (span kind ``heading``); a paragraph
+and a fenced or indented code block (fences included, never a heading inside) are one
+``PARAGRAPH`` each; any other block (a list, a block quote) one per blank-line-separated
+piece. Sections nest by level, as the docling
 projection does: a heading contains what follows it up to the next heading of its level or a
 higher one (a smaller number); a level-2 heading under a level-1 heading hangs off that
 section, one that skips a level (``#`` then ``###``) hangs off the nearest higher one.
@@ -15,9 +19,9 @@ Deterministic: the same bytes and options give the same submission.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
+from text_worker.markdown import markdown_parts
 from workers_common import CorruptInput, IngestionResultBuilder, Job, normalize_canonical
 from workers_common.canonical import drop_nul
 from workers_common.empty import is_empty
@@ -42,7 +46,6 @@ def parser_versions() -> dict[str, str]:
 PROCESS_POOL = True
 
 _BOM = b"\xef\xbb\xbf"
-_HEADING = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
 
 
 def _decode(raw: bytes) -> str:
@@ -54,13 +57,14 @@ def _decode(raw: bytes) -> str:
         raise CorruptInput(f"not UTF-8: invalid byte at offset {exc.start}") from None
 
 
-def _blocks(text: str) -> list[tuple[int, int]]:
-    """Character ranges of blank-line-separated blocks (trailing whitespace excluded)."""
+def _blocks(text: str, lo: int, hi: int) -> list[tuple[int, int]]:
+    """Character ranges of the blank-line-separated blocks of ``text[lo:hi]`` (``lo`` at a
+    line start; edge whitespace excluded)."""
     blocks: list[tuple[int, int]] = []
     start: int | None = None
     end = 0
-    pos = 0
-    for line in text.split("\n"):
+    pos = lo
+    for line in text[lo:hi].split("\n"):
         line_end = pos + len(line)
         if line.strip():
             if start is None:
@@ -73,29 +77,6 @@ def _blocks(text: str) -> list[tuple[int, int]]:
     if start is not None:
         blocks.append((start, end))
     return blocks
-
-
-def _markdown_parts(text: str, block: tuple[int, int]) -> list[tuple[str, int, int, int]]:
-    """Split a markdown block into headings and paragraphs: ``(kind, start, end, level)``."""
-    parts: list[tuple[str, int, int, int]] = []
-    para_start: int | None = None
-    para_end = block[0]
-    pos = block[0]
-    for line in text[block[0] : block[1]].split("\n"):
-        m = _HEADING.match(line)
-        if m:
-            if para_start is not None:
-                parts.append(("paragraph", para_start, para_end, 0))
-                para_start = None
-            parts.append(("heading", pos, pos + len(line.rstrip()), len(m.group(1))))
-        elif line.strip():
-            if para_start is None:
-                para_start = pos + (len(line) - len(line.lstrip()))
-            para_end = pos + len(line.rstrip())
-        pos += len(line) + 1
-    if para_start is not None:
-        parts.append(("paragraph", para_start, para_end, 0))
-    return parts
 
 
 def project(
@@ -122,27 +103,26 @@ def project(
     order = 0
     # Open sections, outermost first: [level, node ref, next ord]; the DOCUMENT is level 0.
     open_: list[list[int]] = [[0, doc, 0]]
-    for block in _blocks(text):
-        parts = _markdown_parts(text, block) if fmt == "markdown" else [("paragraph", *block, 0)]
-        for kind, start, end, level in parts:
-            span = b.add_span_range(byte_at(start), byte_at(end), kind)
-            body = text[start:end]
-            if kind == "heading":
-                m = _HEADING.match(body)
-                title = (m.group(2) or "").strip() if m else body
-                node = b.add_node(["SECTION"], {"level": level, "title": title}, spans=[span])
-                while open_[-1][0] >= level:
-                    open_.pop()
-            else:
-                node = b.add_node(["PARAGRAPH"], {"text": body}, spans=[span])
-            parent = open_[-1]
-            b.add_relationship(
-                "CONTAINS", from_ref=parent[1], to_ref=node, properties={"ord": parent[2]}
-            )
-            parent[2] += 1
-            if kind == "heading":
-                open_.append([level, node, 0])
-            order += 1
+    if fmt == "markdown":
+        parts = markdown_parts(text, _blocks)
+    else:
+        parts = [("paragraph", a, z, 0, "") for a, z in _blocks(text, 0, len(text))]
+    for kind, start, end, level, title in parts:
+        span = b.add_span_range(byte_at(start), byte_at(end), kind)
+        if kind == "heading":
+            node = b.add_node(["SECTION"], {"level": level, "title": title}, spans=[span])
+            while open_[-1][0] >= level:
+                open_.pop()
+        else:
+            node = b.add_node(["PARAGRAPH"], {"text": text[start:end]}, spans=[span])
+        parent = open_[-1]
+        b.add_relationship(
+            "CONTAINS", from_ref=parent[1], to_ref=node, properties={"ord": parent[2]}
+        )
+        parent[2] += 1
+        if kind == "heading":
+            open_.append([level, node, 0])
+        order += 1
     stats: dict[str, Any] = {"blocks": order, "bytes": len(data)}
     if empty:
         stats["empty"] = True

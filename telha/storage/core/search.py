@@ -92,8 +92,8 @@ class SearchHit:
 @dataclass(frozen=True, slots=True)
 class Located:
     """One occurrence of a quote: ``[start, end)`` bytes of the version's text, the nodes
-    the span rows holding it link, ``exact`` when the bytes equal the quote (else only
-    whitespace differed)."""
+    the span rows holding it link, ``exact`` when the bytes equal the quote (else they equal
+    it after folding: :func:`telha.domain.search_query.find_quote`)."""
 
     source_id: bytes
     version_tx: int
@@ -193,20 +193,28 @@ async def _candidates(
 async def _details(tx: Tx, sid: int, rowids: list[int]) -> list[tuple[Any, ...]]:
     """``(rowid, source_id, version_tx, start, end, kind, linked, labels, name, blob_id,
     text)`` of index rows, in ``rowids`` order, of the scope only; ``text`` is the span's
-    text when the index row holds it exactly (SQLite, no CJK spacing), else ``None``."""
+    text as the index row holds it (its ``text``, or on SQLite its ``body`` when that is the
+    text unchanged), ``None`` for a row written without it."""
     if not rowids:
         return []
     cond, params = tx.any("s.rowid", rowids, "bigint")
+    known = "s.text" if tx.postgres else "coalesce(s.text, s.body)"
     rows = await tx.fetchall(
         'SELECT s.rowid, s.source_id, s.version_tx, s.start, s."end", s.kind, s.linked_nodes,'
-        f" s.labels, v.name, v.blob_id, {'NULL' if tx.postgres else 's.body'}"
+        f" s.labels, v.name, v.blob_id, {known}, s.text IS NOT NULL"
         " FROM search_spans s JOIN source_versions v"
         " ON v.scope_id = s.scope_id AND v.source_id = s.source_id AND v.tx = s.version_tx"
         f" WHERE {cond} AND +s.scope_id = ?",  # by rowid: `+` keeps the scope's index out
         *params, sid,
     )  # fmt: skip
     order = {r: i for i, r in enumerate(rowids)}
-    rows = [(*r[:10], r[10] if r[10] is not None and is_verbatim(r[10]) else None) for r in rows]
+    rows = [
+        (
+            *r[:10],
+            r[10] if r[11] or (r[10] is not None and is_verbatim(r[10], r[4] - r[3])) else None,
+        )
+        for r in rows
+    ]
     return sorted(rows, key=lambda r: order[int(r[0])])
 
 
@@ -308,8 +316,10 @@ async def locate(
     tx: Tx, scope: Scope, quote: Quote, source_id: bytes | None, limit: int
 ) -> list[Located]:
     """Every place of the scope's current versions where ``quote`` occurs (at most
-    ``limit``, by source, version and offset): candidates are the span rows holding its
-    words in a row (the index), verified against their canonical text. Occurrences that
+    ``limit``, by source, version and offset), overlapping and inside words included:
+    candidates are the span rows that may hold it
+    (:func:`~telha.domain.search_query.quote_terms`: the index), verified against their
+    canonical text folded (:func:`~telha.domain.search_query.find_quote`). Occurrences that
     nested span rows share are one, with the nodes of every such row."""
     sid = await tx.known_scope_id(scope)
     if sid is None:

@@ -34,12 +34,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import msgspec
+import structlog
 
 from telha.domain.erasure import node_ids
 from telha.domain.errors import StorageError
 from telha.domain.model import BLOB_CHUNK
 from telha.domain.search_query import MAX_INDEXED_SCOPE, scope_rowids
-from telha.domain.search_text import fts5_body, tsvector_literal, words
+from telha.domain.search_text import fts5_body, is_verbatim, tsvector_literal, words
 from telha.offload import off_loop
 from telha.storage.core.row_faults import per_row
 from telha.storage.core.tx import Tx, any_groups
@@ -55,10 +56,16 @@ __all__ = [
     "waiting",
 ]
 
+log = structlog.get_logger("telha.search_index")
+
 #: The columns of a ``search_spans`` row as the index writes them.
 SEARCH_COLS = 'scope_id, source_id, version_tx, start, "end", kind, linked_nodes, labels, format'
-_INSERT_SQLITE = f"INSERT INTO search_spans (rowid, {SEARCH_COLS}, body) VALUES ({'?, ' * 10}?)"
-_INSERT_PG = f"INSERT INTO search_spans ({SEARCH_COLS}, body) VALUES ({'?, ' * 9}?::text::tsvector)"
+_INSERT_SQLITE = (
+    f"INSERT INTO search_spans (rowid, {SEARCH_COLS}, body, text) VALUES ({'?, ' * 11}?)"
+)
+_INSERT_PG = (
+    f"INSERT INTO search_spans ({SEARCH_COLS}, body, text) VALUES ({'?, ' * 9}?::text::tsvector, ?)"
+)
 #: Waiting entries one :func:`index_pending` transaction settles at most.
 ENTRIES_PER_BATCH = 64
 
@@ -109,13 +116,20 @@ def _rows(
 ) -> list[tuple[Any, ...]]:
     """The ``search_spans`` rows of a version's span rows ``(start, end, kind, linked)``
     (``text``: the canonical text's bytes from offset ``base``):
-    SQLite's body is the span's text for FTS5 to cut (:func:`fts5_body`), PostgreSQL's the
-    ``tsvector`` of its words (:func:`tsvector_literal`)."""
+    SQLite's body is the span's folded words for FTS5 (:func:`fts5_body`), PostgreSQL's the
+    ``tsvector`` of its words (:func:`tsvector_literal`); ``text`` is the span's text, so a
+    hit reads it from its index row (``NULL`` on SQLite when the body is that text
+    already)."""
     out = []
     cached: dict[str, list[str]] = {}
     for start, end, kind, linked in spans:
         span = text[start - base : end - base].decode("utf-8", "replace")
-        body = tsvector_literal([w for w, _, _ in words(span)]) if postgres else fts5_body(span)
+        known: str | None
+        if postgres:
+            body, known = tsvector_literal([w for w, _, _ in words(span)]), span
+        else:
+            body = fts5_body(span)
+            known = None if is_verbatim(body, end - start) else span
         names: set[str] = set()
         for node in node_ids(bytes(linked)):
             raw = labels.get(node)
@@ -124,7 +138,7 @@ def _rows(
                     cached[raw] = list(_decode(raw))
                 names.update(cached[raw])
         tags = " " + " ".join(sorted(names)) + " " if names else " "
-        out.append((sid, source_id, at, start, end, kind, bytes(linked), tags, fmt, body))
+        out.append((sid, source_id, at, start, end, kind, bytes(linked), tags, fmt, body, known))
     return out
 
 
@@ -404,9 +418,12 @@ async def set_search(tx: Tx) -> bool:
     await tx.execute("DELETE FROM search_stale")
     await purge_erased(tx)
     if tx.search:
-        for sid, source_id in await tx.fetchall(
+        sources = await tx.fetchall(
             "SELECT scope_id, source_id FROM sources ORDER BY scope_id, source_id"
-        ):
+        )
+        for sid, source_id in sources:
             await sync_source(tx, int(sid), bytes(source_id))
+        if sources:  # the search indexer logs the build's progress (telha.search_indexer)
+            log.info("search_index_build_queued", sources=len(sources))
     await tx.execute("UPDATE search_state SET enabled = ? WHERE id = 1", int(tx.search))
     return tx.search

@@ -1,0 +1,233 @@
+"""What "the same word" means, once for the full-text index, every query and every quote
+(docs/architecture.md, "Words and folding"). Pure; both storage engines index what
+this module cuts and folds, and every query and quote is cut and folded by it, so an indexed
+word, a query word, a highlighted range and a located quote always agree.
+
+**Words** are cut from the canonical text itself, so each carries its exact range there:
+
+- a word is a run of letters, digits and combining marks (``\\p{L}``, ``\\p{N}``, ``\\p{M}``:
+  an Indic vowel sign or virama, an Arabic mark, a combining accent stays inside its word);
+  ignorable characters (:data:`IGNORABLES`: soft hyphen, zero-width space, non-joiner and
+  joiner, word joiner, BOM) inside a word do not cut it;
+- every Han, kana or Bopomofo character (with its marks, e.g. a half-width voiced mark) is a
+  word of its own: Chinese and Japanese have no spaces, so a query's CJK run is searched as
+  a phrase of single characters;
+- a Hangul run is one word (Korean is spaced), and a word ends wherever the text changes
+  between CJK, Hangul and any other script: ``APIキー`` is ``api`` ``キ`` ``ー``,
+  ``iPhone用`` is ``iphone`` ``用``, ``API키`` is ``api`` ``키``.
+
+**Folding** (:func:`fold`): ignorables dropped; then per extended grapheme cluster (UAX #29)
+and concatenated, so a word folds to the concatenation of its clusters' foldings and a
+quote's folded text maps back to whole clusters: NFKC (full-width ``ｔｅｌｈａ２０２６`` →
+``telha2026``, ligatures ``ﬁ`` → ``fi``); full Unicode case folding (``str.casefold``: ``ß``
+→ ``ss``, final ``ς`` → ``σ``); combining marks removed **only** from a Latin, Greek or
+Cyrillic base (``é`` → ``e``, ``ά`` → ``α``, ``ё`` → ``е``, ``й`` → ``и``, ``İ`` → ``i``); a few
+Latin letters that carry their stroke or dot inside them folded the same way (``ı`` ``đ``
+``ł`` ``ø`` ``ħ`` ``ŧ``); Arabic harakat (short-vowel marks U+064B–U+0652) and the tatweel
+dropped, hamza forms (``أ`` ``إ`` ``ؤ``) kept; everything else kept as it composes (NFC):
+Hangul syllables, voiced kana, Indic vowel signs are never split. A folded word keeps only
+letters, digits and marks, at most :data:`MAX_WORD` characters.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from functools import lru_cache
+
+import regex
+
+__all__ = [
+    "IGNORABLES",
+    "MAX_WORD",
+    "Word",
+    "fold",
+    "fold_cluster",
+    "fold_stream",
+    "folded_words",
+    "is_cjk_unit",
+    "words",
+]
+
+#: Characters of a folded word kept (a longer word is cut: index and query alike).
+MAX_WORD = 100
+#: Default-ignorable characters dropped wherever text is folded (they never cut a word).
+IGNORABLES = "\u00ad\u034f\u180e\u200b\u200c\u200d\u2060\ufeff"
+_IGN_TABLE = dict.fromkeys(map(ord, IGNORABLES))
+#: Latin letters whose mark is part of the letter (no decomposition): folded like accents.
+_LETTERS = str.maketrans({"ı": "i", "đ": "d", "ł": "l", "ø": "o", "ħ": "h", "ŧ": "t"})
+#: Arabic harakat and tatweel: optional in writing, so never part of what is compared.
+_ARABIC_OPTIONAL = re.compile("[\u064b-\u0652\u0640]")
+
+# Characters each a word of their own (Han, kana, Bopomofo; iteration and prolonged-sound
+# marks, whose script is Common).
+_CJK = (
+    r"\p{Han}\p{Hiragana}\p{Katakana}\p{Bopomofo}"
+    "\u3005-\u3007\u3021-\u3029\u3031-\u3035\u303b\u303c\u30fc\uff70\uff9e\uff9f"
+)
+_IGN = IGNORABLES
+# A CJK character with its marks; a Hangul run; a run of any other letters, digits, marks.
+_OTHER = rf"[[\p{{L}}\p{{N}}\p{{M}}]--[{_CJK}\p{{Hangul}}]]"
+_WORD = regex.compile(
+    rf"[{_CJK}][\p{{M}}\uff9e\uff9f]*"
+    rf"|\p{{Hangul}}(?:[{_IGN}]*[\p{{Hangul}}\p{{M}}])*"
+    rf"|{_OTHER}(?:[{_IGN}]*{_OTHER})*",
+    regex.V1,
+)
+# Without CJK or Hangul a word is a run of letters, digits, marks and ignorables, less the
+# ignorables at its edges (the same words as _WORD, found faster).
+_RUN = regex.compile(rf"[\p{{L}}\p{{N}}\p{{M}}{_IGN}]+")
+# Blocks holding every CJK and Hangul character (and a few others): text without any is cut
+# by _RUN; a false alarm only costs the slower _WORD.
+_MAYBE_CJK = re.compile(
+    "[\u02ea\u02eb\u1100-\u11ff\u2e80-\u2fdf\u3000-\u9fff\ua960-\ua97f\uac00-\ud7ff"
+    "\uf900-\ufaff\uff00-\uffef\U00016fe0-\U00016fff\U0001aff0-\U0001b2ff"
+    "\U0001f200-\U0001f2ff\U00020000-\U0003ffff]"
+)
+# Code points with no mark, ignorable, CJK or Hangul among them, where the standard library's
+# letters and digits (``[^\W_]``) are exactly ``\p{L}\p{N}\p{M}`` (checked for every code
+# point by tests/unit/test_folding.py): text of these alone is cut by the faster ``re``.
+_PLAIN_RANGES = (
+    "\x00-\u00ac\u00ae-\u02e9\u02ec-\u02ff\u0370-\u0482\u048a-\u058f\u1e00-\u1fff"
+    "\u2010-\u205f\u2070-\u20cf\u2100-\u2bff"
+)
+_NOT_PLAIN = re.compile(f"[^{_PLAIN_RANGES}]")
+_PLAIN_WORD = re.compile(r"[^\W_]+")
+_CJK_UNIT = regex.compile(rf"[{_CJK}][\p{{M}}\uff9e\uff9f]*", regex.V1)
+_ASCII_WORD = re.compile(r"[A-Za-z0-9]+")
+_CLUSTER = regex.compile(r"\X")
+_MARKED_BASE = regex.compile(r"[\p{Latin}\p{Greek}\p{Cyrillic}]")
+_MARK = regex.compile(r"\p{M}")
+_NOT_WORD_CHAR = regex.compile(r"[^\p{L}\p{N}\p{M}]")
+_SPACE = re.compile(r"\s+")
+
+#: ``(folded word, start, end)``: the word's character offsets in the text it came from.
+Word = tuple[str, int, int]
+
+
+@lru_cache(maxsize=1 << 14)
+def fold_cluster(cluster: str) -> str:
+    """One extended grapheme cluster as it is compared (see the module docstring), before a
+    word keeps only its letters, digits and marks; may be ``""`` (an ignorable)."""
+    if cluster.isascii():
+        return cluster.lower()
+    s = unicodedata.normalize("NFKC", cluster.translate(_IGN_TABLE)).casefold()
+    if not s.isascii():
+        s = unicodedata.normalize("NFD", s)
+        if _MARKED_BASE.match(s):
+            s = _MARK.sub("", s)
+        s = _ARABIC_OPTIONAL.sub("", s)
+        s = unicodedata.normalize("NFC", s).translate(_LETTERS)
+    return s
+
+
+@lru_cache(maxsize=1 << 16)
+def fold(word: str) -> str:
+    """``word`` (a word of :func:`words`) as it is compared: its clusters folded
+    (:func:`fold_cluster`), only letters, digits and marks kept, at most :data:`MAX_WORD`
+    characters; may be ``""`` (nothing left)."""
+    if word.isascii():
+        return word.lower()[:MAX_WORD]
+    folded = "".join(fold_cluster(c) for c in _CLUSTER.findall(word.translate(_IGN_TABLE)))
+    kept: str = _NOT_WORD_CHAR.sub("", folded)
+    return kept[:MAX_WORD]
+
+
+def words(text: str) -> list[Word]:
+    """The words of ``text`` in order, each ``(folded, start, end)`` with character offsets
+    (Python ``str`` indices) of the whole word as written; words folding to nothing are
+    left out."""
+    if text.isascii():
+        found = _ASCII_WORD.finditer(text)
+        return [(m.group().lower()[:MAX_WORD], m.start(), m.end()) for m in found]
+    out: list[Word] = []
+    if _NOT_PLAIN.search(text) is None:
+        for m in _PLAIN_WORD.finditer(text):
+            f = fold(m.group())
+            if f:
+                out.append((f, m.start(), m.end()))
+        return out
+    if _MAYBE_CJK.search(text):
+        for m in _WORD.finditer(text):
+            f = fold(m.group())
+            if f:
+                out.append((f, m.start(), m.end()))
+        return out
+    for m in _RUN.finditer(text):
+        word, start, end = m.group(), m.start(), m.end()
+        if word[0] in IGNORABLES or word[-1] in IGNORABLES:
+            trimmed = word.strip(IGNORABLES)
+            start += len(word) - len(word.lstrip(IGNORABLES))
+            end = start + len(trimmed)
+            word = trimmed
+        f = fold(word) if word else ""
+        if f:
+            out.append((f, start, end))
+    return out
+
+
+def folded_words(text: str) -> list[str]:
+    """The folded words of ``text`` without their offsets: ``[w for w, _, _ in words(text)]``,
+    found faster for the usual text of Latin, Greek and Cyrillic letters (the index's writer
+    calls it for every span). Such text, already NFKC and holding no mark, ignorable, CJK or
+    Hangul, is folded as a whole — case folded, decomposed, the marks that decomposing
+    produced dropped (they are all on Latin, Greek or Cyrillic letters, or on symbols that
+    are no part of a word), recomposed — and cut after; any other text word by word."""
+    if not text.isascii() and (
+        _NOT_PLAIN.search(text) is None and unicodedata.is_normalized("NFKC", text)
+    ):
+        whole = unicodedata.normalize("NFD", text.casefold())
+        whole = unicodedata.normalize("NFC", _MARK.sub("", whole)).translate(_LETTERS)
+        return [w[:MAX_WORD] for w in _PLAIN_WORD.findall(whole)]
+    return [w for w, _, _ in words(text)]
+
+
+def is_cjk_unit(word: str) -> bool:
+    """Whether ``word`` (as written) is one CJK character with its marks: a word that
+    cannot start or end inside a longer one."""
+    return _CJK_UNIT.fullmatch(word) is not None
+
+
+def fold_stream(text: str) -> tuple[str, list[int], list[int]]:
+    """``text`` folded as a whole for finding a quote in it (docs/rest-api.md, "Locate a
+    quote"): each cluster folded (:func:`fold_cluster`), each whitespace run one space.
+    Returns the folded string and, for each of its characters, the character offsets in
+    ``text`` where the cluster it came from starts and ends (``starts``, ``ends``): a match
+    ``[i, j)`` of the folded string covers ``text[starts[i] : ends[j - 1]]``, whole clusters,
+    never part of one."""
+    out: list[str] = []
+    starts: list[int] = []
+    ends: list[int] = []
+    pos = 0
+    for m in _SPACE.finditer(text):
+        _fold_run(text, pos, m.start(), out, starts, ends)
+        if out and out[-1] != " ":
+            out.append(" ")
+            starts.append(m.start())
+            ends.append(m.end())
+        pos = m.end()
+    _fold_run(text, pos, len(text), out, starts, ends)
+    return "".join(out), starts, ends
+
+
+def _fold_run(
+    text: str, lo: int, hi: int, out: list[str], starts: list[int], ends: list[int]
+) -> None:
+    """Append the folding of ``text[lo:hi]`` (no whitespace in it) cluster by cluster."""
+    if lo >= hi:
+        return
+    run = text[lo:hi]
+    if run.isascii():
+        out.extend(run.lower())
+        starts.extend(range(lo, hi))
+        ends.extend(range(lo + 1, hi + 1))
+        return
+    # Clusters of the text without its ignorables (a soft hyphen between a letter and its
+    # mark does not part them, as in fold), each mapped back to where it is in the text.
+    keep = [i for i, c in enumerate(run) if c not in IGNORABLES]
+    visible = "".join(run[i] for i in keep)
+    for m in _CLUSTER.finditer(visible):
+        folded = fold_cluster(m.group())
+        out.extend(folded)
+        starts.extend([lo + keep[m.start()]] * len(folded))
+        ends.extend([lo + keep[m.end() - 1] + 1] * len(folded))

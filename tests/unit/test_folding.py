@@ -1,0 +1,158 @@
+"""The one folding of full-text search (:mod:`telha.domain.folding`) across scripts: each
+word of a text in Korean, Japanese (voiced kana, Latin against kana), Chinese, Russian,
+Ukrainian, Greek, Arabic, Hindi, Turkish, German and Vietnamese is found by its own
+spelling, upper and lower case and, where the convention allows, without its accents; a
+word absent is not found; every match slices exactly the whole word (never part of a
+grapheme); a quote is found inside words, overlapping, and after folding."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import regex
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from telha.domain import folding
+from telha.domain.folding import fold, fold_stream, words
+from telha.domain.search_query import (
+    find_quote,
+    fts5_query,
+    match_ranges,
+    parse_query,
+    parse_quote,
+    quote_terms,
+)
+from telha.domain.search_text import fts5_body, is_verbatim
+from tests.support.languages import LANGUAGES
+
+
+def _found(text: str, q: str) -> list[str]:
+    raw = text.encode()
+    return [raw[a:b].decode() for a, b in match_ranges(text, parse_query(q))]
+
+
+@pytest.mark.parametrize("language", sorted(LANGUAGES))
+def test_every_word_is_found_by_its_spellings_and_highlighted_whole(language: str) -> None:
+    text, present, absent = LANGUAGES[language]
+    for q, word in present:
+        assert word in _found(text, q), (q, word)
+        # The index holds the query's words as FTS5 and PostgreSQL see them.
+        body = fts5_body(text).split()
+        for term in parse_query(q):
+            for w in term.words[: len(term.words) - int(term.prefix)]:
+                assert w in body, (q, w)
+    for q in absent:
+        assert _found(text, q) == [], q
+
+
+def test_marks_stay_in_their_word_and_script_changes_cut_words() -> None:
+    assert [w for w, _, _ in words("हिन्दी")] == [fold("हिन्दी")]
+    assert [w for w, _, _ in words("APIキー")] == ["api", "キ", "ー"]
+    assert [w for w, _, _ in words("iPhone用")] == ["iphone", "用"]
+    assert [w for w, _, _ in words("API키")] == ["api", "키"]
+    assert fold("한국어") == "한국어"  # never split into jamo
+    assert fold("デ") == "デ" and fold("ﾃﾞ") == "デ"  # voiced kana composed, not stripped
+    assert fold("أحمد") != fold("احمد")  # hamza forms are letters
+
+
+def test_ignorables_and_compatibility_forms() -> None:
+    assert [w for w, _, _ in words("docu\u00adment zero\u200bwidth")] == ["document", "zerowidth"]
+    assert [w for w, _, _ in words("ｔｅｌｈａ ２０２６ ﬁle")] == ["telha", "2026", "file"]
+    text = "see docu\u00adment"
+    assert _found(text, "document") == ["docu\u00adment"]
+    assert _found("ｔｅｌｈａ ２０２６", "telha 2026") == ["ｔｅｌｈａ", "２０２６"]
+
+
+def test_an_ascii_span_is_indexed_as_it_is_and_anything_else_folded() -> None:
+    assert fts5_body("Plain text, v2.") == "Plain text, v2."
+    assert is_verbatim("Plain text, v2.", 15)
+    # A folded body never passes for the text itself, even with the same length.
+    body = fts5_body("\ufb03")  # "ﬃ": 3 bytes, folds to "ffi"
+    assert body.split() == ["ffi"] and not is_verbatim(body, 3)
+    long = "x" * 150
+    assert fts5_body(long) == "x" * 100
+
+
+def test_locate_mid_word_overlapping_and_folded() -> None:
+    text = "buffalo buffalo buffalo"
+    assert find_quote(text, parse_quote("buffalo buffalo")) == [(0, 15, True), (8, 23, True)]
+    assert find_quote(text, parse_quote("ffalo buf")) == [(2, 11, True), (10, 19, True)]
+    assert find_quote(text, parse_quote("uff")) == [(1, 4, True), (9, 12, True), (17, 20, True)]
+    # A ligature and a soft hyphen in the text; case differs: found, folded.
+    page = "A \ufb01ne docu\u00adment."
+    (found,) = find_quote(page, parse_quote("FINE DOCUMENT"))
+    raw = page.encode()
+    assert raw[found[0] : found[1]].decode() == "\ufb01ne docu\u00adment" and found[2] is False
+    # A quote starting inside a ligature covers the whole ligature.
+    (inside,) = find_quote(page, parse_quote("ine"))
+    assert raw[inside[0] : inside[1]].decode() == "\ufb01ne"
+    # Korean, Japanese, Hindi quotes, mid-word.
+    assert find_quote("우리는 한국어", parse_quote("리는 한국")) == [(3, 16, True)]
+    assert find_quote("このデータベース", parse_quote("データ")) == [(6, 15, True)]
+    hindi = "हिन्दी भाषा"
+    ((a, b, exact),) = find_quote(hindi, parse_quote("न्दी भा"))
+    assert hindi.encode()[a:b].decode() == "न्दी भा" and exact
+
+
+def test_locate_candidates_come_from_the_index_words() -> None:
+    # The first word may end a longer one, the last may start one: the whole words between.
+    (term,) = quote_terms(parse_quote("ffalo buffalo big buf"))
+    assert term.words == ("buffalo", "big") and not term.prefix
+    assert fts5_query([term]) == '"buffalo big"'
+    # Nothing whole between them: the last word as a prefix (it starts a word).
+    (two,) = quote_terms(parse_quote("ffalo buf"))
+    assert two.words == ("buf",) and two.prefix
+    (cjk,) = quote_terms(parse_quote("データ"))
+    assert cjk.words == ("デ", "ー", "タ") and not cjk.prefix
+    (mixed,) = quote_terms(parse_quote("myAPIキー"))
+    assert mixed.words == ("キ", "ー") and not mixed.prefix
+
+
+_ALPHABET = [*"aéİıßﬁ ёй한국어デﾃﾞ中हिन्दी\u00ad-,\n", "\u0301"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.text(alphabet=st.sampled_from(_ALPHABET), min_size=1, max_size=40))
+def test_matches_slice_whole_words_and_quotes_whole_clusters(text: str) -> None:
+    raw = text.encode()
+    found = words(text)
+    starts = {len(text[:s].encode()) for _, s, _ in found}
+    ends = {len(text[:e].encode()) for _, _, e in found}
+    for w, _, _ in found:
+        for a, b in match_ranges(text, parse_query(f'"{w}"')):
+            assert a in starts and b in ends
+            assert fold(raw[a:b].decode()) == w
+    folded, s_at, e_at = fold_stream(text)
+    assert len(folded) == len(s_at) == len(e_at)
+    if text.strip() and found:
+        for a, b, _ in find_quote(text, parse_quote(text)):
+            assert raw[a:b].decode()  # whole UTF-8 characters
+
+
+def test_the_plain_ranges_cut_words_as_the_full_rule_does() -> None:
+    # Text of the plain ranges alone is cut by the standard library's re: for every code
+    # point there, it must be a word character exactly when the full rule says so, and
+    # never a mark, an ignorable, CJK or Hangul.
+    plain = regex.compile(f"[{folding._PLAIN_RANGES}]")
+    word = regex.compile(r"[\p{L}\p{N}\p{M}]")
+    for cp in range(0x3000):
+        c = chr(cp)
+        if plain.match(c):
+            assert bool(re.match(r"[^\W_]", c)) == bool(word.match(c)), hex(cp)
+            assert not regex.match(r"[\p{M}\p{Hangul}\p{Han}\p{Bopomofo}]", c), hex(cp)
+            assert c not in folding.IGNORABLES, hex(cp)
+    text = "Olá, São Paulo — Köln ² ½ x_y"
+    assert folding.words(text) == [
+        (folding.fold(m.group()), m.start(), m.end()) for m in folding._WORD.finditer(text)
+    ]
+
+
+_PLAIN = [*"aAéÉßİıœŒðÐøØçÇñÑüÜåÅæÆšŠžŽ", *"άΆέΈωΩςσΣϊΐ", *"ёЁйЙїЇґҐщЩ", *" ,.;-—'0123456789²"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.text(alphabet=st.sampled_from(_PLAIN), min_size=1, max_size=60))
+def test_folded_words_of_plain_text_are_its_words_folded(text: str) -> None:
+    assert folding.folded_words(text) == [w for w, _, _ in words(text)]
