@@ -65,7 +65,7 @@ from contextlib import ExitStack
 # (bench/tabular.py), so the worker is not the bottleneck: one thread.
 os.environ.setdefault("POLARS_MAX_THREADS", "1")
 
-from tabular_worker.csv_source import UnclosedQuote, closed_copy, open_csv
+from tabular_worker.csv_source import UnclosedQuote, closed_copy, ends_inside_quote, open_csv
 from tabular_worker.encoding import Utf8Input, utf8_input
 from tabular_worker.options import TabularOptions, parse_options
 from tabular_worker.projection import Projector, Submissions
@@ -120,6 +120,8 @@ def _open(
     try:
         return (*open_csv(src.path, *args), False)
     except UnclosedQuote as exc:
+        if not ends_inside_quote(src.path, exc.separator):
+            raise
         try:
             return (*open_csv(stack.enter_context(closed_copy(src.path)), *args), True)
         except CorruptInput:

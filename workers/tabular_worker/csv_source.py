@@ -32,8 +32,8 @@ from tabular_worker.table import Table, build_table
 from workers_common import CorruptInput, ResourceLimit
 
 __all__ = [
-    "HEAD_BYTES", "MAX_COLUMNS", "SNIFF_LINES", "UnclosedQuote", "closed_copy", "open_csv",
-    "sniff_delimiter",
+    "HEAD_BYTES", "MAX_COLUMNS", "SNIFF_LINES", "UnclosedQuote", "closed_copy",
+    "ends_inside_quote", "open_csv", "sniff_delimiter",
 ]  # fmt: skip
 
 #: Bytes of the file read to find comment lines and sniff the delimiter.
@@ -47,7 +47,27 @@ _CANDIDATES = (",", "\t", ";", "|")
 
 
 class UnclosedQuote(CorruptInput):
-    """A quoted CSV cell is never closed: the file may end inside it (cut short)."""
+    """A quoted CSV cell is never closed: the file may end inside it (cut short).
+
+    :ivar separator: the field separator the file was parsed with.
+    """
+
+    def __init__(self, message: str, separator: str) -> None:
+        super().__init__(message)
+        self.separator = separator
+
+
+def ends_inside_quote(path: Path, separator: str) -> bool:
+    """Whether the UTF-8 CSV at ``path`` is well quoted (RFC 4180, strictly) up to an end that
+    falls inside a quoted cell: a file cut short, not a stray quote (a full read, done only
+    once polars has failed)."""
+    with path.open(encoding="utf-8", newline="") as f:
+        try:
+            for _ in csv.reader(f, delimiter=separator, strict=True):
+                pass
+        except csv.Error as exc:
+            return "unexpected end of data" in str(exc)
+    return False
 
 
 @contextmanager
@@ -175,7 +195,9 @@ def open_csv(
             return build_table(name, frame, header_option), delimiter
         except pl.exceptions.ComputeError as exc:
             if quoted and "not properly escaped" in str(exc):
-                raise UnclosedQuote(f"unparseable {fmt}: a quoted cell is never closed") from None
+                raise UnclosedQuote(
+                    f"unparseable {fmt}: a quoted cell is never closed", separator
+                ) from None
             if "more fields" not in str(exc):
                 raise CorruptInput(f"unparseable {fmt}: {exc}".splitlines()[0]) from None
             if width >= MAX_COLUMNS:
