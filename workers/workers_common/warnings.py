@@ -13,7 +13,8 @@ submission without warnings has no ``warnings`` key. Kinds in use (:data:`KINDS`
   inside a quoted cell); what could be read is projected;
 * ``ragged_rows``: table rows with more or fewer cells than the header;
 * ``html_body_lost``: an HTML body with text gave none to the projection;
-* ``pictures_skipped``: pictures kept as nodes without their content;
+* ``pictures_skipped``: pictures (and charts) not projected;
+* ``content_skipped``: formulas and footnotes not projected;
 * ``attachment_unreadable``: an e-mail attachment that could not be taken out.
 
 Same input and options, same list (workers are deterministic).
@@ -27,7 +28,7 @@ __all__ = ["KINDS", "Warnings", "warning_count"]
 
 KINDS = frozenset({
     "encoding_guessed", "encoding_fallback", "truncated", "ragged_rows", "html_body_lost",
-    "pictures_skipped", "attachment_unreadable",
+    "pictures_skipped", "content_skipped", "attachment_unreadable",
 })  # fmt: skip
 
 
@@ -37,6 +38,14 @@ class Warnings:
     def __init__(self) -> None:
         self._counts: dict[str, int] = {}
         self._details: dict[str, str] = {}
+
+    @classmethod
+    def of(cls, stats: dict[str, Any]) -> Warnings:
+        """The warnings already in ``stats`` (to add more and :meth:`put` them back)."""
+        found = cls()
+        for item in stats.get("warnings") or []:
+            found.add(item["kind"], item["count"], item.get("detail"))
+        return found
 
     def add(self, kind: str, count: int = 1, detail: str | None = None) -> None:
         """Record ``count`` (≥ 1; 0 records nothing) occurrences of ``kind`` (one of
