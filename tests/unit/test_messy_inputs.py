@@ -148,7 +148,9 @@ def test_raw_latin1_headers_decode_by_the_declared_charset() -> None:
     (message,) = _nodes([sub], "MESSAGE")
     assert message["subject"] == "Résumé für François"
     assert "José Müller" in sub["canonicalText"] and "\ufffd" not in sub["canonicalText"]
-    assert any("iso8859-1" in w for w in sub["stats"]["warnings"])
+    (warning,) = sub["stats"]["warnings"]  # workers_common.warnings: one item per kind
+    assert warning["kind"] == "encoding_fallback" and warning["count"] >= 2
+    assert "iso8859-1" in warning["detail"]
 
 
 def test_raw_header_without_declared_charset_falls_back_to_cp1252() -> None:
@@ -167,7 +169,13 @@ def test_unknown_body_charset_label_is_decoded_not_failed(
     raw = b"From: a@example.com\nSubject: x\nContent-Type: text/plain; charset=uft-8\n\n" + body
     (sub,) = _run(email_worker, _job("eml", "label.eml", raw))
     assert sub["canonicalText"].endswith(text)
-    assert sub["stats"]["warnings"] == [f"body charset 'uft-8': decoded as {codec}"]
+    assert sub["stats"]["warnings"] == [
+        {
+            "kind": "encoding_fallback",
+            "count": 1,
+            "detail": f"body charset 'uft-8': decoded as {codec}",
+        }
+    ]
 
 
 def test_the_same_attachment_twice_is_one_attachment_node() -> None:

@@ -54,6 +54,7 @@ from email_worker.parse import (
     attachments,
     body_text,
     clean,
+    cut_short,
     decode_notes,
     format_of,
     header,
@@ -61,6 +62,7 @@ from email_worker.parse import (
     normalize_subject,
     read_message,
     sent_at,
+    unreadable_attachments,
 )
 from workers_common import (
     CorruptInput,
@@ -72,6 +74,7 @@ from workers_common.empty import is_empty
 from workers_common.format_options import option_names
 from workers_common.ids import child_root_id
 from workers_common.temporal import find_dates, to_us
+from workers_common.warnings import Warnings
 
 __all__ = ["FORMATS", "handle", "message_node_id", "normalize_subject", "source_message_id"]
 
@@ -257,9 +260,12 @@ def handle(job: Job) -> dict[str, Any]:
         "ambiguities": 0,
         "ambiguities_suppressed": 0,
     }
+    found = Warnings()
     notes = decode_notes(msg)
-    if notes:
-        stats["warnings"] = notes
+    found.add("encoding_fallback", len(notes), notes[0] if notes else None)
+    found.add("truncated", cut_short(msg), "the closing MIME boundary never came")
+    found.add("attachment_unreadable", unreadable_attachments(msg), "content not decodable")
+    found.put(stats)
     if empty:
         stats["empty"] = True
     amb = (

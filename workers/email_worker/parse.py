@@ -8,13 +8,15 @@ keeps as surrogate escapes) are decoded as strict UTF-8, else the message's decl
 Latin-1 — never U+FFFD when one of them decodes the bytes; a body whose charset label Python
 does not know (``uft-8``) or whose bytes do not fit its label is decoded the same way (UTF-8,
 the label if known, cp1252, Latin-1). Each such fallback is recorded in :func:`decode_notes`
-(``stats.warnings``)."""
+(``stats.warnings``, kind ``encoding_fallback``). A multipart whose closing boundary never
+came is read up to the cut (:func:`cut_short`: a ``truncated`` warning)."""
 
 from __future__ import annotations
 
 import codecs
 import datetime as dt
 import email
+import email.errors
 import email.policy
 import email.utils
 import re
@@ -24,9 +26,10 @@ from typing import Any
 from workers_common import CorruptInput, normalize_canonical
 
 __all__ = [
-    "addresses", "attachments", "body_text", "clean", "declared_charset", "decode_bytes",
+    "addresses", "attachments", "body_text", "clean", "cut_short", "declared_charset",
+    "decode_bytes",
     "decode_notes", "format_of", "header", "message_ids", "normalize_subject", "read_message",
-    "sent_at",
+    "sent_at", "unreadable_attachments",
 ]  # fmt: skip
 
 _CFB = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
@@ -199,8 +202,8 @@ def clean(text: str, declared: str | None = None) -> str:
 
 
 def decode_notes(msg: EmailMessage) -> list[str]:
-    """Warnings for ``stats.warnings``: which codec read raw 8-bit header bytes and a body
-    whose charset label is unknown or wrong (module docstring)."""
+    """Notes for ``stats.warnings`` (kind ``encoding_fallback``): which codec read raw 8-bit
+    header bytes and a body whose charset label is unknown or wrong (module docstring)."""
     notes: list[str] = []
     declared = declared_charset(msg)
     for name, value in msg.raw_items():
@@ -216,6 +219,17 @@ def decode_notes(msg: EmailMessage) -> list[str]:
         if note:
             notes.append(note)
     return notes
+
+
+def cut_short(msg: EmailMessage) -> int:
+    """Multipart parts whose closing boundary never came (``CloseBoundaryNotFoundDefect``):
+    the message was cut short; what came before the cut is read."""
+    return sum(
+        1
+        for part in msg.walk()
+        for defect in getattr(part, "defects", ())
+        if isinstance(defect, email.errors.CloseBoundaryNotFoundDefect)
+    )
 
 
 def normalize_subject(subject: str) -> str:
@@ -343,6 +357,26 @@ def attachments(msg: EmailMessage) -> list[tuple[str, str, bytes]]:
             data = part.get_payload(decode=True)
             out.append((name or "attachment", ctype, data if isinstance(data, bytes) else b""))
     return out
+
+
+def unreadable_attachments(msg: EmailMessage) -> int:
+    """Attachment parts whose content could not be taken out: a transfer encoding that
+    failed to decode (``InvalidBase64CharactersDefect``, ``InvalidBase64LengthDefect``,
+    ``MultipartInvariantViolationDefect``) or an attached message with no message in it."""
+    bad = (
+        email.errors.InvalidBase64CharactersDefect,
+        email.errors.InvalidBase64LengthDefect,
+    )
+    count = 0
+    for part in msg.iter_attachments():
+        data = part.get_payload(decode=True) if not part.is_multipart() else None
+        broken = any(isinstance(d, bad) for d in getattr(part, "defects", ()))
+        if part.get_content_type() == "message/rfc822":
+            broken = broken or not _message_bytes(part)
+        elif not part.is_multipart() and not isinstance(data, bytes):
+            broken = True
+        count += broken
+    return count
 
 
 def format_of(name: str, ctype: str) -> str | None:
