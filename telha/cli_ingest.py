@@ -56,7 +56,7 @@ from telha.client import (
 )
 from telha.client.formats import guess_format
 
-__all__ = ["ingest", "source_name"]
+__all__ = ["ingest", "source_name", "warning_count"]
 
 _NODES = re.compile(r"\bnodes=(\d+)")
 _FINAL = frozenset({"completed", "dead", "cancelled", "refused", "deduplicated", "failed"})
@@ -81,6 +81,14 @@ class _File:
     state: str = ""
     nodes: int | None = None
     failure: str = ""
+    warnings: int = 0
+
+    def shown_state(self) -> str:
+        """The state column: ``completed (N warnings)`` when the projection reported any
+        (``stats.warnings``, docs/formats.md "Warnings"), else the state."""
+        if self.state == "completed" and self.warnings:
+            return f"completed ({self.warnings} warnings)"
+        return self.state
 
 
 def source_name(path: Path, root: Path) -> str:
@@ -117,6 +125,18 @@ def _format(path: Path, fmt: str) -> str | None:
         return guess_format(path)
     except OSError:
         return None
+
+
+def warning_count(stats: dict[str, Any] | None) -> int:
+    """The sum of the ``count`` of a job's ``stats.warnings`` (docs/worker-protocol.md,
+    "Submission JSON"; 0 without any, or for a shape it does not know)."""
+    items = (stats or {}).get("warnings")
+    if not isinstance(items, list):
+        return 0
+    return sum(
+        w["count"] if isinstance(w, dict) and isinstance(w.get("count"), int) else 1
+        for w in items
+    )
 
 
 def _nodes(job: JobStatus) -> int:
@@ -253,6 +273,7 @@ async def _wait(client: AsyncTelha, i: int, f: _File, out: _Reporter) -> None:
             tg.cancel_scope.cancel()
     f.state, f.failure = job.state, job.failure_reason or ""
     f.nodes = _nodes(job) if job.state == "completed" else None
+    f.warnings = warning_count(job.stats) if job.state == "completed" else 0
 
 
 async def _reachable(url: str) -> bool:
@@ -291,7 +312,7 @@ def _summary(files: list[_File], root: Path, console: Console) -> None:
     """The closing table: a ``root`` line (what the names are relative to), then one row a
     file; TSV with a header line when piped."""
     columns = ("file", "source id", "job id", "state", "nodes", "failure")
-    rows = [(f.name, f.source_id, f.job_id or "", f.state,
+    rows = [(f.name, f.source_id, f.job_id or "", f.shown_state(),
              "" if f.nodes is None else str(f.nodes), f.failure) for f in files]  # fmt: skip
     where = f"root: {os.path.abspath(root)}"
     if not console.is_terminal:
