@@ -129,7 +129,7 @@ def _format(path: Path, fmt: str) -> str | None:
 
 def warning_count(stats: dict[str, Any] | None) -> int:
     """The sum of the ``count`` of a job's ``stats.warnings`` (docs/worker-protocol.md,
-    "Submission JSON"; 0 without any, or for a shape it does not know)."""
+    "The submission"; 0 without any, or for a shape it does not know)."""
     items = (stats or {}).get("warnings")
     if not isinstance(items, list):
         return 0

@@ -1,5 +1,5 @@
 """``stats.warnings``: what a projection dropped, guessed or could not read
-(docs/worker-protocol.md, "Submission JSON"; docs/formats.md, "Warnings").
+(docs/worker-protocol.md, "The submission"; docs/formats.md, "Warnings").
 
 The shape, one for every worker: a list of ``{"kind": str, "count": int, "detail": str}``
 objects, one per kind, sorted by kind; ``count`` ≥ 1 is how many times it happened (rows,
