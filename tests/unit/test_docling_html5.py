@@ -1,5 +1,6 @@
 """HTML read as a browser reads it (docling_worker.html5; docs/formats.md, "HTML"), and the
-docling worker's ``stats.warnings`` (docs/formats.md, "Warnings")."""
+docling worker's ``stats.warnings`` (docs/formats.md, "Warnings"): skipped pictures, a lost
+body, a PDF cut before its trailer (docling_worker.cut_short)."""
 
 from __future__ import annotations
 
@@ -72,3 +73,18 @@ def test_skipped_pictures_are_a_warning() -> None:
     kinds = {w["kind"]: w["count"] for w in out["stats"]["warnings"]}
     assert kinds["pictures_skipped"] == skipped
     assert "html_body_lost" not in kinds
+
+
+def test_pdf_without_its_trailer_completes_truncated(tmp_path: Path) -> None:
+    raw = (CORPUS / "pdf/multi_page.pdf").read_bytes()
+    folder = tmp_path / "pdf"
+    folder.mkdir()
+    (folder / "cut.pdf").write_bytes(raw[: raw.rindex(b"startxref")])
+    out = json.loads(docling_worker.handle(_job(folder / "cut.pdf")))
+    whole = json.loads(docling_worker.handle(_job(CORPUS / "pdf/multi_page.pdf")))
+    assert out["canonicalText"] == whole["canonicalText"]  # every page was still there
+    assert out["stats"]["warnings"] == [
+        {"kind": "truncated", "count": 1,
+         "detail": "no %%EOF trailer: the file ends early; what could be read is kept"}
+    ]  # fmt: skip
+    assert "warnings" not in whole["stats"]

@@ -92,6 +92,7 @@ def _child_main(conn: Connection, mem_ceiling_mb: int) -> None:
         import msgspec
 
         from docling_worker.convert import pdf_pipeline
+        from docling_worker.cut_short import note_cut_pdf
         from docling_worker.html5 import note_lost_body
         from docling_worker.ocr import annotate, ocr_settings
         from docling_worker.ocr_sources import parse
@@ -118,6 +119,8 @@ def _child_main(conn: Connection, mem_ceiling_mb: int) -> None:
                 annotate(projected, ocr_run, ocr_settings().min_confidence)
             if fmt == "html":
                 note_lost_body(projected, Path(path).read_bytes())
+            elif fmt == "pdf":
+                note_cut_pdf(projected, Path(path))
             body = msgspec.json.encode(projected)
             conn.send(("ok", body))
         except MemoryError:
