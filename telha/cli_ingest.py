@@ -134,8 +134,7 @@ def warning_count(stats: dict[str, Any] | None) -> int:
     if not isinstance(items, list):
         return 0
     return sum(
-        w["count"] if isinstance(w, dict) and isinstance(w.get("count"), int) else 1
-        for w in items
+        w["count"] if isinstance(w, dict) and isinstance(w.get("count"), int) else 1 for w in items
     )
 
 

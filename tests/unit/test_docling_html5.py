@@ -10,6 +10,7 @@ from typing import Any
 
 import docling_worker
 from docling_worker.html5 import html5_bytes, note_lost_body
+
 from telha.domain.submission import decode_submission, to_projection
 from tests.unit.test_docling_worker import CORPUS, _job
 

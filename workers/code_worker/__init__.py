@@ -17,8 +17,8 @@ C++ namespaces: :mod:`code_worker.languages`) — with ``name``,
 span of kind ``code`` over the definition (decorators included; a decorated Python definition
 also has ``decorators``, the decorator expressions as written without ``@``, in order);
 ``CONTAINS`` edges for nesting (file → top level, definition → nested definition, also inside
-a Rust inline ``mod util { … }`` or a namespace, at any depth). The tree is walked with an explicit stack, so nesting depth
-is never a failure. Every import (Python ``import``/``from``,
+a Rust inline ``mod util { … }`` or a namespace, at any depth). The tree is walked with an
+explicit stack, so nesting depth is never a failure. Every import (Python ``import``/``from``,
 Rust ``use`` and ``mod foo;``, JS/TS ``import``/``require``, Go ``import``) is an ``IMPORTS``
 edge to the deterministic id of the target module (uuid5 of ``module:<language>:<name>``),
 dangling until that module is ingested. ``CALLS`` edges link a definition (or the file, for

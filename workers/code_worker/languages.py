@@ -4,10 +4,10 @@ that name it, and which syntax nodes are definitions.
 
 Modules and namespaces are definitions (``MODULE``) whose body's declarations nest under them:
 Rust inline ``mod util { … }`` (``mod foo;`` is an import), TypeScript ``namespace A { … }``
-and ``module A { … }``, C# ``namespace A.B { … }`` (also the file-scoped ``namespace A.B;``)
-and C++ ``namespace a { … }``; the declarations after a file-scoped namespace nest under it. C++ classes, structs and enums count only with a body (a
-forward declaration or ``struct S s;`` is not a definition); a C++ function's name is the last
-part of its declarator (``K::m`` → ``m``).
+and ``module A { … }``, C# ``namespace A.B { … }`` and C++ ``namespace a { … }``; what follows
+a C# file-scoped ``namespace A.B;`` nests under it. C++ classes, structs and enums count only
+with a body (a forward declaration or ``struct S s;`` is not a definition); a C++ function's
+name is the last part of its declarator (``K::m`` → ``m``).
 """
 
 from __future__ import annotations
