@@ -44,3 +44,17 @@ def test_undecodable_attachment_is_counted() -> None:
         b'Content-Disposition: attachment; filename="a.pdf"\n\nJVBE%%%!!\xff\n--B--\n'
     )
     assert _kinds(_run(raw)) == {"attachment_unreadable": 1}
+
+
+def test_undeclared_legacy_body_is_guessed_with_confidence() -> None:
+    body = "Добрый день! Высылаю отчёт за март, посмотрите, пожалуйста, до пятницы. " * 4
+    raw = b"From: a@example.com\nSubject: x\n\n" + body.encode("cp1251")
+    sub = _run(raw)
+    assert body.strip() in sub["canonicalText"]
+    (warning,) = sub["stats"]["warnings"]
+    assert warning["kind"] == "encoding_fallback" and "cp1251" in warning["detail"]
+
+
+def test_short_undeclared_legacy_text_stays_cp1252() -> None:
+    sub = _run(b"From: a@example.com\nSubject: x\n\ncaf\xe9 \x80 ok\n")
+    assert sub["canonicalText"].endswith("café € ok")

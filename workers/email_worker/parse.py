@@ -4,8 +4,9 @@ attachment helpers the projection uses. Strings come back as valid Unicode, NFC/
 
 **Legacy 8-bit bytes** (docs/formats.md, "Email"): raw 8-bit header bytes (which the parser
 keeps as surrogate escapes) are decoded as strict UTF-8, else the message's declared charset
-(the first ``charset`` parameter of its Content-Type or a part's), else cp1252, else
-Latin-1 — never U+FFFD when one of them decodes the bytes; a body whose charset label Python
+(the first ``charset`` parameter of its Content-Type or a part's), else — for text of
+:data:`GUESS_MIN_BYTES` or more — an encoding guessed with confidence
+(:mod:`workers_common.encoding_guess`), else cp1252, else Latin-1 — never U+FFFD when one of them decodes the bytes; a body whose charset label Python
 does not know (``uft-8``) or whose bytes do not fit its label is decoded the same way (UTF-8,
 the label if known, cp1252, Latin-1). Each such fallback is recorded in :func:`decode_notes`
 (``stats.warnings``, kind ``encoding_fallback``). A multipart whose closing boundary never
@@ -24,6 +25,7 @@ from email.message import EmailMessage
 from typing import Any
 
 from workers_common import CorruptInput, normalize_canonical
+from workers_common.encoding_guess import guess_encoding
 
 __all__ = [
     "addresses", "attachments", "body_text", "clean", "cut_short", "declared_charset",
@@ -167,10 +169,28 @@ def _codec(label: str | None) -> str | None:
         return None
 
 
+#: Bytes from which an undeclared legacy text's encoding is guessed (shorter ones, a header's
+#: few words, carry too little signal: cp1252 reads them).
+GUESS_MIN_BYTES = 200
+
+
+def _guessed(raw: bytes) -> str | None:
+    """The encoding :func:`~workers_common.encoding_guess.guess_encoding` is sure enough of
+    (at least ``LOW_CONFIDENCE``) for ``raw`` of :data:`GUESS_MIN_BYTES` or more."""
+    if len(raw) < GUESS_MIN_BYTES:
+        return None
+    guess = guess_encoding(raw)
+    return guess.encoding if guess is not None and not guess.doubtful else None
+
+
 def decode_bytes(raw: bytes, declared: str | None) -> tuple[str, str]:
     """``(text, codec)``: ``raw`` decoded strictly as UTF-8, else ``declared`` (when Python
-    knows that label), else cp1252, else Latin-1 (which decodes any bytes)."""
-    tried = ["utf-8", _codec(declared), "cp1252"]
+    knows that label), else a confident guess (:func:`_guessed`), else cp1252, else Latin-1
+    (which decodes any bytes)."""
+    tried = ["utf-8", _codec(declared)]
+    if not raw.isascii() and _codec(declared) is None:
+        tried.append(_guessed(raw))
+    tried.append("cp1252")
     for codec in dict.fromkeys(c for c in tried if c):
         try:
             return raw.decode(codec), codec
@@ -302,7 +322,9 @@ def _text_of(part: EmailMessage) -> tuple[str, str | None]:
     text, codec = decode_bytes(raw, label)
     if label and codec == _codec(label):
         return text, None
-    return text, f"body charset {label!r}: decoded as {codec}" if label else None
+    if label:
+        return text, f"body charset {label!r}: decoded as {codec}"
+    return text, None if codec == "utf-8" or raw.isascii() else f"body without charset: {codec}"
 
 
 def _body_part(msg: EmailMessage) -> EmailMessage | None:
