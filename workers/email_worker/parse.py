@@ -6,9 +6,10 @@ attachment helpers the projection uses. Strings come back as valid Unicode, NFC/
 keeps as surrogate escapes) are decoded as strict UTF-8, else the message's declared charset
 (the first ``charset`` parameter of its Content-Type or a part's), else — for text of
 :data:`GUESS_MIN_BYTES` or more — an encoding guessed with confidence
-(:mod:`workers_common.encoding_guess`), else cp1252, else Latin-1 — never U+FFFD when one of them decodes the bytes; a body whose charset label Python
-does not know (``uft-8``) or whose bytes do not fit its label is decoded the same way (UTF-8,
-the label if known, cp1252, Latin-1). Each such fallback is recorded in :func:`decode_notes`
+(:mod:`workers_common.encoding_guess`), else cp1252, else Latin-1 — never U+FFFD when one of
+them decodes the bytes; a body without a charset label, whose label Python does not know
+(``uft-8``) or whose bytes do not fit its label is decoded the same way (UTF-8, the label if
+known, a guess, cp1252, Latin-1). Each such fallback is recorded in :func:`decode_notes`
 (``stats.warnings``, kind ``encoding_fallback``). A multipart whose closing boundary never
 came is read up to the cut (:func:`cut_short`: a ``truncated`` warning)."""
 
