@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["KINDS", "Warnings", "warning_count"]
+__all__ = ["KINDS", "Warnings"]
 
 KINDS = frozenset({
     "encoding_guessed", "encoding_fallback", "truncated", "ragged_rows", "html_body_lost",
@@ -80,8 +80,3 @@ class Warnings:
             stats["warnings"] = self.as_list()
         return stats
 
-
-def warning_count(stats: dict[str, Any] | None) -> int:
-    """Sum of the ``count`` of ``stats.warnings`` (0 without any)."""
-    items = (stats or {}).get("warnings") or []
-    return sum(int(w.get("count", 1)) for w in items if isinstance(w, dict))
