@@ -79,4 +79,3 @@ class Warnings:
         if self._counts:
             stats["warnings"] = self.as_list()
         return stats
-
