@@ -65,7 +65,7 @@ from telha.client.formats import guess_format
 from telha.ingest_table import TableRow, summary_line, terminal_table, tsv_lines, wide_width
 from telha.plural import plural
 
-__all__ = ["ingest", "source_name", "state_cell"]
+__all__ = ["ingest", "source_name", "state_cell", "warning_count"]
 
 _NODES = re.compile(r"\bnodes=(\d+)")
 _FINAL = frozenset({"completed", "dead", "cancelled", "refused", "deduplicated", "failed"})
@@ -103,14 +103,19 @@ class _File:
     #: Its child jobs by state once they ended (:mod:`telha.cli_children`); ``None``: none
     #: waited for.
     children: Children | None = None
+    #: Warnings its projection reported (the sum of ``stats.warnings`` counts).
+    warnings: int = 0
 
 
 def state_cell(f: _File) -> str:
-    """The table's state cell of ``f``: its state, then what qualifies it — how many of its
-    child jobs did not make it in (``completed, 2 of 3 attachments dead``,
-    :func:`telha.cli_children.children_note`). Every qualifier of the state column is
-    added here, so they compose."""
+    """The table's state cell of ``f``: its state, then what qualifies it — the warnings
+    its projection reported (``completed (2 warnings)``, ``stats.warnings``, docs/formats.md
+    "Warnings") and how many of its child jobs did not make it in (``completed, 2 of 3
+    attachments dead``, :func:`telha.cli_children.children_note`). Every qualifier of the
+    state column is added here, so they compose."""
     cell = f.state
+    if f.state == "completed" and f.warnings:
+        cell += f" ({plural(f.warnings, 'warning')})"
     note = children_note(f.children, f.format)
     if note:
         cell += f", {note}"
@@ -151,6 +156,17 @@ def _format(path: Path, fmt: str) -> str | None:
         return guess_format(path)
     except OSError:
         return None
+
+
+def warning_count(stats: dict[str, Any] | None) -> int:
+    """The sum of the ``count`` of a job's ``stats.warnings`` (docs/worker-protocol.md,
+    "The submission"; 0 without any, or for a shape it does not know)."""
+    items = (stats or {}).get("warnings")
+    if not isinstance(items, list):
+        return 0
+    return sum(
+        w["count"] if isinstance(w, dict) and isinstance(w.get("count"), int) else 1 for w in items
+    )
 
 
 def _nodes(job: JobStatus) -> int:
@@ -296,6 +312,7 @@ async def _wait(client: AsyncTelha, i: int, f: _File, out: _Reporter) -> None:
         return
     f.state, f.failure = job.state, job.failure_reason or ""
     f.nodes = _nodes(job) if job.state == "completed" else None
+    f.warnings = warning_count(job.stats) if job.state == "completed" else 0
     if job.state == "completed" and job.children:
         await _wait_children(client, i, f, job, out)
 

@@ -74,7 +74,7 @@ async def test_email_legacy_headers_and_unknown_charset(c: httpx.AsyncClient) ->
     assert job["stats"]["warnings"]
     raw = b"From: a@example.com\nSubject: x\nContent-Type: text/plain; charset=uft-8\n\nok\n"
     job = await _done(c, "eml", "label.eml", raw)
-    assert job["attempts"] == 1 and "uft-8" in job["stats"]["warnings"][0]
+    assert job["attempts"] == 1 and "uft-8" in job["stats"]["warnings"][0]["detail"]
 
 
 async def test_markdown_nesting_and_empty_docx(c: httpx.AsyncClient) -> None:

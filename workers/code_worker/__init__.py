@@ -2,21 +2,23 @@
 (``.zip``, ``.tar``, ``.tar.gz``, …) fans out into one child job per source file under a
 ``MANIFEST`` node: :mod:`code_worker.archive`.
 
-Languages: Python, Rust, JavaScript, TypeScript (and TSX), Go, from the individual pre-built
-grammar packages; chosen by ``options.language`` or the file extension of the job's name.
+Languages: Python, Rust, JavaScript, TypeScript (and TSX), Go, C# and C++, from the
+individual pre-built grammar packages (:mod:`code_worker.languages`); chosen by
+``options.language`` or the file extension of the job's name.
 
 **Projection.** Canonical text is the normalized source (NFC, LF). A ``FILE`` node (id: uuid5 of
 ``options.repo`` + the path — ``options.path``, else the job's name — so a re-ingest of the
 same file upserts; ``path``, ``language``,
 ``lines``) whose span is the whole text (kind ``code``). One node per definition — ``FUNCTION``,
 ``METHOD`` (a function directly inside a class/impl/trait), ``CLASS``, ``STRUCT``, ``ENUM``,
-``TRAIT``, ``IMPL``, ``INTERFACE``, ``MODULE`` (Rust ``mod foo { … }`` only) — with ``name``,
+``TRAIT``, ``IMPL``, ``INTERFACE``, ``MODULE`` (Rust ``mod foo { … }``, TypeScript, C# and
+C++ namespaces: :mod:`code_worker.languages`) — with ``name``,
 ``qualified_name`` (enclosing names joined by ``.``), ``start_line``/``end_line`` (1-based) and a
 span of kind ``code`` over the definition (decorators included; a decorated Python definition
 also has ``decorators``, the decorator expressions as written without ``@``, in order);
 ``CONTAINS`` edges for nesting (file → top level, definition → nested definition, also inside
-a Rust inline ``mod util { … }``). The tree is walked with an explicit stack, so nesting depth
-is never a failure. Every import (Python ``import``/``from``,
+a Rust inline ``mod util { … }`` or a namespace, at any depth). The tree is walked with an
+explicit stack, so nesting depth is never a failure. Every import (Python ``import``/``from``,
 Rust ``use`` and ``mod foo;``, JS/TS ``import``/``require``, Go ``import``) is an ``IMPORTS``
 edge to the deterministic id of the target module (uuid5 of ``module:<language>:<name>``),
 dangling until that module is ingested. ``CALLS`` edges link a definition (or the file, for
@@ -32,9 +34,10 @@ import re
 import uuid
 from typing import Any
 
-from tree_sitter import Language, Node, Parser
+from tree_sitter import Node, Parser
 
 from code_worker.archive import ARCHIVE_OPTIONS, fan_out, is_archive
+from code_worker.languages import LANGUAGES, definition_label, grammar, name_of
 from workers_common import (
     CorruptInput,
     IngestionResultBuilder,
@@ -52,7 +55,7 @@ __all__ = ["FORMATS", "LANGUAGES", "PROJECTION_VERSION", "file_id", "handle", "p
 FORMATS = ("code",)
 #: How this worker reads bytes (:mod:`workers_common.projection`): raise it whenever the same
 #: bytes and options would project differently.
-PROJECTION_VERSION = 1
+PROJECTION_VERSION = 2
 
 
 def parser_versions() -> dict[str, str]:
@@ -65,6 +68,8 @@ def parser_versions() -> dict[str, str]:
         "tree-sitter-javascript",
         "tree-sitter-typescript",
         "tree-sitter-go",
+        "tree-sitter-c-sharp",
+        "tree-sitter-cpp",
     )
 
 
@@ -74,20 +79,6 @@ PROCESS_POOL = True
 NAMESPACE = uuid.UUID("4c0d3e5a-1b2c-5d6e-8f90-636f64652121")
 #: A source file's options (workers_common.format_options declares them with the archive's).
 _OPTIONS = frozenset(option_names("code")) - ARCHIVE_OPTIONS
-#: Extension → language.
-LANGUAGES = {
-    "py": "python", "pyi": "python", "rs": "rust", "js": "javascript", "mjs": "javascript",
-    "cjs": "javascript", "jsx": "javascript", "ts": "typescript", "tsx": "tsx", "go": "go",
-}  # fmt: skip
-#: tree-sitter node type → label, per language family.
-_DEFINITIONS = {
-    "function_definition": "FUNCTION", "class_definition": "CLASS",  # python
-    "function_item": "FUNCTION", "struct_item": "STRUCT", "enum_item": "ENUM",  # rust
-    "trait_item": "TRAIT", "impl_item": "IMPL", "mod_item": "MODULE",
-    "function_declaration": "FUNCTION", "class_declaration": "CLASS",  # js/ts/go
-    "method_definition": "METHOD", "interface_declaration": "INTERFACE",
-    "method_declaration": "METHOD", "type_spec": "STRUCT",
-}  # fmt: skip
 _CONTAINERS = {"CLASS", "IMPL", "TRAIT", "INTERFACE"}
 _IMPORTS = {
     "import_statement", "import_from_statement",  # python, js/ts
@@ -96,36 +87,6 @@ _IMPORTS = {
 }  # fmt: skip
 _QUOTED = re.compile(r"""["'`]([^"'`]+)["'`]""")
 _LAST_NAME = re.compile(r"[^\W\d]\w*")
-
-
-def _language(name: str) -> Language:
-    if name == "python":
-        import tree_sitter_python as grammar
-
-        return Language(grammar.language())
-    if name == "rust":
-        import tree_sitter_rust as grammar_rs
-
-        return Language(grammar_rs.language())
-    if name == "javascript":
-        import tree_sitter_javascript as grammar_js
-
-        return Language(grammar_js.language())
-    if name in ("typescript", "tsx"):
-        import tree_sitter_typescript as grammar_ts
-
-        fn = grammar_ts.language_tsx if name == "tsx" else grammar_ts.language_typescript
-        return Language(fn())
-    import tree_sitter_go as grammar_go
-
-    return Language(grammar_go.language())
-
-
-def _name_of(node: Node) -> str:
-    field = node.child_by_field_name("name") or node.child_by_field_name("type")
-    if field is None or field.text is None:
-        return "<anonymous>"
-    return field.text.decode("utf-8", "replace")
 
 
 def _import_target(node: Node, language: str) -> list[str]:
@@ -166,6 +127,8 @@ class _Walk:
         while stack:
             node, parent, parent_label, qual = stack.pop()
             scope = self._node(node, parent, parent_label, qual)
+            if node.type == "file_scoped_namespace_declaration" and scope[0] != parent:
+                _adopt_following_siblings(stack, node, scope)
             children = node.children
             stack.extend((child, *scope) for child in reversed(children))
 
@@ -186,9 +149,9 @@ class _Walk:
                 words = _LAST_NAME.findall(callee.text.decode("utf-8", "replace"))
                 if words:
                     self.calls.append((parent, words[-1]))
-        label = _DEFINITIONS.get(node.type)
-        if label == "MODULE" and node.child_by_field_name("body") is None:
-            self.imports.append(_name_of(node))  # `mod foo;`: a reference, not a declaration
+        label = definition_label(node, self.language)
+        if node.type == "mod_item" and node.child_by_field_name("body") is None:
+            self.imports.append(name_of(node, self.language))  # `mod foo;`: a reference
             label = None
         if label == "FUNCTION" and parent_label in _CONTAINERS:
             label = "METHOD"
@@ -198,7 +161,7 @@ class _Walk:
             node.parent if node.parent and node.parent.type == "decorated_definition" else None
         )
         target = decorated or node
-        name = _name_of(node)
+        name = name_of(node, self.language)
         span = self.b.add_span_range(target.start_byte, target.end_byte, "code")
         props: dict[str, Any] = {
             "name": name,
@@ -214,6 +177,18 @@ class _Walk:
             self.defined.setdefault(name, []).append(ref)
         self.counts[label] = self.counts.get(label, 0) + 1
         return ref, label, [*qual, name]
+
+
+def _adopt_following_siblings(
+    stack: list[tuple[Node, int, str, list[str]]], node: Node, scope: tuple[int, str, list[str]]
+) -> None:
+    """C#'s ``namespace A.B;`` holds what follows it in the file: the siblings after ``node``
+    (contiguous at the top of the walk's stack) get its scope."""
+    for k in range(len(stack) - 1, -1, -1):
+        sibling = stack[k][0]
+        if sibling.parent is None or node.parent is None or sibling.parent.id != node.parent.id:
+            return
+        stack[k] = (sibling, *scope)
 
 
 def _decorators(decorated: Node) -> list[str]:
@@ -270,7 +245,7 @@ def handle(job: Job) -> dict[str, Any]:
     empty = is_empty(job)
     text = "" if empty else normalize_canonical(decoded)
     source = text.encode("utf-8")
-    tree = Parser(_language(language)).parse(source)
+    tree = Parser(grammar(language)).parse(source)
     b = IngestionResultBuilder()
     b.count_nul(nul)
     b.set_canonical_text(text)

@@ -52,13 +52,13 @@ IMAGE_FORMATS = ("png", "jpeg", "tiff", "bmp", "webp")
 FORMATS = ("pdf", "docx", "pptx", "html", *IMAGE_FORMATS)
 #: How this worker reads bytes (:mod:`workers_common.projection`): raise it whenever the same
 #: bytes and options would project differently.
-PROJECTION_VERSION = 1
+PROJECTION_VERSION = 2
 
 
 def parser_versions() -> dict[str, str]:
     """The installed versions of the parsers that shape this worker's output:
-    docling's converters, pdfium and Pillow."""
-    return installed("docling-slim", "docling-core", "pypdfium2", "pillow")
+    docling's converters, pdfium, Pillow and selectolax (lexbor, the HTML5 parser)."""
+    return installed("docling-slim", "docling-core", "pypdfium2", "pillow", "selectolax")
 
 
 _OCR_MODES = ("auto", "force", "off")

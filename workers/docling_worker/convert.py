@@ -4,7 +4,8 @@ PDF runs docling's layout-model pipeline (``StandardPdfPipeline``: headings, tab
 order; OCR off) when ``TELHA_DOCLING__ARTIFACTS_PATH`` (``[docling] artifacts_path``) names a
 folder of downloaded docling models, else the model-free ``NativePdfPipeline`` (one text item
 per line, with page and box, grouped into blocks by :mod:`docling_worker.pdf_blocks`). DOCX,
-PPTX and HTML use docling's own backends, fully offline (``HF_HUB_OFFLINE`` is set before
+PPTX and HTML use docling's own backends, fully offline; HTML is first re-serialized from the
+tree an HTML5 parser builds (:mod:`docling_worker.html5`) (``HF_HUB_OFFLINE`` is set before
 docling is imported); a DOCX whose headings docling's style rule misses (a paragraph's own
 ``w:outlineLvl``, a localized heading style) is first rewritten by
 :mod:`docling_worker.docx_headings`.
@@ -35,6 +36,7 @@ from docling.pipeline.standard_pdf_pipeline import StandardPdfPipeline
 from docling_core.types.doc import DoclingDocument
 
 from docling_worker.docx_headings import expose_headings
+from docling_worker.html5 import html5_bytes
 from workers_common import CorruptInput, ResourceLimit, UnsupportedFeature
 
 __all__ = ["MAX_PAGES", "convert", "pdf_pipeline"]
@@ -111,7 +113,10 @@ def convert(path: Path, fmt: str, max_pages: int = MAX_PAGES, ocr: str = "off") 
     with tempfile.TemporaryDirectory(prefix="telha-docling-") as folder:
         named = Path(folder) / f"input.{fmt}"
         exposed = expose_headings(path, Path(folder)) if fmt == "docx" else None
-        named.symlink_to((exposed or path).resolve())
+        if fmt == "html":  # docling_worker.html5: the tree a browser builds
+            named.write_bytes(html5_bytes(path.read_bytes())[0])
+        else:
+            named.symlink_to((exposed or path).resolve())
         result: Any = _converter().convert(
             named, raises_on_error=False, max_num_pages=max_pages + 1
         )

@@ -92,6 +92,8 @@ def _child_main(conn: Connection, mem_ceiling_mb: int) -> None:
         import msgspec
 
         from docling_worker.convert import pdf_pipeline
+        from docling_worker.cut_short import note_cut_pdf
+        from docling_worker.html5 import note_lost_body
         from docling_worker.ocr import annotate, ocr_settings
         from docling_worker.ocr_sources import parse
         from docling_worker.pdf_text import pdf_text_document
@@ -115,6 +117,10 @@ def _child_main(conn: Connection, mem_ceiling_mb: int) -> None:
             )  # fmt: skip
             if ocr_run is not None:
                 annotate(projected, ocr_run, ocr_settings().min_confidence)
+            if fmt == "html":
+                note_lost_body(projected, Path(path).read_bytes())
+            elif fmt == "pdf":
+                note_cut_pdf(projected, Path(path))
             body = msgspec.json.encode(projected)
             conn.send(("ok", body))
         except MemoryError:

@@ -28,7 +28,8 @@ paragraphs keep their own line breaks, blank lines collapsed).
 
 **Skipped.** Pictures, charts, formulas and footnotes are not projected; they are counted in
 ``stats.skipped`` (charts count as pictures: telling them apart takes docling's picture
-classifier, a model this offline build does not run). A document whose only
+classifier, a model this offline build does not run) and in ``stats.warnings``
+(``pictures_skipped``; ``content_skipped`` for formulas and footnotes). A document whose only
 content is skipped features fails as ``unsupported_feature`` naming the first such feature.
 """
 
@@ -56,6 +57,7 @@ from docling_worker.pdf_blocks import pdf_blocks
 from workers_common import IngestionResultBuilder, UnsupportedFeature, normalize_canonical
 from workers_common.cell_types import type_column
 from workers_common.doc_ambiguity import Block, detect_document_ambiguity
+from workers_common.warnings import Warnings
 
 __all__ = ["project_document"]
 
@@ -418,6 +420,10 @@ def project_document(
             amb["detectorConfidence"],
             amb["appliedCandidateConfidence"],
         )
+    warnings = Warnings()
+    warnings.add("pictures_skipped", b.skipped.get("pictures", 0), "pictures are not projected")
+    other = sum(n for k, n in b.skipped.items() if k != "pictures")
+    warnings.add("content_skipped", other, ", ".join(sorted(set(b.skipped) - {"pictures"})))
     b.builder.set_stats(
         {
             "sections": b.counts.get("sections", 0),
@@ -429,6 +435,7 @@ def project_document(
             **({"pdf_pipeline": pdf_pipeline} if fmt == "pdf" else {}),
             **({"pdf_extractor": extractor or "docling-parse"} if fmt == "pdf" else {}),
             **found.stats,
+            **({"warnings": warnings.as_list()} if warnings else {}),
         }
     )
     out = b.builder.build()

@@ -57,6 +57,7 @@ from email_worker.parse import (
     attachments,
     body_text,
     clean,
+    cut_short,
     decode_notes,
     format_of,
     header,
@@ -64,6 +65,7 @@ from email_worker.parse import (
     normalize_subject,
     read_message,
     sent_at,
+    unreadable_attachments,
 )
 from workers_common import (
     CorruptInput,
@@ -76,6 +78,7 @@ from workers_common.format_options import option_names
 from workers_common.ids import child_root_id
 from workers_common.projection import installed
 from workers_common.temporal import find_dates, to_us
+from workers_common.warnings import Warnings
 
 __all__ = [
     "FORMATS",
@@ -90,13 +93,13 @@ __all__ = [
 FORMATS = ("eml", "msg")
 #: How this worker reads bytes (:mod:`workers_common.projection`): raise it whenever the same
 #: bytes and options would project differently.
-PROJECTION_VERSION = 1
+PROJECTION_VERSION = 2
 
 
 def parser_versions() -> dict[str, str]:
     """The installed versions of the parsers that shape this worker's output:
-    the standard library's e-mail parser."""
-    return installed()
+    the standard library's e-mail parser and chardet (legacy body encodings)."""
+    return installed("chardet")
 
 
 #: A plain, CPU-bound handler: in-process pools run it in a worker process (see
@@ -287,9 +290,12 @@ def handle(job: Job) -> dict[str, Any]:
         "ambiguities": 0,
         "ambiguities_suppressed": 0,
     }
+    found = Warnings()
     notes = decode_notes(msg)
-    if notes:
-        stats["warnings"] = notes
+    found.add("encoding_fallback", len(notes), notes[0] if notes else None)
+    found.add("truncated", cut_short(msg), "the closing MIME boundary never came")
+    found.add("attachment_unreadable", unreadable_attachments(msg), "content not decodable")
+    found.put(stats)
     if empty:
         stats["empty"] = True
     amb = (

@@ -4,17 +4,21 @@ attachment helpers the projection uses. Strings come back as valid Unicode, NFC/
 
 **Legacy 8-bit bytes** (docs/formats.md, "Email"): raw 8-bit header bytes (which the parser
 keeps as surrogate escapes) are decoded as strict UTF-8, else the message's declared charset
-(the first ``charset`` parameter of its Content-Type or a part's), else cp1252, else
-Latin-1 — never U+FFFD when one of them decodes the bytes; a body whose charset label Python
-does not know (``uft-8``) or whose bytes do not fit its label is decoded the same way (UTF-8,
-the label if known, cp1252, Latin-1). Each such fallback is recorded in :func:`decode_notes`
-(``stats.warnings``)."""
+(the first ``charset`` parameter of its Content-Type or a part's), else — for text of
+:data:`GUESS_MIN_BYTES` or more — an encoding guessed with confidence
+(:mod:`workers_common.encoding_guess`), else cp1252, else Latin-1 — never U+FFFD when one of
+them decodes the bytes; a body without a charset label, whose label Python does not know
+(``uft-8``) or whose bytes do not fit its label is decoded the same way (UTF-8, the label if
+known, a guess, cp1252, Latin-1). Each such fallback is recorded in :func:`decode_notes`
+(``stats.warnings``, kind ``encoding_fallback``). A multipart whose closing boundary never
+came is read up to the cut (:func:`cut_short`: a ``truncated`` warning)."""
 
 from __future__ import annotations
 
 import codecs
 import datetime as dt
 import email
+import email.errors
 import email.policy
 import email.utils
 import re
@@ -22,11 +26,13 @@ from email.message import EmailMessage
 from typing import Any
 
 from workers_common import CorruptInput, normalize_canonical
+from workers_common.encoding_guess import guess_encoding
 
 __all__ = [
-    "addresses", "attachments", "body_text", "clean", "declared_charset", "decode_bytes",
+    "addresses", "attachments", "body_text", "clean", "cut_short", "declared_charset",
+    "decode_bytes",
     "decode_notes", "format_of", "header", "message_ids", "normalize_subject", "read_message",
-    "sent_at",
+    "sent_at", "unreadable_attachments",
 ]  # fmt: skip
 
 _CFB = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
@@ -164,10 +170,28 @@ def _codec(label: str | None) -> str | None:
         return None
 
 
+#: Bytes from which an undeclared legacy text's encoding is guessed (shorter ones, a header's
+#: few words, carry too little signal: cp1252 reads them).
+GUESS_MIN_BYTES = 200
+
+
+def _guessed(raw: bytes) -> str | None:
+    """The encoding :func:`~workers_common.encoding_guess.guess_encoding` is sure enough of
+    (at least ``LOW_CONFIDENCE``) for ``raw`` of :data:`GUESS_MIN_BYTES` or more."""
+    if len(raw) < GUESS_MIN_BYTES:
+        return None
+    guess = guess_encoding(raw)
+    return guess.encoding if guess is not None and not guess.doubtful else None
+
+
 def decode_bytes(raw: bytes, declared: str | None) -> tuple[str, str]:
     """``(text, codec)``: ``raw`` decoded strictly as UTF-8, else ``declared`` (when Python
-    knows that label), else cp1252, else Latin-1 (which decodes any bytes)."""
-    tried = ["utf-8", _codec(declared), "cp1252"]
+    knows that label), else a confident guess (:func:`_guessed`), else cp1252, else Latin-1
+    (which decodes any bytes)."""
+    tried = ["utf-8", _codec(declared)]
+    if not raw.isascii() and _codec(declared) is None:
+        tried.append(_guessed(raw))
+    tried.append("cp1252")
     for codec in dict.fromkeys(c for c in tried if c):
         try:
             return raw.decode(codec), codec
@@ -199,8 +223,8 @@ def clean(text: str, declared: str | None = None) -> str:
 
 
 def decode_notes(msg: EmailMessage) -> list[str]:
-    """Warnings for ``stats.warnings``: which codec read raw 8-bit header bytes and a body
-    whose charset label is unknown or wrong (module docstring)."""
+    """Notes for ``stats.warnings`` (kind ``encoding_fallback``): which codec read raw 8-bit
+    header bytes and a body whose charset label is unknown or wrong (module docstring)."""
     notes: list[str] = []
     declared = declared_charset(msg)
     for name, value in msg.raw_items():
@@ -216,6 +240,17 @@ def decode_notes(msg: EmailMessage) -> list[str]:
         if note:
             notes.append(note)
     return notes
+
+
+def cut_short(msg: EmailMessage) -> int:
+    """Multipart parts whose closing boundary never came (``CloseBoundaryNotFoundDefect``):
+    the message was cut short; what came before the cut is read."""
+    return sum(
+        1
+        for part in msg.walk()
+        for defect in getattr(part, "defects", ())
+        if isinstance(defect, email.errors.CloseBoundaryNotFoundDefect)
+    )
 
 
 def normalize_subject(subject: str) -> str:
@@ -288,7 +323,9 @@ def _text_of(part: EmailMessage) -> tuple[str, str | None]:
     text, codec = decode_bytes(raw, label)
     if label and codec == _codec(label):
         return text, None
-    return text, f"body charset {label!r}: decoded as {codec}" if label else None
+    if label:
+        return text, f"body charset {label!r}: decoded as {codec}"
+    return text, None if codec == "utf-8" or raw.isascii() else f"body without charset: {codec}"
 
 
 def _body_part(msg: EmailMessage) -> EmailMessage | None:
@@ -343,6 +380,26 @@ def attachments(msg: EmailMessage) -> list[tuple[str, str, bytes]]:
             data = part.get_payload(decode=True)
             out.append((name or "attachment", ctype, data if isinstance(data, bytes) else b""))
     return out
+
+
+def unreadable_attachments(msg: EmailMessage) -> int:
+    """Attachment parts whose content could not be taken out: a transfer encoding that
+    failed to decode (``InvalidBase64CharactersDefect``, ``InvalidBase64LengthDefect``,
+    ``MultipartInvariantViolationDefect``) or an attached message with no message in it."""
+    bad = (
+        email.errors.InvalidBase64CharactersDefect,
+        email.errors.InvalidBase64LengthDefect,
+    )
+    count = 0
+    for part in msg.iter_attachments():
+        data = part.get_payload(decode=True) if not part.is_multipart() else None
+        broken = any(isinstance(d, bad) for d in getattr(part, "defects", ()))
+        if part.get_content_type() == "message/rfc822":
+            broken = broken or not _message_bytes(part)
+        elif not part.is_multipart() and not isinstance(data, bytes):
+            broken = True
+        count += broken
+    return count
 
 
 def format_of(name: str, ctype: str) -> str | None:

@@ -13,8 +13,9 @@ Empty cells are ``null``. Column naming, header detection and blank-row rules:
 
 **Canonical text** (:mod:`tabular_worker.projection`): per table a header line (names joined by
 TAB; span kind ``heading``, the table's span), then one line per row (cell texts joined by
-TAB; span kind ``cell``, the row's span; the span text is exactly the line). Inside a line each
-run of tabs/newlines in a cell is one space and an empty cell is nothing; the row's property
+TAB; span kind ``cell``, the row's span; the span text is exactly the row). Inside a row each
+run of tabs in a cell is one space, a quoted cell's line breaks stay (the row then takes
+several lines) and an empty cell is nothing; the row's property
 keeps the real value (NFC, CRLF → LF). A blank line separates tables.
 
 **Streaming.** ``handle`` is a generator: a partial submission every ``rows_per_partial`` rows
@@ -29,7 +30,8 @@ time through a temporary spill (:mod:`tabular_worker.xlsx_source`).
 
 **Options.** ``delimiter`` (one character; sniffed among ``, ; \\t |`` when absent; TSV
 defaults to tab; a non-ASCII one such as ``÷`` works), ``encoding`` (a codec name; detected
-when absent: BOM, UTF-8, charset-normalizer — :mod:`tabular_worker.encoding`), ``header``
+when absent: BOM, UTF-8, a guess with ``stats.encoding_confidence`` —
+:mod:`tabular_worker.encoding`), ``header``
 (``auto``/``true``/``false``), ``sheets`` (XLSX sheet names; default all), ``rows_per_partial``
 (default 10,000), ``label`` (UPPER_SNAKE) and ``clarify`` (emit ambiguities). Anything else, or
 a bad value: ``unsupported_feature`` naming the option.
@@ -41,8 +43,10 @@ a bad value: ``unsupported_feature`` naming the option.
 (:mod:`workers_common.empty`) is not a failure: one ``TABLE`` with ``rows: 0`` (CSV/TSV) or a
 ``WORKBOOK`` with ``sheets: 0`` (XLSX), ``stats.empty: true``. ``stats`` also carries
 ``nul_chars`` (U+0000 dropped from cells), ``ragged_rows``/``ragged_first_rows``
-(:mod:`tabular_worker.table`) and ``line_ends: "cr"`` (:mod:`tabular_worker.encoding`) when
-they apply.
+(:mod:`tabular_worker.table`), ``line_ends: "cr"`` (:mod:`tabular_worker.encoding`) and
+``warnings`` (:mod:`workers_common.warnings`: ``encoding_guessed`` below the confidence
+threshold, ``ragged_rows``, ``truncated`` when the file ends inside a quoted cell, which is
+closed and read) when they apply.
 
 Deterministic: identical bytes, options and name give identical submissions. Under another
 name the canonical text and the rows are the same; the name appears as the CSV table's and the
@@ -53,6 +57,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from contextlib import ExitStack
 
 # Fewer polars threads keep the per-thread CSV buffers (and peak RSS) down. Measured with
 # measure.py on a 100 MB, 8-column CSV (1.16M rows): 1 thread 76k rows/s, 321 MB peak RSS;
@@ -60,29 +65,30 @@ from collections.abc import Iterator
 # (bench/tabular.py), so the worker is not the bottleneck: one thread.
 os.environ.setdefault("POLARS_MAX_THREADS", "1")
 
-from tabular_worker.csv_source import open_csv
-from tabular_worker.encoding import utf8_input
-from tabular_worker.options import parse_options
+from tabular_worker.csv_source import UnclosedQuote, closed_copy, ends_inside_quote, open_csv
+from tabular_worker.encoding import Utf8Input, utf8_input
+from tabular_worker.options import TabularOptions, parse_options
 from tabular_worker.projection import Projector, Submissions
 from tabular_worker.table import RAGGED_SHOWN, Table
 from tabular_worker.xlsx_source import iter_tables, open_workbook
-from workers_common import Job
+from workers_common import CorruptInput, Job
 from workers_common.empty import is_empty
 from workers_common.prefetch import ahead
 from workers_common.projection import installed
+from workers_common.warnings import Warnings
 
 __all__ = ["FORMATS", "PROJECTION_VERSION", "handle", "parser_versions"]
 
 FORMATS = ("csv", "tsv", "xlsx")
 #: How this worker reads bytes (:mod:`workers_common.projection`): raise it whenever the same
 #: bytes and options would project differently.
-PROJECTION_VERSION = 1
+PROJECTION_VERSION = 2
 
 
 def parser_versions() -> dict[str, str]:
     """The installed versions of the parsers that shape this worker's output:
-    polars reads CSV/TSV, charset-normalizer guesses encodings."""
-    return installed("polars", "charset-normalizer")
+    polars reads CSV/TSV, chardet guesses legacy encodings."""
+    return installed("polars", "chardet")
 
 
 def _table_stats(tables: list[Table]) -> dict[str, object]:
@@ -115,12 +121,42 @@ def _identity(job: Job) -> str:
     return job.name
 
 
+def _open(
+    stack: ExitStack, src: Utf8Input, job: Job, opts: TabularOptions
+) -> tuple[Table, str, bool]:
+    """``open_csv`` on ``src``; a file that ends inside a quoted cell is read again with the
+    cell closed (:func:`~tabular_worker.csv_source.closed_copy`): ``(…, truncated=True)``."""
+    args = (job.name, job.format, opts.delimiter, src.delimiter_substituted, opts.header)
+    try:
+        return (*open_csv(src.path, *args), False)
+    except UnclosedQuote as exc:
+        if not ends_inside_quote(src.path, exc.separator):
+            raise
+        try:
+            return (*open_csv(stack.enter_context(closed_copy(src.path)), *args), True)
+        except CorruptInput:
+            raise exc from None
+
+
+def _warnings(src: Utf8Input | None, tables: list[Table], truncated: bool = False) -> Warnings:
+    """``stats.warnings`` of a table projection (:mod:`workers_common.warnings`): a doubtful
+    encoding guess, ragged rows, a file cut inside a quoted cell."""
+    found = Warnings()
+    if src is not None and src.guess is not None and src.guess.doubtful:
+        found.add("encoding_guessed", 1, src.guess.note())
+    ragged = sum(t.ragged_rows for t in tables)
+    found.add("ragged_rows", ragged, "rows with cells past the header's width")
+    if truncated:
+        found.add("truncated", 1, "the file ends inside a quoted cell; the cell was closed")
+    return found
+
+
 def _csv(job: Job) -> Submissions:
     opts = parse_options(job.options)
-    with job.local_path() as path, utf8_input(path, opts.encoding, opts.delimiter) as src:
-        table, delimiter = open_csv(
-            src.path, job.name, job.format, opts.delimiter, src.delimiter_substituted, opts.header
-        )
+    with ExitStack() as stack:
+        path = stack.enter_context(job.local_path())
+        src = stack.enter_context(utf8_input(path, opts.encoding, opts.delimiter))
+        table, delimiter, truncated = _open(stack, src, job, opts)
         projector = Projector(
             opts.label, opts.rows_per_partial, opts.clarify, _identity(job), job.root_node_id
         )
@@ -128,6 +164,9 @@ def _csv(job: Job) -> Submissions:
 
         def stats() -> dict[str, object]:
             out = {"encoding": src.encoding, "delimiter": delimiter, **_table_stats([table])}
+            if src.guess is not None:
+                out["encoding_confidence"] = src.guess.confidence
+            _warnings(src, [table], truncated).put(out)
             if src.lone_cr:
                 out["line_ends"] = "cr"
             if empty:
@@ -166,13 +205,14 @@ def _xlsx(job: Job) -> Submissions:
                 yield table
 
         def stats() -> dict[str, object]:
-            return {
+            out = {
                 "encoding": None,
                 "delimiter": None,
                 "sheets": len(seen),
                 "skipped_sheets": len(book.skipped),
                 **_table_stats(seen),
             }
+            return _warnings(None, seen).put(out)
 
         read = [n for n, _ in book.sheets if opts.sheets is None or n in opts.sheets]
         projector = Projector(

@@ -77,9 +77,10 @@ def normalize_expr(e: pl.Expr) -> pl.Expr:
 
 
 def display_expr(e: pl.Expr) -> pl.Expr:
-    """A normalized cell as it appears in its row's canonical line: each run of tabs and
-    newlines becomes one space, null becomes the empty string."""
-    return e.str.replace_all(r"[\t\n]+", " ").fill_null("")
+    """A normalized cell as it appears in its row's canonical text: each run of tabs becomes
+    one space (TAB separates cells), line breaks stay (a quoted cell's lines are part of what
+    was read), null becomes the empty string."""
+    return e.str.replace_all(r"\t+", " ").fill_null("")
 
 
 def nul_count_expr(e: pl.Expr) -> pl.Expr:

@@ -18,6 +18,11 @@ from __future__ import annotations
 
 import csv
 import io
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import polars as pl
@@ -26,7 +31,10 @@ from tabular_worker.encoding import SUBSTITUTE
 from tabular_worker.table import Table, build_table
 from workers_common import CorruptInput, ResourceLimit
 
-__all__ = ["HEAD_BYTES", "MAX_COLUMNS", "SNIFF_LINES", "open_csv", "sniff_delimiter"]
+__all__ = [
+    "HEAD_BYTES", "MAX_COLUMNS", "SNIFF_LINES", "UnclosedQuote", "closed_copy",
+    "ends_inside_quote", "open_csv", "sniff_delimiter",
+]  # fmt: skip
 
 #: Bytes of the file read to find comment lines and sniff the delimiter.
 HEAD_BYTES = 64 * 1024
@@ -36,6 +44,44 @@ SNIFF_LINES = 50
 MAX_COLUMNS = 16_384
 
 _CANDIDATES = (",", "\t", ";", "|")
+
+
+class UnclosedQuote(CorruptInput):
+    """A quoted CSV cell is never closed: the file may end inside it (cut short).
+
+    :ivar separator: the field separator the file was parsed with.
+    """
+
+    def __init__(self, message: str, separator: str) -> None:
+        super().__init__(message)
+        self.separator = separator
+
+
+def ends_inside_quote(path: Path, separator: str) -> bool:
+    """Whether the UTF-8 CSV at ``path`` is well quoted (RFC 4180, strictly) up to an end that
+    falls inside a quoted cell: a file cut short, not a stray quote (a full read, done only
+    once polars has failed)."""
+    with path.open(encoding="utf-8", newline="") as f:
+        try:
+            for _ in csv.reader(f, delimiter=separator, strict=True):
+                pass
+        except csv.Error as exc:
+            return "unexpected end of data" in str(exc)
+    return False
+
+
+@contextmanager
+def closed_copy(path: Path) -> Iterator[Path]:
+    """A temporary copy of the UTF-8 file at ``path`` with a ``"`` appended, which closes a
+    quoted cell the file ends inside (docs/formats.md, "Warnings": ``truncated``)."""
+    fd, name = tempfile.mkstemp(prefix="telha-tabular-", suffix=".csv")
+    try:
+        with os.fdopen(fd, "wb") as out, path.open("rb") as src:
+            shutil.copyfileobj(src, out)
+            out.write(b'"\n')
+        yield Path(name)
+    finally:
+        os.unlink(name)
 
 
 def _head(path: Path) -> str:
@@ -127,6 +173,7 @@ def open_csv(
     :param delimiter: ``options.delimiter`` (``None`` to sniff or, for TSV, tab).
     :param substituted: a non-ASCII delimiter was replaced by U+001F in the file.
     :raises ResourceLimit: a row has more than :data:`MAX_COLUMNS` fields.
+    :raises UnclosedQuote: a quoted cell is never closed (the file may be cut short).
     :raises CorruptInput: polars cannot parse the file.
     """
     head = _head(path)
@@ -147,6 +194,10 @@ def open_csv(
         try:
             return build_table(name, frame, header_option), delimiter
         except pl.exceptions.ComputeError as exc:
+            if quoted and "not properly escaped" in str(exc):
+                raise UnclosedQuote(
+                    f"unparseable {fmt}: a quoted cell is never closed", separator
+                ) from None
             if "more fields" not in str(exc):
                 raise CorruptInput(f"unparseable {fmt}: {exc}".splitlines()[0]) from None
             if width >= MAX_COLUMNS:

@@ -5,11 +5,10 @@ Detection order (the result is reported as ``stats.encoding``, a Python codec na
 1. ``options.encoding`` when given;
 2. a byte order mark: UTF-8 (``utf-8-sig``), UTF-16 LE/BE, UTF-32 LE/BE;
 3. strict UTF-8 over the whole file (checked incrementally, :data:`CHUNK_BYTES` at a time);
-4. charset-normalizer over the first :data:`SAMPLE_BYTES`. On a sample too small to carry any
-   language signal (coherence 0, e.g. a single non-ASCII byte) every single-byte codec looks
-   equally clean and charset-normalizer's pick is arbitrary, so ``cp1252`` (Windows Western,
-   what spreadsheet exports in Western locales write; a superset of Latin-1's printable
-   range) is taken whenever it decodes the sample.
+4. a guess from the file's first bytes (:func:`workers_common.encoding_guess.guess_encoding`,
+   chardet): ``stats.encoding_confidence`` tells how sure it is, and below
+   :data:`~workers_common.encoding_guess.LOW_CONFIDENCE` an ``encoding_guessed`` warning
+   says so (docs/formats.md, "Character encodings").
 
 A NUL byte in the sample of a file without a UTF-16/32 BOM means binary content:
 :class:`~workers_common.CorruptInput`. Input that is plain UTF-8 and needs no delimiter
@@ -33,9 +32,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from charset_normalizer import from_bytes
-
 from workers_common import CorruptInput, UnsupportedFeature
+from workers_common.encoding_guess import Guess, guess_encoding
 
 __all__ = ["CHUNK_BYTES", "SAMPLE_BYTES", "SUBSTITUTE", "Utf8Input", "utf8_input"]
 
@@ -64,12 +62,14 @@ class Utf8Input:
     :ivar encoding: the source encoding (Python codec name).
     :ivar delimiter_substituted: the non-ASCII delimiter was replaced by :data:`SUBSTITUTE`.
     :ivar lone_cr: records ended with a lone CR, rewritten as LF (module docstring).
+    :ivar guess: the detector's guess when the encoding was guessed, else ``None``.
     """
 
     path: Path
     encoding: str
     delimiter_substituted: bool
     lone_cr: bool = False
+    guess: Guess | None = None
 
 
 def _bom(head: bytes) -> tuple[str, int] | None:
@@ -91,23 +91,18 @@ def _is_utf8(path: Path) -> bool:
     return True
 
 
-def _detect(sample: bytes) -> str:
+def _detect(sample: bytes) -> Guess:
     if b"\x00" in sample:
         raise CorruptInput("binary content: a NUL byte in a text table without a UTF-16 BOM")
-    best = from_bytes(sample).best()
-    if best is None:
+    guess = guess_encoding(sample)
+    if guess is None:
         raise CorruptInput("undecodable: no character encoding fits the bytes")
-    if best.coherence == 0:
-        try:
-            sample.decode("cp1252")
-            return "cp1252"
-        except UnicodeDecodeError:
-            pass
-    return codecs.lookup(best.encoding).name
+    return guess
 
 
-def detect_encoding(path: Path, requested: str | None) -> tuple[str, int]:
-    """``(codec name, BOM length in bytes)`` of the file at ``path`` (rules in the module doc).
+def detect_encoding(path: Path, requested: str | None) -> tuple[str, int, Guess | None]:
+    """``(codec name, BOM length in bytes, the guess if it was guessed)`` of the file at
+    ``path`` (rules in the module doc).
 
     :raises CorruptInput: binary content, or no encoding fits.
     """
@@ -118,12 +113,13 @@ def detect_encoding(path: Path, requested: str | None) -> tuple[str, int]:
         skip = bom[1] if bom is not None and codecs.lookup(bom[0]).name == requested else 0
         if requested == "utf-8" and sample.startswith(codecs.BOM_UTF8):
             skip = len(codecs.BOM_UTF8)
-        return requested, skip
+        return requested, skip, None
     if bom is not None:
-        return bom
+        return bom[0], bom[1], None
     if _is_utf8(path):
-        return "utf-8", 0
-    return _detect(sample), 0
+        return "utf-8", 0, None
+    guess = _detect(sample)
+    return guess.encoding, 0, guess
 
 
 def _lone_cr(path: Path, encoding: str, skip: int) -> bool:
@@ -177,7 +173,7 @@ def utf8_input(path: Path, requested: str | None, delimiter: str | None) -> Iter
     :raises CorruptInput: undecodable in the chosen encoding, or binary.
     :raises UnsupportedFeature: a non-ASCII delimiter in input that already holds U+001F.
     """
-    encoding, skip = detect_encoding(path, requested)
+    encoding, skip, guess = detect_encoding(path, requested)
     substitute = delimiter if delimiter is not None and not delimiter.isascii() else None
     lone_cr = _lone_cr(path, encoding, skip)
     if encoding == "utf-8" and skip == 0 and substitute is None and not lone_cr:
@@ -189,6 +185,6 @@ def utf8_input(path: Path, requested: str | None, delimiter: str | None) -> Iter
     os.close(fd)
     try:
         _transcode(path, Path(name), encoding, skip, substitute, lone_cr)
-        yield Utf8Input(Path(name), encoding, substitute is not None, lone_cr)
+        yield Utf8Input(Path(name), encoding, substitute is not None, lone_cr, guess)
     finally:
         os.unlink(name)

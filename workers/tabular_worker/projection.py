@@ -2,9 +2,10 @@
 
 Canonical text: per table a header line (column names joined by TAB; span kind ``heading``,
 the TABLE node's span), then one line per data row (normalized cell texts joined by TAB, each
-run of tabs/newlines inside a cell shown as one space, empty cells as nothing; span kind
-``cell``, the row node's span, exactly the line without its newline). Lines are separated by
-``"\\n"``, tables by a blank line. Every partial after the first therefore starts with
+run of tabs inside a cell shown as one space, a quoted cell's line breaks kept — so a row may
+take several lines —, empty cells as nothing; span kind ``cell``, the row node's span, exactly
+the row's text without the newline that ends it). Rows are separated by ``"\\n"``, tables by
+a blank line. Every partial after the first therefore starts with
 ``"\\n"`` (never with a combining mark), and each partial's spans are global byte offsets
 (``base`` = bytes of all earlier partials).
 

@@ -32,13 +32,13 @@ __all__ = ["FORMATS", "PROJECTION_VERSION", "handle", "parser_versions", "projec
 FORMATS = ("text", "markdown")
 #: How this worker reads bytes (:mod:`workers_common.projection`): raise it whenever the same
 #: bytes and options would project differently.
-PROJECTION_VERSION = 1
+PROJECTION_VERSION = 2
 
 
 def parser_versions() -> dict[str, str]:
     """The installed versions of the parsers that shape this worker's output:
-    its own parser only."""
-    return installed()
+    markdown-it-py reads markdown (CommonMark)."""
+    return installed("markdown-it-py")
 
 
 #: A plain, CPU-bound handler: in-process pools run it in a worker process (see

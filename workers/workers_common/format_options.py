@@ -121,7 +121,7 @@ _WEB = (
     _CRAWL,
 )
 #: ``options.language`` of a ``code`` job.
-CODE_LANGUAGES = ("go", "javascript", "python", "rust", "tsx", "typescript")
+CODE_LANGUAGES = ("cpp", "csharp", "go", "javascript", "python", "rust", "tsx", "typescript")
 _CODE = (
     Option("language", "choice", choices=CODE_LANGUAGES),
     Option("repo", "string"),
