@@ -71,11 +71,13 @@ def _row_problem(v: ScanVersion) -> str:
 
 
 def _identity_problem(v: ScanVersion) -> str:
-    """What is wrong with the version's identity ("" if none): a version with a reason or an
-    identity has a fingerprint, and it is the BLAKE3 of the identity JSON
-    (docs/architecture.md, "Dedup, identity and versions")."""
+    """What is wrong with the version's identity ("" if none): a version with an identity
+    has a fingerprint, and it is the BLAKE3 of the identity JSON (docs/architecture.md,
+    "Dedup, identity and versions"). A version without either may still have a reason:
+    ``content`` needs no identity, and a version read without one after a version with one
+    is ``projection`` (:func:`telha.domain.dedup.version_reason`)."""
     if v.identity is None and v.fingerprint is None:
-        return "a reason but no fingerprint" if v.reason is not None else ""
+        return ""
     if v.identity is None or v.fingerprint is None:
         return "a fingerprint without its identity, or an identity without its fingerprint"
     if content_hash(v.identity.encode()) != v.fingerprint:

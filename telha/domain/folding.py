@@ -87,10 +87,39 @@ _MAYBE_CJK = re.compile(
 # Code points with no mark, ignorable, CJK or Hangul among them, where the standard library's
 # letters and digits (``[^\W_]``) are exactly ``\p{L}\p{N}\p{M}`` (checked for every code
 # point by tests/unit/test_folding.py): text of these alone is cut by the faster ``re``.
-_PLAIN_RANGES = (
+_PLAIN_BLOCKS = (
     "\x00-\u00ac\u00ae-\u02e9\u02ec-\u02ff\u0370-\u0482\u048a-\u058f\u1e00-\u1fff"
     "\u2010-\u205f\u2070-\u20cf\u2100-\u2bff"
 )
+
+
+def _agreeing(blocks: str) -> str:
+    """``blocks`` (a character class body) less the code points where Python's Unicode
+    database (``re``) and ``regex``'s own, often newer, one disagree about a word character
+    (a letter assigned after Python's version): those go to the full rule, so the fast cut
+    and the full rule agree whatever the two versions are."""
+    in_blocks = re.compile(f"[{blocks}]")
+    word = regex.compile(r"[\p{L}\p{N}\p{M}]")
+    kept = [
+        cp
+        for cp in range(0x2C00)
+        if in_blocks.match(chr(cp))
+        and bool(_STDLIB_WORD.match(chr(cp))) == bool(word.match(chr(cp)))
+    ]
+    ranges: list[tuple[int, int]] = []
+    for cp in kept:
+        if ranges and ranges[-1][1] == cp - 1:
+            ranges[-1] = (ranges[-1][0], cp)
+        else:
+            ranges.append((cp, cp))
+    return "".join(
+        re.escape(chr(a)) if a == b else f"{re.escape(chr(a))}-{re.escape(chr(b))}"
+        for a, b in ranges
+    )
+
+
+_STDLIB_WORD = re.compile(r"[^\W_]")
+_PLAIN_RANGES = _agreeing(_PLAIN_BLOCKS)
 _NOT_PLAIN = re.compile(f"[^{_PLAIN_RANGES}]")
 _PLAIN_WORD = re.compile(r"[^\W_]+")
 _CJK_UNIT = regex.compile(rf"[{_CJK}][\p{{M}}\uff9e\uff9f]*", regex.V1)

@@ -191,6 +191,7 @@ async def test_openapi_describes_every_route(server: ServerProcess) -> None:
             "/v1/nodes/{nodeId}/edges",
             "/v1/search",
             "/v1/locate",
+            "/v1/reproject",
             "/healthz",
             "/readyz",
             "/metrics",
