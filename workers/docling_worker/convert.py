@@ -35,6 +35,7 @@ from docling.pipeline.standard_pdf_pipeline import StandardPdfPipeline
 from docling_core.types.doc import DoclingDocument
 
 from docling_worker.docx_headings import expose_headings
+from docling_worker.pdf_fonts import mark_fonts
 from workers_common import CorruptInput, ResourceLimit, UnsupportedFeature
 
 __all__ = ["MAX_PAGES", "convert", "pdf_pipeline"]
@@ -122,6 +123,8 @@ def convert(path: Path, fmt: str, max_pages: int = MAX_PAGES, ocr: str = "off") 
             raise ResourceLimit(f"{over.group(1)} pages is over docling.max_pages ({max_pages})")
         raise CorruptInput(f"docling cannot read this {fmt}: {detail}")
     doc: DoclingDocument = result.document
+    if fmt == "pdf" and pdf_pipeline() == "native":
+        mark_fonts(doc, result.pages)  # weights and bullets for docling_worker.pdf_blocks
     if len(doc.pages) > max_pages:
         raise ResourceLimit(f"{len(doc.pages)} pages is over docling.max_pages ({max_pages})")
     if fmt == "pdf" and ocr == "off" and doc.pages and not any(t.text.strip() for t in doc.texts):
