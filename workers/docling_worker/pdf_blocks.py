@@ -3,8 +3,8 @@ layout pass (docs/formats.md, Documents: PDF), over the lines, running headers/f
 column runs of :mod:`docling_worker.pdf_lines`.
 
 1. **Paragraphs** (per column run): a line continues the block above it unless the gap
-   between them is over 0.8 line heights, their heights differ by over 20%, their weights
-   differ, the line starts a list item, the line is indented past the line above while that
+   between them is over 0.8 line heights, their type sizes (box heights) differ by over
+   20%, their weights differ, the line starts a list item, the line is indented past the line above while that
    one is not its block's first line (a first-line indent), or the line above is a last line
    (unless the block is a list item and the line hangs under its text, or both lines are
    centred in the run):
@@ -116,7 +116,10 @@ def _paragraphs(run: list[Line]) -> list[list[Line]]:
             group is None
             or prev is None
             or line.y0 - prev.y1 > _PARA_GAP * prev.height
-            or abs(line.height - prev.height) > _HEIGHT_CHANGE * prev.height
+            or (
+                abs(line.size - prev.size) > _HEIGHT_CHANGE * prev.size
+                and not (len(group) == 1 and _hangs(group, line))  # a bullet's glyph box
+            )
             or line.bold != prev.bold
             or _is_item(line.text)
             or (len(group) > 1 and line.x0 > prev.x0 + 0.5 * prev.height)
@@ -157,11 +160,11 @@ def _block(group: list[Line]) -> PdfBlock:
 
 
 def _style(block: PdfBlock) -> tuple[float, bool]:
-    return round(block.lines[0].height * 2) / 2, block.lines[0].bold
+    return round(block.lines[0].size * 2) / 2, block.lines[0].bold
 
 
 def _headings(blocks: list[PdfBlock]) -> None:
-    weighted = [(ln.height, len(ln.text), ln.bold) for b in blocks for ln in b.lines]
+    weighted = [(ln.size, len(ln.text), ln.bold) for b in blocks for ln in b.lines]
     if not weighted:
         return
     chars = sorted(weighted)
@@ -178,13 +181,13 @@ def _headings(blocks: list[PdfBlock]) -> None:
     for b in blocks:
         if b.kind != "paragraph" or len(b.lines) > _HEADING_LINES or len(b.text) > _HEADING_CHARS:
             continue
-        height = statistics.median(ln.height for ln in b.lines)
+        height = statistics.median(ln.size for ln in b.lines)
         bold = all(ln.bold for ln in b.lines)
-        if height >= _HEADING_RATIO * body or (
-            bold and not bold_body and height >= _BOLD_HEADING_RATIO * body
-        ):
-            if any(ch.isalpha() for ch in b.text):
-                found.append(b)
+        if (
+            height >= _HEADING_RATIO * body
+            or (bold and not bold_body and height >= _BOLD_HEADING_RATIO * body)
+        ) and any(ch.isalpha() for ch in b.text):
+            found.append(b)
     styles = sorted({_style(b) for b in found}, key=lambda s: (-s[0], not s[1]))
     for b in found:
         b.kind = "heading"

@@ -12,7 +12,7 @@ the same cells in the same order and writes back, per item:
   ZapfDingbats) and stands alone before the text is a list bullet. docling-parse decodes such
   glyphs through the font's built-in encoding table, which gives unrelated characters (Word's
   Symbol bullet comes out as ``∞``): the glyph is written as ``•`` (U+2022), as pdfium's
-  ToUnicode reading gives it. Only a line's first glyph followed by a space is mapped; a
+  ToUnicode reading gives it. Only a line's first glyph, alone or followed by a space, is mapped; a
   symbol glyph elsewhere (a formula's ``∞``) keeps docling-parse's reading.
 
 docs/formats.md (Documents: PDF) describes the layout pass these facts feed.
@@ -29,7 +29,7 @@ __all__ = ["BULLET", "mark_fonts"]
 
 #: The character a symbol-font bullet glyph becomes in the canonical text.
 BULLET = "•"
-_BOLD = re.compile(r"bold|black|heavy|demi|semibold", re.IGNORECASE)
+_BOLD = re.compile(r"bold|black|heavy|demi|medi\b|(?:cm|sf|lm|ec|tc)bx", re.IGNORECASE)
 _SYMBOL = re.compile(r"symbol|wingding|dingbat|webding", re.IGNORECASE)
 
 
@@ -55,5 +55,6 @@ def mark_fonts(doc: DoclingDocument, pages: list[Any]) -> None:
             if _BOLD.search(font):
                 item.formatting = Formatting(bold=True)
             text = item.text
-            if _SYMBOL.search(font) and len(text) > 2 and text[1] == " " and not text[0].isalnum():
+            alone = len(text) == 1 or text[1:2].isspace()
+            if _SYMBOL.search(font) and alone and not text[0].isalnum():
                 item.text = BULLET + text[1:]

@@ -33,6 +33,8 @@ __all__ = ["Line", "columns", "page_lines", "running_lines"]
 
 _SAME_BASELINE = 0.3
 _ADJACENT = 1.0  # most horizontal gap (line heights) between parts of one line
+_NUMBER_GAP = 3.0
+_SECTION_NUMBER = re.compile(r"^(?:\d{1,2}(?:\.\d{1,2})*\.?|[IVX]{1,4}\.?)$")
 _NARROW = 0.55
 _GUTTER = 0.8
 _EDGE = 0.15
@@ -46,7 +48,7 @@ _PAGE_NUMBER = re.compile(
 @dataclass(slots=True)
 class Line:
     """One visual line: ``page`` (1-based), top-left box in points, ``text`` (whitespace
-    runs as single spaces), ``bold`` (the font says a bold face)."""
+    runs as single spaces), ``bold`` (the font of its longest part says a bold face)."""
 
     page: int
     x0: float
@@ -55,6 +57,9 @@ class Line:
     y1: float  # bottom
     text: str
     bold: bool = False
+    #: The type size (points): the box height of the line's longest part (a bullet's
+    #: taller glyph box does not make its line taller type).
+    size: float = 0.0
 
     @property
     def height(self) -> float:
@@ -72,9 +77,24 @@ def _items(doc: DoclingDocument) -> dict[int, list[Line]]:
             box = box.to_top_left_origin(page_height=doc.pages[prov.page_no].size.height)
         bold = bool(getattr(item, "formatting", None) and item.formatting.bold)  # type: ignore[attr-defined]
         pages.setdefault(prov.page_no, []).append(
-            Line(prov.page_no, box.l, box.t, box.r, box.b, " ".join(item.text.split()), bold)
+            Line(
+                prov.page_no,
+                box.l,
+                box.t,
+                box.r,
+                box.b,
+                " ".join(item.text.split()),
+                bold,
+                max(box.b - box.t, 0.1),
+            )
         )
     return pages
+
+
+def _reach(part: Line) -> float:
+    """The widest gap (line heights) after ``part`` to the next part of its line: wider
+    after a heading's number (``1``, ``2.3``, ``IV``), set apart by a tab stop."""
+    return _NUMBER_GAP if _SECTION_NUMBER.match(part.text) else _ADJACENT
 
 
 def _merge_baselines(items: list[Line]) -> list[Line]:
@@ -85,11 +105,13 @@ def _merge_baselines(items: list[Line]) -> list[Line]:
         if (
             last is not None
             and abs(item.y0 - last.y0) <= _SAME_BASELINE * last.height
-            and last.x0 <= item.x0 <= last.x1 + _ADJACENT * last.height
+            and last.x0 <= item.x0 <= last.x1 + _reach(last) * last.height
         ):
             lines[-1] = Line(
                 last.page, last.x0, min(last.y0, item.y0), max(last.x1, item.x1),
-                max(last.y1, item.y1), f"{last.text} {item.text}", last.bold and item.bold,
+                max(last.y1, item.y1), f"{last.text} {item.text}",
+                (last if len(last.text) >= len(item.text) else item).bold,
+                (last if len(last.text) >= len(item.text) else item).size,
             )  # fmt: skip
         else:
             lines.append(item)

@@ -1,0 +1,175 @@
+"""The model-free PDF layout pass (docling_worker.pdf_fonts, pdf_lines, pdf_blocks) on a PDF
+of known structure written by the test (two columns, headings at three sizes, a bulleted list
+in the Symbol font, running headers and footers, a hyphenated line end, a paragraph running
+from one column into the next) and on the corpus PDFs (docs/formats.md, Documents: PDF)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.pdf import text_pdf
+
+CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus"
+WIDTH = 36  # Courier 10 pt: 6 pt a character, a 216 pt column
+
+
+def _justify(line: str, width: int = WIDTH) -> str:
+    """``line`` spread to ``width`` characters (Courier: a full column line)."""
+    words = line.split()
+    gaps = len(words) - 1
+    pad = width - sum(len(w) for w in words)
+    assert gaps and pad >= gaps, line
+    out = ""
+    for i, word in enumerate(words[:-1]):
+        out += word + " " * (pad // gaps + (1 if i < pad % gaps else 0))
+    return out + words[-1]
+
+
+def _column(x: float, top: float, paragraphs: list[list[str]]) -> list[Any]:
+    """Body lines (Courier 10, 12 pt apart, a blank line between paragraphs): every line but
+    a paragraph's last is justified to the column's width."""
+    runs: list[Any] = []
+    y = top
+    for para in paragraphs:
+        for i, line in enumerate(para):
+            runs.append(("F1", 10, x, y, _justify(line) if i < len(para) - 1 else line))
+            y -= 12
+        y -= 12
+    return runs
+
+
+def _document() -> bytes:
+    header = [("F1", 9, 72, 750, "Telha Quarterly Report"), ("F1", 9, 520, 750, "Q3")]
+    page1 = [*header, ("F1", 9, 300, 40, "1")]
+    page1 += [("F2", 20, 72, 700, "Annual Overview"), ("F2", 15, 72, 670, "Background")]
+    page1 += _column(72, 646, [[
+        "The layout pass reads the facts of",
+        "the page: where each character is,",
+        "its size and its weight, like Amer-",
+        "ican readers of old ledgers did.",
+    ]])  # fmt: skip
+    page1.append(("F2", 12, 72, 574, "Details"))
+    page1 += [
+        ("F3", 10, 72, 552, "\xb7"), ("F1", 10, 86, 552, "First point of the list."),
+        ("F3", 10, 72, 540, "\xb7"), ("F1", 10, 86, 540, _justify("Second point, which runs", 33)),
+        ("F1", 10, 86, 528, "over two lines."),
+        ("F3", 10, 72, 516, "\xb7"), ("F1", 10, 86, 516, "Third point."),
+    ]  # fmt: skip
+    page1 += _column(72, 492, [["A paragraph at the foot of the", "left column goes on in the"]])
+    page1 = [r for r in page1 if r[4]]
+    page1[-1] = ("F1", 10, 72, 480, _justify("left column goes on in the"))
+    page1 += _column(324, 646, [
+        ["right one, in the same words.", ],
+        ["A closing paragraph of the first", "page ends here."],
+    ])  # fmt: skip
+    page1 += _column(324, 574, [[f"Filler line number {n} of the right" for n in range(4)]])
+    page2 = [*header, ("F1", 9, 300, 40, "2"), ("F2", 15, 72, 700, "Results")]
+    page2 += _column(72, 676, [["The second page has one paragraph.", "It is short."]])
+    return text_pdf([page1, page2])
+
+
+@pytest.fixture(scope="module")
+def blocks(tmp_path_factory: pytest.TempPathFactory) -> list[Any]:
+    from docling_worker.convert import convert
+    from docling_worker.pdf_blocks import pdf_blocks
+
+    path = tmp_path_factory.mktemp("pdf") / "known.pdf"
+    path.write_bytes(_document())
+    return pdf_blocks(convert(path, "pdf"))
+
+
+def test_known_structure_reading_order_kinds_levels(blocks: list[Any]) -> None:
+    got = [(b.kind, b.level or b.list_level, b.text) for b in blocks]
+    assert got == [
+        ("heading", 1, "Annual Overview"),
+        ("heading", 2, "Background"),
+        ("paragraph", 0, "The layout pass reads the facts of the page: where each character "
+                         "is, its size and its weight, like American readers of old ledgers "
+                         "did."),
+        ("heading", 3, "Details"),
+        ("list_item", 1, "First point of the list."),
+        ("list_item", 1, "Second point, which runs over two lines."),
+        ("list_item", 1, "Third point."),
+        ("paragraph", 0, "A paragraph at the foot of the left column goes on in the right "
+                         "one, in the same words."),
+        ("paragraph", 0, "A closing paragraph of the first page ends here."),
+        ("paragraph", 0, "Filler line number 0 of the right Filler line number 1 of the right "
+                         "Filler line number 2 of the right Filler line number 3 of the right"),
+        ("heading", 2, "Results"),
+        ("paragraph", 0, "The second page has one paragraph. It is short."),
+        ("page_header", 0, "Telha Quarterly Report"),
+        ("page_header", 0, "Q3"),
+        ("page_footer", 0, "1"),
+        ("page_header", 0, "Telha Quarterly Report"),
+        ("page_header", 0, "Q3"),
+        ("page_footer", 0, "2"),
+    ]  # fmt: skip
+
+
+def test_a_paragraph_across_columns_has_a_box_per_part(blocks: list[Any]) -> None:
+    (across,) = [b for b in blocks if b.text.startswith("A paragraph at the foot")]
+    assert [page for page, _box in across.parts] == [1, 1]
+    (left, right) = [box for _page, box in across.parts]
+    assert left[0] == 72 and right[0] == 324 and left[1] > right[1]  # lower left, upper right
+    assert across.bbox == left
+    others = [b for b in blocks if b is not across]
+    assert all(len(b.parts) == 1 and b.parts[0] == (b.page, b.bbox) for b in others)
+
+
+def _submission(path: Path) -> dict[str, Any]:
+    import docling_worker
+
+    from telha.domain.submission import decode_submission, to_projection
+    from tests.unit.test_docling_worker import _audit_spans, _job
+
+    body = docling_worker.handle(_job(path))  # parsed in a child process
+    assert isinstance(body, bytes)
+    to_projection(decode_submission(body))  # core accepts it
+    out = dict(json.loads(body))
+    _audit_spans(out)  # every span slices to its node's text
+    return out
+
+
+def test_submission_sections_nest_and_running_lines_stay_out_of_the_text(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "pdf").mkdir()
+    path = tmp_path / "pdf" / "known.pdf"
+    path.write_bytes(_document())
+    out = _submission(path)
+    assert out["stats"]["pdf_layout"] == "rules"
+    nodes = out["nodes"]
+    titles = {i: n["properties"].get("title") for i, n in enumerate(nodes)}
+    nested = {
+        (titles[r["fromRef"]], titles[r["toRef"]])
+        for r in out["relationships"]
+        if titles[r["fromRef"]] and titles[r["toRef"]]
+    }
+    assert nested == {
+        ("Annual Overview", "Background"),
+        ("Background", "Details"),
+        ("Annual Overview", "Results"),
+    }
+    text = out["canonicalText"]
+    assert "Telha Quarterly Report" not in text and "American readers" in text
+    assert "∞" not in text and "•" not in text
+    running = [n for n in nodes if n["labels"][0] in ("PAGE_HEADER", "PAGE_FOOTER")]
+    assert [(n["labels"][0], n["properties"]["page"]) for n in running] == [
+        ("PAGE_HEADER", 1), ("PAGE_HEADER", 1), ("PAGE_FOOTER", 1),
+        ("PAGE_HEADER", 2), ("PAGE_HEADER", 2), ("PAGE_FOOTER", 2),
+    ]  # fmt: skip
+    assert all(not n.get("spanRefs") for n in running)
+    items = [n["properties"] for n in nodes if n["properties"].get("label") == "list_item"]
+    assert [(p["text"], p["list_level"]) for p in items] == [
+        ("First point of the list.", 1),
+        ("Second point, which runs over two lines.", 1),
+        ("Third point.", 1),
+    ]
+    (across,) = [n["properties"] for n in nodes if "boxes" in n["properties"]]
+    assert [b["page"] for b in across["boxes"]] == [1, 1]
+    for node in nodes[1:]:
+        assert node["properties"]["page"] in (1, 2) and len(node["properties"]["bbox"]) == 4
