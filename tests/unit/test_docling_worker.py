@@ -41,8 +41,9 @@ def _count(out: dict[str, Any]) -> dict[str, int]:
 
 # Expected outcome per corpus file: node counts by label, or the failure reason's start.
 # Notes: PDFs run docling's model-free NativePdfPipeline; lines are grouped into paragraphs and
-# headings by the model-free layout pass (docling_worker.pdf_lines, pdf_blocks); Strict.docx and footnotes.docx give docling's
-# single paragraph (it reads neither strict OOXML body text nor footnotes).
+# headings by the model-free layout pass (docling_worker.pdf_lines, pdf_blocks); Strict.docx
+# and footnotes.docx give docling's single paragraph (it reads neither strict OOXML body text
+# nor footnotes).
 EXPECTED: dict[str, dict[str, int] | str] = {
     "docx/Strict.docx": {"DOCUMENT": 1, "PARAGRAPH": 1},
     "docx/docx_lists.docx": {"DOCUMENT": 1, "SECTION": 10, "PARAGRAPH": 55},

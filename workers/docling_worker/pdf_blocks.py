@@ -3,13 +3,13 @@ layout pass (docs/formats.md, Documents: PDF), over the lines, running headers/f
 column runs of :mod:`docling_worker.pdf_lines`.
 
 1. **Paragraphs** (per column run): a line continues the block above it unless the gap
-   between them is over 0.8 line heights, their type sizes (box heights) differ by over
-   20%, their weights differ, the line starts a list item, the line is indented past the line above while that
-   one is not its block's first line (a first-line indent), or the line above is a last line
-   (unless the block is a list item and the line hangs under its text, or both lines are
-   centred in the run):
-   short of the run's right edge by over a line height, with the next line indented
-   (justified text) or the shortfall over 15% of the run's width (ragged-right text).
+   between them is over 0.8 line heights, their type sizes (box heights) differ by over 20%,
+   their weights differ, the line starts a list item, the line is indented past the line
+   above while that one is not its block's first line (a first-line indent), or the line
+   above is a last line (unless the block is a list item and the line hangs under its text,
+   or both lines are centred in the run): short of the run's right edge by over a line
+   height, with the next line indented (justified text) or the shortfall over 15% of the
+   run's width (ragged-right text).
 2. **Hyphenation**: a line ending in a letter and ``-`` followed by a line starting with a
    lower-case letter is joined without the hyphen (``Amer-`` + ``ican`` → ``American``); other
    lines are joined by one space. The canonical text holds the joined words.

@@ -75,7 +75,8 @@ def _items(doc: DoclingDocument) -> dict[int, list[Line]]:
         box = prov.bbox
         if box.coord_origin is not CoordOrigin.TOPLEFT and prov.page_no in doc.pages:
             box = box.to_top_left_origin(page_height=doc.pages[prov.page_no].size.height)
-        bold = bool(getattr(item, "formatting", None) and item.formatting.bold)  # type: ignore[attr-defined]
+        formatting = getattr(item, "formatting", None)  # docling_worker.pdf_fonts
+        bold = bool(formatting is not None and formatting.bold)
         pages.setdefault(prov.page_no, []).append(
             Line(
                 prov.page_no,
