@@ -173,3 +173,72 @@ def test_submission_sections_nest_and_running_lines_stay_out_of_the_text(
     assert [b["page"] for b in across["boxes"]] == [1, 1]
     for node in nodes[1:]:
         assert node["properties"]["page"] in (1, 2) and len(node["properties"]["bbox"]) == 4
+
+
+def _chunks(out: dict[str, Any], max_bytes: int) -> list[Any]:
+    from telha.domain.chunking import ChunkNode, ChunkSpan, chunk_text
+
+    holders: dict[int, list[bytes]] = {}
+    nodes = {}
+    for i, node in enumerate(out["nodes"]):
+        key = i.to_bytes(16, "big")
+        props = node["properties"]
+        nodes[key] = ChunkNode(
+            tuple(node["labels"]), props.get("title"), props.get("level"), props.get("page")
+        )
+        for ref in node.get("spanRefs", []):
+            holders.setdefault(ref, []).append(key)
+    spans = [
+        ChunkSpan(s["start"], s["end"], s["kind"], tuple(holders.get(i, [])))
+        for i, s in enumerate(out["spans"])
+    ]
+    return chunk_text(out["canonicalText"].encode(), spans, nodes, max_bytes=max_bytes)
+
+
+def test_multi_page_headings_lists_and_heading_paths() -> None:
+    """The corpus's multi_page.pdf: bold headings are SECTIONs (11, as docling's models find),
+    a bullet's wrapped lines are one list item, bullets never read ``∞``, chunks carry their
+    heading path."""
+    out = _submission(CORPUS / "pdf" / "multi_page.pdf")
+    sections = [n["properties"] for n in out["nodes"] if n["labels"] == ["SECTION"]]
+    assert [s["title"] for s in sections[:3]] == [
+        "The Evolution of the Word Processor",
+        "Pre-Digital Era (19th - Early 20th Century)",
+        "The Birth of Word Processing (1960s - 1970s)",
+    ]
+    assert len(sections) == 11 and "∞" not in out["canonicalText"]
+    items = [n["properties"] for n in out["nodes"] if n["properties"].get("label") == "list_item"]
+    assert items[0]["text"] == (
+        "IBM MT/ST (Magnetic Tape/Selectric Typewriter): Introduced in 1964, this machine "
+        "combined IBM's Selectric typewriter with magnetic tape storage. It allowed users to "
+        "record, edit, and replay typed content-an early example of digital text storage."
+    )
+    assert len(items) == 26 and {i["list_level"] for i in items} == {1}
+    chunks = _chunks(out, 512)
+    text = out["canonicalText"].encode()
+    (ibm,) = [c for c in chunks if b"IBM MT/ST" in text[c.start : c.end]]
+    assert ibm.heading_path[-1] == "The Birth of Word Processing (1960s - 1970s)"
+    assert all(c.heading_path for c in chunks[1:])
+
+
+def test_two_columns_read_column_by_column_with_hyphenation_joined() -> None:
+    """testPDF_bad_page_303226.pdf: the columns are no longer interleaved line by line; the
+    paragraph from the left column's foot into the right column is one, ``Amer-`` + ``ican``
+    joined, with a box per column; running headers and page numbers are out of the text."""
+    out = _submission(CORPUS / "pdf" / "testPDF_bad_page_303226.pdf")
+    text = out["canonicalText"]
+    assert "keep distributes" not in text and "Amer-" not in text
+    (peyote,) = [
+        n["properties"]
+        for n in out["nodes"]
+        if n["properties"].get("text", "").startswith("The listing of peyote")
+    ]
+    assert (
+        "distributes peyote to the Native American Church, however, is required" in (peyote["text"])
+    )
+    assert [(b["page"], b["bbox"][0]) for b in peyote["boxes"]] == [(1, 132.0), (1, 312.0)]
+    assert "Drug Enforcement Administration, Justice" not in text
+    footers = [n["properties"] for n in out["nodes"] if n["labels"] == ["PAGE_FOOTER"]]
+    assert {"79", "80", "81"} <= {f["text"] for f in footers}
+    titles = [n["properties"]["title"] for n in out["nodes"] if n["labels"] == ["SECTION"]]
+    assert "§1307.22 Disposal of controlled substances by the Administration." in titles
