@@ -19,6 +19,7 @@ github.com/docling-project/docling: ``tests/data/pdf/groundtruth``); prints a ma
 from __future__ import annotations
 
 import sys
+from itertools import pairwise
 from pathlib import Path
 
 sys.path[0] = str(Path(__file__).resolve().parent.parent)
@@ -77,7 +78,7 @@ def compare(name: str, groundtruth: Path) -> str:
     paras = [k for kind, k in theirs if kind == "paragraph"]
     our_paras = {k for kind, k in ours if kind == "paragraph"}
     order = [position[k] for _kind, k in ours if k in position]
-    errors = sum(1 for a, b in zip(order, order[1:], strict=False) if b < a)
+    errors = sum(1 for a, b in pairwise(order) if b < a)
     return (
         f"| {name}.pdf | {len(heads)} | {sum(1 for k in ours if k[0] == 'heading')} "
         f"({sum(1 for k in heads if k in our_heads)} same) | {len(paras)} | "
