@@ -3,7 +3,9 @@
 PDF runs docling's layout-model pipeline (``StandardPdfPipeline``: headings, tables, reading
 order; OCR off) when ``TELHA_DOCLING__ARTIFACTS_PATH`` (``[docling] artifacts_path``) names a
 folder of downloaded docling models, else the model-free ``NativePdfPipeline`` (one text item
-per line, with page and box, grouped into blocks by :mod:`docling_worker.pdf_blocks`). DOCX,
+per line, with page and box, laid out by :mod:`docling_worker.pdf_blocks`; the lines' font
+weights and symbol-font bullets are written onto the items by :mod:`docling_worker.pdf_fonts`,
+from the pipeline's parsed pages). DOCX,
 PPTX and HTML use docling's own backends, fully offline (``HF_HUB_OFFLINE`` is set before
 docling is imported); a DOCX whose headings docling's style rule misses (a paragraph's own
 ``w:outlineLvl``, a localized heading style) is first rewritten by
