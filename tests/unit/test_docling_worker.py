@@ -71,7 +71,7 @@ EXPECTED: dict[str, dict[str, int] | str] = {
     "pdf/aes-256.pdf": "unsupported_feature: encrypted",
     "pdf/invisible_text_layer.pdf": {"DOCUMENT": 1, "PARAGRAPH": 2},
     "pdf/multi_page.pdf": {"DOCUMENT": 1, "SECTION": 11, "PARAGRAPH": 42},
-    "pdf/normal_4pages.pdf": {"DOCUMENT": 1, "SECTION": 9, "PARAGRAPH": 83, "PAGE_HEADER": 2},
+    "pdf/normal_4pages.pdf": {"DOCUMENT": 1, "SECTION": 22, "PARAGRAPH": 82, "PAGE_HEADER": 2},
     "pdf/ocr_test_rotated_90.pdf": "unsupported_feature: ocr_required",
     "pdf/r6-empty-password.pdf": {"DOCUMENT": 1, "PARAGRAPH": 1},
     "pdf/right_to_left_01.pdf": {"DOCUMENT": 1, "SECTION": 1, "PARAGRAPH": 8},

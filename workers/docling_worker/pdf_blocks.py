@@ -13,7 +13,8 @@ column runs of :mod:`docling_worker.pdf_lines`.
 2. **Hyphenation**: a line ending in a letter and ``-`` followed by a line starting with a
    lower-case letter is joined without the hyphen (``Amer-`` + ``ican`` → ``American``); other
    lines are joined by one space. The canonical text holds the joined words.
-3. **Headings**: a block of at most 3 lines and 200 characters, not a list item, whose line
+3. **Headings**: a block of at most 3 lines and 200 characters, not a list item (but for a
+   numbered one of a single line: ``(1) Scope`` in bold is a heading), whose line
    height is at least 1.15 times the body's (the median line height over all characters), or
    which is bold at about body size (at least 0.9 times) while the body is mostly not bold.
    Levels rank the heading styles (height to the half point, bold), tallest first, bold before
@@ -179,7 +180,10 @@ def _headings(blocks: list[PdfBlock]) -> None:
     bold_body = sum(n for _h, n, bold in weighted if bold) * 2 > total
     found = []
     for b in blocks:
-        if b.kind != "paragraph" or len(b.lines) > _HEADING_LINES or len(b.text) > _HEADING_CHARS:
+        numbered_line = b.kind == "list_item" and len(b.lines) == 1 and _NUMBER.match(b.text)
+        if b.kind != "paragraph" and not numbered_line:
+            continue
+        if len(b.lines) > _HEADING_LINES or len(b.text) > _HEADING_CHARS:
             continue
         height = statistics.median(ln.size for ln in b.lines)
         bold = all(ln.bold for ln in b.lines)

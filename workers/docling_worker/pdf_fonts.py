@@ -5,9 +5,12 @@ docling's ``NativePdfPipeline`` adds one text item per docling-parse text line, 
 of each page's line cells, but keeps neither the line's font nor its weight. This module walks
 the same cells in the same order and writes back, per item:
 
-- **weight**: ``formatting.bold`` when the line's font name says a bold face (``Bold``,
-  ``Black``, ``Heavy``, ``Demi``, ``Semibold``: PDF font names carry the weight; docling-parse
-  gives the font of the line's first character);
+- **weight**: ``formatting.bold`` when the line's font is heavier than the body's: PDF font
+  names carry the weight (``Thin``/``Light`` 300, ``Regular`` 400, ``Medium`` 500,
+  ``Semibold``/``Demi`` 600, ``Bold``, TeX's ``bx``, Nimbus's ``Medi`` 700, ``Black``/``Heavy``
+  900; docling-parse gives the font of the line's first character). A line is bold at 600 or
+  more, or 200 over the body's weight (the weight of most characters: a ``Medium`` heading
+  over ``Light`` body text);
 - **bullets**: a line whose first character is drawn in a symbol font (Symbol, Wingdings,
   ZapfDingbats) and stands alone before the text is a list bullet. docling-parse decodes such
   glyphs through the font's built-in encoding table, which gives unrelated characters (Word's
@@ -29,8 +32,32 @@ __all__ = ["BULLET", "mark_fonts"]
 
 #: The character a symbol-font bullet glyph becomes in the canonical text.
 BULLET = "•"
-_BOLD = re.compile(r"bold|black|heavy|demi|medi\b|(?:cm|sf|lm|ec|tc)bx", re.IGNORECASE)
+_WEIGHTS = (
+    (re.compile(r"black|heavy|ultrabold|extrabold", re.IGNORECASE), 900),
+    (re.compile(r"semibold|demi", re.IGNORECASE), 600),
+    (re.compile(r"bold|medi\b|(?:cm|sf|lm|ec|tc)bx", re.IGNORECASE), 700),
+    (re.compile(r"medium", re.IGNORECASE), 500),
+    (re.compile(r"thin|light|hairline", re.IGNORECASE), 300),
+)
+_BOLD = 600
+_HEAVIER = 200
 _SYMBOL = re.compile(r"symbol|wingding|dingbat|webding", re.IGNORECASE)
+
+
+def _weight(font: str) -> int:
+    """The weight class (CSS scale, 100-900) a PDF font name says; 400 when it says none."""
+    for pattern, weight in _WEIGHTS:
+        if pattern.search(font):
+            return weight
+    return 400
+
+
+def _body_weight(weights: list[tuple[int, int]]) -> int:
+    """The weight of most characters (``(weight, characters)`` per line); 400 for none."""
+    totals: dict[int, int] = {}
+    for weight, n in weights:
+        totals[weight] = totals.get(weight, 0) + n
+    return max(sorted(totals), key=lambda w: totals[w]) if totals else 400
 
 
 def mark_fonts(doc: DoclingDocument, pages: list[Any]) -> None:
@@ -39,6 +66,7 @@ def mark_fonts(doc: DoclingDocument, pages: list[Any]) -> None:
     in the order the pipeline added the items). A page without parsed cells is skipped; items
     and cells are matched per page in order, and a page whose counts differ is left alone."""
     by_page: dict[int, list[TextItem]] = {}
+    pairs: list[tuple[Any, TextItem]] = []
     for item in doc.texts:
         if item.prov:
             by_page.setdefault(item.prov[0].page_no, []).append(item)
@@ -50,11 +78,14 @@ def mark_fonts(doc: DoclingDocument, pages: list[Any]) -> None:
         items = by_page.get(page.page_no, [])
         if len(cells) != len(items):
             continue
-        for cell, item in zip(cells, items, strict=True):
-            font = cell.font_name or ""
-            if _BOLD.search(font):
-                item.formatting = Formatting(bold=True)
-            text = item.text
-            alone = len(text) == 1 or text[1:2].isspace()
-            if _SYMBOL.search(font) and alone and not text[0].isalnum():
-                item.text = BULLET + text[1:]
+        pairs.extend(zip(cells, items, strict=True))
+    weights = [(_weight(cell.font_name or ""), len(item.text)) for cell, item in pairs]
+    body = _body_weight(weights)
+    for (cell, item), (weight, _n) in zip(pairs, weights, strict=True):
+        font = cell.font_name or ""
+        if weight >= _BOLD or weight >= body + _HEAVIER:
+            item.formatting = Formatting(bold=True)
+        text = item.text
+        alone = len(text) == 1 or text[1:2].isspace()
+        if _SYMBOL.search(font) and alone and not text[0].isalnum():
+            item.text = BULLET + text[1:]
