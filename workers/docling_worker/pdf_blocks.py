@@ -18,7 +18,8 @@ column runs of :mod:`docling_worker.pdf_lines`.
    height is at least 1.15 times the body's (the median line height over all characters), or
    which is bold at about body size (at least 0.9 times) while the body is mostly not bold.
    Levels rank the heading styles (height to the half point, bold), tallest first, bold before
-   regular at one height: level 1, 2, … (at most 6), as markdown's ``#``, ``##``, ….
+   regular at one height: level 1, 2, … (at most 6), as markdown's ``#``, ``##``, …. Headings
+   of one style on lines right under each other, at one left edge, are one heading.
 4. **List items**: a block starting with a bullet (``•`` and its kin, or ``-``/``*``/``–``
    followed by a space; symbol-font bullets are mapped by :mod:`docling_worker.pdf_fonts`) or
    a number (``1.``, ``2)``, ``a.``, ``(iv)``) is a list item; a bullet is not kept in the
@@ -198,6 +199,31 @@ def _headings(blocks: list[PdfBlock]) -> None:
         b.level = min(styles.index(_style(b)) + 1, _MAX_LEVEL)
 
 
+def _heading_lines(blocks: list[PdfBlock]) -> list[PdfBlock]:
+    """Consecutive one-style headings on lines right under each other (a gap of at most
+    0.8 type sizes, the same left edge) are one heading broken over lines, unless the lower
+    one starts with a number (``(2) …``: a heading of its own)."""
+    out: list[PdfBlock] = []
+    for b in blocks:
+        prev = out[-1] if out else None
+        if (
+            prev is not None
+            and prev.kind == b.kind == "heading"
+            and not _is_item(b.text)
+            and _style(prev) == _style(b)
+            and prev.page == b.page
+            and 0 <= b.lines[0].y0 - prev.lines[-1].y1 <= _PARA_GAP * b.lines[0].size
+            and abs(b.lines[0].x0 - prev.lines[0].x0) <= b.lines[0].size
+        ):
+            prev.lines = prev.lines + b.lines
+            prev.text = _join([prev.text, b.text])
+            prev.bbox = _box(prev.lines)
+            prev.parts = [(prev.page, prev.bbox)]
+            continue
+        out.append(b)
+    return out
+
+
 def _list_levels(blocks: list[PdfBlock]) -> None:
     indents: list[float] = []
     for b in blocks:
@@ -228,16 +254,18 @@ def pdf_blocks(doc: DoclingDocument) -> list[PdfBlock]:
     pages = page_lines(doc)
     headers, footers = running_lines(pages)
     blocks: list[PdfBlock] = []
-    breaks: set[int] = set()  # indexes of blocks that start a column run
+    breaks: set[int] = set()  # ids of the blocks that start a column run
     for _no, lines in pages.items():
         for run in columns(lines):
-            breaks.add(len(blocks))
-            blocks.extend(_block(group) for group in _paragraphs(run))
+            run_blocks = [_block(group) for group in _paragraphs(run)]
+            breaks.add(id(run_blocks[0]))
+            blocks.extend(run_blocks)
     _headings(blocks)
+    blocks = _heading_lines(blocks)
     _list_levels(blocks)
     merged: list[PdfBlock] = []
-    for i, b in enumerate(blocks):
-        if i in breaks and merged and _continues(merged[-1], b):
+    for b in blocks:
+        if id(b) in breaks and merged and _continues(merged[-1], b):
             prev = merged[-1]
             prev.text = _join([prev.text, b.text])
             prev.parts.extend(b.parts)
