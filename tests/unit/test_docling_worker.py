@@ -327,6 +327,7 @@ def test_layout_path_on_the_golden_docling_document() -> None:
     assert rows == [{"Part": "Bolt", "Price (EUR)": 0.12, "row": 1},
                     {"Part": "Nut", "Price (EUR)": 0.05, "row": 2}]  # fmt: skip
     assert out["stats"]["pdf_pipeline"] == "layout" and out["stats"]["pages"] == 2
+    assert out["stats"]["pdf_layout"] == "models"  # docling's models keep precedence
     (amb,) = out["ambiguities"]
     assert [c["label"] for c in amb["candidates"]] == [
         "2026-04-01 (effective)",
