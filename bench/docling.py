@@ -18,7 +18,8 @@ Run: ``.venv/bin/python bench/docling.py [--rounds 3]``. Exits 0 whether targets
 Documents: PDF): the corpus PDFs parsed and projected as a parse child does
 (:func:`docling_worker.ocr_sources.parse`, :func:`docling_worker.projection.project_document`)
 in a fresh process per round, alternately with this checkout's workers and with those of
-``BASE_TREE`` (a checkout without the pass), after one warm-up document; per round the total
+``BASE_TREE`` (a checkout without the pass; which goes first swaps every round), after one
+warm-up document; per round the total
 seconds and the process's peak RSS (``ru_maxrss``). Target: the pass costs at most 15% more,
 peak RSS within 10%.
 """
@@ -178,8 +179,10 @@ def run_pdf_layout(base_tree: Path, rounds: int) -> int:
     """Alternate rounds on ``base_tree`` and on this checkout; print medians and verdict."""
     here = Path(__file__).resolve().parent.parent
     runs: dict[str, list[tuple[float, float, float]]] = {"base": [], "layout": []}
-    for _ in range(rounds):
-        for name, tree in (("base", base_tree), ("layout", here)):
+    for i in range(rounds):
+        pair = [("base", base_tree), ("layout", here)]
+        for name, tree in pair if i % 2 == 0 else pair[::-1]:  # each goes first every other
+            # round: a run after the other's is not always the one on a warmer cache
             runs[name].append(_pdf_round(tree))
             print(f"  {name}: parse {runs[name][-1][0]:.2f} s, project {runs[name][-1][1]:.3f} s,"
                   f" peak RSS {runs[name][-1][2]:.0f} MB", file=sys.stderr)  # fmt: skip
