@@ -179,9 +179,9 @@ def run_pdf_layout(base_tree: Path, rounds: int) -> int:
     """Alternate rounds on ``base_tree`` and on this checkout; print medians and verdict."""
     here = Path(__file__).resolve().parent.parent
     runs: dict[str, list[tuple[float, float, float]]] = {"base": [], "layout": []}
-    for i in range(rounds):
+    for round_no in range(rounds):
         pair = [("base", base_tree), ("layout", here)]
-        for name, tree in pair if i % 2 == 0 else pair[::-1]:  # each goes first every other
+        for name, tree in pair if round_no % 2 == 0 else pair[::-1]:  # each goes first every other
             # round: a run after the other's is not always the one on a warmer cache
             runs[name].append(_pdf_round(tree))
             print(f"  {name}: parse {runs[name][-1][0]:.2f} s, project {runs[name][-1][1]:.3f} s,"

@@ -74,7 +74,7 @@ EXPECTED: dict[str, dict[str, int] | str] = {
     "pdf/normal_4pages.pdf": {"DOCUMENT": 1, "SECTION": 21, "PARAGRAPH": 82, "PAGE_HEADER": 2},
     "pdf/ocr_test_rotated_90.pdf": "unsupported_feature: ocr_required",
     "pdf/r6-empty-password.pdf": {"DOCUMENT": 1, "PARAGRAPH": 1},
-    "pdf/right_to_left_01.pdf": {"DOCUMENT": 1, "SECTION": 1, "PARAGRAPH": 8},
+    "pdf/right_to_left_01.pdf": {"DOCUMENT": 1, "SECTION": 1, "PARAGRAPH": 4},
     "pdf/simple1.pdf": {"DOCUMENT": 1, "PARAGRAPH": 8},
     "pdf/skipped_1page.pdf": {"DOCUMENT": 1, "PARAGRAPH": 27, "SECTION": 14},
     "pdf/testOCR.pdf": "unsupported_feature: ocr_required",

@@ -242,3 +242,16 @@ def test_two_columns_read_column_by_column_with_hyphenation_joined() -> None:
     assert {"79", "80", "81"} <= {f["text"] for f in footers}
     titles = [n["properties"]["title"] for n in out["nodes"] if n["labels"] == ["SECTION"]]
     assert "§1307.22 Disposal of controlled substances by the Administration." in titles
+
+
+def test_right_to_left_lines_read_right_to_left() -> None:
+    """right_to_left_01.pdf (Arabic with Latin words): a line's parts join right to left, as
+    docling's models read the title; the column is judged mirrored, so its ragged left edge
+    does not cut paragraphs (four, set apart by blank lines)."""
+    from docling_worker.convert import convert
+    from docling_worker.pdf_blocks import pdf_blocks
+
+    blocks = pdf_blocks(convert(CORPUS / "pdf" / "right_to_left_01.pdf", "pdf"))
+    assert [b.kind for b in blocks] == ["heading"] + ["paragraph"] * 4
+    assert blocks[0].text == "تحسين الإنتاجية وحل المشكلات من خلال البرمجة بلغة R و Python"
+    assert blocks[1].text.startswith("تعتبر البرمجة بلغة R و Python من الأدوات القوية")

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from docling_core.types.doc import DoclingDocument
 
 from docling_worker.pdf_lines import Line, columns, page_lines, running_lines
+from docling_worker.pdf_lines import rtl_text as _rtl
 
 __all__ = ["PdfBlock", "pdf_blocks"]
 
@@ -107,12 +108,21 @@ def _hangs(group: list[Line], line: Line) -> bool:
     return _is_item(first.text) and line.x0 > first.x0 + 0.5 * first.height
 
 
+def _mirrored(line: Line) -> Line:
+    return Line(line.page, -line.x1, line.y0, -line.x0, line.y1, line.text, line.bold, line.size)
+
+
 def _paragraphs(run: list[Line]) -> list[list[Line]]:
-    left = min(ln.x0 for ln in run)
-    right = max(ln.x1 for ln in run)
+    """``run``'s lines grouped into blocks (module docstring, step 1). A run of mostly
+    right-to-left text is judged mirrored: its lines start at the right edge."""
+    rtl = _rtl(" ".join(ln.text for ln in run))
+    view = [_mirrored(ln) for ln in run] if rtl else run
+    left = min(ln.x0 for ln in view)
+    right = max(ln.x1 for ln in view)
     groups: list[list[Line]] = []
-    for line in run:
-        group = groups[-1] if groups else None
+    seen: list[list[Line]] = []  # the same groups, as judged (mirrored or not)
+    for original, line in zip(run, view, strict=True):
+        group = seen[-1] if seen else None
         prev = group[-1] if group else None
         if (
             group is None
@@ -131,9 +141,11 @@ def _paragraphs(run: list[Line]) -> list[list[Line]]:
                 and _ends_paragraph(prev, line, left, right)
             )
         ):
-            groups.append([line])
+            seen.append([line])
+            groups.append([original])
         else:
             group.append(line)
+            groups[-1].append(original)
     return groups
 
 

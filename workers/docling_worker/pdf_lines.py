@@ -4,8 +4,9 @@ headings and lists, is :mod:`docling_worker.pdf_blocks`).
 
 1. **Lines**: docling's text items (one per docling-parse text line, with its box and, from
    :mod:`docling_worker.pdf_fonts`, its weight) on the same baseline (tops within 0.3 line
-   heights) and adjacent (a gap of at most one line height: not across a column gutter) are
-   one line, left to right.
+   heights) and adjacent (a gap of at most one line height: not across a column gutter;
+   three after a section number such as ``1``, ``2.3``, ``IV.``) are one line, read left to
+   right, or right to left when most of its letters are Hebrew or Arabic (:func:`rtl_text`).
 2. **Running headers and footers**: on a document of two pages or more, the lines of a
    page's two top-most (bottom-most) baselines whose text, digits aside, recurs at the top
    (bottom) of another page, and page numbers there (``12``, ``Page 3``, ``3 of 9``,
@@ -29,7 +30,7 @@ from dataclasses import dataclass
 
 from docling_core.types.doc import CoordOrigin, DoclingDocument
 
-__all__ = ["Line", "columns", "page_lines", "running_lines"]
+__all__ = ["Line", "columns", "page_lines", "rtl_text", "running_lines"]
 
 _SAME_BASELINE = 0.3
 _ADJACENT = 1.0  # most horizontal gap (line heights) between parts of one line
@@ -98,25 +99,40 @@ def _reach(part: Line) -> float:
     return _NUMBER_GAP if _SECTION_NUMBER.match(part.text) else _ADJACENT
 
 
+def rtl_text(text: str) -> bool:
+    """Whether most of ``text``'s letters are of a right-to-left script (Hebrew, Arabic)."""
+    letters = [ch for ch in text if ch.isalpha()]
+    rtl = sum(1 for ch in letters if "\u0590" <= ch <= "\u08ff" or "\ufb1d" <= ch <= "\ufeff")
+    return rtl * 2 > len(letters)
+
+
+def _line(parts: list[Line]) -> Line:
+    """One line of ``parts`` (left to right): their box, their text in reading order (right
+    to left when most letters are of a right-to-left script), the longest part's weight and
+    size."""
+    longest = max(parts, key=lambda p: len(p.text))
+    ordered = parts[::-1] if len(parts) > 1 and rtl_text("".join(p.text for p in parts)) else parts
+    return Line(
+        parts[0].page, min(p.x0 for p in parts), min(p.y0 for p in parts),
+        max(p.x1 for p in parts), max(p.y1 for p in parts),
+        " ".join(p.text for p in ordered), longest.bold, longest.size,
+    )  # fmt: skip
+
+
 def _merge_baselines(items: list[Line]) -> list[Line]:
     items = sorted(items, key=lambda i: (round(i.y0, 1), i.x0))
-    lines: list[Line] = []
+    groups: list[list[Line]] = []
     for item in items:
-        last = lines[-1] if lines else None
+        group = groups[-1] if groups else None
         if (
-            last is not None
-            and abs(item.y0 - last.y0) <= _SAME_BASELINE * last.height
-            and last.x0 <= item.x0 <= last.x1 + _reach(last) * last.height
+            group is not None
+            and abs(item.y0 - group[0].y0) <= _SAME_BASELINE * group[0].height
+            and group[0].x0 <= item.x0 <= group[-1].x1 + _reach(group[-1]) * group[0].height
         ):
-            lines[-1] = Line(
-                last.page, last.x0, min(last.y0, item.y0), max(last.x1, item.x1),
-                max(last.y1, item.y1), f"{last.text} {item.text}",
-                (last if len(last.text) >= len(item.text) else item).bold,
-                (last if len(last.text) >= len(item.text) else item).size,
-            )  # fmt: skip
+            group.append(item)
         else:
-            lines.append(item)
-    return lines
+            groups.append([item])
+    return [_line(group) for group in groups]
 
 
 def page_lines(doc: DoclingDocument) -> dict[int, list[Line]]:
