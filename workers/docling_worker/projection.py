@@ -18,6 +18,11 @@ carry ``ord`` (0-based, reading order per parent). Nodes docling places on a pag
 ``page`` (1-based) and ``bbox`` ``[x0, y0, x1, y1]``: **top-left origin**, in the page's own
 unit (PDF points; PPTX EMU).
 
+**Native PDF** (model-free: :func:`_pdf`): the same shapes from the layout pass of
+:mod:`docling_worker.pdf_blocks`, plus ``PAGE_HEADER``/``PAGE_FOOTER`` nodes (``text``,
+``page``, ``bbox``; no span: not in the canonical text) and, for a block in several parts
+(across columns or pages), ``boxes``: ``[{"page", "bbox"}, …]`` (``page``/``bbox``: the first).
+
 **Canonical text** (NFC, LF): the blocks in reading order separated by one blank line; a
 table is one block of lines, one per row (header rows first), cells joined by TAB. Spans: one
 per block — ``heading`` (section), ``paragraph`` (text), ``table`` (the whole table, the TABLE
@@ -400,7 +405,8 @@ def project_document(
     ``pdf_pipeline`` (``native``: lines grouped by :mod:`docling_worker.pdf_blocks`;
     ``layout``: docling's items as they are) and ``pdf_extractor`` (``docling-parse``, or
     ``pypdfium2`` when ``extractor`` says :mod:`docling_worker.pdf_text` read it, its text
-    projected as the layout path does) and the ambiguity counters of the document rules
+    projected as the layout path does), ``pdf_layout`` (``rules``, ``models`` or ``none``:
+    :func:`_pdf_layout`) and the ambiguity counters of the document rules
     (``options.clarify``). With ``links`` the dict also holds ``"links"``: ``[node index, href,
     text]`` for each SECTION/PARAGRAPH whose item carries a hyperlink, href as written in the
     source (not resolved), in reading order — for ``web_worker``, which removes the key
