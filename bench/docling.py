@@ -13,6 +13,15 @@ but the first, whose start-up (about 4 s) the median over rounds leaves out.
 
 Run: ``.venv/bin/python bench/docling.py [--rounds 3]``. Exits 0 whether targets pass or not;
 1 if a job fails.
+
+``--pdf-layout BASE_TREE`` measures the model-free PDF layout pass instead (docs/formats.md,
+Documents: PDF): the corpus PDFs parsed and projected as a parse child does
+(:func:`docling_worker.ocr_sources.parse`, :func:`docling_worker.projection.project_document`)
+in a fresh process per round, alternately with this checkout's workers and with those of
+``BASE_TREE`` (a checkout without the pass; which goes first swaps every round), after one
+warm-up document; per round the total
+seconds and the process's peak RSS (``ru_maxrss``). Target: the pass costs at most 15% more,
+peak RSS within 10%.
 """
 
 from __future__ import annotations
@@ -27,6 +36,7 @@ sys.path.insert(1, str(Path(__file__).resolve().parent.parent / "workers"))
 
 import argparse
 import base64
+import json
 import os
 import statistics
 import subprocess
@@ -131,11 +141,78 @@ def run_baseline(rounds: int) -> list[float]:
     return times
 
 
+_PDF_ROUND = """
+import json, resource, sys, time
+from pathlib import Path
+from docling_worker.ocr_sources import parse
+from docling_worker.projection import project_document
+def one(path):
+    started = time.perf_counter()
+    doc, _ = parse(Path(path), "pdf", Path(path).name, 2000, "off")
+    parsed = time.perf_counter()
+    project_document(doc, Path(path).name, "pdf", clarify=False)
+    return parsed - started, time.perf_counter() - parsed
+one(sys.argv[1])
+times = [one(path) for path in sys.argv[1:]]
+rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+print(json.dumps([sum(p for p, _ in times), sum(q for _, q in times), rss]))
+"""
+PDF_TARGET_COST = 1.15
+PDF_TARGET_RSS = 1.10
+
+
+def _pdf_round(tree: Path) -> tuple[float, float, float]:
+    """Parse seconds, projection seconds (the layout pass is in it) for the corpus PDFs, and
+    peak RSS (MB), of one fresh process on ``tree``."""
+    env = {**os.environ, "PYTHONPATH": f"{tree}:{tree / 'workers'}"}
+    env.pop("TELHA_DOCLING__ARTIFACTS_PATH", None)
+    pdfs = [str(CORPUS / f) for f in FILES if f.startswith("pdf/")]
+    out = subprocess.run(
+        [sys.executable, "-c", _PDF_ROUND, *pdfs], env=env, cwd=tree, capture_output=True,
+        text=True, check=True,
+    ).stdout  # fmt: skip
+    parse, project, rss = json.loads(out.strip().splitlines()[-1])
+    return float(parse), float(project), float(rss)
+
+
+def run_pdf_layout(base_tree: Path, rounds: int) -> int:
+    """Alternate rounds on ``base_tree`` and on this checkout; print medians and verdict."""
+    here = Path(__file__).resolve().parent.parent
+    runs: dict[str, list[tuple[float, float, float]]] = {"base": [], "layout": []}
+    for round_no in range(rounds):
+        pair = [("base", base_tree), ("layout", here)]
+        for name, tree in pair if round_no % 2 == 0 else pair[::-1]:  # each goes first every other
+            # round: a run after the other's is not always the one on a warmer cache
+            runs[name].append(_pdf_round(tree))
+            print(f"  {name}: parse {runs[name][-1][0]:.2f} s, project {runs[name][-1][1]:.3f} s,"
+                  f" peak RSS {runs[name][-1][2]:.0f} MB", file=sys.stderr)  # fmt: skip
+    med = {
+        k: [statistics.median(r[i] for r in v) for i in range(3)] + [
+            statistics.median(r[0] + r[1] for r in v)]
+        for k, v in runs.items()
+    }  # fmt: skip
+    pdfs = sum(1 for f in FILES if f.startswith("pdf/"))
+    print(f"pdf layout: {pdfs} corpus PDFs per round, median of {rounds} alternated rounds")
+    print("| path | parse s | projection s (layout pass) | total s | peak RSS MB |")
+    print("|---|---|---|---|---|")
+    for name, (parse, project, rss, total) in med.items():
+        print(f"| {name} | {parse:.2f} | {project:.3f} | {total:.2f} | {rss:.0f} |")
+    cost, rss_ratio = med["layout"][3] / med["base"][3], med["layout"][2] / med["base"][2]
+    print(f"cost layout / base (total): {cost:.3f} (target <= {PDF_TARGET_COST}); peak RSS "
+          f"ratio {rss_ratio:.3f} (target <= {PDF_TARGET_RSS})")  # fmt: skip
+    verdict = cost <= PDF_TARGET_COST and rss_ratio <= PDF_TARGET_RSS
+    print(f"targets: {'PASS' if verdict else 'FAIL'}")
+    return 0
+
+
 def main() -> int:
     """Run both paths and print the table; 1 if a job failed."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--pdf-layout", type=Path, metavar="BASE_TREE")
     args = parser.parse_args()
+    if args.pdf_layout is not None:
+        return run_pdf_layout(args.pdf_layout, args.rounds)
     with tempfile.TemporaryDirectory(prefix="telha-bench-") as tmp_name:
         try:
             e2e, pages, child_mb = run_end_to_end(Path(tmp_name), args.rounds)

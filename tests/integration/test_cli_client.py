@@ -85,7 +85,8 @@ def test_ingest_a_mixed_folder_then_job_and_source(server: ServerProcess, tmp_pa
     assert set(table) == {f"inbox/{n}" for n in [*FILES, "notes", "data.json", "blob.bin"]}
     states = {name.removeprefix("inbox/"): row["state"] for name, row in table.items()}
     assert states == {
-        "countries.csv": "completed (1 warning)", "protected.xlsx": "dead", "hello.eml": "completed",
+        "countries.csv": "completed (1 warning)", "protected.xlsx": "dead",
+        "hello.eml": "completed",
         "tabs.py": "completed", "notes": "completed", "data.json": "completed",
         "blob.bin": "refused", "unclosed.json": "refused",
     }  # fmt: skip

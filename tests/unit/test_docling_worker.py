@@ -41,8 +41,9 @@ def _count(out: dict[str, Any]) -> dict[str, int]:
 
 # Expected outcome per corpus file: node counts by label, or the failure reason's start.
 # Notes: PDFs run docling's model-free NativePdfPipeline; lines are grouped into paragraphs and
-# headings by geometry (docling_worker.pdf_blocks); Strict.docx and footnotes.docx give docling's
-# single paragraph (it reads neither strict OOXML body text nor footnotes).
+# headings by the model-free layout pass (docling_worker.pdf_lines, pdf_blocks); Strict.docx
+# and footnotes.docx give docling's single paragraph (it reads neither strict OOXML body text
+# nor footnotes).
 EXPECTED: dict[str, dict[str, int] | str] = {
     "docx/Strict.docx": {"DOCUMENT": 1, "PARAGRAPH": 1},
     "docx/docx_lists.docx": {"DOCUMENT": 1, "SECTION": 10, "PARAGRAPH": 55},
@@ -66,20 +67,21 @@ EXPECTED: dict[str, dict[str, int] | str] = {
     "html/wiki_duck.html": {
         "DOCUMENT": 1, "SECTION": 21, "PARAGRAPH": 389, "TABLE": 2, "TABLE_ROW": 14,
     },
-    "pdf/2305.03393v1-pg9.pdf": {"DOCUMENT": 1, "PARAGRAPH": 38, "SECTION": 1},
+    "pdf/2305.03393v1-pg9.pdf": {"DOCUMENT": 1, "PARAGRAPH": 38, "SECTION": 4},
     "pdf/aes-256.pdf": "unsupported_feature: encrypted",
     "pdf/invisible_text_layer.pdf": {"DOCUMENT": 1, "PARAGRAPH": 2},
-    "pdf/multi_page.pdf": {"DOCUMENT": 1, "PARAGRAPH": 86},
-    "pdf/normal_4pages.pdf": {"DOCUMENT": 1, "SECTION": 9, "PARAGRAPH": 182},
+    "pdf/multi_page.pdf": {"DOCUMENT": 1, "SECTION": 11, "PARAGRAPH": 42},
+    "pdf/normal_4pages.pdf": {"DOCUMENT": 1, "SECTION": 21, "PARAGRAPH": 82, "PAGE_HEADER": 2},
     "pdf/ocr_test_rotated_90.pdf": "unsupported_feature: ocr_required",
     "pdf/r6-empty-password.pdf": {"DOCUMENT": 1, "PARAGRAPH": 1},
-    "pdf/right_to_left_01.pdf": {"DOCUMENT": 1, "PARAGRAPH": 5},
+    "pdf/right_to_left_01.pdf": {"DOCUMENT": 1, "SECTION": 1, "PARAGRAPH": 4},
     "pdf/simple1.pdf": {"DOCUMENT": 1, "PARAGRAPH": 8},
-    "pdf/skipped_1page.pdf": {"DOCUMENT": 1, "PARAGRAPH": 32, "SECTION": 8},
+    "pdf/skipped_1page.pdf": {"DOCUMENT": 1, "PARAGRAPH": 27, "SECTION": 14},
     "pdf/testOCR.pdf": "unsupported_feature: ocr_required",
-    "pdf/testPDF_bad_page_303226.pdf": {"DOCUMENT": 1, "SECTION": 84, "PARAGRAPH": 1582},
+    "pdf/testPDF_bad_page_303226.pdf": {"DOCUMENT": 1, "SECTION": 29, "PARAGRAPH": 792,
+                                        "PAGE_HEADER": 38, "PAGE_FOOTER": 35},
     "pdf/testPDF_no_extract_no_accessibility_owner_empty.pdf": {"DOCUMENT": 1, "PARAGRAPH": 1},
-    "pdf/zen_of_python_corrupted.pdf": {"DOCUMENT": 1, "SECTION": 7, "PARAGRAPH": 19},
+    "pdf/zen_of_python_corrupted.pdf": {"DOCUMENT": 1, "SECTION": 6, "PARAGRAPH": 19},
     "pptx/powerpoint_malformed_pictures.pptx": {"DOCUMENT": 1, "PARAGRAPH": 3},
     "pptx/powerpoint_sample.pptx": {
         "DOCUMENT": 1, "SECTION": 2, "TABLE": 1, "TABLE_ROW": 8, "PARAGRAPH": 23,
@@ -257,7 +259,7 @@ def test_pdf_lines_become_paragraphs_headings_and_columns() -> None:
     heading = next(b for b in two_columns if "들어가며" in b.text)
     assert heading.level >= 1 and heading.text == "1 들어가며"  # one baseline, merged
     for page in (2, 3):  # two-column body pages: the left column is read first
-        blocks = [b for b in two_columns if b.page == page]
+        blocks = [b for b in two_columns if b.page == page and not b.kind.startswith("page_")]
         sides = [b.bbox[0] > 306 for b in blocks]
         assert sides == sorted(sides) and sides[0] is False and sides[-1] is True
 
@@ -325,6 +327,7 @@ def test_layout_path_on_the_golden_docling_document() -> None:
     assert rows == [{"Part": "Bolt", "Price (EUR)": 0.12, "row": 1},
                     {"Part": "Nut", "Price (EUR)": 0.05, "row": 2}]  # fmt: skip
     assert out["stats"]["pdf_pipeline"] == "layout" and out["stats"]["pages"] == 2
+    assert out["stats"]["pdf_layout"] == "models"  # docling's models keep precedence
     (amb,) = out["ambiguities"]
     assert [c["label"] for c in amb["candidates"]] == [
         "2026-04-01 (effective)",

@@ -312,6 +312,7 @@ def _self_drawing_form_pdf() -> bytes:
 def test_pdf_docling_parse_cannot_read_falls_back_to_pypdfium2() -> None:
     (sub,) = _run(docling_worker, _job("pdf", "loop.pdf", _self_drawing_form_pdf()))
     assert sub["stats"]["pdf_extractor"] == "pypdfium2"
+    assert sub["stats"]["pdf_layout"] == "none"  # pdfium's text: no line geometry to lay out
     assert sub["canonicalText"].startswith("Hello form recursion")
     assert _nodes([sub], "PARAGRAPH")[0]["page"] == 1
 

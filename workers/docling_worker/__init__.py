@@ -5,9 +5,11 @@ Conversion (:mod:`docling_worker.convert`), the projection
 (:mod:`docling_worker.projection`, with the document ambiguity rules of
 :mod:`workers_common.doc_ambiguity`) and parsing in warm child processes with a memory
 ceiling and a timeout (:mod:`docling_worker.isolation`) are in place and tested on the corpus.
-PDF text is grouped into paragraphs and headings from line geometry
-(:mod:`docling_worker.pdf_blocks`); large submissions stream as partials. Not yet: the golden
-DoclingDocument fixtures cover the layout-model path with one document so far. The parent
+PDF text is laid out without models from the PDF's own facts (line boxes, fonts, weights:
+paragraphs, headings with levels, columns, lists, running headers and footers;
+:mod:`docling_worker.pdf_lines`, :mod:`docling_worker.pdf_blocks`); large submissions stream
+as partials. Not yet: the golden DoclingDocument fixtures cover the layout-model path with one
+document so far. The parent
 process never imports docling: only the children do.
 
 One submission per document; ``stats`` as :func:`docling_worker.projection.project_document`

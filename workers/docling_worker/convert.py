@@ -3,9 +3,11 @@
 PDF runs docling's layout-model pipeline (``StandardPdfPipeline``: headings, tables, reading
 order; OCR off) when ``TELHA_DOCLING__ARTIFACTS_PATH`` (``[docling] artifacts_path``) names a
 folder of downloaded docling models, else the model-free ``NativePdfPipeline`` (one text item
-per line, with page and box, grouped into blocks by :mod:`docling_worker.pdf_blocks`). DOCX,
-PPTX and HTML use docling's own backends, fully offline; HTML is first re-serialized from the
-tree an HTML5 parser builds (:mod:`docling_worker.html5`) (``HF_HUB_OFFLINE`` is set before
+per line, with page and box, laid out by :mod:`docling_worker.pdf_blocks`; the lines' font
+weights and symbol-font bullets are written onto the items by :mod:`docling_worker.pdf_fonts`,
+from the pipeline's parsed pages). DOCX, PPTX and HTML use docling's own backends, fully
+offline; HTML is first re-serialized from the tree an HTML5 parser builds
+(:mod:`docling_worker.html5`) (``HF_HUB_OFFLINE`` is set before
 docling is imported); a DOCX whose headings docling's style rule misses (a paragraph's own
 ``w:outlineLvl``, a localized heading style) is first rewritten by
 :mod:`docling_worker.docx_headings`.
@@ -37,6 +39,7 @@ from docling_core.types.doc import DoclingDocument
 
 from docling_worker.docx_headings import expose_headings
 from docling_worker.html5 import html5_bytes
+from docling_worker.pdf_fonts import mark_fonts
 from workers_common import CorruptInput, ResourceLimit, UnsupportedFeature
 
 __all__ = ["MAX_PAGES", "convert", "pdf_pipeline"]
@@ -127,6 +130,8 @@ def convert(path: Path, fmt: str, max_pages: int = MAX_PAGES, ocr: str = "off") 
             raise ResourceLimit(f"{over.group(1)} pages is over docling.max_pages ({max_pages})")
         raise CorruptInput(f"docling cannot read this {fmt}: {detail}")
     doc: DoclingDocument = result.document
+    if fmt == "pdf" and pdf_pipeline() == "native":
+        mark_fonts(doc, result.pages)  # weights and bullets for docling_worker.pdf_blocks
     if len(doc.pages) > max_pages:
         raise ResourceLimit(f"{len(doc.pages)} pages is over docling.max_pages ({max_pages})")
     if fmt == "pdf" and ocr == "off" and doc.pages and not any(t.text.strip() for t in doc.texts):

@@ -18,6 +18,11 @@ carry ``ord`` (0-based, reading order per parent). Nodes docling places on a pag
 ``page`` (1-based) and ``bbox`` ``[x0, y0, x1, y1]``: **top-left origin**, in the page's own
 unit (PDF points; PPTX EMU).
 
+**Native PDF** (model-free: :func:`_pdf`): the same shapes from the layout pass of
+:mod:`docling_worker.pdf_blocks`, plus ``PAGE_HEADER``/``PAGE_FOOTER`` nodes (``text``,
+``page``, ``bbox``; no span: not in the canonical text) and, for a block in several parts
+(across columns or pages), ``boxes``: ``[{"page", "bbox"}, …]`` (``page``/``bbox``: the first).
+
 **Canonical text** (NFC, LF): the blocks in reading order separated by one blank line; a
 table is one block of lines, one per row (header rows first), cells joined by TAB. Spans: one
 per block — ``heading`` (section), ``paragraph`` (text), ``table`` (the whole table, the TABLE
@@ -244,17 +249,34 @@ def _section(b: _Build, doc: DoclingDocument, item: TextItem, level: int) -> Non
 
 
 def _pdf(b: _Build, doc: DoclingDocument) -> None:
-    """PDF text from the native pipeline: blocks built from line geometry
-    (:mod:`docling_worker.pdf_blocks`); headings open sections as docling's would."""
+    """PDF text from the native pipeline: the model-free layout pass
+    (:mod:`docling_worker.pdf_blocks`): headings open sections as docling's would, list items
+    are labelled, running headers and footers are PAGE_HEADER/PAGE_FOOTER nodes outside the
+    canonical text (no span), contained by the DOCUMENT after its body, in page order. A block
+    in several parts (across columns or pages) has ``boxes``: ``[{"page", "bbox"}, …]``."""
+    running: list[tuple[str, dict[str, Any]]] = []
     for block in pdf_blocks(doc):
         text = _cell(block.text)
         if not text:
             continue
-        geometry = {"page": block.page, "bbox": block.bbox}
-        if block.level:
+        geometry: dict[str, Any] = {"page": block.page, "bbox": block.bbox}
+        if len(block.parts) > 1:
+            geometry["boxes"] = [{"page": page, "bbox": box} for page, box in block.parts]
+        if block.kind == "heading":
             _open_section(b, text, block.level, geometry)
+        elif block.kind in ("page_header", "page_footer"):
+            running.append((block.kind.upper(), {"text": text, **geometry}))
+        elif block.kind == "list_item":
+            props = {"label": "list_item", "list_level": block.list_level, **geometry}
+            _add_paragraph(b, text, props)
         else:
             _add_paragraph(b, text, geometry)
+    for label, props in running:
+        ref = b.builder.add_node([label], props)
+        b.builder.add_relationship(
+            "CONTAINS", from_ref=b.doc_ref, to_ref=ref, properties={"ord": b.doc_children}
+        )
+        b.doc_children += 1
     for _picture in doc.pictures:
         b.skip("pictures")
 
@@ -362,6 +384,14 @@ def _project_item(b: _Build, doc: DoclingDocument, item: object, shift: int) -> 
             _paragraph(b, doc, item)
 
 
+def _pdf_layout(pdf_pipeline: str, extractor: str | None) -> str:
+    """``stats.pdf_layout``: ``rules`` (the model-free layout pass), ``models`` (docling's
+    layout models) or ``none`` (pypdfium2's text, no geometry: :mod:`docling_worker.pdf_text`)."""
+    if extractor == "pypdfium2":
+        return "none"
+    return "models" if pdf_pipeline == "layout" else "rules"
+
+
 def project_document(
     doc: DoclingDocument,
     name: str,
@@ -377,7 +407,8 @@ def project_document(
     ``pdf_pipeline`` (``native``: lines grouped by :mod:`docling_worker.pdf_blocks`;
     ``layout``: docling's items as they are) and ``pdf_extractor`` (``docling-parse``, or
     ``pypdfium2`` when ``extractor`` says :mod:`docling_worker.pdf_text` read it, its text
-    projected as the layout path does) and the ambiguity counters of the document rules
+    projected as the layout path does), ``pdf_layout`` (``rules``, ``models`` or ``none``:
+    :func:`_pdf_layout`) and the ambiguity counters of the document rules
     (``options.clarify``). With ``links`` the dict also holds ``"links"``: ``[node index, href,
     text]`` for each SECTION/PARAGRAPH whose item carries a hyperlink, href as written in the
     source (not resolved), in reading order — for ``web_worker``, which removes the key
@@ -433,6 +464,7 @@ def project_document(
             "pages": len(doc.pages),
             "bytes": total,
             **({"pdf_pipeline": pdf_pipeline} if fmt == "pdf" else {}),
+            **({"pdf_layout": _pdf_layout(pdf_pipeline, extractor)} if fmt == "pdf" else {}),
             **({"pdf_extractor": extractor or "docling-parse"} if fmt == "pdf" else {}),
             **found.stats,
             **({"warnings": warnings.as_list()} if warnings else {}),
