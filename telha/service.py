@@ -206,6 +206,7 @@ async def _serve(
             metrics=metrics,
             upload_dir=upload_dir,
             shutdown=shutdown,
+            token_key=token_key,
         )
         metrics.watch_gauge(
             "telha_ingest_in_progress",

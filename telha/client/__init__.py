@@ -14,6 +14,7 @@ from telha.client.errors import (
     Conflict,
     ConnectionFailed,
     ContentErased,
+    Forbidden,
     InternalError,
     InvalidContent,
     InvalidRequest,
@@ -56,6 +57,12 @@ from telha.wire import (
     VersionOut,
     VersionParentOut,
 )
+from telha.wire_connectors import (
+    ConnectorList,
+    ConnectorOut,
+    ConnectorRemovedOut,
+    ConnectorSourceOut,
+)
 
 __all__ = [
     "MULTIPART_OVER_BYTES",
@@ -66,10 +73,15 @@ __all__ = [
     "ChunkOut",
     "Conflict",
     "ConnectionFailed",
+    "ConnectorList",
+    "ConnectorOut",
+    "ConnectorRemovedOut",
+    "ConnectorSourceOut",
     "ContentErased",
     "Deduplicated",
     "DiffOut",
     "EdgeOut",
+    "Forbidden",
     "IngestApplied",
     "IngestEnqueued",
     "IngestResult",

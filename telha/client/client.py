@@ -38,6 +38,7 @@ from telha.client.errors import (
     error_for,
 )
 from telha.client.events import EventsUnsupported, follow_events
+from telha.client.connectors import ConnectorCalls
 from telha.client.listings import ListingCalls
 from telha.client.search import SearchCalls
 from telha.domain.model import TERMINAL_JOB_STATES
@@ -94,7 +95,7 @@ class _ProgressReader:
         return getattr(self._f, name)
 
 
-class AsyncTelha(ListingCalls, ChunkCalls, SearchCalls):
+class AsyncTelha(ListingCalls, ChunkCalls, SearchCalls, ConnectorCalls):
     """A client of one Telha server for one API key (one tenant/organization scope).
 
     Use as ``async with AsyncTelha("http://127.0.0.1:7625", key) as telha: ...``.

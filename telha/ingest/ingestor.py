@@ -5,6 +5,7 @@ enqueueing for worker formats, and ``apply_submission`` for what workers submit.
 from __future__ import annotations
 
 import base64
+import functools
 import binascii
 import time
 import uuid
@@ -282,11 +283,14 @@ class Ingestor:
         return options, target
 
     async def _enqueue(self, scope: Scope, req: IngestRequest, max_pending: int) -> IngestResult:
-        source_id = source_id_for(req.name)
+        source_id = req.source_id or source_id_for(req.name)
         options, webhook = await self._webhook(scope, req.options)
         raw = req.raw or b""
         digest = await off_loop(len(raw), content_hash, raw) if req.raw is not None else None
-        job = await off_loop(len(raw), _new_job, req.format, req.name, raw, digest, options)
+        job = await off_loop(
+            len(raw), functools.partial(_new_job, source_id=source_id),
+            req.format, req.name, raw, digest, options,
+        )  # fmt: skip
         job = replace(job, webhook=webhook)
         dedup = req.format not in FETCH_FORMATS
         outcome = await self._queue.enqueue(scope, job, dedup=dedup, max_pending=max_pending)
@@ -299,7 +303,7 @@ class Ingestor:
     async def _json_bypass(self, scope: Scope, req: IngestRequest) -> IngestResult:
         assert req.raw is not None
         opts = self.json_options(req.name, req.options)
-        source_id = source_id_for(req.name)
+        source_id = req.source_id or source_id_for(req.name)
         digest = await off_loop(len(req.raw), content_hash, req.raw)
         latest = await self._store.latest_version(scope, source_id.bytes)
         if _unchanged(latest, digest):
@@ -549,11 +553,13 @@ def _new_job(
     stored: bool = False,
     size: int | None = None,
     root_node_id: str | None = None,
+    source_id: uuid.UUID | None = None,
 ) -> NewJob:
     """An ``ingest:{fmt}`` job whose payload is an ``IngestJobPayload``: the raw bytes
     base64-encoded, or with ``stored`` a reference to the raw bytes stored under ``digest``
-    (``size`` bytes); ``content_hash`` hex, ``None`` for fetch formats."""
-    source_id = source_id_for(name)
+    (``size`` bytes); ``content_hash`` hex, ``None`` for fetch formats. ``source_id``: a
+    connector item's (docs/connectors.md), else the name's."""
+    source_id = source_id or source_id_for(name)
     hex_digest = digest.hex() if digest is not None else None
     payload = IngestJobPayload(
         source_id=str(source_id),

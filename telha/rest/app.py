@@ -53,6 +53,7 @@ from telha.rest.metrics_middleware import MetricsMiddleware
 from telha.rest.quotas import Quotas
 from telha.storage.core.keys import LAST_USED_EVERY_US
 from telha.storage.protocol import (
+    ConnectorStore,
     JobEventStore,
     KeyStore,
     ListStore,
@@ -72,6 +73,7 @@ _HTTP_CODES = {404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED", 400: "INVALID_REQUES
 
 class RestStore(
     ReadStore,
+    ConnectorStore,
     SearchStore,
     RetireStore,
     ListStore,
@@ -113,6 +115,8 @@ class AppState:
     chunk_cache: ChunkCache = field(default_factory=ChunkCache)
     #: Per-scope quotas and per-key rate limits (:mod:`telha.rest.quotas`).
     quotas: Quotas = field(init=False)
+    #: The HMAC key connector tokens are checked with (``grpc.token_key``, or the key file).
+    token_key: bytes = b""
 
     def __post_init__(self) -> None:
         cfg = self.config
@@ -346,6 +350,7 @@ def create_app(st: AppState) -> Starlette:
     from telha.rest import (
         cancel_routes,
         chunk_routes,
+        connector_routes,
         erase_routes,
         event_routes,
         ingest_routes,
@@ -373,6 +378,7 @@ def create_app(st: AppState) -> Starlette:
         *listing_routes.routes,
         *search_routes.routes,
         *usage_routes.routes,
+        *connector_routes.routes,
         *openapi.routes,
         *page_routes.routes,
         *ui_routes.routes,

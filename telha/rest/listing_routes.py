@@ -88,9 +88,16 @@ def _job_out(j: JobSummary) -> JobSummaryOut:
 
 async def list_sources(request: Request) -> Response:
     """GET /v1/sources?prefix=&format=&state=&limit=&cursor= — the scope's sources, newest
-    change first."""
+    change first; with ``connector`` and ``externalId`` the one source that connector's
+    item names (:func:`telha.rest.connector_routes.lookup_source`)."""
     scope = await require_scope(request)
     q = request.query_params
+    if "connector" in q or "externalId" in q:
+        if "connector" not in q:
+            raise RequestError("externalId needs connector")
+        from telha.rest.connector_routes import lookup_source  # it imports this module
+
+        return await lookup_source(request, scope, q)
     prefix = q.get("prefix")
     if prefix is not None and "\x00" in prefix:
         raise RequestError("prefix must not contain NUL")

@@ -19,6 +19,7 @@ import asyncpg
 import structlog
 
 from telha.storage.core.cancel import CancelOps
+from telha.storage.core.connectors import ConnectorOps
 from telha.storage.core.diff import DiffOps
 from telha.storage.core.erasure import ErasureOps
 from telha.storage.core.failed_rows import RowFaultOps
@@ -65,6 +66,7 @@ class PostgresStore(
     ScanOps,
     ErasureOps,
     WebhookOps,
+    ConnectorOps,
     RetentionOps,
     KeyOps,
     RowFaultOps,

@@ -12,6 +12,7 @@ import anyio
 import anyio.abc
 
 from telha.storage.core.cancel import CancelOps
+from telha.storage.core.connectors import ConnectorOps
 from telha.storage.core.diff import DiffOps
 from telha.storage.core.erasure import ErasureOps
 from telha.storage.core.failed_rows import RowFaultOps
@@ -53,6 +54,7 @@ class SqliteStore(
     ScanOps,
     ErasureOps,
     WebhookOps,
+    ConnectorOps,
     RetentionOps,
     KeyOps,
     RowFaultOps,

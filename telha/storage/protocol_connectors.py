@@ -1,0 +1,38 @@
+"""The connector role of the storage seam (docs/connectors.md;
+:mod:`telha.storage.core.connectors`). Times in µs."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from telha.domain.connectors import ConnectorItem, ConnectorRecord
+from telha.domain.model import Scope
+
+__all__ = ["ConnectorStore"]
+
+
+class ConnectorStore(Protocol):
+    """Registered connectors and the items they created."""
+
+    async def add_connector(self, scope: Scope, connector: ConnectorRecord) -> None:
+        """Register ``connector`` in ``scope``."""
+
+    async def list_connectors(self, scope: Scope) -> list[ConnectorRecord]:
+        """The scope's connectors not removed, oldest first."""
+
+    async def get_connector(self, scope: Scope, connector_id: bytes) -> ConnectorRecord | None:
+        """A connector of ``scope`` not removed, or ``None``."""
+
+    async def remove_connector(self, scope: Scope, connector_id: bytes, *, now_us: int) -> bool:
+        """Mark a connector removed (its sources and items stay); ``False``: no such one."""
+
+    async def record_connector_item(self, scope: Scope, item: ConnectorItem) -> None:
+        """Write or replace the row of ``item``'s (connector, external id)."""
+
+    async def find_connector_item(
+        self, scope: Scope, connector_id: bytes, external_id: str
+    ) -> ConnectorItem | None:
+        """The item row of (connector, external id), or ``None``."""
+
+    async def connector_items(self, scope: Scope, connector_id: bytes) -> list[ConnectorItem]:
+        """Every item row of a connector (retired ones too), by external id."""
