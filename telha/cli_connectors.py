@@ -1,4 +1,4 @@
-"""``telha connector add|list|remove|token`` (docs/connectors.md, "CLI"): a scope's
+"""``telha connector add|list|remove|token`` and ``telha sync`` (docs/connectors.md, "CLI"): a scope's
 connectors over REST (``add``, ``list``, ``remove``), and a connector token minted from the
 store's token key (``token``, like ``telha api-key worker-token``)."""
 
@@ -11,15 +11,17 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import anyio
 import click
 
 from telha.cli_client import _KEY, _URL, _call
 from telha.cli_config import CONFIG_OPTION, ORG_OPTION, TENANT_OPTION, run_on_store, scope_of
 from telha.cli_keys import existing_store
 from telha.cli_listings import _print
+from telha.client import AsyncTelha, RunOut
 from telha.grpc.tokens import load_token_key, mint_connector_token, parse_ttl
 
-__all__ = ["connector"]
+__all__ = ["connector", "sync"]
 
 
 @click.group("connector")
@@ -142,3 +144,64 @@ def connector_token(
         click.echo(f"telha: config error: grpc.token_key: {exc}", err=True)
         sys.exit(2)
     click.echo(mint_connector_token(key, scope, cid, ttl_s))
+
+
+_TERMINAL = ("completed", "dead", "cancelled")
+
+
+def _progress(run: RunOut) -> str:
+    """One line of a run: state, counts once known, its item jobs by state."""
+    line = f"{run.state}"
+    if run.listed is not None:
+        line += (
+            f"  listed {run.listed}  added {run.added}  changed {run.changed}"
+            f"  unchanged {run.unchanged}  retired {run.retired}  failed {run.failed}"
+        )
+    if run.children:
+        line += "  items " + " ".join(f"{k}={v}" for k, v in sorted(run.children.items()))
+    return line
+
+
+@click.command("sync")
+@click.argument("connector_id", metavar="ID")
+@click.option("--confirm-prune", is_flag=True,
+              help="let this run retire more than the connector's prune fraction")  # fmt: skip
+@click.option("--no-wait", is_flag=True, help="print the run id and return")
+@_URL
+@_KEY
+def sync(connector_id: str, confirm_prune: bool, no_wait: bool, url: str, api_key: str) -> None:
+    """Start a sync run of connector ID and show its progress until it and its item jobs
+    end (one line per change, on stderr; the last line on stdout). Exit 0 when it completed
+    with a complete listing, 3 when it completed with a warning or an incomplete listing
+    (nothing retired), 1 when it failed."""
+
+    async def go(client: AsyncTelha) -> RunOut | str:
+        started = await client.start_run(connector_id, confirm_prune=confirm_prune)
+        if no_wait:
+            return started.run_id
+        shown = ""
+        while True:
+            runs = await client.runs(connector_id, limit=5)
+            run = next(r for r in runs if r.run_id == started.run_id)
+            line = _progress(run)
+            settled = run.state in _TERMINAL and not (
+                {"pending", "leased"} & set(run.children)
+            )
+            if settled:
+                return run
+            if line != shown:
+                click.echo(line, err=True)
+                shown = line
+            await anyio.sleep(0.5)
+
+    done = _call(url, api_key, go)
+    if isinstance(done, str):
+        click.echo(done)
+        return
+    click.echo(_progress(done))
+    if done.state != "completed":
+        click.echo(f"telha: run {done.run_id} {done.state}: {done.failure_reason}", err=True)
+        sys.exit(1)
+    if done.warning or done.error or not done.complete:
+        click.echo(f"telha: {done.warning or done.error or 'listing incomplete'}", err=True)
+        sys.exit(3)

@@ -27,6 +27,7 @@ from telha.grpc.servicer import WorkerServicer
 from telha.grpc.tokens import load_token_key
 from telha.ingest.eraser import Eraser
 from telha.ingest.ingestor import Ingestor
+from telha.ingest.sync_runs import SyncRuns
 from telha.metrics import Metrics
 from telha.queue.job_queue import JobQueue
 from telha.rest.app import AppState, create_app
@@ -190,7 +191,8 @@ async def _serve(
         # A failpoint for the crash tests only: pause an erasure after this step.
         pause = os.environ.get("TELHA_FAILPOINT_ERASE_PAUSE_AFTER") or None
         eraser = await sup.start("eraser", Eraser(store, queue, pause_after=pause).run)
-        servicer = WorkerServicer(queue, ingestor, store)
+        sync_runs = SyncRuns(store, queue)
+        servicer = WorkerServicer(queue, ingestor, store, sync_runs)
         try:
             token_key = load_token_key(cfg.grpc.token_key, cfg.storage_path(base_dir).parent)
         except ValueError as exc:
@@ -207,6 +209,7 @@ async def _serve(
             upload_dir=upload_dir,
             shutdown=shutdown,
             token_key=token_key,
+            sync_runs=sync_runs,
         )
         metrics.watch_gauge(
             "telha_ingest_in_progress",

@@ -62,6 +62,8 @@ from telha.wire_connectors import (
     ConnectorOut,
     ConnectorRemovedOut,
     ConnectorSourceOut,
+    RunOut,
+    RunStartedOut,
 )
 
 __all__ = [
@@ -102,6 +104,8 @@ __all__ = [
     "RateLimited",
     "RequestTimeout",
     "RetireOut",
+    "RunOut",
+    "RunStartedOut",
     "RetiredOut",
     "SearchHitOut",
     "SearchResult",

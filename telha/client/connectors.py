@@ -14,6 +14,9 @@ from telha.wire_connectors import (
     ConnectorOut,
     ConnectorRemovedOut,
     ConnectorSourceOut,
+    RunList,
+    RunOut,
+    RunStartedOut,
 )
 
 __all__ = ["ConnectorCalls"]
@@ -81,3 +84,24 @@ class ConnectorCalls:
         """
         params = {"connector": connector_id, "externalId": external_id}
         return await self._get("/v1/sources", ConnectorSourceOut, params)
+
+    async def start_run(self, connector_id: str, *, confirm_prune: bool = False) -> RunStartedOut:
+        """``POST /v1/connectors/{id}/runs``: start a sync run; ``confirm_prune`` lets it
+        retire more than the connector's ``pruneMaxFraction`` of its sources.
+
+        :raises NotFound: no such connector in this scope.
+        :raises Conflict: a run of it is pending or running.
+        """
+        body = {"confirmPrune": confirm_prune}
+        resp = await self._request(
+            "POST", f"/v1/connectors/{connector_id}/runs", lambda: {"json": body}
+        )
+        return msgspec.json.decode(resp.content, type=RunStartedOut)
+
+    async def runs(self, connector_id: str, *, limit: int | None = None) -> list[RunOut]:
+        """``GET /v1/connectors/{id}/runs``: its runs, newest first, with their counts.
+
+        :raises NotFound: no such connector in this scope.
+        """
+        params = {"limit": limit}
+        return (await self._get(f"/v1/connectors/{connector_id}/runs", RunList, params)).runs

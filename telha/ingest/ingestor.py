@@ -51,6 +51,7 @@ from telha.queue.job_queue import JobQueue
 from telha.storage.protocol import RawStore, VersionStore, WebhookStore
 
 __all__ = [
+    "new_ingest_job",
     "IngestJobPayload",
     "IngestResult",
     "IngestStore",
@@ -477,6 +478,20 @@ def _version(job: JobRecord, payload: IngestJobPayload, sub: Submission, worker:
         worker=worker,
         job_id=job.job_id,
     )
+
+
+def new_ingest_job(
+    fmt: str,
+    name: str,
+    raw: bytes,
+    digest: bytes | None,
+    options: dict[str, Any],
+    *,
+    source_id: uuid.UUID | None = None,
+) -> NewJob:
+    """An ``ingest:{fmt}`` job of ``raw`` inline, for ``source_id`` (a connector item's, a
+    sync run's child) or the name's (see :func:`_new_job`)."""
+    return _new_job(fmt, name, raw, digest, options, source_id=source_id)
 
 
 def _child_job(child: ChildJobIn) -> NewJob:

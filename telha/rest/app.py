@@ -45,6 +45,7 @@ from telha.domain.slots import ScopedSlots
 from telha.ingest.eraser import Eraser
 from telha.ingest.ingestor import Ingestor
 from telha.ingest.request import KNOWN_FORMATS
+from telha.ingest.sync_runs import SyncRuns
 from telha.metrics import Metrics
 from telha.queue.job_queue import JobQueue
 from telha.rest.access_log import SCOPE_KEY, AccessLogMiddleware
@@ -117,6 +118,8 @@ class AppState:
     quotas: Quotas = field(init=False)
     #: The HMAC key connector tokens are checked with (``grpc.token_key``, or the key file).
     token_key: bytes = b""
+    #: Starts connector runs (``POST /v1/connectors/{id}/runs``); ``None`` in apps without one.
+    sync_runs: SyncRuns | None = None
 
     def __post_init__(self) -> None:
         cfg = self.config
@@ -358,6 +361,7 @@ def create_app(st: AppState) -> Starlette:
         openapi,
         page_routes,
         read_routes,
+        run_routes,
         search_routes,
         ui_routes,
         usage_routes,
@@ -379,6 +383,7 @@ def create_app(st: AppState) -> Starlette:
         *search_routes.routes,
         *usage_routes.routes,
         *connector_routes.routes,
+        *run_routes.routes,
         *openapi.routes,
         *page_routes.routes,
         *ui_routes.routes,

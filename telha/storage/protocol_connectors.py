@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol
 
 from telha.domain.connectors import ConnectorItem, ConnectorRecord
-from telha.domain.model import Scope
+from telha.domain.model import NewJob, Scope
+from telha.storage.core.sync_runs import RunApply, RunRow
 
 __all__ = ["ConnectorStore"]
 
@@ -36,3 +38,18 @@ class ConnectorStore(Protocol):
 
     async def connector_items(self, scope: Scope, connector_id: bytes) -> list[ConnectorItem]:
         """Every item row of a connector (retired ones too), by external id."""
+
+    async def start_sync_run(self, scope: Scope, job: NewJob, *, now_us: int) -> bytes | None:
+        """Enqueue a run job; ``None`` when the connector has one pending or leased."""
+
+    async def apply_sync_run(self, run: RunApply) -> tuple[int, tuple[str, ...]]:
+        """End a held run in one transaction: items, retires, children, completion; the
+        retired count and refused children.
+
+        :raises StaleLease: the run is not held under the completion's lease.
+        """
+
+    async def sync_runs(
+        self, scope: Scope, connector_id: bytes, *, limit: int = 50
+    ) -> Sequence[RunRow]:
+        """The connector's runs, newest first."""

@@ -34,6 +34,7 @@ from telha.storage.core.retire import RetireOps
 from telha.storage.core.scan import ScanOps
 from telha.storage.core.search import SearchOps
 from telha.storage.core.streams import StreamOps
+from telha.storage.core.sync_runs import SyncRunOps
 from telha.storage.core.text_reads import TextReadOps
 from telha.storage.core.webhooks import WebhookOps
 from telha.storage.postgres.base import PgBase
@@ -67,6 +68,7 @@ class PostgresStore(
     ErasureOps,
     WebhookOps,
     ConnectorOps,
+    SyncRunOps,
     RetentionOps,
     KeyOps,
     RowFaultOps,

@@ -28,6 +28,7 @@ from telha.storage.core.retire import RetireOps
 from telha.storage.core.scan import ScanOps
 from telha.storage.core.search import SearchOps
 from telha.storage.core.streams import StreamOps
+from telha.storage.core.sync_runs import SyncRunOps
 from telha.storage.core.text_reads import TextReadOps
 from telha.storage.core.versions import VersionOps
 from telha.storage.core.webhooks import WebhookOps
@@ -55,6 +56,7 @@ class SqliteStore(
     ErasureOps,
     WebhookOps,
     ConnectorOps,
+    SyncRunOps,
     RetentionOps,
     KeyOps,
     RowFaultOps,
