@@ -1,4 +1,5 @@
-"""``telha connector add|list|remove|token`` and ``telha sync`` (docs/connectors.md, "CLI"): a scope's
+"""``telha connector add|list|remove|token`` and ``telha sync`` (docs/connectors.md,
+"CLI"): a scope's
 connectors over REST (``add``, ``list``, ``remove``), and a connector token minted from the
 store's token key (``token``, like ``telha api-key worker-token``)."""
 
@@ -29,7 +30,9 @@ def connector() -> None:
     """Connectors: register, list, remove, mint a connector token."""
 
 
-def _settings(raw: str, root: str | None, include: tuple[str, ...], exclude: tuple[str, ...]) -> Any:
+def _settings(
+    raw: str, root: str | None, include: tuple[str, ...], exclude: tuple[str, ...]
+) -> Any:
     try:
         settings = json.loads(raw)
     except ValueError as exc:
@@ -89,16 +92,13 @@ def connector_list(url: str, api_key: str) -> None:
     """The scope's connectors, oldest first: id, kind, schedule, created (UTC), settings. A
     table on a terminal, TSV with a header line when piped."""
     rows = _call(url, api_key, lambda c: c.connectors())
-    _print(
-        ("id", "kind", "every", "created", "settings"),
-        [
-            [c.connector_id, c.kind, _every(c.every),
-             datetime.fromtimestamp(c.created_at / 1e6, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-             json.dumps(c.settings, sort_keys=True)]
-            for c in rows
-        ],  # fmt: skip
-        [False] * len(rows),
-    )
+    table = [
+        [c.connector_id, c.kind, _every(c.every),
+         datetime.fromtimestamp(c.created_at / 1e6, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+         json.dumps(c.settings, sort_keys=True)]
+        for c in rows
+    ]  # fmt: skip
+    _print(("id", "kind", "every", "created", "settings"), table, [False] * len(rows))
 
 
 @connector.command("remove")
@@ -184,9 +184,7 @@ def sync(connector_id: str, confirm_prune: bool, no_wait: bool, url: str, api_ke
             runs = await client.runs(connector_id, limit=5)
             run = next(r for r in runs if r.run_id == started.run_id)
             line = _progress(run)
-            settled = run.state in _TERMINAL and not (
-                {"pending", "leased"} & set(run.children)
-            )
+            settled = run.state in _TERMINAL and not ({"pending", "leased"} & set(run.children))
             if settled:
                 return run
             if line != shown:

@@ -29,6 +29,7 @@ from tenacity import (
 )
 
 from telha.client.chunks import ChunkCalls
+from telha.client.connectors import ConnectorCalls
 from telha.client.errors import (
     ConnectionFailed,
     QuotaExceeded,
@@ -38,7 +39,6 @@ from telha.client.errors import (
     error_for,
 )
 from telha.client.events import EventsUnsupported, follow_events
-from telha.client.connectors import ConnectorCalls
 from telha.client.listings import ListingCalls
 from telha.client.search import SearchCalls
 from telha.domain.model import TERMINAL_JOB_STATES

@@ -13,6 +13,7 @@ __all__ = [
     "Conflict",
     "ConnectionFailed",
     "ContentErased",
+    "Forbidden",
     "InternalError",
     "InvalidContent",
     "InvalidRequest",
@@ -25,7 +26,6 @@ __all__ = [
     "TelhaError",
     "TooManyRequests",
     "Unauthenticated",
-    "Forbidden",
     "Unavailable",
     "error_for",
 ]

@@ -56,8 +56,7 @@ def _folder_settings(settings: dict[str, Any]) -> None:
     unknown = sorted(set(settings) - {"root", "include", "exclude"})
     if unknown:
         raise RequestError(
-            f"settings: unknown key(s) {', '.join(unknown)}; folder accepts root, include,"
-            " exclude"
+            f"settings: unknown key(s) {', '.join(unknown)}; folder accepts root, include, exclude"
         )
 
 

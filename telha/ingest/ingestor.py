@@ -5,8 +5,8 @@ enqueueing for worker formats, and ``apply_submission`` for what workers submit.
 from __future__ import annotations
 
 import base64
-import functools
 import binascii
+import functools
 import time
 import uuid
 from dataclasses import dataclass, replace
@@ -51,7 +51,6 @@ from telha.queue.job_queue import JobQueue
 from telha.storage.protocol import RawStore, VersionStore, WebhookStore
 
 __all__ = [
-    "new_ingest_job",
     "IngestJobPayload",
     "IngestResult",
     "IngestStore",
@@ -59,6 +58,7 @@ __all__ = [
     "SubmitResult",
     "UploadedFile",
     "content_ref",
+    "new_ingest_job",
 ]
 
 log = structlog.get_logger("telha.ingest")

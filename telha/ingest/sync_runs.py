@@ -75,7 +75,9 @@ class SyncRuns:
         self._store = store
         self._queue = queue
 
-    async def start(self, scope: Scope, connector: ConnectorRecord, *, confirm_prune: bool) -> bytes:
+    async def start(
+        self, scope: Scope, connector: ConnectorRecord, *, confirm_prune: bool
+    ) -> bytes:
         """Enqueue a run of ``connector``; its job id (the run id).
 
         :raises Conflict: a run of this connector is pending or running.
@@ -153,7 +155,8 @@ def _child(scope: Scope, connector_id: str, item: Any) -> tuple[NewJob, Connecto
     try:
         ext = check_external_id(item.external_id)
         acl = check_acl(item.acl)
-        if item.format not in KNOWN_FORMATS or item.format in FETCH_FORMATS or item.format == "json":
+        fmt = item.format
+        if fmt not in KNOWN_FORMATS or fmt in FETCH_FORMATS or fmt == "json":
             raise RequestError(f"format {item.format!r} cannot be a connector item's")
         check_request(item.format, item.name, {})
         raw = base64.b64decode(item.content_b64, validate=True)

@@ -111,9 +111,7 @@ async def test_add_list_get_remove(api: httpx.AsyncClient, server: ServerProcess
         ([], "JSON object"),
     ],
 )
-async def test_bad_connectors_are_refused(
-    api: httpx.AsyncClient, body: object, says: str
-) -> None:
+async def test_bad_connectors_are_refused(api: httpx.AsyncClient, body: object, says: str) -> None:
     message = _error(await api.post("/v1/connectors", json=body), 400, "INVALID_REQUEST")
     assert says in message
     assert (await api.get("/v1/connectors")).json()["connectors"] == []

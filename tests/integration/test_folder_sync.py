@@ -259,7 +259,7 @@ async def test_listing_cut_short_retires_nothing_remote_worker(
     with ServerProcess(config) as srv:
         scope = Scope(f"tenant-{uuid.uuid4()}", "org")
         key = srv.create_key(scope.tenant_id, scope.organization_id)
-        worker = subprocess.Popen(
+        worker = subprocess.Popen(  # noqa: ASYNC220 - started once, not awaited on
             [*_without_dac_override(), sys.executable, "-m", "workers_common.run", "connectors"],
             env=srv.worker_env(scope), stderr=subprocess.DEVNULL,
         )  # fmt: skip

@@ -106,13 +106,12 @@ async def remove_connector(tx: Tx, scope: Scope, connector_id: bytes, now_us: in
     sid = await tx.known_scope_id(scope)
     if sid is None:
         return False
-    return bool(
-        await tx.execute(
-            "UPDATE connectors SET removed_at = ? WHERE scope_id = ? AND connector_id = ?"
-            " AND removed_at IS NULL",
-            now_us, sid, connector_id,
-        )  # fmt: skip
-    )
+    changed = await tx.execute(
+        "UPDATE connectors SET removed_at = ? WHERE scope_id = ? AND connector_id = ?"
+        " AND removed_at IS NULL",
+        now_us, sid, connector_id,
+    )  # fmt: skip
+    return bool(changed)
 
 
 async def record_item(tx: Tx, scope: Scope, item: ConnectorItem) -> None:
