@@ -190,23 +190,43 @@ async def test_folder_sync_changes_deletes_adds(
     assert _counts(third) == (11, 0, 0, 11, 0, 0)
 
 
-async def test_prune_guard(api: httpx.AsyncClient, tree: Path) -> None:
+async def _telha_sync(srv: ServerProcess, key: str, *args: str) -> tuple[int, str, str]:
+    """``telha sync ARGS`` against ``srv``: exit code, stdout, stderr."""
+    env = {**os.environ, "TELHA_URL": srv.base_url, "TELHA_API_KEY": key}
+    done = await anyio.run_process(
+        [sys.executable, "-m", "telha", "sync", *args], env=env, check=False
+    )
+    return done.returncode, done.stdout.decode(), done.stderr.decode()
+
+
+async def test_prune_guard(
+    api: httpx.AsyncClient, tree: Path, sync_server: ServerProcess
+) -> None:
     for i in range(10):
         _write(tree / f"p{i}.txt", f"prune {i}\n")
     cid = await _add(api, tree)
-    assert _counts(await _run(api, cid)) == (10, 10, 0, 0, 0, 0)
+    key = api.headers["x-api-key"]
+    code, out, err = await _telha_sync(sync_server, key, cid)
+    assert code == 0, err
+    assert "listed 10  added 10  changed 0  unchanged 0  retired 0  failed 0" in out
     for i in range(5):
         (tree / f"p{i}.txt").unlink()
-    held = await _run(api, cid)
-    assert held["retired"] == 0 and held["warning"] is not None and "prune" in held["warning"]
+    code, out, err = await _telha_sync(sync_server, key, cid)
+    assert code == 3 and "prune guard" in err and "retired 0" in out, (code, out, err)
+    held = (await api.get(f"/v1/connectors/{cid}/runs")).json()["runs"][0]
+    assert held["retired"] == 0 and "5 of 10" in held["warning"]
     for i in range(5):
         assert (await _item(api, cid, f"p{i}.txt"))["state"] == "current"
-    # Two at a time is within 0.2 of 10: no confirmation needed... but five is not.
-    confirmed = await _run(api, cid, confirmPrune=True)
-    assert confirmed["retired"] == 5 and confirmed["warning"] is None
+    code, out, err = await _telha_sync(sync_server, key, cid, "--confirm-prune")
+    assert code == 0 and "retired 5" in out, (code, out, err)
     for i in range(5):
         assert (await _item(api, cid, f"p{i}.txt"))["state"] == "retired"
     assert (await _item(api, cid, "p7.txt"))["state"] == "current"
+    # Within the fraction (1 of 5 live is 0.2): retired without confirmation.
+    (tree / "p5.txt").unlink()
+    assert (await _run(api, cid))["retired"] == 1
+    code, _, err = await _telha_sync(sync_server, key, str(uuid.uuid4()))
+    assert code == 1 and "NOT_FOUND" in err
 
 
 async def test_a_connector_never_retires_another_ones_sources(
