@@ -22,7 +22,8 @@ import pytest
 
 from telha.domain.connectors import connector_source_id
 from telha.domain.model import Scope
-from tests.support.server import ServerProcess, write_config
+from tests.support.server import ServerProcess, telha_check, write_config
+from tests.support.wait import wait_search_indexed
 
 pytestmark = pytest.mark.anyio
 
@@ -98,6 +99,16 @@ async def _run(api: httpx.AsyncClient, cid: str, **body: Any) -> dict[str, Any]:
     raise AssertionError(f"run {run_id} unfinished: {run}")
 
 
+async def _settled(api: httpx.AsyncClient, job_id: str) -> None:
+    for _ in range(1200):
+        job = (await api.get(f"/v1/ingest/{job_id}")).json()
+        if job["state"] not in ("pending", "leased"):
+            assert job["state"] == "completed", job
+            return
+        await anyio.sleep(0.05)
+    raise AssertionError(f"job {job_id} unfinished")
+
+
 def _counts(run: dict[str, Any]) -> tuple[int, ...]:
     return tuple(run[k] for k in ("listed", "added", "changed", "unchanged", "retired", "failed"))
 
@@ -115,7 +126,13 @@ async def _source(api: httpx.AsyncClient, source_id: str) -> dict[str, Any]:
 
 
 async def _hits(api: httpx.AsyncClient, word: str) -> int:
-    """How many sources of the current graph hold ``word``."""
+    """How many sources of the current graph hold ``word`` (once the index caught up)."""
+
+    def drained() -> None:
+        with httpx.Client(base_url=str(api.base_url)) as c:
+            wait_search_indexed(c, within_s=120)
+
+    await anyio.to_thread.run_sync(drained)
     resp = await api.get("/v1/search", params={"q": word})
     assert resp.status_code == 200, resp.text
     return len({h["sourceId"] for h in resp.json()["hits"]})
@@ -131,7 +148,7 @@ def _keep_times(path: Path, text: str) -> None:
 
 
 async def test_folder_sync_changes_deletes_adds(
-    api: httpx.AsyncClient, tree: Path, scope: Scope, tmp_path: Path
+    api: httpx.AsyncClient, tree: Path, scope: Scope, tmp_path: Path, sync_server: ServerProcess
 ) -> None:
     for i in range(10):
         _write(tree / f"f{i}.txt", f"file number {i} word{i}x\n")
@@ -145,6 +162,7 @@ async def test_folder_sync_changes_deletes_adds(
     hand = await api.post("/v1/ingest", json={"format": "text", "name": "f1.txt",
                                               "content": "by hand wordhandx"})  # fmt: skip
     assert hand.status_code == 202, hand.text
+    await _settled(api, hand.json()["jobId"])
     cid = await _add(api, tree)
     first = await _run(api, cid)
     assert first["state"] == "completed" and first["complete"] is True, first
@@ -188,6 +206,14 @@ async def test_folder_sync_changes_deletes_adds(
     # Nothing changed: nothing read, nothing retired.
     third = await _run(api, cid)
     assert _counts(third) == (11, 0, 0, 11, 0, 0)
+    # The store stays consistent: runs write no version and are not taken for jobs that
+    # should have.
+    checked = await anyio.to_thread.run_sync(telha_check, sync_server.config)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    # A run's job has no name: the listing shows the 13 sources (12 items, f2 retired among
+    # them, and 1 by hand) only.
+    listed = (await api.get("/v1/sources", params={"limit": 100})).json()["sources"]
+    assert len(listed) == 13 and cid not in {s["sourceId"] for s in listed}
 
 
 async def _telha_sync(srv: ServerProcess, key: str, *args: str) -> tuple[int, str, str]:
@@ -199,9 +225,7 @@ async def _telha_sync(srv: ServerProcess, key: str, *args: str) -> tuple[int, st
     return done.returncode, done.stdout.decode(), done.stderr.decode()
 
 
-async def test_prune_guard(
-    api: httpx.AsyncClient, tree: Path, sync_server: ServerProcess
-) -> None:
+async def test_prune_guard(api: httpx.AsyncClient, tree: Path, sync_server: ServerProcess) -> None:
     for i in range(10):
         _write(tree / f"p{i}.txt", f"prune {i}\n")
     cid = await _add(api, tree)
