@@ -134,7 +134,8 @@ class _Delta:
 
 def test_the_driver_with_a_delta_source() -> None:
     source = _Delta({
-        None: [{"id": "1", "name": "a.txt", "eTag": "v1"}, {"id": "2", "name": "b.md", "eTag": "v1"},
+        None: [{"id": "1", "name": "a.txt", "eTag": "v1"},
+               {"id": "2", "name": "b.md", "eTag": "v1"},
                {"id": "3", "name": "c.bin", "eTag": "v1"}, {"id": "locked", "name": "d.txt"}],
         "t1": [{"id": "1", "name": "a.txt", "eTag": "v2"}, {"id": "2", "@removed": "deleted"},
                {"id": "9", "name": "new.txt"}],
