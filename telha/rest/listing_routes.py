@@ -22,6 +22,7 @@ from telha.domain.listings import (
     decode_cursor,
     encode_cursor,
 )
+from telha.domain.sync_runs import SYNC_FORMATS
 from telha.ingest.request import KNOWN_FORMATS
 from telha.rest.app import (
     json_response,
@@ -37,7 +38,7 @@ from telha.wire import JobList, JobSummaryOut, SourceList, SourceSummaryOut
 __all__ = ["JOB_KINDS", "routes", "source_summary_out"]
 
 #: The kinds a job can have: one per worker format (``json`` makes no job) and ``erase``.
-JOB_KINDS = (*(f"ingest:{f}" for f in KNOWN_FORMATS if f != "json"), "erase")
+JOB_KINDS = (*(f"ingest:{f}" for f in KNOWN_FORMATS if f != "json"), "erase", *SYNC_FORMATS)
 _MAX_LIMIT = 1000
 _DEFAULT_LIMIT = 100
 _SOURCES_CURSOR = b"s"

@@ -251,6 +251,12 @@ async def test_prune_guard(api: httpx.AsyncClient, tree: Path, sync_server: Serv
     assert (await _run(api, cid))["retired"] == 1
     code, _, err = await _telha_sync(sync_server, key, str(uuid.uuid4()))
     assert code == 1 and "NOT_FOUND" in err
+    # Runs are jobs: the job listing shows them (no name), and each run's item jobs name it.
+    jobs = (await api.get("/v1/ingest", params={"kind": "sync:folder"})).json()["jobs"]
+    assert len(jobs) == 4 and {j["name"] for j in jobs} == {None}
+    first = jobs[-1]["jobId"]
+    items = (await api.get("/v1/ingest", params={"parent": first})).json()["jobs"]
+    assert len(items) == 10 and {j["kind"] for j in items} == {"ingest:text"}
 
 
 async def test_a_connector_never_retires_another_ones_sources(
