@@ -20,6 +20,7 @@ import anyio.abc
 import structlog
 
 from telha.config import Config, ConfigError
+from telha.connector_scheduler import ConnectorScheduler
 from telha.debug_memory import debug_gauges
 from telha.deliverer import Deliverer
 from telha.grpc.front import GrpcFront
@@ -192,6 +193,7 @@ async def _serve(
         pause = os.environ.get("TELHA_FAILPOINT_ERASE_PAUSE_AFTER") or None
         eraser = await sup.start("eraser", Eraser(store, queue, pause_after=pause).run)
         sync_runs = SyncRuns(store, queue)
+        await sup.start("connector_scheduler", ConnectorScheduler(store, sync_runs).run)
         servicer = WorkerServicer(queue, ingestor, store, sync_runs)
         try:
             token_key = load_token_key(cfg.grpc.token_key, cfg.storage_path(base_dir).parent)

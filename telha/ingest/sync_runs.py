@@ -82,6 +82,21 @@ class SyncRuns:
 
         :raises Conflict: a run of this connector is pending or running.
         """
+        run_id = await self._start(scope, connector, confirm_prune, None)
+        if run_id is None:
+            raise Conflict("a run of this connector is pending or running")
+        return run_id
+
+    async def start_scheduled(self, scope: Scope, connector: ConnectorRecord) -> bytes | None:
+        """Start a run of a connector with a schedule if it is due: none pending or running
+        and none started in the last ``every`` seconds (checked in the start's transaction);
+        its id, else ``None``."""
+        assert connector.every_s is not None
+        return await self._start(scope, connector, False, connector.every_s * 1_000_000)
+
+    async def _start(
+        self, scope: Scope, connector: ConnectorRecord, confirm_prune: bool, every_us: int | None
+    ) -> bytes | None:
         items = await self._store.connector_items(scope, connector.connector_id)
         checkpoint = None
         for run in await self._store.sync_runs(scope, connector.connector_id, limit=20):
@@ -105,9 +120,9 @@ class SyncRuns:
             options={},
         )  # fmt: skip
         job = NewJob(new_id(), fmt, fmt, connector.connector_id, None, msgspec.json.encode(payload))
-        run_id = await self._store.start_sync_run(scope, job, now_us=now_us())
+        run_id = await self._store.start_sync_run(scope, job, now_us=now_us(), every_us=every_us)
         if run_id is None:
-            raise Conflict("a run of this connector is pending or running")
+            return None
         self._queue.notify(fmt)
         log.info("sync_run_started", connector_id=spec["connectorId"], run_id=id_str(run_id))
         return run_id

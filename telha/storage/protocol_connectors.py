@@ -39,8 +39,14 @@ class ConnectorStore(Protocol):
     async def connector_items(self, scope: Scope, connector_id: bytes) -> list[ConnectorItem]:
         """Every item row of a connector (retired ones too), by external id."""
 
-    async def start_sync_run(self, scope: Scope, job: NewJob, *, now_us: int) -> bytes | None:
-        """Enqueue a run job; ``None`` when the connector has one pending or leased."""
+    async def start_sync_run(
+        self, scope: Scope, job: NewJob, *, now_us: int, every_us: int | None = None
+    ) -> bytes | None:
+        """Enqueue a run job; ``None`` when the connector has one pending or leased (or,
+        with ``every_us``, started one less than that ago)."""
+
+    async def scheduled_connectors(self) -> list[tuple[Scope, ConnectorRecord]]:
+        """Every live connector with a schedule, across scopes."""
 
     async def apply_sync_run(self, run: RunApply) -> tuple[int, tuple[str, ...]]:
         """End a held run in one transaction: items, retires, children, completion; the

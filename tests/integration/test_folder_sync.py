@@ -342,3 +342,22 @@ async def test_listing_cut_short_retires_nothing_remote_worker(
             worker.terminate()
             worker.wait(20)
         assert srv.stop() == 0, srv.log_text()
+
+
+async def test_a_schedule_starts_runs(api: httpx.AsyncClient, tree: Path) -> None:
+    """A connector with ``every`` runs without being asked (at once when new), and not again
+    before ``every`` has passed."""
+    _write(tree / "s.txt", "scheduled\n")
+    cid = await _add(api, tree, every="1h")
+    for _ in range(600):
+        runs = (await api.get(f"/v1/connectors/{cid}/runs")).json()["runs"]
+        if runs and runs[0]["state"] == "completed":
+            break
+        await anyio.sleep(0.05)
+    else:
+        raise AssertionError(f"no scheduled run: {runs}")
+    assert len(runs) == 1 and runs[0]["added"] == 1
+    await anyio.sleep(6)  # more than a scheduler pass
+    assert len((await api.get(f"/v1/connectors/{cid}/runs")).json()["runs"]) == 1
+    # A run by hand is still allowed in between.
+    assert (await _run(api, cid))["unchanged"] == 1

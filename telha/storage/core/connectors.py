@@ -16,9 +16,11 @@ from telha.storage.core.engine import EngineOps
 from telha.storage.core.tx import Tx
 
 __all__ = [
+    "CONNECTOR_COLS",
     "ConnectorOps",
     "add_connector",
     "connector_items",
+    "connector_row",
     "find_item",
     "get_connector",
     "list_connectors",
@@ -26,16 +28,16 @@ __all__ = [
     "remove_connector",
 ]
 
-_CONNECTOR_COLS = (
-    "connector_id, kind, settings, every_s, prune_max_fraction, created_at, removed_at"
-)
+#: The columns :func:`connector_row` reads, in order.
+CONNECTOR_COLS = "connector_id, kind, settings, every_s, prune_max_fraction, created_at, removed_at"
 _ITEM_COLS = (
     "connector_id, external_id, source_id, name, marker, modified_us, size, acl, updated_at,"
     " retired_at"
 )
 
 
-def _connector(r: tuple[object, ...]) -> ConnectorRecord:
+def connector_row(r: tuple[object, ...]) -> ConnectorRecord:
+    """A ``connectors`` row (:data:`CONNECTOR_COLS`) as a record."""
     return ConnectorRecord(
         bytes(r[0]),  # type: ignore[call-overload]
         str(r[1]),
@@ -79,11 +81,11 @@ async def list_connectors(tx: Tx, scope: Scope) -> list[ConnectorRecord]:
     if sid is None:
         return []
     rows = await tx.fetchall(
-        f"SELECT {_CONNECTOR_COLS} FROM connectors WHERE scope_id = ? AND removed_at IS NULL"
+        f"SELECT {CONNECTOR_COLS} FROM connectors WHERE scope_id = ? AND removed_at IS NULL"
         " ORDER BY connector_id",
         sid,
     )
-    return [_connector(r) for r in rows]
+    return [connector_row(r) for r in rows]
 
 
 async def get_connector(tx: Tx, scope: Scope, connector_id: bytes) -> ConnectorRecord | None:
@@ -92,11 +94,11 @@ async def get_connector(tx: Tx, scope: Scope, connector_id: bytes) -> ConnectorR
     if sid is None:
         return None
     row = await tx.fetchone(
-        f"SELECT {_CONNECTOR_COLS} FROM connectors WHERE scope_id = ? AND connector_id = ?"
+        f"SELECT {CONNECTOR_COLS} FROM connectors WHERE scope_id = ? AND connector_id = ?"
         " AND removed_at IS NULL",
         sid, connector_id,
     )  # fmt: skip
-    return _connector(row) if row is not None else None
+    return connector_row(row) if row is not None else None
 
 
 async def remove_connector(tx: Tx, scope: Scope, connector_id: bytes, now_us: int) -> bool:

@@ -12,16 +12,26 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from telha.domain.connectors import ConnectorItem
+from telha.domain.connectors import ConnectorItem, ConnectorRecord
 from telha.domain.errors import Conflict, NotFound
 from telha.domain.model import JobCompletion, NewJob, Scope
-from telha.storage.core.connectors import record_item
+from telha.storage.core.connectors import CONNECTOR_COLS, connector_row, record_item
 from telha.storage.core.engine import EngineOps
 from telha.storage.core.jobs import check_lease, complete, enqueue
 from telha.storage.core.publish import retire
 from telha.storage.core.tx import Tx
 
-__all__ = ["RunApply", "RunRow", "SyncRunOps", "apply_run", "list_runs", "start_run"]
+__all__ = [
+    "RunApply",
+    "RunRow",
+    "SyncRunOps",
+    "apply_run",
+    "list_runs",
+    "scheduled",
+    "start_run",
+]
+
+_CONNECTOR_COLS_C = ", ".join(f"c.{c.strip()}" for c in CONNECTOR_COLS.split(","))
 
 #: The reason a connector's retire records on the version (``GET /v1/sources/{id}``).
 RETIRE_REASON = "gone from its connector's listing"
@@ -51,9 +61,13 @@ class RunRow:
     failure_reason: str | None
 
 
-async def start_run(tx: Tx, scope: Scope, job: NewJob, now_us: int) -> bytes | None:
+async def start_run(
+    tx: Tx, scope: Scope, job: NewJob, now_us: int, every_us: int | None = None
+) -> bytes | None:
     """Enqueue a run job unless one of the same connector is pending or leased (then
-    ``None``: one run at a time per connector)."""
+    ``None``: one run at a time per connector). ``every_us`` (a schedule's start): also
+    ``None`` when the connector's last run started less than ``every_us`` ago — checked
+    under the connector's lock, so replicas scheduling at once start one run."""
     sid = await tx.scope_id(scope)
     await tx.lock_sources(sid, (job.source_id,))
     busy = await tx.fetchone(
@@ -63,6 +77,14 @@ async def start_run(tx: Tx, scope: Scope, job: NewJob, now_us: int) -> bytes | N
     )  # fmt: skip
     if busy is not None:
         return None
+    if every_us is not None:
+        last = await tx.fetchone(
+            "SELECT max(created_at) FROM jobs WHERE scope_id = ? AND source_id = ?"
+            " AND kind = ?",
+            sid, job.source_id, job.kind,
+        )  # fmt: skip
+        if last is not None and last[0] is not None and now_us - int(last[0]) < every_us:
+            return None
     await enqueue(tx, sid, job, now_us, dedup=False)
     return job.job_id
 
@@ -112,12 +134,28 @@ async def list_runs(tx: Tx, scope: Scope, connector_id: bytes, limit: int) -> li
     ]  # fmt: skip
 
 
+async def scheduled(tx: Tx) -> list[tuple[Scope, ConnectorRecord]]:
+    """Every live connector with a schedule, across scopes (the scheduler's pass)."""
+    rows = await tx.fetchall(
+        f"SELECT s.tenant_id, s.organization_id, {_CONNECTOR_COLS_C} FROM connectors c"
+        " JOIN scopes s ON s.scope_id = c.scope_id"
+        " WHERE c.removed_at IS NULL AND c.every_s IS NOT NULL ORDER BY c.connector_id"
+    )
+    return [(Scope(r[0], r[1]), connector_row(r[2:])) for r in rows]
+
+
 class SyncRunOps(EngineOps):
     """The sync run operations of :class:`telha.storage.protocol_connectors.ConnectorStore`."""
 
-    async def start_sync_run(self, scope: Scope, job: NewJob, *, now_us: int) -> bytes | None:
+    async def start_sync_run(
+        self, scope: Scope, job: NewJob, *, now_us: int, every_us: int | None = None
+    ) -> bytes | None:
         """See :func:`start_run`."""
-        return await self._transaction("start sync run", start_run, scope, job, now_us)
+        return await self._transaction("start sync run", start_run, scope, job, now_us, every_us)
+
+    async def scheduled_connectors(self) -> list[tuple[Scope, ConnectorRecord]]:
+        """See :func:`scheduled`."""
+        return await self._read(scheduled)
 
     async def apply_sync_run(self, run: RunApply) -> tuple[int, tuple[str, ...]]:
         """See :func:`apply_run`."""
