@@ -97,7 +97,7 @@ class SyncRuns:
     async def _start(
         self, scope: Scope, connector: ConnectorRecord, confirm_prune: bool, every_us: int | None
     ) -> bytes | None:
-        items = await self._store.connector_items(scope, connector.connector_id)
+        known = await self._store.known_markers(scope, connector.connector_id)
         checkpoint = None
         for run in await self._store.sync_runs(scope, connector.connector_id, limit=20):
             if run.state == "completed" and (found := checkpoint_of(run.stats)) is not None:
@@ -107,7 +107,7 @@ class SyncRuns:
             "connectorId": id_str(connector.connector_id),
             "kind": connector.kind,
             "settings": connector.settings,
-            "known": {i.external_id: i.marker for i in items if i.retired_at is None},
+            "known": known,
             "checkpoint": checkpoint,
             "confirmPrune": confirm_prune,
         }

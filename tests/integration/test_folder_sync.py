@@ -361,3 +361,23 @@ async def test_a_schedule_starts_runs(api: httpx.AsyncClient, tree: Path) -> Non
     assert len((await api.get(f"/v1/connectors/{cid}/runs")).json()["runs"]) == 1
     # A run by hand is still allowed in between.
     assert (await _run(api, cid))["unchanged"] == 1
+
+
+async def test_an_item_that_failed_to_ingest_is_read_again(
+    api: httpx.AsyncClient, tree: Path
+) -> None:
+    """A file whose ingest ended dead is not taken as unchanged by the next run (its bytes
+    never made a version); once fixed it is ingested."""
+    _write(tree / "good.txt", "good\n")
+    (tree / "bad.txt").write_bytes(b"not utf-8 \xff\xfe\n")
+    cid = await _add(api, tree)
+    first = await _run(api, cid)
+    assert first["added"] == 2 and first["children"] == {"completed": 1, "dead": 1}
+    second = await _run(api, cid)
+    assert (second["changed"], second["unchanged"]) == (1, 1), second
+    assert second["children"] == {"dead": 1}
+    (tree / "bad.txt").write_text("fixed now\n")
+    third = await _run(api, cid)
+    assert (third["changed"], third["unchanged"]) == (1, 1)
+    assert third["children"] == {"completed": 1}
+    assert (await _item(api, cid, "bad.txt"))["state"] == "current"
