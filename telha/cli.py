@@ -212,6 +212,7 @@ def worker_token(
 
 def _client_commands() -> None:
     from telha.cli_client import cancel, diff, job, retire, source
+    from telha.cli_connectors import connector, sync
     from telha.cli_gc import gc
     from telha.cli_ingest import ingest
     from telha.cli_listings import jobs, sources
@@ -222,7 +223,7 @@ def _client_commands() -> None:
 
     commands: tuple[click.Command, ...] = (ingest, job, jobs, cancel, source, sources, retire)
     commands += (diff, webhook, gc, search, mcp)
-    commands += (scope, reproject)
+    commands += (scope, reproject, connector, sync)
     for command in commands:
         main.add_command(command)
     from telha.cli_keys import keys_list, keys_revoke

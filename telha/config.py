@@ -126,7 +126,7 @@ class WorkersConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=T
     """``[workers]``: worker modules run in-process and consumers per module."""
 
     #: Worker modules run inside ``telha serve`` (each must be importable): the six format
-    #: workers.
+    #: workers. ``connectors`` (sync runs, docs/connectors.md) is not in the default.
     in_process: list[str] = msgspec.field(
         default_factory=lambda: [
             "text_worker",

@@ -20,6 +20,7 @@ import anyio.abc
 import structlog
 
 from telha.config import Config, ConfigError
+from telha.connector_scheduler import ConnectorScheduler
 from telha.debug_memory import debug_gauges
 from telha.deliverer import Deliverer
 from telha.grpc.front import GrpcFront
@@ -29,6 +30,7 @@ from telha.ingest.eraser import Eraser
 from telha.ingest.ingestor import Ingestor
 from telha.ingest.projections import Projections
 from telha.ingest.request import KNOWN_FORMATS
+from telha.ingest.sync_runs import SyncRuns
 from telha.metrics import Metrics
 from telha.queue.job_queue import JobQueue
 from telha.rest.app import AppState, create_app
@@ -202,7 +204,9 @@ async def _serve(
         # A failpoint for the crash tests only: pause an erasure after this step.
         pause = os.environ.get("TELHA_FAILPOINT_ERASE_PAUSE_AFTER") or None
         eraser = await sup.start("eraser", Eraser(store, queue, pause_after=pause).run)
-        servicer = WorkerServicer(queue, ingestor, store)
+        sync_runs = SyncRuns(store, queue)
+        await sup.start("connector_scheduler", ConnectorScheduler(store, sync_runs).run)
+        servicer = WorkerServicer(queue, ingestor, store, sync_runs)
         try:
             token_key = load_token_key(cfg.grpc.token_key, cfg.storage_path(base_dir).parent)
         except ValueError as exc:
@@ -218,6 +222,8 @@ async def _serve(
             metrics=metrics,
             upload_dir=upload_dir,
             shutdown=shutdown,
+            token_key=token_key,
+            sync_runs=sync_runs,
         )
         metrics.watch_gauge(
             "telha_ingest_in_progress",

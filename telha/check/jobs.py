@@ -27,6 +27,7 @@ from telha.domain.ids import id_str
 from telha.domain.model import JobState
 from telha.domain.records import decode_continuation
 from telha.domain.scan import ScanEvent, ScanJob
+from telha.domain.sync_runs import is_sync_kind
 
 __all__ = ["JobStates"]
 
@@ -103,8 +104,10 @@ class JobStates:
         named: dict[bytes, int] = {}
         deduplicated: list[ScanJob] = []
         for j in done:
-            if j.kind == ERASE_KIND:
-                continue  # an erasure writes no version: its completed event is its result
+            if j.kind == ERASE_KIND or is_sync_kind(j.kind):
+                # An erasure or a sync run writes no version: its completed event is its
+                # result (a run's item jobs are its children, checked as jobs of their own).
+                continue
             event = last.get(j.job_id)
             m = _VERSION.match(event.detail or "") if event else None
             if event is None:

@@ -14,6 +14,7 @@ from telha.client.errors import (
     Conflict,
     ConnectionFailed,
     ContentErased,
+    Forbidden,
     InternalError,
     InvalidContent,
     InvalidRequest,
@@ -58,6 +59,14 @@ from telha.wire import (
     VersionOut,
     VersionParentOut,
 )
+from telha.wire_connectors import (
+    ConnectorList,
+    ConnectorOut,
+    ConnectorRemovedOut,
+    ConnectorSourceOut,
+    RunOut,
+    RunStartedOut,
+)
 
 __all__ = [
     "MULTIPART_OVER_BYTES",
@@ -68,10 +77,15 @@ __all__ = [
     "ChunkOut",
     "Conflict",
     "ConnectionFailed",
+    "ConnectorList",
+    "ConnectorOut",
+    "ConnectorRemovedOut",
+    "ConnectorSourceOut",
     "ContentErased",
     "Deduplicated",
     "DiffOut",
     "EdgeOut",
+    "Forbidden",
     "IngestApplied",
     "IngestEnqueued",
     "IngestResult",
@@ -95,6 +109,8 @@ __all__ = [
     "RequestTimeout",
     "RetireOut",
     "RetiredOut",
+    "RunOut",
+    "RunStartedOut",
     "SearchHitOut",
     "SearchResult",
     "SourceList",

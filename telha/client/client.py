@@ -29,6 +29,7 @@ from tenacity import (
 )
 
 from telha.client.chunks import ChunkCalls
+from telha.client.connectors import ConnectorCalls
 from telha.client.errors import (
     ConnectionFailed,
     QuotaExceeded,
@@ -95,7 +96,7 @@ class _ProgressReader:
         return getattr(self._f, name)
 
 
-class AsyncTelha(ListingCalls, ChunkCalls, SearchCalls):
+class AsyncTelha(ListingCalls, ChunkCalls, SearchCalls, ConnectorCalls):
     """A client of one Telha server for one API key (one tenant/organization scope).
 
     Use as ``async with AsyncTelha("http://127.0.0.1:7625", key) as telha: ...``.

@@ -13,6 +13,7 @@ __all__ = [
     "Conflict",
     "ConnectionFailed",
     "ContentErased",
+    "Forbidden",
     "InternalError",
     "InvalidContent",
     "InvalidRequest",
@@ -63,6 +64,12 @@ class Unauthenticated(TelhaError):
     """401: no API key, or one the server does not know."""
 
     default_code = "UNAUTHENTICATED"
+
+
+class Forbidden(TelhaError):
+    """403: known credentials that may not do this (a connector token's limits)."""
+
+    default_code = "FORBIDDEN"
 
 
 class NotFound(TelhaError):
@@ -159,7 +166,7 @@ class ConnectionFailed(TelhaError):
 _BY_CODE: dict[str, type[TelhaError]] = {
     cls.default_code: cls
     for cls in (
-        InvalidContent, InvalidRequest, Unauthenticated, NotFound, Conflict, JobFinished,
+        InvalidContent, InvalidRequest, Unauthenticated, Forbidden, NotFound, Conflict, JobFinished,
         ContentErased, PayloadTooLarge, RequestTimeout, Unavailable, InternalError,
     )
 }  # fmt: skip

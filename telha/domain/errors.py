@@ -12,6 +12,7 @@ __all__ = [
     "Conflict",
     "ContentErased",
     "ContentError",
+    "Forbidden",
     "InvalidStream",
     "JobFinished",
     "NotFound",
@@ -76,6 +77,14 @@ class Unauthenticated(TelhaError):
 
     code = "UNAUTHENTICATED"
     http_status = 401
+
+
+class Forbidden(TelhaError):
+    """Known credentials that may not do this (a connector token ingesting as another
+    connector, or as no connector): 403 FORBIDDEN."""
+
+    code = "FORBIDDEN"
+    http_status = 403
 
 
 class NotFound(TelhaError):

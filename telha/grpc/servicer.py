@@ -20,9 +20,11 @@ from telha.domain.errors import NotFound, OutOfSync, StaleLease, TelhaError
 from telha.domain.ids import id_str
 from telha.domain.model import JobRecord, LeaseRef, Scope
 from telha.domain.policy import parse_reason
+from telha.domain.sync_runs import SYNC_FORMATS, is_sync_kind
 from telha.grpc.tokens import WorkerAuth
 from telha.ingest.ingestor import Ingestor, content_ref
 from telha.ingest.request import KNOWN_FORMATS
+from telha.ingest.sync_runs import SyncRuns
 from telha.logs import bound_job, fields_of
 from telha.queue.job_queue import JobQueue, LeaseInterrupt
 from telha.storage.protocol import RawStore
@@ -154,10 +156,14 @@ class WorkerServicer(WorkerServiceBase):
     :param store: where ``FetchContent`` reads stored raw bytes.
     """
 
-    def __init__(self, queue: JobQueue, ingestor: Ingestor, store: RawStore) -> None:
+    def __init__(
+        self, queue: JobQueue, ingestor: Ingestor, store: RawStore, sync: SyncRuns | None = None
+    ) -> None:
         self._queue = queue
         self._ingestor = ingestor
         self._store = store
+        #: Ends ``sync:<kind>`` jobs (docs/connectors.md, "Sync runs").
+        self._sync = sync
         #: Open ``PollJobs`` streams with failover.
         self._streams: set[_Stream] = set()
 
@@ -182,7 +188,7 @@ class WorkerServicer(WorkerServiceBase):
         :raises GRPCError: ``INVALID_ARGUMENT`` for no or unknown formats.
         """
         auth = _auth()
-        unknown = sorted(set(message.formats) - set(KNOWN_FORMATS))
+        unknown = sorted(set(message.formats) - set(KNOWN_FORMATS) - set(SYNC_FORMATS))
         if not message.formats or unknown:
             raise GRPCError(
                 Status.INVALID_ARGUMENT,
@@ -260,9 +266,12 @@ class WorkerServicer(WorkerServiceBase):
         try:
             if message.success:
                 worker = message.worker_id or job.lease_owner or "worker"
-                result = await self._ingestor.apply_submission(
-                    job, lease, message.result_json, worker
-                )
+                if self._sync is not None and is_sync_kind(job.kind):
+                    result = await self._sync.apply(job, lease, message.result_json, worker)
+                else:
+                    result = await self._ingestor.apply_submission(
+                        job, lease, message.result_json, worker
+                    )
                 self._observe_settled(job, held_s)
                 return SubmitResponse(
                     accepted=result.accepted,

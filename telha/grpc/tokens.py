@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import secrets
 import tempfile
 import time
@@ -18,22 +17,25 @@ from pathlib import Path
 
 import jwt
 
+from telha.domain.durations import parse_duration as parse_ttl
 from telha.domain.model import Scope
 
 __all__ = [
+    "ConnectorAuth",
     "InvalidToken",
     "TokenVerifier",
     "WorkerAuth",
     "load_token_key",
+    "mint_connector_token",
     "mint_worker_token",
     "parse_ttl",
+    "verify_connector_token",
     "verify_worker_token",
 ]
 
 _ISSUER = "telha"
 _AUDIENCE = "telha-worker"
-_TTL = re.compile(r"^(\d+)([smhd]?)$")
-_UNIT_S = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+_CONNECTOR_AUDIENCE = "telha-connector"
 KEY_FILE = "grpc_token.key"
 
 
@@ -47,17 +49,6 @@ class WorkerAuth:
 
     scope: Scope | None
     subject: str = "worker"
-
-
-def parse_ttl(text: str) -> int:
-    """``"30d"``, ``"12h"``, ``"90m"``, ``"45s"`` or plain seconds → seconds.
-
-    :raises ValueError: anything else, or zero.
-    """
-    m = _TTL.match(text.strip())
-    if not m or int(m.group(1)) == 0:
-        raise ValueError(f"expected a duration like 30d, 12h, 90m or 45s, got {text!r}")
-    return int(m.group(1)) * _UNIT_S[m.group(2)]
 
 
 def load_token_key(configured: str, data_dir: Path) -> bytes:
@@ -171,3 +162,58 @@ class TokenVerifier:
             self._known.pop(token, None)
             raise InvalidToken("worker token expired")
         return known[0]
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectorAuth:
+    """Who a connector token speaks for: one connector (``connector_id``, 16 bytes) of one
+    ``scope`` (docs/connectors.md, "Connector tokens")."""
+
+    scope: Scope
+    connector_id: bytes
+
+
+def mint_connector_token(
+    key: bytes, scope: Scope, connector_id: bytes, ttl_s: int, *, now_s: int | None = None
+) -> str:
+    """A connector token (HS256, audience ``telha-connector``, so a worker token is never
+    one and the other way round) for ``connector_id`` of ``scope``, valid ``ttl_s`` s."""
+    iat = int(time.time()) if now_s is None else now_s
+    claims: dict[str, object] = {
+        "iss": _ISSUER,
+        "aud": _CONNECTOR_AUDIENCE,
+        "sub": "connector",
+        "iat": iat,
+        "exp": iat + ttl_s,
+        "tenant": scope.tenant_id,
+        "org": scope.organization_id,
+        "connector": connector_id.hex(),
+    }
+    return jwt.encode(claims, key, algorithm="HS256")
+
+
+def verify_connector_token(key: bytes, token: str) -> ConnectorAuth:
+    """Check a connector token's signature, issuer, audience and expiry (whether its
+    connector still exists is the caller's check).
+
+    :raises InvalidToken: with the reason (expired, bad signature, malformed, no connector).
+    """
+    try:
+        claims = jwt.decode(
+            token, key, algorithms=["HS256"], audience=_CONNECTOR_AUDIENCE, issuer=_ISSUER,
+            options={"require": ["exp", "iat", "iss", "aud"]},
+        )  # fmt: skip
+    except jwt.ExpiredSignatureError:
+        raise InvalidToken("connector token expired") from None
+    except jwt.PyJWTError as exc:
+        raise InvalidToken(f"invalid connector token: {exc}") from None
+    tenant, org, conn = claims.get("tenant"), claims.get("org"), claims.get("connector")
+    if not isinstance(tenant, str) or not isinstance(org, str) or not isinstance(conn, str):
+        raise InvalidToken("connector token names no scope or connector")
+    try:
+        connector_id = bytes.fromhex(conn)
+    except ValueError:
+        raise InvalidToken("connector token names no connector") from None
+    if len(connector_id) != 16:
+        raise InvalidToken("connector token names no connector")
+    return ConnectorAuth(Scope(tenant, org), connector_id)

@@ -4,6 +4,7 @@ enqueueing for worker formats, and ``apply_submission`` for what workers submit.
 
 from __future__ import annotations
 
+import functools
 import time
 import uuid
 from dataclasses import dataclass, replace
@@ -67,6 +68,7 @@ __all__ = [
     "UploadedFile",
     "as_latest",
     "content_ref",
+    "new_ingest_job",
 ]
 
 log = structlog.get_logger("telha.ingest")
@@ -287,11 +289,14 @@ class Ingestor:
         return options, target
 
     async def _enqueue(self, scope: Scope, req: IngestRequest, max_pending: int) -> IngestResult:
-        source_id = source_id_for(req.name)
+        source_id = req.source_id or source_id_for(req.name)
         options, webhook = await self._webhook(scope, req.options)
         raw = req.raw or b""
         digest = await off_loop(len(raw), content_hash, raw) if req.raw is not None else None
-        job = await off_loop(len(raw), _new_job, req.format, req.name, raw, digest, options)
+        job = await off_loop(
+            len(raw), functools.partial(_new_job, source_id=source_id),
+            req.format, req.name, raw, digest, options,
+        )  # fmt: skip
         ident, _ = await self.identity(scope, req.format, source_id.bytes, options)
         job = replace(job, webhook=webhook, fingerprint=ident.fingerprint)
         dedup = req.format not in FETCH_FORMATS
@@ -305,7 +310,7 @@ class Ingestor:
     async def _json_bypass(self, scope: Scope, req: IngestRequest) -> IngestResult:
         assert req.raw is not None
         opts = self.json_options(req.name, req.options)
-        source_id = source_id_for(req.name)
+        source_id = req.source_id or source_id_for(req.name)
         digest = await off_loop(len(req.raw), content_hash, req.raw)
         ident = identity_of(JSON_SPEC, "json", {"label": opts.label, "nested": opts.nested})
         latest = as_latest(await self._store.latest_version(scope, source_id.bytes))
@@ -528,3 +533,17 @@ def as_latest(v: SourceVersion | None) -> Latest | None:
         v.content_hash, v.canonical_text_hash, v.job_id, v.fingerprint, v.identity,
         v.retired_tx is not None, v.erased_at is not None,
     )  # fmt: skip
+
+
+def new_ingest_job(
+    fmt: str,
+    name: str,
+    raw: bytes,
+    digest: bytes | None,
+    options: dict[str, Any],
+    *,
+    source_id: uuid.UUID | None = None,
+) -> NewJob:
+    """An ``ingest:{fmt}`` job of ``raw`` inline, for ``source_id`` (a connector item's, a
+    sync run's child) or the name's (:func:`telha.ingest.job_payload.new_job`)."""
+    return _new_job(fmt, name, raw, digest, options, source_id=source_id)

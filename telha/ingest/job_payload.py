@@ -118,11 +118,13 @@ def new_job(
     stored: bool = False,
     size: int | None = None,
     root_node_id: str | None = None,
+    source_id: uuid.UUID | None = None,
 ) -> NewJob:
     """An ``ingest:{fmt}`` job whose payload is an ``IngestJobPayload``: the raw bytes
     base64-encoded, or with ``stored`` a reference to the raw bytes stored under ``digest``
-    (``size`` bytes); ``content_hash`` hex, ``None`` for fetch formats."""
-    source_id = source_id_for(name)
+    (``size`` bytes); ``content_hash`` hex, ``None`` for fetch formats. ``source_id``: a
+    connector item's (docs/connectors.md), else the name's."""
+    source_id = source_id or source_id_for(name)
     hex_digest = digest.hex() if digest is not None else None
     payload = IngestJobPayload(
         source_id=str(source_id),

@@ -7,12 +7,14 @@ Pure; no I/O. Field errors are ``INVALID_REQUEST``; content errors (both or neit
 from __future__ import annotations
 
 import binascii
+import uuid
 from base64 import b64decode
 from dataclasses import dataclass
 from typing import Any
 
 import msgspec
 
+from telha.domain.connectors import check_acl, check_external_id
 from telha.domain.errors import ContentError, RequestError
 from telha.domain.request_json import check_nesting, decode_json
 from workers_common.format_options import (
@@ -100,16 +102,39 @@ class _Body(msgspec.Struct, forbid_unknown_fields=True, rename="camel"):
     content: str | None = None
     content_base64: str | None = None
     options: dict[str, Any] | None = None
+    connector: str | None = None
+    external_id: str | None = None
+    acl: Any = None
+    marker: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class IngestRequest:
-    """A validated ingest request; ``raw`` is the content bytes (``None`` only for ``web``)."""
+    """A validated ingest request; ``raw`` is the content bytes (``None`` only for ``web``).
+
+    A connector's request (docs/connectors.md, "Ingesting as a connector") also names
+    ``connector`` (optional), ``external_id``, ``acl`` (checked principals, or ``None``) and
+    ``marker`` (its change marker); ``source_id`` is then set from them by the REST front
+    (:func:`telha.rest.connector_routes.as_connector`), else it derives from ``name``.
+    """
 
     format: str
     name: str
     raw: bytes | None
     options: dict[str, Any]
+    connector: str | None = None
+    external_id: str | None = None
+    acl: list[str] | None = None
+    marker: str | None = None
+    source_id: uuid.UUID | None = None
+
+    @property
+    def as_connector(self) -> bool:
+        """Whether the request names any connector field."""
+        return (
+            self.connector is not None or self.external_id is not None
+            or self.acl is not None or self.marker is not None
+        )  # fmt: skip
 
 
 def parse_ingest_request(body: bytes) -> IngestRequest:
@@ -149,4 +174,11 @@ def parse_ingest_request(body: bytes) -> IngestRequest:
         raw = None
     else:
         raise ContentError("send exactly one of content and contentBase64")
-    return IngestRequest(fmt, req.name, raw, options)
+    external_id = check_external_id(req.external_id) if req.external_id is not None else None
+    if req.marker is not None and len(req.marker) > 1024:
+        raise RequestError("marker: at most 1024 characters")
+    return IngestRequest(
+        fmt, req.name, raw, options,
+        connector=req.connector, external_id=external_id, acl=check_acl(req.acl),
+        marker=req.marker,
+    )  # fmt: skip

@@ -45,6 +45,7 @@ from telha.domain.slots import ScopedSlots
 from telha.ingest.eraser import Eraser
 from telha.ingest.ingestor import Ingestor
 from telha.ingest.request import KNOWN_FORMATS
+from telha.ingest.sync_runs import SyncRuns
 from telha.metrics import Metrics
 from telha.queue.job_queue import JobQueue
 from telha.rest.access_log import SCOPE_KEY, AccessLogMiddleware
@@ -53,6 +54,7 @@ from telha.rest.metrics_middleware import MetricsMiddleware
 from telha.rest.quotas import Quotas
 from telha.storage.core.keys import LAST_USED_EVERY_US
 from telha.storage.protocol import (
+    ConnectorStore,
     JobEventStore,
     KeyStore,
     ListStore,
@@ -73,6 +75,7 @@ _HTTP_CODES = {404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED", 400: "INVALID_REQUES
 
 class RestStore(
     ReadStore,
+    ConnectorStore,
     SearchStore,
     RetireStore,
     ReprojectStore,
@@ -115,6 +118,10 @@ class AppState:
     chunk_cache: ChunkCache = field(default_factory=ChunkCache)
     #: Per-scope quotas and per-key rate limits (:mod:`telha.rest.quotas`).
     quotas: Quotas = field(init=False)
+    #: The HMAC key connector tokens are checked with (``grpc.token_key``, or the key file).
+    token_key: bytes = b""
+    #: Starts connector runs (``POST /v1/connectors/{id}/runs``); ``None`` in apps without one.
+    sync_runs: SyncRuns | None = None
 
     def __post_init__(self) -> None:
         cfg = self.config
@@ -348,6 +355,7 @@ def create_app(st: AppState) -> Starlette:
     from telha.rest import (
         cancel_routes,
         chunk_routes,
+        connector_routes,
         erase_routes,
         event_routes,
         ingest_routes,
@@ -356,6 +364,7 @@ def create_app(st: AppState) -> Starlette:
         page_routes,
         read_routes,
         reproject_routes,
+        run_routes,
         search_routes,
         ui_routes,
         usage_routes,
@@ -377,6 +386,8 @@ def create_app(st: AppState) -> Starlette:
         *listing_routes.routes,
         *search_routes.routes,
         *usage_routes.routes,
+        *connector_routes.routes,
+        *run_routes.routes,
         *openapi.routes,
         *page_routes.routes,
         *ui_routes.routes,

@@ -8,7 +8,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from telha.domain.errors import NotFound, QuotaExceeded, TelhaError
+from telha.domain.errors import NotFound, QuotaExceeded, RequestError, TelhaError
 from telha.domain.ids import id_str
 from telha.domain.model import JobRecord, Scope
 from telha.ingest.ingestor import IngestResult
@@ -16,6 +16,8 @@ from telha.ingest.request import parse_ingest_request
 from telha.offload import off_loop
 from telha.rest.app import AppState, json_response, parse_uuid, require_scope, state
 from telha.rest.body import read_body
+from telha.rest.connector_ingest import as_connector, record_item
+from telha.rest.connector_routes import connector_identity
 from telha.rest.job_json import job_status as job_status_out
 from telha.rest.job_json import pending_hint
 from telha.rest.upload import receive_upload
@@ -33,13 +35,16 @@ def _outcome(result: IngestResult) -> str:
 
 async def ingest(request: Request) -> Response:
     """POST /v1/ingest: validate, dedup, apply; see :class:`~telha.ingest.ingestor.Ingestor`.
+    With an ``x-connector-token`` instead of an ``x-api-key`` the request ingests as that
+    connector (:func:`telha.rest.connector_ingest.as_connector`).
 
     A JSON body (docs/rest-api.md) or ``multipart/form-data`` with a ``file`` part and ``format``,
     ``name``, ``options`` fields (streamed to disk, :mod:`telha.rest.upload`). The request
     holds one of the ``ingest.max_concurrent`` slots while it is handled, at most the
     scope's ``max_concurrent_ingests`` of them (docs/operations.md, "Fair slots").
     """
-    scope = await require_scope(request)
+    auth = await connector_identity(request)
+    scope = auth.scope if auth is not None else await require_scope(request)
     st = state(request)
     limits = await st.quotas.limits(scope)
     try:
@@ -54,6 +59,8 @@ async def ingest(request: Request) -> Response:
         if content_type.lower().startswith("multipart/form-data"):
             limit = st.config.ingest.max_upload_bytes
             async with receive_upload(request, st.upload_dir, limit) as up:
+                if auth is not None:  # refused once read: the client gets its answer
+                    raise RequestError("a connector token sends a JSON body, not multipart")
                 fmt, size = up.format, up.file.size
                 cap = await st.quotas.check_ingest(scope, makes_job=fmt != "json")
                 result = await st.ingestor.ingest_upload(
@@ -61,10 +68,12 @@ async def ingest(request: Request) -> Response:
                 )
         else:
             body = await read_body(request, st.config.ingest.max_body_bytes)
-            req = await off_loop(len(body), parse_ingest_request, body)
+            req = as_connector(await off_loop(len(body), parse_ingest_request, body), auth)
             fmt, size = req.format, len(req.raw or b"")
             cap = await st.quotas.check_ingest(scope, makes_job=fmt != "json")
             result = await st.ingestor.ingest(scope, req, max_pending=cap)
+            if auth is not None:
+                await record_item(st, auth, req, result.source_id)
     except QuotaExceeded:  # the early check's, or the enqueue transaction's own count
         st.metrics.ingest_requests.labels(fmt, "error").inc()
         st.quotas.count_refusal()

@@ -22,6 +22,7 @@ from telha.domain.listings import (
     decode_cursor,
     encode_cursor,
 )
+from telha.domain.sync_runs import SYNC_FORMATS
 from telha.ingest.request import KNOWN_FORMATS
 from telha.rest.app import (
     json_response,
@@ -37,7 +38,7 @@ from telha.wire import JobList, JobSummaryOut, SourceList, SourceSummaryOut
 __all__ = ["JOB_KINDS", "routes", "source_summary_out"]
 
 #: The kinds a job can have: one per worker format (``json`` makes no job) and ``erase``.
-JOB_KINDS = (*(f"ingest:{f}" for f in KNOWN_FORMATS if f != "json"), "erase")
+JOB_KINDS = (*(f"ingest:{f}" for f in KNOWN_FORMATS if f != "json"), "erase", *SYNC_FORMATS)
 _MAX_LIMIT = 1000
 _DEFAULT_LIMIT = 100
 _SOURCES_CURSOR = b"s"
@@ -88,9 +89,16 @@ def _job_out(j: JobSummary) -> JobSummaryOut:
 
 async def list_sources(request: Request) -> Response:
     """GET /v1/sources?prefix=&format=&state=&limit=&cursor= — the scope's sources, newest
-    change first."""
+    change first; with ``connector`` and ``externalId`` the one source that connector's
+    item names (:func:`telha.rest.connector_routes.lookup_source`)."""
     scope = await require_scope(request)
     q = request.query_params
+    if "connector" in q or "externalId" in q:
+        if "connector" not in q:
+            raise RequestError("externalId needs connector")
+        from telha.rest.connector_routes import lookup_source  # it imports this module
+
+        return await lookup_source(request, scope, q)
     prefix = q.get("prefix")
     if prefix is not None and "\x00" in prefix:
         raise RequestError("prefix must not contain NUL")

@@ -11,15 +11,22 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from telha import __version__, wire
+from telha import __version__, wire, wire_connectors
 from telha.domain.chunking import MAX_CHUNK_BYTES, MIN_CHUNK_BYTES
 from telha.domain.listings import JOB_STATES, SOURCE_STATES
 from telha.domain.units import UNITS
 from telha.ingest.request import KNOWN_FORMATS
 from telha.rest.listing_routes import JOB_KINDS
+from telha.rest.openapi_connectors import (
+    CONNECTOR_INGEST_FIELDS,
+    CONNECTOR_TYPES,
+    connector_paths,
+    lookup_parameters,
+)
 from telha.rest.openapi_erase import erase_paths
 from telha.rest.openapi_pages import page_paths
 from telha.rest.openapi_quotas import refusals, usage_paths
+from telha.rest.openapi_reproject import reproject_paths
 from telha.rest.openapi_search import search_paths
 from workers_common.format_options import ALIASES
 
@@ -126,6 +133,7 @@ _INGEST_BODY = {
             " any format but json: webhook {url, events} (docs/rest-api.md, Webhooks), and its"
             " worker's options (docs/formats.md); an unknown or ill-typed one answers 400",
         },
+        **CONNECTOR_INGEST_FIELDS,
     },
 }
 
@@ -179,6 +187,11 @@ def _paths() -> dict[str, Any]:
                         "ErrorBody", "UNAVAILABLE: ingest.max_concurrent ingests in progress"
                     ),
                     "410": _ERASED,
+                    "403": _json(
+                        "ErrorBody",
+                        "FORBIDDEN: a connector token ingesting as another connector or as"
+                        " none, or an API key sending a connector's fields",
+                    ),
                     **_ERRORS,
                     "429": _QUOTA,
                 },
@@ -211,7 +224,9 @@ def _paths() -> dict[str, Any]:
                     " retired or erased), newest first; state pending: only jobs, dead ones"
                     " included. Pass nextCursor as cursor for the next page (with the same"
                     " filters). A filter value that is not one of those listed, a limit out"
-                    " of range or a cursor this listing did not return answer 400."
+                    " of range or a cursor this listing did not return answer 400. With"
+                    " connector and externalId (and no other parameter): the one source"
+                    " that connector's item names (ConnectorSourceOut), 404 when none."
                 ),
                 "security": secured,
                 "parameters": [
@@ -220,8 +235,21 @@ def _paths() -> dict[str, Any]:
                     _param("state", "query", _enum(SOURCE_STATES), "only sources in this state"),
                     _LIMIT,
                     _CURSOR,
+                    *lookup_parameters(_param),
                 ],
-                "responses": {"200": _json("SourceList", "a page of sources"), **_ERRORS},
+                "responses": {
+                    "200": {
+                        "description": "a page of sources, or the connector item's source",
+                        "content": {
+                            "application/json": {
+                                "schema": {
+                                    "oneOf": [_ref("SourceList"), _ref("ConnectorSourceOut")]
+                                }
+                            }
+                        },
+                    },
+                    **_ERRORS,
+                },
             }
         },
         "/v1/ingest/{jobId}": {
@@ -526,40 +554,8 @@ def _paths() -> dict[str, Any]:
         **search_paths(_param, _json, _ERRORS, secured, KNOWN_FORMATS),
         **page_paths(_SOURCE, _TX, _param, _ERRORS, _ERASED, secured),
         **usage_paths(_json, _ERRORS, secured),
-        "/v1/reproject": {
-            "post": {
-                "summary": "Read outdated current versions again from their stored raw bytes",
-                "description": (
-                    "The scope's current versions made by another projection or other"
-                    " effective options than a request would use now (of `format`, of"
-                    " `sourceId`, when given) each get a job reading their stored bytes;"
-                    " `dryRun` only lists them. Erased and retired sources are never"
-                    " touched; versions whose raw bytes are gone are listed in rawGone."
-                ),
-                "security": secured,
-                "requestBody": {
-                    "required": False,
-                    "content": {
-                        "application/json": {
-                            "schema": {
-                                "type": "object",
-                                "additionalProperties": False,
-                                "properties": {
-                                    "format": {"type": "string"},
-                                    "sourceId": {"type": "string"},
-                                    "dryRun": {"type": "boolean"},
-                                },
-                            },
-                        }
-                    },
-                },
-                "responses": {
-                    "200": _json("ReprojectOut", "a dry run, or nothing outdated"),
-                    "202": _json("ReprojectOut", "the outdated versions' jobs, enqueued"),
-                    **_ERRORS,
-                },
-            }
-        },
+        **reproject_paths(_json, _ERRORS, _BODY_TIMEOUT, secured),
+        **connector_paths(_ref, _param, _json, _ERRORS, _BODY_TIMEOUT, secured),
         "/openapi.json": {
             "get": {
                 "summary": "This document",
@@ -573,6 +569,7 @@ def _paths() -> dict[str, Any]:
 def openapi_document() -> bytes:
     """The OpenAPI 3.1 document as JSON bytes (built once)."""
     types = [getattr(wire, name) for name in wire.__all__]
+    types += [getattr(wire_connectors, name) for name in CONNECTOR_TYPES]
     _, components = msgspec.json.schema_components(types, ref_template=_REF)
     doc = {
         "openapi": "3.1.0",

@@ -67,10 +67,12 @@ from telha.storage.core.scan import Scan
 from telha.storage.core.search import Filters, Located, SearchHit
 from telha.storage.core.text_reads import ChunkInputs, TextWindow
 from telha.storage.job_watch import JobEventSignal
+from telha.storage.protocol_connectors import ConnectorStore
 from telha.storage.protocol_lifecycle import QuotaStore, RetentionStore, WebhookStore
 
 __all__ = [
     "ALL_FORMATS",
+    "ConnectorStore",
     "ErasureStore",
     "JobEventStore",
     "JobStore",
@@ -528,6 +530,7 @@ class ScanStore(Protocol):
 
 class Storage(
     KeyStore,
+    ConnectorStore,
     QuotaStore,
     WebhookStore,
     VersionStore,

@@ -192,6 +192,9 @@ async def test_openapi_describes_every_route(server: ServerProcess) -> None:
             "/v1/search",
             "/v1/locate",
             "/v1/reproject",
+            "/v1/connectors",
+            "/v1/connectors/{connectorId}",
+            "/v1/connectors/{connectorId}/runs",
             "/healthz",
             "/readyz",
             "/metrics",
@@ -210,6 +213,9 @@ async def test_openapi_describes_every_route(server: ServerProcess) -> None:
             "ErasureOut",
             "SearchResult",
             "LocatedOut",
+            "ConnectorOut",
+            "RunList",
+            "ConnectorSourceOut",
         ):
             assert name in doc["components"]["schemas"]
         erase = doc["paths"]["/v1/sources/{sourceId}/erase"]["post"]

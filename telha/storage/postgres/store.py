@@ -19,6 +19,7 @@ import asyncpg
 import structlog
 
 from telha.storage.core.cancel import CancelOps
+from telha.storage.core.connectors import ConnectorOps
 from telha.storage.core.diff import DiffOps
 from telha.storage.core.erasure import ErasureOps
 from telha.storage.core.failed_rows import RowFaultOps
@@ -34,6 +35,7 @@ from telha.storage.core.retire import RetireOps
 from telha.storage.core.scan import ScanOps
 from telha.storage.core.search import SearchOps
 from telha.storage.core.streams import StreamOps
+from telha.storage.core.sync_runs import SyncRunOps
 from telha.storage.core.text_reads import TextReadOps
 from telha.storage.core.webhooks import WebhookOps
 from telha.storage.postgres.base import PgBase
@@ -67,6 +69,8 @@ class PostgresStore(
     ScanOps,
     ErasureOps,
     WebhookOps,
+    ConnectorOps,
+    SyncRunOps,
     RetentionOps,
     KeyOps,
     RowFaultOps,

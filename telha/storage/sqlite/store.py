@@ -12,6 +12,7 @@ import anyio
 import anyio.abc
 
 from telha.storage.core.cancel import CancelOps
+from telha.storage.core.connectors import ConnectorOps
 from telha.storage.core.diff import DiffOps
 from telha.storage.core.erasure import ErasureOps
 from telha.storage.core.failed_rows import RowFaultOps
@@ -28,6 +29,7 @@ from telha.storage.core.retire import RetireOps
 from telha.storage.core.scan import ScanOps
 from telha.storage.core.search import SearchOps
 from telha.storage.core.streams import StreamOps
+from telha.storage.core.sync_runs import SyncRunOps
 from telha.storage.core.text_reads import TextReadOps
 from telha.storage.core.versions import VersionOps
 from telha.storage.core.webhooks import WebhookOps
@@ -55,6 +57,8 @@ class SqliteStore(
     ScanOps,
     ErasureOps,
     WebhookOps,
+    ConnectorOps,
+    SyncRunOps,
     RetentionOps,
     KeyOps,
     RowFaultOps,

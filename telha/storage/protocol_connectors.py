@@ -1,0 +1,64 @@
+"""The connector role of the storage seam (docs/connectors.md;
+:mod:`telha.storage.core.connectors`). Times in µs."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from telha.domain.connectors import ConnectorItem, ConnectorRecord
+from telha.domain.model import NewJob, Scope
+from telha.storage.core.sync_runs import RunApply, RunRow
+
+__all__ = ["ConnectorStore"]
+
+
+class ConnectorStore(Protocol):
+    """Registered connectors and the items they created."""
+
+    async def add_connector(self, scope: Scope, connector: ConnectorRecord) -> None:
+        """Register ``connector`` in ``scope``."""
+
+    async def list_connectors(self, scope: Scope) -> list[ConnectorRecord]:
+        """The scope's connectors not removed, oldest first."""
+
+    async def get_connector(self, scope: Scope, connector_id: bytes) -> ConnectorRecord | None:
+        """A connector of ``scope`` not removed, or ``None``."""
+
+    async def remove_connector(self, scope: Scope, connector_id: bytes, *, now_us: int) -> bool:
+        """Mark a connector removed (its sources and items stay); ``False``: no such one."""
+
+    async def record_connector_item(self, scope: Scope, item: ConnectorItem) -> None:
+        """Write or replace the row of ``item``'s (connector, external id)."""
+
+    async def find_connector_item(
+        self, scope: Scope, connector_id: bytes, external_id: str
+    ) -> ConnectorItem | None:
+        """The item row of (connector, external id), or ``None``."""
+
+    async def connector_items(self, scope: Scope, connector_id: bytes) -> list[ConnectorItem]:
+        """Every item row of a connector (retired ones too), by external id."""
+
+    async def known_markers(self, scope: Scope, connector_id: bytes) -> dict[str, str | None]:
+        """Each live item's marker as a run compares it (``None``: its last ingest failed)."""
+
+    async def start_sync_run(
+        self, scope: Scope, job: NewJob, *, now_us: int, every_us: int | None = None
+    ) -> bytes | None:
+        """Enqueue a run job; ``None`` when the connector has one pending or leased (or,
+        with ``every_us``, started one less than that ago)."""
+
+    async def scheduled_connectors(self) -> list[tuple[Scope, ConnectorRecord]]:
+        """Every live connector with a schedule, across scopes."""
+
+    async def apply_sync_run(self, run: RunApply) -> tuple[int, tuple[str, ...]]:
+        """End a held run in one transaction: items, retires, children, completion; the
+        retired count and refused children.
+
+        :raises StaleLease: the run is not held under the completion's lease.
+        """
+
+    async def sync_runs(
+        self, scope: Scope, connector_id: bytes, *, limit: int = 50
+    ) -> Sequence[RunRow]:
+        """The connector's runs, newest first."""

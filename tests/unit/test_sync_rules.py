@@ -1,0 +1,162 @@
+"""The deletion rules of sync runs (telha.domain.sync_runs.plan_retire), the connector
+settings check, and the SDK driver with a delta connector shaped like Microsoft Graph's
+(docs/connectors.md, "The SDK")."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterator
+
+import pytest
+
+from connectors.sdk import ItemUnreadable, ListingIncomplete, RemoteItem, Removed, run_listing
+from telha.domain.connectors import ConnectorItem, check_connector, connector_source_id
+from telha.domain.errors import RequestError
+from telha.domain.ids import source_id_for
+from telha.domain.submission import InvalidSubmission
+from telha.domain.sync_runs import FailedItemIn, SyncReport, decode_report, plan_retire
+
+CID = b"\x01" * 16
+
+
+def _live(*ids: str) -> list[ConnectorItem]:
+    return [ConnectorItem(CID, i, source_id_for(i).bytes, i) for i in ids]
+
+
+def _gone(items: list[ConnectorItem]) -> list[str]:
+    return [i.external_id for i in items]
+
+
+def test_a_complete_full_listing_retires_what_it_did_not_see() -> None:
+    live = _live(*(f"f{i}" for i in range(10)))
+    report = SyncReport(complete=True, seen=[f"f{i}" for i in range(1, 10)])
+    gone, warning = plan_retire(live, report, 0.2, False)
+    assert _gone(gone) == ["f0"] and warning is None
+
+
+def test_an_incomplete_listing_retires_nothing() -> None:
+    live = _live("a", "b", "c")
+    report = SyncReport(complete=False, seen=[], error="cannot list b")
+    assert plan_retire(live, report, 1.0, True) == ([], None)
+
+
+def test_failed_items_are_never_retired() -> None:
+    live = _live(*(f"f{i}" for i in range(10)))
+    report = SyncReport(
+        complete=True, seen=[f"f{i}" for i in range(1, 10)],
+        failed=[FailedItemIn(external_id="f0", reason="EACCES")],
+    )  # fmt: skip
+    assert plan_retire(live, report, 0.2, False) == ([], None)
+
+
+@pytest.mark.parametrize(("retiring", "held"), [(2, False), (3, True), (10, True)])
+def test_the_prune_guard(retiring: int, held: bool) -> None:
+    live = _live(*(f"f{i}" for i in range(10)))
+    report = SyncReport(complete=True, seen=[f"f{i}" for i in range(retiring, 10)])
+    gone, warning = plan_retire(live, report, 0.2, False)
+    assert (gone == [] and warning is not None) is held
+    assert len(plan_retire(live, report, 0.2, True)[0]) == retiring
+
+
+def test_a_delta_retires_only_what_it_names_removed() -> None:
+    live = _live("a", "b", "c", "d", "e")
+    report = SyncReport(complete=True, full_listing=False, removed=["b", "zzz"])
+    gone, _ = plan_retire(live, report, 0.2, False)
+    assert _gone(gone) == ["b"]  # "zzz" is not this connector's: never a candidate
+
+
+def test_bad_reports_are_invalid_submissions() -> None:
+    with pytest.raises(InvalidSubmission):
+        decode_report(b"{nope")
+    with pytest.raises(InvalidSubmission):
+        decode_report(b'{"complete": true, "surprise": 1}')
+    with pytest.raises(InvalidSubmission):
+        decode_report(b'{"complete": "yes"}')
+
+
+def test_connector_source_ids() -> None:
+    a = connector_source_id("c1", "acme", "docs/a.md")
+    assert a == connector_source_id("c1", "acme", "docs/a.md")
+    assert a != connector_source_id("c2", "acme", "docs/a.md")
+    assert a != connector_source_id("c1", "other", "docs/a.md")
+    assert a != source_id_for("docs/a.md")
+    # The NUL separators keep the fields apart.
+    assert connector_source_id("c1", "a", "bc") != connector_source_id("c1", "ab", "c")
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"kind": "folder", "settings": {"root": "/x"}, "every": True},
+        {"kind": "folder", "settings": {"root": "/x"}, "pruneMaxFraction": float("nan")},
+        {"kind": "folder", "settings": {"root": "/x\x00y"}},
+        {"kind": "folder", "settings": {"root": "/x", "exclude": [""]}},
+        {"kind": None},
+    ],
+)
+def test_bad_connector_bodies(body: dict[str, object]) -> None:
+    with pytest.raises(RequestError):
+        check_connector(body)
+
+
+class _Delta:
+    """A delta source shaped like Graph's: the first call enumerates, later calls give the
+    changes since the token, deletions as ``@removed``."""
+
+    def __init__(self, pages: dict[str | None, list[dict[str, str]]]) -> None:
+        self.pages = pages
+        self.reads: list[str] = []
+        self._next: str | None = None
+
+    def full_listing(self, checkpoint: str | None) -> bool:
+        return checkpoint is None
+
+    def list(self, checkpoint: str | None) -> Iterator[RemoteItem | Removed]:
+        if checkpoint == "broken":
+            yield RemoteItem("x", "x.txt", "e1")
+            raise ListingIncomplete("page 2 failed: 503")
+        for entry in self.pages[checkpoint]:
+            if "@removed" in entry:
+                yield Removed(entry["id"])
+            else:
+                yield RemoteItem(entry["id"], entry["name"], entry.get("eTag"))
+        self._next = f"token-{len(self.reads)}"
+
+    def read(self, item: RemoteItem) -> bytes:
+        if item.external_id == "locked":
+            raise ItemUnreadable("locked: 423")
+        self.reads.append(item.external_id)
+        return f"content of {item.external_id}".encode()
+
+    def next_checkpoint(self) -> str | None:
+        return self._next
+
+
+def test_the_driver_with_a_delta_source() -> None:
+    source = _Delta({
+        None: [{"id": "1", "name": "a.txt", "eTag": "v1"},
+               {"id": "2", "name": "b.md", "eTag": "v1"},
+               {"id": "3", "name": "c.bin", "eTag": "v1"}, {"id": "locked", "name": "d.txt"}],
+        "t1": [{"id": "1", "name": "a.txt", "eTag": "v2"}, {"id": "2", "@removed": "deleted"},
+               {"id": "9", "name": "new.txt"}],
+    })  # fmt: skip
+    first = run_listing(source, {}, None)
+    assert first["fullListing"] is True and first["complete"] is True
+    assert first["seen"] == ["1", "2", "locked"]  # c.bin: no format, not listed
+    assert [i["externalId"] for i in first["items"]] == ["1", "2"]
+    assert first["items"][1]["format"] == "markdown"
+    assert base64.b64decode(first["items"][0]["contentB64"]) == b"content of 1"
+    assert first["failed"] == [{"externalId": "locked", "reason": "locked: 423"}]
+    assert first["checkpoint"] == "token-2"
+    source.reads.clear()
+    second = run_listing(source, {"1": "v1", "2": "v1"}, "t1")
+    assert second["fullListing"] is False and second["seen"] == []
+    assert second["removed"] == ["2"]
+    assert [i["externalId"] for i in second["items"]] == ["1", "9"]
+    assert source.reads == ["1", "9"]
+    # A known item with the same marker is not read.
+    source.reads.clear()
+    third = run_listing(source, {"1": "v2"}, "t1")
+    assert third["unchanged"] == 1 and source.reads == ["9"]
+    cut = run_listing(source, {}, "broken")
+    assert cut["complete"] is False and "503" in cut["error"] and cut["checkpoint"] is None
