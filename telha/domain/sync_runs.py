@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import msgspec
 
@@ -77,6 +78,9 @@ class SyncReport(_In):
     unchanged: int = 0
     checkpoint: str | None = None
     error: str | None = None
+    #: How the worker reads bytes, which ``WorkerConsumer`` adds to every submission
+    #: (docs/worker-protocol.md); a report writes no version, so it is not used.
+    projection: dict[str, Any] | None = None
 
 
 def decode_report(raw: bytes) -> SyncReport:
