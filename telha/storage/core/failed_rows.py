@@ -22,9 +22,8 @@ import structlog
 from telha.domain.ids import id_str
 from telha.domain.policy import format_reason
 from telha.domain.row_faults import FAULT_KIND, RowFault
-from telha.storage.core.deliveries import job_ended
 from telha.storage.core.engine import EngineOps
-from telha.storage.core.jobs import add_event
+from telha.storage.core.jobs import end_dead
 from telha.storage.core.tx import Rollback, Tx
 
 __all__ = ["RowFaultOps", "fail_row", "key_text", "note", "record"]
@@ -37,13 +36,7 @@ async def _dead_letter(tx: Tx, job_id: bytes, reason: str, now_us: int) -> bool:
     row = await tx.fetchone(f"SELECT state FROM jobs WHERE job_id = ?{tx.for_update}", job_id)
     if row is None or row[0] not in ("pending", "leased"):
         raise Rollback(False)
-    await tx.execute(
-        "UPDATE jobs SET state = 'dead', failure_reason = ?, lease_owner = NULL,"
-        " lease_deadline = NULL, continuation = NULL, updated_at = ? WHERE job_id = ?",
-        reason, now_us, job_id,
-    )  # fmt: skip
-    await add_event(tx, job_id, now_us, "dead", reason)
-    await job_ended(tx, job_id, "dead", now_us)
+    await end_dead(tx, job_id, now_us, reason)
     return True
 
 

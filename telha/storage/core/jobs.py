@@ -314,6 +314,19 @@ async def scrub_job(tx: Tx, job_id: bytes) -> int:
     return scrubbed[1]
 
 
+async def end_dead(tx: Tx, job_id: bytes, now_us: int, reason: str) -> None:
+    """The move to ``dead`` itself, whatever led to it: state and ``failure_reason`` set,
+    lease and checkpoint cleared, the ``dead`` event and the job's webhook deliveries
+    written. The caller has locked the row and decided the job may end."""
+    await tx.execute(
+        "UPDATE jobs SET state = 'dead', failure_reason = ?, lease_owner = NULL,"
+        " lease_deadline = NULL, continuation = NULL, updated_at = ? WHERE job_id = ?",
+        reason, now_us, job_id,
+    )  # fmt: skip
+    await add_event(tx, job_id, now_us, "dead", reason)
+    await job_ended(tx, job_id, "dead", now_us)
+
+
 async def end_erased(tx: Tx, job_id: bytes, now_us: int, reason: str) -> None:
     """End a job ``dead`` with ``reason`` (an ``erased: …`` reason): its stream (if any) is
     closed and its payload loses its inline content. Locks the job row if the caller has
@@ -322,13 +335,7 @@ async def end_erased(tx: Tx, job_id: bytes, now_us: int, reason: str) -> None:
         f"SELECT continuation FROM jobs WHERE job_id = ?{tx.for_update}", job_id
     )
     await abandon_stream(tx, job_id, now_us, row[0] if row is not None else None)
-    await tx.execute(
-        "UPDATE jobs SET state = 'dead', failure_reason = ?, lease_owner = NULL,"
-        " lease_deadline = NULL, continuation = NULL, updated_at = ? WHERE job_id = ?",
-        reason, now_us, job_id,
-    )  # fmt: skip
-    await add_event(tx, job_id, now_us, "dead", reason)
-    await job_ended(tx, job_id, "dead", now_us)
+    await end_dead(tx, job_id, now_us, reason)
     await scrub_job(tx, job_id)
 
 
