@@ -108,6 +108,11 @@ async def test_deny_private_off_allows_loopback(receiver: Receiver) -> None:
     assert await _post(_rules(deny_private=False), receiver.url("/open")) == 200
 
 
-async def test_unresolvable_name_is_a_connect_error() -> None:
+async def test_an_allowed_address_that_refuses_is_a_connect_error() -> None:
+    # A closed port on loopback: the OS error becomes httpx's ConnectError (a retry), never
+    # a Refused (permanent). No name is resolved: tests make no DNS query.
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
     with pytest.raises(httpx.ConnectError):
-        await _post(_rules(), "http://name.invalid/")
+        await _post(_rules(deny_private=False), f"http://127.0.0.1:{port}/")
