@@ -315,9 +315,8 @@ async def scrub_job(tx: Tx, job_id: bytes) -> int:
 
 
 async def end_dead(tx: Tx, job_id: bytes, now_us: int, reason: str) -> None:
-    """The move to ``dead`` itself, whatever led to it: state and ``failure_reason`` set,
-    lease and checkpoint cleared, the ``dead`` event and the job's webhook deliveries
-    written. The caller has locked the row and decided the job may end."""
+    """The move to ``dead``: state, ``failure_reason``, lease and checkpoint cleared, the
+    ``dead`` event and webhook deliveries written (the caller locked the row)."""
     await tx.execute(
         "UPDATE jobs SET state = 'dead', failure_reason = ?, lease_owner = NULL,"
         " lease_deadline = NULL, continuation = NULL, updated_at = ? WHERE job_id = ?",
