@@ -16,8 +16,8 @@ from workers_common.hosts import Target, parse_host, parse_url
             Target("http://127.0.0.1:8000/h?x=1", "http", "127.0.0.1", 8000),
         ),
         (
-            "HTTPS://Hooks.Example./a",
-            Target("https://hooks.example/a", "https", "hooks.example", 443),
+            "HTTPS://Hooks.Example.Com./a",
+            Target("https://hooks.example.com/a", "https", "hooks.example.com", 443),
         ),
         ("http://0177.0.0.1:9/x", Target("http://127.0.0.1:9/x", "http", "127.0.0.1", 9)),
         ("http://2130706433/", Target("http://127.0.0.1/", "http", "127.0.0.1", 80)),
@@ -31,8 +31,8 @@ from workers_common.hosts import Target, parse_host, parse_url
             Target("http://example.com/h", "http", "example.com", 80),
         ),
         (
-            "http://bücher.example/",
-            Target("http://xn--bcher-kva.example/", "http", "xn--bcher-kva.example", 80),
+            "http://bücher.example.com/",
+            Target("http://xn--bcher-kva.example.com/", "http", "xn--bcher-kva.example.com", 80),
         ),
         ("http://%6c%6fcalhost/", Target("http://localhost/", "http", "localhost", 80)),
         ("http://u:p@EX.com:81/", Target("http://u:p@ex.com:81/", "http", "ex.com", 81)),
@@ -51,7 +51,7 @@ def test_one_spelling(url: str, target: Target) -> None:
         ("http://1.2.3.4.5/", "not a valid IPv4 address"),
         ("http://example.0x100000000/", "not a valid IPv4 address"),
         ("http://xn--zz/", "not a valid host name"),
-        ("http://a\u200db.example/", "not a valid host name"),  # a joiner IDNA refuses here
+        ("http://a\u200db.example.com/", "not a valid host name"),  # a joiner IDNA refuses here
         ("http://exa%zzmple.com/", "no host name may hold"),
         ("http://a<b/", "no host name may hold"),
         ("http://[::1/", "not a valid URL"),
@@ -65,7 +65,7 @@ def test_one_spelling(url: str, target: Target) -> None:
         ("ftp://example.com/", "http or https"),
         ("javascript:alert(1)", "http or https"),
         ("http://exa mple.com/", "whitespace"),
-        ("http://127.0.0.1\\@hooks.example/", "backslash"),
+        ("http://127.0.0.1\\@hooks.example.com/", "backslash"),
         ("http://example.com/\n", "whitespace"),
     ],
 )

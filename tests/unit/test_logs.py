@@ -79,11 +79,11 @@ def test_redact_top_level_and_one_level_down() -> None:
     [
         ("http://user:pw@127.0.0.1:9/h?token=s3cret", "http://127.0.0.1:9/h?token=[redacted]"),
         (
-            "https://h.example/a?x=1&flag&y=2#frag",
-            "https://h.example/a?x=[redacted]&[redacted]&y=[redacted]",
+            "https://h.example.com/a?x=1&flag&y=2#frag",
+            "https://h.example.com/a?x=[redacted]&[redacted]&y=[redacted]",
         ),
-        ("https://a:b@c@h.example/p", "https://h.example/p"),
-        ("http://h.example/plain", "http://h.example/plain"),
+        ("https://a:b@c@h.example.com/p", "https://h.example.com/p"),
+        ("http://h.example.com/plain", "http://h.example.com/plain"),
         ("http://user:pw@[::1/x?token=s3cret", "http://[::1/x"),  # does not split: still cut
         ("not a url?k=v", "not a url?k=[redacted]"),
     ],

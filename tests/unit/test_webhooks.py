@@ -151,8 +151,8 @@ def test_private_address_in_any_spelling_is_refused(url: str) -> None:
 def test_spellings_are_stored_normalised() -> None:
     full_width = "http://ｅｘａｍｐｌｅ．ｃｏｍ/h?x=1"
     assert parse_webhook_option({"url": full_width}, DEFAULT).url == "http://example.com/h?x=1"
-    assert parse_webhook_option({"url": "https://Hooks.Example./a"}, DEFAULT).url == (
-        "https://hooks.example/a"
+    assert parse_webhook_option({"url": "https://Hooks.Example.Com./a"}, DEFAULT).url == (
+        "https://hooks.example.com/a"
     )
     url = "http://127.0.0.1:8000/hook?x=1"
     assert parse_webhook_option({"url": url}, HOSTS).url == url  # already one spelling
@@ -160,9 +160,9 @@ def test_spellings_are_stored_normalised() -> None:
 
 def test_allow_list_port_cidr_and_name_entries() -> None:
     rules = WebhooksConfig(
-        allowed_hosts=["127.0.0.1:8000", "10.0.0.0/8", "hooks.example", "[::1]:9000"]
+        allowed_hosts=["127.0.0.1:8000", "10.0.0.0/8", "hooks.example.com", "[::1]:9000"]
     ).rules()
-    ok = ["http://127.0.0.1:8000/", "http://10.2.3.4:99/", "http://hooks.example:1/"]
+    ok = ["http://127.0.0.1:8000/", "http://10.2.3.4:99/", "http://hooks.example.com:1/"]
     ok += ["http://[::1]:9000/", "http://0x7f.1:8000/"]
     for url in ok:
         assert parse_webhook_option({"url": url}, rules).url, url
@@ -170,10 +170,10 @@ def test_allow_list_port_cidr_and_name_entries() -> None:
         with pytest.raises(RequestError, match=r"not on \[webhooks\] allowed_hosts"):
             parse_webhook_option({"url": url}, rules)
     # A name no entry lists may still resolve into 10.0.0.0/8: decided when connecting.
-    assert parse_webhook_option({"url": "http://other.example/"}, rules).url
-    only_names = WebhooksConfig(allowed_hosts=["hooks.example:443"]).rules()
+    assert parse_webhook_option({"url": "http://other.example.com/"}, rules).url
+    only_names = WebhooksConfig(allowed_hosts=["hooks.example.com:443"]).rules()
     with pytest.raises(RequestError, match="not on"):
-        parse_webhook_option({"url": "http://hooks.example/"}, only_names)
+        parse_webhook_option({"url": "http://hooks.example.com/"}, only_names)
     with pytest.raises(RequestError, match="not on"):
-        parse_webhook_option({"url": "https://other.example/"}, only_names)
-    assert parse_webhook_option({"url": "https://hooks.example/x"}, only_names).url
+        parse_webhook_option({"url": "https://other.example.com/"}, only_names)
+    assert parse_webhook_option({"url": "https://hooks.example.com/x"}, only_names).url
