@@ -151,7 +151,7 @@ def test_private_address_in_any_spelling_is_refused(url: str) -> None:
 def test_spellings_are_stored_normalised() -> None:
     full_width = "http://ｅｘａｍｐｌｅ．ｃｏｍ/h?x=1"
     assert parse_webhook_option({"url": full_width}, DEFAULT).url == "http://example.com/h?x=1"
-    assert parse_webhook_option({"url": "https://Hooks.Example.Com./a"}, DEFAULT).url == (
+    assert parse_webhook_option({"url": "https://HOOKS.example.com./a"}, DEFAULT).url == (
         "https://hooks.example.com/a"
     )
     url = "http://127.0.0.1:8000/hook?x=1"
