@@ -14,6 +14,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import jwt
 
@@ -108,17 +109,26 @@ def verify_worker_token(key: bytes, token: str) -> WorkerAuth:
     return _verify(key, token)[0]
 
 
-def _verify(key: bytes, token: str) -> tuple[WorkerAuth, int]:
-    """:func:`verify_worker_token`, and the token's expiry (``exp``, Unix seconds)."""
+def _claims(key: bytes, token: str, audience: str, what: str) -> dict[str, Any]:
+    """A token's claims once its signature, issuer, ``audience`` and expiry are checked.
+
+    :raises InvalidToken: expired, bad signature or malformed (``what`` names the kind).
+    """
     try:
-        claims = jwt.decode(
-            token, key, algorithms=["HS256"], audience=_AUDIENCE, issuer=_ISSUER,
+        claims: dict[str, Any] = jwt.decode(
+            token, key, algorithms=["HS256"], audience=audience, issuer=_ISSUER,
             options={"require": ["exp", "iat", "iss", "aud"]},
         )  # fmt: skip
     except jwt.ExpiredSignatureError:
-        raise InvalidToken("worker token expired") from None
+        raise InvalidToken(f"{what} token expired") from None
     except jwt.PyJWTError as exc:
-        raise InvalidToken(f"invalid worker token: {exc}") from None
+        raise InvalidToken(f"invalid {what} token: {exc}") from None
+    return claims
+
+
+def _verify(key: bytes, token: str) -> tuple[WorkerAuth, int]:
+    """:func:`verify_worker_token`, and the token's expiry (``exp``, Unix seconds)."""
+    claims = _claims(key, token, _AUDIENCE, "worker")
     exp = int(claims["exp"])
     if claims.get("fleet") is True:
         return WorkerAuth(None), exp
@@ -198,15 +208,7 @@ def verify_connector_token(key: bytes, token: str) -> ConnectorAuth:
 
     :raises InvalidToken: with the reason (expired, bad signature, malformed, no connector).
     """
-    try:
-        claims = jwt.decode(
-            token, key, algorithms=["HS256"], audience=_CONNECTOR_AUDIENCE, issuer=_ISSUER,
-            options={"require": ["exp", "iat", "iss", "aud"]},
-        )  # fmt: skip
-    except jwt.ExpiredSignatureError:
-        raise InvalidToken("connector token expired") from None
-    except jwt.PyJWTError as exc:
-        raise InvalidToken(f"invalid connector token: {exc}") from None
+    claims = _claims(key, token, _CONNECTOR_AUDIENCE, "connector")
     tenant, org, conn = claims.get("tenant"), claims.get("org"), claims.get("connector")
     if not isinstance(tenant, str) or not isinstance(org, str) or not isinstance(conn, str):
         raise InvalidToken("connector token names no scope or connector")
