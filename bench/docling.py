@@ -20,8 +20,9 @@ Documents: PDF): the corpus PDFs parsed and projected as a parse child does
 in a fresh process per round, alternately with this checkout's workers and with those of
 ``BASE_TREE`` (a checkout without the pass; which goes first swaps every round), after one
 warm-up document; per round the total
-seconds and the process's peak RSS (``ru_maxrss``). Target: the pass costs at most 15% more,
-peak RSS within 10%.
+seconds, the process's CPU seconds (every thread) and its peak RSS (``ru_maxrss``). Target:
+the pass costs at most 15% more CPU (the wall-clock ratio is printed too; on a shared machine
+it moves with the load), peak RSS within 10%.
 """
 
 from __future__ import annotations
@@ -153,17 +154,21 @@ def one(path):
     project_document(doc, Path(path).name, "pdf", clarify=False)
     return parsed - started, time.perf_counter() - parsed
 one(sys.argv[1])
+cpu = time.process_time()
 times = [one(path) for path in sys.argv[1:]]
+cpu = time.process_time() - cpu
 rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-print(json.dumps([sum(p for p, _ in times), sum(q for _, q in times), rss]))
+print(json.dumps([sum(p for p, _ in times), sum(q for _, q in times), rss, cpu]))
 """
 PDF_TARGET_COST = 1.15
 PDF_TARGET_RSS = 1.10
 
 
-def _pdf_round(tree: Path) -> tuple[float, float, float]:
-    """Parse seconds, projection seconds (the layout pass is in it) for the corpus PDFs, and
-    peak RSS (MB), of one fresh process on ``tree``."""
+def _pdf_round(tree: Path) -> tuple[float, float, float, float]:
+    """Parse seconds, projection seconds (the layout pass is in it) for the corpus PDFs, peak
+    RSS (MB), and the CPU seconds of parse and projection together (every thread of the
+    process: less moved by other work on the machine than the wall-clock figures), of one
+    fresh process on ``tree``."""
     env = {**os.environ, "PYTHONPATH": f"{tree}:{tree / 'workers'}"}
     env.pop("TELHA_DOCLING__ARTIFACTS_PATH", None)
     pdfs = [str(CORPUS / f) for f in FILES if f.startswith("pdf/")]
@@ -171,36 +176,40 @@ def _pdf_round(tree: Path) -> tuple[float, float, float]:
         [sys.executable, "-c", _PDF_ROUND, *pdfs], env=env, cwd=tree, capture_output=True,
         text=True, check=True,
     ).stdout  # fmt: skip
-    parse, project, rss = json.loads(out.strip().splitlines()[-1])
-    return float(parse), float(project), float(rss)
+    parse, project, rss, cpu = json.loads(out.strip().splitlines()[-1])
+    return float(parse), float(project), float(rss), float(cpu)
 
 
 def run_pdf_layout(base_tree: Path, rounds: int) -> int:
     """Alternate rounds on ``base_tree`` and on this checkout; print medians and verdict."""
     here = Path(__file__).resolve().parent.parent
-    runs: dict[str, list[tuple[float, float, float]]] = {"base": [], "layout": []}
+    runs: dict[str, list[tuple[float, float, float, float]]] = {"base": [], "layout": []}
     for round_no in range(rounds):
         pair = [("base", base_tree), ("layout", here)]
         for name, tree in pair if round_no % 2 == 0 else pair[::-1]:  # each goes first every other
             # round: a run after the other's is not always the one on a warmer cache
             runs[name].append(_pdf_round(tree))
-            print(f"  {name}: parse {runs[name][-1][0]:.2f} s, project {runs[name][-1][1]:.3f} s,"
-                  f" peak RSS {runs[name][-1][2]:.0f} MB", file=sys.stderr)  # fmt: skip
+            parse, project, rss, cpu = runs[name][-1]
+            print(f"  {name}: parse {parse:.2f} s, project {project:.3f} s, peak RSS {rss:.0f} MB,"
+                  f" CPU {cpu:.2f} s", file=sys.stderr)  # fmt: skip
     med = {
-        k: [statistics.median(r[i] for r in v) for i in range(3)] + [
+        k: [statistics.median(r[i] for r in v) for i in range(4)] + [
             statistics.median(r[0] + r[1] for r in v)]
         for k, v in runs.items()
     }  # fmt: skip
     pdfs = sum(1 for f in FILES if f.startswith("pdf/"))
     print(f"pdf layout: {pdfs} corpus PDFs per round, median of {rounds} alternated rounds")
-    print("| path | parse s | projection s (layout pass) | total s | peak RSS MB |")
-    print("|---|---|---|---|---|")
-    for name, (parse, project, rss, total) in med.items():
-        print(f"| {name} | {parse:.2f} | {project:.3f} | {total:.2f} | {rss:.0f} |")
-    cost, rss_ratio = med["layout"][3] / med["base"][3], med["layout"][2] / med["base"][2]
-    print(f"cost layout / base (total): {cost:.3f} (target <= {PDF_TARGET_COST}); peak RSS "
-          f"ratio {rss_ratio:.3f} (target <= {PDF_TARGET_RSS})")  # fmt: skip
-    verdict = cost <= PDF_TARGET_COST and rss_ratio <= PDF_TARGET_RSS
+    print("| path | parse s | projection s (layout pass) | total s | CPU s | peak RSS MB |")
+    print("|---|---|---|---|---|---|")
+    for name, (parse, project, rss, cpu, total) in med.items():
+        print(f"| {name} | {parse:.2f} | {project:.3f} | {total:.2f} | {cpu:.2f} | {rss:.0f} |")
+    cost, rss_ratio = med["layout"][4] / med["base"][4], med["layout"][2] / med["base"][2]
+    cpu_cost = med["layout"][3] / med["base"][3]
+    print(
+        f"cost layout / base (total): {cost:.3f}, CPU {cpu_cost:.3f} (target <= "
+        f"{PDF_TARGET_COST}); peak RSS ratio {rss_ratio:.3f} (target <= {PDF_TARGET_RSS})"
+    )
+    verdict = cpu_cost <= PDF_TARGET_COST and rss_ratio <= PDF_TARGET_RSS  # CPU: the cost itself
     print(f"targets: {'PASS' if verdict else 'FAIL'}")
     return 0
 
