@@ -133,3 +133,38 @@ def test_the_viewer_draws_the_node_box_on_its_page(
     assert page.evaluate("sessionStorage.length") == 1 and "telha_" not in page.url
     shot(page, tmp_path, "pdf-page")
     assert not [e for e in errors if "pageerror" in e]
+
+
+def test_a_paragraph_across_pages_is_boxed_on_each_page(
+    server: ServerProcess, browser: Browser, tmp_path: Path
+) -> None:
+    """A paragraph the layout pass continued from page 18 onto page 19 of the corpus's
+    two-column PDF: the viewer shows both pages, each part's box on its own page."""
+    pdf = CORPUS / "pdf" / "testPDF_bad_page_303226.pdf"
+    key = server.create_key(f"tenant-{uuid.uuid4()}", "org")
+    with httpx.Client(base_url=server.base_url, headers={"x-api-key": key}, timeout=120) as api:
+        job = ingest(api, "pdf", pdf.name, pdf.read_bytes(), upload=True)
+        source_id = job["sourceId"]
+        tx = api.get(f"/v1/sources/{source_id}").json()["versions"][0]["sourceVersionTx"]
+        node = next(
+            n
+            for n in _boxed(api, source_id)
+            if [b["page"] for b in n["properties"].get("boxes", [])] == [18, 19]
+        )
+    page, errors = browser_page(browser)
+    fragment = f"#/source/{source_id}/v/{tx}/node/{node['nodeId']}"
+    open_viewer(page, server.base_url, key, fragment)
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('img.page-img')].filter((i) => i.complete).length == 2"
+    )
+    for part in node["properties"]["boxes"]:
+        img = page.locator(f"img.page-img[data-page='{part['page']}']").bounding_box()
+        box = page.locator(f".bbox[data-page='{part['page']}']").bounding_box()
+        assert img is not None and box is not None
+        assert box["width"] > 4 and box["height"] > 4
+        assert img["x"] <= box["x"] and box["x"] + box["width"] <= img["x"] + img["width"] + 0.5
+        assert img["y"] <= box["y"] and box["y"] + box["height"] <= img["y"] + img["height"] + 0.5
+    assert page.locator("#page-img").get_attribute("data-page") == "18"
+    assert page.locator("#bbox").get_attribute("data-page") == "18"
+    shot(page, tmp_path, "pdf-two-pages")
+    assert not [e for e in errors if "pageerror" in e]

@@ -114,8 +114,11 @@ export async function showVersion(main, sourceId, txText, opts) {
     const here = node.provenance.spans.filter((s) => s.sourceId === ctx.sourceId && s.sourceVersionTx === tx);
     view.highlight(here.map((s) => [s.start, s.end]), scroll);
     await fillDetail(detail, node, ctx);
-    if (source.format === "pdf" && node.properties && node.properties.page && node.properties.bbox) {
-      showPage(pagePanel, ctx, node.properties.page, node.properties.bbox);
+    const props = node.properties || {};
+    if (source.format === "pdf" && props.page && props.bbox) {
+      // A paragraph laid out in parts (across columns or pages) has one box per part.
+      const parts = Array.isArray(props.boxes) && props.boxes.length ? props.boxes : [{ page: props.page, bbox: props.bbox }];
+      showPages(pagePanel, ctx, parts);
     }
   }
   textBox.addEventListener("keydown", (e) => keys(e));
@@ -240,22 +243,34 @@ async function fillDetail(panel, node, ctx) {
   }
 }
 
-/** The page image (fetched with the key as a blob) with the node's bbox drawn on it. */
-async function showPage(panel, ctx, page, bbox) {
+/** The pages a node lies on (each image fetched with the key as a blob), every part's box
+ * drawn on its page; `parts` is `[{page, bbox}, …]` in reading order. The first page's image
+ * and the first box carry the ids `page-img` and `bbox`. */
+async function showPages(panel, ctx, parts) {
   const scale = 1.5;
-  put(panel, h("p", { class: "muted" }, `Page ${page}…`));
+  const pages = [...new Set(parts.map((part) => part.page))];
+  put(panel, h("p", { class: "muted" }, `Page ${pages.join(", ")}…`));
   try {
-    const res = await call(`/v1/sources/${enc(ctx.sourceId)}/versions/${ctx.tx}/pages/${page}.png` + qs({ scale }));
-    const [w, hgt] = (res.headers.get("x-page-size") || "").split(" ").map(Number);
-    const url = URL.createObjectURL(await res.blob());
-    const img = h("img", { src: url, alt: `Page ${page} of ${ctx.source.name}`, id: "page-img" });
-    const box = h("div", { class: "bbox", id: "bbox" });
-    const [x0, y0, x1, y1] = bbox;
-    box.style.left = `${(100 * x0) / w}%`;
-    box.style.top = `${(100 * y0) / hgt}%`;
-    box.style.width = `${(100 * (x1 - x0)) / w}%`;
-    box.style.height = `${(100 * (y1 - y0)) / hgt}%`;
-    put(panel, h("h2", {}, `Page ${page}`), h("div", { class: "page" }, img, box));
+    const shown = [];
+    for (const page of pages) {
+      const res = await call(`/v1/sources/${enc(ctx.sourceId)}/versions/${ctx.tx}/pages/${page}.png` + qs({ scale }));
+      const [w, hgt] = (res.headers.get("x-page-size") || "").split(" ").map(Number);
+      const url = URL.createObjectURL(await res.blob());
+      const img = h("img", { src: url, alt: `Page ${page} of ${ctx.source.name}`, class: "page-img", "data-page": String(page) });
+      const boxes = parts.filter((part) => part.page === page).map((part) => {
+        const box = h("div", { class: "bbox", "data-page": String(page) });
+        const [x0, y0, x1, y1] = part.bbox;
+        box.style.left = `${(100 * x0) / w}%`;
+        box.style.top = `${(100 * y0) / hgt}%`;
+        box.style.width = `${(100 * (x1 - x0)) / w}%`;
+        box.style.height = `${(100 * (y1 - y0)) / hgt}%`;
+        return box;
+      });
+      shown.push(h("h2", {}, `Page ${page}`), h("div", { class: "page" }, img, ...boxes));
+    }
+    shown[1].querySelector("img").id = "page-img";
+    shown[1].querySelector(".bbox").id = "bbox";
+    put(panel, ...shown);
   } catch (err) { put(panel); showError(err, panel); }
 }
 
