@@ -37,6 +37,7 @@ def slack_export_settings(settings: dict[str, Any]) -> None:
             raise RequestError(f"settings.{key}: a positive number of bytes")
     unknown = sorted(set(settings) - set(_KEYS))
     if unknown:
+        known = ", ".join(_KEYS)
         raise RequestError(
-            f"settings: unknown key(s) {', '.join(unknown)}; slack-export accepts {', '.join(_KEYS)}"
+            f"settings: unknown key(s) {', '.join(unknown)}; slack-export accepts {known}"
         )

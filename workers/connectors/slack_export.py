@@ -42,7 +42,7 @@ from typing import Any
 import blake3
 
 from connectors.sdk import ItemUnreadable, ListingIncomplete, RemoteItem, Removed
-from connectors.slack_message import FILE_FIELDS, check_message, ts_us
+from connectors.slack_message import FILE_FIELDS, MENTION, check_message, ts_us
 from workers_common import CorruptInput, TransientFailure
 
 __all__ = ["DEFAULT_MAX_ENTRY_BYTES", "DEFAULT_MAX_TOTAL_BYTES", "SlackExportConnector"]
@@ -50,7 +50,6 @@ __all__ = ["DEFAULT_MAX_ENTRY_BYTES", "DEFAULT_MAX_TOTAL_BYTES", "SlackExportCon
 DEFAULT_MAX_ENTRY_BYTES = 256 << 20
 DEFAULT_MAX_TOTAL_BYTES = 16 << 30
 _DAY = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}\.json$")
-_MENTION = re.compile(r"<@([A-Z0-9]+)(?:\|[^<>]*)?>")
 #: Channel lists in an export, and whether their channels are private.
 _LISTS = (("channels.json", False), ("groups.json", True), ("mpims.json", True), ("dms.json", True))
 #: Notices that are not messages anyone wrote (and deleted messages still holding replies).
@@ -78,7 +77,7 @@ class _Export:
         if not os.path.isfile(path):
             raise TransientFailure(f"settings.path: {path} is not a file")
         try:
-            self.zip = zipfile.ZipFile(path)  # noqa: SIM115 - closed by close()
+            self.zip = zipfile.ZipFile(path)
         except zipfile.BadZipFile as exc:
             raise CorruptInput(f"export is not a zip: {exc}") from None
         except OSError as exc:
@@ -109,6 +108,7 @@ class _Export:
             raise CorruptInput("export has no channels.json")
         self.prefix = roots[0][: -len("channels.json")]
         self.names = names
+        self._days: dict[str, list[str]] | None = None
 
     def close(self) -> None:
         self.zip.close()
@@ -152,10 +152,14 @@ class _Export:
         return value
 
     def days(self, folder: str) -> list[str]:
-        """The day files of a channel folder, in date order."""
-        base = f"{self.prefix}{folder}/"
-        return sorted(n for n in self.names
-                      if n.startswith(base) and _DAY.match(n[len(base):]))  # fmt: skip
+        """The day files of a channel folder, in date order (every folder's indexed once)."""
+        if self._days is None:
+            self._days = {}
+            for name in sorted(self.names):
+                folder_of, _, day = name[len(self.prefix) :].partition("/")
+                if name.startswith(self.prefix) and _DAY.match(day):
+                    self._days.setdefault(folder_of, []).append(name)
+        return self._days.get(folder, [])
 
 
 def _usable_ts(ts: Any) -> bool:
@@ -179,7 +183,9 @@ def _text_ok(value: Any) -> bool:
 
 
 def _user(entry: dict[str, Any]) -> dict[str, str]:
-    profile = entry.get("profile") if isinstance(entry.get("profile"), dict) else {}
+    profile = entry.get("profile")
+    if not isinstance(profile, dict):
+        profile = {}
     out = {"name": entry.get("name"),
            "real_name": entry.get("real_name") or profile.get("real_name")}  # fmt: skip
     return {k: v for k, v in out.items() if isinstance(v, str) and v}
@@ -234,78 +240,84 @@ class SlackExportConnector:
                     channels.append((ch, private))
             bad: list[str] = []
             for ch, private in sorted(channels, key=lambda c: str(c[0].get("name") or c[0]["id"])):
-                folder = ch.get("name") if _text_ok(ch.get("name")) else ch["id"]
+                folder = str(ch["name"] if _text_ok(ch.get("name")) else ch["id"])
                 if self._channels and folder not in self._channels:
                     continue
-                yield from self._channel(export, ch, folder, private, users, bad)
+                yield from _channel(export, ch, folder, private, users, bad)
             if bad:
                 more = f" (and {len(bad) - _NAMED} more)" if len(bad) > _NAMED else ""
                 raise ListingIncomplete("; ".join(bad[:_NAMED]) + more)
         finally:
             export.close()
 
-    def _channel(
-        self, export: _Export, ch: dict[str, Any], folder: str, private: bool,
-        users: dict[str, dict[str, str]], bad: list[str],
-    ) -> Iterator[RemoteItem]:  # fmt: skip
-        cid = ch["id"]
-        members = ch.get("members")
-        acl = None
-        if private and isinstance(members, list):
-            acl = sorted({f"user:{m}" for m in members if isinstance(m, str) and m})
-        channel = {"id": cid, "name": folder, "private": private}
-        seen: set[str] = set()
-        for day in export.days(folder):
-            rel = day[len(export.prefix):]
-            try:
-                messages = export.read_json(day)
-                if not isinstance(messages, list):
-                    raise ValueError("not a JSON list of messages")
-            except ValueError as exc:
-                bad.append(f"{rel}: {exc}")
-                continue
-            for i, msg in enumerate(messages):
-                if not isinstance(msg, dict) or not _usable_ts(msg.get("ts")):
-                    bad.append(f"{rel}: message {i} has no usable ts")
-                    continue
-                if msg.get("subtype") in _SKIP_SUBTYPES or msg.get("hidden") is True:
-                    continue
-                ext = f"{cid}/{msg['ts']}"
-                if ext in seen:
-                    continue
-                seen.add(ext)
-                yield self._item(ext, folder, channel, msg, users, acl)
 
-    def _item(
-        self, ext: str, folder: str, channel: dict[str, Any], msg: dict[str, Any],
-        users: dict[str, dict[str, str]], acl: list[str] | None,
-    ) -> RemoteItem:  # fmt: skip
-        name = f"#{folder}/{msg['ts']}"
+def _channel(
+    export: _Export, ch: dict[str, Any], folder: str, private: bool,
+    users: dict[str, dict[str, str]], bad: list[str],
+) -> Iterator[RemoteItem]:  # fmt: skip
+    """The items of one channel's day files; a day file or message that cannot be listed
+    is named in ``bad``."""
+    cid = ch["id"]
+    members = ch.get("members")
+    acl = None
+    if private and isinstance(members, list):
+        acl = sorted({f"user:{m}" for m in members if isinstance(m, str) and m})
+    channel = {"id": cid, "name": folder, "private": private}
+    seen: set[str] = set()
+    for day in export.days(folder):
+        rel = day[len(export.prefix) :]
         try:
-            check_message(msg)
+            messages = export.read_json(day)
+            if not isinstance(messages, list):
+                raise ValueError("not a JSON list of messages")
         except ValueError as exc:
-            return RemoteItem(ext, name, None, format="slack", acl=acl, ref=str(exc))
-        item: dict[str, Any] = {k: msg[k] for k in _KEEP if msg.get(k) is not None}
-        item["channel"] = channel
-        if msg.get("files"):
-            item["files"] = [_file(f) for f in msg["files"]]
-        named = set(_MENTION.findall(msg.get("text") or ""))
-        if isinstance(msg.get("user"), str):
-            named.add(msg["user"])
-        people = {u: users[u] for u in sorted(named) if u in users}
-        if people:
-            item["users"] = people
-        elif isinstance(msg.get("user_profile"), dict):
-            item["user_profile"] = _user(msg["user_profile"])
-        raw = json.dumps(item, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-        try:
-            data = raw.encode("utf-8")
-        except UnicodeEncodeError:
-            return RemoteItem(ext, name, None, format="slack", acl=acl,
-                              ref="a text holds a lone surrogate")  # fmt: skip
-        edited = msg.get("edited")
-        modified = ts_us(edited["ts"] if edited else msg["ts"])
-        return RemoteItem(
-            external_id=ext, name=name, marker="b3:" + blake3.blake3(data).hexdigest()[:32],
-            modified_us=modified, size=len(data), acl=acl, format="slack", ref=data,
-        )  # fmt: skip
+            bad.append(f"{rel}: {exc}")
+            continue
+        for i, msg in enumerate(messages):
+            if not isinstance(msg, dict) or not _usable_ts(msg.get("ts")):
+                bad.append(f"{rel}: message {i} has no usable ts")
+                continue
+            if msg.get("subtype") in _SKIP_SUBTYPES or msg.get("hidden") is True:
+                continue
+            ext = f"{cid}/{msg['ts']}"
+            if ext in seen:
+                continue
+            seen.add(ext)
+            yield _item(ext, folder, channel, msg, users, acl)
+
+
+def _item(
+    ext: str, folder: str, channel: dict[str, Any], msg: dict[str, Any],
+    users: dict[str, dict[str, str]], acl: list[str] | None,
+) -> RemoteItem:  # fmt: skip
+    """One message as an item: its bytes (the Slack shape) and their marker, or, for a
+    message of the wrong shape, the reason its read fails."""
+    name = f"#{folder}/{msg['ts']}"
+    try:
+        check_message(msg)
+    except ValueError as exc:
+        return RemoteItem(ext, name, None, format="slack", acl=acl, ref=str(exc))
+    item: dict[str, Any] = {k: msg[k] for k in _KEEP if msg.get(k) is not None}
+    item["channel"] = channel
+    if msg.get("files"):
+        item["files"] = [_file(f) for f in msg["files"]]
+    named = set(MENTION.findall(msg.get("text") or ""))
+    if isinstance(msg.get("user"), str):
+        named.add(msg["user"])
+    people = {u: users[u] for u in sorted(named) if u in users}
+    if people:
+        item["users"] = people
+    elif isinstance(msg.get("user_profile"), dict):
+        item["user_profile"] = _user(msg["user_profile"])
+    raw = json.dumps(item, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    try:
+        data = raw.encode("utf-8")
+    except UnicodeEncodeError:
+        return RemoteItem(ext, name, None, format="slack", acl=acl,
+                          ref="a text holds a lone surrogate")  # fmt: skip
+    edited = msg.get("edited")
+    modified = ts_us(edited["ts"] if edited else msg["ts"])
+    return RemoteItem(
+        external_id=ext, name=name, marker="b3:" + blake3.blake3(data).hexdigest()[:32],
+        modified_us=modified, size=len(data), acl=acl, format="slack", ref=data,
+    )  # fmt: skip

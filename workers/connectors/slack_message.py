@@ -47,6 +47,7 @@ from workers_common.empty import is_empty
 
 __all__ = [
     "FILE_FIELDS",
+    "MENTION",
     "check_message",
     "handle",
     "message_node_id",
@@ -61,7 +62,8 @@ FILE_FIELDS = ("id", "name", "title", "mimetype", "filetype", "size", "url_priva
                "url_private_download", "permalink", "mode")  # fmt: skip
 _STRINGS = ("user", "username", "bot_id", "subtype", "text")
 _MARKUP = re.compile(r"<([^<>\n]*)>")
-_MENTION = re.compile(r"<@([A-Z0-9]+)(?:\|[^<>]*)?>")
+#: A user mention in Slack markup (``<@U123>``, ``<@U123|ann>``): the user id.
+MENTION = re.compile(r"<@([A-Z0-9]+)(?:\|[^<>]*)?>")
 
 
 def _id(kind: str, key: str) -> str:
@@ -73,7 +75,7 @@ def message_node_id(channel_id: str, ts: str) -> str:
     return _id("message", f"{channel_id}/{ts}")
 
 
-def ts_us(ts: str) -> int:
+def ts_us(ts: Any) -> int:
     """A Slack timestamp (``"1700000000.000100"``) in µs since the epoch.
 
     :raises ValueError: not a Slack timestamp.
@@ -103,20 +105,22 @@ def check_message(msg: Any) -> None:
         raise ValueError("edited: an object with ts is required")
     if edited is not None:
         ts_us(edited["ts"])
-    files = msg.get("files")
-    if files is not None:
-        if not isinstance(files, list):
-            raise ValueError("files: a list is required")
-        for f in files:
-            if not isinstance(f, dict) or not isinstance(f.get("id"), str):
-                raise ValueError("files: each file must be an object with a string id")
-            if f.get("size") is not None and (
-                isinstance(f["size"], bool) or not isinstance(f["size"], int)
-            ):
-                raise ValueError("files: size must be an integer")
+    if msg.get("files") is not None:
+        _check_files(msg["files"])
     for key in ("users", "user_profile"):
         if msg.get(key) is not None and not isinstance(msg[key], dict):
             raise ValueError(f"{key}: an object is required")
+
+
+def _check_files(files: Any) -> None:
+    if not isinstance(files, list):
+        raise ValueError("files: a list is required")
+    for f in files:
+        if not isinstance(f, dict) or not isinstance(f.get("id"), str):
+            raise ValueError("files: each file must be an object with a string id")
+        size = f.get("size")
+        if size is not None and (isinstance(size, bool) or not isinstance(size, int)):
+            raise ValueError("files: size must be an integer")
 
 
 def _iso(us: int) -> str:
@@ -158,9 +162,7 @@ class _People:
             props = {"slack_id": uid, "name": entry.get("name"),
                      "real_name": entry.get("real_name")}  # fmt: skip
             props = {k: v for k, v in props.items() if isinstance(v, str)}
-            self._refs[uid] = self._b.add_node(
-                ["PERSON"], props, spans=spans, id=_id("user", uid)
-            )
+            self._refs[uid] = self._b.add_node(["PERSON"], props, spans=spans, id=_id("user", uid))
         return self._refs[uid]
 
 
@@ -201,9 +203,7 @@ def _read(job: Job) -> dict[str, Any]:
     return dict(msg)
 
 
-def _files(
-    b: IngestionResultBuilder, message: int, files: list[dict[str, Any]]
-) -> None:
+def _files(b: IngestionResultBuilder, message: int, files: list[dict[str, Any]]) -> None:
     for i, f in enumerate(files):
         media = f.get("mimetype")
         label = f.get("name") or f.get("title") or f["id"]
@@ -244,7 +244,7 @@ def handle(job: Job) -> dict[str, Any]:
     spans = [heading]
     text = render(msg.get("text") or "", people)
     paragraphs = _paragraphs(text)
-    for i, para in enumerate(paragraphs):
+    for para in paragraphs:
         b.add_text("\n\n")
         spans.append(b.add_span_text(para, "paragraph"))
     props: dict[str, Any] = {"channel_id": cid, "channel_name": cname, "ts": ts,
@@ -262,7 +262,7 @@ def handle(job: Job) -> dict[str, Any]:
     b.add_relationship("POSTED_IN", from_ref=message, to_ref=chan)
     if uid:
         b.add_relationship("FROM", from_ref=message, to_ref=people.ref(uid, [heading]))
-    mentioned = sorted(set(_MENTION.findall(msg.get("text") or "")) - {uid})
+    mentioned = sorted(set(MENTION.findall(msg.get("text") or "")) - {uid})
     for other in mentioned:
         b.add_relationship("MENTIONS", from_ref=message, to_ref=people.ref(other, []))
     thread = msg.get("thread_ts")
