@@ -101,3 +101,20 @@ def test_projection_refuses_what_is_not_the_shape() -> None:
     assert empty["stats"]["empty"] is True and [n["labels"] for n in empty["nodes"]] == [
         ["MESSAGE"]
     ]
+
+
+def test_a_day_file_failing_its_crc_cuts_the_listing_short(tmp_path: Path) -> None:
+    path = tmp_path / "crc.zip"
+    day = json.dumps([{"ts": "1.1", "text": "kept"}]).encode()
+    bad = json.dumps([{"ts": "2.2", "text": "flipped"}]).encode()
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as z:
+        z.writestr("channels.json", json.dumps([{"id": "C1", "name": "general"}]))
+        z.writestr("general/2024-01-01.json", day)
+        z.writestr("general/2024-01-02.json", bad)
+    data = path.read_bytes()
+    at = data.index(b"flipped")
+    path.write_bytes(data[:at] + b"F" + data[at + 1 :])  # same size, another CRC
+    report = run_listing(SlackExportConnector({"path": str(path)}), {}, None)
+    assert report["complete"] is False and report["seen"] == ["C1/1.1"]
+    assert [i["externalId"] for i in report["items"]] == ["C1/1.1"]
+    assert "general/2024-01-02.json: unreadable: Bad CRC-32" in report["error"]
