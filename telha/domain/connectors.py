@@ -17,6 +17,7 @@ import xxhash
 
 from telha.domain.durations import parse_duration
 from telha.domain.errors import RequestError
+from telha.domain.slack_export_settings import slack_export_settings
 
 __all__ = [
     "CONNECTOR_KINDS",
@@ -61,7 +62,7 @@ def _folder_settings(settings: dict[str, Any]) -> None:
 
 
 #: Every connector kind and the check of its settings (docs/connectors.md, "Kinds").
-CONNECTOR_KINDS = {"folder": _folder_settings}
+CONNECTOR_KINDS = {"folder": _folder_settings, "slack-export": slack_export_settings}
 
 
 @dataclass(frozen=True, slots=True)

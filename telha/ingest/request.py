@@ -40,7 +40,7 @@ __all__ = [
 #: Every format name the service knows (docs/formats.md).
 KNOWN_FORMATS = (
     "json", "text", "markdown", "pdf", "docx", "pptx", "html",
-    "csv", "tsv", "xlsx", "web", "code", "eml", "msg",
+    "csv", "tsv", "xlsx", "web", "code", "eml", "msg", "slack",
     "png", "jpeg", "tiff", "bmp", "webp",
 )  # fmt: skip
 

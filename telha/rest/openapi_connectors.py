@@ -45,7 +45,8 @@ _CONNECTOR_BODY = {
         "settings": {
             "type": "object",
             "description": "the kind's settings; folder: root (absolute path), include and"
-            " exclude (lists of fnmatch patterns over the relative path)",
+            " exclude (lists of fnmatch patterns over the relative path); slack-export: path"
+            " (absolute path of the export zip), channels, maxEntryBytes, maxTotalBytes",
         },
         "every": {
             "type": ["integer", "string", "null"],

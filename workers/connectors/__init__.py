@@ -4,8 +4,10 @@ jobs over ``WorkerService`` like a format worker leases ``ingest:<format>`` jobs
 (``python -m workers_common.run connectors``) — lists the connector's source through the
 kind's :class:`~connectors.sdk.Connector` and submits the run's report.
 
-The job's inline content is the run's spec (JSON): ``kind``, ``settings``, ``known``
-({external id: marker} of the items core holds live), ``checkpoint``.
+A sync job's inline content is the run's spec (JSON): ``kind``, ``settings``, ``known``
+({external id: marker} of the items core holds live), ``checkpoint``. A ``slack`` job (an
+item a ``slack-export`` run ingests: the Slack shape) is projected here too, by
+:mod:`connectors.slack_message`.
 """
 
 from __future__ import annotations
@@ -14,16 +16,23 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from connectors import slack_message
 from connectors.folder import FolderConnector
 from connectors.sdk import Connector, run_listing
+from connectors.slack_export import SlackExportConnector
 from workers_common import CorruptInput, Job
 
 __all__ = ["FORMATS", "KINDS", "handle"]
 
 #: Connector kinds this worker runs, by name: each makes a :class:`Connector` of settings.
-KINDS: dict[str, Callable[[dict[str, Any]], Connector]] = {"folder": FolderConnector}
+KINDS: dict[str, Callable[[dict[str, Any]], Connector]] = {
+    "folder": FolderConnector,
+    "slack-export": SlackExportConnector,
+}
 
-FORMATS = tuple(f"sync:{kind}" for kind in KINDS)
+#: The run formats, then the connector formats this worker projects (``slack``: the Slack
+#: shape, :mod:`connectors.slack_message`).
+FORMATS = (*(f"sync:{kind}" for kind in KINDS), "slack")
 
 
 def handle(job: Job) -> dict[str, Any]:
@@ -32,6 +41,8 @@ def handle(job: Job) -> dict[str, Any]:
     :raises CorruptInput: a spec this worker cannot read, or a kind it does not run.
     :raises TransientFailure: the source cannot be reached (the connector's own).
     """
+    if job.format == "slack":
+        return slack_message.handle(job)
     try:
         spec = json.loads(job.raw or b"")
         kind = spec["kind"]

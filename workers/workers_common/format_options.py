@@ -147,6 +147,7 @@ FORMAT_OPTIONS: dict[str, tuple[Option, ...]] = {
     "code": _CODE,
     "eml": (_CLARIFY,),
     "msg": (_CLARIFY,),
+    "slack": (),
     **{image: (_CLARIFY, _OCR) for image in ("png", "jpeg", "tiff", "bmp", "webp")},
 }
 
