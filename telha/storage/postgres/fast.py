@@ -1,8 +1,9 @@
 """PostgreSQL's measured fast paths: the hottest operations as one call of a PL/pgSQL
-function each (migrations 0002–0019), instead of one round trip per statement of the general
-path in :mod:`telha.storage.core`. Each takes the general path's locks in its order and
-writes the same rows; ``tests/integration/test_pg_fast_paths.py`` runs the same cases
-through both and compares every row written (docs/architecture.md, "The storage seam")."""
+function each (``functions.sql`` beside this module), instead of one round trip per statement
+of the general path in :mod:`telha.storage.core`. Each takes the general path's locks in its
+order and writes the same rows; ``tests/integration/test_pg_fast_paths.py`` runs the same
+cases through both and compares every row written (docs/architecture.md, "The storage
+seam")."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from telha.domain.projection import Projection
 from telha.domain.records import job_record
 from telha.domain.rows import PENDING_TX, Match, build_rows
 from telha.storage.core.deliveries import has_webhooks
+from telha.storage.core.fair_lease import CANDIDATES
 from telha.storage.core.jobs import JOB_COLS, JobOps
 from telha.storage.core.search_index import sync_source
 from telha.storage.core.versions import VersionOps
@@ -78,8 +80,8 @@ class FastJobOps(JobOps, PgBase):
         lease_us: int,
     ) -> JobRecord | None:
         """:func:`telha.storage.core.jobs.lease` as one call of ``telha_lease_fair`` (the
-        fair pick of :mod:`telha.storage.core.fair_lease`, ``SKIP LOCKED``, the lease, its
-        event and the head's turn), its own transaction."""
+        fair pick of :mod:`telha.storage.core.fair_lease`, reading at most its ``CANDIDATES``
+        heads, ``SKIP LOCKED``, the lease, its event and the head's turn), its own transaction."""
         if not formats:
             return None
         sid = None
@@ -90,9 +92,9 @@ class FastJobOps(JobOps, PgBase):
 
         async def one(conn: Conn) -> JobRecord | None:
             row = await conn.fetchrow(
-                f"SELECT {JOB_COLS} FROM telha_lease_fair($1, $2, $3, $4, $5) j"
+                f"SELECT {JOB_COLS} FROM telha_lease_fair($1, $2, $3, $4, $5, $6) j"
                 " JOIN scopes s ON s.scope_id = j.scope_id",
-                list(formats), now_us, worker_id, now_us + lease_us, sid,
+                list(formats), now_us, worker_id, now_us + lease_us, sid, CANDIDATES,
             )  # fmt: skip
             return job_record(row) if row is not None else None
 
@@ -117,7 +119,7 @@ class FastVersionOps(VersionOps, PgBase):
         completion: JobCompletion | None,
     ) -> CommitOutcome | None:
         """A job's single-shot submission without child jobs (submit-time dedup) as one
-        call of ``telha_commit_single`` (migration 0006), its own transaction, for a source
+        call of ``telha_commit_single`` (``functions.sql``), its own transaction, for a source
         with nothing to supersede (no published version, no open rows): the general path's
         locks in its order (job row, source lock, clock row last) and the rows, publish and
         completion :func:`telha.storage.core.versions.commit` writes for that case — node
