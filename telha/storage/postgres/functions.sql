@@ -39,12 +39,13 @@ $$;
 -- COMMITTED, so the dedup reads after the lock see every committed enqueue and version of
 -- that source (which one statement could not: its snapshot predates the lock).
 --
--- The rules are telha.storage.core.jobs.enqueue's, which is where they are stated: a
--- blocklisted content hash is refused before any match (telha.storage.core.blocklist); the
--- latest published version matches under telha.domain.dedup.same_identity (the same bytes and
--- fingerprint, not retired), an active job with the same bytes and fingerprint; a fetch
--- format (no content hash) matches an active job of the same format.
--- tests/integration/test_pg_fast_paths.py and test_identity_store.py run both paths.
+-- The rules are stated once, in Python, and this is their SQL copy, clause for clause:
+-- telha.storage.core.jobs.enqueue's order (the lock, the blocklist, then dedup), the blocklist
+-- of telha.storage.core.blocklist (an empty digest is never on it), the latest version's
+-- match of telha.domain.dedup.same_identity (the same bytes and fingerprint, neither retired
+-- nor erased), the active job's and the fetch format's of telha.storage.core.jobs._dedup.
+-- tests/integration/test_pg_fast_paths.py runs a case per clause through both paths and
+-- compares every row; a rule changed there changes here, and a case is added there.
 --
 -- Returns (deduplicated, job_id, erased): (false, new id, false) when inserted; (true, active
 -- job id, false) when a pending or leased job matches; (true, NULL, false) when the latest
@@ -59,6 +60,7 @@ LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
     v_latest bytea;
     v_retired bigint;
+    v_erased bigint;
     v_fingerprint bytea;
     v_active bytea;
 BEGIN
@@ -71,12 +73,13 @@ BEGIN
         END IF;
     END IF;
     IF p_dedup AND p_hash IS NOT NULL THEN
-        SELECT sv.content_hash, sv.retired_tx, sv.fingerprint INTO v_latest, v_retired, v_fingerprint
+        SELECT sv.content_hash, sv.retired_tx, sv.erased_at, sv.fingerprint
+            INTO v_latest, v_retired, v_erased, v_fingerprint
             FROM source_versions sv
             WHERE sv.scope_id = p_scope AND sv.source_id = p_source
               AND sv.published_tx IS NOT NULL
             ORDER BY sv.tx DESC LIMIT 1;
-        IF v_latest IS NOT NULL AND v_retired IS NULL AND v_latest = p_hash
+        IF v_latest IS NOT NULL AND v_retired IS NULL AND v_erased IS NULL AND v_latest = p_hash
            AND v_fingerprint IS NOT DISTINCT FROM p_fingerprint THEN
             RETURN QUERY SELECT true, NULL::bytea, false;
             RETURN;
