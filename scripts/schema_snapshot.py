@@ -22,11 +22,11 @@ import asyncpg
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from telha.storage.postgres.migrate import apply_migrations as pg_migrate  # noqa: E402
-from telha.storage.postgres.schema import describe as pg_describe  # noqa: E402
-from telha.storage.sqlite.migrate import apply_migrations as sqlite_migrate  # noqa: E402
-from telha.storage.sqlite.schema import describe as sqlite_describe  # noqa: E402
-from tests.support.pg import create_database, drop_databases  # noqa: E402
+from telha.storage.postgres.migrate import apply_migrations as pg_migrate
+from telha.storage.postgres.schema import describe as pg_describe
+from telha.storage.sqlite.migrate import apply_migrations as sqlite_migrate
+from telha.storage.sqlite.schema import describe as sqlite_describe
+from tests.support.pg import create_database, drop_databases
 
 ROOT = Path(__file__).resolve().parents[1] / "telha" / "storage"
 
@@ -63,7 +63,7 @@ async def main(check: bool) -> int:
             if old == text:
                 continue
             stale += 1
-            print(f"{path}: {'stale' if check else 'written'}")
+            sys.stdout.write(f"{path}: {'stale' if check else 'written'}\n")
             if not check:
                 path.write_text(text, encoding="utf-8")
     finally:

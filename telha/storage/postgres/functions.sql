@@ -4,7 +4,7 @@
 -- each statement is CREATE OR REPLACE, so editing a function here is the whole change. The
 -- migrations hold tables, indexes and data only; a migration drops a function's old signature
 -- when one changes (0029 drops every signature shipped before this file).
--- schema/postgres.txt is the schema this gives; `make schema` writes it again.
+-- schema.txt beside this file is the schema this gives; `make schema` writes it again.
 
 
 -- The source's row from its latest published version, changed at p_at: what

@@ -3,7 +3,7 @@
 -- migrate, in a transaction of its own
 -- (telha/storage/sqlite/migrate.py): SQLite has no CREATE OR REPLACE TRIGGER, so each
 -- trigger is dropped and created again. The migrations hold tables, indexes and data only.
--- telha/storage/sqlite/schema.txt is the schema this gives; `make schema` writes it again.
+-- schema.txt beside this file is the schema this gives; `make schema` writes it again.
 
 -- A scope's stored bytes (telha.storage.core.quotas.stored_bytes): every chunk written,
 -- rewritten or deleted adds its difference to the scope's counter (one writer: shard 0).
