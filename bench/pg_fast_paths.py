@@ -83,9 +83,7 @@ async def one_mode(jobs: int, fast: bool) -> dict[str, float]:
             )
             done = JobCompletion(LeaseRef(job.job_id, job.lease_generation), now, b"{}", (), "w")
             t0 = time.perf_counter()
-            await store.commit_version(
-                SCOPE, version, proj, dedup=Dedup.SUBMIT, completion=done
-            )
+            await store.commit_version(SCOPE, version, proj, dedup=Dedup.SUBMIT, completion=done)
             took["commit"].append(time.perf_counter() - t0)
     finally:
         await store.close()

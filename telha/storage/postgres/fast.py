@@ -151,26 +151,43 @@ class FastVersionOps(VersionOps, PgBase):
         detail = f" nodes={len(rows.node_ids)} {changes.detail()}"
         explicit = [n.node_id for n in projection.nodes if n.node_id is not None]
         lease = completion.lease
-        args = (
-            lease.job_id, lease.lease_generation,
-            [source_lock_key(sid, version.source_id)], sid, version.source_id, explicit,
-            completion.now_us, stats, detail,
-            version.name, version.format, version.content_hash, canonical_hash, version.size,
-            version.worker, version.job_id, blob_id, len(projection.canonical), rows.root,
-            msgspec.json.encode(changes.as_stats()),
-            *_columns(rows.chunks, 2, 3),
-            *_columns(rows.nodes, 1, 3, 4, 5, 6, 7, 8, 9),
-            *_columns(rows.labels, 1, 2),
-            *_columns(rows.edges, 1, 3, 4, 5, 6, 7),
-            *_columns(rows.spans, 1, 3, 4, 5, 6),
-            *_columns(rows.ambiguities, 1, 3, 4, 5, 6, 7, 8),
-        )  # fmt: skip
+        args = {
+            "p_job": lease.job_id,
+            "p_gen": lease.lease_generation,
+            "p_keys": [source_lock_key(sid, version.source_id)],
+            "p_scope": sid,
+            "p_source": version.source_id,
+            "p_explicit": explicit,
+            "p_now": completion.now_us,
+            "p_stats": stats,
+            "p_detail": detail,
+            "p_version": {
+                "name": version.name,
+                "format": version.format,
+                "content_hash": version.content_hash,
+                "canonical_text_hash": canonical_hash,
+                "size": version.size,
+                "worker": version.worker,
+                "job_id": version.job_id,
+                "blob_id": blob_id,
+                "text_len": len(projection.canonical),
+                "root_node_id": rows.root,
+                "changes": msgspec.json.encode(changes.as_stats()),
+            },
+            # One array per table, of the row types whose fields are build_rows's columns.
+            "p_chunks": rows.chunks,
+            "p_nodes": rows.nodes,
+            "p_labels": rows.labels,
+            "p_edges": rows.edges,
+            "p_spans": rows.spans,
+            "p_ambiguities": rows.ambiguities,
+        }
 
         identity = version.identity.decode() if version.identity is not None else None
         own_tx = self.search_enabled or identity is not None
 
         async def one(conn: Conn) -> tuple[str, int | None]:
-            row = await conn.fetchrow(_COMMIT_SINGLE, *args)
+            row = await conn.fetchrow(_call("telha_commit_single", args), *args.values())
             assert row is not None
             if row[0] == "committed" and identity is not None:
                 # The version's identity, in the same transaction (a first version: no reason).
@@ -193,12 +210,7 @@ class FastVersionOps(VersionOps, PgBase):
         return CommitOutcome(False, int(tx_time), rows.node_ids, rows.edge_ids, changes=changes)
 
 
-#: The call of ``telha_commit_single``: its 50 parameters, in :meth:`_commit_fast`'s order.
-_COMMIT_SINGLE = (
-    f"SELECT outcome, tx FROM telha_commit_single({', '.join(f'${i}' for i in range(1, 51))})"
-)
-
-
-def _columns(rows: list[tuple[Any, ...]], *indexes: int) -> list[list[Any]]:
-    """Columns ``indexes`` of ``rows``, one list each (the arrays a function unnests)."""
-    return [[row[i] for row in rows] for i in indexes]
+def _call(function: str, args: dict[str, Any]) -> str:
+    """``SELECT outcome, tx FROM function(name => $1, …)``: every argument by its name."""
+    named = ", ".join(f"{name} => ${i}" for i, name in enumerate(args, 1))
+    return f"SELECT outcome, tx FROM {function}({named})"

@@ -187,9 +187,10 @@ $$;
 -- telha.storage.core.publish is empty, so the caller builds the rows with their match keys
 -- and no previous ids. In the order of the general path's locks: the job row (lease fence),
 -- the (scope, source) advisory locks, then (new snapshots) the checks, and last the clock row;
--- then every row, the version published at its own tx with its root node and changes, the
--- job's completion with its stats and its `completed` event, and the source's row
--- (telha_note_versions).
+-- then every row (each table's rows one array of its row type, read by field name; the row
+-- types are a migration's, 0029), the version published at its own tx with its root node and
+-- changes, the job's completion with its stats and its `completed` event, and the source's
+-- row (telha_note_versions). The caller names every argument (p_job => …).
 --
 -- Returns (outcome, tx): 'stale' (the job is not leased under p_gen), 'general' (the case
 -- needs the general path: a stream checkpoint, a child job, a source with a published version
@@ -198,24 +199,9 @@ $$;
 CREATE OR REPLACE FUNCTION telha_commit_single(
     p_job bytea, p_gen integer, p_keys bigint[], p_scope integer, p_source bytea,
     p_explicit bytea[], p_now bigint, p_stats bytea, p_detail text,
-    -- source_versions (p_source, and the clock's tx; published at that tx)
-    v_name text, v_format text, v_hash bytea, v_canonical bytea, v_size bigint, v_worker text,
-    v_job bytea, v_blob bytea, v_text_len bigint, v_root bytea, v_changes bytea,
-    -- blob_chunks (v_blob)
-    c_idx integer[], c_data bytea[],
-    -- nodes
-    n_id bytea[], n_labels text[], n_props bytea[], n_prov bytea[], n_source bytea[],
-    n_from bigint[], n_to bigint[], n_key bytea[],
-    -- node_labels
-    l_label text[], l_node bytea[],
-    -- edges
-    e_id bytea[], e_type text[], e_from bytea[], e_to bytea[], e_props bytea[],
-    e_source bytea[],
-    -- span_rows
-    s_source bytea[], s_start bigint[], s_end bigint[], s_kind text[], s_linked bytea[],
-    -- ambiguities
-    a_node bytea[], a_source bytea[], a_kind text[], a_candidates bytea[], a_conf float8[],
-    a_applied float8[], a_severity text[]
+    p_version telha_version_row, p_chunks telha_chunk_row[], p_nodes telha_node_row[],
+    p_labels telha_label_row[], p_edges telha_edge_row[], p_spans telha_span_row[],
+    p_ambiguities telha_ambiguity_row[]
 ) RETURNS TABLE (outcome text, tx bigint)
 LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
@@ -250,7 +236,8 @@ BEGIN
         RETURN;
     END IF;
     IF EXISTS (SELECT 1 FROM erasure_blocklist b WHERE b.scope_id = p_scope
-               AND (b.digest = v_hash OR b.digest = v_canonical)) THEN
+               AND (b.digest = p_version.content_hash
+                    OR b.digest = p_version.canonical_text_hash)) THEN
         RETURN QUERY SELECT 'general'::text, NULL::bigint;
         RETURN;
     END IF;
@@ -267,34 +254,35 @@ BEGIN
     INSERT INTO source_versions (scope_id, source_id, tx, name, format, content_hash,
                                  canonical_text_hash, size, worker, job_id, blob_id, text_len,
                                  published_tx, root_node_id, changes)
-        VALUES (p_scope, p_source, v_tx, v_name, v_format, v_hash, v_canonical, v_size,
-                v_worker, v_job, v_blob, v_text_len, v_tx, v_root, v_changes);
+        SELECT p_scope, p_source, v_tx, v.name, v.format, v.content_hash,
+               v.canonical_text_hash, v.size, v.worker, v.job_id, v.blob_id, v.text_len, v_tx,
+               v.root_node_id, v.changes
+        FROM (SELECT (p_version).*) AS v;
     INSERT INTO blob_chunks (scope_id, blob_id, idx, data)
-        SELECT p_scope, v_blob, u.i, u.d FROM unnest(c_idx, c_data) AS u (i, d)
+        SELECT p_scope, p_version.blob_id, c.idx, c.data FROM unnest(p_chunks) AS c
         ON CONFLICT DO NOTHING;
     INSERT INTO nodes (scope_id, node_id, tx_from, labels, properties, provenance, source_id,
                        valid_from, valid_to, match_key)
-        SELECT p_scope, u.id, v_tx, u.lb, u.pr, u.pv, u.src, u.vf, u.vt, u.mk
-        FROM unnest(n_id, n_labels, n_props, n_prov, n_source, n_from, n_to, n_key)
-            AS u (id, lb, pr, pv, src, vf, vt, mk);
+        SELECT p_scope, n.node_id, v_tx, n.labels, n.properties, n.provenance, n.source_id,
+               n.valid_from, n.valid_to, n.match_key
+        FROM unnest(p_nodes) AS n;
     INSERT INTO node_labels (scope_id, label, node_id, tx_from)
-        SELECT p_scope, u.lb, u.id, v_tx FROM unnest(l_label, l_node) AS u (lb, id);
+        SELECT p_scope, l.label, l.node_id, v_tx FROM unnest(p_labels) AS l;
     INSERT INTO edges (scope_id, edge_id, tx_from, type, from_id, to_id, properties, source_id)
-        SELECT p_scope, u.id, v_tx, u.ty, u.fr, u.t, u.pr, u.src
-        FROM unnest(e_id, e_type, e_from, e_to, e_props, e_source)
-            AS u (id, ty, fr, t, pr, src)
+        SELECT p_scope, e.edge_id, v_tx, e.type, e.from_id, e.to_id, e.properties, e.source_id
+        FROM unnest(p_edges) AS e
         ON CONFLICT DO NOTHING;
     INSERT INTO span_rows (scope_id, source_id, source_version_tx, start, "end", kind,
                            linked_nodes)
-        SELECT p_scope, u.src, v_tx, u.st, u.en, u.k, u.ln
-        FROM unnest(s_source, s_start, s_end, s_kind, s_linked) AS u (src, st, en, k, ln)
+        SELECT p_scope, s.source_id, v_tx, s.start, s."end", s.kind, s.linked_nodes
+        FROM unnest(p_spans) AS s
         ON CONFLICT (scope_id, source_id, source_version_tx, start, "end") DO UPDATE SET
             linked_nodes = span_rows.linked_nodes || excluded.linked_nodes;
     INSERT INTO ambiguities (scope_id, node_id, tx, source_id, kind, candidates,
                              detector_confidence, applied_candidate_confidence, severity_hint)
-        SELECT p_scope, u.id, v_tx, u.src, u.k, u.c, u.dc, u.ac, u.sh
-        FROM unnest(a_node, a_source, a_kind, a_candidates, a_conf, a_applied, a_severity)
-            AS u (id, src, k, c, dc, ac, sh);
+        SELECT p_scope, a.node_id, v_tx, a.source_id, a.kind, a.candidates,
+               a.detector_confidence, a.applied_candidate_confidence, a.severity_hint
+        FROM unnest(p_ambiguities) AS a;
     UPDATE jobs SET state = 'completed', lease_owner = NULL, lease_deadline = NULL,
             stats = p_stats, continuation = NULL, updated_at = p_now
         WHERE job_id = p_job;
