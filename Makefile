@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 CONFIG ?= config.toml
 
-.PHONY: setup run test test-crash lint typecheck check bench bench-postgres chaos clean proto fuzz
+.PHONY: setup run test test-crash lint typecheck check bench bench-postgres chaos clean proto fuzz schema
 
 $(BIN)/telha: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -44,6 +44,11 @@ lint: setup
 	$(BIN)/ruff format --check telha workers tests bench scripts
 	$(BIN)/lint-imports --no-logo
 	$(BIN)/python scripts/check_max_lines.py --max 600 telha workers
+
+# Each engine's schema snapshot (telha/storage/{sqlite,postgres}/schema.txt), from databases
+# migrated fresh: after a new migration or an edit of functions.sql (docs/architecture.md).
+schema: setup
+	$(BIN)/python scripts/schema_snapshot.py
 
 typecheck: setup
 	$(BIN)/mypy

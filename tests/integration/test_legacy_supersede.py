@@ -14,6 +14,7 @@ import aiosqlite
 import asyncpg
 import pytest
 
+from telha.storage.core.migrations import has_statements
 from telha.storage.postgres.migrate import apply_migrations as pg_migrate
 from telha.storage.postgres.migrate import migrations as pg_migrations
 from telha.storage.sqlite.migrate import apply_migrations as sqlite_migrate
@@ -109,7 +110,8 @@ async def test_migration_6_supersedes_what_the_old_code_left_current(
             " applied_at bigint NOT NULL)"
         )
         for number, name, sql in pg_migrations()[:5]:
-            await conn.execute(sql)
+            if has_statements(sql):  # a migration whose functions moved may be comments only
+                await conn.execute(sql)
             await conn.execute("INSERT INTO schema_migrations VALUES ($1, $2, 0)", number, name)
         for table, rows in INSERTS.items():
             marks = ", ".join(f"${i + 1}" for i in range(len(rows[0])))

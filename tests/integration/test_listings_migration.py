@@ -14,6 +14,7 @@ import aiosqlite
 import asyncpg
 import pytest
 
+from telha.storage.core.migrations import has_statements
 from telha.storage.postgres.migrate import apply_migrations as pg_migrate
 from telha.storage.postgres.migrate import migrations as pg_migrations
 from telha.storage.sqlite.migrate import apply_migrations as sqlite_migrate
@@ -124,7 +125,8 @@ async def test_the_listings_migration_backfills_sources_and_job_names_and_parent
             " applied_at bigint NOT NULL)"
         )
         for number, name, sql in _before_listings(pg_migrations()):
-            await conn.execute(sql)
+            if has_statements(sql):  # a migration whose functions moved may be comments only
+                await conn.execute(sql)
             await conn.execute("INSERT INTO schema_migrations VALUES ($1, $2, 0)", number, name)
         for table, (columns, rows) in INSERTS.items():
             marks = ", ".join(f"${i + 1}" for i in range(len(rows[0])))

@@ -256,6 +256,17 @@ async def _with_retired_version(store: PostgresStore) -> None:
     await store._transaction("retire source", retire, sid, SOURCE, "gone")
 
 
+async def _with_erased_version(store: PostgresStore) -> None:
+    """SOURCE's latest version (content hash HASH) was erased, its digest not blocklisted
+    (as an empty file's: telha.domain.erasure.blockable)."""
+    await _with_version(store)
+    conn = await asyncpg.connect(store.dsn)
+    try:
+        await conn.execute("UPDATE source_versions SET erased_at = $1", NOW + 1)
+    finally:
+        await conn.close()
+
+
 async def _with_active_job(store: PostgresStore) -> None:
     await store.enqueue_job(SCOPE, _job(1), now_us=NOW, dedup=False)
     await store.enqueue_job(SCOPE, _job(2, fmt="web", digest=None), now_us=NOW, dedup=False)
@@ -289,6 +300,7 @@ async def _with_blocklist(store: PostgresStore) -> None:
         ("new job without dedup", _with_version, _job(5), False),
         ("dedup against the latest version", _with_version, _job(5), True),
         ("no dedup against a retired version", _with_retired_version, _job(5), True),
+        ("no dedup against an erased version", _with_erased_version, _job(5), True),
         ("no dedup against an open stream", lambda s: _streaming(s, keep=True), _job(5), True),
         ("dedup against an active job", _with_active_job, _job(5), True),
         # The same bytes read another way (docs/architecture.md, "Dedup, identity and

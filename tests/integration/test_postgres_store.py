@@ -2,7 +2,7 @@
 real database: migrations applied once when both open at once, transaction time unique and
 increasing across them, a job never leased twice, dedup under concurrent commits of the same
 bytes, the reaper in both at once, and driver errors typed as ``StorageError``; the one-call
-lease and single-shot commit (migrations 0005, 0006) and the cases they leave to the general
+lease and single-shot commit (``functions.sql``) and the cases they leave to the general
 path; two stores committing versions of one source at once end with the later version
 current. The supersede, shared-node, retire and superseded-stream cases run on both engines
 (docs/architecture.md, "Versions and node identity")."""

@@ -1,7 +1,7 @@
-"""Job rows and their events, written once for both engines (docs/architecture.md, "A job's
-life"): enqueue with request-level and fetch-format dedup, lease, heartbeat, fail, release,
-lose, reap, and the helpers the version and erasure operations share (the lease fence,
-completion with child jobs, a stream's abandonment).
+"""Job rows and their events, once for both engines (docs/architecture.md, "A job's life"):
+enqueue with request-level and fetch-format dedup (the rules: PostgreSQL's ``telha_enqueue``
+is their SQL copy), lease, heartbeat, fail, release, lose, reap, and the helpers the version
+and erasure operations share (lease fence, completion with child jobs, stream abandonment).
 
 Every function here runs inside one transaction of a :class:`~telha.storage.core.tx.Tx`.
 On PostgreSQL each write a lease guards locks the job row (``tx.for_update``) and checks the

@@ -1,5 +1,12 @@
-"""Each engine's numbered SQL migrations (``<engine package>/migrations/NNNN_name.sql``), as
-its migrator applies them in order; shipped migrations are never edited, only added to."""
+"""Each engine's SQL (docs/architecture.md, "Where the SQL lives"): its numbered migrations
+(``<engine package>/migrations/NNNN_name.sql``), tables, indexes and data only, applied in
+order and once each; then its functions and triggers (``<engine package>/functions.sql``),
+applied whole after the migrations on every migrate.
+
+A shipped migration's effect on tables and data never changes (a store records only the
+numbers it applied, no checksum): a change is a new migration. A migration defines no
+function or trigger (``tests/unit/test_sql_layout.py``): those are edited in place in
+``functions.sql``, and a migration drops a signature that file no longer defines."""
 
 from __future__ import annotations
 
@@ -8,7 +15,7 @@ from importlib import resources
 
 from telha.domain.errors import StorageError
 
-__all__ = ["numbered_migrations", "require_current"]
+__all__ = ["functions_sql", "has_statements", "numbered_migrations", "require_current"]
 
 _NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
 
@@ -21,6 +28,19 @@ def numbered_migrations(package: str) -> list[tuple[int, str, str]]:
         if m:
             found.append((int(m.group(1)), entry.name, entry.read_text(encoding="utf-8")))
     return sorted(found)
+
+
+def has_statements(sql: str) -> bool:
+    """Whether ``sql`` holds anything but ``--`` comment lines and blanks (a migration whose
+    functions moved to ``functions.sql`` may hold only its comment; PostgreSQL's driver
+    refuses an empty query)."""
+    return any(line.strip() and not line.lstrip().startswith("--") for line in sql.splitlines())
+
+
+def functions_sql(package: str) -> str:
+    """The text of ``package``'s ``functions.sql``: every function and trigger of the engine,
+    each statement safe to run again (``CREATE OR REPLACE``, or a drop before the create)."""
+    return resources.files(package).joinpath("functions.sql").read_text(encoding="utf-8")
 
 
 def require_current(location: str, current: int, package: str) -> None:

@@ -2,11 +2,11 @@
 and rate limits").
 
 A scope's own limits are rows of ``scope_limits`` (``telha scope set``). Its stored bytes are
-counted as they are written: triggers on ``raw_chunks`` and ``blob_chunks`` (migration 0015)
-add each chunk's length in the transaction that inserts, rewrites or deletes it (upload,
-commit, stream part, erasure, retention) to ``scope_usage``, so reading usage sums a few
-counter rows and never the bytes. Pending jobs are counted through the index
-``jobs_by_state``, at most up to the limit when checking one.
+counted as they are written: triggers on ``raw_chunks`` and ``blob_chunks`` (each engine's
+``functions.sql``) add each chunk's length in the transaction that inserts, rewrites or
+deletes it (upload, commit, stream part, erasure, retention) to ``scope_usage``, so reading
+usage sums a few counter rows and never the bytes. Pending jobs are counted through the
+index ``jobs_by_state``, at most up to the limit when checking one.
 """
 
 from __future__ import annotations

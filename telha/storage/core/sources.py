@@ -8,8 +8,9 @@ a version erased. ``changed_at`` (µs) is the time of the last of these writes, 
 "newest change first" is one index range (``sources_by_change``). A job's later state is not
 copied here: listings join the last job's row, so every job transition stays one row write.
 
-PostgreSQL's fast paths (``telha_enqueue``, ``telha_commit_single``, migration 0008) write the
-same rows with the same statements; ``tests/integration/test_pg_fast_paths.py`` compares them.
+PostgreSQL's fast paths (``telha_enqueue``, ``telha_commit_single``, in its
+``functions.sql``) write the same rows with the same statements;
+``tests/integration/test_pg_fast_paths.py`` compares them.
 """
 
 from __future__ import annotations

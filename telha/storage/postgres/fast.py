@@ -1,8 +1,9 @@
 """PostgreSQL's measured fast paths: the hottest operations as one call of a PL/pgSQL
-function each (migrations 0002–0019), instead of one round trip per statement of the general
-path in :mod:`telha.storage.core`. Each takes the general path's locks in its order and
-writes the same rows; ``tests/integration/test_pg_fast_paths.py`` runs the same cases
-through both and compares every row written (docs/architecture.md, "The storage seam")."""
+function each (``functions.sql`` beside this module), instead of one round trip per statement
+of the general path in :mod:`telha.storage.core`. Each takes the general path's locks in its
+order and writes the same rows; ``tests/integration/test_pg_fast_paths.py`` runs the same
+cases through both and compares every row written (docs/architecture.md, "The storage
+seam")."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from telha.domain.projection import Projection
 from telha.domain.records import job_record
 from telha.domain.rows import PENDING_TX, Match, build_rows
 from telha.storage.core.deliveries import has_webhooks
+from telha.storage.core.fair_lease import CANDIDATES
 from telha.storage.core.jobs import JOB_COLS, JobOps
 from telha.storage.core.search_index import sync_source
 from telha.storage.core.versions import VersionOps
@@ -78,8 +80,8 @@ class FastJobOps(JobOps, PgBase):
         lease_us: int,
     ) -> JobRecord | None:
         """:func:`telha.storage.core.jobs.lease` as one call of ``telha_lease_fair`` (the
-        fair pick of :mod:`telha.storage.core.fair_lease`, ``SKIP LOCKED``, the lease, its
-        event and the head's turn), its own transaction."""
+        fair pick of :mod:`telha.storage.core.fair_lease`, reading at most its ``CANDIDATES``
+        heads, ``SKIP LOCKED``, the lease, its event and the head's turn), its own transaction."""
         if not formats:
             return None
         sid = None
@@ -90,9 +92,9 @@ class FastJobOps(JobOps, PgBase):
 
         async def one(conn: Conn) -> JobRecord | None:
             row = await conn.fetchrow(
-                f"SELECT {JOB_COLS} FROM telha_lease_fair($1, $2, $3, $4, $5) j"
+                f"SELECT {JOB_COLS} FROM telha_lease_fair($1, $2, $3, $4, $5, $6) j"
                 " JOIN scopes s ON s.scope_id = j.scope_id",
-                list(formats), now_us, worker_id, now_us + lease_us, sid,
+                list(formats), now_us, worker_id, now_us + lease_us, sid, CANDIDATES,
             )  # fmt: skip
             return job_record(row) if row is not None else None
 
@@ -117,7 +119,7 @@ class FastVersionOps(VersionOps, PgBase):
         completion: JobCompletion | None,
     ) -> CommitOutcome | None:
         """A job's single-shot submission without child jobs (submit-time dedup) as one
-        call of ``telha_commit_single`` (migration 0006), its own transaction, for a source
+        call of ``telha_commit_single`` (``functions.sql``), its own transaction, for a source
         with nothing to supersede (no published version, no open rows): the general path's
         locks in its order (job row, source lock, clock row last) and the rows, publish and
         completion :func:`telha.storage.core.versions.commit` writes for that case — node
@@ -149,26 +151,43 @@ class FastVersionOps(VersionOps, PgBase):
         detail = f" nodes={len(rows.node_ids)} {changes.detail()}"
         explicit = [n.node_id for n in projection.nodes if n.node_id is not None]
         lease = completion.lease
-        args = (
-            lease.job_id, lease.lease_generation,
-            [source_lock_key(sid, version.source_id)], sid, version.source_id, explicit,
-            completion.now_us, stats, detail,
-            version.name, version.format, version.content_hash, canonical_hash, version.size,
-            version.worker, version.job_id, blob_id, len(projection.canonical), rows.root,
-            msgspec.json.encode(changes.as_stats()),
-            *_columns(rows.chunks, 2, 3),
-            *_columns(rows.nodes, 1, 3, 4, 5, 6, 7, 8, 9),
-            *_columns(rows.labels, 1, 2),
-            *_columns(rows.edges, 1, 3, 4, 5, 6, 7),
-            *_columns(rows.spans, 1, 3, 4, 5, 6),
-            *_columns(rows.ambiguities, 1, 3, 4, 5, 6, 7, 8),
-        )  # fmt: skip
+        args = {
+            "p_job": lease.job_id,
+            "p_gen": lease.lease_generation,
+            "p_keys": [source_lock_key(sid, version.source_id)],
+            "p_scope": sid,
+            "p_source": version.source_id,
+            "p_explicit": explicit,
+            "p_now": completion.now_us,
+            "p_stats": stats,
+            "p_detail": detail,
+            "p_version": {
+                "name": version.name,
+                "format": version.format,
+                "content_hash": version.content_hash,
+                "canonical_text_hash": canonical_hash,
+                "size": version.size,
+                "worker": version.worker,
+                "job_id": version.job_id,
+                "blob_id": blob_id,
+                "text_len": len(projection.canonical),
+                "root_node_id": rows.root,
+                "changes": msgspec.json.encode(changes.as_stats()),
+            },
+            # One array per table, of the row types whose fields are build_rows's columns.
+            "p_chunks": rows.chunks,
+            "p_nodes": rows.nodes,
+            "p_labels": rows.labels,
+            "p_edges": rows.edges,
+            "p_spans": rows.spans,
+            "p_ambiguities": rows.ambiguities,
+        }
 
         identity = version.identity.decode() if version.identity is not None else None
         own_tx = self.search_enabled or identity is not None
 
         async def one(conn: Conn) -> tuple[str, int | None]:
-            row = await conn.fetchrow(_COMMIT_SINGLE, *args)
+            row = await conn.fetchrow(_call("telha_commit_single", args), *args.values())
             assert row is not None
             if row[0] == "committed" and identity is not None:
                 # The version's identity, in the same transaction (a first version: no reason).
@@ -191,12 +210,7 @@ class FastVersionOps(VersionOps, PgBase):
         return CommitOutcome(False, int(tx_time), rows.node_ids, rows.edge_ids, changes=changes)
 
 
-#: The call of ``telha_commit_single``: its 50 parameters, in :meth:`_commit_fast`'s order.
-_COMMIT_SINGLE = (
-    f"SELECT outcome, tx FROM telha_commit_single({', '.join(f'${i}' for i in range(1, 51))})"
-)
-
-
-def _columns(rows: list[tuple[Any, ...]], *indexes: int) -> list[list[Any]]:
-    """Columns ``indexes`` of ``rows``, one list each (the arrays a function unnests)."""
-    return [[row[i] for row in rows] for i in indexes]
+def _call(function: str, args: dict[str, Any]) -> str:
+    """``SELECT outcome, tx FROM function(name => $1, …)``: every argument by its name."""
+    named = ", ".join(f"{name} => ${i}" for i, name in enumerate(args, 1))
+    return f"SELECT outcome, tx FROM {function}({named})"

@@ -1,18 +1,24 @@
-"""Numbered SQL migrations (``migrations/NNNN_name.sql``), applied in order at start."""
+"""Numbered SQL migrations (``migrations/NNNN_name.sql``), applied in order at start, then the
+engine's triggers (``functions.sql``), every time."""
 
 from __future__ import annotations
 
 import aiosqlite
 
 from telha.domain.ids import now_us
-from telha.storage.core.migrations import numbered_migrations
+from telha.storage.core.migrations import functions_sql, numbered_migrations
 
-__all__ = ["apply_migrations", "migrations"]
+__all__ = ["apply_migrations", "functions", "migrations"]
 
 
 def migrations() -> list[tuple[int, str, str]]:
     """All migrations as ``(number, file name, sql)``, ordered by number."""
     return numbered_migrations("telha.storage.sqlite")
+
+
+def functions() -> str:
+    """The engine's triggers (``functions.sql``)."""
+    return functions_sql("telha.storage.sqlite")
 
 
 async def _current(conn: aiosqlite.Connection) -> int:
@@ -22,7 +28,8 @@ async def _current(conn: aiosqlite.Connection) -> int:
 
 
 async def apply_migrations(conn: aiosqlite.Connection) -> list[int]:
-    """Apply every migration newer than the database's; each in its own transaction.
+    """Apply every migration newer than the database's, each in its own transaction, then
+    ``functions.sql`` in one more.
 
     :returns: the numbers applied now (empty when the schema was current).
     """
@@ -53,4 +60,10 @@ async def apply_migrations(conn: aiosqlite.Connection) -> list[int]:
                 continue
             raise
         applied.append(number)
+    try:
+        await conn.executescript(f"BEGIN IMMEDIATE;\n{functions()}\nCOMMIT;")
+    except Exception:
+        if conn.in_transaction:
+            await conn.rollback()
+        raise
     return applied

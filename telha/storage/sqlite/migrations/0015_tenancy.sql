@@ -41,29 +41,6 @@ INSERT INTO scope_usage (scope_id, shard, stored_bytes)
         UNION ALL SELECT scope_id, length(data) FROM raw_chunks
     ) GROUP BY scope_id;
 
-CREATE TRIGGER blob_chunks_usage_ins AFTER INSERT ON blob_chunks BEGIN
-    INSERT INTO scope_usage (scope_id, shard, stored_bytes) VALUES (NEW.scope_id, 0, length(NEW.data))
-        ON CONFLICT (scope_id, shard) DO UPDATE SET stored_bytes = stored_bytes + excluded.stored_bytes;
-END;
-CREATE TRIGGER blob_chunks_usage_upd AFTER UPDATE OF data ON blob_chunks BEGIN
-    INSERT INTO scope_usage (scope_id, shard, stored_bytes)
-        VALUES (NEW.scope_id, 0, length(NEW.data) - length(OLD.data))
-        ON CONFLICT (scope_id, shard) DO UPDATE SET stored_bytes = stored_bytes + excluded.stored_bytes;
-END;
-CREATE TRIGGER blob_chunks_usage_del AFTER DELETE ON blob_chunks BEGIN
-    INSERT INTO scope_usage (scope_id, shard, stored_bytes) VALUES (OLD.scope_id, 0, -length(OLD.data))
-        ON CONFLICT (scope_id, shard) DO UPDATE SET stored_bytes = stored_bytes + excluded.stored_bytes;
-END;
-CREATE TRIGGER raw_chunks_usage_ins AFTER INSERT ON raw_chunks BEGIN
-    INSERT INTO scope_usage (scope_id, shard, stored_bytes) VALUES (NEW.scope_id, 0, length(NEW.data))
-        ON CONFLICT (scope_id, shard) DO UPDATE SET stored_bytes = stored_bytes + excluded.stored_bytes;
-END;
-CREATE TRIGGER raw_chunks_usage_upd AFTER UPDATE OF data ON raw_chunks BEGIN
-    INSERT INTO scope_usage (scope_id, shard, stored_bytes)
-        VALUES (NEW.scope_id, 0, length(NEW.data) - length(OLD.data))
-        ON CONFLICT (scope_id, shard) DO UPDATE SET stored_bytes = stored_bytes + excluded.stored_bytes;
-END;
-CREATE TRIGGER raw_chunks_usage_del AFTER DELETE ON raw_chunks BEGIN
-    INSERT INTO scope_usage (scope_id, shard, stored_bytes) VALUES (OLD.scope_id, 0, -length(OLD.data))
-        ON CONFLICT (scope_id, shard) DO UPDATE SET stored_bytes = stored_bytes + excluded.stored_bytes;
-END;
+-- This migration's triggers (scope_usage kept by the chunk tables) now live in
+-- telha/storage/sqlite/functions.sql, which the migrator applies after the migrations on
+-- every migrate: a migration holds tables and data only.

@@ -1,0 +1,50 @@
+"""Where each engine's SQL lives (docs/architecture.md, "Where the SQL lives"): migrations hold
+tables, indexes and data only, every function and trigger is in the engine's
+``functions.sql`` once, each statement there safe to run again (it runs on every migrate).
+A migration arriving with a function in it fails here: ``functions.sql`` runs after it and
+would silently replace what it wrote."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from telha.storage.postgres.migrate import functions as pg_functions
+from telha.storage.postgres.migrate import migrations as pg_migrations
+from telha.storage.sqlite.migrate import functions as sqlite_functions
+from telha.storage.sqlite.migrate import migrations as sqlite_migrations
+
+#: A function, procedure or trigger created (a ``pg_temp`` helper of a data migration is not
+#: kept, so it may stand in a migration).
+CREATES = re.compile(
+    r"\bCREATE\s+(?:OR\s+REPLACE\s+)?(?:FUNCTION|PROCEDURE|TRIGGER)\s+(?!pg_temp\.)([\w.]+)",
+    re.IGNORECASE,
+)
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "postgres"])
+def test_no_migration_defines_a_function_or_trigger(engine: str) -> None:
+    shipped = sqlite_migrations() if engine == "sqlite" else pg_migrations()
+    for _, name, sql in shipped:
+        found = CREATES.findall(sql)
+        assert not found, f"{name} defines {found}: put them in {engine}/functions.sql"
+
+
+def test_postgres_functions_are_each_defined_once_and_replaceable() -> None:
+    sql = pg_functions()
+    names = CREATES.findall(sql)
+    assert len(names) == len(set(names)) >= 6
+    statements = re.findall(r"\bCREATE\s+(?:OR\s+REPLACE\s+)?(?:FUNCTION|TRIGGER)", sql)
+    assert all("OR REPLACE" in s for s in statements), statements
+    assert not re.search(r"\bLIMIT\s+(?!1\b)\d", sql), "a limit the code names comes as a parameter"
+
+
+def test_sqlite_triggers_are_each_dropped_before_they_are_created() -> None:
+    sql = sqlite_functions()
+    names = CREATES.findall(sql)
+    assert len(names) == len(set(names)) >= 6
+    dropped = re.findall(r"DROP TRIGGER IF EXISTS (\w+);", sql)
+    assert sorted(dropped) == sorted(names)
+    for name in names:
+        assert sql.index(f"DROP TRIGGER IF EXISTS {name};") < sql.index(f"CREATE TRIGGER {name}")
