@@ -24,7 +24,7 @@ from telha.rest.app import (
     state,
 )
 from telha.rest.body import read_body
-from telha.rest.connector_ingest import as_connector, record_item
+from telha.rest.connector_ingest import as_connector, record_acl_first, record_item
 from telha.rest.connector_routes import connector_identity
 from telha.rest.job_json import job_status as job_status_out
 from telha.rest.job_json import pending_hint
@@ -79,6 +79,8 @@ async def ingest(request: Request) -> Response:
             req = as_connector(await off_loop(len(body), parse_ingest_request, body), auth)
             fmt, size = req.format, len(req.raw or b"")
             cap = await st.quotas.check_ingest(scope, makes_job=fmt != "json")
+            if auth is not None:
+                await record_acl_first(st, auth, req)
             result = await st.ingestor.ingest(scope, req, max_pending=cap)
             if auth is not None:
                 await record_item(st, auth, req, result.source_id)
