@@ -25,9 +25,9 @@ from telha.rest.openapi_connectors import (
 )
 from telha.rest.openapi_erase import erase_paths
 from telha.rest.openapi_pages import page_paths
+from telha.rest.openapi_principals import with_principals
 from telha.rest.openapi_quotas import refusals, usage_paths
 from telha.rest.openapi_reproject import reproject_paths
-from telha.rest.openapi_principals import with_principals
 from telha.rest.openapi_search import search_paths
 from workers_common.format_options import ALIASES
 

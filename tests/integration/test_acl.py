@@ -174,6 +174,18 @@ async def _seen(api: httpx.AsyncClient, s: Synced, headers: dict[str, str]) -> d
     }
 
 
+async def _telha(*args: str) -> subprocess.CompletedProcess[str]:
+    """``python -m telha ARGS`` in a thread (the event loop stays free)."""
+
+    def run() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "telha", *args], capture_output=True, text=True,
+            timeout=120, check=False,
+        )  # fmt: skip
+
+    return await anyio.to_thread.run_sync(run)
+
+
 def _everywhere(names: set[str]) -> dict[str, set[str]]:
     return dict.fromkeys(("sources", "search", "locate", "nodes", "jobs"), names)
 
@@ -226,7 +238,9 @@ async def test_a_source_not_admitted_answers_as_if_absent(
         assert hidden.status_code == 404, (path, hidden.text)
         assert hidden.json() == missing.json(), path  # no existence leak
         assert (await api.request(method, path)).status_code == 200, path  # no principals
-        assert (await api.request(method, path, headers={HEADER: "group:nogroup"})).status_code == 200
+        assert (
+            await api.request(method, path, headers={HEADER: "group:nogroup"})
+        ).status_code == 200
     for method, path in _reads(synced, "alice.txt") + _reads(synced, "public.txt"):
         assert (await api.request(method, path, headers=daemon)).status_code == 200, path
     # Nodes and their edges: bob's root node is absent for daemon.
@@ -258,11 +272,10 @@ async def test_a_source_not_admitted_answers_as_if_absent(
 async def test_a_keys_principals_apply_and_the_header_only_narrows(
     acl_server: ServerProcess, synced: Synced
 ) -> None:
-    made = subprocess.run(
-        [sys.executable, "-m", "telha", "api-key", "create", "--tenant", synced.scope.tenant_id,
-         "--org", synced.scope.organization_id, "--principals", "user:daemon,group:nogroup",
-         "--config", str(acl_server.config)],
-        capture_output=True, text=True, timeout=120, check=False,
+    made = await _telha(
+        "api-key", "create", "--tenant", synced.scope.tenant_id, "--org",
+        synced.scope.organization_id, "--principals", "user:daemon,group:nogroup",
+        "--config", str(acl_server.config),
     )  # fmt: skip
     assert made.returncode == 0, made.stderr
     async with httpx.AsyncClient(
@@ -282,10 +295,9 @@ async def test_a_keys_principals_apply_and_the_header_only_narrows(
         assert await _seen(keyed, synced, {}) == _everywhere({"bob.txt", "public.txt"})
         hidden = await keyed.get(f"/v1/sources/{synced.ids['alice.txt']}")
         assert hidden.status_code == 404
-    listed = subprocess.run(
-        [sys.executable, "-m", "telha", "api-key", "list", "--tenant", synced.scope.tenant_id,
-         "--org", synced.scope.organization_id, "--config", str(acl_server.config)],
-        capture_output=True, text=True, timeout=120, check=False,
+    listed = await _telha(
+        "api-key", "list", "--tenant", synced.scope.tenant_id, "--org",
+        synced.scope.organization_id, "--config", str(acl_server.config),
     )  # fmt: skip
     assert "group:nogroup,user:daemon" in listed.stdout and "\t-" in listed.stdout
 
@@ -302,10 +314,9 @@ async def test_a_malformed_header_is_invalid_request(
         assert resp.status_code == 400, (value, path, resp.text)
         assert resp.json()["error"]["code"] == "INVALID_REQUEST"
         assert "x-telha-principals" in resp.json()["error"]["message"]
-    made = subprocess.run(
-        [sys.executable, "-m", "telha", "api-key", "create", "--tenant", "t", "--org", "o",
-         "--principals", value or ",", "--config", "/nonexistent/config.toml"],
-        capture_output=True, text=True, timeout=120, check=False,
+    made = await _telha(
+        "api-key", "create", "--tenant", "t", "--org", "o", "--principals", value or ",",
+        "--config", "/nonexistent/config.toml",
     )  # fmt: skip
     assert made.returncode == 2 and "--principals" in made.stderr, made.stderr
 
@@ -318,7 +329,9 @@ async def test_mcp_acts_for_its_principals(acl_server: ServerProcess, synced: Sy
     async with Client(params) as mcp:
         listed = json.loads((await mcp.call_tool("list_sources", {})).content[0].text)
         assert {s["name"] for s in listed["sources"]} == {"bob.txt", "public.txt"}
-        found = json.loads((await mcp.call_tool("search", {"query": "sharedwordx"})).content[0].text)
+        found = json.loads(
+            (await mcp.call_tool("search", {"query": "sharedwordx"})).content[0].text
+        )
         assert {names[h["sourceId"]] for h in found["hits"]} == {"bob.txt", "public.txt"}
         alice = synced.ids["alice.txt"]
         read = await mcp.call_tool(

@@ -203,9 +203,7 @@ class ServerProcess:
             self.proc.kill()
             self.proc.wait()
 
-    def create_key(
-        self, tenant: str, org: str, principals: tuple[str, ...] | None = None
-    ) -> str:
+    def create_key(self, tenant: str, org: str, principals: tuple[str, ...] | None = None) -> str:
         """Mint a key straight into the server's store (what ``api-key create`` does),
         acting for ``principals`` (sorted; ``None``: none)."""
         key_id, key = mint_api_key()
