@@ -321,21 +321,24 @@ async def test_a_malformed_header_is_invalid_request(
     assert made.returncode == 2 and "--principals" in made.stderr, made.stderr
 
 
+def _text(result: Any) -> str:
+    """A tool call's first text content."""
+    return str(result.content[0].text)
+
+
 async def test_mcp_acts_for_its_principals(acl_server: ServerProcess, synced: Synced) -> None:
     env = {**os.environ, "TELHA_URL": acl_server.base_url, "TELHA_API_KEY": synced.key,
            "TELHA_PRINCIPALS": "group:nogroup"}  # fmt: skip
     params = StdioServerParameters(command=sys.executable, args=["-m", "telha", "mcp"], env=env)
     names = {v: k for k, v in synced.ids.items()}
     async with Client(params) as mcp:
-        listed = json.loads((await mcp.call_tool("list_sources", {})).content[0].text)
+        listed = json.loads(_text(await mcp.call_tool("list_sources", {})))
         assert {s["name"] for s in listed["sources"]} == {"bob.txt", "public.txt"}
-        found = json.loads(
-            (await mcp.call_tool("search", {"query": "sharedwordx"})).content[0].text
-        )
+        found = json.loads(_text(await mcp.call_tool("search", {"query": "sharedwordx"})))
         assert {names[h["sourceId"]] for h in found["hits"]} == {"bob.txt", "public.txt"}
         alice = synced.ids["alice.txt"]
         read = await mcp.call_tool(
             "read_span", {"sourceId": alice, "versionTx": synced.txs["alice.txt"], "start": 0,
                           "end": 5},
         )  # fmt: skip
-        assert read.is_error and "NOT_FOUND" in read.content[0].text
+        assert read.is_error and "NOT_FOUND" in _text(read)
