@@ -25,6 +25,7 @@ FILTERED = (
     ("/v1/locate", "post"),
     ("/v1/ingest", "get"),
     ("/v1/ingest/{jobId}", "get"),
+    ("/v1/ingest/{jobId}/events", "get"),
 )
 
 _HEADER = {

@@ -256,6 +256,9 @@ async def test_a_source_not_admitted_answers_as_if_absent(
     hidden = await api.get(f"/v1/ingest/{synced.jobs['bob.txt']}", headers=daemon)
     missing = await api.get(f"/v1/ingest/{uuid.uuid4()}", headers=daemon)
     assert hidden.status_code == 404 and hidden.json() == missing.json()
+    hidden = await api.get(f"/v1/ingest/{synced.jobs['bob.txt']}/events", headers=daemon)
+    missing = await api.get(f"/v1/ingest/{uuid.uuid4()}/events", headers=daemon)
+    assert hidden.status_code == 404 and hidden.json() == missing.json()
     lookup = {"connector": synced.connector, "externalId": "bob.txt"}
     hidden = await api.get("/v1/sources", params=lookup, headers=daemon)
     missing = await api.get(
