@@ -27,7 +27,9 @@ import pytest
 from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
 
+from telha.config import load_config
 from telha.domain.model import Scope
+from telha.grpc.tokens import load_token_key, mint_connector_token
 from tests.support.server import ServerProcess, write_config
 from tests.support.wait import wait_search_indexed
 
@@ -266,6 +268,12 @@ async def test_a_source_not_admitted_answers_as_if_absent(
     )
     assert hidden.status_code == 404 and hidden.json() == missing.json()
     assert (await api.get("/v1/sources", params=lookup)).status_code == 200
+    # An erasure (even a dry run) of it is refused as absent too.
+    hidden = await api.post(
+        f"/v1/sources/{synced.ids['bob.txt']}/erase?dryRun=true", headers=daemon
+    )
+    missing = await api.post(f"/v1/sources/{absent}/erase?dryRun=true", headers=daemon)
+    assert hidden.status_code == 404 and hidden.json() == missing.json(), hidden.text
     # A retire of a source the principals cannot see is refused as absent; it stays current.
     retire = await api.delete(f"/v1/sources/{synced.ids['bob.txt']}", headers=daemon)
     assert retire.status_code == 404, retire.text
@@ -345,3 +353,29 @@ async def test_mcp_acts_for_its_principals(acl_server: ServerProcess, synced: Sy
                           "end": 5},
         )  # fmt: skip
         assert read.is_error and "NOT_FOUND" in _text(read)
+
+
+async def test_a_connector_tokens_acl_holds_from_the_first_version(
+    acl_server: ServerProcess, synced: Synced, api: httpx.AsyncClient
+) -> None:
+    """``format=json`` publishes in the ingest's own request: the item's ACL is on it before
+    that, and a later ingest with another ACL (the same bytes: no new version) moves it."""
+    cfg, _ = load_config(acl_server.config, environ={})
+    token = mint_connector_token(
+        load_token_key(cfg.grpc.token_key, acl_server.db.parent), synced.scope,
+        uuid.UUID(synced.connector).bytes, 600,
+    )  # fmt: skip
+    body = {"format": "json", "name": "rec.json", "content": '[{"text": "tokenwordx"}]',
+            "externalId": "rec-1", "acl": ["user:zed"]}  # fmt: skip
+    async with httpx.AsyncClient(
+        base_url=acl_server.base_url, headers={"x-connector-token": token}, timeout=30
+    ) as conn:
+        made = await conn.post("/v1/ingest", json=body)
+        assert made.status_code == 201, made.text
+        source = f"/v1/sources/{made.json()['sourceId']}"
+        assert (await api.get(source, headers={HEADER: "user:other"})).status_code == 404
+        assert (await api.get(source, headers={HEADER: "user:zed"})).status_code == 200
+        again = await conn.post("/v1/ingest", json={**body, "acl": ["user:other"]})
+        assert again.status_code == 200 and again.json()["deduplicated"] is True, again.text
+        assert (await api.get(source, headers={HEADER: "user:other"})).status_code == 200
+        assert (await api.get(source, headers={HEADER: "user:zed"})).status_code == 404
