@@ -163,23 +163,32 @@ def api_key() -> None:
 @api_key.command("create")
 @click.option("--tenant", required=True, help="tenant id of the key's scope")
 @click.option("--org", required=True, help="organization id of the key's scope")
+@click.option(
+    "--principals", default=None, metavar="LIST",
+    help="the principals the key acts for, comma-separated (user:alice,group:eng): it then"
+    " sees only sources without an ACL or whose ACL names one of them",
+)  # fmt: skip
 @_CONFIG
-def api_key_create(tenant: str, org: str, config_path: Path | None) -> None:
+def api_key_create(tenant: str, org: str, principals: str | None, config_path: Path | None) -> None:
     """Mint a REST API key for (tenant, org); prints the key alone on one line.
 
     Only its hash is stored; a running ``telha serve`` accepts it at once. The store must
-    exist (the server's: ``--config``); none is created.
+    exist (the server's: ``--config``); none is created. With ``--principals`` the key
+    acts for those principals (docs/rest-api.md, "Principals"); a request's
+    ``x-telha-principals`` header may only narrow them.
     """
     from telha.cli_config import run_on_store
-    from telha.cli_keys import existing_store
+    from telha.cli_keys import existing_store, principals_option
 
     if not tenant.strip() or not org.strip():
         raise click.UsageError("--tenant and --org must not be empty")
+    acts_for = principals_option(principals)
     cfg, base_dir = existing_store(config_path)
     key_id, key = mint_api_key()
     run_on_store(
-        cfg, base_dir, lambda store: store.insert_api_key(Scope(tenant, org), key_id, hash_key(key))
-    )
+        cfg, base_dir,
+        lambda store: store.insert_api_key(Scope(tenant, org), key_id, hash_key(key), acts_for),
+    )  # fmt: skip
     click.echo(key)
 
 

@@ -19,9 +19,11 @@ import click
 from telha.cli_config import load_or_exit, run_on_store
 from telha.cli_listings import _print
 from telha.config import Config
+from telha.domain.acl import parse_principals
+from telha.domain.errors import RequestError
 from telha.domain.model import Scope
 
-__all__ = ["existing_store", "keys_list", "keys_revoke"]
+__all__ = ["existing_store", "keys_list", "keys_revoke", "principals_option"]
 
 _T = TypeVar("_T")
 
@@ -52,6 +54,20 @@ def existing_store(config_path: Path | None) -> tuple[Config, Path]:
     return cfg, base_dir
 
 
+def principals_option(value: str | None) -> tuple[str, ...] | None:
+    """``--principals`` as the key stores them (:func:`telha.domain.acl.parse_principals`);
+    ``None`` when not given.
+
+    :raises click.BadParameter: a malformed list.
+    """
+    if value is None:
+        return None
+    try:
+        return parse_principals(value, "--principals")
+    except RequestError as exc:
+        raise click.BadParameter(exc.message, param_hint="--principals") from None
+
+
 def _when(at_us: int | None) -> str:
     """A µs time as UTC ISO 8601 to the second; ``-`` for none."""
     if at_us is None:
@@ -66,17 +82,18 @@ def _when(at_us: int | None) -> str:
 @_CONFIG
 def keys_list(tenant: str | None, org: str | None, revoked: bool, config_path: Path | None) -> None:
     """List the store's API keys, oldest first, one line each: id, scope (tenant/org),
-    created, last used (UTC; to the minute) — never the key. A table on a terminal, TSV
+    created, last used (UTC; to the minute), the principals it acts for (``-``: none) —
+    never the key. A table on a terminal, TSV
     with a header line when piped."""
     if (tenant is None) != (org is None):
         raise click.UsageError("give --tenant and --org together, or neither")
     scope = Scope(tenant, org) if tenant is not None and org is not None else None
     cfg, base_dir = existing_store(config_path)
     keys = run_on_store(cfg, base_dir, lambda s: s.list_api_keys(scope, revoked=revoked))
-    columns: tuple[str, ...] = ("id", "scope", "created", "last used")
+    columns: tuple[str, ...] = ("id", "scope", "created", "last used", "principals")
     rows = [
         [k.key_id, f"{k.scope.tenant_id}/{k.scope.organization_id}", _when(k.created_at),
-         _when(k.last_used_at)]
+         _when(k.last_used_at), ",".join(k.principals) if k.principals is not None else "-"]
         for k in keys
     ]  # fmt: skip
     if revoked:

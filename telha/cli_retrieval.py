@@ -102,12 +102,21 @@ def search(
 @click.command()
 @_URL
 @_KEY
-def mcp(url: str, api_key: str) -> None:
+@click.option(
+    "--principals", envvar="TELHA_PRINCIPALS", default=None, metavar="LIST",
+    help="act for these principals (user:alice,group:eng; env TELHA_PRINCIPALS): the tools"
+    " see only sources without an ACL or whose ACL names one of them",
+)  # fmt: skip
+def mcp(url: str, api_key: str, principals: str | None) -> None:
     """Serve the Model Context Protocol over stdio (tools: search, locate, read_span,
     get_node, list_sources) against the Telha server at --url; for an agent's MCP
-    configuration, e.g. command `telha`, args `["mcp"]`, env TELHA_URL and TELHA_API_KEY."""
+    configuration, e.g. command `telha`, args `["mcp"]`, env TELHA_URL and TELHA_API_KEY
+    (and TELHA_PRINCIPALS for the people the agent answers for)."""
     import anyio
 
+    from telha.cli_keys import principals_option
     from telha.mcp_server import build_server
 
-    anyio.run(build_server(url, api_key).run_stdio_async)
+    acts_for = principals_option(principals)  # refused here, before any client call
+    joined = ",".join(acts_for) if acts_for is not None else None
+    anyio.run(build_server(url, api_key, joined).run_stdio_async)

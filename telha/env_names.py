@@ -23,11 +23,12 @@ from telha.config import Config
 __all__ = ["KNOWN", "KNOWN_PREFIXES", "config_names", "stray_names", "warn_stray_env"]
 
 #: Every ``TELHA_*`` name without ``__`` that something in Telha reads: the client
-#: commands (``TELHA_URL``, ``TELHA_API_KEY``), workers (``TELHA_GRPC_TARGET``,
-#: ``TELHA_WORKER_TOKEN``, ``TELHA_HEARTBEAT_INTERVAL_SECS``), ``telha serve``'s debug
-#: switches, and the tests', bench's and scripts' own. A new one belongs here.
+#: commands (``TELHA_URL``, ``TELHA_API_KEY``, ``TELHA_PRINCIPALS``), workers
+#: (``TELHA_GRPC_TARGET``, ``TELHA_WORKER_TOKEN``, ``TELHA_HEARTBEAT_INTERVAL_SECS``),
+#: ``telha serve``'s debug switches, and the tests', bench's and scripts' own. A new one
+#: belongs here.
 KNOWN = frozenset({
-    "TELHA_URL", "TELHA_API_KEY", "TELHA_GRPC_TARGET", "TELHA_WORKER_TOKEN",
+    "TELHA_URL", "TELHA_API_KEY", "TELHA_PRINCIPALS", "TELHA_GRPC_TARGET", "TELHA_WORKER_TOKEN",
     "TELHA_HEARTBEAT_INTERVAL_SECS", "TELHA_DEBUG_MEMORY", "TELHA_CORPUS",
     "TELHA_CRASH_SEED", "TELHA_REGENERATE_GOLDEN", "TELHA_PG_DIR", "TELHA_PG_PORT",
     "TELHA_PG_OPTS",

@@ -65,15 +65,17 @@ def _limit(limit: int) -> int:
     return limit
 
 
-def build_server(url: str, api_key: str) -> MCPServer[None]:
+def build_server(url: str, api_key: str, principals: str | None = None) -> MCPServer[None]:
     """The MCP server: its tools call the Telha REST front at ``url`` with ``api_key``
-    through one :class:`AsyncTelha`, opened for the session and closed after it."""
+    (and ``principals``, the ``x-telha-principals`` header: the tools then see only the
+    sources whose ACL admits one of them) through one :class:`AsyncTelha`, opened for the
+    session and closed after it."""
 
     opened: list[AsyncTelha] = []
 
     @asynccontextmanager
     async def lifespan(_: MCPServer[None]) -> AsyncIterator[None]:
-        async with AsyncTelha(url, api_key=api_key) as client:
+        async with AsyncTelha(url, api_key=api_key, principals=principals) as client:
             opened.append(client)
             try:
                 yield None

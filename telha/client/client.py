@@ -103,6 +103,9 @@ class AsyncTelha(ListingCalls, ChunkCalls, SearchCalls, ConnectorCalls):
 
     :param base_url: the REST front, e.g. ``http://127.0.0.1:7625``.
     :param api_key: sent as ``x-api-key``.
+    :param principals: sent as ``x-telha-principals`` (``user:alice,group:eng``): the
+        server then shows only the sources whose ACL admits one of them
+        (docs/rest-api.md, "Principals"); ``None``: the key's own.
     :param timeout: seconds for each HTTP request (connect, read, write, pool).
     :param retries: extra attempts after a connection error, a 503 or a 429 with
         ``Retry-After`` (0: none).
@@ -120,9 +123,12 @@ class AsyncTelha(ListingCalls, ChunkCalls, SearchCalls, ConnectorCalls):
         retries: int = 5,
         backoff_max_s: float = 5.0,
         retry_after_max_s: float = 60.0,
+        principals: str | None = None,
     ) -> None:
+        named = {"x-api-key": api_key, "x-telha-principals": principals}
+        headers = {k: v for k, v in named.items() if v is not None}
         self._http = httpx.AsyncClient(
-            base_url=base_url.rstrip("/"), headers={"x-api-key": api_key}, timeout=timeout
+            base_url=base_url.rstrip("/"), headers=headers, timeout=timeout
         )
         self._retries = retries
         self._backoff_max_s = backoff_max_s

@@ -45,23 +45,27 @@ class Page:
 @dataclass(frozen=True, slots=True)
 class SourceFilter:
     """``GET /v1/sources`` filters: ``prefix`` the name starts with (compared by UTF-8
-    bytes), ``format``, ``state`` (one of :data:`SOURCE_STATES`)."""
+    bytes), ``format``, ``state`` (one of :data:`SOURCE_STATES`); ``principals``: only
+    the sources whose ACL admits one of them (:mod:`telha.domain.acl`; ``None``: all)."""
 
     prefix: str | None = None
     format: str | None = None
     state: str | None = None
+    principals: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class JobFilter:
     """``GET /v1/ingest`` filters: ``state`` (one of :data:`JOB_STATES`), ``kind``
     (``ingest:<format>`` or ``erase``), ``source_id``, ``parent`` (the job whose completion
-    enqueued the listed ones)."""
+    enqueued the listed ones); ``principals``: only the jobs of sources whose ACL admits
+    one of them (:mod:`telha.domain.acl`; ``None``: all)."""
 
     state: str | None = None
     kind: str | None = None
     source_id: bytes | None = None
     parent: bytes | None = None
+    principals: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)

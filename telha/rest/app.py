@@ -28,6 +28,7 @@ from starlette.routing import Route
 
 from telha.auth import hash_key
 from telha.config import Config
+from telha.domain.acl import PRINCIPALS_HEADER, Principals, narrow, parse_principals
 from telha.domain.errors import (
     NotFound,
     RequestError,
@@ -52,7 +53,7 @@ from telha.rest.access_log import SCOPE_KEY, AccessLogMiddleware
 from telha.rest.chunk_cache import ChunkCache
 from telha.rest.metrics_middleware import MetricsMiddleware
 from telha.rest.quotas import Quotas
-from telha.storage.core.keys import LAST_USED_EVERY_US
+from telha.storage.core.keys import LAST_USED_EVERY_US, KeyAccess
 from telha.storage.protocol import (
     ConnectorStore,
     JobEventStore,
@@ -67,7 +68,17 @@ from telha.storage.protocol import (
 )
 from telha.wire import ErrorBody, ErrorDetail, ReadyOut
 
-__all__ = ["AppState", "RestStore", "create_app", "json_response", "parse_uuid", "require_scope"]
+__all__ = [
+    "Access",
+    "AppState",
+    "RestStore",
+    "create_app",
+    "json_response",
+    "parse_uuid",
+    "require_access",
+    "require_admitted",
+    "require_scope",
+]
 
 log = structlog.get_logger("telha.rest")
 _HTTP_CODES = {404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED", 400: "INVALID_REQUEST"}
@@ -147,7 +158,8 @@ class AppState:
 
 
 class KeyCache:
-    """API key → scope, remembering hits for ``ttl_s`` seconds (a read per request otherwise).
+    """API key → scope and principals, remembering hits for ``ttl_s`` seconds (a read per
+    request otherwise).
 
     Only known keys are remembered: a key minted while the service runs works at once.
     """
@@ -156,12 +168,12 @@ class KeyCache:
         self._store = store
         self._ttl_s = ttl_s
         self._max = max_entries
-        self._hits: dict[bytes, tuple[Scope, float]] = {}
+        self._hits: dict[bytes, tuple[KeyAccess, float]] = {}
         #: key hash → when this process last wrote its ``last_used_at`` (monotonic s).
         self._used: dict[bytes, float] = {}
 
-    async def scope_of(self, key: str) -> Scope:
-        """The scope of ``key``.
+    async def access_of(self, key: str) -> KeyAccess:
+        """The scope of ``key`` and the principals it acts for.
 
         :raises Unauthenticated: unknown or revoked key.
         """
@@ -170,15 +182,15 @@ class KeyCache:
         now = time.monotonic()
         if hit is not None and hit[1] > now:
             return hit[0]
-        scope = await self._store.scope_for_key(digest)
-        if scope is None:
+        access = await self._store.key_access(digest)
+        if access is None:
             self._hits.pop(digest, None)
             raise Unauthenticated("unknown or revoked API key")
         if len(self._hits) >= self._max:
             self._hits.clear()
-        self._hits[digest] = (scope, now + self._ttl_s)
+        self._hits[digest] = (access, now + self._ttl_s)
         await self._note_use(digest, now)
-        return scope
+        return access
 
     async def _note_use(self, digest: bytes, now: float) -> None:
         """Write the key's ``last_used_at`` when this process last did more than
@@ -212,21 +224,62 @@ def error_response(code: str, message: str, status: int) -> Response:
     return json_response(ErrorBody(error=ErrorDetail(code=code, message=message)), status)
 
 
-async def require_scope(request: Request) -> Scope:
+@dataclass(frozen=True, slots=True)
+class Access:
+    """Who a request is: its key's scope, and the principals it acts for (``None``: none,
+    the whole scope; docs/rest-api.md, "Principals")."""
+
+    scope: Scope
+    principals: Principals | None
+
+
+async def require_access(request: Request) -> Access:
     """The scope of the request's ``x-api-key``, once the key's rate limit admits the
-    request (:meth:`telha.rest.quotas.Quotas.admit`).
+    request (:meth:`telha.rest.quotas.Quotas.admit`), and the principals it acts for: the
+    ``x-telha-principals`` header's (several such headers are one comma-separated list),
+    else the key's (:func:`telha.domain.acl.narrow`).
 
     :raises Unauthenticated: header missing or key unknown/revoked.
     :raises RateLimited: over the scope's ``requests_per_second``.
+    :raises RequestError: a malformed ``x-telha-principals`` header.
+    :raises Forbidden: the header names a principal the key (having principals) lacks.
     """
     key = request.headers.get("x-api-key")
     if not key:
         raise Unauthenticated("missing x-api-key header")
     st = state(request)
-    scope = await st.keys.scope_of(key)
-    request.scope[SCOPE_KEY] = scope  # for the access log
-    await st.quotas.admit(key, scope)
-    return scope
+    granted = await st.keys.access_of(key)
+    request.scope[SCOPE_KEY] = granted.scope  # for the access log
+    await st.quotas.admit(key, granted.scope)
+    named = request.headers.getlist(PRINCIPALS_HEADER)
+    asked = parse_principals(", ".join(named)) if named else None
+    return Access(granted.scope, narrow(granted.principals, asked))
+
+
+async def require_scope(request: Request) -> Scope:
+    """The scope of the request's ``x-api-key`` (:func:`require_access`: an
+    ``x-telha-principals`` header is checked on every route).
+
+    :raises Unauthenticated: header missing or key unknown/revoked.
+    :raises RateLimited: over the scope's ``requests_per_second``.
+    :raises RequestError: a malformed ``x-telha-principals`` header.
+    :raises Forbidden: the header names a principal the key lacks.
+    """
+    return (await require_access(request)).scope
+
+
+async def require_admitted(
+    request: Request, access: Access, source_id: bytes, missing: str = "no such source"
+) -> None:
+    """Refuse a read of a source the request's principals may not see as if the source
+    were absent (:func:`telha.domain.acl.admits`); nothing is read without principals.
+
+    :raises NotFound: ``missing``, the message the route gives for an absent source.
+    """
+    if access.principals is None:
+        return
+    if not await state(request).store.source_admitted(access.scope, source_id, access.principals):
+        raise NotFound(missing)
 
 
 def parse_uuid(value: str, what: str) -> bytes:

@@ -31,7 +31,14 @@ from telha.domain.ids import id_str
 from telha.domain.model import Scope
 from telha.domain.units import OffsetConverter, Units, parse_units
 from telha.offload import off_loop
-from telha.rest.app import json_response, parse_choice, parse_int, require_scope, state
+from telha.rest.app import (
+    json_response,
+    parse_choice,
+    parse_int,
+    require_access,
+    require_admitted,
+    state,
+)
 from telha.rest.read_routes import version_params
 from telha.wire import ChunkList, ChunkOut
 
@@ -123,7 +130,8 @@ def _out(chunk: Chunk, text: bytes, conv: OffsetConverter, units: Units) -> Chun
 async def get_chunks(request: Request) -> Response:
     """GET /v1/sources/{sourceId}/versions/{tx}/chunks?maxBytes=&overlap=&within=&units=
     &limit=&cursor= — a page of the version's retrieval chunks, in reading order."""
-    scope = await require_scope(request)
+    access = await require_access(request)
+    scope = access.scope
     source_id, tx = version_params(request)
     q = request.query_params
     max_bytes = parse_int(q.get("maxBytes"), "maxBytes")
@@ -139,6 +147,7 @@ async def get_chunks(request: Request) -> Response:
     if limit > _MAX_LIMIT:
         raise RequestError(f"limit must be <= {_MAX_LIMIT}")
     first = _parse_cursor(q.get("cursor"), max_bytes, overlap, within)
+    await require_admitted(request, access, source_id, "no such source version")
     text, chunks = await _version_chunks(request, scope, source_id, tx, max_bytes, overlap, within)
     page = chunks[first : first + limit]
     conv = OffsetConverter(text)

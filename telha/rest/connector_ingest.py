@@ -14,7 +14,7 @@ from telha.grpc.tokens import ConnectorAuth
 from telha.ingest.request import IngestRequest
 from telha.rest.app import AppState
 
-__all__ = ["as_connector", "record_item"]
+__all__ = ["as_connector", "record_acl_first", "record_item"]
 
 
 def as_connector(req: IngestRequest, auth: ConnectorAuth | None) -> IngestRequest:
@@ -58,3 +58,23 @@ async def record_item(
         size=len(req.raw) if req.raw is not None else None, acl=req.acl, updated_at=now_us(),
     )  # fmt: skip
     await st.store.record_connector_item(auth.scope, item)
+
+
+async def record_acl_first(st: AppState, auth: ConnectorAuth, req: IngestRequest) -> None:
+    """Before ``req`` is ingested, put its ACL on the item (docs/connectors.md, "ACL"), so
+    that no version it publishes is ever seen under an older, wider ACL (or, for a new
+    item, under none): an item's ACL changes at once; a new item with an ACL gets its row
+    now, without a marker (a run reads such an item again), completed by
+    :func:`record_item` once the ingest is accepted."""
+    assert req.external_id is not None and req.source_id is not None
+    found = await st.store.find_connector_item(auth.scope, auth.connector_id, req.external_id)
+    if found is not None:
+        if found.acl != req.acl:
+            item = dataclasses.replace(found, acl=req.acl, updated_at=now_us())
+            await st.store.record_connector_item(auth.scope, item)
+    elif req.acl is not None:
+        item = ConnectorItem(
+            auth.connector_id, req.external_id, req.source_id.bytes, req.name, acl=req.acl,
+            updated_at=now_us(),
+        )  # fmt: skip
+        await st.store.record_connector_item(auth.scope, item)

@@ -13,6 +13,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from telha.domain.acl import admits
 from telha.domain.connectors import (
     ConnectorRecord,
     check_connector,
@@ -23,7 +24,14 @@ from telha.domain.ids import id_str, new_id, now_us
 from telha.domain.model import Scope
 from telha.grpc.tokens import ConnectorAuth, InvalidToken, verify_connector_token
 from telha.rest.access_log import SCOPE_KEY
-from telha.rest.app import json_response, parse_uuid, parse_uuid_param, require_scope, state
+from telha.rest.app import (
+    Access,
+    json_response,
+    parse_uuid,
+    parse_uuid_param,
+    require_scope,
+    state,
+)
 from telha.rest.body import read_body
 from telha.rest.listing_routes import source_summary_out
 from telha.wire_connectors import (
@@ -138,13 +146,14 @@ async def delete_connector(request: Request) -> Response:
     )
 
 
-async def lookup_source(request: Request, scope: Scope, q: QueryParams) -> Response:
+async def lookup_source(request: Request, access: Access, q: QueryParams) -> Response:
     """``GET /v1/sources?connector=ID&externalId=X``: the source a connector's item names
     and its ``rootNodeId`` (:class:`~telha.wire_connectors.ConnectorSourceOut`).
 
     :raises RequestError: ``connector`` not a UUID, ``externalId`` missing or bad, or other
         listing parameters given with them.
-    :raises NotFound: the connector made no source for that external id.
+    :raises NotFound: the connector made no source for that external id, or its ACL
+        admits none of the request's principals (:func:`telha.domain.acl.admits`).
     """
     extra = sorted(set(q) - {"connector", "externalId"})
     if extra:
@@ -153,9 +162,9 @@ async def lookup_source(request: Request, scope: Scope, q: QueryParams) -> Respo
     if "externalId" not in q:
         raise RequestError("externalId is required with connector")
     external_id = check_external_id(q["externalId"])
-    store = state(request).store
+    store, scope = state(request).store, access.scope
     item = await store.find_connector_item(scope, connector_id, external_id)
-    if item is None:
+    if item is None or not admits(item.acl, access.principals):
         raise NotFound("no source for that connector and externalId")
     summary = await store.source_summary(scope, item.source_id)
     if summary is None:

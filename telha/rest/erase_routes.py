@@ -15,7 +15,14 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from telha.domain.errors import RequestError
-from telha.rest.app import decode_body, parse_choice, parse_uuid, require_scope, state
+from telha.rest.app import (
+    decode_body,
+    parse_choice,
+    parse_uuid,
+    require_access,
+    require_admitted,
+    state,
+)
 from telha.rest.body import read_body
 
 __all__ = ["routes"]
@@ -59,16 +66,19 @@ async def erase_source(request: Request) -> Response:
     """POST /v1/sources/{sourceId}/erase — erase for good; 200 with the result (a repeated
     erase of erased versions answers the same result). ``?dryRun=true`` answers what would
     be erased and erases nothing."""
-    scope = await require_scope(request)
+    access = await require_access(request)
+    scope = access.scope
     source_id = parse_uuid(request.path_params["source_id"], "source")
     dry_run = parse_choice(request.query_params.get("dryRun"), "dryRun", ("true", "false"))
     body = await read_body(request, _MAX_BODY_BYTES)
     if dry_run == "true":
         # A dry run needs no reason: the body may be empty.
         version_tx = parse_erase_request(body, dry_run=True).version_tx if body.strip() else None
+        await require_admitted(request, access, source_id)
         preview = await state(request).eraser.preview(scope, source_id, version_tx)
         return Response(preview, media_type="application/json")
     req = parse_erase_request(body)
+    await require_admitted(request, access, source_id)
     principal = f"tenant={scope.tenant_id} organization={scope.organization_id}"
     result = await state(request).eraser.erase(
         scope, source_id, req.version_tx, req.reason, principal

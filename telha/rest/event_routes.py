@@ -28,7 +28,14 @@ from starlette.types import Scope as AsgiScope
 
 from telha.domain.errors import NotFound, QuotaExceeded, Unavailable
 from telha.domain.model import TERMINAL_JOB_STATES, JobEventPage, Scope
-from telha.rest.app import AppState, parse_int, parse_uuid, require_scope, state
+from telha.rest.app import (
+    AppState,
+    parse_int,
+    parse_uuid,
+    require_access,
+    require_admitted,
+    state,
+)
 from telha.wire import JobEventOut
 
 __all__ = ["routes"]
@@ -106,18 +113,23 @@ async def job_events(request: Request) -> Response:
     """GET /v1/ingest/{jobId}/events: the job's events as Server-Sent Events, from after
     ``Last-Event-ID`` (a sequence number; default 0: every event) until the terminal one.
 
-    :raises NotFound: no such job in the key's scope.
+    :raises NotFound: no such job in the key's scope, or its source's ACL admits none of
+        the request's principals (docs/rest-api.md, "Principals").
     :raises RequestError: ``Last-Event-ID`` is not a non-negative integer.
     :raises QuotaExceeded: the scope holds its share of the streams (``max_event_streams``,
         docs/operations.md "Fair slots").
     :raises Unavailable: ``server.max_event_streams`` streams are open, or shutting down.
     """
-    scope = await require_scope(request)
+    access = await require_access(request)
+    scope = access.scope
     job_id = parse_uuid(request.path_params["job_id"], "job")
     after = parse_int(request.headers.get("last-event-id"), "Last-Event-ID") or 0
     st = state(request)
     if st.shutdown.is_set():
         raise Unavailable("shutting down")
+    if access.principals is not None:  # a job of a source not seen: as if absent
+        job = await st.queue.get(scope, job_id)
+        await require_admitted(request, access, job.source_id if job else b"", "no such job")
     limits = await st.quotas.limits(scope)
     try:
         st.event_streams.take(scope, limits.max_event_streams)

@@ -14,9 +14,17 @@ from telha.domain.model import JobRecord, Scope
 from telha.ingest.ingestor import IngestResult
 from telha.ingest.request import parse_ingest_request
 from telha.offload import off_loop
-from telha.rest.app import AppState, json_response, parse_uuid, require_scope, state
+from telha.rest.app import (
+    AppState,
+    json_response,
+    parse_uuid,
+    require_access,
+    require_admitted,
+    require_scope,
+    state,
+)
 from telha.rest.body import read_body
-from telha.rest.connector_ingest import as_connector, record_item
+from telha.rest.connector_ingest import as_connector, record_acl_first, record_item
 from telha.rest.connector_routes import connector_identity
 from telha.rest.job_json import job_status as job_status_out
 from telha.rest.job_json import pending_hint
@@ -71,6 +79,8 @@ async def ingest(request: Request) -> Response:
             req = as_connector(await off_loop(len(body), parse_ingest_request, body), auth)
             fmt, size = req.format, len(req.raw or b"")
             cap = await st.quotas.check_ingest(scope, makes_job=fmt != "json")
+            if auth is not None:
+                await record_acl_first(st, auth, req)
             result = await st.ingestor.ingest(scope, req, max_pending=cap)
             if auth is not None:
                 await record_item(st, auth, req, result.source_id)
@@ -131,12 +141,14 @@ async def job_out(st: AppState, scope: Scope, job: JobRecord) -> JobStatus:
 async def job_status(request: Request) -> Response:
     """GET /v1/ingest/{jobId}: the job's state, attempts and event list (its manifest), its
     parent job and its children counted by state (:func:`job_out`)."""
-    scope = await require_scope(request)
+    access = await require_access(request)
+    scope = access.scope
     job_id = parse_uuid(request.path_params["job_id"], "job")
     st = state(request)
     job = await st.queue.get(scope, job_id)
     if job is None:
         raise NotFound("no such job")
+    await require_admitted(request, access, job.source_id, "no such job")
     return json_response(await job_out(st, scope, job))
 
 

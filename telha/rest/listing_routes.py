@@ -29,7 +29,7 @@ from telha.rest.app import (
     parse_choice,
     parse_int,
     parse_uuid_param,
-    require_scope,
+    require_access,
     state,
 )
 from telha.rest.job_json import attempts_made
@@ -91,14 +91,15 @@ async def list_sources(request: Request) -> Response:
     """GET /v1/sources?prefix=&format=&state=&limit=&cursor= — the scope's sources, newest
     change first; with ``connector`` and ``externalId`` the one source that connector's
     item names (:func:`telha.rest.connector_routes.lookup_source`)."""
-    scope = await require_scope(request)
+    access = await require_access(request)
+    scope = access.scope
     q = request.query_params
     if "connector" in q or "externalId" in q:
         if "connector" not in q:
             raise RequestError("externalId needs connector")
         from telha.rest.connector_routes import lookup_source  # it imports this module
 
-        return await lookup_source(request, scope, q)
+        return await lookup_source(request, access, q)
     prefix = q.get("prefix")
     if prefix is not None and "\x00" in prefix:
         raise RequestError("prefix must not contain NUL")
@@ -106,6 +107,7 @@ async def list_sources(request: Request) -> Response:
         prefix=prefix,
         format=parse_choice(q.get("format"), "format", KNOWN_FORMATS),
         state=parse_choice(q.get("state"), "state", SOURCE_STATES),
+        principals=access.principals,
     )
     limit, page = _page(q, _SOURCES_CURSOR)
     rows = await state(request).store.list_sources(scope, f, page)
@@ -121,7 +123,8 @@ async def list_sources(request: Request) -> Response:
 async def list_jobs(request: Request) -> Response:
     """GET /v1/ingest?state=&kind=&sourceId=&parent=&limit=&cursor= — the scope's jobs,
     newest first."""
-    scope = await require_scope(request)
+    access = await require_access(request)
+    scope = access.scope
     q = request.query_params
     source, parent = q.get("sourceId"), q.get("parent")
     f = JobFilter(
@@ -129,6 +132,7 @@ async def list_jobs(request: Request) -> Response:
         kind=parse_choice(q.get("kind"), "kind", JOB_KINDS),
         source_id=parse_uuid_param(source, "sourceId") if source is not None else None,
         parent=parse_uuid_param(parent, "parent") if parent is not None else None,
+        principals=access.principals,
     )
     limit, page = _page(q, _JOBS_CURSOR)
     rows = await state(request).store.list_jobs(scope, f, page)

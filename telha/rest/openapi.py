@@ -25,6 +25,7 @@ from telha.rest.openapi_connectors import (
 )
 from telha.rest.openapi_erase import erase_paths
 from telha.rest.openapi_pages import page_paths
+from telha.rest.openapi_principals import with_principals
 from telha.rest.openapi_quotas import refusals, usage_paths
 from telha.rest.openapi_reproject import reproject_paths
 from telha.rest.openapi_search import search_paths
@@ -574,7 +575,7 @@ def openapi_document() -> bytes:
     doc = {
         "openapi": "3.1.0",
         "info": {"title": "Telha", "version": __version__},
-        "paths": _paths(),
+        "paths": with_principals(_paths()),
         "components": {
             "schemas": components,
             "securitySchemes": {"apiKey": {"type": "apiKey", "in": "header", "name": "x-api-key"}},

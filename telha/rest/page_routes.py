@@ -26,7 +26,7 @@ from starlette.routing import Route
 from telha.domain.errors import ContentErased, ContentError, NotFound, RequestError
 from telha.domain.model import Scope, SourceVersion
 from telha.offload import off_loop
-from telha.rest.app import AppState, require_scope, state
+from telha.rest.app import AppState, require_access, require_admitted, state
 from telha.rest.read_routes import version_params
 
 __all__ = ["MAX_SCALE", "MIN_SCALE", "PageCache", "RenderedPage", "render_page", "routes"]
@@ -170,10 +170,12 @@ async def page_png(request: Request) -> Response:
     """GET /v1/sources/{sourceId}/versions/{tx}/pages/{n}.png?scale= — page ``n`` (from 1)
     of a PDF version as ``image/png``, ``scale`` (0.25–4, default 1) pixels per PDF point.
     404: no such source, version or page, or not a PDF; 410: the version was erased."""
-    scope = await require_scope(request)
+    access = await require_access(request)
+    scope = access.scope
     source_id, tx = version_params(request)
     page = _page_number(request.path_params["page"])
     scale = _scale(request.query_params.get("scale"))
+    await require_admitted(request, access, source_id, "no such source version")
     st = state(request)
     version = next(
         (v for v in await st.store.source_versions(scope, source_id) if v.tx == tx), None

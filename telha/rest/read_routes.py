@@ -20,11 +20,13 @@ from telha.domain.listings import VersionParent
 from telha.domain.model import Changes, Direction, NodeVersion, Scope, SourceVersion
 from telha.domain.units import OffsetConverter, Units
 from telha.rest.app import (
+    Access,
     json_response,
     parse_int,
     parse_uuid,
     parse_uuid_param,
-    require_scope,
+    require_access,
+    require_admitted,
     state,
 )
 from telha.rest.listing_routes import source_summary_out
@@ -98,8 +100,10 @@ async def get_source(request: Request) -> Response:
     newest first, each with its state, root node and changes; with the fields its listing
     shows (:mod:`telha.rest.listing_routes`). A source whose jobs wrote no version yet
     (pending, or dead) answers with no versions and its last job."""
-    scope = await require_scope(request)
+    access = await require_access(request)
+    scope = access.scope
     source_id = parse_uuid(request.path_params["source_id"], "source")
+    await require_admitted(request, access, source_id)
     store = state(request).store
     versions = await store.source_versions(scope, source_id)
     summary = await store.source_summary(scope, source_id)
@@ -167,11 +171,13 @@ async def get_text(request: Request) -> Response:
     [start, end), the bounds in ``units`` (default UTF-8 bytes). An ``end`` past the text's
     end reads to its end; ``X-Text-End`` gives the end of what was returned, in ``units``
     (docs/rest-api.md, "Reading text")."""
-    scope = await require_scope(request)
+    access = await require_access(request)
+    scope = access.scope
     source_id, tx = version_params(request)
     start = parse_int(request.query_params.get("start"), "start")
     end = parse_int(request.query_params.get("end"), "end")
     units = units_param(request)
+    await require_admitted(request, access, source_id, "no such source version")
     store = state(request).store
     start_units = start or 0
     if units != "byte" and (start is not None or end is not None):
@@ -214,9 +220,11 @@ async def _bytes_of(
 async def get_spans(request: Request) -> Response:
     """GET /v1/sources/{sourceId}/versions/{tx}/spans?units= — span rows in document order,
     offsets in ``units`` (default UTF-8 bytes)."""
-    scope = await require_scope(request)
+    access = await require_access(request)
+    scope = access.scope
     source_id, tx = version_params(request)
     units = units_param(request)
+    await require_admitted(request, access, source_id, "no such source version")
     store = state(request).store
     rows = await store.span_rows(scope, source_id, tx)
     offsets = [x for r in rows for x in (r.start, r.end)]
@@ -299,14 +307,13 @@ async def node_out(
 async def get_node(request: Request) -> Response:
     """GET /v1/nodes/{nodeId}?asOf=&units= — one node version with its provenance text
     (offsets in ``units``, default UTF-8 bytes)."""
-    scope = await require_scope(request)
+    access = await require_access(request)
+    scope = access.scope
     node_id = parse_uuid(request.path_params["node_id"], "node")
     as_of = parse_int(request.query_params.get("asOf"), "asOf")
     units = units_param(request)
     store = state(request).store
-    node = await store.get_node(scope, node_id, as_of)
-    if node is None:
-        raise NotFound("no such node" + ("" if as_of is None else f" as of {as_of}"))
+    node = await _admitted_node(request, access, node_id, as_of)
     out = (await node_out(store, scope, [node], units))[0]
     out.ambiguities = [
         AmbiguityOut(
@@ -319,6 +326,20 @@ async def get_node(request: Request) -> Response:
         for a in node.ambiguities
     ]
     return json_response(out)
+
+
+async def _admitted_node(
+    request: Request, access: Access, node_id: bytes, as_of: int | None
+) -> NodeVersion:
+    """The node (as of ``as_of``), when it exists and its source admits the request's
+    principals (:func:`~telha.storage.core.acl.admitted`).
+
+    :raises NotFound: either not (one message for both: no existence leak).
+    """
+    node = await state(request).store.get_node(access.scope, node_id, as_of, access.principals)
+    if node is None:
+        raise NotFound("no such node" + ("" if as_of is None else f" as of {as_of}"))
+    return node
 
 
 def encode_cursor(node_id: bytes) -> str:
@@ -345,7 +366,8 @@ def parse_cursor(value: str | None) -> bytes | None:
 async def list_nodes(request: Request) -> Response:
     """GET /v1/nodes?label=&sourceId=&limit=&cursor=&asOf=&units= — nodes (current, or as
     of transaction time ``asOf``, µs), paged by id, provenance offsets in ``units``."""
-    scope = await require_scope(request)
+    access = await require_access(request)
+    scope = access.scope
     q = request.query_params
     limit = parse_int(q.get("limit"), "limit", minimum=1) or _DEFAULT_LIMIT
     if limit > _MAX_LIMIT:
@@ -361,6 +383,7 @@ async def list_nodes(request: Request) -> Response:
         limit=limit + 1,
         after=parse_cursor(q.get("cursor")),
         as_of=parse_int(q.get("asOf"), "asOf"),
+        principals=access.principals,
     )
     more = len(nodes) > limit
     nodes = nodes[:limit]
@@ -372,7 +395,7 @@ async def list_nodes(request: Request) -> Response:
 async def node_edges(request: Request) -> Response:
     """GET /v1/nodes/{nodeId}/edges?direction=out|in|both&asOf= — edges (current, or as of
     transaction time ``asOf``, µs) with endpoints in the graph then only."""
-    scope = await require_scope(request)
+    access = await require_access(request)
     node_id = parse_uuid(request.path_params["node_id"], "node")
     raw = request.query_params.get("direction", "both")
     try:
@@ -380,10 +403,10 @@ async def node_edges(request: Request) -> Response:
     except ValueError:
         raise RequestError("direction must be out, in or both") from None
     as_of = parse_int(request.query_params.get("asOf"), "asOf")
-    store = state(request).store
-    if await store.get_node(scope, node_id, as_of) is None:
-        raise NotFound("no such node" + ("" if as_of is None else f" as of {as_of}"))
-    edges = await store.node_edges(scope, node_id, direction, as_of)
+    await _admitted_node(request, access, node_id, as_of)
+    edges = await state(request).store.node_edges(
+        access.scope, node_id, direction, as_of, principals=access.principals
+    )
     return json_response(
         EdgeList(
             edges=[

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+from dataclasses import replace
 
 import msgspec
 from starlette.requests import Request
@@ -24,7 +25,7 @@ from telha.rest.app import (
     parse_choice,
     parse_int,
     parse_uuid_param,
-    require_scope,
+    require_access,
     state,
 )
 from telha.rest.body import read_body
@@ -137,8 +138,9 @@ async def _converters(
 
 async def search(request: Request) -> Response:
     """GET /v1/search?q=&label=&sourceId=&format=&limit=&cursor=&units= — the scope's current
-    spans matching the query, best first."""
-    scope = await require_scope(request)
+    spans matching the query, best first (with principals: of the sources they may see)."""
+    access = await require_access(request)
+    scope = access.scope
     _require_enabled(request)
     units = units_param(request)
     params = request.query_params
@@ -146,7 +148,7 @@ async def search(request: Request) -> Response:
     if q is None:
         raise RequestError("q: required")
     terms = parse_query(q)
-    filters = _filters(request)
+    filters = replace(_filters(request), principals=access.principals)
     limit = parse_int(params.get("limit"), "limit", minimum=1) or DEFAULT_LIMIT
     if limit > MAX_LIMIT:
         raise RequestError(f"limit must be at most {MAX_LIMIT}")
@@ -192,15 +194,19 @@ def _parse_locate(body: bytes) -> LocateRequest:
 
 async def locate(request: Request) -> Response:
     """POST /v1/locate?units= {text, sourceId?, limit?} — every place of the scope's current
-    versions holding the quote."""
-    scope = await require_scope(request)
+    versions holding the quote (with principals: of the sources they may see)."""
+    access = await require_access(request)
+    scope = access.scope
     _require_enabled(request)
     units = units_param(request)
     req = _parse_locate(await read_body(request, _MAX_BODY_BYTES))
     quote = parse_quote(req.text)
     source = parse_uuid_param(req.source_id, "sourceId") if req.source_id is not None else None
     store = state(request).store
-    found = await store.locate(scope, quote, source_id=source, limit=req.limit or LOCATE_DEFAULT)
+    found = await store.locate(
+        scope, quote, source_id=source, limit=req.limit or LOCATE_DEFAULT,
+        principals=access.principals,
+    )  # fmt: skip
     convs = await _converters(
         store, scope, [(f.source_id, f.version_tx, f.start, f.end) for f in found], units
     )

@@ -15,7 +15,8 @@ from telha.rest.app import (
     json_response,
     parse_int,
     parse_uuid,
-    require_scope,
+    require_access,
+    require_admitted,
     state,
 )
 from telha.rest.body import read_body
@@ -35,7 +36,8 @@ async def source_diff(request: Request) -> Response:
     """GET /v1/sources/{sourceId}/diff?from=&to=&limit=&cursor=&units= — one page of what
     changed from version ``from`` to version ``to`` (defaults: the version before ``to``,
     and the latest), paged by node id like ``/v1/nodes``; provenance offsets in ``units``."""
-    scope = await require_scope(request)
+    access = await require_access(request)
+    scope = access.scope
     source_id = parse_uuid(request.path_params["source_id"], "source")
     q = request.query_params
     from_tx = parse_int(q.get("from"), "from")
@@ -46,6 +48,7 @@ async def source_diff(request: Request) -> Response:
     if limit > _MAX_LIMIT:
         raise RequestError(f"limit must be <= {_MAX_LIMIT}")
     units = units_param(request)
+    await require_admitted(request, access, source_id)
     store = state(request).store
     diff = await store.version_diff(
         scope, source_id, from_tx=from_tx, to_tx=to_tx, limit=limit,
@@ -102,10 +105,12 @@ async def retire_source(request: Request) -> Response:
     """DELETE /v1/sources/{sourceId}?reason= (or a ``{"reason"}`` body) — retire the
     source: its graph leaves the current one, bytes and history stay. Retiring again
     answers the first retire."""
-    scope = await require_scope(request)
+    access = await require_access(request)
+    scope = access.scope
     source_id = parse_uuid(request.path_params["source_id"], "source")
     body = await read_body(request, _MAX_BODY_BYTES)
     reason = parse_retire_reason(request.query_params.get("reason"), body)
+    await require_admitted(request, access, source_id)
     done = await state(request).store.retire_source(scope, source_id, reason)
     return json_response(
         RetireOut(

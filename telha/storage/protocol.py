@@ -60,7 +60,6 @@ from telha.domain.row_faults import RowFault
 from telha.domain.search_query import Quote, Term
 from telha.storage.core.cancel import CancelOutcome
 from telha.storage.core.diff import VersionDiff
-from telha.storage.core.keys import KeyRecord
 from telha.storage.core.publish import RetireOutcome
 from telha.storage.core.reproject import ReprojectRow
 from telha.storage.core.scan import Scan
@@ -68,6 +67,7 @@ from telha.storage.core.search import Filters, Located, SearchHit
 from telha.storage.core.text_reads import ChunkInputs, TextWindow
 from telha.storage.job_watch import JobEventSignal
 from telha.storage.protocol_connectors import ConnectorStore
+from telha.storage.protocol_keys import KeyStore
 from telha.storage.protocol_lifecycle import QuotaStore, RetentionStore, WebhookStore
 
 __all__ = [
@@ -93,30 +93,6 @@ __all__ = [
 #: What :meth:`JobStore.job_wakeups` yields when wake-ups may have been missed (say, its
 #: channel reconnected): every format's pollers should look again.
 ALL_FORMATS = "*"
-
-
-class KeyStore(Protocol):
-    """REST API keys: minted by ``telha api-key create``, resolved per request by the REST
-    front."""
-
-    async def insert_api_key(self, scope: Scope, key_id: str, key_hash: bytes) -> None:
-        """Store a REST API key's hash (never the key) for ``scope``."""
-
-    async def scope_for_key(self, key_hash: bytes) -> Scope | None:
-        """The scope of a live (not revoked) key, or ``None``. Reads the store every call."""
-
-    async def list_api_keys(
-        self, scope: Scope | None = None, *, revoked: bool = False
-    ) -> list[KeyRecord]:
-        """The store's keys (or ``scope``'s), oldest first, without the revoked ones unless
-        ``revoked``; never a key nor its hash."""
-
-    async def revoke_api_key(self, key_id: str) -> int | None:
-        """Revoke a key by id (a running REST front refuses it within 10 s); its revoke time
-        in µs (the first, when revoked already), ``None`` for an unknown id."""
-
-    async def api_key_used(self, key_hash: bytes, at: int) -> None:
-        """Note a use of the key at ``at`` (µs) for :meth:`list_api_keys`' ``last_used_at``."""
 
 
 class VersionStore(Protocol):
@@ -322,8 +298,15 @@ class ReadStore(Protocol):
         :raises NotFound: no such version in ``scope``.
         """
 
-    async def get_node(self, scope: Scope, node_id: bytes, as_of: int | None) -> NodeVersion | None:
-        """The node version current at transaction time ``as_of`` (µs; ``None`` = now)."""
+    async def get_node(
+        self,
+        scope: Scope,
+        node_id: bytes,
+        as_of: int | None,
+        principals: tuple[str, ...] | None = None,
+    ) -> NodeVersion | None:
+        """The node version current at transaction time ``as_of`` (µs; ``None`` = now);
+        with ``principals``, ``None`` when its source's ACL admits none of them."""
 
     async def list_nodes(
         self,
@@ -334,15 +317,30 @@ class ReadStore(Protocol):
         limit: int,
         after: bytes | None,
         as_of: int | None = None,
+        principals: tuple[str, ...] | None = None,
     ) -> list[NodeVersion]:
         """Nodes (current, or as of transaction time ``as_of``) ordered by id, strictly
-        after ``after``, at most ``limit``."""
+        after ``after``, at most ``limit``; with ``principals``, of the sources whose ACL
+        admits one of them only (docs/rest-api.md, "Principals")."""
 
     async def node_edges(
-        self, scope: Scope, node_id: bytes, direction: Direction, as_of: int | None = None
+        self,
+        scope: Scope,
+        node_id: bytes,
+        direction: Direction,
+        as_of: int | None = None,
+        principals: tuple[str, ...] | None = None,
     ) -> list[EdgeRecord]:
         """Edges of a node (current, or as of ``as_of``) whose far endpoint is in the graph
-        then (dangling edges are left out)."""
+        then (dangling edges are left out), and with ``principals`` of a source whose ACL
+        admits one of them."""
+
+    async def source_admitted(
+        self, scope: Scope, source_id: bytes, principals: tuple[str, ...] | None
+    ) -> bool:
+        """Whether a request of ``scope`` acting for ``principals`` sees the source: always
+        without principals; else when the source has no ACL or its ACL names one of them
+        (:func:`telha.domain.acl.admits`)."""
 
     async def chunk_inputs(
         self,
@@ -413,9 +411,16 @@ class SearchStore(Protocol):
         the newest of them only (:func:`telha.storage.core.search.search`)."""
 
     async def locate(
-        self, scope: Scope, quote: Quote, *, source_id: bytes | None, limit: int
+        self,
+        scope: Scope,
+        quote: Quote,
+        *,
+        source_id: bytes | None,
+        limit: int,
+        principals: tuple[str, ...] | None = None,
     ) -> list[Located]:
-        """Every occurrence of ``quote`` in the scope's current versions, at most ``limit``
+        """Every occurrence of ``quote`` in the scope's current versions (with
+        ``principals``: of the sources whose ACL admits one of them), at most ``limit``
         (:func:`telha.storage.core.search.locate`)."""
 
     #: ``[search] enabled``: the index is kept.

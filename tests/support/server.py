@@ -203,14 +203,15 @@ class ServerProcess:
             self.proc.kill()
             self.proc.wait()
 
-    def create_key(self, tenant: str, org: str) -> str:
-        """Mint a key straight into the server's store (what ``api-key create`` does)."""
+    def create_key(self, tenant: str, org: str, principals: tuple[str, ...] | None = None) -> str:
+        """Mint a key straight into the server's store (what ``api-key create`` does),
+        acting for ``principals`` (sorted; ``None``: none)."""
         key_id, key = mint_api_key()
         cfg, base_dir = load_config(self.config, environ={})
 
         async def insert() -> None:
             async with open_store(cfg, base_dir, readers=1, pool_size=2) as store:
-                await store.insert_api_key(Scope(tenant, org), key_id, hash_key(key))
+                await store.insert_api_key(Scope(tenant, org), key_id, hash_key(key), principals)
 
         # Own thread, own event loop: callable from sync fixtures and async tests alike.
         with ThreadPoolExecutor(1) as pool:

@@ -62,9 +62,27 @@ def test_markers_and_acl(tmp_path: Path) -> None:
     os.utime(tmp_path / "f.txt", ns=(1, 1_700_000_000_123_456_789))
     (item,) = FolderConnector({"root": str(tmp_path)}).list(None)
     assert isinstance(item, RemoteItem)
-    assert item.marker == "1700000000123456789:5" and item.size == 5
+    st = (tmp_path / "f.txt").stat()
+    assert item.marker == f"1700000000123456789:5:{st.st_uid}:{st.st_gid}" and item.size == 5
     assert item.modified_us == 1_700_000_000_123_456
     assert item.acl is not None and [p.split(":")[0] for p in item.acl] == ["user", "group"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="chown needs root")
+def test_a_chown_changes_the_marker_and_the_acl(tmp_path: Path) -> None:
+    """A chown leaves mtime and size alone: the marker still changes, so the item is read
+    again and its new ACL stored (an unchanged item's ACL is never rewritten)."""
+    path = tmp_path / "f.txt"
+    path.write_text("12345")
+    connector = FolderConnector({"root": str(tmp_path)})
+    (before,) = connector.list(None)
+    mtime = path.stat().st_mtime_ns
+    os.chown(path, 65534, 65534)
+    os.utime(path, ns=(mtime, mtime))
+    (after,) = connector.list(None)
+    assert isinstance(before, RemoteItem) and isinstance(after, RemoteItem)
+    assert before.marker != after.marker and before.acl != after.acl
+    assert after.acl is not None and after.acl[0] in ("user:nobody", "user:65534")
 
 
 def test_a_missing_root_is_transient(tmp_path: Path) -> None:

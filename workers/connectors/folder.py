@@ -2,9 +2,12 @@
 
 Settings: ``root`` (absolute), ``include``/``exclude`` (``fnmatch`` patterns over the path
 relative to the root, ``/``-separated; ``*`` also crosses ``/``; no include: every file).
-External id: the path relative to the root. Change marker: ``<mtime ns>:<size>`` from one
-``lstat`` (no byte is read to tell an unchanged file). ACL: ``user:<owner>`` and
-``group:<group>`` from POSIX ownership (names, else numeric ids), stored, not enforced.
+External id: the path relative to the root. Change marker: ``<mtime ns>:<size>:<uid>:<gid>``
+from one ``lstat`` (no byte is read to tell an unchanged file; the owner and group are in it
+because a ``chown`` leaves the mtime alone, and an item's ACL is only rewritten when the
+item is reported changed). ACL: ``user:<owner>`` and ``group:<group>`` from POSIX
+ownership (names, else numeric ids): a request acting for principals sees the file's source
+only when it names its owner or group (docs/rest-api.md, "Principals").
 
 Symbolic links: a link to a directory is never followed (no loops, no escape); a link to a
 file is listed only when its target resolves inside the root. A directory that cannot be
@@ -97,7 +100,8 @@ class FolderConnector:
                 if not self._wanted(rel):
                     continue
                 yield RemoteItem(
-                    external_id=rel, name=rel, marker=f"{st.st_mtime_ns}:{st.st_size}",
+                    external_id=rel, name=rel,
+                    marker=f"{st.st_mtime_ns}:{st.st_size}:{st.st_uid}:{st.st_gid}",
                     modified_us=st.st_mtime_ns // 1000, size=st.st_size,
                     acl=[_principal("user", st.st_uid), _principal("group", st.st_gid)],
                     ref=rel,

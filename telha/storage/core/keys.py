@@ -11,6 +11,7 @@ request.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 from telha.domain.ids import now_us
@@ -18,7 +19,16 @@ from telha.domain.model import Scope
 from telha.storage.core.engine import EngineOps
 from telha.storage.core.tx import Tx
 
-__all__ = ["LAST_USED_EVERY_US", "KeyOps", "KeyRecord", "key_used", "list_keys", "revoke_key"]
+__all__ = [
+    "LAST_USED_EVERY_US",
+    "KeyAccess",
+    "KeyOps",
+    "KeyRecord",
+    "key_access",
+    "key_used",
+    "list_keys",
+    "revoke_key",
+]
 
 #: How stale a key's ``last_used_at`` may get before a lookup writes it again, µs.
 LAST_USED_EVERY_US = 60_000_000
@@ -28,13 +38,40 @@ LAST_USED_EVERY_US = 60_000_000
 class KeyRecord:
     """One API key as listed (never the key, nor its hash): times in µs since the Unix
     epoch; ``last_used_at`` ``None`` when no request has used it yet, ``revoked_at``
-    ``None`` while it is live."""
+    ``None`` while it is live; ``principals`` the ones it acts for (``None``: none, the
+    whole scope; docs/rest-api.md, "Principals")."""
 
     key_id: str
     scope: Scope
     created_at: int
     last_used_at: int | None
     revoked_at: int | None
+    principals: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class KeyAccess:
+    """What a live API key grants: its scope, and the principals it acts for (``None``:
+    none, the whole scope)."""
+
+    scope: Scope
+    principals: tuple[str, ...] | None
+
+
+def _principals(stored: str | None) -> tuple[str, ...] | None:
+    return tuple(json.loads(stored)) if stored is not None else None
+
+
+async def key_access(tx: Tx, key_hash: bytes) -> KeyAccess | None:
+    """The scope and principals of an unrevoked API key, by the hash of the key; ``None``
+    for an unknown or revoked key."""
+    row = await tx.fetchone(
+        "SELECT s.tenant_id, s.organization_id, k.principals FROM api_keys k"
+        " JOIN scopes s ON s.scope_id = k.scope_id"
+        " WHERE k.key_hash = ? AND k.revoked_at IS NULL",
+        key_hash,
+    )
+    return KeyAccess(Scope(row[0], row[1]), _principals(row[2])) if row is not None else None
 
 
 async def list_keys(tx: Tx, scope: Scope | None, revoked: bool) -> list[KeyRecord]:
@@ -42,7 +79,8 @@ async def list_keys(tx: Tx, scope: Scope | None, revoked: bool) -> list[KeyRecor
     when ``revoked``."""
     sql = (
         "SELECT k.key_id, s.tenant_id, s.organization_id, k.created_at, k.last_used_at,"
-        " k.revoked_at FROM api_keys k JOIN scopes s ON s.scope_id = k.scope_id WHERE "
+        " k.revoked_at, k.principals"
+        " FROM api_keys k JOIN scopes s ON s.scope_id = k.scope_id WHERE "
     )
     params: list[object] = []
     sql += "1 = 1" if revoked else "k.revoked_at IS NULL"
@@ -50,7 +88,7 @@ async def list_keys(tx: Tx, scope: Scope | None, revoked: bool) -> list[KeyRecor
         sql += " AND s.tenant_id = ? AND s.organization_id = ?"
         params += [scope.tenant_id, scope.organization_id]
     rows = await tx.fetchall(sql + " ORDER BY k.created_at, k.key_id", *params)
-    return [KeyRecord(r[0], Scope(r[1], r[2]), r[3], r[4], r[5]) for r in rows]
+    return [KeyRecord(r[0], Scope(r[1], r[2]), r[3], r[4], r[5], _principals(r[6])) for r in rows]
 
 
 async def revoke_key(tx: Tx, key_id: str, at: int) -> int | None:
@@ -82,6 +120,10 @@ class KeyOps(EngineOps):
     ) -> list[KeyRecord]:
         """See :func:`list_keys`."""
         return await self._read(list_keys, scope, revoked)
+
+    async def key_access(self, key_hash: bytes) -> KeyAccess | None:
+        """See :func:`key_access`."""
+        return await self._read(key_access, key_hash)
 
     async def revoke_api_key(self, key_id: str) -> int | None:
         """See :func:`revoke_key` (now)."""

@@ -31,6 +31,7 @@ from telha.domain.listings import (
     VersionParent,
 )
 from telha.domain.model import Scope
+from telha.storage.core.acl import admitted
 from telha.storage.core.engine import EngineOps
 from telha.storage.core.tx import Tx
 
@@ -141,6 +142,10 @@ def sources_query(
         terms, values = _name_terms(f, "s.name" if by_name else "(s.name || '')")
         sql += terms
         params += values
+    if f.principals is not None:
+        seen, seen_params = admitted("s", f.principals, postgres=postgres)
+        sql += f" AND {seen}"
+        params += seen_params
     sql = _after(sql, params, page, "s.changed_at", "s.source_id")
     sql += " ORDER BY s.changed_at DESC, s.source_id DESC LIMIT ?"
     return sql, [*params, page.limit]
@@ -181,7 +186,9 @@ async def source_summary(tx: Tx, scope: Scope, source_id: bytes) -> SourceSummar
     return _source(row) if row is not None else None
 
 
-def jobs_query(sid: int, f: JobFilter, page: Page) -> tuple[str, list[Any]]:
+def jobs_query(
+    sid: int, f: JobFilter, page: Page, *, postgres: bool = False
+) -> tuple[str, list[Any]]:
     """The SQL (``?`` placeholders) and parameters of :func:`list_jobs` in scope ``sid``."""
     sql = f"{_JOB_SELECT} WHERE j.scope_id = ?"
     params: list[Any] = [sid]
@@ -194,6 +201,10 @@ def jobs_query(sid: int, f: JobFilter, page: Page) -> tuple[str, list[Any]]:
         if value is not None:
             sql += f" AND j.{column} = ?"
             params.append(value)
+    if f.principals is not None:
+        seen, seen_params = admitted("j", f.principals, postgres=postgres)
+        sql += f" AND {seen}"
+        params += seen_params
     sql = _after(sql, params, page, "j.created_at", "j.job_id")
     sql += " ORDER BY j.created_at DESC, j.job_id DESC LIMIT ?"
     return sql, [*params, page.limit]
@@ -205,7 +216,7 @@ async def list_jobs(tx: Tx, scope: Scope, f: JobFilter, page: Page) -> list[JobS
     sid = await tx.known_scope_id(scope)
     if sid is None:
         return []
-    sql, params = jobs_query(sid, f, page)
+    sql, params = jobs_query(sid, f, page, postgres=tx.postgres)
     return [_job(r) for r in await tx.fetchall(sql, *params)]
 
 

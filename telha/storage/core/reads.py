@@ -26,6 +26,7 @@ from telha.domain.model import (
     SpanRecord,
 )
 from telha.domain.records import node_record, slice_chunks, slice_text, version_record
+from telha.storage.core.acl import admitted
 from telha.storage.core.engine import EngineOps
 from telha.storage.core.tx import Tx
 from telha.storage.core.versions import IDENTITY_COLS, VERSION_COLS
@@ -146,13 +147,23 @@ async def span_rows(tx: Tx, scope: Scope, source_id: bytes, at: int) -> list[Spa
     ]
 
 
-async def get_node(tx: Tx, scope: Scope, node_id: bytes, as_of: int | None) -> NodeVersion | None:
+async def get_node(
+    tx: Tx,
+    scope: Scope,
+    node_id: bytes,
+    as_of: int | None,
+    principals: tuple[str, ...] | None = None,
+) -> NodeVersion | None:
     """The current version of a node (``as_of``: the version live at that transaction time),
-    with the ambiguities detected when it was written; ``None`` when absent or erased."""
+    with the ambiguities detected when it was written; ``None`` when absent or erased, or
+    with ``principals`` when its source's ACL admits none of them."""
     sid = await tx.known_scope_id(scope)
     if sid is None:
         return None
     where, params = visible("n", as_of)
+    if principals is not None:
+        seen_acl, acl_params = admitted("n", principals, postgres=tx.postgres)
+        where, params = f"{where} AND {seen_acl}", (*params, *acl_params)
     row = await tx.fetchone(
         f"SELECT {NODE_COLS} FROM nodes n WHERE n.scope_id = ? AND n.node_id = ? AND {where}"
         " ORDER BY n.tx_from DESC LIMIT 1",
@@ -185,10 +196,12 @@ async def list_nodes(
     limit: int,
     after: bytes | None,
     as_of: int | None = None,
+    principals: tuple[str, ...] | None = None,
 ) -> list[NodeVersion]:
     """Nodes (current, or as of transaction time ``as_of``) ordered by id, strictly after
     ``after``, at most ``limit``; with ``label`` through the label index, with ``source_id``
-    of that source only."""
+    of that source only; with ``principals``, of the sources whose ACL admits one of them
+    only (:func:`~telha.storage.core.acl.admitted`)."""
     sid = await tx.known_scope_id(scope)
     if sid is None:
         return []
@@ -209,21 +222,33 @@ async def list_nodes(
     if source_id is not None:
         sql += " AND n.source_id = ?"
         params.append(source_id)
+    if principals is not None:
+        seen_acl, acl_params = admitted("n", principals, postgres=tx.postgres)
+        sql += f" AND {seen_acl}"
+        params += acl_params
     rows = await tx.fetchall(f"{sql} ORDER BY {key} LIMIT ?", *params, limit)
     return [node_record(r) for r in rows]
 
 
 async def node_edges(
-    tx: Tx, scope: Scope, node_id: bytes, direction: Direction, as_of: int | None = None
+    tx: Tx,
+    scope: Scope,
+    node_id: bytes,
+    direction: Direction,
+    as_of: int | None = None,
+    principals: tuple[str, ...] | None = None,
 ) -> list[EdgeRecord]:
     """A node's edges in ``direction`` (current, or as of transaction time ``as_of``), by
-    edge id; an edge whose far endpoint is not in the graph then (a dangling edge) is left
-    out."""
+    edge id; an edge whose far endpoint is not in the graph then (a dangling edge), or with
+    ``principals`` is of a source whose ACL admits none of them, is left out."""
     sid = await tx.known_scope_id(scope)
     if sid is None:
         return []
     edge_seen, edge_params = visible("e", as_of, node=False)
     far_seen, far_params = visible("x", as_of)
+    if principals is not None:
+        far_acl, acl_params = admitted("x", principals, postgres=tx.postgres)
+        far_seen, far_params = f"{far_seen} AND {far_acl}", (*far_params, *acl_params)
     parts: list[str] = []
     params: list[Any] = []
     for side, near, far in (
@@ -269,9 +294,15 @@ class ReadOps(EngineOps):
         """See :func:`span_rows`."""
         return await self._read(span_rows, scope, source_id, tx)
 
-    async def get_node(self, scope: Scope, node_id: bytes, as_of: int | None) -> NodeVersion | None:
+    async def get_node(
+        self,
+        scope: Scope,
+        node_id: bytes,
+        as_of: int | None,
+        principals: tuple[str, ...] | None = None,
+    ) -> NodeVersion | None:
         """See :func:`get_node`."""
-        return await self._read(get_node, scope, node_id, as_of)
+        return await self._read(get_node, scope, node_id, as_of, principals)
 
     async def list_nodes(
         self,
@@ -282,12 +313,20 @@ class ReadOps(EngineOps):
         limit: int,
         after: bytes | None,
         as_of: int | None = None,
+        principals: tuple[str, ...] | None = None,
     ) -> list[NodeVersion]:
         """See :func:`list_nodes`."""
-        return await self._read(list_nodes, scope, label, source_id, limit, after, as_of)
+        return await self._read(
+            list_nodes, scope, label, source_id, limit, after, as_of, principals
+        )
 
     async def node_edges(
-        self, scope: Scope, node_id: bytes, direction: Direction, as_of: int | None = None
+        self,
+        scope: Scope,
+        node_id: bytes,
+        direction: Direction,
+        as_of: int | None = None,
+        principals: tuple[str, ...] | None = None,
     ) -> list[EdgeRecord]:
         """See :func:`node_edges`."""
-        return await self._read(node_edges, scope, node_id, direction, as_of)
+        return await self._read(node_edges, scope, node_id, direction, as_of, principals)

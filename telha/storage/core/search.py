@@ -32,6 +32,7 @@ from telha.domain.search_query import (
     tsquery,
 )
 from telha.domain.search_text import is_verbatim, snippet
+from telha.storage.core.acl import admitted
 from telha.storage.core.engine import EngineOps
 from telha.storage.core.failed_rows import record
 from telha.storage.core.search_index import index_pending, waiting
@@ -62,11 +63,13 @@ _decode = msgspec.json.decode
 @dataclass(frozen=True, slots=True)
 class Filters:
     """What a search is narrowed to (``None``: anything): a source, a source format, a
-    label of a linked node."""
+    label of a linked node, the sources whose ACL admits one of ``principals``
+    (:func:`~telha.storage.core.acl.admitted`)."""
 
     source_id: bytes | None = None
     format: str | None = None
     label: str | None = None
+    principals: tuple[str, ...] | None = None
 
 
 @dataclass(slots=True)
@@ -131,6 +134,10 @@ def _candidates_sql(
     if filters.label is not None:
         conds.append("position(? in s.labels) > 0" if tx.postgres else "instr(s.labels, ?) > 0")
         params.append(f" {filters.label} ")
+    if filters.principals is not None:
+        seen, seen_params = admitted("s", filters.principals, postgres=tx.postgres)
+        conds.append(seen)
+        params += seen_params
     if tx.postgres:
         extra = "".join(f" AND {c}" for c in conds)
         score = "ts_rank(s.body, q)" if ranked else "0"
@@ -313,18 +320,24 @@ async def search(
 
 
 async def locate(
-    tx: Tx, scope: Scope, quote: Quote, source_id: bytes | None, limit: int
+    tx: Tx,
+    scope: Scope,
+    quote: Quote,
+    source_id: bytes | None,
+    limit: int,
+    principals: tuple[str, ...] | None = None,
 ) -> list[Located]:
     """Every place of the scope's current versions where ``quote`` occurs (at most
     ``limit``, by source, version and offset), overlapping and inside words included:
     candidates are the span rows that may hold it
     (:func:`~telha.domain.search_query.quote_terms`: the index), verified against their
     canonical text folded (:func:`~telha.domain.search_query.find_quote`). Occurrences that
-    nested span rows share are one, with the nodes of every such row."""
+    nested span rows share are one, with the nodes of every such row. With ``principals``,
+    of the sources whose ACL admits one of them only."""
     sid = await tx.known_scope_id(scope)
     if sid is None:
         return []
-    filters = Filters(source_id=source_id)
+    filters = Filters(source_id=source_id, principals=principals)
     rowids = await _candidates(
         tx, sid, quote_terms(quote), filters, LOCATE_CANDIDATES, 0, ranked=False
     )
@@ -387,11 +400,17 @@ class SearchOps(EngineOps):
         return await self._read(search, scope, terms, filters, limit, offset, rank_window)
 
     async def locate(
-        self, scope: Scope, quote: Quote, *, source_id: bytes | None, limit: int
+        self,
+        scope: Scope,
+        quote: Quote,
+        *,
+        source_id: bytes | None,
+        limit: int,
+        principals: tuple[str, ...] | None = None,
     ) -> list[Located]:
         """See :func:`locate`."""
         await self.catch_up(scope)
-        return await self._read(locate, scope, quote, source_id, limit)
+        return await self._read(locate, scope, quote, source_id, limit, principals)
 
     async def index_queued(self, *, scope: Scope | None = None, limit: int = INDEX_BATCH) -> int:
         """One batch of the index's waiting work (of ``scope``, or of any scope) in one

@@ -11,6 +11,7 @@ is written. SQLite's single writer serialises the same steps.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
@@ -209,11 +210,21 @@ async def commit(
     )
 
 
-async def insert_api_key(tx: Tx, scope: Scope, key_id: str, key_hash: bytes, at: int) -> None:
-    """Store an API key (its hash) for ``scope``, interning the scope if new."""
+async def insert_api_key(
+    tx: Tx,
+    scope: Scope,
+    key_id: str,
+    key_hash: bytes,
+    at: int,
+    principals: tuple[str, ...] | None = None,
+) -> None:
+    """Store an API key (its hash) for ``scope``, interning the scope if new, with the
+    principals it acts for (``None``: none; docs/rest-api.md, "Principals")."""
+    acts_for = json.dumps(list(principals)) if principals is not None else None
     await tx.execute(
-        "INSERT INTO api_keys (key_hash, key_id, scope_id, created_at) VALUES (?, ?, ?, ?)",
-        key_hash, key_id, await tx.scope_id(scope), at,
+        "INSERT INTO api_keys (key_hash, key_id, scope_id, created_at, principals)"
+        " VALUES (?, ?, ?, ?, ?)",
+        key_hash, key_id, await tx.scope_id(scope), at, acts_for,
     )  # fmt: skip
 
 
@@ -263,6 +274,14 @@ class VersionOps(EngineOps):
         to take :func:`commit`. None here."""
         return None
 
-    async def insert_api_key(self, scope: Scope, key_id: str, key_hash: bytes) -> None:
+    async def insert_api_key(
+        self,
+        scope: Scope,
+        key_id: str,
+        key_hash: bytes,
+        principals: tuple[str, ...] | None = None,
+    ) -> None:
         """See :func:`insert_api_key`."""
-        await self._transaction("store api key", insert_api_key, scope, key_id, key_hash, now_us())
+        await self._transaction(
+            "store api key", insert_api_key, scope, key_id, key_hash, now_us(), principals
+        )

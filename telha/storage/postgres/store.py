@@ -18,6 +18,7 @@ import anyio.abc
 import asyncpg
 import structlog
 
+from telha.storage.core.acl import AclOps
 from telha.storage.core.cancel import CancelOps
 from telha.storage.core.connectors import ConnectorOps
 from telha.storage.core.diff import DiffOps
@@ -55,6 +56,7 @@ class PostgresStore(
     FastVersionOps,
     StreamOps,
     ReadOps,
+    AclOps,
     TextReadOps,
     SearchOps,
     DiffOps,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import anyio
 import anyio.abc
 
+from telha.storage.core.acl import AclOps
 from telha.storage.core.cancel import CancelOps
 from telha.storage.core.connectors import ConnectorOps
 from telha.storage.core.diff import DiffOps
@@ -43,6 +44,7 @@ class SqliteStore(
     VersionOps,
     StreamOps,
     ReadOps,
+    AclOps,
     TextReadOps,
     SearchOps,
     DiffOps,

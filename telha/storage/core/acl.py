@@ -1,0 +1,76 @@
+"""Which sources a request acting for principals sees (docs/rest-api.md, "Principals"): the
+SQL form of :func:`telha.domain.acl.admits`, the one condition every listing, search and
+graph read adds when a request names principals, on both engines.
+
+A source's ACL is its connector item's (``connector_items.acl``, a JSON array of principal
+strings; one item per source): the current ACL governs every version of the source, reads
+as of an earlier time included, so a principal the remote no longer lists loses the history
+too. A source no connector created has no ACL.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from telha.domain.acl import Principals, admits
+from telha.domain.model import Scope
+from telha.storage.core.engine import EngineOps
+from telha.storage.core.tx import Tx
+
+__all__ = ["AclOps", "admitted", "source_acl"]
+
+
+def admitted(
+    alias: str, principals: Sequence[str], *, postgres: bool
+) -> tuple[str, tuple[Any, ...]]:
+    """``(condition, params)``: the source of row ``alias`` (its ``scope_id`` and
+    ``source_id`` columns) is seen by a request acting for ``principals`` (not empty): it
+    has no ACL, or its ACL names one of them. A row without a source (``source_id`` NULL)
+    is seen. The probe is one lookup of ``connector_items_by_source``, and an ACL's array
+    is read only for a source that has one."""
+    if postgres:
+        elements = "jsonb_array_elements_text(CAST(ci.acl AS jsonb)) j"
+        member: tuple[str, tuple[Any, ...]] = (
+            "j.value = ANY(CAST(? AS text[]))",
+            (list(principals),),
+        )
+    else:
+        elements = "json_each(ci.acl) j"
+        member = (f"j.value IN ({', '.join('?' * len(principals))})", tuple(principals))
+    return (
+        f"NOT EXISTS (SELECT 1 FROM connector_items ci WHERE ci.scope_id = {alias}.scope_id"
+        f" AND ci.source_id = {alias}.source_id AND ci.acl IS NOT NULL"
+        f" AND NOT EXISTS (SELECT 1 FROM {elements} WHERE {member[0]}))",
+        member[1],
+    )
+
+
+async def source_acl(tx: Tx, scope: Scope, source_id: bytes) -> list[str] | None:
+    """The ACL of a source of ``scope`` (its connector item's principals), ``None`` when it
+    has none (no connector created it, or its item carries no ACL)."""
+    sid = await tx.known_scope_id(scope)
+    if sid is None:
+        return None
+    row = await tx.fetchone(
+        "SELECT acl FROM connector_items WHERE scope_id = ? AND source_id = ?", sid, source_id
+    )
+    if row is None or row[0] is None:
+        return None
+    acl = json.loads(row[0])
+    return [str(p) for p in acl] if isinstance(acl, list) else []
+
+
+class AclOps(EngineOps):
+    """The principal checks of :class:`telha.storage.protocol.ReadStore`."""
+
+    async def source_admitted(
+        self, scope: Scope, source_id: bytes, principals: Principals | None
+    ) -> bool:
+        """Whether a request of ``scope`` acting for ``principals`` sees the source
+        (:func:`telha.domain.acl.admits` over :func:`source_acl`); always ``True`` without
+        principals (no read)."""
+        if principals is None:
+            return True
+        return admits(await self._read(source_acl, scope, source_id), principals)
