@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from connectors.sdk import ItemUnreadable, ListingIncomplete, RemoteItem, Removed, run_listing
+from connectors.sdk import ItemUnreadable, ListingIncomplete, RemoteItem, Removed, run_pages
 from telha.domain.connectors import ConnectorItem, check_connector, connector_source_id
 from telha.domain.errors import RequestError
 from telha.domain.ids import source_id_for
@@ -132,6 +132,30 @@ class _Delta:
         return self._next
 
 
+def _drive(
+    source: _Delta, known: dict[str, str | None], checkpoint: str | None, **sizes: int
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Run the driver as core would answer it (each page's listed items whose marker is not
+    ``known``'s); the pages sent and the final page's fields, items and failures gathered."""
+    gen = run_pages(source, checkpoint, **sizes)
+    pages = [next(gen)]
+    while pages[-1]["partial"]:
+        wanted = [
+            e["externalId"] for e in pages[-1]["listed"]
+            if e["marker"] is None or known.get(e["externalId"], "\0") != e["marker"]
+        ]  # fmt: skip
+        pages.append(gen.send(wanted))
+    with pytest.raises(StopIteration):
+        next(gen)
+    final = dict(pages[-1])
+    assert final["listed"] if "listed" in final else [] == []
+    for key in ("items", "failed"):
+        final[key] = [x for p in pages for x in p[key]]
+    for key in ("listed", "removed"):
+        final[key] = [x for p in pages for x in p.get(key, [])]
+    return pages, final
+
+
 def test_the_driver_with_a_delta_source() -> None:
     source = _Delta({
         None: [{"id": "1", "name": "a.txt", "eTag": "v1"},
@@ -140,23 +164,40 @@ def test_the_driver_with_a_delta_source() -> None:
         "t1": [{"id": "1", "name": "a.txt", "eTag": "v2"}, {"id": "2", "@removed": "deleted"},
                {"id": "9", "name": "new.txt"}],
     })  # fmt: skip
-    first = run_listing(source, {}, None)
+    _, first = _drive(source, {}, None)
     assert first["fullListing"] is True and first["complete"] is True
-    assert first["seen"] == ["1", "2", "locked"]  # c.bin: no format, not listed
+    assert [e["externalId"] for e in first["listed"]] == ["1", "2", "locked"]  # c.bin: none
     assert [i["externalId"] for i in first["items"]] == ["1", "2"]
     assert first["items"][1]["format"] == "markdown"
     assert base64.b64decode(first["items"][0]["contentB64"]) == b"content of 1"
     assert first["failed"] == [{"externalId": "locked", "reason": "locked: 423"}]
     assert first["checkpoint"] == "token-2"
     source.reads.clear()
-    second = run_listing(source, {"1": "v1", "2": "v1"}, "t1")
-    assert second["fullListing"] is False and second["seen"] == []
+    _, second = _drive(source, {"1": "v1", "2": "v1"}, "t1")
+    assert second["fullListing"] is False
     assert second["removed"] == ["2"]
     assert [i["externalId"] for i in second["items"]] == ["1", "9"]
     assert source.reads == ["1", "9"]
     # A known item with the same marker is not read.
     source.reads.clear()
-    third = run_listing(source, {"1": "v2"}, "t1")
-    assert third["unchanged"] == 1 and source.reads == ["9"]
-    cut = run_listing(source, {}, "broken")
+    _, third = _drive(source, {"1": "v2"}, "t1")
+    assert source.reads == ["9"] and [i["externalId"] for i in third["items"]] == ["9"]
+    _, cut = _drive(source, {}, "broken")
     assert cut["complete"] is False and "503" in cut["error"] and cut["checkpoint"] is None
+    assert [i["externalId"] for i in cut["items"]] == ["x"]  # what it read is still sent
+
+
+def test_the_driver_pages_a_large_listing() -> None:
+    """Listing pages of at most ``list_page`` entries; read items leave in pages of about
+    ``page_bytes``; the last page lists nothing."""
+    many = [{"id": str(i), "name": f"{i}.txt", "eTag": "v1"} for i in range(25)]
+    source = _Delta({None: many})
+    pages, final = _drive(source, {str(i): "v1" for i in range(0, 25, 2)}, None,
+                          list_page=10, page_bytes=40)  # fmt: skip
+    assert [len(p.get("listed", [])) for p in pages if p.get("listed")] == [10, 10, 5]
+    assert all(len(p.get("listed", [])) + len(p.get("removed", [])) <= 10 for p in pages)
+    assert len(final["listed"]) == 25 and [p["partial"] for p in pages][-1] is False
+    assert "listed" not in pages[-1]
+    assert sorted(int(i["externalId"]) for i in final["items"]) == list(range(1, 25, 2))
+    assert all(sum(i["size"] for i in p["items"]) < 40 + 20 for p in pages)
+    assert sorted(source.reads, key=int) == [str(i) for i in range(1, 25, 2)]
