@@ -1,77 +1,76 @@
-"""The deletion rules of sync runs (telha.domain.sync_runs.plan_retire), the connector
-settings check, and the SDK driver with a delta connector shaped like Microsoft Graph's
+"""The rules of sync runs (telha.domain.sync_runs: what a run reads, the prune guard, its
+pages), the connector settings check, and the SDK driver with a delta connector shaped like Microsoft Graph's
 (docs/connectors.md, "The SDK")."""
 
 from __future__ import annotations
 
 import base64
 from collections.abc import Iterator
+from typing import Any
 
+import msgspec
 import pytest
 
 from connectors.sdk import ItemUnreadable, ListingIncomplete, RemoteItem, Removed, run_pages
-from telha.domain.connectors import ConnectorItem, check_connector, connector_source_id
+from telha.domain.connectors import check_connector, connector_source_id
 from telha.domain.errors import RequestError
 from telha.domain.ids import source_id_for
 from telha.domain.submission import InvalidSubmission
-from telha.domain.sync_runs import FailedItemIn, SyncReport, decode_report, plan_retire
-
-CID = b"\x01" * 16
-
-
-def _live(*ids: str) -> list[ConnectorItem]:
-    return [ConnectorItem(CID, i, source_id_for(i).bytes, i) for i in ids]
-
-
-def _gone(items: list[ConnectorItem]) -> list[str]:
-    return [i.external_id for i in items]
+from telha.domain.sync_runs import (
+    KnownItem,
+    ListedIn,
+    RunProgress,
+    decode_page,
+    progress_of,
+    prune_warning,
+    wanted,
+)
 
 
-def test_a_complete_full_listing_retires_what_it_did_not_see() -> None:
-    live = _live(*(f"f{i}" for i in range(10)))
-    report = SyncReport(complete=True, seen=[f"f{i}" for i in range(1, 10)])
-    gone, warning = plan_retire(live, report, 0.2, False)
-    assert _gone(gone) == ["f0"] and warning is None
+def test_listed_items_to_read() -> None:
+    """Read: new, retired, changed, no marker, last ingest failed (``None``); the rest are
+    unchanged."""
+    known = {
+        "same": KnownItem("m1", False), "changed": KnownItem("m1", False),
+        "retired": KnownItem("m1", True), "failed": KnownItem(None, False),
+        "nomarker": KnownItem("m1", False),
+    }  # fmt: skip
+    listed = [
+        ListedIn(external_id="same", marker="m1"), ListedIn(external_id="changed", marker="m2"),
+        ListedIn(external_id="retired", marker="m1"), ListedIn(external_id="failed", marker="m1"),
+        ListedIn(external_id="nomarker", marker=None), ListedIn(external_id="new", marker="m1"),
+    ]  # fmt: skip
+    assert wanted(listed, known) == ["changed", "retired", "failed", "nomarker", "new"]
 
 
-def test_an_incomplete_listing_retires_nothing() -> None:
-    live = _live("a", "b", "c")
-    report = SyncReport(complete=False, seen=[], error="cannot list b")
-    assert plan_retire(live, report, 1.0, True) == ([], None)
+@pytest.mark.parametrize(("gone", "held"), [(0, False), (2, False), (3, True), (10, True)])
+def test_the_prune_guard(gone: int, held: bool) -> None:
+    assert (prune_warning(gone, 10, 0.2, False) is not None) is held
+    assert prune_warning(gone, 10, 0.2, True) is None
+    if held:
+        assert f"{gone} of 10" in str(prune_warning(gone, 10, 0.2, False))
 
 
-def test_failed_items_are_never_retired() -> None:
-    live = _live(*(f"f{i}" for i in range(10)))
-    report = SyncReport(
-        complete=True, seen=[f"f{i}" for i in range(1, 10)],
-        failed=[FailedItemIn(external_id="f0", reason="EACCES")],
-    )  # fmt: skip
-    assert plan_retire(live, report, 0.2, False) == ([], None)
+def test_a_fresh_attempt_starts_its_counts_again() -> None:
+    stats = msgspec.json.encode(RunProgress(listed=5, generation=1, next_seq=2))
+    assert progress_of(stats, 1).listed == 5
+    assert progress_of(stats, 2) == RunProgress(generation=2)
+    assert progress_of(None, 3).next_seq == 0
 
 
-@pytest.mark.parametrize(("retiring", "held"), [(2, False), (3, True), (10, True)])
-def test_the_prune_guard(retiring: int, held: bool) -> None:
-    live = _live(*(f"f{i}" for i in range(10)))
-    report = SyncReport(complete=True, seen=[f"f{i}" for i in range(retiring, 10)])
-    gone, warning = plan_retire(live, report, 0.2, False)
-    assert (gone == [] and warning is not None) is held
-    assert len(plan_retire(live, report, 0.2, True)[0]) == retiring
-
-
-def test_a_delta_retires_only_what_it_names_removed() -> None:
-    live = _live("a", "b", "c", "d", "e")
-    report = SyncReport(complete=True, full_listing=False, removed=["b", "zzz"])
-    gone, _ = plan_retire(live, report, 0.2, False)
-    assert _gone(gone) == ["b"]  # "zzz" is not this connector's: never a candidate
-
-
-def test_bad_reports_are_invalid_submissions() -> None:
-    with pytest.raises(InvalidSubmission):
-        decode_report(b"{nope")
-    with pytest.raises(InvalidSubmission):
-        decode_report(b'{"complete": true, "surprise": 1}')
-    with pytest.raises(InvalidSubmission):
-        decode_report(b'{"complete": "yes"}')
+def test_bad_pages_are_invalid_submissions() -> None:
+    for raw in (
+        b"{nope",
+        b'{"complete": true, "partial": false, "surprise": 1}',
+        b'{"complete": "yes", "partial": false}',
+        b'{"partial": false}',  # the last page says whether the listing completed
+        b'{"partial": true, "complete": true}',
+        b'{"partial": false, "complete": true, "listed": [{"externalId": "a"}]}',
+        b'{"listed": [' + b",".join([b'{"externalId": "a"}'] * 10_001) + b"]}",
+    ):
+        with pytest.raises(InvalidSubmission):
+            decode_page(raw)
+    assert decode_page(b'{"partial": false, "complete": false, "error": "503"}').error == "503"
 
 
 def test_connector_source_ids() -> None:
@@ -120,7 +119,7 @@ class _Delta:
                 yield Removed(entry["id"])
             else:
                 yield RemoteItem(entry["id"], entry["name"], entry.get("eTag"))
-        self._next = f"token-{len(self.reads)}"
+        self._next = f"after-{checkpoint}"
 
     def read(self, item: RemoteItem) -> bytes:
         if item.external_id == "locked":
@@ -141,14 +140,13 @@ def _drive(
     pages = [next(gen)]
     while pages[-1]["partial"]:
         wanted = [
-            e["externalId"] for e in pages[-1]["listed"]
+            e["externalId"] for e in pages[-1].get("listed", [])
             if e["marker"] is None or known.get(e["externalId"], "\0") != e["marker"]
         ]  # fmt: skip
         pages.append(gen.send(wanted))
     with pytest.raises(StopIteration):
         next(gen)
     final = dict(pages[-1])
-    assert final["listed"] if "listed" in final else [] == []
     for key in ("items", "failed"):
         final[key] = [x for p in pages for x in p[key]]
     for key in ("listed", "removed"):
@@ -171,7 +169,7 @@ def test_the_driver_with_a_delta_source() -> None:
     assert first["items"][1]["format"] == "markdown"
     assert base64.b64decode(first["items"][0]["contentB64"]) == b"content of 1"
     assert first["failed"] == [{"externalId": "locked", "reason": "locked: 423"}]
-    assert first["checkpoint"] == "token-2"
+    assert first["checkpoint"] == "after-None"
     source.reads.clear()
     _, second = _drive(source, {"1": "v1", "2": "v1"}, "t1")
     assert second["fullListing"] is False
