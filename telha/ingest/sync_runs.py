@@ -45,6 +45,7 @@ __all__ = ["SyncRuns", "checkpoint_of", "run_spec"]
 
 log = structlog.get_logger("telha.sync")
 
+
 def run_spec(job: JobRecord) -> dict[str, Any]:
     """The spec a run job carries (its inline content): ``connectorId``, ``kind``,
     ``settings``, ``checkpoint``, ``confirmPrune``."""

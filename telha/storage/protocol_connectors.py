@@ -40,9 +40,6 @@ class ConnectorStore(Protocol):
     async def connector_items(self, scope: Scope, connector_id: bytes) -> list[ConnectorItem]:
         """Every item row of a connector (retired ones too), by external id."""
 
-    async def known_markers(self, scope: Scope, connector_id: bytes) -> dict[str, str | None]:
-        """Each live item's marker as a run compares it (``None``: its last ingest failed)."""
-
     async def start_sync_run(
         self, scope: Scope, job: NewJob, *, now_us: int, every_us: int | None = None
     ) -> bytes | None:

@@ -35,7 +35,7 @@ def _example() -> types.ModuleType:
     assert code is not None
     assert len(code.group(1).splitlines()) < 100  # what the page promises
     module = types.ModuleType("graph_drive_example")
-    exec(compile(code.group(1), f"{_DOC}:graph", "exec"), module.__dict__)  # noqa: S102
+    exec(compile(code.group(1), f"{_DOC}:graph", "exec"), module.__dict__)
     return module
 
 

@@ -1,6 +1,6 @@
-"""The rules of sync runs (telha.domain.sync_runs: what a run reads, the prune guard, its
-pages), the connector settings check, and the SDK driver with a delta connector shaped like Microsoft Graph's
-(docs/connectors.md, "The SDK")."""
+"""The rules of sync runs (telha.domain.sync_runs: what a run reads, the prune guard,
+its pages), the connector settings check, and the SDK driver with a delta connector
+shaped like Microsoft Graph's (docs/connectors.md, "The SDK")."""
 
 from __future__ import annotations
 

@@ -29,14 +29,14 @@ from pathlib import PurePosixPath
 from typing import Any, Protocol
 
 __all__ = [
+    "LIST_PAGE",
+    "PAGE_BYTES",
     "Connector",
     "ItemUnreadable",
     "ListingIncomplete",
     "RemoteItem",
     "Removed",
     "format_for",
-    "LIST_PAGE",
-    "PAGE_BYTES",
     "run_pages",
 ]
 
@@ -153,10 +153,11 @@ def run_pages(
     whose bytes core wants (new, changed, no marker, or last ingest failed). Those are read
     and sent with the next page; an unchanged item's bytes are never read.
 
-    Pages: ``listed`` (``{externalId, marker}``, at most ``list_page``), ``removed``,
-    ``items`` (read, with their bytes; a page is sent once they reach ``page_bytes``), ``failed``; the last (``partial: false``) also ``complete``, ``fullListing``
-    (asked after the listing, so a delta source that had to start over says so),
-    ``checkpoint`` and ``error``, and lists nothing.
+    Pages: ``listed`` (``{externalId, marker}``, at most ``list_page`` with ``removed``),
+    ``removed``, ``items`` (read, with their bytes; a page goes once they reach
+    ``page_bytes``), ``failed``; the last (``partial: false``) also ``complete``,
+    ``fullListing`` (asked after the listing, so a delta source that had to start over
+    says so), ``checkpoint`` and ``error``, and lists nothing.
     """
     listing = connector.list(checkpoint)
     listed: list[dict[str, Any]] = []

@@ -84,9 +84,7 @@ def _chunks(ids: Sequence[str]) -> list[Sequence[str]]:
     return [ids[i : i + _IN_CHUNK] for i in range(0, len(ids), _IN_CHUNK)]
 
 
-async def _known(
-    tx: Tx, sid: int, connector_id: bytes, ids: Sequence[str]
-) -> dict[str, KnownItem]:
+async def _known(tx: Tx, sid: int, connector_id: bytes, ids: Sequence[str]) -> dict[str, KnownItem]:
     """The rows of ``ids``: their markers as a run compares them (``None`` when the last
     job of the source ended ``dead`` or ``cancelled``: its bytes never made a version)."""
     out: dict[str, KnownItem] = {}
