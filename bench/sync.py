@@ -57,7 +57,8 @@ def _run(c: httpx.Client, cid: str) -> tuple[float, dict[str, Any]]:
     started.raise_for_status()
     run_id = started.json()["runId"]
     while True:
-        runs = c.get(f"/v1/connectors/{cid}/runs").json()["runs"]
+        # limit=1: the run just started is the newest (older runs are not recounted).
+        runs = c.get(f"/v1/connectors/{cid}/runs", params={"limit": 1}).json()["runs"]
         run = next(r for r in runs if r["runId"] == run_id)
         if run["state"] in ("completed", "dead") and not {"pending", "leased"} & set(
             run["children"]
@@ -126,8 +127,8 @@ def main() -> int:
                 second_s, second = _run(c, cid)
                 events = c.get(f"/v1/ingest/{second['runId']}").json()["events"]
                 pages = sum(e["transition"] == "partial" for e in events)
-                done = next(e["detail"] for e in events if e["transition"] == "completed")
-                retire_ms = done.rpartition("retire_ms=")[2]
+                done = next(e.get("detail") for e in events if e["transition"] == "completed")
+                retire_ms = (done or "").rpartition("retire_ms=")[2] or "(not recorded)"
             listing_s = _listing_s(tree)
             with httpx.Client(
                 base_url=srv.base_url, headers={"x-api-key": floor_key}, timeout=120

@@ -16,6 +16,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import time
 import uuid
 from typing import Any
 
@@ -148,11 +149,17 @@ class SyncRuns:
             await self._queue.fail(lease, "invalid_submission", str(exc), log_detail=True)
             self._queue.metrics.invalid_submissions.labels(job.kind).inc()
             return SubmitResult(False, reason=str(exc))
+        t0 = time.perf_counter()
         outcome = await self._store.apply_sync_page(
             PageApply(
                 job.scope, lease, cid, page, children, connector.prune_max_fraction,
                 bool(spec.get("confirmPrune")), worker, now_us(), self._queue.lease_us,
             )
+        )  # fmt: skip
+        log.info(
+            "sync_page_applied", seq=page.seq, listed=len(page.listed), read=len(children),
+            removed=len(page.removed), failed=len(page.failed), wanted=len(outcome.wanted),
+            replay=outcome.replay, apply_ms=round((time.perf_counter() - t0) * 1000, 1),
         )  # fmt: skip
         for name in outcome.refused:
             log.warning("child_refused_erased", child=name)

@@ -25,7 +25,6 @@ from __future__ import annotations
 import base64
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
-from pathlib import PurePosixPath
 from typing import Any, Protocol
 
 __all__ = [
@@ -116,7 +115,9 @@ _FORMATS = {
 def format_for(name: str) -> str | None:
     """Telha's format for a file name by its extension (case-insensitive), ``None`` for
     none known (``.json`` included: a JSON source is ingested by request, not by sync)."""
-    return _FORMATS.get(PurePosixPath(name).suffix.lower())
+    base = name.rpartition("/")[2]
+    dot = base.rfind(".")
+    return _FORMATS.get(base[dot:].lower()) if dot > 0 else None
 
 
 #: Listed entries a page carries for core to compare (the answer names those to read).

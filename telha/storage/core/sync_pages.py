@@ -136,6 +136,7 @@ async def _record_children(tx: Tx, sid: int, p: PageApply, progress: RunProgress
     """Write the item rows of the items read and enqueue their child jobs; count them added
     (no live row before) or changed. Returns the refused children's names."""
     ids = [row.external_id for _, row in p.children]
+    await tx.lock_sources(sid, [job.source_id for job, _ in p.children])
     before = await _known(tx, sid, p.connector_id, ids)
     refused = []
     parent = f"parent={p.lease.job_id.hex()}"
@@ -173,6 +174,9 @@ async def _finish(tx: Tx, sid: int, p: PageApply, progress: RunProgress) -> None
         live = int(live_row[0]) if live_row is not None else 0
         progress.warning = prune_warning(len(gone), live, p.prune_max_fraction, p.confirm_prune)
         if progress.warning is None:
+            # Every source lock before the first retire takes the clock row (PostgreSQL's
+            # lock order: sources, then the clock).
+            await tx.lock_sources(sid, [source_id for _, source_id in gone])
             for _, source_id in gone:
                 try:
                     await retire(tx, sid, source_id, RETIRE_REASON)
