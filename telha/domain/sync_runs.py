@@ -141,13 +141,14 @@ class KnownItem:
 
 def wanted(listed: list[ListedIn], known: Mapping[str, KnownItem]) -> list[str]:
     """The listed items whose bytes a run reads, in listing order: new, retired, changed
-    marker, no marker, or a last ingest that failed. The others are unchanged."""
-    out = []
+    marker, no marker, or a last ingest that failed (each once). The others are
+    unchanged."""
+    out: dict[str, None] = {}
     for entry in listed:
         k = known.get(entry.external_id)
         if k is None or k.retired or entry.marker is None or k.marker != entry.marker:
-            out.append(entry.external_id)
-    return out
+            out[entry.external_id] = None
+    return list(out)
 
 
 class RunProgress(msgspec.Struct, rename="camel", kw_only=True):

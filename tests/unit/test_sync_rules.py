@@ -11,7 +11,14 @@ from typing import Any
 import msgspec
 import pytest
 
-from connectors.sdk import ItemUnreadable, ListingIncomplete, RemoteItem, Removed, run_pages
+from connectors.sdk import (
+    ItemUnreadable,
+    ListingIncomplete,
+    RemoteItem,
+    Removed,
+    run_listing,
+    run_pages,
+)
 from telha.domain.connectors import check_connector, connector_source_id
 from telha.domain.errors import RequestError
 from telha.domain.ids import source_id_for
@@ -199,3 +206,17 @@ def test_the_driver_pages_a_large_listing() -> None:
     assert sorted(int(i["externalId"]) for i in final["items"]) == list(range(1, 25, 2))
     assert all(sum(i["size"] for i in p["items"]) < 40 + 20 for p in pages)
     assert sorted(source.reads, key=int) == [str(i) for i in range(1, 25, 2)]
+
+
+def test_a_dry_run_gathers_one_report() -> None:
+    """``run_listing``: the pages gathered, core's answer played from ``known``."""
+    source = _Delta({
+        None: [{"id": "1", "name": "a.txt", "eTag": "v1"}, {"id": "2", "name": "b.md"}],
+        "t1": [{"id": "1", "name": "a.txt", "eTag": "v1"}, {"id": "2", "@removed": "x"}],
+    })  # fmt: skip
+    full = run_listing(source, {"1": "v1"}, None)
+    assert full["seen"] == ["1", "2"] and full["unchanged"] == 1 and full["fullListing"]
+    assert [i["externalId"] for i in full["items"]] == ["2"] and source.reads == ["2"]
+    delta = run_listing(source, {"1": "v1"}, "t1")
+    assert delta["seen"] == [] and delta["removed"] == ["2"] and delta["items"] == []
+    assert (delta["complete"], delta["checkpoint"], delta["unchanged"]) == (True, "after-t1", 1)

@@ -23,7 +23,7 @@ false`` and nothing is retired. An item that cannot be read raises :class:`ItemU
 from __future__ import annotations
 
 import base64
-from collections.abc import Generator, Iterator
+from collections.abc import Generator, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -36,6 +36,7 @@ __all__ = [
     "RemoteItem",
     "Removed",
     "format_for",
+    "run_listing",
     "run_pages",
 ]
 
@@ -122,7 +123,8 @@ def format_for(name: str) -> str | None:
 
 #: Listed entries a page carries for core to compare (the answer names those to read).
 LIST_PAGE = 1000
-#: Bytes of item content (before base64) a page carries at most; a bigger item goes alone.
+#: Bytes of item content (before base64) after which a page goes (one big item makes a page
+#: about its own size).
 PAGE_BYTES = 4 * 1024 * 1024
 
 
@@ -213,3 +215,40 @@ def _read_into(connector: Connector, item: RemoteItem, fmt: str, carry: _Carry) 
         "modifiedUs": item.modified_us, "size": len(raw), "acl": item.acl,
     })  # fmt: skip
     carry.size += len(raw)
+
+
+def run_listing(
+    connector: Connector, known: Mapping[str, str | None], checkpoint: str | None
+) -> dict[str, Any]:
+    """One listing of ``connector`` gathered into one report, without core: a dry run for
+    tests and tools. :func:`run_pages` is driven with core's answer played locally (read
+    an item unless ``known`` — external id → last marker — holds its marker); the report
+    has ``complete``, ``fullListing``, ``seen`` (every external id listed, for a full
+    listing; ``[]`` for a delta), ``removed``, ``items``, ``failed``, ``unchanged`` (a
+    count), ``checkpoint`` and ``error``.
+
+    :raises Exception: what the connector raises besides :class:`ListingIncomplete`.
+    """
+    pages = run_pages(connector, checkpoint)
+    report: dict[str, Any] = {"seen": [], "removed": [], "items": [], "failed": []}
+    unchanged = 0
+    page = next(pages)
+    while True:
+        listed = page.pop("listed", [])
+        report["seen"] += [e["externalId"] for e in listed]
+        report["removed"] += page.pop("removed", [])
+        report["items"] += page.pop("items")
+        report["failed"] += page.pop("failed")
+        if not page.pop("partial"):
+            break
+        wanted = [
+            e["externalId"] for e in listed
+            if e["marker"] is None or known.get(e["externalId"], "\0") != e["marker"]
+        ]  # fmt: skip
+        unchanged += len(listed) - len(wanted)
+        page = pages.send(wanted)
+    pages.close()
+    report.update(page, unchanged=unchanged)
+    if not report["fullListing"]:
+        report["seen"] = []
+    return report
