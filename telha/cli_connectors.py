@@ -190,7 +190,11 @@ def sync(connector_id: str, confirm_prune: bool, no_wait: bool, url: str, api_ke
             return started.run_id
         shown = ""
         while True:
-            runs = await client.runs(connector_id, limit=5)
+            # The newest run is ours until it ended (one run at a time per connector); only
+            # then may a scheduled one come first. Listing more runs recounts their items.
+            runs = await client.runs(connector_id, limit=1)
+            if not runs or runs[0].run_id != started.run_id:
+                runs = await client.runs(connector_id, limit=20)
             run = next(r for r in runs if r.run_id == started.run_id)
             line = _progress(run)
             settled = run.state in _TERMINAL and not ({"pending", "leased"} & set(run.children))
