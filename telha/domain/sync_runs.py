@@ -24,7 +24,6 @@ __all__ = [
     "FailedItemIn",
     "KnownItem",
     "ListedIn",
-    "RunCounts",
     "RunProgress",
     "SyncItemIn",
     "SyncPage",
@@ -182,22 +181,6 @@ def progress_of(stats: bytes | None, generation: int) -> RunProgress:
         if found is not None and found.generation == generation:
             return found
     return RunProgress(generation=generation)
-
-
-@dataclass(frozen=True, slots=True)
-class RunCounts:
-    """A run's counts (docs/connectors.md, "Run history"); ``warning`` set when the prune
-    guard held the retires back."""
-
-    listed: int
-    added: int
-    changed: int
-    unchanged: int
-    retired: int
-    failed: int
-    complete: bool
-    warning: str | None = None
-    error: str | None = None
 
 
 def prune_warning(
