@@ -8,7 +8,9 @@ floor, in the same run on the same machine: the listing alone (a walk with one `
 file, what any sync must do) plus ingesting just the changed files by ``POST /v1/ingest``
 into a fresh scope, until their jobs ended. Target: second run ≤ 1.3× the floor, with
 ``unchanged`` = every other file (their bytes are not read: the marker decides;
-tests/integration/test_folder_sync.py proves no read).
+tests/integration/test_folder_sync.py proves no read). The run's report goes in pages, so
+its item jobs start while the listing goes on; the retires' own time is read from the
+run's ``completed`` event. The load average is printed beside the figures.
 
 Run: ``.venv/bin/python bench/sync.py [--files N] [--engine sqlite|postgres]``. Exits 0
 whether the target passes or not; 1 if the load could not be run.
@@ -55,7 +57,8 @@ def _run(c: httpx.Client, cid: str) -> tuple[float, dict[str, Any]]:
     started.raise_for_status()
     run_id = started.json()["runId"]
     while True:
-        runs = c.get(f"/v1/connectors/{cid}/runs").json()["runs"]
+        # limit=1: the run just started is the newest (older runs are not recounted).
+        runs = c.get(f"/v1/connectors/{cid}/runs", params={"limit": 1}).json()["runs"]
         run = next(r for r in runs if r["runId"] == run_id)
         if run["state"] in ("completed", "dead") and not {"pending", "leased"} & set(
             run["children"]
@@ -93,6 +96,7 @@ def main() -> int:
     parser.add_argument("--files", type=int, default=10_000)
     parser.add_argument("--engine", choices=("sqlite", "postgres"), default="sqlite")
     args = parser.parse_args()
+    load0 = " ".join(f"{x:.2f}" for x in os.getloadavg())
     with tempfile.TemporaryDirectory(prefix="telha-bench-sync-") as tmp:
         folder = Path(tmp)
         tree = folder / "tree"
@@ -121,6 +125,10 @@ def main() -> int:
                 for p in deleted:
                     p.unlink()
                 second_s, second = _run(c, cid)
+                events = c.get(f"/v1/ingest/{second['runId']}").json()["events"]
+                pages = sum(e["transition"] == "partial" for e in events)
+                done = next(e.get("detail") for e in events if e["transition"] == "completed")
+                retire_ms = (done or "").rpartition("retire_ms=")[2] or "(not recorded)"
             listing_s = _listing_s(tree)
             with httpx.Client(
                 base_url=srv.base_url, headers={"x-api-key": floor_key}, timeout=120
@@ -130,14 +138,17 @@ def main() -> int:
     counts = {k: second[k] for k in ("listed", "added", "changed", "unchanged", "retired")}
     floor = listing_s + ingest_s
     ratio = second_s / floor
-    print(f"files {args.files}, engine {args.engine}")
+    print(f"files {args.files}, engine {args.engine}; load average before {load0}, after"
+          f" {' '.join(f'{x:.2f}' for x in os.getloadavg())}")  # fmt: skip
     print(f"first run (everything new): {first_s:.2f} s, {args.files / first_s:.0f} files/s"
           f" (added {first['added']})")  # fmt: skip
     print(f"second run (1% changed, 1% deleted): {second_s:.2f} s; counts {counts}")
     run_s = (second["updatedAt"] - second["createdAt"]) / 1e6
     print(
-        f"  of which the run job itself (lease, listing, report, apply: items, 100 retires,"
-        f" children enqueued): {run_s:.2f} s; the item jobs after it: {second_s - run_s:.2f} s"
+        f"  the run job (lease, listing sent in {pages} pages, core's answers, the changed"
+        f" files read and their item jobs enqueued page by page, the retires) ended after"
+        f" {run_s:.2f} s, of which the retires {retire_ms} ms; the last item job"
+        f" {second_s - run_s:.2f} s after it"
     )
     print(f"floor: listing {listing_s:.3f} s + ingesting the {len(changed)} changed files"
           f" {ingest_s:.2f} s = {floor:.2f} s")  # fmt: skip

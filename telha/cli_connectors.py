@@ -150,8 +150,9 @@ _TERMINAL = ("completed", "dead", "cancelled")
 
 
 def _progress(run: RunOut) -> str:
-    """One line of a run: state, counts once known, its item jobs by state."""
-    line = f"{run.state}"
+    """One line of a run: state (``running`` while leased), its counts so far once its first
+    page is in, its item jobs by state."""
+    line = "running" if run.state == "leased" else run.state
     if run.listed is not None:
         line += (
             f"  listed {run.listed}  added {run.added}  changed {run.changed}"
@@ -171,9 +172,17 @@ def _progress(run: RunOut) -> str:
 @_KEY
 def sync(connector_id: str, confirm_prune: bool, no_wait: bool, url: str, api_key: str) -> None:
     """Start a sync run of connector ID and show its progress until it and its item jobs
-    end (one line per change, on stderr; the last line on stdout). Exit 0 when it completed
-    with a complete listing, 3 when it completed with a warning or an incomplete listing
-    (nothing retired), 1 when it failed."""
+    end (on stderr: one line rewritten in place on a terminal, else one line per change;
+    the last line on stdout). Exit 0 when it completed with a complete listing, 3 when it
+    completed with a warning or an incomplete listing (nothing retired), 1 when it
+    failed."""
+    tty = sys.stderr.isatty()
+
+    def show(line: str) -> None:
+        if tty:  # one status line, rewritten: carriage return, the line, erase to its end
+            click.echo(f"\r{line}\x1b[K", err=True, nl=False)
+        else:
+            click.echo(line, err=True)
 
     async def go(client: AsyncTelha) -> RunOut | str:
         started = await client.start_run(connector_id, confirm_prune=confirm_prune)
@@ -181,14 +190,20 @@ def sync(connector_id: str, confirm_prune: bool, no_wait: bool, url: str, api_ke
             return started.run_id
         shown = ""
         while True:
-            runs = await client.runs(connector_id, limit=5)
+            # The newest run is ours until it ended (one run at a time per connector); only
+            # then may a scheduled one come first. Listing more runs recounts their items.
+            runs = await client.runs(connector_id, limit=1)
+            if not runs or runs[0].run_id != started.run_id:
+                runs = await client.runs(connector_id, limit=20)
             run = next(r for r in runs if r.run_id == started.run_id)
             line = _progress(run)
             settled = run.state in _TERMINAL and not ({"pending", "leased"} & set(run.children))
             if settled:
+                if tty and shown:
+                    click.echo("\r\x1b[K", err=True, nl=False)
                 return run
             if line != shown:
-                click.echo(line, err=True)
+                show(line)
                 shown = line
             await anyio.sleep(0.5)
 

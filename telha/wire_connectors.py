@@ -83,11 +83,11 @@ class FailedItemOut(_Out):
 
 class RunOut(_Out):
     """One run of ``GET /v1/connectors/{id}/runs``: its job's ``state`` and times (µs);
-    once its report is applied the counts (``listed``, ``added``, ``changed``,
-    ``unchanged``, ``retired``, ``failed``), whether the listing was ``complete``, the prune
-    guard's ``warning`` and the listing's ``error``; ``children`` its item jobs counted by
-    state (the progress of their ingestion); ``failureReason`` of a run that failed. Counts
-    are ``null`` until the report is applied."""
+    the counts (``listed``, ``added``, ``changed``, ``unchanged``, ``retired``, ``failed``)
+    — so far while it runs (``null`` until its first page), final once it completed —
+    whether the listing was ``complete`` (``null`` while it runs), the prune guard's
+    ``warning`` and the listing's ``error``; ``children`` its item jobs counted by state
+    (the progress of their ingestion); ``failureReason`` of a run that failed."""
 
     run_id: str
     state: str

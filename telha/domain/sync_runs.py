@@ -1,6 +1,7 @@
-"""Sync runs (docs/connectors.md, "Sync runs"): the report a connector worker submits for a
-``sync:<kind>`` job, and the rules core applies to it — what counts as added, changed or
-unchanged, and which sources a run retires (the deletion safety rules, "Deletions").
+"""Sync runs (docs/connectors.md, "Sync runs"): the pages of the report a connector worker
+submits for a ``sync:<kind>`` job, and the rules core applies to them — which listed items
+are read (the rest are unchanged), the run's counts so far, and the prune guard (the
+deletion safety rules, "Deletions").
 
 Pure; no I/O. A report core cannot read is :class:`InvalidSubmission`.
 """
@@ -8,23 +9,29 @@ Pure; no I/O. A report core cannot read is :class:`InvalidSubmission`.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import msgspec
 
-from telha.domain.connectors import CONNECTOR_KINDS, ConnectorItem
+from telha.domain.connectors import CONNECTOR_KINDS
 from telha.domain.submission import InvalidSubmission
 
 __all__ = [
+    "MAX_PAGE_ENTRIES",
     "SYNC_FORMATS",
     "FailedItemIn",
-    "RunCounts",
+    "KnownItem",
+    "ListedIn",
+    "RunProgress",
     "SyncItemIn",
-    "SyncReport",
-    "decode_report",
+    "SyncPage",
+    "decode_page",
     "is_sync_kind",
-    "plan_retire",
+    "progress_of",
+    "prune_warning",
+    "wanted",
 ]
 
 #: The job format of each connector kind's runs: ``sync:<kind>`` (what connector workers
@@ -61,86 +68,138 @@ class FailedItemIn(_In):
     reason: str
 
 
-class SyncReport(_In):
-    """What a run found. ``complete``: the listing (or delta read) finished; only then is
-    anything retired. ``full_listing``: ``seen`` names every item the source holds now (a
-    folder walk), so what is not in it is gone; a delta source sets it false and names its
-    deletions in ``removed`` (Graph's ``@removed``). ``checkpoint``: the cursor or delta
-    token the next run starts from (kept only from a complete run). ``error``: why the
-    listing did not complete."""
+class ListedIn(_In):
+    """An item a page lists for core to compare: its external id and change marker."""
 
-    complete: bool
-    full_listing: bool = True
-    seen: list[str] = []
+    external_id: str
+    marker: str | None = None
+
+
+class SyncPage(_In):
+    """One page of a run's report (docs/connectors.md, "Sync runs"), a streamed submission
+    (``seq`` 0, 1, …; ``partial`` until the last). ``listed``: items core compares with
+    their last markers — its answer names those whose bytes it wants; ``removed``: items
+    the source says are gone (a delta's ``@removed``); ``items``: the bytes core asked for
+    (with the previous page's answer); ``failed``: items that could not be read. The last
+    page (``partial: false``) lists nothing and says ``complete`` (the listing, or delta
+    read, finished: only then is anything retired), ``full_listing`` (it named every item
+    the source holds, so what it did not list is gone; else only ``removed`` are),
+    ``checkpoint`` (the token the next run starts from, kept from a complete run) and
+    ``error`` (why the listing did not complete)."""
+
+    seq: int = 0
+    partial: bool = True
+    listed: list[ListedIn] = []
     removed: list[str] = []
     items: list[SyncItemIn] = []
     failed: list[FailedItemIn] = []
-    unchanged: int = 0
+    complete: bool | None = None
+    full_listing: bool = True
     checkpoint: str | None = None
     error: str | None = None
     #: How the worker reads bytes, which ``WorkerConsumer`` adds to every submission
-    #: (docs/worker-protocol.md); a report writes no version, so it is not used.
+    #: (docs/worker-protocol.md); a run writes no version, so it is not used.
     projection: dict[str, Any] | None = None
 
 
-def decode_report(raw: bytes) -> SyncReport:
-    """A worker's report.
+#: Entries (listed, removed, items, failed) one page may carry.
+MAX_PAGE_ENTRIES = 10_000
 
-    :raises InvalidSubmission: not a report.
+
+def decode_page(raw: bytes) -> SyncPage:
+    """A worker's page.
+
+    :raises InvalidSubmission: not a page: unreadable, over :data:`MAX_PAGE_ENTRIES`
+        entries, a last page without ``complete`` or with ``listed`` (nothing would answer
+        them), or a partial one with ``complete``.
     """
     try:
-        return msgspec.json.decode(raw, type=SyncReport)
+        page = msgspec.json.decode(raw, type=SyncPage)
     except msgspec.ValidationError as exc:
-        raise InvalidSubmission(f"sync report: {exc}") from None
+        raise InvalidSubmission(f"sync page: {exc}") from None
     except msgspec.DecodeError as exc:
-        raise InvalidSubmission(f"sync report is not JSON: {exc}") from None
+        raise InvalidSubmission(f"sync page is not JSON: {exc}") from None
+    entries = len(page.listed) + len(page.removed) + len(page.items) + len(page.failed)
+    if entries > MAX_PAGE_ENTRIES:
+        raise InvalidSubmission(f"sync page: {entries} entries, more than {MAX_PAGE_ENTRIES}")
+    if page.partial and page.complete is not None:
+        raise InvalidSubmission("sync page: only the last page (partial false) says complete")
+    if not page.partial and (page.complete is None or page.listed):
+        raise InvalidSubmission("sync page: the last page says complete and lists nothing")
+    return page
 
 
 @dataclass(frozen=True, slots=True)
-class RunCounts:
-    """A run's counts (docs/connectors.md, "Run history"); ``warning`` set when the prune
-    guard held the retires back."""
+class KnownItem:
+    """What core holds of a listed item: its marker as last ingested (``None``: read it
+    again — its last ingest ended ``dead`` or ``cancelled``), whether it is retired."""
 
-    listed: int
-    added: int
-    changed: int
-    unchanged: int
-    retired: int
-    failed: int
-    complete: bool
+    marker: str | None
+    retired: bool
+
+
+def wanted(listed: list[ListedIn], known: Mapping[str, KnownItem]) -> list[str]:
+    """The listed items whose bytes a run reads, in listing order: new, retired, changed
+    marker, no marker, or a last ingest that failed (each once). The others are
+    unchanged."""
+    out: dict[str, None] = {}
+    for entry in listed:
+        k = known.get(entry.external_id)
+        if k is None or k.retired or entry.marker is None or k.marker != entry.marker:
+            out[entry.external_id] = None
+    return list(out)
+
+
+class RunProgress(msgspec.Struct, rename="camel", kw_only=True):
+    """A run's counts so far, kept as its job's ``stats`` while it runs (so
+    ``GET /v1/connectors/{id}/runs`` shows them) and as its final counts: ``generation`` and
+    ``next_seq`` fence the pages of one attempt, ``wanted`` answers a repeated last page."""
+
+    listed: int = 0
+    added: int = 0
+    changed: int = 0
+    unchanged: int = 0
+    retired: int = 0
+    failed: int = 0
+    complete: bool | None = None
     warning: str | None = None
     error: str | None = None
+    checkpoint: str | None = None
+    failed_items: list[dict[str, str]] = []
+    generation: int = 0
+    next_seq: int = 0
+    wanted: list[str] = []
 
 
-def plan_retire(
-    live: list[ConnectorItem],
-    report: SyncReport,
-    prune_max_fraction: float,
-    confirm_prune: bool,
-) -> tuple[list[ConnectorItem], str | None]:
-    """The items a run retires, and the warning when it retires none because of the guard.
+def progress_of(stats: bytes | None, generation: int) -> RunProgress:
+    """The progress of the attempt under ``generation`` (a fresh one for a new attempt)."""
+    if stats is not None:
+        try:
+            found = msgspec.json.decode(stats, type=RunProgress)
+        except msgspec.DecodeError:
+            found = None
+        if found is not None and found.generation == generation:
+            return found
+    return RunProgress(generation=generation)
 
-    Only the connector's own live items (``live``: not retired) are candidates, so a source
-    ingested by hand or by another connector is never one. Nothing is retired unless the
-    listing is ``complete``; an item that ``failed`` is never retired. A full listing
-    retires what it did not see; a delta, what it names ``removed``. More than
-    ``prune_max_fraction`` of ``live`` at once retires nothing (and warns) unless
-    ``confirm_prune``.
+
+def prune_warning(
+    gone: int, live: int, prune_max_fraction: float, confirm_prune: bool
+) -> str | None:
+    """The prune guard: why a run that would retire ``gone`` of the connector's ``live``
+    sources retires none of them (more than ⌊``prune_max_fraction`` × ``live``⌋, not
+    confirmed), else ``None``.
+
+    Which items are ``gone`` is decided by the marks a run leaves (the one place:
+    :func:`telha.storage.core.sync_pages.gone_items`): only the connector's own live
+    items; after a complete listing only (an incomplete one retires nothing); a full
+    listing's unlisted items, a delta's removed ones; never an item that failed.
     """
-    if not report.complete:
-        return [], None
-    failed = {f.external_id for f in report.failed}
-    if report.full_listing:
-        seen = set(report.seen) | failed | {i.external_id for i in report.items}
-        gone = [i for i in live if i.external_id not in seen]
-    else:
-        removed = set(report.removed) - failed
-        gone = [i for i in live if i.external_id in removed]
-    limit = math.floor(prune_max_fraction * len(live))
-    if gone and len(gone) > limit and not confirm_prune:
-        return [], (
-            f"prune guard: this run would retire {len(gone)} of {len(live)} sources (more"
+    limit = math.floor(prune_max_fraction * live)
+    if gone and gone > limit and not confirm_prune:
+        return (
+            f"prune guard: this run would retire {gone} of {live} sources (more"
             f" than {prune_max_fraction:g}); nothing retired — run again with"
             " --confirm-prune (confirmPrune) if they are really gone"
         )
-    return gone, None
+    return None

@@ -275,7 +275,7 @@ class WorkerServicer(WorkerServiceBase):
                 self._observe_settled(job, held_s)
                 return SubmitResponse(
                     accepted=result.accepted,
-                    node_ids=[id_str(n) for n in result.node_ids],
+                    node_ids=[id_str(n) for n in result.node_ids] + list(result.wanted),
                     lease_deadline=result.lease_deadline,
                     replay=result.replay,
                 )

@@ -118,6 +118,9 @@ class SubmitResult:
     lease_deadline: int = 0
     #: A repeated last seq answered from the checkpoint, nothing written.
     replay: bool = False
+    #: A sync run's page: the listed external ids whose bytes core wants, answered in
+    #: ``node_ids`` (docs/connectors.md, "Sync runs").
+    wanted: tuple[str, ...] = ()
 
 
 class IngestStore(VersionStore, RawStore, WebhookStore, Protocol):

@@ -1,20 +1,22 @@
 """Starting and ending sync runs (docs/connectors.md, "Sync runs").
 
 :meth:`SyncRuns.start` enqueues a ``sync:<kind>`` job whose inline content is the run's
-spec (the connector's settings, the change marker of each live item, the checkpoint of the
-last complete run); a connector worker leases it over ``WorkerService`` like any job and
-submits a report (:class:`telha.domain.sync_runs.SyncReport`). :meth:`SyncRuns.apply` turns
-the report into one transaction (:func:`telha.storage.core.sync_runs.apply_run`): the new
-and changed items become child jobs of the run, gone items are retired by the rules of
-:func:`telha.domain.sync_runs.plan_retire`, and the run completes with its counts.
+spec (the connector's settings and the checkpoint of the last complete run — no item
+markers: core compares them page by page); a connector worker leases it over
+``WorkerService`` like any job and submits its report as streamed pages
+(:class:`telha.domain.sync_runs.SyncPage`). :meth:`SyncRuns.apply` turns each page into one
+transaction (:func:`telha.storage.core.sync_pages.apply_page`): the items read become child
+jobs of the run at once, the answer names the listed items to read next, the run's counts
+so far are its job's ``stats``; the last page retires what a complete listing no longer
+holds, under the rules of docs/connectors.md ("Deletions"), and completes the run.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-import functools
 import json
+import time
 import uuid
 from typing import Any
 
@@ -30,27 +32,24 @@ from telha.domain.connectors import (
 )
 from telha.domain.errors import Conflict, RequestError
 from telha.domain.ids import content_hash, id_str, new_id, now_us
-from telha.domain.model import JobCompletion, JobRecord, LeaseRef, NewJob, Scope
+from telha.domain.model import JobRecord, LeaseRef, NewJob, Scope
 from telha.domain.submission import InvalidSubmission
-from telha.domain.sync_runs import SyncReport, decode_report, plan_retire
+from telha.domain.sync_runs import SyncPage, decode_page
 from telha.ingest.ingestor import IngestJobPayload, SubmitResult, new_ingest_job
 from telha.ingest.request import FETCH_FORMATS, KNOWN_FORMATS, check_request
 from telha.offload import off_loop
 from telha.queue.job_queue import JobQueue
-from telha.storage.core.sync_runs import RunApply
+from telha.storage.core.sync_pages import PageApply
 from telha.storage.protocol_connectors import ConnectorStore
 
 __all__ = ["SyncRuns", "checkpoint_of", "run_spec"]
 
 log = structlog.get_logger("telha.sync")
 
-#: Failed items a run's stats name (the count is always exact).
-_FAILED_SHOWN = 100
-
 
 def run_spec(job: JobRecord) -> dict[str, Any]:
     """The spec a run job carries (its inline content): ``connectorId``, ``kind``,
-    ``settings``, ``known`` ({external id: marker}), ``checkpoint``, ``confirmPrune``."""
+    ``settings``, ``checkpoint``, ``confirmPrune``."""
     payload = msgspec.json.decode(job.payload, type=IngestJobPayload)
     spec: dict[str, Any] = json.loads(base64.b64decode(payload.content_b64))
     return spec
@@ -97,7 +96,6 @@ class SyncRuns:
     async def _start(
         self, scope: Scope, connector: ConnectorRecord, confirm_prune: bool, every_us: int | None
     ) -> bytes | None:
-        known = await self._store.known_markers(scope, connector.connector_id)
         checkpoint = None
         for run in await self._store.sync_runs(scope, connector.connector_id, limit=20):
             if run.state == "completed" and (found := checkpoint_of(run.stats)) is not None:
@@ -107,7 +105,6 @@ class SyncRuns:
             "connectorId": id_str(connector.connector_id),
             "kind": connector.kind,
             "settings": connector.settings,
-            "known": known,
             "checkpoint": checkpoint,
             "confirmPrune": confirm_prune,
         }
@@ -130,36 +127,80 @@ class SyncRuns:
     async def apply(
         self, job: JobRecord, lease: LeaseRef, result_json: bytes, worker: str
     ) -> SubmitResult:
-        """Apply a run's report: one transaction, or ``invalid_submission`` (nothing
-        written, nothing retired) for a report core cannot use.
+        """Apply one page of a run's report (one transaction; the last one retires and
+        completes the run), or end the run ``invalid_submission`` for a page core cannot
+        use (that page writes nothing; earlier pages' items stay; nothing is retired). The
+        answer's ``node_ids`` are the page's listed external ids whose bytes core wants.
 
         :raises StaleLease: the caller does not hold the run.
+        :raises OutOfSync: a page out of sequence.
         """
         try:
-            report = await off_loop(len(result_json), decode_report, result_json)
+            page = await off_loop(len(result_json), decode_page, result_json)
             spec = run_spec(job)
             cid = uuid.UUID(spec["connectorId"]).bytes
             connector = await self._store.get_connector(job.scope, cid)
             if connector is None:
                 raise InvalidSubmission("the run's connector was removed")
-            items = await self._store.connector_items(job.scope, cid)
-            run = await off_loop(
-                len(result_json), functools.partial(_plan, job, lease, worker, connector),
-                report, items, bool(spec.get("confirmPrune")),
-            )  # fmt: skip
+            children = await off_loop(
+                len(result_json), _children, job.scope, spec["connectorId"], page
+            )
         except InvalidSubmission as exc:
             await self._queue.fail(lease, "invalid_submission", str(exc), log_detail=True)
             self._queue.metrics.invalid_submissions.labels(job.kind).inc()
             return SubmitResult(False, reason=str(exc))
-        retired, refused = await self._store.apply_sync_run(run)
-        for name in refused:
+        t0 = time.perf_counter()
+        outcome = await self._store.apply_sync_page(
+            PageApply(
+                job.scope, lease, cid, page, children, connector.prune_max_fraction,
+                bool(spec.get("confirmPrune")), worker, now_us(), self._queue.lease_us,
+            )
+        )  # fmt: skip
+        log.info(
+            "sync_page_applied", seq=page.seq, listed=len(page.listed), read=len(children),
+            removed=len(page.removed), failed=len(page.failed), wanted=len(outcome.wanted),
+            replay=outcome.replay, apply_ms=round((time.perf_counter() - t0) * 1000, 1),
+        )  # fmt: skip
+        for name in outcome.refused:
             log.warning("child_refused_erased", child=name)
+        for fmt in {job.format for job, _ in children}:
+            self._queue.notify(fmt)
+        if not outcome.finished:
+            return SubmitResult(
+                True, wanted=tuple(outcome.wanted), lease_deadline=outcome.lease_deadline,
+                replay=outcome.replay,
+            )  # fmt: skip
         self._queue.finished(job.job_id)
         self._queue.transition(job.kind, "completed")
-        for fmt in {c.format for c in run.completion.children}:
-            self._queue.notify(fmt)
-        log.info("sync_run_completed", children=len(run.completion.children), retired=retired)
+        p = outcome.progress
+        log.info(
+            "sync_run_completed", listed=p.listed, added=p.added, changed=p.changed,
+            unchanged=p.unchanged, retired=p.retired, failed=p.failed, complete=p.complete,
+            warning=p.warning,
+        )  # fmt: skip
         return SubmitResult(True)
+
+
+def _children(
+    scope: Scope, connector_id: str, page: SyncPage
+) -> tuple[tuple[NewJob, ConnectorItem], ...]:
+    """The child jobs and item rows of a page's items (pure, in a thread: it decodes their
+    bytes).
+
+    :raises InvalidSubmission: a bad external id, format, name, ACL or base64.
+    """
+    for entry in page.listed:
+        _checked_id(entry.external_id)
+    for ext in page.removed:
+        _checked_id(ext)
+    return tuple(_child(scope, connector_id, item) for item in page.items)
+
+
+def _checked_id(external_id: str) -> str:
+    try:
+        return check_external_id(external_id)
+    except RequestError as exc:
+        raise InvalidSubmission(f"external id {external_id[:100]!r}: {exc.message}") from None
 
 
 def _child(scope: Scope, connector_id: str, item: Any) -> tuple[NewJob, ConnectorItem]:
@@ -186,42 +227,3 @@ def _child(scope: Scope, connector_id: str, item: Any) -> tuple[NewJob, Connecto
         modified_us=item.modified_us, size=len(raw), acl=acl, updated_at=now_us(),
     )  # fmt: skip
     return job, row
-
-
-def _plan(
-    job: JobRecord,
-    lease: LeaseRef,
-    worker: str,
-    connector: ConnectorRecord,
-    report: SyncReport,
-    items: list[ConnectorItem],
-    confirm_prune: bool,
-) -> RunApply:
-    """The transaction a report makes (pure, in a thread: it decodes the items' bytes)."""
-    cid = id_str(connector.connector_id)
-    live = [i for i in items if i.retired_at is None]
-    known = {i.external_id for i in live}
-    children, rows, added = [], [], 0
-    for item in report.items:
-        child, row = _child(job.scope, cid, item)
-        children.append(child)
-        rows.append(row)
-        added += row.external_id not in known
-    gone, warning = plan_retire(live, report, connector.prune_max_fraction, confirm_prune)
-    listed = (
-        len(report.seen) if report.full_listing
-        else len(report.items) + report.unchanged + len(report.failed)
-    )  # fmt: skip
-    stats = {
-        "listed": listed, "added": added, "changed": len(rows) - added,
-        "unchanged": report.unchanged, "retired": len(gone), "failed": len(report.failed),
-        "complete": report.complete, "warning": warning, "error": report.error,
-        "checkpoint": report.checkpoint if report.complete else None,
-        "failedItems": [
-            {"externalId": f.external_id, "reason": f.reason[:500]}
-            for f in report.failed[:_FAILED_SHOWN]
-        ],
-    }  # fmt: skip
-    at = now_us()
-    completion = JobCompletion(lease, at, json.dumps(stats).encode(), tuple(children), worker)
-    return RunApply(job.scope, tuple(rows), tuple(gone), completion, at)

@@ -8,7 +8,8 @@ from typing import Protocol
 
 from telha.domain.connectors import ConnectorItem, ConnectorRecord
 from telha.domain.model import NewJob, Scope
-from telha.storage.core.sync_runs import RunApply, RunRow
+from telha.storage.core.sync_pages import PageApply, PageOutcome
+from telha.storage.core.sync_runs import RunRow
 
 __all__ = ["ConnectorStore"]
 
@@ -39,9 +40,6 @@ class ConnectorStore(Protocol):
     async def connector_items(self, scope: Scope, connector_id: bytes) -> list[ConnectorItem]:
         """Every item row of a connector (retired ones too), by external id."""
 
-    async def known_markers(self, scope: Scope, connector_id: bytes) -> dict[str, str | None]:
-        """Each live item's marker as a run compares it (``None``: its last ingest failed)."""
-
     async def start_sync_run(
         self, scope: Scope, job: NewJob, *, now_us: int, every_us: int | None = None
     ) -> bytes | None:
@@ -51,11 +49,12 @@ class ConnectorStore(Protocol):
     async def scheduled_connectors(self) -> list[tuple[Scope, ConnectorRecord]]:
         """Every live connector with a schedule, across scopes."""
 
-    async def apply_sync_run(self, run: RunApply) -> tuple[int, tuple[str, ...]]:
-        """End a held run in one transaction: items, retires, children, completion; the
-        retired count and refused children.
+    async def apply_sync_page(self, p: PageApply) -> PageOutcome:
+        """Apply one page of a held run's report in one transaction (the last one retires
+        and completes the run); what to read next and the counts so far.
 
-        :raises StaleLease: the run is not held under the completion's lease.
+        :raises StaleLease: the run is not held under the page's lease.
+        :raises OutOfSync: a page out of sequence.
         """
 
     async def sync_runs(

@@ -281,6 +281,15 @@ async def test_bad_runs(api: httpx.AsyncClient, tree: Path) -> None:
     run = await _run(api, missing)
     assert run["state"] == "dead" and "not a directory" in run["failureReason"], run
     assert run["listed"] is None
+    # A root that goes away after a run (an unmounted share): the run fails, nothing is
+    # retired, even with the prune guard out of the way.
+    _write(tree / "share" / "kept.txt", "kept\n")
+    cid = await _add(api, tree / "share", pruneMaxFraction=1)
+    assert (await _run(api, cid))["added"] == 1
+    (tree / "share").rename(tree / "unmounted")
+    run = await _run(api, cid, confirmPrune=True)
+    assert run["state"] == "dead" and "not a directory" in run["failureReason"], run
+    assert (await _item(api, cid, "kept.txt"))["state"] == "current"
     cid = await _add(api, tree)
     resp = await api.post(f"/v1/connectors/{cid}/runs", json={"confirmPrune": "yes"})
     assert resp.status_code == 400 and resp.json()["error"]["code"] == "INVALID_REQUEST"
@@ -338,6 +347,15 @@ async def test_listing_cut_short_retires_nothing_remote_worker(
                 assert whole["complete"] is True
                 assert _counts(whole) == (11, 0, 0, 11, 1, 0)
                 assert (await _item(api, cid, "c/0.txt"))["state"] == "retired"
+                # A changed file that cannot be read: a failed item of a complete listing,
+                # never retired for it (its last version stays current).
+                _write(tree / "a" / "2.txt", "a 2 changed\n")
+                (tree / "a" / "2.txt").chmod(0o000)
+                failed = await _run(api, cid)
+                assert failed["complete"] is True and failed["retired"] == 0, failed
+                assert _counts(failed) == (11, 0, 0, 10, 0, 1)
+                assert failed["failedItems"][0]["externalId"] == "a/2.txt"
+                assert (await _item(api, cid, "a/2.txt"))["state"] == "current"
         finally:
             worker.terminate()
             worker.wait(20)

@@ -2,23 +2,24 @@
 jobs over ``WorkerService`` like a format worker leases ``ingest:<format>`` jobs — inside
 ``telha serve`` (add ``connectors`` to ``[workers] in_process``) or as its own process
 (``python -m workers_common.run connectors``) — lists the connector's source through the
-kind's :class:`~connectors.sdk.Connector` and submits the run's report.
+kind's :class:`~connectors.sdk.Connector` and submits the run's report page by page
+(:func:`connectors.sdk.run_pages`).
 
-A sync job's inline content is the run's spec (JSON): ``kind``, ``settings``, ``known``
-({external id: marker} of the items core holds live), ``checkpoint``. A ``slack`` job (an
-item a ``slack-export`` run ingests: the Slack shape) is projected here too, by
-:mod:`connectors.slack_message`.
+The job's inline content is the run's spec (JSON): ``kind``, ``settings``, ``checkpoint``
+(the markers of the items core holds are not in it: core compares each page's listing). A
+``slack`` job (an item a ``slack-export`` run ingests: the Slack shape) is projected here
+too, by :mod:`connectors.slack_message`.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from typing import Any
 
 from connectors import slack_message
 from connectors.folder import FolderConnector
-from connectors.sdk import Connector, run_listing
+from connectors.sdk import Connector, run_pages
 from connectors.slack_export import SlackExportConnector
 from workers_common import CorruptInput, Job
 
@@ -35,8 +36,9 @@ KINDS: dict[str, Callable[[dict[str, Any]], Connector]] = {
 FORMATS = (*(f"sync:{kind}" for kind in KINDS), "slack")
 
 
-def handle(job: Job) -> dict[str, Any]:
-    """Run one sync job: its report (:func:`connectors.sdk.run_listing`).
+def handle(job: Job) -> dict[str, Any] | Generator[dict[str, Any], list[str], None]:
+    """Run one sync job: a generator of its pages (:func:`connectors.sdk.run_pages`); or
+    project one ``slack`` item: its submission (:func:`connectors.slack_message.handle`).
 
     :raises CorruptInput: a spec this worker cannot read, or a kind it does not run.
     :raises TransientFailure: the source cannot be reached (the connector's own).
@@ -47,7 +49,7 @@ def handle(job: Job) -> dict[str, Any]:
         spec = json.loads(job.raw or b"")
         kind = spec["kind"]
         make = KINDS[kind]
-        settings, known = spec["settings"], spec.get("known") or {}
+        settings = spec["settings"]
     except (ValueError, KeyError, TypeError) as exc:
         raise CorruptInput(f"sync spec unreadable: {type(exc).__name__}: {exc}") from None
-    return run_listing(make(settings), known, spec.get("checkpoint"))
+    return run_pages(make(settings), spec.get("checkpoint"))

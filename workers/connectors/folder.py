@@ -19,6 +19,7 @@ the root.
 from __future__ import annotations
 
 import fnmatch
+import functools
 import grp
 import os
 import pwd
@@ -33,7 +34,10 @@ from workers_common import TransientFailure
 __all__ = ["FolderConnector"]
 
 
+@functools.lru_cache(maxsize=4096)
 def _principal(kind: str, ident: int) -> str:
+    """``user:<name>``/``group:<name>`` of a uid/gid (cached: a listing asks once per file,
+    and a lookup reads the user and group databases)."""
     try:
         name = pwd.getpwuid(ident).pw_name if kind == "user" else grp.getgrgid(ident).gr_name
     except KeyError:
@@ -97,7 +101,7 @@ class FolderConnector:
                     st = os.stat(target)
                 elif not stat.S_ISREG(st.st_mode):
                     continue
-                if not self._wanted(rel):
+                if (self._include or self._exclude) and not self._wanted(rel):
                     continue
                 yield RemoteItem(
                     external_id=rel, name=rel,

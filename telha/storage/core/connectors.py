@@ -23,7 +23,6 @@ __all__ = [
     "connector_row",
     "find_item",
     "get_connector",
-    "known_markers",
     "list_connectors",
     "record_item",
     "remove_connector",
@@ -162,25 +161,6 @@ async def connector_items(tx: Tx, scope: Scope, connector_id: bytes) -> list[Con
     return [_item(r) for r in rows]
 
 
-async def known_markers(tx: Tx, scope: Scope, connector_id: bytes) -> dict[str, str | None]:
-    """The change marker of each live item of ``connector_id``, as a run compares them
-    (docs/connectors.md, "Sync runs"): ``None`` — read it again — when the last job of its
-    source ended ``dead`` or ``cancelled`` (its bytes never made a version, so the marker
-    recorded for them must not pass it as unchanged)."""
-    sid = await tx.known_scope_id(scope)
-    if sid is None:
-        return {}
-    rows = await tx.fetchall(
-        "SELECT i.external_id, CASE WHEN j.state IN ('dead', 'cancelled') THEN NULL"
-        " ELSE i.marker END FROM connector_items i"
-        " LEFT JOIN sources s ON s.scope_id = i.scope_id AND s.source_id = i.source_id"
-        " LEFT JOIN jobs j ON j.job_id = s.last_job_id"
-        " WHERE i.scope_id = ? AND i.connector_id = ? AND i.retired_at IS NULL",
-        sid, connector_id,
-    )  # fmt: skip
-    return {str(r[0]): (str(r[1]) if r[1] is not None else None) for r in rows}
-
-
 class ConnectorOps(EngineOps):
     """The connector operations of :class:`telha.storage.protocol_lifecycle.ConnectorStore`."""
 
@@ -215,7 +195,3 @@ class ConnectorOps(EngineOps):
     async def connector_items(self, scope: Scope, connector_id: bytes) -> list[ConnectorItem]:
         """See :func:`connector_items`."""
         return await self._read(connector_items, scope, connector_id)
-
-    async def known_markers(self, scope: Scope, connector_id: bytes) -> dict[str, str | None]:
-        """See :func:`known_markers`."""
-        return await self._read(known_markers, scope, connector_id)

@@ -1,10 +1,9 @@
 """Sync runs in the store, written once for both engines (docs/connectors.md, "Sync runs").
 
 A run is a job of kind ``sync:<kind>`` whose ``source_id`` is its connector's id and whose
-name is ``NULL`` (so it makes no row in the source listing). :func:`apply_run` is the one
-transaction that ends a run: the lease fence, the items' rows, the retires the rules of
-:mod:`telha.domain.sync_runs` chose, the child jobs (one per new or changed item) and the
-run's completion with its counts as the job's ``stats``.
+name is ``NULL`` (so it makes no row in the source listing). Its report comes in pages,
+each one transaction (:mod:`telha.storage.core.sync_pages`); the run's counts so far, then
+its final counts, are the job's ``stats``.
 """
 
 from __future__ import annotations
@@ -12,41 +11,23 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from telha.domain.connectors import ConnectorItem, ConnectorRecord
-from telha.domain.errors import Conflict, NotFound
-from telha.domain.model import JobCompletion, NewJob, Scope
-from telha.storage.core.connectors import CONNECTOR_COLS, connector_row, record_item
+from telha.domain.connectors import ConnectorRecord
+from telha.domain.model import NewJob, Scope
+from telha.storage.core.connectors import CONNECTOR_COLS, connector_row
 from telha.storage.core.engine import EngineOps
-from telha.storage.core.jobs import check_lease, complete, enqueue
-from telha.storage.core.publish import retire
+from telha.storage.core.jobs import enqueue
+from telha.storage.core.sync_pages import PageApply, PageOutcome, apply_page
 from telha.storage.core.tx import Tx
 
 __all__ = [
-    "RunApply",
     "RunRow",
     "SyncRunOps",
-    "apply_run",
     "list_runs",
     "scheduled",
     "start_run",
 ]
 
 _CONNECTOR_COLS_C = ", ".join(f"c.{c.strip()}" for c in CONNECTOR_COLS.split(","))
-
-#: The reason a connector's retire records on the version (``GET /v1/sources/{id}``).
-RETIRE_REASON = "gone from its connector's listing"
-
-
-@dataclass(frozen=True, slots=True)
-class RunApply:
-    """What ends a run: ``items`` to write (new, changed; ``retired_at`` None), ``retire``
-    the items to retire (their sources too), the completion (children, counts as stats)."""
-
-    scope: Scope
-    items: tuple[ConnectorItem, ...]
-    retire: tuple[ConnectorItem, ...]
-    completion: JobCompletion
-    now_us: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,33 +68,6 @@ async def start_run(
             return None
     await enqueue(tx, sid, job, now_us, dedup=False)
     return job.job_id
-
-
-async def apply_run(tx: Tx, run: RunApply) -> tuple[int, tuple[str, ...]]:
-    """End a held run: write ``items``, retire ``retire`` (a source with no published
-    version yet, or being erased, only has its item marked), complete the job with its
-    children. Returns how many sources were retired and the refused children's names.
-
-    :raises StaleLease: the run is not held under the completion's lease.
-    """
-    await check_lease(tx, run.completion.lease)
-    sid = await tx.scope_id(run.scope)
-    for item in run.items:
-        await record_item(tx, run.scope, item)
-    retired = 0
-    for item in run.retire:
-        try:
-            await retire(tx, sid, item.source_id, RETIRE_REASON)
-            retired += 1
-        except (NotFound, Conflict):
-            pass  # nothing current to retire; the item is still gone from the connector
-        await tx.execute(
-            "UPDATE connector_items SET retired_at = ?, updated_at = ? WHERE scope_id = ?"
-            " AND connector_id = ? AND external_id = ? AND retired_at IS NULL",
-            run.now_us, run.now_us, sid, item.connector_id, item.external_id,
-        )  # fmt: skip
-    refused = await complete(tx, sid, run.completion, None)
-    return retired, refused
 
 
 async def list_runs(tx: Tx, scope: Scope, connector_id: bytes, limit: int) -> list[RunRow]:
@@ -157,9 +111,9 @@ class SyncRunOps(EngineOps):
         """See :func:`scheduled`."""
         return await self._read(scheduled)
 
-    async def apply_sync_run(self, run: RunApply) -> tuple[int, tuple[str, ...]]:
-        """See :func:`apply_run`."""
-        return await self._transaction("apply sync run", apply_run, run)
+    async def apply_sync_page(self, p: PageApply) -> PageOutcome:
+        """See :func:`telha.storage.core.sync_pages.apply_page`."""
+        return await self._transaction("apply sync page", apply_page, p)
 
     async def sync_runs(
         self, scope: Scope, connector_id: bytes, *, limit: int = 50
