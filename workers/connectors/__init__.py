@@ -15,13 +15,17 @@ from collections.abc import Callable
 from typing import Any
 
 from connectors.folder import FolderConnector
+from connectors.imap import ImapConnector
 from connectors.sdk import Connector, run_listing
 from workers_common import CorruptInput, Job
 
 __all__ = ["FORMATS", "KINDS", "handle"]
 
 #: Connector kinds this worker runs, by name: each makes a :class:`Connector` of settings.
-KINDS: dict[str, Callable[[dict[str, Any]], Connector]] = {"folder": FolderConnector}
+KINDS: dict[str, Callable[[dict[str, Any]], Connector]] = {
+    "folder": FolderConnector,
+    "imap": ImapConnector,
+}
 
 FORMATS = tuple(f"sync:{kind}" for kind in KINDS)
 
