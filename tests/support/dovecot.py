@@ -25,9 +25,11 @@ import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 from types import TracebackType
+from typing import BinaryIO
 
 import pytest
 
@@ -108,7 +110,9 @@ def _self_signed(folder: Path) -> tuple[Path, Path]:
 
 
 class Dovecot:
-    """A Dovecot of one user (``alice``, password :attr:`password`) in ``folder``.
+    """A Dovecot of one user (``alice``, password :attr:`password`) in a new folder under
+    the system's temporary directory (pytest's is private to root, and Dovecot's
+    unprivileged processes must reach it), removed by :meth:`stop`.
 
     ``port``: plain IMAP (STARTTLS offered); ``tls_port``: IMAPS; ``ca_file``: the
     certificate to trust. Use as a context manager, or :meth:`start`/:meth:`stop`.
@@ -117,13 +121,14 @@ class Dovecot:
     user = "alice"
     password = "correct horse battery staple"
 
-    def __init__(self, folder: Path) -> None:
-        self.folder = folder
+    def __init__(self) -> None:
+        self.folder = Path(tempfile.mkdtemp(prefix="telha-dovecot-"))
         self.port = free_port()
         self.tls_port = free_port()
-        self.ca_file = folder / "cert.pem"
-        self.log_path = folder / "dovecot.log"
+        self.ca_file = self.folder / "cert.pem"
+        self.log_path = self.folder / "dovecot.log"
         self._proc: subprocess.Popen[bytes] | None = None
+        self._stderr: BinaryIO | None = None
 
     def _config(self) -> Path:
         f = self.folder
@@ -195,10 +200,9 @@ imap_logout_format = in=%i out=%o fetch_body_count=%{{fetch_body_count}}
         """
         binary = require_dovecot()
         conf = self._config()
+        self._stderr = (self.folder / "stderr.log").open("wb")
         self._proc = subprocess.Popen(
-            [binary, "-F", "-c", str(conf)],
-            stdout=subprocess.DEVNULL,
-            stderr=open(self.folder / "stderr.log", "wb"),  # noqa: SIM115 - the child keeps it
+            [binary, "-F", "-c", str(conf)], stdout=subprocess.DEVNULL, stderr=self._stderr
         )
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
@@ -209,8 +213,9 @@ imap_logout_format = in=%i out=%o fetch_body_count=%{{fetch_body_count}}
                     return self
             except OSError:
                 time.sleep(0.05)
+        logs = self.logs()
         self.stop()
-        raise RuntimeError(f"dovecot did not start:\n{self.logs()}")
+        raise RuntimeError(f"dovecot did not start:\n{logs}")
 
     def logs(self) -> str:
         """Its log and stderr so far."""
@@ -222,16 +227,19 @@ imap_logout_format = in=%i out=%o fetch_body_count=%{{fetch_body_count}}
         return "\n".join(out)
 
     def stop(self) -> None:
-        """Stop it (SIGTERM, then SIGKILL after 10 s)."""
+        """Stop it (SIGTERM, then SIGKILL after 10 s) and remove its folder."""
         proc, self._proc = self._proc, None
-        if proc is None or proc.poll() is not None:
-            return
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
+        if proc is not None and proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
+        if self._stderr is not None:
+            self._stderr.close()
+            self._stderr = None
+        shutil.rmtree(self.folder, ignore_errors=True)
 
     def __enter__(self) -> Dovecot:
         return self.start()
@@ -246,6 +254,47 @@ imap_logout_format = in=%i out=%o fetch_body_count=%{{fetch_body_count}}
         conn = imaplib.IMAP4("127.0.0.1", self.port, timeout=30)
         conn.login(self.user, self.password)
         return conn
+
+    def create(self, mailbox: str) -> None:
+        """Create ``mailbox`` (a new one gets a new ``UIDVALIDITY``)."""
+        conn = self.client()
+        try:
+            typ, data = conn.create(mailbox)
+            assert typ == "OK", data
+        finally:
+            conn.logout()
+
+    def delete(self, mailbox: str) -> None:
+        """Delete ``mailbox`` and its messages."""
+        conn = self.client()
+        try:
+            typ, data = conn.delete(mailbox)
+            assert typ == "OK", data
+        finally:
+            conn.logout()
+
+    def uidvalidity(self, mailbox: str = "INBOX") -> str:
+        """The mailbox's ``UIDVALIDITY``."""
+        conn = self.client()
+        try:
+            typ, data = conn.status(mailbox, "(UIDVALIDITY)")
+            assert typ == "OK", data
+            m = re.search(rb"UIDVALIDITY (\d+)", data[0] or b"")
+            assert m is not None, data
+            return m[1].decode()
+        finally:
+            conn.logout()
+
+    def seen_flags(self, mailbox: str = "INBOX") -> int:
+        """How many messages of ``mailbox`` are flagged ``\\Seen``."""
+        conn = self.client()
+        try:
+            conn.select(mailbox, readonly=True)
+            typ, data = conn.search(None, "SEEN")
+            assert typ == "OK", data
+            return len((data[0] or b"").split())
+        finally:
+            conn.logout()
 
     def append(self, messages: list[bytes], mailbox: str = "INBOX") -> list[int]:
         """``APPEND`` each message; their UIDs."""
@@ -275,8 +324,15 @@ imap_logout_format = in=%i out=%o fetch_body_count=%{{fetch_body_count}}
             conn.logout()
 
     def log_mark(self) -> int:
-        """Where the log ends now (for :meth:`bodies_fetched`)."""
-        return self.log_path.stat().st_size if self.log_path.exists() else 0
+        """Where the log ends once every session that logged in has logged its end (at
+        most 5 s), for :meth:`bodies_fetched`."""
+        deadline = time.monotonic() + 5
+        while True:
+            text = self.log_path.read_bytes() if self.log_path.exists() else b""
+            ended = len(_LOGOUT.findall(text.decode("utf-8", "replace")))
+            if text.count(b"Info: Login:") <= ended or time.monotonic() > deadline:
+                return len(text)
+            time.sleep(0.02)
 
     def bodies_fetched(self, since: int = 0) -> tuple[int, int]:
         """``(sessions, bodies)``: how many IMAP sessions logged out since log offset
