@@ -9,7 +9,6 @@ reset — retiring nothing."""
 from __future__ import annotations
 
 import os
-import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -208,7 +207,7 @@ async def test_imap_wrong_credentials_and_closed_port_retire_nothing(
     passwd = dovecot.folder / "passwd"
     saved = passwd.read_text()
     passwd.write_text(saved.replace(dovecot.password, "another password"))
-    time.sleep(1.1)  # Dovecot re-reads a passwd-file whose mtime moved on
+    await anyio.sleep(1.1)  # Dovecot re-reads a passwd-file whose mtime moved on
     try:
         refused = await _run(api, cid)
     finally:
@@ -226,7 +225,7 @@ async def test_imap_wrong_credentials_and_closed_port_retire_nothing(
     assert run["state"] == "dead" and "imap: cannot connect to 127.0.0.1" in run["failureReason"]
     assert run["failureReason"].startswith("transient:")
     # Back to the right password: the expunged message retires now.
-    time.sleep(1.1)
+    await anyio.sleep(1.1)
     assert _counts(await _run(api, cid)) == (2, 0, 0, 2, 1, 0)
 
 

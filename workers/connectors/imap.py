@@ -185,7 +185,9 @@ class ImapConnector:
         except imaplib.IMAP4.error as exc:
             detail = _reason(exc)
             if "[UNAVAILABLE]" in detail:
-                raise TransientFailure(f"imap: login unavailable for {self._where()}: {detail}")
+                raise TransientFailure(
+                    f"imap: login unavailable for {self._where()}: {detail}"
+                ) from None
             raise LoginRefused(f"imap: login refused for {self._where()}: {detail}") from None
         except OSError as exc:
             raise TransientFailure(f"imap: connection lost logging in: {_reason(exc)}") from None
@@ -235,18 +237,20 @@ class ImapConnector:
         try:
             typ, data = conn.uid("FETCH", f"{lo}:{hi}", "(UID RFC822.SIZE INTERNALDATE)")
         except _IMAP_ERRORS as exc:
-            raise ListingIncomplete(f"imap: listing UIDs {lo}:{hi} failed: {_reason(exc)}")
+            raise ListingIncomplete(
+                f"imap: listing UIDs {lo}:{hi} failed: {_reason(exc)}"
+            ) from None
         if typ != "OK":
             raise ListingIncomplete(f"imap: listing UIDs {lo}:{hi} refused: {data[0]!r}")
-        rows = []
+        rows: list[tuple[int, int, bytes | None]] = []
         for line in data:
             if not isinstance(line, bytes):
                 continue
-            uid, size = _UID.search(line), _SIZE.search(line)
-            if uid is None or size is None:
+            uid_m, size_m = _UID.search(line), _SIZE.search(line)
+            if uid_m is None or size_m is None:
                 continue
-            date = _DATE.search(line)
-            rows.append((int(uid[1]), int(size[1]), date[1] if date else None))
+            date_m = _DATE.search(line)
+            rows.append((int(uid_m[1]), int(size_m[1]), date_m[1] if date_m else None))
         validity = self._uidvalidity
         for uid, size, date in sorted(rows):
             if not lo <= uid <= hi:  # "lo:hi" also names the highest UID when hi is gone
