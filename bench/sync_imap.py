@@ -2,11 +2,13 @@
 imap kind").
 
 A throwaway Dovecot on 127.0.0.1 (tests/support/dovecot.py) gets ``--messages`` messages
-(default 2,000) by ``APPEND``: the shared corpus's ``.eml`` files in turn, each made unique
-by one header line. An ``imap`` connector (the connector worker and the email worker
-in-process, plain IMAP) syncs the mailbox once; the run is timed from its start until it and
-its item jobs (one ``ingest:eml`` per message) ended. Target: ≥ 100 messages/s. A second run
-with nothing changed is timed too, with the bodies Dovecot says it served (0 expected). The
+(default 2,000) by ``APPEND``: distinct plain-text messages of about 1 KB, without
+attachments (an attachment is a further child job of another format: the corpus's
+``.eml`` files carry PDFs and nested messages, which would time the PDF worker too). An
+``imap`` connector (the connector worker, the email and text workers in-process, plain
+IMAP) syncs the mailbox once; the run is timed from its start until it and its item jobs
+(one ``ingest:eml`` per message) ended. Target: ≥ 100 messages/s. A second run with nothing
+changed is timed too, with the bodies Dovecot says it served (0 expected). The
 floor, in the same run on the same server: the same messages by ``POST /v1/ingest`` (8 at
 once) into a fresh scope, until their jobs ended — what ingesting them costs without IMAP.
 On SQLite the end is read from the database file (as bench/email_code.py does: polling
@@ -31,6 +33,7 @@ import os
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
+from email.message import EmailMessage
 from typing import Any
 
 import httpx
@@ -40,14 +43,29 @@ from tests.support.server import ServerProcess, wait_jobs_finished, write_config
 
 _POLL_S = 0.1
 _SECRET_ENV = "TELHA_SECRET_BENCH_IMAP"
-_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "eml"
+_WORDS = [
+    "ledger", "supplier", "invoice", "quarter", "freight", "delay", "contract", "audit",
+    "budget", "forecast", "warehouse", "shipment", "payment", "review", "schedule",
+]  # fmt: skip
 
 
 def _messages(n: int) -> list[bytes]:
-    corpus = [p.read_bytes() for p in sorted(_CORPUS.glob("*.eml"))]
-    if not corpus:
-        raise SystemExit(f"no .eml files under {_CORPUS}")
-    return [b"X-Telha-Bench: %d\r\n" % i + corpus[i % len(corpus)] for i in range(n)]
+    """``n`` distinct plain-text messages (deterministic), replies among them."""
+    out = []
+    for i in range(n):
+        msg = EmailMessage()
+        msg["From"] = f"Person {i % 37} <p{i % 37}@example.com>"
+        msg["To"] = ", ".join(f"p{(i + k) % 37}@example.com" for k in (1, 2))
+        msg["Subject"] = f"{'Re: ' if i % 2 else ''}Status {i // 2}"
+        msg["Date"] = f"Tue, {1 + i % 28:02d} Sep 2026 {i % 24:02d}:00:00 +0000"
+        msg["Message-ID"] = f"<m{i}@example.com>"
+        if i % 2:
+            msg["In-Reply-To"] = f"<m{i - 1}@example.com>"
+        words = [_WORDS[(i * 7 + k) % len(_WORDS)] for k in range(90)]
+        paras = (" ".join(words[k : k + 30]).capitalize() + "." for k in (0, 30, 60))
+        msg.set_content("\n\n".join(paras) + "\n")
+        out.append(bytes(msg))
+    return out
 
 
 def _run(
@@ -105,10 +123,10 @@ def main() -> int:
         t0 = time.perf_counter()
         dovecot.append(messages)
         append_s = time.perf_counter() - t0
+        workers = {"in_process": ["email_worker", "text_worker", "connectors"]}
         config = write_config(
-            Path(tmp), args.engine, workers={"in_process": ["email_worker", "connectors"]},
-            quotas={"max_pending_jobs": 0},
-        )  # fmt: skip
+            Path(tmp), args.engine, workers=workers, quotas={"max_pending_jobs": 0}
+        )
         os.environ[_SECRET_ENV] = dovecot.password
         with ServerProcess(config) as srv:
             key = srv.create_key("bench", "imap")
