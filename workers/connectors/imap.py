@@ -53,6 +53,11 @@ log = logging.getLogger("connectors")
 TIMEOUT_S = 60.0
 
 _DEFAULT_PAGE = 500
+#: ``imaplib`` refuses a response line over 1 MB, and one ``UID SEARCH ALL`` line lists every
+#: UID (about 140,000 of them fit): 64 MiB lets a mailbox of millions be listed.
+_MAX_LINE = 64 << 20
+if getattr(imaplib, "_MAXLINE", 0) < _MAX_LINE:
+    setattr(imaplib, "_MAXLINE", _MAX_LINE)  # noqa: B010 - a private module constant
 _UID = re.compile(rb"\bUID (\d+)")
 _SIZE = re.compile(rb"\bRFC822\.SIZE (\d+)")
 _DATE = re.compile(rb'\bINTERNALDATE "([^"]+)"')
@@ -221,10 +226,10 @@ class ImapConnector:
             validity = self._uidvalidity
             if checkpoint is not None and checkpoint != validity:
                 log.warning(
-                    "imap UIDVALIDITY changed: every message is new; the old ones retire"
-                    " only past the prune guard (--confirm-prune)",
-                    extra={"mailbox": self._mailbox, "was": checkpoint, "now": validity},
-                )
+                    "imap mailbox %r: UIDVALIDITY %s, was %s: every message is new; the old"
+                    " ones retire only past the prune guard (--confirm-prune)",
+                    self._mailbox, validity, checkpoint,
+                )  # fmt: skip
             for start in range(0, len(uids), self._page):
                 page = uids[start : start + self._page]
                 yield from self._page_items(conn, page[0], page[-1])
