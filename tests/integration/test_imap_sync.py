@@ -21,7 +21,7 @@ from telha.domain.model import Scope
 from tests.conftest import CORPUS
 from tests.support.cutting_proxy import CuttingProxy
 from tests.support.dovecot import Dovecot, free_port, require_dovecot
-from tests.support.server import ServerProcess, write_config
+from tests.support.server import ServerProcess, telha_check, write_config
 
 pytestmark = pytest.mark.anyio
 
@@ -138,7 +138,7 @@ async def _bodies(dovecot: Dovecot, since: int, sessions: int) -> int:
 
 
 async def test_imap_sync_adds_skips_unchanged_and_retires_expunged(
-    api: httpx.AsyncClient, dovecot: Dovecot, mailbox: str
+    api: httpx.AsyncClient, dovecot: Dovecot, mailbox: str, imap_server: ServerProcess
 ) -> None:
     corpus = _corpus()
     assert len(corpus) >= 10
@@ -176,6 +176,8 @@ async def test_imap_sync_adds_skips_unchanged_and_retires_expunged(
     history = (await api.get(f"/v1/sources/{gone['sourceId']}")).json()
     assert history["versionCount"] == 1  # its history kept
     assert (await _item(api, cid, f"{validity}:{new_uid}"))["state"] == "current"
+    checked = await anyio.to_thread.run_sync(telha_check, imap_server.config)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
 
 
 async def test_imap_tls_and_starttls(
