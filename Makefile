@@ -17,7 +17,11 @@ CHROMIUM ?= /usr/bin/chromium
 # docling_worker's OCR drives Debian's tesseract with its English and orientation data.
 TESSERACT ?= /usr/share/tesseract-ocr/5/tessdata/osd.traineddata
 
-setup: $(BIN)/telha $(CHROMIUM) $(TESSERACT) browser-user
+# The imap connector's tests run Debian's Dovecot on 127.0.0.1 (tests/support/dovecot.py); the
+# package's own service is never started here (its test instance has a config of its own).
+DOVECOT ?= /usr/sbin/dovecot
+
+setup: $(BIN)/telha $(CHROMIUM) $(TESSERACT) $(DOVECOT) browser-user
 
 $(CHROMIUM):
 	command -v chromium >/dev/null || (apt-get update && apt-get install -y chromium)
@@ -32,6 +36,9 @@ browser-user:
 $(TESSERACT):
 	command -v tesseract >/dev/null && test -f $(TESSERACT) || (apt-get update && \
 	  apt-get install -y tesseract-ocr tesseract-ocr-eng tesseract-ocr-osd)
+
+$(DOVECOT):
+	command -v dovecot >/dev/null || (apt-get update && apt-get install -y dovecot-imapd)
 
 # Set everything up and run `telha serve` on the embedded SQLite default.
 run: setup

@@ -33,8 +33,9 @@ KNOWN = frozenset({
     "TELHA_CRASH_SEED", "TELHA_REGENERATE_GOLDEN", "TELHA_PG_DIR", "TELHA_PG_PORT",
     "TELHA_PG_OPTS",
 })  # fmt: skip
-#: Families of names read by tests, fuzzing and fault injection.
-KNOWN_PREFIXES = ("TELHA_TEST_", "TELHA_FUZZ_", "TELHA_FAILPOINT_")
+#: Families of names read by tests, fuzzing and fault injection, and the secrets a
+#: connector's settings name (``passwordEnv``: docs/connectors.md, "The imap kind").
+KNOWN_PREFIXES = ("TELHA_TEST_", "TELHA_FUZZ_", "TELHA_FAILPOINT_", "TELHA_SECRET_")
 #: How alike (``difflib.SequenceMatcher.ratio``, 0..1) a name must be to be suggested.
 CUTOFF = 0.75
 

@@ -15,6 +15,7 @@ from typing import Any
 
 import xxhash
 
+from telha.domain.connector_imap import imap_settings
 from telha.domain.durations import parse_duration
 from telha.domain.errors import RequestError
 from telha.domain.slack_export_settings import slack_export_settings
@@ -62,7 +63,11 @@ def _folder_settings(settings: dict[str, Any]) -> None:
 
 
 #: Every connector kind and the check of its settings (docs/connectors.md, "Kinds").
-CONNECTOR_KINDS = {"folder": _folder_settings, "slack-export": slack_export_settings}
+CONNECTOR_KINDS = {
+    "folder": _folder_settings,
+    "imap": imap_settings,
+    "slack-export": slack_export_settings,
+}
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,6 +19,7 @@ from typing import Any
 
 from connectors import slack_message
 from connectors.folder import FolderConnector
+from connectors.imap import ImapConnector
 from connectors.sdk import Connector, run_pages
 from connectors.slack_export import SlackExportConnector
 from workers_common import CorruptInput, Job
@@ -28,6 +29,7 @@ __all__ = ["FORMATS", "KINDS", "handle"]
 #: Connector kinds this worker runs, by name: each makes a :class:`Connector` of settings.
 KINDS: dict[str, Callable[[dict[str, Any]], Connector]] = {
     "folder": FolderConnector,
+    "imap": ImapConnector,
     "slack-export": SlackExportConnector,
 }
 

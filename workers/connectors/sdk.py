@@ -18,6 +18,11 @@ decides what to retire — core does, at the end, by its deletion rules. A listi
 cannot finish raises :class:`ListingIncomplete`; the last page then says ``complete:
 false`` and nothing is retired. An item that cannot be read raises :class:`ItemUnreadable`
 (or ``OSError``): it is a failed item, never retired for it.
+
+The items core asks for are read after the listing moved on, the last page's after it
+ended: a connector whose ``read`` needs what ``list`` opened (a connection) keeps it open
+past the listing and gives an optional ``close()``, which the driver calls once the run's
+reads are done, whether it finished or not.
 """
 
 from __future__ import annotations
@@ -162,6 +167,18 @@ def run_pages(
     ``fullListing`` (asked after the listing, so a delta source that had to start over
     says so), ``checkpoint`` and ``error``, and lists nothing.
     """
+    try:
+        yield from _pages(connector, checkpoint, list_page, page_bytes)
+    finally:
+        close = getattr(connector, "close", None)
+        if close is not None:
+            close()
+
+
+def _pages(
+    connector: Connector, checkpoint: str | None, list_page: int, page_bytes: int
+) -> Generator[dict[str, Any], list[str], None]:
+    """:func:`run_pages` without the connector's ``close``."""
     listing = connector.list(checkpoint)
     listed: list[dict[str, Any]] = []
     removed: list[str] = []
