@@ -22,6 +22,7 @@ from telha.domain.search_query import (
     match_ranges,
     parse_query,
     parse_quote,
+    quote_fragment,
     quote_terms,
 )
 from telha.domain.search_text import fts5_body, is_verbatim
@@ -106,6 +107,11 @@ def test_locate_candidates_come_from_the_index_words() -> None:
     assert two.words == ("buf",) and two.prefix
     (cjk,) = quote_terms(parse_quote("データ"))
     assert cjk.words == ("デ", "ー", "タ") and not cjk.prefix
+    # One word that may lie inside a longer one: found inside the indexed words.
+    assert quote_fragment(parse_quote("UFFAL")) == "uffal"
+    assert quote_fragment(parse_quote("국어")) == "국어"
+    assert quote_fragment(parse_quote("デ")) is None  # a lone CJK character is a whole word
+    assert quote_fragment(parse_quote("ffalo buf")) is None
     (mixed,) = quote_terms(parse_quote("myAPIキー"))
     assert mixed.words == ("キ", "ー") and not mixed.prefix
 
