@@ -155,9 +155,7 @@ def _candidates_sql(
     return sql, params
 
 
-async def _containing(
-    tx: Tx, sid: int, fragment: str, filters: Filters, limit: int
-) -> list[int]:
+async def _containing(tx: Tx, sid: int, fragment: str, filters: Filters, limit: int) -> list[int]:
     """Rowids of the scope's index rows of current versions whose indexed words contain
     ``fragment`` (a folded word) anywhere, in index order, at most ``limit``: a scan of the
     scope's rows (SQLite: the body, folded words or an ASCII text compared lower-cased;
