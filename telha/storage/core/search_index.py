@@ -40,7 +40,7 @@ from telha.domain.erasure import node_ids
 from telha.domain.errors import StorageError
 from telha.domain.model import BLOB_CHUNK
 from telha.domain.search_query import MAX_INDEXED_SCOPE, scope_rowids
-from telha.domain.search_text import fts5_body, folded_words, is_verbatim, tsvector_literal
+from telha.domain.search_text import folded_words, fts5_body, is_verbatim, tsvector_literal
 from telha.offload import off_loop
 from telha.storage.core.row_faults import per_row
 from telha.storage.core.tx import Tx, any_groups
