@@ -33,7 +33,9 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Iterable
 from functools import lru_cache
+from itertools import accumulate
 
 import regex
 
@@ -46,6 +48,7 @@ __all__ = [
     "fold_stream",
     "folded_words",
     "is_cjk_unit",
+    "word_spans",
     "words",
 ]
 
@@ -100,12 +103,16 @@ def _agreeing(blocks: str) -> str:
     and the full rule agree whatever the two versions are."""
     in_blocks = re.compile(f"[{blocks}]")
     word = regex.compile(r"[\p{L}\p{N}\p{M}]")
-    kept = [
+    return _class(
         cp
         for cp in range(0x2C00)
         if in_blocks.match(chr(cp))
         and bool(_STDLIB_WORD.match(chr(cp))) == bool(word.match(chr(cp)))
-    ]
+    )
+
+
+def _class(kept: Iterable[int]) -> str:
+    """A character class body holding the code points ``kept`` (ascending)."""
     ranges: list[tuple[int, int]] = []
     for cp in kept:
         if ranges and ranges[-1][1] == cp - 1:
@@ -118,17 +125,49 @@ def _agreeing(blocks: str) -> str:
     )
 
 
+def _fold_whole(text: str) -> str:
+    """A plain text (:func:`_is_plain`) folded as a whole: case folded, decomposed, every
+    mark dropped, recomposed, the letters with a built-in stroke or dot folded."""
+    whole = unicodedata.normalize("NFD", text.casefold())
+    whole = unicodedata.normalize("NFC", _MARK.sub("", whole))
+    return whole.translate(_LETTERS) if _HAS_LETTERS.search(whole) else whole
+
+
+def _aligned(plain: str) -> str:
+    """The code points of ``plain`` (a character class body) that :func:`_fold_whole` folds
+    to exactly one code point that is a word character exactly when they are one (for
+    ``re`` and ``regex`` alike): a text of these alone folds to a text of its own length,
+    character for character, cut into words at the same places."""
+    in_plain = re.compile(f"[{plain}]")
+    word = regex.compile(r"[\p{L}\p{N}\p{M}]")
+    kept = []
+    for cp in range(0x2C00):
+        c = chr(cp)
+        if not in_plain.match(c):
+            continue
+        f = _fold_whole(c)
+        is_word = bool(_STDLIB_WORD.match(c))
+        if len(f) == 1 and bool(_STDLIB_WORD.match(f)) == is_word == bool(word.match(f)):
+            kept.append(cp)
+    return _class(kept)
+
+
 _STDLIB_WORD = re.compile(r"[^\W_]")
+_HAS_LETTERS = re.compile("[ıđłøħŧ]")
 _PLAIN_RANGES = _agreeing(_PLAIN_BLOCKS)
 _NOT_PLAIN = re.compile(f"[^{_PLAIN_RANGES}]")
 _PLAIN_WORD = re.compile(r"[^\W_]+")
 _CJK_UNIT = regex.compile(rf"[{_CJK}][\p{{M}}\uff9e\uff9f]*", regex.V1)
 _ASCII_WORD = re.compile(r"[A-Za-z0-9]+")
+_ASCII_SPLIT = re.compile(r"([A-Za-z0-9]+)")
+_PLAIN_SPLIT = re.compile(r"([^\W_]+)")
 _CLUSTER = regex.compile(r"\X")
 _MARKED_BASE = regex.compile(r"[\p{Latin}\p{Greek}\p{Cyrillic}]")
 _MARK = regex.compile(r"\p{M}")
 _NOT_WORD_CHAR = regex.compile(r"[^\p{L}\p{N}\p{M}]")
 _SPACE = re.compile(r"\s+")
+# Plain text folding character for character (see _aligned): cut once, after folding.
+_NOT_ALIGNED = re.compile(f"[^{_aligned(_PLAIN_RANGES)}]")
 
 #: ``(folded word, start, end)``: the word's character offsets in the text it came from.
 Word = tuple[str, int, int]
@@ -202,13 +241,51 @@ def folded_words(text: str) -> list[str]:
     Hangul, is folded as a whole — case folded, decomposed, the marks that decomposing
     produced dropped (they are all on Latin, Greek or Cyrillic letters, or on symbols that
     are no part of a word), recomposed — and cut after; any other text word by word."""
-    if not text.isascii() and (
-        _NOT_PLAIN.search(text) is None and unicodedata.is_normalized("NFKC", text)
-    ):
-        whole = unicodedata.normalize("NFD", text.casefold())
-        whole = unicodedata.normalize("NFC", _MARK.sub("", whole)).translate(_LETTERS)
-        return [w[:MAX_WORD] for w in _PLAIN_WORD.findall(whole)]
+    if not text.isascii() and _is_plain(text):
+        return _fold_plain(text)
     return [w for w, _, _ in words(text)]
+
+
+def _is_plain(text: str) -> bool:
+    """Whether ``text`` is already NFKC and holds only code points of the plain ranges (no
+    mark, ignorable, CJK or Hangul): folded as a whole by :func:`_fold_plain`."""
+    return _NOT_PLAIN.search(text) is None and unicodedata.is_normalized("NFKC", text)
+
+
+def _fold_plain(text: str) -> list[str]:
+    """The folded words of a plain text (:func:`_is_plain`), folded as a whole."""
+    whole = _fold_whole(text)
+    cut = _ASCII_WORD if whole.isascii() else _PLAIN_WORD  # the same words, found faster
+    return [w[:MAX_WORD] for w in cut.findall(whole)]
+
+
+def word_spans(text: str) -> tuple[list[str], list[tuple[int, int]]]:
+    """:func:`words` as two lists, the folded words and their ``(start, end)`` character
+    offsets, found faster for ASCII text and for the plain text :func:`folded_words` folds
+    as a whole (the words are cut by the standard library's ``re`` and folded at once rather
+    than one by one: a search cuts every hit's text again to find its matched words)."""
+    if text.isascii() or (
+        _NOT_ALIGNED.search(text) is None and unicodedata.is_normalized("NFKC", text)
+    ):
+        # Folded character for character (_aligned): the words of the folding are the
+        # text's words, at the same offsets.
+        # Split keeping the words: [gap, word, gap, …, word, gap]; its running lengths are
+        # every word's start and end (no match object per word).
+        whole = text.lower() if text.isascii() else _fold_whole(text)
+        parts = (_ASCII_SPLIT if whole.isascii() else _PLAIN_SPLIT).split(whole)
+        folded = parts[1::2]
+        if any(len(w) > MAX_WORD for w in folded):
+            folded = [w[:MAX_WORD] for w in folded]
+        at = list(accumulate(map(len, parts)))
+        return folded, list(zip(at[0:-1:2], at[1::2], strict=True))
+    if _is_plain(text):
+        folded = _fold_plain(text)
+        spans = [m.span() for m in _PLAIN_WORD.finditer(text)]
+        # The i-th folded word is the i-th word cut unless a word folded to nothing.
+        if len(spans) == len(folded):
+            return folded, spans
+    found = words(text)
+    return [w for w, _, _ in found], [(a, b) for _, a, b in found]
 
 
 def is_cjk_unit(word: str) -> bool:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from telha.domain.canonical import normalize_canonical
 from telha.domain.errors import RequestError
-from telha.domain.folding import Word, fold_stream, is_cjk_unit, words
+from telha.domain.folding import Word, fold_stream, is_cjk_unit, word_spans, words
 
 __all__ = [
     "MAX_INDEXED_SCOPE",
@@ -26,9 +26,11 @@ __all__ = [
     "Term",
     "find_quote",
     "fts5_query",
+    "match_places",
     "match_ranges",
     "parse_query",
     "parse_quote",
+    "quote_fragment",
     "quote_terms",
     "scope_rowids",
     "tsquery",
@@ -160,25 +162,32 @@ def match_ranges(text: str, terms: list[Term]) -> list[tuple[int, int]]:
     """Byte ranges ``[start, end)`` relative to ``text`` (a span's canonical text) of every
     occurrence of a term: a word, or a phrase from its first word's start to its last word's
     end; sorted, duplicates removed."""
-    found = words(text)
-    folded = [w for w, _, _ in found]
-    byte_at: dict[int, int] = {}
+    return [(a, b) for a, b, _ in match_places(text, terms)]
+
+
+def match_places(text: str, terms: list[Term]) -> list[tuple[int, int, int]]:
+    """:func:`match_ranges` with each range's start as a character offset too:
+    ``(start byte, end byte, start character)``."""
+    folded, spans = word_spans(text)
     ranges: set[tuple[int, int]] = set()
+    n = len(folded)
     for t in terms:
-        k = len(t.words)
-        for i in range(len(found) - k + 1):
-            if folded[i : i + k - 1] != list(t.words[:-1]):
+        first, k = t.words[0], len(t.words)
+        head, last = list(t.words[:-1]), t.words[-1]
+        for i in [i for i, w in enumerate(folded) if w == first or (k == 1 and t.prefix)]:
+            if i + k > n or (k > 1 and folded[i : i + k - 1] != head):
                 continue
-            last = folded[i + k - 1]
-            if last == t.words[-1] or (t.prefix and last.startswith(t.words[-1])):
-                ranges.add((found[i][1], found[i + k - 1][2]))
-    out = []
-    for lo, hi in sorted(ranges):
-        for pos in (lo, hi):
-            if pos not in byte_at:
-                byte_at[pos] = len(text[:pos].encode())
-        out.append((byte_at[lo], byte_at[hi]))
-    return out
+            w = folded[i + k - 1]
+            if w == last or (t.prefix and w.startswith(last)):
+                ranges.add((spans[i][0], spans[i + k - 1][1]))
+    if not ranges:
+        return []
+    if text.isascii():
+        return [(lo, hi, lo) for lo, hi in sorted(ranges)]
+    byte_at = _ByteOffsets(text)
+    points = sorted({p for r in ranges for p in r})
+    at = {p: byte_at(p) for p in points}
+    return [(at[lo], at[hi], lo) for lo, hi in sorted(ranges)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,8 +225,9 @@ def quote_terms(quote: Quote) -> list[Term]:
     inside a word or not: the quote's whole words in a row — less its first word when that
     may be the end of a longer one, and its last when that may be the start of one (a word
     not a lone CJK character) — matched exactly; when that leaves none (a quote of one or
-    two words), its last word as a prefix. A quote of one such word is thus found where it
-    starts a word (docs/rest-api.md, "Locate a quote")."""
+    two words), its last word as a prefix. A quote of one word that may lie inside a longer
+    one is narrowed by :func:`quote_fragment` instead (docs/rest-api.md, "Locate a
+    quote")."""
     found = list(quote.words)
     lo = 0 if is_cjk_unit(_written(quote, found[0])) else 1
     last_whole = is_cjk_unit(_written(quote, found[-1]))
@@ -225,6 +235,18 @@ def quote_terms(quote: Quote) -> list[Term]:
     if inner:
         return [Term(tuple(w for w, _, _ in inner))]
     return [Term((found[-1][0],), not last_whole)]
+
+
+def quote_fragment(quote: Quote) -> str | None:
+    """The folded word to find *inside* the indexed words when ``quote`` is a single word
+    that may start and end inside a longer one (``uffal`` in ``buffalo``, ``국어`` in
+    ``한국어``): no whole word of the quote is known to be a word of the text, so the index's
+    words cannot be asked for it exactly or as a prefix, and the candidates are the span rows
+    whose indexed words contain it (a scan of the scope's index rows: docs/rest-api.md,
+    "Locate a quote"). ``None`` for any other quote (:func:`quote_terms` narrows it)."""
+    if len(quote.words) != 1 or is_cjk_unit(_written(quote, quote.words[0])):
+        return None
+    return quote.words[0][0]
 
 
 def _written(quote: Quote, word: Word) -> str:

@@ -24,6 +24,7 @@ __all__ = [
     "MAX_WORDS",
     "Word",
     "fold",
+    "folded_words",
     "fts5_body",
     "is_verbatim",
     "snippet",

@@ -159,7 +159,7 @@ async def search(request: Request) -> Response:
             "asOf: search covers current versions only (the index holds no past ones)"
         )
     app = state(request)
-    hits = await app.store.search(
+    hits, pending = await app.store.search_page(
         scope, terms, filters, limit=limit + 1, offset=offset,
         rank_window=app.config.search.rank_window,
     )  # fmt: skip
@@ -176,7 +176,7 @@ async def search(request: Request) -> Response:
                 if units == "byte" or convs[(h.source_id, h.version_tx)] is not None
             ],
             next_cursor=_encode_cursor(offset + limit) if more else None,
-            index_pending=await app.store.queued_versions(scope),
+            index_pending=pending,
         )
     )
 

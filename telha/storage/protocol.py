@@ -410,6 +410,19 @@ class SearchStore(Protocol):
         ``offset``; on SQLite a query matching more than ``rank_window`` spans (> 0) ranks
         the newest of them only (:func:`telha.storage.core.search.search`)."""
 
+    async def search_page(
+        self,
+        scope: Scope,
+        terms: list[Term],
+        filters: Filters,
+        *,
+        limit: int,
+        offset: int,
+        rank_window: int = 0,
+    ) -> tuple[list[SearchHit], int]:
+        """:meth:`search` and the versions whose index rows still wait
+        (:meth:`queued_versions`) when it answered: ``(hits, waiting)``."""
+
     async def locate(
         self,
         scope: Scope,

@@ -149,7 +149,8 @@ async def test_locate_mid_word_overlapping_and_in_units(
     corpus: tuple[httpx.AsyncClient, dict[str, str]],
 ) -> None:
     c, ids = corpus
-    source = await _ingest(c, "text", "buffalo.txt", "Ünïcode buffalo buffalo buffalo.\n".encode())
+    text = "Ünïcode buffalo buffalo buffalo bananas.\n"
+    source = await _ingest(c, "text", "buffalo.txt", text.encode())
     resp = await c.post("/v1/locate", json={"text": "buffalo buffalo", "sourceId": source})
     assert [(p["start"], p["end"], p["match"]) for p in resp.json()] == [
         (10, 25, "exact"),
@@ -160,6 +161,20 @@ async def test_locate_mid_word_overlapping_and_in_units(
         (12, 21, "folded"),
         (20, 29, "folded"),
     ]
+    # A quote of one word fragment, inside words ("uffal"), ending them ("FFALO"), inside a
+    # word with accents ("NÏCO"), overlapping ("ana" in "bananas" twice).
+    for quote, places in [
+        ("uffal", [(11, 16, "exact"), (19, 24, "exact"), (27, 32, "exact")]),
+        ("FFALO", [(12, 17, "folded"), (20, 25, "folded"), (28, 33, "folded")]),
+        ("NÏCO", [(2, 7, "folded")]),
+        ("ana", [(35, 38, "exact"), (37, 40, "exact")]),
+    ]:
+        resp = await c.post("/v1/locate", json={"text": quote, "sourceId": source})
+        assert [(p["start"], p["end"], p["match"]) for p in resp.json()] == places, quote
+    # Inside a Korean word of the built text, without naming the source.
+    resp = await c.post("/v1/locate", json={"text": "국어"})
+    found = [await _slice(c, p, p["start"], p["end"]) for p in resp.json()]
+    assert "국어" in found and set(found) == {"국어"}
     # The same places in code points and UTF-16 units ("Ü", "ï": 2 bytes, 1 unit each).
     for units in ("codepoint", "utf16"):
         resp = await c.post(

@@ -17,11 +17,13 @@ from hypothesis import strategies as st
 from telha.domain import folding
 from telha.domain.folding import fold, fold_stream, words
 from telha.domain.search_query import (
+    Term,
     find_quote,
     fts5_query,
     match_ranges,
     parse_query,
     parse_quote,
+    quote_fragment,
     quote_terms,
 )
 from telha.domain.search_text import fts5_body, is_verbatim
@@ -106,6 +108,11 @@ def test_locate_candidates_come_from_the_index_words() -> None:
     assert two.words == ("buf",) and two.prefix
     (cjk,) = quote_terms(parse_quote("データ"))
     assert cjk.words == ("デ", "ー", "タ") and not cjk.prefix
+    # One word that may lie inside a longer one: found inside the indexed words.
+    assert quote_fragment(parse_quote("UFFAL")) == "uffal"
+    assert quote_fragment(parse_quote("국어")) == "국어"
+    assert quote_fragment(parse_quote("デ")) is None  # a lone CJK character is a whole word
+    assert quote_fragment(parse_quote("ffalo buf")) is None
     (mixed,) = quote_terms(parse_quote("myAPIキー"))
     assert mixed.words == ("キ", "ー") and not mixed.prefix
 
@@ -156,3 +163,52 @@ _PLAIN = [*"aAéÉßİıœŒðÐøØçÇñÑüÜåÅæÆšŠžŽ", *"άΆέΈω�
 @given(text=st.text(alphabet=st.sampled_from(_PLAIN), min_size=1, max_size=60))
 def test_folded_words_of_plain_text_are_its_words_folded(text: str) -> None:
     assert folding.folded_words(text) == [w for w, _, _ in words(text)]
+
+
+def _split(text: str) -> tuple[list[str], list[tuple[int, int]]]:
+    found = words(text)
+    return [w for w, _, _ in found], [(a, b) for _, a, b in found]
+
+
+#: Letters folding to more than one character, ignorables, compatibility forms, CJK, Hangul.
+_ODD = [*"ǅᾀŉẞĳ\u00adﬁ한デ_ＡⅨ\u0301\u1fed"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.text(alphabet=st.sampled_from(_PLAIN + _ODD), min_size=1, max_size=60))
+def test_word_spans_are_the_words(text: str) -> None:
+    assert folding.word_spans(text) == _split(text)
+
+
+def test_word_spans_agree_for_every_code_point() -> None:
+    # The fast cut (a text folded whole, split once) must give words() for any character
+    # alone, inside a word and after an accented letter.
+    for cp in range(0x20, 0x2C00):
+        c = chr(cp)
+        for text in (c, f"a{c}b", f"é{c} x", f"Ω{c}"):
+            assert folding.word_spans(text) == _split(text), (hex(cp), text)
+
+
+def _ranges_word_by_word(text: str, terms: list[Term]) -> list[tuple[int, int]]:
+    """The matched ranges as the words of :func:`words` give them, one by one."""
+    found = words(text)
+    out = set()
+    for t in terms:
+        k = len(t.words)
+        for i in range(len(found) - k + 1):
+            got = [w for w, _, _ in found[i : i + k]]
+            if got[:-1] == list(t.words[:-1]) and (
+                got[-1] == t.words[-1] or (t.prefix and got[-1].startswith(t.words[-1]))
+            ):
+                out.add((found[i][1], found[i + k - 1][2]))
+    return [(len(text[:a].encode()), len(text[:b].encode())) for a, b in sorted(out)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    text=st.text(alphabet=st.sampled_from(_PLAIN + _ODD), min_size=1, max_size=60),
+    q=st.sampled_from(["a", "e", "ss", "a*", '"a e"', "σ*", "ё и", "i", "fi", "ae", "9"]),
+)
+def test_match_ranges_are_the_words_matched(text: str, q: str) -> None:
+    terms = parse_query(q)
+    assert match_ranges(text, terms) == _ranges_word_by_word(text, terms)

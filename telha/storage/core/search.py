@@ -4,7 +4,7 @@
 Both read in one snapshot: the engine finds and ranks candidate span rows of the caller's
 scope (SQLite: FTS5's ``bm25``; PostgreSQL: ``ts_rank`` over the GIN-indexed ``tsvector``),
 then each candidate's canonical text is read and the byte ranges are computed in Python from
-those bytes (:func:`telha.domain.search_query.match_ranges`,
+those bytes (:func:`telha.domain.search_query.match_places`,
 :func:`~telha.domain.search_query.find_quote`), never taken from the engine.
 """
 
@@ -26,7 +26,8 @@ from telha.domain.search_query import (
     Term,
     find_quote,
     fts5_query,
-    match_ranges,
+    match_places,
+    quote_fragment,
     quote_terms,
     scope_rowids,
     tsquery,
@@ -159,6 +160,37 @@ def _candidates_sql(
         f" WHERE search_fts MATCH ?{extra} ORDER BY {order} LIMIT ? OFFSET ?"
     )
     return sql, params
+
+
+async def _containing(tx: Tx, sid: int, fragment: str, filters: Filters, limit: int) -> list[int]:
+    """Rowids of the scope's index rows of current versions whose indexed words contain
+    ``fragment`` (a folded word) anywhere, in index order, at most ``limit``: a scan of the
+    scope's rows (SQLite: the body, folded words or an ASCII text compared lower-cased;
+    PostgreSQL: the ``tsvector``'s lexemes as text), a superset the canonical text decides."""
+    if not tx.postgres and sid > MAX_INDEXED_SCOPE:
+        return []
+    stale = await tx.fetchone("SELECT 1 FROM search_stale WHERE scope_id = ? LIMIT 1", sid)
+    conds: list[str] = [_NOT_STALE] if stale is not None else []
+    params: list[Any] = []
+    if filters.source_id is not None:
+        conds.append("s.source_id = ?")
+        params.append(filters.source_id)
+    if filters.principals is not None:
+        seen, seen_params = admitted("s", filters.principals, postgres=tx.postgres)
+        conds.append(seen)
+        params += seen_params
+    extra = "".join(f" AND {c}" for c in conds)
+    if tx.postgres:
+        where, first = "s.scope_id = ? AND strpos(s.body::text, ?) > 0", [sid, fragment]
+    else:
+        lo, hi = scope_rowids(sid)
+        where = "s.rowid >= ? AND s.rowid < ? AND instr(lower(s.body), ?) > 0"
+        first = [lo, hi, fragment]
+    rows = await tx.fetchall(
+        f"SELECT s.rowid FROM search_spans s WHERE {where}{extra} ORDER BY s.rowid LIMIT ?",
+        *first, *params, limit,
+    )  # fmt: skip
+    return [int(r[0]) for r in rows]
 
 
 async def _candidates(
@@ -297,13 +329,13 @@ async def search(
         tx, sid, rowids
     ):
         text = await texts.span(blob_id, start, end, known)
-        ranges = match_ranges(text, terms)
-        rel = text.encode()[: ranges[0][0]].decode("utf-8", "replace") if ranges else ""
+        places = match_places(text, terms)
         hits.append(
             SearchHit(
                 bytes(source_id), str(name), int(at), int(start), int(end), str(kind),
-                node_ids(bytes(linked)), str(labels).split(), snippet(text, len(rel)),
-                [(start + a, start + b) for a, b in ranges],
+                node_ids(bytes(linked)), str(labels).split(),
+                snippet(text, places[0][2] if places else 0),
+                [(start + a, start + b) for a, b, _ in places],
             )
         )  # fmt: skip
     geometry = await _geometry(tx, sid, {n for h in hits for n in h.node_ids})
@@ -330,7 +362,9 @@ async def locate(
     """Every place of the scope's current versions where ``quote`` occurs (at most
     ``limit``, by source, version and offset), overlapping and inside words included:
     candidates are the span rows that may hold it
-    (:func:`~telha.domain.search_query.quote_terms`: the index), verified against their
+    (:func:`~telha.domain.search_query.quote_terms`: the index; a one-word quote that may
+    lie inside a word, :func:`~telha.domain.search_query.quote_fragment`: the scope's index
+    rows whose words contain it), verified against their
     canonical text folded (:func:`~telha.domain.search_query.find_quote`). Occurrences that
     nested span rows share are one, with the nodes of every such row. With ``principals``,
     of the sources whose ACL admits one of them only."""
@@ -338,9 +372,13 @@ async def locate(
     if sid is None:
         return []
     filters = Filters(source_id=source_id, principals=principals)
-    rowids = await _candidates(
-        tx, sid, quote_terms(quote), filters, LOCATE_CANDIDATES, 0, ranked=False
-    )
+    fragment = quote_fragment(quote)
+    if fragment is not None:
+        rowids = await _containing(tx, sid, fragment, filters, LOCATE_CANDIDATES)
+    else:
+        rowids = await _candidates(
+            tx, sid, quote_terms(quote), filters, LOCATE_CANDIDATES, 0, ranked=False
+        )
     texts = _Texts(tx, sid)
     found: dict[tuple[bytes, int, int, int], tuple[list[bytes], bool]] = {}
     for _, src, at, start, end, _, linked, _, _, blob_id, known in await _details(tx, sid, rowids):
@@ -352,6 +390,23 @@ async def locate(
     return [
         Located(s, t, a, b, nodes, exact) for (s, t, a, b), (nodes, exact) in sorted(found.items())
     ][:limit]
+
+
+async def _settled_search(
+    tx: Tx,
+    scope: Scope,
+    terms: list[Term],
+    filters: Filters,
+    limit: int,
+    offset: int,
+    rank_window: int,
+) -> list[SearchHit] | None:
+    """:func:`search` when no index work of ``scope`` waits, in the same snapshot; ``None``
+    when some does (the caller catches up first)."""
+    sid = await tx.known_scope_id(scope)
+    if sid is not None and await waiting(tx, sid):
+        return None
+    return await search(tx, scope, terms, filters, limit, offset, rank_window)
 
 
 async def _index_step(tx: Tx, scope: Scope | None, limit: int) -> int:
@@ -396,8 +451,31 @@ class SearchOps(EngineOps):
         rank_window: int = 0,
     ) -> list[SearchHit]:
         """See :func:`search`."""
-        await self.catch_up(scope)
-        return await self._read(search, scope, terms, filters, limit, offset, rank_window)
+        hits, _ = await self.search_page(
+            scope, terms, filters, limit=limit, offset=offset, rank_window=rank_window
+        )
+        return hits
+
+    async def search_page(
+        self,
+        scope: Scope,
+        terms: list[Term],
+        filters: Filters,
+        *,
+        limit: int,
+        offset: int,
+        rank_window: int = 0,
+    ) -> tuple[list[SearchHit], int]:
+        """:func:`search` after :meth:`catch_up`, and the versions still waiting when it
+        answered: ``(hits, waiting)``. When nothing waits (the usual case) that is one read:
+        the check and the search share its snapshot."""
+        args = (scope, terms, filters, limit, offset, rank_window)
+        if self.search_enabled:
+            settled = await self._read(_settled_search, *args)
+            if settled is not None:
+                return settled, 0
+            await self.catch_up(scope)
+        return await self._read(search, *args), await self.queued_versions(scope)
 
     async def locate(
         self,

@@ -40,7 +40,7 @@ from telha.domain.erasure import node_ids
 from telha.domain.errors import StorageError
 from telha.domain.model import BLOB_CHUNK
 from telha.domain.search_query import MAX_INDEXED_SCOPE, scope_rowids
-from telha.domain.search_text import fts5_body, is_verbatim, tsvector_literal, words
+from telha.domain.search_text import folded_words, fts5_body, is_verbatim, tsvector_literal
 from telha.offload import off_loop
 from telha.storage.core.row_faults import per_row
 from telha.storage.core.tx import Tx, any_groups
@@ -126,7 +126,7 @@ def _rows(
         span = text[start - base : end - base].decode("utf-8", "replace")
         known: str | None
         if postgres:
-            body, known = tsvector_literal([w for w, _, _ in words(span)]), span
+            body, known = tsvector_literal(folded_words(span)), span
         else:
             body = fts5_body(span)
             known = None if is_verbatim(body, end - start) else span
