@@ -451,9 +451,8 @@ def main() -> int:
     )
     if peer is not None:
         ratio = inproc[0] / peer[0]
-        print(
-            f"in-process / SAQ in the same run: {ratio:.2f} (target >= 0.7: {verdict(ratio >= 0.7)})"
-        )
+        ok = verdict(ratio >= 0.7)
+        print(f"in-process / SAQ in the same run: {ratio:.2f} (target >= 0.7: {ok})")
     if pg:
         print(
             "postgres targets: 2 replicas >= 400 jobs/s:"
