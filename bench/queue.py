@@ -25,9 +25,15 @@ jobs/s to the last completion and to the last delivery received, and the CPU tim
 ``telha serve`` process per job (steadier than throughput on a shared machine). Target:
 deliveries cost at most 25% of the jobs/s.
 
+With ``--peer saq`` the table also has SAQ on Redis (``bench/saq_peer.py``: Debian's
+``redis-server`` on a free 127.0.0.1 port, started and stopped by the bench; ``saq`` from
+PyPI in the bench's own venv, ``bench/.venv-saq``, made on first use, or ``--saq-python``):
+the same number of jobs with a no-op handler, beside Telha's real text projection. Target:
+in-process >= 0.7x SAQ's rate in the same run.
+
 Run: ``.venv/bin/python bench/queue.py [--engine sqlite|postgres] [--concurrency N]
-[--workers N] [--capacity N] [--webhooks]``. Exits 0 whether the targets pass or not; non-zero if a
-request fails or a job ends ``dead``.
+[--workers N] [--capacity N] [--webhooks] [--peer saq [--saq-python PATH]]``. Exits 0 whether
+the targets pass or not; non-zero if a request fails or a job ends ``dead``.
 """
 
 from __future__ import annotations
@@ -53,6 +59,8 @@ import anyio
 import httpcore
 from uuid_utils import uuid7
 
+from bench.saq_peer import run as run_saq
+from bench.saq_peer import saq_python
 from telha.domain.model import Scope
 from tests.support.floor import floor_db
 from tests.support.pg import create_database, drop_databases
@@ -368,9 +376,18 @@ def main() -> int:
     parser.add_argument(
         "--webhooks", action="store_true", help="only the cost of webhook delivery (in-process)"
     )
+    parser.add_argument(
+        "--peer", choices=("saq",), default=None, help="also SAQ on Redis, no-op jobs"
+    )
+    parser.add_argument(
+        "--saq-python", type=Path, default=None,
+        help="a Python with saq installed (default: bench/.venv-saq, made on first use)",
+    )  # fmt: skip
     args = parser.parse_args()
     if args.webhooks:
         return webhook_cost(args.concurrency)
+    saq_py = saq_python(args.saq_python) if args.peer == "saq" else None
+    peer: tuple[float, float, float] | None = None
     local = {"in_process": ["text_worker"], "concurrency": args.concurrency}
     none: dict[str, Any] = {"in_process": []}
     remote = f"{args.workers} worker processes"
@@ -390,6 +407,9 @@ def main() -> int:
                 (f"sqlite gRPC, {remote}", *grpc),
                 (f"sqlite in-process {PACED_RATE:g} jobs/s", *paced),
             ]
+            if saq_py is not None:
+                peer = run_saq(saq_py, JOBS)
+                rows.append(("peer: SAQ on Redis, no-op handler (1 worker)", *peer))
             if args.engine == "postgres":
                 w, c = args.workers, args.capacity
                 pg["inproc"] = run_server(tmp, local, JOBS, None, engine="postgres")
@@ -429,6 +449,10 @@ def main() -> int:
         f" gRPC >= 300 jobs/s: {verdict(grpc[0] >= 300)};"
         f" p99 <= 250 ms at 100 jobs/s: {verdict(paced[2] <= 250)}"
     )
+    if peer is not None:
+        ratio = inproc[0] / peer[0]
+        ok = verdict(ratio >= 0.7)
+        print(f"in-process / SAQ in the same run: {ratio:.2f} (target >= 0.7: {ok})")
     if pg:
         print(
             "postgres targets: 2 replicas >= 400 jobs/s:"

@@ -45,6 +45,7 @@ from telha.ingest.job_payload import child_jobs as _child_jobs
 from telha.ingest.job_payload import decode_payload as _decode_payload
 from telha.ingest.job_payload import new_job as _new_job
 from telha.ingest.job_payload import with_root_id as _with_root_id
+from telha.ingest.json_ids import AUTO, OFF, IdRule
 from telha.ingest.json_projection import (
     JsonOptions,
     empty_projection,
@@ -75,7 +76,7 @@ log = structlog.get_logger("telha.ingest")
 
 #: ``SourceVersion.worker`` of versions written by the JSON bypass (docs/rest-api.md).
 JSON_BYPASS_WORKER = "core:json-bypass"
-_JSON_OPTIONS = frozenset({"label", "nested"})
+_JSON_OPTIONS = frozenset({"label", "nested", "id_key"})
 #: Scopes remembered to have a webhook signing secret, at most (then forgotten at once).
 _SECRET_CACHE = 10_000
 
@@ -167,10 +168,12 @@ class Ingestor:
         return identity_of(spec, fmt, options), latest
 
     def json_options(self, name: str, options: dict[str, Any]) -> JsonOptions:
-        """Resolve ``options`` of a ``format=json`` request (``label``, ``nested``).
+        """Resolve ``options`` of a ``format=json`` request (``label``, ``nested``,
+        ``id_key``: docs/formats.md, "JSON records").
 
         :raises RequestError: unknown option, non-string or non-UPPER_SNAKE label, a name with
-            nothing to derive a label from, a nesting policy other than flatten/child.
+            nothing to derive a label from, a nesting policy other than flatten/child, an
+            ``id_key`` other than a non-empty string or ``false``.
         """
         if "webhook" in options:
             raise RequestError(
@@ -195,12 +198,25 @@ class Ingestor:
             nested = self._config.json_nested
         if nested not in ("flatten", "child"):
             raise RequestError('options.nested must be "flatten" or "child"')
+        id_key = options.get("id_key")
+        if id_key is None:
+            ids = AUTO
+        elif id_key is False:
+            ids = OFF
+        elif isinstance(id_key, str) and id_key:
+            ids = IdRule((id_key,), strict=True)
+        else:
+            raise RequestError(
+                "options.id_key must name a top-level key of every record (a non-empty"
+                " string), or be false (records matched by content)"
+            )
         return JsonOptions(
             label=label,
             nested=cast(Literal["flatten", "child"], nested),
             max_records=self._config.json_max_records,
             max_depth=self._config.json_max_depth,
             max_nodes=self._config.json_max_nodes,
+            ids=ids,
         )
 
     async def ingest(
@@ -315,7 +331,7 @@ class Ingestor:
         opts = self.json_options(req.name, req.options)
         source_id = req.source_id or source_id_for(req.name)
         digest = await off_loop(len(req.raw), content_hash, req.raw)
-        ident = identity_of(JSON_SPEC, "json", {"label": opts.label, "nested": opts.nested})
+        ident = identity_of(JSON_SPEC, "json", _json_identity_options(opts, req.options))
         latest = as_latest(await self._store.latest_version(scope, source_id.bytes))
         if same_identity(latest, digest, ident.fingerprint):
             return IngestResult(True, source_id)
@@ -324,7 +340,8 @@ class Ingestor:
         if empty:  # docs/formats.md, "Empty input": the root node alone, stats.empty
             projection = empty_projection(req.name)
         else:
-            projection = await anyio.to_thread.run_sync(project_json, req.raw, opts)
+            project = functools.partial(project_json, source_id=source_id.bytes)
+            projection = await anyio.to_thread.run_sync(project, req.raw, opts)
         t1 = time.perf_counter()
         version = NewVersion(
             source_id=source_id.bytes,
@@ -524,6 +541,16 @@ class _Options(msgspec.Struct):
     """A job payload's options alone (the rest, base64 content included, is skipped)."""
 
     options: dict[str, Any] = {}
+
+
+def _json_identity_options(opts: JsonOptions, options: dict[str, Any]) -> dict[str, Any]:
+    """The effective options of a ``format=json`` version's identity: the resolved ``label``
+    and ``nested``, and ``id_key`` as given (absent: the default rule, which reads the same
+    bytes differently from a named key, so a change between them is a new version)."""
+    resolved: dict[str, Any] = {"label": opts.label, "nested": opts.nested}
+    if options.get("id_key") is not None:
+        resolved["id_key"] = options["id_key"]
+    return resolved
 
 
 def as_latest(v: SourceVersion | None) -> Latest | None:

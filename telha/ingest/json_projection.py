@@ -4,7 +4,8 @@
 Canonical text is one compact JSON line per top-level record (input key order, UTF-8 not
 escaped), NFC, LF-joined. Each record's line is one span of kind ``body``, referenced by the
 record's node and by every child node projected from it. Nodes are listed records in input
-order, each record's node before its children (depth first, document order).
+order, each record's node before its children (depth first, document order). A record with
+an id (:mod:`telha.ingest.json_ids`) and its children carry node ids derived from it.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import msgspec
 from telha.domain.canonical import key_snake, nfc
 from telha.domain.errors import ContentError
 from telha.domain.projection import EdgeOut, NodeOut, Projection, SpanOut
+from telha.ingest.json_ids import AUTO, IdRule, child_node_id, record_ids
 
 __all__ = ["JsonOptions", "empty_projection", "is_empty_json", "project_json"]
 
@@ -33,7 +35,8 @@ _BLANK = re.compile(rb"[ \t\r\n\f\v]*\Z")
 
 @dataclass(frozen=True, slots=True)
 class JsonOptions:
-    """Resolved options: the record label, nesting policy and the ``[ingest]`` limits."""
+    """Resolved options: the record label, nesting policy, the record id rule and the
+    ``[ingest]`` limits."""
 
     label: str
     nested: Literal["flatten", "child"]
@@ -41,6 +44,8 @@ class JsonOptions:
     max_depth: int
     #: Most nodes one request may create (records plus child nodes).
     max_nodes: int = 100_000
+    #: Which key identifies a record (``options.id_key``; docs/formats.md, "JSON records").
+    ids: IdRule = AUTO
 
 
 def _deep_nfc(value: Any, depth: int = 0) -> Any:
@@ -123,8 +128,8 @@ class _Projector:
         self.nodes: list[NodeOut] = []
         self.edges: list[EdgeOut] = []
 
-    def record(self, rec: dict[str, Any], line: bytes, span: int) -> None:
-        self._object(rec, (self.opts.label,), span, depth=1, line=line)
+    def record(self, rec: dict[str, Any], line: bytes, span: int, node_id: bytes | None) -> None:
+        self._object(rec, (self.opts.label,), span, depth=1, line=line, node_id=node_id)
 
     def _object(
         self,
@@ -133,6 +138,7 @@ class _Projector:
         span: int,
         depth: int,
         line: bytes | None = None,
+        node_id: bytes | None = None,
     ) -> int:
         if depth > self.opts.max_depth:
             raise ContentError(
@@ -147,9 +153,11 @@ class _Projector:
                 f"more than {self.opts.max_nodes} nodes (records and child objects) in one request"
             )
         props_json = line if flat and line is not None else _encode(props)
-        self.nodes.append(NodeOut(labels, props_json, (span,)))
+        self.nodes.append(NodeOut(labels, props_json, (span,), node_id))
+        groups: dict[str, int] = {}
         for key, value, child_depth in children:
-            self._children(index, key, value, span, child_depth)
+            occurrence = groups[key] = groups.get(key, -1) + 1
+            self._children(index, key, value, span, child_depth, node_id, occurrence)
         return index
 
     def _walk(
@@ -213,9 +221,19 @@ class _Projector:
         props[key] = v
         return False
 
-    def _children(self, parent: int, key: str, value: Any, span: int, depth: int) -> None:
+    def _children(
+        self,
+        parent: int,
+        key: str,
+        value: Any,
+        span: int,
+        depth: int,
+        parent_id: bytes | None,
+        occurrence: int,
+    ) -> None:
         """Child nodes of ``key`` at object depth ``depth``; each edge is listed before the
-        child's own subtree (creation order, depth first)."""
+        child's own subtree (creation order, depth first). Under a parent with a supplied id
+        (``parent_id``) each child's id derives from it (:func:`child_node_id`)."""
         label = key_snake(key) or "CHILD"
         edge_type = f"HAS_{label}"
         key_prop = {} if label != "CHILD" else {"key": key}
@@ -223,17 +241,22 @@ class _Projector:
         for ord_, item in items:
             props = key_prop if ord_ is None else {**key_prop, "ord": ord_}
             self.edges.append(EdgeOut(edge_type, parent, len(self.nodes), _encode(props)))
-            self._object(item, (label,), span, depth)
+            child_id = None
+            if parent_id is not None:
+                child_id = child_node_id(parent_id, key, occurrence, ord_)
+            self._object(item, (label,), span, depth, node_id=child_id)
 
 
-def project_json(raw: bytes, opts: JsonOptions) -> Projection:
+def project_json(raw: bytes, opts: JsonOptions, *, source_id: bytes) -> Projection:
     """Project ``raw`` (the request's content bytes) into a :class:`Projection`.
 
     :param raw: the raw content bytes (UTF-8, optionally with a BOM).
+    :param source_id: the source's id (16 bytes), which record node ids derive from.
     :raises ContentError: not UTF-8; malformed JSON; a top level that is not one object or a
         non-empty array of objects; more than ``opts.max_records`` records; object nesting
         deeper than ``opts.max_depth``; an array mixing objects with other values; a flattened
-        dotted key colliding with a literal one.
+        dotted key colliding with a literal one; under a named id key (``opts.ids.strict``)
+        a record without a string or integer id, or two records with the same id.
     """
     records = _records(_decode(raw), opts.max_records)
     lines = [_encode(rec) for rec in records]
@@ -243,14 +266,15 @@ def project_json(raw: bytes, opts: JsonOptions) -> Projection:
         records = _deep_nfc(records)
         lines = [_encode(rec) for rec in records]
         canonical = b"\n".join(lines)
+    ids = record_ids(records, opts.ids, source_id)
     projector = _Projector(opts)
     spans: list[SpanOut] = []
     offset = 0
-    for i, (rec, line) in enumerate(zip(records, lines, strict=True)):
+    for i, (rec, line, node_id) in enumerate(zip(records, lines, ids, strict=True)):
         end = offset + len(line)
         spans.append(SpanOut(offset, end, "body"))
         offset = end + 1
-        projector.record(rec, line, i)
+        projector.record(rec, line, i, node_id)
     return Projection(canonical, spans, projector.nodes, projector.edges)
 
 

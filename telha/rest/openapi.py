@@ -130,7 +130,8 @@ _INGEST_BODY = {
         "contentBase64": {"type": ["string", "null"], "description": "content as base64 bytes"},
         "options": {
             "type": ["object", "null"],
-            "description": "format options; json: label (UPPER_SNAKE), nested (flatten|child);"
+            "description": "format options; json: label (UPPER_SNAKE), nested (flatten|child),"
+            " id_key (a record's id key, or false; docs/formats.md, JSON records);"
             " any format but json: webhook {url, events} (docs/rest-api.md, Webhooks), and its"
             " worker's options (docs/formats.md); an unknown or ill-typed one answers 400",
         },
