@@ -173,7 +173,7 @@ class Ingestor:
 
         :raises RequestError: unknown option, non-string or non-UPPER_SNAKE label, a name with
             nothing to derive a label from, a nesting policy other than flatten/child, an
-            ``id_key`` other than a non-empty string or ``false``.
+            ``id_key`` other than a non-empty string, ``true`` or ``false``.
         """
         if "webhook" in options:
             raise RequestError(
@@ -199,16 +199,17 @@ class Ingestor:
         if nested not in ("flatten", "child"):
             raise RequestError('options.nested must be "flatten" or "child"')
         id_key = options.get("id_key")
-        if id_key is None:
-            ids = AUTO
-        elif id_key is False:
+        if id_key is None or id_key is False:
             ids = OFF
+        elif id_key is True:
+            ids = AUTO
         elif isinstance(id_key, str) and id_key:
             ids = IdRule((id_key,), strict=True)
         else:
             raise RequestError(
                 "options.id_key must name a top-level key of every record (a non-empty"
-                " string), or be false (records matched by content)"
+                " string), be true (id, else _id, where usable) or false (records matched by"
+                " content, the default)"
             )
         return JsonOptions(
             label=label,

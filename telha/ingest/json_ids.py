@@ -9,9 +9,10 @@ gives the record the same node id, and an edited record is *changed* in a diff, 
 and added. A record without one is matched by content, as every node without a supplied id.
 
 Which key (:class:`IdRule`): ``options.id_key`` names it, and then every record must hold a
-usable, unique value (else :class:`~telha.domain.errors.ContentError`); without the option
-the key is ``id`` when a record has one, else ``_id``, and a record without a usable unique
-value keeps content identity (nothing is refused); ``false`` turns the rule off.
+usable, unique value (else :class:`~telha.domain.errors.ContentError`); ``true`` (:data:`AUTO`)
+takes ``id`` when a record has one, else ``_id``, and a record without a usable unique value
+keeps content identity (nothing is refused); without the option, or ``false``, the rule is
+off (:data:`OFF`: every record matched by content, as before the rule existed).
 
 An id is 16 bytes: 6 bytes of BLAKE3 of the source id (a source's records sit together in
 the node index), then 10 bytes of BLAKE3 of what it is derived from, with the UUID version 8
@@ -58,9 +59,9 @@ class IdRule:
     strict: bool = False
 
 
-#: The rule without ``options.id_key``: ``id``, else ``_id``, where usable.
+#: ``options.id_key: true``: ``id``, else ``_id``, where usable.
 AUTO = IdRule(("id", "_id"))
-#: ``options.id_key: false``: every record is matched by content.
+#: No ``options.id_key``, or ``false``: every record is matched by content.
 OFF = IdRule(())
 
 

@@ -20,7 +20,7 @@ import msgspec
 from telha.domain.canonical import key_snake, nfc
 from telha.domain.errors import ContentError
 from telha.domain.projection import EdgeOut, NodeOut, Projection, SpanOut
-from telha.ingest.json_ids import AUTO, IdRule, child_node_id, record_ids
+from telha.ingest.json_ids import OFF, IdRule, child_node_id, record_ids
 
 __all__ = ["JsonOptions", "empty_projection", "is_empty_json", "project_json"]
 
@@ -45,7 +45,7 @@ class JsonOptions:
     #: Most nodes one request may create (records plus child nodes).
     max_nodes: int = 100_000
     #: Which key identifies a record (``options.id_key``; docs/formats.md, "JSON records").
-    ids: IdRule = AUTO
+    ids: IdRule = OFF
 
 
 def _deep_nfc(value: Any, depth: int = 0) -> Any:

@@ -22,8 +22,9 @@ from workers_common.projection import ProjectionSpec, module_spec
 __all__ = ["JSON_PROJECTION_VERSION", "JSON_SPEC", "Projections", "spec_of_identity"]
 
 #: The JSON bypass's projection version (telha.ingest.json_projection): raise it whenever the
-#: same JSON and options would project differently (2: a record's id key gives its node id).
-JSON_PROJECTION_VERSION = 2
+#: same JSON and options would project differently (record ids by ``options.id_key`` left
+#: it at 1: without that option, which earlier versions did not have, nothing changed).
+JSON_PROJECTION_VERSION = 1
 #: The JSON bypass's spec (``SourceVersion.worker`` is its worker name).
 JSON_SPEC = ProjectionSpec(
     "core:json-bypass", JSON_PROJECTION_VERSION, {"msgspec": msgspec.__version__}

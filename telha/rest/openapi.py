@@ -131,7 +131,8 @@ _INGEST_BODY = {
         "options": {
             "type": ["object", "null"],
             "description": "format options; json: label (UPPER_SNAKE), nested (flatten|child),"
-            " id_key (a record's id key, or false; docs/formats.md, JSON records);"
+            " id_key (a record's id key; true: id, else _id; false, the default: off;"
+            " docs/formats.md, JSON records);"
             " any format but json: webhook {url, events} (docs/rest-api.md, Webhooks), and its"
             " worker's options (docs/formats.md); an unknown or ill-typed one answers 400",
         },

@@ -65,11 +65,12 @@ def test_an_edited_record_is_changed_in_telha_diff(server: ServerProcess, tmp_pa
     key = server.create_key(f"t-{uuid.uuid4()}", "org")
     path = tmp_path / "risks.json"
     path.write_text(json.dumps(RISKS), encoding="utf-8")
-    first = _piped(server, key, "ingest", str(path), "--root", str(tmp_path))
+    named = ("--options", '{"id_key": "id"}')
+    first = _piped(server, key, "ingest", str(path), "--root", str(tmp_path), *named)
     assert first.returncode == 0, first.stdout + first.stderr
     edited = [RISKS[2], {**RISKS[0], "level": 3}, {"id": "R-4", "title": "flood", "level": 1}]
     path.write_text(json.dumps(edited), encoding="utf-8")  # R-2 gone, R-3 moved, R-1 edited
-    second = _piped(server, key, "ingest", str(path), "--root", str(tmp_path))
+    second = _piped(server, key, "ingest", str(path), "--root", str(tmp_path), *named)
     assert second.returncode == 0, second.stdout + second.stderr
     with _client(server, key) as c:
         [src] = [s["sourceId"] for s in c.get("/v1/sources").json()["sources"]]
@@ -98,28 +99,31 @@ def test_an_edited_record_is_changed_in_telha_diff(server: ServerProcess, tmp_pa
 def test_rules_and_refusals(server: ServerProcess) -> None:
     key = server.create_key(f"t-{uuid.uuid4()}", "org")
     with _client(server, key) as c:
-        v1 = _post(c, RISKS)
+        v1 = _post(c, RISKS)  # without id_key: every record matched by content, as before
         assert v1.status_code == 201, v1.text
         # The same bytes with the id key named: other options, a new version (not a dedup).
         named = _post(c, RISKS, {"id_key": "id"})
         assert named.status_code == 201, named.text
-        assert named.json()["nodeIds"] == v1.json()["nodeIds"]  # the same ids, unchanged
+        assert set(named.json()["nodeIds"]).isdisjoint(v1.json()["nodeIds"])
         again = _post(c, RISKS, {"id_key": "id"})
         assert again.status_code == 200 and again.json()["deduplicated"] is True
+        # true: id, else _id: here the same ids as the key named.
+        auto = _post(c, RISKS, {"id_key": True})
+        assert auto.status_code == 201 and auto.json()["nodeIds"] == named.json()["nodeIds"]
         off = _post(c, RISKS, {"id_key": False})
         assert off.status_code == 201 and set(off.json()["nodeIds"]).isdisjoint(
-            v1.json()["nodeIds"]
+            named.json()["nodeIds"]
         )
         src = v1.json()["sourceId"]
         versions = c.get(f"/v1/sources/{src}").json()["versions"]
-        assert [v["reason"] for v in versions] == ["options", "options", None]
-        assert versions[1]["projection"]["options"] == {
+        assert [v["reason"] for v in versions] == ["options", "options", "options", None]
+        assert versions[2]["projection"]["options"] == {
             "id_key": "id", "label": "RISKS", "nested": "flatten"
         }  # fmt: skip
-        assert versions[2]["projection"]["projection"] == 2
-        # Without the option, a shared id is matched by content; named, it is refused.
+        assert versions[3]["projection"]["projection"] == 1
+        # Under true, a shared id is matched by content; named, it is refused.
         shared = [{"id": 1, "a": 1}, {"id": 1, "a": 2}, {"id": 2}]
-        assert _post(c, shared).status_code == 201
+        assert _post(c, shared, {"id_key": True}).status_code == 201
         refusals = {
             "records 0 and 1 share the id 'id' = 1": (shared, {"id_key": "id"}),
             "record 0 has {\"x\":1} as its id key 'id'": ([{"id": {"x": 1}}], {"id_key": "id"}),
@@ -131,7 +135,7 @@ def test_rules_and_refusals(server: ServerProcess) -> None:
             assert resp.status_code == 400, resp.text
             error = resp.json()["error"]
             assert error["code"] == "INVALID_CONTENT" and message in error["message"], error
-        for bad in ("", 5, True, ["id"]):
+        for bad in ("", 5, 1.5, ["id"]):
             resp = _post(c, RISKS, {"id_key": bad})
             assert resp.status_code == 400, resp.text
             error = resp.json()["error"]

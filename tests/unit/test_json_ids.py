@@ -10,11 +10,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from telha.domain.errors import ContentError
-from telha.ingest.json_ids import OFF, IdRule
+from telha.ingest.json_ids import AUTO, OFF, IdRule
 from telha.ingest.json_projection import JsonOptions, project_json
 
-FLAT = JsonOptions(label="REC", nested="flatten", max_records=100, max_depth=8)
-CHILD = JsonOptions(label="REC", nested="child", max_records=100, max_depth=8)
+# ``options.id_key: true``: ``id``, else ``_id``, where usable (without the option: off).
+FLAT = JsonOptions(label="REC", nested="flatten", max_records=100, max_depth=8, ids=AUTO)
+CHILD = JsonOptions(label="REC", nested="child", max_records=100, max_depth=8, ids=AUTO)
 SKU = JsonOptions(
     label="REC", nested="child", max_records=100, max_depth=8, ids=IdRule(("sku",), True)
 )
