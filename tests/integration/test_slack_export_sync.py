@@ -42,8 +42,8 @@ CHANNELS = [
 GROUPS = [{"id": "G1", "name": "secret", "members": ["U1"]}]
 FILE = {
     "id": "F1", "name": "plan.pdf", "title": "The plan", "mimetype": "application/pdf",
-    "filetype": "pdf", "size": 2048, "url_private": "https://files.slack.com/files-pri/T1-F1/plan.pdf",
-    "permalink": "https://acme.slack.com/files/U1/F1/plan.pdf", "thumb_64": "https://x.slack.com/t",
+    "filetype": "pdf", "size": 2048, "url_private": "https://files.example.com/files-pri/T1-F1/plan.pdf",
+    "permalink": "https://acme.example.com/files/U1/F1/plan.pdf", "thumb_64": "https://x.example.com/t",
 }  # fmt: skip
 
 
