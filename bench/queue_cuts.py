@@ -65,8 +65,8 @@ def main() -> int:
         server = start(self)
         started.append(server.proc.pid)
         if args.profile is not None and spy is None:
-            cmd = ["py-spy", "record", "--format", "raw", "-o", str(args.profile), "-r", "100"]
-            cmd += ["--nonblocking", "--threads", "--pid", str(server.proc.pid)]
+            cmd = ["py-spy", "record", "--format", "raw", "-o", str(args.profile), "-r", "200"]
+            cmd += ["--threads", "--pid", str(server.proc.pid)]
             spy = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         return server
 

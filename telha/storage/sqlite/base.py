@@ -47,10 +47,6 @@ _WRITER_CACHE_KIB = 64 * 1024
 _READER_CACHE_KIB = 8 * 1024
 
 
-#: Most transactions one group commit holds (see :meth:`SqliteBase._write`).
-_GROUP_MAX = 32
-
-
 def _nothing() -> None:
     pass
 
@@ -86,9 +82,6 @@ class SqliteBase(EngineOps):
         self._n_readers = readers
         self._writer: aiosqlite.Connection | None = None
         self._write_lock = anyio.Lock()
-        #: Transactions waiting for the writer, in arrival order (at most one per waiting
-        #: caller: bounded by the callers, as the lock's own waiters are).
-        self._queued: list[_Queued] = []
         self._pool_send: Any = None
         self._pool_recv: Any = None
         self._readers: list[aiosqlite.Connection] = []
@@ -342,119 +335,35 @@ class SqliteBase(EngineOps):
         return self._writer
 
     async def _write(self, what: str, fn: Callable[..., T], *args: Any) -> T:
-        """Run ``fn(conn, *args)`` as one transaction on the writer's own thread: one
-        hand-off per group of transactions, not one per statement.
+        """Run ``fn(conn, *args)`` as one ``BEGIN IMMEDIATE`` transaction on the writer's own
+        thread: one hand-off per transaction, not one per statement.
 
-        Group commit: the transactions queued while the writer is busy run together, up to
-        :data:`_GROUP_MAX`, in one ``BEGIN IMMEDIATE`` … ``COMMIT``, each in a savepoint of
-        its own, so each outcome is still its own: one that raises (or raises
-        :class:`Rollback`) is rolled back to its savepoint alone and its caller gets its
-        exception (or the rollback's value). A caller learns its outcome only once the group
-        committed; if the group's ``COMMIT`` fails (or an error ends the whole transaction)
-        every member gets the error and nothing of the group is written. A lone transaction
-        runs as before, without a savepoint (bench/RESULTS.md, "Per-job cuts").
-
-        ``fn`` is synchronous and gets the raw ``sqlite3.Connection``; run alone, it may
-        ``ROLLBACK`` itself to write nothing (in a group that fails the group). Any exception
-        rolls back. The await is shielded: a caller cancelled mid-commit still learns the
-        outcome, and the lock is never released while a transaction is open. ``sqlite3``
-        errors become :class:`StorageError`.
+        ``fn`` is synchronous and gets the raw ``sqlite3.Connection``; it may ``ROLLBACK``
+        itself to write nothing. Any exception rolls back. The await is shielded: a caller
+        cancelled mid-commit still learns the outcome, and the lock is never released while
+        a transaction is open. ``sqlite3`` errors become :class:`StorageError`.
         """
-        mine = _Queued(what, fn, args)
         with anyio.CancelScope(shield=True):
-            self._queued.append(mine)
             async with self._write_lock:
-                while not mine.ran:  # earlier leaders may have run it in their group
-                    group = self._queued[:_GROUP_MAX]
-                    del self._queued[:_GROUP_MAX]
-                    await self._run_group(group)
-        if mine.error is not None:
-            raise mine.error
-        return cast(T, mine.result)
-
-    async def _run_group(self, group: list[_Queued]) -> None:
-        """Run ``group`` in one transaction on the writer's thread and settle each member
-        (the writer lock held)."""
-        w = self._require_writer()
-        try:
-            # aiosqlite has no public "run this on the connection's thread";
-            # _execute/_conn are stable across the pinned 0.22 line.
-            if len(group) == 1:
-                one = group[0]
-                one.result, one.committed = await w._execute(  # type: ignore[no-untyped-call]
-                    _in_transaction, w._conn, one.fn, one.args
-                )
-            else:
-                await w._execute(self._in_group, w._conn, group)  # type: ignore[no-untyped-call]
-        except BaseException as exc:
-            self._new_scopes.clear()
-            for member in group:
-                member.fail(exc)
-            return
-        finally:
-            for member in group:
-                member.ran = True
-        if any(member.committed for member in group):
-            # Scopes interned by members rolled back alone were dropped in _in_group.
-            self._scopes.update(self._new_scopes)
-            self._on_commit()
-        self._new_scopes.clear()
-
-    def _in_group(self, conn: sqlite3.Connection, group: list[_Queued]) -> None:
-        """The writer-thread side of a group commit (see :meth:`_write`); raises when the
-        whole transaction is lost (every member then fails)."""
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            for member in group:
-                interned = set(self._new_scopes)
-                conn.execute("SAVEPOINT member")
+                w = self._require_writer()
                 try:
-                    member.result = member.fn(conn, *member.args)
-                except Exception as exc:
-                    if not conn.in_transaction:  # the error ended the whole transaction
-                        raise
-                    conn.execute("ROLLBACK TO member")
-                    conn.execute("RELEASE member")
-                    for scope in set(self._new_scopes) - interned:
-                        del self._new_scopes[scope]
-                    if isinstance(exc, Rollback):
-                        member.result = exc.value
-                    else:
-                        member.fail(exc)
-                    continue
-                if not conn.in_transaction:
-                    raise sqlite3.OperationalError("a grouped transaction rolled back itself")
-                conn.execute("RELEASE member")
-                member.committed = True
-            conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            for member in group:
-                member.committed = False
-            raise
-
-
-class _Queued:
-    """One transaction waiting for (or run by) a group commit: its body and its outcome."""
-
-    __slots__ = ("args", "committed", "error", "fn", "ran", "result", "what")
-
-    def __init__(self, what: str, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
-        self.what, self.fn, self.args = what, fn, args
-        self.ran = self.committed = False
-        self.result: Any = None
-        self.error: BaseException | None = None
-
-    def fail(self, exc: BaseException) -> None:
-        """Settle as failed: ``sqlite3`` errors become :class:`StorageError`."""
-        self.committed = False
-        if isinstance(exc, sqlite3.Error):
-            wrapped = StorageError(f"cannot {self.what}: {exc}")
-            wrapped.__cause__ = exc
-            self.error = wrapped
-        else:
-            self.error = exc
+                    # aiosqlite has no public "run this on the connection's thread";
+                    # _execute/_conn are stable across the pinned 0.22 line.
+                    result, committed = await w._execute(  # type: ignore[no-untyped-call]
+                        _in_transaction, w._conn, fn, args
+                    )
+                except sqlite3.Error as exc:
+                    self._new_scopes.clear()
+                    raise StorageError(f"cannot {what}: {exc}") from exc
+                except BaseException:
+                    self._new_scopes.clear()
+                    raise
+                if committed:  # a body that rolled itself back interned nothing
+                    self._scopes.update(self._new_scopes)
+                self._new_scopes.clear()
+        if committed:
+            self._on_commit()
+        return cast(T, result)
 
 
 def _in_transaction(
