@@ -83,20 +83,9 @@ _RESEND_STATUSES = frozenset({Status.UNAVAILABLE, Status.DEADLINE_EXCEEDED})
 #: microseconds); larger ones in a worker thread.
 _INLINE_PAYLOAD_BYTES = 64 * 1024
 
-#: Inputs held inline below this many bytes skip the process pool of a ``PROCESS_POOL``
-#: module and run in a worker thread: parsing them costs the host process less CPU than
-#: its side of the hand-off (pickling the job, the pipe, unpickling the result: ~0.3 ms,
-#: as much as parsing 4 KiB of text). bench/RESULTS.md, "Per-job cuts".
-PROCESS_POOL_MIN_BYTES = 4096
-
 #: Heartbeat period in seconds (docs/worker-protocol.md); core's ``jobs.lease_secs`` must
 #: exceed twice this.
 HEARTBEAT_INTERVAL_SECS = 60
-
-
-def _small(job: Job) -> bool:
-    """Whether ``job``'s input is held inline and under :data:`PROCESS_POOL_MIN_BYTES`."""
-    return job.raw is not None and len(job.raw) < PROCESS_POOL_MIN_BYTES
 
 
 class Transport(Protocol):
@@ -172,8 +161,9 @@ class WorkerConsumer:
     :param metrics: where job outcomes are counted (a worker process's ``/metrics``).
     :param processes: run the (plain, module-level) handler in anyio's process pool, at most
         this limiter's tokens at once across every consumer sharing it; ``None``: threads.
-        An input held inline under :data:`PROCESS_POOL_MIN_BYTES` runs in a thread all the
-        same.
+    :param process_min_bytes: with ``processes``, an input held inline and shorter than
+        this many bytes runs in a thread all the same (a module's ``PROCESS_POOL_MIN_BYTES``:
+        where its parse costs the host less than the pool hand-off; 0: never).
     :param log_failures: log each failed job at info (``False``: at debug, for an in-process
         consumer whose failures core logs in the same log).
     :param projection: the handler's projection spec, sent with each submission
@@ -193,6 +183,7 @@ class WorkerConsumer:
         spool_dir: Path | None = None,
         metrics: WorkerMetrics | None = None,
         processes: anyio.CapacityLimiter | None = None,
+        process_min_bytes: int = 0,
         log_failures: bool = True,
         projection: ProjectionSpec | None = None,
     ) -> None:
@@ -211,6 +202,7 @@ class WorkerConsumer:
         self._spool_dir = spool_dir
         self._metrics = metrics
         self._processes = processes
+        self._process_min_bytes = process_min_bytes
         self._received = 0
         self._projection = projection
 
@@ -422,7 +414,8 @@ class WorkerConsumer:
             if inspect.iscoroutinefunction(self._handler):
                 await self._submit(payload, await call_async(self._handler, job))
                 return
-            if self._processes is not None and not _small(job):
+            small = job.raw is not None and len(job.raw) < self._process_min_bytes
+            if self._processes is not None and not small:
                 encoded = await call_in_process(self._handler, job, self._processes)
                 await self._submit(payload, encoded)
                 return
