@@ -2,7 +2,8 @@
 ``telha serve``, ``concurrency`` consumers each, through an in-process transport that calls the
 same :class:`~telha.grpc.servicer.WorkerServicer` the gRPC front serves. Handlers run in
 worker threads (the consumer's doing), never on the event loop, or — for modules that set
-``PROCESS_POOL`` — in a shared pool of ``[workers] processes`` worker processes; ``async def``
+``PROCESS_POOL`` — in a shared pool of ``[workers] processes`` worker processes (an input
+under the module's ``PROCESS_POOL_MIN_BYTES``, if it sets one, in a thread); ``async def``
 handlers are awaited on it. A module's ``lifespan()`` (if any) is entered around its consumers.
 
 On shutdown every job still held by a pool is released: back to ``pending`` at once, the
@@ -153,6 +154,7 @@ class WorkerPools:
             capacity=1,
             heartbeat_interval_s=self._interval,
             processes=self._processes if getattr(module, "PROCESS_POOL", False) else None,
+            process_min_bytes=int(getattr(module, "PROCESS_POOL_MIN_BYTES", 0)),
             log_failures=False,  # core logs each failure (job_failed) in the same log
             projection=module_spec(name, module),
         )

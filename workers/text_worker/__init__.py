@@ -44,6 +44,10 @@ def parser_versions() -> dict[str, str]:
 #: A plain, CPU-bound handler: in-process pools run it in a worker process (see
 #: workers_common.handlers).
 PROCESS_POOL = True
+#: ... except an input under 4 KiB, run in a thread: pure Python (nothing that can crash the
+#: host), and parsing it costs the host less CPU than its side of the hand-off (pickling,
+#: the pipe: ~0.3 ms, as much as parsing 4 KiB of text; bench/RESULTS.md, "Per-job cuts").
+PROCESS_POOL_MIN_BYTES = 4096
 
 _BOM = b"\xef\xbb\xbf"
 

@@ -161,6 +161,9 @@ class WorkerConsumer:
     :param metrics: where job outcomes are counted (a worker process's ``/metrics``).
     :param processes: run the (plain, module-level) handler in anyio's process pool, at most
         this limiter's tokens at once across every consumer sharing it; ``None``: threads.
+    :param process_min_bytes: with ``processes``, an input held inline and shorter than
+        this many bytes runs in a thread all the same (a module's ``PROCESS_POOL_MIN_BYTES``:
+        where its parse costs the host less than the pool hand-off; 0: never).
     :param log_failures: log each failed job at info (``False``: at debug, for an in-process
         consumer whose failures core logs in the same log).
     :param projection: the handler's projection spec, sent with each submission
@@ -180,6 +183,7 @@ class WorkerConsumer:
         spool_dir: Path | None = None,
         metrics: WorkerMetrics | None = None,
         processes: anyio.CapacityLimiter | None = None,
+        process_min_bytes: int = 0,
         log_failures: bool = True,
         projection: ProjectionSpec | None = None,
     ) -> None:
@@ -198,6 +202,7 @@ class WorkerConsumer:
         self._spool_dir = spool_dir
         self._metrics = metrics
         self._processes = processes
+        self._process_min_bytes = process_min_bytes
         self._received = 0
         self._projection = projection
 
@@ -409,7 +414,8 @@ class WorkerConsumer:
             if inspect.iscoroutinefunction(self._handler):
                 await self._submit(payload, await call_async(self._handler, job))
                 return
-            if self._processes is not None:
+            small = job.raw is not None and len(job.raw) < self._process_min_bytes
+            if self._processes is not None and not small:
                 encoded = await call_in_process(self._handler, job, self._processes)
                 await self._submit(payload, encoded)
                 return

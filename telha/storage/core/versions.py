@@ -31,7 +31,7 @@ from telha.domain.projection import Projection
 from telha.domain.records import decode_continuation, is_duplicate
 from telha.domain.rows import PENDING_TX, Existing, VersionRows, at_tx, build_rows
 from telha.domain.streams import single_shot_allowed
-from telha.offload import off_loop
+from telha.offload import OFFLOAD_BYTES, off_loop
 from telha.storage.core.blocklist import blocked
 from telha.storage.core.engine import EngineOps
 from telha.storage.core.jobs import (
@@ -242,12 +242,15 @@ class VersionOps(EngineOps):
         dedup: Dedup,
         completion: JobCompletion | None = None,
     ) -> CommitOutcome:
-        """See :func:`commit` (the canonical text is hashed, and the match keys of a source
-        that has a version computed, off the event loop first; a first version defers its
-        keys, :func:`telha.storage.core.publish.match`)."""
+        """See :func:`commit` (the canonical text is hashed, and the match keys of a large
+        projection whose source has a version computed, off the event loop first; a first
+        version defers its keys, :func:`telha.storage.core.publish.match`). A small one
+        (under :data:`~telha.offload.OFFLOAD_BYTES` of text) skips that read: the match
+        computes its keys inside the transaction if the source has a version, a cost below
+        the read's (bench/RESULTS.md, "Per-job cuts"); the rows written are the same."""
         text = projection.canonical
         canonical_hash = await off_loop(len(text), content_hash, text)
-        if await self._read(_has_version, scope, version.source_id):
+        if len(text) >= OFFLOAD_BYTES and await self._read(_has_version, scope, version.source_id):
             await off_loop(len(text), match_keys, projection)  # kept on the projection
         blob_id = blob_id_for(canonical_hash).bytes
         fast = await self._commit_fast(
