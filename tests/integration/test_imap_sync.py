@@ -47,7 +47,7 @@ def imap_server(
     folder = tmp_path_factory.mktemp(f"imap-{engine}")
     config = write_config(
         folder, engine, workers={"in_process": ["email_worker", "connectors"]}, jobs=_JOBS,
-        search={"enabled": True},
+        search={"enabled": True}, connectors={"allowed_hosts": ["127.0.0.1"]},
     )  # fmt: skip
     os.environ[_SECRET_ENV] = dovecot.password
     try:
