@@ -125,7 +125,11 @@ def main() -> int:
         append_s = time.perf_counter() - t0
         workers = {"in_process": ["email_worker", "text_worker", "connectors"]}
         config = write_config(
-            Path(tmp), args.engine, workers=workers, quotas={"max_pending_jobs": 0}
+            Path(tmp),
+            args.engine,
+            workers=workers,
+            quotas={"max_pending_jobs": 0},
+            connectors={"allowed_hosts": ["127.0.0.1"]},
         )
         os.environ[_SECRET_ENV] = dovecot.password
         with ServerProcess(config) as srv:

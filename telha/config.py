@@ -198,6 +198,23 @@ class WebConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True)
     browser_sys_nice: bool = False
 
 
+class ConnectorsConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``[connectors]``: where a connector that names a server in its settings (the ``imap``
+    kind's ``host`` and ``port``) may connect; exported to workers as ``TELHA_CONNECTORS__*``
+    (docs/connectors.md, "The imap kind")."""
+
+    #: Destinations a connector may reach, with the entries and meaning of ``[web]
+    #: allowed_hosts``: ``host``, ``host:port``, an address, an ``address:port``
+    #: (``[v6]:port``) or a CIDR network; empty: any public address. A mail server on the
+    #: loopback or a private network is listed by address or network, say
+    #: ``["10.0.0.0/8"]``.
+    allowed_hosts: list[str] = msgspec.field(default_factory=list)
+    #: Refuse loopback, private, link-local, CGNAT and other non-public addresses unless an
+    #: address or network entry of ``allowed_hosts`` lists them (checked on the address a
+    #: run connects to).
+    deny_private: bool = True
+
+
 class WebhooksConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``[webhooks]``: where deliveries may go and how long they are retried
     (docs/operations.md, "Webhooks")."""
@@ -297,6 +314,7 @@ class Config(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
     docling: DoclingConfig = msgspec.field(default_factory=DoclingConfig)
     web: WebConfig = msgspec.field(default_factory=WebConfig)
     webhooks: WebhooksConfig = msgspec.field(default_factory=WebhooksConfig)
+    connectors: ConnectorsConfig = msgspec.field(default_factory=ConnectorsConfig)
     search: SearchConfig = msgspec.field(default_factory=SearchConfig)
     ocr: OcrConfig = msgspec.field(default_factory=OcrConfig)
     quotas: QuotasConfig = msgspec.field(default_factory=QuotasConfig)
@@ -447,11 +465,15 @@ def _validate(cfg: Config) -> None:
         raise ConfigError("grpc.token_key", "must be at least 32 bytes (or empty: generated)")
     if cfg.docling.artifacts_path and not Path(cfg.docling.artifacts_path).is_dir():
         raise ConfigError("docling.artifacts_path", "is not a folder (docling's models)")
-    for entry in filter(str.strip, cfg.webhooks.allowed_hosts):
-        try:
-            parse_entry(entry)
-        except ValueError as exc:
-            raise ConfigError("webhooks.allowed_hosts", f"{entry!r}: {exc}") from None
+    for section, entries in (
+        ("webhooks", cfg.webhooks.allowed_hosts),
+        ("connectors", cfg.connectors.allowed_hosts),
+    ):
+        for entry in filter(str.strip, entries):
+            try:
+                parse_entry(entry)
+            except ValueError as exc:
+                raise ConfigError(f"{section}.allowed_hosts", f"{entry!r}: {exc}") from None
     for key in ("rest_addr", "grpc_addr"):
         try:
             split_addr(getattr(cfg.server, key))

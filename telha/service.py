@@ -78,6 +78,8 @@ def _export_worker_settings(cfg: Config) -> None:
     os.environ["TELHA_WEB__DENY_PRIVATE"] = str(cfg.web.deny_private).lower()
     os.environ["TELHA_WEB__ALLOW_UNSANDBOXED"] = str(cfg.web.allow_unsandboxed).lower()
     os.environ["TELHA_WEB__BROWSER_SYS_NICE"] = str(cfg.web.browser_sys_nice).lower()
+    os.environ["TELHA_CONNECTORS__ALLOWED_HOSTS"] = ",".join(cfg.connectors.allowed_hosts)
+    os.environ["TELHA_CONNECTORS__DENY_PRIVATE"] = str(cfg.connectors.deny_private).lower()
     os.environ["TELHA_OCR__LANGUAGES"] = ",".join(cfg.ocr.languages)
     for key in ("dpi", "min_confidence", "max_pages", "page_timeout_s"):
         os.environ[f"TELHA_OCR__{key.upper()}"] = str(getattr(cfg.ocr, key))
@@ -105,12 +107,14 @@ async def _check_web_worker(cfg: Config, modules: dict[str, ModuleType]) -> None
 
 
 def _warn_bare_entries(cfg: Config) -> None:
-    """One ``allowed_hosts_any_port`` warning per ``allowed_hosts`` entry of ``[web]`` or
-    ``[webhooks]`` that names a host or address without a port: it admits every port of it
-    (docs/operations.md, "Webhooks"; docs/formats.md, "Web pages: destinations")."""
+    """One ``allowed_hosts_any_port`` warning per ``allowed_hosts`` entry of ``[web]``,
+    ``[webhooks]`` or ``[connectors]`` that names a host or address without a port: it
+    admits every port of it (docs/operations.md, "Webhooks"; docs/formats.md, "Web pages:
+    destinations")."""
     for section, hosts in (
         ("web", cfg.web.allowed_hosts),
         ("webhooks", cfg.webhooks.allowed_hosts),
+        ("connectors", cfg.connectors.allowed_hosts),
     ):
         for entry in bare_entries(hosts):
             spelled = f"[{entry}]" if ":" in entry and not entry.startswith("[") else entry

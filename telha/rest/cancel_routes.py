@@ -7,8 +7,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from telha.domain.errors import RequestError
-from telha.rest.app import json_response, parse_uuid, require_scope, state
+from telha.domain.errors import NotFound, RequestError
+from telha.rest.app import json_response, parse_uuid, require_access, require_admitted, state
 from telha.rest.ingest_routes import job_out
 
 __all__ = ["parse_bool", "routes"]
@@ -35,13 +35,20 @@ async def cancel_job(request: Request) -> Response:
     jobs too. Answers the job as ``GET /v1/ingest/{jobId}`` does; cancelling again answers
     the same job.
 
-    :raises NotFound: no such job in the key's scope.
+    :raises NotFound: no such job in the key's scope, or (with principals) a job of a
+        source they may not see (docs/rest-api.md, "Principals": as if absent).
     :raises JobFinished: the job ended ``completed`` (without ``children``) or ``dead``.
     """
-    scope = await require_scope(request)
+    access = await require_access(request)
+    scope = access.scope
     job_id = parse_uuid(request.path_params["job_id"], "job")
     children = parse_bool(request.query_params.get("children"), "children")
     st = state(request)
+    if access.principals is not None:  # a job of a source not seen: as if absent
+        seen = await st.queue.get(scope, job_id)
+        if seen is None:
+            raise NotFound("no such job")
+        await require_admitted(request, access, seen.source_id, "no such job")
     job = await st.queue.cancel(scope, job_id, children=children)
     return json_response(await job_out(st, scope, job))
 

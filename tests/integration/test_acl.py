@@ -261,6 +261,11 @@ async def test_a_source_not_admitted_answers_as_if_absent(
     hidden = await api.get(f"/v1/ingest/{synced.jobs['bob.txt']}/events", headers=daemon)
     missing = await api.get(f"/v1/ingest/{uuid.uuid4()}/events", headers=daemon)
     assert hidden.status_code == 404 and hidden.json() == missing.json()
+    # Cancelling it (a finished job: refused as finished without principals) is absent too.
+    hidden = await api.post(f"/v1/ingest/{synced.jobs['bob.txt']}/cancel", headers=daemon)
+    missing = await api.post(f"/v1/ingest/{uuid.uuid4()}/cancel", headers=daemon)
+    assert hidden.status_code == 404 and hidden.json() == missing.json(), hidden.text
+    assert (await api.post(f"/v1/ingest/{synced.jobs['bob.txt']}/cancel")).status_code == 409
     lookup = {"connector": synced.connector, "externalId": "bob.txt"}
     hidden = await api.get("/v1/sources", params=lookup, headers=daemon)
     missing = await api.get(

@@ -259,6 +259,26 @@ async def test_prune_guard(api: httpx.AsyncClient, tree: Path, sync_server: Serv
     assert len(items) == 10 and {j["kind"] for j in items} == {"ingest:text"}
 
 
+async def test_prune_guard_counts_the_live_sources_before_the_run(
+    api: httpx.AsyncClient, tree: Path
+) -> None:
+    """Every file swapped for more new ones (a root pointed elsewhere): the guard judges the
+    5 gone against the 5 live before the run, not against the 25 live once its pages
+    added the 20 new ones (5 of 25 would pass at the default fraction 0.2)."""
+    for i in range(5):
+        _write(tree / f"old{i}.txt", f"old {i}\n")
+    cid = await _add(api, tree)
+    assert (await _run(api, cid))["added"] == 5
+    for i in range(5):
+        (tree / f"old{i}.txt").unlink()
+    for i in range(20):
+        _write(tree / f"new{i}.txt", f"new {i}\n")
+    held = await _run(api, cid)
+    assert held["added"] == 20 and held["retired"] == 0, held
+    assert held["warning"] is not None and "retire 5 of 5" in held["warning"], held
+    assert (await _item(api, cid, "old0.txt"))["state"] == "current"
+
+
 async def test_a_connector_never_retires_another_ones_sources(
     api: httpx.AsyncClient, tree: Path
 ) -> None:

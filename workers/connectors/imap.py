@@ -6,7 +6,8 @@ password, read at each run, never logged), ``mailbox`` (default ``INBOX``), ``tl
 (``implicit``, ``starttls``, ``none``), ``caFile``, ``pageSize`` (messages per listing
 ``FETCH``, default 500).
 
-A run opens one connection (stdlib :mod:`imaplib`; the connector worker runs the driver in a
+A run opens one connection (to an address ``[connectors]`` allows: :func:`checked_address`;
+stdlib :mod:`imaplib`; the connector worker runs the driver in a
 thread, so the blocking IO holds no event loop), ``EXAMINE``\\ s the mailbox (read-only: no
 flag changes, ``BODY.PEEK`` leaves ``\\Seen`` alone), takes every UID by ``UID SEARCH ALL``
 and lists them a page at a time with ``UID FETCH lo:hi (RFC822.SIZE INTERNALDATE)``.
@@ -34,16 +35,20 @@ from __future__ import annotations
 import base64
 import contextlib
 import imaplib
+import ipaddress
 import logging
 import os
 import re
+import socket
 import ssl
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from datetime import datetime
 from typing import Any
 
 from connectors.sdk import ItemUnreadable, ListingIncomplete, RemoteItem, Removed
 from workers_common import CorruptInput, TransientFailure
+from workers_common.destinations import Destinations, IPAddress
+from workers_common.hosts import as_address, normalise_host
 
 __all__ = ["ImapConnector", "LoginRefused", "mailbox_name"]
 
@@ -66,7 +71,79 @@ _IMAP_ERRORS = (imaplib.IMAP4.error, OSError, EOFError)
 
 class LoginRefused(CorruptInput):
     """The server refused the connector's credentials, or its settings cannot work with
-    this server: the run is dead at once (kind ``corrupt_input``), never retried."""
+    this server (or name one ``[connectors]`` refuses): the run is dead at once (kind
+    ``corrupt_input``), never retried."""
+
+
+def destinations(environ: Mapping[str, str] | None = None) -> Destinations:
+    """Where a run may connect: ``TELHA_CONNECTORS__ALLOWED_HOSTS`` (comma-separated
+    entries) and ``TELHA_CONNECTORS__DENY_PRIVATE`` (default true), which ``telha serve``
+    exports from its ``[connectors]`` section (the rule of
+    :mod:`workers_common.destinations`).
+
+    :raises ValueError: an entry that does not parse (the message names it).
+    """
+    env = os.environ if environ is None else environ
+    raw = env.get("TELHA_CONNECTORS__ALLOWED_HOSTS", "")
+    deny = env.get("TELHA_CONNECTORS__DENY_PRIVATE", "").strip().lower()
+    hosts = [h.strip() for h in raw.split(",") if h.strip()]
+    return Destinations.from_config(hosts, deny not in ("0", "false", "no", "off"), "[connectors]")
+
+
+def checked_address(host: str, port: int, rules: Destinations) -> IPAddress:
+    """The first address of ``host`` (resolved once, blocking: a run's thread) that
+    ``rules`` allow a connection to on ``port``; the connection is then made to exactly it.
+
+    :raises TransientFailure: the name does not resolve.
+    :raises LoginRefused: no address of it is allowed (the reason names the rule).
+    """
+    literal = as_address(normalise_host(host))
+    if literal is not None:
+        found: list[IPAddress] = [literal]
+    else:
+        try:
+            infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        except OSError as exc:
+            raise TransientFailure(f"imap: cannot resolve {host}: {exc}") from None
+        found = []
+        for info in infos:
+            addr = ipaddress.ip_address(str(info[4][0]).split("%", 1)[0])
+            if addr not in found:
+                found.append(addr)
+    reason = "no address"
+    for addr in found:
+        refused = rules.check(host, addr, port)
+        if refused is None:
+            return addr
+        reason = refused
+    raise LoginRefused(f"imap: {host}:{port} refused: {reason}")
+
+
+class _CheckedIMAP4(imaplib.IMAP4):
+    """:class:`imaplib.IMAP4` connected to a checked address (the host name kept)."""
+
+    def __init__(self, address: IPAddress, host: str, port: int, timeout: float) -> None:
+        self._address = address
+        super().__init__(host, port, timeout=timeout)
+
+    def _create_socket(self, timeout: float | None) -> socket.socket:
+        return socket.create_connection((str(self._address), self.port), timeout)
+
+
+class _CheckedIMAP4SSL(imaplib.IMAP4_SSL):
+    """:class:`imaplib.IMAP4_SSL` connected to a checked address; the certificate is still
+    checked against the host name."""
+
+    def __init__(
+        self, address: IPAddress, host: str, port: int, context: ssl.SSLContext, timeout: float
+    ) -> None:
+        self._address = address
+        super().__init__(host, port, ssl_context=context, timeout=timeout)
+
+    def _create_socket(self, timeout: float | None) -> socket.socket:
+        sock = socket.create_connection((str(self._address), self.port), timeout)
+        context: ssl.SSLContext = self.ssl_context
+        return context.wrap_socket(sock, server_hostname=self.host)
 
 
 def mailbox_name(name: str) -> str:
@@ -151,17 +228,21 @@ class ImapConnector:
                 f"imap: settings.passwordEnv {self._password_env} is not set in the"
                 " connector worker's environment"
             )
+        try:
+            rules = destinations()
+        except ValueError as exc:
+            raise LoginRefused(f"imap: [connectors] allowed_hosts: {exc}") from None
+        address = checked_address(self._host, self._port, rules)
         context = None
         if self._tls != "none":
             context = ssl.create_default_context(cafile=self._ca_file)
         try:
             conn: imaplib.IMAP4
             if self._tls == "implicit":
-                conn = imaplib.IMAP4_SSL(
-                    self._host, self._port, ssl_context=context, timeout=TIMEOUT_S
-                )
+                assert context is not None
+                conn = _CheckedIMAP4SSL(address, self._host, self._port, context, TIMEOUT_S)
             else:
-                conn = imaplib.IMAP4(self._host, self._port, timeout=TIMEOUT_S)
+                conn = _CheckedIMAP4(address, self._host, self._port, TIMEOUT_S)
         except _IMAP_ERRORS as exc:
             raise TransientFailure(
                 f"imap: cannot connect to {self._host}:{self._port}: {_reason(exc)}"

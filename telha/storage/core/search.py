@@ -166,7 +166,8 @@ async def _containing(tx: Tx, sid: int, fragment: str, filters: Filters, limit: 
     """Rowids of the scope's index rows of current versions whose indexed words contain
     ``fragment`` (a folded word) anywhere, in index order, at most ``limit``: a scan of the
     scope's rows (SQLite: the body, folded words or an ASCII text compared lower-cased;
-    PostgreSQL: the ``tsvector``'s lexemes as text), a superset the canonical text decides."""
+    PostgreSQL: the ``tsvector``'s lexemes joined by spaces, without their positions), a
+    superset the canonical text decides."""
     if not tx.postgres and sid > MAX_INDEXED_SCOPE:
         return []
     stale = await tx.fetchone("SELECT 1 FROM search_stale WHERE scope_id = ? LIMIT 1", sid)
@@ -181,7 +182,10 @@ async def _containing(tx: Tx, sid: int, fragment: str, filters: Filters, limit: 
         params += seen_params
     extra = "".join(f" AND {c}" for c in conds)
     if tx.postgres:
-        where, first = "s.scope_id = ? AND strpos(s.body::text, ?) > 0", [sid, fragment]
+        # The lexemes alone: the tsvector's text also holds each word's positions, in
+        # which a digit fragment would be found in nearly every row.
+        words = "array_to_string(tsvector_to_array(s.body), ' ')"
+        where, first = f"s.scope_id = ? AND strpos({words}, ?) > 0", [sid, fragment]
     else:
         lo, hi = scope_rowids(sid)
         where = "s.rowid >= ? AND s.rowid < ? AND instr(lower(s.body), ?) > 0"

@@ -171,7 +171,10 @@ async def _finish(tx: Tx, sid: int, p: PageApply, progress: RunProgress) -> None
             " AND retired_at IS NULL",
             sid, p.connector_id,
         )  # fmt: skip
-        live = int(live_row[0]) if live_row is not None else 0
+        # The guard judges against the sources live before this attempt: the items its
+        # pages added (new, or back after a retire) are not counted, so a tree swapped for
+        # a larger one is still held.
+        live = (int(live_row[0]) if live_row is not None else 0) - progress.added
         progress.warning = prune_warning(len(gone), live, p.prune_max_fraction, p.confirm_prune)
         if progress.warning is None:
             # Every source lock before the first retire takes the clock row (PostgreSQL's
