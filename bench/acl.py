@@ -78,7 +78,7 @@ def run(engine: str, spans: int, tmp: Path) -> dict[str, Any]:
         scope = Scope("bench", "acl")
         key = server.create_key(scope.tenant_id, scope.organization_id)
         with httpx.Client(base_url=server.base_url, headers={"x-api-key": key}, timeout=600) as c:
-            made = c.post("/v1/connectors", json={"kind": "folder", "settings": {"root": "/"}})
+            made = c.post("/v1/connectors", json={"kind": "folder", "settings": {"root": str(tmp)}})
             cid = made.json()["connectorId"]
             cfg, _ = load_config(server.config, environ={})
             token = mint_connector_token(

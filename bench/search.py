@@ -195,6 +195,8 @@ def _config(tmp: Path, engine: str, storage: dict[str, Any], rank_window: int) -
             "concurrency": 1,
         },
         search={"rank_window": rank_window},
+        # bench/acl.py registers a folder connector at ``tmp`` (it is never run).
+        connectors={"allowed_roots": [str(tmp)]},
     )
 
 

@@ -104,7 +104,7 @@ def main() -> int:
         files = _write_tree(tree, args.files)
         config = write_config(
             folder, args.engine, workers={"in_process": ["text_worker", "connectors"]},
-            quotas={"max_pending_jobs": 0},
+            quotas={"max_pending_jobs": 0}, connectors={"allowed_roots": [str(tree)]},
         )  # fmt: skip
         with ServerProcess(config) as srv:
             key = srv.create_key("bench", "sync")

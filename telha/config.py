@@ -213,6 +213,12 @@ class ConnectorsConfig(_Section, frozen=True, kw_only=True, forbid_unknown_field
     #: address or network entry of ``allowed_hosts`` lists them (checked on the address a
     #: run connects to).
     deny_private: bool = True
+    #: Absolute directories a ``folder`` connector's ``root`` and a ``slack-export``
+    #: connector's ``path`` must lie inside (after resolving symbolic links and ``..``; a
+    #: root equal to an entry is inside). Empty: no folder or slack-export connector may be
+    #: added or run. Checked when one is added and by the connector worker at every run
+    #: (docs/connectors.md, "Allowed roots").
+    allowed_roots: list[str] = msgspec.field(default_factory=list)
 
 
 class WebhooksConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -474,6 +480,9 @@ def _validate(cfg: Config) -> None:
                 parse_entry(entry)
             except ValueError as exc:
                 raise ConfigError(f"{section}.allowed_hosts", f"{entry!r}: {exc}") from None
+    for entry in cfg.connectors.allowed_roots:
+        if not entry.startswith("/") or "\x00" in entry:
+            raise ConfigError("connectors.allowed_roots", f"{entry!r}: not an absolute path")
     for key in ("rest_addr", "grpc_addr"):
         try:
             split_addr(getattr(cfg.server, key))

@@ -44,6 +44,7 @@ def server(
     config = write_config(
         folder, engine, ingest={"json_max_records": 50, "max_body_bytes": 262_144},
         search={"enabled": True},
+        connectors={"allowed_roots": ["/srv", str(tmp_path_factory.getbasetemp())]},
     )  # fmt: skip
     with ServerProcess(config) as proc:
         yield proc

@@ -8,11 +8,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import anyio.to_thread
 from starlette.datastructures import QueryParams
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from telha.connector_roots import check_roots
 from telha.domain.acl import admits
 from telha.domain.connectors import (
     ConnectorRecord,
@@ -99,10 +101,13 @@ async def create_connector(request: Request) -> Response:
     """POST /v1/connectors: register a connector (201 with it).
 
     :raises RequestError: an unknown kind or field, settings the kind refuses, a bad
-        schedule or prune fraction (:func:`telha.domain.connectors.check_connector`).
+        schedule or prune fraction (:func:`telha.domain.connectors.check_connector`); a
+        path outside ``[connectors] allowed_roots`` (:func:`telha.connector_roots.check_roots`).
     """
     scope = await require_scope(request)
     kind, settings, every_s, fraction = check_connector(await _body(request))
+    roots = state(request).config.connectors.allowed_roots
+    await anyio.to_thread.run_sync(check_roots, kind, settings, roots)
     record = ConnectorRecord(new_id(), kind, settings, every_s, fraction, now_us())
     await state(request).store.add_connector(scope, record)
     return json_response(connector_out(record), 201)

@@ -50,7 +50,7 @@ def acl_server(engine: str, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     folder = tmp_path_factory.mktemp(f"acl-{engine}")
     config = write_config(
         folder, engine, workers={"in_process": ["text_worker", "connectors"]},
-        search={"enabled": True},
+        search={"enabled": True}, connectors={"allowed_roots": [tempfile.gettempdir()]},
     )  # fmt: skip
     with ServerProcess(config) as proc:
         yield proc

@@ -6,6 +6,7 @@ hand-ingested source of the same name untouched, and typed failures."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -37,7 +38,7 @@ def sync_server(engine: str, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     folder = tmp_path_factory.mktemp(f"sync-{engine}")
     config = write_config(
         folder, engine, workers={"in_process": ["text_worker", "connectors"]}, jobs=_JOBS,
-        search={"enabled": True},
+        search={"enabled": True}, connectors={"allowed_roots": [tempfile.gettempdir()]},
     )  # fmt: skip
     with ServerProcess(config) as proc:
         yield proc
@@ -334,13 +335,17 @@ async def test_listing_cut_short_retires_nothing_remote_worker(
     """The connector worker as its own process (without the capabilities that let root
     ignore file permissions): a folder it cannot list mid-tree retires nothing; an unchanged
     file it cannot read is still unchanged (its bytes are never read)."""
-    config = write_config(tmp_path, engine, workers={"in_process": ["text_worker"]}, jobs=_JOBS)
+    config = write_config(
+        tmp_path, engine, workers={"in_process": ["text_worker"]}, jobs=_JOBS,
+        connectors={"allowed_roots": [tempfile.gettempdir()]},
+    )  # fmt: skip
     with ServerProcess(config) as srv:
         scope = Scope(f"tenant-{uuid.uuid4()}", "org")
         key = srv.create_key(scope.tenant_id, scope.organization_id)
         worker = subprocess.Popen(  # noqa: ASYNC220 - started once, not awaited on
             [*_without_dac_override(), sys.executable, "-m", "workers_common.run", "connectors"],
-            env=srv.worker_env(scope), stderr=subprocess.DEVNULL,
+            env=srv.worker_env(scope, TELHA_CONNECTORS__ALLOWED_ROOTS=json.dumps([str(tree)])),
+            stderr=subprocess.DEVNULL,
         )  # fmt: skip
         try:
             async with httpx.AsyncClient(

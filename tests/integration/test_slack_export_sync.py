@@ -104,7 +104,10 @@ def _zip(path: Path, entries: dict[str, Any], raw: dict[str, bytes] | None = Non
 def slack_server(engine: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     """A server running the connector worker in-process (it projects ``slack`` too)."""
     folder = tmp_path_factory.mktemp(f"slack-{engine}")
-    config = write_config(folder, engine, workers={"in_process": ["connectors"]}, jobs=_JOBS)
+    config = write_config(
+        folder, engine, workers={"in_process": ["connectors"]}, jobs=_JOBS,
+        connectors={"allowed_roots": [str(tmp_path_factory.getbasetemp())]},
+    )  # fmt: skip
     with ServerProcess(config) as proc:
         yield proc
         assert proc.stop() == 0, proc.log_text()

@@ -32,7 +32,10 @@ pytestmark = pytest.mark.anyio
 def server(engine: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     """A server with the text worker in-process and no connector worker: the test is it."""
     folder = tmp_path_factory.mktemp(f"pages-{engine}")
-    config = write_config(folder, engine, workers={"in_process": ["text_worker"]})
+    config = write_config(
+        folder, engine, workers={"in_process": ["text_worker"]},
+        connectors={"allowed_roots": [str(tmp_path_factory.getbasetemp())]},
+    )  # fmt: skip
     with ServerProcess(config) as proc:
         yield proc
         assert proc.stop() == 0, proc.log_text()

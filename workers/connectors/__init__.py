@@ -20,6 +20,7 @@ from typing import Any
 from connectors import slack_message
 from connectors.folder import FolderConnector
 from connectors.imap import ImapConnector
+from connectors.roots import check_run
 from connectors.sdk import Connector, run_pages
 from connectors.slack_export import SlackExportConnector
 from workers_common import CorruptInput, Job
@@ -42,7 +43,8 @@ def handle(job: Job) -> dict[str, Any] | Generator[dict[str, Any], list[str], No
     """Run one sync job: a generator of its pages (:func:`connectors.sdk.run_pages`); or
     project one ``slack`` item: its submission (:func:`connectors.slack_message.handle`).
 
-    :raises CorruptInput: a spec this worker cannot read, or a kind it does not run.
+    :raises CorruptInput: a spec this worker cannot read, a kind it does not run, or a
+        path outside ``[connectors] allowed_roots`` (:func:`connectors.roots.check_run`).
     :raises TransientFailure: the source cannot be reached (the connector's own).
     """
     if job.format == "slack":
@@ -54,4 +56,7 @@ def handle(job: Job) -> dict[str, Any] | Generator[dict[str, Any], list[str], No
         settings = spec["settings"]
     except (ValueError, KeyError, TypeError) as exc:
         raise CorruptInput(f"sync spec unreadable: {type(exc).__name__}: {exc}") from None
+    if not isinstance(settings, dict):
+        raise CorruptInput("sync spec unreadable: settings is not an object")
+    check_run(kind, settings)
     return run_pages(make(settings), spec.get("checkpoint"))

@@ -4,7 +4,8 @@ workspace export zip, each message one item of format ``slack`` (the Slack shape
 
 Settings: ``path`` (absolute: the export zip; a later export replaces the file), ``channels``
 (channel names to sync; none: all), ``maxEntryBytes`` (largest uncompressed member, default
-256 MiB) and ``maxTotalBytes`` (largest uncompressed export, default 16 GiB).
+256 MiB) and ``maxTotalBytes`` (largest uncompressed export, default 16 GiB); either may only
+lower its default (a value above it fails the run :class:`~workers_common.CorruptInput`).
 
 The layout is Slack's: ``users.json``, ``channels.json`` (public), optional ``groups.json``
 (private), ``mpims.json`` and ``dms.json``, and ``<channel folder>/<YYYY-MM-DD>.json`` files of
@@ -195,6 +196,19 @@ def _file(f: Any) -> Any:
     return {k: f[k] for k in FILE_FIELDS if k in f} if isinstance(f, dict) else f
 
 
+def _limit(settings: dict[str, Any], key: str, default: int) -> int:
+    """A size limit of the settings: it may only lower ``default`` (the ceiling).
+
+    :raises CorruptInput: not a positive integer, or over the default.
+    """
+    value = settings.get(key)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= default:
+        raise CorruptInput(f"settings.{key}: a positive number of bytes, at most {default}")
+    return value
+
+
 class SlackExportConnector:
     """A Slack export zip as a :class:`~connectors.sdk.Connector` (a full listing every run;
     module docstring for the rules).
@@ -206,8 +220,8 @@ class SlackExportConnector:
     def __init__(self, settings: dict[str, Any]) -> None:
         self._path = str(settings["path"])
         self._channels = set(settings.get("channels") or [])
-        self._max_entry = int(settings.get("maxEntryBytes") or DEFAULT_MAX_ENTRY_BYTES)
-        self._max_total = int(settings.get("maxTotalBytes") or DEFAULT_MAX_TOTAL_BYTES)
+        self._max_entry = _limit(settings, "maxEntryBytes", DEFAULT_MAX_ENTRY_BYTES)
+        self._max_total = _limit(settings, "maxTotalBytes", DEFAULT_MAX_TOTAL_BYTES)
 
     def full_listing(self, checkpoint: str | None) -> bool:
         """Always: an export is a whole snapshot."""
