@@ -44,9 +44,11 @@ _CONNECTOR_BODY = {
         "kind": {"type": "string", "enum": list(CONNECTOR_KINDS)},
         "settings": {
             "type": "object",
-            "description": "the kind's settings; folder: root (absolute path), include and"
-            " exclude (lists of fnmatch patterns over the relative path); slack-export: path"
-            " (absolute path of the export zip), channels, maxEntryBytes, maxTotalBytes",
+            "description": "the kind's settings; folder: root (absolute path inside"
+            " [connectors] allowed_roots), include and exclude (lists of fnmatch patterns"
+            " over the relative path); slack-export: path (absolute path of the export zip,"
+            " inside [connectors] allowed_roots), channels, maxEntryBytes, maxTotalBytes"
+            " (each at most its default: 256 MiB, 16 GiB)",
         },
         "every": {
             "type": ["integer", "string", "null"],
