@@ -19,6 +19,7 @@ from typing import Any, Literal
 import msgspec
 
 from workers_common.destinations import Destinations, parse_entry
+from workers_common.secret_grants import parse_grants
 
 __all__ = ["Config", "ConfigError", "load_config"]
 
@@ -213,6 +214,10 @@ class ConnectorsConfig(_Section, frozen=True, kw_only=True, forbid_unknown_field
     #: address or network entry of ``allowed_hosts`` lists them (checked on the address a
     #: run connects to).
     deny_private: bool = True
+    #: Which scope may use which ``TELHA_SECRET_*`` variable (an ``imap`` connector's
+    #: ``passwordEnv``): entries ``"TELHA_SECRET_NAME=tenant/org"``; a variable listed in
+    #: none can be used by no connector (docs/connectors.md, "The imap kind").
+    secrets: list[str] = msgspec.field(default_factory=list)
 
 
 class WebhooksConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -474,6 +479,10 @@ def _validate(cfg: Config) -> None:
                 parse_entry(entry)
             except ValueError as exc:
                 raise ConfigError(f"{section}.allowed_hosts", f"{entry!r}: {exc}") from None
+    try:
+        parse_grants(cfg.connectors.secrets)
+    except ValueError as exc:
+        raise ConfigError("connectors.secrets", str(exc)) from None
     for key in ("rest_addr", "grpc_addr"):
         try:
             split_addr(getattr(cfg.server, key))
