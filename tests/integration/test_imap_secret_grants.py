@@ -7,6 +7,7 @@ lists no grants, so ``POST /v1/connectors`` cannot check and the run check is re
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import threading
@@ -44,10 +45,8 @@ def listener() -> Iterator[tuple[int, list[bytes]]]:
             with conn:
                 conn.settimeout(2)
                 conn.sendall(b"* OK IMAP4rev1 ready\r\n")
-                try:
+                with contextlib.suppress(OSError):
                     got.append(conn.recv(4096))
-                except OSError:
-                    pass
 
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
