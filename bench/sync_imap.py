@@ -129,7 +129,7 @@ def main() -> int:
             args.engine,
             workers=workers,
             quotas={"max_pending_jobs": 0},
-            connectors={"allowed_hosts": ["127.0.0.1"]},
+            connectors={"allowed_hosts": ["127.0.0.1"], "secrets": [f"{_SECRET_ENV}=bench/imap"]},
         )
         os.environ[_SECRET_ENV] = dovecot.password
         with ServerProcess(config) as srv:

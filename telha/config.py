@@ -19,6 +19,7 @@ from typing import Any, Literal
 import msgspec
 
 from workers_common.destinations import Destinations, parse_entry
+from workers_common.secret_grants import parse_grants
 
 __all__ = ["Config", "ConfigError", "load_config"]
 
@@ -219,6 +220,10 @@ class ConnectorsConfig(_Section, frozen=True, kw_only=True, forbid_unknown_field
     #: added or run. Checked when one is added and by the connector worker at every run
     #: (docs/connectors.md, "Allowed roots").
     allowed_roots: list[str] = msgspec.field(default_factory=list)
+    #: Which scope may use which ``TELHA_SECRET_*`` variable (an ``imap`` connector's
+    #: ``passwordEnv``): entries ``"TELHA_SECRET_NAME=tenant/org"``; a variable listed in
+    #: none can be used by no connector (docs/connectors.md, "The imap kind").
+    secrets: list[str] = msgspec.field(default_factory=list)
 
 
 class WebhooksConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -483,6 +488,10 @@ def _validate(cfg: Config) -> None:
     for entry in cfg.connectors.allowed_roots:
         if not entry.startswith("/") or "\x00" in entry:
             raise ConfigError("connectors.allowed_roots", f"{entry!r}: not an absolute path")
+    try:
+        parse_grants(cfg.connectors.secrets)
+    except ValueError as exc:
+        raise ConfigError("connectors.secrets", str(exc)) from None
     for key in ("rest_addr", "grpc_addr"):
         try:
             split_addr(getattr(cfg.server, key))

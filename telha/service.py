@@ -82,6 +82,7 @@ def _export_worker_settings(cfg: Config) -> None:
     os.environ["TELHA_CONNECTORS__ALLOWED_HOSTS"] = ",".join(cfg.connectors.allowed_hosts)
     os.environ["TELHA_CONNECTORS__DENY_PRIVATE"] = str(cfg.connectors.deny_private).lower()
     os.environ["TELHA_CONNECTORS__ALLOWED_ROOTS"] = json.dumps(cfg.connectors.allowed_roots)
+    os.environ["TELHA_CONNECTORS__SECRETS"] = ",".join(cfg.connectors.secrets)
     os.environ["TELHA_OCR__LANGUAGES"] = ",".join(cfg.ocr.languages)
     for key in ("dpi", "min_confidence", "max_pages", "page_timeout_s"):
         os.environ[f"TELHA_OCR__{key.upper()}"] = str(getattr(cfg.ocr, key))

@@ -104,6 +104,7 @@ class SyncRuns:
         spec = {
             "connectorId": id_str(connector.connector_id),
             "kind": connector.kind,
+            "scope": f"{scope.tenant_id}/{scope.organization_id}",
             "settings": connector.settings,
             "checkpoint": checkpoint,
             "confirmPrune": confirm_prune,

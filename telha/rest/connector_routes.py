@@ -42,6 +42,7 @@ from telha.wire_connectors import (
     ConnectorRemovedOut,
     ConnectorSourceOut,
 )
+from workers_common.secret_grants import parse_grants
 
 __all__ = ["CONNECTOR_TOKEN_HEADER", "connector_identity", "lookup_source", "routes"]
 
@@ -102,15 +103,30 @@ async def create_connector(request: Request) -> Response:
 
     :raises RequestError: an unknown kind or field, settings the kind refuses, a bad
         schedule or prune fraction (:func:`telha.domain.connectors.check_connector`); a
-        path outside ``[connectors] allowed_roots`` (:func:`telha.connector_roots.check_roots`).
+        path outside ``[connectors] allowed_roots`` (:func:`telha.connector_roots.check_roots`);
+        a ``passwordEnv`` that ``[connectors] secrets`` lists grants for but not to this scope.
     """
     scope = await require_scope(request)
     kind, settings, every_s, fraction = check_connector(await _body(request))
     roots = state(request).config.connectors.allowed_roots
     await anyio.to_thread.run_sync(check_roots, kind, settings, roots)
+    _check_secret(state(request).config.connectors.secrets, scope, settings)
     record = ConnectorRecord(new_id(), kind, settings, every_s, fraction, now_us())
     await state(request).store.add_connector(scope, record)
     return json_response(connector_out(record), 201)
+
+
+def _check_secret(entries: list[str], scope: Scope, settings: dict[str, Any]) -> None:
+    """Refuse a ``passwordEnv`` not granted to ``scope`` when this server's ``[connectors]
+    secrets`` lists grants (empty: the workers' own grants decide at the run;
+    docs/connectors.md, "The imap kind")."""
+    var = settings.get("passwordEnv")
+    if not entries or not isinstance(var, str):
+        return
+    if f"{scope.tenant_id}/{scope.organization_id}" not in parse_grants(entries).get(var, ()):
+        raise RequestError(
+            f"settings.passwordEnv: {var} is not granted to this scope ([connectors] secrets)"
+        )
 
 
 async def list_connectors(request: Request) -> Response:

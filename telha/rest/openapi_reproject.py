@@ -28,6 +28,8 @@ def reproject_paths(
                     " `sourceId`, when given) each get a job reading their stored bytes;"
                     " `dryRun` only lists them. Erased and retired sources are never"
                     " touched; versions whose raw bytes are gone are listed in rawGone."
+                    " An administration route: a request acting for principals is"
+                    " refused (403 FORBIDDEN), not narrowed."
                 ),
                 "security": secured,
                 "requestBody": {

@@ -8,10 +8,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from telha.domain.errors import RequestError
+from telha.domain.errors import Forbidden, RequestError
 from telha.ingest.reproject import Outdated, Reprojector
 from telha.ingest.request import KNOWN_FORMATS
-from telha.rest.app import json_response, parse_uuid_param, require_scope, state
+from telha.rest.app import json_response, parse_uuid_param, require_access, state
 from telha.rest.body import read_body
 from telha.wire import OutdatedOut, ReprojectOut
 from workers_common.format_options import canonical_format
@@ -40,8 +40,21 @@ async def reproject(request: Request) -> Response:
     current versions made by another projection or other effective options than a request
     would use now, and (unless ``dryRun``) enqueue a job reading each again from its stored
     raw bytes. Versions whose bytes are gone are listed in ``rawGone``. Answers ``200``
-    (a dry run) or ``202`` (jobs enqueued; their states are the progress)."""
-    scope = await require_scope(request)
+    (a dry run) or ``202`` (jobs enqueued; their states are the progress).
+
+    An administration route: a request acting for principals (``X-Telha-Principals``, a
+    key with principals) is refused, not narrowed (docs/rest-api.md, "Principals").
+
+    :raises Forbidden: the request acts for principals.
+    :raises RequestError: a malformed body, an unknown format, a bad ``sourceId``.
+    """
+    access = await require_access(request)
+    if access.principals is not None:
+        raise Forbidden(
+            "POST /v1/reproject administers the whole scope and is not narrowed by"
+            " principals: send it with a key without principals and no x-telha-principals"
+        )
+    scope = access.scope
     raw = await read_body(request, _MAX_BODY_BYTES)
     try:
         body = msgspec.json.decode(raw or b"{}", type=_ReprojectBody)

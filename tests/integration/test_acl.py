@@ -318,6 +318,28 @@ async def test_a_keys_principals_apply_and_the_header_only_narrows(
     assert "group:nogroup,user:daemon" in listed.stdout and "\t-" in listed.stdout
 
 
+async def test_reproject_refuses_a_request_acting_for_principals(
+    acl_server: ServerProcess, api: httpx.AsyncClient, synced: Synced
+) -> None:
+    refused = await api.post(
+        "/v1/reproject", json={"dryRun": True}, headers={HEADER: ",".join(BOB)}
+    )
+    assert refused.status_code == 403, refused.text
+    assert refused.json()["error"]["code"] == "FORBIDDEN"
+    assert "alice.txt" not in refused.text and synced.ids["alice.txt"] not in refused.text
+    # Nothing enqueued either: not even a real run is admitted.
+    queued = await api.post("/v1/reproject", json={}, headers={HEADER: ",".join(BOB)})
+    assert queued.status_code == 403, queued.text
+    only = acl_server.create_key(synced.scope.tenant_id, synced.scope.organization_id, BOB)
+    async with httpx.AsyncClient(
+        base_url=acl_server.base_url, headers={"x-api-key": only}, timeout=30
+    ) as keyed:
+        by_key = await keyed.post("/v1/reproject", json={"dryRun": True})
+        assert by_key.status_code == 403, by_key.text
+    whole = await api.post("/v1/reproject", json={"dryRun": True})
+    assert whole.status_code == 200, whole.text
+
+
 @pytest.mark.parametrize(
     "value", ["", ",", "daemon", "user:", "User:daemon", "user:a,,user:b", "user:alice, group"]
 )

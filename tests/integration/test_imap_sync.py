@@ -29,6 +29,8 @@ pytestmark = pytest.mark.anyio
 _JOBS = {"max_attempts": 2, "backoff_base_ms": 50, "backoff_max_s": 1}
 #: The connector worker reads the password from this variable (settings.passwordEnv).
 _SECRET_ENV = "TELHA_SECRET_IMAP_TEST"
+#: The one scope ``[connectors] secrets`` grants it to: the tests' connectors live here.
+_SCOPE = Scope("tenant-imap", "org")
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +49,10 @@ def imap_server(
     folder = tmp_path_factory.mktemp(f"imap-{engine}")
     config = write_config(
         folder, engine, workers={"in_process": ["email_worker", "connectors"]}, jobs=_JOBS,
-        search={"enabled": True}, connectors={"allowed_hosts": ["127.0.0.1"]},
+        search={"enabled": True}, connectors={
+            "allowed_hosts": ["127.0.0.1"],
+            "secrets": [f"{_SECRET_ENV}={_SCOPE.tenant_id}/{_SCOPE.organization_id}"],
+        },
     )  # fmt: skip
     os.environ[_SECRET_ENV] = dovecot.password
     try:
@@ -60,8 +65,7 @@ def imap_server(
 
 @pytest.fixture
 async def api(imap_server: ServerProcess) -> AsyncIterator[httpx.AsyncClient]:
-    scope = Scope(f"tenant-{uuid.uuid4()}", "org")
-    key = imap_server.create_key(scope.tenant_id, scope.organization_id)
+    key = imap_server.create_key(_SCOPE.tenant_id, _SCOPE.organization_id)
     async with httpx.AsyncClient(
         base_url=imap_server.base_url, headers={"x-api-key": key}, timeout=30
     ) as c:
@@ -310,3 +314,21 @@ async def test_imap_settings_are_checked(api: httpx.AsyncClient) -> None:
         assert resp.status_code == 400 and field in resp.json()["error"]["message"], resp.text
     made = await api.post("/v1/connectors", json={"kind": "imap", "settings": good})
     assert made.status_code == 201 and made.json()["settings"] == good, made.text
+
+
+async def test_a_secret_granted_to_another_scope_is_refused_at_add(
+    imap_server: ServerProcess, dovecot: Dovecot, mailbox: str
+) -> None:
+    key = imap_server.create_key(f"tenant-{uuid.uuid4()}", "org")
+    async with httpx.AsyncClient(
+        base_url=imap_server.base_url, headers={"x-api-key": key}, timeout=30
+    ) as other:
+        resp = await other.post(
+            "/v1/connectors", json={"kind": "imap", "settings": _settings(dovecot, mailbox)}
+        )
+        assert resp.status_code == 400, resp.text
+        error = resp.json()["error"]
+        assert error["code"] == "INVALID_REQUEST"
+        assert f"{_SECRET_ENV} is not granted" in error["message"]
+        assert dovecot.password not in resp.text
+        assert (await other.get("/v1/connectors")).json()["connectors"] == []

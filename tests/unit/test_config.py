@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from telha.config import ConfigError, load_config, split_addr
+from workers_common.secret_grants import parse_grants
 
 
 def _load(tmp_path: Path, text: str, env: dict[str, str] | None = None) -> object:
@@ -152,3 +153,14 @@ def test_web_destination_and_sandbox_keys(tmp_path: Path) -> None:
     assert not load_config(None, env)[0].web.deny_private
     with pytest.raises(ConfigError, match=r"web\.deny_private"):
         _load(tmp_path, '[web]\ndeny_private = "no"\n')
+
+
+def test_connectors_secrets_entries_are_checked(tmp_path: Path) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text('[connectors]\nsecrets = ["TELHA_SECRET_A=acme/sales", "TELHA_SECRET_A=b/c"]\n')
+    cfg, _ = load_config(path, {})
+    assert parse_grants(cfg.connectors.secrets) == {"TELHA_SECRET_A": {"acme/sales", "b/c"}}
+    for bad in ("HOME=acme/sales", "TELHA_SECRET_A=acme", "TELHA_SECRET_A", "TELHA_SECRET_A=a/b/c"):
+        path.write_text(f'[connectors]\nsecrets = ["{bad}"]\n')
+        with pytest.raises(ConfigError, match=r"connectors\.secrets"):
+            load_config(path, {})
