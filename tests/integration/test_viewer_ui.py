@@ -129,7 +129,9 @@ def test_a_clicked_paragraph_is_highlighted_as_its_span(
         f"() => document.querySelector('#node-id')?.textContent === '{target['nodeId']}'"
     )
     assert _highlighted(page) == span["text"]
-    # Keyboard: j selects the next node in text order.
+    # Keyboard: j selects the next node in text order (once the node list has loaded: the
+    # selected node's detail may arrive first, and j before the list moves nowhere).
+    page.wait_for_selector(f"#nodes button[data-node='{paragraphs[2]['nodeId']}']")
     page.focus("#text")
     page.keyboard.press("j")
     page.wait_for_function(
