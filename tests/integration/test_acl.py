@@ -31,6 +31,7 @@ from telha.config import load_config
 from telha.domain.model import Scope
 from telha.grpc.tokens import load_token_key, mint_connector_token
 from tests.support.server import ServerProcess, write_config
+from tests.support.sync_runs import wait_run
 from tests.support.wait import wait_search_indexed
 
 pytestmark = [
@@ -82,17 +83,6 @@ def tree() -> Iterator[Path]:
     shutil.rmtree(path)
 
 
-async def _wait_run(api: httpx.AsyncClient, cid: str, run_id: str) -> dict[str, Any]:
-    for _ in range(1200):
-        runs = (await api.get(f"/v1/connectors/{cid}/runs")).json()["runs"]
-        run = next(r for r in runs if r["runId"] == run_id)
-        busy = {"pending", "leased"} & set(run["children"])
-        if run["state"] in ("completed", "dead") and not busy:
-            return dict(run)
-        await anyio.sleep(0.05)
-    raise AssertionError(f"run {run_id} unfinished")
-
-
 @pytest.fixture(scope="module")
 def synced(acl_server: ServerProcess, tree: Path) -> Synced:
     """One scope: the tree synced by a folder connector, and ``public.txt`` by hand."""
@@ -114,7 +104,7 @@ def synced(acl_server: ServerProcess, tree: Path) -> Synced:
             cid = made.json()["connectorId"]
             started = await api.post(f"/v1/connectors/{cid}/runs", json={})
             run_id = started.json()["runId"]
-            run = await _wait_run(api, cid, run_id)
+            run = await wait_run(api, cid, run_id)
             assert run["state"] == "completed" and run["added"] == 2, run
             for _ in range(1200):
                 job = (await api.get(f"/v1/ingest/{hand.json()['jobId']}")).json()

@@ -14,12 +14,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import anyio
 import httpx
 import pytest
 
 from telha.domain.model import Scope
 from tests.support.server import ServerProcess, write_config
+from tests.support.sync_runs import run_sync
 
 pytestmark = pytest.mark.anyio
 
@@ -110,20 +110,6 @@ async def test_empty_allowed_roots_refuses_every_path(engine: str, tmp_path: Pat
         assert srv.stop() == 0, srv.log_text()
 
 
-async def _run(api: httpx.AsyncClient, cid: str) -> dict[str, Any]:
-    started = await api.post(f"/v1/connectors/{cid}/runs")
-    assert started.status_code == 202, started.text
-    run_id = started.json()["runId"]
-    for _ in range(1200):
-        runs = (await api.get(f"/v1/connectors/{cid}/runs")).json()["runs"]
-        run = next(r for r in runs if r["runId"] == run_id)
-        busy = {"pending", "leased"} & set(run["children"])
-        if run["state"] in ("completed", "dead") and not busy:
-            return dict(run)
-        await anyio.sleep(0.05)
-    raise AssertionError(f"run {run_id} unfinished: {run}")
-
-
 def _worker(srv: ServerProcess, scope: Scope, roots: list[str]) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [sys.executable, "-m", "workers_common.run", "connectors"],
@@ -156,7 +142,7 @@ async def test_worker_refuses_a_run_outside_its_roots(
         for roots, expect in (([str(allowed)], "completed"), ([str(tmp_path / "other")], "dead")):
             worker = _worker(server, scope, roots)
             try:
-                run = await _run(api, cid)
+                run = await run_sync(api, cid)
             finally:
                 worker.terminate()
                 worker.wait(timeout=30)

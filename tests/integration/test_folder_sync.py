@@ -24,6 +24,7 @@ import pytest
 from telha.domain.connectors import connector_source_id
 from telha.domain.model import Scope
 from tests.support.server import ServerProcess, telha_check, write_config
+from tests.support.sync_runs import run_counts, run_sync
 from tests.support.wait import wait_search_indexed
 
 pytestmark = pytest.mark.anyio
@@ -85,21 +86,6 @@ async def _add(api: httpx.AsyncClient, root: Path, **extra: Any) -> str:
     return str(resp.json()["connectorId"])
 
 
-async def _run(api: httpx.AsyncClient, cid: str, **body: Any) -> dict[str, Any]:
-    """Start a run and wait until it and its item jobs ended; the run as listed."""
-    started = await api.post(f"/v1/connectors/{cid}/runs", json=body)
-    assert started.status_code == 202, started.text
-    run_id = started.json()["runId"]
-    for _ in range(1200):
-        runs = (await api.get(f"/v1/connectors/{cid}/runs")).json()["runs"]
-        run = next(r for r in runs if r["runId"] == run_id)
-        busy = {"pending", "leased"} & set(run["children"])
-        if run["state"] in ("completed", "dead") and not busy:
-            return dict(run)
-        await anyio.sleep(0.05)
-    raise AssertionError(f"run {run_id} unfinished: {run}")
-
-
 async def _settled(api: httpx.AsyncClient, job_id: str) -> None:
     for _ in range(1200):
         job = (await api.get(f"/v1/ingest/{job_id}")).json()
@@ -108,10 +94,6 @@ async def _settled(api: httpx.AsyncClient, job_id: str) -> None:
             return
         await anyio.sleep(0.05)
     raise AssertionError(f"job {job_id} unfinished")
-
-
-def _counts(run: dict[str, Any]) -> tuple[int, ...]:
-    return tuple(run[k] for k in ("listed", "added", "changed", "unchanged", "retired", "failed"))
 
 
 async def _item(api: httpx.AsyncClient, cid: str, ext: str) -> dict[str, Any]:
@@ -165,9 +147,9 @@ async def test_folder_sync_changes_deletes_adds(
     assert hand.status_code == 202, hand.text
     await _settled(api, hand.json()["jobId"])
     cid = await _add(api, tree)
-    first = await _run(api, cid)
+    first = await run_sync(api, cid)
     assert first["state"] == "completed" and first["complete"] is True, first
-    assert _counts(first) == (11, 11, 0, 0, 0, 0)
+    assert run_counts(first) == (11, 11, 0, 0, 0, 0)
     assert first["children"] == {"completed": 11}
     deep = await _item(api, cid, "sub/deep.md")
     assert deep["sourceId"] == str(connector_source_id(cid, scope.tenant_id, "sub/deep.md"))
@@ -185,8 +167,8 @@ async def test_folder_sync_changes_deletes_adds(
     (tree / "f2.txt").unlink()
     _write(tree / "f10.txt", "file number 10 word10x\n")
     _keep_times(tree / "f3.txt", "FILE NUMBER 3 WORD3X\n")
-    second = await _run(api, cid)
-    assert _counts(second) == (11, 1, 1, 9, 1, 0), second
+    second = await run_sync(api, cid)
+    assert run_counts(second) == (11, 1, 1, 9, 1, 0), second
     assert second["warning"] is None and second["complete"] is True
     changed = await _source(api, f1["sourceId"])
     assert changed["versionCount"] == 2 and changed["state"] == "current"
@@ -205,8 +187,8 @@ async def test_folder_sync_changes_deletes_adds(
     assert mine["state"] == "current" and mine["versionCount"] == 1
     assert await _hits(api, "wordhandx") == 1
     # Nothing changed: nothing read, nothing retired.
-    third = await _run(api, cid)
-    assert _counts(third) == (11, 0, 0, 11, 0, 0)
+    third = await run_sync(api, cid)
+    assert run_counts(third) == (11, 0, 0, 11, 0, 0)
     # The store stays consistent: runs write no version and are not taken for jobs that
     # should have.
     checked = await anyio.to_thread.run_sync(telha_check, sync_server.config)
@@ -249,7 +231,7 @@ async def test_prune_guard(api: httpx.AsyncClient, tree: Path, sync_server: Serv
     assert (await _item(api, cid, "p7.txt"))["state"] == "current"
     # Within the fraction (1 of 5 live is 0.2): retired without confirmation.
     (tree / "p5.txt").unlink()
-    assert (await _run(api, cid))["retired"] == 1
+    assert (await run_sync(api, cid))["retired"] == 1
     code, _, err = await _telha_sync(sync_server, key, str(uuid.uuid4()))
     assert code == 1 and "NOT_FOUND" in err
     # Runs are jobs: the job listing shows them (no name), and each run's item jobs name it.
@@ -269,12 +251,12 @@ async def test_prune_guard_counts_the_live_sources_before_the_run(
     for i in range(5):
         _write(tree / f"old{i}.txt", f"old {i}\n")
     cid = await _add(api, tree)
-    assert (await _run(api, cid))["added"] == 5
+    assert (await run_sync(api, cid))["added"] == 5
     for i in range(5):
         (tree / f"old{i}.txt").unlink()
     for i in range(20):
         _write(tree / f"new{i}.txt", f"new {i}\n")
-    held = await _run(api, cid)
+    held = await run_sync(api, cid)
     assert held["added"] == 20 and held["retired"] == 0, held
     assert held["warning"] is not None and "retire 5 of 5" in held["warning"], held
     assert (await _item(api, cid, "old0.txt"))["state"] == "current"
@@ -287,10 +269,10 @@ async def test_a_connector_never_retires_another_ones_sources(
         _write(tree / "a" / f"x{i}.txt", f"x {i}\n")
     one = await _add(api, tree)
     two = await _add(api, tree / "a")
-    await _run(api, one)
-    await _run(api, two)
+    await run_sync(api, one)
+    await run_sync(api, two)
     (tree / "a" / "x0.txt").unlink()
-    run = await _run(api, two, confirmPrune=True)
+    run = await run_sync(api, two, confirmPrune=True)
     assert run["retired"] == 1
     # The first connector's a/x0.txt is still current until it runs itself.
     assert (await _item(api, one, "a/x0.txt"))["state"] == "current"
@@ -299,16 +281,16 @@ async def test_a_connector_never_retires_another_ones_sources(
 
 async def test_bad_runs(api: httpx.AsyncClient, tree: Path) -> None:
     missing = await _add(api, tree / "not-there")
-    run = await _run(api, missing)
+    run = await run_sync(api, missing)
     assert run["state"] == "dead" and "not a directory" in run["failureReason"], run
     assert run["listed"] is None
     # A root that goes away after a run (an unmounted share): the run fails, nothing is
     # retired, even with the prune guard out of the way.
     _write(tree / "share" / "kept.txt", "kept\n")
     cid = await _add(api, tree / "share", pruneMaxFraction=1)
-    assert (await _run(api, cid))["added"] == 1
+    assert (await run_sync(api, cid))["added"] == 1
     (tree / "share").rename(tree / "unmounted")
-    run = await _run(api, cid, confirmPrune=True)
+    run = await run_sync(api, cid, confirmPrune=True)
     assert run["state"] == "dead" and "not a directory" in run["failureReason"], run
     assert (await _item(api, cid, "kept.txt"))["state"] == "current"
     cid = await _add(api, tree)
@@ -357,28 +339,28 @@ async def test_listing_cut_short_retires_nothing_remote_worker(
                 for d in ("a", "b", "c"):
                     (tree / d).chmod(0o755)
                 cid = await _add(api, tree, pruneMaxFraction=1)
-                assert _counts(await _run(api, cid)) == (12, 12, 0, 0, 0, 0)
+                assert run_counts(await run_sync(api, cid)) == (12, 12, 0, 0, 0, 0)
                 (tree / "b").chmod(0o000)  # b cannot be listed now
                 (tree / "c" / "0.txt").unlink()
                 (tree / "a" / "1.txt").chmod(0o000)  # unchanged, and unreadable
-                cut = await _run(api, cid)
+                cut = await run_sync(api, cid)
                 assert cut["state"] == "completed" and cut["complete"] is False, cut
                 assert "cannot list b" in cut["error"]
                 assert cut["retired"] == 0 and cut["failed"] == 0
                 assert (await _item(api, cid, "c/0.txt"))["state"] == "current"
                 assert (await _item(api, cid, "b/2.txt"))["state"] == "current"
                 (tree / "b").chmod(0o755)
-                whole = await _run(api, cid)
+                whole = await run_sync(api, cid)
                 assert whole["complete"] is True
-                assert _counts(whole) == (11, 0, 0, 11, 1, 0)
+                assert run_counts(whole) == (11, 0, 0, 11, 1, 0)
                 assert (await _item(api, cid, "c/0.txt"))["state"] == "retired"
                 # A changed file that cannot be read: a failed item of a complete listing,
                 # never retired for it (its last version stays current).
                 _write(tree / "a" / "2.txt", "a 2 changed\n")
                 (tree / "a" / "2.txt").chmod(0o000)
-                failed = await _run(api, cid)
+                failed = await run_sync(api, cid)
                 assert failed["complete"] is True and failed["retired"] == 0, failed
-                assert _counts(failed) == (11, 0, 0, 10, 0, 1)
+                assert run_counts(failed) == (11, 0, 0, 10, 0, 1)
                 assert failed["failedItems"][0]["externalId"] == "a/2.txt"
                 assert (await _item(api, cid, "a/2.txt"))["state"] == "current"
         finally:
@@ -403,7 +385,7 @@ async def test_a_schedule_starts_runs(api: httpx.AsyncClient, tree: Path) -> Non
     await anyio.sleep(6)  # more than a scheduler pass
     assert len((await api.get(f"/v1/connectors/{cid}/runs")).json()["runs"]) == 1
     # A run by hand is still allowed in between.
-    assert (await _run(api, cid))["unchanged"] == 1
+    assert (await run_sync(api, cid))["unchanged"] == 1
 
 
 async def test_an_item_that_failed_to_ingest_is_read_again(
@@ -414,13 +396,13 @@ async def test_an_item_that_failed_to_ingest_is_read_again(
     _write(tree / "good.txt", "good\n")
     (tree / "bad.txt").write_bytes(b"not utf-8 \xff\xfe\n")
     cid = await _add(api, tree)
-    first = await _run(api, cid)
+    first = await run_sync(api, cid)
     assert first["added"] == 2 and first["children"] == {"completed": 1, "dead": 1}
-    second = await _run(api, cid)
+    second = await run_sync(api, cid)
     assert (second["changed"], second["unchanged"]) == (1, 1), second
     assert second["children"] == {"dead": 1}
     (tree / "bad.txt").write_text("fixed now\n")
-    third = await _run(api, cid)
+    third = await run_sync(api, cid)
     assert (third["changed"], third["unchanged"]) == (1, 1)
     assert third["children"] == {"completed": 1}
     assert (await _item(api, cid, "bad.txt"))["state"] == "current"

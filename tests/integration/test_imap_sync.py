@@ -22,6 +22,7 @@ from tests.conftest import CORPUS
 from tests.support.cutting_proxy import CuttingProxy
 from tests.support.dovecot import Dovecot, free_port, require_dovecot
 from tests.support.server import ServerProcess, telha_check, write_config
+from tests.support.sync_runs import run_counts, run_sync
 
 pytestmark = pytest.mark.anyio
 
@@ -104,25 +105,6 @@ async def _add(api: httpx.AsyncClient, settings: dict[str, Any], **extra: Any) -
     return str(resp.json()["connectorId"])
 
 
-async def _run(api: httpx.AsyncClient, cid: str, **body: Any) -> dict[str, Any]:
-    """Start a run and wait until it and its item jobs ended; the run as listed."""
-    started = await api.post(f"/v1/connectors/{cid}/runs", json=body)
-    assert started.status_code == 202, started.text
-    run_id = started.json()["runId"]
-    for _ in range(2400):
-        runs = (await api.get(f"/v1/connectors/{cid}/runs")).json()["runs"]
-        run = next(r for r in runs if r["runId"] == run_id)
-        busy = {"pending", "leased"} & set(run["children"])
-        if run["state"] in ("completed", "dead") and not busy:
-            return dict(run)
-        await anyio.sleep(0.05)
-    raise AssertionError(f"run {run_id} unfinished: {run}")
-
-
-def _counts(run: dict[str, Any]) -> tuple[int, ...]:
-    return tuple(run[k] for k in ("listed", "added", "changed", "unchanged", "retired", "failed"))
-
-
 async def _item(api: httpx.AsyncClient, cid: str, ext: str) -> dict[str, Any]:
     resp = await api.get("/v1/sources", params={"connector": cid, "externalId": ext})
     assert resp.status_code == 200, resp.text
@@ -150,10 +132,10 @@ async def test_imap_sync_adds_skips_unchanged_and_retires_expunged(
     validity = dovecot.uidvalidity(mailbox)
     cid = await _add(api, _settings(dovecot, mailbox))
     mark = dovecot.log_mark()
-    first = await _run(api, cid)
+    first = await run_sync(api, cid, within_s=120)
     n = len(corpus)
     assert first["state"] == "completed" and first["complete"] is True, first
-    assert _counts(first) == (n, n, 0, 0, 0, 0)
+    assert run_counts(first) == (n, n, 0, 0, 0, 0)
     assert first["children"] == {"completed": n}, first
     assert await _bodies(dovecot, mark, 1) == n
     jobs = (await api.get("/v1/ingest", params={"parent": first["runId"]})).json()["jobs"]
@@ -164,15 +146,15 @@ async def test_imap_sync_adds_skips_unchanged_and_retires_expunged(
     assert dovecot.seen_flags(mailbox) == 0  # examined read-only, bodies peeked
     # Nothing changed: listed, recognised by UIDVALIDITY and UID, no body fetched.
     mark = dovecot.log_mark()
-    second = await _run(api, cid)
-    assert _counts(second) == (n, 0, 0, n, 0, 0)
+    second = await run_sync(api, cid, within_s=120)
+    assert run_counts(second) == (n, 0, 0, n, 0, 0)
     assert await _bodies(dovecot, mark, 1) == 0
     # One expunged at the server, one appended: retired 1, added 1, one body fetched.
     dovecot.expunge([uids[3]], mailbox)
     (new_uid,) = dovecot.append([_note(1, "wordappendedx")], mailbox)
     mark = dovecot.log_mark()
-    third = await _run(api, cid)
-    assert _counts(third) == (n, 1, 0, n - 1, 1, 0), third
+    third = await run_sync(api, cid, within_s=120)
+    assert run_counts(third) == (n, 1, 0, n - 1, 1, 0), third
     assert third["warning"] is None and third["children"] == {"completed": 1}
     assert await _bodies(dovecot, mark, 1) == 1
     gone = await _item(api, cid, f"{validity}:{uids[3]}")
@@ -192,12 +174,12 @@ async def test_imap_tls_and_starttls(
     implicit = await _add(
         api, _settings(dovecot, mailbox, tls="implicit", port=dovecot.tls_port, caFile=ca)
     )
-    assert _counts(await _run(api, implicit)) == (2, 2, 0, 0, 0, 0)
+    assert run_counts(await run_sync(api, implicit, within_s=120)) == (2, 2, 0, 0, 0, 0)
     starttls = await _add(api, _settings(dovecot, mailbox, tls="starttls", caFile=ca))
-    assert _counts(await _run(api, starttls)) == (2, 2, 0, 0, 0, 0)
+    assert run_counts(await run_sync(api, starttls, within_s=120)) == (2, 2, 0, 0, 0, 0)
     # The system's CAs do not know the test's certificate: refused, retried, dead.
     untrusted = await _add(api, _settings(dovecot, mailbox, tls="implicit", port=dovecot.tls_port))
-    run = await _run(api, untrusted)
+    run = await run_sync(api, untrusted, within_s=120)
     assert run["state"] == "dead" and "CERTIFICATE_VERIFY_FAILED" in run["failureReason"], run
 
 
@@ -207,7 +189,7 @@ async def test_imap_wrong_credentials_and_closed_port_retire_nothing(
     uids = dovecot.append([_note(i, "wordcredsx") for i in range(3)], mailbox)
     validity = dovecot.uidvalidity(mailbox)
     cid = await _add(api, _settings(dovecot, mailbox), pruneMaxFraction=1)
-    assert _counts(await _run(api, cid)) == (3, 3, 0, 0, 0, 0)
+    assert run_counts(await run_sync(api, cid, within_s=120)) == (3, 3, 0, 0, 0, 0)
     dovecot.expunge([uids[0]], mailbox)
     # The password changed at the server: the run is dead at once (not retried), typed.
     passwd = dovecot.folder / "passwd"
@@ -215,7 +197,7 @@ async def test_imap_wrong_credentials_and_closed_port_retire_nothing(
     passwd.write_text(saved.replace(dovecot.password, "another password"))
     await anyio.sleep(1.1)  # Dovecot re-reads a passwd-file whose mtime moved on
     try:
-        refused = await _run(api, cid)
+        refused = await run_sync(api, cid, within_s=120)
     finally:
         passwd.write_text(saved)
     assert refused["state"] == "dead" and refused["listed"] is None, refused
@@ -227,12 +209,12 @@ async def test_imap_wrong_credentials_and_closed_port_retire_nothing(
     assert (await _item(api, cid, f"{validity}:{uids[0]}"))["state"] == "current"
     # Nothing listens on the port: a transient failure, retried, then dead; nothing retired.
     closed = dict(_settings(dovecot, mailbox), port=free_port())
-    run = await _run(api, await _add(api, closed))
+    run = await run_sync(api, await _add(api, closed), within_s=120)
     assert run["state"] == "dead" and "imap: cannot connect to 127.0.0.1" in run["failureReason"]
     assert run["failureReason"].startswith("transient:")
     # Back to the right password: the expunged message retires now.
     await anyio.sleep(1.1)
-    assert _counts(await _run(api, cid)) == (2, 0, 0, 2, 1, 0)
+    assert run_counts(await run_sync(api, cid, within_s=120)) == (2, 0, 0, 2, 1, 0)
 
 
 async def test_imap_listing_cut_halfway_retires_nothing(
@@ -248,22 +230,22 @@ async def test_imap_listing_cut_halfway_retires_nothing(
     try:
         settings = dict(_settings(dovecot, mailbox), port=proxy.port, pageSize=2)
         cid = await _add(api, settings, pruneMaxFraction=1)
-        assert _counts(await _run(api, cid)) == (6, 6, 0, 0, 0, 0)
+        assert run_counts(await run_sync(api, cid, within_s=120)) == (6, 6, 0, 0, 0, 0)
         dovecot.expunge([uids[4]], mailbox)
         proxy.cut_at = 2  # the second page's FETCH never reaches the server
-        cut = await _run(api, cid)
+        cut = await run_sync(api, cid, within_s=120)
         assert proxy.cuts == 1
         assert cut["state"] == "completed" and cut["complete"] is False, cut
         assert "listing UIDs" in cut["error"]
         assert (cut["retired"], cut["unchanged"], cut["added"]) == (0, 2, 0)
         assert (await _item(api, cid, f"{validity}:{uids[4]}"))["state"] == "current"
         proxy.cut_at = None
-        whole = await _run(api, cid)
-        assert whole["complete"] is True and _counts(whole) == (5, 0, 0, 5, 1, 0)
+        whole = await run_sync(api, cid, within_s=120)
+        assert whole["complete"] is True and run_counts(whole) == (5, 0, 0, 5, 1, 0)
         assert (await _item(api, cid, f"{validity}:{uids[4]}"))["state"] == "retired"
         dovecot.expunge([uids[5]], mailbox)
         proxy.close()  # the server is gone: connection refused
-        gone = await _run(api, cid)
+        gone = await run_sync(api, cid, within_s=120)
         assert gone["state"] == "dead" and "cannot connect" in gone["failureReason"], gone
         assert (await _item(api, cid, f"{validity}:{uids[5]}"))["state"] == "current"
     finally:
@@ -279,20 +261,20 @@ async def test_imap_uidvalidity_reset_is_held_by_the_prune_guard(
     uids = dovecot.append(notes, mailbox)
     before = dovecot.uidvalidity(mailbox)
     cid = await _add(api, _settings(dovecot, mailbox))
-    assert _counts(await _run(api, cid)) == (3, 3, 0, 0, 0, 0)
+    assert run_counts(await run_sync(api, cid, within_s=120)) == (3, 3, 0, 0, 0, 0)
     dovecot.delete(mailbox)
     dovecot.create(mailbox)
     dovecot.append(notes, mailbox)
     after = dovecot.uidvalidity(mailbox)
     assert after != before
-    held = await _run(api, cid)
-    assert _counts(held) == (3, 3, 0, 0, 0, 0), held
+    held = await run_sync(api, cid, within_s=120)
+    assert run_counts(held) == (3, 3, 0, 0, 0, 0), held
     # The run's pages ingested the 3 new messages before its last page judged the retires;
     # the guard counts the 3 sources live before the run.
     assert held["warning"] is not None and "retire 3 of 3" in held["warning"]
     assert (await _item(api, cid, f"{before}:{uids[0]}"))["state"] == "current"
-    confirmed = await _run(api, cid, confirmPrune=True)
-    assert _counts(confirmed) == (3, 0, 0, 3, 3, 0)
+    confirmed = await run_sync(api, cid, within_s=120, confirmPrune=True)
+    assert run_counts(confirmed) == (3, 0, 0, 3, 3, 0)
     assert (await _item(api, cid, f"{before}:{uids[0]}"))["state"] == "retired"
     assert (await _item(api, cid, f"{after}:{uids[0]}"))["state"] == "current"
 

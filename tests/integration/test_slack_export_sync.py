@@ -25,6 +25,7 @@ from connectors.slack_message import message_node_id
 from telha.domain.connectors import connector_source_id
 from telha.domain.model import Scope
 from tests.support.server import ServerProcess, write_config
+from tests.support.sync_runs import run_counts, run_sync
 
 pytestmark = pytest.mark.anyio
 
@@ -140,25 +141,6 @@ async def _add(api: httpx.AsyncClient, path: Path, **settings: Any) -> str:
     return str(resp.json()["connectorId"])
 
 
-async def _run(api: httpx.AsyncClient, cid: str) -> dict[str, Any]:
-    """Start a run and wait until it and its item jobs ended; the run as listed."""
-    started = await api.post(f"/v1/connectors/{cid}/runs")
-    assert started.status_code == 202, started.text
-    run_id = started.json()["runId"]
-    for _ in range(1200):
-        runs = (await api.get(f"/v1/connectors/{cid}/runs")).json()["runs"]
-        run = next(r for r in runs if r["runId"] == run_id)
-        busy = {"pending", "leased"} & set(run["children"])
-        if run["state"] in ("completed", "dead") and not busy:
-            return dict(run)
-        await anyio.sleep(0.05)
-    raise AssertionError(f"run {run_id} unfinished: {run}")
-
-
-def _counts(run: dict[str, Any]) -> tuple[int, ...]:
-    return tuple(run[k] for k in ("listed", "added", "changed", "unchanged", "retired", "failed"))
-
-
 async def _get(api: httpx.AsyncClient, url: str, **params: Any) -> dict[str, Any]:
     resp = await api.get(url, params=params)
     assert resp.status_code == 200, (url, resp.text)
@@ -188,9 +170,9 @@ async def test_two_exports_edit_delete_reply(
 ) -> None:
     _zip(export, _first_export())
     cid = await _add(api, export)
-    first = await _run(api, cid)
+    first = await run_sync(api, cid)
     assert first["state"] == "completed" and first["complete"] is True, first
-    assert _counts(first) == (7, 7, 0, 0, 0, 0)
+    assert run_counts(first) == (7, 7, 0, 0, 0, 0)
     assert first["children"] == {"completed": 7}
     # The Slack shape: the item's source, its MESSAGE root, the thread, people, channel, file.
     parent = await _item(api, cid, f"C1/{T1}")
@@ -233,8 +215,8 @@ async def test_two_exports_edit_delete_reply(
         assert r.status_code == 404, (missing, r.text)
     # The later export: one edited, one deleted, one new reply; the parent is unchanged.
     _zip(export, _second_export())
-    second = await _run(api, cid)
-    assert _counts(second) == (7, 1, 1, 5, 1, 0), second
+    second = await run_sync(api, cid)
+    assert run_counts(second) == (7, 1, 1, 5, 1, 0), second
     assert second["complete"] is True and second["warning"] is None
     assert await _versions(api, cid, f"C1/{T4}") == ("current", 2)
     edited = await _get(api, f"/v1/nodes/{message_node_id('C1', T4)}")
@@ -251,8 +233,8 @@ async def test_two_exports_edit_delete_reply(
     ]
     # The channel node other messages share outlives the deleted message.
     assert (await api.get(f"/v1/nodes/{channel_id}")).status_code == 200
-    third = await _run(api, cid)
-    assert _counts(third) == (7, 0, 0, 7, 0, 0)
+    third = await run_sync(api, cid)
+    assert run_counts(third) == (7, 0, 0, 7, 0, 0)
 
 
 async def test_bad_exports_retire_nothing(
@@ -260,11 +242,11 @@ async def test_bad_exports_retire_nothing(
 ) -> None:
     _zip(export, _first_export())
     cid = await _add(api, export, maxEntryBytes=100_000, maxTotalBytes=1_000_000)
-    assert _counts(await _run(api, cid)) == (7, 7, 0, 0, 0, 0)
+    assert run_counts(await run_sync(api, cid)) == (7, 7, 0, 0, 0, 0)
     good = _first_export()
 
     async def dead(reason: str) -> None:
-        run = await _run(api, cid)
+        run = await run_sync(api, cid)
         assert run["state"] == "dead" and reason in run["failureReason"], run
         assert run["listed"] is None and run["children"] == {}, run
 
@@ -288,25 +270,25 @@ async def test_bad_exports_retire_nothing(
     # A day file that cannot be read: the listing is incomplete, the rest still seen.
     _zip(export, {k: v for k, v in good.items() if k != "general/2024-01-03.json"},
          raw={"general/2024-01-03.json": b'[{"ts": "1704200004.000104", "te'})  # fmt: skip
-    cut = await _run(api, cid)
+    cut = await run_sync(api, cid)
     assert cut["state"] == "completed" and cut["complete"] is False, cut
     assert "general/2024-01-03.json: malformed JSON" in cut["error"]
-    assert _counts(cut) == (5, 0, 0, 5, 0, 0)  # T4 and T5 not listed, and not retired
+    assert run_counts(cut) == (5, 0, 0, 5, 0, 0)  # T4 and T5 not listed, and not retired
     big = [_msg(T4, "U2", "Draft wordoldx " + "x" * 120_000), _msg(T5, "U1", "Doomed wordgonex")]
     _zip(export, {**good, "general/2024-01-03.json": big})
-    cut = await _run(api, cid)
+    cut = await run_sync(api, cid)
     assert cut["complete"] is False and "over maxEntryBytes" in cut["error"], cut
     assert cut["retired"] == 0
     no_ts = [{"user": "U2", "text": "no ts"}, _msg(T5, "U1", "Doomed wordgonex")]
     _zip(export, {**good, "general/2024-01-03.json": no_ts})
-    cut = await _run(api, cid)
+    cut = await run_sync(api, cid)
     assert cut["complete"] is False and "message 0 has no usable ts" in cut["error"], cut
-    assert _counts(cut) == (6, 0, 0, 6, 0, 0)
+    assert run_counts(cut) == (6, 0, 0, 6, 0, 0)
     # A message of the wrong shape: a failed item, the stored one unchanged.
     wrong = [_msg(T4, "U2", "Draft", files="not a list"), _msg(T5, "U1", "Doomed wordgonex")]
     _zip(export, {**good, "general/2024-01-03.json": wrong})
-    failed = await _run(api, cid)
-    assert failed["complete"] is True and _counts(failed) == (7, 0, 0, 6, 0, 1), failed
+    failed = await run_sync(api, cid)
+    assert failed["complete"] is True and run_counts(failed) == (7, 0, 0, 6, 0, 1), failed
     assert failed["failedItems"] == [
         {"externalId": f"C1/{T4}", "reason": f"C1/{T4}: files: a list is required"}
     ]
@@ -314,7 +296,7 @@ async def test_bad_exports_retire_nothing(
     for ts in (T1, T2, T3, T4, T5):
         assert await _versions(api, cid, f"C1/{ts}") == ("current", 1), ts
     _zip(export, good)
-    assert _counts(await _run(api, cid)) == (7, 0, 0, 7, 0, 0)
+    assert run_counts(await run_sync(api, cid)) == (7, 0, 0, 7, 0, 0)
 
 
 async def test_settings_are_checked(api: httpx.AsyncClient) -> None:
@@ -335,7 +317,7 @@ async def test_channels_setting_and_by_hand_ingest(api: httpx.AsyncClient, expor
     format, and a message that is not the shape fails its job ``corrupt_input``."""
     _zip(export, _first_export())
     cid = await _add(api, export, channels=["random"])
-    assert _counts(await _run(api, cid)) == (1, 1, 0, 0, 0, 0)
+    assert run_counts(await run_sync(api, cid)) == (1, 1, 0, 0, 0, 0)
     body = {"ts": T1, "channel": {"id": "C9", "name": "ops"}, "user": "U5", "text": "by hand",
             "user_profile": {"name": "eve", "real_name": "Eve Poe"}}  # fmt: skip
     for content, state in ((body, "completed"), ({"ts": T1}, "dead"), ("[1]", "dead")):

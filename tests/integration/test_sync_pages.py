@@ -22,6 +22,7 @@ from grpclib import GRPCError, Status
 
 from telha.domain.model import Scope
 from tests.support.server import ServerProcess, write_config
+from tests.support.sync_runs import run_counts
 from tests.support.tty import TtyProcess
 from tests.support.worker import ScriptedWorker, scripted_worker
 
@@ -64,10 +65,6 @@ async def _settled(api: httpx.AsyncClient, cid: str) -> dict[str, Any]:
     raise AssertionError(f"run unsettled: {run}")
 
 
-def _counts(run: dict[str, Any]) -> tuple[Any, ...]:
-    return tuple(run[k] for k in ("listed", "added", "changed", "unchanged", "retired", "failed"))
-
-
 async def _lease(worker: ScriptedWorker) -> Any:
     return await worker.next_job(["sync:folder"], within_s=20)
 
@@ -96,12 +93,12 @@ async def test_pages_progress_replay_and_order(server: ServerProcess, tmp_path: 
             assert answer.accepted and list(answer.node_ids) == ["a.txt", "b.txt", "c.txt"]
             running = await _run_row(api, cid)
             assert running["state"] == "leased" and running["complete"] is None
-            assert _counts(running) == (3, 0, 0, 0, 0, 0)
+            assert run_counts(running) == (3, 0, 0, 0, 0, 0)
             await anyio.to_thread.run_sync(cli.read_until, "running  listed 3  added 0")
             # A lost answer: the same page again is answered again, nothing counted twice.
             again = await worker.submit(job, page0)
             assert again.replay and list(again.node_ids) == ["a.txt", "b.txt", "c.txt"]
-            assert _counts(await _run_row(api, cid)) == (3, 0, 0, 0, 0, 0)
+            assert run_counts(await _run_row(api, cid)) == (3, 0, 0, 0, 0, 0)
             with pytest.raises(GRPCError) as skipped:
                 await worker.submit(job, {"seq": 2, "listed": []})
             assert skipped.value.status is Status.ABORTED
@@ -113,7 +110,7 @@ async def test_pages_progress_replay_and_order(server: ServerProcess, tmp_path: 
             answer = await worker.submit(job, page1)
             assert list(answer.node_ids) == ["d.txt"] and answer.lease_deadline > 0
             mid = await _run_row(api, cid)
-            assert _counts(mid) == (4, 2, 0, 0, 0, 1) and mid["state"] == "leased"
+            assert run_counts(mid) == (4, 2, 0, 0, 0, 1) and mid["state"] == "leased"
             assert sum(mid["children"].values()) == 2
             assert mid["failedItems"] == [{"externalId": "c.txt", "reason": "EACCES"}]
             await anyio.to_thread.run_sync(cli.read_until, "running  listed 4  added 2")
@@ -125,7 +122,7 @@ async def test_pages_progress_replay_and_order(server: ServerProcess, tmp_path: 
         final = "completed  listed 4  added 3  changed 0  unchanged 0  retired 0  failed 1"
         assert final in shown.splitlines()[-1], shown
         run = await _settled(api, cid)
-        assert _counts(run) == (4, 3, 0, 0, 0, 1) and run["complete"] is True
+        assert run_counts(run) == (4, 3, 0, 0, 0, 1) and run["complete"] is True
         assert run["children"] == {"completed": 3}
 
         # Second run: core compares; b changed, a unchanged, c (failed before) is read now;
@@ -145,7 +142,7 @@ async def test_pages_progress_replay_and_order(server: ServerProcess, tmp_path: 
         assert (await worker.submit(job, last)).accepted
         run = await _settled(api, cid)
         assert run["runId"] == start.json()["runId"]
-        assert _counts(run) == (3, 1, 1, 1, 1, 0), run
+        assert run_counts(run) == (3, 1, 1, 1, 1, 0), run
         gone = await api.get("/v1/sources", params={"connector": cid, "externalId": "d.txt"})
         assert gone.json()["retired"] is True
 
