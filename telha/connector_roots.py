@@ -7,27 +7,13 @@ a connector when it is added.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from typing import Any
 
 from telha.domain.errors import RequestError
+from workers_common.allowed_roots import PATH_SETTINGS, inside
 
-__all__ = ["PATH_SETTINGS", "check_roots", "inside"]
-
-#: The setting naming a path on the worker's machine, by connector kind.
-PATH_SETTINGS = {"folder": "root", "slack-export": "path"}
-
-
-def inside(path: str, roots: Sequence[str]) -> bool:
-    """True when ``path`` (resolved: links, ``..``) equals or lies under one of ``roots``
-    (each resolved too). Touches the filesystem (``realpath``), never raises."""
-    real = os.path.realpath(path)
-    for root in roots:
-        base = os.path.realpath(root)
-        if real == base or real.startswith(base.rstrip(os.sep) + os.sep):
-            return True
-    return False
+__all__ = ["check_roots"]
 
 
 def check_roots(kind: str, settings: dict[str, Any], roots: Sequence[str]) -> None:

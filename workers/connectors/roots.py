@@ -14,13 +14,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from workers_common import CorruptInput
+from workers_common.allowed_roots import PATH_SETTINGS, inside
 
-__all__ = ["ENV_NAME", "PATH_SETTINGS", "allowed_roots", "check_run"]
+__all__ = ["ENV_NAME", "allowed_roots", "check_run"]
 
 #: The environment variable holding the allowed roots (a JSON list).
 ENV_NAME = "TELHA_CONNECTORS__ALLOWED_ROOTS"
-#: The setting naming a path on this machine, by connector kind.
-PATH_SETTINGS = {"folder": "root", "slack-export": "path"}
 
 
 def allowed_roots(environ: Mapping[str, str] | None = None) -> list[str]:
@@ -40,15 +39,6 @@ def allowed_roots(environ: Mapping[str, str] | None = None) -> list[str]:
     ):
         raise CorruptInput(f"{ENV_NAME}: a JSON list of absolute paths is required")
     return roots
-
-
-def _inside(path: str, roots: list[str]) -> bool:
-    real = os.path.realpath(path)
-    for root in roots:
-        base = os.path.realpath(root)
-        if real == base or real.startswith(base.rstrip(os.sep) + os.sep):
-            return True
-    return False
 
 
 def check_run(
@@ -71,5 +61,5 @@ def check_run(
             f"settings.{key}: {kind} connectors are off on this worker:"
             " [connectors] allowed_roots is empty"
         )
-    if not _inside(path, roots):
+    if not inside(path, roots):
         raise CorruptInput(f"settings.{key}: {path} is outside [connectors] allowed_roots")
