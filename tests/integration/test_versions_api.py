@@ -486,7 +486,8 @@ async def test_openapi_describes_the_versions_api(server: ServerProcess) -> None
         doc = (await anon.get("/openapi.json")).json()
     paths, schemas = doc["paths"], doc["components"]["schemas"]
     diff = paths["/v1/sources/{sourceId}/diff"]["get"]
-    names = ["sourceId", "from", "to", "limit", "cursor", "units"]
+    # X-Telha-Principals: a diff is narrowed by the principals (docs/rest-api.md, "Principals").
+    names = ["sourceId", "from", "to", "limit", "cursor", "units", "X-Telha-Principals"]
     assert [p["name"] for p in diff["parameters"]] == names
     assert set(diff["responses"]) == {"200", "400", "401", "404", "410", "429"}
     retire = paths["/v1/sources/{sourceId}"]["delete"]
