@@ -489,10 +489,11 @@ async def test_openapi_describes_the_versions_api(server: ServerProcess) -> None
     # X-Telha-Principals: a diff is narrowed by the principals (docs/rest-api.md, "Principals").
     names = ["sourceId", "from", "to", "limit", "cursor", "units", "X-Telha-Principals"]
     assert [p["name"] for p in diff["parameters"]] == names
-    assert set(diff["responses"]) == {"200", "400", "401", "404", "410", "429"}
+    # 403: a principals header wider than its key's.
+    assert set(diff["responses"]) == {"200", "400", "401", "403", "404", "410", "429"}
     retire = paths["/v1/sources/{sourceId}"]["delete"]
-    assert set(retire["responses"]) == {"200", "400", "401", "404", "408", "409", "429"}
-    assert [p["name"] for p in retire["parameters"]] == ["sourceId", "reason"]
+    assert set(retire["responses"]) == {"200", "400", "401", "403", "404", "408", "409", "429"}
+    assert [p["name"] for p in retire["parameters"]] == ["sourceId", "reason", "X-Telha-Principals"]
     for path in ("/v1/nodes", "/v1/nodes/{nodeId}", "/v1/nodes/{nodeId}/edges"):
         assert "asOf" in [p["name"] for p in paths[path]["get"]["parameters"]], path
     assert set(schemas["DiffOut"]["required"]) == {
