@@ -285,10 +285,22 @@ def main() -> int:
     parser.add_argument("--concurrency", type=int, default=2, help="in-process consumers")
     parser.add_argument("--rate", type=int, default=97, help="py-spy samples per second")
     parser.add_argument("--out", type=Path, default=None, help="keep the raw files here")
+    parser.add_argument(
+        "--only", choices=("cpu", "sql"), default=None, help="one of the two runs only"
+    )
     args = parser.parse_args()
     out = args.out or Path(tempfile.mkdtemp(prefix="queue-profile-"))
     out.mkdir(parents=True, exist_ok=True)
     jobs = args.jobs + 32  # drive()'s own warm-up too
+    if args.only != "sql":
+        _profiled(out, args, jobs)
+    if args.only != "cpu":
+        _traced(out, args, jobs)
+    return 0
+
+
+def _profiled(out: Path, args: argparse.Namespace, jobs: int) -> None:
+    """The py-spy run: CPU by thread, by stage, by process."""
     prof = one_run(out, args.jobs, args.concurrency, args.rate, trace=False)
     _headline("profiled run (py-spy attached)", prof, args.jobs, args.concurrency)
     print("| thread | CPU s | ms per job |")
@@ -323,6 +335,10 @@ def main() -> int:
     for proc, n in procs.most_common(6):
         print(f"| {proc} | {n / total:.1%} |")
     print()
+
+
+def _traced(out: Path, args: argparse.Namespace, jobs: int) -> None:
+    """The SQL-traced run: statements per job, by connection thread and by shape."""
     traced = one_run(out, args.jobs, args.concurrency, args.rate, trace=True)
     _headline("SQL-traced run", traced, args.jobs, args.concurrency)
     counts: collections.Counter[tuple[str, str]] = collections.Counter()
@@ -333,6 +349,15 @@ def main() -> int:
     statements = sum(counts.values())
     print(f"SQL statements: {statements:,} in the run, {statements / jobs:.1f} per job")
     print()
+    by_thread: collections.Counter[str] = collections.Counter()
+    for (thread, _), n in counts.items():
+        by_thread[thread] += n
+    print("| connection thread | statements per job |")
+    print("|---|---|")
+    for thread, n in by_thread.most_common():
+        if n:
+            print(f"| {thread} | {n / jobs:.2f} |")
+    print()
     print("| per job | statement (shape) |")
     print("|---|---|")
     merged: collections.Counter[str] = collections.Counter()
@@ -341,7 +366,6 @@ def main() -> int:
     for sql, n in merged.most_common(60):
         if n / jobs >= 0.05:
             print(f"| {n / jobs:.2f} | `{sql[:120]}` |")
-    return 0
 
 
 if __name__ == "__main__":

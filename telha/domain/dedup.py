@@ -64,6 +64,8 @@ class Latest(NamedTuple):
     identity: bytes | None = None
     retired: bool = False
     erased: bool = False
+    #: The version's tx (µs), when the reader selected it.
+    tx: int | None = None
 
 
 def same_identity(latest: Latest | None, digest: bytes, fingerprint: bytes | None) -> bool:

@@ -63,6 +63,7 @@ __all__ = [
     "complete",
     "end_erased",
     "enqueue",
+    "fence_held",
     "enqueue_job",
     "fail",
     "get_job",
@@ -110,14 +111,25 @@ async def check_lease(tx: Tx, lease: LeaseRef) -> tuple[int, str, bytes | None]:
 
     :raises StaleLease: the job is not leased under ``lease.lease_generation``.
     """
+    attempts, fmt, blob, _ = await fence_held(tx, lease)
+    return attempts, fmt, blob
+
+
+async def fence_held(tx: Tx, lease: LeaseRef) -> tuple[int, str, bytes | None, bytes | None]:
+    """:func:`check_lease` with the job's ``parent_job_id`` (``None``: no parent; a child job
+    is enqueued with its parent's id and a ``parent=…`` event detail together) as a fourth
+    value, read from the same row.
+
+    :raises StaleLease: the job is not leased under ``lease.lease_generation``.
+    """
     row = await tx.fetchone(
-        "SELECT attempts, format, state, lease_generation, continuation FROM jobs"
-        f" WHERE job_id = ?{tx.for_update}",
+        "SELECT attempts, format, state, lease_generation, continuation, parent_job_id"
+        f" FROM jobs WHERE job_id = ?{tx.for_update}",
         lease.job_id,
     )
     if row is None or row[2] != "leased" or row[3] != lease.lease_generation:
         raise StaleLease("job is not leased under this lease generation")
-    return int(row[0]), str(row[1]), row[4]
+    return int(row[0]), str(row[1]), row[4], row[5]
 
 
 async def latest_identity(tx: Tx, sid: int, source_id: bytes) -> Latest | None:
@@ -126,7 +138,7 @@ async def latest_identity(tx: Tx, sid: int, source_id: bytes) -> Latest | None:
     version still open, or abandoned, is not published."""
     row = await tx.fetchone(
         "SELECT content_hash, canonical_text_hash, job_id, fingerprint, identity, retired_tx,"
-        " erased_at FROM source_versions"
+        " erased_at, tx FROM source_versions"
         " WHERE scope_id = ? AND source_id = ? AND published_tx IS NOT NULL"
         " ORDER BY tx DESC LIMIT 1",
         sid, source_id,
@@ -134,7 +146,8 @@ async def latest_identity(tx: Tx, sid: int, source_id: bytes) -> Latest | None:
     if row is None:
         return None
     identity = row[4].encode() if isinstance(row[4], str) else row[4]
-    return Latest(row[0], row[1], row[2], row[3], identity, row[5] is not None, row[6] is not None)
+    retired, erased = row[5] is not None, row[6] is not None
+    return Latest(row[0], row[1], row[2], row[3], identity, retired, erased, int(row[7]))
 
 
 def _null_equal(tx: Tx) -> str:

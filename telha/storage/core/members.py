@@ -35,7 +35,7 @@ import msgspec
 
 from telha.domain.errors import Conflict, NotFound
 from telha.domain.ids import id_str
-from telha.storage.core.publish import retire
+from telha.storage.core.publish import Known, retire
 from telha.storage.core.tx import Tx, any_groups
 
 __all__ = [
@@ -141,13 +141,19 @@ async def _is_child(tx: Tx, sid: int, member: bytes, parents: set[str]) -> bool:
     return any(r[0] in parents for r in rows)
 
 
-async def retire_members(tx: Tx, sid: int, source_id: bytes, pin: int, at: int) -> list[bytes]:
+async def retire_members(
+    tx: Tx, sid: int, source_id: bytes, pin: int, at: int, known: Known | None = None
+) -> list[bytes]:
     """After the version of ``source_id`` written at ``pin`` was published at ``at`` (µs), in
     the same transaction: retire at ``at`` the member sources of the files the previous
     version's manifest held and this version no longer does (module docstring). Returns
     the retired sources' ids, sorted. A source that is no archive costs one primary-key
-    probe, and one of the scope's ``MANIFEST`` labels when it has an earlier version."""
-    previous = await _previous(tx, sid, source_id, pin)
+    probe (none for a single shot, whose commit read its previous version: ``known``), and
+    one of the scope's ``MANIFEST`` labels when it has an earlier version."""
+    if known is not None:
+        previous = known.previous_tx
+    else:
+        previous = await _previous(tx, sid, source_id, pin)
     if previous is None:
         return []
     manifests = await _manifests(tx, sid, source_id, previous)
@@ -174,14 +180,21 @@ async def retire_members(tx: Tx, sid: int, source_id: bytes, pin: int, at: int) 
 
 
 async def retire_late_member(
-    tx: Tx, sid: int, source_id: bytes, job_id: bytes | None, root: bytes | None
+    tx: Tx,
+    sid: int,
+    source_id: bytes,
+    job_id: bytes | None,
+    root: bytes | None,
+    *,
+    child: bool = True,
 ) -> bool:
     """After the version of ``source_id`` its job ``job_id`` wrote (root node ``root``) was
     published, in the same transaction, which holds the source's lock: retire the source at
     a new tx when it is an archive's member its archive dropped meanwhile (module
     docstring). Returns whether it was retired. A job that is no child costs one
-    primary-key probe."""
-    if job_id is None or root is None:
+    primary-key probe, or none when the caller read the job's row (``child=False``: its
+    ``parent_job_id`` is ``NULL``, so its ``enqueued`` event names no parent)."""
+    if job_id is None or root is None or not child:
         return False
     event = await tx.fetchone(
         "SELECT detail FROM job_events WHERE job_id = ? AND transition = 'enqueued'"
@@ -221,9 +234,13 @@ async def after_publish(
     root: bytes | None,
     pin: int,
     at: int,
+    *,
+    known: Known | None = None,
+    child: bool = True,
 ) -> None:
     """What a publish of the version of ``source_id`` written at ``pin`` (by job ``job_id``,
     root node ``root``) at ``at`` does to archive members, in its transaction:
-    :func:`retire_members`, then :func:`retire_late_member`."""
-    await retire_members(tx, sid, source_id, pin, at)
-    await retire_late_member(tx, sid, source_id, job_id, root)
+    :func:`retire_members`, then :func:`retire_late_member` (``known``, ``child``: what a
+    single shot's commit read already, see there)."""
+    await retire_members(tx, sid, source_id, pin, at, known)
+    await retire_late_member(tx, sid, source_id, job_id, root, child=child)

@@ -42,6 +42,7 @@ from telha.storage.core.sources import note_versions
 from telha.storage.core.tx import Tx, any_groups
 
 __all__ = [
+    "Known",
     "RetireOutcome",
     "has_earlier",
     "keep_edges",
@@ -53,6 +54,24 @@ __all__ = [
 
 
 _decode = msgspec.json.decode
+
+
+@dataclass(frozen=True, slots=True)
+class Known:
+    """What a single shot's commit has read of its source before it writes, so the match,
+    the kept edges, the publish and the archive rule of the same transaction do not read it
+    again (bench/RESULTS.md, "Fewer statements per job"): ``previous_tx``, the tx (µs) of
+    the source's latest published version, ``None`` when it has none — read under the
+    source's lock (SQLite: the single writer), so no other version of the source is
+    published until the commit ends. A single shot's tx is taken after that read and is
+    newer than every stored one: no version after it is published."""
+
+    previous_tx: int | None
+
+    @property
+    def earlier(self) -> bool:
+        """Whether the source has a published version before the single shot's."""
+        return self.previous_tx is not None
 
 
 async def _unpublished(tx: Tx, sid: int, source_id: bytes) -> set[int]:
@@ -211,7 +230,14 @@ async def _inherited_keys(
 
 
 async def match(
-    tx: Tx, sid: int, source_id: bytes, pin: int, proj: Projection, *, whole: bool = False
+    tx: Tx,
+    sid: int,
+    source_id: bytes,
+    pin: int,
+    proj: Projection,
+    *,
+    whole: bool = False,
+    known: Known | None = None,
 ) -> Match:
     """The ids ``proj``'s nodes take from the source's current graph
     (:mod:`telha.domain.identity`), for a version written at ``pin``. A streamed part's
@@ -221,9 +247,11 @@ async def match(
     read in one scan of its index rather than probed key by key (a part of a stream matches
     a slice of a graph that may be much larger). A whole version that is its source's first
     defers its keys (its rows are written without one): most sources never get a second
-    version, and a second one computes them from the stored rows."""
+    version, and a second one computes them from the stored rows. ``known``: a single
+    shot's (:class:`Known`), so whether the source has an earlier version is not read."""
     n = len(proj.nodes)
-    if not await has_earlier(tx, sid, source_id, pin):
+    earlier = known.earlier if known is not None else await has_earlier(tx, sid, source_id, pin)
+    if not earlier:
         keys = deferred_keys(proj) if whole and proj.match_keys is None else match_keys(proj)
         return Match(keys, [None] * n, {})
     keys = match_keys(proj)
@@ -314,12 +342,14 @@ async def _supporter_spans(
     return latest, [(s, e) for s, e, linked in rows if node_id in node_ids(bytes(linked))]
 
 
-async def _may_keep(tx: Tx, sid: int, source_id: bytes, pin: int) -> bool:
+async def _may_keep(tx: Tx, sid: int, source_id: bytes, pin: int, known: Known | None) -> bool:
     """Whether the version written at ``pin`` keeps its unchanged edges open (see
-    :func:`keep_edges`): the source has a published version before it, and no older version
-    of the source is still being written (a live stream's job, pending or leased), whose
-    marks this version's would overwrite."""
-    if not await has_earlier(tx, sid, source_id, pin):
+    :func:`keep_edges`): the source has a published version before it (``known``: as a
+    single shot's commit read it), and no older version of the source is still being
+    written (a live stream's job, pending or leased), whose marks this version's would
+    overwrite."""
+    earlier = known.earlier if known is not None else await has_earlier(tx, sid, source_id, pin)
+    if not earlier:
         return False
     row = await tx.fetchone(
         "SELECT 1 FROM source_versions v JOIN jobs j ON j.job_id = v.job_id"
@@ -330,15 +360,17 @@ async def _may_keep(tx: Tx, sid: int, source_id: bytes, pin: int) -> bool:
     return row is None
 
 
-async def keep_edges(tx: Tx, sid: int, source_id: bytes, rows: VersionRows) -> None:
+async def keep_edges(
+    tx: Tx, sid: int, source_id: bytes, rows: VersionRows, known: Known | None = None
+) -> None:
     """Kept edges (docs/architecture.md, "Kept edges"): of the edges ``rows`` (a version
     written at ``rows.tx``, or one streamed part of it) would write, those the source's
     current graph has open already — the same id, so the same type, endpoints and
     properties — are marked ``seen_tx = rows.tx`` and dropped from ``rows.edges``: the open
     row goes on, and :func:`publish` closes only the rows the version neither wrote nor
     marked. ``rows.edge_ids`` still lists every edge of the version. Not done (every edge is
-    written) when :func:`_may_keep` says no."""
-    if not rows.edges or not await _may_keep(tx, sid, source_id, rows.tx):
+    written) when :func:`_may_keep` says no. ``known``: a single shot's (:class:`Known`)."""
+    if not rows.edges or not await _may_keep(tx, sid, source_id, rows.tx, known):
         return
     kept: set[bytes] = set()
     ids = [e[1] for e in rows.edges]
@@ -457,20 +489,25 @@ async def publish(
     at: int,
     changes: Changes,
     root: bytes | None,
+    known: Known | None = None,
 ) -> Changes:
     """Make the version written at ``pin`` its source's current graph at ``at`` (µs; ``pin``
     itself for a single shot, the finalize's tx for a stream): record ``published_tx``,
     its root node and its changes, and close what it replaces (see the module docstring).
-    Returns ``changes`` with ``removed`` counted."""
-    newer = await tx.fetchone(
-        "SELECT 1 FROM source_versions WHERE scope_id = ? AND source_id = ? AND tx > ?"
-        " AND published_tx IS NOT NULL LIMIT 1",
-        sid, source_id, pin,
-    )  # fmt: skip
+    Returns ``changes`` with ``removed`` counted. ``known``: a single shot's
+    (:class:`Known`): no newer version, and whether an earlier one exists, are not read;
+    the version becomes the one the search index holds without reading it back."""
+    newer = None
+    if known is None:
+        newer = await tx.fetchone(
+            "SELECT 1 FROM source_versions WHERE scope_id = ? AND source_id = ? AND tx > ?"
+            " AND published_tx IS NOT NULL LIMIT 1",
+            sid, source_id, pin,
+        )  # fmt: skip
     if newer is not None:
         await _close_own(tx, sid, source_id, pin)
     else:
-        earlier = await has_earlier(tx, sid, source_id, pin)
+        earlier = known.earlier if known is not None else await has_earlier(tx, sid, source_id, pin)
         # Earlier versions of the nodes this version wrote again: matched ids and worker
         # ids. A source without an earlier version has nothing matched, so only its worker
         # ids (the rows without a match key, found through nodes_by_key) are looked at.
@@ -490,7 +527,9 @@ async def publish(
         at, root, msgspec.json.encode(changes.as_stats()), sid, source_id, pin,
     )  # fmt: skip
     await note_versions(tx, sid, source_id, at)
-    await sync_source(tx, sid, source_id)
+    # A single shot just published is its source's current version (neither retired nor
+    # erased: it was written now).
+    await sync_source(tx, sid, source_id, current=pin if known is not None else None)
     return changes
 
 

@@ -267,17 +267,22 @@ async def _delete_rows(tx: Tx, sid: int, source_id: bytes, at: int, limit: int |
     return len(ids)
 
 
-async def sync_source(tx: Tx, sid: int, source_id: bytes) -> None:
+async def sync_source(tx: Tx, sid: int, source_id: bytes, *, current: int | None = None) -> None:
     """Record what the index must do now that the source's current version may have
     changed: the version the index held or was filling becomes stale (``search_stale``:
     its rows are deleted later, and no search answers them meanwhile), and the current
     version, if any, is to be filled (``search_sources``, from the first span row). Reads
     and writes one row or two: no index row is touched here. A no-op when the store runs
-    with ``[search] enabled = false`` (:attr:`Tx.search`)."""
+    with ``[search] enabled = false`` (:attr:`Tx.search`). ``current``: the tx of the
+    source's current version when the caller knows it (it has just published it); ``None``:
+    read here (and maybe none)."""
     if not tx.search:
         return
-    current = await _current(tx, sid, source_id)
-    want = current[0] if current is not None else None
+    if current is not None:
+        want: int | None = current
+    else:
+        found = await _current(tx, sid, source_id)
+        want = found[0] if found is not None else None
     held = await tx.fetchone(
         "SELECT version_tx FROM search_sources WHERE scope_id = ? AND source_id = ?",
         sid, source_id,
