@@ -15,6 +15,7 @@ and one level down in dict values.
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import sys
@@ -77,9 +78,11 @@ QUIET_LOGGERS = ("aiosqlite", "hpack", "h2", "h11", "httpcore", "httpx", "grpcli
                  "python_multipart")  # fmt: skip
 
 
+@functools.lru_cache(maxsize=4096)
 def is_secret_key(key: str) -> bool:
     """Whether a log field named ``key`` may hold a credential or document content
-    (case-insensitive; ``-`` counts as ``_``): its value is never written."""
+    (case-insensitive; ``-`` counts as ``_``): its value is never written. Remembered per
+    key (a line's field names repeat; bench/log_line.py)."""
     k = key.lower().replace("-", "_")
     return k in _SECRET_KEYS or k.endswith(_SECRET_SUFFIXES)
 
@@ -102,6 +105,7 @@ def redact_url(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
 
 
+@functools.lru_cache(maxsize=4096)
 def _is_url_key(key: str) -> bool:
     k = key.lower()
     return k == "url" or k.endswith("_url")
@@ -227,6 +231,13 @@ def configure_logging(level: str = "info", stream: TextIO | None = None) -> None
             foreign_pre_chain=shared,
         )
     )
+    # No line renders where a record was logged from (file, line, function), nor its thread
+    # or process: the stdlib need not look them up for each record (the logging HOWTO's
+    # "Optimization"; bench/log_line.py).
+    logging._srcfile = None
+    logging.logThreads = False
+    logging.logProcesses = False
+    logging.logMultiprocessing = False
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
