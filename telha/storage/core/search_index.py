@@ -30,7 +30,7 @@ Kept in two halves, so no ingest waits for the index:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
@@ -142,6 +142,17 @@ def _rows(
     return out
 
 
+@dataclass(slots=True)
+class _Batch:
+    """What one :func:`index_pending` transaction learnt that its later entries need not
+    read again (bench/RESULTS.md, "Fewer statements per job"): that no stale version waits
+    (until an entry of its own makes one stale), and each scope's next rowid on SQLite
+    (one past the rows it wrote: never below one past the scope's highest)."""
+
+    no_stale: bool = False
+    rowids: dict[int, int] = field(default_factory=dict)
+
+
 @dataclass(frozen=True, slots=True)
 class _Filling:
     """A ``search_sources`` row not done: the version being written and the key of its
@@ -166,7 +177,7 @@ async def _text(tx: Tx, sid: int, blob_id: bytes, start: int, end: int) -> tuple
     return first * BLOB_CHUNK, b"".join(bytes(c[0]) for c in chunks)
 
 
-async def _fill(tx: Tx, job: _Filling, blob_id: bytes, fmt: str, limit: int) -> int:
+async def _fill(tx: Tx, job: _Filling, blob_id: bytes, fmt: str, limit: int, batch: _Batch) -> int:
     """Write the index rows of up to ``limit`` span rows of the version being filled, after
     its key; move the key, or mark the source done when none is left. Returns the span rows
     written."""
@@ -188,7 +199,10 @@ async def _fill(tx: Tx, job: _Filling, blob_id: bytes, fmt: str, limit: int) -> 
             await tx.executemany(_INSERT_PG, await off_loop(len(text), _rows, *args))
         else:  # SQLite runs the operation on its writer's thread already
             rows = _rows(*args)
-            first = await _next_rowid(tx, sid, len(rows))
+            first = batch.rowids.get(sid)
+            if first is None or first + len(rows) > scope_rowids(sid)[1]:
+                first = await _next_rowid(tx, sid, len(rows))
+            batch.rowids[sid] = first + len(rows)
             await tx.executemany(_INSERT_SQLITE, [(first + i, *r) for i, r in enumerate(rows)])
             await tx.execute(
                 "INSERT INTO search_fts (rowid, body) SELECT rowid, body FROM search_spans"
@@ -332,8 +346,9 @@ async def index_pending(tx: Tx, limit: int, sid: int | None) -> int:
     transaction). Returns the rows deleted or written (at least 1 per entry settled), 0 when
     nothing waits. On PostgreSQL an entry another replica holds is skipped."""
     done = 0
+    batch = _Batch()
     for _ in range(ENTRIES_PER_BATCH):
-        step = await _one_entry(tx, limit - done, sid)
+        step = await _one_entry(tx, limit - done, sid, batch)
         if step is None:
             break
         done += step
@@ -342,16 +357,19 @@ async def index_pending(tx: Tx, limit: int, sid: int | None) -> int:
     return done
 
 
-async def _one_entry(tx: Tx, limit: int, sid: int | None) -> int | None:
+async def _one_entry(tx: Tx, limit: int, sid: int | None, batch: _Batch) -> int | None:
     """Work on one waiting entry with a budget of ``limit`` rows: a stale version's rows
     deleted, else the oldest version being filled written from its key. Returns the rows
     deleted or written (at least 1), ``None`` when nothing waits."""
     where, params = ("WHERE scope_id = ? ", [sid]) if sid is not None else ("", [])
-    stale = await tx.fetchone(
-        f"SELECT scope_id, source_id, version_tx FROM search_stale {where}"
-        f"LIMIT 1{tx.skip_locked}",
-        *params,
-    )  # fmt: skip
+    stale = None
+    if not batch.no_stale:
+        stale = await tx.fetchone(
+            f"SELECT scope_id, source_id, version_tx FROM search_stale {where}"
+            f"LIMIT 1{tx.skip_locked}",
+            *params,
+        )  # fmt: skip
+        batch.no_stale = stale is None
     if stale is not None:
         key = (int(stale[0]), bytes(stale[1]), int(stale[2]))
         gone = await _delete_rows(tx, *key, limit)
@@ -375,6 +393,7 @@ async def _one_entry(tx: Tx, limit: int, sid: int | None) -> int | None:
         current = await _current(tx, job.sid, job.source_id)
         if current is None or current[0] != job.version_tx:  # not current any more
             await sync_source(tx, job.sid, job.source_id)
+            batch.no_stale = False  # it may have made the entry's version stale
             return 1
         if current[1] is None:  # a version without text: nothing to write
             await tx.execute(
@@ -382,7 +401,7 @@ async def _one_entry(tx: Tx, limit: int, sid: int | None) -> int | None:
                 job.sid, job.source_id,
             )  # fmt: skip
             return 1
-        return max(await _fill(tx, job, current[1], current[2], limit), 1)
+        return max(await _fill(tx, job, current[1], current[2], limit, batch), 1)
 
 
 async def waiting(tx: Tx, sid: int | None) -> int:
