@@ -14,6 +14,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+# bench/ holds a queue.py: drop it (sys.path[0]) so ``import queue`` finds the stdlib.
+sys.path.pop(0)
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import argparse

@@ -81,7 +81,10 @@ class SqliteBase(EngineOps):
         self._synchronous = synchronous.upper()
         self._n_readers = readers
         self._writer: aiosqlite.Connection | None = None
-        self._write_lock = anyio.Lock()
+        # Fast acquire: no extra turn of the event loop when the writer is free (a
+        # transaction suspends on the writer's thread at once anyway; bench/RESULTS.md,
+        # "Fewer statements per job").
+        self._write_lock = anyio.Lock(fast_acquire=True)
         self._pool_send: Any = None
         self._pool_recv: Any = None
         self._readers: list[aiosqlite.Connection] = []
