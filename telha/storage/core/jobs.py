@@ -46,6 +46,7 @@ from telha.storage.core.job_reads import (
     get_job,
     next_available_at,
 )
+from telha.storage.core.lease_fence import check_lease, fence_held
 from telha.storage.core.quotas import hold_pending
 from telha.storage.core.row_faults import per_row
 from telha.storage.core.sources import note_job
@@ -101,35 +102,6 @@ async def select_job(tx: Tx, job_id: bytes) -> JobRecord:
     row = await tx.fetchone(f"SELECT {JOB_COLS}{JOB_FROM} WHERE j.job_id = ?", job_id)
     assert row is not None
     return job_record(row)
-
-
-async def check_lease(tx: Tx, lease: LeaseRef) -> tuple[int, str, bytes | None]:
-    """The lease fence: lock the held job's row until the transaction ends and return its
-    ``(attempts, format, continuation blob)``. The reaper, a heartbeat or another submission
-    of the same job waits for the lock, so the generation checked here is the one the write
-    commits under.
-
-    :raises StaleLease: the job is not leased under ``lease.lease_generation``.
-    """
-    attempts, fmt, blob, _ = await fence_held(tx, lease)
-    return attempts, fmt, blob
-
-
-async def fence_held(tx: Tx, lease: LeaseRef) -> tuple[int, str, bytes | None, bytes | None]:
-    """:func:`check_lease` with the job's ``parent_job_id`` (``None``: no parent; a child job
-    is enqueued with its parent's id and a ``parent=…`` event detail together) as a fourth
-    value, read from the same row.
-
-    :raises StaleLease: the job is not leased under ``lease.lease_generation``.
-    """
-    row = await tx.fetchone(
-        "SELECT attempts, format, state, lease_generation, continuation, parent_job_id"
-        f" FROM jobs WHERE job_id = ?{tx.for_update}",
-        lease.job_id,
-    )
-    if row is None or row[2] != "leased" or row[3] != lease.lease_generation:
-        raise StaleLease("job is not leased under this lease generation")
-    return int(row[0]), str(row[1]), row[4], row[5]
 
 
 async def latest_identity(tx: Tx, sid: int, source_id: bytes) -> Latest | None:

@@ -58,13 +58,11 @@ _decode = msgspec.json.decode
 
 @dataclass(frozen=True, slots=True)
 class Known:
-    """What a single shot's commit has read of its source before it writes, so the match,
-    the kept edges, the publish and the archive rule of the same transaction do not read it
-    again (bench/RESULTS.md, "Fewer statements per job"): ``previous_tx``, the tx (µs) of
-    the source's latest published version, ``None`` when it has none — read under the
-    source's lock (SQLite: the single writer), so no other version of the source is
-    published until the commit ends. A single shot's tx is taken after that read and is
-    newer than every stored one: no version after it is published."""
+    """What a single shot's commit read of its source, so the match, kept edges, publish
+    and archive rule of its transaction do not read it again: ``previous_tx``, the tx (µs)
+    of the source's latest published version (``None``: none), read under the source's lock
+    (SQLite: the one writer). The single shot's tx is newer than every stored one: no
+    version after it is published."""
 
     previous_tx: int | None
 
