@@ -71,6 +71,27 @@ def measure(
     return best
 
 
+def report(qs: list[str], per: dict[str, Any], windows: list[int]) -> None:
+    """One line a window, over the 300 queries as the bench sends them (repeats included)."""
+    rows = [per[q] for q in qs]
+    full_cpu = [r["full"]["cpu"] for r in rows]
+    print(f"{len(qs)} queries; full ranking CPU p50 / p99 {pct(full_cpu, 0.5):.1f} / "
+          f"{pct(full_cpu, 0.99):.1f} ms")  # fmt: skip
+    print("| window | queries over it | CPU p50 / p99 ms | wall p50 / p99 ms | same top 20 |"
+          " mean overlap (over it) |")  # fmt: skip
+    for w in windows:
+        cpu = [r[str(w)]["cpu"] for r in rows]
+        wall = [r[str(w)]["wall"] for r in rows]
+        same = sum(r[str(w)]["top"] == r["full"]["top"] for r in rows)
+        over = [r for r in rows if r["matches"] > w]
+        overlap = [len(set(r[str(w)]["top"]) & set(r["full"]["top"])) / TOP for r in over]
+        print(
+            f"| {w:,} | {len(over)} | {pct(cpu, 0.5):.1f} / {pct(cpu, 0.99):.1f}"
+            f" | {pct(wall, 0.5):.1f} / {pct(wall, 0.99):.1f} | {same} / {len(qs)}"
+            f" | {statistics.mean(overlap) if overlap else 1.0:.2f} |"
+        )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--store", type=Path, required=True)
@@ -98,25 +119,7 @@ def main() -> int:
             rec[str(w)] = measure(conn, window_sql, (m, lo, hi, w, 0, TOP + 1, 0), args.repeat)
         per[q] = rec
     conn.close()
-    full_cpu = [r["full"]["cpu"] for r in per.values()]
-    print(f"{len(qs)} queries; full ranking CPU p50 / p99 {pct(full_cpu, 0.5):.1f} / "
-          f"{pct(full_cpu, 0.99):.1f} ms")  # fmt: skip
-    print("| window | queries over it | CPU p50 / p99 ms | wall p50 / p99 ms | same top 20 |"
-          " mean overlap (over it) |")  # fmt: skip
-    for w in windows:
-        cpu = [r[str(w)]["cpu"] for r in per.values()]
-        wall = [r[str(w)]["wall"] for r in per.values()]
-        same = sum(r[str(w)]["top"] == r["full"]["top"] for r in per.values())
-        over = [r for r in per.values() if r["matches"] > w]
-        overlap = [
-            len(set(r[str(w)]["top"]) & set(r["full"]["top"])) / max(1, len(r["full"]["top"]))
-            for r in over
-        ]
-        print(
-            f"| {w:,} | {len(over)} | {pct(cpu, 0.5):.1f} / {pct(cpu, 0.99):.1f}"
-            f" | {pct(wall, 0.5):.1f} / {pct(wall, 0.99):.1f} | {same} / {len(qs)}"
-            f" | {statistics.mean(overlap) if overlap else 1.0:.2f} |"
-        )
+    report(qs, per, windows)
     if args.json is not None:
         args.json.write_text(json.dumps(per))
     return 0
