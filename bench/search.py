@@ -7,7 +7,7 @@ files the search tests use. Then, client-side wall times:
 
 - search: a seeded mix of 1–3 word queries whose terms are frequent, medium or rare
   (vocabulary rank buckets), ``limit=20``; p50 and p99; first with ``[search] rank_window``
-  (``--rank-window``, the default's 50,000), then, the server restarted on the same data with
+  (``--rank-window``, the service's default), then, the server restarted on the same data with
   ``rank_window = 0``, every match ranked;
 - floor (SQLite): the bare FTS5 query of the same terms on the same file (``bm25`` ordered,
   the scope's rowid range, ``LIMIT 21``, read-only connection in this process), p50 and p99;
@@ -44,6 +44,7 @@ import asyncpg
 import httpx
 import msgspec
 
+from telha.config import SearchConfig
 from telha.domain.search_query import fts5_query, parse_query, scope_rowids, tsquery
 from tests.support.pg import create_database, drop_databases
 from tests.support.server import ServerProcess, write_config
@@ -329,7 +330,10 @@ def main() -> int:
     parser.add_argument("--engine", choices=("sqlite", "postgres"), default="sqlite")
     parser.add_argument("--spans", type=int, default=200_000)
     parser.add_argument(
-        "--rank-window", type=int, default=50_000, help="[search] rank_window of the first run"
+        "--rank-window",
+        type=int,
+        default=SearchConfig().rank_window,
+        help="[search] rank_window of the first run (default: the service's default)",
     )
     parser.add_argument(
         "--store", type=Path, help="SQLite: keep the store in this folder, reuse it if built"

@@ -278,8 +278,9 @@ class SearchConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     enabled: bool = True
     #: On SQLite, a query matching more spans than this ranks only the newest this many of
     #: them (the last indexed); ``0`` ranks every match (docs/rest-api.md, "Search": ranking
-    #: reads every ranked span's length, about 1 µs a span). PostgreSQL ranks every match.
-    rank_window: int = 50_000
+    #: reads every ranked span's length, about 1 µs a span; the default's cost and what it
+    #: gives up: bench/RESULTS.md, "Search"). PostgreSQL ranks every match.
+    rank_window: int = 10_000
     #: Most milliseconds a search or locate spends writing its own scope's waiting index
     #: work before it answers; what is still waiting then is the answer's ``indexPending``
     #: (docs/rest-api.md, "Search"). ``0``: answer at once from the index as it is.

@@ -117,3 +117,27 @@ async def test_the_window_leaves_out_stale_rows(store: StorageEngine) -> None:
     )
     assert [h.source_id for h in hits] == [OLD]
     assert {h.source_id for h in await _hits(store, "zeta", 3, limit=10)} == {OLD, NEW}
+
+
+async def test_a_window_answers_the_full_order_of_its_newest_matches(
+    store: StorageEngine,
+) -> None:
+    """A row's score does not depend on which other rows are ranked, so a windowed page is
+    the fully ranked order restricted to the newest ``max(window, offset + limit)`` matches:
+    checked for several windows and pages over 40 spans of different lengths and counts of
+    the word (indexed in span order, so the newest are the last lines)."""
+    third = b"c" * 16
+    lines = [
+        " ".join(["kappa"] * (1 + i % 3) + [f"w{j}" for j in range((i * 7) % 11)])
+        for i in range(40)
+    ]
+    await _commit(store, third, lines)
+    full = await _hits(store, "kappa", 0, limit=40)
+    assert len(full) == 40
+    starts = [len("".join(f"{w}\n" for w in lines[:i])) for i in range(len(lines))]
+    postgres = "postgres" in type(store).__module__
+    for window, limit, offset in [(1, 5, 0), (7, 5, 0), (7, 5, 5), (12, 3, 9), (25, 10, 0)]:
+        got = await _hits(store, "kappa", window, limit=limit, offset=offset)
+        newest = set(starts[-max(window, offset + limit) :])
+        inside = full if postgres else [h for h in full if h.start in newest]
+        assert got == inside[offset : offset + limit], (window, limit, offset)

@@ -121,9 +121,9 @@ def _candidates_sql(
     parameters (bound after the MATCH expression, or the tsquery and the scope id, and
     before the limit and offset); ``stale``: the scope has stale rows still to delete,
     which the SQL leaves out. On SQLite the filters' parameters are followed by the low and
-    high ends of the rowids searched (the scope's range, ``scope_rowids``, whose low end
-    the rank window may raise). ``ranked`` false: unscored, in index order (a locate's
-    candidates), or with ``newest`` the reverse (the rank window's bound)."""
+    high ends of the rowids searched (the scope's range, ``scope_rowids``). ``ranked``
+    false: unscored, in index order (a locate's candidates). ``newest`` (SQLite): newest
+    first, scored when ``ranked`` (the rank window: :func:`_ranked_window`)."""
     conds: list[str] = [_NOT_STALE] if stale else []
     params: list[Any] = []
     if filters.source_id is not None:
@@ -154,9 +154,9 @@ def _candidates_sql(
     conds.append("f.rowid >= ? AND f.rowid < ?")
     extra = "".join(f" AND {c}" for c in conds)
     score = "bm25(search_fts)" if ranked else "0"
-    order = "score, f.rowid" if ranked else f"f.rowid{' DESC' if newest else ''}"
+    order = "f.rowid DESC" if newest else "score, f.rowid" if ranked else "f.rowid"
     sql = (
-        f"SELECT f.rowid, {score} AS score FROM search_fts f{join}"
+        f"SELECT f.rowid AS rowid, {score} AS score FROM search_fts f{join}"
         f" WHERE search_fts MATCH ?{extra} ORDER BY {order} LIMIT ? OFFSET ?"
     )
     return sql, params
@@ -224,12 +224,29 @@ async def _candidates(
     first = [tsquery(terms), sid] if tx.postgres else [fts5_query(terms)]
     ends: list[int] = [] if tx.postgres else list(scope_rowids(sid))
     if ranked and window > 0 and not tx.postgres:
-        sql, params = _candidates_sql(tx, filters, stale is not None, ranked=False, newest=True)
-        row = await tx.fetchone(sql, *first, *params, *ends, 1, max(window, offset + limit) - 1)
-        if row is not None:  # more match: rank from the window's oldest row on
-            ends = [int(row[0]), ends[1]]
+        return await _ranked_window(
+            tx, stale is not None, filters, [*first, *ends], max(window, offset + limit),
+            limit, offset,
+        )  # fmt: skip
     sql, params = _candidates_sql(tx, filters, stale is not None, ranked=ranked)
     rows = await tx.fetchall(sql, *first, *params, *ends, limit, offset)
+    return [int(r[0]) for r in rows]
+
+
+async def _ranked_window(
+    tx: Tx, stale: bool, filters: Filters, match: list[Any], window: int, limit: int, offset: int
+) -> list[int]:
+    """SQLite's rank window in one statement: the newest ``window`` matching rows (FTS5
+    walks the doclists from the scope's highest rowid down and stops there), each scored
+    by ``bm25`` as it is read, then the best ``limit`` from ``offset`` (score, then rowid).
+    ``match``: the MATCH expression and the scope's rowid range. The same rows and order as
+    finding the window's oldest row first and ranking from it on, without walking the
+    window twice."""
+    inner, params = _candidates_sql(tx, filters, stale, ranked=True, newest=True)
+    rows = await tx.fetchall(
+        f"SELECT rowid, score FROM ({inner}) ORDER BY score, rowid LIMIT ? OFFSET ?",
+        *match[:1], *params, *match[1:], window, 0, limit, offset,
+    )  # fmt: skip
     return [int(r[0]) for r in rows]
 
 
