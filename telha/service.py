@@ -34,8 +34,9 @@ from telha.ingest.request import KNOWN_FORMATS
 from telha.ingest.sync_runs import SyncRuns
 from telha.metrics import Metrics
 from telha.queue.job_queue import JobQueue
-from telha.rest.app import AppState, create_app
+from telha.rest.app import create_app
 from telha.rest.server import RestFront
+from telha.rest.state import AppState
 from telha.retention import Retention
 from telha.search_indexer import SearchIndexer
 from telha.storage import open_store

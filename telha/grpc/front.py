@@ -12,7 +12,7 @@ from grpclib.server import Server
 
 from telha.grpc.servicer import WorkerServicer, current_auth
 from telha.grpc.tokens import InvalidToken, TokenVerifier
-from telha.rest.server import bind_tcp
+from telha.sockets import bind_tcp
 from workers_common.transport import h2_config
 
 __all__ = ["GrpcFront"]

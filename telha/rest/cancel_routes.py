@@ -7,26 +7,14 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from telha.domain.errors import NotFound, RequestError
-from telha.rest.app import json_response, parse_uuid, require_access, require_admitted, state
-from telha.rest.ingest_routes import job_out
+from telha.domain.errors import NotFound
+from telha.rest.access import require_access, require_admitted
+from telha.rest.params import parse_bool, parse_uuid
+from telha.rest.responses import json_response
+from telha.rest.shapes import job_out
+from telha.rest.state import state
 
-__all__ = ["parse_bool", "routes"]
-
-_BOOLS = {"true": True, "false": False}
-
-
-def parse_bool(value: str | None, what: str) -> bool:
-    """A ``true``/``false`` query parameter (absent: ``false``).
-
-    :raises RequestError: any other value, naming the parameter.
-    """
-    if value is None:
-        return False
-    try:
-        return _BOOLS[value]
-    except KeyError:
-        raise RequestError(f"{what} must be true or false, not {value!r}") from None
+__all__ = ["routes"]
 
 
 async def cancel_job(request: Request) -> Response:

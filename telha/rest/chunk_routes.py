@@ -31,15 +31,10 @@ from telha.domain.ids import id_str
 from telha.domain.model import Scope
 from telha.domain.units import OffsetConverter, Units, parse_units
 from telha.offload import off_loop
-from telha.rest.app import (
-    json_response,
-    parse_choice,
-    parse_int,
-    require_access,
-    require_admitted,
-    state,
-)
-from telha.rest.read_routes import version_params
+from telha.rest.access import require_access, require_admitted
+from telha.rest.params import parse_choice, parse_int, version_params
+from telha.rest.responses import json_response
+from telha.rest.state import state
 from telha.wire import ChunkList, ChunkOut
 
 __all__ = ["DEFAULT_MAX_BYTES", "routes"]

@@ -15,20 +15,13 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from telha.domain.errors import RequestError
-from telha.rest.app import (
-    decode_body,
-    parse_choice,
-    parse_uuid,
-    require_access,
-    require_admitted,
-    state,
-)
+from telha.rest.access import require_access, require_admitted
 from telha.rest.body import read_body
+from telha.rest.params import MAX_REASON_CHARS, decode_body, parse_choice, parse_uuid
+from telha.rest.state import state
 
 __all__ = ["routes"]
 
-#: Longest ``reason`` accepted, characters (it is kept in the audit table).
-MAX_REASON_CHARS = 1000
 _MAX_BODY_BYTES = 16 * 1024
 
 

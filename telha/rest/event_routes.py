@@ -28,14 +28,9 @@ from starlette.types import Scope as AsgiScope
 
 from telha.domain.errors import NotFound, QuotaExceeded, Unavailable
 from telha.domain.model import TERMINAL_JOB_STATES, JobEventPage, Scope
-from telha.rest.app import (
-    AppState,
-    parse_int,
-    parse_uuid,
-    require_access,
-    require_admitted,
-    state,
-)
+from telha.rest.access import require_access, require_admitted
+from telha.rest.params import parse_int, parse_uuid
+from telha.rest.state import AppState, state
 from telha.wire import JobEventOut
 
 __all__ = ["routes"]

@@ -10,28 +10,25 @@ from starlette.routing import Route
 
 from telha.domain.errors import NotFound, QuotaExceeded, RequestError, TelhaError
 from telha.domain.ids import id_str
-from telha.domain.model import JobRecord, Scope
 from telha.ingest.ingestor import IngestResult
 from telha.ingest.request import parse_ingest_request
 from telha.offload import off_loop
-from telha.rest.app import (
-    AppState,
-    json_response,
-    parse_uuid,
-    require_access,
-    require_admitted,
-    require_scope,
-    state,
-)
+from telha.rest.access import require_access, require_admitted, require_scope
 from telha.rest.body import read_body
-from telha.rest.connector_ingest import as_connector, record_acl_first, record_item
-from telha.rest.connector_routes import connector_identity
-from telha.rest.job_json import job_status as job_status_out
-from telha.rest.job_json import pending_hint
+from telha.rest.connector_ingest import (
+    as_connector,
+    connector_identity,
+    record_acl_first,
+    record_item,
+)
+from telha.rest.params import parse_uuid
+from telha.rest.responses import json_response
+from telha.rest.shapes import job_out
+from telha.rest.state import state
 from telha.rest.upload import receive_upload
-from telha.wire import Deduplicated, IngestApplied, IngestEnqueued, JobStatus
+from telha.wire import Deduplicated, IngestApplied, IngestEnqueued
 
-__all__ = ["job_out", "routes"]
+__all__ = ["routes"]
 
 
 def _outcome(result: IngestResult) -> str:
@@ -123,19 +120,6 @@ async def ingest(request: Request) -> Response:
         ),
         201,
     )
-
-
-async def job_out(st: AppState, scope: Scope, job: JobRecord) -> JobStatus:
-    """The body of ``GET /v1/ingest/{jobId}`` (also what a cancel answers): the job with its
-    parent, its children counted by state and, for a pending job no worker of this process
-    polls for, a ``hint`` (:func:`telha.rest.job_json.job_status`).
-
-    :raises NotFound: the job is not in ``scope``.
-    """
-    family = await st.store.job_family(scope, job.job_id)
-    if family is None:
-        raise NotFound("no such job")
-    return job_status_out(job, family, pending_hint(job, st.queue.polled_formats()))
 
 
 async def job_status(request: Request) -> Response:

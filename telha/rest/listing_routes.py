@@ -1,6 +1,6 @@
 """The listings (docs/rest-api.md, "Listings"): ``GET /v1/sources`` and ``GET /v1/ingest``,
-the scope's sources and jobs, newest first, paged by an opaque cursor; and the summary
-fields ``GET /v1/sources/{sourceId}`` and ``GET /v1/ingest/{jobId}`` add from them."""
+the scope's sources and jobs, newest first, paged by an opaque cursor, and the source a
+connector's item names (``GET /v1/sources?connector=&externalId=``)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from telha.domain.errors import RequestError
+from telha.domain.acl import admits
+from telha.domain.connectors import check_external_id
+from telha.domain.errors import NotFound, RequestError
 from telha.domain.ids import id_str
 from telha.domain.listings import (
     JOB_STATES,
@@ -18,27 +20,21 @@ from telha.domain.listings import (
     JobSummary,
     Page,
     SourceFilter,
-    SourceSummary,
     decode_cursor,
     encode_cursor,
 )
-from telha.domain.sync_runs import SYNC_FORMATS
 from telha.ingest.request import KNOWN_FORMATS
-from telha.rest.app import (
-    json_response,
-    parse_choice,
-    parse_int,
-    parse_uuid_param,
-    require_access,
-    state,
-)
-from telha.rest.job_json import attempts_made
-from telha.wire import JobList, JobSummaryOut, SourceList, SourceSummaryOut
+from telha.job_json import attempts_made
+from telha.rest.access import Access, require_access
+from telha.rest.params import JOB_KINDS, parse_choice, parse_int, parse_uuid_param
+from telha.rest.responses import json_response
+from telha.rest.shapes import source_summary_out
+from telha.rest.state import state
+from telha.wire import JobList, JobSummaryOut, SourceList
+from telha.wire_connectors import ConnectorSourceOut
 
-__all__ = ["JOB_KINDS", "routes", "source_summary_out"]
+__all__ = ["lookup_source", "routes"]
 
-#: The kinds a job can have: one per worker format (``json`` makes no job) and ``erase``.
-JOB_KINDS = (*(f"ingest:{f}" for f in KNOWN_FORMATS if f != "json"), "erase", *SYNC_FORMATS)
 _MAX_LIMIT = 1000
 _DEFAULT_LIMIT = 100
 _SOURCES_CURSOR = b"s"
@@ -55,21 +51,6 @@ def _page(q: QueryParams, kind: bytes) -> tuple[int, Page]:
     if limit > _MAX_LIMIT:
         raise RequestError(f"limit must be <= {_MAX_LIMIT}")
     return limit, Page(limit + 1, decode_cursor(kind, q.get("cursor")))
-
-
-def source_summary_out(s: SourceSummary) -> SourceSummaryOut:
-    """A listed source as the wire shows it."""
-    return SourceSummaryOut(
-        source_id=id_str(s.source_id),
-        name=s.name,
-        format=s.format,
-        latest_version_tx=s.latest_tx,
-        version_count=s.version_count,
-        state=s.state,  # type: ignore[arg-type]  # one of SOURCE_STATES (the table's CHECK)
-        last_job_id=id_str(s.last_job_id) if s.last_job_id else None,
-        last_job_state=s.last_job_state,
-        changed_at=s.changed_at,
-    )
 
 
 def _job_out(j: JobSummary) -> JobSummaryOut:
@@ -90,15 +71,13 @@ def _job_out(j: JobSummary) -> JobSummaryOut:
 async def list_sources(request: Request) -> Response:
     """GET /v1/sources?prefix=&format=&state=&limit=&cursor= — the scope's sources, newest
     change first; with ``connector`` and ``externalId`` the one source that connector's
-    item names (:func:`telha.rest.connector_routes.lookup_source`)."""
+    item names (:func:`lookup_source`)."""
     access = await require_access(request)
     scope = access.scope
     q = request.query_params
     if "connector" in q or "externalId" in q:
         if "connector" not in q:
             raise RequestError("externalId needs connector")
-        from telha.rest.connector_routes import lookup_source  # it imports this module
-
         return await lookup_source(request, access, q)
     prefix = q.get("prefix")
     if prefix is not None and "\x00" in prefix:
@@ -141,6 +120,47 @@ async def list_jobs(request: Request) -> Response:
         rows = rows[:limit]
         cursor = encode_cursor(_JOBS_CURSOR, rows[-1].created_at, rows[-1].job_id)
     return json_response(JobList(jobs=[_job_out(j) for j in rows], next_cursor=cursor))
+
+
+async def lookup_source(request: Request, access: Access, q: QueryParams) -> Response:
+    """``GET /v1/sources?connector=ID&externalId=X``: the source a connector's item names
+    and its ``rootNodeId`` (:class:`~telha.wire_connectors.ConnectorSourceOut`).
+
+    :raises RequestError: ``connector`` not a UUID, ``externalId`` missing or bad, or other
+        listing parameters given with them.
+    :raises NotFound: the connector made no source for that external id, or its ACL
+        admits none of the request's principals (:func:`telha.domain.acl.admits`).
+    """
+    extra = sorted(set(q) - {"connector", "externalId"})
+    if extra:
+        raise RequestError(f"connector/externalId lookup takes no other parameter: {extra}")
+    connector_id = parse_uuid_param(q["connector"], "connector")
+    if "externalId" not in q:
+        raise RequestError("externalId is required with connector")
+    external_id = check_external_id(q["externalId"])
+    store, scope = state(request).store, access.scope
+    item = await store.find_connector_item(scope, connector_id, external_id)
+    if item is None or not admits(item.acl, access.principals):
+        raise NotFound("no source for that connector and externalId")
+    summary = await store.source_summary(scope, item.source_id)
+    if summary is None:
+        raise NotFound("no source for that connector and externalId")
+    versions = await store.source_versions(scope, item.source_id)
+    root = versions[0].root_node_id if versions else None
+    listed = source_summary_out(summary)
+    return json_response(
+        ConnectorSourceOut(
+            connector_id=id_str(connector_id),
+            external_id=external_id,
+            source_id=id_str(item.source_id),
+            name=versions[0].name if versions else summary.name,
+            state=listed.state,
+            latest_version_tx=listed.latest_version_tx,
+            root_node_id=id_str(root) if root else None,
+            acl=item.acl,
+            retired=item.retired_at is not None,
+        )
+    )
 
 
 routes = [

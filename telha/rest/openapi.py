@@ -16,7 +16,6 @@ from telha.domain.chunking import MAX_CHUNK_BYTES, MIN_CHUNK_BYTES
 from telha.domain.listings import JOB_STATES, SOURCE_STATES
 from telha.domain.units import UNITS
 from telha.ingest.request import KNOWN_FORMATS
-from telha.rest.listing_routes import JOB_KINDS
 from telha.rest.openapi_connectors import (
     CONNECTOR_INGEST_FIELDS,
     CONNECTOR_TYPES,
@@ -29,6 +28,7 @@ from telha.rest.openapi_principals import with_principals
 from telha.rest.openapi_quotas import refusals, usage_paths
 from telha.rest.openapi_reproject import reproject_paths
 from telha.rest.openapi_search import search_paths
+from telha.rest.params import JOB_KINDS
 from workers_common.format_options import ALIASES
 
 __all__ = ["openapi_document", "routes"]

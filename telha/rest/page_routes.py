@@ -26,8 +26,9 @@ from starlette.routing import Route
 from telha.domain.errors import ContentErased, ContentError, NotFound, RequestError
 from telha.domain.model import Scope, SourceVersion
 from telha.offload import off_loop
-from telha.rest.app import AppState, require_access, require_admitted, state
-from telha.rest.read_routes import version_params
+from telha.rest.access import require_access, require_admitted
+from telha.rest.params import version_params
+from telha.rest.state import AppState, state
 
 __all__ = ["MAX_SCALE", "MIN_SCALE", "PageCache", "RenderedPage", "render_page", "routes"]
 

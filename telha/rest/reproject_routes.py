@@ -11,8 +11,11 @@ from starlette.routing import Route
 from telha.domain.errors import Forbidden, RequestError
 from telha.ingest.reproject import Outdated, Reprojector
 from telha.ingest.request import KNOWN_FORMATS
-from telha.rest.app import json_response, parse_uuid_param, require_access, state
+from telha.rest.access import require_access
 from telha.rest.body import read_body
+from telha.rest.params import parse_uuid_param
+from telha.rest.responses import json_response
+from telha.rest.state import state
 from telha.wire import OutdatedOut, ReprojectOut
 from workers_common.format_options import canonical_format
 

@@ -11,8 +11,11 @@ from starlette.routing import Route
 
 from telha.domain.errors import NotFound, RequestError, Unavailable
 from telha.domain.ids import id_str
-from telha.rest.app import json_response, parse_int, parse_uuid, require_scope, state
+from telha.rest.access import require_scope
 from telha.rest.body import read_body
+from telha.rest.params import parse_int, parse_uuid
+from telha.rest.responses import json_response
+from telha.rest.state import state
 from telha.storage.core.sync_runs import RunRow
 from telha.wire_connectors import FailedItemOut, RunList, RunOut, RunStartedOut
 

@@ -19,17 +19,12 @@ from telha.domain.model import Scope
 from telha.domain.search_query import parse_query, parse_quote
 from telha.domain.units import OffsetConverter, Units
 from telha.ingest.request import KNOWN_FORMATS
-from telha.rest.app import (
-    decode_body,
-    json_response,
-    parse_choice,
-    parse_int,
-    parse_uuid_param,
-    require_access,
-    state,
-)
+from telha.rest.access import require_access
 from telha.rest.body import read_body
 from telha.rest.offsets import converter, units_param
+from telha.rest.params import decode_body, parse_choice, parse_int, parse_uuid_param
+from telha.rest.responses import json_response
+from telha.rest.state import state
 from telha.storage.core.search import Filters, Located, SearchHit
 from telha.storage.protocol import ReadStore
 from telha.wire import ByteRange, LocatedOut, SearchHitOut, SearchResult

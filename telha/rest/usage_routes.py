@@ -7,7 +7,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from telha.rest.app import json_response, require_scope, state
+from telha.rest.access import require_scope
+from telha.rest.responses import json_response
+from telha.rest.state import state
 from telha.wire import LimitsOut, UsageOut
 
 __all__ = ["routes"]

@@ -10,19 +10,20 @@ from starlette.routing import Route
 
 from telha.domain.errors import RequestError
 from telha.domain.ids import id_str
-from telha.rest.app import (
-    decode_body,
-    json_response,
-    parse_int,
-    parse_uuid,
-    require_access,
-    require_admitted,
-    state,
-)
+from telha.rest.access import require_access, require_admitted
 from telha.rest.body import read_body
-from telha.rest.erase_routes import MAX_REASON_CHARS
 from telha.rest.offsets import units_param
-from telha.rest.read_routes import encode_cursor, node_out, parse_cursor
+from telha.rest.params import (
+    MAX_REASON_CHARS,
+    decode_body,
+    encode_node_cursor,
+    parse_int,
+    parse_node_cursor,
+    parse_uuid,
+)
+from telha.rest.responses import json_response
+from telha.rest.shapes import node_out
+from telha.rest.state import state
 from telha.wire import DiffOut, NodeChangeOut, RetiredOut, RetireOut
 
 __all__ = ["parse_retire_reason", "routes"]
@@ -52,7 +53,7 @@ async def source_diff(request: Request) -> Response:
     store = state(request).store
     diff = await store.version_diff(
         scope, source_id, from_tx=from_tx, to_tx=to_tx, limit=limit,
-        after=parse_cursor(q.get("cursor")),
+        after=parse_node_cursor(q.get("cursor")),
     )  # fmt: skip
     pairs = [n for pair in diff.changed for n in pair]
     out = await node_out(store, scope, [*diff.added, *diff.removed, *pairs], units)
@@ -68,7 +69,7 @@ async def source_diff(request: Request) -> Response:
             removed=removed,
             changed=changed,
             unchanged=diff.unchanged,
-            next_cursor=encode_cursor(diff.next_after) if diff.next_after else None,
+            next_cursor=encode_node_cursor(diff.next_after) if diff.next_after else None,
         )
     )
 
