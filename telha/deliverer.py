@@ -41,7 +41,7 @@ from telha.domain.model import JobRecord
 from telha.domain.webhooks import retry_at
 from telha.job_json import job_status
 from telha.metrics import Metrics
-from telha.storage.core.webhooks import DeliveryClaim, DeliveryResult
+from telha.storage.api import DeliveryClaim, DeliveryResult
 from workers_common.checked_connect import Refused
 from workers_common.destinations import Destinations
 from workers_common.logs import redact_url

@@ -16,7 +16,7 @@ from telha.rest.body import read_body
 from telha.rest.params import parse_int, parse_uuid
 from telha.rest.responses import json_response
 from telha.rest.state import state
-from telha.storage.core.sync_runs import RunRow
+from telha.storage.api import RunRow
 from telha.wire_connectors import FailedItemOut, RunList, RunOut, RunStartedOut
 
 __all__ = ["routes"]

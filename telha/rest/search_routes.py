@@ -25,7 +25,7 @@ from telha.rest.offsets import converter, units_param
 from telha.rest.params import decode_body, parse_choice, parse_int, parse_uuid_param
 from telha.rest.responses import json_response
 from telha.rest.state import state
-from telha.storage.core.search import Filters, Located, SearchHit
+from telha.storage.api import Filters, Located, SearchHit
 from telha.storage.protocol import ReadStore
 from telha.wire import ByteRange, LocatedOut, SearchHitOut, SearchResult
 

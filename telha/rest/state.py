@@ -29,7 +29,7 @@ from telha.metrics import Metrics
 from telha.queue.job_queue import JobQueue
 from telha.rest.chunk_cache import ChunkCache
 from telha.rest.quotas import Quotas
-from telha.storage.core.keys import LAST_USED_EVERY_US, KeyAccess
+from telha.storage.api import LAST_USED_EVERY_US, KeyAccess
 from telha.storage.protocol import (
     ConnectorStore,
     JobEventStore,
@@ -158,7 +158,7 @@ class KeyCache:
 
     async def _note_use(self, digest: bytes, now: float) -> None:
         """Write the key's ``last_used_at`` when this process last did more than
-        :data:`~telha.storage.core.keys.LAST_USED_EVERY_US` ago (a storage failure here
+        :data:`~telha.storage.api.LAST_USED_EVERY_US` ago (a storage failure here
         does not refuse the request)."""
         last = self._used.get(digest)
         if last is not None and now - last < LAST_USED_EVERY_US / 1e6:
