@@ -11,20 +11,16 @@ from __future__ import annotations
 import math
 
 import structlog
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
 
 from telha.domain.errors import (
     RequestTimeout,
     TelhaError,
-    Unavailable,
 )
-from telha.ingest.request import KNOWN_FORMATS
 from telha.rest import (
     cancel_routes,
     chunk_routes,
@@ -35,6 +31,7 @@ from telha.rest import (
     listing_routes,
     openapi,
     page_routes,
+    probe_routes,
     read_routes,
     reproject_routes,
     run_routes,
@@ -45,9 +42,8 @@ from telha.rest import (
 )
 from telha.rest.access_log import AccessLogMiddleware
 from telha.rest.metrics_middleware import MetricsMiddleware
-from telha.rest.responses import error_response, json_response
-from telha.rest.state import AppState, state
-from telha.wire import ReadyOut
+from telha.rest.responses import error_response
+from telha.rest.state import AppState
 
 __all__ = ["create_app"]
 
@@ -79,45 +75,12 @@ async def _unexpected(request: Request, exc: Exception) -> Response:
     return error_response("INTERNAL", "internal error", 500)
 
 
-async def healthz(request: Request) -> Response:
-    """Liveness: the process answers."""
-    return json_response({"status": "ok"})
-
-
-async def readyz(request: Request) -> Response:
-    """Readiness: 200 once storage is open and migrated, 503 while starting or stopping.
-    ``formats``: the worker formats a poll stream of this process serves (in-process or
-    remote), sorted (docs/operations.md, "Readiness")."""
-    st = state(request)
-    if not st.ready:
-        raise Unavailable("not ready")
-    formats = sorted(f for f in st.queue.polled_formats() if f in KNOWN_FORMATS)
-    return json_response(ReadyOut(status="ready", formats=formats))
-
-
-async def metrics(request: Request) -> Response:
-    """Prometheus text exposition of this instance's metrics (the active-jobs gauges are
-    refreshed first: two counts over the pending/leased partial indexes)."""
-    st = state(request)
-    await st.queue.refresh_gauges()
-    await st.quotas.refresh_gauges()
-    body = generate_latest(st.metrics.registry)
-    return Response(body, media_type=CONTENT_TYPE_LATEST)
-
-
 def create_app(st: AppState) -> Starlette:
-    """Build the app over ``st``; the routes come from :mod:`telha.rest.ingest_routes`,
-    :mod:`telha.rest.cancel_routes`, :mod:`telha.rest.event_routes`,
-    :mod:`telha.rest.read_routes`, :mod:`telha.rest.chunk_routes`,
-    :mod:`telha.rest.version_routes`, :mod:`telha.rest.reproject_routes`,
-    :mod:`telha.rest.erase_routes`, :mod:`telha.rest.listing_routes`,
-    :mod:`telha.rest.search_routes`,
-    :mod:`telha.rest.openapi`, :mod:`telha.rest.page_routes` and
-    :mod:`telha.rest.ui_routes` (the viewer's static files at ``/ui/``, no key)."""
+    """Build the app over ``st``: the routes of every route module (``telha/rest/*_routes.py``:
+    the probes first, the viewer's static files at ``/ui/`` last, no key) and of
+    :mod:`telha.rest.openapi`, behind the metrics and access-log middleware."""
     routes = [
-        Route("/healthz", healthz, methods=["GET"]),
-        Route("/readyz", readyz, methods=["GET"]),
-        Route("/metrics", metrics, methods=["GET"]),
+        *probe_routes.routes,
         *ingest_routes.routes,
         *cancel_routes.routes,
         *event_routes.routes,

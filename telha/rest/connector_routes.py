@@ -15,6 +15,7 @@ from starlette.routing import Route
 
 from telha.connector_roots import check_roots
 from telha.domain.connectors import (
+    CONNECTOR_KINDS,
     ConnectorRecord,
     check_connector,
 )
@@ -23,6 +24,7 @@ from telha.domain.ids import id_str, new_id, now_us
 from telha.domain.model import Scope
 from telha.rest.access import require_scope
 from telha.rest.body import read_body
+from telha.rest.openapi_parts import BODY_TIMEOUT, CONNECTOR, ERRORS, SECURED, answer
 from telha.rest.params import parse_uuid
 from telha.rest.responses import json_response
 from telha.rest.state import state
@@ -33,7 +35,7 @@ from telha.wire_connectors import (
 )
 from workers_common.secret_grants import parse_grants
 
-__all__ = ["routes"]
+__all__ = ["openapi_paths", "routes"]
 
 #: Largest ``POST /v1/connectors`` body (settings are small).
 _MAX_BODY = 64 * 1024
@@ -137,3 +139,72 @@ routes = [
     Route("/v1/connectors/{connector_id}", get_connector, methods=["GET"]),
     Route("/v1/connectors/{connector_id}", delete_connector, methods=["DELETE"]),
 ]
+
+
+#: The ``POST /v1/connectors`` body, described.
+_CONNECTOR_BODY = {
+    "type": "object",
+    "required": ["kind"],
+    "additionalProperties": False,
+    "properties": {
+        "kind": {"type": "string", "enum": list(CONNECTOR_KINDS)},
+        "settings": {
+            "type": "object",
+            "description": "the kind's settings; folder: root (absolute path inside"
+            " [connectors] allowed_roots), include and exclude (lists of fnmatch patterns"
+            " over the relative path); slack-export: path (absolute path of the export zip,"
+            " inside [connectors] allowed_roots), channels, maxEntryBytes, maxTotalBytes"
+            " (each at most its default: 256 MiB, 16 GiB)",
+        },
+        "every": {
+            "type": ["integer", "string", "null"],
+            "description": "schedule: seconds, or 15m, 1h, 1d (at least 60 s)",
+        },
+        "pruneMaxFraction": {
+            "type": "number",
+            "exclusiveMinimum": 0,
+            "maximum": 1,
+            "description": "most of its sources one run may retire unconfirmed (0.2)",
+        },
+    },
+}
+
+
+def openapi_paths() -> dict[str, Any]:
+    """This module's routes in the OpenAPI document (assembled by :mod:`telha.rest.openapi`)."""
+    return {
+        "/v1/connectors": {
+            "post": {
+                "summary": "Register a connector",
+                "security": SECURED,
+                "requestBody": {
+                    "required": True,
+                    "content": {"application/json": {"schema": _CONNECTOR_BODY}},
+                },
+                "responses": {
+                    "201": answer("ConnectorOut", "the connector"),
+                    "408": BODY_TIMEOUT,
+                    **ERRORS,
+                },
+            },
+            "get": {
+                "summary": "The scope's connectors, oldest first",
+                "security": SECURED,
+                "responses": {"200": answer("ConnectorList", "the connectors"), **ERRORS},
+            },
+        },
+        "/v1/connectors/{connectorId}": {
+            "get": {
+                "summary": "One connector",
+                "security": SECURED,
+                "parameters": [CONNECTOR],
+                "responses": {"200": answer("ConnectorOut", "the connector"), **ERRORS},
+            },
+            "delete": {
+                "summary": "Remove a connector (its tokens are refused; its sources stay)",
+                "security": SECURED,
+                "parameters": [CONNECTOR],
+                "responses": {"200": answer("ConnectorRemovedOut", "removed"), **ERRORS},
+            },
+        },
+    }

@@ -4,6 +4,8 @@ connector's item names (``GET /v1/sources?connector=&externalId=``)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from starlette.datastructures import QueryParams
 from starlette.requests import Request
 from starlette.responses import Response
@@ -26,6 +28,7 @@ from telha.domain.listings import (
 from telha.ingest.request import KNOWN_FORMATS
 from telha.job_json import attempts_made
 from telha.rest.access import Access, require_access
+from telha.rest.openapi_parts import CURSOR, ERRORS, LIMIT, SECURED, UUID, answer, enum, param, ref
 from telha.rest.params import JOB_KINDS, parse_choice, parse_int, parse_uuid_param
 from telha.rest.responses import json_response
 from telha.rest.shapes import source_summary_out
@@ -33,7 +36,7 @@ from telha.rest.state import state
 from telha.wire import JobList, JobSummaryOut, SourceList
 from telha.wire_connectors import ConnectorSourceOut
 
-__all__ = ["lookup_source", "routes"]
+__all__ = ["lookup_source", "openapi_paths", "routes"]
 
 _MAX_LIMIT = 1000
 _DEFAULT_LIMIT = 100
@@ -167,3 +170,82 @@ routes = [
     Route("/v1/sources", list_sources, methods=["GET"]),
     Route("/v1/ingest", list_jobs, methods=["GET"]),
 ]
+
+
+def _lookup_parameters() -> list[dict[str, Any]]:
+    """``connector`` and ``externalId`` of ``GET /v1/sources``."""
+    return [
+        param(
+            "connector",
+            "query",
+            {"type": "string", "format": "uuid"},
+            "with externalId: the one source this connector's item names",
+        ),
+        param(
+            "externalId",
+            "query",
+            {"type": "string", "minLength": 1},
+            "the item's id in the remote (with connector)",
+        ),
+    ]
+
+
+def openapi_paths() -> dict[str, Any]:
+    """This module's routes in the OpenAPI document (assembled by :mod:`telha.rest.openapi`)."""
+    return {
+        "/v1/ingest": {
+            "get": {
+                "summary": "The scope's jobs, newest first, paged",
+                "description": (
+                    "Jobs by creation time, newest first; pass nextCursor as cursor for the"
+                    " next page (with the same filters). A filter value that is not one of"
+                    " those listed, a limit out of range or a cursor this listing did not"
+                    " return answer 400."
+                ),
+                "security": SECURED,
+                "parameters": [
+                    param("state", "query", enum(JOB_STATES), "only jobs in this state"),
+                    param("kind", "query", enum(JOB_KINDS), "only jobs of this kind"),
+                    param("sourceId", "query", UUID, "only this source's jobs"),
+                    param("parent", "query", UUID, "only the children of this job"),
+                    LIMIT,
+                    CURSOR,
+                ],
+                "responses": {"200": answer("JobList", "a page of jobs"), **ERRORS},
+            },
+        },
+        "/v1/sources": {
+            "get": {
+                "summary": "The scope's sources, newest change first, paged",
+                "description": (
+                    "Sources by their last change (a job enqueued, a version published,"
+                    " retired or erased), newest first; state pending: only jobs, dead ones"
+                    " included. Pass nextCursor as cursor for the next page (with the same"
+                    " filters). A filter value that is not one of those listed, a limit out"
+                    " of range or a cursor this listing did not return answer 400. With"
+                    " connector and externalId (and no other parameter): the one source"
+                    " that connector's item names (ConnectorSourceOut), 404 when none."
+                ),
+                "security": SECURED,
+                "parameters": [
+                    param("prefix", "query", {"type": "string"}, "only names starting with this"),
+                    param("format", "query", enum(KNOWN_FORMATS), "only this format"),
+                    param("state", "query", enum(SOURCE_STATES), "only sources in this state"),
+                    LIMIT,
+                    CURSOR,
+                    *_lookup_parameters(),
+                ],
+                "responses": {
+                    "200": {
+                        "description": "a page of sources, or the connector item's source",
+                        "content": {
+                            "application/json": {
+                                "schema": {"oneOf": [ref("SourceList"), ref("ConnectorSourceOut")]}
+                            }
+                        },
+                    },
+                    **ERRORS,
+                },
+            },
+        },
+    }

@@ -5,6 +5,8 @@ Every route is scoped by the caller's key; another scope's ids answer 404.
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
@@ -17,6 +19,22 @@ from telha.domain.model import Changes, Direction, NodeVersion, Scope, SourceVer
 from telha.domain.units import Units
 from telha.rest.access import Access, require_access, require_admitted
 from telha.rest.offsets import converter, units_param
+from telha.rest.openapi_parts import (
+    AS_OF,
+    CURSOR,
+    ERASED,
+    ERRORS,
+    INT,
+    LIMIT,
+    NODE,
+    SECURED,
+    SOURCE,
+    TX,
+    UNITS_PARAM,
+    UUID,
+    answer,
+    param,
+)
 from telha.rest.params import (
     encode_node_cursor,
     parse_int,
@@ -46,7 +64,7 @@ from telha.wire import (
     VersionState,
 )
 
-__all__ = ["routes"]
+__all__ = ["openapi_paths", "routes"]
 
 _MAX_LIMIT = 1000
 _DEFAULT_LIMIT = 100
@@ -333,3 +351,90 @@ routes = [
     Route("/v1/nodes/{node_id}", get_node, methods=["GET"]),
     Route("/v1/nodes/{node_id}/edges", node_edges, methods=["GET"]),
 ]
+
+
+def openapi_paths() -> dict[str, Any]:
+    """This module's routes in the OpenAPI document (assembled by :mod:`telha.rest.openapi`)."""
+    return {
+        "/v1/sources/{sourceId}": {
+            "get": {
+                "summary": "A source, its versions (newest first) and its last job",
+                "security": SECURED,
+                "parameters": [SOURCE],
+                "responses": {"200": answer("SourceOut", "the source"), **ERRORS},
+            },
+        },
+        "/v1/sources/{sourceId}/versions/{tx}/text": {
+            "get": {
+                "summary": "Canonical text bytes [start, end) of one version",
+                "security": SECURED,
+                "parameters": [
+                    SOURCE,
+                    TX,
+                    param("start", "query", INT, "first offset (inclusive), in units"),
+                    param("end", "query", INT, "last offset (exclusive), in units"),
+                    UNITS_PARAM,
+                ],
+                "responses": {
+                    "200": {
+                        "description": "the bytes",
+                        "content": {"text/plain; charset=utf-8": {"schema": {"type": "string"}}},
+                    },
+                    "410": ERASED,
+                    **ERRORS,
+                },
+            },
+        },
+        "/v1/sources/{sourceId}/versions/{tx}/spans": {
+            "get": {
+                "summary": "Span rows of one version in document order",
+                "security": SECURED,
+                "parameters": [SOURCE, TX, UNITS_PARAM],
+                "responses": {
+                    "200": answer("SpanList", "the spans"),
+                    "410": ERASED,
+                    **ERRORS,
+                },
+            },
+        },
+        "/v1/nodes": {
+            "get": {
+                "summary": "Nodes (current, or as of a transaction time), paged by id",
+                "security": SECURED,
+                "parameters": [
+                    param("label", "query", {"type": "string"}, "only nodes with this label"),
+                    param("sourceId", "query", UUID, "only nodes from this source"),
+                    LIMIT,
+                    CURSOR,
+                    AS_OF,
+                    UNITS_PARAM,
+                ],
+                "responses": {"200": answer("NodeList", "a page of nodes"), **ERRORS},
+            },
+        },
+        "/v1/nodes/{nodeId}": {
+            "get": {
+                "summary": "A node with its provenance spans resolved to text",
+                "security": SECURED,
+                "parameters": [NODE, AS_OF, UNITS_PARAM],
+                "responses": {"200": answer("NodeOut", "the node"), **ERRORS},
+            },
+        },
+        "/v1/nodes/{nodeId}/edges": {
+            "get": {
+                "summary": "Edges of a node whose endpoints both exist (now, or as of asOf)",
+                "security": SECURED,
+                "parameters": [
+                    NODE,
+                    param(
+                        "direction",
+                        "query",
+                        {"type": "string", "enum": ["out", "in", "both"]},
+                        "default both",
+                    ),
+                    AS_OF,
+                ],
+                "responses": {"200": answer("EdgeList", "the edges"), **ERRORS},
+            },
+        },
+    }
