@@ -13,10 +13,10 @@ from starlette.requests import Request
 from telha.domain.connectors import ConnectorItem, connector_source_id
 from telha.domain.errors import Forbidden, RequestError, Unauthenticated
 from telha.domain.ids import id_str, now_us
-from telha.grpc.tokens import ConnectorAuth, InvalidToken, verify_connector_token
 from telha.ingest.request import IngestRequest
 from telha.rest.access_log import SCOPE_KEY
 from telha.rest.state import AppState, state
+from telha.tokens import ConnectorAuth, InvalidToken, verify_connector_token
 
 __all__ = [
     "CONNECTOR_TOKEN_HEADER",
