@@ -1,12 +1,15 @@
 """Each REST route module describes exactly the routes it serves (``openapi_paths()`` beside
-its handlers; telha/rest/openapi.py assembles them): a route without a description, or a
-description of a route the module does not serve, fails here."""
+its handlers; telha/rest/openapi.py assembles them), and the route table of docs/rest-api.md
+names the same routes: a route without a description, a description of a route the module
+does not serve, or a route missing from the table (or one the table names that is gone)
+fails here."""
 
 from __future__ import annotations
 
 import importlib
 import pkgutil
 import re
+from pathlib import Path
 from types import ModuleType
 
 import msgspec
@@ -69,3 +72,22 @@ def test_the_document_describes_every_route_module() -> None:
     for name in _ROUTE_MODULES:
         served |= _served(importlib.import_module(f"telha.rest.{name}"))
     assert described == served
+
+
+def _documented() -> set[tuple[str, str]]:
+    """``(path, method)`` of each route the table of docs/rest-api.md ("Routes") names in its
+    first column (``POST/GET /v1/connectors``: two methods; a query string dropped)."""
+    text = (Path(__file__).parents[2] / "docs" / "rest-api.md").read_text(encoding="utf-8")
+    rows = text.split("| method, path | what |", 1)[1].split("\n\n", 1)[0]
+    out = set()
+    for row in rows.splitlines()[2:]:
+        first = row.split(" | ", 1)[0]
+        for methods, path in re.findall(r"`([A-Z/]+) (/[^`?]*)[^`]*`", first):
+            out |= {(path, m.lower()) for m in methods.split("/")}
+    return out
+
+
+def test_the_rest_api_table_names_every_route_described() -> None:
+    doc = msgspec.json.decode(openapi.openapi_document())
+    described = {(p, m) for p, ops in doc["paths"].items() for m in ops}
+    assert _documented() - {("/ui/", "get")} == described
