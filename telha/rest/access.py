@@ -8,10 +8,7 @@ from dataclasses import dataclass
 from starlette.requests import Request
 
 from telha.domain.acl import PRINCIPALS_HEADER, Principals, narrow, parse_principals
-from telha.domain.errors import (
-    NotFound,
-    Unauthenticated,
-)
+from telha.domain.errors import NotFound, Unauthenticated
 from telha.domain.model import Scope
 from telha.rest.access_log import SCOPE_KEY
 from telha.rest.state import state

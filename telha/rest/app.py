@@ -17,10 +17,7 @@ from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 
-from telha.domain.errors import (
-    RequestTimeout,
-    TelhaError,
-)
+from telha.domain.errors import RequestTimeout, TelhaError
 from telha.rest import (
     cancel_routes,
     chunk_routes,

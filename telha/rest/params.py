@@ -11,10 +11,7 @@ from typing import TypeVar
 
 from starlette.requests import Request
 
-from telha.domain.errors import (
-    NotFound,
-    RequestError,
-)
+from telha.domain.errors import NotFound, RequestError
 from telha.domain.request_json import decode_json
 from telha.domain.sync_runs import SYNC_FORMATS
 from telha.ingest.request import KNOWN_FORMATS

@@ -15,14 +15,7 @@ from telha.job_json import job_status as job_status_out
 from telha.job_json import pending_hint
 from telha.rest.state import AppState
 from telha.storage.protocol import ReadStore
-from telha.wire import (
-    Interval,
-    JobStatus,
-    NodeOut,
-    Provenance,
-    ProvenanceSpanOut,
-    SourceSummaryOut,
-)
+from telha.wire import Interval, JobStatus, NodeOut, Provenance, ProvenanceSpanOut, SourceSummaryOut
 
 __all__ = ["job_out", "node_out", "source_summary_out"]
 

@@ -14,10 +14,7 @@ from starlette.requests import Request
 
 from telha.auth import hash_key
 from telha.config import Config
-from telha.domain.errors import (
-    StorageError,
-    Unauthenticated,
-)
+from telha.domain.errors import StorageError, Unauthenticated
 from telha.domain.ids import now_us
 from telha.domain.model import Scope
 from telha.domain.quotas import default_limits
