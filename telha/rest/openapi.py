@@ -3,7 +3,7 @@
 
 Each route module describes its own routes (``openapi_paths()``, beside the handlers,
 built from :mod:`telha.rest.openapi_parts`); this module assembles them, in the order of
-:data:`ROUTE_MODULES`, and adds the ``X-Telha-Principals`` header
+:data:`DESCRIPTIONS`, and adds the ``X-Telha-Principals`` header
 (:mod:`telha.rest.openapi_principals`)."""
 
 from __future__ import annotations
@@ -38,11 +38,11 @@ from telha.rest import (
 from telha.rest.openapi_parts import REF
 from telha.rest.openapi_principals import with_principals
 
-__all__ = ["ROUTE_MODULES", "openapi_document", "routes"]
+__all__ = ["DESCRIPTIONS", "openapi_document", "routes"]
 
-#: The route modules whose descriptions make the document, in the document's order (a path
+#: Each route module's description (``openapi_paths``), in the document's order (a path
 #: two modules serve, such as ``/v1/ingest``, holds the methods of both).
-ROUTE_MODULES: tuple[Callable[[], dict[str, Any]], ...] = (
+DESCRIPTIONS: tuple[Callable[[], dict[str, Any]], ...] = (
     ingest_routes.openapi_paths,
     listing_routes.openapi_paths,
     cancel_routes.openapi_paths,
@@ -68,7 +68,7 @@ CONNECTOR_TYPES = ("ConnectorOut", "ConnectorList", "ConnectorRemovedOut", "Conn
 def _paths() -> dict[str, Any]:
     """Every route module's paths, merged (a path's methods from each module serving it)."""
     paths: dict[str, dict[str, Any]] = {}
-    for described in ROUTE_MODULES:
+    for described in DESCRIPTIONS:
         for path, methods in described().items():
             taken = paths.setdefault(path, {})
             twice = taken.keys() & methods.keys()
