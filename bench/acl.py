@@ -33,7 +33,7 @@ import msgspec
 from bench.search import BATCH, SEED, _config, paragraphs, pct, queries, timed, vocabulary
 from telha.config import load_config
 from telha.domain.model import Scope
-from telha.grpc.tokens import load_token_key, mint_connector_token
+from telha.tokens import load_token_key, mint_connector_token
 from tests.support.pg import create_database, drop_databases
 from tests.support.server import ServerProcess
 from tests.support.wait import wait_search_indexed

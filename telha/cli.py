@@ -27,10 +27,10 @@ from telha.config import ConfigError
 from telha.domain.errors import StorageError
 from telha.domain.model import Scope
 from telha.env_names import warn_stray_env
-from telha.grpc.tokens import load_token_key, mint_worker_token, parse_ttl
 from telha.logs import configure_logging
 from telha.storage import open_store
 from telha.supervisor import CrashLoop
+from telha.tokens import load_token_key, mint_worker_token, parse_ttl
 
 __all__ = ["main"]
 

@@ -20,7 +20,7 @@ from telha.cli_config import CONFIG_OPTION, ORG_OPTION, TENANT_OPTION, run_on_st
 from telha.cli_keys import existing_store
 from telha.cli_listings import _print
 from telha.client import AsyncTelha, RunOut
-from telha.grpc.tokens import load_token_key, mint_connector_token, parse_ttl
+from telha.tokens import load_token_key, mint_connector_token, parse_ttl
 
 __all__ = ["connector", "sync"]
 

@@ -18,7 +18,7 @@ from telha.domain.ids import now_us
 from telha.plural import plural
 from telha.retention import cutoff_us, run_pass
 from telha.storage import open_store
-from telha.storage.core.retention import RetentionResult
+from telha.storage.api import RetentionResult
 
 __all__ = ["gc"]
 

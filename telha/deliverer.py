@@ -39,9 +39,9 @@ from telha.domain.ids import id_str, now_us
 from telha.domain.listings import JobFamily
 from telha.domain.model import JobRecord
 from telha.domain.webhooks import retry_at
+from telha.job_json import job_status
 from telha.metrics import Metrics
-from telha.rest.job_json import job_status
-from telha.storage.core.webhooks import DeliveryClaim, DeliveryResult
+from telha.storage.api import DeliveryClaim, DeliveryResult
 from workers_common.checked_connect import Refused
 from workers_common.destinations import Destinations
 from workers_common.logs import redact_url

@@ -22,7 +22,7 @@ from telha.domain.errors import StorageError
 from telha.domain.ids import now_us
 from telha.metrics import Metrics
 from telha.row_faults import settle
-from telha.storage.core.retention import JobKey, RetentionResult
+from telha.storage.api import JobKey, RetentionResult
 from telha.storage.protocol import RowFaultStore
 
 __all__ = ["Retention", "RetentionStoreOps", "cutoff_us", "run_pass"]

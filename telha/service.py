@@ -26,7 +26,6 @@ from telha.debug_memory import debug_gauges
 from telha.deliverer import Deliverer
 from telha.grpc.front import GrpcFront
 from telha.grpc.servicer import WorkerServicer
-from telha.grpc.tokens import load_token_key
 from telha.ingest.eraser import Eraser
 from telha.ingest.ingestor import Ingestor
 from telha.ingest.projections import Projections
@@ -34,12 +33,14 @@ from telha.ingest.request import KNOWN_FORMATS
 from telha.ingest.sync_runs import SyncRuns
 from telha.metrics import Metrics
 from telha.queue.job_queue import JobQueue
-from telha.rest.app import AppState, create_app
+from telha.rest.app import create_app
 from telha.rest.server import RestFront
+from telha.rest.state import AppState
 from telha.retention import Retention
 from telha.search_indexer import SearchIndexer
 from telha.storage import open_store
 from telha.supervisor import Supervisor
+from telha.tokens import load_token_key
 from telha.worker_pools import WorkerPools, load_worker_modules
 from workers_common.destinations import bare_entries
 

@@ -29,9 +29,9 @@ import structlog
 from telha.domain.ids import id_str
 from telha.domain.model import LeaseRef
 from telha.grpc.servicer import WorkerServicer, current_auth
-from telha.grpc.tokens import WorkerAuth
 from telha.logs import fields_of
 from telha.queue.job_queue import JobQueue
+from telha.tokens import WorkerAuth
 from telha_proto.telha.worker.v1 import (
     ContentChunk,
     FetchContentRequest,

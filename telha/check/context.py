@@ -13,7 +13,7 @@ from telha.domain.canonical import is_boundary
 from telha.domain.ids import id_str
 from telha.domain.model import BLOB_CHUNK, Scope
 from telha.domain.scan import ScanVersion
-from telha.storage.core.scan import Scan
+from telha.storage.api import Scan
 from telha.storage.protocol import ScanStore
 
 __all__ = ["CheckContext", "CheckFamily", "TextBytes", "VersionCache"]

@@ -11,8 +11,8 @@ from grpclib.events import RecvRequest, listen
 from grpclib.server import Server
 
 from telha.grpc.servicer import WorkerServicer, current_auth
-from telha.grpc.tokens import InvalidToken, TokenVerifier
-from telha.rest.server import bind_tcp
+from telha.sockets import bind_tcp
+from telha.tokens import InvalidToken, TokenVerifier
 from workers_common.transport import h2_config
 
 __all__ = ["GrpcFront"]

@@ -21,13 +21,13 @@ from telha.domain.ids import id_str
 from telha.domain.model import JobRecord, LeaseRef, Scope
 from telha.domain.policy import parse_reason
 from telha.domain.sync_runs import SYNC_FORMATS, is_sync_kind
-from telha.grpc.tokens import WorkerAuth
 from telha.ingest.ingestor import Ingestor, content_ref
 from telha.ingest.request import KNOWN_FORMATS
 from telha.ingest.sync_runs import SyncRuns
 from telha.logs import bound_job, fields_of
 from telha.queue.job_queue import JobQueue, LeaseInterrupt
 from telha.storage.protocol import RawStore
+from telha.tokens import WorkerAuth
 from telha_proto.telha.worker.v1 import (
     CancelJob,
     ContentChunk,

@@ -28,7 +28,7 @@ from telha.ingest.job_payload import IngestJobPayload, decode_payload
 from telha.ingest.projections import Projections, spec_of_identity
 from telha.ingest.request import FETCH_FORMATS
 from telha.queue.job_queue import JobQueue
-from telha.storage.core.reproject import ReprojectRow
+from telha.storage.api import ReprojectRow
 from telha.storage.protocol import ReprojectStore
 
 __all__ = ["Outdated", "ReprojectResult", "Reprojector"]

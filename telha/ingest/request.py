@@ -115,7 +115,7 @@ class IngestRequest:
     A connector's request (docs/connectors.md, "Ingesting as a connector") also names
     ``connector`` (optional), ``external_id``, ``acl`` (checked principals, or ``None``) and
     ``marker`` (its change marker); ``source_id`` is then set from them by the REST front
-    (:func:`telha.rest.connector_routes.as_connector`), else it derives from ``name``.
+    (:func:`telha.rest.connector_ingest.as_connector`), else it derives from ``name``.
     """
 
     format: str

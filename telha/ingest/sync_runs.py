@@ -39,7 +39,7 @@ from telha.ingest.ingestor import IngestJobPayload, SubmitResult, new_ingest_job
 from telha.ingest.request import FETCH_FORMATS, KNOWN_FORMATS, check_request
 from telha.offload import off_loop
 from telha.queue.job_queue import JobQueue
-from telha.storage.core.sync_pages import PageApply
+from telha.storage.api import PageApply
 from telha.storage.protocol_connectors import ConnectorStore
 
 __all__ = ["SyncRuns", "checkpoint_of", "run_spec"]

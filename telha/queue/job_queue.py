@@ -49,7 +49,7 @@ from telha.domain.row_faults import RowFault
 from telha.logs import bound_job, fields_of
 from telha.metrics import Metrics
 from telha.row_faults import past_bad_rows
-from telha.storage.core.cancel import REVOKED
+from telha.storage.api import REVOKED
 from telha.storage.protocol import ALL_FORMATS, JobStore
 
 __all__ = ["JobQueue", "LeaseInterrupt"]

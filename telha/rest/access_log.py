@@ -22,7 +22,7 @@ __all__ = ["SCOPE_KEY", "AccessLogMiddleware"]
 
 log = structlog.get_logger("telha.access")
 
-#: The ASGI scope key where :func:`telha.rest.app.require_scope` leaves the key's scope.
+#: The ASGI scope key where :func:`telha.rest.access.require_access` leaves the key's scope.
 SCOPE_KEY = "telha.scope"
 
 

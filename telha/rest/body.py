@@ -22,7 +22,7 @@ import anyio
 from starlette.requests import ClientDisconnect, Request
 
 from telha.domain.errors import PayloadTooLarge, RequestError, RequestTimeout
-from telha.rest.app import state
+from telha.rest.state import state
 
 __all__ = ["body_chunks", "read_body"]
 

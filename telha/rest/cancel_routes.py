@@ -3,30 +3,21 @@ mistake. The rules live in :mod:`telha.storage.core.cancel`; the JobQueue tells 
 
 from __future__ import annotations
 
+from typing import Any
+
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from telha.domain.errors import NotFound, RequestError
-from telha.rest.app import json_response, parse_uuid, require_access, require_admitted, state
-from telha.rest.ingest_routes import job_out
+from telha.domain.errors import NotFound
+from telha.rest.access import require_access, require_admitted
+from telha.rest.openapi_parts import ERRORS, SECURED, UUID, answer, param
+from telha.rest.params import parse_bool, parse_uuid
+from telha.rest.responses import json_response
+from telha.rest.shapes import job_out
+from telha.rest.state import state
 
-__all__ = ["parse_bool", "routes"]
-
-_BOOLS = {"true": True, "false": False}
-
-
-def parse_bool(value: str | None, what: str) -> bool:
-    """A ``true``/``false`` query parameter (absent: ``false``).
-
-    :raises RequestError: any other value, naming the parameter.
-    """
-    if value is None:
-        return False
-    try:
-        return _BOOLS[value]
-    except KeyError:
-        raise RequestError(f"{what} must be true or false, not {value!r}") from None
+__all__ = ["openapi_paths", "routes"]
 
 
 async def cancel_job(request: Request) -> Response:
@@ -54,3 +45,42 @@ async def cancel_job(request: Request) -> Response:
 
 
 routes = [Route("/v1/ingest/{job_id}/cancel", cancel_job, methods=["POST"])]
+
+
+def openapi_paths() -> dict[str, Any]:
+    """This module's routes in the OpenAPI document (assembled by :mod:`telha.rest.openapi`)."""
+    return {
+        "/v1/ingest/{jobId}/cancel": {
+            "post": {
+                "summary": "Cancel a job: pending ones at once, a leased one's lease revoked",
+                "description": (
+                    "A pending job becomes cancelled at once; a leased one's lease is revoked"
+                    " (its worker's next heartbeat or submission is refused and writes"
+                    " nothing; the worker is sent a cancel message) and a half-streamed"
+                    " version is abandoned (the previous version stays current). cancelled"
+                    " is terminal, counts no attempt and is never retried; the same bytes"
+                    " posted again make a new job. Cancelling again answers the same job."
+                    " children=true also cancels the job's unfinished child jobs (and"
+                    " theirs); a completed parent is then accepted as it is."
+                ),
+                "security": SECURED,
+                "parameters": [
+                    param("jobId", "path", UUID, "job id"),
+                    param(
+                        "children",
+                        "query",
+                        {"type": "string", "enum": ["true", "false"]},
+                        "also cancel the job's unfinished child jobs (default false)",
+                    ),
+                ],
+                "responses": {
+                    "200": answer("JobStatus", "the job as it is now (as GET answers it)"),
+                    "409": answer(
+                        "ErrorBody",
+                        "JOB_FINISHED: the job ended completed or dead; CONFLICT: an erasure",
+                    ),
+                    **ERRORS,
+                },
+            },
+        },
+    }

@@ -13,6 +13,7 @@ import base64
 import binascii
 import re
 from functools import partial
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -31,18 +32,26 @@ from telha.domain.ids import id_str
 from telha.domain.model import Scope
 from telha.domain.units import OffsetConverter, Units, parse_units
 from telha.offload import off_loop
-from telha.rest.app import (
-    json_response,
-    parse_choice,
-    parse_int,
-    require_access,
-    require_admitted,
-    state,
+from telha.rest.access import require_access, require_admitted
+from telha.rest.openapi_parts import (
+    CURSOR,
+    ERASED,
+    ERRORS,
+    LIMIT,
+    SECURED,
+    SOURCE,
+    TX,
+    UNITS_PARAM,
+    answer,
+    enum,
+    param,
 )
-from telha.rest.read_routes import version_params
+from telha.rest.params import parse_choice, parse_int, version_params
+from telha.rest.responses import json_response
+from telha.rest.state import state
 from telha.wire import ChunkList, ChunkOut
 
-__all__ = ["DEFAULT_MAX_BYTES", "routes"]
+__all__ = ["DEFAULT_MAX_BYTES", "openapi_paths", "routes"]
 
 #: ``maxBytes`` when not given.
 DEFAULT_MAX_BYTES = 2048
@@ -170,3 +179,56 @@ async def get_chunks(request: Request) -> Response:
 routes = [
     Route("/v1/sources/{source_id}/versions/{tx}/chunks", get_chunks, methods=["GET"]),
 ]
+
+
+def openapi_paths() -> dict[str, Any]:
+    """This module's routes in the OpenAPI document (assembled by :mod:`telha.rest.openapi`)."""
+    return {
+        "/v1/sources/{sourceId}/versions/{tx}/chunks": {
+            "get": {
+                "summary": "Retrieval chunks of one version, in reading order, paged",
+                "description": (
+                    "Deterministic chunks of at most maxBytes UTF-8 bytes: never cut inside"
+                    " a span that fits (a longer one is cut at a sentence end, else"
+                    " whitespace, else a character boundary), never across a top-level"
+                    " SECTION unless within=document; a chunk of table rows repeats the"
+                    " header first (its range is the chunk's second range). Pass nextCursor"
+                    " as cursor with the same parameters for the next page."
+                ),
+                "security": SECURED,
+                "parameters": [
+                    SOURCE,
+                    TX,
+                    param(
+                        "maxBytes",
+                        "query",
+                        {"type": "integer", "minimum": MIN_CHUNK_BYTES, "maximum": MAX_CHUNK_BYTES},
+                        "the most UTF-8 bytes of a chunk's text (2048)",
+                    ),
+                    param(
+                        "overlap",
+                        "query",
+                        {"type": "integer", "minimum": 0, "maximum": MAX_CHUNK_BYTES // 2},
+                        "bytes a chunk may repeat of the one before, at most maxBytes/2 (0)",
+                    ),
+                    param(
+                        "within",
+                        "query",
+                        enum(("section", "document")),
+                        "section (default): never cross a top-level section",
+                    ),
+                    UNITS_PARAM,
+                    LIMIT,
+                    CURSOR,
+                ],
+                "responses": {
+                    "200": answer("ChunkList", "a page of chunks"),
+                    "410": ERASED,
+                    "413": answer(
+                        "ErrorBody", "PAYLOAD_TOO_LARGE: the version's text is over 16 MiB"
+                    ),
+                    **ERRORS,
+                },
+            },
+        },
+    }

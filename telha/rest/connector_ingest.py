@@ -1,20 +1,33 @@
-"""Ingesting as a connector (docs/connectors.md, "Ingesting as a connector"): what a
-connector token may send to ``POST /v1/ingest``, the source id its item gets, and the item
-row written once the ingest is accepted."""
+"""Ingesting as a connector (docs/connectors.md, "Ingesting as a connector"): the connector a
+request's token speaks for (:func:`connector_identity`), what a connector token may send to
+``POST /v1/ingest``, the source id its item gets, and the item row written once the ingest
+is accepted."""
 
 from __future__ import annotations
 
 import dataclasses
 import uuid
 
-from telha.domain.connectors import ConnectorItem, connector_source_id
-from telha.domain.errors import Forbidden, RequestError
-from telha.domain.ids import id_str, now_us
-from telha.grpc.tokens import ConnectorAuth
-from telha.ingest.request import IngestRequest
-from telha.rest.app import AppState
+from starlette.requests import Request
 
-__all__ = ["as_connector", "record_acl_first", "record_item"]
+from telha.domain.connectors import ConnectorItem, connector_source_id
+from telha.domain.errors import Forbidden, RequestError, Unauthenticated
+from telha.domain.ids import id_str, now_us
+from telha.ingest.request import IngestRequest
+from telha.rest.access_log import SCOPE_KEY
+from telha.rest.state import AppState, state
+from telha.tokens import ConnectorAuth, InvalidToken, verify_connector_token
+
+__all__ = [
+    "CONNECTOR_TOKEN_HEADER",
+    "as_connector",
+    "connector_identity",
+    "record_acl_first",
+    "record_item",
+]
+
+#: The header a connector token travels in (docs/connectors.md, "Connector tokens").
+CONNECTOR_TOKEN_HEADER = "x-connector-token"
 
 
 def as_connector(req: IngestRequest, auth: ConnectorAuth | None) -> IngestRequest:
@@ -78,3 +91,25 @@ async def record_acl_first(st: AppState, auth: ConnectorAuth, req: IngestRequest
             updated_at=now_us(),
         )  # fmt: skip
         await st.store.record_connector_item(auth.scope, item)
+
+
+async def connector_identity(request: Request) -> ConnectorAuth | None:
+    """The connector a request's ``x-connector-token`` speaks for (``None``: no such
+    header), once its connector is known live in its scope and its rate limit admits the
+    request.
+
+    :raises Unauthenticated: a bad, expired or forged token, or its connector removed.
+    """
+    token = request.headers.get(CONNECTOR_TOKEN_HEADER)
+    if token is None:
+        return None
+    st = state(request)
+    try:
+        auth = verify_connector_token(st.token_key, token)
+    except InvalidToken as exc:
+        raise Unauthenticated(str(exc)) from None
+    if await st.store.get_connector(auth.scope, auth.connector_id) is None:
+        raise Unauthenticated("connector token: its connector was removed")
+    request.scope[SCOPE_KEY] = auth.scope
+    await st.quotas.admit(token, auth.scope)
+    return auth

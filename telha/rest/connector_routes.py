@@ -1,7 +1,7 @@
 """The connector routes (docs/connectors.md, "REST"): ``POST/GET /v1/connectors``,
-``GET/DELETE /v1/connectors/{connectorId}``; the connector token's identity
-(:func:`connector_identity`) and the externalId lookup of ``GET /v1/sources``
-(:func:`lookup_source`)."""
+``GET/DELETE /v1/connectors/{connectorId}``. The connector token's identity is in
+:mod:`telha.rest.connector_ingest`, the externalId lookup of ``GET /v1/sources`` in
+:mod:`telha.rest.listing_routes`."""
 
 from __future__ import annotations
 
@@ -9,45 +9,33 @@ import json
 from typing import Any
 
 import anyio.to_thread
-from starlette.datastructures import QueryParams
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
 from telha.connector_roots import check_roots
-from telha.domain.acl import admits
 from telha.domain.connectors import (
+    CONNECTOR_KINDS,
     ConnectorRecord,
     check_connector,
-    check_external_id,
 )
-from telha.domain.errors import NotFound, RequestError, Unauthenticated
+from telha.domain.errors import NotFound, RequestError
 from telha.domain.ids import id_str, new_id, now_us
 from telha.domain.model import Scope
-from telha.grpc.tokens import ConnectorAuth, InvalidToken, verify_connector_token
-from telha.rest.access_log import SCOPE_KEY
-from telha.rest.app import (
-    Access,
-    json_response,
-    parse_uuid,
-    parse_uuid_param,
-    require_scope,
-    state,
-)
+from telha.rest.access import require_scope
 from telha.rest.body import read_body
-from telha.rest.listing_routes import source_summary_out
+from telha.rest.openapi_parts import BODY_TIMEOUT, CONNECTOR, ERRORS, SECURED, answer
+from telha.rest.params import parse_uuid
+from telha.rest.responses import json_response
+from telha.rest.state import state
 from telha.wire_connectors import (
     ConnectorList,
     ConnectorOut,
     ConnectorRemovedOut,
-    ConnectorSourceOut,
 )
 from workers_common.secret_grants import parse_grants
 
-__all__ = ["CONNECTOR_TOKEN_HEADER", "connector_identity", "lookup_source", "routes"]
-
-#: The header a connector token travels in (docs/connectors.md, "Connector tokens").
-CONNECTOR_TOKEN_HEADER = "x-connector-token"
+__all__ = ["openapi_paths", "routes"]
 
 #: Largest ``POST /v1/connectors`` body (settings are small).
 _MAX_BODY = 64 * 1024
@@ -63,28 +51,6 @@ def connector_out(c: ConnectorRecord) -> ConnectorOut:
         prune_max_fraction=c.prune_max_fraction,
         created_at=c.created_at,
     )
-
-
-async def connector_identity(request: Request) -> ConnectorAuth | None:
-    """The connector a request's ``x-connector-token`` speaks for (``None``: no such
-    header), once its connector is known live in its scope and its rate limit admits the
-    request.
-
-    :raises Unauthenticated: a bad, expired or forged token, or its connector removed.
-    """
-    token = request.headers.get(CONNECTOR_TOKEN_HEADER)
-    if token is None:
-        return None
-    st = state(request)
-    try:
-        auth = verify_connector_token(st.token_key, token)
-    except InvalidToken as exc:
-        raise Unauthenticated(str(exc)) from None
-    if await st.store.get_connector(auth.scope, auth.connector_id) is None:
-        raise Unauthenticated("connector token: its connector was removed")
-    request.scope[SCOPE_KEY] = auth.scope
-    await st.quotas.admit(token, auth.scope)
-    return auth
 
 
 async def _body(request: Request) -> dict[str, Any]:
@@ -167,50 +133,78 @@ async def delete_connector(request: Request) -> Response:
     )
 
 
-async def lookup_source(request: Request, access: Access, q: QueryParams) -> Response:
-    """``GET /v1/sources?connector=ID&externalId=X``: the source a connector's item names
-    and its ``rootNodeId`` (:class:`~telha.wire_connectors.ConnectorSourceOut`).
-
-    :raises RequestError: ``connector`` not a UUID, ``externalId`` missing or bad, or other
-        listing parameters given with them.
-    :raises NotFound: the connector made no source for that external id, or its ACL
-        admits none of the request's principals (:func:`telha.domain.acl.admits`).
-    """
-    extra = sorted(set(q) - {"connector", "externalId"})
-    if extra:
-        raise RequestError(f"connector/externalId lookup takes no other parameter: {extra}")
-    connector_id = parse_uuid_param(q["connector"], "connector")
-    if "externalId" not in q:
-        raise RequestError("externalId is required with connector")
-    external_id = check_external_id(q["externalId"])
-    store, scope = state(request).store, access.scope
-    item = await store.find_connector_item(scope, connector_id, external_id)
-    if item is None or not admits(item.acl, access.principals):
-        raise NotFound("no source for that connector and externalId")
-    summary = await store.source_summary(scope, item.source_id)
-    if summary is None:
-        raise NotFound("no source for that connector and externalId")
-    versions = await store.source_versions(scope, item.source_id)
-    root = versions[0].root_node_id if versions else None
-    listed = source_summary_out(summary)
-    return json_response(
-        ConnectorSourceOut(
-            connector_id=id_str(connector_id),
-            external_id=external_id,
-            source_id=id_str(item.source_id),
-            name=versions[0].name if versions else summary.name,
-            state=listed.state,
-            latest_version_tx=listed.latest_version_tx,
-            root_node_id=id_str(root) if root else None,
-            acl=item.acl,
-            retired=item.retired_at is not None,
-        )
-    )
-
-
 routes = [
     Route("/v1/connectors", create_connector, methods=["POST"]),
     Route("/v1/connectors", list_connectors, methods=["GET"]),
     Route("/v1/connectors/{connector_id}", get_connector, methods=["GET"]),
     Route("/v1/connectors/{connector_id}", delete_connector, methods=["DELETE"]),
 ]
+
+
+#: The ``POST /v1/connectors`` body, described.
+_CONNECTOR_BODY = {
+    "type": "object",
+    "required": ["kind"],
+    "additionalProperties": False,
+    "properties": {
+        "kind": {"type": "string", "enum": list(CONNECTOR_KINDS)},
+        "settings": {
+            "type": "object",
+            "description": "the kind's settings; folder: root (absolute path inside"
+            " [connectors] allowed_roots), include and exclude (lists of fnmatch patterns"
+            " over the relative path); slack-export: path (absolute path of the export zip,"
+            " inside [connectors] allowed_roots), channels, maxEntryBytes, maxTotalBytes"
+            " (each at most its default: 256 MiB, 16 GiB)",
+        },
+        "every": {
+            "type": ["integer", "string", "null"],
+            "description": "schedule: seconds, or 15m, 1h, 1d (at least 60 s)",
+        },
+        "pruneMaxFraction": {
+            "type": "number",
+            "exclusiveMinimum": 0,
+            "maximum": 1,
+            "description": "most of its sources one run may retire unconfirmed (0.2)",
+        },
+    },
+}
+
+
+def openapi_paths() -> dict[str, Any]:
+    """This module's routes in the OpenAPI document (assembled by :mod:`telha.rest.openapi`)."""
+    return {
+        "/v1/connectors": {
+            "post": {
+                "summary": "Register a connector",
+                "security": SECURED,
+                "requestBody": {
+                    "required": True,
+                    "content": {"application/json": {"schema": _CONNECTOR_BODY}},
+                },
+                "responses": {
+                    "201": answer("ConnectorOut", "the connector"),
+                    "408": BODY_TIMEOUT,
+                    **ERRORS,
+                },
+            },
+            "get": {
+                "summary": "The scope's connectors, oldest first",
+                "security": SECURED,
+                "responses": {"200": answer("ConnectorList", "the connectors"), **ERRORS},
+            },
+        },
+        "/v1/connectors/{connectorId}": {
+            "get": {
+                "summary": "One connector",
+                "security": SECURED,
+                "parameters": [CONNECTOR],
+                "responses": {"200": answer("ConnectorOut", "the connector"), **ERRORS},
+            },
+            "delete": {
+                "summary": "Remove a connector (its tokens are refused; its sources stay)",
+                "security": SECURED,
+                "parameters": [CONNECTOR],
+                "responses": {"200": answer("ConnectorRemovedOut", "removed"), **ERRORS},
+            },
+        },
+    }

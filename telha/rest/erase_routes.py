@@ -9,26 +9,22 @@ shows its steps.
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
 from telha.domain.errors import RequestError
-from telha.rest.app import (
-    decode_body,
-    parse_choice,
-    parse_uuid,
-    require_access,
-    require_admitted,
-    state,
-)
+from telha.rest.access import require_access, require_admitted
 from telha.rest.body import read_body
+from telha.rest.openapi_parts import BODY_TIMEOUT, ERRORS, SECURED, SOURCE, enum, param, ref
+from telha.rest.params import MAX_REASON_CHARS, decode_body, parse_choice, parse_uuid
+from telha.rest.state import state
 
-__all__ = ["routes"]
+__all__ = ["openapi_paths", "routes"]
 
-#: Longest ``reason`` accepted, characters (it is kept in the audit table).
-MAX_REASON_CHARS = 1000
 _MAX_BODY_BYTES = 16 * 1024
 
 
@@ -87,3 +83,68 @@ async def erase_source(request: Request) -> Response:
 
 
 routes = [Route("/v1/sources/{source_id}/erase", erase_source, methods=["POST"])]
+
+
+#: The erase request body, described.
+_ERASE_BODY = {
+    "type": "object",
+    "required": ["reason"],
+    "additionalProperties": False,
+    "properties": {
+        "reason": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 1000,
+            "description": "why (kept in the erasure audit, with who and when)",
+        },
+        "versionTx": {
+            "type": ["integer", "null"],
+            "minimum": 0,
+            "description": "erase only this version (transaction time, µs); default every one",
+        },
+    },
+}
+
+
+def openapi_paths() -> dict[str, Any]:
+    """This module's routes in the OpenAPI document (assembled by :mod:`telha.rest.openapi`)."""
+    out = {
+        "description": "what was erased, or with dryRun=true what would be",
+        "content": {
+            "application/json": {"schema": {"oneOf": [ref("ErasureOut"), ref("ErasurePreviewOut")]}}
+        },
+    }
+    return {
+        "/v1/sources/{sourceId}/erase": {
+            "post": {
+                "summary": "Erase a source (every version, or one) for good (GDPR)",
+                "description": (
+                    "Runs as an erase job (GET /v1/ingest/{erasureId} shows its steps): raw"
+                    " bytes and inline job content deleted, canonical text replaced by"
+                    " redaction records (length and hash), nodes scrubbed and hidden or"
+                    " trimmed, span rows deleted, pending/leased jobs of the source dead"
+                    " (erased), both digests of every erased version on the scope's"
+                    " blocklist (a later ingest of them answers 410). Versions of other"
+                    " sources sharing the bytes or canonical text are erased with it. A"
+                    " repeated erase answers the same result. dryRun=true erases nothing and"
+                    " answers what would be erased (ErasurePreviewOut: sources with names,"
+                    " versions, node counts); its body may be empty and reason is optional."
+                ),
+                "security": SECURED,
+                "parameters": [
+                    SOURCE,
+                    param(
+                        "dryRun",
+                        "query",
+                        enum(("true", "false")),
+                        "true: answer what would be erased (ErasurePreviewOut), erase nothing",
+                    ),
+                ],
+                "requestBody": {
+                    "required": True,
+                    "content": {"application/json": {"schema": _ERASE_BODY}},
+                },
+                "responses": {"200": out, **ERRORS, "408": BODY_TIMEOUT},
+            }
+        },
+    }

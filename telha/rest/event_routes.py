@@ -16,6 +16,7 @@ The stream always reads the database: a wake-up from this process's store
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 import anyio
 import msgspec
@@ -28,17 +29,13 @@ from starlette.types import Scope as AsgiScope
 
 from telha.domain.errors import NotFound, QuotaExceeded, Unavailable
 from telha.domain.model import TERMINAL_JOB_STATES, JobEventPage, Scope
-from telha.rest.app import (
-    AppState,
-    parse_int,
-    parse_uuid,
-    require_access,
-    require_admitted,
-    state,
-)
+from telha.rest.access import require_access, require_admitted
+from telha.rest.openapi_parts import ERRORS, INT, QUOTA, SECURED, UUID, answer, param
+from telha.rest.params import parse_int, parse_uuid
+from telha.rest.state import AppState, state
 from telha.wire import JobEventOut
 
-__all__ = ["routes"]
+__all__ = ["openapi_paths", "routes"]
 
 #: Events read (and sent) per database read; a longer list is read in pages at once.
 PAGE = 500
@@ -151,3 +148,48 @@ async def job_events(request: Request) -> Response:
 
 
 routes = [Route("/v1/ingest/{job_id}/events", job_events, methods=["GET"])]
+
+
+def openapi_paths() -> dict[str, Any]:
+    """This module's routes in the OpenAPI document (assembled by :mod:`telha.rest.openapi`)."""
+    return {
+        "/v1/ingest/{jobId}/events": {
+            "get": {
+                "summary": "A job's events as Server-Sent Events, live, until the terminal one",
+                "description": (
+                    "text/event-stream: one message per event of the job's list (as GET"
+                    " /v1/ingest/{jobId} shows them), `id` its sequence number and `data`"
+                    " the JobEventOut JSON, oldest first: those already written, then each"
+                    " one as it is written; the stream ends after the terminal event"
+                    " (completed, dead, cancelled). Reconnect with Last-Event-ID to resume"
+                    " after it."
+                ),
+                "security": SECURED,
+                "parameters": [
+                    param("jobId", "path", UUID, "job id"),
+                    param(
+                        "Last-Event-ID",
+                        "header",
+                        INT,
+                        "resume after this event (its id, a sequence number); default 0",
+                    ),
+                ],
+                "responses": {
+                    "200": {
+                        "description": "the event stream",
+                        "content": {"text/event-stream": {"schema": {"type": "string"}}},
+                    },
+                    "503": answer(
+                        "ErrorBody",
+                        "UNAVAILABLE: server.max_event_streams streams open, or shutting down",
+                    ),
+                    **ERRORS,
+                    "429": answer(
+                        "ErrorBody",
+                        "QUOTA_EXCEEDED: the scope holds its max_event_streams, or RATE_LIMITED",
+                    )
+                    | {"headers": QUOTA["headers"]},
+                },
+            },
+        },
+    }

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -10,28 +11,36 @@ from starlette.routing import Route
 
 from telha.domain.errors import NotFound, QuotaExceeded, RequestError, TelhaError
 from telha.domain.ids import id_str
-from telha.domain.model import JobRecord, Scope
 from telha.ingest.ingestor import IngestResult
-from telha.ingest.request import parse_ingest_request
+from telha.ingest.request import KNOWN_FORMATS, parse_ingest_request
 from telha.offload import off_loop
-from telha.rest.app import (
-    AppState,
-    json_response,
-    parse_uuid,
-    require_access,
-    require_admitted,
-    require_scope,
-    state,
-)
+from telha.rest.access import require_access, require_admitted, require_scope
 from telha.rest.body import read_body
-from telha.rest.connector_ingest import as_connector, record_acl_first, record_item
-from telha.rest.connector_routes import connector_identity
-from telha.rest.job_json import job_status as job_status_out
-from telha.rest.job_json import pending_hint
+from telha.rest.connector_ingest import (
+    as_connector,
+    connector_identity,
+    record_acl_first,
+    record_item,
+)
+from telha.rest.openapi_parts import (
+    BODY_TIMEOUT,
+    ERASED,
+    ERRORS,
+    QUOTA,
+    SECURED,
+    UUID,
+    answer,
+    param,
+)
+from telha.rest.params import parse_uuid
+from telha.rest.responses import json_response
+from telha.rest.shapes import job_out
+from telha.rest.state import state
 from telha.rest.upload import receive_upload
-from telha.wire import Deduplicated, IngestApplied, IngestEnqueued, JobStatus
+from telha.wire import Deduplicated, IngestApplied, IngestEnqueued
+from workers_common.format_options import ALIASES
 
-__all__ = ["job_out", "routes"]
+__all__ = ["openapi_paths", "routes"]
 
 
 def _outcome(result: IngestResult) -> str:
@@ -125,19 +134,6 @@ async def ingest(request: Request) -> Response:
     )
 
 
-async def job_out(st: AppState, scope: Scope, job: JobRecord) -> JobStatus:
-    """The body of ``GET /v1/ingest/{jobId}`` (also what a cancel answers): the job with its
-    parent, its children counted by state and, for a pending job no worker of this process
-    polls for, a ``hint`` (:func:`telha.rest.job_json.job_status`).
-
-    :raises NotFound: the job is not in ``scope``.
-    """
-    family = await st.store.job_family(scope, job.job_id)
-    if family is None:
-        raise NotFound("no such job")
-    return job_status_out(job, family, pending_hint(job, st.queue.polled_formats()))
-
-
 async def job_status(request: Request) -> Response:
     """GET /v1/ingest/{jobId}: the job's state, attempts and event list (its manifest), its
     parent job and its children counted by state (:func:`job_out`)."""
@@ -156,3 +152,128 @@ routes = [
     Route("/v1/ingest", ingest, methods=["POST"]),
     Route("/v1/ingest/{job_id}", job_status, methods=["GET"]),
 ]
+
+
+#: The fields of ``POST /v1/ingest`` only a connector token sends (docs/connectors.md,
+#: "Ingesting as a connector").
+CONNECTOR_INGEST_FIELDS = {
+    "externalId": {
+        "type": ["string", "null"],
+        "description": "connector token only: the item's id in the remote",
+    },
+    "connector": {
+        "type": ["string", "null"],
+        "description": "connector token only: must be the token's own connector",
+    },
+    "acl": {
+        "type": ["array", "null"],
+        "items": {"type": "string"},
+        "description": "connector token only: principals (user:…, group:…)",
+    },
+    "marker": {
+        "type": ["string", "null"],
+        "description": "connector token only: the item's change marker",
+    },
+}
+
+#: Format names a request may use: the formats, then the aliases of known ones (any case).
+_FORMAT_NAMES = [*KNOWN_FORMATS, *(a for a, f in ALIASES.items() if f in KNOWN_FORMATS)]
+
+_INGEST_BODY = {
+    "type": "object",
+    "required": ["format", "name"],
+    "additionalProperties": False,
+    "properties": {
+        "format": {
+            "type": "string",
+            "enum": _FORMAT_NAMES,
+            "description": "case-insensitive; md, txt, htm are aliases",
+        },
+        "name": {
+            "type": "string",
+            "minLength": 1,
+            "description": "file name or URL (web: an absolute http(s) URL): the source identity",
+        },
+        "content": {"type": ["string", "null"], "description": "content as text (UTF-8)"},
+        "contentBase64": {"type": ["string", "null"], "description": "content as base64 bytes"},
+        "options": {
+            "type": ["object", "null"],
+            "description": "format options; json: label (UPPER_SNAKE), nested (flatten|child),"
+            " id_key (a record's id key; true: id, else _id; false, the default: off;"
+            " docs/formats.md, JSON records);"
+            " any format but json: webhook {url, events} (docs/rest-api.md, Webhooks), and its"
+            " worker's options (docs/formats.md); an unknown or ill-typed one answers 400",
+        },
+        **CONNECTOR_INGEST_FIELDS,
+    },
+}
+
+
+_UPLOAD_FORM = {
+    "type": "object",
+    "required": ["format", "name", "file"],
+    "properties": {
+        "file": {
+            "type": "string",
+            "format": "binary",
+            "description": "the raw bytes, streamed to disk; at most ingest.max_upload_bytes",
+        },
+        "format": {"type": "string", "enum": _FORMAT_NAMES},
+        "name": {"type": "string", "minLength": 1, "description": "the source identity"},
+        "options": {
+            "type": "string",
+            "description": "format options as a JSON object (webhook: see docs/rest-api.md)",
+        },
+    },
+}
+
+
+def openapi_paths() -> dict[str, Any]:
+    """This module's routes in the OpenAPI document (assembled by :mod:`telha.rest.openapi`)."""
+    return {
+        "/v1/ingest": {
+            "post": {
+                "summary": "Ingest a document (json is applied synchronously)",
+                "security": SECURED,
+                "requestBody": {
+                    "required": True,
+                    "content": {
+                        "application/json": {"schema": _INGEST_BODY},
+                        "multipart/form-data": {"schema": _UPLOAD_FORM},
+                    },
+                },
+                "responses": {
+                    "201": answer("IngestApplied", "format=json applied"),
+                    "202": answer("IngestEnqueued", "a job for a format worker was enqueued"),
+                    "200": answer(
+                        "Deduplicated", "identical bytes to the latest version or a pending job"
+                    ),
+                    "413": answer(
+                        "ErrorBody",
+                        "PAYLOAD_TOO_LARGE: over ingest.max_body_bytes (JSON body) or"
+                        " ingest.max_upload_bytes (multipart file)",
+                    ),
+                    "408": BODY_TIMEOUT,
+                    "503": answer(
+                        "ErrorBody", "UNAVAILABLE: ingest.max_concurrent ingests in progress"
+                    ),
+                    "410": ERASED,
+                    "403": answer(
+                        "ErrorBody",
+                        "FORBIDDEN: a connector token ingesting as another connector or as"
+                        " none, or an API key sending a connector's fields",
+                    ),
+                    **ERRORS,
+                    "429": QUOTA,
+                },
+            },
+        },
+        "/v1/ingest/{jobId}": {
+            "get": {
+                "summary": "A job's state, attempts, events, parent job and children by state",
+                "security": SECURED,
+                "parameters": [param("jobId", "path", UUID, "job id")],
+                "responses": {"200": answer("JobStatus", "the job"), **ERRORS},
+            },
+        },
+    }

@@ -1,15 +1,19 @@
 """The listings (docs/rest-api.md, "Listings"): ``GET /v1/sources`` and ``GET /v1/ingest``,
-the scope's sources and jobs, newest first, paged by an opaque cursor; and the summary
-fields ``GET /v1/sources/{sourceId}`` and ``GET /v1/ingest/{jobId}`` add from them."""
+the scope's sources and jobs, newest first, paged by an opaque cursor, and the source a
+connector's item names (``GET /v1/sources?connector=&externalId=``)."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from starlette.datastructures import QueryParams
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from telha.domain.errors import RequestError
+from telha.domain.acl import admits
+from telha.domain.connectors import check_external_id
+from telha.domain.errors import NotFound, RequestError
 from telha.domain.ids import id_str
 from telha.domain.listings import (
     JOB_STATES,
@@ -18,27 +22,22 @@ from telha.domain.listings import (
     JobSummary,
     Page,
     SourceFilter,
-    SourceSummary,
     decode_cursor,
     encode_cursor,
 )
-from telha.domain.sync_runs import SYNC_FORMATS
 from telha.ingest.request import KNOWN_FORMATS
-from telha.rest.app import (
-    json_response,
-    parse_choice,
-    parse_int,
-    parse_uuid_param,
-    require_access,
-    state,
-)
-from telha.rest.job_json import attempts_made
-from telha.wire import JobList, JobSummaryOut, SourceList, SourceSummaryOut
+from telha.job_json import attempts_made
+from telha.rest.access import Access, require_access
+from telha.rest.openapi_parts import CURSOR, ERRORS, LIMIT, SECURED, UUID, answer, enum, param, ref
+from telha.rest.params import JOB_KINDS, parse_choice, parse_int, parse_uuid_param
+from telha.rest.responses import json_response
+from telha.rest.shapes import source_summary_out
+from telha.rest.state import state
+from telha.wire import JobList, JobSummaryOut, SourceList
+from telha.wire_connectors import ConnectorSourceOut
 
-__all__ = ["JOB_KINDS", "routes", "source_summary_out"]
+__all__ = ["lookup_source", "openapi_paths", "routes"]
 
-#: The kinds a job can have: one per worker format (``json`` makes no job) and ``erase``.
-JOB_KINDS = (*(f"ingest:{f}" for f in KNOWN_FORMATS if f != "json"), "erase", *SYNC_FORMATS)
 _MAX_LIMIT = 1000
 _DEFAULT_LIMIT = 100
 _SOURCES_CURSOR = b"s"
@@ -55,21 +54,6 @@ def _page(q: QueryParams, kind: bytes) -> tuple[int, Page]:
     if limit > _MAX_LIMIT:
         raise RequestError(f"limit must be <= {_MAX_LIMIT}")
     return limit, Page(limit + 1, decode_cursor(kind, q.get("cursor")))
-
-
-def source_summary_out(s: SourceSummary) -> SourceSummaryOut:
-    """A listed source as the wire shows it."""
-    return SourceSummaryOut(
-        source_id=id_str(s.source_id),
-        name=s.name,
-        format=s.format,
-        latest_version_tx=s.latest_tx,
-        version_count=s.version_count,
-        state=s.state,  # type: ignore[arg-type]  # one of SOURCE_STATES (the table's CHECK)
-        last_job_id=id_str(s.last_job_id) if s.last_job_id else None,
-        last_job_state=s.last_job_state,
-        changed_at=s.changed_at,
-    )
 
 
 def _job_out(j: JobSummary) -> JobSummaryOut:
@@ -90,15 +74,13 @@ def _job_out(j: JobSummary) -> JobSummaryOut:
 async def list_sources(request: Request) -> Response:
     """GET /v1/sources?prefix=&format=&state=&limit=&cursor= — the scope's sources, newest
     change first; with ``connector`` and ``externalId`` the one source that connector's
-    item names (:func:`telha.rest.connector_routes.lookup_source`)."""
+    item names (:func:`lookup_source`)."""
     access = await require_access(request)
     scope = access.scope
     q = request.query_params
     if "connector" in q or "externalId" in q:
         if "connector" not in q:
             raise RequestError("externalId needs connector")
-        from telha.rest.connector_routes import lookup_source  # it imports this module
-
         return await lookup_source(request, access, q)
     prefix = q.get("prefix")
     if prefix is not None and "\x00" in prefix:
@@ -143,7 +125,127 @@ async def list_jobs(request: Request) -> Response:
     return json_response(JobList(jobs=[_job_out(j) for j in rows], next_cursor=cursor))
 
 
+async def lookup_source(request: Request, access: Access, q: QueryParams) -> Response:
+    """``GET /v1/sources?connector=ID&externalId=X``: the source a connector's item names
+    and its ``rootNodeId`` (:class:`~telha.wire_connectors.ConnectorSourceOut`).
+
+    :raises RequestError: ``connector`` not a UUID, ``externalId`` missing or bad, or other
+        listing parameters given with them.
+    :raises NotFound: the connector made no source for that external id, or its ACL
+        admits none of the request's principals (:func:`telha.domain.acl.admits`).
+    """
+    extra = sorted(set(q) - {"connector", "externalId"})
+    if extra:
+        raise RequestError(f"connector/externalId lookup takes no other parameter: {extra}")
+    connector_id = parse_uuid_param(q["connector"], "connector")
+    if "externalId" not in q:
+        raise RequestError("externalId is required with connector")
+    external_id = check_external_id(q["externalId"])
+    store, scope = state(request).store, access.scope
+    item = await store.find_connector_item(scope, connector_id, external_id)
+    if item is None or not admits(item.acl, access.principals):
+        raise NotFound("no source for that connector and externalId")
+    summary = await store.source_summary(scope, item.source_id)
+    if summary is None:
+        raise NotFound("no source for that connector and externalId")
+    versions = await store.source_versions(scope, item.source_id)
+    root = versions[0].root_node_id if versions else None
+    listed = source_summary_out(summary)
+    return json_response(
+        ConnectorSourceOut(
+            connector_id=id_str(connector_id),
+            external_id=external_id,
+            source_id=id_str(item.source_id),
+            name=versions[0].name if versions else summary.name,
+            state=listed.state,
+            latest_version_tx=listed.latest_version_tx,
+            root_node_id=id_str(root) if root else None,
+            acl=item.acl,
+            retired=item.retired_at is not None,
+        )
+    )
+
+
 routes = [
     Route("/v1/sources", list_sources, methods=["GET"]),
     Route("/v1/ingest", list_jobs, methods=["GET"]),
 ]
+
+
+def _lookup_parameters() -> list[dict[str, Any]]:
+    """``connector`` and ``externalId`` of ``GET /v1/sources``."""
+    return [
+        param(
+            "connector",
+            "query",
+            {"type": "string", "format": "uuid"},
+            "with externalId: the one source this connector's item names",
+        ),
+        param(
+            "externalId",
+            "query",
+            {"type": "string", "minLength": 1},
+            "the item's id in the remote (with connector)",
+        ),
+    ]
+
+
+def openapi_paths() -> dict[str, Any]:
+    """This module's routes in the OpenAPI document (assembled by :mod:`telha.rest.openapi`)."""
+    return {
+        "/v1/ingest": {
+            "get": {
+                "summary": "The scope's jobs, newest first, paged",
+                "description": (
+                    "Jobs by creation time, newest first; pass nextCursor as cursor for the"
+                    " next page (with the same filters). A filter value that is not one of"
+                    " those listed, a limit out of range or a cursor this listing did not"
+                    " return answer 400."
+                ),
+                "security": SECURED,
+                "parameters": [
+                    param("state", "query", enum(JOB_STATES), "only jobs in this state"),
+                    param("kind", "query", enum(JOB_KINDS), "only jobs of this kind"),
+                    param("sourceId", "query", UUID, "only this source's jobs"),
+                    param("parent", "query", UUID, "only the children of this job"),
+                    LIMIT,
+                    CURSOR,
+                ],
+                "responses": {"200": answer("JobList", "a page of jobs"), **ERRORS},
+            },
+        },
+        "/v1/sources": {
+            "get": {
+                "summary": "The scope's sources, newest change first, paged",
+                "description": (
+                    "Sources by their last change (a job enqueued, a version published,"
+                    " retired or erased), newest first; state pending: only jobs, dead ones"
+                    " included. Pass nextCursor as cursor for the next page (with the same"
+                    " filters). A filter value that is not one of those listed, a limit out"
+                    " of range or a cursor this listing did not return answer 400. With"
+                    " connector and externalId (and no other parameter): the one source"
+                    " that connector's item names (ConnectorSourceOut), 404 when none."
+                ),
+                "security": SECURED,
+                "parameters": [
+                    param("prefix", "query", {"type": "string"}, "only names starting with this"),
+                    param("format", "query", enum(KNOWN_FORMATS), "only this format"),
+                    param("state", "query", enum(SOURCE_STATES), "only sources in this state"),
+                    LIMIT,
+                    CURSOR,
+                    *_lookup_parameters(),
+                ],
+                "responses": {
+                    "200": {
+                        "description": "a page of sources, or the connector item's source",
+                        "content": {
+                            "application/json": {
+                                "schema": {"oneOf": [ref("SourceList"), ref("ConnectorSourceOut")]}
+                            }
+                        },
+                    },
+                    **ERRORS,
+                },
+            },
+        },
+    }

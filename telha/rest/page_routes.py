@@ -26,10 +26,20 @@ from starlette.routing import Route
 from telha.domain.errors import ContentErased, ContentError, NotFound, RequestError
 from telha.domain.model import Scope, SourceVersion
 from telha.offload import off_loop
-from telha.rest.app import AppState, require_access, require_admitted, state
-from telha.rest.read_routes import version_params
+from telha.rest.access import require_access, require_admitted
+from telha.rest.openapi_parts import ERASED, ERRORS, SECURED, SOURCE, TX, param
+from telha.rest.params import version_params
+from telha.rest.state import AppState, state
 
-__all__ = ["MAX_SCALE", "MIN_SCALE", "PageCache", "RenderedPage", "render_page", "routes"]
+__all__ = [
+    "MAX_SCALE",
+    "MIN_SCALE",
+    "PageCache",
+    "RenderedPage",
+    "openapi_paths",
+    "render_page",
+    "routes",
+]
 
 MIN_SCALE = 0.25
 MAX_SCALE = 4.0
@@ -205,3 +215,47 @@ async def page_png(request: Request) -> Response:
 routes = [
     Route("/v1/sources/{source_id}/versions/{tx}/pages/{page}", page_png, methods=["GET"]),
 ]
+
+
+def openapi_paths() -> dict[str, Any]:
+    """This module's routes in the OpenAPI document (assembled by :mod:`telha.rest.openapi`)."""
+    return {
+        "/v1/sources/{sourceId}/versions/{tx}/pages/{n}.png": {
+            "get": {
+                "summary": "Page n of a PDF version rendered as PNG",
+                "description": (
+                    "Rendered server-side from the version's raw bytes (PDFium), cached by"
+                    " version, page and scale. At scale s one PDF point is s pixels, so a"
+                    " node's bbox (points, top-left origin) times s is its box in the image."
+                ),
+                "security": SECURED,
+                "parameters": [
+                    SOURCE,
+                    TX,
+                    param("n", "path", {"type": "integer", "minimum": 1}, "page number, from 1"),
+                    param(
+                        "scale",
+                        "query",
+                        {"type": "number", "minimum": MIN_SCALE, "maximum": MAX_SCALE},
+                        "pixels per PDF point (default 1: 72 dpi)",
+                    ),
+                ],
+                "responses": {
+                    "200": {
+                        "description": "the page",
+                        "headers": {
+                            "x-page-size": {
+                                "description": "the page's width and height in PDF points",
+                                "schema": {"type": "string"},
+                            }
+                        },
+                        "content": {
+                            "image/png": {"schema": {"type": "string", "format": "binary"}}
+                        },
+                    },
+                    "410": ERASED,
+                    **ERRORS,
+                },
+            }
+        },
+    }

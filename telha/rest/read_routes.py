@@ -5,32 +5,47 @@ Every route is scoped by the caller's key; another scope's ids answer 404.
 
 from __future__ import annotations
 
-import base64
-import binascii
-from collections import defaultdict
+from typing import Any
 
 import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from telha.domain.errors import ContentErased, NotFound, RequestError
+from telha.domain.errors import NotFound, RequestError
 from telha.domain.ids import id_str
 from telha.domain.listings import VersionParent
 from telha.domain.model import Changes, Direction, NodeVersion, Scope, SourceVersion
-from telha.domain.units import OffsetConverter, Units
-from telha.rest.app import (
-    Access,
-    json_response,
+from telha.domain.units import Units
+from telha.rest.access import Access, require_access, require_admitted
+from telha.rest.offsets import converter, units_param
+from telha.rest.openapi_parts import (
+    AS_OF,
+    CURSOR,
+    ERASED,
+    ERRORS,
+    INT,
+    LIMIT,
+    NODE,
+    SECURED,
+    SOURCE,
+    TX,
+    UNITS_PARAM,
+    UUID,
+    answer,
+    param,
+)
+from telha.rest.params import (
+    encode_node_cursor,
     parse_int,
+    parse_node_cursor,
     parse_uuid,
     parse_uuid_param,
-    require_access,
-    require_admitted,
-    state,
+    version_params,
 )
-from telha.rest.listing_routes import source_summary_out
-from telha.rest.offsets import converter, units_param
+from telha.rest.responses import json_response
+from telha.rest.shapes import node_out, source_summary_out
+from telha.rest.state import state
 from telha.storage.protocol import ReadStore
 from telha.wire import (
     AmbiguityOut,
@@ -38,12 +53,8 @@ from telha.wire import (
     ChangesOut,
     EdgeList,
     EdgeOut,
-    Interval,
     NodeList,
-    NodeOut,
     ProjectionOut,
-    Provenance,
-    ProvenanceSpanOut,
     RetiredOut,
     SourceOut,
     SpanList,
@@ -53,7 +64,7 @@ from telha.wire import (
     VersionState,
 )
 
-__all__ = ["encode_cursor", "node_out", "parse_cursor", "routes", "version_params"]
+__all__ = ["openapi_paths", "routes"]
 
 _MAX_LIMIT = 1000
 _DEFAULT_LIMIT = 100
@@ -154,18 +165,6 @@ async def get_source(request: Request) -> Response:
     )
 
 
-def version_params(request: Request) -> tuple[bytes, int]:
-    """``(source id, tx)`` of a ``/v1/sources/{sourceId}/versions/{tx}/…`` route.
-
-    :raises NotFound: the source id is not a UUID.
-    :raises RequestError: tx is not a non-negative integer.
-    """
-    source_id = parse_uuid(request.path_params["source_id"], "source")
-    tx = parse_int(request.path_params["tx"], "sourceVersionTx")
-    assert tx is not None
-    return source_id, tx
-
-
 async def get_text(request: Request) -> Response:
     """GET /v1/sources/{sourceId}/versions/{tx}/text?start=&end=&units= — canonical text
     [start, end), the bounds in ``units`` (default UTF-8 bytes). An ``end`` past the text's
@@ -246,64 +245,6 @@ async def get_spans(request: Request) -> Response:
     )
 
 
-def _slice(window: tuple[int, bytes], start: int, end: int) -> str:
-    base, data = window
-    return data[start - base : end - base].decode("utf-8", "replace")
-
-
-async def node_out(
-    store: ReadStore, scope: Scope, nodes: list[NodeVersion], units: Units = "byte"
-) -> list[NodeOut]:
-    """Nodes as the wire shows them, each provenance span's text resolved (one read per
-    distinct version; an erased or missing version's text is empty) and its offsets in
-    ``units`` (an erased or missing version's stay in bytes)."""
-    wanted: dict[tuple[bytes, int], list[tuple[int, int]]] = defaultdict(list)
-    for n in nodes:
-        for s in n.provenance:
-            wanted[(s.source_id, s.source_version_tx)].append((s.start, s.end))
-    texts: dict[tuple[bytes, int], tuple[int, bytes]] = {}
-    convs: dict[tuple[bytes, int], OffsetConverter] = {}
-    for key, ranges in wanted.items():
-        lo, hi = min(a for a, _ in ranges), max(b for _, b in ranges)
-        try:
-            if units == "byte":
-                texts[key] = (lo, await store.read_text(scope, key[0], key[1], lo, hi))
-            else:
-                window = await store.text_window(scope, key[0], key[1], lo, hi)
-                texts[key] = (window.base, window.data)
-                convs[key] = OffsetConverter(window.data, window.base, window.before)
-        except (NotFound, RequestError, ContentErased):
-            texts[key] = (lo, b"")
-    out = []
-    for n in nodes:
-        spans = []
-        for s in n.provenance:
-            key = (s.source_id, s.source_version_tx)
-            start, end = s.start, s.end
-            if key in convs:
-                start, end = convs[key].to_units([start, end], units)
-            spans.append(
-                ProvenanceSpanOut(
-                    source_id=id_str(s.source_id),
-                    source_version_tx=s.source_version_tx,
-                    start=start,
-                    end=end,
-                    text=_slice(texts[key], s.start, s.end),
-                )
-            )
-        out.append(
-            NodeOut(
-                node_id=id_str(n.node_id),
-                labels=n.labels,
-                properties=n.properties,
-                valid_time=Interval(from_=n.valid_from, to=n.valid_to),
-                tx_time=Interval(from_=n.tx_from, to=n.tx_to),
-                provenance=Provenance(spans=spans),
-            )
-        )
-    return out
-
-
 async def get_node(request: Request) -> Response:
     """GET /v1/nodes/{nodeId}?asOf=&units= — one node version with its provenance text
     (offsets in ``units``, default UTF-8 bytes)."""
@@ -342,27 +283,6 @@ async def _admitted_node(
     return node
 
 
-def encode_cursor(node_id: bytes) -> str:
-    """The opaque ``nextCursor`` of a page that ends at ``node_id``."""
-    return base64.urlsafe_b64encode(node_id).rstrip(b"=").decode()
-
-
-def parse_cursor(value: str | None) -> bytes | None:
-    """The node id a ``cursor`` query parameter carries (``None`` when absent).
-
-    :raises RequestError: not a cursor this service returned.
-    """
-    if value is None:
-        return None
-    try:
-        raw = base64.urlsafe_b64decode(value + "=" * (-len(value) % 4))
-    except (binascii.Error, ValueError):
-        raw = b""
-    if len(raw) != 16:
-        raise RequestError("cursor is not one this service returned")
-    return raw
-
-
 async def list_nodes(request: Request) -> Response:
     """GET /v1/nodes?label=&sourceId=&limit=&cursor=&asOf=&units= — nodes (current, or as
     of transaction time ``asOf``, µs), paged by id, provenance offsets in ``units``."""
@@ -381,13 +301,13 @@ async def list_nodes(request: Request) -> Response:
         label=q.get("label"),
         source_id=source_id,
         limit=limit + 1,
-        after=parse_cursor(q.get("cursor")),
+        after=parse_node_cursor(q.get("cursor")),
         as_of=parse_int(q.get("asOf"), "asOf"),
         principals=access.principals,
     )
     more = len(nodes) > limit
     nodes = nodes[:limit]
-    cursor = encode_cursor(nodes[-1].node_id) if more else None
+    cursor = encode_node_cursor(nodes[-1].node_id) if more else None
     out = await node_out(store, scope, nodes, units)
     return json_response(NodeList(nodes=out, next_cursor=cursor))
 
@@ -431,3 +351,90 @@ routes = [
     Route("/v1/nodes/{node_id}", get_node, methods=["GET"]),
     Route("/v1/nodes/{node_id}/edges", node_edges, methods=["GET"]),
 ]
+
+
+def openapi_paths() -> dict[str, Any]:
+    """This module's routes in the OpenAPI document (assembled by :mod:`telha.rest.openapi`)."""
+    return {
+        "/v1/sources/{sourceId}": {
+            "get": {
+                "summary": "A source, its versions (newest first) and its last job",
+                "security": SECURED,
+                "parameters": [SOURCE],
+                "responses": {"200": answer("SourceOut", "the source"), **ERRORS},
+            },
+        },
+        "/v1/sources/{sourceId}/versions/{tx}/text": {
+            "get": {
+                "summary": "Canonical text bytes [start, end) of one version",
+                "security": SECURED,
+                "parameters": [
+                    SOURCE,
+                    TX,
+                    param("start", "query", INT, "first offset (inclusive), in units"),
+                    param("end", "query", INT, "last offset (exclusive), in units"),
+                    UNITS_PARAM,
+                ],
+                "responses": {
+                    "200": {
+                        "description": "the bytes",
+                        "content": {"text/plain; charset=utf-8": {"schema": {"type": "string"}}},
+                    },
+                    "410": ERASED,
+                    **ERRORS,
+                },
+            },
+        },
+        "/v1/sources/{sourceId}/versions/{tx}/spans": {
+            "get": {
+                "summary": "Span rows of one version in document order",
+                "security": SECURED,
+                "parameters": [SOURCE, TX, UNITS_PARAM],
+                "responses": {
+                    "200": answer("SpanList", "the spans"),
+                    "410": ERASED,
+                    **ERRORS,
+                },
+            },
+        },
+        "/v1/nodes": {
+            "get": {
+                "summary": "Nodes (current, or as of a transaction time), paged by id",
+                "security": SECURED,
+                "parameters": [
+                    param("label", "query", {"type": "string"}, "only nodes with this label"),
+                    param("sourceId", "query", UUID, "only nodes from this source"),
+                    LIMIT,
+                    CURSOR,
+                    AS_OF,
+                    UNITS_PARAM,
+                ],
+                "responses": {"200": answer("NodeList", "a page of nodes"), **ERRORS},
+            },
+        },
+        "/v1/nodes/{nodeId}": {
+            "get": {
+                "summary": "A node with its provenance spans resolved to text",
+                "security": SECURED,
+                "parameters": [NODE, AS_OF, UNITS_PARAM],
+                "responses": {"200": answer("NodeOut", "the node"), **ERRORS},
+            },
+        },
+        "/v1/nodes/{nodeId}/edges": {
+            "get": {
+                "summary": "Edges of a node whose endpoints both exist (now, or as of asOf)",
+                "security": SECURED,
+                "parameters": [
+                    NODE,
+                    param(
+                        "direction",
+                        "query",
+                        {"type": "string", "enum": ["out", "in", "both"]},
+                        "default both",
+                    ),
+                    AS_OF,
+                ],
+                "responses": {"200": answer("EdgeList", "the edges"), **ERRORS},
+            },
+        },
+    }

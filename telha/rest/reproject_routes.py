@@ -3,6 +3,8 @@ current versions again from their stored raw bytes (:mod:`telha.ingest.reproject
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
@@ -11,12 +13,16 @@ from starlette.routing import Route
 from telha.domain.errors import Forbidden, RequestError
 from telha.ingest.reproject import Outdated, Reprojector
 from telha.ingest.request import KNOWN_FORMATS
-from telha.rest.app import json_response, parse_uuid_param, require_access, state
+from telha.rest.access import require_access
 from telha.rest.body import read_body
+from telha.rest.openapi_parts import BODY_TIMEOUT, ERRORS, SECURED, answer
+from telha.rest.params import parse_uuid_param
+from telha.rest.responses import json_response
+from telha.rest.state import state
 from telha.wire import OutdatedOut, ReprojectOut
 from workers_common.format_options import canonical_format
 
-__all__ = ["routes"]
+__all__ = ["openapi_paths", "routes"]
 
 #: A re-projection request is a few fields.
 _MAX_BODY_BYTES = 4096
@@ -82,3 +88,46 @@ async def reproject(request: Request) -> Response:
 
 
 routes = [Route("/v1/reproject", reproject, methods=["POST"])]
+
+
+def openapi_paths() -> dict[str, Any]:
+    """This module's routes in the OpenAPI document (assembled by :mod:`telha.rest.openapi`)."""
+    return {
+        "/v1/reproject": {
+            "post": {
+                "summary": "Read outdated current versions again from their stored raw bytes",
+                "description": (
+                    "The scope's current versions made by another projection or other"
+                    " effective options than a request would use now (of `format`, of"
+                    " `sourceId`, when given) each get a job reading their stored bytes;"
+                    " `dryRun` only lists them. Erased and retired sources are never"
+                    " touched; versions whose raw bytes are gone are listed in rawGone."
+                    " An administration route: a request acting for principals is"
+                    " refused (403 FORBIDDEN), not narrowed."
+                ),
+                "security": SECURED,
+                "requestBody": {
+                    "required": False,
+                    "content": {
+                        "application/json": {
+                            "schema": {
+                                "type": "object",
+                                "additionalProperties": False,
+                                "properties": {
+                                    "format": {"type": "string"},
+                                    "sourceId": {"type": "string"},
+                                    "dryRun": {"type": "boolean"},
+                                },
+                            },
+                        }
+                    },
+                },
+                "responses": {
+                    "200": answer("ReprojectOut", "a dry run, or nothing outdated"),
+                    "202": answer("ReprojectOut", "the outdated versions' jobs, enqueued"),
+                    "408": BODY_TIMEOUT,
+                    **ERRORS,
+                },
+            }
+        },
+    }

@@ -4,6 +4,7 @@ starts a run, ``GET /v1/connectors/{id}/runs`` lists them with their counts."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -11,12 +12,16 @@ from starlette.routing import Route
 
 from telha.domain.errors import NotFound, RequestError, Unavailable
 from telha.domain.ids import id_str
-from telha.rest.app import json_response, parse_int, parse_uuid, require_scope, state
+from telha.rest.access import require_scope
 from telha.rest.body import read_body
-from telha.storage.core.sync_runs import RunRow
+from telha.rest.openapi_parts import BODY_TIMEOUT, CONNECTOR, ERRORS, SECURED, answer, param
+from telha.rest.params import parse_int, parse_uuid
+from telha.rest.responses import json_response
+from telha.rest.state import state
+from telha.storage.api import RunRow
 from telha.wire_connectors import FailedItemOut, RunList, RunOut, RunStartedOut
 
-__all__ = ["routes"]
+__all__ = ["openapi_paths", "routes"]
 
 
 async def start_run(request: Request) -> Response:
@@ -101,3 +106,50 @@ routes = [
     Route("/v1/connectors/{connector_id}/runs", start_run, methods=["POST"]),
     Route("/v1/connectors/{connector_id}/runs", list_runs, methods=["GET"]),
 ]
+
+
+#: The ``POST /v1/connectors/{connectorId}/runs`` body, described.
+_RUN_BODY = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {"confirmPrune": {"type": "boolean"}},
+}
+
+
+def openapi_paths() -> dict[str, Any]:
+    """This module's routes in the OpenAPI document (assembled by :mod:`telha.rest.openapi`)."""
+    conflict = answer("ErrorBody", "CONFLICT: a run of this connector is pending or running")
+    return {
+        "/v1/connectors/{connectorId}/runs": {
+            "post": {
+                "summary": "Start a sync run",
+                "security": SECURED,
+                "parameters": [CONNECTOR],
+                "requestBody": {
+                    "required": False,
+                    "content": {"application/json": {"schema": _RUN_BODY}},
+                },
+                "responses": {
+                    "202": answer("RunStartedOut", "the run enqueued"),
+                    "408": BODY_TIMEOUT,
+                    "409": conflict,
+                    "503": answer("ErrorBody", "UNAVAILABLE: this server runs no sync runs"),
+                    **ERRORS,
+                },
+            },
+            "get": {
+                "summary": "The connector's runs, newest first, with their counts",
+                "security": SECURED,
+                "parameters": [
+                    CONNECTOR,
+                    param(
+                        "limit",
+                        "query",
+                        {"type": "integer", "minimum": 1, "maximum": 100},
+                        "runs (20)",
+                    ),
+                ],
+                "responses": {"200": answer("RunList", "the runs"), **ERRORS},
+            },
+        },
+    }

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import binascii
 from dataclasses import replace
+from typing import Any
 
 import msgspec
 from starlette.requests import Request
@@ -16,25 +17,21 @@ from telha.domain.canonical import is_label
 from telha.domain.errors import ContentErased, NotFound, RequestError
 from telha.domain.ids import id_str
 from telha.domain.model import Scope
-from telha.domain.search_query import parse_query, parse_quote
-from telha.domain.units import OffsetConverter, Units
+from telha.domain.search_query import MAX_QUERY_BYTES, MAX_QUOTE_BYTES, parse_query, parse_quote
+from telha.domain.units import UNITS, OffsetConverter, Units
 from telha.ingest.request import KNOWN_FORMATS
-from telha.rest.app import (
-    decode_body,
-    json_response,
-    parse_choice,
-    parse_int,
-    parse_uuid_param,
-    require_access,
-    state,
-)
+from telha.rest.access import require_access
 from telha.rest.body import read_body
 from telha.rest.offsets import converter, units_param
-from telha.storage.core.search import Filters, Located, SearchHit
+from telha.rest.openapi_parts import ERRORS, SECURED, answer, param
+from telha.rest.params import decode_body, parse_choice, parse_int, parse_uuid_param
+from telha.rest.responses import json_response
+from telha.rest.state import state
+from telha.storage.api import Filters, Located, SearchHit
 from telha.storage.protocol import ReadStore
 from telha.wire import ByteRange, LocatedOut, SearchHitOut, SearchResult
 
-__all__ = ["routes"]
+__all__ = ["openapi_paths", "routes"]
 
 #: Hits per page: default and most.
 DEFAULT_LIMIT = 20
@@ -234,3 +231,101 @@ routes = [
     Route("/v1/search", search, methods=["GET"]),
     Route("/v1/locate", locate, methods=["POST"]),
 ]
+
+
+def openapi_paths() -> dict[str, Any]:
+    """This module's routes in the OpenAPI document (assembled by :mod:`telha.rest.openapi`)."""
+    units = param(
+        "units",
+        "query",
+        {"type": "string", "enum": list(UNITS)},
+        "offsets in UTF-8 bytes (default), code points or UTF-16 units",
+    )
+    locate_body = {
+        "type": "object",
+        "required": ["text"],
+        "additionalProperties": False,
+        "properties": {
+            "text": {
+                "type": "string",
+                "minLength": 1,
+                "description": f"the quote (at most {MAX_QUOTE_BYTES} UTF-8 bytes)",
+            },
+            "sourceId": {"type": ["string", "null"], "format": "uuid"},
+            "limit": {"type": ["integer", "null"], "minimum": 1, "maximum": 1000},
+        },
+    }
+    return {
+        "/v1/search": {
+            "get": {
+                "summary": "Full-text search over the text of every current span",
+                "description": (
+                    'Words (all must occur), "phrases", prefixes (term*); case, accents and'
+                    " compatibility forms folded; CJK text searched character by character."
+                    " Hits best"
+                    " first (BM25 on SQLite, ts_rank on PostgreSQL) with the matched words'"
+                    " byte ranges. asOf is refused (400): the index holds current versions."
+                ),
+                "security": SECURED,
+                "parameters": [
+                    param(
+                        "q",
+                        "query",
+                        {"type": "string", "minLength": 1, "maxLength": MAX_QUERY_BYTES},
+                        "the query (required)",
+                    ),
+                    param("label", "query", {"type": "string"}, "a linked node's label"),
+                    param("sourceId", "query", {"type": "string", "format": "uuid"}, "one source"),
+                    param(
+                        "format", "query", {"type": "string", "enum": list(KNOWN_FORMATS)}, "format"
+                    ),
+                    param(
+                        "limit",
+                        "query",
+                        {"type": "integer", "minimum": 1, "maximum": 100},
+                        "hits per page (20)",
+                    ),
+                    param("cursor", "query", {"type": "string"}, "nextCursor of the last page"),
+                    param("asOf", "query", {"type": "integer", "minimum": 0}, "refused (400)"),
+                    units,
+                ],
+                "responses": {"200": answer("SearchResult", "a page of hits"), **ERRORS},
+            }
+        },
+        "/v1/locate": {
+            "post": {
+                "summary": "Every place of the current versions where a quote occurs",
+                "description": (
+                    "Compared after NFC and LF normalisation, runs of whitespace as one;"
+                    " compared folded (case, accents, compatibility forms, ignorables) and"
+                    " found inside words and overlapping; match is exact when the bytes are"
+                    " the quote's, else folded."
+                ),
+                "security": SECURED,
+                "parameters": [units],
+                "requestBody": {
+                    "required": True,
+                    "content": {"application/json": {"schema": locate_body}},
+                },
+                "responses": {
+                    "200": {
+                        "description": "the places, by source, version and offset",
+                        "content": {
+                            "application/json": {
+                                "schema": {
+                                    "type": "array",
+                                    "items": {"$ref": "#/components/schemas/LocatedOut"},
+                                }
+                            }
+                        },
+                    },
+                    **ERRORS,
+                    "408": answer(
+                        "ErrorBody",
+                        "REQUEST_TIMEOUT: the body sent nothing for server.body_idle_timeout_s",
+                    ),
+                    "413": answer("ErrorBody", "PAYLOAD_TOO_LARGE: a body over 64 KiB"),
+                },
+            }
+        },
+    }

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import socket
 
 import anyio
 import anyio.abc
@@ -12,23 +11,11 @@ from hypercorn.asyncio import serve
 from hypercorn.config import Config as HypercornConfig
 from starlette.applications import Starlette
 
-from telha.config import split_addr
+from telha.sockets import bind_tcp
 
 __all__ = ["RestFront"]
 
 log = structlog.get_logger("telha.rest")
-
-
-def bind_tcp(addr: str) -> socket.socket:
-    """A listening TCP socket on ``host:port`` (port 0 picks a free one)."""
-    host, port = split_addr(addr)
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
-    sock.listen(1024)
-    sock.setblocking(False)
-    return sock
 
 
 class RestFront:

@@ -3,14 +3,19 @@ progress, open event streams and limits (docs/rest-api.md, "Usage")."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from telha.rest.app import json_response, require_scope, state
+from telha.rest.access import require_scope
+from telha.rest.openapi_parts import ERRORS, SECURED, answer
+from telha.rest.responses import json_response
+from telha.rest.state import state
 from telha.wire import LimitsOut, UsageOut
 
-__all__ = ["routes"]
+__all__ = ["openapi_paths", "routes"]
 
 
 def _limit(value: float) -> float | None:
@@ -44,3 +49,23 @@ async def usage(request: Request) -> Response:
 
 
 routes = [Route("/v1/usage", usage, methods=["GET"])]
+
+
+def openapi_paths() -> dict[str, Any]:
+    """This module's routes in the OpenAPI document (assembled by :mod:`telha.rest.openapi`)."""
+    return {
+        "/v1/usage": {
+            "get": {
+                "summary": (
+                    "The key's scope's pending jobs, stored bytes, ingests in progress, open"
+                    " event streams and limits"
+                ),
+                "security": SECURED,
+                "responses": {
+                    "200": answer("UsageOut", "usage and limits (null: not limited)"),
+                    "401": ERRORS["401"],
+                    "429": ERRORS["429"],
+                },
+            }
+        },
+    }

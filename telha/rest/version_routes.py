@@ -3,6 +3,8 @@ diffs"): ``GET /v1/sources/{sourceId}/diff`` and ``DELETE /v1/sources/{sourceId}
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
@@ -10,22 +12,37 @@ from starlette.routing import Route
 
 from telha.domain.errors import RequestError
 from telha.domain.ids import id_str
-from telha.rest.app import (
-    decode_body,
-    json_response,
-    parse_int,
-    parse_uuid,
-    require_access,
-    require_admitted,
-    state,
-)
+from telha.rest.access import require_access, require_admitted
 from telha.rest.body import read_body
-from telha.rest.erase_routes import MAX_REASON_CHARS
 from telha.rest.offsets import units_param
-from telha.rest.read_routes import encode_cursor, node_out, parse_cursor
+from telha.rest.openapi_parts import (
+    BODY_TIMEOUT,
+    CONFLICT,
+    CURSOR,
+    ERASED,
+    ERRORS,
+    INT,
+    LIMIT,
+    SECURED,
+    SOURCE,
+    UNITS_PARAM,
+    answer,
+    param,
+)
+from telha.rest.params import (
+    MAX_REASON_CHARS,
+    decode_body,
+    encode_node_cursor,
+    parse_int,
+    parse_node_cursor,
+    parse_uuid,
+)
+from telha.rest.responses import json_response
+from telha.rest.shapes import node_out
+from telha.rest.state import state
 from telha.wire import DiffOut, NodeChangeOut, RetiredOut, RetireOut
 
-__all__ = ["parse_retire_reason", "routes"]
+__all__ = ["openapi_paths", "parse_retire_reason", "routes"]
 
 _MAX_LIMIT = 1000
 _DEFAULT_LIMIT = 100
@@ -52,7 +69,7 @@ async def source_diff(request: Request) -> Response:
     store = state(request).store
     diff = await store.version_diff(
         scope, source_id, from_tx=from_tx, to_tx=to_tx, limit=limit,
-        after=parse_cursor(q.get("cursor")),
+        after=parse_node_cursor(q.get("cursor")),
     )  # fmt: skip
     pairs = [n for pair in diff.changed for n in pair]
     out = await node_out(store, scope, [*diff.added, *diff.removed, *pairs], units)
@@ -68,7 +85,7 @@ async def source_diff(request: Request) -> Response:
             removed=removed,
             changed=changed,
             unchanged=diff.unchanged,
-            next_cursor=encode_cursor(diff.next_after) if diff.next_after else None,
+            next_cursor=encode_node_cursor(diff.next_after) if diff.next_after else None,
         )
     )
 
@@ -126,3 +143,94 @@ routes = [
     Route("/v1/sources/{source_id}/diff", source_diff, methods=["GET"]),
     Route("/v1/sources/{source_id}", retire_source, methods=["DELETE"]),
 ]
+
+
+_RETIRE_BODY = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "reason": {
+            "type": ["string", "null"],
+            "minLength": 1,
+            "maxLength": 1000,
+            "description": "why (kept with the retire); or the reason query parameter",
+        },
+    },
+}
+
+
+def openapi_paths() -> dict[str, Any]:
+    """This module's routes in the OpenAPI document (assembled by :mod:`telha.rest.openapi`)."""
+    return {
+        "/v1/sources/{sourceId}": {
+            "delete": {
+                "summary": "Retire a source: its graph leaves the current one, history stays",
+                "description": (
+                    "Closes, at a new transaction time, every node and edge only this source"
+                    " supports (a node another source's edge touches keeps a version with"
+                    " that source's spans) and marks the current version retired. Reads"
+                    " asOf an earlier time still show it; bytes, text and spans stay (this"
+                    " is not erasure). Ingesting the same bytes again creates a new version."
+                    " Retiring again answers the first retire. The reason goes as a query"
+                    " parameter or in a JSON body, not both."
+                ),
+                "security": SECURED,
+                "parameters": [
+                    SOURCE,
+                    param(
+                        "reason",
+                        "query",
+                        {"type": "string", "minLength": 1, "maxLength": 1000},
+                        "why (optional)",
+                    ),
+                ],
+                "requestBody": {
+                    "required": False,
+                    "content": {"application/json": {"schema": _RETIRE_BODY}},
+                },
+                "responses": {
+                    "200": answer("RetireOut", "the retire (the first one's, when retired again)"),
+                    "409": CONFLICT,
+                    "408": BODY_TIMEOUT,
+                    **ERRORS,
+                },
+            },
+        },
+        "/v1/sources/{sourceId}/diff": {
+            "get": {
+                "summary": "What changed between two versions of a source, paged by node id",
+                "description": (
+                    "added: nodes of `to` whose ids `from` has not; removed: nodes of `from`"
+                    " whose ids `to` has not; changed: ids in both with other labels or"
+                    " properties (before: the `from` row, after: the `to` row); unchanged:"
+                    " how many ids are in both, equal (the whole diff, on every page). A"
+                    " page lists at most `limit` nodes across the three lists."
+                ),
+                "security": SECURED,
+                "parameters": [
+                    SOURCE,
+                    param(
+                        "from",
+                        "query",
+                        INT,
+                        "a version's transaction time, µs (default: the version before `to`;"
+                        " none when `to` is the first: every node is added)",
+                    ),
+                    param(
+                        "to",
+                        "query",
+                        INT,
+                        "a version's transaction time, µs, after `from` (default: the latest)",
+                    ),
+                    LIMIT,
+                    CURSOR,
+                    UNITS_PARAM,
+                ],
+                "responses": {
+                    "200": answer("DiffOut", "a page of the diff"),
+                    "410": ERASED,
+                    **ERRORS,
+                },
+            },
+        },
+    }

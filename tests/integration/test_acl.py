@@ -29,7 +29,7 @@ from mcp.client.stdio import StdioServerParameters
 
 from telha.config import load_config
 from telha.domain.model import Scope
-from telha.grpc.tokens import load_token_key, mint_connector_token
+from telha.tokens import load_token_key, mint_connector_token
 from tests.support.server import ServerProcess, write_config
 from tests.support.sync_runs import wait_run
 from tests.support.wait import wait_search_indexed

@@ -19,7 +19,7 @@ from telha.config import load_config
 from telha.domain.connectors import connector_source_id
 from telha.domain.ids import source_id_for
 from telha.domain.model import Scope
-from telha.grpc.tokens import load_token_key, mint_connector_token
+from telha.tokens import load_token_key, mint_connector_token
 from tests.support.server import ServerProcess
 
 pytestmark = pytest.mark.anyio

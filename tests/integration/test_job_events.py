@@ -294,7 +294,7 @@ async def _older_server(upstream_url: str) -> AsyncIterator[str]:
     from starlette.applications import Starlette
     from starlette.routing import Route
 
-    from telha.rest.server import bind_tcp
+    from telha.sockets import bind_tcp
 
     app = Starlette(routes=[Route("/{path:path}", _forward, methods=["GET", "POST"])])
     sock = bind_tcp("127.0.0.1:0")

@@ -20,7 +20,8 @@ from telha.domain.model import Scope
 from telha.ingest.eraser import Eraser
 from telha.ingest.ingestor import Ingestor
 from telha.queue.job_queue import JobQueue
-from telha.rest.app import AppState, create_app
+from telha.rest.app import create_app
+from telha.rest.state import AppState
 from telha.storage import StorageEngine, open_store
 
 pytestmark = pytest.mark.anyio

@@ -27,8 +27,8 @@ import httpx
 from telha.auth import hash_key, mint_api_key
 from telha.config import load_config
 from telha.domain.model import Scope
-from telha.grpc.tokens import load_token_key, mint_worker_token
 from telha.storage import open_store
+from telha.tokens import load_token_key, mint_worker_token
 from tests.support.pg import create_database
 from tests.support.wait import wait_job
 

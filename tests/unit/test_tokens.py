@@ -8,7 +8,7 @@ import time
 import pytest
 
 from telha.domain.model import Scope
-from telha.grpc.tokens import InvalidToken, TokenVerifier, WorkerAuth, mint_worker_token
+from telha.tokens import InvalidToken, TokenVerifier, WorkerAuth, mint_worker_token
 
 KEY = b"k" * 32
 

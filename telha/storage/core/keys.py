@@ -3,7 +3,7 @@ written once for both engines: the keys of the store or of one scope, a revoke, 
 key was last used.
 
 A revoke takes effect on the next lookup of the key; the REST front remembers a looked-up
-key for at most 10 s (``telha.rest.app.KeyCache``), so a revoked key is refused within 10 s
+key for at most 10 s (``telha.rest.state.KeyCache``), so a revoked key is refused within 10 s
 everywhere. ``last_used_at`` is written by that lookup, at most once a minute per key and
 process (:data:`LAST_USED_EVERY_US`): it is "last used" to the minute, never a write per
 request.

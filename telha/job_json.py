@@ -1,5 +1,6 @@
 """A job as ``GET /v1/ingest/{jobId}`` answers it (docs/rest-api.md): one rendering shared by
-that route and the webhook deliverer, whose POST body is exactly this JSON."""
+that route and the webhook deliverer, whose POST body is exactly this JSON (so it sits
+outside both :mod:`telha.rest` and the deliverer)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,8 @@
-"""Worker tokens (docs/worker-protocol.md, "Worker tokens"): signed, expiring JWTs (HS256,
-PyJWT) keyed by ``grpc.token_key``. A scoped token carries ``tenant``/``org``; a fleet token
-``fleet: true``.
+"""Worker tokens (docs/worker-protocol.md, "Worker tokens") and connector tokens
+(docs/connectors.md, "Connector tokens"): signed, expiring JWTs (HS256, PyJWT) keyed by
+``grpc.token_key``. A scoped token carries ``tenant``/``org``; a fleet token ``fleet: true``.
+Both fronts check them (the gRPC front worker tokens, the REST front connector tokens), so
+they live in neither.
 """
 
 from __future__ import annotations

@@ -1,0 +1,37 @@
+"""What code outside :mod:`telha.storage` may name besides the Protocols
+(:mod:`telha.storage.protocol` and its ``protocol_*`` parts) and :func:`telha.storage.open_store`:
+the record types those Protocols take and return, and the constants a caller of them needs.
+
+They are defined beside the transaction functions that write them (``telha/storage/core/``);
+this module is their one public name, so ``core`` stays free to move
+(docs/architecture.md, "Import layering").
+"""
+
+from __future__ import annotations
+
+from telha.storage.core.cancel import REVOKED
+from telha.storage.core.keys import LAST_USED_EVERY_US, KeyAccess
+from telha.storage.core.reproject import ReprojectRow
+from telha.storage.core.retention import JobKey, RetentionResult
+from telha.storage.core.scan import Scan
+from telha.storage.core.search import Filters, Located, SearchHit
+from telha.storage.core.sync_pages import PageApply
+from telha.storage.core.sync_runs import RunRow
+from telha.storage.core.webhooks import DeliveryClaim, DeliveryResult
+
+__all__ = [
+    "LAST_USED_EVERY_US",
+    "REVOKED",
+    "DeliveryClaim",
+    "DeliveryResult",
+    "Filters",
+    "JobKey",
+    "KeyAccess",
+    "Located",
+    "PageApply",
+    "ReprojectRow",
+    "RetentionResult",
+    "RunRow",
+    "Scan",
+    "SearchHit",
+]
