@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import json
 import sqlite3
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -280,6 +281,14 @@ def stored(server: ServerProcess, client: httpx.Client) -> Stored:
     )
     assert queued.status_code == 202, queued.text
     body = applied.json()
+    # The search index catches up in the background: the snapshot waits for it, or the
+    # indexer's rows would land after it and look like a write of the battery.
+    for _ in range(600):
+        pending = client.get("/v1/search", params={"q": "kept"}).json()["indexPending"]
+        if pending == 0:
+            break
+        time.sleep(0.05)
+    assert pending == 0, "the search index never caught up with the stored source"
     return Stored(body["sourceId"], body["sourceVersionTx"], _rows(server.db))
 
 
