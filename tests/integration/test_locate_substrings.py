@@ -153,7 +153,7 @@ async def test_a_superseded_version_leaves_the_substring_index(indexed: StorageE
             rows = await tx.fetchall("SELECT count(*) FROM search_spans WHERE words LIKE '%uffal%'")
         else:  # what the substring index itself answers, without the canonical text
             rows = await tx.fetchall(
-                "SELECT count(*) FROM search_tri WHERE search_tri MATCH '\"uff\" AND \"fal\"'"
+                'SELECT count(*) FROM search_tri WHERE search_tri MATCH \'"uff" AND "fal"\''
             )
         return int(rows[0][0])
 

@@ -3,8 +3,9 @@
 indexed, superseded (its words left in FTS5's segments) and then erased — the raw database
 files (SQLite) or live rows (PostgreSQL) hold the marker in no form, folded lowercase
 included, nor (SQLite) any two neighbouring characters of a Hangul marker, which the
-substring index's trigrams would hold; ``[search] enabled = false`` answers 404 and keeps no index, and switching it on
-builds the index from the current versions at start, which ``telha check`` accepts."""
+substring index's trigrams would hold; ``[search] enabled = false`` answers 404 and keeps
+no index, and switching it on builds the index from the current versions at start, which
+``telha check`` accepts."""
 
 from __future__ import annotations
 
@@ -54,6 +55,15 @@ def _pairs(word: str) -> list[bytes]:
     return [word[i : i + 2].encode() for i in range(len(word) - 1)]
 
 
+def _pairs_in_files(folder: Path, word: str) -> list[str]:
+    """``file: pair`` for each of :func:`_pairs` of ``word`` a file under ``folder`` holds."""
+    found = []
+    for path in (p for p in sorted(folder.rglob("*")) if p.is_file()):
+        data = path.read_bytes()
+        found += [f"{path.name}: {p.decode()}" for p in _pairs(word) if p in data]
+    return found
+
+
 async def test_erased_words_leave_no_trace(tmp_path: Path, engine: str) -> None:
     marker = f"Mark{uuid.uuid4().hex}Z"
     # Ten different Hangul syllables: one word, its trigrams no other text shares, so the
@@ -67,9 +77,7 @@ async def test_erased_words_leave_no_trace(tmp_path: Path, engine: str) -> None:
         async with _client(proc, proc.create_key(f"t-{uuid.uuid4()}", "org")) as c:
             # Indexed, then superseded (its rows leave the index; FTS5 keeps its words in a
             # segment), then the whole source erased; a second source erased while current.
-            first = await _ingest(
-                c, "old.txt", f"Patient {marker} seen {hangul}.\n\nOther text.\n"
-            )
+            first = await _ingest(c, "old.txt", f"Patient {marker} seen {hangul}.\n\nOther text.\n")
             assert len(await _hits(c, marker.lower())) == 2  # paragraph and document
             assert len(await _located(c, hangul[1:-1])) == 1  # the substring index
             await _ingest(c, "old.txt", "Other text only.\n")
@@ -95,9 +103,7 @@ async def test_erased_words_leave_no_trace(tmp_path: Path, engine: str) -> None:
         if not dsn:
             for form in forms:
                 assert files_holding(tmp_path, form.encode()) == [], form
-            for path in (p for p in tmp_path.rglob("*") if p.is_file()):
-                data = path.read_bytes()
-                assert [p.decode() for p in _pairs(hangul) if p in data] == [], path.name
+            assert _pairs_in_files(tmp_path, hangul) == []
 
 
 async def test_search_disabled_then_enabled_builds_the_index(tmp_path: Path, engine: str) -> None:
