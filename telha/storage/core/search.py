@@ -170,7 +170,8 @@ async def _containing(tx: Tx, sid: int, fragment: str, filters: Filters, limit: 
     canonical text decides (docs/rest-api.md, "Locate a quote").
 
     Found by the substring index: on SQLite ``search_tri`` (FTS5 ``trigram``) asked for every
-    row holding all of the fragment's trigrams (:func:`fts5_trigrams`), in index order; on
+    row holding all of the fragment's trigrams (:func:`fts5_trigrams`), in index order, less
+    the rows whose body (lower-cased) does not hold the fragment itself; on
     PostgreSQL the ``pg_trgm`` GIN index over ``words`` asked for ``LIKE '%fragment%'`` (the
     first ``limit`` rows found, in no set order). A fragment under 3 characters has no
     trigram: SQLite scans the scope's rows (the body compared lower-cased) in index order and
@@ -198,12 +199,14 @@ async def _containing(tx: Tx, sid: int, fragment: str, filters: Filters, limit: 
     lo, hi = scope_rowids(sid)
     trigrams = fts5_trigrams(fragment)
     if trigrams is not None:
-        join = " JOIN search_spans s ON s.rowid = f.rowid" if conds else ""
+        # The trigrams found apart (no positions kept) are ruled out here, in the engine, so
+        # they never crowd the rows that hold the fragment out of the first ``limit``.
         sql = (
-            f"SELECT f.rowid FROM search_tri f{join} WHERE search_tri MATCH ?"
-            f" AND f.rowid >= ? AND f.rowid < ?{extra} ORDER BY f.rowid LIMIT ?"
+            "SELECT f.rowid FROM search_tri f JOIN search_spans s ON s.rowid = f.rowid"
+            " WHERE search_tri MATCH ? AND f.rowid >= ? AND f.rowid < ?"
+            f" AND instr(lower(s.body), ?) > 0{extra} ORDER BY f.rowid LIMIT ?"
         )
-        rows = await tx.fetchall(sql, trigrams, lo, hi, *params, limit)
+        rows = await tx.fetchall(sql, trigrams, lo, hi, fragment, *params, limit)
     else:
         rows = await tx.fetchall(
             "SELECT s.rowid FROM search_spans s WHERE s.rowid >= ? AND s.rowid < ?"
