@@ -165,6 +165,7 @@ async def test_check_finds_an_index_out_of_step(tmp_path: Path, engine: str) -> 
     # One index row lost, one of a version that never existed.
     lose = "DELETE FROM search_spans WHERE rowid = (SELECT min(rowid) FROM search_spans)"
     cols = 'scope_id, source_id, version_tx, start, "end", kind, linked_nodes, labels, format, body'
+    cols += ", words" if dsn else ""  # PostgreSQL's substring index's text
     stale = (
         f"INSERT INTO search_spans ({cols}) SELECT {cols.replace('version_tx', '1')}"
         " FROM search_spans LIMIT 1"
