@@ -13,6 +13,9 @@ files the search tests use. Then, client-side wall times:
   the scope's rowid range, ``LIMIT 21``, read-only connection in this process), p50 and p99;
   PostgreSQL: the bare ``tsquery`` with ``ts_rank`` on the same database;
 - locate: sentences cut from generated paragraphs (half with their spaces doubled), p50;
+  then one-word fragments cut from inside vocabulary words (:func:`fragments`): of rare
+  words (rank ≥ 10,000), of frequent ones (rank < 300), and 2-character ones, which have no
+  trigram (the substring index cannot narrow them: docs/rest-api.md, "Locate a quote");
 - erase: one small source erased on the full index (SQLite's FTS5 ``optimize`` rewrites the
   whole index in the erasure's ``mark`` step), wall time of the request.
 
@@ -55,6 +58,8 @@ BATCH = 10_000
 VOCABULARY = 30_000
 QUERIES = 300
 LOCATES = 100
+#: One-word fragment locates of each kind (rare, frequent, short).
+FRAGMENTS = 20
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
 CORPUS_FILES = [
     "pdf/zen_of_python_corrupted.pdf",
@@ -109,6 +114,21 @@ def queries(rng: random.Random, words: list[str]) -> list[str]:
         " ".join(rng.choice(rng.choice(buckets)) for _ in range(rng.randint(1, 3)))
         for _ in range(QUERIES)
     ]
+
+
+def fragments(words: list[str]) -> dict[str, list[str]]:
+    """:data:`FRAGMENTS` one-word quotes of each kind, each cut from inside a vocabulary
+    word (neither its first nor its last character): ``rare`` from words of rank ≥ 10,000
+    (at least 3 characters), ``frequent`` from words of rank < 300, ``short`` 2 characters
+    of rare words. Drawn with their own seed, so the other draws do not move."""
+    rng = random.Random(SEED + 1)
+    rare = [w for w in words[10_000:] if len(w) >= 6]
+    frequent = [w for w in words[:300] if len(w) >= 5]
+    return {
+        "rare": [w[1:-1] for w in rng.sample(rare, FRAGMENTS)],
+        "frequent": [w[1:-1] for w in rng.sample(frequent, FRAGMENTS)],
+        "short": [w[1:3] for w in rng.sample(rare, FRAGMENTS)],
+    }
 
 
 def pct(values: list[float], p: float) -> float:
@@ -217,6 +237,25 @@ def time_searches(c: httpx.Client, qs: list[str]) -> tuple[list[float], float]:
     return times, statistics.mean(hits)
 
 
+def time_fragments(c: httpx.Client, words: list[str]) -> dict[str, Any]:
+    """Client-side ms of each one-word fragment locate (:func:`fragments`), by kind
+    (``fragment_<kind>``), and how many answered a place (``fragment_<kind>_found``)."""
+    out: dict[str, Any] = {}
+    found: list[bool] = []
+
+    def locate(text: str) -> None:
+        resp = c.post("/v1/locate", json={"text": text})
+        if resp.status_code != 200:
+            raise RuntimeError(f"locate {text!r}: {resp.status_code} {resp.text[:300]}")
+        found.append(bool(resp.json()))
+
+    for kind, texts in fragments(words).items():
+        found.clear()
+        out[f"fragment_{kind}"] = [timed(locate, t) for t in texts]
+        out[f"fragment_{kind}_found"] = sum(found)
+    return out
+
+
 def run(
     engine: str, spans: int, tmp: Path, rank_window: int, *, quick: bool = False
 ) -> dict[str, Any]:
@@ -263,6 +302,7 @@ def run(
                     raise RuntimeError(f"locate {text!r}: {resp.status_code} {resp.text[:300]}")
 
             out["locate"] = [timed(locate, t) for t in quotes]
+            out.update(time_fragments(c, words))
             out["erase_s"] = float("nan")
             if quick:
                 return out
@@ -307,6 +347,12 @@ def report(r: dict[str, Any]) -> None:
         ("floor (bare engine query, every match)", f50, f99),
         ("locate (REST)", l50, l99),
     ]
+    for kind in ("rare", "frequent", "short"):
+        times = r.get(f"fragment_{kind}")
+        if times:
+            found = r[f"fragment_{kind}_found"]
+            what = f"locate a word's {kind} fragment ({found}/{len(times)} found)"
+            rows.append((what, pct(times, 0.5), pct(times, 0.99)))
     print(f"| {'what':<46} |  p50 ms |  p99 ms |")
     print(f"|{'-' * 48}|---------|---------|")
     for what, a, b in rows:

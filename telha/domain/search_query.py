@@ -26,6 +26,8 @@ __all__ = [
     "Term",
     "find_quote",
     "fts5_query",
+    "fts5_trigrams",
+    "like_pattern",
     "match_places",
     "match_ranges",
     "parse_query",
@@ -242,11 +244,41 @@ def quote_fragment(quote: Quote) -> str | None:
     that may start and end inside a longer one (``uffal`` in ``buffalo``, ``국어`` in
     ``한국어``): no whole word of the quote is known to be a word of the text, so the index's
     words cannot be asked for it exactly or as a prefix, and the candidates are the span rows
-    whose indexed words contain it (a scan of the scope's index rows: docs/rest-api.md,
-    "Locate a quote"). ``None`` for any other quote (:func:`quote_terms` narrows it)."""
+    whose indexed words contain it (the substring index, :func:`fts5_trigrams` and
+    :func:`like_pattern`: docs/rest-api.md, "Locate a quote"). ``None`` for any other quote
+    (:func:`quote_terms` narrows it)."""
     if len(quote.words) != 1 or is_cjk_unit(_written(quote, quote.words[0])):
         return None
     return quote.words[0][0]
+
+
+#: Trigrams of a fragment a SQLite locate asks for at most (spread over the fragment).
+MAX_TRIGRAMS = 12
+
+
+def fts5_trigrams(fragment: str) -> str | None:
+    """SQLite's MATCH expression on ``search_tri`` (FTS5 ``trigram``, ``detail = none``) for
+    the rows whose text holds ``fragment`` (a folded word): its distinct trigrams, each
+    quoted, joined by ``AND`` — every row holding the fragment, and some holding its
+    trigrams apart, which the canonical text then rules out. At most :data:`MAX_TRIGRAMS`,
+    the first, the last and some evenly between (fewer trigrams, a superset still).
+    ``None`` when the fragment is shorter than 3 characters (code points): it has no
+    trigram."""
+    grams = list(dict.fromkeys(fragment[i : i + 3] for i in range(len(fragment) - 2)))
+    if not grams:
+        return None
+    if len(grams) > MAX_TRIGRAMS:
+        step = (len(grams) - 1) / (MAX_TRIGRAMS - 1)
+        grams = [grams[round(i * step)] for i in range(MAX_TRIGRAMS)]
+    return " AND ".join(f'"{g}"' for g in grams)
+
+
+def like_pattern(fragment: str) -> str:
+    """PostgreSQL's ``LIKE`` pattern matching a text that holds ``fragment`` anywhere (its
+    ``\\``, ``%`` and ``_`` escaped; a folded word holds none, but no user text reaches the
+    engine as syntax)."""
+    escaped = fragment.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
 
 
 def _written(quote: Quote, word: Word) -> str:

@@ -2,12 +2,15 @@
 "Search"): an erased text leaves no trace of its words in the database even after it was
 indexed, superseded (its words left in FTS5's segments) and then erased — the raw database
 files (SQLite) or live rows (PostgreSQL) hold the marker in no form, folded lowercase
-included; ``[search] enabled = false`` answers 404 and keeps no index, and switching it on
-builds the index from the current versions at start, which ``telha check`` accepts."""
+included, nor (SQLite) any two neighbouring characters of a Hangul marker, which the
+substring index's trigrams would hold; ``[search] enabled = false`` answers 404 and keeps
+no index, and switching it on builds the index from the current versions at start, which
+``telha check`` accepts."""
 
 from __future__ import annotations
 
 import json
+import random
 import sqlite3
 import uuid
 from pathlib import Path
@@ -40,8 +43,32 @@ def _client(proc: ServerProcess, key: str) -> httpx.AsyncClient:
     return httpx.AsyncClient(base_url=proc.base_url, headers={"x-api-key": key}, timeout=60)
 
 
+async def _located(c: httpx.AsyncClient, text: str) -> list[dict[str, Any]]:
+    resp = await c.post("/v1/locate", json={"text": text})
+    assert resp.status_code == 200, resp.text
+    return list(resp.json())
+
+
+def _pairs(word: str) -> list[bytes]:
+    """Every two neighbouring characters of ``word``, UTF-8: what is left of a trigram of it
+    in an FTS5 segment whose previous term shares its first character."""
+    return [word[i : i + 2].encode() for i in range(len(word) - 1)]
+
+
+def _pairs_in_files(folder: Path, word: str) -> list[str]:
+    """``file: pair`` for each of :func:`_pairs` of ``word`` a file under ``folder`` holds."""
+    found = []
+    for path in (p for p in sorted(folder.rglob("*")) if p.is_file()):
+        data = path.read_bytes()
+        found += [f"{path.name}: {p.decode()}" for p in _pairs(word) if p in data]
+    return found
+
+
 async def test_erased_words_leave_no_trace(tmp_path: Path, engine: str) -> None:
     marker = f"Mark{uuid.uuid4().hex}Z"
+    # Ten different Hangul syllables: one word, its trigrams no other text shares, so the
+    # substring index's terms of it are stored whole but for their first character.
+    hangul = "".join(map(chr, random.sample(range(0xAC00, 0xD7A4), 10)))
     config = write_config(
         tmp_path, engine, workers={"in_process": ["text_worker"]}, search={"enabled": True}
     )
@@ -50,21 +77,25 @@ async def test_erased_words_leave_no_trace(tmp_path: Path, engine: str) -> None:
         async with _client(proc, proc.create_key(f"t-{uuid.uuid4()}", "org")) as c:
             # Indexed, then superseded (its rows leave the index; FTS5 keeps its words in a
             # segment), then the whole source erased; a second source erased while current.
-            first = await _ingest(c, "old.txt", f"Patient {marker} seen.\n\nOther text.\n")
+            first = await _ingest(c, "old.txt", f"Patient {marker} seen {hangul}.\n\nOther text.\n")
             assert len(await _hits(c, marker.lower())) == 2  # paragraph and document
+            assert len(await _located(c, hangul[1:-1])) == 1  # the substring index
             await _ingest(c, "old.txt", "Other text only.\n")
             assert await _hits(c, marker) == []
-            second = await _ingest(c, "current.txt", f"Again {marker} here.\n")
+            second = await _ingest(c, "current.txt", f"Again {marker} here {hangul}.\n")
+            assert len(await _located(c, hangul[2:])) == 1
             kept = await _ingest(c, "kept.txt", "Other words stay.\n")
             assert await _hits(c, marker)
             for source in (first["sourceId"], second["sourceId"]):
                 resp = await c.post(f"/v1/sources/{source}/erase", json={"reason": "GDPR"})
                 assert resp.status_code == 200, resp.text
             assert await _hits(c, marker) == []
+            assert await _located(c, hangul[2:]) == []
+            assert await _located(c, marker[2:-2]) == []
             assert {h["sourceId"] for h in await _hits(c, "other")} == {kept["sourceId"]}
         check = telha_check(config)
         assert check.returncode == 0, check.stdout + check.stderr
-        forms = [marker, marker.lower(), marker.upper()]
+        forms = [marker, marker.lower(), marker.upper(), hangul]
         if dsn:
             for form in forms:
                 assert await rows_holding(dsn, form.encode()) == [], form
@@ -72,6 +103,7 @@ async def test_erased_words_leave_no_trace(tmp_path: Path, engine: str) -> None:
         if not dsn:
             for form in forms:
                 assert files_holding(tmp_path, form.encode()) == [], form
+            assert _pairs_in_files(tmp_path, hangul) == []
 
 
 async def test_search_disabled_then_enabled_builds_the_index(tmp_path: Path, engine: str) -> None:
@@ -133,6 +165,7 @@ async def test_check_finds_an_index_out_of_step(tmp_path: Path, engine: str) -> 
     # One index row lost, one of a version that never existed.
     lose = "DELETE FROM search_spans WHERE rowid = (SELECT min(rowid) FROM search_spans)"
     cols = 'scope_id, source_id, version_tx, start, "end", kind, linked_nodes, labels, format, body'
+    cols += ", words" if dsn else ""  # PostgreSQL's substring index's text
     stale = (
         f"INSERT INTO search_spans ({cols}) SELECT {cols.replace('version_tx', '1')}"
         " FROM search_spans LIMIT 1"

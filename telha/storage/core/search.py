@@ -26,6 +26,8 @@ from telha.domain.search_query import (
     Term,
     find_quote,
     fts5_query,
+    fts5_trigrams,
+    like_pattern,
     match_places,
     quote_fragment,
     quote_terms,
@@ -164,10 +166,16 @@ def _candidates_sql(
 
 async def _containing(tx: Tx, sid: int, fragment: str, filters: Filters, limit: int) -> list[int]:
     """Rowids of the scope's index rows of current versions whose indexed words contain
-    ``fragment`` (a folded word) anywhere, in index order, at most ``limit``: a scan of the
-    scope's rows (SQLite: the body, folded words or an ASCII text compared lower-cased;
-    PostgreSQL: the ``tsvector``'s lexemes joined by spaces, without their positions), a
-    superset the canonical text decides."""
+    ``fragment`` (a folded word) anywhere, at most ``limit``, ascending: a superset the
+    canonical text decides (docs/rest-api.md, "Locate a quote").
+
+    Found by the substring index: on SQLite ``search_tri`` (FTS5 ``trigram``) asked for every
+    row holding all of the fragment's trigrams (:func:`fts5_trigrams`), in index order, less
+    the rows whose body (lower-cased) does not hold the fragment itself; on
+    PostgreSQL the ``pg_trgm`` GIN index over ``words`` asked for ``LIKE '%fragment%'`` (the
+    first ``limit`` rows found, in no set order). A fragment under 3 characters has no
+    trigram: SQLite scans the scope's rows (the body compared lower-cased) in index order and
+    stops at ``limit``; PostgreSQL's ``LIKE`` reads every row of the scope the same way."""
     if not tx.postgres and sid > MAX_INDEXED_SCOPE:
         return []
     stale = await tx.fetchone("SELECT 1 FROM search_stale WHERE scope_id = ? LIMIT 1", sid)
@@ -182,18 +190,29 @@ async def _containing(tx: Tx, sid: int, fragment: str, filters: Filters, limit: 
         params += seen_params
     extra = "".join(f" AND {c}" for c in conds)
     if tx.postgres:
-        # The lexemes alone: the tsvector's text also holds each word's positions, in
-        # which a digit fragment would be found in nearly every row.
-        words = "array_to_string(tsvector_to_array(s.body), ' ')"
-        where, first = f"s.scope_id = ? AND strpos({words}, ?) > 0", [sid, fragment]
+        rows = await tx.fetchall(
+            f"SELECT s.rowid FROM search_spans s WHERE s.scope_id = ? AND s.words LIKE ?{extra}"
+            " LIMIT ?",
+            sid, like_pattern(fragment), *params, limit,
+        )  # fmt: skip
+        return sorted(int(r[0]) for r in rows)
+    lo, hi = scope_rowids(sid)
+    trigrams = fts5_trigrams(fragment)
+    if trigrams is not None:
+        # The trigrams found apart (no positions kept) are ruled out here, in the engine, so
+        # they never crowd the rows that hold the fragment out of the first ``limit``.
+        sql = (
+            "SELECT f.rowid FROM search_tri f JOIN search_spans s ON s.rowid = f.rowid"
+            " WHERE search_tri MATCH ? AND f.rowid >= ? AND f.rowid < ?"
+            f" AND instr(lower(s.body), ?) > 0{extra} ORDER BY f.rowid LIMIT ?"
+        )
+        rows = await tx.fetchall(sql, trigrams, lo, hi, fragment, *params, limit)
     else:
-        lo, hi = scope_rowids(sid)
-        where = "s.rowid >= ? AND s.rowid < ? AND instr(lower(s.body), ?) > 0"
-        first = [lo, hi, fragment]
-    rows = await tx.fetchall(
-        f"SELECT s.rowid FROM search_spans s WHERE {where}{extra} ORDER BY s.rowid LIMIT ?",
-        *first, *params, limit,
-    )  # fmt: skip
+        rows = await tx.fetchall(
+            "SELECT s.rowid FROM search_spans s WHERE s.rowid >= ? AND s.rowid < ?"
+            f" AND instr(lower(s.body), ?) > 0{extra} ORDER BY s.rowid LIMIT ?",
+            lo, hi, fragment, *params, limit,
+        )  # fmt: skip
     return [int(r[0]) for r in rows]
 
 
@@ -384,8 +403,8 @@ async def locate(
     ``limit``, by source, version and offset), overlapping and inside words included:
     candidates are the span rows that may hold it
     (:func:`~telha.domain.search_query.quote_terms`: the index; a one-word quote that may
-    lie inside a word, :func:`~telha.domain.search_query.quote_fragment`: the scope's index
-    rows whose words contain it), verified against their
+    lie inside a word, :func:`~telha.domain.search_query.quote_fragment`: the substring
+    index, :func:`_containing`), verified against their
     canonical text folded (:func:`~telha.domain.search_query.find_quote`). Occurrences that
     nested span rows share are one, with the nodes of every such row. With ``principals``,
     of the sources whose ACL admits one of them only."""

@@ -4,7 +4,10 @@
 latest published version, neither retired nor erased — with the span's text as the engine
 indexes it (:mod:`telha.domain.search_text`): SQLite's FTS5 (``search_fts``, external content
 over ``search_spans``, kept here statement by statement) cuts and folds it, PostgreSQL stores
-the words Telha cut and folded as a ``tsvector`` under a GIN index.
+the words Telha cut and folded as a ``tsvector`` under a GIN index. Beside it, the substring
+index a locate of a fragment reads: SQLite's ``search_tri`` (FTS5 ``trigram`` over the same
+body, kept in the same statements), PostgreSQL's ``pg_trgm`` GIN index over ``words`` (the
+span's distinct folded words) — every path that writes or deletes rows keeps both.
 
 Kept in two halves, so no ingest waits for the index:
 
@@ -47,6 +50,7 @@ from telha.storage.core.tx import Tx, any_groups
 
 __all__ = [
     "ENTRIES_PER_BATCH",
+    "FTS_TABLES",
     "SEARCH_COLS",
     "drop_stale",
     "index_pending",
@@ -64,8 +68,13 @@ _INSERT_SQLITE = (
     f"INSERT INTO search_spans (rowid, {SEARCH_COLS}, body, text) VALUES ({'?, ' * 11}?)"
 )
 _INSERT_PG = (
-    f"INSERT INTO search_spans ({SEARCH_COLS}, body, text) VALUES ({'?, ' * 9}?::text::tsvector, ?)"
+    f"INSERT INTO search_spans ({SEARCH_COLS}, body, text, words)"
+    f" VALUES ({'?, ' * 9}?::text::tsvector, ?, ?)"
 )
+#: The FTS5 tables over ``search_spans.body`` on SQLite, kept in the same statements: the
+#: words (``ascii`` tokenizer) and the substrings (``trigram``; docs/architecture.md,
+#: "Search").
+FTS_TABLES = ("search_fts", "search_tri")
 #: Waiting entries one :func:`index_pending` transaction settles at most.
 ENTRIES_PER_BATCH = 64
 
@@ -116,8 +125,10 @@ def _rows(
 ) -> list[tuple[Any, ...]]:
     """The ``search_spans`` rows of a version's span rows ``(start, end, kind, linked)``
     (``text``: the canonical text's bytes from offset ``base``):
-    SQLite's body is the span's folded words for FTS5 (:func:`fts5_body`), PostgreSQL's the
-    ``tsvector`` of its words (:func:`tsvector_literal`); ``text`` is the span's text, so a
+    SQLite's body is the span's folded words for FTS5 (:func:`fts5_body`; ``search_tri``
+    indexes its trigrams too), PostgreSQL's the ``tsvector`` of its words
+    (:func:`tsvector_literal`) followed, last, by ``words``, its distinct folded words
+    separated by spaces (the ``pg_trgm`` index's text); ``text`` is the span's text, so a
     hit reads it from its index row (``NULL`` on SQLite when the body is that text
     already)."""
     out = []
@@ -125,8 +136,11 @@ def _rows(
     for start, end, kind, linked in spans:
         span = text[start - base : end - base].decode("utf-8", "replace")
         known: str | None
+        extra: tuple[str, ...] = ()
         if postgres:
-            body, known = tsvector_literal(folded_words(span)), span
+            folded = folded_words(span)
+            body, known = tsvector_literal(folded), span
+            extra = (" ".join(dict.fromkeys(folded)),)
         else:
             body = fts5_body(span)
             known = None if is_verbatim(body, end - start) else span
@@ -138,7 +152,8 @@ def _rows(
                     cached[raw] = list(_decode(raw))
                 names.update(cached[raw])
         tags = " " + " ".join(sorted(names)) + " " if names else " "
-        out.append((sid, source_id, at, start, end, kind, bytes(linked), tags, fmt, body, known))
+        row = (sid, source_id, at, start, end, kind, bytes(linked), tags, fmt, body, known)
+        out.append((*row, *extra))
     return out
 
 
@@ -204,11 +219,12 @@ async def _fill(tx: Tx, job: _Filling, blob_id: bytes, fmt: str, limit: int, bat
                 first = await _next_rowid(tx, sid, len(rows))
             batch.rowids[sid] = first + len(rows)
             await tx.executemany(_INSERT_SQLITE, [(first + i, *r) for i, r in enumerate(rows)])
-            await tx.execute(
-                "INSERT INTO search_fts (rowid, body) SELECT rowid, body FROM search_spans"
-                " WHERE rowid >= ? AND rowid < ?",
-                first, first + len(rows),
-            )  # fmt: skip
+            for table in FTS_TABLES:
+                await tx.execute(
+                    f"INSERT INTO {table} (rowid, body) SELECT rowid, body FROM search_spans"
+                    " WHERE rowid >= ? AND rowid < ?",
+                    first, first + len(rows),
+                )  # fmt: skip
     done = len(spans) < limit
     last = (int(spans[-1][0]), int(spans[-1][1])) if spans else (job.last_start, job.last_end)
     await tx.execute(
@@ -271,9 +287,10 @@ async def _delete_rows(tx: Tx, sid: int, source_id: bytes, at: int, limit: int |
     )  # fmt: skip
     ids = [int(r[0]) for r in rows]
     for cond, params in any_groups(tx, "rowid", ids, "bigint"):
-        if not tx.postgres:  # the words leave FTS5 first: its 'delete' needs the stored body
+        # The words and trigrams leave FTS5 first: its 'delete' needs the stored body.
+        for table in () if tx.postgres else FTS_TABLES:
             await tx.execute(
-                "INSERT INTO search_fts (search_fts, rowid, body) SELECT 'delete', rowid, body"
+                f"INSERT INTO {table} ({table}, rowid, body) SELECT 'delete', rowid, body"
                 f" FROM search_spans WHERE {cond}",
                 *params,
             )  # fmt: skip
@@ -419,10 +436,11 @@ async def purge_erased(tx: Tx) -> None:
     """After an erasure removed its versions' rows: rewrite what may still hold their words.
     SQLite's FTS5 (3.40, without ``secure-delete``) keeps a deleted row's words in its index
     segments until they are merged: ``optimize`` merges every segment into one, so the
-    erased words are gone (and ``secure_delete`` zeroes the freed pages). PostgreSQL's dead
-    row versions go at ``VACUUM FULL`` (docs/operations.md, "Erasure")."""
-    if not tx.postgres:
-        await tx.execute("INSERT INTO search_fts (search_fts) VALUES ('optimize')")
+    erased words are gone (and ``secure_delete`` zeroes the freed pages) — of the word index
+    and of the substring index (``search_tri``) alike. PostgreSQL's dead row versions and
+    their GIN entries go at ``VACUUM FULL`` (docs/operations.md, "Erasure")."""
+    for table in () if tx.postgres else FTS_TABLES:
+        await tx.execute(f"INSERT INTO {table} ({table}) VALUES ('optimize')")
 
 
 async def set_search(tx: Tx) -> bool:
@@ -435,8 +453,8 @@ async def set_search(tx: Tx) -> bool:
     built = row is not None and bool(row[0])
     if built == tx.search:
         return False
-    if not tx.postgres:
-        await tx.execute("INSERT INTO search_fts (search_fts) VALUES ('delete-all')")
+    for table in () if tx.postgres else FTS_TABLES:
+        await tx.execute(f"INSERT INTO {table} ({table}) VALUES ('delete-all')")
     await tx.execute("DELETE FROM search_spans")
     await tx.execute("DELETE FROM search_sources")
     await tx.execute("DELETE FROM search_stale")

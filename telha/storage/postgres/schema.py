@@ -1,5 +1,6 @@
 """The PostgreSQL schema as normalized text (tables with their columns, constraints, indexes
-and triggers; sequences, views and types; functions with their definitions), read from
+and triggers; sequences, views and types; functions with their definitions; the extensions
+by name, their own objects left out), read from
 ``pg_catalog`` so that no ``pg_dump`` of a matching version is needed.
 
 ``schema.txt`` beside this module is that text for a freshly migrated database;
@@ -65,9 +66,15 @@ async def describe(
     ):
         out.append(f"type {name}")
         out += await _columns(conn, oid) if kind == "c" else []
+    for (name,) in await conn.fetch(
+        "SELECT extname FROM pg_extension WHERE extname <> 'plpgsql' ORDER BY 1"
+    ):
+        out.append(f"extension {name}")
     for signature, definition in await conn.fetch(
         "SELECT p.oid::regprocedure::text, pg_get_functiondef(p.oid) FROM pg_proc p"
-        " WHERE p.pronamespace = current_schema()::regnamespace ORDER BY 1"
+        " WHERE p.pronamespace = current_schema()::regnamespace AND NOT EXISTS"
+        " (SELECT 1 FROM pg_depend d WHERE d.classid = 'pg_proc'::regclass"
+        " AND d.objid = p.oid AND d.deptype = 'e') ORDER BY 1"
     ):
         out.append(f"function {signature}")
         out += ["  " + line.rstrip() for line in str(definition).strip().splitlines()]
