@@ -44,7 +44,7 @@ from telha.tokens import load_token_key
 from telha.worker_pools import WorkerPools, load_worker_modules
 from workers_common.destinations import bare_entries
 
-__all__ = ["serve"]
+__all__ = ["run_service", "serve"]
 
 log = structlog.get_logger("telha.serve")
 
@@ -132,7 +132,31 @@ def _warn_bare_entries(cfg: Config) -> None:
 
 
 async def serve(cfg: Config, base_dir: Path, shutdown: anyio.Event | None = None) -> None:
-    """Run the service until SIGTERM/SIGINT (or ``shutdown`` is set).
+    """Run the service until SIGTERM/SIGINT (or ``shutdown`` is set): :func:`run_service`
+    with the signal handlers ``telha serve`` installs.
+
+    :raises ConfigError: a ``workers.in_process`` module cannot be loaded.
+    :raises telha.domain.errors.StorageError: the database cannot be opened or migrated.
+    :raises OSError: a listen address cannot be bound.
+    :raises telha.supervisor.CrashLoop: an actor kept crashing.
+    """
+    await run_service(cfg, base_dir, shutdown or anyio.Event(), listen_signals=True)
+
+
+async def run_service(
+    cfg: Config,
+    base_dir: Path,
+    shutdown: anyio.Event,
+    *,
+    listen_signals: bool = False,
+    task_status: anyio.abc.TaskStatus[tuple[str, str]] = anyio.TASK_STATUS_IGNORED,
+) -> None:
+    """The one wiring of every actor (docs/architecture.md), shared by ``telha serve`` and
+    the in-process test server: run until ``shutdown`` is set, then drain and stop.
+
+    Started with ``task_group.start``, it reports ``(rest_addr, grpc_addr)`` (``host:port``
+    strings, the bound addresses) once the service is ready, when it also logs ``ready``.
+    ``listen_signals``: SIGTERM/SIGINT set ``shutdown`` (main thread only; ``telha serve``).
 
     :raises ConfigError: a ``workers.in_process`` module cannot be loaded.
     :raises telha.domain.errors.StorageError: the database cannot be opened or migrated.
@@ -147,11 +171,13 @@ async def serve(cfg: Config, base_dir: Path, shutdown: anyio.Event | None = None
         raise ConfigError("workers.in_process", str(exc)) from None
     await _check_web_worker(cfg, modules)
     _warn_bare_entries(cfg)
-    shutdown = shutdown or anyio.Event()
-    # The receiver stays open until every actor has stopped: a signal during the final
-    # close is absorbed, never the default "terminate now".
-    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-        await _serve(cfg, base_dir, modules, shutdown, signals)
+    if listen_signals:
+        # The receiver stays open until every actor has stopped: a signal during the final
+        # close is absorbed, never the default "terminate now".
+        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            await _serve(cfg, base_dir, modules, shutdown, signals, task_status)
+    else:
+        await _serve(cfg, base_dir, modules, shutdown, None, task_status)
     log.info("stopped")
 
 
@@ -167,10 +193,12 @@ async def _serve(
     base_dir: Path,
     modules: dict[str, ModuleType],
     shutdown: anyio.Event,
-    signals: AsyncIterator[int],
+    signals: AsyncIterator[int] | None,
+    task_status: anyio.abc.TaskStatus[tuple[str, str]],
 ) -> None:
     async with anyio.create_task_group() as tg:
-        tg.start_soon(_watch_signals, signals, shutdown)
+        if signals is not None:
+            tg.start_soon(_watch_signals, signals, shutdown)
         sup = Supervisor(tg)
         store = open_store(cfg, base_dir)
         await sup.start("store", store.run)
@@ -263,6 +291,7 @@ async def _serve(
                 db=store.location,
                 in_process_workers=len(workers),
             )
+            task_status.started((str(rest_addr), str(grpc_addr)))
             await shutdown.wait()
             state.ready = False
             # REST drains on its own (hypercorn's grace); then stop taking work.

@@ -30,7 +30,8 @@ from mcp.client.stdio import StdioServerParameters
 from telha.config import load_config
 from telha.domain.model import Scope
 from telha.tokens import load_token_key, mint_connector_token
-from tests.support.server import ServerProcess, write_config
+from tests.support.inproc import InProcessServer
+from tests.support.server import child_environ, write_config
 from tests.support.sync_runs import wait_run
 from tests.support.wait import wait_search_indexed
 
@@ -46,14 +47,14 @@ HEADER = "x-telha-principals"
 
 
 @pytest.fixture(scope="module")
-def acl_server(engine: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+def acl_server(engine: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessServer]:
     """A server running the text worker and the connector worker in-process."""
     folder = tmp_path_factory.mktemp(f"acl-{engine}")
     config = write_config(
         folder, engine, workers={"in_process": ["text_worker", "connectors"]},
         search={"enabled": True}, connectors={"allowed_roots": [tempfile.gettempdir()]},
     )  # fmt: skip
-    with ServerProcess(config) as proc:
+    with InProcessServer(config) as proc:
         yield proc
         assert proc.stop() == 0, proc.log_text()
 
@@ -84,7 +85,7 @@ def tree() -> Iterator[Path]:
 
 
 @pytest.fixture(scope="module")
-def synced(acl_server: ServerProcess, tree: Path) -> Synced:
+def synced(acl_server: InProcessServer, tree: Path) -> Synced:
     """One scope: the tree synced by a folder connector, and ``public.txt`` by hand."""
     scope = Scope(f"tenant-{uuid.uuid4()}", "org")
     key = acl_server.create_key(scope.tenant_id, scope.organization_id)
@@ -134,7 +135,7 @@ def synced(acl_server: ServerProcess, tree: Path) -> Synced:
 
 
 @pytest.fixture
-async def api(acl_server: ServerProcess, synced: Synced) -> AsyncIterator[httpx.AsyncClient]:
+async def api(acl_server: InProcessServer, synced: Synced) -> AsyncIterator[httpx.AsyncClient]:
     async with httpx.AsyncClient(
         base_url=acl_server.base_url, headers={"x-api-key": synced.key}, timeout=30
     ) as c:
@@ -172,7 +173,7 @@ async def _telha(*args: str) -> subprocess.CompletedProcess[str]:
     def run() -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [sys.executable, "-m", "telha", *args], capture_output=True, text=True,
-            timeout=120, check=False,
+            timeout=120, check=False, env=child_environ(),
         )  # fmt: skip
 
     return await anyio.to_thread.run_sync(run)
@@ -276,7 +277,7 @@ async def test_a_source_not_admitted_answers_as_if_absent(
 
 
 async def test_a_keys_principals_apply_and_the_header_only_narrows(
-    acl_server: ServerProcess, synced: Synced
+    acl_server: InProcessServer, synced: Synced
 ) -> None:
     made = await _telha(
         "api-key", "create", "--tenant", synced.scope.tenant_id, "--org",
@@ -309,7 +310,7 @@ async def test_a_keys_principals_apply_and_the_header_only_narrows(
 
 
 async def test_reproject_refuses_a_request_acting_for_principals(
-    acl_server: ServerProcess, api: httpx.AsyncClient, synced: Synced
+    acl_server: InProcessServer, api: httpx.AsyncClient, synced: Synced
 ) -> None:
     refused = await api.post(
         "/v1/reproject", json={"dryRun": True}, headers={HEADER: ",".join(BOB)}
@@ -354,8 +355,8 @@ def _text(result: Any) -> str:
     return str(result.content[0].text)
 
 
-async def test_mcp_acts_for_its_principals(acl_server: ServerProcess, synced: Synced) -> None:
-    env = {**os.environ, "TELHA_URL": acl_server.base_url, "TELHA_API_KEY": synced.key,
+async def test_mcp_acts_for_its_principals(acl_server: InProcessServer, synced: Synced) -> None:
+    env = {**child_environ(), "TELHA_URL": acl_server.base_url, "TELHA_API_KEY": synced.key,
            "TELHA_PRINCIPALS": "group:nogroup"}  # fmt: skip
     params = StdioServerParameters(command=sys.executable, args=["-m", "telha", "mcp"], env=env)
     names = {v: k for k, v in synced.ids.items()}
@@ -373,7 +374,7 @@ async def test_mcp_acts_for_its_principals(acl_server: ServerProcess, synced: Sy
 
 
 async def test_a_connector_tokens_acl_holds_from_the_first_version(
-    acl_server: ServerProcess, synced: Synced, api: httpx.AsyncClient
+    acl_server: InProcessServer, synced: Synced, api: httpx.AsyncClient
 ) -> None:
     """``format=json`` publishes in the ingest's own request: the item's ACL is on it before
     that, and a later ingest with another ACL (the same bytes: no new version) moves it."""

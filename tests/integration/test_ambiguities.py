@@ -8,8 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.support.inproc import InProcessServer
 from tests.support.queue_env import Tenant, queue_server, transitions
-from tests.support.server import ServerProcess
 from tests.support.wait import wait_job
 from tests.support.worker import ScriptedWorker
 from workers_common import IngestionResultBuilder
@@ -21,8 +21,8 @@ FEB_3 = 1_770_076_800_000_000  # 2026-02-03T00:00:00Z
 
 
 @pytest.fixture(scope="module")
-def queue_srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    with queue_server(tmp_path_factory, "ambiguities", 30.0) as proc:
+def queue_srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessServer]:
+    with queue_server(tmp_path_factory, "ambiguities", 30.0, in_process=True) as proc:
         yield proc
         assert proc.stop() == 0, proc.log_text()
 

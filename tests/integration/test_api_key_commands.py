@@ -6,7 +6,6 @@ key is refused within the REST front's 10 s key cache."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import time
@@ -20,7 +19,8 @@ import pytest
 
 from telha.domain.model import Scope
 from telha.storage import StorageEngine
-from tests.support.server import ServerProcess, write_config
+from tests.support.inproc import InProcessServer
+from tests.support.server import child_environ, write_config
 from tests.support.tty import run_on_tty
 
 LIST_HEADER = "id\tscope\tcreated\tlast used"
@@ -29,7 +29,7 @@ LIST_HEADER = "id\tscope\tcreated\tlast used"
 def _telha(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "telha", *args], capture_output=True, text=True, timeout=120,
-        check=False, cwd=cwd, env={**os.environ, "COLUMNS": "200"},
+        check=False, cwd=cwd, env={**child_environ(), "COLUMNS": "200"},
     )  # fmt: skip
 
 
@@ -42,14 +42,16 @@ def _rows(stdout: str) -> dict[str, dict[str, str]]:
 
 
 @pytest.fixture(scope="module")
-def keyed_server(engine: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+def keyed_server(
+    engine: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[InProcessServer]:
     folder = tmp_path_factory.mktemp(f"keys-{engine}")
-    with ServerProcess(write_config(folder, engine, workers={"in_process": []})) as proc:
+    with InProcessServer(write_config(folder, engine, workers={"in_process": []})) as proc:
         yield proc
         assert proc.stop() == 0, proc.log_text()
 
 
-def test_list_and_revoke_keys_beside_a_running_server(keyed_server: ServerProcess) -> None:
+def test_list_and_revoke_keys_beside_a_running_server(keyed_server: InProcessServer) -> None:
     config = str(keyed_server.config)
     tenant = f"t-{uuid.uuid4()}"
     keys = {}
@@ -95,7 +97,7 @@ def test_list_and_revoke_keys_beside_a_running_server(keyed_server: ServerProces
     # On a terminal: a table, not TSV.
     code, out = run_on_tty(
         [sys.executable, "-m", "telha", "api-key", "list", "--config", config],
-        {**os.environ, "COLUMNS": "200"},
+        {**child_environ(), "COLUMNS": "200"},
     )
     assert code == 0 and "last used" in out and ids["two"] in out and "\t" not in out, out
 

@@ -9,7 +9,6 @@ its first attempt, every time)."""
 from __future__ import annotations
 
 import base64
-import os
 import re
 import sqlite3
 import subprocess
@@ -26,8 +25,9 @@ import pytest
 
 from telha.storage.core.listings import VERSION_PARENTS_SQL
 from tests.conftest import CORPUS
+from tests.support.inproc import InProcessServer
 from tests.support.pg import ENGINES, require_engine
-from tests.support.server import ServerProcess, telha_check, write_config
+from tests.support.server import child_environ, telha_check, write_config
 from tests.support.tty import run_on_tty
 from tests.support.wait import wait_job
 
@@ -42,12 +42,12 @@ BAD_MSG = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + b"\x00" * 600
 @pytest.fixture(scope="module", params=ENGINES)
 def server(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[ServerProcess]:
+) -> Iterator[InProcessServer]:
     engine = require_engine(str(request.param))
     folder = tmp_path_factory.mktemp(f"children-{engine}")
     workers = ["email_worker", "tabular_worker", "text_worker"]
     config = write_config(folder, engine, workers={"in_process": workers, "concurrency": 2})
-    with ServerProcess(config) as proc:
+    with InProcessServer(config) as proc:
         yield proc
         assert proc.stop() == 0, proc.log_text()
 
@@ -78,7 +78,7 @@ async def _settled(c: httpx.AsyncClient, job_id: str) -> dict[str, Any]:
 
 
 async def test_status_counts_children_and_versions_name_their_parent(
-    server: ServerProcess,
+    server: InProcessServer,
 ) -> None:
     key = server.create_key(f"t-{uuid.uuid4()}", "org")
     async with httpx.AsyncClient(
@@ -135,7 +135,7 @@ async def test_status_counts_children_and_versions_name_their_parent(
     assert checked.returncode == 0, checked.stdout + checked.stderr
 
 
-def test_a_version_s_parent_is_read_by_primary_keys(server: ServerProcess) -> None:
+def test_a_version_s_parent_is_read_by_primary_keys(server: InProcessServer) -> None:
     """SQLite's plan of the parent read: every table by its primary key, never a scan."""
     if "postgres" in server.config.read_text():
         pytest.skip("SQLite's query plan")
@@ -145,9 +145,9 @@ def test_a_version_s_parent_is_read_by_primary_keys(server: ServerProcess) -> No
     assert len(steps) == 5 and all(" USING PRIMARY KEY " in s for s in steps), steps
 
 
-def _env(server: ServerProcess) -> dict[str, str]:
+def _env(server: InProcessServer) -> dict[str, str]:
     key = server.create_key(f"t-{uuid.uuid4()}", "org")
-    return {**os.environ, "TELHA_API_KEY": key, "TELHA_URL": server.base_url,
+    return {**child_environ(), "TELHA_API_KEY": key, "TELHA_URL": server.base_url,
             "COLUMNS": "250", "PYTHONUNBUFFERED": "1"}  # fmt: skip
 
 
@@ -186,7 +186,7 @@ def _pdf_attached() -> bytes:
 
 
 def test_ingest_table_says_how_many_attachments_died_piped(
-    server: ServerProcess, tmp_path: Path
+    server: InProcessServer, tmp_path: Path
 ) -> None:
     (tmp_path / "report.eml").write_bytes(_report())
     (tmp_path / "stuck.eml").write_bytes(_pdf_attached())
@@ -232,7 +232,7 @@ def test_ingest_table_says_how_many_attachments_died_piped(
 
 
 def test_ingest_table_says_how_many_attachments_died_on_a_terminal(
-    server: ServerProcess, tmp_path: Path
+    server: InProcessServer, tmp_path: Path
 ) -> None:
     (tmp_path / "report.eml").write_bytes(_report())
     code, out = run_on_tty(
@@ -255,7 +255,7 @@ def test_ingest_table_says_how_many_attachments_died_on_a_terminal(
     assert "completed, 1 of 4 attachments dead" in row, out
 
 
-def test_corpus_messages_complete_with_their_attachments(server: ServerProcess) -> None:
+def test_corpus_messages_complete_with_their_attachments(server: InProcessServer) -> None:
     """Every corpus e-mail completes with every attachment (none dead: no note) but the one
     whose forwarded message carries a PDF (no worker here reads PDF: the note says so), and
     an attachment is found under its message's name."""

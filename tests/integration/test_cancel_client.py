@@ -3,7 +3,6 @@ in-process workers: jobs stay pending unless the scripted worker takes them), bo
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import uuid
@@ -13,22 +12,25 @@ import anyio
 import pytest
 
 from telha.client import AsyncTelha, JobFinished, NotFound
+from tests.support.inproc import InProcessServer
 from tests.support.queue_env import Tenant, queue_server, text_submission
-from tests.support.server import ServerProcess
+from tests.support.server import child_environ
 from tests.support.worker import ScriptedWorker
 
 pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture(scope="module")
-def queue_srv(tmp_path_factory: pytest.TempPathFactory, engine: str) -> Iterator[ServerProcess]:
-    with queue_server(tmp_path_factory, f"cancel-client-{engine}", 300.0, engine) as proc:
+def queue_srv(tmp_path_factory: pytest.TempPathFactory, engine: str) -> Iterator[InProcessServer]:
+    with queue_server(
+        tmp_path_factory, f"cancel-client-{engine}", 300.0, engine, in_process=True
+    ) as proc:
         yield proc
         assert proc.stop() == 0, proc.log_text()
 
 
-def _telha(server: ServerProcess, key: str, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "TELHA_API_KEY": key, "TELHA_URL": server.base_url}
+def _telha(server: InProcessServer, key: str, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**child_environ(), "TELHA_API_KEY": key, "TELHA_URL": server.base_url}
     return subprocess.run(
         [sys.executable, "-m", "telha", *args], capture_output=True, text=True, env=env,
         timeout=120, check=False,

@@ -15,7 +15,8 @@ import httpx
 import pytest
 
 from tests.conftest import CORPUS
-from tests.support.server import ServerProcess, telha_check, write_config
+from tests.support.inproc import InProcessServer
+from tests.support.server import telha_check, write_config
 from tests.support.wait import wait_job_blocking
 
 CHECKS = (
@@ -29,7 +30,7 @@ def _b64(path: Path) -> str:
     return base64.b64encode(path.read_bytes()).decode()
 
 
-def _load(server: ServerProcess) -> None:
+def _load(server: InProcessServer) -> None:
     """Post the mixed load and wait until every job posted is terminal."""
     key = server.create_key("acme", "main")
     posts: list[dict[str, object]] = [
@@ -65,11 +66,11 @@ def _load(server: ServerProcess) -> None:
 
 
 @pytest.fixture(scope="module")
-def loaded(engine: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+def loaded(engine: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessServer]:
     folder = tmp_path_factory.mktemp(f"check-{engine}")
     workers = ["text_worker", "tabular_worker", "docling_worker", "email_worker"]
     config = write_config(folder, engine, workers={"in_process": workers, "concurrency": 1})
-    with ServerProcess(config) as server:
+    with InProcessServer(config) as server:
         _load(server)
         yield server
         assert server.stop() == 0, server.log_text()
@@ -84,7 +85,7 @@ def _summary(stdout: str) -> dict[str, tuple[int, int]]:
     return rows
 
 
-def test_a_clean_store_passes_beside_the_live_server(loaded: ServerProcess) -> None:
+def test_a_clean_store_passes_beside_the_live_server(loaded: InProcessServer) -> None:
     result = telha_check(loaded.config)
     assert result.returncode == 0, result.stdout + result.stderr
     rows = _summary(result.stdout)
@@ -209,7 +210,7 @@ CORRUPTIONS: list[tuple[Callable[[Conn], None], str, str]] = [
 )
 def test_a_corrupted_copy_fails_naming_thetelha_check(
     engine: str,
-    loaded: ServerProcess,
+    loaded: InProcessServer,
     tmp_path: Path,
     corrupt: Callable[[Conn], None],
     check: str,

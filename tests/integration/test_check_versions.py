@@ -25,8 +25,9 @@ import pytest
 from telha.config import load_config
 from telha.domain.model import Scope
 from tests.crash.retire import retire_sources
+from tests.support.inproc import InProcessServer
 from tests.support.pg import admin_dsn
-from tests.support.server import ServerProcess, telha_check, write_config
+from tests.support.server import telha_check, write_config
 from tests.support.wait import wait_job_blocking
 
 CHECKS = ("current_versions", "current_provenance", "unpublished_versions", "retired_sources")
@@ -75,7 +76,7 @@ def stored(engine: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[St
     workers = {"in_process": ["text_worker", "tabular_worker"], "concurrency": 1}
     config = write_config(folder, engine, workers=workers)
     sources: dict[str, bytes] = {}
-    with ServerProcess(config) as server:
+    with InProcessServer(config) as server:
         key = server.create_key(SCOPE.tenant_id, SCOPE.organization_id)
         with httpx.Client(base_url=server.base_url, headers={"x-api-key": key}, timeout=60) as c:
             for name, fmt, bodies in PLAN:

@@ -28,23 +28,24 @@ from telha.auth import hash_key, mint_api_key
 from telha.config import load_config
 from telha.domain.model import Scope
 from telha.storage import open_store
-from tests.support.server import ServerProcess, write_config
+from tests.support.inproc import InProcessServer
+from tests.support.server import child_environ, write_config
 from tests.support.tty import TtyProcess, run_on_tty
 
 HEADER = "file\tsource id\tjob id\tstate\tnodes\tfailure"
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessServer]:
     folder = tmp_path_factory.mktemp("cli-manners")
     config = write_config(folder, workers={"in_process": ["text_worker"], "concurrency": 1})
-    with ServerProcess(config) as proc:
+    with InProcessServer(config) as proc:
         yield proc
         assert proc.stop() == 0, proc.log_text()
 
 
 def _env(url: str, key: str) -> dict[str, str]:
-    return {**os.environ, "TELHA_API_KEY": key, "TELHA_URL": url, "COLUMNS": "200",
+    return {**child_environ(), "TELHA_API_KEY": key, "TELHA_URL": url, "COLUMNS": "200",
             "PYTHONUNBUFFERED": "1"}  # fmt: skip
 
 
@@ -64,7 +65,7 @@ def _table(stdout: str) -> dict[str, dict[str, str]]:
     return {r["file"]: r for r in rows}
 
 
-def _key(server: ServerProcess) -> str:
+def _key(server: InProcessServer) -> str:
     return server.create_key(f"t-{uuid.uuid4()}", "org")
 
 
@@ -81,7 +82,7 @@ def _work(tmp_path: Path) -> Path:
 
 
 def test_a_file_has_one_source_name_however_it_is_named(
-    server: ServerProcess, tmp_path: Path
+    server: InProcessServer, tmp_path: Path
 ) -> None:
     key, url = _key(server), server.base_url
     work = _work(tmp_path)
@@ -157,7 +158,7 @@ def _csv_folder(tmp_path: Path) -> Path:
 
 
 def test_ctrl_c_prints_the_table_so_far_and_exits_130(
-    server: ServerProcess, tmp_path: Path
+    server: InProcessServer, tmp_path: Path
 ) -> None:
     """CSV jobs stay pending here (no tabular worker): Ctrl-C while waiting for them."""
     key = _key(server)
@@ -206,7 +207,9 @@ def test_ctrl_c_prints_the_table_so_far_and_exits_130(
     assert "job id" in out and "csvs/t1.csv" in out and "keep running on the server" in out
 
 
-def test_a_job_no_worker_takes_shows_the_server_hint(server: ServerProcess, tmp_path: Path) -> None:
+def test_a_job_no_worker_takes_shows_the_server_hint(
+    server: InProcessServer, tmp_path: Path
+) -> None:
     key = _key(server)
     folder = tmp_path / "one"
     folder.mkdir()
@@ -236,7 +239,7 @@ def test_a_job_no_worker_takes_shows_the_server_hint(server: ServerProcess, tmp_
     assert "one/t.csv: hint (no worker polls format csv)\n" in lines, lines
 
 
-def _ingest_posts(server: ServerProcess) -> int:
+def _ingest_posts(server: InProcessServer) -> int:
     """``POST /v1/ingest`` requests in the server's access log so far."""
     count = 0
     for line in server.log_text().splitlines():
@@ -246,7 +249,7 @@ def _ingest_posts(server: ServerProcess) -> int:
     return count
 
 
-def test_a_refused_key_stops_at_once_with_one_line(server: ServerProcess, tmp_path: Path) -> None:
+def test_a_refused_key_stops_at_once_with_one_line(server: InProcessServer, tmp_path: Path) -> None:
     """A key the server refuses (``UNAUTHENTICATED``): one line on stderr and exit 2 before
     any upload, not a refusal per file; piped and on a terminal."""
     folder = tmp_path / "many"
@@ -278,7 +281,7 @@ def test_a_refused_key_stops_at_once_with_one_line(server: ServerProcess, tmp_pa
     assert len(_table(good.stdout)) == 8 and _ingest_posts(server) == posts + 8
 
 
-def _minted_key(server: ServerProcess) -> tuple[str, str]:
+def _minted_key(server: InProcessServer) -> tuple[str, str]:
     """``(key id, key)`` of a new key in the server's store (what ``api-key create`` does)."""
     key_id, key = mint_api_key()
     cfg, base_dir = load_config(server.config, environ={})
@@ -291,7 +294,9 @@ def _minted_key(server: ServerProcess) -> tuple[str, str]:
     return key_id, key
 
 
-def test_a_key_revoked_midway_stops_every_other_file(server: ServerProcess, tmp_path: Path) -> None:
+def test_a_key_revoked_midway_stops_every_other_file(
+    server: InProcessServer, tmp_path: Path
+) -> None:
     """The key is good when ``telha ingest`` starts and revoked while it runs: the first
     refusal stops it — the table of what the server took, one line, exit 2 — and the files
     after it are never sent. The second file is a FIFO, so the CLI stands still on it until

@@ -6,7 +6,6 @@ summary line."""
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -17,7 +16,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.support.server import ServerProcess, write_config
+from tests.support.inproc import InProcessServer
+from tests.support.server import child_environ, write_config
 from tests.support.tty import run_on_tty
 
 HEADER = "file\tsource id\tjob id\tstate\tnodes\tfailure"
@@ -26,16 +26,16 @@ SUMMARY = re.compile(r"^(\d+ [a-z]+)(, \d+ [a-z]+)* in \d+\.\d s$")
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessServer]:
     folder = tmp_path_factory.mktemp("cli-table")
     config = write_config(folder, workers={"in_process": ["text_worker"], "concurrency": 2})
-    with ServerProcess(config) as proc:
+    with InProcessServer(config) as proc:
         yield proc
         assert proc.stop() == 0, proc.log_text()
 
 
 def _env(url: str, key: str, columns: int) -> dict[str, str]:
-    return {**os.environ, "TELHA_API_KEY": key, "TELHA_URL": url, "COLUMNS": str(columns),
+    return {**child_environ(), "TELHA_API_KEY": key, "TELHA_URL": url, "COLUMNS": str(columns),
             "LINES": "40", "PYTHONUNBUFFERED": "1"}  # fmt: skip
 
 
@@ -61,7 +61,7 @@ def _tsv(stdout: str) -> dict[str, dict[str, str]]:
 
 
 def test_the_table_fits_80_columns_with_short_whole_ids_and_a_summary(
-    server: ServerProcess, tmp_path: Path
+    server: InProcessServer, tmp_path: Path
 ) -> None:
     key = server.create_key(f"t-{uuid.uuid4()}", "org")
     work = _folder(tmp_path)
@@ -116,7 +116,7 @@ def test_the_table_fits_80_columns_with_short_whole_ids_and_a_summary(
     assert out.splitlines()[-1].startswith("1 refused, 5 deduplicated in ")
 
 
-def test_one_file_is_said_in_the_singular(server: ServerProcess, tmp_path: Path) -> None:
+def test_one_file_is_said_in_the_singular(server: InProcessServer, tmp_path: Path) -> None:
     key = server.create_key(f"t-{uuid.uuid4()}", "org")
     (tmp_path / "a.md").write_text(f"# A\n\n{uuid.uuid4()}\n")
     code, out = run_on_tty(

@@ -5,7 +5,6 @@ error answers exit 1 with ``telha: CODE: message`` on stderr, bad arguments exit
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -15,7 +14,8 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from tests.support.server import ServerProcess, write_config
+from tests.support.inproc import InProcessServer
+from tests.support.server import child_environ, write_config
 from tests.support.tty import run_on_tty
 from tests.support.wait import wait_job_blocking
 
@@ -23,31 +23,31 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 @pytest.fixture(scope="module")
-def server(engine: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+def server(engine: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessServer]:
     folder = tmp_path_factory.mktemp("cli-versions")
     config = write_config(folder, engine, workers={"in_process": ["tabular_worker"]})
-    with ServerProcess(config) as proc:
+    with InProcessServer(config) as proc:
         yield proc
         assert proc.stop() == 0, proc.log_text()
 
 
-def _env(server: ServerProcess, key: str) -> dict[str, str]:
-    return {**os.environ, "TELHA_API_KEY": key, "TELHA_URL": server.base_url, "TERM": "xterm"}
+def _env(server: InProcessServer, key: str) -> dict[str, str]:
+    return {**child_environ(), "TELHA_API_KEY": key, "TELHA_URL": server.base_url, "TERM": "xterm"}
 
 
-def _piped(server: ServerProcess, key: str, *args: str) -> subprocess.CompletedProcess[str]:
+def _piped(server: InProcessServer, key: str, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "telha", *args], capture_output=True, text=True,
         env=_env(server, key), timeout=120, check=False,
     )  # fmt: skip
 
 
-def _tty(server: ServerProcess, key: str, *args: str) -> tuple[int, str]:
+def _tty(server: InProcessServer, key: str, *args: str) -> tuple[int, str]:
     """``telha ARGS`` on a pseudo-terminal: its exit code and what it wrote there."""
     return run_on_tty([sys.executable, "-m", "telha", *args], _env(server, key))
 
 
-def _ingest(server: ServerProcess, key: str, content: str) -> tuple[str, int]:
+def _ingest(server: InProcessServer, key: str, content: str) -> tuple[str, int]:
     """Ingest ``content`` as ``t.csv``; ``(source id, its version tx)``."""
     with httpx.Client(base_url=server.base_url, headers={"x-api-key": key}, timeout=60) as c:
         resp = c.post("/v1/ingest", json={"format": "csv", "name": "t.csv", "content": content})
@@ -58,7 +58,7 @@ def _ingest(server: ServerProcess, key: str, content: str) -> tuple[str, int]:
         return str(job["sourceId"]), int(source["versions"][0]["sourceVersionTx"])
 
 
-def test_diff_on_a_terminal_and_piped(server: ServerProcess) -> None:
+def test_diff_on_a_terminal_and_piped(server: InProcessServer) -> None:
     key = server.create_key(f"t-{uuid.uuid4()}", "org")
     src, tx1 = _ingest(server, key, "k,v\na,1\nb,2\n")
     _, tx2 = _ingest(server, key, "k,v\na,1\nb,3\nc,4\n")
@@ -88,7 +88,7 @@ def test_diff_on_a_terminal_and_piped(server: ServerProcess) -> None:
     assert usage.returncode == 2 and "--from" in usage.stderr
 
 
-def test_retire_on_a_terminal(server: ServerProcess) -> None:
+def test_retire_on_a_terminal(server: InProcessServer) -> None:
     key = server.create_key(f"t-{uuid.uuid4()}", "org")
     src, tx1 = _ingest(server, key, "k,v\na,1\n")
     code, shown = _tty(server, key, "retire", src, "--reason", "replaced")

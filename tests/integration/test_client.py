@@ -27,6 +27,7 @@ from telha.client import (
     TelhaError,
     Unauthenticated,
 )
+from tests.support.inproc import InProcessServer, Server
 from tests.support.server import ServerProcess, write_config
 
 pytestmark = pytest.mark.anyio
@@ -34,20 +35,20 @@ MAX_UPLOAD = MULTIPART_OVER_BYTES + 2 * 1024 * 1024
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     folder = tmp_path_factory.mktemp("client")
     config = write_config(
         folder,
         workers={"in_process": ["text_worker", "tabular_worker"], "concurrency": 1},
         ingest={"max_upload_bytes": MAX_UPLOAD},
     )
-    with ServerProcess(config) as proc:
+    with InProcessServer(config) as proc:
         yield proc
         assert proc.stop() == 0, proc.log_text()
 
 
 @pytest.fixture
-async def telha(server: ServerProcess) -> AsyncIterator[AsyncTelha]:
+async def telha(server: Server) -> AsyncIterator[AsyncTelha]:
     key = server.create_key(f"t-{uuid.uuid4()}", "org")
     async with AsyncTelha(server.base_url, key, timeout=30) as client:
         yield client
@@ -118,7 +119,7 @@ async def test_large_file_goes_multipart_with_progress(telha: AsyncTelha, tmp_pa
     assert too_large.value.status == 413 and too_large.value.code == "PAYLOAD_TOO_LARGE"
 
 
-async def test_each_error_code_raises_its_class(telha: AsyncTelha, server: ServerProcess) -> None:
+async def test_each_error_code_raises_its_class(telha: AsyncTelha, server: Server) -> None:
     with pytest.raises(NotFound) as missing:
         await telha.job(str(uuid.uuid4()))
     assert (missing.value.status, missing.value.code) == (404, "NOT_FOUND")

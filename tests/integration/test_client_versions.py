@@ -18,21 +18,22 @@ from telha.client import (
     InvalidRequest,
     NotFound,
 )
-from tests.support.server import ServerProcess, write_config
+from tests.support.inproc import InProcessServer
+from tests.support.server import write_config
 
 pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture(scope="module")
-def server(engine: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+def server(engine: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessServer]:
     folder = tmp_path_factory.mktemp("client-versions")
-    with ServerProcess(write_config(folder, engine, workers={"in_process": []})) as proc:
+    with InProcessServer(write_config(folder, engine, workers={"in_process": []})) as proc:
         yield proc
         assert proc.stop() == 0, proc.log_text()
 
 
 @pytest.fixture
-async def telha(server: ServerProcess) -> AsyncIterator[AsyncTelha]:
+async def telha(server: InProcessServer) -> AsyncIterator[AsyncTelha]:
     key = server.create_key(f"t-{uuid.uuid4()}", "org")
     async with AsyncTelha(server.base_url, key, timeout=30, retries=0) as client:
         yield client

@@ -14,8 +14,9 @@ import anyio
 import pytest
 
 from tests.conftest import CORPUS
+from tests.support.inproc import InProcessServer
 from tests.support.queue_env import Tenant
-from tests.support.server import ServerProcess, write_config
+from tests.support.server import write_config
 from tests.support.wait import wait_job
 from workers_common import normalize_canonical
 
@@ -23,10 +24,10 @@ pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture(scope="module")
-def queue_srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+def queue_srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessServer]:
     folder = tmp_path_factory.mktemp("code")
     config = write_config(folder, workers={"in_process": ["code_worker"], "concurrency": 2})
-    with ServerProcess(config) as proc:
+    with InProcessServer(config) as proc:
         yield proc
         assert proc.stop() == 0, proc.log_text()
 

@@ -18,7 +18,8 @@ import httpx
 import pytest
 
 from telha.domain.model import Scope
-from tests.support.server import ServerProcess, write_config
+from tests.support.inproc import InProcessServer
+from tests.support.server import write_config
 from tests.support.sync_runs import run_sync
 
 pytestmark = pytest.mark.anyio
@@ -38,26 +39,26 @@ def allowed() -> Iterator[Path]:
 
 
 @pytest.fixture
-def server(engine: str, tmp_path: Path, allowed: Path) -> Iterator[ServerProcess]:
+def server(engine: str, tmp_path: Path, allowed: Path) -> Iterator[InProcessServer]:
     """A server allowing ``allowed`` only, with no connector worker (the test starts one)."""
     config = write_config(
         tmp_path, engine, workers={"in_process": ["text_worker"]}, jobs=_JOBS,
         connectors={"allowed_roots": [str(allowed)]},
     )  # fmt: skip
-    with ServerProcess(config) as proc:
+    with InProcessServer(config) as proc:
         yield proc
         assert proc.stop() == 0, proc.log_text()
 
 
 async def _post(
-    srv: ServerProcess, key: str, kind: str, settings: dict[str, Any]
+    srv: InProcessServer, key: str, kind: str, settings: dict[str, Any]
 ) -> httpx.Response:
     async with httpx.AsyncClient(base_url=srv.base_url, headers={"x-api-key": key}) as c:
         return await c.post("/v1/connectors", json={"kind": kind, "settings": settings})
 
 
 async def test_add_refuses_paths_outside_allowed_roots(
-    server: ServerProcess, allowed: Path, tmp_path: Path
+    server: InProcessServer, allowed: Path, tmp_path: Path
 ) -> None:
     key = server.create_key(f"tenant-{uuid.uuid4()}", "org")
     (allowed / "sub").mkdir()
@@ -88,7 +89,7 @@ async def test_add_refuses_paths_outside_allowed_roots(
 
 
 async def test_slack_limits_may_only_lower_the_defaults(
-    server: ServerProcess, allowed: Path
+    server: InProcessServer, allowed: Path
 ) -> None:
     key = server.create_key(f"tenant-{uuid.uuid4()}", "org")
     path = str(allowed / "export.zip")
@@ -102,7 +103,7 @@ async def test_slack_limits_may_only_lower_the_defaults(
 
 async def test_empty_allowed_roots_refuses_every_path(engine: str, tmp_path: Path) -> None:
     config = write_config(tmp_path, engine, workers={"in_process": []})
-    with ServerProcess(config) as srv:
+    with InProcessServer(config) as srv:
         key = srv.create_key(f"tenant-{uuid.uuid4()}", "org")
         resp = await _post(srv, key, "folder", {"root": str(tmp_path)})
         assert resp.status_code == 400, resp.text
@@ -110,7 +111,7 @@ async def test_empty_allowed_roots_refuses_every_path(engine: str, tmp_path: Pat
         assert srv.stop() == 0, srv.log_text()
 
 
-def _worker(srv: ServerProcess, scope: Scope, roots: list[str]) -> subprocess.Popen[bytes]:
+def _worker(srv: InProcessServer, scope: Scope, roots: list[str]) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [sys.executable, "-m", "workers_common.run", "connectors"],
         env=srv.worker_env(scope, TELHA_CONNECTORS__ALLOWED_ROOTS=json.dumps(roots)),
@@ -119,7 +120,7 @@ def _worker(srv: ServerProcess, scope: Scope, roots: list[str]) -> subprocess.Po
 
 
 async def test_worker_refuses_a_run_outside_its_roots(
-    server: ServerProcess, allowed: Path, tmp_path: Path
+    server: InProcessServer, allowed: Path, tmp_path: Path
 ) -> None:
     """The worker's own roots decide at run time: a connector added while its root was
     allowed, run by a worker that does not allow it, dies ``corrupt_input``; the items its

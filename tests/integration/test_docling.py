@@ -11,22 +11,23 @@ from typing import Any
 import pytest
 
 from tests.conftest import CORPUS
+from tests.support.inproc import InProcessServer
 from tests.support.queue_env import Tenant
-from tests.support.server import ServerProcess, write_config
+from tests.support.server import write_config
 from tests.support.wait import wait_job
 
 pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture(scope="module")
-def queue_srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+def queue_srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessServer]:
     folder = tmp_path_factory.mktemp("docling")
     config = write_config(
         folder,
         workers={"in_process": ["docling_worker"], "concurrency": 1},
         docling={"timeout_s": 120, "mem_ceiling_mb": 4096},
     )
-    with ServerProcess(config) as proc:
+    with InProcessServer(config) as proc:
         yield proc
         assert proc.stop() == 0, proc.log_text()
 

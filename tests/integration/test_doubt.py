@@ -6,7 +6,6 @@ closing table saying ``completed (N warnings)``, piped and on a terminal."""
 from __future__ import annotations
 
 import base64
-import os
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
@@ -17,7 +16,8 @@ import httpx
 import pytest
 
 from tests.conftest import CORPUS
-from tests.support.server import ServerProcess, settled_job, write_config
+from tests.support.inproc import InProcessServer
+from tests.support.server import child_environ, settled_job, write_config
 from tests.support.tty import run_on_tty
 
 pytestmark = pytest.mark.anyio
@@ -26,20 +26,20 @@ HEADER = "file\tsource id\tjob id\tstate\tnodes\tfailure"
 
 
 @pytest.fixture(scope="module")
-def srv(engine: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+def srv(engine: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessServer]:
     folder = tmp_path_factory.mktemp(f"doubt-{engine}")
     config = write_config(
         folder, engine,
         workers={"in_process": ["tabular_worker", "docling_worker"], "concurrency": 1,
                  "processes": 1},
     )  # fmt: skip
-    with ServerProcess(config) as proc:
+    with InProcessServer(config) as proc:
         yield proc
         assert proc.stop() == 0, proc.log_text()
 
 
 @pytest.fixture
-async def c(srv: ServerProcess) -> AsyncIterator[httpx.AsyncClient]:
+async def c(srv: InProcessServer) -> AsyncIterator[httpx.AsyncClient]:
     key = srv.create_key("acme", "doubt")
     async with httpx.AsyncClient(base_url=srv.base_url, headers={"x-api-key": key}) as client:
         yield client
@@ -83,13 +83,13 @@ async def test_bad_script_html_keeps_its_paragraph(c: httpx.AsyncClient) -> None
     assert "warnings" not in job["stats"]
 
 
-def _env(srv: ServerProcess) -> dict[str, str]:
+def _env(srv: InProcessServer) -> dict[str, str]:
     key = srv.create_key("acme", "doubt-cli")
-    return {**os.environ, "TELHA_API_KEY": key, "TELHA_URL": srv.base_url, "COLUMNS": "200",
+    return {**child_environ(), "TELHA_API_KEY": key, "TELHA_URL": srv.base_url, "COLUMNS": "200",
             "PYTHONUNBUFFERED": "1"}  # fmt: skip
 
 
-def test_ingest_table_says_completed_with_warnings(srv: ServerProcess, tmp_path: Path) -> None:
+def test_ingest_table_says_completed_with_warnings(srv: InProcessServer, tmp_path: Path) -> None:
     work = tmp_path / "work"
     work.mkdir()
     (work / "ragged.csv").write_bytes(b"a,b\n1,2\n3,4,5\n6,7,8,9\n")

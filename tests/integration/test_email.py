@@ -12,21 +12,22 @@ from typing import Any
 import anyio
 import pytest
 
+from tests.support.inproc import InProcessServer
 from tests.support.queue_env import Tenant
-from tests.support.server import ServerProcess, write_config
+from tests.support.server import write_config
 from tests.support.wait import wait_job
 
 pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture(scope="module")
-def queue_srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+def queue_srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessServer]:
     folder = tmp_path_factory.mktemp("email")
     config = write_config(
         folder,
         workers={"in_process": ["email_worker", "tabular_worker", "text_worker"], "concurrency": 1},
     )
-    with ServerProcess(config) as proc:
+    with InProcessServer(config) as proc:
         yield proc
         assert proc.stop() == 0, proc.log_text()
 

@@ -18,7 +18,8 @@ import anyio
 import httpx
 import pytest
 
-from tests.support.server import ServerProcess, write_config
+from tests.support.inproc import InProcessServer
+from tests.support.server import write_config
 from tests.support.wait import wait_job
 from tests.support.worker import scripted_worker
 
@@ -26,18 +27,18 @@ pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture(scope="module")
-def server(engine: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+def server(engine: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessServer]:
     folder = tmp_path_factory.mktemp("first-hour")
     # Only the text worker runs in-process: no worker polls the tabular formats until the
     # test starts one remotely.
     config = write_config(folder, engine, workers={"in_process": ["text_worker"], "concurrency": 1})
-    with ServerProcess(config) as proc:
+    with InProcessServer(config) as proc:
         yield proc
         assert proc.stop() == 0, proc.log_text()
 
 
 @pytest.fixture
-async def client(server: ServerProcess) -> AsyncIterator[httpx.AsyncClient]:
+async def client(server: InProcessServer) -> AsyncIterator[httpx.AsyncClient]:
     key = server.create_key(f"t-{uuid.uuid4()}", "org")
     async with httpx.AsyncClient(
         base_url=server.base_url, headers={"x-api-key": key}, timeout=60
@@ -134,7 +135,7 @@ async def test_format_names_are_case_insensitive_with_aliases(client: httpx.Asyn
 
 
 async def test_a_job_no_worker_polls_carries_a_hint_until_one_does(
-    server: ServerProcess, client: httpx.AsyncClient
+    server: InProcessServer, client: httpx.AsyncClient
 ) -> None:
     ready = (await client.get("/readyz")).json()
     assert ready == {"status": "ready", "formats": ["markdown", "text"]}
@@ -159,7 +160,7 @@ async def test_a_job_no_worker_polls_carries_a_hint_until_one_does(
         worker.wait(30)
 
 
-def _log_events(server: ServerProcess) -> list[dict[str, Any]]:
+def _log_events(server: InProcessServer) -> list[dict[str, Any]]:
     events = []
     for line in server.log_text().splitlines():
         try:
@@ -169,7 +170,7 @@ def _log_events(server: ServerProcess) -> list[dict[str, Any]]:
     return events
 
 
-async def test_every_request_is_logged_once_without_its_key(server: ServerProcess) -> None:
+async def test_every_request_is_logged_once_without_its_key(server: InProcessServer) -> None:
     tenant = f"log-{uuid.uuid4()}"
     key = server.create_key(tenant, "org")
     marker = f"secret-{uuid.uuid4()}"
@@ -202,7 +203,9 @@ async def test_every_request_is_logged_once_without_its_key(server: ServerProces
     assert key not in text and marker not in text
 
 
-async def test_a_dead_job_is_logged_once(server: ServerProcess, client: httpx.AsyncClient) -> None:
+async def test_a_dead_job_is_logged_once(
+    server: InProcessServer, client: httpx.AsyncClient
+) -> None:
     body = {
         "format": "text",
         "name": "bad.txt",
@@ -220,7 +223,7 @@ async def test_a_dead_job_is_logged_once(server: ServerProcess, client: httpx.As
 
 
 async def test_an_invalid_submission_is_logged_once(
-    server: ServerProcess, client: httpx.AsyncClient
+    server: InProcessServer, client: httpx.AsyncClient
 ) -> None:
     posted = await _post(client, "code", "invalid.py", content="x = 1")
     job_id = posted.json()["jobId"]

@@ -23,7 +23,8 @@ import pytest
 
 from telha.domain.connectors import connector_source_id
 from telha.domain.model import Scope
-from tests.support.server import ServerProcess, telha_check, write_config
+from tests.support.inproc import InProcessServer, Server
+from tests.support.server import ServerProcess, child_environ, telha_check, write_config
 from tests.support.sync_runs import run_counts, run_sync
 from tests.support.wait import wait_search_indexed
 
@@ -34,14 +35,14 @@ _JOBS = {"max_attempts": 2, "backoff_base_ms": 50, "backoff_max_s": 1}
 
 
 @pytest.fixture(scope="module")
-def sync_server(engine: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+def sync_server(engine: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """A server running the text worker and the connector worker in-process."""
     folder = tmp_path_factory.mktemp(f"sync-{engine}")
     config = write_config(
         folder, engine, workers={"in_process": ["text_worker", "connectors"]}, jobs=_JOBS,
         search={"enabled": True}, connectors={"allowed_roots": [tempfile.gettempdir()]},
     )  # fmt: skip
-    with ServerProcess(config) as proc:
+    with InProcessServer(config) as proc:
         yield proc
         assert proc.stop() == 0, proc.log_text()
 
@@ -64,7 +65,7 @@ def scope() -> Scope:
 
 
 @pytest.fixture
-async def api(sync_server: ServerProcess, scope: Scope) -> AsyncIterator[httpx.AsyncClient]:
+async def api(sync_server: Server, scope: Scope) -> AsyncIterator[httpx.AsyncClient]:
     key = sync_server.create_key(scope.tenant_id, scope.organization_id)
     async with httpx.AsyncClient(
         base_url=sync_server.base_url, headers={"x-api-key": key}, timeout=30
@@ -131,7 +132,7 @@ def _keep_times(path: Path, text: str) -> None:
 
 
 async def test_folder_sync_changes_deletes_adds(
-    api: httpx.AsyncClient, tree: Path, scope: Scope, tmp_path: Path, sync_server: ServerProcess
+    api: httpx.AsyncClient, tree: Path, scope: Scope, tmp_path: Path, sync_server: Server
 ) -> None:
     for i in range(10):
         _write(tree / f"f{i}.txt", f"file number {i} word{i}x\n")
@@ -199,16 +200,16 @@ async def test_folder_sync_changes_deletes_adds(
     assert len(listed) == 13 and cid not in {s["sourceId"] for s in listed}
 
 
-async def _telha_sync(srv: ServerProcess, key: str, *args: str) -> tuple[int, str, str]:
+async def _telha_sync(srv: Server, key: str, *args: str) -> tuple[int, str, str]:
     """``telha sync ARGS`` against ``srv``: exit code, stdout, stderr."""
-    env = {**os.environ, "TELHA_URL": srv.base_url, "TELHA_API_KEY": key}
+    env = {**child_environ(), "TELHA_URL": srv.base_url, "TELHA_API_KEY": key}
     done = await anyio.run_process(
         [sys.executable, "-m", "telha", "sync", *args], env=env, check=False
     )
     return done.returncode, done.stdout.decode(), done.stderr.decode()
 
 
-async def test_prune_guard(api: httpx.AsyncClient, tree: Path, sync_server: ServerProcess) -> None:
+async def test_prune_guard(api: httpx.AsyncClient, tree: Path, sync_server: Server) -> None:
     for i in range(10):
         _write(tree / f"p{i}.txt", f"prune {i}\n")
     cid = await _add(api, tree)

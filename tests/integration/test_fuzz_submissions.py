@@ -21,8 +21,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.support.inproc import InProcessServer
 from tests.support.queue_env import Tenant, queue_server
-from tests.support.server import ServerProcess
 from tests.support.worker import ScriptedWorker
 
 pytestmark = pytest.mark.anyio
@@ -38,8 +38,10 @@ _UPPER_SNAKE = re.compile(r"[A-Z][A-Z0-9]*(_[A-Z0-9]+)*")
 
 
 @pytest.fixture(scope="module")
-def queue_srv(tmp_path_factory: pytest.TempPathFactory, engine: str) -> Iterator[ServerProcess]:
-    with queue_server(tmp_path_factory, f"fuzz-sub-{engine}", 60.0, engine) as proc:
+def queue_srv(tmp_path_factory: pytest.TempPathFactory, engine: str) -> Iterator[InProcessServer]:
+    with queue_server(
+        tmp_path_factory, f"fuzz-sub-{engine}", 60.0, engine, in_process=True
+    ) as proc:
         yield proc
         assert proc.stop() == 0, proc.log_text()
 

@@ -25,7 +25,8 @@ import pytest
 from telha.config import load_config
 from telha.storage import open_store
 from telha.storage.core.tx import Tx
-from tests.support.server import ServerProcess, write_config
+from tests.support.inproc import InProcessServer, Server
+from tests.support.server import ServerProcess, child_environ, write_config
 from tests.support.wait import wait_job
 
 pytestmark = pytest.mark.anyio
@@ -35,16 +36,16 @@ GREEK = "name,city\nΛεωνιδας,Αθηνα\nΣοφια,Πατρα\n".encode
 
 
 @pytest.fixture(scope="module")
-def server(engine: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+def server(engine: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     folder = tmp_path_factory.mktemp("identity")
     config = write_config(folder, engine, workers={"in_process": ["tabular_worker"]})
-    with ServerProcess(config) as proc:
+    with InProcessServer(config) as proc:
         yield proc
         assert proc.stop() == 0, proc.log_text()
 
 
 @pytest.fixture
-async def client(server: ServerProcess) -> AsyncIterator[httpx.AsyncClient]:
+async def client(server: Server) -> AsyncIterator[httpx.AsyncClient]:
     key = server.create_key(f"t-{uuid.uuid4()}", "org")
     async with httpx.AsyncClient(
         base_url=server.base_url, headers={"x-api-key": key}, timeout=60
@@ -136,11 +137,11 @@ async def test_retired_worker_source_comes_back(client: httpx.AsyncClient) -> No
     assert [v["state"] for v in await _versions(client, source_id)] == ["current", "retired"]
 
 
-def _reproject_cli(server: ServerProcess, key: str, *args: str) -> tuple[list[list[str]], str]:
+def _reproject_cli(server: Server, key: str, *args: str) -> tuple[list[list[str]], str]:
     done = subprocess.run(
         [sys.executable, "-m", "telha", "reproject", "--url", server.base_url,
          "--api-key", key, *args],
-        capture_output=True, text=True, timeout=120, check=False,
+        capture_output=True, text=True, timeout=120, check=False, env=child_environ(),
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     return [line.split("\t") for line in done.stdout.splitlines()], done.stderr

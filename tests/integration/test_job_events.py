@@ -29,6 +29,7 @@ from httpx_sse import aconnect_sse
 
 from telha.client import AsyncTelha, JobEventOut, NotFound
 from telha.domain.model import Scope
+from tests.support.inproc import InProcessServer
 from tests.support.metrics import scrape, value
 from tests.support.server import ServerProcess, write_config
 from tests.support.worker import ScriptedWorker, scripted_worker
@@ -46,7 +47,7 @@ Event = tuple[int, dict[str, Any]]
 
 
 @pytest.fixture(scope="module")
-def server(engine: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+def server(engine: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessServer]:
     folder = tmp_path_factory.mktemp(f"events-{engine}")
     config = write_config(
         folder,
@@ -55,14 +56,14 @@ def server(engine: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Se
         jobs={"backoff_base_ms": 10},
         server={"events_reread_s": 30},
     )
-    with ServerProcess(config) as proc:
+    with InProcessServer(config) as proc:
         yield proc
         assert proc.stop() == 0, proc.log_text()
 
 
 @dataclass
 class Api:
-    server: ServerProcess
+    server: InProcessServer
     scope: Scope
     key: str
     http: httpx.AsyncClient
@@ -86,7 +87,7 @@ class Api:
 
 
 @pytest.fixture
-async def api(server: ServerProcess) -> AsyncIterator[Api]:
+async def api(server: InProcessServer) -> AsyncIterator[Api]:
     scope = Scope(f"t-{uuid.uuid4()}", "org")
     key = server.create_key(scope.tenant_id, scope.organization_id)
     async with httpx.AsyncClient(

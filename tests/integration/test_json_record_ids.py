@@ -7,7 +7,6 @@ ids are typed refusals; a change of the id rule is a new version, never ``dedupl
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -19,7 +18,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support.server import ServerProcess, write_config
+from tests.support.inproc import InProcessServer
+from tests.support.server import child_environ, write_config
 from tests.support.tty import run_on_tty
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -32,25 +32,25 @@ RISKS = [
 
 
 @pytest.fixture(scope="module")
-def server(engine: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+def server(engine: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessServer]:
     folder = tmp_path_factory.mktemp("json-ids")
-    with ServerProcess(write_config(folder, engine)) as proc:
+    with InProcessServer(write_config(folder, engine)) as proc:
         yield proc
         assert proc.stop() == 0, proc.log_text()
 
 
-def _env(server: ServerProcess, key: str) -> dict[str, str]:
-    return {**os.environ, "TELHA_API_KEY": key, "TELHA_URL": server.base_url, "TERM": "xterm"}
+def _env(server: InProcessServer, key: str) -> dict[str, str]:
+    return {**child_environ(), "TELHA_API_KEY": key, "TELHA_URL": server.base_url, "TERM": "xterm"}
 
 
-def _piped(server: ServerProcess, key: str, *args: str) -> subprocess.CompletedProcess[str]:
+def _piped(server: InProcessServer, key: str, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "telha", *args], capture_output=True, text=True,
         env=_env(server, key), timeout=120, check=False,
     )  # fmt: skip
 
 
-def _client(server: ServerProcess, key: str) -> httpx.Client:
+def _client(server: InProcessServer, key: str) -> httpx.Client:
     return httpx.Client(base_url=server.base_url, headers={"x-api-key": key}, timeout=60)
 
 
@@ -61,7 +61,7 @@ def _post(c: httpx.Client, content: Any, options: dict[str, Any] | None = None) 
     return c.post("/v1/ingest", json=body)
 
 
-def test_an_edited_record_is_changed_in_telha_diff(server: ServerProcess, tmp_path: Path) -> None:
+def test_an_edited_record_is_changed_in_telha_diff(server: InProcessServer, tmp_path: Path) -> None:
     key = server.create_key(f"t-{uuid.uuid4()}", "org")
     path = tmp_path / "risks.json"
     path.write_text(json.dumps(RISKS), encoding="utf-8")
@@ -96,7 +96,7 @@ def test_an_edited_record_is_changed_in_telha_diff(server: ServerProcess, tmp_pa
     assert piped.stdout.splitlines() == plain
 
 
-def test_rules_and_refusals(server: ServerProcess) -> None:
+def test_rules_and_refusals(server: InProcessServer) -> None:
     key = server.create_key(f"t-{uuid.uuid4()}", "org")
     with _client(server, key) as c:
         v1 = _post(c, RISKS)  # without id_key: every record matched by content, as before

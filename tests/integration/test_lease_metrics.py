@@ -9,9 +9,9 @@ from collections.abc import Iterator
 import pytest
 from grpclib import GRPCError, Status
 
+from tests.support.inproc import InProcessServer
 from tests.support.metrics import scrape, value
 from tests.support.queue_env import Tenant, queue_server, text_submission
-from tests.support.server import ServerProcess
 from tests.support.wait import wait_job
 from tests.support.worker import ScriptedWorker
 
@@ -22,14 +22,16 @@ KIND = {"kind": "ingest:text"}
 
 
 @pytest.fixture(scope="module")
-def queue_srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    with queue_server(tmp_path_factory, "lease_metrics", LEASE_S, max_attempts=3) as proc:
+def queue_srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessServer]:
+    with queue_server(
+        tmp_path_factory, "lease_metrics", LEASE_S, max_attempts=3, in_process=True
+    ) as proc:
         yield proc
         assert proc.stop() == 0, proc.log_text()
 
 
 async def test_expired_lost_and_invalid(
-    queue_srv: ServerProcess, tenant: Tenant, worker: ScriptedWorker
+    queue_srv: InProcessServer, tenant: Tenant, worker: ScriptedWorker
 ) -> None:
     before = await scrape(queue_srv.base_url)
     posted = await tenant.post("text", "slow.txt", "slow")

@@ -24,8 +24,9 @@ import httpx
 import pytest
 
 from telha.domain.model import Scope
+from tests.support.inproc import InProcessServer
 from tests.support.pg import ENGINES, require_engine
-from tests.support.server import ServerProcess, write_config
+from tests.support.server import write_config
 from tests.support.wait import wait_job
 from tests.support.worker import ScriptedWorker, scripted_worker
 from workers_common import Job
@@ -40,17 +41,19 @@ LEGACY = f"attachment:{blake3.blake3(NOTES).hexdigest()}"
 @pytest.fixture(scope="module", params=ENGINES)
 def server(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[ServerProcess]:
+) -> Iterator[InProcessServer]:
     engine = require_engine(str(request.param))
     folder = tmp_path_factory.mktemp(f"legacy-names-{engine}")
     config = write_config(folder, engine, workers={"in_process": ["text_worker"]})
-    with ServerProcess(config) as proc:
+    with InProcessServer(config) as proc:
         yield proc
         assert proc.stop() == 0, proc.log_text()
 
 
 @pytest.fixture
-async def scoped(server: ServerProcess) -> AsyncIterator[tuple[httpx.AsyncClient, ScriptedWorker]]:
+async def scoped(
+    server: InProcessServer,
+) -> AsyncIterator[tuple[httpx.AsyncClient, ScriptedWorker]]:
     scope = Scope(f"t-{uuid.uuid4()}", "org")
     key = server.create_key(scope.tenant_id, scope.organization_id)
     headers = {"x-api-key": key}

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import shutil
 import sqlite3
 import sys
@@ -37,8 +36,9 @@ from telha.storage.core.listings import (
     prefix_count_query,
     sources_query,
 )
+from tests.support.inproc import InProcessServer
 from tests.support.queue_env import Tenant, queue_server, text_submission
-from tests.support.server import ServerProcess, write_config
+from tests.support.server import child_environ, write_config
 from tests.support.wait import wait_job
 from tests.support.worker import ScriptedWorker
 
@@ -48,8 +48,10 @@ FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "round1"
 
 
 @pytest.fixture(scope="module")
-def queue_srv(tmp_path_factory: pytest.TempPathFactory, engine: str) -> Iterator[ServerProcess]:
-    with queue_server(tmp_path_factory, f"listings-{engine}", 30.0, engine) as proc:
+def queue_srv(tmp_path_factory: pytest.TempPathFactory, engine: str) -> Iterator[InProcessServer]:
+    with queue_server(
+        tmp_path_factory, f"listings-{engine}", 30.0, engine, in_process=True
+    ) as proc:
         yield proc
         assert proc.stop() == 0, proc.log_text()
 
@@ -246,13 +248,13 @@ async def test_jobs_newest_first_with_filters_and_the_parent_children_walk(
 
 async def _telha(tenant: Tenant, key: str, *args: str) -> tuple[int, str, str]:
     """``telha ARGS`` piped: exit code, stdout, stderr."""
-    env = {**os.environ, "TELHA_API_KEY": key, "TELHA_URL": tenant.server.base_url}
+    env = {**child_environ(), "TELHA_API_KEY": key, "TELHA_URL": tenant.server.base_url}
     done = await anyio.run_process([sys.executable, "-m", "telha", *args], env=env, check=False)
     return done.returncode, done.stdout.decode(), done.stderr.decode()
 
 
 async def test_client_and_cli_list_the_same(
-    queue_srv: ServerProcess, tenant: Tenant, worker: ScriptedWorker
+    queue_srv: InProcessServer, tenant: Tenant, worker: ScriptedWorker
 ) -> None:
     parent = await tenant.post("eml", "inbox/m.eml", "mail")
     held = await worker.next_job(["eml"])
@@ -348,7 +350,7 @@ async def test_bad_input_is_400_naming_the_field(tenant: Tenant) -> None:
 
 
 async def test_another_scope_sees_nothing_and_gets_404(
-    queue_srv: ServerProcess, tenant: Tenant, worker: ScriptedWorker
+    queue_srv: InProcessServer, tenant: Tenant, worker: ScriptedWorker
 ) -> None:
     posted = await tenant.post("eml", "private.eml", "secret")
     held = await worker.next_job(["eml"])
@@ -527,7 +529,7 @@ async def test_the_migration_lists_a_first_release_store(tmp_path: Path) -> None
     recorded = json.loads((FIXTURE / "round1_reads.json").read_text(encoding="utf-8"))
     config = write_config(tmp_path, workers={"in_process": []})
     key = (FIXTURE / "round1_key.txt").read_text().strip()
-    with ServerProcess(config) as srv:
+    with InProcessServer(config) as srv:
         async with httpx.AsyncClient(
             base_url=srv.base_url, headers={"x-api-key": key}, timeout=60
         ) as c:

@@ -11,7 +11,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support.server import ServerProcess, settled_job, write_config
+from tests.support.inproc import InProcessServer
+from tests.support.server import settled_job, write_config
 
 pytestmark = pytest.mark.anyio
 
@@ -20,20 +21,20 @@ MODULES = ["text_worker", "tabular_worker", "email_worker", "docling_worker",
 
 
 @pytest.fixture(scope="module")
-def srv(engine: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+def srv(engine: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessServer]:
     folder = tmp_path_factory.mktemp(f"messy-{engine}")
     config = write_config(
         folder, engine,
         workers={"in_process": MODULES, "concurrency": 1, "processes": 1},
         jobs={"max_attempts": 3, "backoff_base_ms": 10, "backoff_max_s": 0.05},
     )  # fmt: skip
-    with ServerProcess(config) as proc:
+    with InProcessServer(config) as proc:
         yield proc
         assert proc.stop() == 0, proc.log_text()
 
 
 @pytest.fixture
-async def c(srv: ServerProcess) -> AsyncIterator[httpx.AsyncClient]:
+async def c(srv: InProcessServer) -> AsyncIterator[httpx.AsyncClient]:
     key = srv.create_key("acme", "messy")
     async with httpx.AsyncClient(base_url=srv.base_url, headers={"x-api-key": key}) as client:
         yield client

@@ -17,8 +17,9 @@ import httpx
 import pytest
 
 from telha.domain.model import Scope
+from tests.support.inproc import InProcessServer
 from tests.support.metrics import parse, scrape, value
-from tests.support.server import ServerProcess, write_config
+from tests.support.server import write_config
 from tests.support.wait import wait_job
 
 pytestmark = pytest.mark.anyio
@@ -33,17 +34,17 @@ TEMPLATES = {
 
 
 @pytest.fixture(scope="module")
-def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessServer]:
     """In-process ``text_worker`` (text, markdown); tsv is left to a remote worker."""
     folder = tmp_path_factory.mktemp("metrics")
     config = write_config(folder, workers={"in_process": ["text_worker"], "concurrency": 1})
-    with ServerProcess(config) as proc:
+    with InProcessServer(config) as proc:
         yield proc
         assert proc.stop() == 0, proc.log_text()
 
 
 @pytest.fixture
-async def api(srv: ServerProcess) -> AsyncIterator[httpx.AsyncClient]:
+async def api(srv: InProcessServer) -> AsyncIterator[httpx.AsyncClient]:
     key = srv.create_key(f"t-{uuid.uuid4()}", "org")
     async with httpx.AsyncClient(
         base_url=srv.base_url, headers={"x-api-key": key}, timeout=30
@@ -57,7 +58,7 @@ async def post(api: httpx.AsyncClient, **body: object) -> dict[str, object]:
     return dict(resp.json())
 
 
-async def test_counters_move_as_jobs_run(srv: ServerProcess, api: httpx.AsyncClient) -> None:
+async def test_counters_move_as_jobs_run(srv: InProcessServer, api: httpx.AsyncClient) -> None:
     before = await scrape(srv.base_url)
     await post(api, format="json", name="m.json", content='[{"a": 1}]')
     await post(api, format="json", name="m.json", content='[{"a": 1}]')  # request-level dedup
@@ -116,7 +117,7 @@ async def test_counters_move_as_jobs_run(srv: ServerProcess, api: httpx.AsyncCli
     assert delta(seconds, method="POST", route="/v1/ingest") == 6
 
 
-async def test_wrong_method_is_labelled_with_its_route(srv: ServerProcess) -> None:
+async def test_wrong_method_is_labelled_with_its_route(srv: InProcessServer) -> None:
     async with httpx.AsyncClient(base_url=srv.base_url) as anon:
         before = await scrape(srv.base_url)
         assert (await anon.delete("/v1/ingest")).status_code == 405
@@ -139,7 +140,7 @@ def _logged_port(log: Path, proc: subprocess.Popen[bytes]) -> int | None:
     return None
 
 
-def _spawn(srv: ServerProcess, scope: Scope, log: Path, *args: str) -> subprocess.Popen[bytes]:
+def _spawn(srv: InProcessServer, scope: Scope, log: Path, *args: str) -> subprocess.Popen[bytes]:
     """``python -m workers_common.run ARGS`` against ``srv``, stdout and stderr to ``log``."""
     with log.open("wb") as out:
         return subprocess.Popen(
@@ -161,7 +162,9 @@ async def _worker_jobs(w: httpx.AsyncClient, **labels: str) -> float:
     return value(parse((await w.get("/metrics")).text), "telha_worker_jobs_total", **labels)
 
 
-async def test_remote_worker_serves_health_and_metrics(srv: ServerProcess, tmp_path: Path) -> None:
+async def test_remote_worker_serves_health_and_metrics(
+    srv: InProcessServer, tmp_path: Path
+) -> None:
     scope = Scope(f"t-{uuid.uuid4()}", "org")
     key = srv.create_key(scope.tenant_id, scope.organization_id)
     log = tmp_path / "worker.log"

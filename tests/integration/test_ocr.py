@@ -13,16 +13,17 @@ from typing import Any
 import pytest
 
 from tests.conftest import CORPUS
+from tests.support.inproc import InProcessServer
 from tests.support.ocr_pages import cer, corpus_words, render_page
 from tests.support.queue_env import Tenant
-from tests.support.server import ServerProcess, write_config
+from tests.support.server import write_config
 from tests.support.wait import wait_job
 
 pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture(scope="module")
-def queue_srv(engine: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+def queue_srv(engine: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessServer]:
     folder = tmp_path_factory.mktemp("ocr")
     config = write_config(
         folder,
@@ -31,7 +32,7 @@ def queue_srv(engine: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator
         docling={"timeout_s": 240, "mem_ceiling_mb": 4096},
         ocr={"min_confidence": 30, "page_timeout_s": 120},
     )
-    with ServerProcess(config) as proc:
+    with InProcessServer(config) as proc:
         yield proc
         assert proc.stop() == 0, proc.log_text()
 

@@ -10,7 +10,6 @@ refused naming the key."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import time
@@ -22,29 +21,30 @@ import httpx
 import pytest
 
 from telha.client import AsyncTelha, QuotaExceeded, RateLimited
-from tests.support.server import ServerProcess, write_config
+from tests.support.inproc import InProcessServer
+from tests.support.server import child_environ, write_config
 
 pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture(scope="module")
-def server(engine: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+def server(engine: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessServer]:
     folder = tmp_path_factory.mktemp("quotas")
     # No in-process workers: jobs stay pending.
-    with ServerProcess(write_config(folder, engine, workers={"in_process": []})) as proc:
+    with InProcessServer(write_config(folder, engine, workers={"in_process": []})) as proc:
         yield proc
         assert proc.stop() == 0, proc.log_text()
 
 
-def _cli(server: ServerProcess, *args: str, key: str = "") -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "TELHA_API_KEY": key, "TELHA_URL": server.base_url}
+def _cli(server: InProcessServer, *args: str, key: str = "") -> subprocess.CompletedProcess[str]:
+    env = {**child_environ(), "TELHA_API_KEY": key, "TELHA_URL": server.base_url}
     return subprocess.run(
         [sys.executable, "-m", "telha", *args], capture_output=True, text=True, env=env,
         timeout=120, check=False,
     )  # fmt: skip
 
 
-def _limit(server: ServerProcess, tenant: str, key: str, value: str) -> None:
+def _limit(server: InProcessServer, tenant: str, key: str, value: str) -> None:
     done = _cli(
         server, "scope", "set", "--tenant", tenant, "--org", "org", key, value,
         "--config", str(server.config),
@@ -57,7 +57,7 @@ class Scoped:
     """A fresh scope with its key and an HTTP client (limits are set before its first
     request, so the server has none of its limits cached)."""
 
-    def __init__(self, server: ServerProcess, **limits: str) -> None:
+    def __init__(self, server: InProcessServer, **limits: str) -> None:
         self.tenant = f"q-{uuid.uuid4()}"
         for key, value in limits.items():
             _limit(server, self.tenant, key, value)
@@ -78,13 +78,13 @@ class Scoped:
 
 
 @pytest.fixture
-async def plain(server: ServerProcess) -> AsyncIterator[Scoped]:
+async def plain(server: InProcessServer) -> AsyncIterator[Scoped]:
     s = Scoped(server)
     async with s.http:
         yield s
 
 
-async def test_usage_of_an_unlimited_scope(server: ServerProcess, plain: Scoped) -> None:
+async def test_usage_of_an_unlimited_scope(server: InProcessServer, plain: Scoped) -> None:
     assert await plain.usage() == {
         "pendingJobs": 0,
         "storedBytes": 0,
@@ -116,7 +116,7 @@ async def test_usage_of_an_unlimited_scope(server: ServerProcess, plain: Scoped)
         assert resp.status_code == 401 and resp.json()["error"]["code"] == "UNAUTHENTICATED"
 
 
-async def test_max_pending_jobs(server: ServerProcess) -> None:
+async def test_max_pending_jobs(server: InProcessServer) -> None:
     s = Scoped(server, max_pending_jobs="2")
     async with s.http:
         for i in range(2):
@@ -153,7 +153,7 @@ def _refusals(text: str) -> float:
     return 0.0
 
 
-async def test_max_pending_jobs_holds_under_concurrent_ingests(server: ServerProcess) -> None:
+async def test_max_pending_jobs_holds_under_concurrent_ingests(server: InProcessServer) -> None:
     """The enqueue counts the scope's pending jobs in its own transaction, under the scope's
     quota lock: requests that all pass the early check together cannot all be enqueued. The
     scope may hold every ingest slot (``max_concurrent_ingests`` 0), so all 12 reach it."""
@@ -176,7 +176,7 @@ async def test_max_pending_jobs_holds_under_concurrent_ingests(server: ServerPro
         assert _refusals((await s.http.get("/metrics")).text) - before == 9
 
 
-async def test_max_stored_bytes_and_the_cli_shows_it(server: ServerProcess) -> None:
+async def test_max_stored_bytes_and_the_cli_shows_it(server: InProcessServer) -> None:
     s = Scoped(server, max_stored_bytes="300")
     async with s.http:
         big = '{"name": "' + "y" * 400 + '"}'
@@ -203,7 +203,7 @@ async def test_max_stored_bytes_and_the_cli_shows_it(server: ServerProcess) -> N
     assert "QUOTA_EXCEEDED" in done.stdout + done.stderr
 
 
-async def test_rate_limit_and_the_client_waits(server: ServerProcess) -> None:
+async def test_rate_limit_and_the_client_waits(server: InProcessServer) -> None:
     s = Scoped(server, requests_per_second="1", burst="2")
     async with s.http:
         assert (await s.http.get("/v1/usage")).status_code == 200
@@ -232,7 +232,7 @@ async def test_rate_limit_and_the_client_waits(server: ServerProcess) -> None:
         assert caught.value.retry_after_s == 1.0
 
 
-async def test_metrics_are_aggregate(server: ServerProcess) -> None:
+async def test_metrics_are_aggregate(server: InProcessServer) -> None:
     s = Scoped(server, requests_per_second="0.5", burst="1")
     async with s.http:
         await s.post("json", "m.json", '{"m": 1}')
@@ -245,7 +245,7 @@ async def test_metrics_are_aggregate(server: ServerProcess) -> None:
     assert s.tenant not in text
 
 
-def test_scope_set_refuses_bad_input(server: ServerProcess) -> None:
+def test_scope_set_refuses_bad_input(server: InProcessServer) -> None:
     conf = ("--config", str(server.config))
     base = ("scope", "set", "--tenant", "cli-bad", "--org", "org")
     done = _cli(server, *base, "max_things", "3", *conf)

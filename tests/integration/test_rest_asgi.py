@@ -1,68 +1,50 @@
-"""The REST app in-process: the real starlette app over ``httpx.ASGITransport``, built as
-``telha serve`` builds it (a real SQLite store, job queue, ingestor and eraser), without a
-socket or a process. Fast checks of the REST contract's edges: authentication, ingest
+"""The REST front of a service wired as ``telha serve`` wires it
+(:func:`telha.service.run_service`), in-process on real 127.0.0.1 sockets, a real SQLite
+store and no workers. Fast checks of the REST contract's edges: authentication, ingest
 statuses, job status, scoping, the slice API's bad ranges and the OpenAPI document."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+import uuid
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
-import anyio
 import httpx
 import pytest
 
-from telha.auth import hash_key, mint_api_key
-from telha.config import Config, StorageConfig
-from telha.domain.model import Scope
-from telha.ingest.eraser import Eraser
-from telha.ingest.ingestor import Ingestor
-from telha.queue.job_queue import JobQueue
-from telha.rest.app import create_app
-from telha.rest.state import AppState
-from telha.storage import StorageEngine, open_store
+from tests.support.inproc import InProcessServer
+from tests.support.server import write_config
 
 pytestmark = pytest.mark.anyio
 
 
 @dataclass
 class Api:
-    """A client of the in-process app for scope A, and an API key of scope B."""
+    """A client of the server for scope A, an API key of scope B, and the server's URL."""
 
     client: httpx.AsyncClient
     other_key: str
-    transport: httpx.ASGITransport
+    base_url: str
 
 
-async def _key(store: StorageEngine, scope: Scope) -> str:
-    key_id, key = mint_api_key()
-    await store.insert_api_key(scope, key_id, hash_key(key))
-    return key
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessServer]:
+    config = write_config(tmp_path_factory.mktemp("rest"), workers={"in_process": []})
+    with InProcessServer(config) as srv:
+        yield srv
+        assert srv.stop() == 0
 
 
 @pytest.fixture
-async def api(tmp_path: Path) -> AsyncIterator[Api]:
-    cfg = Config(storage=StorageConfig(path=str(tmp_path / "rest.db"), readers=2))
-    async with open_store(cfg, tmp_path) as store, anyio.create_task_group() as tg:
-        queue = await tg.start(JobQueue(store, cfg.jobs).run)
-        state = AppState(
-            config=cfg,
-            store=store,
-            ingestor=Ingestor(store, cfg.ingest, queue),
-            queue=queue,
-            eraser=Eraser(store, queue),
-            upload_dir=tmp_path / "uploads",
-        )
-        state.ready = True
-        keys = [await _key(store, Scope(t, "org")) for t in ("tenant-a", "tenant-b")]
-        transport = httpx.ASGITransport(app=create_app(state))
-        async with httpx.AsyncClient(
-            transport=transport, base_url="http://127.0.0.1", headers={"x-api-key": keys[0]}
-        ) as client:
-            yield Api(client, keys[1], transport)
-        tg.cancel_scope.cancel()
+async def api(server: InProcessServer) -> AsyncIterator[Api]:
+    """Two fresh scopes of the module's server (tests never see each other's rows)."""
+    run = uuid.uuid4()
+    keys = [server.create_key(f"{t}-{run}", "org") for t in ("tenant-a", "tenant-b")]
+    async with httpx.AsyncClient(
+        base_url=server.base_url, headers={"x-api-key": keys[0]}, timeout=30
+    ) as client:
+        yield Api(client, keys[1], server.base_url)
 
 
 def assert_error(resp: httpx.Response, status: int, code: str) -> None:
@@ -82,7 +64,7 @@ async def test_missing_and_unknown_keys_answer_401(api: Api) -> None:
         for method, url in (("GET", "/v1/nodes"), ("POST", "/v1/ingest"), ("GET", "/v1/ingest/x")):
             resp = await api.client.request(method, url, headers=headers, json={})
             assert_error(resp, 401, "UNAUTHENTICATED")
-    no_header = httpx.AsyncClient(transport=api.transport, base_url="http://127.0.0.1")
+    no_header = httpx.AsyncClient(base_url=api.base_url)
     async with no_header:
         assert_error(await no_header.get("/v1/nodes"), 401, "UNAUTHENTICATED")
         # Unauthenticated routes stay open.

@@ -18,7 +18,8 @@ from telha.config import load_config
 from telha.domain.ids import content_hash
 from telha.storage import open_store
 from telha.storage.core.tx import Tx
-from tests.support.server import ServerProcess, telha_check, write_config
+from tests.support.inproc import InProcessServer
+from tests.support.server import child_environ, telha_check, write_config
 from tests.support.wait import wait_job
 
 pytestmark = pytest.mark.anyio
@@ -28,19 +29,19 @@ MiB = 1024 * 1024
 
 
 @pytest.fixture(scope="module")
-def srv(tmp_path_factory: pytest.TempPathFactory, engine: str) -> Iterator[ServerProcess]:
+def srv(tmp_path_factory: pytest.TempPathFactory, engine: str) -> Iterator[InProcessServer]:
     """A server whose own collector is off (``retain_days = 0``): ``telha gc`` does it."""
     folder = tmp_path_factory.mktemp(f"retention-{engine}")
     config = write_config(
         folder, engine, workers={"in_process": ["text_worker"]}, jobs={"retain_days": 0}
     )
-    with ServerProcess(config) as proc:
+    with InProcessServer(config) as proc:
         yield proc
         assert proc.stop() == 0, proc.log_text()
 
 
 @pytest.fixture
-async def client(srv: ServerProcess) -> AsyncIterator[httpx.AsyncClient]:
+async def client(srv: InProcessServer) -> AsyncIterator[httpx.AsyncClient]:
     key = srv.create_key(f"tenant-{uuid.uuid4()}", "org")
     async with httpx.AsyncClient(
         base_url=srv.base_url, headers={"x-api-key": key}, timeout=30
@@ -48,7 +49,7 @@ async def client(srv: ServerProcess) -> AsyncIterator[httpx.AsyncClient]:
         yield c
 
 
-def _gc_config(srv: ServerProcess, retain_days: float) -> Path:
+def _gc_config(srv: InProcessServer, retain_days: float) -> Path:
     """The server's config with another ``jobs.retain_days``, beside it (same store)."""
     text = srv.config.read_text(encoding="utf-8").replace(
         "retain_days = 0", f"retain_days = {retain_days}"
@@ -61,7 +62,7 @@ def _gc_config(srv: ServerProcess, retain_days: float) -> Path:
 def _telha(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "telha", *args],
-        capture_output=True, text=True, timeout=120, check=False,
+        capture_output=True, text=True, timeout=120, check=False, env=child_environ(),
     )  # fmt: skip
 
 
@@ -92,7 +93,7 @@ async def _age(tx: Tx, job_ids: list[bytes], digests: list[bytes], by_us: int) -
         )  # fmt: skip
 
 
-async def _age_rows(srv: ServerProcess, job_ids: list[str], digests: list[bytes]) -> None:
+async def _age_rows(srv: InProcessServer, job_ids: list[str], digests: list[bytes]) -> None:
     """Make these jobs have ended, and these raw uploads have been written, 40 days ago."""
     cfg, base = load_config(srv.config, environ={})
     async with open_store(cfg, base, readers=1, pool_size=2) as store:
@@ -101,7 +102,7 @@ async def _age_rows(srv: ServerProcess, job_ids: list[str], digests: list[bytes]
 
 
 async def test_telha_gc_removes_old_ended_jobs_and_their_raw_bytes(
-    srv: ServerProcess, client: httpx.AsyncClient
+    srv: InProcessServer, client: httpx.AsyncClient
 ) -> None:
     c = client
     # A markdown file with a version (its job stays: the version names it).
@@ -161,26 +162,26 @@ async def test_telha_gc_removes_old_ended_jobs_and_their_raw_bytes(
     assert "source_jobs" in checked.stdout
 
 
-def test_a_bad_retention_config_is_a_config_error(srv: ServerProcess) -> None:
+def test_a_bad_retention_config_is_a_config_error(srv: InProcessServer) -> None:
     path = _gc_config(srv, -1)
     bad = _telha("gc", "--config", str(path))
     assert bad.returncode == 2 and "jobs.retain_days" in bad.stderr, bad.stderr
 
 
 @pytest.fixture(scope="module")
-def collecting(tmp_path_factory: pytest.TempPathFactory, engine: str) -> Iterator[ServerProcess]:
+def collecting(tmp_path_factory: pytest.TempPathFactory, engine: str) -> Iterator[InProcessServer]:
     """A server whose collector removes what ended more than ~0.1 s ago, 5 times a second."""
     folder = tmp_path_factory.mktemp(f"collecting-{engine}")
     config = write_config(
         folder, engine, workers={"in_process": ["text_worker"]},
         jobs={"retain_days": 0.1 / 86_400, "gc_interval_s": 0.2},
     )  # fmt: skip
-    with ServerProcess(config) as proc:
+    with InProcessServer(config) as proc:
         yield proc
         assert proc.stop() == 0, proc.log_text()
 
 
-async def test_telha_serve_collects_periodically(collecting: ServerProcess) -> None:
+async def test_telha_serve_collects_periodically(collecting: InProcessServer) -> None:
     key = collecting.create_key(f"tenant-{uuid.uuid4()}", "org")
     async with httpx.AsyncClient(
         base_url=collecting.base_url, headers={"x-api-key": key}, timeout=30

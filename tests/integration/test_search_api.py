@@ -20,7 +20,8 @@ import pytest
 from telha.client import AsyncTelha, InvalidRequest
 from telha.domain.search_text import fold
 from tests.conftest import CORPUS
-from tests.support.server import ServerProcess, telha_check, write_config
+from tests.support.inproc import InProcessServer
+from tests.support.server import telha_check, write_config
 from tests.support.wait import wait_job
 
 pytestmark = pytest.mark.anyio
@@ -36,7 +37,7 @@ FILES = {
 
 
 @pytest.fixture(scope="module")
-def server(engine: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+def server(engine: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessServer]:
     folder = tmp_path_factory.mktemp("search-api")
     workers = ["text_worker", "tabular_worker", "email_worker", "docling_worker"]
     config = write_config(
@@ -46,24 +47,26 @@ def server(engine: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Se
         docling={"timeout_s": 120},
         search={"enabled": True},
     )
-    with ServerProcess(config) as proc:
+    with InProcessServer(config) as proc:
         yield proc
         assert proc.stop() == 0, proc.log_text()
 
 
-async def _client(server: ServerProcess) -> httpx.AsyncClient:
+async def _client(server: InProcessServer) -> httpx.AsyncClient:
     key = server.create_key(f"t-{uuid.uuid4()}", "org")
     return httpx.AsyncClient(base_url=server.base_url, headers={"x-api-key": key}, timeout=120)
 
 
 @pytest.fixture
-async def client(server: ServerProcess) -> AsyncIterator[httpx.AsyncClient]:
+async def client(server: InProcessServer) -> AsyncIterator[httpx.AsyncClient]:
     async with await _client(server) as c:
         yield c
 
 
 @pytest.fixture(scope="module")
-async def corpus(server: ServerProcess) -> AsyncIterator[tuple[httpx.AsyncClient, dict[str, str]]]:
+async def corpus(
+    server: InProcessServer,
+) -> AsyncIterator[tuple[httpx.AsyncClient, dict[str, str]]]:
     """One scope with the corpus files of :data:`FILES` ingested: ``(client, {name: sourceId})``."""
     async with await _client(server) as c:
         ids = {}
@@ -202,7 +205,7 @@ async def test_locate_a_sentence_copied_from_a_pdf(
 
 
 async def test_another_scope_never_sees_the_text(
-    server: ServerProcess, corpus: tuple[httpx.AsyncClient, dict[str, str]]
+    server: InProcessServer, corpus: tuple[httpx.AsyncClient, dict[str, str]]
 ) -> None:
     c, ids = corpus
     assert await _search(c, "ugly")
@@ -221,7 +224,7 @@ async def _ingest_text(c: httpx.AsyncClient, name: str, text: str) -> dict[str, 
 
 
 async def test_superseded_retired_and_erased_versions_leave_the_index(
-    server: ServerProcess, client: httpx.AsyncClient
+    server: InProcessServer, client: httpx.AsyncClient
 ) -> None:
     job = await _ingest_text(client, "notes.txt", "Alphaword one.\n\nShared line.\n")
     source = job["sourceId"]
@@ -329,7 +332,7 @@ async def test_bad_locate_input_answers_400(
     assert resp.status_code == 400 and "text" in resp.json()["error"]["message"]
 
 
-async def test_the_client_searches_and_locates(server: ServerProcess) -> None:
+async def test_the_client_searches_and_locates(server: InProcessServer) -> None:
     key = server.create_key(f"t-{uuid.uuid4()}", "org")
     async with AsyncTelha(server.base_url, key, timeout=60) as telha:
         r = await telha.ingest("text", "client.txt", content="Clientword here.\n\nAnd more.\n")

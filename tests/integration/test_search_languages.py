@@ -19,9 +19,10 @@ import httpx
 import pytest
 
 from tests.conftest import CORPUS
+from tests.support.inproc import InProcessServer
 from tests.support.languages import LANGUAGES
 from tests.support.pg import require_engine
-from tests.support.server import ServerProcess, write_config
+from tests.support.server import write_config
 from tests.support.wait import wait_job
 
 pytestmark = pytest.mark.anyio
@@ -57,8 +58,8 @@ def anyio_backend() -> str:
 
 
 @pytest.fixture(scope="module")
-def server(engine: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    with ServerProcess(_config(tmp_path_factory.mktemp("languages"), engine)) as proc:
+def server(engine: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessServer]:
+    with InProcessServer(_config(tmp_path_factory.mktemp("languages"), engine)) as proc:
         yield proc
         assert proc.stop() == 0, proc.log_text()
 
@@ -76,7 +77,9 @@ async def _ingest(c: httpx.AsyncClient, fmt: str, name: str, data: bytes, **opti
 
 
 @pytest.fixture(scope="module")
-async def corpus(server: ServerProcess) -> AsyncIterator[tuple[httpx.AsyncClient, dict[str, str]]]:
+async def corpus(
+    server: InProcessServer,
+) -> AsyncIterator[tuple[httpx.AsyncClient, dict[str, str]]]:
     """One scope holding :data:`TEXT` (``"text"``) and :data:`FILES`."""
     key = server.create_key(f"t-{uuid.uuid4()}", "org")
     async with httpx.AsyncClient(
@@ -215,7 +218,7 @@ async def _answers(folder: Path, engine: str) -> dict[str, list[tuple[Any, ...]]
     out: dict[str, list[tuple[Any, ...]]] = {}
     config = write_config(folder, engine, workers={"in_process": ["text_worker"]},
                           search={"enabled": True})  # fmt: skip
-    with ServerProcess(config) as proc:
+    with InProcessServer(config) as proc:
         key = proc.create_key("compare", "org")
         async with httpx.AsyncClient(
             base_url=proc.base_url, headers={"x-api-key": key}, timeout=120

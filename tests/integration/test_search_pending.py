@@ -7,7 +7,6 @@ what it ingested. On each engine."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import time
@@ -18,18 +17,19 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.support.inproc import InProcessServer
 from tests.support.pg import ENGINES, require_engine
-from tests.support.server import ServerProcess, write_config
+from tests.support.server import child_environ, write_config
 
 HOUR_MS = 3_600_000
 
 
-def _server(folder: Path, engine: str, **search: int) -> Iterator[ServerProcess]:
+def _server(folder: Path, engine: str, **search: int) -> Iterator[InProcessServer]:
     config = write_config(
         folder, require_engine(engine), workers={"in_process": ["text_worker"], "concurrency": 1},
         search=search,
     )  # fmt: skip
-    with ServerProcess(config) as proc:
+    with InProcessServer(config) as proc:
         yield proc
         assert proc.stop() == 0, proc.log_text()
 
@@ -37,7 +37,7 @@ def _server(folder: Path, engine: str, **search: int) -> Iterator[ServerProcess]
 @pytest.fixture(scope="module", params=ENGINES)
 def held(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[ServerProcess]:
+) -> Iterator[InProcessServer]:
     """The index is never written while the test runs."""
     yield from _server(
         tmp_path_factory.mktemp("held"), str(request.param),
@@ -48,17 +48,17 @@ def held(
 @pytest.fixture(scope="module", params=ENGINES)
 def background(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[ServerProcess]:
+) -> Iterator[InProcessServer]:
     """Only the background indexer writes the index (a search does none of it)."""
     yield from _server(tmp_path_factory.mktemp("background"), str(request.param), catch_up_ms=0)
 
 
-def _env(server: ServerProcess, key: str) -> dict[str, str]:
-    return {**os.environ, "TELHA_URL": server.base_url, "TELHA_API_KEY": key,
+def _env(server: InProcessServer, key: str) -> dict[str, str]:
+    return {**child_environ(), "TELHA_URL": server.base_url, "TELHA_API_KEY": key,
             "PYTHONUNBUFFERED": "1"}  # fmt: skip
 
 
-def _telha(server: ServerProcess, key: str, *args: str) -> subprocess.CompletedProcess[str]:
+def _telha(server: InProcessServer, key: str, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "telha", *args], capture_output=True, text=True,
         env=_env(server, key), timeout=120, check=False,
@@ -72,7 +72,7 @@ def _note(tmp_path: Path, word: str) -> Path:
 
 
 def test_a_search_says_how_many_versions_wait_for_the_index(
-    held: ServerProcess, tmp_path: Path
+    held: InProcessServer, tmp_path: Path
 ) -> None:
     key = held.create_key(f"t-{uuid.uuid4()}", "org")
     word = f"w{uuid.uuid4().hex[:12]}"
@@ -111,7 +111,7 @@ def test_a_search_says_how_many_versions_wait_for_the_index(
 
 
 def test_ingest_wait_index_returns_once_search_finds_it(
-    background: ServerProcess, tmp_path: Path
+    background: InProcessServer, tmp_path: Path
 ) -> None:
     key = background.create_key(f"t-{uuid.uuid4()}", "org")
     words = [f"w{uuid.uuid4().hex[:12]}" for _ in range(3)]

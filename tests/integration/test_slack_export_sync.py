@@ -24,7 +24,8 @@ import pytest
 from connectors.slack_message import message_node_id
 from telha.domain.connectors import connector_source_id
 from telha.domain.model import Scope
-from tests.support.server import ServerProcess, write_config
+from tests.support.inproc import InProcessServer
+from tests.support.server import write_config
 from tests.support.sync_runs import run_counts, run_sync
 
 pytestmark = pytest.mark.anyio
@@ -102,14 +103,16 @@ def _zip(path: Path, entries: dict[str, Any], raw: dict[str, bytes] | None = Non
 
 
 @pytest.fixture(scope="module")
-def slack_server(engine: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+def slack_server(
+    engine: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[InProcessServer]:
     """A server running the connector worker in-process (it projects ``slack`` too)."""
     folder = tmp_path_factory.mktemp(f"slack-{engine}")
     config = write_config(
         folder, engine, workers={"in_process": ["connectors"]}, jobs=_JOBS,
         connectors={"allowed_roots": [str(tmp_path_factory.getbasetemp())]},
     )  # fmt: skip
-    with ServerProcess(config) as proc:
+    with InProcessServer(config) as proc:
         yield proc
         assert proc.stop() == 0, proc.log_text()
 
@@ -126,7 +129,7 @@ def export(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-async def api(slack_server: ServerProcess, scope: Scope) -> AsyncIterator[httpx.AsyncClient]:
+async def api(slack_server: InProcessServer, scope: Scope) -> AsyncIterator[httpx.AsyncClient]:
     key = slack_server.create_key(scope.tenant_id, scope.organization_id)
     async with httpx.AsyncClient(
         base_url=slack_server.base_url, headers={"x-api-key": key}, timeout=30

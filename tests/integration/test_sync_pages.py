@@ -8,7 +8,6 @@ large — and a failed or refused run retires nothing."""
 from __future__ import annotations
 
 import base64
-import os
 import sys
 import uuid
 from collections.abc import Iterator
@@ -21,7 +20,8 @@ import pytest
 from grpclib import GRPCError, Status
 
 from telha.domain.model import Scope
-from tests.support.server import ServerProcess, write_config
+from tests.support.inproc import InProcessServer
+from tests.support.server import child_environ, write_config
 from tests.support.sync_runs import run_counts
 from tests.support.tty import TtyProcess
 from tests.support.worker import ScriptedWorker, scripted_worker
@@ -30,14 +30,14 @@ pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture(scope="module")
-def server(engine: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+def server(engine: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessServer]:
     """A server with the text worker in-process and no connector worker: the test is it."""
     folder = tmp_path_factory.mktemp(f"pages-{engine}")
     config = write_config(
         folder, engine, workers={"in_process": ["text_worker"]},
         connectors={"allowed_roots": [str(tmp_path_factory.getbasetemp())]},
     )  # fmt: skip
-    with ServerProcess(config) as proc:
+    with InProcessServer(config) as proc:
         yield proc
         assert proc.stop() == 0, proc.log_text()
 
@@ -69,7 +69,7 @@ async def _lease(worker: ScriptedWorker) -> Any:
     return await worker.next_job(["sync:folder"], within_s=20)
 
 
-async def test_pages_progress_replay_and_order(server: ServerProcess, tmp_path: Path) -> None:
+async def test_pages_progress_replay_and_order(server: InProcessServer, tmp_path: Path) -> None:
     scope = Scope(f"tenant-{uuid.uuid4()}", "org")
     key = server.create_key(scope.tenant_id, scope.organization_id)
     async with (
@@ -80,7 +80,7 @@ async def test_pages_progress_replay_and_order(server: ServerProcess, tmp_path: 
             "/v1/connectors", json={"kind": "folder", "settings": {"root": str(tmp_path)}}
         )
         cid = made.json()["connectorId"]
-        env = {**os.environ, "TELHA_URL": server.base_url, "TELHA_API_KEY": key,
+        env = {**child_environ(), "TELHA_URL": server.base_url, "TELHA_API_KEY": key,
                "COLUMNS": "120"}  # fmt: skip
         # `telha sync` on a terminal starts the run and shows its progress as it goes.
         with TtyProcess([sys.executable, "-m", "telha", "sync", cid], env) as cli:

@@ -18,6 +18,7 @@ import pytest
 
 from telha.domain.model import Scope
 from tests.conftest import CORPUS
+from tests.support.inproc import InProcessServer, Server
 from tests.support.queue_env import Tenant, transitions
 from tests.support.server import ServerProcess, write_config
 from tests.support.wait import wait_job, wait_job_blocking
@@ -26,10 +27,10 @@ pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture(scope="module")
-def queue_srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+def queue_srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     folder = tmp_path_factory.mktemp("tabular")
     config = write_config(folder, workers={"in_process": ["tabular_worker"], "concurrency": 1})
-    with ServerProcess(config) as proc:
+    with InProcessServer(config) as proc:
         yield proc
         assert proc.stop() == 0, proc.log_text()
 

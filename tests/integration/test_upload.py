@@ -18,6 +18,7 @@ import pytest
 from grpclib import GRPCError, Status
 
 from telha.domain.model import Scope
+from tests.support.inproc import InProcessServer, Server
 from tests.support.queue_env import Tenant, transitions
 from tests.support.server import ServerProcess, write_config
 from tests.support.wait import wait_job, wait_job_blocking
@@ -30,7 +31,7 @@ MiB = 1024 * 1024
 
 
 @pytest.fixture(scope="module")
-def queue_srv(tmp_path_factory: pytest.TempPathFactory, engine: str) -> Iterator[ServerProcess]:
+def queue_srv(tmp_path_factory: pytest.TempPathFactory, engine: str) -> Iterator[Server]:
     folder = tmp_path_factory.mktemp(f"upload-{engine}")
     config = write_config(
         folder,
@@ -39,7 +40,7 @@ def queue_srv(tmp_path_factory: pytest.TempPathFactory, engine: str) -> Iterator
         jobs={"lease_secs": 30, "reap_interval_s": 0.1},
         ingest={"max_upload_bytes": MAX_UPLOAD},
     )
-    with ServerProcess(config) as proc:
+    with InProcessServer(config) as proc:
         yield proc
         assert proc.stop() == 0, proc.log_text()
 
@@ -112,9 +113,7 @@ async def test_inline_job_has_nothing_to_fetch(tenant: Tenant, worker: ScriptedW
     await worker.fail(job, "corrupt_input: test done", permanent=True)
 
 
-async def test_over_the_limit_is_413_and_stores_nothing(
-    tenant: Tenant, queue_srv: ServerProcess
-) -> None:
+async def test_over_the_limit_is_413_and_stores_nothing(tenant: Tenant, queue_srv: Server) -> None:
     data = b"x" * (MAX_UPLOAD + 1)
     resp = await _upload(tenant, "csv", "huge.csv", data)
     assert resp.status_code == 413, resp.text
@@ -263,7 +262,7 @@ def test_remote_worker_fetches_uploaded_content(tmp_path: Path, engine: str) -> 
 
 def test_in_process_worker_fetches_uploaded_content(tmp_path: Path, engine: str) -> None:
     config = write_config(tmp_path, engine, workers={"in_process": ["text_worker"]})
-    with ServerProcess(config) as server:
+    with InProcessServer(config) as server:
         key = server.create_key("t", "o")
         with httpx.Client(base_url=server.base_url, headers={"x-api-key": key}, timeout=30) as c:
             body = b"# Title\n\nBody text.\n" * 1

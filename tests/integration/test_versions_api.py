@@ -23,7 +23,8 @@ from telha.domain.ids import new_id
 from telha.domain.model import Dedup, LeaseRef, NewJob, NewVersion, Scope, StreamPart
 from telha.domain.projection import NodeOut, Projection, SpanOut
 from telha.storage import StorageEngine
-from tests.support.server import ServerProcess, write_config
+from tests.support.inproc import InProcessServer
+from tests.support.server import write_config
 from tests.support.wait import wait_job
 
 pytestmark = pytest.mark.anyio
@@ -35,18 +36,18 @@ V2 = "# Title\n\nAlpha paragraph.\n\nGamma paragraph.\n"
 
 
 @pytest.fixture(scope="module")
-def server(engine: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+def server(engine: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessServer]:
     folder = tmp_path_factory.mktemp("versions-api")
     config = write_config(
         folder, engine, workers={"in_process": ["text_worker", "tabular_worker"], "concurrency": 1}
     )
-    with ServerProcess(config) as proc:
+    with InProcessServer(config) as proc:
         yield proc
         assert proc.stop() == 0, proc.log_text()
 
 
 @pytest.fixture
-async def client(server: ServerProcess) -> AsyncIterator[httpx.AsyncClient]:
+async def client(server: InProcessServer) -> AsyncIterator[httpx.AsyncClient]:
     key = server.create_key(f"t-{uuid.uuid4()}", "org")
     async with httpx.AsyncClient(
         base_url=server.base_url, headers={"x-api-key": key}, timeout=60
@@ -195,7 +196,7 @@ async def test_diff_pages_by_node_id(client: httpx.AsyncClient) -> None:
     assert seen == sorted(seen, key=lambda i: uuid.UUID(i).bytes) and sorted(seen) == sorted(ids)
 
 
-async def test_diff_bad_input(client: httpx.AsyncClient, server: ServerProcess) -> None:
+async def test_diff_bad_input(client: httpx.AsyncClient, server: InProcessServer) -> None:
     v1 = await _ingest(client, "json", "r.json", '[{"a": 1}]')
     src = v1["sourceId"]
     other = await _ingest(client, "json", "other.json", '[{"b": 1}]')  # between the two
@@ -481,7 +482,7 @@ async def test_store_lists_and_diffs_published_versions_only(store: StorageEngin
     assert (diff.from_tx, diff.to_tx, len(diff.added)) == (None, out.source_version_tx, 2)
 
 
-async def test_openapi_describes_the_versions_api(server: ServerProcess) -> None:
+async def test_openapi_describes_the_versions_api(server: InProcessServer) -> None:
     async with httpx.AsyncClient(base_url=server.base_url) as anon:
         doc = (await anon.get("/openapi.json")).json()
     paths, schemas = doc["paths"], doc["components"]["schemas"]

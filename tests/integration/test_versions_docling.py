@@ -22,14 +22,15 @@ from tests.integration.versions_support import (
     scoped,
     streamed,
 )
+from tests.support.inproc import InProcessServer
 from tests.support.pdf import assemble_pdf
-from tests.support.server import ServerProcess, write_config
+from tests.support.server import write_config
 
 pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture(scope="module")
-def server(engine: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+def server(engine: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessServer]:
     folder = tmp_path_factory.mktemp("versions-docling")
     config = write_config(
         folder,
@@ -37,13 +38,13 @@ def server(engine: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Se
         workers={"in_process": ["docling_worker"], "concurrency": 1},
         docling={"timeout_s": 180, "mem_ceiling_mb": 4096},
     )
-    with ServerProcess(config) as proc:
+    with InProcessServer(config) as proc:
         yield proc
         assert proc.stop() == 0, proc.log_text()
 
 
 async def _reingest(
-    server: ServerProcess, scope: Scoped, fmt: str, name: str, v1: bytes, v2: bytes
+    server: InProcessServer, scope: Scoped, fmt: str, name: str, v1: bytes, v2: bytes
 ) -> tuple[str, Graph, Graph, int]:
     """``v1`` then ``v2`` as ``name``, checked (:func:`check_new_version`); the source id,
     the graphs before and after and a tx the old graph is read at (the old version's, or
@@ -80,7 +81,7 @@ def _docx_v2(raw: bytes) -> bytes:
     return out.getvalue()
 
 
-async def test_docx(server: ServerProcess) -> None:
+async def test_docx(server: InProcessServer) -> None:
     v1 = (CORPUS / "docx" / "word_sample.docx").read_bytes()
     async with scoped(server) as scope:
         _, before, after, v1_tx = await _reingest(
@@ -126,7 +127,7 @@ _LINES = [
 ]
 
 
-async def test_pdf(server: ServerProcess) -> None:
+async def test_pdf(server: InProcessServer) -> None:
     v2_lines = [_LINES[0], "The ducks counted this spring were few.", _LINES[3]]
     async with scoped(server) as scope:
         _, before, after, v1_tx = await _reingest(

@@ -23,24 +23,25 @@ from code_worker import file_id
 
 from tests.conftest import CORPUS
 from tests.integration.versions_support import Scoped, check_new_version, graph, scoped, streamed
-from tests.support.server import ServerProcess, write_config
+from tests.support.inproc import InProcessServer
+from tests.support.server import write_config
 from tests.support.wait import wait_job
 
 pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture(scope="module")
-def server(engine: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+def server(engine: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessServer]:
     folder = tmp_path_factory.mktemp("versions-formats")
     workers = ["text_worker", "tabular_worker", "email_worker", "code_worker"]
     config = write_config(folder, engine, workers={"in_process": workers, "concurrency": 2})
-    with ServerProcess(config) as proc:
+    with InProcessServer(config) as proc:
         yield proc
         assert proc.stop() == 0, proc.log_text()
 
 
 async def _reingest(
-    server: ServerProcess,
+    server: InProcessServer,
     scope: Scoped,
     fmt: str,
     name: str,
@@ -71,7 +72,7 @@ def _ids(nodes: dict[str, Any], label: str) -> set[str]:
     return {k for k, v in nodes.items() if label in v[0]}
 
 
-async def test_json(server: ServerProcess) -> None:
+async def test_json(server: InProcessServer) -> None:
     # The corpus copy ends before the array's closing bracket.
     v1 = (CORPUS / "json" / "dots_simple.json").read_bytes().rstrip() + b"]"
     records = json.loads(v1)
@@ -84,7 +85,7 @@ async def test_json(server: ServerProcess) -> None:
     assert len(set(before) & set(after)) == len(before) - 2
 
 
-async def test_csv(server: ServerProcess) -> None:
+async def test_csv(server: InProcessServer) -> None:
     v1 = (CORPUS / "csv" / "countries.csv").read_bytes()
     v2 = v1.replace(b"3,22,Germany,83", b"3,22,Germany,84")
     assert v2 != v1
@@ -94,7 +95,7 @@ async def test_csv(server: ServerProcess) -> None:
     assert len(set(before) - set(after)) == 1  # the edited row: a new node, the old closed
 
 
-async def test_csv_streamed(server: ServerProcess) -> None:
+async def test_csv_streamed(server: InProcessServer) -> None:
     """One row per partial: the version streams and publishes at its finalize."""
     rows = [b"%d,name %d,%d" % (i, i, i * 10) for i in range(12)]
     v1 = b"id,name,value\n" + b"\n".join(rows) + b"\n"
@@ -110,7 +111,7 @@ async def test_csv_streamed(server: ServerProcess) -> None:
     assert len(set(before) - set(after)) == 2  # the edited row and the dropped one
 
 
-async def test_a_streamed_version_reads_as_of_its_published_tx(server: ServerProcess) -> None:
+async def test_a_streamed_version_reads_as_of_its_published_tx(server: InProcessServer) -> None:
     """A stream pins its sourceVersionTx at its first part and is published at its finalize
     (docs/architecture.md, "Versions and node identity"): asOf the pin shows none of it,
     asOf its publishedTx shows all of it."""
@@ -137,7 +138,7 @@ def _xlsx_edit(raw: bytes) -> bytes:
     return out.getvalue()
 
 
-async def test_xlsx(server: ServerProcess) -> None:
+async def test_xlsx(server: InProcessServer) -> None:
     v1 = (CORPUS / "xlsx" / "xlsx_01.xlsx").read_bytes()
     v2 = _xlsx_edit(v1)
     async with scoped(server) as scope:
@@ -158,7 +159,7 @@ def _eml_edit(raw: bytes) -> bytes:
     return b"\n".join(lines)
 
 
-async def test_eml(server: ServerProcess) -> None:
+async def test_eml(server: InProcessServer) -> None:
     async with scoped(server) as scope:
         _, before, after, v1_tx = await _reingest(
             server, scope, "eml", "reply.eml", _REPLY, _eml_edit(_REPLY)
@@ -170,7 +171,7 @@ async def test_eml(server: ServerProcess) -> None:
     assert len(_ids(before, "PERSON") & _ids(after, "PERSON")) == 1  # the sender
 
 
-async def test_eml_without_message_id_keeps_its_message(server: ServerProcess) -> None:
+async def test_eml_without_message_id_keeps_its_message(server: InProcessServer) -> None:
     v1 = b"".join(
         line for line in _REPLY.splitlines(keepends=True) if not line.startswith(b"Message-ID:")
     )
@@ -181,7 +182,7 @@ async def test_eml_without_message_id_keeps_its_message(server: ServerProcess) -
     assert _ids(before, "MESSAGE") == _ids(after, "MESSAGE") != set()
 
 
-async def test_msg_replaced_by_another_message(server: ServerProcess) -> None:
+async def test_msg_replaced_by_another_message(server: InProcessServer) -> None:
     # A .msg cannot be edited in place here: v2 is another message under the same name, so
     # its MESSAGE is new and the old one leaves the current graph.
     v1 = (CORPUS / "msg" / "test-outlook.msg").read_bytes()
@@ -202,7 +203,7 @@ def _go_v2(text: str) -> str:
     return out[:brace] + "\n\t_ = 1 // edited" + out[brace:]
 
 
-async def test_code_file(server: ServerProcess) -> None:
+async def test_code_file(server: InProcessServer) -> None:
     v1 = (CORPUS / "code" / "go" / "letter_test.go").read_bytes()
     v2 = _go_v2(v1.decode()).encode()
     async with scoped(server) as scope:
@@ -252,7 +253,7 @@ _MEMBERS = {
 }
 
 
-async def test_archive_retires_members_it_no_longer_holds(server: ServerProcess) -> None:
+async def test_archive_retires_members_it_no_longer_holds(server: InProcessServer) -> None:
     v1 = _zip(_MEMBERS)
     v2 = _zip({"pkg/a.py": _MEMBERS["pkg/a.py"], "pkg/c.py": b"def gamma():\n    return 33\n"})
     opts = {"repo": "r"}
@@ -306,7 +307,7 @@ async def test_archive_retires_members_it_no_longer_holds(server: ServerProcess)
         assert len(await scope.versions(members["pkg/b.py"])) == 2
 
 
-async def test_archive_leaves_a_file_another_source_wrote(server: ServerProcess) -> None:
+async def test_archive_leaves_a_file_another_source_wrote(server: InProcessServer) -> None:
     """The same FILE id written since by a source that is not the archive's member: the
     archive's new version does not retire that source."""
     opts = {"repo": "r"}

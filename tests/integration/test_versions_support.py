@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
+from tests.support.inproc import InProcessServer
 from tests.support.queue_env import Tenant, queue_server
-from tests.support.server import ServerProcess
 from tests.support.wait import wait_job
 from tests.support.worker import ScriptedWorker
 
@@ -20,8 +20,8 @@ pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture(scope="module")
-def queue_srv(tmp_path_factory: pytest.TempPathFactory, engine: str) -> Iterator[ServerProcess]:
-    with queue_server(tmp_path_factory, f"support-{engine}", 5.0, engine) as proc:
+def queue_srv(tmp_path_factory: pytest.TempPathFactory, engine: str) -> Iterator[InProcessServer]:
+    with queue_server(tmp_path_factory, f"support-{engine}", 5.0, engine, in_process=True) as proc:
         yield proc
         assert proc.stop() == 0, proc.log_text()
 

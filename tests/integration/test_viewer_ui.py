@@ -20,7 +20,8 @@ from playwright.sync_api import Browser, Page
 
 from tests.conftest import CORPUS
 from tests.integration.viewer_support import browser_page, ingest, launch_browser, open_viewer, shot
-from tests.support.server import ServerProcess, write_config
+from tests.support.inproc import InProcessServer
+from tests.support.server import write_config
 
 XSS = (
     "A harmless first paragraph.\n\n"
@@ -36,7 +37,7 @@ def browser() -> Iterator[Browser]:
 
 
 @pytest.fixture
-def api(server: ServerProcess, scope_key: str) -> Iterator[httpx.Client]:
+def api(server: InProcessServer, scope_key: str) -> Iterator[httpx.Client]:
     with httpx.Client(base_url=server.base_url, headers={"x-api-key": scope_key}, timeout=60) as c:
         yield c
 
@@ -56,7 +57,7 @@ def _highlighted(page: Page) -> str:
     )
 
 
-def test_static_files_need_no_key_and_forbid_inline_scripts(server: ServerProcess) -> None:
+def test_static_files_need_no_key_and_forbid_inline_scripts(server: InProcessServer) -> None:
     for path in ("/ui/", "/ui/app.js", "/ui/version.js", "/ui/textview.js", "/ui/app.css"):
         resp = httpx.get(server.base_url + path)
         assert resp.status_code == 200, (path, resp.text)
@@ -80,7 +81,7 @@ def test_static_files_need_no_key_and_forbid_inline_scripts(server: ServerProces
 
 
 def test_a_refused_key_shows_a_message(
-    server: ServerProcess, browser: Browser, tmp_path: Path
+    server: InProcessServer, browser: Browser, tmp_path: Path
 ) -> None:
     page, errors = browser_page(browser)
     page.goto(f"{server.base_url}/ui/")
@@ -94,7 +95,7 @@ def test_a_refused_key_shows_a_message(
 
 
 def test_a_clicked_paragraph_is_highlighted_as_its_span(
-    server: ServerProcess, api: httpx.Client, browser: Browser, tmp_path: Path
+    server: InProcessServer, api: httpx.Client, browser: Browser, tmp_path: Path
 ) -> None:
     text = (
         "Beautiful is better than ugly.\n\nExplicit is better than implicit: naïve café.\n\n"
@@ -142,7 +143,7 @@ def test_a_clicked_paragraph_is_highlighted_as_its_span(
 
 
 def test_ids_that_name_nothing_show_not_found(
-    server: ServerProcess, api: httpx.Client, browser: Browser, tmp_path: Path
+    server: InProcessServer, api: httpx.Client, browser: Browser, tmp_path: Path
 ) -> None:
     job = ingest(api, "text", "not-found.txt", b"One paragraph only.\n")
     tx = api.get(f"/v1/sources/{job['sourceId']}").json()["versions"][0]["sourceVersionTx"]
@@ -168,7 +169,7 @@ def test_ids_that_name_nothing_show_not_found(
 
 
 def test_markup_in_a_document_is_shown_as_text_and_never_runs(
-    server: ServerProcess, api: httpx.Client, browser: Browser, tmp_path: Path
+    server: InProcessServer, api: httpx.Client, browser: Browser, tmp_path: Path
 ) -> None:
     job = ingest(api, "text", "xss.txt", XSS.encode())
     page, errors = browser_page(browser)
@@ -187,7 +188,7 @@ def test_markup_in_a_document_is_shown_as_text_and_never_runs(
 
 
 def test_a_search_hit_opens_at_its_marked_word(
-    server: ServerProcess, api: httpx.Client, browser: Browser, tmp_path: Path
+    server: InProcessServer, api: httpx.Client, browser: Browser, tmp_path: Path
 ) -> None:
     text = "An opening line.\n\nThe quokkaviewer sits in the second paragraph.\n"
     job = ingest(api, "text", "search-me.txt", text.encode())
@@ -219,7 +220,7 @@ def test_a_search_hit_opens_at_its_marked_word(
 
 
 def test_an_upload_is_followed_live_and_listed_as_a_job(
-    server: ServerProcess, api: httpx.Client, browser: Browser, tmp_path: Path
+    server: InProcessServer, api: httpx.Client, browser: Browser, tmp_path: Path
 ) -> None:
     file = tmp_path / "uploaded.txt"
     file.write_text("Uploaded through the viewer.\n\nA second paragraph.\n", encoding="utf-8")
@@ -258,7 +259,7 @@ def test_an_upload_is_followed_live_and_listed_as_a_job(
 
 
 def test_versions_are_picked_and_diffed(
-    server: ServerProcess, api: httpx.Client, browser: Browser, tmp_path: Path
+    server: InProcessServer, api: httpx.Client, browser: Browser, tmp_path: Path
 ) -> None:
     ingest(api, "text", "versions.txt", b"Kept paragraph.\n\nRemoved paragraph.\n")
     job = ingest(api, "text", "versions.txt", b"Kept paragraph.\n\nAdded paragraph, new.\n")
@@ -288,7 +289,7 @@ def test_versions_are_picked_and_diffed(
 
 
 def test_a_narrow_window_stacks_the_panels(
-    server: ServerProcess, api: httpx.Client, browser: Browser, tmp_path: Path
+    server: InProcessServer, api: httpx.Client, browser: Browser, tmp_path: Path
 ) -> None:
     job = ingest(api, "text", "narrow.txt", b"A first paragraph.\n\nA second one.\n")
     page, _ = browser_page(browser, width=420, height=800)
@@ -311,7 +312,7 @@ def test_a_narrow_window_stacks_the_panels(
 
 
 def test_a_thousand_page_document_is_interactive_within_two_seconds(
-    server: ServerProcess, api: httpx.Client, browser: Browser, tmp_path: Path
+    server: InProcessServer, api: httpx.Client, browser: Browser, tmp_path: Path
 ) -> None:
     line = "Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor. "
     pages = [
@@ -349,18 +350,18 @@ def test_a_thousand_page_document_is_interactive_within_two_seconds(
 
 
 @pytest.fixture(scope="module")
-def no_search_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+def no_search_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessServer]:
     """A server with ``[search] enabled = false`` and no workers."""
     config = write_config(
         tmp_path_factory.mktemp("no-search"), workers={"in_process": []}, search={"enabled": False}
     )
-    with ServerProcess(config) as proc:
+    with InProcessServer(config) as proc:
         yield proc
         assert proc.stop() == 0, proc.log_text()
 
 
 def test_search_turned_off_says_so(
-    no_search_server: ServerProcess, browser: Browser, tmp_path: Path
+    no_search_server: InProcessServer, browser: Browser, tmp_path: Path
 ) -> None:
     key = no_search_server.create_key(f"tenant-{uuid.uuid4()}", "org")
     page, _ = browser_page(browser)
@@ -374,7 +375,7 @@ def test_search_turned_off_says_so(
 
 
 def test_a_pending_job_is_cancelled_from_its_view(
-    no_search_server: ServerProcess, browser: Browser, tmp_path: Path
+    no_search_server: InProcessServer, browser: Browser, tmp_path: Path
 ) -> None:
     key = no_search_server.create_key(f"tenant-{uuid.uuid4()}", "org")
     with httpx.Client(base_url=no_search_server.base_url, headers={"x-api-key": key}) as api:
@@ -423,7 +424,7 @@ _CONTRAST = """() => {
 
 
 def test_text_contrast_passes_wcag_aa(
-    server: ServerProcess, api: httpx.Client, browser: Browser
+    server: InProcessServer, api: httpx.Client, browser: Browser
 ) -> None:
     job = ingest(api, "text", "contrast.txt", b"A marked word here.\n\nAnother paragraph.\n")
     source = api.get(f"/v1/sources/{job['sourceId']}").json()
@@ -439,7 +440,7 @@ def test_text_contrast_passes_wcag_aa(
 
 
 def test_an_edge_opens_the_node_in_another_source(
-    server: ServerProcess, api: httpx.Client, browser: Browser, tmp_path: Path
+    server: InProcessServer, api: httpx.Client, browser: Browser, tmp_path: Path
 ) -> None:
     eml = CORPUS / "eml" / "attachment_message_rfc822.eml"
     job = ingest(api, "eml", eml.name, eml.read_bytes())

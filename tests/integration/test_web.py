@@ -13,8 +13,9 @@ import anyio
 import pytest
 
 from tests.conftest import CORPUS
+from tests.support.inproc import InProcessServer
 from tests.support.queue_env import Tenant, transitions
-from tests.support.server import ServerProcess, write_config
+from tests.support.server import write_config
 from tests.support.site import Site, serve_site
 from tests.support.wait import wait_job
 
@@ -24,14 +25,14 @@ NO_DELAY = {"crawl": {"delay_s": 0}}
 
 
 @pytest.fixture(scope="module")
-def queue_srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+def queue_srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessServer]:
     folder = tmp_path_factory.mktemp("web")
     config = write_config(
         folder,
         workers={"in_process": ["web_worker", "tabular_worker"], "concurrency": 2},
         jobs={"max_attempts": 3, "backoff_base_ms": 10, "backoff_max_s": 5, "reap_interval_s": 1},
     )
-    with ServerProcess(config) as proc:
+    with InProcessServer(config) as proc:
         yield proc
         assert proc.stop() == 0, proc.log_text()
 
@@ -323,14 +324,14 @@ async def test_crawl_child_is_deduplicated_against_an_active_job(
 
 
 @pytest.fixture(scope="module")
-def bare_srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+def bare_srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessServer]:
     folder = tmp_path_factory.mktemp("web-remote")
-    with ServerProcess(write_config(folder, workers={"in_process": []})) as proc:
+    with InProcessServer(write_config(folder, workers={"in_process": []})) as proc:
         yield proc
         assert proc.stop() == 0, proc.log_text()
 
 
-async def test_remote_web_worker_process(bare_srv: ServerProcess, site: Site) -> None:
+async def test_remote_web_worker_process(bare_srv: InProcessServer, site: Site) -> None:
     """``python -m workers_common.run web_worker``: its lifespan (the browser) runs there."""
     tenant_key = bare_srv.create_key("remote-web", "org")
     scope_worker = bare_srv.spawn_worker("web_worker", None, TELHA_WEB__ALLOWED_HOSTS="127.0.0.1")

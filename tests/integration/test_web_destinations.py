@@ -14,8 +14,9 @@ from typing import Any
 import anyio
 import pytest
 
+from tests.support.inproc import InProcessServer
 from tests.support.queue_env import Tenant
-from tests.support.server import ServerProcess, write_config
+from tests.support.server import write_config
 from tests.support.site import Site, serve_site
 from tests.support.wait import wait_job
 
@@ -50,7 +51,7 @@ def robots_site() -> Iterator[Site]:
 @pytest.fixture(scope="module")
 def queue_srv(
     tmp_path_factory: pytest.TempPathFactory, site: Site, robots_site: Site
-) -> Iterator[ServerProcess]:
+) -> Iterator[InProcessServer]:
     folder = tmp_path_factory.mktemp("web-destinations")
     listed = [s.base.removeprefix("http://") for s in (site, robots_site)]
     config = write_config(
@@ -59,7 +60,7 @@ def queue_srv(
         jobs={"max_attempts": 2, "backoff_base_ms": 10, "backoff_max_s": 1},
         web={"allowed_hosts": listed},
     )
-    with ServerProcess(config) as proc:
+    with InProcessServer(config) as proc:
         yield proc
         assert proc.stop() == 0, proc.log_text()
 

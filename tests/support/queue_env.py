@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 from telha.domain.model import Scope
+from tests.support.inproc import InProcessServer, Server
 from tests.support.server import ServerProcess, write_config
 from tests.support.worker import ScriptedWorker, scripted_worker
 
@@ -22,10 +23,13 @@ def queue_server(
     name: str,
     lease_s: float,
     engine: str = "sqlite",
+    *,
+    in_process: bool = False,
     **jobs: object,
-) -> ServerProcess:
+) -> Server:
     """A server on ``engine`` with no in-process workers (the test is the worker), short
-    leases, a fast reaper and tiny backoff."""
+    leases, a fast reaper and tiny backoff; ``in_process``: an :class:`InProcessServer`, else
+    a ``telha serve`` subprocess."""
     folder = tmp_path_factory.mktemp(name)
     settings = {
         "lease_secs": lease_s,
@@ -35,13 +39,13 @@ def queue_server(
         **jobs,
     }
     config = write_config(folder, engine, workers={"in_process": []}, jobs=settings)
-    return ServerProcess(config).start()
+    return (InProcessServer if in_process else ServerProcess)(config).start()
 
 
 class Tenant:
     """A fresh scope: REST client with its key, and a scoped worker token."""
 
-    def __init__(self, server: ServerProcess, client: httpx.AsyncClient, scope: Scope) -> None:
+    def __init__(self, server: Server, client: httpx.AsyncClient, scope: Scope) -> None:
         self.server, self.client, self.scope = server, client, scope
         self.token = server.worker_token(scope)
 
@@ -62,7 +66,7 @@ class Tenant:
 
 
 @pytest.fixture
-async def tenant(queue_srv: ServerProcess) -> AsyncIterator[Tenant]:
+async def tenant(queue_srv: Server) -> AsyncIterator[Tenant]:
     scope = Scope(f"t-{uuid.uuid4()}", "org")
     key = queue_srv.create_key(scope.tenant_id, scope.organization_id)
     async with httpx.AsyncClient(

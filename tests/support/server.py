@@ -32,7 +32,24 @@ from telha.tokens import load_token_key, mint_worker_token
 from tests.support.pg import create_database
 from tests.support.wait import wait_job
 
-__all__ = ["ServerProcess", "restart_port", "settled_job", "write_config"]
+__all__ = [
+    "LOANED_ENV",
+    "ServerProcess",
+    "child_environ",
+    "restart_port",
+    "settled_job",
+    "write_config",
+]
+
+#: Settings an in-process server (:mod:`tests.support.inproc`) exported into this process's
+#: environment for its own workers while it runs: never passed on to a child process.
+LOANED_ENV: set[str] = set()
+
+
+def child_environ() -> dict[str, str]:
+    """This process's environment for a child (server or worker): without :data:`LOANED_ENV`."""
+    return {k: v for k, v in os.environ.items() if k not in LOANED_ENV}
+
 
 #: Generous: a loaded 2-core CI machine starts a server in seconds, but never stalls a test.
 READY_TIMEOUT_S = 90.0
@@ -88,6 +105,7 @@ def telha_check(config: Path) -> subprocess.CompletedProcess[str]:
     code, summary on stdout and violations."""
     return subprocess.run(
         [sys.executable, "-m", "telha", "check", "--config", str(config)],
+        env=child_environ(),
         capture_output=True,
         text=True,
         timeout=120,
@@ -165,7 +183,7 @@ class ServerProcess:
                 stderr=subprocess.STDOUT,
                 # faulthandler: a server that never gets ready dumps its threads' stacks
                 # into the log on the SIGABRT below, so the failure says where it stood.
-                env={**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONFAULTHANDLER": "1"},
+                env={**child_environ(), "PYTHONUNBUFFERED": "1", "PYTHONFAULTHANDLER": "1"},
             )
         deadline = time.monotonic() + READY_TIMEOUT_S
         while time.monotonic() < deadline:
@@ -239,7 +257,7 @@ class ServerProcess:
         """The environment of a ``python -m workers_common.run`` process for this server:
         this process's, plus the gRPC target, a worker token for ``scope`` and ``extra``."""
         return {
-            **os.environ,
+            **child_environ(),
             "TELHA_GRPC_TARGET": self.grpc_addr,
             "TELHA_WORKER_TOKEN": self.worker_token(scope),
             **extra,

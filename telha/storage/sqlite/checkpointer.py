@@ -41,7 +41,8 @@ class Checkpointer:
     async def run(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
         """Actor body: checkpoint after commits until cancelled; a failed checkpoint is logged
         and retried on the next commit (SQLite's autocheckpoint backstop still applies)."""
-        async with aiosqlite.connect(self._path, isolation_level=None) as conn:
+        conn = await aiosqlite.connect(self._path, isolation_level=None)
+        try:
             await conn.execute("PRAGMA busy_timeout=1000")
             task_status.started()
             while True:
@@ -52,3 +53,8 @@ class Checkpointer:
                     await conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
                 except sqlite3.Error as exc:
                     log.warning("wal_checkpoint_failed", error=str(exc))
+        finally:
+            # Shielded: a cancelled close would leave its thread to answer a loop that is gone
+            # (and a statement still running on it would outlive the actor).
+            with anyio.CancelScope(shield=True):
+                await conn.close()
