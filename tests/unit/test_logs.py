@@ -148,3 +148,25 @@ def test_payload_fields_read_the_source_id_from_a_core_payload() -> None:
     fields = payload_fields(payload)
     assert fields["source_id"] == fields_of(job, Scope("t", "o"))["source_id"]
     assert fields["attempt"] == 3 and fields["kind"] == "ingest:text"
+
+
+def test_a_librarys_own_handler_still_formats_process_and_thread_ids(
+    log_stream: io.StringIO,
+) -> None:
+    """Logging configured as ``telha serve`` does leaves the ids a library's handler may
+    format with ``%d`` (hypercorn's default error log: ``[%(process)d]``)."""
+    out = io.StringIO()
+    handler = logging.StreamHandler(out)
+    handler.setFormatter(logging.Formatter("[%(process)d] [%(thread)d] %(message)s"))
+    lib = logging.getLogger("telha.test.library")
+    lib.addHandler(handler)
+    lib.propagate = False
+    saved = logging.raiseExceptions
+    logging.raiseExceptions = False  # a formatting failure would only print to stderr
+    try:
+        lib.warning("served")
+    finally:
+        logging.raiseExceptions = saved
+        lib.removeHandler(handler)
+    assert out.getvalue().strip().endswith("served"), out.getvalue()
+    assert out.getvalue().startswith("[") and "[None]" not in out.getvalue()

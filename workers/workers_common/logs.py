@@ -231,13 +231,11 @@ def configure_logging(level: str = "info", stream: TextIO | None = None) -> None
             foreign_pre_chain=shared,
         )
     )
-    # No line renders where a record was logged from (file, line, function), nor its thread
-    # or process: the stdlib need not look them up for each record (the logging HOWTO's
-    # "Optimization"; bench/log_line.py).
+    # No line renders where a record was logged from (file, line, function): the stdlib need
+    # not walk the stack for each record (the logging HOWTO's "Optimization"; bench/log_line.py).
+    # Thread and process ids stay: a library's own handler may format them with ``%d``
+    # (hypercorn's default error log does), which fails on ``None``.
     logging._srcfile = None
-    logging.logThreads = False
-    logging.logProcesses = False
-    logging.logMultiprocessing = False
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
