@@ -19,6 +19,7 @@ __all__ = [
     "SourceFilter",
     "SourceSummary",
     "VersionParent",
+    "cursor_bytes",
     "decode_cursor",
     "encode_cursor",
 ]
@@ -133,6 +134,15 @@ def encode_cursor(kind: bytes, at: int, key: bytes) -> str:
     return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
 
 
+def cursor_bytes(value: str) -> bytes:
+    """The bytes an opaque cursor (URL-safe base64, padding dropped) carries; ``b""`` when
+    ``value`` is not such base64 (the caller's length check then refuses it)."""
+    try:
+        return base64.urlsafe_b64decode(value + "=" * (-len(value) % 4))
+    except (binascii.Error, ValueError):
+        return b""
+
+
 def decode_cursor(kind: bytes, value: str | None) -> tuple[int, bytes] | None:
     """The ``(at, key)`` a ``cursor`` of listing ``kind`` carries (``None`` when absent).
 
@@ -140,10 +150,7 @@ def decode_cursor(kind: bytes, value: str | None) -> tuple[int, bytes] | None:
     """
     if value is None:
         return None
-    try:
-        raw = base64.urlsafe_b64decode(value + "=" * (-len(value) % 4))
-    except (binascii.Error, ValueError):
-        raw = b""
+    raw = cursor_bytes(value)
     if len(raw) != 25 or raw[:1] != kind:
         raise RequestError("cursor is not one this service returned for this listing")
     return int.from_bytes(raw[1:9], "big", signed=True), raw[9:]

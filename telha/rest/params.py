@@ -4,7 +4,6 @@ refusal a typed :class:`~telha.domain.errors.TelhaError` (docs/rest-api.md, "Err
 from __future__ import annotations
 
 import base64
-import binascii
 import re
 import uuid
 from typing import TypeVar
@@ -12,6 +11,7 @@ from typing import TypeVar
 from starlette.requests import Request
 
 from telha.domain.errors import NotFound, RequestError
+from telha.domain.listings import cursor_bytes
 from telha.domain.request_json import decode_json
 from telha.domain.sync_runs import SYNC_FORMATS
 from telha.ingest.request import KNOWN_FORMATS
@@ -140,10 +140,7 @@ def parse_node_cursor(value: str | None) -> bytes | None:
     """
     if value is None:
         return None
-    try:
-        raw = base64.urlsafe_b64decode(value + "=" * (-len(value) % 4))
-    except (binascii.Error, ValueError):
-        raw = b""
+    raw = cursor_bytes(value)
     if len(raw) != 16:
         raise RequestError("cursor is not one this service returned")
     return raw
