@@ -8,13 +8,12 @@ whether a connection was made."""
 from __future__ import annotations
 
 import os
-import socket
-import threading
 from collections.abc import Iterator
 
 import pytest
 
 from connectors.imap import ImapConnector, LoginRefused
+from tests.support.listener import tcp_listener
 from workers_common import TransientFailure
 
 _SECRET = "TELHA_SECRET_TEST_IMAP_DEST"
@@ -25,30 +24,13 @@ _ENV = ("TELHA_CONNECTORS__ALLOWED_HOSTS", "TELHA_CONNECTORS__DENY_PRIVATE")
 def listener() -> Iterator[tuple[int, list[int]]]:
     """A TCP listener on 127.0.0.1 that closes each connection at once; the port and the
     count of connections it took."""
-    sock = socket.create_server(("127.0.0.1", 0))
-    sock.settimeout(0.2)
     taken: list[int] = []
-    stop = threading.Event()
-
-    def serve() -> None:
-        while not stop.is_set():
-            try:
-                conn, _ = sock.accept()
-            except TimeoutError:
-                continue
-            taken.append(1)
-            conn.close()
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
     saved = {k: os.environ.pop(k, None) for k in (*_ENV, _SECRET)}
     os.environ[_SECRET] = "secret"
     try:
-        yield sock.getsockname()[1], taken
+        with tcp_listener(lambda _conn: taken.append(1)) as port:
+            yield port, taken
     finally:
-        stop.set()
-        thread.join()
-        sock.close()
         for k, v in saved.items():
             os.environ.pop(k, None)
             if v is not None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
-import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +18,7 @@ import anyio
 import httpx
 import pytest
 
+from tests.support.listener import tcp_listener
 from tests.support.server import ServerProcess, write_config
 
 pytestmark = pytest.mark.anyio
@@ -30,32 +30,17 @@ _PASSWORD = "hunter2-grant-test"
 @pytest.fixture
 def listener() -> Iterator[tuple[int, list[bytes]]]:
     """A TCP listener on 127.0.0.1 that greets like IMAP and records what it receives."""
-    sock = socket.create_server(("127.0.0.1", 0))
-    sock.settimeout(0.2)
     got: list[bytes] = []
-    stop = threading.Event()
 
-    def serve() -> None:
-        while not stop.is_set():
-            try:
-                conn, _ = sock.accept()
-            except TimeoutError:
-                continue
-            got.append(b"connected")
-            with conn:
-                conn.settimeout(2)
-                conn.sendall(b"* OK IMAP4rev1 ready\r\n")
-                with contextlib.suppress(OSError):
-                    got.append(conn.recv(4096))
+    def greet(conn: socket.socket) -> None:
+        got.append(b"connected")
+        conn.settimeout(2)
+        conn.sendall(b"* OK IMAP4rev1 ready\r\n")
+        with contextlib.suppress(OSError):
+            got.append(conn.recv(4096))
 
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    try:
-        yield sock.getsockname()[1], got
-    finally:
-        stop.set()
-        thread.join()
-        sock.close()
+    with tcp_listener(greet) as port:
+        yield port, got
 
 
 async def test_a_secret_not_granted_to_the_run_scope_is_refused_at_run(
