@@ -7,17 +7,15 @@ from __future__ import annotations
 import socket
 
 from telha.config import split_addr
+from workers_common.http import bind_listener
 
 __all__ = ["bind_tcp"]
 
 
 def bind_tcp(addr: str) -> socket.socket:
-    """A listening TCP socket on ``host:port`` (port 0 picks a free one)."""
+    """A listening TCP socket on ``host:port`` (port 0 picks a free one), backlog 1,024.
+
+    :raises OSError: the address cannot be bound.
+    """
     host, port = split_addr(addr)
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
-    sock.listen(1024)
-    sock.setblocking(False)
-    return sock
+    return bind_listener(host, port, backlog=1024)

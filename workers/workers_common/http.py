@@ -21,7 +21,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from workers_common.metrics import WorkerMetrics
 
-__all__ = ["health_app", "serve_http"]
+__all__ = ["bind_listener", "health_app", "serve_http"]
 
 log = structlog.get_logger("workers_common.http")
 
@@ -75,12 +75,17 @@ def _error(code: str, message: str) -> bytes:
     return json.dumps({"error": {"code": code, "message": message}}).encode()
 
 
-def _bind(host: str, port: int) -> socket.socket:
+def bind_listener(host: str, port: int, backlog: int = 128) -> socket.socket:
+    """A listening, non-blocking TCP socket on ``host``/``port`` (port 0 picks a free one;
+    an IPv6 host when it holds ``:``), ``SO_REUSEADDR`` set.
+
+    :raises OSError: the address cannot be bound.
+    """
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
-    sock.listen(128)
+    sock.listen(backlog)
     sock.setblocking(False)
     return sock
 
@@ -99,7 +104,7 @@ async def serve_http(
 
     :raises OSError: the address cannot be bound (in use, not local).
     """
-    sock = _bind(host, port)
+    sock = bind_listener(host, port)
     bound_host, bound_port = sock.getsockname()[:2]
     cfg = HypercornConfig()
     cfg.bind = [f"fd://{sock.detach()}"]
