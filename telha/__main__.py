@@ -1,4 +1,4 @@
-from telha.cli import main
+from telha.cli.main import main
 
 if __name__ == "__main__":
     main()

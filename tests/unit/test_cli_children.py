@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from telha.cli_children import Children, children_note, noun
-from telha.cli_ingest import _File, state_cell
+from telha.cli.children import Children, children_note, noun
+from telha.cli.ingest import _File, state_cell
 
 
 @pytest.mark.parametrize(

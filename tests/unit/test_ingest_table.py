@@ -1,4 +1,4 @@
-"""The closing table's pure layout (telha.ingest_table; docs/cli-and-client.md)."""
+"""The closing table's pure layout (telha.cli.ingest_table; docs/cli-and-client.md)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import uuid
 import uuid_utils
 from rich.console import Console
 
-from telha.ingest_table import TableRow, short_ids, summary_line, terminal_table, tsv_lines
+from telha.cli.ingest_table import TableRow, short_ids, summary_line, terminal_table, tsv_lines
 
 
 def test_random_ids_keep_their_start_at_least_eight_characters() -> None:
@@ -60,7 +60,7 @@ def test_a_built_state_text_is_shown_as_given_and_tsv_has_full_ids() -> None:
 
 
 def test_counted_nouns_are_singular_for_one_only() -> None:
-    from telha.plural import plural
+    from telha.cli.plural import plural
 
     assert [plural(n, "job") for n in (0, 1, 2)] == ["0 jobs", "1 job", "2 jobs"]
     assert plural(1, "raw upload") == "1 raw upload"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from telha.cli_ingest import source_name
+from telha.cli.ingest import source_name
 
 
 @pytest.mark.parametrize(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from telha.cli_ingest import warning_count
+from telha.cli.ingest import warning_count
 from workers_common.warnings import Warnings
 
 

@@ -15,10 +15,10 @@ from typing import Any
 import anyio
 import click
 
-from telha.cli_client import _KEY, _URL, _call
-from telha.cli_config import CONFIG_OPTION, ORG_OPTION, TENANT_OPTION, run_on_store, scope_of
-from telha.cli_keys import existing_store
-from telha.cli_listings import _print
+from telha.cli.client import _KEY, _URL, _call
+from telha.cli.config import CONFIG_OPTION, ORG_OPTION, TENANT_OPTION, run_on_store, scope_of
+from telha.cli.keys import existing_store
+from telha.cli.listings import _print
 from telha.client import AsyncTelha, RunOut
 from telha.tokens import load_token_key, mint_connector_token, parse_ttl
 

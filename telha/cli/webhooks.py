@@ -11,7 +11,7 @@ from typing import TypeVar
 
 import click
 
-from telha.cli_config import (
+from telha.cli.config import (
     CONFIG_OPTION,
     ORG_OPTION,
     TENANT_OPTION,

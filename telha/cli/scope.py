@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from telha.cli_config import (
+from telha.cli.config import (
     CONFIG_OPTION,
     ORG_OPTION,
     TENANT_OPTION,

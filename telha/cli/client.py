@@ -1,7 +1,7 @@
 """The client commands of ``telha`` (docs/cli-and-client.md): ``job``, ``cancel``,
 ``source``, ``retire`` and ``diff``, over :class:`telha.client.AsyncTelha`, and what every
 client command shares: ``--url``, ``--api-key`` and how an error answer or an unreachable
-server is told (``telha ingest`` is :mod:`telha.cli_ingest`).
+server is told (``telha ingest`` is :mod:`telha.cli.ingest`).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ all (else ``cannot reach URL`` and exit 2, before any upload), uploads up to
 terminal, one plain line per step otherwise — waits for each job (``--wait``, the default)
 showing its state changes (and the server's ``hint`` when a job stays ``enqueued``), and
 waits for the child jobs a completed one enqueued (an e-mail's attachments, an archive's
-files: :mod:`telha.cli_children`), and ends with a table: file, source id, job id, state
+files: :mod:`telha.cli.children`), and ends with a table: file, source id, job id, state
 (:func:`state_cell`: ``completed, 2 of 3 attachments dead``), nodes, failure (TSV with a
 header line when stdout is not a terminal). Exit code 1 if any file ended ``dead`` or
 ``cancelled``, was refused (an error answer, or no format) or failed (no answer); 130 on
@@ -49,8 +49,10 @@ from rich.progress import (
 )
 from rich.text import Text
 
-from telha.cli_children import Children, children_note, noun, wait_family
-from telha.cli_client import _KEY, _URL, unreachable
+from telha.cli.children import Children, children_note, noun, wait_family
+from telha.cli.client import _KEY, _URL, unreachable
+from telha.cli.ingest_table import TableRow, summary_line, terminal_table, tsv_lines, wide_width
+from telha.cli.plural import plural
 from telha.client import (
     AsyncTelha,
     ConnectionFailed,
@@ -62,8 +64,6 @@ from telha.client import (
     Unauthenticated,
 )
 from telha.client.formats import guess_format
-from telha.ingest_table import TableRow, summary_line, terminal_table, tsv_lines, wide_width
-from telha.plural import plural
 
 __all__ = ["ingest", "source_name", "state_cell", "warning_count"]
 
@@ -100,7 +100,7 @@ class _File:
     state: str = ""
     nodes: int | None = None
     failure: str = ""
-    #: Its child jobs by state once they ended (:mod:`telha.cli_children`); ``None``: none
+    #: Its child jobs by state once they ended (:mod:`telha.cli.children`); ``None``: none
     #: waited for.
     children: Children | None = None
     #: Warnings its projection reported (the sum of ``stats.warnings`` counts).
@@ -111,7 +111,7 @@ def state_cell(f: _File) -> str:
     """The table's state cell of ``f``: its state, then what qualifies it — the warnings
     its projection reported (``completed (2 warnings)``, ``stats.warnings``, docs/formats.md
     "Warnings") and how many of its child jobs did not make it in (``completed, 2 of 3
-    attachments dead``, :func:`telha.cli_children.children_note`). Every qualifier of the
+    attachments dead``, :func:`telha.cli.children.children_note`). Every qualifier of the
     state column is added here, so they compose."""
     cell = f.state
     if f.state == "completed" and f.warnings:
@@ -320,7 +320,7 @@ async def _wait(client: AsyncTelha, i: int, f: _File, out: _Reporter) -> None:
 async def _wait_children(
     client: AsyncTelha, i: int, f: _File, job: JobStatus, out: _Reporter
 ) -> None:
-    """Wait for the completed job's children (:func:`telha.cli_children.wait_family`),
+    """Wait for the completed job's children (:func:`telha.cli.children.wait_family`),
     showing how many are still running; a plain line when they all ended."""
     what = noun(f.format)
 
@@ -446,7 +446,7 @@ def _summary(
     (what the names are relative to), one row a file, then the summary line. Piped: the
     root line, then TSV with full ids and a header line on stdout, the summary line on
     stderr (stdout stays the table); on a terminal the table fits its width
-    (:mod:`telha.ingest_table`), then the root line and the summary line."""
+    (:mod:`telha.cli.ingest_table`), then the root line and the summary line."""
     rows = _rows(files)
     where = f"root: {os.path.abspath(root)}"
     said = summary_line((f.state for f in files), seconds)

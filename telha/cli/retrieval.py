@@ -1,6 +1,6 @@
 """The retrieval commands of the ``telha`` CLI (docs/cli-and-client.md): ``telha search``,
 passages found by ``GET /v1/search`` with their byte ranges, and ``telha mcp``, a Model
-Context Protocol server over stdio for LLM agents (:mod:`telha.mcp_server`)."""
+Context Protocol server over stdio for LLM agents (:mod:`telha.cli.mcp_server`)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import click
 from rich.console import Console
 from rich.text import Text
 
-from telha.cli_client import _KEY, _URL, _call
+from telha.cli.client import _KEY, _URL, _call
+from telha.cli.plural import plural
 from telha.client import AsyncTelha, SearchHitOut
-from telha.plural import plural
 
 __all__ = ["mcp", "search"]
 
@@ -114,8 +114,8 @@ def mcp(url: str, api_key: str, principals: str | None) -> None:
     (and TELHA_PRINCIPALS for the people the agent answers for)."""
     import anyio
 
-    from telha.cli_keys import principals_option
-    from telha.mcp_server import build_server
+    from telha.cli.keys import principals_option
+    from telha.cli.mcp_server import build_server
 
     acts_for = principals_option(principals)  # refused here, before any client call
     joined = ",".join(acts_for) if acts_for is not None else None

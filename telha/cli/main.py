@@ -1,9 +1,9 @@
 """The ``telha`` command line (click): ``serve``, ``migrate``, ``check``, ``api-key
-create``/``list``/``revoke``/``worker-token`` (:mod:`telha.cli_keys`), ``webhook``
-(:mod:`telha.cli_webhooks`), ``gc`` (:mod:`telha.cli_gc`), and the client commands
+create``/``list``/``revoke``/``worker-token`` (:mod:`telha.cli.keys`), ``webhook``
+(:mod:`telha.cli.webhooks`), ``gc`` (:mod:`telha.cli.gc`), and the client commands
 ``ingest``, ``job``, ``jobs``, ``cancel``, ``source``, ``sources``, ``retire`` and ``diff``
-(:mod:`telha.cli_ingest`, :mod:`telha.cli_client`, :mod:`telha.cli_listings`), and
-``search`` and ``mcp`` (:mod:`telha.cli_retrieval`), and ``scope`` (:mod:`telha.cli_scope`).
+(:mod:`telha.cli.ingest`, :mod:`telha.cli.client`, :mod:`telha.cli.listings`), and
+``search`` and ``mcp`` (:mod:`telha.cli.retrieval`), and ``scope`` (:mod:`telha.cli.scope`).
 
 Exit codes: 0 success, 1 runtime failure, 2 usage or configuration error (the message names
 the dotted config key).
@@ -22,7 +22,7 @@ import anyio
 import click
 
 from telha.auth import hash_key, mint_api_key
-from telha.cli_config import CONFIG_OPTION, load_or_exit
+from telha.cli.config import CONFIG_OPTION, load_or_exit
 from telha.config import ConfigError
 from telha.domain.errors import StorageError
 from telha.domain.model import Scope
@@ -177,8 +177,8 @@ def api_key_create(tenant: str, org: str, principals: str | None, config_path: P
     acts for those principals (docs/rest-api.md, "Principals"); a request's
     ``x-telha-principals`` header may only narrow them.
     """
-    from telha.cli_config import run_on_store
-    from telha.cli_keys import existing_store, principals_option
+    from telha.cli.config import run_on_store
+    from telha.cli.keys import existing_store, principals_option
 
     if not tenant.strip() or not org.strip():
         raise click.UsageError("--tenant and --org must not be empty")
@@ -220,22 +220,22 @@ def worker_token(
 
 
 def _client_commands() -> None:
-    from telha.cli_client import cancel, diff, job, retire, source
-    from telha.cli_connectors import connector, sync
-    from telha.cli_gc import gc
-    from telha.cli_ingest import ingest
-    from telha.cli_listings import jobs, sources
-    from telha.cli_reproject import reproject
-    from telha.cli_retrieval import mcp, search
-    from telha.cli_scope import scope
-    from telha.cli_webhooks import webhook
+    from telha.cli.client import cancel, diff, job, retire, source
+    from telha.cli.connectors import connector, sync
+    from telha.cli.gc import gc
+    from telha.cli.ingest import ingest
+    from telha.cli.listings import jobs, sources
+    from telha.cli.reproject import reproject
+    from telha.cli.retrieval import mcp, search
+    from telha.cli.scope import scope
+    from telha.cli.webhooks import webhook
 
     commands: tuple[click.Command, ...] = (ingest, job, jobs, cancel, source, sources, retire)
     commands += (diff, webhook, gc, search, mcp)
     commands += (scope, reproject, connector, sync)
     for command in commands:
         main.add_command(command)
-    from telha.cli_keys import keys_list, keys_revoke
+    from telha.cli.keys import keys_list, keys_revoke
 
     api_key.add_command(keys_list)
     api_key.add_command(keys_revoke)

@@ -16,8 +16,8 @@ from typing import TypeVar
 
 import click
 
-from telha.cli_config import load_or_exit, run_on_store
-from telha.cli_listings import _print
+from telha.cli.config import load_or_exit, run_on_store
+from telha.cli.listings import _print
 from telha.config import Config
 from telha.domain.acl import parse_principals
 from telha.domain.errors import RequestError
@@ -34,7 +34,7 @@ _CONFIG = click.option(
 
 
 def existing_store(config_path: Path | None) -> tuple[Config, Path]:
-    """The config (as :func:`~telha.cli_config.load_or_exit` finds it) of a store that
+    """The config (as :func:`~telha.cli.config.load_or_exit` finds it) of a store that
     exists: with SQLite, a missing database file prints which file was looked for, from
     which config, and that ``--config`` picks the server's, then exits 2."""
     cfg, base_dir = load_or_exit(config_path)

@@ -17,7 +17,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from telha.cli_client import _KEY, _URL, _call
+from telha.cli.client import _KEY, _URL, _call
 from telha.client import AsyncTelha, JobSummaryOut, SourceSummaryOut
 
 _R = TypeVar("_R")

@@ -12,10 +12,10 @@ from pathlib import Path
 import anyio
 import click
 
-from telha.cli_config import load_or_exit
+from telha.cli.config import load_or_exit
+from telha.cli.plural import plural
 from telha.domain.errors import StorageError
 from telha.domain.ids import now_us
-from telha.plural import plural
 from telha.retention import cutoff_us, run_pass
 from telha.storage import open_store
 from telha.storage.api import RetentionResult

@@ -15,7 +15,7 @@ import sys
 import anyio
 import click
 
-from telha.cli_client import _KEY, _URL, _call
+from telha.cli.client import _KEY, _URL, _call
 from telha.client import AsyncTelha, OutdatedOut, ReprojectOut
 
 __all__ = ["reproject"]
