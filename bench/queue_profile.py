@@ -44,7 +44,11 @@ PY_SPY = Path(sys.executable).parent / "py-spy"
 #: (path:line)``) whose time is its own. A stack counts for the innermost frame that names a
 #: stage here; a stack naming none counts for the first of :data:`GENERIC` it matches.
 STAGES: dict[str, tuple[str, ...]] = {
-    "webhooks (rows, deliverer)": ("telha/deliverer.py", "core/deliveries.py", "core/webhooks.py"),
+    "webhooks (rows, deliverer)": (
+        "telha/webhooks/deliverer.py",
+        "core/deliveries.py",
+        "core/webhooks.py",
+    ),
     "search-index upkeep": ("telha/search_indexer.py", "core/search_index.py"),
     "events (job event rows, live streams)": ("core/job_events.py", "add_event (", "job_watch.py"),
     "publish": ("core/publish.py",),

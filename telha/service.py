@@ -23,7 +23,6 @@ import structlog
 from telha.config import Config, ConfigError
 from telha.connector_scheduler import ConnectorScheduler
 from telha.debug_memory import debug_gauges
-from telha.deliverer import Deliverer
 from telha.grpc.front import GrpcFront
 from telha.grpc.servicer import WorkerServicer
 from telha.ingest.eraser import Eraser
@@ -41,6 +40,7 @@ from telha.search_indexer import SearchIndexer
 from telha.storage import open_store
 from telha.supervisor import Supervisor
 from telha.tokens import load_token_key
+from telha.webhooks.deliverer import Deliverer
 from telha.worker_pools import WorkerPools, load_worker_modules
 from workers_common.destinations import bare_entries
 

@@ -1,4 +1,4 @@
-"""The checked connection of webhook deliveries (telha.checked_transport over
+"""The checked connection of webhook deliveries (telha.webhooks.checked_transport over
 workers_common.checked_connect; docs/operations.md, "Webhooks") against real sockets on
 127.0.0.1: what is checked is the address connected to, a refused destination is never
 connected to, ``Host`` keeps the URL's name, and ``host:port`` / CIDR entries mean what they
@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from telha.checked_transport import CheckedTransport
+from telha.webhooks.checked_transport import CheckedTransport
 from tests.support.receiver import Receiver
 from workers_common.checked_connect import Refused
 from workers_common.destinations import Destinations

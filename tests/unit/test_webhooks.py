@@ -1,5 +1,5 @@
 """The pure webhook rules (:mod:`telha.domain.webhooks`) and the delivery signature
-(:func:`telha.deliverer.sign_headers`, checked with the ``standardwebhooks`` library)."""
+(:func:`telha.webhooks.deliverer.sign_headers`, checked with the ``standardwebhooks`` library)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from standardwebhooks import Webhook
 from standardwebhooks.webhooks import WebhookVerificationError
 
 from telha.config import WebhooksConfig
-from telha.deliverer import sign_headers
 from telha.domain.errors import RequestError
 from telha.domain.model import TERMINAL_JOB_STATES, WebhookTarget
 from telha.domain.webhooks import (
@@ -22,6 +21,7 @@ from telha.domain.webhooks import (
     retry_at,
     split_webhook_option,
 )
+from telha.webhooks.deliverer import sign_headers
 
 HOSTS = WebhooksConfig(allowed_hosts=["127.0.0.1"]).rules()
 DEFAULT = WebhooksConfig().rules()

@@ -1,6 +1,6 @@
 """The one checked connection of everything the service connects to on a tenant's behalf:
 the web worker's proxy (:mod:`web_worker.proxy`) and webhook deliveries
-(:mod:`telha.checked_transport`) (docs/formats.md, "Web pages: destinations";
+(:mod:`telha.webhooks.checked_transport`) (docs/formats.md, "Web pages: destinations";
 docs/operations.md, "Webhooks").
 
 :func:`connect_checked` resolves the host once, checks every address with

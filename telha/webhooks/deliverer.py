@@ -11,7 +11,7 @@ is stored on the row, so it survives restarts), expired (still failing ``webhook
 after the job ended: given up and logged), gone (the job no longer exists) or failed for
 good (the row kept with state ``failed`` and its reason, never sent again: a URL that does
 not parse, a destination the ``[webhooks]`` rules refuse — checked on the URL, then on the
-address each connection goes to, :mod:`telha.checked_transport` — or anything raising while
+address each connection goes to, :mod:`telha.webhooks.checked_transport` — or anything raising while
 one delivery is handled; the deliverer goes on with the next). A deliverer killed mid-pass
 leaves its claimed rows to be claimed again once the claim (``webhooks.claim_s``) runs out:
 delivery is at least once, and a receiver deduplicates by the ``webhook-id`` header.
@@ -33,7 +33,6 @@ import msgspec
 import structlog
 from standardwebhooks import Webhook
 
-from telha.checked_transport import CheckedTransport
 from telha.config import WebhooksConfig
 from telha.domain.ids import id_str, now_us
 from telha.domain.listings import JobFamily
@@ -42,6 +41,7 @@ from telha.domain.webhooks import retry_at
 from telha.job_json import job_status
 from telha.metrics import Metrics
 from telha.storage.api import DeliveryClaim, DeliveryResult
+from telha.webhooks.checked_transport import CheckedTransport
 from workers_common.checked_connect import Refused
 from workers_common.destinations import Destinations
 from workers_common.logs import redact_url
