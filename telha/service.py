@@ -23,9 +23,9 @@ import structlog
 from telha.config import Config, ConfigError
 from telha.connector_scheduler import ConnectorScheduler
 from telha.debug_memory import debug_gauges
+from telha.erasure.eraser import Eraser
 from telha.grpc.front import GrpcFront
 from telha.grpc.servicer import WorkerServicer
-from telha.ingest.eraser import Eraser
 from telha.ingest.ingestor import Ingestor
 from telha.ingest.projections import Projections
 from telha.ingest.request import KNOWN_FORMATS

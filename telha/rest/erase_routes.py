@@ -3,7 +3,7 @@ source or one version.
 
 The body is ``{"reason": "...", "versionTx": <µs, optional>}``; the answer (200) says what
 was erased (:class:`~telha.wire.ErasureOut`). The erasure runs as an ``erase`` job
-(:mod:`telha.ingest.eraser`); its id is the ``erasureId`` and ``GET /v1/ingest/{erasureId}``
+(:mod:`telha.erasure.eraser`); its id is the ``erasureId`` and ``GET /v1/ingest/{erasureId}``
 shows its steps.
 """
 

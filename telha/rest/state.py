@@ -19,7 +19,7 @@ from telha.domain.ids import now_us
 from telha.domain.model import Scope
 from telha.domain.quotas import default_limits
 from telha.domain.slots import ScopedSlots
-from telha.ingest.eraser import Eraser
+from telha.erasure.eraser import Eraser
 from telha.ingest.ingestor import Ingestor
 from telha.ingest.sync_runs import SyncRuns
 from telha.metrics import Metrics

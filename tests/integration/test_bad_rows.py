@@ -27,7 +27,7 @@ from telha.domain.errors import StorageError
 from telha.domain.ids import content_hash, new_id, now_us
 from telha.domain.model import JobRecord, LeaseRef, NewJob, Scope
 from telha.domain.row_faults import RowFault
-from telha.ingest.eraser import Eraser
+from telha.erasure.eraser import Eraser
 from telha.metrics import Metrics
 from telha.queue.job_queue import JobQueue
 from telha.retention import Retention
