@@ -49,7 +49,7 @@ STAGES: dict[str, tuple[str, ...]] = {
         "core/deliveries.py",
         "core/webhooks.py",
     ),
-    "search-index upkeep": ("telha/search_indexer.py", "core/search_index.py"),
+    "search-index upkeep": ("telha/search/indexer.py", "core/search_index.py"),
     "events (job event rows, live streams)": ("core/job_events.py", "add_event (", "job_watch.py"),
     "publish": ("core/publish.py",),
     "submission commit (version, nodes, spans, complete)": (

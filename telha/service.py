@@ -36,7 +36,7 @@ from telha.rest.app import create_app
 from telha.rest.server import RestFront
 from telha.rest.state import AppState
 from telha.retention import Retention
-from telha.search_indexer import SearchIndexer
+from telha.search.indexer import SearchIndexer
 from telha.storage import open_store
 from telha.supervisor import Supervisor
 from telha.tokens import load_token_key

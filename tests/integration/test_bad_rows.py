@@ -31,7 +31,7 @@ from telha.erasure.eraser import Eraser
 from telha.metrics import Metrics
 from telha.queue.job_queue import JobQueue
 from telha.retention import Retention
-from telha.search_indexer import SearchIndexer
+from telha.search.indexer import SearchIndexer
 from telha.storage import StorageEngine
 from telha.storage.core.row_faults import per_row
 from telha.storage.core.tx import Tx

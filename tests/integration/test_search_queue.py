@@ -23,7 +23,7 @@ from telha.domain.ids import content_hash
 from telha.domain.model import Dedup, NewVersion, Scope
 from telha.domain.projection import NodeOut, Projection, SpanOut
 from telha.domain.search_query import parse_query
-from telha.search_indexer import SearchIndexer
+from telha.search.indexer import SearchIndexer
 from telha.storage import StorageEngine
 from telha.storage.core.search import Filters
 from telha.storage.core.search import search as search_op

@@ -21,7 +21,7 @@ Kept in two halves, so no ingest waits for the index:
 - :func:`index_pending` does the work a batch per transaction: deletes a stale version's
   rows, then writes the oldest version being filled from the key the previous batch stored
   (only the canonical chunks those span rows cover are read). The search indexer actor
-  (:mod:`telha.search_indexer`) runs it after commits; a search or locate first runs it
+  (:mod:`telha.search.indexer`) runs it after commits; a search or locate first runs it
   for its own scope (:meth:`telha.storage.core.search.SearchOps.catch_up`) and, should
   stale rows remain after that, leaves them out of its answer: no search answers a
   version that is not current.
@@ -465,7 +465,7 @@ async def set_search(tx: Tx) -> bool:
         )
         for sid, source_id in sources:
             await sync_source(tx, int(sid), bytes(source_id))
-        if sources:  # the search indexer logs the build's progress (telha.search_indexer)
+        if sources:  # the search indexer logs the build's progress (telha.search.indexer)
             log.info("search_index_build_queued", sources=len(sources))
     await tx.execute("UPDATE search_state SET enabled = ? WHERE id = 1", int(tx.search))
     return tx.search

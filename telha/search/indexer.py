@@ -34,7 +34,7 @@ from telha.storage.protocol import RowFaultStore
 
 __all__ = ["SearchIndexStoreOps", "SearchIndexer"]
 
-log = structlog.get_logger("telha.search_indexer")
+log = structlog.get_logger("telha.search.indexer")
 
 #: Seconds between looks at an empty queue.
 IDLE_S = 0.25
