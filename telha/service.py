@@ -35,7 +35,7 @@ from telha.queue.job_queue import JobQueue
 from telha.rest.app import create_app
 from telha.rest.server import RestFront
 from telha.rest.state import AppState
-from telha.retention import Retention
+from telha.retention.collector import Retention
 from telha.search.indexer import SearchIndexer
 from telha.storage import open_store
 from telha.supervisor import Supervisor

@@ -16,7 +16,7 @@ from telha.cli.config import load_or_exit
 from telha.cli.plural import plural
 from telha.domain.errors import StorageError
 from telha.domain.ids import now_us
-from telha.retention import cutoff_us, run_pass
+from telha.retention.collector import cutoff_us, run_pass
 from telha.storage import open_store
 from telha.storage.api import RetentionResult
 

@@ -30,7 +30,7 @@ from telha.domain.row_faults import RowFault
 from telha.erasure.eraser import Eraser
 from telha.metrics import Metrics
 from telha.queue.job_queue import JobQueue
-from telha.retention import Retention
+from telha.retention.collector import Retention
 from telha.search.indexer import SearchIndexer
 from telha.storage import StorageEngine
 from telha.storage.core.row_faults import per_row

@@ -30,7 +30,7 @@ from telha.domain.model import (
 from telha.domain.policy import FailureDecision, decide_failure
 from telha.domain.webhooks import ALL_EVENTS
 from telha.metrics import Metrics
-from telha.retention import Retention
+from telha.retention.collector import Retention
 from telha.storage.core import retention
 from telha.storage.core.raw import store_chunks
 from telha.storage.core.retention import BlobCandidate, ended_jobs_sql, remove_blob

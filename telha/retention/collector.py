@@ -27,7 +27,7 @@ from telha.storage.protocol import RowFaultStore
 
 __all__ = ["Retention", "RetentionStoreOps", "cutoff_us", "run_pass"]
 
-log = structlog.get_logger("telha.retention")
+log = structlog.get_logger("telha.retention.collector")
 
 #: µs in a day.
 DAY_US = 86_400_000_000
