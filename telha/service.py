@@ -21,7 +21,7 @@ import anyio.abc
 import structlog
 
 from telha.config import Config, ConfigError
-from telha.connector_scheduler import ConnectorScheduler
+from telha.connectors.scheduler import ConnectorScheduler
 from telha.debug_memory import debug_gauges
 from telha.erasure.eraser import Eraser
 from telha.grpc.front import GrpcFront

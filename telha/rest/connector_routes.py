@@ -13,7 +13,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from telha.connector_roots import check_roots
+from telha.connectors.roots import check_roots
 from telha.domain.connectors import (
     CONNECTOR_KINDS,
     ConnectorRecord,
@@ -69,7 +69,7 @@ async def create_connector(request: Request) -> Response:
 
     :raises RequestError: an unknown kind or field, settings the kind refuses, a bad
         schedule or prune fraction (:func:`telha.domain.connectors.check_connector`); a
-        path outside ``[connectors] allowed_roots`` (:func:`telha.connector_roots.check_roots`);
+        path outside ``[connectors] allowed_roots`` (:func:`telha.connectors.roots.check_roots`);
         a ``passwordEnv`` that ``[connectors] secrets`` lists grants for but not to this scope.
     """
     scope = await require_scope(request)
