@@ -12,7 +12,7 @@ conversion). docling parses in child processes, which are not part of the
 serve process's RSS; their RSS at each sample is shown beside it.
 
 Bounded cache fill vs a leak: the server runs with ``TELHA_DEBUG_MEMORY=1``
-(:mod:`telha.debug_memory`), so each sample also reads SQLite's own heap
+(:mod:`telha.service.debug_memory`), so each sample also reads SQLite's own heap
 (``sqlite3_memory_used``: mostly its page caches, capped at the writer's 16 MiB plus 8 MiB per
 reader) from ``/metrics``. Those caches fill as the database grows, so the RSS rises until
 they are warm; the table gives the slope of the RSS, of SQLite's heap and of the rest (RSS
@@ -43,7 +43,7 @@ from typing import Any
 import anyio
 import httpx
 
-from telha.debug_memory import ENV
+from telha.service.debug_memory import ENV
 from tests.support.server import ServerProcess, wait_jobs_finished, write_config
 
 CORPUS = Path(os.environ.get("TELHA_CORPUS", ROOT.parent / "shared" / "corpus"))

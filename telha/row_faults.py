@@ -3,7 +3,7 @@
 (:meth:`~telha.storage.core.failed_rows.RowFaultOps.fail_row`), counted in
 ``telha_rows_failed{actor, what}``, and the actor goes on with the next row. Only what
 :func:`telha.domain.row_faults.is_row_error` calls the store's or the process's failure
-escapes to the :class:`~telha.supervisor.Supervisor`, which restarts the actor.
+escapes to the :class:`~telha.service.supervisor.Supervisor`, which restarts the actor.
 """
 
 from __future__ import annotations

@@ -28,8 +28,8 @@ from telha.domain.errors import StorageError
 from telha.domain.model import Scope
 from telha.env_names import warn_stray_env
 from telha.logs import configure_logging
+from telha.service.supervisor import CrashLoop
 from telha.storage import open_store
-from telha.supervisor import CrashLoop
 from telha.tokens import load_token_key, mint_worker_token, parse_ttl
 
 __all__ = ["main"]
@@ -55,7 +55,7 @@ def main() -> None:
 @click.option("--log-level", default="info", show_default=True)
 def serve(config_path: Path | None, log_level: str) -> None:
     """Run the service (REST front, store, workers) until SIGTERM/SIGINT."""
-    from telha.service import serve as run_service
+    from telha.service.wiring import serve as run_service
     from workers_common.gc_tuning import limit_malloc_arenas, tune_gc
 
     cfg, base_dir = load_or_exit(config_path)

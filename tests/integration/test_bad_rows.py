@@ -1,7 +1,7 @@
 """No stored row can crash an actor (docs/architecture.md, "Supervision and bad rows";
 docs/operations.md, "Bad rows"): each supervised actor that processes stored rows is fed a
 row written with raw SQL as an older version or a damaged disk might have left it, then a
-good row; it runs under a real :class:`~telha.supervisor.Supervisor` that tolerates no crash
+good row; it runs under a real :class:`~telha.service.supervisor.Supervisor` that tolerates no crash
 at all (``max_restarts=0``: the first crash ends the test with ``CrashLoop``), against a real
 store of each engine. The poisoned row is recorded failed with its reason, the good row is
 handled, and the actor is still at work afterwards.
@@ -32,10 +32,10 @@ from telha.metrics import Metrics
 from telha.queue.job_queue import JobQueue
 from telha.retention.collector import Retention
 from telha.search.indexer import SearchIndexer
+from telha.service.supervisor import Supervisor
 from telha.storage import StorageEngine
 from telha.storage.core.row_faults import per_row
 from telha.storage.core.tx import Tx
-from telha.supervisor import Supervisor
 from tests.integration.test_search_queue import _commit, _hits, _index_rows
 from tests.support.metrics import parse, value
 from tests.support.pg import ENGINES

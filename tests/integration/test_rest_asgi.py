@@ -1,5 +1,5 @@
 """The REST front of a service wired as ``telha serve`` wires it
-(:func:`telha.service.run_service`), in-process on real 127.0.0.1 sockets, a real SQLite
+(:func:`telha.service.wiring.run_service`), in-process on real 127.0.0.1 sockets, a real SQLite
 store and no workers. Fast checks of the REST contract's edges: authentication, ingest
 statuses, job status, scoping, the slice API's bad ranges and the OpenAPI document."""
 

@@ -1,4 +1,4 @@
-"""The service in-process: :func:`telha.service.run_service` (the wiring ``telha serve``
+"""The service in-process: :func:`telha.service.wiring.run_service` (the wiring ``telha serve``
 runs) on its own event loop in a thread of the test process, listening on real 127.0.0.1
 sockets (REST and gRPC, port 0 unless the config names one).
 
@@ -40,12 +40,12 @@ import anyio.from_thread
 from telha.config import Config, load_config
 from telha.domain.model import Scope
 from telha.logs import configure_logging
-from telha.service import run_service
+from telha.service.wiring import run_service
 from tests.support.server import LOANED_ENV, ServerProcess
 
 __all__ = ["InProcessServer", "Server"]
 
-#: The settings :func:`telha.service.run_service` exports for in-process workers.
+#: The settings :func:`telha.service.wiring.run_service` exports for in-process workers.
 _EXPORTED_PREFIXES = ("TELHA_DOCLING__", "TELHA_WEB__", "TELHA_CONNECTORS__", "TELHA_OCR__")
 #: Generous for a loaded 2-core CI machine (the first start imports the worker modules).
 READY_TIMEOUT_S = 90.0
@@ -76,7 +76,7 @@ def _exported() -> dict[str, str]:
 
 
 class InProcessServer:
-    """One service, wired by :func:`telha.service.run_service`, in a thread with its own
+    """One service, wired by :func:`telha.service.wiring.run_service`, in a thread with its own
     event loop. ``with InProcessServer(config) as srv:`` starts it and stops it (if still
     running) when the block ends."""
 
@@ -109,7 +109,7 @@ class InProcessServer:
         """Start the service and wait until it is ready (its addresses known).
 
         :raises RuntimeError: not ready within ``READY_TIMEOUT_S``.
-        :raises Exception: whatever :func:`telha.service.run_service` raised starting.
+        :raises Exception: whatever :func:`telha.service.wiring.run_service` raised starting.
         """
         cfg, base_dir = load_config(self.config, environ={})
         self._env_before = _exported()

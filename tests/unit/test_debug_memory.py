@@ -1,11 +1,11 @@
-"""The soak's memory probe (:mod:`telha.debug_memory`): off unless asked for; on, it reads
+"""The soak's memory probe (:mod:`telha.service.debug_memory`): off unless asked for; on, it reads
 the heap of the SQLite library this process uses."""
 
 from __future__ import annotations
 
 import sqlite3
 
-from telha.debug_memory import ENV, debug_gauges
+from telha.service.debug_memory import ENV, debug_gauges
 
 
 def test_no_gauges_unless_the_variable_asks() -> None:

@@ -16,7 +16,7 @@ import structlog
 
 __all__ = ["CrashLoop", "Supervisor"]
 
-log = structlog.get_logger("telha.supervisor")
+log = structlog.get_logger("telha.service.supervisor")
 
 #: An actor body: ``async def run(*, task_status)``.
 ActorRun = Callable[..., Awaitable[Any]]

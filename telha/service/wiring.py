@@ -22,7 +22,6 @@ import structlog
 
 from telha.config import Config, ConfigError
 from telha.connectors.scheduler import ConnectorScheduler
-from telha.debug_memory import debug_gauges
 from telha.erasure.eraser import Eraser
 from telha.grpc.front import GrpcFront
 from telha.grpc.servicer import WorkerServicer
@@ -37,8 +36,9 @@ from telha.rest.server import RestFront
 from telha.rest.state import AppState
 from telha.retention.collector import Retention
 from telha.search.indexer import SearchIndexer
+from telha.service.debug_memory import debug_gauges
+from telha.service.supervisor import Supervisor
 from telha.storage import open_store
-from telha.supervisor import Supervisor
 from telha.tokens import load_token_key
 from telha.webhooks.deliverer import Deliverer
 from telha.worker_pools import WorkerPools, load_worker_modules
@@ -138,7 +138,7 @@ async def serve(cfg: Config, base_dir: Path, shutdown: anyio.Event | None = None
     :raises ConfigError: a ``workers.in_process`` module cannot be loaded.
     :raises telha.domain.errors.StorageError: the database cannot be opened or migrated.
     :raises OSError: a listen address cannot be bound.
-    :raises telha.supervisor.CrashLoop: an actor kept crashing.
+    :raises telha.service.supervisor.CrashLoop: an actor kept crashing.
     """
     await run_service(cfg, base_dir, shutdown or anyio.Event(), listen_signals=True)
 
@@ -161,7 +161,7 @@ async def run_service(
     :raises ConfigError: a ``workers.in_process`` module cannot be loaded.
     :raises telha.domain.errors.StorageError: the database cannot be opened or migrated.
     :raises OSError: a listen address cannot be bound.
-    :raises telha.supervisor.CrashLoop: an actor kept crashing.
+    :raises telha.service.supervisor.CrashLoop: an actor kept crashing.
     """
     log.info("starting", engine=cfg.storage.engine, pid=os.getpid())
     _export_worker_settings(cfg)
