@@ -59,7 +59,7 @@ from telha.wire import (
     VersionOut,
     VersionParentOut,
 )
-from telha.wire_connectors import (
+from telha.wire.connectors import (
     ConnectorList,
     ConnectorOut,
     ConnectorRemovedOut,

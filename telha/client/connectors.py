@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 import httpx
 import msgspec
 
-from telha.wire_connectors import (
+from telha.wire.connectors import (
     ConnectorList,
     ConnectorOut,
     ConnectorRemovedOut,

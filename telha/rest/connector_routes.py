@@ -28,7 +28,7 @@ from telha.rest.openapi_parts import BODY_TIMEOUT, CONNECTOR, ERRORS, SECURED, a
 from telha.rest.params import parse_uuid
 from telha.rest.responses import json_response
 from telha.rest.state import state
-from telha.wire_connectors import (
+from telha.wire.connectors import (
     ConnectorList,
     ConnectorOut,
     ConnectorRemovedOut,

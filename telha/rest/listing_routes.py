@@ -34,7 +34,7 @@ from telha.rest.responses import json_response
 from telha.rest.shapes import source_summary_out
 from telha.rest.state import state
 from telha.wire import JobList, JobSummaryOut, SourceList
-from telha.wire_connectors import ConnectorSourceOut
+from telha.wire.connectors import ConnectorSourceOut
 
 __all__ = ["lookup_source", "openapi_paths", "routes"]
 
@@ -127,7 +127,7 @@ async def list_jobs(request: Request) -> Response:
 
 async def lookup_source(request: Request, access: Access, q: QueryParams) -> Response:
     """``GET /v1/sources?connector=ID&externalId=X``: the source a connector's item names
-    and its ``rootNodeId`` (:class:`~telha.wire_connectors.ConnectorSourceOut`).
+    and its ``rootNodeId`` (:class:`~telha.wire.connectors.ConnectorSourceOut`).
 
     :raises RequestError: ``connector`` not a UUID, ``externalId`` missing or bad, or other
         listing parameters given with them.

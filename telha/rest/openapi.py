@@ -17,7 +17,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from telha import __version__, wire, wire_connectors
+from telha import __version__, wire
 from telha.rest import (
     cancel_routes,
     chunk_routes,
@@ -37,6 +37,7 @@ from telha.rest import (
 )
 from telha.rest.openapi_parts import REF
 from telha.rest.openapi_principals import with_principals
+from telha.wire import connectors as wire_connectors
 
 __all__ = ["DESCRIPTIONS", "openapi_document", "routes"]
 

@@ -19,7 +19,7 @@ from telha.rest.params import parse_int, parse_uuid
 from telha.rest.responses import json_response
 from telha.rest.state import state
 from telha.storage.api import RunRow
-from telha.wire_connectors import FailedItemOut, RunList, RunOut, RunStartedOut
+from telha.wire.connectors import FailedItemOut, RunList, RunOut, RunStartedOut
 
 __all__ = ["openapi_paths", "routes"]
 

@@ -9,8 +9,8 @@ from typing import Any, Literal
 
 import msgspec
 
-from telha.wire_identity import OutdatedOut, ProjectionOut, ReprojectOut
-from telha.wire_usage import LimitsOut, UsageOut
+from telha.wire.identity import OutdatedOut, ProjectionOut, ReprojectOut
+from telha.wire.usage import LimitsOut, UsageOut
 
 __all__ = [
     "ByteRange",
