@@ -1,10 +1,11 @@
-"""``telha serve``: the supervisor task group that owns every actor (docs/architecture.md).
+"""``telha serve``: the supervisor task group that owns every actor (docs/architecture.md,
+"Actors and channels"; each actor lives in its feature's package, this module wires them).
 
-Start order is Store → JobQueue → Ingestor, the webhook Deliverer and the retention
-collector → REST front;
-SIGTERM/SIGINT sets the shutdown event, the REST front stops accepting and drains for
-``server.shutdown_grace_s``, then the rest is cancelled in reverse order and the store
-closes after its last transaction. Exit 0.
+Start order is Store → JobQueue → webhook Deliverer → retention collector → search indexer →
+Eraser → connector scheduler → (Ingestor and gRPC servicer, plain objects) → worker pools →
+gRPC front → REST front. SIGTERM/SIGINT sets the shutdown event, the REST front stops
+accepting and drains for ``server.shutdown_grace_s``, then the rest is cancelled in reverse
+order and the store closes after its last transaction. Exit 0.
 """
 
 from __future__ import annotations
