@@ -42,6 +42,7 @@ from telha.storage.core import jobs as core_jobs
 from telha.storage.core import streams as core_streams
 from telha.storage.core import versions as core_versions
 from telha.storage.core.publish import retire
+from telha.storage.core.row_tables import ROW_TABLES
 from telha.storage.postgres import PostgresStore
 from telha.storage.postgres import fast as pg_fast
 from tests.support.pg import create_database, require_engine
@@ -558,5 +559,51 @@ async def _published_as_general_path_writes(
             _job(7).job_id,
         )
         assert detail == f"version={tx} nodes=2 {commit.changes.detail()}"
+    finally:
+        await conn.close()
+
+
+# -- the row types ------------------------------------------------------------------------
+
+
+async def test_commit_row_types_are_the_general_paths_columns() -> None:
+    """Each array ``telha_commit_single`` takes is of a row type whose fields are, in order,
+    the columns :data:`~telha.storage.core.row_tables.ROW_TABLES` gives the general path (the
+    tuples of :func:`telha.domain.rows.build_rows`): the types stand in a shipped migration,
+    the columns in Python, and the two must not drift."""
+    require_engine("postgres")
+    dsn = create_database()
+    store = PostgresStore(dsn, pool_size=1)
+    await store.open()
+    await store.close()
+    conn = await asyncpg.connect(dsn)
+    try:
+        args = {
+            r["name"]: r["type"]
+            for r in await conn.fetch(
+                "SELECT x.name, x.type FROM pg_proc p,"
+                " unnest(p.proargnames, p.proargtypes::oid[]) AS x(name, type)"
+                " WHERE p.proname = 'telha_commit_single'"
+            )
+        }
+        for t in ROW_TABLES:
+            element = await conn.fetchval(
+                "SELECT typelem FROM pg_type WHERE oid = $1", args[f"p_{t.field}"]
+            )
+            fields = [
+                (r["attname"], r["type"])
+                for r in await conn.fetch(
+                    "SELECT a.attname, format_type(a.atttypid, a.atttypmod) AS type"
+                    " FROM pg_attribute a JOIN pg_type ty ON ty.typrelid = a.attrelid"
+                    " WHERE ty.oid = $1 AND a.attnum > 0 AND NOT a.attisdropped"
+                    " ORDER BY a.attnum",
+                    element,
+                )
+            ]
+            columns = [
+                (name, await conn.fetchval("SELECT $1::regtype::text", pg_type))
+                for name, pg_type in t.columns
+            ]
+            assert fields == columns, t.table
     finally:
         await conn.close()
