@@ -395,6 +395,23 @@ async def _leased(store: PostgresStore) -> None:
     assert held is not None and held.job_id == _job(7).job_id
 
 
+async def _child_leased(store: PostgresStore) -> None:
+    """Job 7 is a child (an archive's member, say) of another job, and leased."""
+
+    async def enqueue_child(tx: Any) -> Any:
+        sid = await tx.scope_id(SCOPE)
+        parent = b"p" * 16
+        return await core_jobs.enqueue(
+            tx, sid, _job(7), NOW, dedup=False, detail=f"parent={parent.hex()}", parent=parent
+        )
+
+    await store._transaction("enqueue child", enqueue_child)
+    held = await store.lease_next_job(
+        ["text"], scope=SCOPE, worker_id="w1", now_us=NOW, lease_us=LEASE_US
+    )
+    assert held is not None and held.job_id == _job(7).job_id
+
+
 async def _version_then_leased(store: PostgresStore) -> None:
     """SOURCE's latest version has HASH and the canonical text b"hello" (another job)."""
     await _with_version(store)
@@ -491,6 +508,7 @@ def _commit(
         ("new with an explicit id not yet written", _leased, b"fresh text", NODE, True),
         ("new after an abandoned stream", _abandoned_then_leased, b"fresh text", None, True),
         ("duplicate of another job's version", _version_then_leased, b"hello", None, False),
+        ("a child job", _child_leased, b"fresh text", None, False),
         ("re-ingest: same bytes, other text", _version_then_leased, b"hello!", None, False),
         ("re-ingest of a retired source", _retired_then_leased, b"hello", None, False),
         ("a stream of the source is open", _open_stream_then_leased, b"fresh", None, False),

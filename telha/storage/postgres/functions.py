@@ -17,6 +17,7 @@ import re
 
 from telha.storage.core import fair_lease, job_statements, sources
 from telha.storage.core.blocklist import BLOCKED
+from telha.storage.core.lease_fence import FENCE
 from telha.storage.core.migrations import functions_sql
 from telha.storage.core.row_tables import ROW_TABLES
 from telha.storage.postgres.rows import TAILS
@@ -109,6 +110,7 @@ def fills() -> dict[str, str]:
         "leased_event": plpgsql(
             j.ADD_EVENT, "v_got", "v_got", "p_now", "'leased'", "'worker=' || p_owner"
         ),
+        "lease_fence": plpgsql(FENCE, "p_job"),
         "commit_blocked": plpgsql(
             BLOCKED.format(digests="digest = ANY(?::bytea[])"),
             "p_scope",

@@ -150,15 +150,13 @@ CREATE OR REPLACE FUNCTION telha_commit_single(
 LANGUAGE plpgsql VOLATILE AS $$
 #variable_conflict use_column
 DECLARE
-    v_state text;
-    v_gen integer;
-    v_cont bytea;
+    v_job record;
     v_key bigint;
     v_tx bigint;
 BEGIN
-    SELECT j.state, j.lease_generation, j.continuation INTO v_state, v_gen, v_cont
-        FROM jobs j WHERE j.job_id = p_job FOR UPDATE;
-    IF v_state IS DISTINCT FROM 'leased' OR v_gen IS DISTINCT FROM p_gen THEN
+    {{lease_fence}} FOR UPDATE INTO v_job;
+    IF v_job.state IS DISTINCT FROM 'leased'
+       OR v_job.lease_generation IS DISTINCT FROM p_gen THEN
         RETURN QUERY SELECT 'stale'::text, NULL::bigint;
         RETURN;
     END IF;
@@ -168,9 +166,7 @@ BEGIN
     -- A stream checkpoint; a source with a published version (dedup, supersede) or with
     -- open rows (an unpublished stream the publish would close); a child job (an archive
     -- member the archive may have dropped meanwhile: telha.storage.core.members).
-    IF v_cont IS NOT NULL
-       OR EXISTS (SELECT 1 FROM job_events ev WHERE ev.job_id = p_job
-                  AND ev.transition = 'enqueued' AND ev.detail LIKE 'parent=%')
+    IF v_job.continuation IS NOT NULL OR v_job.parent_job_id IS NOT NULL
        OR EXISTS (SELECT 1 FROM source_versions s WHERE s.scope_id = p_scope
                   AND s.source_id = p_source AND s.published_tx IS NOT NULL)
        OR EXISTS (SELECT 1 FROM nodes n WHERE n.scope_id = p_scope
