@@ -32,7 +32,9 @@ log = structlog.get_logger("telha.storage")
 _RECONNECT_S = (0.1, 0.5, 1.0, 2.0, 5.0)
 
 
-class PostgresStore(FastVersionOps, FastJobOps, SharedOps, PgBase):
+# Every operation before PgBase (the fast paths' own base), so each mixin's __init__ runs
+# (tests/unit/test_store_composition.py).
+class PostgresStore(SharedOps, FastVersionOps, FastJobOps, PgBase):
     """PostgreSQL implementation of :class:`telha.storage.protocol.Storage`.
 
     Use as an actor (``await tg.start(store.run)`` reports the opened store; it also listens
