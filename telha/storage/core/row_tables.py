@@ -8,11 +8,12 @@ are these columns (``tests/integration/test_pg_fast_paths.py`` holds the two to 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 __all__ = ["ROW_TABLES", "RowTable"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class RowTable:
     """One table of a version's rows."""
 
@@ -24,18 +25,18 @@ class RowTable:
     #: The column holding the version's tx (``None``: the rows are the blob's, of no tx).
     tx_column: str | None
 
-    @property
+    @cached_property
     def columns(self) -> tuple[tuple[str, str], ...]:
         """``(column, PostgreSQL type)`` in the tuples' order."""
         pairs = (c.split() for c in self.spec.split(","))
         return tuple((name, pg_type) for name, pg_type in pairs)
 
-    @property
+    @cached_property
     def names(self) -> str:
         """The column list of an ``INSERT`` (``"end"`` quoted)."""
         return ", ".join(_quoted(name) for name, _ in self.columns)
 
-    @property
+    @cached_property
     def types(self) -> tuple[str, ...]:
         """The columns' PostgreSQL types, in order."""
         return tuple(t for _, t in self.columns)
