@@ -21,6 +21,7 @@ from telha.storage.core.lease_fence import FENCE
 from telha.storage.core.migrations import functions_sql
 from telha.storage.core.row_tables import ROW_TABLES
 from telha.storage.postgres.rows import TAILS
+from telha.storage.postgres.tx import CLOCK
 
 __all__ = ["fills", "functions", "plpgsql"]
 
@@ -116,6 +117,7 @@ def fills() -> dict[str, str]:
             "p_scope",
             "ARRAY[p_version.content_hash, p_version.canonical_text_hash]",
         ),
+        "clock": CLOCK,
         "row_inserts": _row_inserts(),
         "complete_job": plpgsql(j.COMPLETE_JOB, "p_stats", "p_now", "p_job"),
         "completed_event": plpgsql(

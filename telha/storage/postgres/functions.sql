@@ -187,9 +187,7 @@ BEGIN
         RETURN QUERY SELECT 'general'::text, NULL::bigint;
         RETURN;
     END IF;
-    UPDATE tx_clock SET tx = greatest(tx_clock.tx + 1,
-            (extract(epoch FROM clock_timestamp()) * 1000000)::bigint)
-        WHERE id = 1 RETURNING tx_clock.tx INTO v_tx;
+    {{clock}} INTO v_tx;
     INSERT INTO source_versions (scope_id, source_id, tx, name, format, content_hash,
                                  canonical_text_hash, size, worker, job_id, blob_id, text_len,
                                  published_tx, root_node_id, changes)
