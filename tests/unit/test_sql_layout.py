@@ -11,8 +11,9 @@ import re
 import pytest
 
 from telha.storage.core.job_statements import ACTIVE_FETCH
+from telha.storage.core.migrations import fill
 from telha.storage.core.sources import NOTE_VERSIONS
-from telha.storage.postgres.functions import fills, plpgsql
+from telha.storage.postgres.functions import fills
 from telha.storage.postgres.migrate import functions as pg_functions
 from telha.storage.postgres.migrate import migrations as pg_migrations
 from telha.storage.sqlite.migrate import functions as sqlite_functions
@@ -64,10 +65,10 @@ def test_postgres_functions_run_the_general_paths_statements() -> None:
         assert "?" not in text, name
         assert text in sql, name
     assert NOTE_VERSIONS.split(" ?", 1)[0] in sql
-    assert plpgsql(ACTIVE_FETCH, "p_scope", "p_source", "p_format") in sql
+    assert fill(ACTIVE_FETCH, "p_scope", "p_source", "p_format") in sql
 
 
-def test_plpgsql_fills_each_placeholder_in_order() -> None:
-    assert plpgsql("a = ? AND b = ?", "p_a", "x.b") == "a = p_a AND b = x.b"
+def test_fill_replaces_each_placeholder_in_order() -> None:
+    assert fill("a = ? AND b = ?", "p_a", "x.b") == "a = p_a AND b = x.b"
     with pytest.raises(ValueError, match="2 placeholders for 1"):
-        plpgsql("a = ? AND b = ?", "p_a")
+        fill("a = ? AND b = ?", "p_a")

@@ -13,34 +13,16 @@ case per rule through both paths and compares every row.
 
 from __future__ import annotations
 
-import re
-
 from telha.storage.core import fair_lease, job_statements, sources
 from telha.storage.core.blocklist import BLOCKED
 from telha.storage.core.lease_fence import FENCE
-from telha.storage.core.migrations import functions_sql
+from telha.storage.core.migrations import fill, functions_sql
+from telha.storage.core.quotas import ADD_USAGE
 from telha.storage.core.row_tables import ROW_TABLES
 from telha.storage.postgres.rows import TAILS
 from telha.storage.postgres.tx import CLOCK
 
-__all__ = ["fills", "functions", "plpgsql"]
-
-_FILL = re.compile(r"\{\{(\w+)\}\}")
-
-
-def plpgsql(statement: str, *exprs: str) -> str:
-    """``statement`` (``?`` placeholders, none inside a literal) with its placeholders
-    replaced, in order, by ``exprs``.
-
-    :raises ValueError: ``statement`` has not one placeholder per expression.
-    """
-    parts = statement.split("?")
-    if len(parts) != len(exprs) + 1:
-        raise ValueError(f"{len(parts) - 1} placeholders for {len(exprs)} expressions")
-    out = [parts[0]]
-    for expr, part in zip(exprs, parts[1:], strict=True):
-        out.append(f"{expr}{part}")
-    return "".join(out)
+__all__ = ["fills", "functions"]
 
 
 def _row_inserts() -> str:
@@ -61,24 +43,22 @@ def fills() -> dict[str, str]:
     j, h = job_statements, fair_lease
     active_same = j.ACTIVE_SAME_CONTENT.format(null_equal="IS NOT DISTINCT FROM")
     return {
-        "note_versions": plpgsql(sources.NOTE_VERSIONS, "p_at", "p_scope", "p_source"),
-        "note_job": plpgsql(
+        "note_versions": fill(sources.NOTE_VERSIONS, "p_at", "p_scope", "p_source"),
+        "note_job": fill(
             sources.NOTE_JOB, "p_scope", "p_source", "p_name", "p_format", "p_job_id", "p_now"
         ),
-        "note_job_unnamed": plpgsql(
+        "note_job_unnamed": fill(
             sources.NOTE_JOB_UNNAMED, "p_job_id", "p_now", "p_scope", "p_source"
         ),
-        "head_find": plpgsql(h.HEAD_FIND, "p_scope", "p_format"),
-        "head_add": plpgsql(h.HEAD_ADD, "p_scope", "p_format"),
-        "blocked": plpgsql(
+        "head_find": fill(h.HEAD_FIND, "p_scope", "p_format"),
+        "head_add": fill(h.HEAD_ADD, "p_scope", "p_format"),
+        "blocked": fill(
             BLOCKED.format(digests="digest = ANY(?::bytea[])"), "p_scope", "ARRAY[p_hash]"
         ),
-        "latest_version": plpgsql(j.LATEST_VERSION, "p_scope", "p_source"),
-        "active_same_content": plpgsql(
-            active_same, "p_scope", "p_source", "p_hash", "p_fingerprint"
-        ),
-        "active_fetch": plpgsql(j.ACTIVE_FETCH, "p_scope", "p_source", "p_format"),
-        "insert_job": plpgsql(
+        "latest_version": fill(j.LATEST_VERSION, "p_scope", "p_source"),
+        "active_same_content": fill(active_same, "p_scope", "p_source", "p_hash", "p_fingerprint"),
+        "active_fetch": fill(j.ACTIVE_FETCH, "p_scope", "p_source", "p_format"),
+        "insert_job": fill(
             j.INSERT_JOB,
             "p_job_id",
             "p_scope",
@@ -94,10 +74,10 @@ def fills() -> dict[str, str]:
             "NULL",
             "p_fingerprint",
         ),
-        "enqueued_event": plpgsql(
+        "enqueued_event": fill(
             j.ADD_EVENT, "p_job_id", "p_job_id", "p_now", "'enqueued'", "p_detail"
         ),
-        "lease_heads": plpgsql(
+        "lease_heads": fill(
             h.heads_sql("h.format = ANY(?)", " AND (? IS NULL OR h.scope_id = ?)", "?"),
             "p_formats",
             "p_scope",
@@ -105,37 +85,31 @@ def fills() -> dict[str, str]:
             "p_now",
             "p_candidates",
         ),
-        "oldest_job": plpgsql(h.OLDEST_JOB, "v_head.scope_id", "v_head.format", "p_now"),
-        "head_touch": plpgsql(h.HEAD_TOUCH, "p_now", "v_head.scope_id", "v_head.format"),
-        "lease_job": plpgsql(j.LEASE_JOB, "p_owner", "p_deadline", "p_now", "v_got"),
-        "leased_event": plpgsql(
+        "oldest_job": fill(h.OLDEST_JOB, "v_head.scope_id", "v_head.format", "p_now"),
+        "head_touch": fill(h.HEAD_TOUCH, "p_now", "v_head.scope_id", "v_head.format"),
+        "lease_job": fill(j.LEASE_JOB, "p_owner", "p_deadline", "p_now", "v_got"),
+        "leased_event": fill(
             j.ADD_EVENT, "v_got", "v_got", "p_now", "'leased'", "'worker=' || p_owner"
         ),
-        "lease_fence": plpgsql(FENCE, "p_job"),
-        "commit_blocked": plpgsql(
+        "lease_fence": fill(FENCE, "p_job"),
+        "commit_blocked": fill(
             BLOCKED.format(digests="digest = ANY(?::bytea[])"),
             "p_scope",
             "ARRAY[p_version.content_hash, p_version.canonical_text_hash]",
         ),
         "clock": CLOCK,
         "row_inserts": _row_inserts(),
-        "complete_job": plpgsql(j.COMPLETE_JOB, "p_stats", "p_now", "p_job"),
-        "completed_event": plpgsql(
+        "add_usage": fill(ADD_USAGE, "v_scope", "pg_backend_pid()", "v_delta"),
+        "complete_job": fill(j.COMPLETE_JOB, "p_stats", "p_now", "p_job"),
+        "completed_event": fill(
             j.ADD_EVENT, "p_job", "p_job", "p_now", "'completed'", "'version=' || v_tx || p_detail"
         ),
     }
 
 
 def functions() -> str:
-    """The text of ``functions.sql`` with every ``{{name}}`` filled in.
+    """The text of ``functions.sql`` with every ``{{name}}`` filled in (:func:`fills`).
 
     :raises ValueError: a ``{{name}}`` has no fill, or a fill is used nowhere.
     """
-    text = functions_sql("telha.storage.postgres")
-    table = fills()
-    used = set(_FILL.findall(text))
-    if used != table.keys():
-        raise ValueError(
-            f"functions.sql: unfilled {used - table.keys()}, unused {table.keys() - used}"
-        )
-    return _FILL.sub(lambda m: table[m.group(1)], text)
+    return functions_sql("telha.storage.postgres", fills())

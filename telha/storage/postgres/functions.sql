@@ -220,10 +220,7 @@ BEGIN
         v_scope := NEW.scope_id; v_delta := octet_length(NEW.data) - octet_length(OLD.data);
     END IF;
     IF v_delta <> 0 THEN
-        INSERT INTO scope_usage (scope_id, shard, stored_bytes)
-            VALUES (v_scope, pg_backend_pid(), v_delta)
-            ON CONFLICT (scope_id, shard)
-            DO UPDATE SET stored_bytes = scope_usage.stored_bytes + excluded.stored_bytes;
+        {{add_usage}};
     END IF;
     RETURN NULL;
 END
