@@ -9,12 +9,12 @@ from __future__ import annotations
 
 __all__ = [
     "ACTIVE_FETCH",
-    "ACTIVE_SAME_CONTENT",
     "ADD_EVENT",
     "COMPLETE_JOB",
     "INSERT_JOB",
     "LATEST_VERSION",
     "LEASE_JOB",
+    "active_same_content",
 ]
 
 #: A pending job; parameters ``(job, scope, kind, format, source, hash, payload, now, now, now,
@@ -36,13 +36,20 @@ LATEST_VERSION = (
     " WHERE scope_id = ? AND source_id = ? AND published_tx IS NOT NULL"
     " ORDER BY tx DESC LIMIT 1"
 )
-#: The oldest active job of the same content; parameters ``(scope, source, hash,
-#: fingerprint)``; ``{null_equal}`` the comparison under which ``NULL`` equals ``NULL``.
-ACTIVE_SAME_CONTENT = (
+_ACTIVE_SAME_CONTENT = (
     "SELECT job_id FROM jobs WHERE scope_id = ? AND source_id = ? AND content_hash = ?"
     " AND fingerprint {null_equal} ? AND state IN ('pending', 'leased')"
     " ORDER BY created_at, job_id LIMIT 1"
 )
+
+
+def active_same_content(*, postgres: bool) -> str:
+    """The oldest active job of the same content, the fingerprint compared so that ``NULL``
+    (not known) equals ``NULL``; parameters ``(scope, source, hash, fingerprint)``."""
+    null_equal = "IS NOT DISTINCT FROM" if postgres else "IS"
+    return _ACTIVE_SAME_CONTENT.format(null_equal=null_equal)
+
+
 #: The oldest active job fetching the same format; parameters ``(scope, source, format)``.
 ACTIVE_FETCH = (
     "SELECT job_id FROM jobs WHERE scope_id = ? AND source_id = ? AND format = ?"

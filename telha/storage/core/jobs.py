@@ -50,12 +50,12 @@ from telha.storage.core.job_reads import (
 )
 from telha.storage.core.job_statements import (
     ACTIVE_FETCH,
-    ACTIVE_SAME_CONTENT,
     ADD_EVENT,
     COMPLETE_JOB,
     INSERT_JOB,
     LATEST_VERSION,
     LEASE_JOB,
+    active_same_content,
 )
 from telha.storage.core.lease_fence import check_lease, fence_held
 from telha.storage.core.quotas import hold_pending
@@ -123,11 +123,6 @@ async def latest_identity(tx: Tx, sid: int, source_id: bytes) -> Latest | None:
     return Latest(row[0], row[1], row[2], row[3], identity, retired, erased, int(row[7]))
 
 
-def _null_equal(tx: Tx) -> str:
-    """The comparison under which ``NULL`` equals ``NULL`` (a fingerprint not known)."""
-    return "IS NOT DISTINCT FROM" if tx.postgres else "IS"
-
-
 async def _dedup(tx: Tx, sid: int, job: NewJob) -> EnqueueOutcome | None:
     """Request-level dedup of a job with ``dedup`` asked: with a content hash, against the
     source's latest version (:func:`telha.domain.dedup.same_identity`: the same bytes and
@@ -139,7 +134,7 @@ async def _dedup(tx: Tx, sid: int, job: NewJob) -> EnqueueOutcome | None:
         if same_identity(latest, job.content_hash, job.fingerprint):
             return EnqueueOutcome(True, None)
         active = await tx.fetchone(
-            ACTIVE_SAME_CONTENT.format(null_equal=_null_equal(tx)),
+            active_same_content(postgres=tx.postgres),
             sid, job.source_id, job.content_hash, job.fingerprint,
         )  # fmt: skip
     else:

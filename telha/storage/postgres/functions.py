@@ -41,7 +41,7 @@ def _row_inserts() -> str:
 def fills() -> dict[str, str]:
     """What each ``{{name}}`` of ``functions.sql`` stands for."""
     j, h = job_statements, fair_lease
-    active_same = j.ACTIVE_SAME_CONTENT.format(null_equal="IS NOT DISTINCT FROM")
+    active_same = j.active_same_content(postgres=True)
     return {
         "note_versions": fill(sources.NOTE_VERSIONS, "p_at", "p_scope", "p_source"),
         "note_job": fill(
