@@ -3,8 +3,8 @@ the store (no HTTP, no workers): the time per enqueue, lease and single-shot com
 small text version, on a fresh database per mode, the modes alternated over rounds.
 
 What it answers: whether a fast path (``telha/storage/postgres/functions.sql``) still earns
-its second copy of a rule (docs/architecture.md, "The storage seam": kept where it is at
-least 1.5× the general path). The end-to-end figure is ``bench/queue.py --engine postgres``.
+its place (docs/architecture.md, "The storage seam": kept where it is at least 1.5× the
+general path). The end-to-end figure is ``bench/queue.py --engine postgres``.
 
 Run: ``.venv/bin/python bench/pg_fast_paths.py [--jobs 500] [--rounds 3]`` with
 ``TELHA_TEST_PG_DSN`` or the cluster of ``scripts/pg-test-server``.

@@ -3,21 +3,17 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
-from typing import Any, Literal, TypeVar
+from collections.abc import AsyncIterator
+from typing import Literal
 
+from telha.client.calls import Calls
 from telha.wire import ChunkList, ChunkOut
 
 __all__ = ["ChunkCalls"]
 
-_T = TypeVar("_T")
 
-
-class ChunkCalls:
+class ChunkCalls(Calls):
     """Chunk methods over the client's ``_get`` (a base of :class:`AsyncTelha`)."""
-
-    async def _get(self, url: str, typ: type[_T], params: Mapping[str, Any] | None = None) -> _T:
-        raise NotImplementedError
 
     async def chunks_page(
         self,

@@ -3,12 +3,12 @@ register, list and remove connectors; look a connector's item up by its external
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from collections.abc import Mapping
+from typing import Any
 
-import httpx
 import msgspec
 
+from telha.client.calls import Calls
 from telha.wire.connectors import (
     ConnectorList,
     ConnectorOut,
@@ -21,19 +21,9 @@ from telha.wire.connectors import (
 
 __all__ = ["ConnectorCalls"]
 
-_T = TypeVar("_T")
 
-
-class ConnectorCalls:
+class ConnectorCalls(Calls):
     """Connector methods over the client's ``_request`` (a base of :class:`AsyncTelha`)."""
-
-    async def _get(self, url: str, typ: type[_T], params: Mapping[str, Any] | None = None) -> _T:
-        raise NotImplementedError
-
-    async def _request(
-        self, method: str, url: str, build: Callable[[], dict[str, Any]] | None = None
-    ) -> httpx.Response:
-        raise NotImplementedError
 
     async def add_connector(
         self,

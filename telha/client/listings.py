@@ -3,21 +3,16 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
-from typing import Any, TypeVar
+from collections.abc import AsyncIterator
 
+from telha.client.calls import Calls
 from telha.wire import JobList, JobSummaryOut, SourceList, SourceSummaryOut
 
 __all__ = ["ListingCalls"]
 
-_T = TypeVar("_T")
 
-
-class ListingCalls:
+class ListingCalls(Calls):
     """Listing methods over the client's ``_get`` (a base of :class:`AsyncTelha`)."""
-
-    async def _get(self, url: str, typ: type[_T], params: Mapping[str, Any] | None = None) -> _T:
-        raise NotImplementedError
 
     async def sources_page(
         self,

@@ -4,33 +4,23 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from collections.abc import Callable
+from typing import Any
 from urllib.parse import quote
 
 import anyio
-import httpx
 import msgspec
 
+from telha.client.calls import Calls
 from telha.client.errors import NotFound
 from telha.wire import LocatedOut, SearchResult
 
 __all__ = ["SearchCalls"]
 
-_T = TypeVar("_T")
 
-
-class SearchCalls:
+class SearchCalls(Calls):
     """Search methods over the client's ``_get`` and ``_request`` (a base of
     :class:`AsyncTelha`)."""
-
-    async def _get(self, url: str, typ: type[_T], params: Mapping[str, Any] | None = None) -> _T:
-        raise NotImplementedError
-
-    async def _request(
-        self, method: str, url: str, build: Callable[[], dict[str, Any]] | None = None
-    ) -> httpx.Response:
-        raise NotImplementedError
 
     async def search(
         self,

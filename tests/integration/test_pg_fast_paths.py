@@ -42,6 +42,7 @@ from telha.storage.core import jobs as core_jobs
 from telha.storage.core import streams as core_streams
 from telha.storage.core import versions as core_versions
 from telha.storage.core.publish import retire
+from telha.storage.core.row_tables import ROW_TABLES
 from telha.storage.postgres import PostgresStore
 from telha.storage.postgres import fast as pg_fast
 from tests.support.pg import create_database, require_engine
@@ -394,6 +395,23 @@ async def _leased(store: PostgresStore) -> None:
     assert held is not None and held.job_id == _job(7).job_id
 
 
+async def _child_leased(store: PostgresStore) -> None:
+    """Job 7 is a child (an archive's member, say) of another job, and leased."""
+
+    async def enqueue_child(tx: Any) -> Any:
+        sid = await tx.scope_id(SCOPE)
+        parent = b"p" * 16
+        return await core_jobs.enqueue(
+            tx, sid, _job(7), NOW, dedup=False, detail=f"parent={parent.hex()}", parent=parent
+        )
+
+    await store._transaction("enqueue child", enqueue_child)
+    held = await store.lease_next_job(
+        ["text"], scope=SCOPE, worker_id="w1", now_us=NOW, lease_us=LEASE_US
+    )
+    assert held is not None and held.job_id == _job(7).job_id
+
+
 async def _version_then_leased(store: PostgresStore) -> None:
     """SOURCE's latest version has HASH and the canonical text b"hello" (another job)."""
     await _with_version(store)
@@ -490,6 +508,7 @@ def _commit(
         ("new with an explicit id not yet written", _leased, b"fresh text", NODE, True),
         ("new after an abandoned stream", _abandoned_then_leased, b"fresh text", None, True),
         ("duplicate of another job's version", _version_then_leased, b"hello", None, False),
+        ("a child job", _child_leased, b"fresh text", None, False),
         ("re-ingest: same bytes, other text", _version_then_leased, b"hello!", None, False),
         ("re-ingest of a retired source", _retired_then_leased, b"hello", None, False),
         ("a stream of the source is open", _open_stream_then_leased, b"fresh", None, False),
@@ -558,5 +577,51 @@ async def _published_as_general_path_writes(
             _job(7).job_id,
         )
         assert detail == f"version={tx} nodes=2 {commit.changes.detail()}"
+    finally:
+        await conn.close()
+
+
+# -- the row types ------------------------------------------------------------------------
+
+
+async def test_commit_row_types_are_the_general_paths_columns() -> None:
+    """Each array ``telha_commit_single`` takes is of a row type whose fields are, in order,
+    the columns :data:`~telha.storage.core.row_tables.ROW_TABLES` gives the general path (the
+    tuples of :func:`telha.domain.rows.build_rows`): the types stand in a shipped migration,
+    the columns in Python, and the two must not drift."""
+    require_engine("postgres")
+    dsn = create_database()
+    store = PostgresStore(dsn, pool_size=1)
+    await store.open()
+    await store.close()
+    conn = await asyncpg.connect(dsn)
+    try:
+        args = {
+            r["name"]: r["type"]
+            for r in await conn.fetch(
+                "SELECT x.name, x.type FROM pg_proc p,"
+                " unnest(p.proargnames, p.proargtypes::oid[]) AS x(name, type)"
+                " WHERE p.proname = 'telha_commit_single'"
+            )
+        }
+        for t in ROW_TABLES:
+            element = await conn.fetchval(
+                "SELECT typelem FROM pg_type WHERE oid = $1", args[f"p_{t.field}"]
+            )
+            fields = [
+                (r["attname"], r["type"])
+                for r in await conn.fetch(
+                    "SELECT a.attname, format_type(a.atttypid, a.atttypmod) AS type"
+                    " FROM pg_attribute a JOIN pg_type ty ON ty.typrelid = a.attrelid"
+                    " WHERE ty.oid = $1 AND a.attnum > 0 AND NOT a.attisdropped"
+                    " ORDER BY a.attnum",
+                    element,
+                )
+            ]
+            columns = [
+                (name, await conn.fetchval("SELECT $1::regtype::text", pg_type))
+                for name, pg_type in t.columns
+            ]
+            assert fields == columns, t.table
     finally:
         await conn.close()

@@ -10,6 +10,10 @@ import re
 
 import pytest
 
+from telha.storage.core.job_statements import ACTIVE_FETCH
+from telha.storage.core.migrations import fill
+from telha.storage.core.sources import NOTE_VERSIONS
+from telha.storage.postgres.functions import fills
 from telha.storage.postgres.migrate import functions as pg_functions
 from telha.storage.postgres.migrate import migrations as pg_migrations
 from telha.storage.sqlite.migrate import functions as sqlite_functions
@@ -48,3 +52,23 @@ def test_sqlite_triggers_are_each_dropped_before_they_are_created() -> None:
     assert sorted(dropped) == sorted(names)
     for name in names:
         assert sql.index(f"DROP TRIGGER IF EXISTS {name};") < sql.index(f"CREATE TRIGGER {name}")
+
+
+def test_postgres_functions_run_the_general_paths_statements() -> None:
+    """Every statement ``functions.sql`` shares with telha.storage.core is filled in from
+    there (telha.storage.postgres.functions): no placeholder is left, each fill stands in the
+    applied text with all its ``?`` replaced, and a statement edited in the core is the one
+    the functions run."""
+    sql = pg_functions()
+    assert "{{" not in sql and "}}" not in sql
+    for name, text in fills().items():
+        assert "?" not in text, name
+        assert text in sql, name
+    assert NOTE_VERSIONS.split(" ?", 1)[0] in sql
+    assert fill(ACTIVE_FETCH, "p_scope", "p_source", "p_format") in sql
+
+
+def test_fill_replaces_each_placeholder_in_order() -> None:
+    assert fill("a = ? AND b = ?", "p_a", "x.b") == "a = p_a AND b = x.b"
+    with pytest.raises(ValueError, match="2 placeholders for 1"):
+        fill("a = ? AND b = ?", "p_a")

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Coroutine
 from contextlib import AbstractAsyncContextManager
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
+
+import anyio
 
 from telha.storage.core.tx import SnapshotTx
 
@@ -20,7 +22,27 @@ Op = Callable[..., Coroutine[Any, Any, T]]
 
 
 class EngineOps:
-    """Base of the operation mixins; each engine's base class implements both runners."""
+    """Base of the operation mixins; each engine's base class implements both runners,
+    :meth:`open` and :meth:`close` (``async with store`` opens it and closes it, shielded)."""
+
+    async def open(self) -> None:
+        """Open the store: its connections, and (unless read-only) its migrations.
+
+        :raises StorageError: the store cannot be opened.
+        """
+        raise NotImplementedError
+
+    async def close(self) -> None:
+        """Close the store's connections (those in use are waited for)."""
+        raise NotImplementedError
+
+    async def __aenter__(self) -> Self:
+        await self.open()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        with anyio.CancelScope(shield=True):
+            await self.close()
 
     async def _transaction(self, what: str, op: Op[T], *args: Any) -> T:
         """Run ``op(tx, *args)`` as one write transaction and return its result: committed

@@ -9,9 +9,12 @@ with 10,000 pending jobs and another with one alternate, and the second waits at
 lease per other busy scope. The pick reads one index entry per head (per scope and format),
 never the backlog.
 
-Heads are written by every enqueue (:func:`note_head`; PostgreSQL's ``telha_enqueue`` does the
-same) and never removed, so a job that goes back to ``pending`` (retried, released, lost)
-always has its head. A head without pending work costs one index probe per lease.
+Heads are written by every enqueue (:func:`note_head`) and never removed, so a job that goes
+back to ``pending`` (retried, released, lost) always has its head. A head without pending
+work costs one index probe per lease.
+
+PostgreSQL's fast paths (``telha_enqueue``, ``telha_lease_fair`` in its ``functions.sql``) run
+the statements below: :mod:`telha.storage.postgres.functions` fills them in there.
 """
 
 from __future__ import annotations
@@ -20,24 +23,57 @@ from collections.abc import Sequence
 
 from telha.storage.core.tx import Tx
 
-__all__ = ["CANDIDATES", "note_head", "pick", "touch"]
+__all__ = [
+    "CANDIDATES",
+    "HEAD_ADD",
+    "HEAD_FIND",
+    "HEAD_TOUCH",
+    "OLDEST_JOB",
+    "heads_sql",
+    "note_head",
+    "pick",
+    "touch",
+]
 
 #: Heads read per lease: on PostgreSQL a head whose jobs are all locked by other leasing
 #: transactions is passed over for the next.
 CANDIDATES = 8
 
 
+#: Whether a head exists; parameters ``(scope, format)``.
+HEAD_FIND = "SELECT 1 FROM lease_heads WHERE scope_id = ? AND format = ?"
+#: A new head, never leased; parameters ``(scope, format)``.
+HEAD_ADD = (
+    "INSERT INTO lease_heads (scope_id, format, last_leased_at) VALUES (?, ?, 0)"
+    " ON CONFLICT DO NOTHING"
+)
+#: A head's turn taken; parameters ``(now, scope, format)``.
+HEAD_TOUCH = "UPDATE lease_heads SET last_leased_at = ? WHERE scope_id = ? AND format = ?"
+#: A head's oldest available job; parameters ``(scope, format, now)``; a row lock may follow.
+OLDEST_JOB = (
+    "SELECT job_id FROM jobs WHERE state = 'pending' AND scope_id = ? AND format = ?"
+    " AND available_at <= ? ORDER BY available_at, job_id LIMIT 1"
+)
+
+
+def heads_sql(formats: str, scope: str, limit: str) -> str:
+    """The heads to try, least recently leased first, each with an available pending job:
+    ``formats`` a condition on ``h.format``, ``scope`` empty or `` AND …`` on ``h.scope_id``,
+    ``limit`` the most heads (:data:`CANDIDATES`), then a parameter ``now`` (µs) before it."""
+    return (
+        f"SELECT h.scope_id, h.format FROM lease_heads h WHERE {formats}{scope}"
+        " AND EXISTS (SELECT 1 FROM jobs j WHERE j.state = 'pending'"
+        " AND j.scope_id = h.scope_id AND j.format = h.format AND j.available_at <= ?)"
+        f" ORDER BY h.last_leased_at, h.scope_id, h.format LIMIT {limit}"
+    )
+
+
 async def note_head(tx: Tx, sid: int, fmt: str) -> None:
     """Make sure ``(sid, fmt)`` has a lease head (a new head counts as never leased, so a
     scope's first job goes before the busy scopes' next ones). A read when it exists, so
     enqueues never wait on a head a lease is updating."""
-    row = await tx.fetchone("SELECT 1 FROM lease_heads WHERE scope_id = ? AND format = ?", sid, fmt)
-    if row is None:
-        await tx.execute(
-            "INSERT INTO lease_heads (scope_id, format, last_leased_at) VALUES (?, ?, 0)"
-            " ON CONFLICT DO NOTHING",
-            sid, fmt,
-        )  # fmt: skip
+    if await tx.fetchone(HEAD_FIND, sid, fmt) is None:
+        await tx.execute(HEAD_ADD, sid, fmt)
 
 
 async def pick(
@@ -53,18 +89,10 @@ async def pick(
     if sid is not None:
         scope_sql, sparams = " AND h.scope_id = ?", (sid,)
     heads = await tx.fetchall(
-        f"SELECT h.scope_id, h.format FROM lease_heads h WHERE {cond}{scope_sql}"
-        " AND EXISTS (SELECT 1 FROM jobs j WHERE j.state = 'pending'"
-        " AND j.scope_id = h.scope_id AND j.format = h.format AND j.available_at <= ?)"
-        f" ORDER BY h.last_leased_at, h.scope_id, h.format LIMIT {CANDIDATES}",
-        *fparams, *sparams, now_us,
-    )  # fmt: skip
+        heads_sql(cond, scope_sql, str(CANDIDATES)), *fparams, *sparams, now_us
+    )
     for head_sid, fmt in heads:
-        row = await tx.fetchone(
-            "SELECT job_id FROM jobs WHERE state = 'pending' AND scope_id = ? AND format = ?"
-            f" AND available_at <= ? ORDER BY available_at, job_id LIMIT 1{tx.skip_locked}",
-            head_sid, fmt, now_us,
-        )  # fmt: skip
+        row = await tx.fetchone(OLDEST_JOB + tx.skip_locked, head_sid, fmt, now_us)
         if row is not None:
             return bytes(row[0]), int(head_sid), str(fmt)
     return None
@@ -73,7 +101,4 @@ async def pick(
 async def touch(tx: Tx, sid: int, fmt: str, now_us: int) -> None:
     """Record a lease from head ``(sid, fmt)`` at ``now_us`` (µs): the scope goes to the back
     of its format's turn."""
-    await tx.execute(
-        "UPDATE lease_heads SET last_leased_at = ? WHERE scope_id = ? AND format = ?",
-        now_us, sid, fmt,
-    )  # fmt: skip
+    await tx.execute(HEAD_TOUCH, now_us, sid, fmt)

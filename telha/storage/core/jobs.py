@@ -1,7 +1,7 @@
 """Job rows and their events, once for both engines (docs/architecture.md, "A job's life"):
-enqueue with request-level and fetch-format dedup (the rules: PostgreSQL's ``telha_enqueue``
-is their SQL copy), lease, heartbeat, fail, release, lose, reap, and the helpers the version
-and erasure operations share (lease fence, completion with child jobs, stream abandonment).
+enqueue with request-level and fetch-format dedup, lease, heartbeat, fail, release, lose,
+reap, and the helpers the version and erasure operations share (lease fence, completion with
+child jobs, stream abandonment).
 
 Every function here runs inside one transaction of a :class:`~telha.storage.core.tx.Tx`.
 On PostgreSQL each write a lease guards locks the job row (``tx.for_update``) and checks the
@@ -9,6 +9,8 @@ lease generation in the same transaction; enqueue holds the source's advisory lo
 reads what dedup compares with; a job that becomes available notifies pollers on every
 replica. On SQLite the single writer serialises the same steps. The retry policy is pure
 (:mod:`telha.domain.policy`) and arrives as a callable, so storage picks no outcomes.
+
+The statements PostgreSQL's fast paths run too are in :mod:`telha.storage.core.job_statements`.
 """
 
 from __future__ import annotations
@@ -45,6 +47,15 @@ from telha.storage.core.job_reads import (
     active_job_counts,
     get_job,
     next_available_at,
+)
+from telha.storage.core.job_statements import (
+    ACTIVE_FETCH,
+    ADD_EVENT,
+    COMPLETE_JOB,
+    INSERT_JOB,
+    LATEST_VERSION,
+    LEASE_JOB,
+    active_same_content,
 )
 from telha.storage.core.lease_fence import check_lease, fence_held
 from telha.storage.core.quotas import hold_pending
@@ -89,11 +100,7 @@ _LOSSES_SQL = (
 async def add_event(tx: Tx, job_id: bytes, at: int, transition: str, detail: str | None) -> None:
     """Append one event to a job's event list (the caller holds the job row, so two events of
     one job never race for a seq); the job's event readers are woken once it commits."""
-    await tx.execute(
-        "INSERT INTO job_events (job_id, seq, at, transition, detail) VALUES (?,"
-        " (SELECT coalesce(max(seq), 0) + 1 FROM job_events WHERE job_id = ?), ?, ?, ?)",
-        job_id, job_id, at, transition, detail,
-    )  # fmt: skip
+    await tx.execute(ADD_EVENT, job_id, job_id, at, transition, detail)
     tx.wrote_event(job_id)
 
 
@@ -108,23 +115,12 @@ async def latest_identity(tx: Tx, sid: int, source_id: bytes) -> Latest | None:
     """What dedup compares with (:class:`telha.domain.dedup.Latest`): a source's latest
     published version, retired or erased or not; ``None`` when it has none. A streamed
     version still open, or abandoned, is not published."""
-    row = await tx.fetchone(
-        "SELECT content_hash, canonical_text_hash, job_id, fingerprint, identity, retired_tx,"
-        " erased_at, tx FROM source_versions"
-        " WHERE scope_id = ? AND source_id = ? AND published_tx IS NOT NULL"
-        " ORDER BY tx DESC LIMIT 1",
-        sid, source_id,
-    )  # fmt: skip
+    row = await tx.fetchone(LATEST_VERSION, sid, source_id)
     if row is None:
         return None
     identity = row[4].encode() if isinstance(row[4], str) else row[4]
     retired, erased = row[5] is not None, row[6] is not None
     return Latest(row[0], row[1], row[2], row[3], identity, retired, erased, int(row[7]))
-
-
-def _null_equal(tx: Tx) -> str:
-    """The comparison under which ``NULL`` equals ``NULL`` (a fingerprint not known)."""
-    return "IS NOT DISTINCT FROM" if tx.postgres else "IS"
 
 
 async def _dedup(tx: Tx, sid: int, job: NewJob) -> EnqueueOutcome | None:
@@ -138,18 +134,11 @@ async def _dedup(tx: Tx, sid: int, job: NewJob) -> EnqueueOutcome | None:
         if same_identity(latest, job.content_hash, job.fingerprint):
             return EnqueueOutcome(True, None)
         active = await tx.fetchone(
-            "SELECT job_id FROM jobs WHERE scope_id = ? AND source_id = ? AND content_hash = ?"
-            f" AND fingerprint {_null_equal(tx)} ? AND state IN ('pending', 'leased')"
-            " ORDER BY created_at, job_id LIMIT 1",
+            active_same_content(postgres=tx.postgres),
             sid, job.source_id, job.content_hash, job.fingerprint,
         )  # fmt: skip
     else:
-        active = await tx.fetchone(
-            "SELECT job_id FROM jobs WHERE scope_id = ? AND source_id = ? AND format = ?"
-            " AND content_hash IS NULL AND state IN ('pending', 'leased')"
-            " ORDER BY created_at, job_id LIMIT 1",
-            sid, job.source_id, job.format,
-        )  # fmt: skip
+        active = await tx.fetchone(ACTIVE_FETCH, sid, job.source_id, job.format)
     return EnqueueOutcome(True, active[0]) if active is not None else None
 
 
@@ -179,9 +168,7 @@ async def enqueue(
         if outcome is not None:
             return outcome
     await tx.execute(
-        "INSERT INTO jobs (job_id, scope_id, kind, format, source_id, content_hash,"
-        " payload, state, available_at, created_at, updated_at, name, parent_job_id,"
-        " fingerprint) VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?)",
+        INSERT_JOB,
         job.job_id, sid, job.kind, job.format, job.source_id, job.content_hash, job.payload,
         now_us, now_us, now_us, job.name, parent, job.fingerprint,
     )  # fmt: skip
@@ -278,11 +265,7 @@ async def complete(tx: Tx, sid: int, c: JobCompletion, detail: str | None) -> tu
         elif not outcome.deduplicated:
             enqueued += 1
     stats = with_children(c.stats, enqueued) if c.children else c.stats
-    await tx.execute(
-        "UPDATE jobs SET state = 'completed', lease_owner = NULL, lease_deadline = NULL,"
-        " stats = ?, continuation = NULL, updated_at = ? WHERE job_id = ?",
-        stats, c.now_us, c.lease.job_id,
-    )  # fmt: skip
+    await tx.execute(COMPLETE_JOB, stats, c.now_us, c.lease.job_id)
     await add_event(tx, c.lease.job_id, c.now_us, "completed", detail)
     await job_ended(tx, c.lease.job_id, "completed", c.now_us)
     return tuple(refused)
@@ -390,11 +373,7 @@ async def lease(
         raise Rollback(None)
     job_id, head_sid, fmt = picked
     await fair_lease.touch(tx, head_sid, fmt, now_us)
-    await tx.execute(
-        "UPDATE jobs SET state = 'leased', lease_generation = lease_generation + 1,"
-        " lease_owner = ?, lease_deadline = ?, updated_at = ? WHERE job_id = ?",
-        worker_id, now_us + lease_us, now_us, job_id,
-    )  # fmt: skip
+    await tx.execute(LEASE_JOB, worker_id, now_us + lease_us, now_us, job_id)
     await add_event(tx, job_id, now_us, "leased", f"worker={worker_id}")
     return await select_job(tx, job_id)
 

@@ -8,7 +8,14 @@ from telha.domain.errors import StaleLease
 from telha.domain.model import LeaseRef
 from telha.storage.core.tx import Tx
 
-__all__ = ["check_lease", "fence_held"]
+__all__ = ["FENCE", "check_lease", "fence_held"]
+
+#: The held job's row, to be locked (PostgreSQL's ``telha_commit_single`` reads it too:
+#: :mod:`telha.storage.postgres.functions`); parameter ``(job)``.
+FENCE = (
+    "SELECT attempts, format, state, lease_generation, continuation, parent_job_id"
+    " FROM jobs WHERE job_id = ?"
+)
 
 
 async def check_lease(tx: Tx, lease: LeaseRef) -> tuple[int, str, bytes | None]:
@@ -30,11 +37,7 @@ async def fence_held(tx: Tx, lease: LeaseRef) -> tuple[int, str, bytes | None, b
 
     :raises StaleLease: the job is not leased under ``lease.lease_generation``.
     """
-    row = await tx.fetchone(
-        "SELECT attempts, format, state, lease_generation, continuation, parent_job_id"
-        f" FROM jobs WHERE job_id = ?{tx.for_update}",
-        lease.job_id,
-    )
+    row = await tx.fetchone(FENCE + tx.for_update, lease.job_id)
     if row is None or row[2] != "leased" or row[3] != lease.lease_generation:
         raise StaleLease("job is not leased under this lease generation")
     return int(row[0]), str(row[1]), row[4], row[5]

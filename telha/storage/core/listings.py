@@ -104,11 +104,30 @@ def _job(r: Any) -> JobSummary:
     )  # fmt: skip
 
 
-def _after(sql: str, params: list[Any], page: Page, at: str, key: str) -> str:
+def _newest_first(
+    sql: str,
+    params: list[Any],
+    page: Page,
+    principals: tuple[str, ...] | None,
+    alias: str,
+    at: str,
+    key: str,
+    *,
+    postgres: bool,
+) -> tuple[str, list[Any]]:
+    """``sql`` (over table ``alias``, its conditions so far) completed as one page of a
+    listing, newest first: with ``principals``, only what their ACL admits
+    (:func:`~telha.storage.core.acl.admitted`); after the cursor's ``(at, key)``; ordered by
+    ``at`` then ``key``, both descending; at most ``page.limit`` rows."""
+    if principals is not None:
+        seen, seen_params = admitted(alias, principals, postgres=postgres)
+        sql += f" AND {seen}"
+        params += seen_params
     if page.after is not None:
-        sql += f" AND ({at}, {key}) < (?, ?)"
+        sql += f" AND ({alias}.{at}, {alias}.{key}) < (?, ?)"
         params += [page.after[0], page.after[1]]
-    return sql
+    sql += f" ORDER BY {alias}.{at} DESC, {alias}.{key} DESC LIMIT ?"
+    return sql, [*params, page.limit]
 
 
 def _name_terms(f: SourceFilter, column: str) -> tuple[str, list[Any]]:
@@ -142,13 +161,9 @@ def sources_query(
         terms, values = _name_terms(f, "s.name" if by_name else "(s.name || '')")
         sql += terms
         params += values
-    if f.principals is not None:
-        seen, seen_params = admitted("s", f.principals, postgres=postgres)
-        sql += f" AND {seen}"
-        params += seen_params
-    sql = _after(sql, params, page, "s.changed_at", "s.source_id")
-    sql += " ORDER BY s.changed_at DESC, s.source_id DESC LIMIT ?"
-    return sql, [*params, page.limit]
+    return _newest_first(
+        sql, params, page, f.principals, "s", "changed_at", "source_id", postgres=postgres
+    )
 
 
 def prefix_count_query(sid: int, f: SourceFilter) -> tuple[str, list[Any]]:
@@ -201,13 +216,9 @@ def jobs_query(
         if value is not None:
             sql += f" AND j.{column} = ?"
             params.append(value)
-    if f.principals is not None:
-        seen, seen_params = admitted("j", f.principals, postgres=postgres)
-        sql += f" AND {seen}"
-        params += seen_params
-    sql = _after(sql, params, page, "j.created_at", "j.job_id")
-    sql += " ORDER BY j.created_at DESC, j.job_id DESC LIMIT ?"
-    return sql, [*params, page.limit]
+    return _newest_first(
+        sql, params, page, f.principals, "j", "created_at", "job_id", postgres=postgres
+    )
 
 
 async def list_jobs(tx: Tx, scope: Scope, f: JobFilter, page: Page) -> list[JobSummary]:

@@ -6,18 +6,24 @@ applied whole after the migrations on every migrate.
 A shipped migration's effect on tables and data never changes (a store records only the
 numbers it applied, no checksum): a change is a new migration. A migration defines no
 function or trigger (``tests/unit/test_sql_layout.py``): those are edited in place in
-``functions.sql``, and a migration drops a signature that file no longer defines."""
+``functions.sql``, and a migration drops a signature that file no longer defines.
+
+A ``{{name}}`` in a ``functions.sql`` stands for a statement the engine's code names (see
+:func:`functions_sql`): a statement of the general path, or one both engines' triggers run,
+written once in Python with its ``?`` placeholders filled by :func:`fill`."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from importlib import resources
 
 from telha.domain.errors import StorageError
 
-__all__ = ["functions_sql", "has_statements", "numbered_migrations", "require_current"]
+__all__ = ["fill", "functions_sql", "has_statements", "numbered_migrations", "require_current"]
 
 _NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
+_FILL = re.compile(r"\{\{(\w+)\}\}")
 
 
 def numbered_migrations(package: str) -> list[tuple[int, str, str]]:
@@ -37,10 +43,34 @@ def has_statements(sql: str) -> bool:
     return any(line.strip() and not line.lstrip().startswith("--") for line in sql.splitlines())
 
 
-def functions_sql(package: str) -> str:
+def functions_sql(package: str, fills: Mapping[str, str]) -> str:
     """The text of ``package``'s ``functions.sql``: every function and trigger of the engine,
-    each statement safe to run again (``CREATE OR REPLACE``, or a drop before the create)."""
-    return resources.files(package).joinpath("functions.sql").read_text(encoding="utf-8")
+    each statement safe to run again (``CREATE OR REPLACE``, or a drop before the create),
+    each ``{{name}}`` replaced by ``fills[name]``.
+
+    :raises ValueError: a ``{{name}}`` without a fill, or a fill used nowhere.
+    """
+    text = resources.files(package).joinpath("functions.sql").read_text(encoding="utf-8")
+    used = set(_FILL.findall(text))
+    if used != fills.keys():
+        raise ValueError(
+            f"{package} functions.sql: unfilled {sorted(used - fills.keys())},"
+            f" unused {sorted(fills.keys() - used)}"
+        )
+    return _FILL.sub(lambda m: fills[m.group(1)], text)
+
+
+def fill(statement: str, *exprs: str) -> str:
+    """``statement`` (``?`` placeholders, none inside a literal) with its placeholders
+    replaced, in order, by the SQL expressions ``exprs`` (a function's parameters and
+    variables, a trigger's ``NEW.…``).
+
+    :raises ValueError: ``statement`` has not one placeholder per expression.
+    """
+    parts = statement.split("?")
+    if len(parts) != len(exprs) + 1:
+        raise ValueError(f"{len(parts) - 1} placeholders for {len(exprs)} expressions")
+    return parts[0] + "".join(f"{expr}{part}" for expr, part in zip(exprs, parts[1:], strict=True))
 
 
 def require_current(location: str, current: int, package: str) -> None:

@@ -17,6 +17,7 @@ from telha.storage.core.engine import EngineOps
 from telha.storage.core.tx import Tx
 
 __all__ = [
+    "ADD_USAGE",
     "PENDING_QUOTA_LOCK",
     "QuotaOps",
     "hold_pending",
@@ -26,6 +27,15 @@ __all__ = [
     "stored_bytes",
     "total_stored_bytes",
 ]
+
+
+#: A difference added to a scope's stored bytes, what each engine's chunk triggers run
+#: (``functions.sql``); parameters ``(scope, shard, bytes)``.
+ADD_USAGE = (
+    "INSERT INTO scope_usage (scope_id, shard, stored_bytes) VALUES (?, ?, ?)"
+    " ON CONFLICT (scope_id, shard)"
+    " DO UPDATE SET stored_bytes = scope_usage.stored_bytes + excluded.stored_bytes"
+)
 
 
 async def scope_limits(tx: Tx, scope: Scope) -> dict[str, float]:

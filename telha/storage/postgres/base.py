@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager, suppress
-from typing import Any, Self, TypeVar
+from typing import Any, TypeVar
 
 import anyio
 import asyncpg
@@ -124,14 +124,6 @@ class PgBase(EngineOps):
                 await pool.close()
             if scope.cancelled_caught:
                 pool.terminate()
-
-    async def __aenter__(self) -> Self:
-        await self.open()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        with anyio.CancelScope(shield=True):
-            await self.close()
 
     def channel_statistics(self) -> dict[str, Any]:
         """No anyio channels here (asyncpg's pool is its own): an empty mapping."""

@@ -54,14 +54,26 @@ class FastJobOps(JobOps, PgBase):
         sid = await self._scope_id(scope, intern=True)
         assert sid is not None
 
+        args = {
+            "p_job_id": job.job_id,
+            "p_scope": sid,
+            "p_kind": job.kind,
+            "p_format": job.format,
+            "p_source": job.source_id,
+            "p_hash": job.content_hash,
+            "p_payload": job.payload,
+            "p_now": now_us,
+            "p_dedup": dedup,
+            "p_detail": None,
+            "p_lock_key": source_lock_key(sid, job.source_id),
+            "p_channel": CHANNEL,
+            "p_name": job.name,
+            "p_fingerprint": job.fingerprint,
+        }
+        sql = _call("deduplicated, job_id, erased", "telha_enqueue", args)
+
         async def one(conn: Conn) -> EnqueueOutcome:
-            row = await conn.fetchrow(
-                "SELECT deduplicated, job_id, erased FROM telha_enqueue($1, $2, $3, $4, $5, $6,"
-                " $7, $8, $9, $10, $11, $12, $13, $14)",
-                job.job_id, sid, job.kind, job.format, job.source_id, job.content_hash,
-                job.payload, now_us, dedup, None, source_lock_key(sid, job.source_id), CHANNEL,
-                job.name, job.fingerprint,
-            )  # fmt: skip
+            row = await conn.fetchrow(sql, *args.values())
             assert row is not None
             return EnqueueOutcome(bool(row[0]), row[1], bool(row[2]))
 
@@ -90,12 +102,20 @@ class FastJobOps(JobOps, PgBase):
             if sid is None:
                 return None
 
+        args = {
+            "p_formats": list(formats),
+            "p_now": now_us,
+            "p_owner": worker_id,
+            "p_deadline": now_us + lease_us,
+            "p_scope": sid,
+            "p_candidates": CANDIDATES,
+        }
+        sql = _call(
+            JOB_COLS, "telha_lease_fair", args, " j JOIN scopes s ON s.scope_id = j.scope_id"
+        )
+
         async def one(conn: Conn) -> JobRecord | None:
-            row = await conn.fetchrow(
-                f"SELECT {JOB_COLS} FROM telha_lease_fair($1, $2, $3, $4, $5, $6) j"
-                " JOIN scopes s ON s.scope_id = j.scope_id",
-                list(formats), now_us, worker_id, now_us + lease_us, sid, CANDIDATES,
-            )  # fmt: skip
+            row = await conn.fetchrow(sql, *args.values())
             return job_record(row) if row is not None else None
 
         job = await self._write("lease job", one, transaction=False)
@@ -187,7 +207,9 @@ class FastVersionOps(VersionOps, PgBase):
         own_tx = self.search_enabled or identity is not None
 
         async def one(conn: Conn) -> tuple[str, int | None]:
-            row = await conn.fetchrow(_call("telha_commit_single", args), *args.values())
+            row = await conn.fetchrow(
+                _call("outcome, tx", "telha_commit_single", args), *args.values()
+            )
             assert row is not None
             if row[0] == "committed" and identity is not None:
                 # The version's identity, in the same transaction (a first version: no reason).
@@ -210,7 +232,8 @@ class FastVersionOps(VersionOps, PgBase):
         return CommitOutcome(False, int(tx_time), rows.node_ids, rows.edge_ids, changes=changes)
 
 
-def _call(function: str, args: dict[str, Any]) -> str:
-    """``SELECT outcome, tx FROM function(name => $1, …)``: every argument by its name."""
+def _call(columns: str, function: str, args: dict[str, Any], tail: str = "") -> str:
+    """``SELECT columns FROM function(name => $1, …)tail``: every argument by its name, in
+    the order of ``args`` (whose values are then the parameters)."""
     named = ", ".join(f"{name} => ${i}" for i, name in enumerate(args, 1))
-    return f"SELECT outcome, tx FROM {function}({named})"
+    return f"SELECT {columns} FROM {function}({named}){tail}"

@@ -14,7 +14,8 @@ import asyncpg
 from asyncpg.pool import PoolConnectionProxy
 
 from telha.domain.ids import now_us
-from telha.storage.core.migrations import functions_sql, has_statements, numbered_migrations
+from telha.storage.core.migrations import has_statements, numbered_migrations
+from telha.storage.postgres import functions as function_text
 
 __all__ = ["MIGRATION_LOCK", "apply_migrations", "functions", "migrations"]
 
@@ -28,8 +29,9 @@ def migrations() -> list[tuple[int, str, str]]:
 
 
 def functions() -> str:
-    """The engine's functions and triggers (``functions.sql``)."""
-    return functions_sql("telha.storage.postgres")
+    """The engine's functions and triggers (``functions.sql``, its statements shared with the
+    general path filled in: :func:`telha.storage.postgres.functions.functions`)."""
+    return function_text.functions()
 
 
 async def apply_migrations(

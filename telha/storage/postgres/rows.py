@@ -12,11 +12,12 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from telha.domain.rows import VersionRows
+from telha.storage.core.row_tables import ROW_TABLES
 
 if TYPE_CHECKING:
     from telha.storage.postgres.tx import Conn
 
-__all__ = ["Batch", "add_rows", "insert_rows"]
+__all__ = ["TAILS", "Batch", "add_rows", "insert_rows"]
 
 
 class Batch:
@@ -72,55 +73,22 @@ class Batch:
         await conn.execute(f"WITH {ctes} SELECT 1", *self._params)
 
 
+#: What follows each table's ``INSERT`` (a table not named: nothing): a chunk or an edge equal
+#: to one an earlier part wrote is skipped, span rows of the same range merge. The general
+#: path and ``telha_commit_single`` (:mod:`telha.storage.postgres.functions`) both use it.
+TAILS = {
+    "blob_chunks": " ON CONFLICT DO NOTHING",
+    "edges": " ON CONFLICT DO NOTHING",
+    "span_rows": ' ON CONFLICT (scope_id, source_id, source_version_tx, start, "end")'
+    " DO UPDATE SET linked_nodes = span_rows.linked_nodes || excluded.linked_nodes",
+}
+
+
 def add_rows(batch: Batch, rows: VersionRows) -> None:
-    """Add ``rows`` to ``batch``: chunks, node versions, labels, edges (one equal to an
-    earlier part's skipped), span rows (those of the same range merge) and ambiguities."""
-    batch.insert(
-        "blob_chunks", "scope_id, blob_id, idx, data",
-        ("integer", "bytea", "integer", "bytea"), rows.chunks, " ON CONFLICT DO NOTHING",
-    )  # fmt: skip
-    batch.insert(
-        "nodes",
-        "scope_id, node_id, tx_from, labels, properties, provenance, source_id, valid_from,"
-        " valid_to, match_key",
-        (
-            "integer",
-            "bytea",
-            "bigint",
-            "text",
-            "bytea",
-            "bytea",
-            "bytea",
-            "bigint",
-            "bigint",
-            "bytea",
-        ),
-        rows.nodes,
-    )
-    batch.insert(
-        "node_labels", "scope_id, label, node_id, tx_from",
-        ("integer", "text", "bytea", "bigint"), rows.labels,
-    )  # fmt: skip
-    batch.insert(
-        "edges", "scope_id, edge_id, tx_from, type, from_id, to_id, properties, source_id",
-        ("integer", "bytea", "bigint", "text", "bytea", "bytea", "bytea", "bytea"), rows.edges,
-        " ON CONFLICT DO NOTHING",
-    )  # fmt: skip
-    batch.insert(
-        "span_rows",
-        'scope_id, source_id, source_version_tx, start, "end", kind, linked_nodes',
-        ("integer", "bytea", "bigint", "bigint", "bigint", "text", "bytea"),
-        rows.spans,
-        ' ON CONFLICT (scope_id, source_id, source_version_tx, start, "end") DO UPDATE SET'
-        " linked_nodes = span_rows.linked_nodes || excluded.linked_nodes",
-    )
-    batch.insert(
-        "ambiguities",
-        "scope_id, node_id, tx, source_id, kind, candidates, detector_confidence,"
-        " applied_candidate_confidence, severity_hint",
-        ("integer", "bytea", "bigint", "bytea", "text", "bytea", "float8", "float8", "text"),
-        rows.ambiguities,
-    )
+    """Add ``rows`` to ``batch``: each table of
+    :data:`~telha.storage.core.row_tables.ROW_TABLES`, with its :data:`TAILS`."""
+    for t in ROW_TABLES:
+        batch.insert(t.table, t.names, t.types, getattr(rows, t.field), TAILS.get(t.table, ""))
 
 
 async def insert_rows(conn: Conn, rows: VersionRows) -> None:

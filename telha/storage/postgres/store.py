@@ -18,27 +18,7 @@ import anyio.abc
 import asyncpg
 import structlog
 
-from telha.storage.core.acl import AclOps
-from telha.storage.core.cancel import CancelOps
-from telha.storage.core.connectors import ConnectorOps
-from telha.storage.core.diff import DiffOps
-from telha.storage.core.erasure import ErasureOps
-from telha.storage.core.failed_rows import RowFaultOps
-from telha.storage.core.job_events import JobEventOps
-from telha.storage.core.keys import KeyOps
-from telha.storage.core.listings import ListOps
-from telha.storage.core.quotas import QuotaOps
-from telha.storage.core.raw import RawOps
-from telha.storage.core.reads import ReadOps
-from telha.storage.core.reproject import ReprojectOps
-from telha.storage.core.retention import RetentionOps
-from telha.storage.core.retire import RetireOps
-from telha.storage.core.scan import ScanOps
-from telha.storage.core.search import SearchOps
-from telha.storage.core.streams import StreamOps
-from telha.storage.core.sync_runs import SyncRunOps
-from telha.storage.core.text_reads import TextReadOps
-from telha.storage.core.webhooks import WebhookOps
+from telha.storage.core.operations import SharedOps
 from telha.storage.postgres.base import PgBase
 from telha.storage.postgres.fast import FastJobOps, FastVersionOps
 from telha.storage.postgres.statistics import FirstAnalyze
@@ -52,32 +32,9 @@ log = structlog.get_logger("telha.storage")
 _RECONNECT_S = (0.1, 0.5, 1.0, 2.0, 5.0)
 
 
-class PostgresStore(
-    FastVersionOps,
-    StreamOps,
-    ReadOps,
-    AclOps,
-    TextReadOps,
-    SearchOps,
-    DiffOps,
-    RetireOps,
-    ReprojectOps,
-    ListOps,
-    FastJobOps,
-    CancelOps,
-    JobEventOps,
-    RawOps,
-    QuotaOps,
-    ScanOps,
-    ErasureOps,
-    WebhookOps,
-    ConnectorOps,
-    SyncRunOps,
-    RetentionOps,
-    KeyOps,
-    RowFaultOps,
-    PgBase,
-):
+# Every operation before PgBase (the fast paths' own base), so each mixin's __init__ runs
+# (tests/unit/test_store_composition.py).
+class PostgresStore(SharedOps, FastVersionOps, FastJobOps, PgBase):
     """PostgreSQL implementation of :class:`telha.storage.protocol.Storage`.
 
     Use as an actor (``await tg.start(store.run)`` reports the opened store; it also listens

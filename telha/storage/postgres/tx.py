@@ -20,6 +20,7 @@ from telha.storage.postgres.rows import insert_rows
 
 __all__ = [
     "CHANNEL",
+    "CLOCK",
     "DRIVER_ERRORS",
     "Conn",
     "PgSnapshotTx",
@@ -38,7 +39,9 @@ DRIVER_ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError)
 #: The LISTEN/NOTIFY channel; the payload is the format whose jobs became available.
 CHANNEL = "telha_jobs"
 
-_CLOCK = (
+#: The next transaction time (µs): the clock row's, moved past the wall clock and its last value
+#: (``telha_commit_single`` runs it too: :mod:`telha.storage.postgres.functions`).
+CLOCK = (
     "UPDATE tx_clock SET tx = greatest(tx + 1,"
     " (extract(epoch FROM clock_timestamp()) * 1000000)::bigint) WHERE id = 1 RETURNING tx"
 )
@@ -153,7 +156,7 @@ class PgTx:
     async def next_tx(self) -> int:
         """See :meth:`telha.storage.core.tx.Tx.next_tx` (the clock row, locked to the
         commit)."""
-        return int(await self.conn.fetchval(_CLOCK))
+        return int(await self.conn.fetchval(CLOCK))
 
     async def lock_sources(self, sid: int, source_ids: Sequence[bytes]) -> None:
         """See :func:`lock_sources`."""

@@ -9,7 +9,7 @@ import sqlite3
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, Literal, Self, TypeVar, cast
+from typing import Any, Literal, TypeVar, cast
 
 import aiosqlite
 import anyio
@@ -167,14 +167,6 @@ class SqliteBase(EngineOps):
     def writers_waiting(self) -> int:
         """Tasks waiting for the single writer connection (its lock) now."""
         return int(self._write_lock.statistics().tasks_waiting)
-
-    async def __aenter__(self) -> Self:
-        await self.open()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        with anyio.CancelScope(shield=True):
-            await self.close()
 
     async def _connect(self, *, readonly: bool) -> aiosqlite.Connection:
         if readonly:

@@ -3,6 +3,8 @@
 -- migrate, in a transaction of its own
 -- (telha/storage/sqlite/migrate.py): SQLite has no CREATE OR REPLACE TRIGGER, so each
 -- trigger is dropped and created again. The migrations hold tables, indexes and data only.
+-- A name in double braces is a statement the code names, filled in by
+-- telha.storage.sqlite.migrate.functions (the scope_usage counter's, as PostgreSQL's).
 -- schema.txt beside this file is the schema this gives; `make schema` writes it again.
 
 -- A scope's stored bytes (telha.storage.core.quotas.stored_bytes): every chunk written,
@@ -14,28 +16,20 @@ DROP TRIGGER IF EXISTS raw_chunks_usage_ins;
 DROP TRIGGER IF EXISTS raw_chunks_usage_upd;
 DROP TRIGGER IF EXISTS raw_chunks_usage_del;
 CREATE TRIGGER blob_chunks_usage_ins AFTER INSERT ON blob_chunks BEGIN
-    INSERT INTO scope_usage (scope_id, shard, stored_bytes) VALUES (NEW.scope_id, 0, length(NEW.data))
-        ON CONFLICT (scope_id, shard) DO UPDATE SET stored_bytes = stored_bytes + excluded.stored_bytes;
+    {{usage_insert}};
 END;
 CREATE TRIGGER blob_chunks_usage_upd AFTER UPDATE OF data ON blob_chunks BEGIN
-    INSERT INTO scope_usage (scope_id, shard, stored_bytes)
-        VALUES (NEW.scope_id, 0, length(NEW.data) - length(OLD.data))
-        ON CONFLICT (scope_id, shard) DO UPDATE SET stored_bytes = stored_bytes + excluded.stored_bytes;
+    {{usage_update}};
 END;
 CREATE TRIGGER blob_chunks_usage_del AFTER DELETE ON blob_chunks BEGIN
-    INSERT INTO scope_usage (scope_id, shard, stored_bytes) VALUES (OLD.scope_id, 0, -length(OLD.data))
-        ON CONFLICT (scope_id, shard) DO UPDATE SET stored_bytes = stored_bytes + excluded.stored_bytes;
+    {{usage_delete}};
 END;
 CREATE TRIGGER raw_chunks_usage_ins AFTER INSERT ON raw_chunks BEGIN
-    INSERT INTO scope_usage (scope_id, shard, stored_bytes) VALUES (NEW.scope_id, 0, length(NEW.data))
-        ON CONFLICT (scope_id, shard) DO UPDATE SET stored_bytes = stored_bytes + excluded.stored_bytes;
+    {{usage_insert}};
 END;
 CREATE TRIGGER raw_chunks_usage_upd AFTER UPDATE OF data ON raw_chunks BEGIN
-    INSERT INTO scope_usage (scope_id, shard, stored_bytes)
-        VALUES (NEW.scope_id, 0, length(NEW.data) - length(OLD.data))
-        ON CONFLICT (scope_id, shard) DO UPDATE SET stored_bytes = stored_bytes + excluded.stored_bytes;
+    {{usage_update}};
 END;
 CREATE TRIGGER raw_chunks_usage_del AFTER DELETE ON raw_chunks BEGIN
-    INSERT INTO scope_usage (scope_id, shard, stored_bytes) VALUES (OLD.scope_id, 0, -length(OLD.data))
-        ON CONFLICT (scope_id, shard) DO UPDATE SET stored_bytes = stored_bytes + excluded.stored_bytes;
+    {{usage_delete}};
 END;

@@ -6,7 +6,8 @@ from __future__ import annotations
 import aiosqlite
 
 from telha.domain.ids import now_us
-from telha.storage.core.migrations import functions_sql, numbered_migrations
+from telha.storage.core.migrations import fill, functions_sql, numbered_migrations
+from telha.storage.core.quotas import ADD_USAGE
 
 __all__ = ["apply_migrations", "functions", "migrations"]
 
@@ -17,8 +18,19 @@ def migrations() -> list[tuple[int, str, str]]:
 
 
 def functions() -> str:
-    """The engine's triggers (``functions.sql``)."""
-    return functions_sql("telha.storage.sqlite")
+    """The engine's triggers (``functions.sql``), each chunk trigger adding its difference
+    to ``scope_usage`` with :data:`telha.storage.core.quotas.ADD_USAGE` (one writer: shard
+    0)."""
+    return functions_sql(
+        "telha.storage.sqlite",
+        {
+            "usage_insert": fill(ADD_USAGE, "NEW.scope_id", "0", "length(NEW.data)"),
+            "usage_update": fill(
+                ADD_USAGE, "NEW.scope_id", "0", "length(NEW.data) - length(OLD.data)"
+            ),
+            "usage_delete": fill(ADD_USAGE, "OLD.scope_id", "0", "-length(OLD.data)"),
+        },
+    )
 
 
 async def _current(conn: aiosqlite.Connection) -> int:

@@ -14,6 +14,7 @@ from typing import Any
 
 from telha.domain.identity import DEFERRED
 from telha.domain.rows import VersionRows, build_rows
+from telha.storage.core.row_tables import ROW_TABLES
 
 __all__ = ["VersionRows", "build_rows", "insert_batched", "insert_rows"]
 
@@ -77,42 +78,29 @@ def _keys_deferred(nodes: list[tuple[Any, ...]]) -> bool:
     return set(map(_match_key, nodes)) == {DEFERRED}
 
 
+_TABLES = {t.field: t for t in ROW_TABLES}
+
+
+def _head(field: str, verb: str = "INSERT") -> str:
+    """``verb INTO table (columns) VALUES`` of one table of a version's rows."""
+    t = _TABLES[field]
+    return f"{verb} INTO {t.table} ({t.names}) VALUES"
+
+
 def insert_rows(conn: sqlite3.Connection, rows: VersionRows) -> None:
     """Write ``rows`` inside the current transaction (span rows of the same range merge)."""
-    conn.executemany(
-        "INSERT OR IGNORE INTO blob_chunks (scope_id, blob_id, idx, data) VALUES (?, ?, ?, ?)",
-        rows.chunks,
-    )
+    conn.executemany(f"{_head('chunks', 'INSERT OR IGNORE')} (?, ?, ?, ?)", rows.chunks)
+    last = _DEFERRED_SQL if _keys_deferred(rows.nodes) else None
+    insert_batched(conn, _head("nodes"), rows.nodes, last=last)
+    insert_batched(conn, _head("labels"), rows.labels)
+    # An edge equal in every field to one an earlier part of the stream wrote.
+    insert_batched(conn, _head("edges"), rows.edges, " ON CONFLICT DO NOTHING")
     insert_batched(
         conn,
-        "INSERT INTO nodes (scope_id, node_id, tx_from, labels, properties, provenance,"
-        " source_id, valid_from, valid_to, match_key) VALUES",
-        rows.nodes,
-        last=_DEFERRED_SQL if _keys_deferred(rows.nodes) else None,
-    )
-    insert_batched(
-        conn, "INSERT INTO node_labels (scope_id, label, node_id, tx_from) VALUES", rows.labels
-    )
-    insert_batched(
-        conn,
-        "INSERT INTO edges (scope_id, edge_id, tx_from, type, from_id, to_id, properties,"
-        " source_id) VALUES",
-        rows.edges,
-        # An edge equal in every field to one an earlier part of the stream wrote.
-        " ON CONFLICT DO NOTHING",
-    )
-    insert_batched(
-        conn,
-        'INSERT INTO span_rows (scope_id, source_id, source_version_tx, start, "end", kind,'
-        " linked_nodes) VALUES",
+        _head("spans"),
         rows.spans,
         # || yields TEXT; the cast keeps the bytes a BLOB of 16-byte ids.
         " ON CONFLICT DO UPDATE SET"
         " linked_nodes = CAST(linked_nodes || excluded.linked_nodes AS BLOB)",
     )
-    insert_batched(
-        conn,
-        "INSERT INTO ambiguities (scope_id, node_id, tx, source_id, kind, candidates,"
-        " detector_confidence, applied_candidate_confidence, severity_hint) VALUES",
-        rows.ambiguities,
-    )
+    insert_batched(conn, _head("ambiguities"), rows.ambiguities)

@@ -11,61 +11,16 @@ from __future__ import annotations
 import anyio
 import anyio.abc
 
-from telha.storage.core.acl import AclOps
-from telha.storage.core.cancel import CancelOps
-from telha.storage.core.connectors import ConnectorOps
-from telha.storage.core.diff import DiffOps
-from telha.storage.core.erasure import ErasureOps
-from telha.storage.core.failed_rows import RowFaultOps
-from telha.storage.core.job_events import JobEventOps
 from telha.storage.core.jobs import JobOps
-from telha.storage.core.keys import KeyOps
-from telha.storage.core.listings import ListOps
-from telha.storage.core.quotas import QuotaOps
-from telha.storage.core.raw import RawOps
-from telha.storage.core.reads import ReadOps
-from telha.storage.core.reproject import ReprojectOps
-from telha.storage.core.retention import RetentionOps
-from telha.storage.core.retire import RetireOps
-from telha.storage.core.scan import ScanOps
-from telha.storage.core.search import SearchOps
-from telha.storage.core.streams import StreamOps
-from telha.storage.core.sync_runs import SyncRunOps
-from telha.storage.core.text_reads import TextReadOps
+from telha.storage.core.operations import SharedOps
 from telha.storage.core.versions import VersionOps
-from telha.storage.core.webhooks import WebhookOps
 from telha.storage.sqlite.base import SqliteBase, _nothing
 from telha.storage.sqlite.checkpointer import Checkpointer
 
 __all__ = ["SqliteStore"]
 
 
-class SqliteStore(
-    VersionOps,
-    StreamOps,
-    ReadOps,
-    AclOps,
-    TextReadOps,
-    SearchOps,
-    DiffOps,
-    RetireOps,
-    ReprojectOps,
-    ListOps,
-    JobOps,
-    CancelOps,
-    JobEventOps,
-    RawOps,
-    QuotaOps,
-    ScanOps,
-    ErasureOps,
-    WebhookOps,
-    ConnectorOps,
-    SyncRunOps,
-    RetentionOps,
-    KeyOps,
-    RowFaultOps,
-    SqliteBase,
-):
+class SqliteStore(VersionOps, JobOps, SharedOps, SqliteBase):
     """SQLite implementation of :class:`telha.storage.protocol.Storage`.
 
     Use as an actor (``await tg.start(store.run)`` reports the opened store) or, in short-lived

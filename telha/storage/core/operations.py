@@ -1,0 +1,59 @@
+"""The storage operations written once for both engines (:mod:`telha.storage.core`), composed
+once: each engine's store is its versions' and jobs' operations (an engine may override those
+with a measured fast path: docs/architecture.md, "The storage seam"), these, and its base (the
+transaction and read runners).
+"""
+
+from __future__ import annotations
+
+from telha.storage.core.acl import AclOps
+from telha.storage.core.cancel import CancelOps
+from telha.storage.core.connectors import ConnectorOps
+from telha.storage.core.diff import DiffOps
+from telha.storage.core.erasure import ErasureOps
+from telha.storage.core.failed_rows import RowFaultOps
+from telha.storage.core.job_events import JobEventOps
+from telha.storage.core.keys import KeyOps
+from telha.storage.core.listings import ListOps
+from telha.storage.core.quotas import QuotaOps
+from telha.storage.core.raw import RawOps
+from telha.storage.core.reads import ReadOps
+from telha.storage.core.reproject import ReprojectOps
+from telha.storage.core.retention import RetentionOps
+from telha.storage.core.retire import RetireOps
+from telha.storage.core.scan import ScanOps
+from telha.storage.core.search import SearchOps
+from telha.storage.core.streams import StreamOps
+from telha.storage.core.sync_runs import SyncRunOps
+from telha.storage.core.text_reads import TextReadOps
+from telha.storage.core.webhooks import WebhookOps
+
+__all__ = ["SharedOps"]
+
+
+class SharedOps(
+    StreamOps,
+    ReadOps,
+    AclOps,
+    TextReadOps,
+    SearchOps,
+    DiffOps,
+    RetireOps,
+    ReprojectOps,
+    ListOps,
+    CancelOps,
+    JobEventOps,
+    RawOps,
+    QuotaOps,
+    ScanOps,
+    ErasureOps,
+    WebhookOps,
+    ConnectorOps,
+    SyncRunOps,
+    RetentionOps,
+    KeyOps,
+    RowFaultOps,
+):
+    """Every operation of :class:`telha.storage.protocol.Storage` but those of
+    :class:`~telha.storage.core.versions.VersionOps` and
+    :class:`~telha.storage.core.jobs.JobOps`."""
