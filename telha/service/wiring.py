@@ -207,7 +207,7 @@ async def _serve(
         metrics.watch_channels(store.channel_statistics)
         metrics.watch_gauge(
             "telha_storage_writer_waiting",
-            "Tasks waiting for the single SQLite writer connection",
+            "Write transactions queued behind the one the SQLite writer runs",
             store.writers_waiting,
         )
         for name, doc, read in debug_gauges():  # TELHA_DEBUG_MEMORY=1 only (bench/soak.py)

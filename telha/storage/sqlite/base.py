@@ -81,10 +81,11 @@ class SqliteBase(EngineOps):
         self._synchronous = synchronous.upper()
         self._n_readers = readers
         self._writer: aiosqlite.Connection | None = None
-        # Fast acquire: no extra turn of the event loop when the writer is free (a
-        # transaction suspends on the writer's thread at once anyway; bench/RESULTS.md,
-        # "Fewer statements per job").
-        self._write_lock = anyio.Lock(fast_acquire=True)
+        #: Write transactions handed to the writer's thread and not yet answered (each
+        #: caller awaits its own; :meth:`_write`), and the event set when none is.
+        self._writes = 0
+        self._writes_done = anyio.Event()
+        self._writes_done.set()
         self._pool_send: Any = None
         self._pool_recv: Any = None
         self._readers: list[aiosqlite.Connection] = []
@@ -165,8 +166,14 @@ class SqliteBase(EngineOps):
         return {"storage.readers": self._pool_recv.statistics()}
 
     def writers_waiting(self) -> int:
-        """Tasks waiting for the single writer connection (its lock) now."""
-        return int(self._write_lock.statistics().tasks_waiting)
+        """Write transactions queued behind the one the writer's thread runs now."""
+        return max(0, self._writes - 1)
+
+    async def writes_drained(self) -> None:
+        """Return once no write transaction is queued or running (a close after it cuts
+        none in half)."""
+        while self._writes:
+            await self._writes_done.wait()
 
     async def _connect(self, *, readonly: bool) -> aiosqlite.Connection:
         if readonly:
@@ -292,15 +299,15 @@ class SqliteBase(EngineOps):
         copy every WAL frame into the database file and truncate the WAL to zero bytes, so no
         frame keeps an older page holding erased bytes (``secure_delete`` zeroed them in the
         pages). Retried (50 times, 0.1 s apart) while readers hold old snapshots. Each try
-        holds the writer lock (so no write lands during it), never the wait between tries: a
+        runs on the writer's thread between two transactions (so no write lands during
+        it), never the wait between tries: a
         long ``telha check`` snapshot must not stall every write of the service meanwhile
         (writes landing in between carry no erased bytes, and the next try checkpoints them
         too)."""
         for _ in range(50):
-            async with self._write_lock:
-                w = self._require_writer()
-                async with w.execute("PRAGMA wal_checkpoint(TRUNCATE)") as cur:
-                    row = await cur.fetchone()
+            w = self._require_writer()
+            # One call on the writer's thread, between two transactions.
+            row = await w._execute(_checkpoint, w._conn)  # type: ignore[no-untyped-call]
             if row is not None and row[0] == 0:
                 return
             await anyio.sleep(0.1)
@@ -333,51 +340,66 @@ class SqliteBase(EngineOps):
         """Run ``fn(conn, *args)`` as one ``BEGIN IMMEDIATE`` transaction on the writer's own
         thread: one hand-off per transaction, not one per statement.
 
+        Transactions queue on the writer's thread in call order (aiosqlite's queue): the
+        thread runs one after the other without waiting for the event loop in between, and
+        each caller is woken as its own transaction commits (each its own ``BEGIN`` …
+        ``COMMIT``: no caller waits for a later one's; bench/RESULTS.md, "Third round").
+
         ``fn`` is synchronous and gets the raw ``sqlite3.Connection``; it may ``ROLLBACK``
         itself to write nothing. Any exception rolls back. The await is shielded: a caller
-        cancelled mid-commit still learns the outcome, and the lock is never released while
-        a transaction is open. ``sqlite3`` errors become :class:`StorageError`.
+        cancelled mid-commit still learns the outcome. ``sqlite3`` errors become
+        :class:`StorageError`.
         """
         with anyio.CancelScope(shield=True):
-            async with self._write_lock:
-                w = self._require_writer()
-                try:
-                    # aiosqlite has no public "run this on the connection's thread";
-                    # _execute/_conn are stable across the pinned 0.22 line.
-                    result, committed = await w._execute(  # type: ignore[no-untyped-call]
-                        _in_transaction, w._conn, fn, args
-                    )
-                except sqlite3.Error as exc:
-                    self._new_scopes.clear()
-                    raise StorageError(f"cannot {what}: {exc}") from exc
-                except BaseException:
-                    self._new_scopes.clear()
-                    raise
-                if committed:  # a body that rolled itself back interned nothing
-                    self._scopes.update(self._new_scopes)
-                self._new_scopes.clear()
+            w = self._require_writer()
+            self._writes += 1
+            if self._writes == 1:
+                self._writes_done = anyio.Event()
+            try:
+                # aiosqlite has no public "run this on the connection's thread";
+                # _execute/_conn are stable across the pinned 0.22 line.
+                result, committed = await w._execute(  # type: ignore[no-untyped-call]
+                    self._in_transaction, w._conn, fn, args
+                )
+            except sqlite3.Error as exc:
+                raise StorageError(f"cannot {what}: {exc}") from exc
+            finally:
+                self._writes -= 1
+                if not self._writes:
+                    self._writes_done.set()
         if committed:
             self._on_commit()
         return cast(T, result)
 
-
-def _in_transaction(
-    conn: sqlite3.Connection, fn: Callable[..., T], args: tuple[Any, ...]
-) -> tuple[T, bool]:
-    """``(fn's result, whether it committed)``; False when the body rolled back itself (or
-    raised :class:`Rollback`, whose value is the result)."""
-    conn.execute("BEGIN IMMEDIATE")
-    try:
+    def _in_transaction(
+        self, conn: sqlite3.Connection, fn: Callable[..., T], args: tuple[Any, ...]
+    ) -> tuple[T, bool]:
+        """``(fn's result, whether it committed)``, on the writer's thread; False when the
+        body rolled back itself (or raised :class:`Rollback`, whose value is the result).
+        Scope ids it interned reach the cache once it committed, before the next
+        transaction starts."""
         try:
-            result = fn(conn, *args)
-        except Rollback as rb:
-            conn.execute("ROLLBACK")
-            return rb.value, False
-        if not conn.in_transaction:
-            return result, False
-        conn.execute("COMMIT")
-        return result, True
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                try:
+                    result = fn(conn, *args)
+                except Rollback as rb:
+                    conn.execute("ROLLBACK")
+                    return rb.value, False
+                if not conn.in_transaction:
+                    return result, False
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            self._scopes.update(self._new_scopes)
+            return result, True
+        finally:
+            self._new_scopes.clear()
+
+
+def _checkpoint(conn: sqlite3.Connection) -> tuple[int, int, int] | None:
+    """``PRAGMA wal_checkpoint(TRUNCATE)``'s row: (busy, WAL frames, frames checkpointed)."""
+    row: tuple[int, int, int] | None = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+    return row

@@ -29,7 +29,7 @@ class SqliteStore(VersionOps, JobOps, SharedOps, SqliteBase):
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[SqliteStore]) -> None:
         """Actor body: open, start the WAL checkpointer, report ``self`` as started, wait for
-        cancellation, close (shielded, after the writer lock is free so no transaction is cut
+        cancellation, close (shielded, once no write transaction is queued, so none is cut
         in half)."""
         await self.open()
         try:
@@ -42,8 +42,8 @@ class SqliteStore(VersionOps, JobOps, SharedOps, SqliteBase):
         finally:
             self._on_commit = _nothing
             with anyio.CancelScope(shield=True):
-                async with self._write_lock:
-                    await self.close()
+                await self.writes_drained()
+                await self.close()
 
     def job_wakeups(self) -> None:
         """No cross-process wake-ups: one ``telha serve`` owns an SQLite file, and its
