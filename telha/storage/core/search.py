@@ -341,9 +341,11 @@ async def locate(
     (:func:`~telha.domain.search_query.quote_terms`: the index; a one-word quote that may
     lie inside a word, :func:`~telha.domain.search_query.quote_fragment`: the substring
     index, :func:`~telha.storage.core.search_candidates.containing`), verified against their
-    canonical text folded (:func:`~telha.domain.search_query.find_quote`). Occurrences that
-    nested span rows share are one, with the nodes of every such row. With ``principals``,
-    of the sources whose ACL admits one of them only."""
+    canonical text folded (:func:`~telha.domain.search_query.find_quote`) in the order of
+    the places they hold (source, version, start), :data:`VERIFY_BATCH` read at a time,
+    until the first ``limit`` places are known. Occurrences that nested span rows share
+    are one, with the nodes of every such row. With ``principals``, of the sources whose
+    ACL admits one of them only."""
     sid = await tx.known_scope_id(scope)
     if sid is None:
         return []
