@@ -43,11 +43,13 @@ __all__ = [
     "IGNORABLES",
     "MAX_WORD",
     "Word",
+    "aligned_fold",
     "fold",
     "fold_cluster",
     "fold_stream",
     "folded_words",
     "is_cjk_unit",
+    "stream_fold",
     "word_spans",
     "words",
 ]
@@ -167,7 +169,8 @@ _MARK = regex.compile(r"\p{M}")
 _NOT_WORD_CHAR = regex.compile(r"[^\p{L}\p{N}\p{M}]")
 _SPACE = re.compile(r"\s+")
 # Plain text folding character for character (see _aligned): cut once, after folding.
-_NOT_ALIGNED = re.compile(f"[^{_aligned(_PLAIN_RANGES)}]")
+_ALIGNED = _aligned(_PLAIN_RANGES)
+_NOT_ALIGNED = re.compile(f"[^{_ALIGNED}]")
 
 #: ``(folded word, start, end)``: the word's character offsets in the text it came from.
 Word = tuple[str, int, int]
@@ -187,6 +190,27 @@ def fold_cluster(cluster: str) -> str:
         s = _ARABIC_OPTIONAL.sub("", s)
         s = unicodedata.normalize("NFC", s).translate(_LETTERS)
     return s
+
+
+def _stream_aligned() -> str:
+    """The code points of the aligned class (:func:`_aligned`) that :func:`fold_stream`
+    folds as :func:`_fold_whole` does: whitespace folding to whitespace, any other character
+    to the one :func:`fold_cluster` makes of it (``↚``, an arrow over a stroke, is aligned
+    for the words but keeps its stroke in a quote's folding: not here)."""
+    aligned = re.compile(f"[{_ALIGNED}]")
+    kept = []
+    for cp in range(0x2C00):
+        c = chr(cp)
+        if not aligned.match(c):
+            continue
+        f = _fold_whole(c)
+        if c.isspace() == f.isspace() and (c.isspace() or fold_cluster.__wrapped__(c) == f):
+            kept.append(cp)
+    return _class(kept)
+
+
+# Plain text that fold_stream folds character for character, as _fold_whole does.
+_NOT_STREAM_ALIGNED = re.compile(f"[^{_stream_aligned()}]")
 
 
 @lru_cache(maxsize=1 << 16)
@@ -259,19 +283,47 @@ def _fold_plain(text: str) -> list[str]:
     return [w[:MAX_WORD] for w in cut.findall(whole)]
 
 
+def aligned_fold(text: str) -> str | None:
+    """``text`` folded character for character, when it folds so: ASCII text, or text of
+    the plain ranges, already NFKC, whose every character folds to one character that is a
+    word character exactly when it is one (:func:`_aligned`); ``None`` for any other text.
+
+    The result has ``text``'s length, and its character ``i`` is what :func:`fold_cluster`
+    makes of ``text[i]`` (each such character is a grapheme cluster of its own): so its
+    words (runs of ``[^\\W_]``, the standard library's ``re``) are the folded words of
+    :func:`words` at the same offsets (tests/unit/test_folding.py checks it for every code
+    point): a search re-cuts every hit's text, this is the fast way for the usual text."""
+    if text.isascii():
+        return text.lower()
+    if _NOT_ALIGNED.search(text) is None and unicodedata.is_normalized("NFKC", text):
+        return _fold_whole(text)
+    return None
+
+
+def stream_fold(text: str) -> str | None:
+    """:func:`aligned_fold` of a text whose every character :func:`fold_stream` folds the
+    same way (whitespace to whitespace, any other character as :func:`fold_cluster` does):
+    then :func:`fold_stream` of ``text`` is the result with each whitespace run made one
+    space (a leading run dropped), character for character, which a locate searches
+    without building the stream; ``None`` for any other text."""
+    if text.isascii():
+        return text.lower()
+    if _NOT_STREAM_ALIGNED.search(text) is None and unicodedata.is_normalized("NFKC", text):
+        return _fold_whole(text)
+    return None
+
+
 def word_spans(text: str) -> tuple[list[str], list[tuple[int, int]]]:
     """:func:`words` as two lists, the folded words and their ``(start, end)`` character
     offsets, found faster for ASCII text and for the plain text :func:`folded_words` folds
     as a whole (the words are cut by the standard library's ``re`` and folded at once rather
     than one by one: a search cuts every hit's text again to find its matched words)."""
-    if text.isascii() or (
-        _NOT_ALIGNED.search(text) is None and unicodedata.is_normalized("NFKC", text)
-    ):
-        # Folded character for character (_aligned): the words of the folding are the
-        # text's words, at the same offsets.
+    whole = aligned_fold(text)
+    if whole is not None:
+        # Folded character for character: the words of the folding are the text's words,
+        # at the same offsets.
         # Split keeping the words: [gap, word, gap, …, word, gap]; its running lengths are
         # every word's start and end (no match object per word).
-        whole = text.lower() if text.isascii() else _fold_whole(text)
         parts = (_ASCII_SPLIT if whole.isascii() else _PLAIN_SPLIT).split(whole)
         folded = parts[1::2]
         if any(len(w) > MAX_WORD for w in folded):

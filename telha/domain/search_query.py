@@ -12,10 +12,20 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 from telha.domain.canonical import normalize_canonical
 from telha.domain.errors import RequestError
-from telha.domain.folding import Word, fold_stream, is_cjk_unit, word_spans, words
+from telha.domain.folding import (
+    MAX_WORD,
+    Word,
+    aligned_fold,
+    fold_stream,
+    is_cjk_unit,
+    stream_fold,
+    word_spans,
+    words,
+)
 
 __all__ = [
     "MAX_INDEXED_SCOPE",
@@ -170,6 +180,49 @@ def match_ranges(text: str, terms: list[Term]) -> list[tuple[int, int]]:
 def match_places(text: str, terms: list[Term]) -> list[tuple[int, int, int]]:
     """:func:`match_ranges` with each range's start as a character offset too:
     ``(start byte, end byte, start character)``."""
+    whole = aligned_fold(text)
+    if whole is not None and all(len(w) < MAX_WORD for t in terms for w in t.words):
+        ranges = _found_in_whole(whole, terms)
+    else:
+        ranges = _found_in_words(text, terms)
+    if not ranges:
+        return []
+    if text.isascii():
+        return [(lo, hi, lo) for lo, hi in sorted(ranges)]
+    byte_at = _ByteOffsets(text)
+    points = sorted({p for r in ranges for p in r})
+    at = {p: byte_at(p) for p in points}
+    return [(at[lo], at[hi], lo) for lo, hi in sorted(ranges)]
+
+
+@lru_cache(maxsize=1024)
+def _term_pattern(term: Term) -> re.Pattern[str]:
+    """``term`` as a pattern over a text folded character for character (:func:`aligned_fold`):
+    its words (the last one or a longer word it starts, for a prefix) with a gap of non-word
+    characters between them, at word boundaries — the runs of ``[^\\W_]`` being that text's
+    words (its words are never cut at :data:`MAX_WORD` here: the caller keeps terms of
+    shorter words)."""
+    body = r"[\W_]+".join(map(re.escape, term.words)) + (r"[^\W_]*" if term.prefix else "")
+    return re.compile(rf"(?<![^\W_]){body}(?![^\W_])")
+
+
+def _found_in_whole(whole: str, terms: list[Term]) -> set[tuple[int, int]]:
+    """The character ranges of every occurrence of ``terms`` in ``whole``, a text folded
+    character for character: each term's pattern searched from every start (overlapping
+    phrases included: ``a a`` twice in ``a a a``)."""
+    ranges: set[tuple[int, int]] = set()
+    for t in terms:
+        pattern = _term_pattern(t)
+        m = pattern.search(whole)
+        while m is not None:
+            ranges.add(m.span())
+            m = pattern.search(whole, m.start() + 1)
+    return ranges
+
+
+def _found_in_words(text: str, terms: list[Term]) -> set[tuple[int, int]]:
+    """The character ranges of every occurrence of ``terms`` in ``text``, by its folded
+    words (:func:`~telha.domain.folding.word_spans`)."""
     folded, spans = word_spans(text)
     ranges: set[tuple[int, int]] = set()
     n = len(folded)
@@ -182,14 +235,7 @@ def match_places(text: str, terms: list[Term]) -> list[tuple[int, int, int]]:
             w = folded[i + k - 1]
             if w == last or (t.prefix and w.startswith(last)):
                 ranges.add((spans[i][0], spans[i + k - 1][1]))
-    if not ranges:
-        return []
-    if text.isascii():
-        return [(lo, hi, lo) for lo, hi in sorted(ranges)]
-    byte_at = _ByteOffsets(text)
-    points = sorted({p for r in ranges for p in r})
-    at = {p: byte_at(p) for p in points}
-    return [(at[lo], at[hi], lo) for lo, hi in sorted(ranges)]
+    return ranges
 
 
 @dataclass(frozen=True, slots=True)
@@ -293,9 +339,20 @@ def find_quote(text: str, quote: Quote) -> list[tuple[int, int, bool]]:
     covers whole grapheme clusters of ``text``. ``exact`` when its bytes equal the quote's."""
     if not quote.folded:
         return []
-    folded, starts, ends = fold_stream(text)
-    out = []
     byte_lo, byte_hi = _ByteOffsets(text), _ByteOffsets(text)
+    out = []
+    whole = stream_fold(text)
+    pattern = _quote_pattern(quote.folded) if whole is not None else None
+    if whole is not None and pattern is not None:
+        # Folded character for character: the folded quote's characters are the text's at
+        # the same offsets, its spaces the text's whitespace runs, whole.
+        m = pattern.search(whole)
+        while m is not None:
+            lo, hi = m.span()
+            out.append((byte_lo(lo), byte_hi(hi), text[lo:hi] == quote.text))
+            m = pattern.search(whole, lo + 1)
+        return sorted(set(out))
+    folded, starts, ends = fold_stream(text)
     size = len(quote.folded)
     at = folded.find(quote.folded)
     while at >= 0:
@@ -303,6 +360,24 @@ def find_quote(text: str, quote: Quote) -> list[tuple[int, int, bool]]:
         out.append((byte_lo(lo), byte_hi(hi), text[lo:hi] == quote.text))
         at = folded.find(quote.folded, at + 1)
     return sorted(set(out))
+
+
+_WHITESPACE = re.compile(r"\s")
+#: A whitespace run of a text, whole: what one space of a folded quote stands for.
+_RUN = r"(?<!\s)\s+(?!\s)"
+
+
+@lru_cache(maxsize=256)
+def _quote_pattern(folded: str) -> re.Pattern[str] | None:
+    """A folded quote (:attr:`Quote.folded`) as a pattern over a text folded character for
+    character (:func:`~telha.domain.folding.stream_fold`), where :func:`fold_stream` would
+    have made each whitespace run one space: each of its spaces a whole whitespace run, the
+    rest its characters. ``None`` when a piece between its spaces holds other whitespace
+    (a character that folds to it; the general way compares it)."""
+    pieces = folded.split(" ")
+    if any(_WHITESPACE.search(p) for p in pieces):
+        return None
+    return re.compile(_RUN.join(map(re.escape, pieces)))
 
 
 class _ByteOffsets:

@@ -7,6 +7,7 @@ grapheme); a quote is found inside words, overlapping, and after folding."""
 
 from __future__ import annotations
 
+import contextlib
 import re
 
 import pytest
@@ -15,8 +16,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from telha.domain import folding
+from telha.domain.errors import RequestError
 from telha.domain.folding import fold, fold_stream, words
 from telha.domain.search_query import (
+    Quote,
     Term,
     find_quote,
     fts5_query,
@@ -212,3 +215,65 @@ def _ranges_word_by_word(text: str, terms: list[Term]) -> list[tuple[int, int]]:
 def test_match_ranges_are_the_words_matched(text: str, q: str) -> None:
     terms = parse_query(q)
     assert match_ranges(text, terms) == _ranges_word_by_word(text, terms)
+
+
+def _quote_by_stream(text: str, quote: Quote) -> list[tuple[int, int, bool]]:
+    """The occurrences of ``quote`` as :func:`fold_stream` of the whole text gives them (the
+    general way, whatever the text)."""
+    folded, starts, ends = fold_stream(text)
+    out, size = set(), len(quote.folded)
+    at = folded.find(quote.folded)
+    while at >= 0:
+        lo, hi = starts[at], ends[at + size - 1]
+        out.add((len(text[:lo].encode()), len(text[:hi].encode()), text[lo:hi] == quote.text))
+        at = folded.find(quote.folded, at + 1)
+    return sorted(out)
+
+
+def _quotes(*texts: str) -> list[Quote]:
+    out = []
+    for t in texts:
+        with contextlib.suppress(RequestError):  # a text holding no word is no quote
+            out.append(parse_quote(t))
+    return out
+
+
+_WHITESPACE = [*" \t\n\x0b\x0c\x1c\x1f\x85\xa0\u2002\u2028\u3000"]
+
+
+def test_quotes_in_text_folded_character_for_character_agree_for_every_code_point() -> None:
+    # A text folded character for character (aligned_fold) is searched without its folded
+    # stream: every code point, alone, inside a word and beside whitespace, must give the
+    # places the folded stream gives, for quotes cut from it and for quotes holding it.
+    for cp in [*range(0x20, 0x2C00), *map(ord, _WHITESPACE)]:
+        c = chr(cp)
+        for text in (f"a{c}b", f"é{c}  x {c}", f"Ω {c}{c}b\t{c}"):
+            for quote in _quotes(text, f"{c}b", f"a{c}", f"{c}", "b", f"x {c}", f"{c}{c}b"):
+                assert find_quote(text, quote) == _quote_by_stream(text, quote), (hex(cp), text)
+
+
+_SPACED = [*_PLAIN, *_ODD, *_WHITESPACE]
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    text=st.text(alphabet=st.sampled_from(_SPACED), min_size=1, max_size=60),
+    cut=st.tuples(st.integers(0, 60), st.integers(1, 12)),
+    q=st.sampled_from(["ss", "a a", "é ё", "9 ,", "ae", "Σ", "ﬁ", "a\u00ada"]),
+)
+def test_find_quote_is_the_folded_streams(text: str, cut: tuple[int, int], q: str) -> None:
+    # A quote cut from the text and a fixed one: the places of the fast way for text folded
+    # character for character are the folded stream's, whatever the text.
+    for quote in _quotes(text[cut[0] : cut[0] + cut[1]], q):
+        assert find_quote(text, quote) == _quote_by_stream(text, quote)
+
+
+def test_matches_in_text_folded_character_for_character_agree_for_every_code_point() -> None:
+    # The matched words of a search are found by a pattern over such a text: for every code
+    # point beside words and whitespace, the words' own matches.
+    terms = [parse_query(q) for q in ("a", "b*", '"a b"', '"x a"*', "ab")]
+    for cp in [*range(0x20, 0x2C00), *map(ord, _WHITESPACE)]:
+        c = chr(cp)
+        for text in (f"a{c}b", f"x a{c}a b {c}ab", f"a b{c}a b a"):
+            for t in terms:
+                assert match_ranges(text, t) == _ranges_word_by_word(text, t), (hex(cp), text)

@@ -10,6 +10,7 @@ those bytes (:func:`telha.domain.search_query.match_places`,
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,8 +27,6 @@ from telha.domain.search_query import (
     Term,
     find_quote,
     fts5_query,
-    fts5_trigrams,
-    like_pattern,
     match_places,
     quote_fragment,
     quote_terms,
@@ -38,6 +37,12 @@ from telha.domain.search_text import is_verbatim, snippet
 from telha.storage.core.acl import admitted
 from telha.storage.core.engine import EngineOps
 from telha.storage.core.failed_rows import record
+from telha.storage.core.search_candidates import (
+    NOT_STALE,
+    Filters,
+    candidate_keys,
+    containing,
+)
 from telha.storage.core.search_index import index_pending, waiting
 from telha.storage.core.tx import Tx
 from telha.storage.core.visible import visible
@@ -55,24 +60,14 @@ __all__ = [
 
 #: Candidate span rows a locate verifies at most.
 LOCATE_CANDIDATES = 2000
+#: Candidate span rows a locate reads at a time (it stops once its answer is known).
+VERIFY_BATCH = 64
 #: Span rows one indexing transaction writes at most (about 40 ms of FTS5 work).
 INDEX_BATCH = 2000
 #: Seconds a search or locate spends at most indexing its scope's queue first.
 CATCH_UP_S = 2.0
 
 _decode = msgspec.json.decode
-
-
-@dataclass(frozen=True, slots=True)
-class Filters:
-    """What a search is narrowed to (``None``: anything): a source, a source format, a
-    label of a linked node, the sources whose ACL admits one of ``principals``
-    (:func:`~telha.storage.core.acl.admitted`)."""
-
-    source_id: bytes | None = None
-    format: str | None = None
-    label: str | None = None
-    principals: tuple[str, ...] | None = None
 
 
 @dataclass(slots=True)
@@ -109,13 +104,6 @@ class Located:
     exact: bool
 
 
-#: Leaves out the index rows of a version no longer current whose deletion is still waiting.
-_NOT_STALE = (
-    "NOT EXISTS (SELECT 1 FROM search_stale x WHERE x.scope_id = s.scope_id"
-    " AND x.source_id = s.source_id AND x.version_tx = s.version_tx)"
-)
-
-
 def _candidates_sql(
     tx: Tx, filters: Filters, stale: bool, *, ranked: bool, newest: bool = False
 ) -> tuple[str, list[Any]]:
@@ -126,7 +114,7 @@ def _candidates_sql(
     high ends of the rowids searched (the scope's range, ``scope_rowids``). ``ranked``
     false: unscored, in index order (a locate's candidates). ``newest`` (SQLite): newest
     first, scored when ``ranked`` (the rank window: :func:`_ranked_window`)."""
-    conds: list[str] = [_NOT_STALE] if stale else []
+    conds: list[str] = [NOT_STALE] if stale else []
     params: list[Any] = []
     if filters.source_id is not None:
         conds.append("s.source_id = ?")
@@ -162,58 +150,6 @@ def _candidates_sql(
         f" WHERE search_fts MATCH ?{extra} ORDER BY {order} LIMIT ? OFFSET ?"
     )
     return sql, params
-
-
-async def _containing(tx: Tx, sid: int, fragment: str, filters: Filters, limit: int) -> list[int]:
-    """Rowids of the scope's index rows of current versions whose indexed words contain
-    ``fragment`` (a folded word) anywhere, at most ``limit``, ascending: a superset the
-    canonical text decides (docs/rest-api.md, "Locate a quote").
-
-    Found by the substring index: on SQLite ``search_tri`` (FTS5 ``trigram``) asked for every
-    row holding all of the fragment's trigrams (:func:`fts5_trigrams`), in index order, less
-    the rows whose body (lower-cased) does not hold the fragment itself; on
-    PostgreSQL the ``pg_trgm`` GIN index over ``words`` asked for ``LIKE '%fragment%'`` (the
-    first ``limit`` rows found, in no set order). A fragment under 3 characters has no
-    trigram: SQLite scans the scope's rows (the body compared lower-cased) in index order and
-    stops at ``limit``; PostgreSQL's ``LIKE`` reads every row of the scope the same way."""
-    if not tx.postgres and sid > MAX_INDEXED_SCOPE:
-        return []
-    stale = await tx.fetchone("SELECT 1 FROM search_stale WHERE scope_id = ? LIMIT 1", sid)
-    conds: list[str] = [_NOT_STALE] if stale is not None else []
-    params: list[Any] = []
-    if filters.source_id is not None:
-        conds.append("s.source_id = ?")
-        params.append(filters.source_id)
-    if filters.principals is not None:
-        seen, seen_params = admitted("s", filters.principals, postgres=tx.postgres)
-        conds.append(seen)
-        params += seen_params
-    extra = "".join(f" AND {c}" for c in conds)
-    if tx.postgres:
-        rows = await tx.fetchall(
-            f"SELECT s.rowid FROM search_spans s WHERE s.scope_id = ? AND s.words LIKE ?{extra}"
-            " LIMIT ?",
-            sid, like_pattern(fragment), *params, limit,
-        )  # fmt: skip
-        return sorted(int(r[0]) for r in rows)
-    lo, hi = scope_rowids(sid)
-    trigrams = fts5_trigrams(fragment)
-    if trigrams is not None:
-        # The trigrams found apart (no positions kept) are ruled out here, in the engine, so
-        # they never crowd the rows that hold the fragment out of the first ``limit``.
-        sql = (
-            "SELECT f.rowid FROM search_tri f JOIN search_spans s ON s.rowid = f.rowid"
-            " WHERE search_tri MATCH ? AND f.rowid >= ? AND f.rowid < ?"
-            f" AND instr(lower(s.body), ?) > 0{extra} ORDER BY f.rowid LIMIT ?"
-        )
-        rows = await tx.fetchall(sql, trigrams, lo, hi, fragment, *params, limit)
-    else:
-        rows = await tx.fetchall(
-            "SELECT s.rowid FROM search_spans s WHERE s.rowid >= ? AND s.rowid < ?"
-            f" AND instr(lower(s.body), ?) > 0{extra} ORDER BY s.rowid LIMIT ?",
-            lo, hi, fragment, *params, limit,
-        )  # fmt: skip
-    return [int(r[0]) for r in rows]
 
 
 async def _candidates(
@@ -404,28 +340,50 @@ async def locate(
     candidates are the span rows that may hold it
     (:func:`~telha.domain.search_query.quote_terms`: the index; a one-word quote that may
     lie inside a word, :func:`~telha.domain.search_query.quote_fragment`: the substring
-    index, :func:`_containing`), verified against their
-    canonical text folded (:func:`~telha.domain.search_query.find_quote`). Occurrences that
-    nested span rows share are one, with the nodes of every such row. With ``principals``,
-    of the sources whose ACL admits one of them only."""
+    index, :func:`~telha.storage.core.search_candidates.containing`), verified against their
+    canonical text folded (:func:`~telha.domain.search_query.find_quote`) in the order of
+    the places they hold (source, version, start), :data:`VERIFY_BATCH` read at a time,
+    until the first ``limit`` places are known. Occurrences that nested span rows share
+    are one, with the nodes of every such row. With ``principals``, of the sources whose
+    ACL admits one of them only."""
     sid = await tx.known_scope_id(scope)
     if sid is None:
         return []
     filters = Filters(source_id=source_id, principals=principals)
     fragment = quote_fragment(quote)
     if fragment is not None:
-        rowids = await _containing(tx, sid, fragment, filters, LOCATE_CANDIDATES)
+        keys = await containing(tx, sid, fragment, filters, LOCATE_CANDIDATES)
     else:
         rowids = await _candidates(
             tx, sid, quote_terms(quote), filters, LOCATE_CANDIDATES, 0, ranked=False
         )
+        keys = await candidate_keys(tx, sid, rowids)
     texts = _Texts(tx, sid)
     found: dict[tuple[bytes, int, int, int], tuple[list[bytes], bool]] = {}
-    for _, src, at, start, end, _, linked, _, _, blob_id, known in await _details(tx, sid, rowids):
+    # The places found that start at or after the next candidate's start (a heap), and how
+    # many start before it: those are final, no later candidate holds one or one before.
+    later: list[tuple[bytes, int, int, int]] = []
+    settled = 0
+    rows: dict[int, tuple[Any, ...]] = {}
+    for i, key in enumerate(keys):
+        while later and later[0][:3] < key[:3]:
+            heapq.heappop(later)
+            settled += 1
+        if settled >= limit:  # the first ``limit`` places are known
+            break
+        if i % VERIFY_BATCH == 0:
+            batch = [k[3] for k in keys[i : i + VERIFY_BATCH]]
+            rows = {int(r[0]): r for r in await _details(tx, sid, batch)}
+        row = rows.get(key[3])
+        if row is None:  # its version is gone since
+            continue
+        _, src, at, start, end, _, linked, _, _, blob_id, known = row
         text = await texts.span(blob_id, start, end, known)
         for lo, hi, exact in find_quote(text, quote):
-            key = (bytes(src), int(at), start + lo, start + hi)
-            nodes, _ = found.setdefault(key, ([], exact))
+            place = (bytes(src), int(at), start + lo, start + hi)
+            if place not in found:
+                heapq.heappush(later, place)
+            nodes, _ = found.setdefault(place, ([], exact))
             nodes.extend(n for n in node_ids(bytes(linked)) if n not in nodes)
     return [
         Located(s, t, a, b, nodes, exact) for (s, t, a, b), (nodes, exact) in sorted(found.items())
