@@ -34,7 +34,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Iterable
-from functools import lru_cache
+from functools import cache, lru_cache
 from itertools import accumulate
 
 import regex
@@ -154,8 +154,6 @@ def _aligned(plain: str) -> str:
 
 _STDLIB_WORD = re.compile(r"[^\W_]")
 _HAS_LETTERS = re.compile("[ıđłøħŧ]")
-_PLAIN_RANGES = _agreeing(_PLAIN_BLOCKS)
-_NOT_PLAIN = re.compile(f"[^{_PLAIN_RANGES}]")
 _PLAIN_WORD = re.compile(r"[^\W_]+")
 _CJK_UNIT = regex.compile(rf"[{_CJK}][\p{{M}}\uff9e\uff9f]*", regex.V1)
 _ASCII_WORD = re.compile(r"[A-Za-z0-9]+")
@@ -166,8 +164,28 @@ _MARKED_BASE = regex.compile(r"[\p{Latin}\p{Greek}\p{Cyrillic}]")
 _MARK = regex.compile(r"\p{M}")
 _NOT_WORD_CHAR = regex.compile(r"[^\p{L}\p{N}\p{M}]")
 _SPACE = re.compile(r"\s+")
-# Plain text folding character for character (see _aligned): cut once, after folding.
-_NOT_ALIGNED = re.compile(f"[^{_aligned(_PLAIN_RANGES)}]")
+
+
+# The plain ranges are computed on first use, not at import: two passes over 11,264 code
+# points (~0.1 s) that a process never folding text (a ``telha`` command) does not pay for.
+@cache
+def _plain_ranges() -> str:
+    """:data:`_PLAIN_BLOCKS` less where ``re`` and ``regex`` disagree (:func:`_agreeing`)."""
+    return _agreeing(_PLAIN_BLOCKS)
+
+
+@cache
+def _not_plain() -> re.Pattern[str]:
+    """A code point outside the plain ranges."""
+    return re.compile(f"[^{_plain_ranges()}]")
+
+
+@cache
+def _not_aligned() -> re.Pattern[str]:
+    """A code point plain text does not fold character for character (:func:`_aligned`): a
+    text without one is cut once, after folding."""
+    return re.compile(f"[^{_aligned(_plain_ranges())}]")
+
 
 #: ``(folded word, start, end)``: the word's character offsets in the text it came from.
 Word = tuple[str, int, int]
@@ -209,7 +227,7 @@ def words(text: str) -> list[Word]:
         found = _ASCII_WORD.finditer(text)
         return [(m.group().lower()[:MAX_WORD], m.start(), m.end()) for m in found]
     out: list[Word] = []
-    if _NOT_PLAIN.search(text) is None:
+    if _not_plain().search(text) is None:
         for m in _PLAIN_WORD.finditer(text):
             f = fold(m.group())
             if f:
@@ -249,7 +267,7 @@ def folded_words(text: str) -> list[str]:
 def _is_plain(text: str) -> bool:
     """Whether ``text`` is already NFKC and holds only code points of the plain ranges (no
     mark, ignorable, CJK or Hangul): folded as a whole by :func:`_fold_plain`."""
-    return _NOT_PLAIN.search(text) is None and unicodedata.is_normalized("NFKC", text)
+    return _not_plain().search(text) is None and unicodedata.is_normalized("NFKC", text)
 
 
 def _fold_plain(text: str) -> list[str]:
@@ -265,7 +283,7 @@ def word_spans(text: str) -> tuple[list[str], list[tuple[int, int]]]:
     as a whole (the words are cut by the standard library's ``re`` and folded at once rather
     than one by one: a search cuts every hit's text again to find its matched words)."""
     if text.isascii() or (
-        _NOT_ALIGNED.search(text) is None and unicodedata.is_normalized("NFKC", text)
+        _not_aligned().search(text) is None and unicodedata.is_normalized("NFKC", text)
     ):
         # Folded character for character (_aligned): the words of the folding are the
         # text's words, at the same offsets.
