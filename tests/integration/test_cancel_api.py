@@ -235,9 +235,7 @@ async def test_children_true_cancels_the_unfinished_children(
     assert again.get("deduplicated") is False and again["jobId"] not in children
 
 
-async def test_other_scopes_unknown_jobs_and_bad_input(
-    tenant: Tenant, queue_srv: Server
-) -> None:
+async def test_other_scopes_unknown_jobs_and_bad_input(tenant: Tenant, queue_srv: Server) -> None:
     posted = await tenant.post("code", "mine.py", "m = 1")
     other = queue_srv.create_key(f"other-{uuid.uuid4()}", "org")
     async with httpx.AsyncClient(
