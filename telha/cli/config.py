@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import anyio
 import click
@@ -15,7 +15,9 @@ import click
 from telha.config import Config, ConfigError, load_config
 from telha.domain.errors import StorageError
 from telha.domain.model import Scope
-from telha.storage import StorageEngine, open_store
+
+if TYPE_CHECKING:  # the store's stack is imported when a command opens it, not by ``--help``
+    from telha.storage import StorageEngine
 
 __all__ = [
     "CONFIG_OPTION",
@@ -54,6 +56,7 @@ def scope_of(tenant: str, org: str) -> Scope:
 def run_on_store(cfg: Config, base_dir: Path, op: Callable[[StorageEngine], Awaitable[_T]]) -> _T:
     """``op(store)`` on the store ``cfg`` names, opened for it alone; a storage error prints
     ``telha: storage error: …`` and exits 1."""
+    from telha.storage import open_store
 
     async def run() -> _T:
         async with open_store(cfg, base_dir, readers=1, pool_size=2) as store:

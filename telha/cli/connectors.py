@@ -20,7 +20,6 @@ from telha.cli.config import CONFIG_OPTION, ORG_OPTION, TENANT_OPTION, run_on_st
 from telha.cli.keys import existing_store
 from telha.cli.listings import _print
 from telha.client import AsyncTelha, RunOut
-from telha.tokens import load_token_key, mint_connector_token, parse_ttl
 
 __all__ = ["connector", "sync"]
 
@@ -124,6 +123,8 @@ def connector_token(
     """Mint a connector token for connector ID of the scope (sent as ``x-connector-token``):
     it may ingest only as that connector. Prints it alone on one line; an unknown connector
     exits 1."""
+    from telha.tokens import load_token_key, mint_connector_token, parse_ttl
+
     scope = scope_of(tenant, org)
     try:
         cid = uuid.UUID(connector_id).bytes

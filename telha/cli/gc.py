@@ -8,6 +8,7 @@ from __future__ import annotations
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio
 import click
@@ -16,9 +17,9 @@ from telha.cli.config import load_or_exit
 from telha.cli.plural import plural
 from telha.domain.errors import StorageError
 from telha.domain.ids import now_us
-from telha.retention.collector import cutoff_us, run_pass
-from telha.storage import open_store
-from telha.storage.api import RetentionResult
+
+if TYPE_CHECKING:  # the store's stack is imported when ``gc`` runs, not by ``--help``
+    from telha.storage.api import RetentionResult
 
 __all__ = ["gc"]
 
@@ -48,6 +49,9 @@ def gc(config_path: Path | None, dry_run: bool) -> None:
     """Remove the jobs that ended more than jobs.retain_days ago (with their events) and the
     raw uploads nothing names any more; print the counts and the bytes freed. Jobs a source
     version names, versions and the graph are kept."""
+    from telha.retention.collector import cutoff_us, run_pass
+    from telha.storage import open_store
+
     cfg, base_dir = load_or_exit(config_path)
     if cfg.jobs.retain_days == 0:
         click.echo("telha gc: jobs.retain_days = 0 keeps every job; nothing removed")

@@ -21,16 +21,10 @@ from pathlib import Path
 import anyio
 import click
 
-from telha.auth import hash_key, mint_api_key
 from telha.cli.config import CONFIG_OPTION, load_or_exit
 from telha.config import ConfigError
 from telha.domain.errors import StorageError
 from telha.domain.model import Scope
-from telha.env_names import warn_stray_env
-from telha.logs import configure_logging
-from telha.service.supervisor import CrashLoop
-from telha.storage import open_store
-from telha.tokens import load_token_key, mint_worker_token, parse_ttl
 
 __all__ = ["main"]
 
@@ -55,6 +49,8 @@ def main() -> None:
 @click.option("--log-level", default="info", show_default=True)
 def serve(config_path: Path | None, log_level: str) -> None:
     """Run the service (REST front, store, workers) until SIGTERM/SIGINT."""
+    from telha.env_names import warn_stray_env
+    from telha.logs import configure_logging
     from telha.service.wiring import serve as run_service
     from workers_common.gc_tuning import limit_malloc_arenas, tune_gc
 
@@ -99,6 +95,8 @@ def _find(exc: BaseException, kind: type[ConfigError]) -> ConfigError | None:
 def _startup_failure(exc: BaseException) -> str | None:
     """A one-line message for the failures an operator fixes outside the code (a busy port,
     an unopenable database, a crash loop), looked up through task-group exception groups."""
+    from telha.service.supervisor import CrashLoop
+
     if isinstance(exc, BaseExceptionGroup):
         for inner in exc.exceptions:
             found = _startup_failure(inner)
@@ -121,6 +119,8 @@ def _startup_failure(exc: BaseException) -> str | None:
 def migrate(config_path: Path | None) -> None:
     """Apply the storage engine's pending migrations, then exit (``serve`` applies them at
     start too; several replicas starting at once apply each migration once)."""
+    from telha.storage import open_store
+
     cfg, base_dir = load_or_exit(config_path)
 
     async def run() -> None:
@@ -143,6 +143,7 @@ def check(config_path: Path | None, page: int) -> None:
     provenance spans, the span reverse index, canonical text hashes, orphaned streams, job
     states. Prints a summary; exits 1 on any violation (or when the store cannot be read)."""
     from telha.check.runner import check_config, format_report
+    from telha.storage import open_store
 
     cfg, base_dir = load_or_exit(config_path)
     location = f"{cfg.storage.engine} {open_store(cfg, base_dir, readonly=True).location}"
@@ -177,6 +178,7 @@ def api_key_create(tenant: str, org: str, principals: str | None, config_path: P
     acts for those principals (docs/rest-api.md, "Principals"); a request's
     ``x-telha-principals`` header may only narrow them.
     """
+    from telha.auth import hash_key, mint_api_key
     from telha.cli.config import run_on_store
     from telha.cli.keys import existing_store, principals_option
 
@@ -203,6 +205,8 @@ def worker_token(
 ) -> None:
     """Mint a signed, expiring worker token (for TELHA_WORKER_TOKEN); prints it alone on one
     line. Keyed by ``grpc.token_key`` (or the key file generated in the data folder)."""
+    from telha.tokens import load_token_key, mint_worker_token, parse_ttl
+
     if fleet == bool(tenant or org) or (not fleet and not (tenant and org)):
         raise click.UsageError("give --tenant and --org for a scoped token, or --fleet alone")
     try:

@@ -6,6 +6,7 @@ store the config names. A running ``telha serve`` applies a change within
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -18,7 +19,9 @@ from telha.cli.config import (
     scope_of,
 )
 from telha.domain.quotas import LIMIT_KEYS, default_limits, parse_limit
-from telha.storage import StorageEngine
+
+if TYPE_CHECKING:
+    from telha.storage import StorageEngine
 
 __all__ = ["scope"]
 

@@ -34,7 +34,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Iterable
-from functools import lru_cache
+from functools import cache, lru_cache
 from itertools import accumulate
 
 import regex
@@ -156,8 +156,6 @@ def _aligned(plain: str) -> str:
 
 _STDLIB_WORD = re.compile(r"[^\W_]")
 _HAS_LETTERS = re.compile("[ıđłøħŧ]")
-_PLAIN_RANGES = _agreeing(_PLAIN_BLOCKS)
-_NOT_PLAIN = re.compile(f"[^{_PLAIN_RANGES}]")
 _PLAIN_WORD = re.compile(r"[^\W_]+")
 _CJK_UNIT = regex.compile(rf"[{_CJK}][\p{{M}}\uff9e\uff9f]*", regex.V1)
 _ASCII_WORD = re.compile(r"[A-Za-z0-9]+")
@@ -168,9 +166,35 @@ _MARKED_BASE = regex.compile(r"[\p{Latin}\p{Greek}\p{Cyrillic}]")
 _MARK = regex.compile(r"\p{M}")
 _NOT_WORD_CHAR = regex.compile(r"[^\p{L}\p{N}\p{M}]")
 _SPACE = re.compile(r"\s+")
-# Plain text folding character for character (see _aligned): cut once, after folding.
-_ALIGNED = _aligned(_PLAIN_RANGES)
-_NOT_ALIGNED = re.compile(f"[^{_ALIGNED}]")
+
+
+# The character classes below are computed on first use, not at import: passes over
+# thousands of code points (~0.1 s or more) that a process never folding text (a ``telha``
+# command) does not pay for.
+@cache
+def _plain_ranges() -> str:
+    """:data:`_PLAIN_BLOCKS` less where ``re`` and ``regex`` disagree (:func:`_agreeing`)."""
+    return _agreeing(_PLAIN_BLOCKS)
+
+
+@cache
+def _not_plain() -> re.Pattern[str]:
+    """A code point outside the plain ranges."""
+    return re.compile(f"[^{_plain_ranges()}]")
+
+
+@cache
+def _aligned_class() -> str:
+    """Plain text folding character for character (see :func:`_aligned`): cut once, after
+    folding."""
+    return _aligned(_plain_ranges())
+
+
+@cache
+def _not_aligned() -> re.Pattern[str]:
+    """A code point plain text does not fold character for character."""
+    return re.compile(f"[^{_aligned_class()}]")
+
 
 #: ``(folded word, start, end)``: the word's character offsets in the text it came from.
 Word = tuple[str, int, int]
@@ -197,7 +221,7 @@ def _stream_aligned() -> str:
     folds as :func:`_fold_whole` does: whitespace folding to whitespace, any other character
     to the one :func:`fold_cluster` makes of it (``↚``, an arrow over a stroke, is aligned
     for the words but keeps its stroke in a quote's folding: not here)."""
-    aligned = re.compile(f"[{_ALIGNED}]")
+    aligned = re.compile(f"[{_aligned_class()}]")
     kept = []
     for cp in range(0x2C00):
         c = chr(cp)
@@ -209,8 +233,11 @@ def _stream_aligned() -> str:
     return _class(kept)
 
 
-# Plain text that fold_stream folds character for character, as _fold_whole does.
-_NOT_STREAM_ALIGNED = re.compile(f"[^{_stream_aligned()}]")
+@cache
+def _not_stream_aligned() -> re.Pattern[str]:
+    """Plain text that :func:`fold_stream` does not fold character for character, as
+    :func:`_fold_whole` does."""
+    return re.compile(f"[^{_stream_aligned()}]")
 
 
 @lru_cache(maxsize=1 << 16)
@@ -233,7 +260,7 @@ def words(text: str) -> list[Word]:
         found = _ASCII_WORD.finditer(text)
         return [(m.group().lower()[:MAX_WORD], m.start(), m.end()) for m in found]
     out: list[Word] = []
-    if _NOT_PLAIN.search(text) is None:
+    if _not_plain().search(text) is None:
         for m in _PLAIN_WORD.finditer(text):
             f = fold(m.group())
             if f:
@@ -273,7 +300,7 @@ def folded_words(text: str) -> list[str]:
 def _is_plain(text: str) -> bool:
     """Whether ``text`` is already NFKC and holds only code points of the plain ranges (no
     mark, ignorable, CJK or Hangul): folded as a whole by :func:`_fold_plain`."""
-    return _NOT_PLAIN.search(text) is None and unicodedata.is_normalized("NFKC", text)
+    return _not_plain().search(text) is None and unicodedata.is_normalized("NFKC", text)
 
 
 def _fold_plain(text: str) -> list[str]:
@@ -295,7 +322,7 @@ def aligned_fold(text: str) -> str | None:
     point): a search re-cuts every hit's text, this is the fast way for the usual text."""
     if text.isascii():
         return text.lower()
-    if _NOT_ALIGNED.search(text) is None and unicodedata.is_normalized("NFKC", text):
+    if _not_aligned().search(text) is None and unicodedata.is_normalized("NFKC", text):
         return _fold_whole(text)
     return None
 
@@ -308,7 +335,7 @@ def stream_fold(text: str) -> str | None:
     without building the stream; ``None`` for any other text."""
     if text.isascii():
         return text.lower()
-    if _NOT_STREAM_ALIGNED.search(text) is None and unicodedata.is_normalized("NFKC", text):
+    if _not_stream_aligned().search(text) is None and unicodedata.is_normalized("NFKC", text):
         return _fold_whole(text)
     return None
 

@@ -257,7 +257,7 @@ class Fleet:
 
     def check(self) -> subprocess.CompletedProcess[str]:
         """``telha check`` on the fleet's config."""
-        return telha_check(self.server.config)
+        return telha_check(self.server.config, process=True)
 
 
 #: Seconds the load may take to drain after the last kill before the remote workers are

@@ -20,6 +20,7 @@ from grpclib import GRPCError, Status
 from telha.domain.model import Scope
 from telha_proto.telha.worker.v1 import JobPayload, PollJobsRequest
 from tests.integration.test_streaming import part
+from tests.support.inproc import Server
 from tests.support.queue_env import Tenant, queue_server, text_submission, transitions
 from tests.support.server import ServerProcess, telha_check, write_config
 from tests.support.wait import wait_job
@@ -33,8 +34,10 @@ LEASE_S = 300.0
 
 
 @pytest.fixture(scope="module")
-def queue_srv(tmp_path_factory: pytest.TempPathFactory, engine: str) -> Iterator[ServerProcess]:
-    with queue_server(tmp_path_factory, f"cancel-{engine}", LEASE_S, engine) as proc:
+def queue_srv(tmp_path_factory: pytest.TempPathFactory, engine: str) -> Iterator[Server]:
+    with queue_server(
+        tmp_path_factory, f"cancel-{engine}", LEASE_S, engine, in_process=True
+    ) as proc:
         yield proc
         assert proc.stop() == 0, proc.log_text()
 
@@ -232,9 +235,7 @@ async def test_children_true_cancels_the_unfinished_children(
     assert again.get("deduplicated") is False and again["jobId"] not in children
 
 
-async def test_other_scopes_unknown_jobs_and_bad_input(
-    tenant: Tenant, queue_srv: ServerProcess
-) -> None:
+async def test_other_scopes_unknown_jobs_and_bad_input(tenant: Tenant, queue_srv: Server) -> None:
     posted = await tenant.post("code", "mine.py", "m = 1")
     other = queue_srv.create_key(f"other-{uuid.uuid4()}", "org")
     async with httpx.AsyncClient(

@@ -86,7 +86,7 @@ def _summary(stdout: str) -> dict[str, tuple[int, int]]:
 
 
 def test_a_clean_store_passes_beside_the_live_server(loaded: InProcessServer) -> None:
-    result = telha_check(loaded.config)
+    result = telha_check(loaded.config, process=True)
     assert result.returncode == 0, result.stdout + result.stderr
     rows = _summary(result.stdout)
     assert set(rows) == set(CHECKS), result.stdout
@@ -234,7 +234,7 @@ def test_a_corrupted_copy_fails_naming_thetelha_check(
 
 
 def test_a_missing_database_is_an_error_and_is_not_created(tmp_path: Path) -> None:
-    result = telha_check(write_config(tmp_path))
+    result = telha_check(write_config(tmp_path), process=True)
     assert result.returncode == 1
     assert "storage error" in result.stderr, result.stderr
     assert not (tmp_path / "telha.db").exists()

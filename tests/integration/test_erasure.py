@@ -1,4 +1,5 @@
-"""GDPR erasure on both engines, through a real ``telha serve``: JSON, a corpus
+"""GDPR erasure on both engines, through the service (in-process, :mod:`tests.support.inproc`;
+a ``telha serve`` subprocess where it is SIGKILLed mid-way): JSON, a corpus
 DOCX and an email carrying a unique marker are erased; their bytes are refused afterwards
 (410); the marker is gone from the database (SQLite: the raw bytes of the db, -wal and -shm
 files and the data folder, after the server stopped; PostgreSQL: every row of every table);
@@ -28,6 +29,7 @@ from telha.domain.ids import source_id_for
 from telha.domain.model import Scope
 from telha.storage import open_store
 from tests.conftest import CORPUS
+from tests.support.inproc import InProcessServer, Server
 from tests.support.server import ServerProcess, telha_check, write_config
 from tests.support.wait import wait_job
 from tests.support.worker import scripted_worker
@@ -82,7 +84,7 @@ async def rows_holding(dsn: str, marker: bytes) -> list[str]:
         await conn.close()
 
 
-async def stop_and_find(proc: ServerProcess, marker: str) -> None:
+async def stop_and_find(proc: Server, marker: str) -> None:
     """Stop the server and assert ``marker`` is nowhere: PostgreSQL rows, or (SQLite) the raw
     bytes of the database, -wal, -shm and upload files once the server has stopped."""
     dsn = _dsn_of(proc)
@@ -152,9 +154,7 @@ class Api:
 
 
 @pytest.fixture
-async def api_pair(
-    tmp_path: Path, engine: str
-) -> AsyncIterator[tuple[ServerProcess, Api, Api, str]]:
+async def api_pair(tmp_path: Path, engine: str) -> AsyncIterator[tuple[Server, Api, Api, str]]:
     """A server with the JSON, docling and email workers, and two scopes' clients; yields
     ``(server, scope A, scope B, dsn or "")``."""
     config = write_config(
@@ -163,7 +163,7 @@ async def api_pair(
         workers={"in_process": ["docling_worker", "email_worker"], "concurrency": 1},
         docling={"timeout_s": 120},
     )
-    with ServerProcess(config) as proc:
+    with InProcessServer(config) as proc:
         dsn = _dsn_of(proc)
         keys = [proc.create_key(f"t-{uuid.uuid4()}", "org") for _ in range(2)]
         async with (
@@ -177,7 +177,7 @@ async def api_pair(
             yield proc, Api(a), Api(b), dsn
 
 
-async def test_erase_json_docx_email(api_pair: tuple[ServerProcess, Api, Api, str]) -> None:
+async def test_erase_json_docx_email(api_pair: tuple[Server, Api, Api, str]) -> None:
     proc, a, b, dsn = api_pair
     marker = f"MARK{uuid.uuid4().hex}"
     records = json.dumps([{"patient": f"Ana {marker}", "code": i} for i in range(3)]).encode()
@@ -254,7 +254,7 @@ async def test_erase_json_docx_email(api_pair: tuple[ServerProcess, Api, Api, st
 
 
 async def test_shared_canonical_text_is_erased_for_every_source(
-    api_pair: tuple[ServerProcess, Api, Api, str],
+    api_pair: tuple[Server, Api, Api, str],
 ) -> None:
     proc, a, _, _ = api_pair
     marker = f"MARK{uuid.uuid4().hex}"
@@ -278,7 +278,7 @@ async def test_shared_canonical_text_is_erased_for_every_source(
 
 
 async def test_a_node_with_other_provenance_is_trimmed_and_the_store_checks_clean(
-    api_pair: tuple[ServerProcess, Api, Api, str],
+    api_pair: tuple[Server, Api, Api, str],
 ) -> None:
     """A PERSON seen in two messages (its second version names it differently) loses only the
     erased message's version: current again with the first message's spans (``[start, end,
@@ -307,7 +307,7 @@ async def test_a_node_with_other_provenance_is_trimmed_and_the_store_checks_clea
     assert checked.returncode == 0, checked.stdout + checked.stderr
 
 
-async def test_bad_erase_requests(api_pair: tuple[ServerProcess, Api, Api, str]) -> None:
+async def test_bad_erase_requests(api_pair: tuple[Server, Api, Api, str]) -> None:
     _, a, _, _ = api_pair
     made = await a.ingest("json", "bad-inputs.json", b'[{"a": 1}]', status=201)
     source = made["sourceId"]
@@ -338,25 +338,25 @@ async def test_bad_erase_requests(api_pair: tuple[ServerProcess, Api, Api, str])
 
 
 @pytest.fixture
-def stream_server(tmp_path: Path, engine: str) -> Iterator[ServerProcess]:
+def stream_server(tmp_path: Path, engine: str) -> Iterator[Server]:
     config = write_config(tmp_path, engine, workers={"in_process": []}, jobs={"lease_secs": 30})
-    with ServerProcess(config) as proc:
+    with InProcessServer(config) as proc:
         yield proc
 
 
-async def _client(proc: ServerProcess) -> httpx.AsyncClient:
+async def _client(proc: Server) -> httpx.AsyncClient:
     key = proc.create_key(f"t-{uuid.uuid4()}", "org")
     return httpx.AsyncClient(base_url=proc.base_url, headers={"x-api-key": key}, timeout=60)
 
 
-def _dsn_of(proc: ServerProcess) -> str:
+def _dsn_of(proc: Server) -> str:
     for line in proc.config.read_text().splitlines():
         if line.startswith("dsn"):
             return str(json.loads(line.split("=", 1)[1]))
     return ""
 
 
-async def test_erasure_during_an_in_flight_stream(stream_server: ServerProcess) -> None:
+async def test_erasure_during_an_in_flight_stream(stream_server: Server) -> None:
     marker = f"MARK{uuid.uuid4().hex}"
     async with await _client(stream_server) as c:
         api = Api(c)
@@ -381,7 +381,7 @@ async def test_erasure_during_an_in_flight_stream(stream_server: ServerProcess) 
     await stop_and_find(stream_server, marker)
 
 
-async def _scope_of(proc: ServerProcess, key: str) -> Scope:
+async def _scope_of(proc: Server, key: str) -> Scope:
     cfg, base_dir = load_config(proc.config, environ={})
     async with open_store(cfg, base_dir, readers=1, pool_size=2) as store:
         scope = await store.scope_for_key(hash_key(key))
@@ -476,7 +476,7 @@ def _steps(job: dict[str, Any]) -> list[str]:
     return [e["detail"].split()[0] for e in job["events"] if e["transition"] == "erase_step"]
 
 
-async def test_blocklist_at_submit_time_and_for_child_jobs(stream_server: ServerProcess) -> None:
+async def test_blocklist_at_submit_time_and_for_child_jobs(stream_server: Server) -> None:
     async with await _client(stream_server) as c:
         api = Api(c)
         raw = json.dumps([{"who": "erased person"}]).encode()

@@ -24,7 +24,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support.server import ServerProcess, settled_job, telha_check, write_config
+from tests.support.inproc import InProcessServer
+from tests.support.server import settled_job, telha_check, write_config
 
 pytestmark = pytest.mark.anyio
 
@@ -32,18 +33,18 @@ FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "round1"
 
 
 @pytest.fixture
-def old_server(tmp_path: Path) -> Iterator[ServerProcess]:
+def old_server(tmp_path: Path) -> Iterator[InProcessServer]:
     shutil.copy(FIXTURE / "round1.db", tmp_path / "telha.db")
     config = write_config(
         tmp_path, workers={"in_process": ["text_worker", "tabular_worker"], "concurrency": 1}
     )
-    srv = ServerProcess(config).start()
+    srv = InProcessServer(config).start()
     yield srv
     srv.kill()
 
 
 async def test_every_read_answers_as_the_release_that_wrote_it(
-    old_server: ServerProcess,
+    old_server: InProcessServer,
 ) -> None:
     recorded = json.loads((FIXTURE / "round1_reads.json").read_text(encoding="utf-8"))
     assert len(recorded) > 40
@@ -128,7 +129,7 @@ def _without_version_fields(source: dict[str, object]) -> dict[str, object]:
 
 
 async def test_the_old_file_takes_new_versions_and_checks_clean(
-    old_server: ServerProcess,
+    old_server: InProcessServer,
 ) -> None:
     key = (FIXTURE / "round1_key.txt").read_text().strip()
     async with httpx.AsyncClient(

@@ -16,6 +16,7 @@ from grpclib import GRPCError, Status
 
 from telha.domain.model import Scope
 from telha_proto.telha.worker.v1 import JobPayload, PollJobsRequest
+from tests.support.inproc import Server
 from tests.support.queue_env import Tenant, queue_server, text_submission, transitions
 from tests.support.server import ServerProcess, write_config
 from tests.support.wait import wait_job, wait_job_blocking
@@ -27,8 +28,10 @@ LEASE_S = 1.0
 
 
 @pytest.fixture(scope="module")
-def queue_srv(tmp_path_factory: pytest.TempPathFactory, engine: str) -> Iterator[ServerProcess]:
-    with queue_server(tmp_path_factory, f"queue-{engine}", LEASE_S, engine, max_attempts=3) as proc:
+def queue_srv(tmp_path_factory: pytest.TempPathFactory, engine: str) -> Iterator[Server]:
+    with queue_server(
+        tmp_path_factory, f"queue-{engine}", LEASE_S, engine, in_process=True, max_attempts=3
+    ) as proc:
         yield proc
         assert proc.stop() == 0, proc.log_text()
 
@@ -171,7 +174,7 @@ async def test_invalid_submission_dead_letters_and_writes_nothing(
     assert (await tenant.client.get("/v1/nodes")).json()["nodes"] == []
 
 
-async def test_auth_failures(queue_srv: ServerProcess, tenant: Tenant) -> None:
+async def test_auth_failures(queue_srv: Server, tenant: Tenant) -> None:
     expired = queue_srv.worker_token(tenant.scope, ttl_s=-10)
     forged = tenant.token[:-4] + ("AAAA" if not tenant.token.endswith("AAAA") else "BBBB")
     for token in (None, "garbage", forged, expired):
@@ -189,7 +192,7 @@ async def test_auth_failures(queue_srv: ServerProcess, tenant: Tenant) -> None:
             assert err.value.status is Status.UNAUTHENTICATED
 
 
-async def test_scoped_tokens_see_only_their_scope(queue_srv: ServerProcess, tenant: Tenant) -> None:
+async def test_scoped_tokens_see_only_their_scope(queue_srv: Server, tenant: Tenant) -> None:
     posted = await tenant.post("eml", "mail.eml", "From: a@b\n\nhi")
     other = queue_srv.worker_token(Scope(f"other-{uuid.uuid4()}", "org"))
     async with scripted_worker(queue_srv.grpc_addr, other) as stranger:

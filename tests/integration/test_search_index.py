@@ -21,7 +21,8 @@ import httpx
 import pytest
 
 from tests.integration.test_erasure import _dsn_of, files_holding, rows_holding
-from tests.support.server import ServerProcess, telha_check, write_config
+from tests.support.inproc import InProcessServer
+from tests.support.server import telha_check, write_config
 from tests.support.wait import wait_job
 
 pytestmark = pytest.mark.anyio
@@ -39,7 +40,7 @@ async def _hits(c: httpx.AsyncClient, q: str) -> list[dict[str, Any]]:
     return list(resp.json()["hits"])
 
 
-def _client(proc: ServerProcess, key: str) -> httpx.AsyncClient:
+def _client(proc: InProcessServer, key: str) -> httpx.AsyncClient:
     return httpx.AsyncClient(base_url=proc.base_url, headers={"x-api-key": key}, timeout=60)
 
 
@@ -72,7 +73,7 @@ async def test_erased_words_leave_no_trace(tmp_path: Path, engine: str) -> None:
     config = write_config(
         tmp_path, engine, workers={"in_process": ["text_worker"]}, search={"enabled": True}
     )
-    with ServerProcess(config) as proc:
+    with InProcessServer(config) as proc:
         dsn = _dsn_of(proc)
         async with _client(proc, proc.create_key(f"t-{uuid.uuid4()}", "org")) as c:
             # Indexed, then superseded (its rows leave the index; FTS5 keeps its words in a
@@ -111,7 +112,7 @@ async def test_search_disabled_then_enabled_builds_the_index(tmp_path: Path, eng
         tmp_path, engine, workers={"in_process": ["text_worker"]}, search={"enabled": False}
     )
     storage = {k: v for k, v in (line.split(" = ", 1) for line in _section(config, "storage"))}
-    with ServerProcess(config) as proc:
+    with InProcessServer(config) as proc:
         key = proc.create_key("t", "o")
         async with _client(proc, key) as c:
             job = await _ingest(c, "a.txt", "Kept while search was off.\n")
@@ -129,7 +130,7 @@ async def test_search_disabled_then_enabled_builds_the_index(tmp_path: Path, eng
         workers={"in_process": ["text_worker"]},
         search={"enabled": True},
     )
-    with ServerProcess(on) as proc:
+    with InProcessServer(on) as proc:
         async with _client(proc, key) as c:
             hits = await _hits(c, "kept search")
             assert {h["sourceId"] for h in hits} == {job["sourceId"]}
@@ -156,7 +157,7 @@ async def test_check_finds_an_index_out_of_step(tmp_path: Path, engine: str) -> 
     config = write_config(
         tmp_path, engine, workers={"in_process": ["text_worker"]}, search={"enabled": True}
     )
-    with ServerProcess(config) as proc:
+    with InProcessServer(config) as proc:
         dsn = _dsn_of(proc)
         async with _client(proc, proc.create_key("t", "o")) as c:
             await _ingest(c, "a.txt", "First paragraph.\n\nSecond paragraph.\n")

@@ -19,6 +19,7 @@ from grpclib import GRPCError, Status
 
 from telha.domain.model import Scope
 from telha_proto.telha.worker.v1 import JobPayload
+from tests.support.inproc import Server
 from tests.support.queue_env import Tenant, queue_server, transitions
 from tests.support.server import ServerProcess, write_config
 from tests.support.wait import wait_job, wait_job_blocking
@@ -30,8 +31,10 @@ LEASE_S = 1.0
 
 
 @pytest.fixture(scope="module")
-def queue_srv(tmp_path_factory: pytest.TempPathFactory, engine: str) -> Iterator[ServerProcess]:
-    with queue_server(tmp_path_factory, f"stream-{engine}", LEASE_S, engine) as proc:
+def queue_srv(tmp_path_factory: pytest.TempPathFactory, engine: str) -> Iterator[Server]:
+    with queue_server(
+        tmp_path_factory, f"stream-{engine}", LEASE_S, engine, in_process=True
+    ) as proc:
         yield proc
         assert proc.stop() == 0, proc.log_text()
 

@@ -1,4 +1,5 @@
-"""Webhooks against a real ``telha serve`` on each engine and a real receiver on 127.0.0.1
+"""Webhooks against the service on each engine, in-process (:mod:`tests.support.inproc`; the
+two replicas are ``telha serve`` subprocesses), and a real receiver on 127.0.0.1
 (docs/operations.md, "Webhooks"; docs/rest-api.md, ``options.webhook``): a job's JSON is
 POSTed when it ends, exactly as ``GET /v1/ingest/{jobId}`` answers it, signed with the
 scope's secret (verified with ``standardwebhooks``), for the subscribed events only; a
@@ -25,9 +26,10 @@ import httpx
 import pytest
 from standardwebhooks.webhooks import WebhookVerificationError
 
+from tests.support.inproc import InProcessServer
 from tests.support.pg import create_database, require_engine
 from tests.support.receiver import Receiver
-from tests.support.server import ServerProcess, write_config
+from tests.support.server import ServerProcess, child_environ, write_config
 from tests.support.wait import wait_job
 
 pytestmark = pytest.mark.anyio
@@ -56,6 +58,7 @@ def telha_cli(config: Path, *args: str) -> str:
         capture_output=True,
         text=True,
         check=True,
+        env=child_environ(),
     )
     return out.stdout.strip()
 
@@ -63,7 +66,7 @@ def telha_cli(config: Path, *args: str) -> str:
 class Scoped:
     """A fresh scope on a server: its API key, client and signing secret (if made)."""
 
-    def __init__(self, server: ServerProcess, client: httpx.AsyncClient, tenant: str) -> None:
+    def __init__(self, server: InProcessServer, client: httpx.AsyncClient, tenant: str) -> None:
         self.server, self.client, self.tenant = server, client, tenant
         self.secret = ""
 
@@ -102,17 +105,26 @@ def receiver(engine: str) -> Iterator[Receiver]:
 @pytest.fixture(scope="module")
 def server(
     engine: str, receiver: Receiver, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[ServerProcess]:
+) -> Iterator[InProcessServer]:
     config = write_config(
         tmp_path_factory.mktemp("webhooks"), engine, workers=WORKERS, webhooks=hooks_for(receiver)
     )
-    with ServerProcess(config) as proc:
+    with InProcessServer(config) as proc:
         yield proc
         assert proc.stop() == 0, proc.log_text()
 
 
+@pytest.fixture(scope="module")
+def with_secret(server: InProcessServer) -> str:
+    """An API key of a scope whose signing secret ``telha webhook secret`` made (one for the
+    module's bad-options cases: they change nothing in it)."""
+    tenant = f"t-{uuid.uuid4()}"
+    telha_cli(server.config, "webhook", "secret", "--tenant", tenant, "--org", "org")
+    return server.create_key(tenant, "org")
+
+
 @pytest.fixture
-async def scoped(server: ServerProcess) -> AsyncIterator[Scoped]:
+async def scoped(server: InProcessServer) -> AsyncIterator[Scoped]:
     tenant = f"t-{uuid.uuid4()}"
     key = server.create_key(tenant, "org")
     async with httpx.AsyncClient(
@@ -219,15 +231,17 @@ async def test_a_failing_receiver_gets_the_delivery_later(
     ],
 )
 async def test_bad_webhook_options_are_400(
-    scoped: Scoped, receiver: Receiver, body: dict[str, Any], needle: str
+    server: InProcessServer, with_secret: str, receiver: Receiver, body: dict[str, Any], needle: str
 ) -> None:
-    scoped.make_secret()
     body = copy.deepcopy(body)  # the parameter is shared by both engines' runs
     hook = body["options"]["webhook"]
     if isinstance(hook, dict) and hook.get("url") == "U":
         hook["url"] = receiver.url()
     full = {"format": "text", "name": "x.txt", "content": "x", **body}
-    resp = await scoped.client.post("/v1/ingest", json=full)
+    async with httpx.AsyncClient(
+        base_url=server.base_url, headers={"x-api-key": with_secret}, timeout=30
+    ) as client:
+        resp = await client.post("/v1/ingest", json=full)
     assert resp.status_code == 400, resp.text
     error = resp.json()["error"]
     assert error["code"] == "INVALID_REQUEST" and "options.webhook" in error["message"]
@@ -251,7 +265,7 @@ async def test_cli_refuses_a_disallowed_url(scoped: Scoped) -> None:
 async def test_delivery_survives_a_restart(engine: str, tmp_path: Path) -> None:
     with Receiver(status=500) as receiver:
         config = write_config(tmp_path, engine, workers=WORKERS, webhooks=hooks_for(receiver))
-        with ServerProcess(config) as first:
+        with InProcessServer(config) as first:
             key = first.create_key("restart", "org")
             secret = telha_cli(config, "webhook", "secret", "--tenant", "restart", "--org", "org")
             async with httpx.AsyncClient(
@@ -266,7 +280,7 @@ async def test_delivery_survives_a_restart(engine: str, tmp_path: Path) -> None:
                 await receiver.wait_for(1)  # ended and attempted: the delivery row exists
             assert first.stop() == 0, first.log_text()
         receiver.status = 200
-        with ServerProcess(config) as second:
+        with InProcessServer(config) as second:
             got = await receiver.wait_for(2)
             assert Receiver.verified(got[-1], secret)["jobId"] == job_id
             assert second.stop() == 0, second.log_text()

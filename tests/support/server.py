@@ -18,6 +18,7 @@ import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,8 @@ import anyio
 import httpx
 
 from telha.auth import hash_key, mint_api_key
-from telha.config import load_config
+from telha.config import ConfigError, load_config
+from telha.domain.errors import StorageError
 from telha.domain.model import Scope
 from telha.storage import open_store
 from telha.tokens import load_token_key, mint_worker_token
@@ -100,17 +102,37 @@ def wait_jobs_finished(
     return collections.Counter({str(s): int(n) for s, n in rows})
 
 
-def telha_check(config: Path) -> subprocess.CompletedProcess[str]:
+def telha_check(config: Path, *, process: bool = False) -> subprocess.CompletedProcess[str]:
     """``telha check --config config`` (read-only; safe beside a running server): its exit
-    code, summary on stdout and violations."""
-    return subprocess.run(
-        [sys.executable, "-m", "telha", "check", "--config", str(config)],
-        env=child_environ(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    code, summary on stdout and violations.
+
+    What the command does runs in this process (the same config reading, checks and report,
+    in a thread of its own: the caller may be inside an event loop), saving a child's start
+    and imports; ``process=True`` runs ``python -m telha check`` instead, for tests about
+    the command itself.
+    """
+    args = [sys.executable, "-m", "telha", "check", "--config", str(config)]
+    if process:
+        return subprocess.run(
+            args, env=child_environ(), capture_output=True, text=True, timeout=120, check=False
+        )
+    from telha.check.runner import check_config, format_report
+
+    try:
+        cfg, base_dir = load_config(config, environ=child_environ())
+    except ConfigError as exc:
+        return subprocess.CompletedProcess(args, 2, "", f"telha: config error: {exc}\n")
+    location = f"{cfg.storage.engine} {open_store(cfg, base_dir, readonly=True).location}"
+    with ThreadPoolExecutor(1) as pool:
+        ran = pool.submit(anyio.run, partial(check_config, cfg, base_dir))
+        try:
+            report = ran.result(timeout=120)
+        except StorageError as exc:
+            return subprocess.CompletedProcess(
+                args, 1, "", f"telha: storage error: {exc.message}\n"
+            )
+    out = format_report(report, location) + "\n"
+    return subprocess.CompletedProcess(args, 1 if report.total else 0, out, "")
 
 
 #: Ports for servers restarted on the same address, below Linux's ephemeral range

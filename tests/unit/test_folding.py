@@ -145,7 +145,7 @@ def test_the_plain_ranges_cut_words_as_the_full_rule_does() -> None:
     # Text of the plain ranges alone is cut by the standard library's re: for every code
     # point there, it must be a word character exactly when the full rule says so, and
     # never a mark, an ignorable, CJK or Hangul.
-    plain = regex.compile(f"[{folding._PLAIN_RANGES}]")
+    plain = regex.compile(f"[{folding._plain_ranges()}]")
     word = regex.compile(r"[\p{L}\p{N}\p{M}]")
     for cp in range(0x3000):
         c = chr(cp)
