@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
-"""Fail when a Python module under the checked folders is longer than the cap (``make lint``).
+"""Warn when a Python module under the checked folders is longer than the cap (``make lint``).
 
-    scripts/check_max_lines.py [--max N] [FOLDER ...]     # default: --max 600 telha workers
+    scripts/check_max_lines.py [--max N] [--strict] [FOLDER ...]  # default: 600, telha workers
 
 Every ``*.py`` file counts; there is no ignore list. Generated code (``telha_proto/``) lives
-outside the checked folders. A module over the cap is split along a seam of its own, not
-exempted. Exit 1 listing every module over the cap, longest first; exit 0 otherwise.
+outside the checked folders. The cap is a prompt to look for a seam, not a reason to cut a
+module where it happens to cross the line: a split must follow a seam with a name
+(docs/architecture.md, "Module size"). Every module over the cap is listed on standard error,
+longest first, as a warning; the exit is 0, or 1 with ``--strict``.
 """
 
 from __future__ import annotations
@@ -39,6 +41,9 @@ def too_long(folders: list[Path], max_lines: int) -> list[tuple[int, Path]]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--max", type=int, default=MAX_LINES, help="lines allowed per module")
+    parser.add_argument(
+        "--strict", action="store_true", help="exit 1 when a module is over the cap"
+    )
     parser.add_argument("folders", nargs="*", type=Path, default=[Path(f) for f in FOLDERS])
     args = parser.parse_args(argv)
     missing = [str(f) for f in args.folders if not f.is_dir()]
@@ -47,10 +52,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     over = too_long(args.folders, args.max)
     for lines, path in over:
-        sys.stdout.write(f"{path}: {lines} lines (max {args.max})\n")
+        sys.stderr.write(f"warning: {path}: {lines} lines (cap {args.max})\n")
     if over:
-        sys.stdout.write(f"check_max_lines: {len(over)} module(s) over {args.max} lines\n")
-        return 1
+        sys.stderr.write(
+            f"check_max_lines: {len(over)} module(s) over {args.max} lines: split each along a"
+            " named seam (docs/architecture.md, 'Module size')\n"
+        )
+        return 1 if args.strict else 0
     return 0
 
 
