@@ -91,7 +91,7 @@ _MAYBE_CJK = re.compile(
 )
 # Code points with no mark, ignorable, CJK or Hangul among them, where the standard library's
 # letters and digits (``[^\W_]``) are exactly ``\p{L}\p{N}\p{M}`` (checked for every code
-# point by tests/unit/test_folding.py): text of these alone is cut by the faster ``re``.
+# point by tests/unit/domain/test_folding.py): text of these alone is cut by the faster ``re``.
 _PLAIN_BLOCKS = (
     "\x00-\u00ac\u00ae-\u02e9\u02ec-\u02ff\u0370-\u0482\u048a-\u058f\u1e00-\u1fff"
     "\u2010-\u205f\u2070-\u20cf\u2100-\u2bff"
@@ -318,7 +318,7 @@ def aligned_fold(text: str) -> str | None:
     The result has ``text``'s length, and its character ``i`` is what :func:`fold_cluster`
     makes of ``text[i]`` (each such character is a grapheme cluster of its own): so its
     words (runs of ``[^\\W_]``, the standard library's ``re``) are the folded words of
-    :func:`words` at the same offsets (tests/unit/test_folding.py checks it for every code
+    :func:`words` at the same offsets (tests/unit/domain/test_folding.py checks it for every code
     point): a search re-cuts every hit's text, this is the fast way for the usual text."""
     if text.isascii():
         return text.lower()

@@ -1,4 +1,4 @@
-"""Texts in many languages for the search tests (tests/unit/test_folding.py,
+"""Texts in many languages for the search tests (tests/unit/domain/test_folding.py,
 tests/integration/test_search_languages.py), each with the queries that must find a word of
 it (and the word, as written, they must highlight) and queries that must find nothing."""
 

@@ -5,7 +5,7 @@ applied whole after the migrations on every migrate.
 
 A shipped migration's effect on tables and data never changes (a store records only the
 numbers it applied, no checksum): a change is a new migration. A migration defines no
-function or trigger (``tests/unit/test_sql_layout.py``): those are edited in place in
+function or trigger (``tests/unit/storage/test_sql_layout.py``): those are edited in place in
 ``functions.sql``, and a migration drops a signature that file no longer defines.
 
 A ``{{name}}`` in a ``functions.sql`` stands for a statement the engine's code names (see

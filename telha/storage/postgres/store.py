@@ -33,7 +33,7 @@ _RECONNECT_S = (0.1, 0.5, 1.0, 2.0, 5.0)
 
 
 # Every operation before PgBase (the fast paths' own base), so each mixin's __init__ runs
-# (tests/unit/test_store_composition.py).
+# (tests/unit/storage/test_store_composition.py).
 class PostgresStore(SharedOps, FastVersionOps, FastJobOps, PgBase):
     """PostgreSQL implementation of :class:`telha.storage.protocol.Storage`.
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from tests.conftest import CORPUS
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[4]
 SCRIPT = """
 import sys
 from pathlib import Path

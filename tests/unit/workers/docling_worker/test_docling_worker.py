@@ -102,7 +102,7 @@ def test_every_corpus_document_has_an_expectation() -> None:
     assert files == set(EXPECTED)
 
 
-#: The scanned PDFs keep today's failure with OCR off (tests/unit/test_ocr.py reads them).
+#: The scanned PDFs keep today's failure with OCR off (test_ocr.py beside this file reads them).
 OPTIONS: dict[str, dict[str, Any]] = {
     "pdf/ocr_test_rotated_90.pdf": {"ocr": "off"},
     "pdf/testOCR.pdf": {"ocr": "off"},
@@ -264,7 +264,7 @@ def test_pdf_lines_become_paragraphs_headings_and_columns() -> None:
         assert sides == sorted(sides) and sides[0] is False and sides[-1] is True
 
 
-GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "docling_corpus.json"
+GOLDEN = Path(__file__).resolve().parents[3] / "golden" / "docling_corpus.json"
 
 
 def test_golden_submissions() -> None:

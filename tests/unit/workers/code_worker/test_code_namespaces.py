@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.unit.test_code_worker import _run
+from tests.unit.workers.code_worker.test_code_worker import _run
 
 
 def _tree(out: dict[str, Any]) -> dict[str, tuple[str, str | None]]:

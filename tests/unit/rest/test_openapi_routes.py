@@ -77,7 +77,7 @@ def test_the_document_describes_every_route_module() -> None:
 def _documented() -> set[tuple[str, str]]:
     """``(path, method)`` of each route the table of docs/rest-api.md ("Routes") names in its
     first column (``POST/GET /v1/connectors``: two methods; a query string dropped)."""
-    text = (Path(__file__).parents[2] / "docs" / "rest-api.md").read_text(encoding="utf-8")
+    text = (Path(__file__).parents[3] / "docs" / "rest-api.md").read_text(encoding="utf-8")
     rows = text.split("| method, path | what |", 1)[1].split("\n\n", 1)[0]
     out = set()
     for row in rows.splitlines()[2:]:

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.unit.test_tabular_worker import Run, _job, run_file
+from tests.unit.workers.tabular_worker.test_tabular_worker import Run, _job, run_file
 from workers_common import CorruptInput
 from workers_common.encoding_guess import LOW_CONFIDENCE
 

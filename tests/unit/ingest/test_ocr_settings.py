@@ -88,12 +88,12 @@ def test_a_missing_tesseract_is_said_at_start() -> None:
     env = {**os.environ, "TELHA_OCR__TESSERACT": "/nonexistent/tesseract"}
     done = subprocess.run(
         [sys.executable, "-c", "import docling_worker"],
-        capture_output=True, text=True, env=env, check=True, cwd=Path(__file__).parents[2],
+        capture_output=True, text=True, env=env, check=True, cwd=Path(__file__).parents[3],
     )  # fmt: skip
     assert "ocr_unavailable: tesseract not found" in done.stderr
     env["TELHA_OCR__TESSERACT"] = ""
     done = subprocess.run(
         [sys.executable, "-c", "import docling_worker"],
-        capture_output=True, text=True, env=env, check=True, cwd=Path(__file__).parents[2],
+        capture_output=True, text=True, env=env, check=True, cwd=Path(__file__).parents[3],
     )  # fmt: skip
     assert "ocr_unavailable" not in done.stderr  # Debian's tesseract is installed

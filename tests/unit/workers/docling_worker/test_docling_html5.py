@@ -12,7 +12,7 @@ import docling_worker
 from docling_worker.html5 import html5_bytes, note_lost_body
 
 from telha.domain.submission import decode_submission, to_projection
-from tests.unit.test_docling_worker import CORPUS, _job
+from tests.unit.workers.docling_worker.test_docling_worker import CORPUS, _job
 
 
 def _html(tmp_path: Path, raw: bytes) -> dict[str, Any]:

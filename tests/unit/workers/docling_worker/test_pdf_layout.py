@@ -13,7 +13,7 @@ import pytest
 
 from tests.support.pdf import text_pdf
 
-CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus"
+CORPUS = Path(__file__).resolve().parents[4].parent / "shared" / "corpus"
 WIDTH = 36  # Courier 10 pt: 6 pt a character, a 216 pt column
 
 
@@ -124,7 +124,7 @@ def _submission(path: Path) -> dict[str, Any]:
     import docling_worker
 
     from telha.domain.submission import decode_submission, to_projection
-    from tests.unit.test_docling_worker import _audit_spans, _job
+    from tests.unit.workers.docling_worker.test_docling_worker import _audit_spans, _job
 
     body = docling_worker.handle(_job(path))  # parsed in a child process
     assert isinstance(body, bytes)

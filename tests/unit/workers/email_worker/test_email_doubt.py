@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from tests.conftest import CORPUS
-from tests.unit.test_email_worker import _run
+from tests.unit.workers.email_worker.test_email_worker import _run
 
 
 def _kinds(sub: dict[str, Any]) -> dict[str, int]:
