@@ -45,6 +45,7 @@ from telha.storage.core.engine import EngineOps
 from telha.storage.core.job_reads import (
     JOB_COLS,
     JOB_FROM,
+    JOB_RETURNING,
     active_job_counts,
     get_job,
     next_available_at,
@@ -129,8 +130,7 @@ async def latest_identity(tx: Tx, sid: int, source_id: bytes) -> Latest | None:
 
 
 def _latest(row: tuple[Any, ...] | None) -> Latest | None:
-    """A :data:`LATEST_VERSION` row as :class:`Latest` (``None``: no row, or a row of
-    ``NULL``s: no version)."""
+    """A :data:`LATEST_VERSION` row as :class:`Latest` (``None``: no row, or ``NULL``s)."""
     if row is None or row[7] is None:
         return None
     identity = row[4].encode() if isinstance(row[4], str) else row[4]
@@ -408,9 +408,10 @@ async def lease(
         raise Rollback(None)
     job_id, head_sid, fmt = picked
     await fair_lease.touch(tx, head_sid, fmt, now_us)
-    await tx.execute(LEASE_JOB, worker_id, now_us + lease_us, now_us, job_id)
+    sql = f"{LEASE_JOB} RETURNING {JOB_RETURNING}"
+    (row,) = await tx.fetchall(sql, worker_id, now_us + lease_us, now_us, job_id)
     await add_event(tx, job_id, now_us, "leased", f"worker={worker_id}")
-    return await select_job(tx, job_id)
+    return job_record(row)
 
 
 async def heartbeat(tx: Tx, leases: Sequence[LeaseRef], now_us: int, lease_us: int) -> list[bytes]:
