@@ -4,7 +4,9 @@ the kept edges, the publish, the search index's entry and the archive rule of th
 transaction, which read it again before. Counted on a real SQLite store through
 ``sqlite3``'s trace callback on the writer's connection, for a source's first version and
 for a second that supersedes it; the second still supersedes the first (its rows replace
-the first's, as the kept-edges tests check in detail)."""
+the first's, as the kept-edges tests check in detail). The erasure blocklist is asked in the
+same statement, by the commit and by an enqueue with dedup (bench/RESULTS.md, "Fourth
+round"), and an enqueue of a lease head the writer has seen does not read it again."""
 
 from __future__ import annotations
 
@@ -15,8 +17,8 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from telha.domain.ids import content_hash
-from telha.domain.model import Dedup, NewVersion, Scope
+from telha.domain.ids import content_hash, new_id
+from telha.domain.model import Dedup, NewJob, NewVersion, Scope
 from telha.domain.projection import EdgeOut, NodeOut, Projection, SpanOut
 from telha.storage.sqlite.store import SqliteStore
 
@@ -73,6 +75,42 @@ def _published_reads(statements: list[str]) -> list[str]:
     ]
 
 
+def _blocklist_reads(statements: list[str]) -> list[str]:
+    """The reads of the erasure blocklist."""
+    return [s for s in statements if "FROM erasure_blocklist" in s]
+
+
+async def _traced_enqueue(store: SqliteStore, raw: bytes) -> list[str]:
+    """Enqueue a job of ``raw`` for :data:`SOURCE` with dedup; the writer's statements."""
+    seen: list[str] = []
+    writer = store._writer
+    assert writer is not None
+
+    def trace(on: bool) -> None:  # on the writer's own thread
+        writer._conn.set_trace_callback(seen.append if on else None)
+
+    job = NewJob(new_id(), "ingest:text", "text", SOURCE, content_hash(raw), b"{}")
+    await writer._execute(trace, True)
+    try:
+        out = await store.enqueue_job(SCOPE, job, now_us=1_000, dedup=True)
+    finally:
+        await writer._execute(trace, False)
+    assert out.job_id == job.job_id and not out.deduplicated
+    return seen
+
+
+async def test_an_enqueue_reads_the_blocklist_and_latest_version_at_once(
+    sqlite_store: SqliteStore,
+) -> None:
+    await _traced_commit(sqlite_store, "alpha beta gamma")
+    first = await _traced_enqueue(sqlite_store, b"one")
+    assert len(_published_reads(first)) == 1, _published_reads(first)
+    assert _blocklist_reads(first) == _published_reads(first)
+    second = await _traced_enqueue(sqlite_store, b"two")
+    assert [s for s in first if "lease_heads" in s]  # the head read and written once
+    assert not [s for s in second if "lease_heads" in s], second
+
+
 @pytest.mark.parametrize("versions", [1, 2])
 async def test_a_single_shot_reads_its_sources_versions_once(
     sqlite_store: SqliteStore, versions: int
@@ -82,6 +120,7 @@ async def test_a_single_shot_reads_its_sources_versions_once(
         await _traced_commit(sqlite_store, text)
     statements = await _traced_commit(sqlite_store, texts[-1])
     assert len(_published_reads(statements)) == 1, _published_reads(statements)
+    assert _blocklist_reads(statements) == _published_reads(statements)
     assert any(s.startswith("BEGIN") for s in statements)  # the trace saw the transaction
     latest = await sqlite_store.latest_version(SCOPE, SOURCE)
     assert latest is not None and latest.content_hash == content_hash(texts[-1].encode())

@@ -2,7 +2,8 @@
 "Third round"): write transactions queue on the writer's thread and run one after the other,
 each its own ``BEGIN IMMEDIATE`` … ``COMMIT``, each caller woken as its own commits — never
 held for a transaction queued after it — and a scope interned by a transaction that rolled
-back is never seen by the one queued behind it. On a real SQLite file."""
+back is never seen by the one queued behind it, nor a lease head it wrote. On a real SQLite
+file."""
 
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ from typing import Any
 import anyio
 import pytest
 
-from telha.domain.model import Scope
+from telha.domain.ids import new_id
+from telha.domain.model import NewJob, Scope
+from telha.storage.core import fair_lease
 from telha.storage.core.tx import Tx
 from telha.storage.sqlite.store import SqliteStore
 
@@ -106,3 +109,30 @@ async def test_a_scope_interned_by_a_rolled_back_transaction_is_not_seen_next(
     assert row == ("writer-t",), "the second transaction used the rolled-back scope id"
     again = await sqlite_store._transaction("third", interns)
     assert again == (sid, ("writer-t",))
+
+
+async def test_a_lease_head_seen_by_a_rolled_back_transaction_is_written_next(
+    sqlite_store: SqliteStore,
+) -> None:
+    """The writer remembers the lease heads committed transactions saw (heads are never
+    removed), so an enqueue skips the head's read; a head written by a transaction that
+    rolled back is not remembered: the next enqueue of that scope and format writes it, and
+    its job is leased."""
+
+    async def heads_then_fails(tx: Tx) -> None:
+        await fair_lease.note_head(tx, await tx.scope_id(SCOPE), "text")
+        raise ValueError("rolled back on purpose")
+
+    with pytest.raises(ValueError, match="on purpose"):
+        await sqlite_store._transaction("first", heads_then_fails)
+    job = NewJob(new_id(), "ingest:text", "text", new_id(), None, b"{}")
+    await sqlite_store.enqueue_job(SCOPE, job, now_us=1_000, dedup=False)
+    leased = await sqlite_store.lease_next_job(
+        ["text"], scope=None, worker_id="w", now_us=2_000, lease_us=60_000_000
+    )
+    assert leased is not None and leased.job_id == job.job_id
+
+    async def head_known(tx: Tx) -> bool:
+        return tx.head_known(await tx.scope_id(SCOPE), "text")
+
+    assert await sqlite_store._transaction("known", head_known)

@@ -71,9 +71,14 @@ def heads_sql(formats: str, scope: str, limit: str) -> str:
 async def note_head(tx: Tx, sid: int, fmt: str) -> None:
     """Make sure ``(sid, fmt)`` has a lease head (a new head counts as never leased, so a
     scope's first job goes before the busy scopes' next ones). A read when it exists, so
-    enqueues never wait on a head a lease is updating."""
+    enqueues never wait on a head a lease is updating; nothing when the engine already knows
+    the head (:meth:`~telha.storage.core.tx.Tx.head_known`: heads are never removed, so
+    SQLite's single writer remembers each one it saw committed)."""
+    if tx.head_known(sid, fmt):
+        return
     if await tx.fetchone(HEAD_FIND, sid, fmt) is None:
         await tx.execute(HEAD_ADD, sid, fmt)
+    tx.head_noted(sid, fmt)
 
 
 async def pick(

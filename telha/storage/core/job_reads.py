@@ -10,7 +10,14 @@ from telha.domain.model import JobEvent, JobRecord, Scope
 from telha.domain.records import job_record
 from telha.storage.core.tx import Tx
 
-__all__ = ["JOB_COLS", "JOB_FROM", "active_job_counts", "get_job", "next_available_at"]
+__all__ = [
+    "JOB_COLS",
+    "JOB_FROM",
+    "JOB_RETURNING",
+    "active_job_counts",
+    "get_job",
+    "next_available_at",
+]
 
 #: The columns of :func:`telha.domain.records.job_record`, over ``jobs j JOIN scopes s``.
 JOB_COLS = (
@@ -19,6 +26,16 @@ JOB_COLS = (
     " j.available_at, j.failure_reason, j.stats"
 )
 JOB_FROM = " FROM jobs j JOIN scopes s ON s.scope_id = j.scope_id"
+#: :data:`JOB_COLS` as an ``UPDATE jobs … RETURNING`` list (the scope's names read by
+#: subqueries: a ``RETURNING`` clause names the updated table only).
+JOB_RETURNING = (
+    JOB_COLS.replace("j.", "jobs.")
+    .replace("s.tenant_id", "(SELECT s.tenant_id FROM scopes s WHERE s.scope_id = jobs.scope_id)")
+    .replace(
+        "s.organization_id",
+        "(SELECT s.organization_id FROM scopes s WHERE s.scope_id = jobs.scope_id)",
+    )
+)
 
 
 async def get_job(tx: Tx, scope: Scope | None, job_id: bytes, events: bool) -> JobRecord | None:

@@ -16,9 +16,10 @@ The statements PostgreSQL's fast paths run too are in :mod:`telha.storage.core.j
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from telha.domain.dedup import Latest, same_identity
-from telha.domain.erasure import payload_name, scrub_payload
+from telha.domain.erasure import blockable, payload_name, scrub_payload
 from telha.domain.errors import StaleLease
 from telha.domain.ids import id_str
 from telha.domain.model import (
@@ -38,12 +39,13 @@ from telha.domain.records import (
     with_children,
 )
 from telha.storage.core import fair_lease
-from telha.storage.core.blocklist import blocked
+from telha.storage.core.blocklist import BLOCKED, blocked
 from telha.storage.core.deliveries import job_ended, record_job_webhook
 from telha.storage.core.engine import EngineOps
 from telha.storage.core.job_reads import (
     JOB_COLS,
     JOB_FROM,
+    JOB_RETURNING,
     active_job_counts,
     get_job,
     next_available_at,
@@ -71,6 +73,7 @@ __all__ = [
     "abandon_stream",
     "active_job_counts",
     "add_event",
+    "blocked_latest",
     "check_lease",
     "complete",
     "end_erased",
@@ -89,6 +92,14 @@ __all__ = [
     "select_job",
     "store_continuation",
 ]
+
+#: Whether one of the digests is blocklisted, and the source's latest version (or a row of
+#: ``NULL``s): parameters ``(scope, digests…, scope, source)``, ``{digests}`` as in
+#: :data:`~telha.storage.core.blocklist.BLOCKED`.
+BLOCKED_LATEST = (
+    "SELECT EXISTS (" + BLOCKED + "), v.* FROM (SELECT 1 AS one) o"
+    " LEFT JOIN (" + LATEST_VERSION + ") v ON true"
+)
 
 _LOSSES_SQL = (
     "SELECT count(*) FROM job_events WHERE job_id = ? AND transition IN ("
@@ -115,22 +126,38 @@ async def latest_identity(tx: Tx, sid: int, source_id: bytes) -> Latest | None:
     """What dedup compares with (:class:`telha.domain.dedup.Latest`): a source's latest
     published version, retired or erased or not; ``None`` when it has none. A streamed
     version still open, or abandoned, is not published."""
-    row = await tx.fetchone(LATEST_VERSION, sid, source_id)
-    if row is None:
+    return _latest(await tx.fetchone(LATEST_VERSION, sid, source_id))
+
+
+def _latest(row: tuple[Any, ...] | None) -> Latest | None:
+    """A :data:`LATEST_VERSION` row as :class:`Latest` (``None``: no row, or ``NULL``s)."""
+    if row is None or row[7] is None:
         return None
     identity = row[4].encode() if isinstance(row[4], str) else row[4]
     retired, erased = row[5] is not None, row[6] is not None
     return Latest(row[0], row[1], row[2], row[3], identity, retired, erased, int(row[7]))
 
 
-async def _dedup(tx: Tx, sid: int, job: NewJob) -> EnqueueOutcome | None:
+async def blocked_latest(
+    tx: Tx, sid: int, digests: Sequence[bytes | None], source_id: bytes
+) -> tuple[bool, Latest | None]:
+    """:func:`~telha.storage.core.blocklist.blocked` for ``digests`` and
+    :func:`latest_identity` of ``source_id`` in one statement (the write paths that ask
+    both, under the source's lock: an enqueue with dedup, a single shot's commit)."""
+    cond, params = tx.any("digest", sorted(blockable(digests)), "bytea")
+    row = await tx.fetchone(BLOCKED_LATEST.format(digests=cond), sid, *params, sid, source_id)
+    assert row is not None
+    return bool(row[0]), _latest(row[1:])
+
+
+async def _dedup(tx: Tx, sid: int, job: NewJob, latest: Latest | None) -> EnqueueOutcome | None:
     """Request-level dedup of a job with ``dedup`` asked: with a content hash, against the
     source's latest version (:func:`telha.domain.dedup.same_identity`: the same bytes and
     fingerprint) and an active job of the same ``(source, hash, fingerprint)``; a fetch-format
     job (no hash yet, say a crawl's child) against an active job fetching the same
-    ``(source, format)``. The oldest active job answers."""
+    ``(source, format)``. The oldest active job answers. ``latest``: the source's latest
+    version, read by the caller (with a content hash)."""
     if job.content_hash is not None:
-        latest = await latest_identity(tx, sid, job.source_id)
         if same_identity(latest, job.content_hash, job.fingerprint):
             return EnqueueOutcome(True, None)
         active = await tx.fetchone(
@@ -161,10 +188,18 @@ async def enqueue(
     completion enqueues this one."""
     if job.content_hash is not None or dedup:
         await tx.lock_sources(sid, (job.source_id,))
-    if job.content_hash is not None and await blocked(tx, sid, (job.content_hash,)):
+    if job.content_hash is not None and dedup:
+        # Both reads in one statement (bench/RESULTS.md, "Fourth round").
+        erased, latest = await blocked_latest(tx, sid, (job.content_hash,), job.source_id)
+        if erased:
+            return EnqueueOutcome(False, None, erased=True)
+        outcome = await _dedup(tx, sid, job, latest)
+        if outcome is not None:
+            return outcome
+    elif job.content_hash is not None and await blocked(tx, sid, (job.content_hash,)):
         return EnqueueOutcome(False, None, erased=True)
-    if dedup:
-        outcome = await _dedup(tx, sid, job)
+    elif dedup:
+        outcome = await _dedup(tx, sid, job, None)
         if outcome is not None:
             return outcome
     await tx.execute(
@@ -373,9 +408,10 @@ async def lease(
         raise Rollback(None)
     job_id, head_sid, fmt = picked
     await fair_lease.touch(tx, head_sid, fmt, now_us)
-    await tx.execute(LEASE_JOB, worker_id, now_us + lease_us, now_us, job_id)
+    sql = f"{LEASE_JOB} RETURNING {JOB_RETURNING}"
+    (row,) = await tx.fetchall(sql, worker_id, now_us + lease_us, now_us, job_id)
     await add_event(tx, job_id, now_us, "leased", f"worker={worker_id}")
-    return await select_job(tx, job_id)
+    return job_record(row)
 
 
 async def heartbeat(tx: Tx, leases: Sequence[LeaseRef], now_us: int, lease_us: int) -> list[bytes]:

@@ -91,6 +91,16 @@ class Tx(Protocol):
         """Wake pollers of ``fmt`` on every replica at commit (no-op on SQLite: in-process
         wake-ups see every enqueue)."""
 
+    def head_known(self, sid: int, fmt: str) -> bool:
+        """Whether lease head ``(sid, fmt)`` is known to exist without a read (lease heads
+        are never removed: :mod:`telha.storage.core.fair_lease`): SQLite's single writer
+        remembers every head a committed transaction saw; PostgreSQL knows none (``False``:
+        read it)."""
+
+    def head_noted(self, sid: int, fmt: str) -> None:
+        """Note that lease head ``(sid, fmt)`` exists in this transaction: remembered once
+        it commits (no-op on PostgreSQL)."""
+
     def wrote_event(self, job_id: bytes) -> None:
         """Note that this transaction appended an event to ``job_id``'s list: once it
         commits, the engine wakes that job's event readers (:mod:`telha.storage.job_watch`)."""

@@ -32,14 +32,13 @@ from telha.domain.records import decode_continuation, is_duplicate
 from telha.domain.rows import PENDING_TX, Existing, VersionRows, at_tx, build_rows
 from telha.domain.streams import single_shot_allowed
 from telha.offload import OFFLOAD_BYTES, off_loop
-from telha.storage.core.blocklist import blocked
 from telha.storage.core.engine import EngineOps
 from telha.storage.core.jobs import (
     abandon_stream,
+    blocked_latest,
     complete,
     end_erased,
     fence_held,
-    latest_identity,
 )
 from telha.storage.core.members import after_publish
 from telha.storage.core.publish import Known, has_earlier, keep_edges, match, publish
@@ -168,12 +167,13 @@ async def commit(
         cont = decode_continuation(blob) if blob is not None else None
         single_shot_allowed(cont, completion.worker_id, completion.lease.lease_generation)
         await abandon_stream(tx, completion.lease.job_id, completion.now_us, blob)
-    if await blocked(tx, sid, (version.content_hash, canonical_hash)):
+    digests = (version.content_hash, canonical_hash)
+    erased, latest = await blocked_latest(tx, sid, digests, version.source_id)
+    if erased:
         if completion is None:
             raise ContentErased(ERASED_MESSAGE)
         await end_erased(tx, completion.lease.job_id, completion.now_us, BLOCKED_REASON)
         return CommitOutcome(False, None, [], [], erased=True)
-    latest = await latest_identity(tx, sid, version.source_id)
     if is_duplicate(latest, version, canonical_hash, dedup):
         if completion is None:
             raise Rollback(CommitOutcome(True, None, [], []))

@@ -166,6 +166,15 @@ class PgTx:
         """``NOTIFY`` :data:`CHANNEL` with ``fmt``, delivered when the transaction commits."""
         await self.conn.execute("SELECT pg_notify($1, $2)", CHANNEL, fmt)
 
+    @staticmethod
+    def head_known(sid: int, fmt: str) -> bool:
+        """See :meth:`telha.storage.core.tx.Tx.head_known`: never (read the row)."""
+        return False
+
+    @staticmethod
+    def head_noted(sid: int, fmt: str) -> None:
+        """See :meth:`telha.storage.core.tx.Tx.head_noted`: nothing remembered."""
+
     def wrote_event(self, job_id: bytes) -> None:
         """See :meth:`telha.storage.core.tx.Tx.wrote_event`."""
         self.event_jobs.add(job_id)

@@ -91,6 +91,10 @@ class SqliteBase(EngineOps):
         self._readers: list[aiosqlite.Connection] = []
         self._scopes: dict[Scope, int] = {}
         self._new_scopes: dict[Scope, int] = {}
+        #: Lease heads known to exist (never removed), and those the running write
+        #: transaction saw, moved over when it commits (:meth:`_in_transaction`).
+        self._heads: set[tuple[int, str]] = set()
+        self._new_heads: set[tuple[int, str]] = set()
         self._clock = TxClock()
         self._on_commit: Callable[[], None] = _nothing
         #: Wakes readers of a job's events once a transaction that wrote some commits.
@@ -266,7 +270,11 @@ class SqliteBase(EngineOps):
 
         def body(conn: sqlite3.Connection) -> T:
             tx = SqliteTx(
-                conn, known=self._known_scope, intern=self._tx_scope_id, clock=self._clock
+                conn,
+                known=self._known_scope,
+                intern=self._tx_scope_id,
+                clock=self._clock,
+                heads=(self._heads, self._new_heads),
             )
             tx.search = self.search_enabled
             result = drive(op(tx, *args))  # a Rollback skips the next line: nothing written
@@ -376,8 +384,8 @@ class SqliteBase(EngineOps):
     ) -> tuple[T, bool]:
         """``(fn's result, whether it committed)``, on the writer's thread; False when the
         body rolled back itself (or raised :class:`Rollback`, whose value is the result).
-        Scope ids it interned reach the cache once it committed, before the next
-        transaction starts."""
+        Scope ids it interned and lease heads it saw reach the caches once it committed,
+        before the next transaction starts."""
         try:
             conn.execute("BEGIN IMMEDIATE")
             try:
@@ -394,9 +402,11 @@ class SqliteBase(EngineOps):
                     conn.execute("ROLLBACK")
                 raise
             self._scopes.update(self._new_scopes)
+            self._heads.update(self._new_heads)
             return result, True
         finally:
             self._new_scopes.clear()
+            self._new_heads.clear()
 
 
 def _checkpoint(conn: sqlite3.Connection) -> tuple[int, int, int] | None:

@@ -32,6 +32,9 @@ class SqliteTx:
     :param intern: ``intern(conn, scope) -> id`` for writes (``None`` on a reader).
     :param known: ``known(conn, scope) -> id | None``.
     :param clock: the store's transaction clock (``None`` on a reader).
+    :param heads: the lease heads committed transactions saw (read-only here), and the set
+        this transaction adds the heads it saw to (the store moves them into the first once
+        it commits); ``None`` on a reader.
     """
 
     postgres = False
@@ -47,11 +50,13 @@ class SqliteTx:
         known: Callable[[sqlite3.Connection, Scope], int | None],
         intern: Callable[[sqlite3.Connection, Scope], int] | None = None,
         clock: TxClock | None = None,
+        heads: tuple[set[tuple[int, str]], set[tuple[int, str]]] | None = None,
     ) -> None:
         self.conn = conn
         self._known = known
         self._intern = intern
         self._clock = clock
+        self._heads = heads
         #: Jobs this transaction appended events to (:meth:`wrote_event`).
         self.event_jobs: set[bytes] = set()
 
@@ -98,6 +103,15 @@ class SqliteTx:
 
     async def notify(self, fmt: str) -> None:
         """No-op: in-process wake-ups see every enqueue."""
+
+    def head_known(self, sid: int, fmt: str) -> bool:
+        """See :meth:`telha.storage.core.tx.Tx.head_known`."""
+        return self._heads is not None and (sid, fmt) in self._heads[0]
+
+    def head_noted(self, sid: int, fmt: str) -> None:
+        """See :meth:`telha.storage.core.tx.Tx.head_noted`."""
+        if self._heads is not None:
+            self._heads[1].add((sid, fmt))
 
     def wrote_event(self, job_id: bytes) -> None:
         """See :meth:`telha.storage.core.tx.Tx.wrote_event`."""
