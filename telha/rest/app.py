@@ -41,6 +41,7 @@ from telha.rest.access_log import AccessLogMiddleware
 from telha.rest.metrics_middleware import MetricsMiddleware
 from telha.rest.responses import error_response
 from telha.rest.state import AppState
+from telha.rest.unread_body import CloseOnUnreadBody
 
 __all__ = ["create_app"]
 
@@ -75,7 +76,8 @@ async def _unexpected(request: Request, exc: Exception) -> Response:
 def create_app(st: AppState) -> Starlette:
     """Build the app over ``st``: the routes of every route module (``telha/rest/*_routes.py``:
     the probes first, the viewer's static files at ``/ui/`` last, no key) and of
-    :mod:`telha.rest.openapi`, behind the metrics and access-log middleware."""
+    :mod:`telha.rest.openapi`, behind the metrics and access-log middleware and
+    :class:`~telha.rest.unread_body.CloseOnUnreadBody`."""
     routes = [
         *probe_routes.routes,
         *ingest_routes.routes,
@@ -100,6 +102,7 @@ def create_app(st: AppState) -> Starlette:
         middleware=[
             Middleware(MetricsMiddleware, metrics=st.metrics, routes=routes),
             Middleware(AccessLogMiddleware, routes=routes),
+            Middleware(CloseOnUnreadBody),
         ],
         exception_handlers={
             TelhaError: _telha_error,
