@@ -141,7 +141,9 @@ def scope_rowids(scope_id: int) -> tuple[int, int]:
     A search names this range rather than matching a scope token: FTS5 seeks its doclists
     to it and returns only the scope's rows, and ``bm25`` counts no scope-wide phrase (its
     statistics, rows holding a word and mean length, are still the whole index's:
-    docs/architecture.md, "Search").
+    docs/architecture.md, "Search"). The range is filled from ``hi`` down, so the rows
+    indexed last hold the lowest rowids: FTS5 reads a doclist in rowid order at its
+    cheapest, and the rank window takes a query's newest matches first.
 
     :raises ValueError: ``scope_id`` is over :data:`MAX_INDEXED_SCOPE`.
     """

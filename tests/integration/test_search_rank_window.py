@@ -14,10 +14,11 @@ import pytest
 from telha.domain.ids import content_hash
 from telha.domain.model import Dedup, NewVersion, Scope
 from telha.domain.projection import NodeOut, Projection, SpanOut
-from telha.domain.search_query import parse_query
+from telha.domain.search_query import parse_query, scope_rowids
 from telha.storage import StorageEngine
 from telha.storage.core.search import Filters, SearchHit
 from telha.storage.core.search import search as search_op
+from telha.storage.core.tx import Tx
 from tests.support.pg import ENGINES
 from tests.support.stores import fresh_store
 
@@ -141,3 +142,27 @@ async def test_a_window_answers_the_full_order_of_its_newest_matches(
         newest = set(starts[-max(window, offset + limit) :])
         inside = full if postgres else [h for h in full if h.start in newest]
         assert got == inside[offset : offset + limit], (window, limit, offset)
+
+
+async def test_a_scopes_rows_are_numbered_newest_lowest(store: StorageEngine) -> None:
+    """SQLite fills a scope's rowid range from its top down (docs/architecture.md,
+    "Search"): the newer source's rows hold lower rowids than the older one's, so the rank
+    window's walk from the newest match is FTS5's forward one; inside one version the
+    first span row holds the highest rowid."""
+    if "postgres" in type(store).__module__:
+        pytest.skip("PostgreSQL ranks every match: its rowids order nothing")
+    await _hits(store, "zeta", 0)  # indexes the newer source
+    rows = await store._read(_rowids)  # type: ignore[attr-defined]
+    lo, hi = scope_rowids(1)
+    assert all(lo <= r < hi for r, _, _ in rows)
+    old = [r for r, src, _ in rows if src == OLD]
+    new = [r for r, src, start in sorted(rows, key=lambda x: x[2]) if src == NEW]
+    assert len(old) == 1 and len(new) == len(NEW_LINES)
+    assert max(new) < min(old)
+    assert new == sorted(new, reverse=True)  # by start: highest first
+    assert max(old) == hi - 1  # the first row indexed takes the range's top
+
+
+async def _rowids(tx: Tx) -> list[tuple[int, bytes, int]]:
+    rows = await tx.fetchall("SELECT rowid, source_id, start FROM search_spans")
+    return [(int(r), bytes(s), int(st)) for r, s, st in rows]

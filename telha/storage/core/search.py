@@ -112,8 +112,10 @@ def _candidates_sql(
     before the limit and offset); ``stale``: the scope has stale rows still to delete,
     which the SQL leaves out. On SQLite the filters' parameters are followed by the low and
     high ends of the rowids searched (the scope's range, ``scope_rowids``). ``ranked``
-    false: unscored, in index order (a locate's candidates). ``newest`` (SQLite): newest
-    first, scored when ``ranked`` (the rank window: :func:`_ranked_window`)."""
+    false: unscored, oldest first (a locate's candidates). ``newest`` (SQLite): newest
+    first, scored when ``ranked`` (the rank window: :func:`_ranked_window`). Ties of score
+    go oldest first on both engines (SQLite numbers a scope's rows from the top of its range
+    down: :func:`~telha.domain.search_query.scope_rowids`)."""
     conds: list[str] = [NOT_STALE] if stale else []
     params: list[Any] = []
     if filters.source_id is not None:
@@ -139,12 +141,12 @@ def _candidates_sql(
         )
         return sql, params
     join = " JOIN search_spans s ON s.rowid = f.rowid" if conds else ""
-    # The scope's rowid range (the window's bound raises its low end): FTS5 seeks its
-    # doclists to it (telha.domain.search_query.scope_rowids).
+    # The scope's rowid range: FTS5 seeks its doclists to it
+    # (telha.domain.search_query.scope_rowids: newest lowest).
     conds.append("f.rowid >= ? AND f.rowid < ?")
     extra = "".join(f" AND {c}" for c in conds)
     score = "bm25(search_fts)" if ranked else "0"
-    order = "f.rowid DESC" if newest else "score, f.rowid" if ranked else "f.rowid"
+    order = "f.rowid" if newest else "score, f.rowid DESC" if ranked else "f.rowid DESC"
     sql = (
         f"SELECT f.rowid AS rowid, {score} AS score FROM search_fts f{join}"
         f" WHERE search_fts MATCH ?{extra} ORDER BY {order} LIMIT ? OFFSET ?"
@@ -168,7 +170,7 @@ async def _candidates(
 
     ``window`` > 0 (``[search] rank_window``; docs/rest-api.md, "Search"), on SQLite: when
     more rows than ``max(window, offset + limit)`` match, only that many of the newest
-    (the highest rowids: the last indexed) are ranked. Ranking scores every row it ranks
+    (the lowest rowids: the last indexed) are ranked. Ranking scores every row it ranks
     (FTS5's ``bm25`` reads each row's length), while finding the rows only walks the
     doclists: a word in most spans otherwise costs a score for every span of the scope.
     PostgreSQL ranks every match: finding the newest would read every match's row from the
@@ -192,14 +194,15 @@ async def _ranked_window(
     tx: Tx, stale: bool, filters: Filters, match: list[Any], window: int, limit: int, offset: int
 ) -> list[int]:
     """SQLite's rank window in one statement: the newest ``window`` matching rows (FTS5
-    walks the doclists from the scope's highest rowid down and stops there), each scored
-    by ``bm25`` as it is read, then the best ``limit`` from ``offset`` (score, then rowid).
+    walks the doclists forward from the scope's lowest rowid, the newest row, and stops
+    there), each scored by ``bm25`` as it is read, then the best ``limit`` from ``offset``
+    (score, then the oldest first).
     ``match``: the MATCH expression and the scope's rowid range. The same rows and order as
     finding the window's oldest row first and ranking from it on, without walking the
     window twice."""
     inner, params = _candidates_sql(tx, filters, stale, ranked=True, newest=True)
     rows = await tx.fetchall(
-        f"SELECT rowid, score FROM ({inner}) ORDER BY score, rowid LIMIT ? OFFSET ?",
+        f"SELECT rowid, score FROM ({inner}) ORDER BY score, rowid DESC LIMIT ? OFFSET ?",
         *match[:1], *params, *match[1:], window, 0, limit, offset,
     )  # fmt: skip
     return [int(r[0]) for r in rows]

@@ -37,16 +37,16 @@ async def containing(
     tx: Tx, sid: int, fragment: str, filters: Filters, limit: int
 ) -> list[tuple[bytes, int, int, int]]:
     """The scope's index rows of current versions whose indexed words contain ``fragment``
-    (a folded word) anywhere, at most ``limit`` (the first found, by rowid), each as
+    (a folded word) anywhere, at most ``limit`` (the oldest first), each as
     ``(source_id, version_tx, start, rowid)`` (:func:`keys`): a superset the canonical text
     decides (docs/rest-api.md, "Locate a quote").
 
     Found by the substring index: on SQLite ``search_tri`` (FTS5 ``trigram``) asked for every
-    row holding all of the fragment's trigrams (:func:`fts5_trigrams`), in index order, less
+    row holding all of the fragment's trigrams (:func:`fts5_trigrams`), oldest first, less
     the rows whose body (lower-cased) does not hold the fragment itself; on
     PostgreSQL the ``pg_trgm`` GIN index over ``words`` asked for ``LIKE '%fragment%'`` (the
     first ``limit`` rows found, in no set order). A fragment under 3 characters has no
-    trigram: SQLite scans the scope's rows (the body compared lower-cased) in index order and
+    trigram: SQLite scans the scope's rows (the body compared lower-cased) oldest first and
     stops at ``limit``; PostgreSQL's ``LIKE`` reads every row of the scope the same way."""
     if not tx.postgres and sid > MAX_INDEXED_SCOPE:
         return []
@@ -76,27 +76,28 @@ async def containing(
         sql = (
             f"SELECT {KEY_COLS} FROM search_tri f JOIN search_spans s ON s.rowid = f.rowid"
             " WHERE search_tri MATCH ? AND f.rowid >= ? AND f.rowid < ?"
-            f" AND instr(lower(s.body), ?) > 0{extra} ORDER BY f.rowid LIMIT ?"
+            f" AND instr(lower(s.body), ?) > 0{extra} ORDER BY f.rowid DESC LIMIT ?"
         )
         rows = await tx.fetchall(sql, trigrams, lo, hi, fragment, *params, limit)
     else:
         rows = await tx.fetchall(
             f"SELECT {KEY_COLS} FROM search_spans s WHERE s.rowid >= ? AND s.rowid < ?"
-            f" AND instr(lower(s.body), ?) > 0{extra} ORDER BY s.rowid LIMIT ?",
+            f" AND instr(lower(s.body), ?) > 0{extra} ORDER BY s.rowid DESC LIMIT ?",
             lo, hi, fragment, *params, limit,
         )  # fmt: skip
     return keys(rows)
 
 
 #: What :func:`keys` reads of a candidate index row ``s``.
-KEY_COLS = "s.source_id, s.version_tx, s.start, s.rowid"
+KEY_COLS = 's.source_id, s.version_tx, s.start, s.rowid, s."end"'
 
 
 def keys(rows: list[tuple[Any, ...]]) -> list[tuple[bytes, int, int, int]]:
     """Candidate rows (:data:`KEY_COLS`) as ``(source_id, version_tx, start, rowid)``, in
-    that order: the order of the places they hold (by source, version and offset), a row's
-    places starting at its ``start`` or after."""
-    return sorted((bytes(r[0]), int(r[1]), int(r[2]), int(r[3])) for r in rows)
+    the order of the places they hold (by source, version and offset, then end: the same on
+    both engines whatever their rowids), a row's places starting at its ``start`` or after."""
+    ordered = sorted((bytes(r[0]), int(r[1]), int(r[2]), int(r[4]), int(r[3])) for r in rows)
+    return [(src, at, start, rowid) for src, at, start, _, rowid in ordered]
 
 
 async def candidate_keys(tx: Tx, sid: int, rowids: list[int]) -> list[tuple[bytes, int, int, int]]:

@@ -161,8 +161,9 @@ def _rows(
 class _Batch:
     """What one :func:`index_pending` transaction learnt that its later entries need not
     read again (bench/RESULTS.md, "Fewer statements per job"): that no stale version waits
-    (until an entry of its own makes one stale), and each scope's next rowid on SQLite
-    (one past the rows it wrote: never below one past the scope's highest)."""
+    (until an entry of its own makes one stale), and on SQLite the lowest rowid it gave
+    each scope's rows (the next ones take the rowids below it: never above the scope's
+    lowest)."""
 
     no_stale: bool = False
     rowids: dict[int, int] = field(default_factory=dict)
@@ -214,16 +215,19 @@ async def _fill(tx: Tx, job: _Filling, blob_id: bytes, fmt: str, limit: int, bat
             await tx.executemany(_INSERT_PG, await off_loop(len(text), _rows, *args))
         else:  # SQLite runs the operation on its writer's thread already
             rows = _rows(*args)
-            first = batch.rowids.get(sid)
-            if first is None or first + len(rows) > scope_rowids(sid)[1]:
-                first = await _next_rowid(tx, sid, len(rows))
-            batch.rowids[sid] = first + len(rows)
-            await tx.executemany(_INSERT_SQLITE, [(first + i, *r) for i, r in enumerate(rows)])
+            below = batch.rowids.get(sid)
+            if below is None or below - len(rows) < scope_rowids(sid)[0]:
+                below = await _lowest_rowid(tx, sid, len(rows))
+            first = below - len(rows)
+            batch.rowids[sid] = first
+            # Newest lowest (telha.domain.search_query.scope_rowids): the block's first span
+            # row takes its highest rowid, as if the whole range were counted down.
+            await tx.executemany(_INSERT_SQLITE, [(below - 1 - i, *r) for i, r in enumerate(rows)])
             for table in FTS_TABLES:
                 await tx.execute(
                     f"INSERT INTO {table} (rowid, body) SELECT rowid, body FROM search_spans"
                     " WHERE rowid >= ? AND rowid < ?",
-                    first, first + len(rows),
+                    first, below,
                 )  # fmt: skip
     done = len(spans) < limit
     last = (int(spans[-1][0]), int(spans[-1][1])) if spans else (job.last_start, job.last_end)
@@ -252,9 +256,10 @@ def _check_range(spans: Sequence[tuple[Any, ...]], stored: int) -> None:
             )
 
 
-async def _next_rowid(tx: Tx, sid: int, count: int) -> int:
-    """The rowid of the scope's next index row on SQLite: one past its highest, in its own
-    range (:func:`telha.domain.search_query.scope_rowids`; a search names the range).
+async def _lowest_rowid(tx: Tx, sid: int, count: int) -> int:
+    """The lowest rowid of the scope's index rows on SQLite (its range's high end when it has
+    none): its next rows take the ``count`` rowids just below it, in its own range
+    (:func:`telha.domain.search_query.scope_rowids`: newest lowest; a search names the range).
 
     :raises StorageError: ``count`` more rows would not fit in the range (2^40 rows), or the
         scope has no range (over 2^23 − 2 scopes).
@@ -263,12 +268,12 @@ async def _next_rowid(tx: Tx, sid: int, count: int) -> int:
         raise StorageError(f"scope {sid}: over the full-text index's {MAX_INDEXED_SCOPE} scopes")
     lo, hi = scope_rowids(sid)
     row = await tx.fetchone(
-        "SELECT max(rowid) FROM search_spans WHERE rowid >= ? AND rowid < ?", lo, hi
+        "SELECT min(rowid) FROM search_spans WHERE rowid >= ? AND rowid < ?", lo, hi
     )
-    nxt = lo if row is None or row[0] is None else int(row[0]) + 1
-    if nxt + count > hi:
+    low = hi if row is None or row[0] is None else int(row[0])
+    if low - count < lo:
         raise StorageError(f"scope {sid}: its full-text index rowids are used up")
-    return nxt
+    return low
 
 
 def _bool(value: bool) -> str:

@@ -1,0 +1,3 @@
+-- SQLite's 0033 numbers a scope's full-text index rows newest lowest, which its rank window
+-- reads first. PostgreSQL ranks every match of a query (docs/architecture.md, "Search"):
+-- nothing changes here; the number is kept so both engines count the same migrations.
