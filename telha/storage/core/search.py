@@ -112,10 +112,11 @@ def _candidates_sql(
     before the limit and offset); ``stale``: the scope has stale rows still to delete,
     which the SQL leaves out. On SQLite the filters' parameters are followed by the low and
     high ends of the rowids searched (the scope's range, ``scope_rowids``). ``ranked``
-    false: unscored, oldest first (a locate's candidates). ``newest`` (SQLite): newest
-    first, scored when ``ranked`` (the rank window: :func:`_ranked_window`). Ties of score
-    go oldest first on both engines (SQLite numbers a scope's rows from the top of its range
-    down: :func:`~telha.domain.search_query.scope_rowids`)."""
+    false: unscored, in index order (a locate's candidates; SQLite: newest first).
+    ``newest`` (SQLite): newest first, scored when ``ranked`` (the rank window:
+    :func:`_ranked_window`). Ties of score go oldest first on both engines (SQLite numbers a
+    scope's rows from the top of its range down, and FTS5 reads them in rowid order at its
+    cheapest: :func:`~telha.domain.search_query.scope_rowids`)."""
     conds: list[str] = [NOT_STALE] if stale else []
     params: list[Any] = []
     if filters.source_id is not None:
@@ -146,7 +147,7 @@ def _candidates_sql(
     conds.append("f.rowid >= ? AND f.rowid < ?")
     extra = "".join(f" AND {c}" for c in conds)
     score = "bm25(search_fts)" if ranked else "0"
-    order = "f.rowid" if newest else "score, f.rowid DESC" if ranked else "f.rowid DESC"
+    order = "score, f.rowid DESC" if ranked and not newest else "f.rowid"
     sql = (
         f"SELECT f.rowid AS rowid, {score} AS score FROM search_fts f{join}"
         f" WHERE search_fts MATCH ?{extra} ORDER BY {order} LIMIT ? OFFSET ?"

@@ -37,16 +37,17 @@ async def containing(
     tx: Tx, sid: int, fragment: str, filters: Filters, limit: int
 ) -> list[tuple[bytes, int, int, int]]:
     """The scope's index rows of current versions whose indexed words contain ``fragment``
-    (a folded word) anywhere, at most ``limit`` (the oldest first), each as
+    (a folded word) anywhere, at most ``limit`` (the first found), each as
     ``(source_id, version_tx, start, rowid)`` (:func:`keys`): a superset the canonical text
     decides (docs/rest-api.md, "Locate a quote").
 
     Found by the substring index: on SQLite ``search_tri`` (FTS5 ``trigram``) asked for every
-    row holding all of the fragment's trigrams (:func:`fts5_trigrams`), oldest first, less
+    row holding all of the fragment's trigrams (:func:`fts5_trigrams`), in index order (the
+    newest first: :func:`~telha.domain.search_query.scope_rowids`), less
     the rows whose body (lower-cased) does not hold the fragment itself; on
     PostgreSQL the ``pg_trgm`` GIN index over ``words`` asked for ``LIKE '%fragment%'`` (the
     first ``limit`` rows found, in no set order). A fragment under 3 characters has no
-    trigram: SQLite scans the scope's rows (the body compared lower-cased) oldest first and
+    trigram: SQLite scans the scope's rows (the body compared lower-cased) in index order and
     stops at ``limit``; PostgreSQL's ``LIKE`` reads every row of the scope the same way."""
     if not tx.postgres and sid > MAX_INDEXED_SCOPE:
         return []
@@ -76,13 +77,13 @@ async def containing(
         sql = (
             f"SELECT {KEY_COLS} FROM search_tri f JOIN search_spans s ON s.rowid = f.rowid"
             " WHERE search_tri MATCH ? AND f.rowid >= ? AND f.rowid < ?"
-            f" AND instr(lower(s.body), ?) > 0{extra} ORDER BY f.rowid DESC LIMIT ?"
+            f" AND instr(lower(s.body), ?) > 0{extra} ORDER BY f.rowid LIMIT ?"
         )
         rows = await tx.fetchall(sql, trigrams, lo, hi, fragment, *params, limit)
     else:
         rows = await tx.fetchall(
             f"SELECT {KEY_COLS} FROM search_spans s WHERE s.rowid >= ? AND s.rowid < ?"
-            f" AND instr(lower(s.body), ?) > 0{extra} ORDER BY s.rowid DESC LIMIT ?",
+            f" AND instr(lower(s.body), ?) > 0{extra} ORDER BY s.rowid LIMIT ?",
             lo, hi, fragment, *params, limit,
         )  # fmt: skip
     return keys(rows)
