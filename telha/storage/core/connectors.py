@@ -162,7 +162,7 @@ async def connector_items(tx: Tx, scope: Scope, connector_id: bytes) -> list[Con
 
 
 class ConnectorOps(EngineOps):
-    """The connector operations of :class:`telha.storage.protocol_lifecycle.ConnectorStore`."""
+    """The connector operations of :class:`telha.storage.protocol_connectors.ConnectorStore`."""
 
     async def add_connector(self, scope: Scope, connector: ConnectorRecord) -> None:
         """See :func:`add_connector`."""

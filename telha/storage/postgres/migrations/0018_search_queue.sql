@@ -1,6 +1,6 @@
 -- The full-text index is kept after the commits that change what is current
 -- (docs/architecture.md, "Search"): those commits only record here what the index must do;
--- the search indexer (telha.search_indexer) does it a batch of rows per transaction, and a
+-- the search indexer (telha.search.indexer) does it a batch of rows per transaction, and a
 -- search or locate first does what its own scope has waiting.
 --
 -- search_sources: per source, the version the index holds or is being filled with (its
