@@ -24,19 +24,26 @@ def _number(suffix: str = "_search_scope_rowids.sql") -> int:
     return next(n for n, name, _ in migrations() if name.endswith(suffix))
 
 
+def _before(path: Path, number: int) -> sqlite3.Connection:
+    """A database at ``path`` with every migration below ``number`` applied (its
+    ``schema_migrations`` says so), as a store of that release left it."""
+    db = sqlite3.connect(path)
+    db.execute(
+        "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL,"
+        " applied_at INTEGER NOT NULL)"
+    )
+    for n, name, sql in migrations():
+        if n < number:
+            db.executescript(sql)
+            db.execute("INSERT INTO schema_migrations VALUES (?, ?, 0)", (n, name))
+    return db
+
+
 async def test_the_rowid_migration_rebuilds_the_index_from_the_current_versions(
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "old.db"
-    with sqlite3.connect(path) as db:
-        db.execute(
-            "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL,"
-            " applied_at INTEGER NOT NULL)"
-        )
-        for number, name, sql in migrations():
-            if number < _number():
-                db.executescript(sql)
-                db.execute("INSERT INTO schema_migrations VALUES (?, ?, 0)", (number, name))
+    with _before(path, _number()) as db:
         cols = 'scope_id, source_id, version_tx, start, "end", kind, linked_nodes, labels, format'
         db.execute(f"INSERT INTO search_spans ({cols}, body) VALUES ({'?, ' * 9}?)", OLD_ROW)
         db.execute("INSERT INTO search_fts (rowid, scope_id, body) VALUES (1, '1', 'alpha')")
@@ -60,15 +67,7 @@ async def test_the_newest_lowest_migration_empties_both_indexes(tmp_path: Path) 
     the index is not built."""
     number = _number("_search_newest_lowest.sql")
     path = tmp_path / "old.db"
-    with sqlite3.connect(path) as db:
-        db.execute(
-            "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL,"
-            " applied_at INTEGER NOT NULL)"
-        )
-        for n, name, sql in migrations():
-            if n < number:
-                db.executescript(sql)
-                db.execute("INSERT INTO schema_migrations VALUES (?, ?, 0)", (n, name))
+    with _before(path, number) as db:
         cols = 'scope_id, source_id, version_tx, start, "end", kind, linked_nodes, labels, format'
         first = 1 << 40  # scope 1's lowest rowid: the old numbering's first row
         db.execute(
