@@ -25,6 +25,7 @@ from telha.domain.projection import NodeOut, Projection, SpanOut
 from telha.domain.search_query import parse_query
 from telha.search.indexer import SearchIndexer
 from telha.storage import StorageEngine
+from telha.storage.core import search_index
 from telha.storage.core.search import Filters
 from telha.storage.core.search import search as search_op
 from telha.storage.core.tx import Tx
@@ -121,6 +122,43 @@ async def test_the_indexer_writes_a_version_in_batches_from_where_it_stopped(
     assert await store.index_queued() == 0
     report = await run_checks(store)
     assert report.total == 0, [v.line() for v in report.violations]
+
+
+async def test_a_batch_ends_after_its_time_and_where_batches_end_changes_no_row(
+    indexed: StorageEngine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Many small versions waiting: with the default :data:`BATCH_S` a batch settles several;
+    with none, each batch settles one entry and commits (a long batch holds the writer and,
+    on SQLite, the event loop's interpreter lock). The index written one entry a batch is
+    the index written in large batches, rowid for rowid (SQLite numbers each batch's rows on
+    from the lowest the one before left)."""
+    sources = [bytes([65 + i]) * 16 for i in range(6)]
+
+    async def fill(store: StorageEngine) -> tuple[list[int], list[tuple[Any, ...]]]:
+        for i, src in enumerate(sources):
+            await _commit(store, [f"w{i}a", f"w{i}b"], source=src)
+        steps = []
+        while n := await store.index_queued():
+            steps.append(n)
+
+        async def rows(tx: Tx) -> list[tuple[Any, ...]]:
+            got = await tx.fetchall(
+                'SELECT rowid, source_id, start, "end", body FROM search_spans ORDER BY rowid'
+            )
+            return [(int(r), bytes(s), int(a), int(b), str(t)) for r, s, a, b, t in got]
+
+        return steps, await store._read(rows)  # type: ignore[attr-defined]
+
+    big_steps, big_rows = await fill(indexed)
+    assert len(big_steps) < len(sources)  # several entries a batch
+    monkeypatch.setattr(search_index, "BATCH_S", 0.0)
+    engine = "postgres" if "postgres" in type(indexed).__module__ else "sqlite"
+    async with fresh_store(engine, tmp_path / "one", search=True) as one:
+        one_steps, one_rows = await fill(one)
+    assert one_steps == [2] * len(sources)  # one entry (two span rows) a batch
+    if engine == "postgres":  # a fresh database's own sequence: compare all but the rowid
+        big_rows, one_rows = [r[1:] for r in big_rows], [r[1:] for r in one_rows]
+    assert one_rows == big_rows
 
 
 async def test_an_erasure_deletes_stale_and_filling_rows_at_once(indexed: StorageEngine) -> None:

@@ -32,6 +32,7 @@ Kept in two halves, so no ingest waits for the index:
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -49,6 +50,7 @@ from telha.storage.core.row_faults import per_row
 from telha.storage.core.tx import Tx, any_groups
 
 __all__ = [
+    "BATCH_S",
     "ENTRIES_PER_BATCH",
     "FTS_TABLES",
     "SEARCH_COLS",
@@ -77,6 +79,12 @@ _INSERT_PG = (
 FTS_TABLES = ("search_fts", "search_tri")
 #: Waiting entries one :func:`index_pending` transaction settles at most.
 ENTRIES_PER_BATCH = 64
+#: Seconds one :func:`index_pending` transaction goes on taking entries (it commits after
+#: the entry that passes them). A batch holds the one writer, and on SQLite its Python work
+#: (cutting and folding the spans' words) holds the interpreter lock the event loop's
+#: thread needs: 64 small versions in one batch held every enqueue, lease and commit for
+#: 100–190 ms (bench/RESULTS.md, "The indexer's batches and the queue's tail").
+BATCH_S = 0.002
 
 _decode = msgspec.json.decode
 
@@ -364,17 +372,20 @@ async def index_pending(tx: Tx, limit: int, sid: int | None) -> int:
     """One batch of the index's waiting work (of scope ``sid``, or of any scope when
     ``None``): stale versions' rows deleted, then the oldest versions being filled written,
     entry after entry until ``limit`` rows were deleted or written or
-    :data:`ENTRIES_PER_BATCH` entries were settled (many small versions share one
-    transaction). Returns the rows deleted or written (at least 1 per entry settled), 0 when
-    nothing waits. On PostgreSQL an entry another replica holds is skipped."""
+    :data:`ENTRIES_PER_BATCH` entries were settled or :data:`BATCH_S` passed (many small
+    versions share one transaction, which stays short). Returns the rows deleted or written
+    (at least 1 per entry settled), 0 when nothing waits. On PostgreSQL an entry another
+    replica holds is skipped. Where the batches end changes no row written: each takes the
+    scope's rowids on from the lowest the one before left."""
     done = 0
     batch = _Batch()
+    ends = time.monotonic() + BATCH_S
     for _ in range(ENTRIES_PER_BATCH):
         step = await _one_entry(tx, limit - done, sid, batch)
         if step is None:
             break
         done += step
-        if done >= limit:
+        if done >= limit or time.monotonic() >= ends:
             break
     return done
 
