@@ -83,7 +83,7 @@ ENTRIES_PER_BATCH = 64
 #: the entry that passes them). A batch holds the one writer, and on SQLite its Python work
 #: (cutting and folding the spans' words) holds the interpreter lock the event loop's
 #: thread needs: 64 small versions in one batch held every enqueue, lease and commit for
-#: 100–190 ms (bench/RESULTS.md, "The indexer's batches and the queue's tail").
+#: 100–190 ms (docs/architecture.md, "Search").
 BATCH_S = 0.002
 
 _decode = msgspec.json.decode
