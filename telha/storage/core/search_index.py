@@ -174,7 +174,7 @@ class _Batch:
     lowest)."""
 
     no_stale: bool = False
-    rowids: dict[int, int] = field(default_factory=dict)
+    lowest: dict[int, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,11 +223,11 @@ async def _fill(tx: Tx, job: _Filling, blob_id: bytes, fmt: str, limit: int, bat
             await tx.executemany(_INSERT_PG, await off_loop(len(text), _rows, *args))
         else:  # SQLite runs the operation on its writer's thread already
             rows = _rows(*args)
-            below = batch.rowids.get(sid)
+            below = batch.lowest.get(sid)
             if below is None or below - len(rows) < scope_rowids(sid)[0]:
                 below = await _lowest_rowid(tx, sid, len(rows))
             first = below - len(rows)
-            batch.rowids[sid] = first
+            batch.lowest[sid] = first
             # Newest lowest (telha.domain.search_query.scope_rowids): the block's first span
             # row takes its highest rowid, as if the whole range were counted down.
             await tx.executemany(_INSERT_SQLITE, [(below - 1 - i, *r) for i, r in enumerate(rows)])
