@@ -26,9 +26,12 @@ from workers_common.logs import (
 
 @pytest.fixture
 def log_stream() -> Iterator[io.StringIO]:
-    """Logging configured to a StringIO (not a TTY: JSON lines); restored afterwards."""
+    """Logging configured to a StringIO (not a TTY: JSON lines); restored afterwards, the
+    structlog configuration included (an in-process server started later in the same test
+    process logs through the one it found: structlog's defaults would print to stdout)."""
     root = logging.getLogger()
     saved = (root.handlers[:], root.level, {n: logging.getLogger(n).level for n in QUIET_LOGGERS})
+    found = structlog.get_config()
     stream = io.StringIO()
     configure_logging("debug", stream)
     try:
@@ -37,7 +40,7 @@ def log_stream() -> Iterator[io.StringIO]:
         root.handlers[:], root.level = saved[0], saved[1]
         for name, level in saved[2].items():
             logging.getLogger(name).setLevel(level)
-        structlog.reset_defaults()
+        structlog.configure(**found)
         structlog.contextvars.clear_contextvars()
 
 
