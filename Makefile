@@ -62,10 +62,10 @@ typecheck: setup
 
 # Set everything up and run lint, type-check and the whole test suite: the unit and
 # integration tiers, then the crash tier as its own step. The tiers run in TEST_PROCS
-# processes (pytest-xdist; one per core by default), each taking whole test files, so a
-# module's servers start once (docs/testing.md, "Parallel runs"); TEST_PROCS=0 runs them in
-# this one process.
-TEST_PROCS ?= $(shell nproc 2>/dev/null || echo 2)
+# processes (pytest-xdist; one per core, at most 4, by default), each taking whole test
+# files, so a module's servers start once (docs/testing.md, "Parallel runs"); TEST_PROCS=0
+# runs them in this one process.
+TEST_PROCS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); echo $$(( n < 4 ? n : 4 )))
 test: setup lint typecheck
 	$(BIN)/pytest -q -n $(TEST_PROCS) --dist loadfile
 	$(MAKE) --no-print-directory test-crash
