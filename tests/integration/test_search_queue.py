@@ -32,7 +32,7 @@ from telha.storage.core.search import search as search_op
 from telha.storage.core.tx import Tx
 from tests.integration.test_erasure_store import _erase
 from tests.support.pg import ENGINES
-from tests.support.stores import fresh_store
+from tests.support.stores import engine_of, fresh_store
 from tests.support.wait import until
 
 pytestmark = pytest.mark.anyio
@@ -155,7 +155,7 @@ async def test_a_batch_ends_after_its_time_and_where_batches_end_changes_no_row(
     big_steps, big_rows = await fill(indexed)
     assert big_steps == [2 * len(sources)]  # every entry in one batch
     monkeypatch.setattr(search_index, "BATCH_S", 0.0)
-    engine = "postgres" if "postgres" in type(indexed).__module__ else "sqlite"
+    engine = engine_of(indexed)
     async with fresh_store(engine, tmp_path / "one", search=True) as one:
         one_steps, one_rows = await fill(one)
     assert one_steps == [2] * len(sources)  # one entry (two span rows) a batch
@@ -171,7 +171,7 @@ async def test_a_scope_whose_rowid_range_is_used_up_is_refused_and_nothing_is_wr
     one above the range's bottom has no room for a two-row version. The batch fails with a
     :class:`StorageError` naming the scope (the indexer logs it and tries again later), and
     no row is written below the range, into another scope's."""
-    if "postgres" in type(indexed).__module__:
+    if engine_of(indexed) == "postgres":
         pytest.skip("PostgreSQL's index rows take a sequence's ids, not a scope's range")
     store = indexed
     await _commit(store, ["one"], source=b"a" * 16)

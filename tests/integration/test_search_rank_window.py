@@ -20,7 +20,7 @@ from telha.storage.core.search import Filters, SearchHit
 from telha.storage.core.search import search as search_op
 from telha.storage.core.tx import Tx
 from tests.support.pg import ENGINES
-from tests.support.stores import fresh_store
+from tests.support.stores import engine_of, fresh_store
 
 pytestmark = pytest.mark.anyio
 
@@ -81,7 +81,7 @@ async def test_a_query_matching_more_than_the_window_ranks_its_newest_matches(
     exact = await _hits(store, "zeta", 0)
     assert exact[0].source_id == OLD  # ranked in full: the best match is the older span
     windowed = await _hits(store, "zeta", 3)
-    if "postgres" in type(store).__module__:  # ranks every match
+    if engine_of(store) == "postgres":  # ranks every match
         assert windowed == exact
         return
     assert len(windowed) == 2
@@ -136,7 +136,7 @@ async def test_a_window_answers_the_full_order_of_its_newest_matches(
     full = await _hits(store, "kappa", 0, limit=40)
     assert len(full) == 40
     starts = [len("".join(f"{w}\n" for w in lines[:i])) for i in range(len(lines))]
-    postgres = "postgres" in type(store).__module__
+    postgres = engine_of(store) == "postgres"
     for window, limit, offset in [(1, 5, 0), (7, 5, 0), (7, 5, 5), (12, 3, 9), (25, 10, 0)]:
         got = await _hits(store, "kappa", window, limit=limit, offset=offset)
         newest = set(starts[-max(window, offset + limit) :])
@@ -149,7 +149,7 @@ async def test_a_scopes_rows_are_numbered_newest_lowest(store: StorageEngine) ->
     "Search"): the newer source's rows hold lower rowids than the older one's, so the rank
     window's walk from the newest match is FTS5's forward one; inside one version the
     first span row holds the highest rowid."""
-    if "postgres" in type(store).__module__:
+    if engine_of(store) == "postgres":
         pytest.skip("PostgreSQL ranks every match: its rowids order nothing")
     await _hits(store, "zeta", 0)  # indexes the newer source
     rows = await store._read(_rowids)  # type: ignore[attr-defined]

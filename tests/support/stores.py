@@ -8,9 +8,15 @@ from pathlib import Path
 
 from telha.config import Config, SearchConfig, StorageConfig
 from telha.storage import StorageEngine, open_store
+from telha.storage.postgres.store import PostgresStore
 from tests.support.pg import create_database, require_engine
 
-__all__ = ["fresh_store"]
+__all__ = ["engine_of", "fresh_store"]
+
+
+def engine_of(store: StorageEngine) -> str:
+    """``"postgres"`` or ``"sqlite"``: the engine of an open ``store``."""
+    return "postgres" if isinstance(store, PostgresStore) else "sqlite"
 
 
 @asynccontextmanager
