@@ -36,6 +36,7 @@ from typing import Any
 from bench.search import SEED, paragraphs, pct, queries, vocabulary
 from telha.domain.search_query import fts5_query, parse_query, scope_rowids
 from telha.storage.core.search import Filters, _candidates_sql
+from telha.storage.sqlite.dialect import SQLITE
 
 TOP = 20
 
@@ -51,7 +52,7 @@ def bench_queries(spans: int) -> list[str]:
 def statements() -> tuple[str, str]:
     """The fully ranked statement and the windowed one, as the search builds them (no
     filter, no stale rows)."""
-    tx: Any = SimpleNamespace(postgres=False)
+    tx: Any = SimpleNamespace(dialect=SQLITE)
     full, _ = _candidates_sql(tx, Filters(), False, ranked=True)
     inner, _ = _candidates_sql(tx, Filters(), False, ranked=True, newest=True)
     return full, f"SELECT rowid, score FROM ({inner}) ORDER BY score, rowid LIMIT ? OFFSET ?"

@@ -54,7 +54,7 @@ async def test_sql_and_python_forms_agree(engine: str, tmp_path: Path) -> None:
 
             async def seen(tx: Tx, asked: tuple[str, ...] = asked) -> set[bytes]:
                 sid = await tx.known_scope_id(scope)
-                cond, params = admitted("i", asked, postgres=tx.postgres)
+                cond, params = admitted("i", asked, tx.dialect)
                 rows = await tx.fetchall(
                     f"SELECT i.source_id FROM connector_items i WHERE i.scope_id = ? AND {cond}",
                     sid, *params,

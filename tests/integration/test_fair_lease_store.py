@@ -133,7 +133,7 @@ async def test_a_scoped_lease_and_a_retried_job(store: StorageEngine) -> None:
 async def _scanned(tx: Tx, sid_of: Scope) -> int:
     """The scope's bytes, counted the slow way (a scan of both chunk tables)."""
     sid = await tx.known_scope_id(sid_of)
-    length = "octet_length" if tx.postgres else "length"
+    length = tx.dialect.byte_length
     row = await tx.fetchone(
         f"SELECT (SELECT coalesce(sum({length}(data)), 0) FROM blob_chunks WHERE scope_id = ?)"
         f" + (SELECT coalesce(sum({length}(data)), 0) FROM raw_chunks WHERE scope_id = ?)",

@@ -36,6 +36,7 @@ from telha.storage.core.listings import (
     prefix_count_query,
     sources_query,
 )
+from telha.storage.sqlite.dialect import SQLITE
 from tests.support.inproc import InProcessServer
 from tests.support.queue_env import Tenant, queue_server, text_submission
 from tests.support.server import child_environ, write_config
@@ -427,9 +428,9 @@ async def test_sqlite_listing_plans_search_indexes_and_scan_nothing(tmp_path: Pa
     for listing, how, f, index in PLANS:
         for page in (Page(101), Page(101, (1_100, b"k" * 16))):
             if listing == "sources":
-                sql, params = sources_query(sid, f, page, by_name=how == "by name")
+                sql, params = sources_query(sid, f, page, SQLITE, by_name=how == "by name")
             else:
-                sql, params = jobs_query(sid, f, page)
+                sql, params = jobs_query(sid, f, page, SQLITE)
             plan = [row[3] for row in conn.execute(f"EXPLAIN QUERY PLAN {sql}", params)]
             assert not _scans_a_table(plan), (listing, f, plan)
             assert plan[0].startswith("SEARCH") and f"INDEX {index} " in plan[0], (f, plan)

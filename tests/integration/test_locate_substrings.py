@@ -149,7 +149,7 @@ async def test_a_superseded_version_leaves_the_substring_index(indexed: StorageE
     assert await _found(store, "ther") == [(1, 5, True)]
 
     async def held(tx: Tx) -> int:
-        if tx.postgres:
+        if tx.dialect.name == "postgres":
             rows = await tx.fetchall("SELECT count(*) FROM search_spans WHERE words LIKE '%uffal%'")
         else:  # what the substring index itself answers, without the canonical text
             rows = await tx.fetchall(

@@ -37,6 +37,7 @@ from telha.storage.core.retention import BlobCandidate, ended_jobs_sql, remove_b
 from telha.storage.core.tx import Tx
 from telha.storage.postgres import PostgresStore
 from telha.storage.sqlite import SqliteStore
+from telha.storage.sqlite.dialect import SQLITE
 from tests.integration.test_storage_contract import one_node, version
 
 pytestmark = pytest.mark.anyio
@@ -290,7 +291,7 @@ async def test_bytes_stored_again_mid_removal_survive(store: Store, tmp_path: Pa
 
 async def _plan(tx: Tx) -> list[str]:
     rows = await tx.fetchall(
-        "EXPLAIN QUERY PLAN " + ended_jobs_sql(True, 1000), CUTOFF, OLD, OLD, b"\x00" * 16
+        "EXPLAIN QUERY PLAN " + ended_jobs_sql(True, 1000, SQLITE), CUTOFF, OLD, OLD, b"\x00" * 16
     )
     return [str(r[-1]) for r in rows]
 

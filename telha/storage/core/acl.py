@@ -16,6 +16,7 @@ from typing import Any
 
 from telha.domain.acl import Principals, admits
 from telha.domain.model import Scope
+from telha.storage.core.dialect import Dialect
 from telha.storage.core.engine import EngineOps
 from telha.storage.core.tx import Tx
 
@@ -23,27 +24,20 @@ __all__ = ["AclOps", "admitted", "source_acl"]
 
 
 def admitted(
-    alias: str, principals: Sequence[str], *, postgres: bool
+    alias: str, principals: Sequence[str], dialect: Dialect
 ) -> tuple[str, tuple[Any, ...]]:
     """``(condition, params)``: the source of row ``alias`` (its ``scope_id`` and
     ``source_id`` columns) is seen by a request acting for ``principals`` (not empty): it
     has no ACL, or its ACL names one of them. A row without a source (``source_id`` NULL)
     is seen. The probe is one lookup of ``connector_items_by_source``, and an ACL's array
     is read only for a source that has one."""
-    if postgres:
-        elements = "jsonb_array_elements_text(CAST(ci.acl AS jsonb)) j"
-        member: tuple[str, tuple[Any, ...]] = (
-            "j.value = ANY(CAST(? AS text[]))",
-            (list(principals),),
-        )
-    else:
-        elements = "json_each(ci.acl) j"
-        member = (f"j.value IN ({', '.join('?' * len(principals))})", tuple(principals))
+    elements = dialect.json_text_elements("ci.acl", "j")
+    member, params = dialect.any("j.value", principals, "text")
     return (
         f"NOT EXISTS (SELECT 1 FROM connector_items ci WHERE ci.scope_id = {alias}.scope_id"
         f" AND ci.source_id = {alias}.source_id AND ci.acl IS NOT NULL"
-        f" AND NOT EXISTS (SELECT 1 FROM {elements} WHERE {member[0]}))",
-        member[1],
+        f" AND NOT EXISTS (SELECT 1 FROM {elements} WHERE {member}))",
+        params,
     )
 
 

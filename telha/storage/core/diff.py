@@ -10,8 +10,11 @@ two versions compare row against row by node id: ``added`` are ids only in ``to`
 counted, not listed. Provenance is not compared: an unchanged node's spans point into its
 own version's text.
 
-On SQLite a page walks the ids of ``to`` and of ``from`` in order, each version in its two
-halves (:mod:`telha.storage.core.version_rows`: open rows through ``nodes_by_source``,
+A page's ids and the unchanged count come from the dialect
+(:meth:`~telha.storage.core.dialect.Dialect.diff_page`,
+:meth:`~telha.storage.core.dialect.Dialect.diff_unchanged`). On SQLite a page walks the ids
+of ``to`` and of ``from`` in order, each version in its two halves
+(:meth:`~telha.storage.core.dialect.Dialect.version_halves`: open rows through ``nodes_by_source``,
 closed ones through ``closed_nodes_by_version``; both index entries end with the node id),
 with one primary-key probe into the other version per row, and stops at ``limit``: a page
 costs what it lists plus the unchanged ids it skips, and an open half also skips the
@@ -33,54 +36,11 @@ from telha.storage.core.engine import EngineOps
 from telha.storage.core.publish import latest_published
 from telha.storage.core.reads import NODE_COLS
 from telha.storage.core.tx import Tx
-from telha.storage.core.version_rows import version_halves
 
 __all__ = ["DiffOps", "VersionDiff", "version_diff"]
 
 #: Stands for "no version" as ``from``: no node row has this tx.
 _NOTHING = -1
-
-#: The ``to`` rows (one half of them: ``{half}``) with no equal ``from`` row: added or
-#: changed. Parameters: scope, source, to, after, from.
-_ADDED_OR_CHANGED = (
-    "SELECT t.node_id FROM nodes t WHERE t.scope_id = ? AND t.source_id = ? AND t.tx_from = ?"
-    "{half} AND NOT t.erased AND t.node_id > ? AND NOT EXISTS (SELECT 1 FROM nodes f"
-    " WHERE f.scope_id = t.scope_id AND f.node_id = t.node_id AND f.tx_from = ?"
-    " AND f.source_id = t.source_id AND NOT f.erased AND f.labels = t.labels"
-    " AND f.properties = t.properties)"
-)
-
-#: The ``from`` rows (one half) with no ``to`` row: removed. Parameters: scope, source,
-#: from, after, to.
-_REMOVED = (
-    "SELECT f.node_id FROM nodes f WHERE f.scope_id = ? AND f.source_id = ? AND f.tx_from = ?"
-    "{half} AND NOT f.erased AND f.node_id > ? AND NOT EXISTS (SELECT 1 FROM nodes t"
-    " WHERE t.scope_id = f.scope_id AND t.node_id = f.node_id AND t.tx_from = ?"
-    " AND t.source_id = f.source_id AND NOT t.erased)"
-)
-
-#: The same page by grouping both versions' rows by node id (PostgreSQL): one index scan,
-#: no join, so no plan can turn quadratic.
-_PAGE_GROUPED = (
-    "SELECT node_id FROM nodes WHERE scope_id = ? AND source_id = ? AND tx_from IN (?, ?)"
-    " AND NOT erased AND node_id > ? GROUP BY node_id HAVING count(*) = 1"
-    " OR count(DISTINCT labels) > 1 OR count(DISTINCT properties) > 1"
-    " ORDER BY node_id LIMIT ?"
-)
-
-_UNCHANGED_GROUPED = (
-    "SELECT count(*) FROM (SELECT node_id FROM nodes WHERE scope_id = ? AND source_id = ?"
-    " AND tx_from IN (?, ?) AND NOT erased GROUP BY node_id HAVING count(*) = 2"
-    " AND count(DISTINCT labels) = 1 AND count(DISTINCT properties) = 1) u"
-)
-
-#: Parameters: from, scope, source, to.
-_UNCHANGED = (
-    "SELECT count(*) FROM nodes t JOIN nodes f ON f.scope_id = t.scope_id"
-    " AND f.node_id = t.node_id AND f.tx_from = ? AND f.source_id = t.source_id"
-    " WHERE t.scope_id = ? AND t.source_id = ? AND t.tx_from = ?{half} AND NOT t.erased"
-    " AND NOT f.erased AND f.labels = t.labels AND f.properties = t.properties"
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,20 +127,8 @@ async def version_diff(
     picked_from, picked_to = await _pick(tx, sid, source_id, from_tx, to_tx)
     old = _NOTHING if picked_from is None else picked_from
     start = after or b""
-    if tx.postgres:
-        page = await tx.fetchall(_PAGE_GROUPED, sid, source_id, old, picked_to, start, limit + 1)
-    else:
-        # One merge of id-ordered walks, each through an index (version_rows): both halves
-        # of ``to`` for added/changed ids, both halves of ``from`` for removed ones.
-        halves = version_halves(tx, "t"), version_halves(tx, "f")
-        arms = [_ADDED_OR_CHANGED.format(half=h) for h in halves[0]]
-        arms += [_REMOVED.format(half=h) for h in halves[1]]
-        bound = [(sid, source_id, picked_to, start, old)] * len(halves[0])
-        bound += [(sid, source_id, old, start, picked_to)] * len(halves[1])
-        page = await tx.fetchall(
-            " UNION ALL ".join(arms) + " ORDER BY 1 LIMIT ?",
-            *(p for arm in bound for p in arm), limit + 1,
-        )  # fmt: skip
+    sql, params = tx.dialect.diff_page(sid, source_id, old, picked_to, start, limit + 1)
+    page = await tx.fetchall(sql, *params)
     ids = [r[0] for r in page]
     more = len(ids) > limit
     ids = ids[:limit]
@@ -205,16 +153,10 @@ async def version_diff(
             added.append(new)
         elif was is not None:
             removed.append(was)
-    if tx.postgres:
-        counted = await tx.fetchone(_UNCHANGED_GROUPED, sid, source_id, old, picked_to)
-        unchanged = int(counted[0]) if counted else 0
-    else:
-        unchanged = 0
-        for half in version_halves(tx, "t"):
-            counted = await tx.fetchone(
-                _UNCHANGED.format(half=half), old, sid, source_id, picked_to
-            )
-            unchanged += int(counted[0]) if counted else 0
+    unchanged = 0
+    for sql, params in tx.dialect.diff_unchanged(sid, source_id, old, picked_to):
+        counted = await tx.fetchone(sql, *params)
+        unchanged += int(counted[0]) if counted else 0
     return VersionDiff(
         picked_from, picked_to, added, removed, changed,
         unchanged, ids[-1] if more else None,

@@ -57,7 +57,6 @@ from telha.storage.core.row_faults import per_row
 from telha.storage.core.search_index import drop_stale, purge_erased, sync_source
 from telha.storage.core.sources import note_versions
 from telha.storage.core.tx import Tx
-from telha.storage.core.version_rows import version_halves
 
 __all__ = [
     "ErasureOps",
@@ -73,13 +72,6 @@ __all__ = [
 _BATCH = 500
 #: Span rows one statement of a scan reads.
 _PAGE = 1000
-
-#: A job payload's ``content_b64`` as an SQL expression over ``jobs j``, per dialect.
-_B64_SQLITE = (
-    "CASE WHEN json_valid(CAST(j.payload AS TEXT))"
-    " THEN json_extract(CAST(j.payload AS TEXT), '$.content_b64') END"
-)
-_B64_POSTGRES = "convert_from(j.payload, 'UTF8')::jsonb ->> 'content_b64'"
 
 #: One step: ``step(tx, scope_id, erasure_id, payload, now_us) -> counts``.
 Step = Callable[[Tx, int, bytes, ErasePayload, int], Coroutine[Any, Any, Counts]]
@@ -180,7 +172,7 @@ async def erasure_preview(
     out = []
     for s, t in targets:
         count = 0
-        for half in version_halves(tx):
+        for half in tx.dialect.version_halves():
             row = await tx.fetchone(
                 "SELECT count(*) FROM nodes WHERE scope_id = ? AND source_id = ? AND tx_from = ?"
                 + half,
@@ -208,7 +200,7 @@ async def has_source(tx: Tx, scope: Scope, source_id: bytes) -> bool:
 async def erasure_leftovers(tx: Tx) -> dict[str, int]:
     """``{name: count}`` of each :data:`~telha.domain.erasure.LEFTOVER_CHECKS` entry, across
     every scope (all 0 when nothing erased remains)."""
-    b64 = _B64_POSTGRES if tx.postgres else _B64_SQLITE
+    b64 = tx.dialect.json_text_field("j.payload", "content_b64")
     found = {}
     for name, _, sql in LEFTOVER_CHECKS:
         row = await tx.fetchone(sql.replace("{b64}", b64))
@@ -401,7 +393,7 @@ async def _nodes(tx: Tx, sid: int, job_id: bytes, p: ErasePayload, now: int) -> 
     by_source, sparams = tx.any("source_id", sorted({s for s, _ in erased}), "bytea")
     by_tx, tparams = tx.any("tx_from", txs, "bigint")
     touched: set[bytes] = set()
-    for half in version_halves(tx):
+    for half in tx.dialect.version_halves():
         written = await tx.fetchall(
             "SELECT node_id, source_id, tx_from FROM nodes"
             f" WHERE scope_id = ? AND {by_source} AND {by_tx}{half}",

@@ -7,6 +7,8 @@ Placeholders are ``?``, in the order each constant's comment names.
 
 from __future__ import annotations
 
+from telha.storage.core.dialect import Dialect
+
 __all__ = [
     "ACTIVE_FETCH",
     "ADD_EVENT",
@@ -43,11 +45,10 @@ _ACTIVE_SAME_CONTENT = (
 )
 
 
-def active_same_content(*, postgres: bool) -> str:
+def active_same_content(dialect: Dialect) -> str:
     """The oldest active job of the same content, the fingerprint compared so that ``NULL``
     (not known) equals ``NULL``; parameters ``(scope, source, hash, fingerprint)``."""
-    null_equal = "IS NOT DISTINCT FROM" if postgres else "IS"
-    return _ACTIVE_SAME_CONTENT.format(null_equal=null_equal)
+    return _ACTIVE_SAME_CONTENT.format(null_equal=dialect.null_equal)
 
 
 #: The oldest active job fetching the same format; parameters ``(scope, source, format)``.

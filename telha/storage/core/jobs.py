@@ -64,7 +64,6 @@ from telha.storage.core.quotas import hold_pending
 from telha.storage.core.row_faults import per_row
 from telha.storage.core.sources import note_job
 from telha.storage.core.tx import Rollback, Tx
-from telha.storage.core.version_rows import version_halves
 
 __all__ = [
     "JOB_COLS",
@@ -161,7 +160,7 @@ async def _dedup(tx: Tx, sid: int, job: NewJob, latest: Latest | None) -> Enqueu
         if same_identity(latest, job.content_hash, job.fingerprint):
             return EnqueueOutcome(True, None)
         active = await tx.fetchone(
-            active_same_content(postgres=tx.postgres),
+            active_same_content(tx.dialect),
             sid, job.source_id, job.content_hash, job.fingerprint,
         )  # fmt: skip
     else:
@@ -263,7 +262,7 @@ async def abandon_stream(tx: Tx, job_id: bytes, now_us: int, blob: bytes | None)
         tx_pin, sid, tx_pin, tx_pin,
     )  # fmt: skip
     # The closed half first: the open half's rows, once closed, would match it too.
-    for half in reversed(version_halves(tx)):
+    for half in reversed(tx.dialect.version_halves()):
         await tx.execute(
             "UPDATE nodes SET tx_to = tx_from WHERE scope_id = ? AND source_id = ? AND tx_from = ?"
             + half,
@@ -473,7 +472,7 @@ async def reap(tx: Tx, now_us: int, decide: DecideLoss) -> list[tuple[JobRecord,
         (:meth:`~telha.storage.core.failed_rows.RowFaultOps.fail_row`) the next pass goes on
         without it (docs/architecture.md, "Supervision and bad rows").
     """
-    lock = " ORDER BY j.job_id LIMIT 500 FOR UPDATE OF j SKIP LOCKED" if tx.postgres else ""
+    lock = tx.dialect.expired_leases_batch()
     expired = await tx.fetchall(
         f"SELECT j.job_id FROM jobs j WHERE j.state = 'leased' AND j.lease_deadline < ?{lock}",
         now_us,

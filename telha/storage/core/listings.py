@@ -32,6 +32,7 @@ from telha.domain.listings import (
 )
 from telha.domain.model import Scope
 from telha.storage.core.acl import admitted
+from telha.storage.core.dialect import Dialect
 from telha.storage.core.engine import EngineOps
 from telha.storage.core.tx import Tx
 
@@ -112,15 +113,14 @@ def _newest_first(
     alias: str,
     at: str,
     key: str,
-    *,
-    postgres: bool,
+    dialect: Dialect,
 ) -> tuple[str, list[Any]]:
     """``sql`` (over table ``alias``, its conditions so far) completed as one page of a
     listing, newest first: with ``principals``, only what their ACL admits
     (:func:`~telha.storage.core.acl.admitted`); after the cursor's ``(at, key)``; ordered by
     ``at`` then ``key``, both descending; at most ``page.limit`` rows."""
     if principals is not None:
-        seen, seen_params = admitted(alias, principals, postgres=postgres)
+        seen, seen_params = admitted(alias, principals, dialect)
         sql += f" AND {seen}"
         params += seen_params
     if page.after is not None:
@@ -140,15 +140,15 @@ def _name_terms(f: SourceFilter, column: str) -> tuple[str, list[Any]]:
 
 
 def sources_query(
-    sid: int, f: SourceFilter, page: Page, *, by_name: bool = False, postgres: bool = False
+    sid: int, f: SourceFilter, page: Page, dialect: Dialect, *, by_name: bool = False
 ) -> tuple[str, list[Any]]:
     """The SQL (``?`` placeholders) and parameters of :func:`list_sources` in scope ``sid``.
     A prefix is read either ``by_name`` (a range of ``sources_by_name``, its rows sorted:
     few rows have the prefix) or by walking the listing's order and skipping other names
     (many have it: the name column is hidden from the planner, ``name || ''``)."""
     table = "sources s"
-    if f.prefix and by_name and not postgres:
-        table += " INDEXED BY sources_by_name"
+    if f.prefix and by_name:
+        table += dialect.indexed_by("sources_by_name")
     sql = _SOURCE_SELECT.replace("sources s", table, 1) + " WHERE s.scope_id = ?"
     params: list[Any] = [sid]
     if f.state is not None:
@@ -161,9 +161,7 @@ def sources_query(
         terms, values = _name_terms(f, "s.name" if by_name else "(s.name || '')")
         sql += terms
         params += values
-    return _newest_first(
-        sql, params, page, f.principals, "s", "changed_at", "source_id", postgres=postgres
-    )
+    return _newest_first(sql, params, page, f.principals, "s", "changed_at", "source_id", dialect)
 
 
 def prefix_count_query(sid: int, f: SourceFilter) -> tuple[str, list[Any]]:
@@ -188,7 +186,7 @@ async def list_sources(tx: Tx, scope: Scope, f: SourceFilter, page: Page) -> lis
         count_sql, count_params = prefix_count_query(sid, f)
         row = await tx.fetchone(count_sql, *count_params)
         by_name = row is not None and int(row[0]) <= PREFIX_SORTED_MAX
-    sql, params = sources_query(sid, f, page, by_name=by_name, postgres=tx.postgres)
+    sql, params = sources_query(sid, f, page, tx.dialect, by_name=by_name)
     return [_source(r) for r in await tx.fetchall(sql, *params)]
 
 
@@ -201,9 +199,7 @@ async def source_summary(tx: Tx, scope: Scope, source_id: bytes) -> SourceSummar
     return _source(row) if row is not None else None
 
 
-def jobs_query(
-    sid: int, f: JobFilter, page: Page, *, postgres: bool = False
-) -> tuple[str, list[Any]]:
+def jobs_query(sid: int, f: JobFilter, page: Page, dialect: Dialect) -> tuple[str, list[Any]]:
     """The SQL (``?`` placeholders) and parameters of :func:`list_jobs` in scope ``sid``."""
     sql = f"{_JOB_SELECT} WHERE j.scope_id = ?"
     params: list[Any] = [sid]
@@ -216,9 +212,7 @@ def jobs_query(
         if value is not None:
             sql += f" AND j.{column} = ?"
             params.append(value)
-    return _newest_first(
-        sql, params, page, f.principals, "j", "created_at", "job_id", postgres=postgres
-    )
+    return _newest_first(sql, params, page, f.principals, "j", "created_at", "job_id", dialect)
 
 
 async def list_jobs(tx: Tx, scope: Scope, f: JobFilter, page: Page) -> list[JobSummary]:
@@ -227,7 +221,7 @@ async def list_jobs(tx: Tx, scope: Scope, f: JobFilter, page: Page) -> list[JobS
     sid = await tx.known_scope_id(scope)
     if sid is None:
         return []
-    sql, params = jobs_query(sid, f, page, postgres=tx.postgres)
+    sql, params = jobs_query(sid, f, page, tx.dialect)
     return [_job(r) for r in await tx.fetchall(sql, *params)]
 
 

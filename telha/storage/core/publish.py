@@ -127,17 +127,6 @@ class _StoredKeys:
         return stored_key(part, bytes(props), _decode(prov), text)
 
 
-def _in_key_index(tx: Tx, column: str = "match_key") -> str:
-    """The condition, `` AND …``, that lets SQLite's planner use ``nodes_by_key`` for a probe
-    of ``column``: that index leaves out the rows whose keys were deferred (``DEFERRED``, most
-    of a first version's) or inherited (``INHERITED``, a re-ingested stream's matched rows),
-    and SQLite uses a partial index only when a query states its condition. Empty on
-    PostgreSQL, whose key index holds every row."""
-    if tx.postgres:
-        return ""
-    return f" AND {column} IS NOT x'{DEFERRED.hex()}' AND {column} IS NOT x'{INHERITED.hex()}'"
-
-
 async def _deferred_keys(
     tx: Tx, sid: int, source_id: bytes, rows: list[tuple[bytes, int, str, bytes, bytes]]
 ) -> dict[tuple[bytes, int], bytes]:
@@ -189,7 +178,7 @@ async def _probe(
     for cond, params in any_groups(tx, "match_key", keys, "bytea"):
         for key, node_id in await tx.fetchall(
             "SELECT match_key, node_id FROM nodes WHERE scope_id = ? AND source_id = ?"
-            f" AND {cond}{_in_key_index(tx)}",
+            f" AND {cond}{tx.dialect.key_index_condition('match_key')}",
             sid, source_id, *params,
         ):  # fmt: skip
             key_of[bytes(node_id)] = bytes(key)
@@ -331,10 +320,9 @@ async def _supporter_spans(
     latest = await latest_published(tx, sid, source_id)
     if latest is None:
         return None
-    find = "position(? in linked_nodes)" if tx.postgres else "instr(linked_nodes, ?)"
     rows = await tx.fetchall(
         f'SELECT start, "end", linked_nodes FROM span_rows WHERE scope_id = ? AND source_id = ?'
-        f" AND source_version_tx = ? AND {find} > 0",
+        f" AND source_version_tx = ? AND {tx.dialect.contains('linked_nodes')}",
         sid, source_id, latest, node_id,
     )  # fmt: skip
     return latest, [(s, e) for s, e, linked in rows if node_id in node_ids(bytes(linked))]
@@ -509,7 +497,7 @@ async def publish(
         # Earlier versions of the nodes this version wrote again: matched ids and worker
         # ids. A source without an earlier version has nothing matched, so only its worker
         # ids (the rows without a match key, found through nodes_by_key) are looked at.
-        worker_ids = f" AND w.match_key IS NULL{_in_key_index(tx, 'w.match_key')}"
+        worker_ids = f" AND w.match_key IS NULL{tx.dialect.key_index_condition('w.match_key')}"
         only_worker_ids = "" if earlier else worker_ids
         await tx.execute(
             "UPDATE nodes SET tx_to = ? WHERE scope_id = ? AND tx_to IS NULL AND tx_from < ?"

@@ -162,7 +162,7 @@ async def get_node(
         return None
     where, params = visible("n", as_of)
     if principals is not None:
-        seen_acl, acl_params = admitted("n", principals, postgres=tx.postgres)
+        seen_acl, acl_params = admitted("n", principals, tx.dialect)
         where, params = f"{where} AND {seen_acl}", (*params, *acl_params)
     row = await tx.fetchone(
         f"SELECT {NODE_COLS} FROM nodes n WHERE n.scope_id = ? AND n.node_id = ? AND {where}"
@@ -223,7 +223,7 @@ async def list_nodes(
         sql += " AND n.source_id = ?"
         params.append(source_id)
     if principals is not None:
-        seen_acl, acl_params = admitted("n", principals, postgres=tx.postgres)
+        seen_acl, acl_params = admitted("n", principals, tx.dialect)
         sql += f" AND {seen_acl}"
         params += acl_params
     rows = await tx.fetchall(f"{sql} ORDER BY {key} LIMIT ?", *params, limit)
@@ -247,7 +247,7 @@ async def node_edges(
     edge_seen, edge_params = visible("e", as_of, node=False)
     far_seen, far_params = visible("x", as_of)
     if principals is not None:
-        far_acl, acl_params = admitted("x", principals, postgres=tx.postgres)
+        far_acl, acl_params = admitted("x", principals, tx.dialect)
         far_seen, far_params = f"{far_seen} AND {far_acl}", (*far_params, *acl_params)
     parts: list[str] = []
     params: list[Any] = []

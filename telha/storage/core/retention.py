@@ -41,6 +41,7 @@ from typing import Any, cast
 
 from telha.domain.model import TERMINAL_JOB_STATES
 from telha.domain.row_faults import RowFault
+from telha.storage.core.dialect import Dialect
 from telha.storage.core.engine import EngineOps
 from telha.storage.core.failed_rows import note
 from telha.storage.core.row_faults import per_row
@@ -142,10 +143,6 @@ class BlobCandidate:
     size: int
 
 
-def _length(tx: Tx | Any) -> str:
-    return "octet_length" if tx.postgres else "length"
-
-
 async def _in_groups(tx: Tx, sql: str, column: str, ids: Sequence[bytes], *params: Any) -> int:
     """Run ``sql`` (with ``{cond}`` for ``column`` being one of ``ids``, then ``params``)
     over ``ids`` in groups SQLite's parameter limit allows; the rows it changed."""
@@ -176,7 +173,7 @@ async def _hand_over(tx: Tx, removed: dict[tuple[int, bytes], list[bytes]]) -> N
         )  # fmt: skip
 
 
-def ended_jobs_sql(after: bool, limit: int, *, postgres: bool = False, lock: str = "") -> str:
+def ended_jobs_sql(after: bool, limit: int, dialect: Dialect, lock: str = "") -> str:
     """The next ``limit`` ended jobs (``jobs_ended`` index) before a cutoff (``?``), after a
     key (``?, ?, ?``: its ``updated_at`` twice, its id) when ``after``: each job's id, end,
     scope, source, whether a version names it, and its payload's size; ``lock`` is appended
@@ -187,7 +184,7 @@ def ended_jobs_sql(after: bool, limit: int, *, postgres: bool = False, lock: str
         where += " AND j.updated_at >= ? AND (j.updated_at > ? OR j.job_id > ?)"
     return (
         f"SELECT j.job_id, j.updated_at, j.scope_id, j.source_id, {_KEPT},"
-        f" {'octet_length' if postgres else 'length'}(j.payload) FROM jobs j WHERE {where}"
+        f" {dialect.byte_length}(j.payload) FROM jobs j WHERE {where}"
         f" ORDER BY j.updated_at, j.job_id LIMIT {int(limit)}{lock}"
     )
 
@@ -201,7 +198,7 @@ async def remove_jobs(tx: Tx, before_us: int, after: JobKey | None, limit: int) 
     params: list[Any] = [before_us]
     if after is not None:
         params += [after[0], after[0], after[1]]
-    sql = ended_jobs_sql(after is not None, limit, postgres=tx.postgres, lock=tx.skip_locked)
+    sql = ended_jobs_sql(after is not None, limit, tx.dialect, lock=tx.skip_locked)
     rows = await tx.fetchall(sql, *params)
     if not rows:
         return JobBatch(0, 0, 0, 0, None)
@@ -236,7 +233,7 @@ async def count_jobs(tx: Tx, before_us: int) -> tuple[int, int, int]:
     """``(jobs, events, payload bytes)`` a pass with cutoff ``before_us`` would remove (a
     read: ``telha gc --dry-run``)."""
     row = await tx.fetchone(
-        f"SELECT count(*), coalesce(sum({_length(tx)}(j.payload)), 0) FROM jobs j"
+        f"SELECT count(*), coalesce(sum({tx.dialect.byte_length}(j.payload)), 0) FROM jobs j"
         f" WHERE {_REMOVABLE}",
         before_us,
     )

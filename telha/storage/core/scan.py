@@ -71,14 +71,13 @@ class Scan:
         self._tx = tx
 
     def _by(self, index: str) -> str:
-        """SQLite's ``INDEXED BY index`` (without ANALYZE statistics its planner searches a
-        partial index's table by the primary key's ``scope_id`` alone: the whole scope);
-        nothing on PostgreSQL."""
-        return "" if self._tx.postgres else f" INDEXED BY {index}"
+        """The dialect's :meth:`~telha.storage.core.dialect.Dialect.indexed_by`."""
+        return self._tx.dialect.indexed_by(index)
 
     def _batches(self, keys: Sequence[Any]) -> list[Sequence[Any]]:
-        """``keys`` in the slices one statement takes (all at once on PostgreSQL)."""
-        if self._tx.postgres:
+        """``keys`` in the slices one statement takes (all at once when the dialect binds
+        them as arrays: :attr:`~telha.storage.core.dialect.Dialect.in_group` ``None``)."""
+        if self._tx.dialect.in_group is None:
             return [keys] if keys else []
         return [keys[i : i + _BATCH] for i in range(0, len(keys), _BATCH)]
 
@@ -90,16 +89,8 @@ class Scan:
         cols = ", ".join(_NAMES[: len(types)])
         found: list[tuple[Any, ...]] = []
         for batch in self._batches(keys):
-            if self._tx.postgres:
-                arrays = ", ".join(f"?::{t}[]" for t in types)
-                sql = select.replace("{k}", f"unnest({arrays}) k({cols})")
-                params = [list(col) for col in zip(*batch, strict=True)]
-            else:
-                group = "(" + ", ".join("?" * len(types)) + ")"
-                sql = f"WITH k({cols}) AS (VALUES {', '.join([group] * len(batch))}) "
-                sql += select.replace("{k}", "k")
-                params = [v for key in batch for v in key]
-            found += await self._tx.fetchall(sql, *params)
+            prefix, table, params = self._tx.dialect.key_table(cols, types, batch)
+            found += await self._tx.fetchall(prefix + select.replace("{k}", table), *params)
         return found
 
     async def _by_job(

@@ -26,12 +26,9 @@ from telha.domain.search_query import (
     Quote,
     Term,
     find_quote,
-    fts5_query,
     match_places,
     quote_fragment,
     quote_terms,
-    scope_rowids,
-    tsquery,
 )
 from telha.domain.search_text import is_verbatim, snippet
 from telha.storage.core.acl import admitted
@@ -107,16 +104,11 @@ class Located:
 def _candidates_sql(
     tx: Tx, filters: Filters, stale: bool, *, ranked: bool, newest: bool = False
 ) -> tuple[str, list[Any]]:
-    """SQL selecting ``(rowid, score)`` of the scope's matching index rows and its filters'
-    parameters (bound after the MATCH expression, or the tsquery and the scope id, and
-    before the limit and offset); ``stale``: the scope has stale rows still to delete,
-    which the SQL leaves out. On SQLite the filters' parameters are followed by the low and
-    high ends of the rowids searched (the scope's range, ``scope_rowids``). ``ranked``
-    false: unscored, in index order (a locate's candidates; SQLite: newest first).
-    ``newest`` (SQLite): newest first, scored when ``ranked`` (the rank window:
-    :func:`_ranked_window`). Ties of score go oldest first on both engines (SQLite numbers a
-    scope's rows from the top of its range down, and FTS5 reads them in rowid order at its
-    cheapest: :func:`~telha.domain.search_query.scope_rowids`)."""
+    """SQL selecting ``(rowid, score)`` of the scope's matching index rows
+    (:meth:`~telha.storage.core.dialect.Dialect.search_sql`) and its filters' parameters,
+    bound between the dialect's :meth:`~telha.storage.core.dialect.Dialect.search_match`
+    parameters and the limit and offset; ``stale``: the scope has stale rows still to
+    delete, which the SQL leaves out."""
     conds: list[str] = [NOT_STALE] if stale else []
     params: list[Any] = []
     if filters.source_id is not None:
@@ -126,33 +118,13 @@ def _candidates_sql(
         conds.append("s.format = ?")
         params.append(filters.format)
     if filters.label is not None:
-        conds.append("position(? in s.labels) > 0" if tx.postgres else "instr(s.labels, ?) > 0")
+        conds.append(tx.dialect.contains("s.labels"))
         params.append(f" {filters.label} ")
     if filters.principals is not None:
-        seen, seen_params = admitted("s", filters.principals, postgres=tx.postgres)
+        seen, seen_params = admitted("s", filters.principals, tx.dialect)
         conds.append(seen)
         params += seen_params
-    if tx.postgres:
-        extra = "".join(f" AND {c}" for c in conds)
-        score = "ts_rank(s.body, q)" if ranked else "0"
-        order = "score DESC, s.rowid" if ranked else "s.rowid"
-        sql = (
-            f"SELECT s.rowid, {score} AS score FROM search_spans s, CAST(?::text AS tsquery) q"
-            f" WHERE s.body @@ q AND s.scope_id = ?{extra} ORDER BY {order} LIMIT ? OFFSET ?"
-        )
-        return sql, params
-    join = " JOIN search_spans s ON s.rowid = f.rowid" if conds else ""
-    # The scope's rowid range: FTS5 seeks its doclists to it
-    # (telha.domain.search_query.scope_rowids: newest lowest).
-    conds.append("f.rowid >= ? AND f.rowid < ?")
-    extra = "".join(f" AND {c}" for c in conds)
-    score = "bm25(search_fts)" if ranked else "0"
-    order = "score, f.rowid DESC" if ranked and not newest else "f.rowid"
-    sql = (
-        f"SELECT f.rowid AS rowid, {score} AS score FROM search_fts f{join}"
-        f" WHERE search_fts MATCH ?{extra} ORDER BY {order} LIMIT ? OFFSET ?"
-    )
-    return sql, params
+    return tx.dialect.search_sql(conds, ranked=ranked, newest=newest), params
 
 
 async def _candidates(
@@ -169,21 +141,21 @@ async def _candidates(
     """Rowids of the scope's index rows of current versions matching ``terms``, best first
     (``ranked``) or in index order.
 
-    ``window`` > 0 (``[search] rank_window``; docs/rest-api.md, "Search"), on SQLite: when
+    ``window`` > 0 (``[search] rank_window``; docs/rest-api.md, "Search"), where the dialect
+    ranks a window (:attr:`~telha.storage.core.dialect.Dialect.rank_window`, SQLite): when
     more rows than ``max(window, offset + limit)`` match, only that many of the newest
     (the lowest rowids: the last indexed) are ranked. Ranking scores every row it ranks
     (FTS5's ``bm25`` reads each row's length), while finding the rows only walks the
     doclists: a word in most spans otherwise costs a score for every span of the scope.
     PostgreSQL ranks every match: finding the newest would read every match's row from the
     table first, which is most of what ranking them costs there."""
-    if not tx.postgres and sid > MAX_INDEXED_SCOPE:
-        return []  # a scope without a rowid range has no index rows (search_index._next_rowid)
+    if tx.dialect.scoped_rowids and sid > MAX_INDEXED_SCOPE:
+        return []  # a scope without a rowid range has no index rows (search_rows)
     stale = await tx.fetchone("SELECT 1 FROM search_stale WHERE scope_id = ? LIMIT 1", sid)
-    first = [tsquery(terms), sid] if tx.postgres else [fts5_query(terms)]
-    ends: list[int] = [] if tx.postgres else list(scope_rowids(sid))
-    if ranked and window > 0 and not tx.postgres:
+    first, ends = tx.dialect.search_match(terms, sid)
+    if ranked and window > 0 and tx.dialect.rank_window:
         return await _ranked_window(
-            tx, stale is not None, filters, [*first, *ends], max(window, offset + limit),
+            tx, stale is not None, filters, (first, ends), max(window, offset + limit),
             limit, offset,
         )  # fmt: skip
     sql, params = _candidates_sql(tx, filters, stale is not None, ranked=ranked)
@@ -192,19 +164,25 @@ async def _candidates(
 
 
 async def _ranked_window(
-    tx: Tx, stale: bool, filters: Filters, match: list[Any], window: int, limit: int, offset: int
+    tx: Tx,
+    stale: bool,
+    filters: Filters,
+    match: tuple[list[Any], list[Any]],
+    window: int,
+    limit: int,
+    offset: int,
 ) -> list[int]:
-    """SQLite's rank window in one statement: the newest ``window`` matching rows (FTS5
-    walks the doclists forward from the scope's lowest rowid, the newest row, and stops
-    there), each scored by ``bm25`` as it is read, then the best ``limit`` from ``offset``
-    (score, then the oldest first).
-    ``match``: the MATCH expression and the scope's rowid range. The same rows and order as
-    finding the window's oldest row first and ranking from it on, without walking the
-    window twice."""
+    """The rank window in one statement: the newest ``window`` matching rows (FTS5 walks
+    the doclists forward from the scope's lowest rowid, the newest row, and stops there),
+    each scored by ``bm25`` as it is read, then the best ``limit`` from ``offset`` (score,
+    then the oldest first). ``match``: the dialect's
+    :meth:`~telha.storage.core.dialect.Dialect.search_match` parameters. The same rows and
+    order as finding the window's oldest row first and ranking from it on, without walking
+    the window twice."""
     inner, params = _candidates_sql(tx, filters, stale, ranked=True, newest=True)
     rows = await tx.fetchall(
         f"SELECT rowid, score FROM ({inner}) ORDER BY score, rowid DESC LIMIT ? OFFSET ?",
-        *match[:1], *params, *match[1:], window, 0, limit, offset,
+        *match[0], *params, *match[1], window, 0, limit, offset,
     )  # fmt: skip
     return [int(r[0]) for r in rows]
 
@@ -217,7 +195,7 @@ async def _details(tx: Tx, sid: int, rowids: list[int]) -> list[tuple[Any, ...]]
     if not rowids:
         return []
     cond, params = tx.any("s.rowid", rowids, "bigint")
-    known = "s.text" if tx.postgres else "coalesce(s.text, s.body)"
+    known = tx.dialect.span_text
     rows = await tx.fetchall(
         'SELECT s.rowid, s.source_id, s.version_tx, s.start, s."end", s.kind, s.linked_nodes,'
         f" s.labels, v.name, v.blob_id, {known}, s.text IS NOT NULL"

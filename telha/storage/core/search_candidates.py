@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from telha.domain.search_query import MAX_INDEXED_SCOPE, fts5_trigrams, like_pattern, scope_rowids
+from telha.domain.search_query import MAX_INDEXED_SCOPE
 from telha.storage.core.acl import admitted
 from telha.storage.core.tx import Tx
 
@@ -41,15 +41,16 @@ async def containing(
     ``(source_id, version_tx, start, rowid)`` (:func:`keys`): a superset the canonical text
     decides (docs/rest-api.md, "Locate a quote").
 
-    Found by the substring index: on SQLite ``search_tri`` (FTS5 ``trigram``) asked for every
-    row holding all of the fragment's trigrams (:func:`fts5_trigrams`), in index order (the
-    newest first: :func:`~telha.domain.search_query.scope_rowids`), less
+    Found by the substring index (the dialect's
+    :meth:`~telha.storage.core.dialect.Dialect.fragment_sql`): on SQLite ``search_tri``
+    (FTS5 ``trigram``) asked for every row holding all of the fragment's trigrams, in index
+    order (the newest first: :func:`~telha.domain.search_query.scope_rowids`), less
     the rows whose body (lower-cased) does not hold the fragment itself; on
     PostgreSQL the ``pg_trgm`` GIN index over ``words`` asked for ``LIKE '%fragment%'`` (the
     first ``limit`` rows found, in no set order). A fragment under 3 characters has no
     trigram: SQLite scans the scope's rows (the body compared lower-cased) in index order and
     stops at ``limit``; PostgreSQL's ``LIKE`` reads every row of the scope the same way."""
-    if not tx.postgres and sid > MAX_INDEXED_SCOPE:
+    if tx.dialect.scoped_rowids and sid > MAX_INDEXED_SCOPE:
         return []
     stale = await tx.fetchone("SELECT 1 FROM search_stale WHERE scope_id = ? LIMIT 1", sid)
     conds: list[str] = [NOT_STALE] if stale is not None else []
@@ -58,35 +59,11 @@ async def containing(
         conds.append("s.source_id = ?")
         params.append(filters.source_id)
     if filters.principals is not None:
-        seen, seen_params = admitted("s", filters.principals, postgres=tx.postgres)
+        seen, seen_params = admitted("s", filters.principals, tx.dialect)
         conds.append(seen)
         params += seen_params
-    extra = "".join(f" AND {c}" for c in conds)
-    if tx.postgres:
-        rows = await tx.fetchall(
-            f"SELECT {KEY_COLS} FROM search_spans s WHERE s.scope_id = ? AND s.words LIKE ?{extra}"
-            " LIMIT ?",
-            sid, like_pattern(fragment), *params, limit,
-        )  # fmt: skip
-        return keys(rows)
-    lo, hi = scope_rowids(sid)
-    trigrams = fts5_trigrams(fragment)
-    if trigrams is not None:
-        # The trigrams found apart (no positions kept) are ruled out here, in the engine, so
-        # they never crowd the rows that hold the fragment out of the first ``limit``.
-        sql = (
-            f"SELECT {KEY_COLS} FROM search_tri f JOIN search_spans s ON s.rowid = f.rowid"
-            " WHERE search_tri MATCH ? AND f.rowid >= ? AND f.rowid < ?"
-            f" AND instr(lower(s.body), ?) > 0{extra} ORDER BY f.rowid LIMIT ?"
-        )
-        rows = await tx.fetchall(sql, trigrams, lo, hi, fragment, *params, limit)
-    else:
-        rows = await tx.fetchall(
-            f"SELECT {KEY_COLS} FROM search_spans s WHERE s.rowid >= ? AND s.rowid < ?"
-            f" AND instr(lower(s.body), ?) > 0{extra} ORDER BY s.rowid LIMIT ?",
-            lo, hi, fragment, *params, limit,
-        )  # fmt: skip
-    return keys(rows)
+    sql, first = tx.dialect.fragment_sql(fragment, sid, KEY_COLS, conds)
+    return keys(await tx.fetchall(sql, *first, *params, limit))
 
 
 #: What :func:`keys` reads of a candidate index row ``s``.

@@ -34,25 +34,21 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import msgspec
 import structlog
 
 from telha.domain.erasure import node_ids
-from telha.domain.errors import StorageError
 from telha.domain.model import BLOB_CHUNK
-from telha.domain.search_query import MAX_INDEXED_SCOPE, scope_rowids
-from telha.domain.search_text import folded_words, fts5_body, is_verbatim, tsvector_literal
-from telha.offload import off_loop
+from telha.storage.core.dialect import Dialect
 from telha.storage.core.row_faults import per_row
 from telha.storage.core.tx import Tx, any_groups
 
 __all__ = [
     "BATCH_S",
     "ENTRIES_PER_BATCH",
-    "FTS_TABLES",
     "SEARCH_COLS",
     "drop_stale",
     "index_pending",
@@ -66,17 +62,6 @@ log = structlog.get_logger("telha.search_index")
 
 #: The columns of a ``search_spans`` row as the index writes them.
 SEARCH_COLS = 'scope_id, source_id, version_tx, start, "end", kind, linked_nodes, labels, format'
-_INSERT_SQLITE = (
-    f"INSERT INTO search_spans (rowid, {SEARCH_COLS}, body, text) VALUES ({'?, ' * 11}?)"
-)
-_INSERT_PG = (
-    f"INSERT INTO search_spans ({SEARCH_COLS}, body, text, words)"
-    f" VALUES ({'?, ' * 9}?::text::tsvector, ?, ?)"
-)
-#: The FTS5 tables over ``search_spans.body`` on SQLite, kept in the same statements: the
-#: words (``ascii`` tokenizer) and the substrings (``trigram``; docs/architecture.md,
-#: "Search").
-FTS_TABLES = ("search_fts", "search_tri")
 #: Waiting entries one :func:`index_pending` transaction settles at most.
 ENTRIES_PER_BATCH = 64
 #: Seconds one :func:`index_pending` transaction goes on taking entries (it commits after
@@ -129,29 +114,16 @@ def _rows(
     text: bytes,
     spans: Sequence[tuple[Any, ...]],
     labels: dict[bytes, str],
-    postgres: bool,
+    dialect: Dialect,
 ) -> list[tuple[Any, ...]]:
     """The ``search_spans`` rows of a version's span rows ``(start, end, kind, linked)``
-    (``text``: the canonical text's bytes from offset ``base``):
-    SQLite's body is the span's folded words for FTS5 (:func:`fts5_body`; ``search_tri``
-    indexes its trigrams too), PostgreSQL's the ``tsvector`` of its words
-    (:func:`tsvector_literal`) followed, last, by ``words``, its distinct folded words
-    separated by spaces (the ``pg_trgm`` index's text); ``text`` is the span's text, so a
-    hit reads it from its index row (``NULL`` on SQLite when the body is that text
-    already)."""
+    (``text``: the canonical text's bytes from offset ``base``): :data:`SEARCH_COLS`, then
+    the dialect's :meth:`~telha.storage.core.dialect.Dialect.search_columns` of the span's
+    text."""
     out = []
     cached: dict[str, list[str]] = {}
     for start, end, kind, linked in spans:
         span = text[start - base : end - base].decode("utf-8", "replace")
-        known: str | None
-        extra: tuple[str, ...] = ()
-        if postgres:
-            folded = folded_words(span)
-            body, known = tsvector_literal(folded), span
-            extra = (" ".join(dict.fromkeys(folded)),)
-        else:
-            body = fts5_body(span)
-            known = None if is_verbatim(body, end - start) else span
         names: set[str] = set()
         for node in node_ids(bytes(linked)):
             raw = labels.get(node)
@@ -160,8 +132,8 @@ def _rows(
                     cached[raw] = list(_decode(raw))
                 names.update(cached[raw])
         tags = " " + " ".join(sorted(names)) + " " if names else " "
-        row = (sid, source_id, at, start, end, kind, bytes(linked), tags, fmt, body, known)
-        out.append((*row, *extra))
+        row = (sid, source_id, at, start, end, kind, bytes(linked), tags, fmt)
+        out.append((*row, *dialect.search_columns(span, end - start)))
     return out
 
 
@@ -169,12 +141,10 @@ def _rows(
 class _Batch:
     """What one :func:`index_pending` transaction learnt that its later entries need not
     read again (bench/RESULTS.md, "Fewer statements per job"): that no stale version waits
-    (until an entry of its own makes one stale), and on SQLite the lowest rowid it gave
-    each scope's rows (the next ones take the rowids below it: never above the scope's
-    lowest)."""
+    (until an entry of its own makes one stale). (SQLite's transaction remembers the lowest
+    rowid it gave each scope's rows: :meth:`~telha.storage.core.tx.Tx.write_search_rows`.)"""
 
     no_stale: bool = False
-    lowest: dict[int, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,7 +171,7 @@ async def _text(tx: Tx, sid: int, blob_id: bytes, start: int, end: int) -> tuple
     return first * BLOB_CHUNK, b"".join(bytes(c[0]) for c in chunks)
 
 
-async def _fill(tx: Tx, job: _Filling, blob_id: bytes, fmt: str, limit: int, batch: _Batch) -> int:
+async def _fill(tx: Tx, job: _Filling, blob_id: bytes, fmt: str, limit: int) -> int:
     """Write the index rows of up to ``limit`` span rows of the version being filled, after
     its key; move the key, or mark the source done when none is left. Returns the span rows
     written."""
@@ -218,25 +188,10 @@ async def _fill(tx: Tx, job: _Filling, blob_id: bytes, fmt: str, limit: int, bat
         _check_range(spans, base + len(text))
         ids = {n for *_, linked in spans for n in node_ids(bytes(linked))}
         labels = await _labels(tx, sid, source_id, at, ids)
-        args = (sid, source_id, at, fmt, base, text, spans, labels, tx.postgres)
-        if tx.postgres:  # an operation runs on the event loop there: large texts go to a thread
-            await tx.executemany(_INSERT_PG, await off_loop(len(text), _rows, *args))
-        else:  # SQLite runs the operation on its writer's thread already
-            rows = _rows(*args)
-            below = batch.lowest.get(sid)
-            if below is None or below - len(rows) < scope_rowids(sid)[0]:
-                below = await _lowest_rowid(tx, sid, len(rows))
-            first = below - len(rows)
-            batch.lowest[sid] = first
-            # Newest lowest (telha.domain.search_query.scope_rowids): the block's first span
-            # row takes its highest rowid, as if the whole range were counted down.
-            await tx.executemany(_INSERT_SQLITE, [(below - 1 - i, *r) for i, r in enumerate(rows)])
-            for table in FTS_TABLES:
-                await tx.execute(
-                    f"INSERT INTO {table} (rowid, body) SELECT rowid, body FROM search_spans"
-                    " WHERE rowid >= ? AND rowid < ?",
-                    first, below,
-                )  # fmt: skip
+        rows = await tx.compute(
+            len(text), _rows, sid, source_id, at, fmt, base, text, spans, labels, tx.dialect
+        )
+        await tx.write_search_rows(sid, rows)
     done = len(spans) < limit
     last = (int(spans[-1][0]), int(spans[-1][1])) if spans else (job.last_start, job.last_end)
     await tx.execute(
@@ -264,26 +219,6 @@ def _check_range(spans: Sequence[tuple[Any, ...]], stored: int) -> None:
             )
 
 
-async def _lowest_rowid(tx: Tx, sid: int, count: int) -> int:
-    """The lowest rowid of the scope's index rows on SQLite (its range's high end when it has
-    none): its next rows take the ``count`` rowids just below it, in its own range
-    (:func:`telha.domain.search_query.scope_rowids`: newest lowest; a search names the range).
-
-    :raises StorageError: ``count`` more rows would not fit in the range (2^40 rows), or the
-        scope has no range (over 2^23 − 2 scopes).
-    """
-    if sid > MAX_INDEXED_SCOPE:
-        raise StorageError(f"scope {sid}: over the full-text index's {MAX_INDEXED_SCOPE} scopes")
-    lo, hi = scope_rowids(sid)
-    row = await tx.fetchone(
-        "SELECT min(rowid) FROM search_spans WHERE rowid >= ? AND rowid < ?", lo, hi
-    )
-    low = hi if row is None or row[0] is None else int(row[0])
-    if low - count < lo:
-        raise StorageError(f"scope {sid}: its full-text index rowids are used up")
-    return low
-
-
 def _bool(value: bool) -> str:
     """A boolean literal both engines read (SQLite stores it as 1 or 0)."""
     return "true" if value else "false"
@@ -301,7 +236,7 @@ async def _delete_rows(tx: Tx, sid: int, source_id: bytes, at: int, limit: int |
     ids = [int(r[0]) for r in rows]
     for cond, params in any_groups(tx, "rowid", ids, "bigint"):
         # The words and trigrams leave FTS5 first: its 'delete' needs the stored body.
-        for table in () if tx.postgres else FTS_TABLES:
+        for table in tx.dialect.fts_tables:
             await tx.execute(
                 f"INSERT INTO {table} ({table}, rowid, body) SELECT 'delete', rowid, body"
                 f" FROM search_spans WHERE {cond}",
@@ -434,7 +369,7 @@ async def _one_entry(tx: Tx, limit: int, sid: int | None, batch: _Batch) -> int 
                 job.sid, job.source_id,
             )  # fmt: skip
             return 1
-        return max(await _fill(tx, job, current[1], current[2], limit, batch), 1)
+        return max(await _fill(tx, job, current[1], current[2], limit), 1)
 
 
 async def waiting(tx: Tx, sid: int | None) -> int:
@@ -455,7 +390,7 @@ async def purge_erased(tx: Tx) -> None:
     erased words are gone (and ``secure_delete`` zeroes the freed pages) — of the word index
     and of the substring index (``search_tri``) alike. PostgreSQL's dead row versions and
     their GIN entries go at ``VACUUM FULL`` (docs/operations.md, "Erasure")."""
-    for table in () if tx.postgres else FTS_TABLES:
+    for table in tx.dialect.fts_tables:
         await tx.execute(f"INSERT INTO {table} ({table}) VALUES ('optimize')")
 
 
@@ -469,7 +404,7 @@ async def set_search(tx: Tx) -> bool:
     built = row is not None and bool(row[0])
     if built == tx.search:
         return False
-    for table in () if tx.postgres else FTS_TABLES:
+    for table in tx.dialect.fts_tables:
         await tx.execute(f"INSERT INTO {table} ({table}) VALUES ('delete-all')")
     await tx.execute("DELETE FROM search_spans")
     await tx.execute("DELETE FROM search_sources")

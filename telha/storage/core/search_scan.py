@@ -86,7 +86,7 @@ async def search_problems(tx: SnapshotTx, limit: int) -> SearchProblems:
     enabled = bool(state and state[0][0])
     total = await tx.fetchall("SELECT count(*) FROM search_spans")
     found = SearchProblems(enabled, int(total[0][0]))
-    checks = _CHECKS if tx.postgres else (*_CHECKS, _OUT_OF_RANGE)
+    checks = (*_CHECKS, _OUT_OF_RANGE) if tx.dialect.scoped_rowids else _CHECKS
     for kind, sql in checks:
         if kind == "missing" and not enabled:
             continue
@@ -105,7 +105,7 @@ async def search_problems(tx: SnapshotTx, limit: int) -> SearchProblems:
             f" WHERE failure IS NOT NULL ORDER BY scope_id, source_id LIMIT {int(limit)}"
         )
         found.failed = [(int(a), bytes(b), int(c), str(d)) for a, b, c, d in rows]
-    if not tx.postgres:
+    if "search_fts" in tx.dialect.fts_tables:
         docs = await tx.fetchall("SELECT count(*) FROM search_fts_docsize")
         found.counts["fts_rows"] = abs(int(docs[0][0]) - found.rows)
     return found

@@ -63,8 +63,7 @@ from telha.storage.core.jobs import (
 from telha.storage.core.members import after_publish
 from telha.storage.core.publish import keep_edges, match, publish
 from telha.storage.core.tx import Tx
-from telha.storage.core.version_rows import version_halves
-from telha.storage.core.versions import current_nodes, insert_version, rows_at_next_tx
+from telha.storage.core.versions import current_nodes, insert_version
 
 __all__ = ["StreamOps", "apply_stream_part", "purge_stream", "stream_base"]
 
@@ -97,8 +96,7 @@ async def _append(tx: Tx, sid: int, c: Continuation, text: bytes) -> None:
     fill = c.length % BLOB_CHUNK
     if fill and text:
         room = BLOB_CHUNK - fill
-        # SQLite's || yields TEXT; the cast keeps the chunk a BLOB.
-        data = "data || ?" if tx.postgres else "CAST(data || ? AS BLOB)"
+        data = tx.dialect.blob_append("data")
         await tx.execute(
             f"UPDATE blob_chunks SET data = {data} WHERE scope_id = ? AND blob_id = ?"
             " AND idx = ?",
@@ -147,7 +145,7 @@ async def purge_stream(tx: Tx, sid: int, source_id: bytes, tx_pin: int) -> None:
         "DELETE FROM span_rows WHERE scope_id = ? AND source_id = ? AND source_version_tx = ?",
         *key,
     )
-    for half in version_halves(tx):
+    for half in tx.dialect.version_halves():
         await tx.execute(
             f"DELETE FROM nodes WHERE scope_id = ? AND source_id = ? AND tx_from = ?{half}", *key
         )
@@ -174,8 +172,7 @@ async def _pin(
     existing = await current_nodes(tx, sid, explicit) if explicit else {}
     matched = await match(tx, sid, v.source_id, PENDING_TX, projection)
     blob_id = new_id()
-    rows = await rows_at_next_tx(
-        tx,
+    rows = await tx.rows_at_next_tx(
         lambda at: build_rows(sid, v.source_id, at, blob_id, projection, existing, match=matched),
     )
     tx_pin = rows.tx

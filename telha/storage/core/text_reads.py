@@ -24,7 +24,6 @@ from telha.domain.units import Counts, counts
 from telha.storage.core.engine import EngineOps
 from telha.storage.core.reads import blob_range, version_at
 from telha.storage.core.tx import Tx
-from telha.storage.core.version_rows import version_halves
 
 __all__ = ["ChunkInputs", "TextReadOps", "TextWindow", "chunk_inputs", "text_window"]
 
@@ -107,7 +106,7 @@ async def chunk_inputs(
     ]
     node_rows = [
         row
-        for half in version_halves(tx)
+        for half in tx.dialect.version_halves()
         for row in await tx.fetchall(
             "SELECT node_id, labels, properties FROM nodes"
             f" WHERE scope_id = ? AND source_id = ? AND tx_from = ?{half}",

@@ -4,7 +4,8 @@ Each operation of :mod:`telha.storage.core` is one ``async`` function over a :cl
 written once for both engines (see docs/architecture.md, "The storage seam"):
 
 - SQL is written with ``?`` placeholders; the PostgreSQL driver numbers them (``$1``…).
-  Where the dialects differ, an operation picks its text with :attr:`Tx.postgres`.
+  Where the dialects differ, an operation asks :attr:`Tx.dialect` for its text
+  (:class:`~telha.storage.core.dialect.Dialect`), never which engine it runs on.
 - Locking primitives are methods or SQL suffixes that are no-ops on SQLite, whose single
   writer already serialises every write: :meth:`Tx.lock_sources` (the per-source advisory
   locks of dedup), :attr:`Tx.for_update` / :attr:`Tx.skip_locked` (row locks),
@@ -18,13 +19,14 @@ An operation raises :class:`Rollback` to write nothing and return a value.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Coroutine, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from typing import Any, Protocol, TypeVar
 
 from telha.domain.model import Scope
 from telha.domain.rows import VersionRows
+from telha.storage.core.dialect import Dialect
 
-__all__ = ["IN_GROUP", "Rollback", "SnapshotTx", "Tx", "any_groups", "drive"]
+__all__ = ["Rollback", "SnapshotTx", "Tx", "any_groups", "drive"]
 
 T = TypeVar("T")
 
@@ -44,8 +46,8 @@ class Tx(Protocol):
     :class:`~telha.domain.errors.StorageError` from the engine's transaction runner.
     """
 
-    #: True on PostgreSQL: pick the dialect's SQL where the two differ.
-    postgres: bool
+    #: The engine's SQL where the two differ.
+    dialect: Dialect
     #: ``" FOR UPDATE"`` on PostgreSQL (lock the selected rows until the transaction ends),
     #: ``""`` on SQLite.
     for_update: str
@@ -68,9 +70,7 @@ class Tx(Protocol):
         """One statement for each parameter row."""
 
     def any(self, column: str, values: Sequence[Any], pg_type: str) -> tuple[str, tuple[Any, ...]]:
-        """``(condition, params)`` for ``column`` being one of ``values``: ``col IN (?, …)``
-        on SQLite, ``col = ANY(?::pg_type[])`` on PostgreSQL. An empty ``values`` matches
-        nothing on both."""
+        """The dialect's :meth:`~telha.storage.core.dialect.Dialect.any`."""
 
     async def scope_id(self, scope: Scope) -> int:
         """The interned id of ``scope``, interned now if it is new."""
@@ -82,6 +82,14 @@ class Tx(Protocol):
         """The next transaction time (µs), strictly greater than every earlier one in the
         store. PostgreSQL takes it from the clock row, which stays locked until the
         transaction ends: take it after every other lock."""
+
+    async def rows_at_next_tx(self, build: Callable[[int], VersionRows]) -> VersionRows:
+        """Take the next transaction time (:meth:`next_tx`, the last lock a write takes)
+        and a new version's rows at it, ``build(tx_time)``. PostgreSQL's clock row stays
+        locked from :meth:`next_tx` to the commit, so there the rows are built first, at
+        :data:`~telha.domain.rows.PENDING_TX`, and moved to the time taken
+        (:func:`~telha.domain.rows.at_tx`): every commit of every replica waits for that
+        lock. SQLite's clock is the single writer's own: the rows are built at their time."""
 
     async def lock_sources(self, sid: int, source_ids: Sequence[bytes]) -> None:
         """Hold the ``(scope, source)`` locks of dedup until the transaction ends (no-op on
@@ -109,6 +117,21 @@ class Tx(Protocol):
         """Write one version's rows (chunks, nodes, labels, edges, span rows merging
         on the same range, ambiguities) with the engine's bulk insert."""
 
+    async def write_search_rows(self, sid: int, rows: Sequence[tuple[Any, ...]]) -> None:
+        """Write scope ``sid``'s full-text index ``rows`` (``search_spans``' columns as
+        :data:`~telha.storage.core.search_index.SEARCH_COLS`, then the dialect's
+        :meth:`~telha.storage.core.dialect.Dialect.search_columns`) and whatever the
+        engine's index keeps beside them (SQLite: the rowids of the scope's range, newest
+        lowest, and the FTS5 tables).
+
+        :raises StorageError: the scope's index has no room for them (SQLite's range).
+        """
+
+    async def compute(self, size: int, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)`` (pure work over ``size`` bytes of input) where it holds no event
+        loop: in a worker thread when large where the operation runs on the loop
+        (PostgreSQL), here where it runs on a connection's own thread (SQLite)."""
+
     def driver_failed(self, exc: BaseException) -> bool:
         """Whether ``exc``, raised by this engine's driver inside an operation, means the
         store failed (connection lost, disk error, locked), not the row being read: a
@@ -122,8 +145,8 @@ class SnapshotTx(Protocol):
     instant. Driver errors leave the engine's snapshot block as
     :class:`~telha.domain.errors.StorageError`."""
 
-    #: True on PostgreSQL (see :attr:`Tx.postgres`).
-    postgres: bool
+    #: See :attr:`Tx.dialect`.
+    dialect: Dialect
 
     def any(self, column: str, values: Sequence[Any], pg_type: str) -> tuple[str, tuple[Any, ...]]:
         """See :meth:`Tx.any`."""
@@ -135,20 +158,17 @@ class SnapshotTx(Protocol):
         """The rows of a query, streamed from one cursor in lists of at most ``page``."""
 
 
-#: Most values in one SQLite ``IN (…)`` list of :func:`any_groups`.
-IN_GROUP = 500
-
-
 def any_groups(
     tx: Tx, column: str, values: Sequence[Any], pg_type: str
 ) -> list[tuple[str, tuple[Any, ...]]]:
     """:meth:`Tx.any` over ``values`` in the groups one statement takes: a list of
     ``(condition, params)``, one per statement to run, covering ``values`` in order, each
-    value in exactly one group. Every value at once on PostgreSQL (one array parameter); at
-    most :data:`IN_GROUP` per ``IN (…)`` list on SQLite, whose statements take a bounded
-    number of parameters (999 in older builds) beside the ones a query adds. ``[]`` for no
-    values: no statement to run. Raises nothing (a pure function of its arguments)."""
-    step = max(len(values), 1) if tx.postgres else IN_GROUP
+    value in exactly one group: at most the dialect's
+    :attr:`~telha.storage.core.dialect.Dialect.in_group` values a group (SQLite's statements
+    take a bounded number of parameters), or every value at once (PostgreSQL: one array
+    parameter). ``[]`` for no values: no statement to run. Raises nothing (a pure function
+    of its arguments)."""
+    step = tx.dialect.in_group or max(len(values), 1)
     return [tx.any(column, values[i : i + step], pg_type) for i in range(0, len(values), step)]
 
 

@@ -12,7 +12,7 @@ is written. SQLite's single writer serialises the same steps.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 
 from telha.domain.dedup import version_reason
@@ -29,7 +29,7 @@ from telha.domain.model import (
 )
 from telha.domain.projection import Projection
 from telha.domain.records import decode_continuation, is_duplicate
-from telha.domain.rows import PENDING_TX, Existing, VersionRows, at_tx, build_rows
+from telha.domain.rows import PENDING_TX, Existing, build_rows
 from telha.domain.streams import single_shot_allowed
 from telha.offload import OFFLOAD_BYTES, off_loop
 from telha.storage.core.engine import EngineOps
@@ -52,7 +52,6 @@ __all__ = [
     "current_nodes",
     "insert_api_key",
     "insert_version",
-    "rows_at_next_tx",
 ]
 
 #: The columns of a ``source_versions`` row a commit writes (after ``scope_id``), in
@@ -83,19 +82,6 @@ async def current_nodes(tx: Tx, sid: int, ids: Sequence[bytes]) -> Existing:
         ):  # fmt: skip
             found[node_id] = (labels, bytes(props), vfrom, vto, tx_from, source)
     return found
-
-
-async def rows_at_next_tx(tx: Tx, build: Callable[[int], VersionRows]) -> VersionRows:
-    """Take the next transaction time (the last lock a write takes) and the new version's
-    rows at it, ``build(tx_time)``. PostgreSQL's clock row stays locked from
-    :meth:`~telha.storage.core.tx.Tx.next_tx` to the commit, so there the rows are built
-    first, at :data:`~telha.domain.rows.PENDING_TX`, and moved to the time taken
-    (:func:`~telha.domain.rows.at_tx`): every commit of every replica waits for that lock.
-    SQLite's clock is the single writer's own, so the rows are built at their time."""
-    if tx.postgres:
-        pending = build(PENDING_TX)
-        return at_tx(pending, await tx.next_tx())
-    return build(await tx.next_tx())
 
 
 async def insert_version(
@@ -190,8 +176,7 @@ async def commit(
     matched = await match(
         tx, sid, version.source_id, PENDING_TX, projection, whole=True, known=known
     )
-    rows = await rows_at_next_tx(
-        tx,
+    rows = await tx.rows_at_next_tx(
         lambda at: build_rows(
             sid, version.source_id, at, blob_id, projection, existing, match=matched
         ),

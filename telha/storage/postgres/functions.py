@@ -19,6 +19,7 @@ from telha.storage.core.lease_fence import FENCE
 from telha.storage.core.migrations import fill, functions_sql
 from telha.storage.core.quotas import ADD_USAGE
 from telha.storage.core.row_tables import ROW_TABLES
+from telha.storage.postgres.dialect import POSTGRES
 from telha.storage.postgres.rows import TAILS
 from telha.storage.postgres.tx import CLOCK
 
@@ -41,7 +42,7 @@ def _row_inserts() -> str:
 def fills() -> dict[str, str]:
     """What each ``{{name}}`` of ``functions.sql`` stands for."""
     j, h = job_statements, fair_lease
-    active_same = j.active_same_content(postgres=True)
+    active_same = j.active_same_content(POSTGRES)
     return {
         "note_versions": fill(sources.NOTE_VERSIONS, "p_at", "p_scope", "p_source"),
         "note_job": fill(

@@ -7,15 +7,19 @@ so it is strictly increasing across every replica."""
 from __future__ import annotations
 
 import hashlib
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from functools import lru_cache
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, TypeVar
 
 import asyncpg
 from asyncpg.pool import PoolConnectionProxy
 
 from telha.domain.model import Scope
-from telha.domain.rows import VersionRows
+from telha.domain.rows import PENDING_TX, VersionRows, at_tx
+from telha.offload import off_loop
+from telha.storage.core.dialect import Dialect
+from telha.storage.core.search_index import SEARCH_COLS
+from telha.storage.postgres.dialect import POSTGRES
 from telha.storage.postgres.rows import insert_rows
 
 __all__ = [
@@ -58,6 +62,14 @@ def numbered(sql: str) -> str:
     return "".join(out)
 
 
+T = TypeVar("T")
+
+_INSERT_SEARCH = (
+    f"INSERT INTO search_spans ({SEARCH_COLS}, body, text, words)"
+    f" VALUES ({'?, ' * 9}?::text::tsvector, ?, ?)"
+)
+
+
 def source_lock_key(sid: int, source_id: bytes) -> int:
     """The advisory lock key (a signed bigint) of ``(scope, source)``."""
     digest = hashlib.blake2b(sid.to_bytes(8, "big") + source_id, digest_size=8).digest()
@@ -87,7 +99,7 @@ class PgTx:
         and are cached by the runner after the commit).
     """
 
-    postgres = True
+    dialect: Dialect = POSTGRES
     for_update = " FOR UPDATE"
     skip_locked = " FOR UPDATE SKIP LOCKED"
     #: Set by the engine from ``[search] enabled`` (see :attr:`telha.storage.core.tx.Tx.search`).
@@ -118,9 +130,7 @@ class PgTx:
         if rows:
             await self.conn.executemany(numbered(sql), rows)
 
-    def any(self, column: str, values: Sequence[Any], pg_type: str) -> tuple[str, tuple[Any, ...]]:
-        """``column = ANY(?::pg_type[])``: one array parameter, one plan for any count."""
-        return f"{column} = ANY(?::{pg_type}[])", (list(values),)
+    any = staticmethod(POSTGRES.any)
 
     async def known_scope_id(self, scope: Scope) -> int | None:
         """See :meth:`telha.storage.core.tx.Tx.known_scope_id`."""
@@ -158,6 +168,13 @@ class PgTx:
         commit)."""
         return int(await self.conn.fetchval(CLOCK))
 
+    async def rows_at_next_tx(self, build: Callable[[int], VersionRows]) -> VersionRows:
+        """The rows built first, at :data:`~telha.domain.rows.PENDING_TX`, then moved to the
+        time taken: the clock row is locked from :meth:`next_tx` to the commit (see
+        :meth:`telha.storage.core.tx.Tx.rows_at_next_tx`)."""
+        pending = build(PENDING_TX)
+        return at_tx(pending, await self.next_tx())
+
     async def lock_sources(self, sid: int, source_ids: Sequence[bytes]) -> None:
         """See :func:`lock_sources`."""
         await lock_sources(self.conn, sid, source_ids)
@@ -182,6 +199,17 @@ class PgTx:
     async def write_rows(self, rows: VersionRows) -> None:
         """See :func:`telha.storage.postgres.rows.insert_rows` (one statement)."""
         await insert_rows(self.conn, rows)
+
+    async def write_search_rows(self, sid: int, rows: Sequence[tuple[Any, ...]]) -> None:
+        """See :meth:`telha.storage.core.tx.Tx.write_search_rows`: the rows as they are
+        (the index is a column of each: no rowid range, no external table)."""
+        await self.executemany(_INSERT_SEARCH, rows)
+
+    @staticmethod
+    async def compute(size: int, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)`` in a worker thread when ``size`` is large
+        (:func:`telha.offload.off_loop`): an operation runs on the event loop here."""
+        return await off_loop(size, fn, *args)
 
     @staticmethod
     def driver_failed(exc: BaseException) -> bool:

@@ -10,16 +10,21 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import AsyncIterator, Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import aiosqlite
 
 from telha.domain.ids import TxClock
 from telha.domain.model import Scope
 from telha.domain.rows import VersionRows
+from telha.storage.core.dialect import Dialect
+from telha.storage.sqlite.dialect import SQLITE
 from telha.storage.sqlite.rows import insert_rows
+from telha.storage.sqlite.search_rows import insert_search_rows
 
 __all__ = ["SqliteSnapshotTx", "SqliteTx"]
+
+T = TypeVar("T")
 
 #: What ``sqlite3`` says of a stored ``TEXT`` value that is not UTF-8 (a row's fault).
 _UNDECODABLE = "Could not decode to UTF-8"
@@ -37,7 +42,7 @@ class SqliteTx:
         it commits); ``None`` on a reader.
     """
 
-    postgres = False
+    dialect: Dialect = SQLITE
     for_update = ""
     skip_locked = ""
     #: Set by the engine from ``[search] enabled`` (see :attr:`telha.storage.core.tx.Tx.search`).
@@ -59,6 +64,8 @@ class SqliteTx:
         self._heads = heads
         #: Jobs this transaction appended events to (:meth:`wrote_event`).
         self.event_jobs: set[bytes] = set()
+        #: The lowest full-text index rowid this transaction gave each scope's rows.
+        self._search_lowest: dict[int, int] = {}
 
     async def execute(self, sql: str, *params: Any) -> int:
         """See :meth:`telha.storage.core.tx.Tx.execute`."""
@@ -77,10 +84,7 @@ class SqliteTx:
         """See :meth:`telha.storage.core.tx.Tx.executemany`."""
         self.conn.executemany(sql, rows)
 
-    @staticmethod
-    def any(column: str, values: Sequence[Any], pg_type: str) -> tuple[str, tuple[Any, ...]]:
-        """``column IN (?, …)`` (SQLite's ``IN ()`` matches nothing)."""
-        return f"{column} IN ({','.join('?' * len(values))})", tuple(values)
+    any = staticmethod(SQLITE.any)
 
     async def scope_id(self, scope: Scope) -> int:
         """See :meth:`telha.storage.core.tx.Tx.scope_id`."""
@@ -97,6 +101,11 @@ class SqliteTx:
         if self._clock is None:
             raise sqlite3.OperationalError("a read connection takes no transaction time")
         return self._clock.next()
+
+    async def rows_at_next_tx(self, build: Callable[[int], VersionRows]) -> VersionRows:
+        """The rows built at their time: the single writer's clock holds no lock (see
+        :meth:`telha.storage.core.tx.Tx.rows_at_next_tx`)."""
+        return build(await self.next_tx())
 
     async def lock_sources(self, sid: int, source_ids: Sequence[bytes]) -> None:
         """No-op: the single writer holds every lock."""
@@ -121,6 +130,15 @@ class SqliteTx:
         """See :func:`telha.storage.sqlite.rows.insert_rows`."""
         insert_rows(self.conn, rows)
 
+    async def write_search_rows(self, sid: int, rows: Sequence[tuple[Any, ...]]) -> None:
+        """See :func:`telha.storage.sqlite.search_rows.insert_search_rows`."""
+        insert_search_rows(self.conn, sid, rows, self._search_lowest)
+
+    @staticmethod
+    async def compute(size: int, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)`` here: an operation already runs on a connection's thread."""
+        return fn(*args)
+
     @staticmethod
     def driver_failed(exc: BaseException) -> bool:
         """See :meth:`telha.storage.core.tx.Tx.driver_failed`: an ``sqlite3`` error but
@@ -134,12 +152,12 @@ class SqliteSnapshotTx:
     """A :class:`~telha.storage.core.tx.SnapshotTx` over one pooled reader inside ``BEGIN``
     (WAL: the writer goes on committing; this snapshot does not move)."""
 
-    postgres = False
+    dialect: Dialect = SQLITE
 
     def __init__(self, conn: aiosqlite.Connection) -> None:
         self.conn = conn
 
-    any = staticmethod(SqliteTx.any)
+    any = staticmethod(SQLITE.any)
 
     async def fetchall(self, sql: str, *params: Any) -> list[tuple[Any, ...]]:
         """See :meth:`telha.storage.core.tx.SnapshotTx.fetchall`."""

@@ -1,15 +1,18 @@
 """``any_groups``: the IN-list grouping every storage operation uses (docs/architecture.md,
-"The storage seam") — at most ``IN_GROUP`` values per statement on SQLite, one array on
-PostgreSQL, no statement for no values; every value in exactly one group."""
+"The storage seam") — at most the dialect's ``in_group`` values per statement on SQLite, one
+array on PostgreSQL, no statement for no values; every value in exactly one group."""
 
 from __future__ import annotations
 
 import sqlite3
 from typing import Any, cast
 
-from telha.storage.core.tx import IN_GROUP, Tx, any_groups, drive
+from telha.storage.core.tx import Tx, any_groups, drive
 from telha.storage.postgres.tx import PgTx
+from telha.storage.sqlite.dialect import SQLITE
 from telha.storage.sqlite.tx import SqliteTx
+
+IN_GROUP = SQLITE.in_group or 0
 
 
 def _sqlite() -> SqliteTx:
