@@ -150,7 +150,7 @@ async def _candidates(
     PostgreSQL ranks every match: finding the newest would read every match's row from the
     table first, which is most of what ranking them costs there."""
     if tx.dialect.scoped_rowids and sid > MAX_INDEXED_SCOPE:
-        return []  # a scope without a rowid range has no index rows (search_rows)
+        return []  # a scope without a rowid range has no index rows (Tx.write_search_rows)
     stale = await tx.fetchone("SELECT 1 FROM search_stale WHERE scope_id = ? LIMIT 1", sid)
     first, ends = tx.dialect.search_match(terms, sid)
     if ranked and window > 0 and tx.dialect.rank_window:

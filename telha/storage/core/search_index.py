@@ -2,8 +2,11 @@
 
 ``search_spans`` holds one row per span row of each source's **current** version — its
 latest published version, neither retired nor erased — with the span's text as the engine
-indexes it (:mod:`telha.domain.search_text`): SQLite's FTS5 (``search_fts``, external content
-over ``search_spans``, kept here statement by statement) cuts and folds it, PostgreSQL stores
+indexes it (:mod:`telha.domain.search_text`; the row's engine-specific columns come from the
+dialect, :meth:`~telha.storage.core.dialect.Dialect.search_columns`): SQLite's FTS5
+(``search_fts``, external content over ``search_spans``, kept statement by statement in the
+same transactions: :meth:`~telha.storage.core.tx.Tx.write_search_rows` writes, the deletes
+here name the dialect's ``fts_tables``) cuts and folds it, PostgreSQL stores
 the words Telha cut and folded as a ``tsvector`` under a GIN index. Beside it, the substring
 index a locate of a fragment reads: SQLite's ``search_tri`` (FTS5 ``trigram`` over the same
 body, kept in the same statements), PostgreSQL's ``pg_trgm`` GIN index over ``words`` (the
