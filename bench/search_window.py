@@ -6,7 +6,7 @@ connection) and, for each of the 300 queries
 
 - the query ranked in full (``rank_window = 0``): its top 20 and its count of matches;
 - for each window of ``--windows``: the search's own ranking statement
-  (``telha.storage.core.search._ranked_window``'s SQL, ``limit`` 21 as the REST route asks)
+  (``SqliteDialect.ranked_window_sql``, ``limit`` 21 as the REST route asks)
   best of ``--repeat``, in CPU ms of this process (``time.process_time``: SQLite runs in
   it, so the figure moves less with other work on the machine than the wall clock) and
   wall ms; and its top 20 against the full ranking's: the share of the full top 20 it holds
@@ -30,12 +30,10 @@ import random
 import sqlite3
 import statistics
 import time
-from types import SimpleNamespace
 from typing import Any
 
 from bench.search import SEED, paragraphs, pct, queries, vocabulary
 from telha.domain.search_query import fts5_query, parse_query, scope_rowids
-from telha.storage.core.search import Filters, _candidates_sql
 from telha.storage.sqlite.dialect import SQLITE
 
 TOP = 20
@@ -52,10 +50,9 @@ def bench_queries(spans: int) -> list[str]:
 def statements() -> tuple[str, str]:
     """The fully ranked statement and the windowed one, as the search builds them (no
     filter, no stale rows)."""
-    tx: Any = SimpleNamespace(dialect=SQLITE)
-    full, _ = _candidates_sql(tx, Filters(), False, ranked=True)
-    inner, _ = _candidates_sql(tx, Filters(), False, ranked=True, newest=True)
-    return full, f"SELECT rowid, score FROM ({inner}) ORDER BY score, rowid LIMIT ? OFFSET ?"
+    windowed = SQLITE.ranked_window_sql([])
+    assert windowed is not None
+    return SQLITE.search_sql([], ranked=True), windowed
 
 
 def measure(

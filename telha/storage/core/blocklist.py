@@ -24,5 +24,5 @@ async def blocked(tx: Tx, sid: int, digests: Iterable[bytes | None]) -> bool:
     wanted = sorted(blockable(digests))
     if not wanted:
         return False
-    cond, params = tx.any("digest", wanted, "bytea")
+    cond, params = tx.dialect.any("digest", wanted, "bytea")
     return await tx.fetchone(BLOCKED.format(digests=cond), sid, *params) is not None

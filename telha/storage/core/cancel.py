@@ -86,7 +86,7 @@ async def _cancel_one(
 
 async def _children(tx: Tx, parents: Sequence[bytes]) -> list[bytes]:
     """The child jobs of ``parents`` (``jobs.parent_job_id``, indexed by ``jobs_by_parent``)."""
-    cond, params = tx.any("parent_job_id", list(parents), "bytea")
+    cond, params = tx.dialect.any("parent_job_id", list(parents), "bytea")
     rows = await tx.fetchall(f"SELECT job_id FROM jobs WHERE {cond} ORDER BY job_id", *params)
     return [r[0] for r in rows]
 
@@ -143,7 +143,7 @@ async def lease_states(tx: Tx, job_ids: Sequence[bytes]) -> dict[bytes, tuple[st
     """``{job_id: (state, lease_generation)}`` of the jobs that exist among ``job_ids``."""
     if not job_ids:
         return {}
-    cond, params = tx.any("job_id", job_ids, "bytea")
+    cond, params = tx.dialect.any("job_id", job_ids, "bytea")
     rows = await tx.fetchall(
         f"SELECT job_id, state, lease_generation FROM jobs WHERE {cond}", *params
     )

@@ -21,8 +21,11 @@ __all__ = ["Dialect"]
 
 class Dialect(Protocol):
     """The SQL text one engine writes where the two differ. Every method is a pure function
-    of its arguments (raises nothing); ``?`` placeholders throughout (PostgreSQL's driver
-    numbers them)."""
+    of its arguments and raises nothing unless its docstring says so; ``?`` placeholders
+    throughout (PostgreSQL's driver numbers them). A condition a method returns is bare
+    (``a = b``) unless its docstring says it starts with `` AND``. Names and keys pasted
+    into the SQL (columns, aliases, JSON keys, index names) are the caller's literals, never
+    user input."""
 
     #: ``"sqlite"`` or ``"postgres"``: for log lines and the tests' engine-specific
     #: expectations, never for choosing SQL (add a member here instead).
@@ -31,20 +34,24 @@ class Dialect(Protocol):
     null_equal: str
     #: The function giving a ``BLOB``/``bytea`` value's length in bytes.
     byte_length: str
-    #: Most values one ``IN`` list names (:func:`~telha.storage.core.tx.any_groups`), or
-    #: ``None`` when :meth:`any` binds them all as one array parameter.
+    #: Most values (or keys) one list binds one by one — an ``IN`` list of :meth:`any`
+    #: (:func:`~telha.storage.core.tx.any_groups`), a ``VALUES`` list of :meth:`key_table` —
+    #: or ``None`` when both bind any number as arrays, one parameter a column.
     in_group: int | None
-    #: The full-text index keeps a rowid range per scope (``scope_rowids``): a scope over
-    #: ``MAX_INDEXED_SCOPE`` has no index rows (SQLite's FTS5; PostgreSQL's index is a
-    #: column of its rows and needs no range).
-    scoped_rowids: bool
-    #: Whether a ranked search may rank only its newest matches (``[search] rank_window``:
-    #: FTS5 finds a query's newest rows by walking its doclists, cheaper than scoring every
-    #: match; PostgreSQL would read every match's row to find the newest).
-    rank_window: bool
     #: The expression of an index row ``s``'s span text (``search_spans.text``, which SQLite
     #: leaves ``NULL`` when the body is that text).
     span_text: str
+    #: ``(kind, sql)`` checks of the engine's own full-text index for ``telha check``, each
+    #: selecting the key ``(scope_id, source_id, version_tx, start, end)`` of an offending
+    #: ``search_spans`` row (SQLite: a row outside its scope's rowid range).
+    index_checks: tuple[tuple[str, str], ...]
+    #: A query counting the documents the engine's external full-text table holds (one per
+    #: ``search_spans`` row), or ``None`` when the index is a column of those rows.
+    index_documents: str | None
+    #: What follows ``… WHERE j.state = 'leased' AND j.lease_deadline < ?`` when the lease
+    #: sweep selects expired jobs ``j``: on PostgreSQL at most 500, locked, the rows other
+    #: transactions hold skipped; on SQLite every one (its single writer holds every row).
+    expired_leases_batch: str
     #: The external full-text tables kept beside ``search_spans`` (SQLite's FTS5 tables,
     #: which rows leave explicitly and which ``optimize`` rewrites); none on PostgreSQL.
     fts_tables: tuple[str, ...]
@@ -86,32 +93,40 @@ class Dialect(Protocol):
         ``nodes_by_key`` (SQLite's index is partial: it leaves out deferred and inherited
         keys, and is used only when a query states that); empty on PostgreSQL."""
 
-    def expired_leases_batch(self) -> str:
-        """What follows ``… WHERE j.state = 'leased' AND j.lease_deadline < ?`` when the
-        lease sweep selects expired jobs ``j``: on PostgreSQL at most 500, locked, the rows
-        other transactions hold skipped; on SQLite every one (its single writer holds every
-        row already)."""
-
     def key_table(
         self, cols: str, types: Sequence[str], keys: Sequence[Sequence[Any]]
     ) -> tuple[str, str, list[Any]]:
         """``(prefix, table, params)``: ``keys`` (tuples, one value a column, ``types`` their
-        PostgreSQL array types) as a table ``k(cols)`` a statement joins — ``prefix`` goes
-        before the statement (SQLite's ``WITH … AS (VALUES …)``), ``table`` where the table
-        is named."""
+        PostgreSQL array types; at most :attr:`in_group` of them) as a table ``k(cols)`` a
+        statement joins — ``prefix`` goes before the statement (SQLite's ``WITH … AS
+        (VALUES …)``), ``table`` where the table is named.
+
+        :raises ValueError: the keys are not all as long as ``types`` (PostgreSQL).
+        """
+
+    def indexed_scope(self, sid: int) -> bool:
+        """Whether scope ``sid`` can have full-text index rows (SQLite gives each scope a
+        rowid range, :func:`~telha.domain.search_query.scope_rowids`: a scope over
+        ``MAX_INDEXED_SCOPE`` has none; PostgreSQL's index is a column of its rows)."""
 
     def search_match(self, terms: list[Term], sid: int) -> tuple[list[Any], list[Any]]:
-        """The parameters :meth:`search_sql` binds before its conditions' (the query:
+        """The parameters a search statement binds before its conditions' (the query:
         FTS5's MATCH expression, or the ``tsquery`` and the scope id) and after them (SQLite:
-        the scope's rowid range) for ``terms`` in scope ``sid``."""
+        the scope's rowid range) for ``terms`` in scope ``sid`` (:meth:`indexed_scope`)."""
 
-    def search_sql(self, conds: list[str], *, ranked: bool, newest: bool) -> str:
+    def search_sql(self, conds: list[str], *, ranked: bool) -> str:
         """A statement selecting ``(rowid, score)`` of the scope's index rows ``s``
         matching the query and every condition of ``conds``, then ``LIMIT ? OFFSET ?``:
         ``ranked``, best first, ties oldest first (SQLite numbers a scope's rows from the top
         of its range down: :func:`~telha.domain.search_query.scope_rowids`); else unscored
-        (score 0) in index order (SQLite: newest first). ``newest`` (where
-        :attr:`rank_window`): newest first, scored when ``ranked``."""
+        (score 0) in index order (SQLite: newest first)."""
+
+    def ranked_window_sql(self, conds: list[str]) -> str | None:
+        """As :meth:`search_sql` ranked, but ranking only the newest matches (``[search]
+        rank_window``): the newest ``?`` rows (then ``0``, an inner offset) scored, the best
+        ``LIMIT ? OFFSET ?`` of them, ties oldest first. ``None`` where every match is
+        ranked (PostgreSQL: finding the newest would read every match's row first, which is
+        most of what ranking them costs there)."""
 
     def fragment_sql(
         self, fragment: str, sid: int, cols: str, conds: list[str]
@@ -119,11 +134,12 @@ class Dialect(Protocol):
         """``(sql, params)``: a statement selecting ``cols`` of scope ``sid``'s index rows
         ``s`` whose folded words hold ``fragment`` (lower-case) and meet every condition of
         ``conds``, then ``LIMIT ?``; ``params`` are bound before the conditions'
-        (:func:`telha.storage.core.search_candidates.containing`)."""
+        (:func:`telha.storage.core.search_candidates.containing`; ``sid``:
+        :meth:`indexed_scope`)."""
 
     def search_columns(self, span: str, length: int) -> tuple[Any, ...]:
         """The last columns of a span's ``search_spans`` row, after
-        :data:`~telha.storage.core.search_index.SEARCH_COLS`, from its text ``span``
+        :data:`~telha.storage.core.row_tables.SEARCH_COLS`, from its text ``span``
         (``length`` bytes): SQLite's ``body`` (the folded words FTS5 indexes, and
         ``search_tri`` their trigrams) and ``text`` (``NULL`` when the body is that text
         already); PostgreSQL's ``body`` (the words' ``tsvector``), ``text`` and ``words``

@@ -135,7 +135,7 @@ async def version_diff(
     before: dict[bytes, NodeVersion] = {}
     after_rows: dict[bytes, NodeVersion] = {}
     if ids:
-        cond, params = tx.any("n.node_id", ids, "bytea")
+        cond, params = tx.dialect.any("n.node_id", ids, "bytea")
         rows = await tx.fetchall(
             f"SELECT {NODE_COLS} FROM nodes n WHERE n.scope_id = ? AND n.source_id = ?"
             f" AND n.tx_from IN (?, ?) AND NOT n.erased AND {cond}",

@@ -130,8 +130,8 @@ async def _closure(tx: Tx, sid: int, source: bytes, version_tx: int | None) -> V
     while True:
         content = sorted(blockable(v[0] for v in targets.values()))
         canonical = sorted(blockable(v[1] for v in targets.values()))
-        by_content, cparams = tx.any("content_hash", content, "bytea")
-        by_canonical, kparams = tx.any("canonical_text_hash", canonical, "bytea")
+        by_content, cparams = tx.dialect.any("content_hash", content, "bytea")
+        by_canonical, kparams = tx.dialect.any("canonical_text_hash", canonical, "bytea")
         found = await tx.fetchall(
             f"SELECT {VERSION_KEYS} FROM source_versions WHERE scope_id = ?"
             f" AND erased_at IS NULL AND ({by_content} OR {by_canonical})",
@@ -147,7 +147,7 @@ async def source_names(tx: Tx, sid: int, sources: Sequence[bytes]) -> dict[bytes
     """``source_id → name`` of ``sources`` (the name of each one's latest version row)."""
     names: dict[bytes, str] = {}
     for i in range(0, len(sources), _BATCH):
-        by_id, params = tx.any("source_id", list(sources[i : i + _BATCH]), "bytea")
+        by_id, params = tx.dialect.any("source_id", list(sources[i : i + _BATCH]), "bytea")
         rows = await tx.fetchall(
             f"SELECT source_id, name FROM source_versions WHERE scope_id = ? AND {by_id}"
             " ORDER BY tx",
@@ -293,8 +293,8 @@ async def _mark(tx: Tx, sid: int, job_id: bytes, p: ErasePayload, now: int) -> C
         + [(sid, d, "canonical", job_id, now) for d in canonical],
     )
     job_ids = sorted({v[2] for v in targets.values() if v[2] is not None})
-    by_hash, hparams = tx.any("content_hash", content, "bytea")
-    by_id, iparams = tx.any("job_id", job_ids, "bytea")
+    by_hash, hparams = tx.dialect.any("content_hash", content, "bytea")
+    by_id, iparams = tx.dialect.any("job_id", job_ids, "bytea")
     active = await tx.fetchall(
         "SELECT job_id FROM jobs WHERE scope_id = ? AND kind <> ?"
         f" AND state IN ('pending', 'leased') AND (source_id = ? OR {by_hash} OR {by_id})"
@@ -316,8 +316,8 @@ async def _jobs(tx: Tx, sid: int, job_id: bytes, p: ErasePayload, now: int) -> C
     )
     content = sorted(d for (d,) in rows)
     job_ids = sorted({v[2] for v in versions.values() if v[2] is not None})
-    by_hash, hparams = tx.any("content_hash", content, "bytea")
-    by_id, iparams = tx.any("job_id", job_ids, "bytea")
+    by_hash, hparams = tx.dialect.any("content_hash", content, "bytea")
+    by_id, iparams = tx.dialect.any("job_id", job_ids, "bytea")
     jobs = await tx.fetchall(
         f"SELECT job_id FROM jobs WHERE scope_id = ? AND kind <> ? AND ({by_hash} OR {by_id}"
         f" OR failure_reason = ? OR (? AND source_id = ?)) ORDER BY job_id{tx.for_update}",
@@ -370,7 +370,7 @@ async def _superseded(tx: Tx, sid: int, sources: set[bytes]) -> frozenset[tuple[
     found: set[tuple[bytes, int]] = set()
     ordered = sorted(sources)
     for i in range(0, len(ordered), _BATCH):
-        by_source, params = tx.any("v.source_id", ordered[i : i + _BATCH], "bytea")
+        by_source, params = tx.dialect.any("v.source_id", ordered[i : i + _BATCH], "bytea")
         rows = await tx.fetchall(
             "SELECT v.source_id, v.tx FROM source_versions v WHERE v.scope_id = ?"
             f" AND {by_source} AND v.published_tx IS NOT NULL AND EXISTS (SELECT 1"
@@ -390,8 +390,8 @@ async def _nodes(tx: Tx, sid: int, job_id: bytes, p: ErasePayload, now: int) -> 
     if not erased:
         return {"hidden": 0, "trimmed": 0, "edges": 0}
     txs = sorted({t for _, t in erased})
-    by_source, sparams = tx.any("source_id", sorted({s for s, _ in erased}), "bytea")
-    by_tx, tparams = tx.any("tx_from", txs, "bigint")
+    by_source, sparams = tx.dialect.any("source_id", sorted({s for s, _ in erased}), "bytea")
+    by_tx, tparams = tx.dialect.any("tx_from", txs, "bigint")
     touched: set[bytes] = set()
     for half in tx.dialect.version_halves():
         written = await tx.fetchall(
@@ -407,7 +407,7 @@ async def _nodes(tx: Tx, sid: int, job_id: bytes, p: ErasePayload, now: int) -> 
     ids = sorted(touched)
     rows: list[NodeRow] = []
     for i in range(0, len(ids), _BATCH):  # every version of each, locked in id order
-        by_id, iparams = tx.any("node_id", ids[i : i + _BATCH], "bytea")
+        by_id, iparams = tx.dialect.any("node_id", ids[i : i + _BATCH], "bytea")
         found = await tx.fetchall(
             "SELECT node_id, tx_from, tx_to, source_id, labels, properties, provenance,"
             f" valid_from, valid_to, erased FROM nodes WHERE scope_id = ? AND {by_id}"
@@ -436,7 +436,7 @@ async def _nodes(tx: Tx, sid: int, job_id: bytes, p: ErasePayload, now: int) -> 
         [r[3:] for r in scrub],
     )
     for i in range(0, len(plan.close), _BATCH):
-        by_id, iparams = tx.any("node_id", plan.close[i : i + _BATCH], "bytea")
+        by_id, iparams = tx.dialect.any("node_id", plan.close[i : i + _BATCH], "bytea")
         await tx.execute(
             f"UPDATE nodes SET tx_to = ? WHERE scope_id = ? AND {by_id} AND tx_to IS NULL",
             at, sid, *iparams,
@@ -466,8 +466,8 @@ async def _rehome_kept(tx: Tx, sid: int, txs: list[int]) -> None:
     that version's edge too: it gets a row of its own at the marking version's tx before the
     erased version's row is scrubbed and closed, so erasing an old version never takes an
     edge out of a later version's graph."""
-    by_tx, tparams = tx.any("e.tx_from", txs, "bigint")
-    by_seen, sparams = tx.any("e.seen_tx", txs, "bigint")
+    by_tx, tparams = tx.dialect.any("e.tx_from", txs, "bigint")
+    by_seen, sparams = tx.dialect.any("e.seen_tx", txs, "bigint")
     await tx.execute(
         "INSERT INTO edges (scope_id, edge_id, tx_from, type, from_id, to_id, properties,"
         " source_id) SELECT e.scope_id, e.edge_id, e.seen_tx, e.type, e.from_id, e.to_id,"

@@ -89,7 +89,7 @@ async def pick(
     available pending job (``available_at <= now_us``, µs), then its oldest such job. On
     PostgreSQL the job row is locked ``FOR UPDATE SKIP LOCKED``: a job another transaction
     is leasing is passed over."""
-    cond, fparams = tx.any("h.format", formats, "text")
+    cond, fparams = tx.dialect.any("h.format", formats, "text")
     scope_sql, sparams = "", tuple[int, ...]()
     if sid is not None:
         scope_sql, sparams = " AND h.scope_id = ?", (sid,)

@@ -58,7 +58,7 @@ async def get_job(tx: Tx, scope: Scope | None, job_id: bytes, events: bool) -> J
 async def next_available_at(tx: Tx, formats: Sequence[str], scope: Scope | None) -> int | None:
     """Earliest ``available_at`` (µs) of a pending job of ``formats`` (in ``scope`` only,
     unless ``None``), or ``None``."""
-    cond, params = tx.any("format", formats, "text")
+    cond, params = tx.dialect.any("format", formats, "text")
     sql = f"SELECT min(available_at) FROM jobs WHERE state = 'pending' AND {cond}"
     if scope is not None:
         sid = await tx.known_scope_id(scope)

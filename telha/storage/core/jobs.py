@@ -143,7 +143,7 @@ async def blocked_latest(
     """:func:`~telha.storage.core.blocklist.blocked` for ``digests`` and
     :func:`latest_identity` of ``source_id`` in one statement (the write paths that ask
     both, under the source's lock: an enqueue with dedup, a single shot's commit)."""
-    cond, params = tx.any("digest", sorted(blockable(digests)), "bytea")
+    cond, params = tx.dialect.any("digest", sorted(blockable(digests)), "bytea")
     row = await tx.fetchone(BLOCKED_LATEST.format(digests=cond), sid, *params, sid, source_id)
     assert row is not None
     return bool(row[0]), _latest(row[1:])
@@ -472,7 +472,7 @@ async def reap(tx: Tx, now_us: int, decide: DecideLoss) -> list[tuple[JobRecord,
         (:meth:`~telha.storage.core.failed_rows.RowFaultOps.fail_row`) the next pass goes on
         without it (docs/architecture.md, "Supervision and bad rows").
     """
-    lock = tx.dialect.expired_leases_batch()
+    lock = tx.dialect.expired_leases_batch
     expired = await tx.fetchall(
         f"SELECT j.job_id FROM jobs j WHERE j.state = 'leased' AND j.lease_deadline < ?{lock}",
         now_us,

@@ -157,7 +157,7 @@ async def _hand_over(tx: Tx, removed: dict[tuple[int, bytes], list[bytes]]) -> N
     job was one of them takes its newest remaining job, and one left with no job and no
     version loses its row."""
     for (sid, source_id), ids in sorted(removed.items()):
-        cond, values = tx.any("last_job_id", ids, "bytea")
+        cond, values = tx.dialect.any("last_job_id", ids, "bytea")
         await tx.execute(
             "UPDATE sources SET last_job_id = (SELECT k.job_id FROM jobs k"
             " WHERE k.scope_id = sources.scope_id AND k.source_id = sources.source_id"

@@ -4,7 +4,8 @@ once for both engines: a :class:`Scan` over the engine's
 
 Big tables are streamed from one cursor per scan, in primary-key order. Batched lookups join
 the keys against the table's primary key: on PostgreSQL all of them at once, as ``unnest``
-arrays; on SQLite a ``VALUES`` list of at most :data:`_BATCH` keys per statement.
+arrays; on SQLite a ``VALUES`` list of at most 500 keys per statement (the dialect's
+:meth:`~telha.storage.core.dialect.Dialect.key_table` and ``in_group``).
 """
 
 from __future__ import annotations
@@ -53,8 +54,6 @@ _CURRENT_TX = (
 )
 _NOW_NODE, _ = visible("n", None)
 _NOW_EDGE, _ = visible("e", None, node=False)
-#: Keys per SQLite lookup (× at most 5 columns, well under SQLite's 32,766 parameters).
-_BATCH = 500
 _NAMES = ("a", "b", "c", "d", "e")
 
 
@@ -75,11 +74,11 @@ class Scan:
         return self._tx.dialect.indexed_by(index)
 
     def _batches(self, keys: Sequence[Any]) -> list[Sequence[Any]]:
-        """``keys`` in the slices one statement takes (all at once when the dialect binds
-        them as arrays: :attr:`~telha.storage.core.dialect.Dialect.in_group` ``None``)."""
-        if self._tx.dialect.in_group is None:
-            return [keys] if keys else []
-        return [keys[i : i + _BATCH] for i in range(0, len(keys), _BATCH)]
+        """``keys`` in the slices one statement takes: at most the dialect's
+        :attr:`~telha.storage.core.dialect.Dialect.in_group` (SQLite: 500 keys, × at most 5
+        columns well under its 32,766 parameters), all at once where they bind as arrays."""
+        step = self._tx.dialect.in_group or max(len(keys), 1)
+        return [keys[i : i + step] for i in range(0, len(keys), step)]
 
     async def _lookup(
         self, keys: Sequence[tuple[Any, ...]], types: Sequence[str], select: str
@@ -99,7 +98,7 @@ class Scan:
         """The rows of ``select``, whose ``{ids}`` is ``column`` being one of ``job_ids``."""
         found: list[tuple[Any, ...]] = []
         for batch in self._batches(job_ids):
-            cond, params = self._tx.any(column, batch, "bytea")
+            cond, params = self._tx.dialect.any(column, batch, "bytea")
             found += await self._tx.fetchall(select.replace("{ids}", cond), *params)
         return found
 

@@ -22,7 +22,6 @@ from telha.domain.ids import now_us
 from telha.domain.model import BLOB_CHUNK, Scope
 from telha.domain.row_faults import RowFault
 from telha.domain.search_query import (
-    MAX_INDEXED_SCOPE,
     Quote,
     Term,
     find_quote,
@@ -101,14 +100,11 @@ class Located:
     exact: bool
 
 
-def _candidates_sql(
-    tx: Tx, filters: Filters, stale: bool, *, ranked: bool, newest: bool = False
-) -> tuple[str, list[Any]]:
-    """SQL selecting ``(rowid, score)`` of the scope's matching index rows
-    (:meth:`~telha.storage.core.dialect.Dialect.search_sql`) and its filters' parameters,
-    bound between the dialect's :meth:`~telha.storage.core.dialect.Dialect.search_match`
-    parameters and the limit and offset; ``stale``: the scope has stale rows still to
-    delete, which the SQL leaves out."""
+def _conditions(tx: Tx, filters: Filters, stale: bool) -> tuple[list[str], list[Any]]:
+    """The conditions on an index row ``s`` of the scope a search is narrowed to, and their
+    parameters (bound between the dialect's
+    :meth:`~telha.storage.core.dialect.Dialect.search_match` parameters); ``stale``: the
+    scope has stale rows still to delete, which the conditions leave out."""
     conds: list[str] = [NOT_STALE] if stale else []
     params: list[Any] = []
     if filters.source_id is not None:
@@ -124,7 +120,7 @@ def _candidates_sql(
         seen, seen_params = admitted("s", filters.principals, tx.dialect)
         conds.append(seen)
         params += seen_params
-    return tx.dialect.search_sql(conds, ranked=ranked, newest=newest), params
+    return conds, params
 
 
 async def _candidates(
@@ -139,51 +135,27 @@ async def _candidates(
     window: int = 0,
 ) -> list[int]:
     """Rowids of the scope's index rows of current versions matching ``terms``, best first
-    (``ranked``) or in index order.
+    (``ranked``) or in index order (:meth:`~telha.storage.core.dialect.Dialect.search_sql`).
 
     ``window`` > 0 (``[search] rank_window``; docs/rest-api.md, "Search"), where the dialect
-    ranks a window (:attr:`~telha.storage.core.dialect.Dialect.rank_window`, SQLite): when
-    more rows than ``max(window, offset + limit)`` match, only that many of the newest
+    ranks a window (:meth:`~telha.storage.core.dialect.Dialect.ranked_window_sql`, SQLite):
+    when more rows than ``max(window, offset + limit)`` match, only that many of the newest
     (the lowest rowids: the last indexed) are ranked. Ranking scores every row it ranks
     (FTS5's ``bm25`` reads each row's length), while finding the rows only walks the
-    doclists: a word in most spans otherwise costs a score for every span of the scope.
-    PostgreSQL ranks every match: finding the newest would read every match's row from the
-    table first, which is most of what ranking them costs there."""
-    if tx.dialect.scoped_rowids and sid > MAX_INDEXED_SCOPE:
-        return []  # a scope without a rowid range has no index rows (Tx.write_search_rows)
+    doclists: a word in most spans otherwise costs a score for every span of the scope."""
+    if not tx.dialect.indexed_scope(sid):
+        return []  # no index rows (Tx.write_search_rows)
     stale = await tx.fetchone("SELECT 1 FROM search_stale WHERE scope_id = ? LIMIT 1", sid)
+    conds, params = _conditions(tx, filters, stale is not None)
     first, ends = tx.dialect.search_match(terms, sid)
-    if ranked and window > 0 and tx.dialect.rank_window:
-        return await _ranked_window(
-            tx, stale is not None, filters, (first, ends), max(window, offset + limit),
-            limit, offset,
-        )  # fmt: skip
-    sql, params = _candidates_sql(tx, filters, stale is not None, ranked=ranked)
-    rows = await tx.fetchall(sql, *first, *params, *ends, limit, offset)
-    return [int(r[0]) for r in rows]
-
-
-async def _ranked_window(
-    tx: Tx,
-    stale: bool,
-    filters: Filters,
-    match: tuple[list[Any], list[Any]],
-    window: int,
-    limit: int,
-    offset: int,
-) -> list[int]:
-    """The rank window in one statement: the newest ``window`` matching rows (FTS5 walks
-    the doclists forward from the scope's lowest rowid, the newest row, and stops there),
-    each scored by ``bm25`` as it is read, then the best ``limit`` from ``offset`` (score,
-    then the oldest first). ``match``: the dialect's
-    :meth:`~telha.storage.core.dialect.Dialect.search_match` parameters. The same rows and
-    order as finding the window's oldest row first and ranking from it on, without walking
-    the window twice."""
-    inner, params = _candidates_sql(tx, filters, stale, ranked=True, newest=True)
-    rows = await tx.fetchall(
-        f"SELECT rowid, score FROM ({inner}) ORDER BY score, rowid DESC LIMIT ? OFFSET ?",
-        *match[0], *params, *match[1], window, 0, limit, offset,
-    )  # fmt: skip
+    windowed = tx.dialect.ranked_window_sql(conds) if ranked and window > 0 else None
+    if windowed is not None:
+        rows = await tx.fetchall(
+            windowed, *first, *params, *ends, max(window, offset + limit), 0, limit, offset
+        )
+    else:
+        sql = tx.dialect.search_sql(conds, ranked=ranked)
+        rows = await tx.fetchall(sql, *first, *params, *ends, limit, offset)
     return [int(r[0]) for r in rows]
 
 
@@ -194,7 +166,7 @@ async def _details(tx: Tx, sid: int, rowids: list[int]) -> list[tuple[Any, ...]]
     text unchanged), ``None`` for a row written without it."""
     if not rowids:
         return []
-    cond, params = tx.any("s.rowid", rowids, "bigint")
+    cond, params = tx.dialect.any("s.rowid", rowids, "bigint")
     known = tx.dialect.span_text
     rows = await tx.fetchall(
         'SELECT s.rowid, s.source_id, s.version_tx, s.start, s."end", s.kind, s.linked_nodes,'
@@ -247,7 +219,7 @@ async def _geometry(tx: Tx, sid: int, ids: set[bytes]) -> dict[bytes, dict[str, 
     if not ids:
         return {}
     seen, seen_params = visible("n", None)
-    cond, params = tx.any("n.node_id", sorted(ids), "bytea")
+    cond, params = tx.dialect.any("n.node_id", sorted(ids), "bytea")
     rows = await tx.fetchall(
         f"SELECT n.node_id, n.properties FROM nodes n WHERE n.scope_id = ? AND {cond}"
         f" AND {seen}",

@@ -7,7 +7,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from telha.domain.search_query import MAX_INDEXED_SCOPE
 from telha.storage.core.acl import admitted
 from telha.storage.core.tx import Tx
 
@@ -50,7 +49,7 @@ async def containing(
     first ``limit`` rows found, in no set order). A fragment under 3 characters has no
     trigram: SQLite scans the scope's rows (the body compared lower-cased) in index order and
     stops at ``limit``; PostgreSQL's ``LIKE`` reads every row of the scope the same way."""
-    if tx.dialect.scoped_rowids and sid > MAX_INDEXED_SCOPE:
+    if not tx.dialect.indexed_scope(sid):
         return []
     stale = await tx.fetchone("SELECT 1 FROM search_stale WHERE scope_id = ? LIMIT 1", sid)
     conds: list[str] = [NOT_STALE] if stale is not None else []
@@ -82,7 +81,7 @@ async def candidate_keys(tx: Tx, sid: int, rowids: list[int]) -> list[tuple[byte
     """:func:`keys` of the scope's index rows ``rowids``."""
     if not rowids:
         return []
-    cond, params = tx.any("s.rowid", rowids, "bigint")
+    cond, params = tx.dialect.any("s.rowid", rowids, "bigint")
     rows = await tx.fetchall(
         f"SELECT {KEY_COLS} FROM search_spans s WHERE {cond} AND +s.scope_id = ?", *params, sid
     )

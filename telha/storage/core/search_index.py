@@ -52,7 +52,6 @@ from telha.storage.core.tx import Tx, any_groups
 __all__ = [
     "BATCH_S",
     "ENTRIES_PER_BATCH",
-    "SEARCH_COLS",
     "drop_stale",
     "index_pending",
     "purge_erased",
@@ -63,8 +62,6 @@ __all__ = [
 
 log = structlog.get_logger("telha.search_index")
 
-#: The columns of a ``search_spans`` row as the index writes them.
-SEARCH_COLS = 'scope_id, source_id, version_tx, start, "end", kind, linked_nodes, labels, format'
 #: Waiting entries one :func:`index_pending` transaction settles at most.
 ENTRIES_PER_BATCH = 64
 #: Seconds one :func:`index_pending` transaction goes on taking entries (it commits after
@@ -120,7 +117,8 @@ def _rows(
     dialect: Dialect,
 ) -> list[tuple[Any, ...]]:
     """The ``search_spans`` rows of a version's span rows ``(start, end, kind, linked)``
-    (``text``: the canonical text's bytes from offset ``base``): :data:`SEARCH_COLS`, then
+    (``text``: the canonical text's bytes from offset ``base``):
+    :data:`~telha.storage.core.row_tables.SEARCH_COLS`, then
     the dialect's :meth:`~telha.storage.core.dialect.Dialect.search_columns` of the span's
     text."""
     out = []

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from telha.domain.search_query import SCOPE_ROWID_BITS
 from telha.storage.core.tx import SnapshotTx
 
 __all__ = ["SearchProblems", "search_problems"]
@@ -20,13 +19,6 @@ _CURRENT = (
     " AND w.published_tx IS NOT NULL AND w.tx > v.tx))"
 )
 _KEY = 'scope_id, source_id, {tx}, start, "end"'
-#: SQLite: an index row outside its scope's rowid range, which its scope's searches do not
-#: read (telha.domain.search_query.scope_rowids).
-_OUT_OF_RANGE = (
-    "out_of_range",
-    f"SELECT {_KEY.format(tx='version_tx')} FROM search_spans"
-    f" WHERE (rowid >> {SCOPE_ROWID_BITS}) <> scope_id",
-)
 #: ``(kind, sql)``: each selects the key of an offending row.
 _CHECKS = (
     (
@@ -86,7 +78,7 @@ async def search_problems(tx: SnapshotTx, limit: int) -> SearchProblems:
     enabled = bool(state and state[0][0])
     total = await tx.fetchall("SELECT count(*) FROM search_spans")
     found = SearchProblems(enabled, int(total[0][0]))
-    checks = (*_CHECKS, _OUT_OF_RANGE) if tx.dialect.scoped_rowids else _CHECKS
+    checks = (*_CHECKS, *tx.dialect.index_checks)
     for kind, sql in checks:
         if kind == "missing" and not enabled:
             continue
@@ -105,7 +97,7 @@ async def search_problems(tx: SnapshotTx, limit: int) -> SearchProblems:
             f" WHERE failure IS NOT NULL ORDER BY scope_id, source_id LIMIT {int(limit)}"
         )
         found.failed = [(int(a), bytes(b), int(c), str(d)) for a, b, c, d in rows]
-    if "search_fts" in tx.dialect.fts_tables:
-        docs = await tx.fetchall("SELECT count(*) FROM search_fts_docsize")
+    if tx.dialect.index_documents is not None:
+        docs = await tx.fetchall(tx.dialect.index_documents)
         found.counts["fts_rows"] = abs(int(docs[0][0]) - found.rows)
     return found

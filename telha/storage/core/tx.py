@@ -69,9 +69,6 @@ class Tx(Protocol):
     async def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         """One statement for each parameter row."""
 
-    def any(self, column: str, values: Sequence[Any], pg_type: str) -> tuple[str, tuple[Any, ...]]:
-        """The dialect's :meth:`~telha.storage.core.dialect.Dialect.any`."""
-
     async def scope_id(self, scope: Scope) -> int:
         """The interned id of ``scope``, interned now if it is new."""
 
@@ -119,7 +116,7 @@ class Tx(Protocol):
 
     async def write_search_rows(self, sid: int, rows: Sequence[tuple[Any, ...]]) -> None:
         """Write scope ``sid``'s full-text index ``rows`` (``search_spans``' columns as
-        :data:`~telha.storage.core.search_index.SEARCH_COLS`, then the dialect's
+        :data:`~telha.storage.core.row_tables.SEARCH_COLS`, then the dialect's
         :meth:`~telha.storage.core.dialect.Dialect.search_columns`) and whatever the
         engine's index keeps beside them (SQLite: the rowids of the scope's range, newest
         lowest, and the FTS5 tables).
@@ -128,9 +125,10 @@ class Tx(Protocol):
         """
 
     async def compute(self, size: int, fn: Callable[..., T], *args: Any) -> T:
-        """``fn(*args)`` (pure work over ``size`` bytes of input) where it holds no event
-        loop: in a worker thread when large where the operation runs on the loop
-        (PostgreSQL), here where it runs on a connection's own thread (SQLite)."""
+        """``fn(*args)``, pure work over ``size`` bytes of input, kept off the event loop:
+        on PostgreSQL, whose operations run on the loop, in a worker thread once ``size``
+        reaches :data:`~telha.offload.OFFLOAD_BYTES`; on SQLite, whose operations run on a
+        connection's own thread, right there."""
 
     def driver_failed(self, exc: BaseException) -> bool:
         """Whether ``exc``, raised by this engine's driver inside an operation, means the
@@ -148,9 +146,6 @@ class SnapshotTx(Protocol):
     #: See :attr:`Tx.dialect`.
     dialect: Dialect
 
-    def any(self, column: str, values: Sequence[Any], pg_type: str) -> tuple[str, tuple[Any, ...]]:
-        """See :meth:`Tx.any`."""
-
     async def fetchall(self, sql: str, *params: Any) -> list[tuple[Any, ...]]:
         """Every row of a query."""
 
@@ -161,15 +156,17 @@ class SnapshotTx(Protocol):
 def any_groups(
     tx: Tx, column: str, values: Sequence[Any], pg_type: str
 ) -> list[tuple[str, tuple[Any, ...]]]:
-    """:meth:`Tx.any` over ``values`` in the groups one statement takes: a list of
-    ``(condition, params)``, one per statement to run, covering ``values`` in order, each
-    value in exactly one group: at most the dialect's
+    """:meth:`Dialect.any <telha.storage.core.dialect.Dialect.any>` over ``values`` in the
+    groups one statement takes: a list of ``(condition, params)``, one per statement to run,
+    covering ``values`` in order, each value in exactly one group: at most the dialect's
     :attr:`~telha.storage.core.dialect.Dialect.in_group` values a group (SQLite's statements
     take a bounded number of parameters), or every value at once (PostgreSQL: one array
     parameter). ``[]`` for no values: no statement to run. Raises nothing (a pure function
     of its arguments)."""
     step = tx.dialect.in_group or max(len(values), 1)
-    return [tx.any(column, values[i : i + step], pg_type) for i in range(0, len(values), step)]
+    return [
+        tx.dialect.any(column, values[i : i + step], pg_type) for i in range(0, len(values), step)
+    ]
 
 
 def drive(coro: Coroutine[Any, Any, T]) -> T:

@@ -169,13 +169,13 @@ async def claim(tx: Tx, now_us: int, limit: int, claim_us: int) -> list[Delivery
     if not rows:
         raise Rollback([])
     ids = [r[0] for r in rows]
-    cond, params = tx.any("delivery_id", ids, "bytea")
+    cond, params = tx.dialect.any("delivery_id", ids, "bytea")
     await tx.execute(
         "UPDATE webhook_deliveries SET next_attempt_at = ?, attempts = attempts + 1"
         f" WHERE {cond}",
         now_us + claim_us, *params,
     )  # fmt: skip
-    cond, params = tx.any("d.delivery_id", ids, "bytea")
+    cond, params = tx.dialect.any("d.delivery_id", ids, "bytea")
     found = await tx.fetchall(
         "SELECT d.delivery_id, s.tenant_id, s.organization_id, d.job_id, d.url, d.event,"
         " d.created_at, d.attempts, k.secret FROM webhook_deliveries d"
@@ -252,7 +252,7 @@ async def delivery_times(tx: Tx) -> tuple[int | None, int | None]:
 async def pending_for_jobs(tx: Tx, job_ids: Sequence[bytes]) -> int:
     """Deliveries not yet made of jobs ``job_ids``, ``failed`` ones not counted (tests and
     the crash tier)."""
-    cond, params = tx.any("job_id", job_ids, "bytea")
+    cond, params = tx.dialect.any("job_id", job_ids, "bytea")
     row = await tx.fetchone(
         f"SELECT count(*) FROM webhook_deliveries WHERE {cond} AND state = 'pending'", *params
     )

@@ -36,9 +36,10 @@ class PostgresDialect:
     byte_length = "octet_length"
     #: One array parameter binds any number of values.
     in_group: int | None = None
-    scoped_rowids = False
-    rank_window = False
     span_text = "s.text"
+    index_checks: tuple[tuple[str, str], ...] = ()
+    index_documents: str | None = None
+    expired_leases_batch = " ORDER BY j.job_id LIMIT 500 FOR UPDATE OF j SKIP LOCKED"
     fts_tables: tuple[str, ...] = ()
 
     @staticmethod
@@ -82,9 +83,9 @@ class PostgresDialect:
         return ""
 
     @staticmethod
-    def expired_leases_batch() -> str:
-        """At most 500 in job order, locked, skipping rows other transactions hold."""
-        return " ORDER BY j.job_id LIMIT 500 FOR UPDATE OF j SKIP LOCKED"
+    def indexed_scope(sid: int) -> bool:
+        """Always: the index is a column of the rows."""
+        return True
 
     @staticmethod
     def search_match(terms: list[Term], sid: int) -> tuple[list[Any], list[Any]]:
@@ -92,7 +93,7 @@ class PostgresDialect:
         return [tsquery(terms), sid], []
 
     @staticmethod
-    def search_sql(conds: list[str], *, ranked: bool, newest: bool) -> str:
+    def search_sql(conds: list[str], *, ranked: bool) -> str:
         """``body @@ q`` over the scope's rows (``ts_rank`` when ranked)."""
         extra = "".join(f" AND {c}" for c in conds)
         score = "ts_rank(s.body, q)" if ranked else "0"
@@ -101,6 +102,11 @@ class PostgresDialect:
             f"SELECT s.rowid, {score} AS score FROM search_spans s, CAST(?::text AS tsquery) q"
             f" WHERE s.body @@ q AND s.scope_id = ?{extra} ORDER BY {order} LIMIT ? OFFSET ?"
         )
+
+    @staticmethod
+    def ranked_window_sql(conds: list[str]) -> str | None:
+        """None: every match is ranked."""
+        return None
 
     @staticmethod
     def fragment_sql(fragment: str, sid: int, cols: str, conds: list[str]) -> tuple[str, list[Any]]:

@@ -18,7 +18,7 @@ from telha.domain.model import Scope
 from telha.domain.rows import PENDING_TX, VersionRows, at_tx
 from telha.offload import off_loop
 from telha.storage.core.dialect import Dialect
-from telha.storage.core.search_index import SEARCH_COLS
+from telha.storage.core.row_tables import SEARCH_COLS
 from telha.storage.postgres.dialect import POSTGRES
 from telha.storage.postgres.rows import insert_rows
 
@@ -129,8 +129,6 @@ class PgTx:
         """See :meth:`telha.storage.core.tx.Tx.executemany`."""
         if rows:
             await self.conn.executemany(numbered(sql), rows)
-
-    any = staticmethod(POSTGRES.any)
 
     async def known_scope_id(self, scope: Scope) -> int | None:
         """See :meth:`telha.storage.core.tx.Tx.known_scope_id`."""

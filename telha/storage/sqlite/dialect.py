@@ -7,7 +7,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from telha.domain.identity import DEFERRED, INHERITED
-from telha.domain.search_query import Term, fts5_query, fts5_trigrams, scope_rowids
+from telha.domain.search_query import (
+    MAX_INDEXED_SCOPE,
+    SCOPE_ROWID_BITS,
+    Term,
+    fts5_query,
+    fts5_trigrams,
+    scope_rowids,
+)
 from telha.domain.search_text import fts5_body, is_verbatim
 
 __all__ = ["SQLITE", "SqliteDialect"]
@@ -47,9 +54,17 @@ class SqliteDialect:
     #: Statements take a bounded number of parameters (999 in older builds) beside the ones
     #: a query adds.
     in_group: int | None = 500
-    scoped_rowids = True
-    rank_window = True
     span_text = "coalesce(s.text, s.body)"
+    #: A row outside its scope's rowid range, which its scope's searches do not read.
+    index_checks: tuple[tuple[str, str], ...] = (
+        (
+            "out_of_range",
+            'SELECT scope_id, source_id, version_tx, start, "end" FROM search_spans'
+            f" WHERE (rowid >> {SCOPE_ROWID_BITS}) <> scope_id",
+        ),
+    )
+    index_documents: str | None = "SELECT count(*) FROM search_fts_docsize"
+    expired_leases_batch = ""
     #: The word index and the substring (trigram) index (docs/architecture.md, "Search").
     fts_tables: tuple[str, ...] = ("search_fts", "search_tri")
 
@@ -104,9 +119,9 @@ class SqliteDialect:
         return f" AND {column} IS NOT x'{DEFERRED.hex()}' AND {column} IS NOT x'{INHERITED.hex()}'"
 
     @staticmethod
-    def expired_leases_batch() -> str:
-        """Nothing: every expired job, in one statement."""
-        return ""
+    def indexed_scope(sid: int) -> bool:
+        """Whether the scope has a rowid range."""
+        return sid <= MAX_INDEXED_SCOPE
 
     @staticmethod
     def search_match(terms: list[Term], sid: int) -> tuple[list[Any], list[Any]]:
@@ -114,9 +129,10 @@ class SqliteDialect:
         return [fts5_query(terms)], list(scope_rowids(sid))
 
     @staticmethod
-    def search_sql(conds: list[str], *, ranked: bool, newest: bool) -> str:
-        """FTS5's ``search_fts`` (``bm25`` when ranked), joined to ``search_spans`` only
-        when a condition reads it."""
+    def search_sql(conds: list[str], *, ranked: bool, newest: bool = False) -> str:
+        """FTS5's ``search_fts`` (``bm25`` when ranked: lower is better), joined to
+        ``search_spans`` only when a condition reads it. ``newest``: newest first, scored
+        when ``ranked`` (the rank window's inner statement)."""
         join = " JOIN search_spans s ON s.rowid = f.rowid" if conds else ""
         extra = "".join(f" AND {c}" for c in [*conds, "f.rowid >= ? AND f.rowid < ?"])
         score = "bm25(search_fts)" if ranked else "0"
@@ -125,6 +141,16 @@ class SqliteDialect:
             f"SELECT f.rowid AS rowid, {score} AS score FROM search_fts f{join}"
             f" WHERE search_fts MATCH ?{extra} ORDER BY {order} LIMIT ? OFFSET ?"
         )
+
+    @classmethod
+    def ranked_window_sql(cls, conds: list[str]) -> str | None:
+        """The rank window in one statement: the newest matching rows (FTS5 walks the
+        doclists forward from the scope's lowest rowid, the newest row, and stops at the
+        window), each scored by ``bm25`` as it is read, then the best from the offset. The
+        same rows and order as finding the window's oldest row first and ranking from it on,
+        without walking the window twice."""
+        inner = cls.search_sql(conds, ranked=True, newest=True)
+        return f"SELECT rowid, score FROM ({inner}) ORDER BY score, rowid DESC LIMIT ? OFFSET ?"
 
     @staticmethod
     def fragment_sql(fragment: str, sid: int, cols: str, conds: list[str]) -> tuple[str, list[Any]]:

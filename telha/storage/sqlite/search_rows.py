@@ -12,7 +12,7 @@ from typing import Any
 
 from telha.domain.errors import StorageError
 from telha.domain.search_query import MAX_INDEXED_SCOPE, scope_rowids
-from telha.storage.core.search_index import SEARCH_COLS
+from telha.storage.core.row_tables import SEARCH_COLS
 from telha.storage.sqlite.dialect import SQLITE
 
 __all__ = ["insert_search_rows"]
@@ -23,9 +23,10 @@ _INSERT = f"INSERT INTO search_spans (rowid, {SEARCH_COLS}, body, text) VALUES (
 def insert_search_rows(
     conn: sqlite3.Connection, sid: int, rows: Sequence[tuple[Any, ...]], lowest: dict[int, int]
 ) -> None:
-    """Write scope ``sid``'s index ``rows`` (:data:`SEARCH_COLS`, body, text) at the
-    ``len(rows)`` rowids just below the scope's lowest, the first row taking the highest of
-    them (as if the whole range were counted down), and their body into each FTS5 table.
+    """Write scope ``sid``'s index ``rows``
+    (:data:`~telha.storage.core.row_tables.SEARCH_COLS`, body, text) at the ``len(rows)``
+    rowids just below the scope's lowest, the first row taking the highest of them (as if the
+    whole range were counted down), and their body into each FTS5 table.
     ``lowest``: the lowest rowid this transaction gave each scope (read and updated: its
     later rows need not read it again).
 

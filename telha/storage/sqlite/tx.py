@@ -84,8 +84,6 @@ class SqliteTx:
         """See :meth:`telha.storage.core.tx.Tx.executemany`."""
         self.conn.executemany(sql, rows)
 
-    any = staticmethod(SQLITE.any)
-
     async def scope_id(self, scope: Scope) -> int:
         """See :meth:`telha.storage.core.tx.Tx.scope_id`."""
         if self._intern is None:
@@ -156,8 +154,6 @@ class SqliteSnapshotTx:
 
     def __init__(self, conn: aiosqlite.Connection) -> None:
         self.conn = conn
-
-    any = staticmethod(SQLITE.any)
 
     async def fetchall(self, sql: str, *params: Any) -> list[tuple[Any, ...]]:
         """See :meth:`telha.storage.core.tx.SnapshotTx.fetchall`."""

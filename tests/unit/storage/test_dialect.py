@@ -19,17 +19,28 @@ from telha.storage.sqlite.dialect import SQLITE
 CORE = Path(telha.storage.core.__file__).parent
 
 
+#: Names of one engine's own objects: a module of core that compares with one of them is
+#: asking which engine it runs on.
+_ENGINE_NAMES = ("sqlite", "postgres", "search_fts", "search_tri")
+
+
 def _engine_tests(path: Path) -> list[str]:
-    """Places in ``path`` that test the engine: an attribute ``postgres`` read, or a
-    dialect's ``name`` read (the name is for logs and tests, never for choosing SQL)."""
-    found = []
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if not isinstance(node, ast.Attribute):
-            continue
-        owner = ast.unparse(node.value)
-        if node.attr == "postgres" or (node.attr == "name" and owner.endswith("dialect")):
-            found.append(f"{path.name}:{node.lineno}: {ast.unparse(node)}")
-    return found
+    """Places in ``path`` that test the engine: an attribute ``postgres`` read, a dialect's
+    ``name`` read (the name is for logs and tests, never for choosing SQL), or a comparison
+    with an engine's own name."""
+    text = path.read_text()
+    lines: set[int] = set()
+    for node in ast.walk(ast.parse(text, str(path))):
+        if isinstance(node, ast.Attribute):
+            owner = ast.unparse(node.value)
+            if node.attr == "postgres" or (node.attr == "name" and owner.endswith("dialect")):
+                lines.add(node.lineno)
+        elif isinstance(node, ast.Compare):
+            names = [c.value for c in (node.left, *node.comparators) if isinstance(c, ast.Constant)]
+            if any(isinstance(n, str) and n in _ENGINE_NAMES for n in names):
+                lines.add(node.lineno)
+    rows = text.splitlines()
+    return [f"{path.name}:{n}: {rows[n - 1].strip()}" for n in sorted(lines)]
 
 
 def test_core_never_tests_the_engine() -> None:
@@ -41,9 +52,17 @@ def test_core_never_tests_the_engine() -> None:
 def test_the_check_sees_an_engine_test(tmp_path: Path) -> None:
     module = tmp_path / "op.py"
     module.write_text(
-        "def f(tx):\n    a = 1 if tx.postgres else 2\n    return tx.dialect.name == 'sqlite'\n"
+        "def f(tx):\n"
+        "    a = 1 if tx.postgres else 2\n"
+        "    if 'search_fts' in tx.dialect.fts_tables:\n"
+        "        return 0\n"
+        "    return tx.dialect.name == 'sqlite'\n"
     )
-    assert _engine_tests(module) == ["op.py:2: tx.postgres", "op.py:3: tx.dialect.name"]
+    assert _engine_tests(module) == [
+        "op.py:2: a = 1 if tx.postgres else 2",
+        "op.py:3: if 'search_fts' in tx.dialect.fts_tables:",
+        "op.py:5: return tx.dialect.name == 'sqlite'",
+    ]
 
 
 @pytest.mark.parametrize("dialect", [SQLITE, POSTGRES], ids=["sqlite", "postgres"])
@@ -94,3 +113,6 @@ def test_the_engines_split_a_version_read_as_their_indexes_need() -> None:
     assert SQLITE.version_halves("n") == (" AND n.tx_to IS NULL", " AND n.tx_to IS NOT NULL")
     assert POSTGRES.version_halves("n") == ("",)
     assert SQLITE.in_group == 500 and POSTGRES.in_group is None
+    assert SQLITE.indexed_scope(5) and POSTGRES.indexed_scope(1 << 40)
+    assert not SQLITE.indexed_scope(1 << 40)  # no rowid range: no index rows
+    assert POSTGRES.ranked_window_sql([]) is None  # PostgreSQL ranks every match
