@@ -19,9 +19,10 @@ CREATE TABLE search_spans (
 );
 CREATE INDEX search_spans_by_source ON search_spans (scope_id, source_id, version_tx, start);
 
--- External content: telha.storage.core.search_index inserts each new row's words and deletes
--- a row's words (FTS5 'delete' with the stored body) in the statements that write and delete
--- `search_spans` rows (one INSERT ... SELECT per version: row triggers cost 4x as much).
+-- External content: telha.storage.sqlite.search_rows inserts each new row's words and
+-- telha.storage.core.search_index deletes a row's words (FTS5 'delete' with the stored body)
+-- in the statements that write and delete `search_spans` rows (one INSERT ... SELECT per
+-- version: row triggers cost 4x as much).
 CREATE VIRTUAL TABLE search_fts USING fts5(
     scope_id, body, content = 'search_spans', content_rowid = 'rowid',
     tokenize = 'unicode61 remove_diacritics 2'

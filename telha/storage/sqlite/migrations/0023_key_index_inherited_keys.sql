@@ -3,7 +3,7 @@
 -- matched, whose key the node's earlier rows hold in this index already. Entering those
 -- rows put one entry at a random place of the index per row of a re-ingested part (most of
 -- its pages written again in every part). The probes state the condition
--- (telha.storage.core.publish._in_key_index).
+-- (the SQLite dialect's key_index_condition).
 DROP INDEX nodes_by_key;
 CREATE INDEX nodes_by_key ON nodes (scope_id, source_id, match_key)
     WHERE match_key IS NOT x'' AND match_key IS NOT x'00';

@@ -3,7 +3,7 @@
 -- candidates from `search_tri`, FTS5's `trigram` tokenizer over the same `body` as
 -- `search_fts` (the span's folded words; an ASCII span: its text, whose case the tokenizer
 -- folds), rather than from a scan of the scope's rows. External content like `search_fts`,
--- kept statement by statement in the same statements (telha.storage.core.search_index);
+-- kept statement by statement in the same statements (telha.storage.sqlite.search_rows);
 -- `detail = none` (a row's trigrams without their positions: a locate asks for every
 -- trigram of the fragment and the canonical text decides) and no column sizes keep it small.
 CREATE VIRTUAL TABLE search_tri USING fts5(
