@@ -64,7 +64,7 @@ def webhook_add(tenant: str, org: str, events: str, config_path: Path | None, ur
     except RequestError as exc:
         raise click.BadParameter(exc.message) from None
     webhook_id, secret = run_on_store(
-        cfg, base_dir, lambda s: s.add_webhook(scope, url, mask, now_us=now_us())
+        cfg, base_dir, lambda s: s.webhooks.add(scope, url, mask, now_us=now_us())
     )
     click.echo(f"webhook {id_str(webhook_id)} added", err=True)
     if secret is not None:
@@ -79,7 +79,7 @@ def webhook_list(tenant: str, org: str, config_path: Path | None) -> None:
     """The scope's webhooks, one per line: id, events, URL."""
     scope = scope_of(tenant, org)
     cfg, base_dir = load_or_exit(config_path)
-    for hook in run_on_store(cfg, base_dir, lambda s: s.list_webhooks(scope)):
+    for hook in run_on_store(cfg, base_dir, lambda s: s.webhooks.subscriptions(scope)):
         events = ",".join(event_names(hook.events)) if hook.events != ALL_EVENTS else "all"
         click.echo(f"{id_str(hook.webhook_id)}\t{events}\t{hook.url}")
 
@@ -98,7 +98,7 @@ def webhook_remove(tenant: str, org: str, config_path: Path | None, webhook_id: 
     except ValueError:
         raise click.BadParameter("not a webhook id (a UUID)", param_hint="WEBHOOK_ID") from None
     cfg, base_dir = load_or_exit(config_path)
-    if not run_on_store(cfg, base_dir, lambda s: s.remove_webhook(scope, raw)):
+    if not run_on_store(cfg, base_dir, lambda s: s.webhooks.remove(scope, raw)):
         click.echo(f"telha: no webhook {webhook_id} in this scope", err=True)
         sys.exit(1)
 
@@ -113,5 +113,5 @@ def webhook_secret(tenant: str, org: str, config_path: Path | None) -> None:
     scope = scope_of(tenant, org)
     cfg, base_dir = load_or_exit(config_path)
     click.echo(
-        run_on_store(cfg, base_dir, lambda s: s.rotate_webhook_secret(scope, now_us=now_us()))
+        run_on_store(cfg, base_dir, lambda s: s.webhooks.rotate_secret(scope, now_us=now_us()))
     )

@@ -124,9 +124,13 @@ class SubmitResult:
     wanted: tuple[str, ...] = ()
 
 
-class IngestStore(VersionStore, RawStore, WebhookStore, Protocol):
+class IngestStore(VersionStore, RawStore, Protocol):
     """The storage roles the Ingestor writes through: source versions and raw uploads (and
     reads: a scope's webhook signing secret)."""
+
+    @property
+    def webhooks(self) -> WebhookStore:
+        """The store's webhook aggregate (a scope's signing secret)."""
 
 
 class Ingestor:
@@ -297,7 +301,7 @@ class Ingestor:
         if target is None or scope in self._have_secret:
             return options, target
         # A secret is rotated, never removed: once seen it is remembered.
-        if await self._store.has_webhook_secret(scope):
+        if await self._store.webhooks.has_secret(scope):
             if len(self._have_secret) >= _SECRET_CACHE:
                 self._have_secret.clear()
             self._have_secret.add(scope)

@@ -217,7 +217,9 @@ async def _serve(
         projections = Projections(KNOWN_FORMATS)
         projections.declare_modules(modules)  # docs/architecture.md, "Dedup, identity …"
         ingestor = Ingestor(store, cfg.ingest, queue, cfg.webhooks, projections)
-        deliverer = await sup.start("deliverer", Deliverer(store, cfg.webhooks, metrics).run)
+        deliverer = await sup.start(
+            "deliverer", Deliverer(store.webhooks, cfg.webhooks, metrics).run
+        )
         metrics.watch_gauge(
             "telha_webhook_oldest_undelivered_seconds",
             "Age of the oldest webhook delivery not yet made (0: none), as of the last look",

@@ -550,7 +550,6 @@ class Storage(
     KeyStore,
     ConnectorStore,
     QuotaStore,
-    WebhookStore,
     VersionStore,
     RawStore,
     JobStore,
@@ -565,7 +564,12 @@ class Storage(
     RetentionStore,
     Protocol,
 ):
-    """Every role at once: what an engine implements."""
+    """Every role at once: what an engine implements. An aggregate the store composes
+    rather than inherits is an attribute typed by its role (``store.webhooks``)."""
+
+    @property
+    def webhooks(self) -> WebhookStore:
+        """Webhook subscriptions, signing secrets and deliveries."""
 
 
 class StorageEngine(Storage, Protocol):

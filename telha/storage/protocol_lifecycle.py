@@ -35,23 +35,23 @@ class RetentionStore(Protocol):
 
 class WebhookStore(Protocol):
     """Webhook subscriptions, signing secrets and deliveries (docs/operations.md,
-    "Webhooks"; :mod:`telha.storage.core.webhooks`). Times in µs."""
+    "Webhooks"; :mod:`telha.storage.core.webhooks`), a store's ``webhooks``. Times in µs."""
 
-    async def add_webhook(
+    async def add(
         self, scope: Scope, url: str, events: int, *, now_us: int
     ) -> tuple[bytes, str | None]:
         """Add a scope-wide subscription: its id, and the signing secret if made now."""
 
-    async def remove_webhook(self, scope: Scope, webhook_id: bytes) -> bool:
+    async def remove(self, scope: Scope, webhook_id: bytes) -> bool:
         """Remove a subscription; ``False`` when the scope has none of that id."""
 
-    async def list_webhooks(self, scope: Scope) -> list[WebhookRecord]:
+    async def subscriptions(self, scope: Scope) -> list[WebhookRecord]:
         """The scope's subscriptions, oldest first."""
 
-    async def rotate_webhook_secret(self, scope: Scope, *, now_us: int) -> str:
+    async def rotate_secret(self, scope: Scope, *, now_us: int) -> str:
         """Make or replace the scope's signing secret; returns it."""
 
-    async def has_webhook_secret(self, scope: Scope) -> bool:
+    async def has_secret(self, scope: Scope) -> bool:
         """Whether the scope has a signing secret."""
 
     async def claim_deliveries(

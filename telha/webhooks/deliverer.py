@@ -46,7 +46,7 @@ from workers_common.checked_connect import Refused
 from workers_common.destinations import Destinations
 from workers_common.logs import redact_url
 
-__all__ = ["Deliverer", "DelivererStore", "sign_headers"]
+__all__ = ["Deliverer", "DeliveryQueue", "sign_headers"]
 
 log = structlog.get_logger("telha.webhooks")
 
@@ -60,8 +60,9 @@ _CHECKED_URLS = 4096
 _ERROR_CHARS = 500
 
 
-class DelivererStore(Protocol):
-    """The storage operations the deliverer uses (see :class:`telha.storage.protocol.Storage`)."""
+class DeliveryQueue(Protocol):
+    """What the deliverer uses of a store's webhook aggregate
+    (:class:`telha.storage.protocol.WebhookStore`, ``store.webhooks``)."""
 
     async def delivery_times(self) -> tuple[int | None, int | None]: ...
 
@@ -101,7 +102,7 @@ class _Permanent(Exception):
 class Deliverer:
     """Sends due webhook deliveries; one per replica (claims keep replicas apart).
 
-    :param store: the storage engine.
+    :param deliveries: the store's webhook aggregate (``store.webhooks``).
     :param config: the ``[webhooks]`` section.
     :param metrics: counts outcomes (``telha_webhook_deliveries_total``) and reads
         :meth:`oldest_age_s` for ``telha_webhook_oldest_undelivered_seconds``.
@@ -114,14 +115,14 @@ class Deliverer:
 
     def __init__(
         self,
-        store: DelivererStore,
+        deliveries: DeliveryQueue,
         config: WebhooksConfig,
         metrics: Metrics,
         *,
         clock: Callable[[], int] = now_us,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
-        self._store = store
+        self._deliveries = deliveries
         self._config = config
         self._metrics = metrics
         self._clock = clock
@@ -160,7 +161,7 @@ class Deliverer:
         """After a pass that found less than a batch: sleep ``webhooks.poll_interval_ms``, so
         deliveries written meanwhile are claimed together (two write transactions per batch,
         not per delivery), or less when a retry falls due sooner."""
-        due, self._oldest = await self._store.delivery_times()
+        due, self._oldest = await self._deliveries.delivery_times()
         wait = self._config.poll_interval_ms / 1000
         if due is not None and due > self._clock():
             wait = min(wait, (due - self._clock()) / 1e6)
@@ -171,7 +172,7 @@ class Deliverer:
         (one POST in flight on each), record the outcomes; returns how many were claimed."""
         cfg = self._config
         now = self._clock()
-        claimed = await self._store.claim_deliveries(
+        claimed = await self._deliveries.claim_deliveries(
             now_us=now, limit=cfg.batch, claim_us=int(cfg.claim_s * 1_000_000)
         )
         if not claimed:
@@ -197,7 +198,7 @@ class Deliverer:
                 for r, c in zip(results, claimed, strict=True)
             ]
             with anyio.move_on_after(self._config.timeout_s, shield=True):
-                await self._store.finish_deliveries(ended)
+                await self._deliveries.finish_deliveries(ended)
         return len(claimed)
 
     async def _attempt(

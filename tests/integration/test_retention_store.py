@@ -142,7 +142,7 @@ async def _world(store: Store, tmp_path: Path) -> World:
     a1 = _job(a_src, "a.csv", upload, hook=True)
     await store.enqueue_job(SCOPE, a1, now_us=OLD, dedup=False)
     await store.cancel_job(SCOPE, a1.job_id, now_us=OLD)
-    assert await store.pending_deliveries([a1.job_id]) == 1
+    assert await store.webhooks.pending_deliveries([a1.job_id]) == 1
     w.gone_jobs.append(a1.job_id)
     w.gone_blobs[x] = len(upload)
     w.only_job = a1.job_id
@@ -239,7 +239,7 @@ async def test_old_ended_jobs_and_unnamed_raw_bytes_go(
         assert await store._read(_blob_rows, digest) == (0, 0)
     for digest in w.kept_blobs:
         assert await store.has_raw(SCOPE, digest)
-    assert await store.delivery_times() == (None, None)
+    assert await store.webhooks.delivery_times() == (None, None)
 
     # A's only job is gone: the source is as if never ingested.
     assert await store.source_summary(SCOPE, w.sources["a"]) is None

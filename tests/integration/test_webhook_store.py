@@ -51,20 +51,20 @@ def dead_now(kind: str, attempts: int) -> FailureDecision:
 async def test_terminal_transactions_write_the_subscribed_deliveries(
     store: StorageEngine,
 ) -> None:
-    secret = await store.rotate_webhook_secret(SCOPE, now_us=NOW)
+    secret = await store.webhooks.rotate_secret(SCOPE, now_us=NOW)
     on_done = job(WebhookTarget(URL, event_bit("completed")))
     on_dead = job(WebhookTarget(URL, event_bit("dead")))
     plain = job()
     # Completed: the job subscribed to completed gets one, the one to dead none.
     for new in (on_done, on_dead):
         await _complete(store, await leased(store, new))
-    assert await store.pending_deliveries([on_done.job_id]) == 1
-    assert await store.pending_deliveries([on_dead.job_id]) == 0
+    assert await store.webhooks.pending_deliveries([on_done.job_id]) == 1
+    assert await store.webhooks.pending_deliveries([on_dead.job_id]) == 0
     # Dead by a permanent failure.
     again = job(WebhookTarget(URL, ALL_EVENTS))
     await store.fail_job(await leased(store, again), "corrupt_input", "bad", now_us=NOW,
                          decide=dead_now)  # fmt: skip
-    assert await store.pending_deliveries([again.job_id]) == 1
+    assert await store.webhooks.pending_deliveries([again.job_id]) == 1
     # Dead by the reaper (a lease that ran out, the loss cap reached).
     reaped = job(WebhookTarget(URL, event_bit("dead")))
     await leased(store, reaped)
@@ -77,12 +77,12 @@ async def test_terminal_transactions_write_the_subscribed_deliveries(
         )  # fmt: skip
 
     assert [s for _, s in await store.reap_expired(now_us=late, decide=lose)] == ["dead"]
-    assert await store.pending_deliveries([reaped.job_id]) == 1
+    assert await store.webhooks.pending_deliveries([reaped.job_id]) == 1
     # A job without a subscription, in a scope without scope-wide ones: none.
     await _complete(store, await leased(store, plain))
-    assert await store.pending_deliveries([plain.job_id]) == 0
+    assert await store.webhooks.pending_deliveries([plain.job_id]) == 0
 
-    claimed = await store.claim_deliveries(now_us=late, limit=10, claim_us=5_000_000)
+    claimed = await store.webhooks.claim_deliveries(now_us=late, limit=10, claim_us=5_000_000)
     assert sorted(c.job_id for c in claimed) == sorted(
         [on_done.job_id, again.job_id, reaped.job_id]
     )
@@ -90,19 +90,21 @@ async def test_terminal_transactions_write_the_subscribed_deliveries(
     assert by_job[on_done.job_id].event == "completed" and by_job[reaped.job_id].event == "dead"
     assert all(c.secret == secret and c.attempts == 1 and c.scope == SCOPE for c in claimed)
     # Claimed: nothing is due until the claim runs out.
-    assert await store.claim_deliveries(now_us=late + 1, limit=10, claim_us=5_000_000) == []
-    await store.finish_deliveries(
+    assert (
+        await store.webhooks.claim_deliveries(now_us=late + 1, limit=10, claim_us=5_000_000) == []
+    )
+    await store.webhooks.finish_deliveries(
         [DeliveryResult(claimed[0].delivery_id, None)]
         + [DeliveryResult(c.delivery_id, late + 10, "HTTP 503") for c in claimed[1:]]
     )
-    retried = await store.claim_deliveries(now_us=late + 10, limit=10, claim_us=5_000_000)
+    retried = await store.webhooks.claim_deliveries(now_us=late + 10, limit=10, claim_us=5_000_000)
     assert sorted(c.delivery_id for c in retried) == sorted(c.delivery_id for c in claimed[1:])
     assert all(c.attempts == 2 for c in retried)
     # A claim that is never finished (its deliverer died) comes back when the claim ends.
-    back = await store.claim_deliveries(now_us=late + 10 + 5_000_000, limit=10, claim_us=1)
+    back = await store.webhooks.claim_deliveries(now_us=late + 10 + 5_000_000, limit=10, claim_us=1)
     assert len(back) == 2 and all(c.attempts == 3 for c in back)
-    await store.finish_deliveries([DeliveryResult(c.delivery_id, None) for c in back])
-    assert await store.delivery_times() == (None, None)
+    await store.webhooks.finish_deliveries([DeliveryResult(c.delivery_id, None) for c in back])
+    assert await store.webhooks.delivery_times() == (None, None)
 
 
 async def _complete(store: StorageEngine, lease: LeaseRef) -> None:
@@ -118,36 +120,41 @@ async def _complete(store: StorageEngine, lease: LeaseRef) -> None:
 
 
 async def test_scope_wide_webhooks_and_secret(store: StorageEngine) -> None:
-    assert not await store.has_webhook_secret(SCOPE)
-    first_id, secret = await store.add_webhook(SCOPE, URL, ALL_EVENTS, now_us=NOW)
+    assert not await store.webhooks.has_secret(SCOPE)
+    first_id, secret = await store.webhooks.add(SCOPE, URL, ALL_EVENTS, now_us=NOW)
     assert secret is not None and secret.startswith("whsec_")
-    assert await store.has_webhook_secret(SCOPE)
-    second_id, again = await store.add_webhook(SCOPE, URL + "2", event_bit("dead"), now_us=NOW)
+    assert await store.webhooks.has_secret(SCOPE)
+    second_id, again = await store.webhooks.add(SCOPE, URL + "2", event_bit("dead"), now_us=NOW)
     assert again is None  # only the first add makes (and shows) the secret
-    assert [h.webhook_id for h in await store.list_webhooks(SCOPE)] == [first_id, second_id]
-    assert await store.list_webhooks(Scope("nobody", "org")) == []
-    rotated = await store.rotate_webhook_secret(SCOPE, now_us=NOW + 1)
+    assert [h.webhook_id for h in await store.webhooks.subscriptions(SCOPE)] == [
+        first_id,
+        second_id,
+    ]
+    assert await store.webhooks.subscriptions(Scope("nobody", "org")) == []
+    rotated = await store.webhooks.rotate_secret(SCOPE, now_us=NOW + 1)
     assert rotated != secret
     # A completed job of the scope: the all-events webhook only.
     new = job()
     await _complete(store, await leased(store, new))
-    [claim] = await store.claim_deliveries(now_us=NOW + 2, limit=10, claim_us=1_000_000)
+    [claim] = await store.webhooks.claim_deliveries(now_us=NOW + 2, limit=10, claim_us=1_000_000)
     assert claim.url == URL and claim.secret == rotated
-    assert not await store.remove_webhook(Scope("nobody", "org"), first_id)
-    assert await store.remove_webhook(SCOPE, first_id)
-    assert not await store.remove_webhook(SCOPE, first_id)
-    assert [h.webhook_id for h in await store.list_webhooks(SCOPE)] == [second_id]
+    assert not await store.webhooks.remove(Scope("nobody", "org"), first_id)
+    assert await store.webhooks.remove(SCOPE, first_id)
+    assert not await store.webhooks.remove(SCOPE, first_id)
+    assert [h.webhook_id for h in await store.webhooks.subscriptions(SCOPE)] == [second_id]
 
 
 async def test_concurrent_claims_are_disjoint(store: StorageEngine) -> None:
-    await store.add_webhook(SCOPE, URL, ALL_EVENTS, now_us=NOW)
+    await store.webhooks.add(SCOPE, URL, ALL_EVENTS, now_us=NOW)
     jobs = [job() for _ in range(12)]
     for new in jobs:
         await _complete(store, await leased(store, new))
     got: list[list[bytes]] = []
 
     async def claim() -> None:
-        claimed = await store.claim_deliveries(now_us=NOW + 5, limit=5, claim_us=60_000_000)
+        claimed = await store.webhooks.claim_deliveries(
+            now_us=NOW + 5, limit=5, claim_us=60_000_000
+        )
         got.append([c.delivery_id for c in claimed])
 
     async with anyio.create_task_group() as tg:
@@ -160,7 +167,7 @@ async def test_concurrent_claims_are_disjoint(store: StorageEngine) -> None:
 async def test_a_cancel_writes_the_deliveries_subscribed_to_cancelled(
     store: StorageEngine,
 ) -> None:
-    await store.rotate_webhook_secret(SCOPE, now_us=NOW)
+    await store.webhooks.rotate_secret(SCOPE, now_us=NOW)
     held = job(WebhookTarget(URL, ALL_EVENTS))
     await leased(store, held)
     pending = job(WebhookTarget(URL, event_bit("cancelled")))
@@ -170,9 +177,9 @@ async def test_a_cancel_writes_the_deliveries_subscribed_to_cancelled(
     for new in (pending, held, other):
         out = await store.cancel_job(SCOPE, new.job_id, now_us=NOW + 1)
         assert out.job.state == "cancelled"
-    assert await store.pending_deliveries([pending.job_id]) == 1
-    assert await store.pending_deliveries([held.job_id]) == 1  # a revoked lease too
-    assert await store.pending_deliveries([other.job_id]) == 0  # not subscribed to it
+    assert await store.webhooks.pending_deliveries([pending.job_id]) == 1
+    assert await store.webhooks.pending_deliveries([held.job_id]) == 1  # a revoked lease too
+    assert await store.webhooks.pending_deliveries([other.job_id]) == 0  # not subscribed to it
     # Cancelling again writes nothing more.
     await store.cancel_job(SCOPE, pending.job_id, now_us=NOW + 2)
-    assert await store.pending_deliveries([pending.job_id]) == 1
+    assert await store.webhooks.pending_deliveries([pending.job_id]) == 1

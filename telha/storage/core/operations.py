@@ -6,6 +6,8 @@ transaction and read runners).
 
 from __future__ import annotations
 
+from functools import cached_property
+
 from telha.storage.core.acl import AclOps
 from telha.storage.core.cancel import CancelOps
 from telha.storage.core.connectors import ConnectorOps
@@ -26,7 +28,7 @@ from telha.storage.core.search import SearchOps
 from telha.storage.core.streams import StreamOps
 from telha.storage.core.sync_runs import SyncRunOps
 from telha.storage.core.text_reads import TextReadOps
-from telha.storage.core.webhooks import WebhookOps
+from telha.storage.core.webhooks import Webhooks
 
 __all__ = ["SharedOps"]
 
@@ -47,7 +49,6 @@ class SharedOps(
     QuotaOps,
     ScanOps,
     ErasureOps,
-    WebhookOps,
     ConnectorOps,
     SyncRunOps,
     RetentionOps,
@@ -56,4 +57,11 @@ class SharedOps(
 ):
     """Every operation of :class:`telha.storage.protocol.Storage` but those of
     :class:`~telha.storage.core.versions.VersionOps` and
-    :class:`~telha.storage.core.jobs.JobOps`."""
+    :class:`~telha.storage.core.jobs.JobOps`; the aggregates already composed rather than
+    inherited are attributes (``store.webhooks``), each made once, on first use, over this
+    store's runners."""
+
+    @cached_property
+    def webhooks(self) -> Webhooks:
+        """The webhook aggregate (:class:`~telha.storage.core.webhooks.Webhooks`)."""
+        return Webhooks(self)

@@ -30,8 +30,8 @@ from telha.storage.core.tx import Rollback, Tx
 __all__ = [
     "DeliveryClaim",
     "DeliveryResult",
-    "WebhookOps",
     "WebhookRecord",
+    "Webhooks",
     "claim",
     "finish",
     "has_webhooks",
@@ -259,46 +259,56 @@ async def pending_for_jobs(tx: Tx, job_ids: Sequence[bytes]) -> int:
     return int(row[0]) if row is not None else 0
 
 
-class WebhookOps(EngineOps):
-    """The webhook operations of :class:`telha.storage.protocol.WebhookStore`."""
+class Webhooks:
+    """The webhook aggregate of a store (``store.webhooks``): each operation one
+    transaction or one read of the engine's runners, over this module's functions
+    (:class:`telha.storage.protocol.WebhookStore` is its contract). A component, not a
+    mixin: the store composes it (:class:`~telha.storage.core.operations.SharedOps`)."""
 
-    async def add_webhook(
+    def __init__(self, engine: EngineOps) -> None:
+        self._engine = engine
+
+    async def add(
         self, scope: Scope, url: str, events: int, *, now_us: int
     ) -> tuple[bytes, str | None]:
         """See :func:`add_webhook`."""
-        return await self._transaction("add webhook", add_webhook, scope, url, events, now_us)
+        return await self._engine._transaction(
+            "add webhook", add_webhook, scope, url, events, now_us
+        )
 
-    async def remove_webhook(self, scope: Scope, webhook_id: bytes) -> bool:
+    async def remove(self, scope: Scope, webhook_id: bytes) -> bool:
         """See :func:`remove_webhook`."""
-        return await self._transaction("remove webhook", remove_webhook, scope, webhook_id)
+        return await self._engine._transaction("remove webhook", remove_webhook, scope, webhook_id)
 
-    async def list_webhooks(self, scope: Scope) -> list[WebhookRecord]:
+    async def subscriptions(self, scope: Scope) -> list[WebhookRecord]:
         """See :func:`list_webhooks`."""
-        return await self._read(list_webhooks, scope)
+        return await self._engine._read(list_webhooks, scope)
 
-    async def rotate_webhook_secret(self, scope: Scope, *, now_us: int) -> str:
+    async def rotate_secret(self, scope: Scope, *, now_us: int) -> str:
         """See :func:`rotate_secret`."""
-        return await self._transaction("rotate webhook secret", rotate_secret, scope, now_us)
+        return await self._engine._transaction(
+            "rotate webhook secret", rotate_secret, scope, now_us
+        )
 
-    async def has_webhook_secret(self, scope: Scope) -> bool:
+    async def has_secret(self, scope: Scope) -> bool:
         """See :func:`has_secret`."""
-        return await self._read(has_secret, scope)
+        return await self._engine._read(has_secret, scope)
 
     async def claim_deliveries(
         self, *, now_us: int, limit: int, claim_us: int
     ) -> list[DeliveryClaim]:
         """See :func:`claim`."""
-        return await self._transaction("claim deliveries", claim, now_us, limit, claim_us)
+        return await self._engine._transaction("claim deliveries", claim, now_us, limit, claim_us)
 
     async def finish_deliveries(self, results: Sequence[DeliveryResult]) -> None:
         """See :func:`finish`."""
         if results:
-            await self._transaction("finish deliveries", finish, results)
+            await self._engine._transaction("finish deliveries", finish, results)
 
     async def delivery_times(self) -> tuple[int | None, int | None]:
         """See :func:`delivery_times`."""
-        return await self._read(delivery_times)
+        return await self._engine._read(delivery_times)
 
     async def pending_deliveries(self, job_ids: Sequence[bytes]) -> int:
         """See :func:`pending_for_jobs`."""
-        return await self._read(pending_for_jobs, job_ids) if job_ids else 0
+        return await self._engine._read(pending_for_jobs, job_ids) if job_ids else 0
