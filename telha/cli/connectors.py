@@ -135,7 +135,7 @@ def connector_token(
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--ttl") from None
     cfg, base_dir = existing_store(config_path)
-    found = run_on_store(cfg, base_dir, lambda s: s.get_connector(scope, cid))
+    found = run_on_store(cfg, base_dir, lambda s: s.connectors.get(scope, cid))
     if found is None:
         click.echo(f"telha: no such connector in {tenant}/{org}: {connector_id}", err=True)
         sys.exit(1)

@@ -26,13 +26,13 @@ PASS_S = 5.0
 class ConnectorScheduler:
     """Starts scheduled runs.
 
-    :param store: the connector role of the store.
+    :param connectors: the store's connector aggregate (``store.connectors``).
     :param runs: starts the runs.
     :param pass_s: seconds between passes.
     """
 
-    def __init__(self, store: ConnectorStore, runs: SyncRuns, pass_s: float = PASS_S) -> None:
-        self._store = store
+    def __init__(self, connectors: ConnectorStore, runs: SyncRuns, pass_s: float = PASS_S) -> None:
+        self._connectors = connectors
         self._runs = runs
         self._pass_s = pass_s
 
@@ -50,7 +50,7 @@ class ConnectorScheduler:
     async def run_once(self) -> int:
         """One pass: the runs it started."""
         started = 0
-        for scope, connector in await self._store.scheduled_connectors():
+        for scope, connector in await self._connectors.scheduled():
             run_id = await self._runs.start_scheduled(scope, connector)
             if run_id is not None:
                 started += 1

@@ -66,12 +66,12 @@ def checkpoint_of(stats: bytes | None) -> str | None:
 class SyncRuns:
     """Starts runs (REST) and applies their reports (gRPC ``SubmitIngestionResult``).
 
-    :param store: the connector role of the store.
+    :param connectors: the store's connector aggregate (``store.connectors``).
     :param queue: the job queue (wake-ups, failures, metrics).
     """
 
-    def __init__(self, store: ConnectorStore, queue: JobQueue) -> None:
-        self._store = store
+    def __init__(self, connectors: ConnectorStore, queue: JobQueue) -> None:
+        self._connectors = connectors
         self._queue = queue
 
     async def start(
@@ -97,7 +97,7 @@ class SyncRuns:
         self, scope: Scope, connector: ConnectorRecord, confirm_prune: bool, every_us: int | None
     ) -> bytes | None:
         checkpoint = None
-        for run in await self._store.sync_runs(scope, connector.connector_id, limit=20):
+        for run in await self._connectors.sync_runs(scope, connector.connector_id, limit=20):
             if run.state == "completed" and (found := checkpoint_of(run.stats)) is not None:
                 checkpoint = found
                 break
@@ -118,7 +118,9 @@ class SyncRuns:
             options={},
         )  # fmt: skip
         job = NewJob(new_id(), fmt, fmt, connector.connector_id, None, msgspec.json.encode(payload))
-        run_id = await self._store.start_sync_run(scope, job, now_us=now_us(), every_us=every_us)
+        run_id = await self._connectors.start_sync_run(
+            scope, job, now_us=now_us(), every_us=every_us
+        )
         if run_id is None:
             return None
         self._queue.notify(fmt)
@@ -140,7 +142,7 @@ class SyncRuns:
             page = await off_loop(len(result_json), decode_page, result_json)
             spec = run_spec(job)
             cid = uuid.UUID(spec["connectorId"]).bytes
-            connector = await self._store.get_connector(job.scope, cid)
+            connector = await self._connectors.get(job.scope, cid)
             if connector is None:
                 raise InvalidSubmission("the run's connector was removed")
             children = await off_loop(
@@ -151,7 +153,7 @@ class SyncRuns:
             self._queue.metrics.invalid_submissions.labels(job.kind).inc()
             return SubmitResult(False, reason=str(exc))
         t0 = time.perf_counter()
-        outcome = await self._store.apply_sync_page(
+        outcome = await self._connectors.apply_sync_page(
             PageApply(
                 job.scope, lease, cid, page, children, connector.prune_max_fraction,
                 bool(spec.get("confirmPrune")), worker, now_us(), self._queue.lease_us,

@@ -70,7 +70,7 @@ async def record_item(
         auth.connector_id, req.external_id, source_id.bytes, req.name, marker=req.marker,
         size=len(req.raw) if req.raw is not None else None, acl=req.acl, updated_at=now_us(),
     )  # fmt: skip
-    await st.store.record_connector_item(auth.scope, item)
+    await st.store.connectors.record_item(auth.scope, item)
 
 
 async def record_acl_first(st: AppState, auth: ConnectorAuth, req: IngestRequest) -> None:
@@ -80,17 +80,17 @@ async def record_acl_first(st: AppState, auth: ConnectorAuth, req: IngestRequest
     now, without a marker (a run reads such an item again), completed by
     :func:`record_item` once the ingest is accepted."""
     assert req.external_id is not None and req.source_id is not None
-    found = await st.store.find_connector_item(auth.scope, auth.connector_id, req.external_id)
+    found = await st.store.connectors.find_item(auth.scope, auth.connector_id, req.external_id)
     if found is not None:
         if found.acl != req.acl:
             item = dataclasses.replace(found, acl=req.acl, updated_at=now_us())
-            await st.store.record_connector_item(auth.scope, item)
+            await st.store.connectors.record_item(auth.scope, item)
     elif req.acl is not None:
         item = ConnectorItem(
             auth.connector_id, req.external_id, req.source_id.bytes, req.name, acl=req.acl,
             updated_at=now_us(),
         )  # fmt: skip
-        await st.store.record_connector_item(auth.scope, item)
+        await st.store.connectors.record_item(auth.scope, item)
 
 
 async def connector_identity(request: Request) -> ConnectorAuth | None:
@@ -108,7 +108,7 @@ async def connector_identity(request: Request) -> ConnectorAuth | None:
         auth = verify_connector_token(st.token_key, token)
     except InvalidToken as exc:
         raise Unauthenticated(str(exc)) from None
-    if await st.store.get_connector(auth.scope, auth.connector_id) is None:
+    if await st.store.connectors.get(auth.scope, auth.connector_id) is None:
         raise Unauthenticated("connector token: its connector was removed")
     request.scope[SCOPE_KEY] = auth.scope
     await st.quotas.admit(token, auth.scope)

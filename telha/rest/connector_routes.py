@@ -78,7 +78,7 @@ async def create_connector(request: Request) -> Response:
     await anyio.to_thread.run_sync(check_roots, kind, settings, roots)
     _check_secret(state(request).config.connectors.secrets, scope, settings)
     record = ConnectorRecord(new_id(), kind, settings, every_s, fraction, now_us())
-    await state(request).store.add_connector(scope, record)
+    await state(request).store.connectors.add(scope, record)
     return json_response(connector_out(record), 201)
 
 
@@ -98,13 +98,13 @@ def _check_secret(entries: list[str], scope: Scope, settings: dict[str, Any]) ->
 async def list_connectors(request: Request) -> Response:
     """GET /v1/connectors: the scope's connectors, oldest first."""
     scope = await require_scope(request)
-    rows = await state(request).store.list_connectors(scope)
+    rows = await state(request).store.connectors.listed(scope)
     return json_response(ConnectorList(connectors=[connector_out(c) for c in rows]))
 
 
 async def _connector(request: Request, scope: Scope) -> ConnectorRecord:
     connector_id = parse_uuid(request.path_params["connector_id"], "connector")
-    found = await state(request).store.get_connector(scope, connector_id)
+    found = await state(request).store.connectors.get(scope, connector_id)
     if found is None:
         raise NotFound("no such connector")
     return found
@@ -126,7 +126,7 @@ async def delete_connector(request: Request) -> Response:
     scope = await require_scope(request)
     found = await _connector(request, scope)
     at = now_us()
-    if not await state(request).store.remove_connector(scope, found.connector_id, now_us=at):
+    if not await state(request).store.connectors.remove(scope, found.connector_id, now_us=at):
         raise NotFound("no such connector")
     return json_response(
         ConnectorRemovedOut(connector_id=id_str(found.connector_id), removed=True, removed_at=at)

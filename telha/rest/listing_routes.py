@@ -142,7 +142,7 @@ async def lookup_source(request: Request, access: Access, q: QueryParams) -> Res
         raise RequestError("externalId is required with connector")
     external_id = check_external_id(q["externalId"])
     store, scope = state(request).store, access.scope
-    item = await store.find_connector_item(scope, connector_id, external_id)
+    item = await store.connectors.find_item(scope, connector_id, external_id)
     if item is None or not admits(item.acl, access.principals):
         raise NotFound("no source for that connector and externalId")
     summary = await store.source_summary(scope, item.source_id)

@@ -47,7 +47,7 @@ async def start_run(request: Request) -> Response:
         confirm = body.get("confirmPrune", False)
         if not isinstance(confirm, bool):
             raise RequestError("confirmPrune: true or false")
-    connector = await st.store.get_connector(scope, connector_id)
+    connector = await st.store.connectors.get(scope, connector_id)
     if connector is None:
         raise NotFound("no such connector")
     if st.sync_runs is None:
@@ -93,10 +93,10 @@ async def list_runs(request: Request) -> Response:
     limit = parse_int(request.query_params.get("limit"), "limit", minimum=1) or 20
     if limit > 100:
         raise RequestError("limit must be at most 100")
-    if await st.store.get_connector(scope, connector_id) is None:
+    if await st.store.connectors.get(scope, connector_id) is None:
         raise NotFound("no such connector")
     runs = []
-    for r in await st.store.sync_runs(scope, connector_id, limit=limit):
+    for r in await st.store.connectors.sync_runs(scope, connector_id, limit=limit):
         family = await st.store.job_family(scope, r.run_id)
         runs.append(_run_out(r, family.children if family is not None else {}))
     return json_response(RunList(runs=runs))

@@ -47,7 +47,6 @@ log = structlog.get_logger("telha.rest")
 
 class RestStore(
     ReadStore,
-    ConnectorStore,
     SearchStore,
     RetireStore,
     ReprojectStore,
@@ -60,7 +59,11 @@ class RestStore(
 ):
     """The storage roles the REST front uses: the read routes' reads, search and locate, the
     retire, the listings, API key lookups, the live event stream's reads, the raw bytes
-    pages are rendered from and the quotas."""
+    pages are rendered from and the quotas; and the connector aggregate."""
+
+    @property
+    def connectors(self) -> ConnectorStore:
+        """Registered connectors, their items and sync runs (``store.connectors``)."""
 
 
 @dataclass

@@ -243,8 +243,8 @@ async def _serve(
         # A failpoint for the crash tests only: pause an erasure after this step.
         pause = os.environ.get("TELHA_FAILPOINT_ERASE_PAUSE_AFTER") or None
         eraser = await sup.start("eraser", Eraser(store, queue, pause_after=pause).run)
-        sync_runs = SyncRuns(store, queue)
-        await sup.start("connector_scheduler", ConnectorScheduler(store, sync_runs).run)
+        sync_runs = SyncRuns(store.connectors, queue)
+        await sup.start("connector_scheduler", ConnectorScheduler(store.connectors, sync_runs).run)
         servicer = WorkerServicer(queue, ingestor, store, sync_runs)
         try:
             token_key = load_token_key(cfg.grpc.token_key, cfg.storage_path(base_dir).parent)

@@ -548,7 +548,6 @@ class ScanStore(Protocol):
 
 class Storage(
     KeyStore,
-    ConnectorStore,
     QuotaStore,
     VersionStore,
     RawStore,
@@ -566,6 +565,10 @@ class Storage(
 ):
     """Every role at once: what an engine implements. An aggregate the store composes
     rather than inherits is an attribute typed by its role (``store.webhooks``)."""
+
+    @property
+    def connectors(self) -> ConnectorStore:
+        """Registered connectors, their items and sync runs."""
 
     @property
     def webhooks(self) -> WebhookStore:

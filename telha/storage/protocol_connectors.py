@@ -15,29 +15,30 @@ __all__ = ["ConnectorStore"]
 
 
 class ConnectorStore(Protocol):
-    """Registered connectors and the items they created."""
+    """Registered connectors, the items they created and their sync runs: a store's
+    ``connectors``."""
 
-    async def add_connector(self, scope: Scope, connector: ConnectorRecord) -> None:
+    async def add(self, scope: Scope, connector: ConnectorRecord) -> None:
         """Register ``connector`` in ``scope``."""
 
-    async def list_connectors(self, scope: Scope) -> list[ConnectorRecord]:
+    async def listed(self, scope: Scope) -> list[ConnectorRecord]:
         """The scope's connectors not removed, oldest first."""
 
-    async def get_connector(self, scope: Scope, connector_id: bytes) -> ConnectorRecord | None:
+    async def get(self, scope: Scope, connector_id: bytes) -> ConnectorRecord | None:
         """A connector of ``scope`` not removed, or ``None``."""
 
-    async def remove_connector(self, scope: Scope, connector_id: bytes, *, now_us: int) -> bool:
+    async def remove(self, scope: Scope, connector_id: bytes, *, now_us: int) -> bool:
         """Mark a connector removed (its sources and items stay); ``False``: no such one."""
 
-    async def record_connector_item(self, scope: Scope, item: ConnectorItem) -> None:
+    async def record_item(self, scope: Scope, item: ConnectorItem) -> None:
         """Write or replace the row of ``item``'s (connector, external id)."""
 
-    async def find_connector_item(
+    async def find_item(
         self, scope: Scope, connector_id: bytes, external_id: str
     ) -> ConnectorItem | None:
         """The item row of (connector, external id), or ``None``."""
 
-    async def connector_items(self, scope: Scope, connector_id: bytes) -> list[ConnectorItem]:
+    async def items(self, scope: Scope, connector_id: bytes) -> list[ConnectorItem]:
         """Every item row of a connector (retired ones too), by external id."""
 
     async def start_sync_run(
@@ -46,7 +47,7 @@ class ConnectorStore(Protocol):
         """Enqueue a run job; ``None`` when the connector has one pending or leased (or,
         with ``every_us``, started one less than that ago)."""
 
-    async def scheduled_connectors(self) -> list[tuple[Scope, ConnectorRecord]]:
+    async def scheduled(self) -> list[tuple[Scope, ConnectorRecord]]:
         """Every live connector with a schedule, across scopes."""
 
     async def apply_sync_page(self, p: PageApply) -> PageOutcome:

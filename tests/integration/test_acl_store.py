@@ -49,7 +49,7 @@ async def test_sql_and_python_forms_agree(engine: str, tmp_path: Path) -> None:
     async with fresh_store(engine, tmp_path) as store:
         for name, acl in ACLS.items():
             item = ConnectorItem(connector, name, ids[name], name, acl=acl, updated_at=1)
-            await store.record_connector_item(scope, item)
+            await store.connectors.record_item(scope, item)
         for asked in ASKED:
 
             async def seen(tx: Tx, asked: tuple[str, ...] = asked) -> set[bytes]:

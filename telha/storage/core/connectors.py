@@ -12,12 +12,10 @@ import json
 
 from telha.domain.connectors import ConnectorItem, ConnectorRecord, settings_json
 from telha.domain.model import Scope
-from telha.storage.core.engine import EngineOps
 from telha.storage.core.tx import Tx
 
 __all__ = [
     "CONNECTOR_COLS",
-    "ConnectorOps",
     "add_connector",
     "connector_items",
     "connector_row",
@@ -159,39 +157,3 @@ async def connector_items(tx: Tx, scope: Scope, connector_id: bytes) -> list[Con
         sid, connector_id,
     )  # fmt: skip
     return [_item(r) for r in rows]
-
-
-class ConnectorOps(EngineOps):
-    """The connector operations of :class:`telha.storage.protocol_connectors.ConnectorStore`."""
-
-    async def add_connector(self, scope: Scope, connector: ConnectorRecord) -> None:
-        """See :func:`add_connector`."""
-        await self._transaction("add connector", add_connector, scope, connector)
-
-    async def list_connectors(self, scope: Scope) -> list[ConnectorRecord]:
-        """See :func:`list_connectors`."""
-        return await self._read(list_connectors, scope)
-
-    async def get_connector(self, scope: Scope, connector_id: bytes) -> ConnectorRecord | None:
-        """See :func:`get_connector`."""
-        return await self._read(get_connector, scope, connector_id)
-
-    async def remove_connector(self, scope: Scope, connector_id: bytes, *, now_us: int) -> bool:
-        """See :func:`remove_connector`."""
-        return await self._transaction(
-            "remove connector", remove_connector, scope, connector_id, now_us
-        )
-
-    async def record_connector_item(self, scope: Scope, item: ConnectorItem) -> None:
-        """See :func:`record_item`."""
-        await self._transaction("record connector item", record_item, scope, item)
-
-    async def find_connector_item(
-        self, scope: Scope, connector_id: bytes, external_id: str
-    ) -> ConnectorItem | None:
-        """See :func:`find_item`."""
-        return await self._read(find_item, scope, connector_id, external_id)
-
-    async def connector_items(self, scope: Scope, connector_id: bytes) -> list[ConnectorItem]:
-        """See :func:`connector_items`."""
-        return await self._read(connector_items, scope, connector_id)

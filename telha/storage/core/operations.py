@@ -10,7 +10,7 @@ from functools import cached_property
 
 from telha.storage.core.acl import AclOps
 from telha.storage.core.cancel import CancelOps
-from telha.storage.core.connectors import ConnectorOps
+from telha.storage.core.connector_ops import Connectors
 from telha.storage.core.diff import DiffOps
 from telha.storage.core.erasure import ErasureOps
 from telha.storage.core.failed_rows import RowFaultOps
@@ -26,7 +26,6 @@ from telha.storage.core.retire import RetireOps
 from telha.storage.core.scan import ScanOps
 from telha.storage.core.search import SearchOps
 from telha.storage.core.streams import StreamOps
-from telha.storage.core.sync_runs import SyncRunOps
 from telha.storage.core.text_reads import TextReadOps
 from telha.storage.core.webhooks import Webhooks
 
@@ -49,8 +48,6 @@ class SharedOps(
     QuotaOps,
     ScanOps,
     ErasureOps,
-    ConnectorOps,
-    SyncRunOps,
     RetentionOps,
     KeyOps,
     RowFaultOps,
@@ -58,8 +55,13 @@ class SharedOps(
     """Every operation of :class:`telha.storage.protocol.Storage` but those of
     :class:`~telha.storage.core.versions.VersionOps` and
     :class:`~telha.storage.core.jobs.JobOps`; the aggregates already composed rather than
-    inherited are attributes (``store.webhooks``), each made once, on first use, over this
-    store's runners."""
+    inherited are attributes (``store.webhooks``, ``store.connectors``), each made once, on
+    first use, over this store's runners."""
+
+    @cached_property
+    def connectors(self) -> Connectors:
+        """The connector aggregate (:class:`~telha.storage.core.connector_ops.Connectors`)."""
+        return Connectors(self)
 
     @cached_property
     def webhooks(self) -> Webhooks:

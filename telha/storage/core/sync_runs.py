@@ -8,20 +8,16 @@ its final counts, are the job's ``stats``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from telha.domain.connectors import ConnectorRecord
 from telha.domain.model import NewJob, Scope
 from telha.storage.core.connectors import CONNECTOR_COLS, connector_row
-from telha.storage.core.engine import EngineOps
 from telha.storage.core.jobs import enqueue
-from telha.storage.core.sync_pages import PageApply, PageOutcome, apply_page
 from telha.storage.core.tx import Tx
 
 __all__ = [
     "RunRow",
-    "SyncRunOps",
     "list_runs",
     "scheduled",
     "start_run",
@@ -96,27 +92,3 @@ async def scheduled(tx: Tx) -> list[tuple[Scope, ConnectorRecord]]:
         " WHERE c.removed_at IS NULL AND c.every_s IS NOT NULL ORDER BY c.connector_id"
     )
     return [(Scope(r[0], r[1]), connector_row(r[2:])) for r in rows]
-
-
-class SyncRunOps(EngineOps):
-    """The sync run operations of :class:`telha.storage.protocol_connectors.ConnectorStore`."""
-
-    async def start_sync_run(
-        self, scope: Scope, job: NewJob, *, now_us: int, every_us: int | None = None
-    ) -> bytes | None:
-        """See :func:`start_run`."""
-        return await self._transaction("start sync run", start_run, scope, job, now_us, every_us)
-
-    async def scheduled_connectors(self) -> list[tuple[Scope, ConnectorRecord]]:
-        """See :func:`scheduled`."""
-        return await self._read(scheduled)
-
-    async def apply_sync_page(self, p: PageApply) -> PageOutcome:
-        """See :func:`telha.storage.core.sync_pages.apply_page`."""
-        return await self._transaction("apply sync page", apply_page, p)
-
-    async def sync_runs(
-        self, scope: Scope, connector_id: bytes, *, limit: int = 50
-    ) -> Sequence[RunRow]:
-        """See :func:`list_runs`."""
-        return await self._read(list_runs, scope, connector_id, limit)
