@@ -1,16 +1,22 @@
-"""How each engine's store is composed (telha/storage/core/operations.py): every operation
+"""How each engine's store is composed (telha/storage/core/operations.py): the aggregates
+composed as components are attributes made once over the store; every operation
 mixin stands before the engine's base in the method resolution order, so a mixin's
 cooperative ``__init__`` (say RawOps's locks) runs before the base's, and an engine's fast
 path answers before the general path it overrides."""
 
 from __future__ import annotations
 
+from functools import cached_property
+from pathlib import Path
+
 import pytest
 
+from telha.storage.core.connector_ops import Connectors
 from telha.storage.core.engine import EngineOps
 from telha.storage.core.jobs import JobOps
 from telha.storage.core.operations import SharedOps
 from telha.storage.core.versions import VersionOps
+from telha.storage.core.webhooks import Webhooks
 from telha.storage.postgres.base import PgBase
 from telha.storage.postgres.fast import FastJobOps, FastVersionOps
 from telha.storage.postgres.store import PostgresStore
@@ -32,3 +38,36 @@ def test_postgres_fast_paths_answer_first() -> None:
     assert mro.index(FastJobOps) < mro.index(JobOps)
     assert PostgresStore.enqueue_job is FastJobOps.enqueue_job
     assert PostgresStore._commit_fast is FastVersionOps._commit_fast
+
+
+#: The aggregates a store composes rather than inherits, with the flat store methods they
+#: replaced (none may come back beside the component).
+COMPOSED = {
+    "webhooks": (
+        Webhooks,
+        ("add_webhook", "remove_webhook", "list_webhooks", "rotate_webhook_secret",
+         "has_webhook_secret", "claim_deliveries", "finish_deliveries", "delivery_times",
+         "pending_deliveries"),
+    ),
+    "connectors": (
+        Connectors,
+        ("add_connector", "list_connectors", "get_connector", "remove_connector",
+         "record_connector_item", "find_connector_item", "connector_items", "start_sync_run",
+         "scheduled_connectors", "apply_sync_page", "sync_runs"),
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("store", [PostgresStore, SqliteStore])
+def test_composed_aggregates_are_components_not_methods(store: type) -> None:
+    for name, (_, flat) in COMPOSED.items():
+        assert isinstance(vars(SharedOps)[name], cached_property), name
+        assert [m for m in flat if hasattr(store, m)] == [], name
+
+
+def test_a_component_is_made_once_over_its_store(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "never-opened.db")
+    for name, (component, _) in COMPOSED.items():
+        made = getattr(store, name)
+        assert isinstance(made, component) and made._engine is store
+        assert getattr(store, name) is made
