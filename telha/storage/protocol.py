@@ -564,7 +564,8 @@ class Storage(
     Protocol,
 ):
     """Every role at once: what an engine implements. An aggregate the store composes
-    rather than inherits is an attribute typed by its role (``store.webhooks``)."""
+    rather than inherits is an attribute typed by its role (``store.webhooks``,
+    ``store.connectors``)."""
 
     @property
     def connectors(self) -> ConnectorStore:
