@@ -49,7 +49,7 @@ def scope_set(tenant: str, org: str, key: str, value: str, config_path: Path | N
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="VALUE") from None
     cfg, base_dir = load_or_exit(config_path)
-    run_on_store(cfg, base_dir, lambda store: store.set_scope_limit(target, key, parsed))
+    run_on_store(cfg, base_dir, lambda store: store.quotas.set_limit(target, key, parsed))
     shown = "the [quotas] default" if parsed is None else value
     click.echo(f"telha scope: {key} of ({tenant}, {org}) is now {shown}")
 
@@ -65,8 +65,8 @@ def scope_show(tenant: str, org: str, config_path: Path | None) -> None:
     cfg, base_dir = load_or_exit(config_path)
 
     async def read(store: StorageEngine) -> tuple[dict[str, float], int, int]:
-        own = await store.scope_limits(target)
-        return own, await store.pending_jobs(target), await store.stored_bytes(target)
+        own = await store.quotas.limits(target)
+        return own, await store.quotas.pending_jobs(target), await store.quotas.stored_bytes(target)
 
     own, pending, stored = run_on_store(cfg, base_dir, read)
     defaults = default_limits(

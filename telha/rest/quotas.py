@@ -33,7 +33,8 @@ MAX_BUCKETS = 10_000
 
 
 class Quotas:
-    """The limits of each scope and the rate limit of each key, over ``store``.
+    """The limits of each scope and the rate limit of each key, over ``store`` (the store's
+    quota aggregate, ``store.quotas``).
 
     ``defaults``: the limits of a scope with none of its own
     (:func:`telha.domain.quotas.default_limits`); ``clock`` is monotonic seconds (injected
@@ -72,7 +73,7 @@ class Quotas:
         hit = self._limits.get(scope)
         if hit is not None and hit[1] > now:
             return hit[0]
-        limits = self._defaults.with_overrides(await self._store.scope_limits(scope))
+        limits = self._defaults.with_overrides(await self._store.limits(scope))
         if len(self._limits) >= MAX_BUCKETS:
             self._limits.clear()
         self._limits[scope] = (limits, now + LIMITS_TTL_S)

@@ -54,16 +54,19 @@ class RestStore(
     KeyStore,
     JobEventStore,
     RawStore,
-    QuotaStore,
     Protocol,
 ):
     """The storage roles the REST front uses: the read routes' reads, search and locate, the
     retire, the listings, API key lookups, the live event stream's reads, the raw bytes
-    pages are rendered from and the quotas; and the connector aggregate."""
+    pages are rendered from; and the connector and quota aggregates."""
 
     @property
     def connectors(self) -> ConnectorStore:
         """Registered connectors, their items and sync runs (``store.connectors``)."""
+
+    @property
+    def quotas(self) -> QuotaStore:
+        """Per-scope limits and usage (``store.quotas``)."""
 
 
 @dataclass
@@ -118,7 +121,7 @@ class AppState:
             ingest_slots=cfg.ingest.max_concurrent,
             event_streams=cfg.server.max_event_streams,
         )
-        self.quotas = Quotas(self.store, defaults, self.metrics)
+        self.quotas = Quotas(self.store.quotas, defaults, self.metrics)
 
 
 class KeyCache:

@@ -32,8 +32,8 @@ async def usage(request: Request) -> Response:
     ingests, streams = st.ingest_slots, st.event_streams
     return json_response(
         UsageOut(
-            pending_jobs=await st.store.pending_jobs(scope),
-            stored_bytes=await st.store.stored_bytes(scope),
+            pending_jobs=await st.store.quotas.pending_jobs(scope),
+            stored_bytes=await st.store.quotas.stored_bytes(scope),
             ingests_in_progress=ingests.held(scope),
             event_streams=streams.held(scope),
             limits=LimitsOut(

@@ -548,7 +548,6 @@ class ScanStore(Protocol):
 
 class Storage(
     KeyStore,
-    QuotaStore,
     VersionStore,
     RawStore,
     JobStore,
@@ -565,11 +564,15 @@ class Storage(
 ):
     """Every role at once: what an engine implements. An aggregate the store composes
     rather than inherits is an attribute typed by its role (``store.webhooks``,
-    ``store.connectors``)."""
+    ``store.connectors``, ``store.quotas``)."""
 
     @property
     def connectors(self) -> ConnectorStore:
         """Registered connectors, their items and sync runs."""
+
+    @property
+    def quotas(self) -> QuotaStore:
+        """Per-scope limits and usage."""
 
     @property
     def webhooks(self) -> WebhookStore:

@@ -72,13 +72,13 @@ class WebhookStore(Protocol):
 class QuotaStore(Protocol):
     """Per-scope limits and usage (docs/operations.md, "Quotas and rate limits"): the REST
     front's quota checks and ``GET /v1/usage``, ``telha scope set``, the ``/metrics``
-    gauge."""
+    gauge; a store's ``quotas``."""
 
-    async def scope_limits(self, scope: Scope) -> dict[str, float]:
+    async def limits(self, scope: Scope) -> dict[str, float]:
         """The scope's own limits, ``{key: value}`` (``0``: unlimited); absent keys take the
         ``[quotas]`` defaults."""
 
-    async def set_scope_limit(self, scope: Scope, key: str, value: float | None) -> None:
+    async def set_limit(self, scope: Scope, key: str, value: float | None) -> None:
         """Set the scope's own ``key`` (``None``: remove it, the default applies again)."""
 
     async def pending_jobs(self, scope: Scope, *, cap: int | None = None) -> int:

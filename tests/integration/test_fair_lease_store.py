@@ -144,7 +144,7 @@ async def _scanned(tx: Tx, sid_of: Scope) -> int:
 
 
 async def _agrees(store: Any, scope: Scope) -> int:
-    counted = await store.stored_bytes(scope)
+    counted = await store.quotas.stored_bytes(scope)
     assert counted == await store._read(_scanned, scope)
     return int(counted)
 
@@ -153,7 +153,7 @@ async def test_stored_bytes_follow_every_write_and_removal(
     store: StorageEngine, tmp_path: Path
 ) -> None:
     s: Any = store
-    assert await store.stored_bytes(A) == 0  # a scope never seen
+    assert await store.quotas.stored_bytes(A) == 0  # a scope never seen
     # Raw upload: 2 chunks and a bit.
     data = bytes(range(256)) * ((2 * BLOB_CHUNK + 100) // 256 + 1)
     data = data[: 2 * BLOB_CHUNK + 100]
@@ -173,7 +173,7 @@ async def test_stored_bytes_follow_every_write_and_removal(
     # Another scope's bytes are its own.
     await store.commit_version(B, version(new_id(), b"r3"), one_node("b" * 10), dedup=Dedup.NONE)
     assert await _agrees(s, B) == 10
-    assert await store.total_stored_bytes() == len(data) + len(text) + 10
+    assert await store.quotas.total_stored_bytes() == len(data) + len(text) + 10
     # Erasure removes the source's text (its chunks stay while another source shares them).
     erased = new_id()
     await store.commit_version(
@@ -187,15 +187,15 @@ async def test_stored_bytes_follow_every_write_and_removal(
     blob = BlobCandidate(sid, digest, len(data))
     assert await s._transaction("gc", remove_blob, blob, 2**62, 100) is True
     assert await _agrees(s, A) <= len(text)
-    assert await store.pending_jobs(A) == 0
+    assert await store.quotas.pending_jobs(A) == 0
 
 
 async def test_pending_jobs_are_counted_up_to_a_cap(store: StorageEngine) -> None:
     await _enqueue(store, A, 5, NOW)
     await _lease_all(store, 1, NOW + 100, scope=A)
-    assert await store.pending_jobs(A) == 4
-    assert await store.pending_jobs(A, cap=2) == 2
-    assert await store.pending_jobs(B) == 0
+    assert await store.quotas.pending_jobs(A) == 4
+    assert await store.quotas.pending_jobs(A, cap=2) == 2
+    assert await store.quotas.pending_jobs(B) == 0
 
 
 async def test_an_enqueue_held_to_max_pending_is_refused_and_writes_nothing(
@@ -207,21 +207,21 @@ async def test_an_enqueue_held_to_max_pending_is_refused_and_writes_nothing(
         with pytest.raises(QuotaExceeded, match="max_pending_jobs: this scope has 2"):
             await store.enqueue_job(A, job, now_us=NOW + 10, dedup=False, max_pending=2)
         assert await store.get_job(A, job.job_id) is None
-    assert await store.pending_jobs(A) == 2
+    assert await store.quotas.pending_jobs(A) == 2
     # Under the limit, or another scope, or no limit: enqueued.
     out = await store.enqueue_job(A, _job(), now_us=NOW + 20, dedup=False, max_pending=3)
     assert out.job_id is not None
     assert (await store.enqueue_job(B, _job(), now_us=NOW + 21, dedup=False, max_pending=1)).job_id
     assert (await store.enqueue_job(A, _job(), now_us=NOW + 22, dedup=False)).job_id
-    assert await store.pending_jobs(A) == 4
+    assert await store.quotas.pending_jobs(A) == 4
 
 
 async def test_scope_limits_set_replace_remove(store: StorageEngine) -> None:
-    assert await store.scope_limits(A) == {}
-    await store.set_scope_limit(A, "max_pending_jobs", 10)
-    await store.set_scope_limit(A, "requests_per_second", 2.5)
-    await store.set_scope_limit(A, "max_pending_jobs", 20)
-    assert await store.scope_limits(A) == {"max_pending_jobs": 20.0, "requests_per_second": 2.5}
-    assert await store.scope_limits(B) == {}
-    await store.set_scope_limit(A, "max_pending_jobs", None)
-    assert await store.scope_limits(A) == {"requests_per_second": 2.5}
+    assert await store.quotas.limits(A) == {}
+    await store.quotas.set_limit(A, "max_pending_jobs", 10)
+    await store.quotas.set_limit(A, "requests_per_second", 2.5)
+    await store.quotas.set_limit(A, "max_pending_jobs", 20)
+    assert await store.quotas.limits(A) == {"max_pending_jobs": 20.0, "requests_per_second": 2.5}
+    assert await store.quotas.limits(B) == {}
+    await store.quotas.set_limit(A, "max_pending_jobs", None)
+    assert await store.quotas.limits(A) == {"requests_per_second": 2.5}

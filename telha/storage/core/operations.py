@@ -17,7 +17,7 @@ from telha.storage.core.failed_rows import RowFaultOps
 from telha.storage.core.job_events import JobEventOps
 from telha.storage.core.keys import KeyOps
 from telha.storage.core.listings import ListOps
-from telha.storage.core.quotas import QuotaOps
+from telha.storage.core.quotas import StoreQuotas
 from telha.storage.core.raw import RawOps
 from telha.storage.core.reads import ReadOps
 from telha.storage.core.reproject import ReprojectOps
@@ -45,7 +45,6 @@ class SharedOps(
     CancelOps,
     JobEventOps,
     RawOps,
-    QuotaOps,
     ScanOps,
     ErasureOps,
     RetentionOps,
@@ -55,13 +54,18 @@ class SharedOps(
     """Every operation of :class:`telha.storage.protocol.Storage` but those of
     :class:`~telha.storage.core.versions.VersionOps` and
     :class:`~telha.storage.core.jobs.JobOps`; the aggregates already composed rather than
-    inherited are attributes (``store.webhooks``, ``store.connectors``), each made once, on
-    first use, over this store's runners."""
+    inherited are attributes (``store.webhooks``, ``store.connectors``, ``store.quotas``),
+    each made once, on first use, over this store's runners."""
 
     @cached_property
     def connectors(self) -> Connectors:
         """The connector aggregate (:class:`~telha.storage.core.connector_ops.Connectors`)."""
         return Connectors(self)
+
+    @cached_property
+    def quotas(self) -> StoreQuotas:
+        """The quota aggregate (:class:`~telha.storage.core.quotas.StoreQuotas`)."""
+        return StoreQuotas(self)
 
     @cached_property
     def webhooks(self) -> Webhooks:

@@ -19,7 +19,7 @@ from telha.storage.core.tx import Tx
 __all__ = [
     "ADD_USAGE",
     "PENDING_QUOTA_LOCK",
-    "QuotaOps",
+    "StoreQuotas",
     "hold_pending",
     "pending_jobs",
     "scope_limits",
@@ -113,26 +113,30 @@ async def total_stored_bytes(tx: Tx) -> int:
     return int(row[0]) if row is not None else 0
 
 
-class QuotaOps(EngineOps):
-    """The operations of :class:`telha.storage.protocol.QuotaStore` over the engine's
-    runners."""
+class StoreQuotas:
+    """The quota aggregate of a store (``store.quotas``): a component the store composes
+    (:class:`~telha.storage.core.operations.SharedOps`) over its runners;
+    :class:`telha.storage.protocol.QuotaStore` is its contract."""
 
-    async def scope_limits(self, scope: Scope) -> dict[str, float]:
+    def __init__(self, engine: EngineOps) -> None:
+        self._engine = engine
+
+    async def limits(self, scope: Scope) -> dict[str, float]:
         """See :func:`scope_limits`."""
-        return await self._read(scope_limits, scope)
+        return await self._engine._read(scope_limits, scope)
 
-    async def set_scope_limit(self, scope: Scope, key: str, value: float | None) -> None:
+    async def set_limit(self, scope: Scope, key: str, value: float | None) -> None:
         """See :func:`set_scope_limit`."""
-        await self._transaction("set scope limit", set_scope_limit, scope, key, value)
+        await self._engine._transaction("set scope limit", set_scope_limit, scope, key, value)
 
     async def pending_jobs(self, scope: Scope, *, cap: int | None = None) -> int:
         """See :func:`pending_jobs`."""
-        return await self._read(pending_jobs, scope, cap)
+        return await self._engine._read(pending_jobs, scope, cap)
 
     async def stored_bytes(self, scope: Scope) -> int:
         """See :func:`stored_bytes`."""
-        return await self._read(stored_bytes, scope)
+        return await self._engine._read(stored_bytes, scope)
 
     async def total_stored_bytes(self) -> int:
         """See :func:`total_stored_bytes`."""
-        return await self._read(total_stored_bytes)
+        return await self._engine._read(total_stored_bytes)

@@ -15,6 +15,7 @@ from telha.storage.core.connector_ops import Connectors
 from telha.storage.core.engine import EngineOps
 from telha.storage.core.jobs import JobOps
 from telha.storage.core.operations import SharedOps
+from telha.storage.core.quotas import StoreQuotas
 from telha.storage.core.versions import VersionOps
 from telha.storage.core.webhooks import Webhooks
 from telha.storage.postgres.base import PgBase
@@ -54,6 +55,11 @@ COMPOSED = {
         ("add_connector", "list_connectors", "get_connector", "remove_connector",
          "record_connector_item", "find_connector_item", "connector_items", "start_sync_run",
          "scheduled_connectors", "apply_sync_page", "sync_runs"),
+    ),
+    "quotas": (
+        StoreQuotas,
+        ("scope_limits", "set_scope_limit", "pending_jobs", "stored_bytes",
+         "total_stored_bytes"),
     ),
 }  # fmt: skip
 
