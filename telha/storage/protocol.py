@@ -66,6 +66,7 @@ from telha.storage.core.scan import Scan
 from telha.storage.core.search import Filters, Located, SearchHit
 from telha.storage.core.text_reads import ChunkInputs, TextWindow
 from telha.storage.job_watch import JobEventSignal
+from telha.storage.protocol_composed import ComposedAggregates
 from telha.storage.protocol_connectors import ConnectorStore
 from telha.storage.protocol_keys import KeyStore
 from telha.storage.protocol_lifecycle import QuotaStore, RetentionStore, WebhookStore
@@ -547,6 +548,7 @@ class ScanStore(Protocol):
 
 
 class Storage(
+    ComposedAggregates,
     KeyStore,
     VersionStore,
     RawStore,
@@ -562,21 +564,8 @@ class Storage(
     RetentionStore,
     Protocol,
 ):
-    """Every role at once: what an engine implements. An aggregate the store composes
-    rather than inherits is an attribute typed by its role (``store.webhooks``,
-    ``store.connectors``, ``store.quotas``)."""
-
-    @property
-    def connectors(self) -> ConnectorStore:
-        """Registered connectors, their items and sync runs."""
-
-    @property
-    def quotas(self) -> QuotaStore:
-        """Per-scope limits and usage."""
-
-    @property
-    def webhooks(self) -> WebhookStore:
-        """Webhook subscriptions, signing secrets and deliveries."""
+    """Every role at once: what an engine implements (the composed aggregates are
+    attributes: :class:`~telha.storage.protocol_composed.ComposedAggregates`)."""
 
 
 class StorageEngine(Storage, Protocol):

@@ -1,0 +1,28 @@
+"""The aggregates a store composes rather than inherits (docs/architecture.md, "The storage
+seam"): each an attribute of the store typed by its role, made once over the store's
+runners (:class:`~telha.storage.core.operations.SharedOps`)."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from telha.storage.protocol_connectors import ConnectorStore
+from telha.storage.protocol_lifecycle import QuotaStore, WebhookStore
+
+__all__ = ["ComposedAggregates"]
+
+
+class ComposedAggregates(Protocol):
+    """``store.connectors``, ``store.quotas``, ``store.webhooks``."""
+
+    @property
+    def connectors(self) -> ConnectorStore:
+        """Registered connectors, their items and sync runs."""
+
+    @property
+    def quotas(self) -> QuotaStore:
+        """Per-scope limits and usage."""
+
+    @property
+    def webhooks(self) -> WebhookStore:
+        """Webhook subscriptions, signing secrets and deliveries."""
