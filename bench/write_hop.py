@@ -41,7 +41,7 @@ async def _run(n: int, rounds: int, concurrency: int) -> float:
 
             async def some(count: int) -> None:
                 for _ in range(count):
-                    await store._transaction("hop", _one)
+                    await store.transaction("hop", _one)
 
             best = float("inf")
             for _ in range(rounds):

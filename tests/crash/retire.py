@@ -45,7 +45,7 @@ async def retire_sources(
     out = []
     async with open_store(cfg, base_dir, readers=1, pool_size=2) as store:
         for source_id in source_ids:
-            done = await store._transaction("retire", _retire, scope, source_id, reason)
+            done = await store.transaction("retire", _retire, scope, source_id, reason)
             out.append(done)
             print(uuid.UUID(bytes=source_id), flush=True)
     return out

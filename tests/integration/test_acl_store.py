@@ -61,7 +61,7 @@ async def test_sql_and_python_forms_agree(engine: str, tmp_path: Path) -> None:
                 )  # fmt: skip
                 return {bytes(r[0]) for r in rows}
 
-            by_sql = await store._read(seen)
+            by_sql = await store.read(seen)
             by_python = {ids[n] for n, acl in ACLS.items() if admits(acl, asked)}
             assert by_sql == by_python, asked
             for name in ACLS:

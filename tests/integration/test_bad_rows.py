@@ -72,7 +72,7 @@ async def _sql(store: StorageEngine, sql: str, *params: Any) -> int:
     async def op(tx: Tx) -> int:
         return await tx.execute(sql, *params)
 
-    return await store._transaction("poison", op)  # type: ignore[attr-defined,no-any-return]
+    return await store.transaction("poison", op)  # type: ignore[attr-defined,no-any-return]
 
 
 def _failed(metrics: Metrics, actor: str, what: str) -> float:
@@ -94,9 +94,9 @@ async def test_a_failing_store_is_never_taken_for_a_bad_row(store: StorageEngine
             msgspec.json.decode(b"{")
 
     with pytest.raises(StorageError):
-        await store._transaction("refused", refused)  # type: ignore[attr-defined]
+        await store.transaction("refused", refused)  # type: ignore[attr-defined]
     with pytest.raises(RowFault) as caught:
-        await store._transaction("undecodable", undecodable)  # type: ignore[attr-defined]
+        await store.transaction("undecodable", undecodable)  # type: ignore[attr-defined]
     assert caught.value.reason.startswith("DecodeError: ")
 
 
@@ -288,7 +288,7 @@ async def _entry(store: StorageEngine, source: bytes) -> tuple[bool, str | None]
         assert row is not None
         return bool(row[0]), row[1]
 
-    return await store._read(op)  # type: ignore[attr-defined,no-any-return]
+    return await store.read(op)  # type: ignore[attr-defined,no-any-return]
 
 
 async def test_search_indexer_marks_an_entry_it_cannot_index_failed(store: StorageEngine) -> None:
@@ -403,4 +403,4 @@ async def test_retention_passes_by_an_ended_job_it_cannot_read(
     async def blobs(tx: Tx) -> list[bytes]:
         return [bytes(r[0]) for r in await tx.fetchall("SELECT content_hash FROM raw_blobs")]
 
-    assert await store._read(blobs) == [b"B" * 32]  # type: ignore[attr-defined]
+    assert await store.read(blobs) == [b"B" * 32]  # type: ignore[attr-defined]

@@ -34,7 +34,7 @@ async def _sql(store: StorageEngine, sql: str, *params: Any) -> None:
     async def op(tx: Tx) -> None:
         await tx.execute(sql, *params)
 
-    await store._transaction("poison", op)  # type: ignore[attr-defined]
+    await store.transaction("poison", op)  # type: ignore[attr-defined]
 
 
 async def _poison(config: Path) -> dict[str, bytes]:

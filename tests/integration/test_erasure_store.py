@@ -99,8 +99,8 @@ async def test_purge_stream_leaves_nothing_of_the_version(store: Any) -> None:
     ids = [new_id() for _ in range(3)]
     kept = await _commit(store, scope, other, _projection([(new_id(), b"{}")], 1))
     pinned = await _commit(store, scope, source, _projection([(i, b"{}") for i in ids], 2))
-    sid = await store._read(_scope_id, scope)
-    await store._transaction("purge stream", streams.purge_stream, sid, source, pinned)
+    sid = await store.read(_scope_id, scope)
+    await store.transaction("purge stream", streams.purge_stream, sid, source, pinned)
     assert await store.source_versions(scope, source) == []
     assert not await store.has_source(scope, source)
     assert [await store.get_node(scope, i, None) for i in ids] == [None] * 3

@@ -145,7 +145,7 @@ async def _scanned(tx: Tx, sid_of: Scope) -> int:
 
 async def _agrees(store: Any, scope: Scope) -> int:
     counted = await store.quotas.stored_bytes(scope)
-    assert counted == await store._read(_scanned, scope)
+    assert counted == await store.read(_scanned, scope)
     return int(counted)
 
 
@@ -183,9 +183,9 @@ async def test_stored_bytes_follow_every_write_and_removal(
     await _erase(s, A, erased)
     assert await _agrees(s, A) <= len(data) + len(text)
     # Retention removes the raw blob.
-    sid = await s._read(lambda tx: tx.known_scope_id(A))
+    sid = await s.read(lambda tx: tx.known_scope_id(A))
     blob = BlobCandidate(sid, digest, len(data))
-    assert await s._transaction("gc", remove_blob, blob, 2**62, 100) is True
+    assert await s.transaction("gc", remove_blob, blob, 2**62, 100) is True
     assert await _agrees(s, A) <= len(text)
     assert await store.quotas.pending_jobs(A) == 0
 

@@ -157,7 +157,7 @@ async def _forget_raw(config: Path, digest_hex: str) -> None:
         await tx.execute("DELETE FROM raw_blobs WHERE content_hash = ?", digest)
 
     async with open_store(cfg, base_dir, readers=1, pool_size=2) as store:
-        await store._transaction("test: forget raw", drop)  # type: ignore[attr-defined]
+        await store.transaction("test: forget raw", drop)  # type: ignore[attr-defined]
 
 
 async def test_projection_bump_and_reproject(

@@ -68,7 +68,7 @@ async def _rows(store: StorageEngine) -> list[tuple[bytes, int, int | None, int 
         )
         return [(bytes(r[0]), r[1], r[2], r[3]) for r in rows]
 
-    return await store._read(op)  # type: ignore[attr-defined,no-any-return]
+    return await store.read(op)  # type: ignore[attr-defined,no-any-return]
 
 
 def _one_open_row_each(rows: list[tuple[bytes, int, int | None, int | None]]) -> None:

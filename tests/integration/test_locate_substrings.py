@@ -157,4 +157,4 @@ async def test_a_superseded_version_leaves_the_substring_index(indexed: StorageE
             )
         return int(rows[0][0])
 
-    assert await store._read(held) == 0  # type: ignore[attr-defined]
+    assert await store.read(held) == 0  # type: ignore[attr-defined]

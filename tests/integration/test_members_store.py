@@ -116,7 +116,7 @@ async def _retired(store: StorageEngine, source: bytes) -> list[tuple[int | None
         )
         return [(r[0], r[1]) for r in rows]
 
-    return await store._read(op)  # type: ignore[attr-defined,no-any-return]
+    return await store.read(op)  # type: ignore[attr-defined,no-any-return]
 
 
 async def _current(store: StorageEngine, path: str, as_of: int | None = None) -> bool:

@@ -1,7 +1,7 @@
 """PostgreSQL's fast paths against the general path written once in telha.storage.core: each
 case runs on two fresh databases — through the fast path (``telha_enqueue``, ``telha_lease_fair``,
 ``telha_commit_single`` behind the store's methods) on one, through the core operation
-(``store._transaction(…, core_op, …)``) on the other — and every row of every table must
+(``store.transaction(…, core_op, …)``) on the other — and every row of every table must
 be the same afterwards, as must the outcome. Only transaction times (taken from the clock
 at run time) are normalised, by rank, and the migrations' applied-at times dropped; generated
 ids are made deterministic per row build.
@@ -237,7 +237,7 @@ def _enqueue(job: NewJob, dedup: bool, scope: Scope = SCOPE) -> tuple[Run, Run]:
         return await store.enqueue_job(scope, job, now_us=NOW + 5, dedup=dedup)
 
     async def core(store: PostgresStore) -> Any:
-        return await store._transaction(
+        return await store.transaction(
             "enqueue job", core_jobs.enqueue_job, scope, job, NOW + 5, dedup
         )
 
@@ -254,7 +254,7 @@ async def _with_retired_version(store: PostgresStore) -> None:
     """SOURCE's latest version (content hash HASH) was retired since."""
     await _with_version(store)
     sid = await store._scope_id(SCOPE)
-    await store._transaction("retire source", retire, sid, SOURCE, "gone")
+    await store.transaction("retire source", retire, sid, SOURCE, "gone")
 
 
 async def _with_erased_version(store: PostgresStore) -> None:
@@ -374,7 +374,7 @@ async def test_lease(
         )
 
     async def core(store: PostgresStore) -> Any:
-        return await store._transaction(
+        return await store.transaction(
             "lease job", core_jobs.lease, formats, scope, "w1", NOW + 100, LEASE_US
         )
 
@@ -405,7 +405,7 @@ async def _child_leased(store: PostgresStore) -> None:
             tx, sid, _job(7), NOW, dedup=False, detail=f"parent={parent.hex()}", parent=parent
         )
 
-    await store._transaction("enqueue child", enqueue_child)
+    await store.transaction("enqueue child", enqueue_child)
     held = await store.lease_next_job(
         ["text"], scope=SCOPE, worker_id="w1", now_us=NOW, lease_us=LEASE_US
     )
@@ -492,7 +492,7 @@ def _commit(
 
     async def core(store: PostgresStore) -> Any:
         canonical = content_hash(text)
-        return await store._transaction(
+        return await store.transaction(
             "commit version", core_versions.commit, SCOPE, version, proj, canonical,
             blob_id_for(canonical).bytes, Dedup.SUBMIT, completion,
         )  # fmt: skip

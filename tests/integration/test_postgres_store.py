@@ -324,11 +324,11 @@ async def test_supersede_shared_node_retire_on_both_engines(store: StorageEngine
     ]
     edges = await store.node_edges(SCOPE, PERSON, Direction.IN)
     assert len(edges) == 1  # B's; A's MENTIONS was closed with v2
-    retired = await store._transaction("retire source", _retire, a, "gone")
+    retired = await store.transaction("retire source", _retire, a, "gone")
     assert (retired.version_tx, retired.nodes_closed, retired.reason) == (
         v2.source_version_tx, 2, "gone"
     )  # fmt: skip
-    again = await store._transaction("retire source", _retire, a, "other")
+    again = await store.transaction("retire source", _retire, a, "other")
     assert again == retired
     assert await _current(store, a) == {}
     before = await store.get_node(SCOPE, alpha, as_of=retired.tx - 1)

@@ -58,7 +58,7 @@ async def test_stored_bytes_read_back(
     await store.store_raw(SCOPE, digest, path, size)
     await store.store_raw(SCOPE, digest, path, size)  # stored already: a no-op
     assert await store.has_raw(SCOPE, digest)
-    assert await store._read(_count, digest) == (-(-size // MiB), 1)
+    assert await store.read(_count, digest) == (-(-size // MiB), 1)
     assert await _read(store, digest) == data
     for offset in {0, size // 2, max(size - 1, 0), size}:
         assert await _read(store, digest, offset) == data[offset:]
@@ -73,7 +73,7 @@ async def test_a_store_cut_short_is_not_read_and_is_overwritten(
     data = _bytes(2 * MiB + 5)
     digest = content_hash(data)
     # The first transaction of a store whose process died before the last one.
-    await store._transaction(
+    await store.transaction(
         "store raw bytes", store_chunks, SCOPE, digest, len(data), 0, [b"x" * MiB], False
     )
     assert not await store.has_raw(SCOPE, digest)
@@ -83,7 +83,7 @@ async def test_a_store_cut_short_is_not_read_and_is_overwritten(
     path.write_bytes(data)
     await store.store_raw(SCOPE, digest, path, len(data))
     assert await _read(store, digest) == data
-    assert await store._read(_count, digest) == (3, 1)
+    assert await store.read(_count, digest) == (3, 1)
 
 
 async def _block(tx: Tx, digest: bytes) -> None:
@@ -103,10 +103,10 @@ async def test_blocklisted_bytes_are_refused(
     digest = content_hash(data)
     path = tmp_path / "upload"
     path.write_bytes(data)
-    await store._transaction("block", _block, digest)
+    await store.transaction("block", _block, digest)
     with pytest.raises(ContentErased):
         await store.store_raw(SCOPE, digest, path, len(data))
-    assert await store._read(_count, digest) == (0, 0)
+    assert await store.read(_count, digest) == (0, 0)
 
 
 async def test_a_scan_is_one_snapshot(store: SqliteStore | PostgresStore, tmp_path: Path) -> None:

@@ -98,7 +98,7 @@ async def _age_rows(srv: InProcessServer, job_ids: list[str], digests: list[byte
     cfg, base = load_config(srv.config, environ={})
     async with open_store(cfg, base, readers=1, pool_size=2) as store:
         ids = [uuid.UUID(j).bytes for j in job_ids]
-        await store._transaction("age", _age, ids, digests, 40 * DAY_US)  # type: ignore[attr-defined]
+        await store.transaction("age", _age, ids, digests, 40 * DAY_US)  # type: ignore[attr-defined]
 
 
 async def test_telha_gc_removes_old_ended_jobs_and_their_raw_bytes(

@@ -91,7 +91,7 @@ async def _stored(store: Store, tmp_path: Path, data: bytes, *, at: int = OLD) -
     path = tmp_path / f"upload-{digest.hex()[:8]}"
     path.write_bytes(data)
     await store.store_raw(SCOPE, digest, path, len(data))
-    await store._transaction("age", _age_blob, digest, at)
+    await store.transaction("age", _age_blob, digest, at)
     return digest
 
 
@@ -196,10 +196,10 @@ async def _world(store: Store, tmp_path: Path) -> World:
     w.gone_blobs[await _stored(store, tmp_path, orphan)] = len(orphan)
     cut = _bytes(BLOB_CHUNK * 2, 5)
     cut_digest = content_hash(cut)
-    await store._transaction(
+    await store.transaction(
         "store raw bytes", store_chunks, SCOPE, cut_digest, len(cut), 0, [cut[:BLOB_CHUNK]], False
     )
-    await store._transaction("age", _age_blob, cut_digest, OLD)
+    await store.transaction("age", _age_blob, cut_digest, OLD)
     w.gone_blobs[cut_digest] = len(cut)
     # Old raw bytes a new upload has just found stored (and refreshed): kept.
     again = _bytes(4000, 6)
@@ -229,14 +229,14 @@ async def test_old_ended_jobs_and_unnamed_raw_bytes_go(
     assert done.after is not None
     for j in w.gone_jobs:
         assert await store.get_job(SCOPE, j) is None
-        assert await store._read(_job_rows, j) == {
+        assert await store.read(_job_rows, j) == {
             "jobs": 0, "job_events": 0, "job_webhooks": 0, "webhook_deliveries": 0,
         }  # fmt: skip
     for j in w.kept_jobs:
         kept = await store.get_job(SCOPE, j)
         assert kept is not None and kept.events
     for digest in w.gone_blobs:
-        assert await store._read(_blob_rows, digest) == (0, 0)
+        assert await store.read(_blob_rows, digest) == (0, 0)
     for digest in w.kept_blobs:
         assert await store.has_raw(SCOPE, digest)
     assert await store.webhooks.delivery_times() == (None, None)
@@ -276,15 +276,15 @@ async def test_bytes_stored_again_mid_removal_survive(store: Store, tmp_path: Pa
     stores again is whole and readable, and retention leaves it alone from then on."""
     data = _bytes(4 * BLOB_CHUNK + 1, 7)
     digest = await _stored(store, tmp_path, data)
-    sid = await store._read(lambda tx: tx.known_scope_id(SCOPE))
+    sid = await store.read(lambda tx: tx.known_scope_id(SCOPE))
     blob = BlobCandidate(sid, digest, len(data))
-    first = await store._transaction("gc", remove_blob, blob, CUTOFF, 2)
+    first = await store.transaction("gc", remove_blob, blob, CUTOFF, 2)
     assert first is False and not await store.has_raw(SCOPE, digest)
     await store.store_raw(SCOPE, digest, tmp_path / f"upload-{digest.hex()[:8]}", len(data))
     assert await store.has_raw(SCOPE, digest)
     got = b"".join([d async for _, d, _ in store.read_raw(SCOPE, digest)])
     assert got == data
-    assert await store._transaction("gc", remove_blob, blob, CUTOFF, 2) is None
+    assert await store.transaction("gc", remove_blob, blob, CUTOFF, 2) is None
     done = await store.remove_ended_jobs(before_us=CUTOFF)
     assert done.raw_blobs == 0 and await store.has_raw(SCOPE, digest)
 
@@ -301,7 +301,7 @@ async def test_the_scan_of_ended_jobs_is_an_index_range(store: Store) -> None:
     whether a version names a job is a primary-key or index probe."""
     if not isinstance(store, SqliteStore):
         pytest.skip("SQLite's query plan")
-    plan = await store._read(_plan)
+    plan = await store.read(_plan)
     assert plan[0] == "SEARCH j USING INDEX jobs_ended (updated_at>? AND updated_at<?)", plan
     assert not any("SCAN" in p or "TEMP B-TREE" in p for p in plan), plan
 

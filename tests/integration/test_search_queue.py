@@ -79,7 +79,7 @@ async def _index_rows(store: StorageEngine) -> list[tuple[int, int]]:
         rows = await tx.fetchall("SELECT version_tx, start FROM search_spans ORDER BY 1, 2")
         return [(int(a), int(b)) for a, b in rows]
 
-    return await store._read(op)  # type: ignore[attr-defined,no-any-return]
+    return await store.read(op)  # type: ignore[attr-defined,no-any-return]
 
 
 async def _hits(store: StorageEngine, q: str, scope: Scope = SCOPE) -> list[Any]:
@@ -102,7 +102,7 @@ async def test_a_publish_queues_and_a_search_indexes_its_scope_first(
     # The superseded version's rows wait for deletion; a search reading them is not answered.
     assert {t for t, _ in await _index_rows(store)} == {v1}
     terms = parse_query("beta")
-    assert await store._read(search_op, SCOPE, terms, Filters(), 20, 0) == []  # type: ignore[attr-defined]
+    assert await store.read(search_op, SCOPE, terms, Filters(), 20, 0) == []  # type: ignore[attr-defined]
     assert await _hits(store, "beta") == []  # and the search did its scope's work first
     assert {t for t, _ in await _index_rows(store)} == {v2}
     assert [h.version_tx for h in await _hits(store, "delta")] == [v2]
@@ -149,7 +149,7 @@ async def test_a_batch_ends_after_its_time_and_where_batches_end_changes_no_row(
             )
             return [(int(r), bytes(s), int(a), int(b), str(t)) for r, s, a, b, t in got]
 
-        return steps, await store._read(rows)  # type: ignore[attr-defined]
+        return steps, await store.read(rows)  # type: ignore[attr-defined]
 
     monkeypatch.setattr(search_index, "BATCH_S", 60.0)
     big_steps, big_rows = await fill(indexed)
@@ -182,7 +182,7 @@ async def test_a_scope_whose_rowid_range_is_used_up_is_refused_and_nothing_is_wr
     async def to_bottom(tx: Tx) -> None:
         await tx.execute("UPDATE search_spans SET rowid = ?", lo + 1)
 
-    await store._transaction("test", to_bottom)  # type: ignore[attr-defined]
+    await store.transaction("test", to_bottom)  # type: ignore[attr-defined]
     await _commit(store, ["two", "three"], source=b"b" * 16)
     with pytest.raises(StorageError, match="scope 1: its full-text index rowids are used up"):
         await store.index_queued()
@@ -190,7 +190,7 @@ async def test_a_scope_whose_rowid_range_is_used_up_is_refused_and_nothing_is_wr
     async def rowids(tx: Tx) -> list[int]:
         return [int(r[0]) for r in await tx.fetchall("SELECT rowid FROM search_spans")]
 
-    assert await store._read(rowids) == [lo + 1]  # type: ignore[attr-defined]
+    assert await store.read(rowids) == [lo + 1]  # type: ignore[attr-defined]
 
 
 async def test_an_erasure_deletes_stale_and_filling_rows_at_once(indexed: StorageEngine) -> None:
@@ -223,7 +223,7 @@ async def test_check_accepts_waiting_work_and_finds_work_nobody_waits_for(
         await tx.execute("DELETE FROM search_sources")
         await tx.execute("DELETE FROM search_stale")
 
-    await store._transaction("test", forget)  # type: ignore[attr-defined]
+    await store.transaction("test", forget)  # type: ignore[attr-defined]
     report = await run_checks(store)
     lines = [v.line() for v in report.violations]
     assert sum("not indexed" in line for line in lines) == 2, lines

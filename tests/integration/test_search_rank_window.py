@@ -113,7 +113,7 @@ async def test_the_window_leaves_out_stale_rows(store: StorageEngine) -> None:
     deleted, and a windowed search read before the indexer ran leaves them out of the
     window's bound and of the ranking alike."""
     await _commit(store, NEW, ["zeta gone"])
-    hits = await store._read(  # type: ignore[attr-defined]
+    hits = await store.read(  # type: ignore[attr-defined]
         search_op, SCOPE, parse_query("zeta"), Filters(), 10, 0, 3
     )
     assert [h.source_id for h in hits] == [OLD]
@@ -152,7 +152,7 @@ async def test_a_scopes_rows_are_numbered_newest_lowest(store: StorageEngine) ->
     if engine_of(store) == "postgres":
         pytest.skip("PostgreSQL ranks every match: its rowids order nothing")
     await _hits(store, "zeta", 0)  # indexes the newer source
-    rows = await store._read(_rowids)  # type: ignore[attr-defined]
+    rows = await store.read(_rowids)  # type: ignore[attr-defined]
     lo, hi = scope_rowids(1)
     assert all(lo <= r < hi for r, _, _ in rows)
     old = [r for r, src, _ in rows if src == OLD]

@@ -53,7 +53,7 @@ async def test_each_caller_is_woken_as_its_own_transaction_commits(
         return await tx.execute("INSERT INTO t VALUES (2)")
 
     async def call(name: str, op: Any) -> None:
-        await sqlite_store._transaction(name, op)
+        await sqlite_store.transaction(name, op)
         order.append(name)
         if name == "first":
             first_back.set()
@@ -92,11 +92,11 @@ async def test_a_scope_interned_by_a_rolled_back_transaction_is_not_seen_next(
     got: list[tuple[int, Any]] = []
 
     async def second() -> None:
-        got.append(await sqlite_store._transaction("second", interns))
+        got.append(await sqlite_store.transaction("second", interns))
 
     async def first() -> None:
         with pytest.raises(ValueError, match="on purpose"):
-            await sqlite_store._transaction("first", interns_then_fails)
+            await sqlite_store.transaction("first", interns_then_fails)
 
     with anyio.fail_after(20):
         async with anyio.create_task_group() as tg:
@@ -107,7 +107,7 @@ async def test_a_scope_interned_by_a_rolled_back_transaction_is_not_seen_next(
             go_on.set()
     ((sid, row),) = got
     assert row == ("writer-t",), "the second transaction used the rolled-back scope id"
-    again = await sqlite_store._transaction("third", interns)
+    again = await sqlite_store.transaction("third", interns)
     assert again == (sid, ("writer-t",))
 
 
@@ -124,7 +124,7 @@ async def test_a_lease_head_seen_by_a_rolled_back_transaction_is_written_next(
         raise ValueError("rolled back on purpose")
 
     with pytest.raises(ValueError, match="on purpose"):
-        await sqlite_store._transaction("first", heads_then_fails)
+        await sqlite_store.transaction("first", heads_then_fails)
     job = NewJob(new_id(), "ingest:text", "text", new_id(), None, b"{}")
     await sqlite_store.enqueue_job(SCOPE, job, now_us=1_000, dedup=False)
     leased = await sqlite_store.lease_next_job(
@@ -135,4 +135,4 @@ async def test_a_lease_head_seen_by_a_rolled_back_transaction_is_written_next(
     async def head_known(tx: Tx) -> bool:
         return tx.head_known(await tx.scope_id(SCOPE), "text")
 
-    assert await sqlite_store._transaction("known", head_known)
+    assert await sqlite_store.transaction("known", head_known)

@@ -35,14 +35,14 @@ async def _read_scope(tx: Tx, scope: Scope) -> int | None:
 async def test_a_rolled_back_scope_is_never_cached(store: StorageEngine) -> None:
     scope = Scope("seam-tenant", "org")
     engine = store  # the runners are the engine's own: exercise them directly
-    interned = await engine._transaction("intern", _intern_then_roll_back, scope)  # type: ignore[attr-defined]
+    interned = await engine.transaction("intern", _intern_then_roll_back, scope)  # type: ignore[attr-defined]
     assert isinstance(interned, int)
-    assert await engine._read(_read_scope, scope) is None  # type: ignore[attr-defined]
+    assert await engine.read(_read_scope, scope) is None  # type: ignore[attr-defined]
     # The next write interns the scope for real and uses its committed id.
     key = blake3.blake3(b"seam key").digest()
     await store.insert_api_key(scope, "seam-key", key)
     assert await store.scope_for_key(key) == scope
-    assert await engine._read(_read_scope, scope) is not None  # type: ignore[attr-defined]
+    assert await engine.read(_read_scope, scope) is not None  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize("engine", ENGINES)

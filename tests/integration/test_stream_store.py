@@ -67,7 +67,7 @@ async def _block(store: StorageEngine, digest: bytes) -> None:
             await tx.scope_id(SCOPE), digest, b"e" * 16, NOW,
         )  # fmt: skip
 
-    await store._transaction("block", op)  # type: ignore[attr-defined]
+    await store.transaction("block", op)  # type: ignore[attr-defined]
 
 
 async def _count(store: StorageEngine, table: str) -> int:
@@ -75,7 +75,7 @@ async def _count(store: StorageEngine, table: str) -> int:
         row = await tx.fetchone(f"SELECT count(*) FROM {table}")
         return int(row[0]) if row is not None else 0
 
-    return await store._read(op)  # type: ignore[attr-defined,no-any-return]
+    return await store.read(op)  # type: ignore[attr-defined,no-any-return]
 
 
 async def test_stream_across_chunks_with_replay_and_checks(store: StorageEngine) -> None:

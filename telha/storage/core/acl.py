@@ -67,4 +67,4 @@ class AclOps(EngineOps):
         principals (no read)."""
         if principals is None:
             return True
-        return admits(await self._read(source_acl, scope, source_id), principals)
+        return admits(await self.read(source_acl, scope, source_id), principals)

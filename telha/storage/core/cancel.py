@@ -157,10 +157,10 @@ class CancelOps(EngineOps):
         self, scope: Scope, job_id: bytes, *, now_us: int, children: bool = False
     ) -> CancelOutcome:
         """See :func:`cancel_job`."""
-        return await self._transaction("cancel job", cancel_job, scope, job_id, now_us, children)
+        return await self.transaction("cancel job", cancel_job, scope, job_id, now_us, children)
 
     async def lease_states(self, job_ids: Sequence[bytes]) -> dict[bytes, tuple[str, int]]:
         """See :func:`lease_states`."""
         if not job_ids:
             return {}
-        return await self._read(lease_states, job_ids)
+        return await self.read(lease_states, job_ids)

@@ -27,54 +27,54 @@ class Connectors:
 
     async def add(self, scope: Scope, connector: ConnectorRecord) -> None:
         """See :func:`telha.storage.core.connectors.add_connector`."""
-        await self._engine._transaction("add connector", c.add_connector, scope, connector)
+        await self._engine.transaction("add connector", c.add_connector, scope, connector)
 
     async def listed(self, scope: Scope) -> list[ConnectorRecord]:
         """See :func:`telha.storage.core.connectors.list_connectors`."""
-        return await self._engine._read(c.list_connectors, scope)
+        return await self._engine.read(c.list_connectors, scope)
 
     async def get(self, scope: Scope, connector_id: bytes) -> ConnectorRecord | None:
         """See :func:`telha.storage.core.connectors.get_connector`."""
-        return await self._engine._read(c.get_connector, scope, connector_id)
+        return await self._engine.read(c.get_connector, scope, connector_id)
 
     async def remove(self, scope: Scope, connector_id: bytes, *, now_us: int) -> bool:
         """See :func:`telha.storage.core.connectors.remove_connector`."""
-        return await self._engine._transaction(
+        return await self._engine.transaction(
             "remove connector", c.remove_connector, scope, connector_id, now_us
         )
 
     async def record_item(self, scope: Scope, item: ConnectorItem) -> None:
         """See :func:`telha.storage.core.connectors.record_item`."""
-        await self._engine._transaction("record connector item", c.record_item, scope, item)
+        await self._engine.transaction("record connector item", c.record_item, scope, item)
 
     async def find_item(
         self, scope: Scope, connector_id: bytes, external_id: str
     ) -> ConnectorItem | None:
         """See :func:`telha.storage.core.connectors.find_item`."""
-        return await self._engine._read(c.find_item, scope, connector_id, external_id)
+        return await self._engine.read(c.find_item, scope, connector_id, external_id)
 
     async def items(self, scope: Scope, connector_id: bytes) -> list[ConnectorItem]:
         """See :func:`telha.storage.core.connectors.connector_items`."""
-        return await self._engine._read(c.connector_items, scope, connector_id)
+        return await self._engine.read(c.connector_items, scope, connector_id)
 
     async def start_sync_run(
         self, scope: Scope, job: NewJob, *, now_us: int, every_us: int | None = None
     ) -> bytes | None:
         """See :func:`telha.storage.core.sync_runs.start_run`."""
-        return await self._engine._transaction(
+        return await self._engine.transaction(
             "start sync run", r.start_run, scope, job, now_us, every_us
         )
 
     async def scheduled(self) -> list[tuple[Scope, ConnectorRecord]]:
         """See :func:`telha.storage.core.sync_runs.scheduled`."""
-        return await self._engine._read(r.scheduled)
+        return await self._engine.read(r.scheduled)
 
     async def apply_sync_page(self, p: PageApply) -> PageOutcome:
         """See :func:`telha.storage.core.sync_pages.apply_page`."""
-        return await self._engine._transaction("apply sync page", apply_page, p)
+        return await self._engine.transaction("apply sync page", apply_page, p)
 
     async def sync_runs(
         self, scope: Scope, connector_id: bytes, *, limit: int = 50
     ) -> Sequence[r.RunRow]:
         """See :func:`telha.storage.core.sync_runs.list_runs`."""
-        return await self._engine._read(r.list_runs, scope, connector_id, limit)
+        return await self._engine.read(r.list_runs, scope, connector_id, limit)

@@ -165,7 +165,7 @@ async def version_diff(
 
 class DiffOps(EngineOps):
     """The diff read of :class:`telha.storage.protocol.ReadStore`, one
-    :meth:`~telha.storage.core.engine.EngineOps._read`."""
+    :meth:`~telha.storage.core.engine.EngineOps.read`."""
 
     async def version_diff(
         self,
@@ -178,4 +178,4 @@ class DiffOps(EngineOps):
         after: bytes | None,
     ) -> VersionDiff:
         """See :func:`version_diff`."""
-        return await self._read(version_diff, scope, source_id, from_tx, to_tx, limit, after)
+        return await self.read(version_diff, scope, source_id, from_tx, to_tx, limit, after)

@@ -44,7 +44,7 @@ class EngineOps:
         with anyio.CancelScope(shield=True):
             await self.close()
 
-    async def _transaction(self, what: str, op: Op[T], *args: Any) -> T:
+    async def transaction(self, what: str, op: Op[T], *args: Any) -> T:
         """Run ``op(tx, *args)`` as one write transaction and return its result: committed
         when it returns, rolled back when it raises (:class:`~telha.storage.core.tx.Rollback`
         returns its value).
@@ -54,14 +54,14 @@ class EngineOps:
         """
         raise NotImplementedError
 
-    async def _read(self, op: Op[T], *args: Any) -> T:
+    async def read(self, op: Op[T], *args: Any) -> T:
         """Run ``op(tx, *args)`` on a read connection (no write may happen).
 
         :raises StorageError: the driver failed.
         """
         raise NotImplementedError
 
-    def _snapshot(self) -> AbstractAsyncContextManager[SnapshotTx]:
+    def snapshot(self) -> AbstractAsyncContextManager[SnapshotTx]:
         """A read connection held in one snapshot for as long as the ``async with`` block
         runs (SQLite: a pooled reader inside ``BEGIN``; PostgreSQL: a ``READ ONLY``,
         ``REPEATABLE READ`` transaction), rolled back at the end.

@@ -507,23 +507,23 @@ class ErasureOps(EngineOps):
 
     async def has_source(self, scope: Scope, source_id: bytes) -> bool:
         """See :func:`has_source`."""
-        return await self._read(has_source, scope, source_id)
+        return await self.read(has_source, scope, source_id)
 
     async def erasure_preview(
         self, scope: Scope, source_id: bytes, version_tx: int | None
     ) -> list[PreviewVersion]:
         """See :func:`erasure_preview`."""
-        return await self._read(erasure_preview, scope, source_id, version_tx)
+        return await self.read(erasure_preview, scope, source_id, version_tx)
 
     async def erasure_leftovers(self) -> dict[str, int]:
         """See :func:`erasure_leftovers`."""
-        return await self._read(erasure_leftovers)
+        return await self.read(erasure_leftovers)
 
     async def enqueue_erasure(
         self, scope: Scope, job: NewJob, payload: ErasePayload, *, now_us: int
     ) -> None:
         """See :func:`enqueue_erasure`."""
-        await self._transaction("enqueue erasure", enqueue_erasure, scope, job, payload, now_us)
+        await self.transaction("enqueue erasure", enqueue_erasure, scope, job, payload, now_us)
 
     async def erase_step(self, lease: LeaseRef, step: str, *, now_us: int) -> Counts:
         """See :func:`erase_step`; after ``finish``, the engine's
@@ -533,7 +533,7 @@ class ErasureOps(EngineOps):
         """
         if step not in STEPS:
             raise ValueError(f"unknown erasure step {step!r}")
-        counts = await self._transaction(f"erase ({step})", erase_step, lease, step, now_us)
+        counts = await self.transaction(f"erase ({step})", erase_step, lease, step, now_us)
         if step == "finish":
             await self._erasure_finished()
         return counts

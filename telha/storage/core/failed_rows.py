@@ -82,7 +82,7 @@ def note(fault: RowFault) -> None:
 async def record(ops: EngineOps, fault: RowFault, now_us: int) -> bool:
     """:func:`fail_row` in one transaction of ``ops``, logged ``row_failed`` (what, key,
     reason, whether anything was written)."""
-    done = await ops._transaction("record a failed row", fail_row, fault, now_us)
+    done = await ops.transaction("record a failed row", fail_row, fault, now_us)
     log.warning(
         "row_failed", what=fault.what, key=key_text(fault.key), reason=fault.reason,
         recorded=done,

@@ -47,4 +47,4 @@ class JobEventOps(EngineOps):
         self, scope: Scope, job_id: bytes, after_seq: int, *, limit: int
     ) -> JobEventPage | None:
         """See :func:`events_after`."""
-        return await self._read(events_after, scope, job_id, after_seq, limit)
+        return await self.read(events_after, scope, job_id, after_seq, limit)

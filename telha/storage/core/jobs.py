@@ -530,7 +530,7 @@ class JobOps(EngineOps):
         has ``job.content_hash`` or an active job covers the same ``(source, hash)``, or
         (``max_pending`` > 0) the scope has that many pending jobs (see :func:`enqueue_job`).
         """
-        return await self._transaction(
+        return await self.transaction(
             "enqueue job", enqueue_job, scope, job, now_us, dedup, max_pending
         )
 
@@ -546,7 +546,7 @@ class JobOps(EngineOps):
         """See :func:`lease`."""
         if not formats:
             return None
-        return await self._transaction(
+        return await self.transaction(
             "lease job", lease, formats, scope, worker_id, now_us, lease_us
         )
 
@@ -556,11 +556,11 @@ class JobOps(EngineOps):
         """See :func:`next_available_at`."""
         if not formats:
             return None
-        return await self._read(next_available_at, formats, scope)
+        return await self.read(next_available_at, formats, scope)
 
     async def active_job_counts(self) -> dict[tuple[str, str], int]:
         """See :func:`active_job_counts`."""
-        return await self._read(active_job_counts)
+        return await self.read(active_job_counts)
 
     async def heartbeat_jobs(
         self, leases: Sequence[LeaseRef], *, now_us: int, lease_us: int
@@ -568,21 +568,21 @@ class JobOps(EngineOps):
         """See :func:`heartbeat`."""
         if not leases:
             return []
-        return await self._transaction("extend leases", heartbeat, leases, now_us, lease_us)
+        return await self.transaction("extend leases", heartbeat, leases, now_us, lease_us)
 
     async def fail_job(
         self, lease: LeaseRef, kind: str, reason: str, *, now_us: int, decide: Decide
     ) -> JobRecord:
         """See :func:`fail`."""
-        return await self._transaction("record failure", fail, lease, kind, reason, now_us, decide)
+        return await self.transaction("record failure", fail, lease, kind, reason, now_us, decide)
 
     async def release_job(self, lease: LeaseRef, *, now_us: int, detail: str) -> bool:
         """See :func:`release`."""
-        return await self._transaction("release job", release, lease, now_us, detail)
+        return await self.transaction("release job", release, lease, now_us, detail)
 
     async def reap_expired(self, *, now_us: int, decide: DecideLoss) -> list[tuple[JobRecord, str]]:
         """See :func:`reap`."""
-        return await self._transaction("reap leases", reap, now_us, decide)
+        return await self.transaction("reap leases", reap, now_us, decide)
 
     async def lose_jobs(
         self, leases: Sequence[LeaseRef], *, now_us: int, detail: str, decide: DecideLoss
@@ -590,10 +590,10 @@ class JobOps(EngineOps):
         """See :func:`lose`."""
         if not leases:
             return []
-        return await self._transaction("lose jobs", lose, leases, now_us, detail, decide)
+        return await self.transaction("lose jobs", lose, leases, now_us, detail, decide)
 
     async def get_job(
         self, scope: Scope | None, job_id: bytes, *, events: bool = True
     ) -> JobRecord | None:
         """See :func:`get_job`."""
-        return await self._read(get_job, scope, job_id, events)
+        return await self.read(get_job, scope, job_id, events)

@@ -119,16 +119,16 @@ class KeyOps(EngineOps):
         self, scope: Scope | None = None, *, revoked: bool = False
     ) -> list[KeyRecord]:
         """See :func:`list_keys`."""
-        return await self._read(list_keys, scope, revoked)
+        return await self.read(list_keys, scope, revoked)
 
     async def key_access(self, key_hash: bytes) -> KeyAccess | None:
         """See :func:`key_access`."""
-        return await self._read(key_access, key_hash)
+        return await self.read(key_access, key_hash)
 
     async def revoke_api_key(self, key_id: str) -> int | None:
         """See :func:`revoke_key` (now)."""
-        return await self._transaction("revoke api key", revoke_key, key_id, now_us())
+        return await self.transaction("revoke api key", revoke_key, key_id, now_us())
 
     async def api_key_used(self, key_hash: bytes, at: int) -> None:
         """See :func:`key_used`."""
-        await self._transaction("note api key use", key_used, key_hash, at)
+        await self.transaction("note api key use", key_used, key_hash, at)

@@ -281,24 +281,24 @@ async def version_parents(tx: Tx, scope: Scope, source_id: bytes) -> dict[int, V
 
 class ListOps(EngineOps):
     """The listing reads of :class:`telha.storage.protocol.ListStore`, each one
-    :meth:`~telha.storage.core.engine.EngineOps._read`."""
+    :meth:`~telha.storage.core.engine.EngineOps.read`."""
 
     async def list_sources(self, scope: Scope, f: SourceFilter, page: Page) -> list[SourceSummary]:
         """See :func:`list_sources`."""
-        return await self._read(list_sources, scope, f, page)
+        return await self.read(list_sources, scope, f, page)
 
     async def source_summary(self, scope: Scope, source_id: bytes) -> SourceSummary | None:
         """See :func:`source_summary`."""
-        return await self._read(source_summary, scope, source_id)
+        return await self.read(source_summary, scope, source_id)
 
     async def list_jobs(self, scope: Scope, f: JobFilter, page: Page) -> list[JobSummary]:
         """See :func:`list_jobs`."""
-        return await self._read(list_jobs, scope, f, page)
+        return await self.read(list_jobs, scope, f, page)
 
     async def job_family(self, scope: Scope, job_id: bytes) -> JobFamily | None:
         """See :func:`job_family`."""
-        return await self._read(job_family, scope, job_id)
+        return await self.read(job_family, scope, job_id)
 
     async def version_parents(self, scope: Scope, source_id: bytes) -> dict[int, VersionParent]:
         """See :func:`version_parents`."""
-        return await self._read(version_parents, scope, source_id)
+        return await self.read(version_parents, scope, source_id)

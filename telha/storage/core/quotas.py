@@ -123,20 +123,20 @@ class StoreQuotas:
 
     async def limits(self, scope: Scope) -> dict[str, float]:
         """See :func:`scope_limits`."""
-        return await self._engine._read(scope_limits, scope)
+        return await self._engine.read(scope_limits, scope)
 
     async def set_limit(self, scope: Scope, key: str, value: float | None) -> None:
         """See :func:`set_scope_limit`."""
-        await self._engine._transaction("set scope limit", set_scope_limit, scope, key, value)
+        await self._engine.transaction("set scope limit", set_scope_limit, scope, key, value)
 
     async def pending_jobs(self, scope: Scope, *, cap: int | None = None) -> int:
         """See :func:`pending_jobs`."""
-        return await self._engine._read(pending_jobs, scope, cap)
+        return await self._engine.read(pending_jobs, scope, cap)
 
     async def stored_bytes(self, scope: Scope) -> int:
         """See :func:`stored_bytes`."""
-        return await self._engine._read(stored_bytes, scope)
+        return await self._engine.read(stored_bytes, scope)
 
     async def total_stored_bytes(self) -> int:
         """See :func:`total_stored_bytes`."""
-        return await self._engine._read(total_stored_bytes)
+        return await self._engine.read(total_stored_bytes)

@@ -10,7 +10,7 @@ once (a client retrying against another PostgreSQL replica) both end with the sa
 and whichever finishes first makes the blob readable. The erasure blocklist refuses the
 bytes in the first transaction (docs/operations.md, "Erasure").
 
-A read hands back one chunk per :meth:`~telha.storage.core.engine.EngineOps._read`, so a
+A read hands back one chunk per :meth:`~telha.storage.core.engine.EngineOps.read`, so a
 slow consumer never holds a pooled connection.
 """
 
@@ -175,7 +175,7 @@ class RawOps(EngineOps):
 
     async def has_raw(self, scope: Scope, digest: bytes) -> bool:
         """See :func:`has_raw`."""
-        return await self._read(has_raw, scope, digest)
+        return await self.read(has_raw, scope, digest)
 
     async def store_raw(self, scope: Scope, digest: bytes, path: Path, size: int) -> None:
         """Store the file at ``path`` (``size`` bytes, BLAKE3 ``digest``) a few chunks per
@@ -191,7 +191,7 @@ class RawOps(EngineOps):
         lock = self._raw_locks.setdefault(key, anyio.Lock())
         try:
             async with lock:
-                if await self.has_raw(scope, digest) and await self._transaction(
+                if await self.has_raw(scope, digest) and await self.transaction(
                     "refresh raw bytes", refresh_raw, scope, digest, now_us()
                 ):
                     return  # content-addressed: those bytes are stored already
@@ -201,7 +201,7 @@ class RawOps(EngineOps):
                     chunks, last = await anyio.to_thread.run_sync(
                         _read_chunks, path, idx, _CHUNKS_PER_TX
                     )
-                    await self._transaction(
+                    await self.transaction(
                         "store raw bytes", store_chunks, scope, digest, size, idx, chunks, last
                     )
                     idx += len(chunks)
@@ -218,7 +218,7 @@ class RawOps(EngineOps):
         :raises NotFound: no complete raw bytes with ``digest`` in ``scope``, ``offset`` is
             past their end, or a chunk is missing.
         """
-        sid, size, data = await self._read(raw_head, scope, digest, offset)
+        sid, size, data = await self.read(raw_head, scope, digest, offset)
         idx, skip = divmod(offset, BLOB_CHUNK)
         while data is not None:
             yield idx * BLOB_CHUNK + skip, data[skip:], size
@@ -226,4 +226,4 @@ class RawOps(EngineOps):
             idx += 1
             if idx * BLOB_CHUNK >= size:
                 break
-            data = await self._read(raw_chunk, sid, digest, idx)
+            data = await self.read(raw_chunk, sid, digest, idx)

@@ -2,7 +2,7 @@
 source versions, canonical text slices, span rows, nodes as of a transaction time, node
 listings and edges with live endpoints.
 
-Each operation is one :meth:`~telha.storage.core.engine.EngineOps._read`: on SQLite one
+Each operation is one :meth:`~telha.storage.core.engine.EngineOps.read`: on SQLite one
 hand-off to a pooled reader, which runs it whole in one read transaction; on PostgreSQL one
 pooled connection, one round trip per statement. Records are built by
 :mod:`telha.domain.records`.
@@ -269,30 +269,30 @@ async def node_edges(
 
 class ReadOps(EngineOps):
     """The read operations of :class:`telha.storage.protocol.Storage`, each one
-    :meth:`~telha.storage.core.engine.EngineOps._read`."""
+    :meth:`~telha.storage.core.engine.EngineOps.read`."""
 
     async def scope_for_key(self, key_hash: bytes) -> Scope | None:
         """See :func:`scope_for_key`."""
-        return await self._read(scope_for_key, key_hash)
+        return await self.read(scope_for_key, key_hash)
 
     async def latest_version(self, scope: Scope, source_id: bytes) -> SourceVersion | None:
         """A source's latest finalized version, or ``None`` (see :func:`source_versions`)."""
-        versions = await self._read(source_versions, scope, source_id, True)
+        versions = await self.read(source_versions, scope, source_id, True)
         return versions[0] if versions else None
 
     async def source_versions(self, scope: Scope, source_id: bytes) -> list[SourceVersion]:
         """See :func:`source_versions`."""
-        return await self._read(source_versions, scope, source_id, False)
+        return await self.read(source_versions, scope, source_id, False)
 
     async def read_text(
         self, scope: Scope, source_id: bytes, tx: int, start: int | None, end: int | None
     ) -> bytes:
         """See :func:`read_text`."""
-        return await self._read(read_text, scope, source_id, tx, start, end)
+        return await self.read(read_text, scope, source_id, tx, start, end)
 
     async def span_rows(self, scope: Scope, source_id: bytes, tx: int) -> list[SpanRecord]:
         """See :func:`span_rows`."""
-        return await self._read(span_rows, scope, source_id, tx)
+        return await self.read(span_rows, scope, source_id, tx)
 
     async def get_node(
         self,
@@ -302,7 +302,7 @@ class ReadOps(EngineOps):
         principals: tuple[str, ...] | None = None,
     ) -> NodeVersion | None:
         """See :func:`get_node`."""
-        return await self._read(get_node, scope, node_id, as_of, principals)
+        return await self.read(get_node, scope, node_id, as_of, principals)
 
     async def list_nodes(
         self,
@@ -316,9 +316,7 @@ class ReadOps(EngineOps):
         principals: tuple[str, ...] | None = None,
     ) -> list[NodeVersion]:
         """See :func:`list_nodes`."""
-        return await self._read(
-            list_nodes, scope, label, source_id, limit, after, as_of, principals
-        )
+        return await self.read(list_nodes, scope, label, source_id, limit, after, as_of, principals)
 
     async def node_edges(
         self,
@@ -329,4 +327,4 @@ class ReadOps(EngineOps):
         principals: tuple[str, ...] | None = None,
     ) -> list[EdgeRecord]:
         """See :func:`node_edges`."""
-        return await self._read(node_edges, scope, node_id, direction, as_of, principals)
+        return await self.read(node_edges, scope, node_id, direction, as_of, principals)

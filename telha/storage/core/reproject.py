@@ -93,4 +93,4 @@ class ReprojectOps(EngineOps):
         limit: int,
     ) -> list[ReprojectRow]:
         """See :func:`current_versions`."""
-        return await self._read(current_versions, scope, fmt, source_id, after, limit)
+        return await self.read(current_versions, scope, fmt, source_id, after, limit)

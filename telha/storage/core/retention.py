@@ -325,14 +325,14 @@ class RetentionOps(EngineOps):
             removed (each is whole), a later pass finishes.
         """
         if dry_run:
-            jobs, events, payload = await self._read(count_jobs, before_us)
+            jobs, events, payload = await self.read(count_jobs, before_us)
             blobs, size = await self._blobs(before_us, remove=False)
             return RetentionResult(jobs, events, blobs, size, payload)
         jobs = events = payload = 0
         faults: list[RowFault] = []
         key = after
         while True:
-            done = await self._transaction("remove ended jobs", remove_jobs, before_us, key, batch)
+            done = await self.transaction("remove ended jobs", remove_jobs, before_us, key, batch)
             jobs, events, payload = (
                 jobs + done.jobs,
                 events + done.events,
@@ -352,7 +352,7 @@ class RetentionOps(EngineOps):
         count = size = 0
         after: tuple[int, bytes] | None = None
         while True:
-            page, nxt = await self._read(blob_candidates, before_us, after, BLOBS_PER_READ)
+            page, nxt = await self.read(blob_candidates, before_us, after, BLOBS_PER_READ)
             for blob in page:
                 gone: bool | None = True
                 while remove and (gone := await self._remove_blob(blob, before_us)) is False:
@@ -365,6 +365,6 @@ class RetentionOps(EngineOps):
 
     async def _remove_blob(self, blob: BlobCandidate, before_us: int) -> bool | None:
         """One transaction of :func:`remove_blob`."""
-        return await self._transaction(
+        return await self.transaction(
             "remove raw bytes", remove_blob, blob, before_us, CHUNKS_PER_TX
         )

@@ -29,10 +29,10 @@ async def retire_source(
 
 class RetireOps(EngineOps):
     """The retire of :class:`telha.storage.protocol.RetireStore`, one
-    :meth:`~telha.storage.core.engine.EngineOps._transaction`."""
+    :meth:`~telha.storage.core.engine.EngineOps.transaction`."""
 
     async def retire_source(
         self, scope: Scope, source_id: bytes, reason: str | None
     ) -> RetireOutcome:
         """See :func:`retire_source`."""
-        return await self._transaction("retire source", retire_source, scope, source_id, reason)
+        return await self.transaction("retire source", retire_source, scope, source_id, reason)

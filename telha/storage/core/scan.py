@@ -1,6 +1,6 @@
 """The whole-store snapshot of ``telha check`` (docs/operations.md, "telha check"), written
 once for both engines: a :class:`Scan` over the engine's
-:meth:`~telha.storage.core.engine.EngineOps._snapshot`.
+:meth:`~telha.storage.core.engine.EngineOps.snapshot`.
 
 Big tables are streamed from one cursor per scan, in primary-key order. Batched lookups join
 the keys against the table's primary key: on PostgreSQL all of them at once, as ``unnest``
@@ -303,9 +303,9 @@ class ScanOps(EngineOps):
     @asynccontextmanager
     async def scan(self) -> AsyncIterator[Scan]:
         """A consistent read-only snapshot of every table for as long as the block runs
-        (:meth:`~telha.storage.core.engine.EngineOps._snapshot`).
+        (:meth:`~telha.storage.core.engine.EngineOps.snapshot`).
 
         :raises StorageError: the store cannot be read.
         """
-        async with self._snapshot() as tx:
+        async with self.snapshot() as tx:
             yield Scan(tx)

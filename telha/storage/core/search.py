@@ -383,7 +383,7 @@ async def _queued(tx: Tx, scope: Scope | None) -> int:
 
 class SearchOps(EngineOps):
     """The search reads of :class:`telha.storage.protocol.SearchStore`, each one
-    :meth:`~telha.storage.core.engine.EngineOps._read` after :meth:`catch_up`, and the
+    :meth:`~telha.storage.core.engine.EngineOps.read` after :meth:`catch_up`, and the
     index's writer (:meth:`index_queued`)."""
 
     #: ``[search] enabled`` (set by each engine's base class).
@@ -423,11 +423,11 @@ class SearchOps(EngineOps):
         the check and the search share its snapshot."""
         args = (scope, terms, filters, limit, offset, rank_window)
         if self.search_enabled:
-            settled = await self._read(_settled_search, *args)
+            settled = await self.read(_settled_search, *args)
             if settled is not None:
                 return settled, 0
             await self.catch_up(scope)
-        return await self._read(search, *args), await self.queued_versions(scope)
+        return await self.read(search, *args), await self.queued_versions(scope)
 
     async def locate(
         self,
@@ -440,7 +440,7 @@ class SearchOps(EngineOps):
     ) -> list[Located]:
         """See :func:`locate`."""
         await self.catch_up(scope)
-        return await self._read(locate, scope, quote, source_id, limit, principals)
+        return await self.read(locate, scope, quote, source_id, limit, principals)
 
     async def index_queued(self, *, scope: Scope | None = None, limit: int = INDEX_BATCH) -> int:
         """One batch of the index's waiting work (of ``scope``, or of any scope) in one
@@ -455,12 +455,12 @@ class SearchOps(EngineOps):
             of this batch was written; record it
             (:meth:`~telha.storage.core.failed_rows.RowFaultOps.fail_row`) and call again.
         """
-        return await self._transaction("index search spans", _index_step, scope, limit)
+        return await self.transaction("index search spans", _index_step, scope, limit)
 
     async def queued_versions(self, scope: Scope | None = None) -> int:
         """Versions whose index rows wait to be written or deleted (of ``scope``, or of
         every scope)."""
-        return await self._read(_queued, scope)
+        return await self.read(_queued, scope)
 
     async def catch_up(self, scope: Scope) -> int:
         """Do the index work ``scope`` has waiting, for at most :attr:`catch_up_s` seconds,

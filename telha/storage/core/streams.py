@@ -302,7 +302,7 @@ class StreamOps(EngineOps):
 
     async def stream_base(self, job_id: bytes, lease: LeaseRef, worker_id: str) -> int:
         """See :func:`stream_base`."""
-        return await self._read(stream_base, job_id, lease, worker_id)
+        return await self.read(stream_base, job_id, lease, worker_id)
 
     async def apply_stream_part(
         self, scope: Scope, version: NewVersion, projection: Projection, part: StreamPart
@@ -310,6 +310,6 @@ class StreamOps(EngineOps):
         """See :func:`apply_stream_part` (the part's match keys are computed off the event
         loop first)."""
         await off_loop(len(projection.canonical), match_keys, projection)
-        return await self._transaction(
+        return await self.transaction(
             "apply streamed submission", apply_stream_part, scope, version, projection, part
         )

@@ -162,7 +162,7 @@ async def text_window(
 
 class TextReadOps(EngineOps):
     """The chunk and offset reads of :class:`telha.storage.protocol.ReadStore`, each one
-    :meth:`~telha.storage.core.engine.EngineOps._read`."""
+    :meth:`~telha.storage.core.engine.EngineOps.read`."""
 
     async def chunk_inputs(
         self,
@@ -172,10 +172,10 @@ class TextReadOps(EngineOps):
         max_text_bytes: int = MAX_CHUNKED_TEXT_BYTES,
     ) -> ChunkInputs:
         """See :func:`chunk_inputs`."""
-        return await self._read(chunk_inputs, scope, source_id, tx, max_text_bytes)
+        return await self.read(chunk_inputs, scope, source_id, tx, max_text_bytes)
 
     async def text_window(
         self, scope: Scope, source_id: bytes, tx: int, start: int, end: int
     ) -> TextWindow:
         """See :func:`text_window`."""
-        return await self._read(text_window, scope, source_id, tx, start, end)
+        return await self.read(text_window, scope, source_id, tx, start, end)

@@ -245,7 +245,7 @@ class VersionOps(EngineOps):
         the read's (bench/RESULTS.md, "Per-job cuts"); the rows written are the same."""
         text = projection.canonical
         canonical_hash = await off_loop(len(text), content_hash, text)
-        if len(text) >= OFFLOAD_BYTES and await self._read(_has_version, scope, version.source_id):
+        if len(text) >= OFFLOAD_BYTES and await self.read(_has_version, scope, version.source_id):
             await off_loop(len(text), match_keys, projection)  # kept on the projection
         blob_id = blob_id_for(canonical_hash).bytes
         fast = await self._commit_fast(
@@ -253,7 +253,7 @@ class VersionOps(EngineOps):
         )
         if fast is not None:
             return fast
-        return await self._transaction(
+        return await self.transaction(
             "commit version", commit, scope, version, projection, canonical_hash, blob_id,
             dedup, completion,
         )  # fmt: skip
@@ -280,6 +280,6 @@ class VersionOps(EngineOps):
         principals: tuple[str, ...] | None = None,
     ) -> None:
         """See :func:`insert_api_key`."""
-        await self._transaction(
+        await self.transaction(
             "store api key", insert_api_key, scope, key_id, key_hash, now_us(), principals
         )

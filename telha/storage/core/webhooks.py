@@ -272,43 +272,41 @@ class Webhooks:
         self, scope: Scope, url: str, events: int, *, now_us: int
     ) -> tuple[bytes, str | None]:
         """See :func:`add_webhook`."""
-        return await self._engine._transaction(
+        return await self._engine.transaction(
             "add webhook", add_webhook, scope, url, events, now_us
         )
 
     async def remove(self, scope: Scope, webhook_id: bytes) -> bool:
         """See :func:`remove_webhook`."""
-        return await self._engine._transaction("remove webhook", remove_webhook, scope, webhook_id)
+        return await self._engine.transaction("remove webhook", remove_webhook, scope, webhook_id)
 
     async def subscriptions(self, scope: Scope) -> list[WebhookRecord]:
         """See :func:`list_webhooks`."""
-        return await self._engine._read(list_webhooks, scope)
+        return await self._engine.read(list_webhooks, scope)
 
     async def rotate_secret(self, scope: Scope, *, now_us: int) -> str:
         """See :func:`rotate_secret`."""
-        return await self._engine._transaction(
-            "rotate webhook secret", rotate_secret, scope, now_us
-        )
+        return await self._engine.transaction("rotate webhook secret", rotate_secret, scope, now_us)
 
     async def has_secret(self, scope: Scope) -> bool:
         """See :func:`has_secret`."""
-        return await self._engine._read(has_secret, scope)
+        return await self._engine.read(has_secret, scope)
 
     async def claim_deliveries(
         self, *, now_us: int, limit: int, claim_us: int
     ) -> list[DeliveryClaim]:
         """See :func:`claim`."""
-        return await self._engine._transaction("claim deliveries", claim, now_us, limit, claim_us)
+        return await self._engine.transaction("claim deliveries", claim, now_us, limit, claim_us)
 
     async def finish_deliveries(self, results: Sequence[DeliveryResult]) -> None:
         """See :func:`finish`."""
         if results:
-            await self._engine._transaction("finish deliveries", finish, results)
+            await self._engine.transaction("finish deliveries", finish, results)
 
     async def delivery_times(self) -> tuple[int | None, int | None]:
         """See :func:`delivery_times`."""
-        return await self._engine._read(delivery_times)
+        return await self._engine.read(delivery_times)
 
     async def pending_deliveries(self, job_ids: Sequence[bytes]) -> int:
         """See :func:`pending_for_jobs`."""
-        return await self._engine._read(pending_for_jobs, job_ids) if job_ids else 0
+        return await self._engine.read(pending_for_jobs, job_ids) if job_ids else 0

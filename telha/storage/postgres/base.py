@@ -114,7 +114,7 @@ class PgBase(EngineOps):
             await self.close()
             raise
         if not self._readonly:
-            await self._transaction("set up the search index", set_search)
+            await self.transaction("set up the search index", set_search)
 
     async def close(self) -> None:
         """Close the pool (waits for connections in use to be given back, then closes)."""
@@ -146,8 +146,8 @@ class PgBase(EngineOps):
         if cached is not None:
             return cached
         if intern:
-            return await self._transaction("intern scope", _intern_scope, scope)
-        return await self._read(_known_scope, scope)
+            return await self.transaction("intern scope", _intern_scope, scope)
+        return await self.read(_known_scope, scope)
 
     async def _erasure_finished(self) -> None:
         """After an erasure's ``finish`` (see :class:`~telha.storage.core.erasure.ErasureOps`):
@@ -155,8 +155,8 @@ class PgBase(EngineOps):
         table pages until VACUUM reclaims them; running it is the operator's step
         (docs/operations.md, "Erasure")."""
 
-    async def _transaction(self, what: str, op: Op[T], *args: Any) -> T:
-        """See :meth:`telha.storage.core.engine.EngineOps._transaction`: ``op`` is awaited on
+    async def transaction(self, what: str, op: Op[T], *args: Any) -> T:
+        """See :meth:`telha.storage.core.engine.EngineOps.transaction`: ``op`` is awaited on
         a pooled connection inside one transaction (:meth:`_write`); scopes it interned are
         cached once it commits, and the readers of the jobs it wrote events of are woken."""
         committed: list[PgTx] = []
@@ -174,8 +174,8 @@ class PgBase(EngineOps):
             self.job_events.signal(committed[0].event_jobs)
         return result
 
-    async def _read(self, op: Op[T], *args: Any) -> T:
-        """See :meth:`telha.storage.core.engine.EngineOps._read`: ``op`` runs on one pooled
+    async def read(self, op: Op[T], *args: Any) -> T:
+        """See :meth:`telha.storage.core.engine.EngineOps.read`: ``op`` runs on one pooled
         connection, each statement its own snapshot (reads that need one snapshot use a
         repeatable-read transaction themselves)."""
         try:
@@ -188,8 +188,8 @@ class PgBase(EngineOps):
             raise StorageError(f"read failed: {exc}") from exc
 
     @asynccontextmanager
-    async def _snapshot(self) -> AsyncIterator[PgSnapshotTx]:
-        """See :meth:`telha.storage.core.engine.EngineOps._snapshot`: one ``READ ONLY``,
+    async def snapshot(self) -> AsyncIterator[PgSnapshotTx]:
+        """See :meth:`telha.storage.core.engine.EngineOps.snapshot`: one ``READ ONLY``,
         ``REPEATABLE READ`` transaction on a pooled connection (every statement sees the
         database as of its first one, while the replicas go on committing)."""
         pool = self._require_pool()

@@ -158,7 +158,7 @@ class FastVersionOps(VersionOps, PgBase):
             return None
         sid = await self._scope_id(scope, intern=True)
         assert sid is not None
-        if await self._read(has_webhooks, sid, completion.lease.job_id):
+        if await self.read(has_webhooks, sid, completion.lease.job_id):
             return None
         # A source's first version defers its match keys (telha.storage.core.publish.match).
         keys = projection.match_keys or deferred_keys(projection)

@@ -121,7 +121,7 @@ class SqliteBase(EngineOps):
                 await self._writer.execute(f"PRAGMA wal_autocheckpoint={_AUTOCHECKPOINT_PAGES}")
                 await apply_migrations(self._writer)
                 self._clock = TxClock(await self._max_tx())
-                await self._transaction("set up the search index", set_search)
+                await self.transaction("set up the search index", set_search)
             self._pool_send, self._pool_recv = anyio.create_memory_object_stream[
                 aiosqlite.Connection
             ](self._n_readers)
@@ -262,8 +262,8 @@ class SqliteBase(EngineOps):
         self._scopes[scope] = int(row[0])
         return self._scopes[scope]
 
-    async def _transaction(self, what: str, op: Op[T], *args: Any) -> T:
-        """See :meth:`telha.storage.core.engine.EngineOps._transaction`: ``op`` runs whole on
+    async def transaction(self, what: str, op: Op[T], *args: Any) -> T:
+        """See :meth:`telha.storage.core.engine.EngineOps.transaction`: ``op`` runs whole on
         the writer's thread (:meth:`_write`); once it committed, the readers of the jobs it
         wrote events of are woken (:attr:`job_events`)."""
         done: list[SqliteTx] = []
@@ -286,8 +286,8 @@ class SqliteBase(EngineOps):
             self.job_events.signal(done[0].event_jobs)
         return result
 
-    async def _read(self, op: Op[T], *args: Any) -> T:
-        """See :meth:`telha.storage.core.engine.EngineOps._read`: ``op`` runs whole on one
+    async def read(self, op: Op[T], *args: Any) -> T:
+        """See :meth:`telha.storage.core.engine.EngineOps.read`: ``op`` runs whole on one
         pooled reader's thread, in one read transaction (a consistent snapshot)."""
 
         def body(conn: sqlite3.Connection) -> T:
@@ -322,8 +322,8 @@ class SqliteBase(EngineOps):
         log.warning("erasure_checkpoint_busy", db=str(self.path))
 
     @asynccontextmanager
-    async def _snapshot(self) -> AsyncIterator[SqliteSnapshotTx]:
-        """See :meth:`telha.storage.core.engine.EngineOps._snapshot`: one pooled ``mode=ro``
+    async def snapshot(self) -> AsyncIterator[SqliteSnapshotTx]:
+        """See :meth:`telha.storage.core.engine.EngineOps.snapshot`: one pooled ``mode=ro``
         reader inside ``BEGIN`` (WAL keeps it stable while the writer commits, and the WAL
         cannot be checkpointed past it meanwhile)."""
         async with self._reader() as conn:
