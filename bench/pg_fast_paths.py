@@ -17,7 +17,6 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import anyio
 
@@ -28,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from telha.domain.ids import content_hash
 from telha.domain.model import Dedup, JobCompletion, LeaseRef, NewJob, NewVersion, Scope
 from telha.domain.projection import EdgeOut, NodeOut, Projection, SpanOut
-from telha.storage.core.jobs import JobOps
+from telha.storage.core.job_ops import Jobs
 from telha.storage.core.versions import VersionOps
 from telha.storage.postgres import PostgresStore
 from tests.support.pg import create_database, drop_databases
@@ -52,6 +51,8 @@ async def one_mode(jobs: int, fast: bool) -> dict[str, float]:
     store = PostgresStore(create_database(), pool_size=2)
     await store.open()
     took: dict[str, list[float]] = {"enqueue": [], "lease": [], "commit": []}
+    # The fast paths (FastJobs) or the general path over the same store.
+    jobs = store.jobs if fast else Jobs(store)
     try:
         now = 1_000_000_000_000
         sources = [n.to_bytes(4, "big") * 4 for n in range(jobs)]
@@ -61,16 +62,14 @@ async def one_mode(jobs: int, fast: bool) -> dict[str, float]:
                 content_hash(b"raw %d" % n), b'{"name":"a.txt"}', name=f"a{n}.txt",
             )  # fmt: skip
             t0 = time.perf_counter()
-            if fast:
-                await store.enqueue_job(SCOPE, job, now_us=now, dedup=True)
-            else:
-                await JobOps.enqueue_job(store, SCOPE, job, now_us=now, dedup=True)
+            await jobs.enqueue(SCOPE, job, now_us=now, dedup=True)
             took["enqueue"].append(time.perf_counter() - t0)
         leased = []
         for _ in sources:
             t0 = time.perf_counter()
-            call: Any = store.lease_next_job if fast else JobOps.lease_next_job.__get__(store)
-            got = await call(["text"], scope=None, worker_id="w", now_us=now, lease_us=LEASE_US)
+            got = await jobs.lease_next(
+                ["text"], scope=None, worker_id="w", now_us=now, lease_us=LEASE_US
+            )
             took["lease"].append(time.perf_counter() - t0)
             assert got is not None
             leased.append(got)

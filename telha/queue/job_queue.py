@@ -50,7 +50,7 @@ from telha.logs import bound_job, fields_of
 from telha.metrics import Metrics
 from telha.row_faults import past_bad_rows
 from telha.storage.api import REVOKED
-from telha.storage.protocol import ALL_FORMATS, JobStore
+from telha.storage.protocol import ALL_FORMATS, QueueStore
 
 __all__ = ["JobQueue", "LeaseInterrupt"]
 
@@ -138,7 +138,7 @@ _Held = tuple[JobRecord, Callable[[], None], float, Callable[[], None] | None]
 
 
 class JobQueue:
-    """The queue over a :class:`~telha.storage.protocol.JobStore`.
+    """The queue over a :class:`~telha.storage.protocol.QueueStore`.
 
     :param store: the storage engine holding job rows and events.
     :param config: the ``[jobs]`` section (``lease_secs``, ``max_attempts``, backoff, reaper).
@@ -149,7 +149,7 @@ class JobQueue:
 
     def __init__(
         self,
-        store: JobStore,
+        store: QueueStore,
         config: JobsConfig,
         *,
         clock: Callable[[], int] = now_us,
@@ -283,7 +283,7 @@ class JobQueue:
         if not held:
             return 0
         try:
-            states = await self._store.lease_states(list(held))
+            states = await self._store.jobs.lease_states(list(held))
         except TelhaError:  # storage trouble: the refused leases are freed all the same
             states = {}
         found = 0
@@ -324,7 +324,7 @@ class JobQueue:
             ``children``) or ``dead``.
         :raises telha.domain.errors.Conflict: it is an erasure.
         """
-        outcome = await self._store.cancel_job(
+        outcome = await self._store.jobs.cancel(
             scope, job_id, now_us=self._clock(), children=children
         )
         for cancelled, kind in outcome.cancelled:
@@ -365,7 +365,7 @@ class JobQueue:
         many jobs were lost."""
 
         async def lose_once() -> list[tuple[JobRecord, str]]:
-            return await self._store.lose_jobs(
+            return await self._store.jobs.lose(
                 leases, now_us=self._clock(), detail=detail, decide=self.decide_loss
             )
 
@@ -389,7 +389,7 @@ class JobQueue:
 
     async def refresh_gauges(self) -> None:
         """Take a new snapshot of active jobs by kind and state for ``telha_jobs``."""
-        self._metrics.set_job_counts(await self._store.active_job_counts())
+        self._metrics.set_job_counts(await self._store.jobs.active_counts())
 
     def transition(self, kind: str, name: str) -> None:
         """Count one job state transition of a ``kind`` job (``telha_job_transitions_total``)."""
@@ -407,7 +407,9 @@ class JobQueue:
         """
 
         async def reap_once() -> list[tuple[JobRecord, str]]:
-            return await self._store.reap_expired(now_us=self._clock(), decide=self.decide_loss)
+            return await self._store.jobs.reap_expired(
+                now_us=self._clock(), decide=self.decide_loss
+            )
 
         reaped: list[tuple[JobRecord, str]] = await past_bad_rows(
             reap_once, self._store, self._metrics, "job_queue", default=[], on_fault=self._dead
@@ -429,7 +431,7 @@ class JobQueue:
 
         :raises QuotaExceeded: refused by ``max_pending``; nothing written.
         """
-        outcome = await self._store.enqueue_job(
+        outcome = await self._store.jobs.enqueue(
             scope, job, now_us=self._clock(), dedup=dedup, max_pending=max_pending
         )
         if not outcome.deduplicated:
@@ -468,7 +470,7 @@ class JobQueue:
                     if interrupt.requested:
                         return None
                     interrupt.attach(woken)
-                job = await self._store.lease_next_job(
+                job = await self._store.jobs.lease_next(
                     formats,
                     scope=scope,
                     worker_id=worker_id,
@@ -479,7 +481,7 @@ class JobQueue:
                     self.transition(job.kind, "leased")
                     return job
                 wait_s = _MAX_IDLE_S
-                due = await self._store.next_available_at(formats, scope)
+                due = await self._store.jobs.next_available_at(formats, scope)
                 if due is not None:
                     # At least _MIN_WAIT_S: a job due now that this poller still could not
                     # lease (taken meanwhile) must not turn the wait into a busy loop.
@@ -535,7 +537,7 @@ class JobQueue:
     async def heartbeat(self, leases: Sequence[LeaseRef]) -> tuple[list[bytes], int]:
         """Extend held leases; returns the extended ids and the new deadline (µs)."""
         now = self._clock()
-        extended = await self._store.heartbeat_jobs(leases, now_us=now, lease_us=self.lease_us)
+        extended = await self._store.jobs.heartbeat(leases, now_us=now, lease_us=self.lease_us)
         return extended, now + self.lease_us
 
     async def fail(
@@ -554,7 +556,7 @@ class JobQueue:
         def decide(k: str, attempts_before: int) -> FailureDecision:
             return self.decide(k, attempts_before, least)
 
-        job = await self._store.fail_job(lease, kind, reason, now_us=self._clock(), decide=decide)
+        job = await self._store.jobs.fail(lease, kind, reason, now_us=self._clock(), decide=decide)
         self.finished(lease.job_id)
         self.transition(job.kind, "retried" if job.state == "pending" else "dead")
         # The line is about the attempt that failed (``job`` already counts it).
@@ -570,7 +572,7 @@ class JobQueue:
     async def release(self, lease: LeaseRef, detail: str) -> bool:
         """Give a held job back without counting an attempt (shutdown of a worker pool)."""
         held = self._holders.get(lease.job_id)
-        released = await self._store.release_job(lease, now_us=self._clock(), detail=detail)
+        released = await self._store.jobs.release(lease, now_us=self._clock(), detail=detail)
         self.finished(lease.job_id)
         if released:
             self.transition(held[0].kind if held is not None else "unknown", "released")
@@ -581,4 +583,4 @@ class JobQueue:
     ) -> JobRecord | None:
         """A job (with its events unless ``events=False``), if it exists in ``scope``
         (``None``: any scope)."""
-        return await self._store.get_job(scope, job_id, events=events)
+        return await self._store.jobs.get(scope, job_id, events=events)

@@ -3,7 +3,7 @@
 
 Engines own their SQL; everything above these Protocols speaks in :mod:`telha.domain.model`
 records. The operations are grouped by role, and each caller names only the roles it uses
-(the :class:`~telha.queue.job_queue.JobQueue` a :class:`JobStore`, the REST read routes a
+(the :class:`~telha.queue.job_queue.JobQueue` a :class:`QueueStore`, the REST read routes a
 :class:`ReadStore`, ``telha check`` a :class:`ScanStore`, …). :class:`Storage` is every role
 at once, what an engine implements; :class:`StorageEngine` adds the engine's lifecycle.
 
@@ -17,7 +17,7 @@ writes nothing (:class:`~telha.domain.errors.ContentErased`, ``EnqueueOutcome.er
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any, Protocol, Self
@@ -40,10 +40,8 @@ from telha.domain.model import (
     Dedup,
     Direction,
     EdgeRecord,
-    EnqueueOutcome,
     JobCompletion,
     JobEventPage,
-    JobRecord,
     LeaseRef,
     NewJob,
     NewVersion,
@@ -54,11 +52,9 @@ from telha.domain.model import (
     StreamOutcome,
     StreamPart,
 )
-from telha.domain.policy import Decide, DecideLoss
 from telha.domain.projection import Projection
 from telha.domain.row_faults import RowFault
 from telha.domain.search_query import Quote, Term
-from telha.storage.core.cancel import CancelOutcome
 from telha.storage.core.diff import VersionDiff
 from telha.storage.core.publish import RetireOutcome
 from telha.storage.core.reproject import ReprojectRow
@@ -68,6 +64,7 @@ from telha.storage.core.text_reads import ChunkInputs, TextWindow
 from telha.storage.job_watch import JobEventSignal
 from telha.storage.protocol_composed import ComposedAggregates
 from telha.storage.protocol_connectors import ConnectorStore
+from telha.storage.protocol_jobs import JobStore
 from telha.storage.protocol_keys import KeyStore
 from telha.storage.protocol_lifecycle import QuotaStore, RetentionStore, WebhookStore
 
@@ -79,6 +76,7 @@ __all__ = [
     "JobStore",
     "KeyStore",
     "ListStore",
+    "QueueStore",
     "QuotaStore",
     "RawStore",
     "ReadStore",
@@ -91,7 +89,7 @@ __all__ = [
     "WebhookStore",
 ]
 
-#: What :meth:`JobStore.job_wakeups` yields when wake-ups may have been missed (say, its
+#: What :meth:`QueueStore.job_wakeups` yields when wake-ups may have been missed (say, its
 #: channel reconnected): every format's pollers should look again.
 ALL_FORMATS = "*"
 
@@ -171,96 +169,18 @@ class RowFaultStore(Protocol):
         writing (:meth:`telha.storage.core.failed_rows.RowFaultOps.fail_row`)."""
 
 
-class JobStore(RowFaultStore, Protocol):
-    """The job table: what the :class:`~telha.queue.job_queue.JobQueue` leases, heartbeats, fails,
-    releases, reaps and counts."""
+class QueueStore(RowFaultStore, Protocol):
+    """What the :class:`~telha.queue.job_queue.JobQueue` holds: the job aggregate, the
+    engine's cross-process wake-ups and the bad-row record."""
 
-    async def enqueue_job(
-        self, scope: Scope, job: NewJob, *, now_us: int, dedup: bool, max_pending: int = 0
-    ) -> EnqueueOutcome:
-        """Insert a pending job; with ``dedup``, request-level dedup against the latest version
-        and against a pending/leased job of the same ``(source, content hash)``; with
-        ``max_pending`` > 0, refused when the scope has that many pending jobs
-        (:class:`~telha.domain.errors.QuotaExceeded`, nothing written)."""
-
-    async def lease_next_job(
-        self,
-        formats: Sequence[str],
-        *,
-        scope: Scope | None,
-        worker_id: str,
-        now_us: int,
-        lease_us: int,
-    ) -> JobRecord | None:
-        """Lease the oldest available pending job of ``formats`` (``scope=None``: any scope)."""
+    @property
+    def jobs(self) -> JobStore:
+        """Job rows: enqueue, lease, heartbeat, fail, release, lose, reap, cancel."""
 
     def job_wakeups(self) -> AsyncIterator[str] | None:
         """Formats whose jobs became available through another process (:data:`ALL_FORMATS`:
         look at every format), for the JobQueue's per-format wake-ups; ``None`` when the engine has
         no such channel (one process: in-process wake-ups see every enqueue)."""
-
-    async def next_available_at(
-        self, formats: Sequence[str], scope: Scope | None = None
-    ) -> int | None:
-        """Earliest ``available_at`` (µs) among pending jobs of ``formats`` (of ``scope``)."""
-
-    async def active_job_counts(self) -> dict[tuple[str, str], int]:
-        """``{(kind, state): n}`` of jobs now ``pending`` and ``leased`` (for the gauges)."""
-
-    async def heartbeat_jobs(
-        self, leases: Sequence[LeaseRef], *, now_us: int, lease_us: int
-    ) -> list[bytes]:
-        """Extend the leases still held; returns the ids extended."""
-
-    async def fail_job(
-        self, lease: LeaseRef, kind: str, reason: str, *, now_us: int, decide: Decide
-    ) -> JobRecord:
-        """Record a failed attempt (retried or dead per ``decide``).
-
-        :raises StaleLease: the lease is not current.
-        """
-
-    async def release_job(self, lease: LeaseRef, *, now_us: int, detail: str) -> bool:
-        """Give a held job back to pending without counting an attempt."""
-
-    async def reap_expired(self, *, now_us: int, decide: DecideLoss) -> list[tuple[JobRecord, str]]:
-        """Expired leases → pending or dead (``decide("lease_expired", attempts, losses)``, the
-        losses counted from the job's ``worker_lost``/``lease_expired`` events); ``(job as
-        reaped, new state)`` per job."""
-
-    async def lose_jobs(
-        self, leases: Sequence[LeaseRef], *, now_us: int, detail: str, decide: DecideLoss
-    ) -> list[tuple[JobRecord, str]]:
-        """Jobs lost with their worker (its ``PollJobs`` stream ended), in one
-        transaction: each one still leased under its generation gets a ``worker_lost`` event
-        (``detail``), a failed attempt and ``decide("worker_lost", attempts, losses)``'s state
-        (a ``dead`` event with the decision's reason when it is dead); leases no longer held
-        are skipped. Pending jobs wake their pollers (on every replica).
-
-        :returns: ``(job as it was when lost, new state)`` per job that was still held.
-        """
-
-    async def get_job(
-        self, scope: Scope | None, job_id: bytes, *, events: bool = True
-    ) -> JobRecord | None:
-        """A job (with its events unless ``events=False``); ``None`` when absent or in
-        another scope."""
-
-    async def cancel_job(
-        self, scope: Scope, job_id: bytes, *, now_us: int, children: bool = False
-    ) -> CancelOutcome:
-        """Cancel a pending or leased job (and with ``children`` its unfinished descendants)
-        in one transaction; a leased one's generation is bumped (docs/architecture.md,
-        "Cancel"). Cancelling a cancelled job again changes nothing.
-
-        :raises NotFound: no such job in ``scope``.
-        :raises JobFinished: the job ended ``completed`` (without ``children``) or ``dead``.
-        :raises Conflict: the job is an erasure.
-        """
-
-    async def lease_states(self, job_ids: Sequence[bytes]) -> dict[bytes, tuple[str, int]]:
-        """``{job_id: (state, lease_generation)}`` of those of ``job_ids`` that exist (a
-        replica checking the leases it handed out)."""
 
 
 class JobEventStore(Protocol):
@@ -552,7 +472,7 @@ class Storage(
     KeyStore,
     VersionStore,
     RawStore,
-    JobStore,
+    QueueStore,
     JobEventStore,
     ReadStore,
     SearchStore,

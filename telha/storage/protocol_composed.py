@@ -7,17 +7,22 @@ from __future__ import annotations
 from typing import Protocol
 
 from telha.storage.protocol_connectors import ConnectorStore
+from telha.storage.protocol_jobs import JobStore
 from telha.storage.protocol_lifecycle import QuotaStore, WebhookStore
 
 __all__ = ["ComposedAggregates"]
 
 
 class ComposedAggregates(Protocol):
-    """``store.connectors``, ``store.quotas``, ``store.webhooks``."""
+    """``store.connectors``, ``store.jobs``, ``store.quotas``, ``store.webhooks``."""
 
     @property
     def connectors(self) -> ConnectorStore:
         """Registered connectors, their items and sync runs."""
+
+    @property
+    def jobs(self) -> JobStore:
+        """Job rows: enqueue, lease, heartbeat, fail, release, lose, reap, cancel."""
 
     @property
     def quotas(self) -> QuotaStore:

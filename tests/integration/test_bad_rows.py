@@ -101,7 +101,7 @@ async def test_a_failing_store_is_never_taken_for_a_bad_row(store: StorageEngine
 
 
 async def _job(store: StorageEngine, job_id: bytes) -> JobRecord:
-    job = await store.get_job(None, job_id)
+    job = await store.jobs.get(None, job_id)
     assert job is not None
     return job
 
@@ -112,7 +112,7 @@ async def _enqueue(store: StorageEngine, n: int) -> list[bytes]:
     for i in range(n):
         raw = f"content {i}".encode()
         job = NewJob(new_id(), "ingest:text", "text", new_id(), content_hash(raw), b"{}")
-        await store.enqueue_job(SCOPE, job, now_us=now_us(), dedup=False)
+        await store.jobs.enqueue(SCOPE, job, now_us=now_us(), dedup=False)
         ids.append(job.job_id)
     return ids
 
@@ -121,7 +121,7 @@ async def _lease_all(store: StorageEngine, n: int, ahead_us: int = 0) -> list[Le
     """Lease ``n`` text jobs as of ``ahead_us`` from now (past a reaped job's backoff)."""
     leases = []
     for _ in range(n):
-        held = await store.lease_next_job(
+        held = await store.jobs.lease_next(
             ["text"], scope=None, worker_id="w", now_us=now_us() + ahead_us, lease_us=60_000_000
         )
         assert held is not None
@@ -379,7 +379,7 @@ async def test_retention_passes_by_an_ended_job_it_cannot_read(
     )
 
     async def gone() -> bool:
-        return await store.get_job(None, good) is None
+        return await store.jobs.get(None, good) is None
 
     async with supervised(("retention", retention.run)):
         await until(gone)
@@ -394,11 +394,11 @@ async def test_retention_passes_by_an_ended_job_it_cannot_read(
                    " WHERE job_id = ?", third)  # fmt: skip
 
         async def third_gone() -> bool:
-            return await store.get_job(None, third) is None
+            return await store.jobs.get(None, third) is None
 
         await until(third_gone)
     assert _failed(metrics, "retention", "retention_job") == 1  # passed by, not met again
-    assert await store.get_job(None, bad) is not None
+    assert await store.jobs.get(None, bad) is not None
 
     async def blobs(tx: Tx) -> list[bytes]:
         return [bytes(r[0]) for r in await tx.fetchall("SELECT content_hash FROM raw_blobs")]

@@ -45,8 +45,8 @@ async def _poison(config: Path) -> dict[str, bytes]:
     cfg, base_dir = load_config(config, environ={})
     async with open_store(cfg, base_dir) as store:
         leased = NewJob(new_id(), "ingest:text", "text", new_id(), content_hash(b"a"), b"{}")
-        await store.enqueue_job(SCOPE, leased, now_us=now_us(), dedup=False)
-        held = await store.lease_next_job(
+        await store.jobs.enqueue(SCOPE, leased, now_us=now_us(), dedup=False)
+        held = await store.jobs.lease_next(
             ["text"], scope=None, worker_id="gone", now_us=now_us(), lease_us=60_000_000
         )
         assert held is not None and held.job_id == leased.job_id
@@ -57,7 +57,7 @@ async def _poison(config: Path) -> dict[str, bytes]:
             leased.job_id,
         )
         payload = NewJob(new_id(), "ingest:text", "text", new_id(), content_hash(b"b"), b"{}")
-        await store.enqueue_job(SCOPE, payload, now_us=now_us(), dedup=False)
+        await store.jobs.enqueue(SCOPE, payload, now_us=now_us(), dedup=False)
         await _sql(
             store, "UPDATE jobs SET payload = ? WHERE job_id = ?", b"\xffnot json", payload.job_id
         )

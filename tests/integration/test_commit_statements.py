@@ -92,7 +92,7 @@ async def _traced_enqueue(store: SqliteStore, raw: bytes) -> list[str]:
     job = NewJob(new_id(), "ingest:text", "text", SOURCE, content_hash(raw), b"{}")
     await writer._execute(trace, True)
     try:
-        out = await store.enqueue_job(SCOPE, job, now_us=1_000, dedup=True)
+        out = await store.jobs.enqueue(SCOPE, job, now_us=1_000, dedup=True)
     finally:
         await writer._execute(trace, False)
     assert out.job_id == job.job_id and not out.deduplicated

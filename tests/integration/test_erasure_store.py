@@ -46,7 +46,7 @@ async def _erase(store: Any, scope: Scope, source: bytes) -> dict[str, int]:
     payload = ErasePayload(source_id=str(uuid.UUID(bytes=source)), reason="test", principal="p")
     job = NewJob(new_id(), ERASE_KIND, ERASE_FORMAT, source, None, msgspec.json.encode(payload))
     await store.enqueue_erasure(scope, job, payload, now_us=1)
-    held = await store.lease_next_job(
+    held = await store.jobs.lease_next(
         [ERASE_FORMAT], scope=scope, worker_id="w", now_us=2, lease_us=60_000_000
     )
     assert held is not None and held.job_id == job.job_id

@@ -40,7 +40,7 @@ async def _enqueue(
     ids = []
     for i in range(n):
         job = _job(fmt)
-        out = await store.enqueue_job(scope, job, now_us=at + i, dedup=False)
+        out = await store.jobs.enqueue(scope, job, now_us=at + i, dedup=False)
         assert out.job_id == job.job_id
         ids.append(job.job_id)
     return ids
@@ -56,7 +56,7 @@ async def _lease_all(
     """``n`` leases at ``at``, ``at + 1``, …: ``(tenant, job_id)`` each."""
     got = []
     for i in range(n):
-        job = await store.lease_next_job(
+        job = await store.jobs.lease_next(
             list(formats), scope=scope, worker_id="w", now_us=at + i, lease_us=LEASE_US
         )
         assert job is not None, f"lease {i} found nothing"
@@ -72,7 +72,7 @@ async def test_a_late_scope_goes_before_a_busy_scopes_backlog(store: StorageEngi
     # B was never leased: its job is next, though 37 of A's are older.
     assert await _lease_all(store, 2, NOW + 300) == [("fair-b", b_ids[0]), ("fair-a", a_ids[3])]
     assert (
-        await store.lease_next_job(
+        await store.jobs.lease_next(
             ["text"], scope=B, worker_id="w", now_us=NOW + 400, lease_us=LEASE_US
         )
         is None
@@ -89,7 +89,7 @@ async def test_scopes_take_turns_and_each_is_oldest_first(store: StorageEngine) 
     for tenant, mine in ids.items():
         assert [j for t, j in got if t == tenant] == mine
     assert (
-        await store.lease_next_job(
+        await store.jobs.lease_next(
             ["text"], scope=None, worker_id="w", now_us=NOW + 2000, lease_us=LEASE_US
         )
         is None
@@ -113,9 +113,9 @@ async def test_a_scoped_lease_and_a_retried_job(store: StorageEngine) -> None:
     # and within the scope it now comes after the jobs available before it.
     ((_, held_id),) = await _lease_all(store, 1, NOW + 200)
     assert held_id == a_ids[0]
-    job = await store.get_job(A, held_id)
+    job = await store.jobs.get(A, held_id)
     assert job is not None
-    failed = await store.fail_job(
+    failed = await store.jobs.fail(
         LeaseRef(held_id, job.lease_generation), "transient", "busy", now_us=NOW + 300,
         decide=failing(NOW + 300),
     )  # fmt: skip
@@ -205,14 +205,14 @@ async def test_an_enqueue_held_to_max_pending_is_refused_and_writes_nothing(
     hooked = replace(_job(), webhook=WebhookTarget("http://127.0.0.1:9/hook", 1))
     for job in (_job(), hooked):  # PostgreSQL's one-call enqueue and its general path alike
         with pytest.raises(QuotaExceeded, match="max_pending_jobs: this scope has 2"):
-            await store.enqueue_job(A, job, now_us=NOW + 10, dedup=False, max_pending=2)
-        assert await store.get_job(A, job.job_id) is None
+            await store.jobs.enqueue(A, job, now_us=NOW + 10, dedup=False, max_pending=2)
+        assert await store.jobs.get(A, job.job_id) is None
     assert await store.quotas.pending_jobs(A) == 2
     # Under the limit, or another scope, or no limit: enqueued.
-    out = await store.enqueue_job(A, _job(), now_us=NOW + 20, dedup=False, max_pending=3)
+    out = await store.jobs.enqueue(A, _job(), now_us=NOW + 20, dedup=False, max_pending=3)
     assert out.job_id is not None
-    assert (await store.enqueue_job(B, _job(), now_us=NOW + 21, dedup=False, max_pending=1)).job_id
-    assert (await store.enqueue_job(A, _job(), now_us=NOW + 22, dedup=False)).job_id
+    assert (await store.jobs.enqueue(B, _job(), now_us=NOW + 21, dedup=False, max_pending=1)).job_id
+    assert (await store.jobs.enqueue(A, _job(), now_us=NOW + 22, dedup=False)).job_id
     assert await store.quotas.pending_jobs(A) == 4
 
 

@@ -52,29 +52,29 @@ async def test_enqueue_matches_bytes_and_fingerprint(
     store: StorageEngine, max_pending: int
 ) -> None:
     source = new_id()
-    first = await store.enqueue_job(SCOPE, _job(source, ONE.fingerprint), now_us=NOW,
+    first = await store.jobs.enqueue(SCOPE, _job(source, ONE.fingerprint), now_us=NOW,
                                     dedup=True, max_pending=max_pending)  # fmt: skip
     assert not first.deduplicated
-    same = await store.enqueue_job(SCOPE, _job(source, ONE.fingerprint), now_us=NOW + 1,
+    same = await store.jobs.enqueue(SCOPE, _job(source, ONE.fingerprint), now_us=NOW + 1,
                                    dedup=True, max_pending=max_pending)  # fmt: skip
     assert same.deduplicated and same.job_id == first.job_id  # the active job answers
-    other = await store.enqueue_job(SCOPE, _job(source, OTHER.fingerprint), now_us=NOW + 2,
+    other = await store.jobs.enqueue(SCOPE, _job(source, OTHER.fingerprint), now_us=NOW + 2,
                                     dedup=True, max_pending=max_pending)  # fmt: skip
     assert not other.deduplicated and other.job_id != first.job_id
 
     # Against the latest version: the same identity deduplicates, another does not.
     committed = new_id()
     await store.commit_version(SCOPE, _version(committed, ONE), _proj("x"), dedup=Dedup.CONTENT)
-    hit = await store.enqueue_job(SCOPE, _job(committed, ONE.fingerprint), now_us=NOW + 3,
+    hit = await store.jobs.enqueue(SCOPE, _job(committed, ONE.fingerprint), now_us=NOW + 3,
                                   dedup=True, max_pending=max_pending)  # fmt: skip
     assert hit.deduplicated and hit.job_id is None
-    miss = await store.enqueue_job(SCOPE, _job(committed, NEWER.fingerprint), now_us=NOW + 4,
+    miss = await store.jobs.enqueue(SCOPE, _job(committed, NEWER.fingerprint), now_us=NOW + 4,
                                    dedup=True, max_pending=max_pending)  # fmt: skip
     assert not miss.deduplicated
 
     # A retired source never matches: its bytes make a new version.
     await store.retire_source(SCOPE, committed, None)
-    back = await store.enqueue_job(SCOPE, _job(committed, ONE.fingerprint), now_us=NOW + 5,
+    back = await store.jobs.enqueue(SCOPE, _job(committed, ONE.fingerprint), now_us=NOW + 5,
                                    dedup=True, max_pending=max_pending)  # fmt: skip
     assert not back.deduplicated
 

@@ -41,8 +41,8 @@ async def _stream(store: StorageEngine, n: int, parts: list[list[str]]) -> tuple
     """Version ``n`` of the source, streamed in ``parts``: its node ids in order, its tx."""
     raw = b"v%d" % n
     job = NewJob(b"%02d" % n * 8, "ingest:text", "text", SOURCE, raw, b'{"name":"a.txt"}')
-    await store.enqueue_job(SCOPE, job, now_us=NOW + n, dedup=False)
-    held = await store.lease_next_job(
+    await store.jobs.enqueue(SCOPE, job, now_us=NOW + n, dedup=False)
+    held = await store.jobs.lease_next(
         ["text"], scope=SCOPE, worker_id="w", now_us=NOW + n, lease_us=10**9
     )
     assert held is not None

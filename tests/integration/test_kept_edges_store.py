@@ -101,8 +101,8 @@ async def _stream_part(store: StorageEngine, targets: str) -> int:
     pinned version's tx. The stream stays open."""
     raw = f"stream:{targets}".encode()
     job = NewJob(b"j" * 16, "ingest:text", "text", SOURCE, content_hash(raw), b"{}")
-    await store.enqueue_job(SCOPE, job, now_us=NOW, dedup=False)
-    held = await store.lease_next_job(
+    await store.jobs.enqueue(SCOPE, job, now_us=NOW, dedup=False)
+    held = await store.jobs.lease_next(
         ["text"], scope=SCOPE, worker_id="w", now_us=NOW, lease_us=10**9
     )
     assert held is not None
@@ -135,8 +135,8 @@ async def test_a_version_beside_an_older_live_stream_writes_its_own_edges(
     v1 = await _single_shot(store, "BC")
     raw = b"stream"
     job = NewJob(b"j" * 16, "ingest:text", "text", SOURCE, content_hash(raw), b"{}")
-    await store.enqueue_job(SCOPE, job, now_us=NOW, dedup=False)
-    held = await store.lease_next_job(
+    await store.jobs.enqueue(SCOPE, job, now_us=NOW, dedup=False)
+    held = await store.jobs.lease_next(
         ["text"], scope=SCOPE, worker_id="w", now_us=NOW, lease_us=10**9
     )
     assert held is not None

@@ -47,8 +47,8 @@ async def test_first_version_stays_out_of_the_key_index_and_probes_use_it(
         # A stream of the same source writes the deferred keys at its first part and probes
         # the previous version's rows by key: they match, and keep their ids.
         job = NewJob(b"j" * 16, "ingest:text", "text", SOURCE, b"v2", b'{"name":"a.txt"}')
-        await store.enqueue_job(SCOPE, job, now_us=NOW, dedup=False)
-        held = await store.lease_next_job(
+        await store.jobs.enqueue(SCOPE, job, now_us=NOW, dedup=False)
+        held = await store.jobs.lease_next(
             ["text"], scope=SCOPE, worker_id="w", now_us=NOW, lease_us=10**9
         )
         assert held is not None

@@ -420,7 +420,7 @@ async def test_sqlite_listing_plans_search_indexes_and_scan_nothing(tmp_path: Pa
             name = f"docs/{i}.txt"
             job = NewJob(new_id(), "ingest:text", "text", source_id_for(name).bytes,
                          new_id() * 2, b"{}", name=name)  # fmt: skip
-            assert not (await store.enqueue_job(scope, job, now_us=1_000 + i, dedup=True)).erased
+            assert not (await store.jobs.enqueue(scope, job, now_us=1_000 + i, dedup=True)).erased
         listed = await store.list_sources(scope, SourceFilter(prefix="docs/1"), Page(5))
         assert [s.name for s in listed] == [f"docs/{i}.txt" for i in (199, 198, 197, 196, 195)]
     conn = sqlite3.connect(tmp_path / "store.db")
@@ -461,7 +461,7 @@ async def test_a_prefix_lists_the_same_read_by_name_or_by_walking(store: Storage
         name = f"{'ab' if i % 3 else 'zz'}/{i}.txt"
         job = NewJob(new_id(), "ingest:text", "text", source_id_for(name).bytes,
                      new_id() * 2, b"{}", name=name)  # fmt: skip
-        await store.enqueue_job(scope, job, now_us=5_000 + i, dedup=True)
+        await store.jobs.enqueue(scope, job, now_us=5_000 + i, dedup=True)
 
     async def pages(prefix: str) -> list[str]:
         got: list[str] = []
@@ -505,7 +505,7 @@ async def test_versions_jobs_and_retires_keep_the_sources_row(store: StorageEngi
     assert (row.last_job_id, row.changed_at) == (None, first.source_version_tx)
     assert first.source_version_tx is not None
     job = NewJob(new_id(), "ingest:text", "text", source, b"n" * 32, b"{}", name="r.txt")
-    await store.enqueue_job(scope, job, now_us=first.source_version_tx + 1, dedup=True)
+    await store.jobs.enqueue(scope, job, now_us=first.source_version_tx + 1, dedup=True)
     row2 = await store.source_summary(scope, source)
     assert row2 is not None
     assert (row2.state, row2.version_count, row2.last_job_id, row2.last_job_state) == (

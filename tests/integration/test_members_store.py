@@ -43,7 +43,9 @@ def _job(fmt: str, source: bytes, raw: bytes, name: str) -> NewJob:
 
 async def _lease(store: StorageEngine, fmt: str) -> tuple[LeaseRef, bytes]:
     """The next pending job of ``fmt``, leased; its lease and source id."""
-    held = await store.lease_next_job([fmt], scope=SCOPE, worker_id="w", now_us=NOW, lease_us=10**9)
+    held = await store.jobs.lease_next(
+        [fmt], scope=SCOPE, worker_id="w", now_us=NOW, lease_us=10**9
+    )
     assert held is not None
     return LeaseRef(held.job_id, held.lease_generation), held.source_id
 
@@ -70,7 +72,7 @@ async def _archive(store: StorageEngine, paths: list[str], children: bool = True
     """Commit a new archive version holding ``paths`` (with a child job per path); its tx."""
     raw = _raw(paths)
     job = _job("code", ARCHIVE, raw, "repo.zip")
-    await store.enqueue_job(SCOPE, job, now_us=NOW, dedup=False)
+    await store.jobs.enqueue(SCOPE, job, now_us=NOW, dedup=False)
     lease, _ = await _lease(store, "code")
     kids = tuple(_job("member", MEMBER[p], p.encode(), f"repo.zip/{p}") for p in paths)
     version = NewVersion(ARCHIVE, "repo.zip", "code", content_hash(raw), len(raw), "w", job.job_id)
@@ -143,7 +145,7 @@ async def test_stream_finalize_retires_and_an_open_stream_does_not(store: Storag
     await _apply_members(store, 3)
     raw = _raw(["pkg/c.py"])
     job = _job("code", ARCHIVE, raw, "repo.zip")
-    await store.enqueue_job(SCOPE, job, now_us=NOW, dedup=False)
+    await store.jobs.enqueue(SCOPE, job, now_us=NOW, dedup=False)
     lease, _ = await _lease(store, "code")
     version = NewVersion(ARCHIVE, "repo.zip", "code", content_hash(raw), len(raw), "w", job.job_id)
     first = _manifest(["pkg/c.py"])

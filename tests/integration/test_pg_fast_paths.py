@@ -234,7 +234,7 @@ async def _nothing(store: PostgresStore) -> None:
 
 def _enqueue(job: NewJob, dedup: bool, scope: Scope = SCOPE) -> tuple[Run, Run]:
     async def fast(store: PostgresStore) -> Any:
-        return await store.enqueue_job(scope, job, now_us=NOW + 5, dedup=dedup)
+        return await store.jobs.enqueue(scope, job, now_us=NOW + 5, dedup=dedup)
 
     async def core(store: PostgresStore) -> Any:
         return await store.transaction(
@@ -269,12 +269,12 @@ async def _with_erased_version(store: PostgresStore) -> None:
 
 
 async def _with_active_job(store: PostgresStore) -> None:
-    await store.enqueue_job(SCOPE, _job(1), now_us=NOW, dedup=False)
-    await store.enqueue_job(SCOPE, _job(2, fmt="web", digest=None), now_us=NOW, dedup=False)
+    await store.jobs.enqueue(SCOPE, _job(1), now_us=NOW, dedup=False)
+    await store.jobs.enqueue(SCOPE, _job(2, fmt="web", digest=None), now_us=NOW, dedup=False)
 
 
 async def _with_blocklist(store: PostgresStore) -> None:
-    await store.enqueue_job(
+    await store.jobs.enqueue(
         SCOPE, _job(9, source=OTHER_SOURCE, digest=None), now_us=NOW, dedup=False
     )
     conn = await asyncpg.connect(store.dsn)
@@ -347,12 +347,12 @@ async def test_enqueue(
 
 async def _with_jobs(store: PostgresStore) -> None:
     other = Scope("t", "other")
-    await store.enqueue_job(other, _job(1, fmt="csv"), now_us=NOW, dedup=False)
-    await store.enqueue_job(
+    await store.jobs.enqueue(other, _job(1, fmt="csv"), now_us=NOW, dedup=False)
+    await store.jobs.enqueue(
         SCOPE, _job(2, fmt="csv", source=OTHER_SOURCE), now_us=NOW + 1, dedup=False
     )
-    await store.enqueue_job(SCOPE, _job(3, fmt="text"), now_us=NOW + 2, dedup=False)
-    await store.enqueue_job(SCOPE, _job(4, fmt="text"), now_us=NOW + 10**12, dedup=False)
+    await store.jobs.enqueue(SCOPE, _job(3, fmt="text"), now_us=NOW + 2, dedup=False)
+    await store.jobs.enqueue(SCOPE, _job(4, fmt="text"), now_us=NOW + 10**12, dedup=False)
 
 
 @pytest.mark.parametrize(
@@ -369,7 +369,7 @@ async def test_lease(
     envs: tuple[Env, Env], formats: list[str], scope: Scope | None, expected: int | None
 ) -> None:
     async def fast(store: PostgresStore) -> Any:
-        return await store.lease_next_job(
+        return await store.jobs.lease_next(
             formats, scope=scope, worker_id="w1", now_us=NOW + 100, lease_us=LEASE_US
         )
 
@@ -388,8 +388,8 @@ async def test_lease(
 
 
 async def _leased(store: PostgresStore) -> None:
-    await store.enqueue_job(SCOPE, _job(7), now_us=NOW, dedup=False)
-    held = await store.lease_next_job(
+    await store.jobs.enqueue(SCOPE, _job(7), now_us=NOW, dedup=False)
+    held = await store.jobs.lease_next(
         ["text"], scope=SCOPE, worker_id="w1", now_us=NOW, lease_us=LEASE_US
     )
     assert held is not None and held.job_id == _job(7).job_id
@@ -406,7 +406,7 @@ async def _child_leased(store: PostgresStore) -> None:
         )
 
     await store.transaction("enqueue child", enqueue_child)
-    held = await store.lease_next_job(
+    held = await store.jobs.lease_next(
         ["text"], scope=SCOPE, worker_id="w1", now_us=NOW, lease_us=LEASE_US
     )
     assert held is not None and held.job_id == _job(7).job_id
@@ -430,8 +430,8 @@ async def _streaming(store: PostgresStore, *, keep: bool) -> None:
     (the job's own hash is another); unless ``keep`` it is released (its stream abandoned:
     rows closed at their own start)."""
     job = _job(8, fmt="markdown", digest=b"m" * 32)
-    await store.enqueue_job(SCOPE, job, now_us=NOW, dedup=False)
-    held = await store.lease_next_job(
+    await store.jobs.enqueue(SCOPE, job, now_us=NOW, dedup=False)
+    held = await store.jobs.lease_next(
         ["markdown"], scope=SCOPE, worker_id="w2", now_us=NOW, lease_us=LEASE_US
     )
     assert held is not None and held.job_id == job.job_id
@@ -440,7 +440,7 @@ async def _streaming(store: PostgresStore, *, keep: bool) -> None:
     part = StreamPart(lease, "w2", 0, True, 0, NOW + 1, LEASE_US, stats=b"{}")
     await store.apply_stream_part(SCOPE, version, _proj(b"streamed!"), part)
     if not keep:
-        assert await store.release_job(lease, now_us=NOW + 2, detail="shutdown")
+        assert await store.jobs.release(lease, now_us=NOW + 2, detail="shutdown")
 
 
 async def _abandoned_then_leased(store: PostgresStore) -> None:

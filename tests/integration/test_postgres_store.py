@@ -122,12 +122,12 @@ async def test_no_job_leased_twice_and_reapers_at_once(
         NewJob(new_id(), "ingest:text", "text", new_id(), new_id() * 2, b"{}") for _ in range(60)
     ]
     for job in jobs:
-        await a.enqueue_job(SCOPE, job, now_us=now, dedup=True)
+        await a.jobs.enqueue(SCOPE, job, now_us=now, dedup=True)
     leased: list[bytes] = []
 
     async def lease(store: PostgresStore, worker: str) -> None:
         while True:
-            job = await store.lease_next_job(
+            job = await store.jobs.lease_next(
                 ["text"], scope=None, worker_id=worker, now_us=now, lease_us=1_000
             )
             if job is None:
@@ -150,14 +150,14 @@ async def test_no_job_leased_twice_and_reapers_at_once(
 
     async def reap(store: PostgresStore) -> None:
         reaped.extend(
-            r[0].job_id for r in await store.reap_expired(now_us=now + 2_000, decide=decide)
+            r[0].job_id for r in await store.jobs.reap_expired(now_us=now + 2_000, decide=decide)
         )
 
     async with anyio.create_task_group() as tg:
         for store in (a, b, a, b):
             tg.start_soon(reap, store)
     assert sorted(reaped) == sorted(j.job_id for j in jobs)  # each exactly once
-    record = await a.get_job(SCOPE, jobs[0].job_id)
+    record = await a.jobs.get(SCOPE, jobs[0].job_id)
     assert record is not None and record.state == "pending" and record.attempts == 1
     assert [e.transition for e in record.events] == ["enqueued", "leased", "lease_expired"]
 
@@ -182,7 +182,7 @@ async def test_lease_looks_past_locked_candidates_in_age_order(
         for fmt in ["markdown"] + ["text"] * 24
     ]
     for i, job in enumerate(jobs):
-        await a.enqueue_job(SCOPE, job, now_us=now + i, dedup=True)
+        await a.jobs.enqueue(SCOPE, job, now_us=now + i, dedup=True)
     conn = await asyncpg.connect(dsn)
     try:
         async with conn.transaction():
@@ -190,25 +190,25 @@ async def test_lease_looks_past_locked_candidates_in_age_order(
                 "SELECT job_id FROM jobs WHERE job_id = ANY($1::bytea[]) FOR UPDATE",
                 [j.job_id for j in jobs[:21]],
             )
-            got = await a.lease_next_job(
+            got = await a.jobs.lease_next(
                 ["markdown", "text"], scope=SCOPE, worker_id="w", now_us=now + 99, lease_us=1
             )
             assert got is not None and got.job_id == jobs[21].job_id
-        got = await a.lease_next_job(
+        got = await a.jobs.lease_next(
             ["text", "markdown"], scope=None, worker_id="w", now_us=now + 99, lease_us=1
         )
         assert got is not None and got.job_id == jobs[0].job_id  # the markdown job is oldest
     finally:
         await conn.close()
     for expected in (jobs[1], None):  # only jobs available at now + 1
-        got = await a.lease_next_job(
+        got = await a.jobs.lease_next(
             ["text"], scope=SCOPE, worker_id="w", now_us=now + 1, lease_us=1
         )
         assert (got.job_id if got is not None else None) == (
             expected.job_id if expected is not None else None
         )
     assert (
-        await a.lease_next_job(["csv"], scope=None, worker_id="w", now_us=now, lease_us=1) is None
+        await a.jobs.lease_next(["csv"], scope=None, worker_id="w", now_us=now, lease_us=1) is None
     )
 
 
@@ -226,8 +226,8 @@ async def test_single_shot_commits_and_what_takes_the_general_path(
     outcomes = []
     for i, store in enumerate((a, b, a)):
         job = NewJob(new_id(), "ingest:text", "text", source, digest, b"{}")
-        await store.enqueue_job(SCOPE, job, now_us=now, dedup=False)
-        held = await store.lease_next_job(
+        await store.jobs.enqueue(SCOPE, job, now_us=now, dedup=False)
+        held = await store.jobs.lease_next(
             ["text"], scope=SCOPE, worker_id="w", now_us=now, lease_us=10**9
         )
         assert held is not None and held.job_id == job.job_id
@@ -245,7 +245,7 @@ async def test_single_shot_commits_and_what_takes_the_general_path(
             third if i == 2 else proj, dedup=Dedup.SUBMIT, completion=completion,
         )  # fmt: skip
         outcomes.append(outcome)
-        record = await store.get_job(SCOPE, job.job_id)
+        record = await store.jobs.get(SCOPE, job.job_id)
         assert record is not None and record.state == "completed"
         assert record.events[-1].transition == "completed"
     assert [o.deduplicated for o in outcomes] == [False, True, False]
@@ -346,7 +346,7 @@ async def _submit(
     now = 1_000_000_000_000
     proj = _doc(text, [text.split(b" common")[0], b"common."], person=False)
     job = NewJob(new_id(), "ingest:markdown", "markdown", source, new_id() * 2, b"{}")
-    await store.enqueue_job(SCOPE, job, now_us=now, dedup=False)
+    await store.jobs.enqueue(SCOPE, job, now_us=now, dedup=False)
     # Leased directly: a lease of the queue's oldest job could be another task's.
     conn = await asyncpg.connect(dsn)
     try:
@@ -428,8 +428,8 @@ async def test_stream_finalized_after_a_later_version_publishes_superseded(
 
     async def leased() -> LeaseRef:
         job = NewJob(new_id(), "ingest:markdown", "markdown", source, new_id() * 2, b"{}")
-        await store.enqueue_job(SCOPE, job, now_us=now, dedup=False)
-        held = await store.lease_next_job(
+        await store.jobs.enqueue(SCOPE, job, now_us=now, dedup=False)
+        held = await store.jobs.lease_next(
             ["markdown"], scope=SCOPE, worker_id="w", now_us=now, lease_us=10**9
         )
         assert held is not None and held.job_id == job.job_id
@@ -462,7 +462,7 @@ async def test_stream_finalized_after_a_later_version_publishes_superseded(
     assert [v.tx for v in versions] == [
         v2.source_version_tx, pinned.source_version_tx, v1.source_version_tx
     ]  # fmt: skip
-    record = await store.get_job(SCOPE, lease.job_id)
+    record = await store.jobs.get(SCOPE, lease.job_id)
     assert record is not None and record.state == "completed"
     for t in (pinned.source_version_tx, v2.source_version_tx - 1, v2.source_version_tx):
         seen = await store.list_nodes(
@@ -473,5 +473,5 @@ async def test_stream_finalized_after_a_later_version_publishes_superseded(
     lease = await leased()
     again = NewVersion(source, "d.md", "markdown", new_id() * 2, 7, "w", lease.job_id)
     await store.apply_stream_part(SCOPE, again, first, part(lease, 0, True))
-    assert await store.release_job(lease, now_us=now + 9, detail="shutdown")
+    assert await store.jobs.release(lease, now_us=now + 9, detail="shutdown")
     assert await _current(store, source) == current

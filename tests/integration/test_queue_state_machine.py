@@ -120,7 +120,7 @@ class QueueMachine(RuleBasedStateMachine):
     @rule()
     def lease(self) -> None:
         leased = self._call(
-            self.store.lease_next_job,
+            self.store.jobs.lease_next,
             ["text"],
             scope=None,
             worker_id="w",
@@ -212,7 +212,7 @@ class QueueMachine(RuleBasedStateMachine):
                 m.attempts += 1
                 m.state = "dead" if m.attempts >= MAX_ATTEMPTS else "pending"
                 if m.state == "pending":  # back off: not before now, not past the cap
-                    job = self._call(self.store.get_job, SCOPE, job_id)
+                    job = self._call(self.store.jobs.get, SCOPE, job_id)
                     assert self.now <= job.available_at <= self.now + 1_000_000
                     m.available_at = job.available_at
 
@@ -221,7 +221,7 @@ class QueueMachine(RuleBasedStateMachine):
         if not hasattr(self, "store"):
             return
         for job_id, m in self.jobs.items():
-            job = self._call(self.store.get_job, SCOPE, job_id)
+            job = self._call(self.store.jobs.get, SCOPE, job_id)
             assert (job.state, job.attempts, job.lease_generation) == (
                 m.state,
                 m.attempts,
@@ -307,13 +307,13 @@ def test_expired_leases_count_until_dead(
             await queue.enqueue(SCOPE, job, dedup=True)
             states = []
             for _ in range(MAX_ATTEMPTS):
-                leased = await store.lease_next_job(
+                leased = await store.jobs.lease_next(
                     ["text"], scope=None, worker_id="w", now_us=now[0], lease_us=LEASE_US
                 )
                 assert leased is not None and leased.job_id == job.job_id
                 now[0] += LEASE_US + 1
                 assert await queue.reap() == 1
-                record = await store.get_job(SCOPE, job.job_id)
+                record = await store.jobs.get(SCOPE, job.job_id)
                 assert record is not None
                 states.append(record.state)
                 now[0] = max(now[0], record.available_at)

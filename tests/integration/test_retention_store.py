@@ -73,8 +73,8 @@ def _dead(kind: str, attempts: int) -> FailureDecision:
 
 
 async def _leased(store: Store, job: NewJob, at: int) -> LeaseRef:
-    await store.enqueue_job(SCOPE, job, now_us=at, dedup=False)
-    got = await store.lease_next_job(
+    await store.jobs.enqueue(SCOPE, job, now_us=at, dedup=False)
+    got = await store.jobs.lease_next(
         ["text"], scope=SCOPE, worker_id="w", now_us=at, lease_us=LEASE_US
     )
     assert got is not None and got.job_id == job.job_id
@@ -96,7 +96,7 @@ async def _stored(store: Store, tmp_path: Path, data: bytes, *, at: int = OLD) -
 
 
 async def _events(store: Store, job_id: bytes) -> int:
-    job = await store.get_job(SCOPE, job_id)
+    job = await store.jobs.get(SCOPE, job_id)
     assert job is not None
     return len(job.events)
 
@@ -140,8 +140,8 @@ async def _world(store: Store, tmp_path: Path) -> World:
     a_src = new_id()
     x = await _stored(store, tmp_path, upload)
     a1 = _job(a_src, "a.csv", upload, hook=True)
-    await store.enqueue_job(SCOPE, a1, now_us=OLD, dedup=False)
-    await store.cancel_job(SCOPE, a1.job_id, now_us=OLD)
+    await store.jobs.enqueue(SCOPE, a1, now_us=OLD, dedup=False)
+    await store.jobs.cancel(SCOPE, a1.job_id, now_us=OLD)
     assert await store.webhooks.pending_deliveries([a1.job_id]) == 1
     w.gone_jobs.append(a1.job_id)
     w.gone_blobs[x] = len(upload)
@@ -158,7 +158,7 @@ async def _world(store: Store, tmp_path: Path) -> World:
     assert outcome.source_version_tx is not None
     w.version_tx = outcome.source_version_tx
     b2 = _job(b_src, "b.txt")
-    await store.fail_job(
+    await store.jobs.fail(
         await _leased(store, b2, OLD + 2), "corrupt_input", "bad", now_us=OLD + 3, decide=_dead
     )
     w.kept_jobs.append(b1.job_id)
@@ -167,19 +167,19 @@ async def _world(store: Store, tmp_path: Path) -> World:
     w.sources["b"] = b_src
     # C: cancelled yesterday: recent, kept.
     c1 = _job(new_id(), "c.txt")
-    await store.enqueue_job(SCOPE, c1, now_us=RECENT, dedup=False)
-    await store.cancel_job(SCOPE, c1.job_id, now_us=RECENT)
+    await store.jobs.enqueue(SCOPE, c1, now_us=RECENT, dedup=False)
+    await store.jobs.cancel(SCOPE, c1.job_id, now_us=RECENT)
     w.kept_jobs.append(c1.job_id)
     # D: raw bytes an old dead job and a pending job (another source) share: the dead job
     # goes, the bytes stay for the pending one.
     shared = _bytes(BLOB_CHUNK + 3, 2)
     y = await _stored(store, tmp_path, shared)
     d1 = _job(new_id(), "d.csv", shared)
-    await store.fail_job(
+    await store.jobs.fail(
         await _leased(store, d1, OLD), "corrupt_input", "bad", now_us=OLD + 1, decide=_dead
     )
     d2 = _job(new_id(), "e.csv", shared)
-    await store.enqueue_job(SCOPE, d2, now_us=OLD + 5, dedup=False)
+    await store.jobs.enqueue(SCOPE, d2, now_us=OLD + 5, dedup=False)
     w.gone_jobs.append(d1.job_id)
     w.kept_jobs.append(d2.job_id)
     w.kept_blobs.append(y)
@@ -221,19 +221,19 @@ async def test_old_ended_jobs_and_unnamed_raw_bytes_go(
     assert (dry.jobs, dry.events, dry.raw_blobs, dry.raw_bytes) == expected
     assert dry.payload_bytes == len(b'{"p": 1}') * len(w.gone_jobs)
     for j in w.gone_jobs:  # a dry run removes nothing
-        assert await store.get_job(SCOPE, j) is not None
+        assert await store.jobs.get(SCOPE, j) is not None
 
     done = await store.remove_ended_jobs(before_us=CUTOFF, batch=2)
     assert (done.jobs, done.events, done.raw_blobs, done.raw_bytes) == expected
     assert done.bytes_freed == dry.bytes_freed == sum(w.gone_blobs.values()) + dry.payload_bytes
     assert done.after is not None
     for j in w.gone_jobs:
-        assert await store.get_job(SCOPE, j) is None
+        assert await store.jobs.get(SCOPE, j) is None
         assert await store.read(_job_rows, j) == {
             "jobs": 0, "job_events": 0, "job_webhooks": 0, "webhook_deliveries": 0,
         }  # fmt: skip
     for j in w.kept_jobs:
-        kept = await store.get_job(SCOPE, j)
+        kept = await store.jobs.get(SCOPE, j)
         assert kept is not None and kept.events
     for digest in w.gone_blobs:
         assert await store.read(_blob_rows, digest) == (0, 0)
@@ -266,7 +266,7 @@ async def test_a_cutoff_before_everything_removes_nothing(store: Store, tmp_path
     done = await store.remove_ended_jobs(before_us=OLD - DAY)
     assert (done.jobs, done.events, done.raw_blobs, done.bytes_freed) == (0, 0, 0, 0)
     for j in w.gone_jobs + w.kept_jobs:
-        assert await store.get_job(SCOPE, j) is not None
+        assert await store.jobs.get(SCOPE, j) is not None
     for digest in w.kept_blobs:
         assert await store.has_raw(SCOPE, digest)
 
@@ -314,7 +314,7 @@ async def test_the_collector_counts_and_resumes(store: Store, tmp_path: Path) ->
     off = Retention(store, JobsConfig(retain_days=0), metrics, clock=lambda: NOW)
     async with anyio.create_task_group() as tg:
         await tg.start(off.run)  # reports itself and ends: nothing to do
-    assert all([await store.get_job(SCOPE, j) for j in w.gone_jobs])
+    assert all([await store.jobs.get(SCOPE, j) for j in w.gone_jobs])
     collector = Retention(store, JobsConfig(retain_days=30), metrics, clock=lambda: NOW)
     done = await collector.run_once()
     assert done.jobs == len(w.gone_jobs) and done.raw_blobs == len(w.gone_blobs)
@@ -342,4 +342,4 @@ async def test_two_collectors_at_once_remove_each_job_once(store: Store, tmp_pat
     assert sum(r.events for r in results) == w.events
     assert sum(r.raw_blobs for r in results) == len(w.gone_blobs)
     for j in w.gone_jobs:
-        assert await store.get_job(SCOPE, j) is None
+        assert await store.jobs.get(SCOPE, j) is None

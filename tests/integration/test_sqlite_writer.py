@@ -126,8 +126,8 @@ async def test_a_lease_head_seen_by_a_rolled_back_transaction_is_written_next(
     with pytest.raises(ValueError, match="on purpose"):
         await sqlite_store.transaction("first", heads_then_fails)
     job = NewJob(new_id(), "ingest:text", "text", new_id(), None, b"{}")
-    await sqlite_store.enqueue_job(SCOPE, job, now_us=1_000, dedup=False)
-    leased = await sqlite_store.lease_next_job(
+    await sqlite_store.jobs.enqueue(SCOPE, job, now_us=1_000, dedup=False)
+    leased = await sqlite_store.jobs.lease_next(
         ["text"], scope=None, worker_id="w", now_us=2_000, lease_us=60_000_000
     )
     assert leased is not None and leased.job_id == job.job_id

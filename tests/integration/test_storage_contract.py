@@ -113,7 +113,7 @@ def losing(now: int, max_losses: int = 3) -> DecideLoss:
 async def lease(
     store: StorageEngine, fmt: str = "text", *, now: int = NOW, worker: str = "w"
 ) -> JobRecord:
-    job = await store.lease_next_job(
+    job = await store.jobs.lease_next(
         [fmt], scope=SCOPE, worker_id=worker, now_us=now, lease_us=LEASE_US
     )
     assert job is not None, f"no {fmt} job to lease"
@@ -125,7 +125,7 @@ def held(job: JobRecord) -> LeaseRef:
 
 
 async def transitions(store: StorageEngine, job_id: bytes) -> list[str]:
-    job = await store.get_job(SCOPE, job_id)
+    job = await store.jobs.get(SCOPE, job_id)
     assert job is not None
     return [e.transition for e in job.events]
 
@@ -336,7 +336,7 @@ async def test_commit_dedup_modes(store: StorageEngine) -> None:
     # same bytes with other text → a new version.
     outcomes: list[tuple[bytes, bool]] = []
     for text in ("job text\n", "job text\n", "job text\n", "changed text\n"):
-        enqueued = await store.enqueue_job(SCOPE, ingest_job(source, raw), now_us=NOW, dedup=False)
+        enqueued = await store.jobs.enqueue(SCOPE, ingest_job(source, raw), now_us=NOW, dedup=False)
         assert enqueued.job_id is not None
         job = await lease(store)
         assert job.job_id == enqueued.job_id
@@ -345,7 +345,7 @@ async def test_commit_dedup_modes(store: StorageEngine) -> None:
             SCOPE, version(source, raw, job=writer), one_node(text), dedup=Dedup.SUBMIT,
             completion=JobCompletion(held(job), NOW, b'{"s":1}'),
         )  # fmt: skip
-        record = await store.get_job(SCOPE, job.job_id)
+        record = await store.jobs.get(SCOPE, job.job_id)
         assert record is not None and record.state == "completed" and record.stats is not None
         assert msgspec.json.decode(record.stats)["s"] == 1  # the worker's stats are kept
         outcomes.append((job.job_id, outcome.deduplicated))
@@ -359,49 +359,49 @@ async def test_commit_dedup_modes(store: StorageEngine) -> None:
 async def test_job_lifecycle_dedup_heartbeat_fail_release_complete(store: StorageEngine) -> None:
     source, raw = new_id(), b"payload bytes"
     first = ingest_job(source, raw)
-    assert await store.next_available_at(["text"], SCOPE) is None
-    out = await store.enqueue_job(SCOPE, first, now_us=NOW, dedup=True)
+    assert await store.jobs.next_available_at(["text"], SCOPE) is None
+    out = await store.jobs.enqueue(SCOPE, first, now_us=NOW, dedup=True)
     assert (out.deduplicated, out.job_id, out.erased) == (False, first.job_id, False)
     # The same (source, hash) while the first job is pending: that job's id, nothing new.
-    dup = await store.enqueue_job(SCOPE, ingest_job(source, raw), now_us=NOW + 1, dedup=True)
+    dup = await store.jobs.enqueue(SCOPE, ingest_job(source, raw), now_us=NOW + 1, dedup=True)
     assert (dup.deduplicated, dup.job_id) == (True, first.job_id)
-    assert await store.next_available_at(["text", "csv"], SCOPE) == NOW
-    assert await store.next_available_at(["text"], OTHER) is None
-    assert await store.next_available_at(["csv"]) is None
-    assert await store.active_job_counts() == {("ingest:text", "pending"): 1}
+    assert await store.jobs.next_available_at(["text", "csv"], SCOPE) == NOW
+    assert await store.jobs.next_available_at(["text"], OTHER) is None
+    assert await store.jobs.next_available_at(["csv"]) is None
+    assert await store.jobs.active_counts() == {("ingest:text", "pending"): 1}
 
     job = await lease(store, worker="w1")
     assert (job.job_id, job.state, job.lease_generation) == (first.job_id, "leased", 1)
     assert job.lease_owner == "w1" and job.lease_deadline == NOW + LEASE_US
     assert job.scope == SCOPE and job.payload == b"{}" and job.content_hash == content_hash(raw)
     assert (
-        await store.lease_next_job(["text"], scope=None, worker_id="w", now_us=NOW, lease_us=1)
+        await store.jobs.lease_next(["text"], scope=None, worker_id="w", now_us=NOW, lease_us=1)
         is None
     )
-    assert await store.active_job_counts() == {("ingest:text", "leased"): 1}
+    assert await store.jobs.active_counts() == {("ingest:text", "leased"): 1}
     # Still active while leased: deduplicated against it.
-    dup = await store.enqueue_job(SCOPE, ingest_job(source, raw), now_us=NOW + 2, dedup=True)
+    dup = await store.jobs.enqueue(SCOPE, ingest_job(source, raw), now_us=NOW + 2, dedup=True)
     assert (dup.deduplicated, dup.job_id) == (True, first.job_id)
     # Without dedup a second job is enqueued all the same.
     extra = ingest_job(new_id(), b"other")
-    assert (await store.enqueue_job(SCOPE, extra, now_us=NOW, dedup=False)).job_id == extra.job_id
+    assert (await store.jobs.enqueue(SCOPE, extra, now_us=NOW, dedup=False)).job_id == extra.job_id
 
     # Heartbeats extend the current lease only.
     stale = LeaseRef(job.job_id, job.lease_generation - 1)
-    assert await store.heartbeat_jobs([stale], now_us=NOW + 10, lease_us=LEASE_US) == []
-    unchanged = await store.get_job(SCOPE, job.job_id, events=False)
+    assert await store.jobs.heartbeat([stale], now_us=NOW + 10, lease_us=LEASE_US) == []
+    unchanged = await store.jobs.get(SCOPE, job.job_id, events=False)
     assert unchanged is not None and unchanged.lease_deadline == NOW + LEASE_US
-    assert await store.heartbeat_jobs([held(job)], now_us=NOW + 10, lease_us=LEASE_US) == [
+    assert await store.jobs.heartbeat([held(job)], now_us=NOW + 10, lease_us=LEASE_US) == [
         job.job_id
     ]
-    assert await store.heartbeat_jobs([], now_us=NOW + 10, lease_us=LEASE_US) == []
-    beat = await store.get_job(SCOPE, job.job_id, events=False)
+    assert await store.jobs.heartbeat([], now_us=NOW + 10, lease_us=LEASE_US) == []
+    beat = await store.jobs.get(SCOPE, job.job_id, events=False)
     assert beat is not None and beat.lease_deadline == NOW + 10 + LEASE_US and beat.events == ()
 
     # A stale failure is refused and writes nothing; a current one retries with backoff.
     with pytest.raises(StaleLease):
-        await store.fail_job(stale, "transient", "boom", now_us=NOW + 20, decide=failing(NOW + 20))
-    failed = await store.fail_job(
+        await store.jobs.fail(stale, "transient", "boom", now_us=NOW + 20, decide=failing(NOW + 20))
+    failed = await store.jobs.fail(
         held(job), "transient", "transient: boom", now_us=NOW + 20, decide=failing(NOW + 20)
     )
     assert (failed.state, failed.attempts, failed.failure_reason) == (
@@ -412,7 +412,7 @@ async def test_job_lifecycle_dedup_heartbeat_fail_release_complete(store: Storag
     assert NOW + 20 + 500_000 <= failed.available_at <= NOW + 20 + 1_000_000
     assert failed.lease_owner is None and failed.lease_deadline is None
     assert (
-        await store.lease_next_job(
+        await store.jobs.lease_next(
             ["text"], scope=SCOPE, worker_id="w", now_us=NOW + 21, lease_us=LEASE_US
         )
         is not None
@@ -422,9 +422,9 @@ async def test_job_lifecycle_dedup_heartbeat_fail_release_complete(store: Storag
 
     # Release: back to pending at once, the attempt not counted; a second release is stale.
     at = failed.available_at + 1
-    assert await store.release_job(held(again), now_us=at, detail="shutdown")
-    assert not await store.release_job(held(again), now_us=at, detail="shutdown")
-    released = await store.get_job(SCOPE, first.job_id)
+    assert await store.jobs.release(held(again), now_us=at, detail="shutdown")
+    assert not await store.jobs.release(held(again), now_us=at, detail="shutdown")
+    released = await store.jobs.get(SCOPE, first.job_id)
     assert released is not None and (released.state, released.attempts) == ("pending", 1)
     assert released.available_at == at
 
@@ -444,7 +444,7 @@ async def test_job_lifecycle_dedup_heartbeat_fail_release_complete(store: Storag
         completion=JobCompletion(held(third), at, b'{"rows":1}', children[:1]),
     )  # fmt: skip
     assert not done.deduplicated and done.source_version_tx is not None
-    record = await store.get_job(SCOPE, first.job_id)
+    record = await store.jobs.get(SCOPE, first.job_id)
     assert record is not None and record.state == "completed" and record.stats is not None
     assert msgspec.json.decode(record.stats) == {
         "rows": 1, "nodes_added": 1, "nodes_removed": 0, "nodes_changed": 0, "nodes_unchanged": 0,
@@ -454,20 +454,20 @@ async def test_job_lifecycle_dedup_heartbeat_fail_release_complete(store: Storag
         "enqueued", "leased", "retried", "leased", "released", "leased", "completed",
     ]  # fmt: skip
     assert record.events[2].detail == "transient: boom"
-    child = await store.get_job(SCOPE, children[0].job_id)
+    child = await store.jobs.get(SCOPE, children[0].job_id)
     assert child is not None and child.state == "pending" and child.format == "csv"
     assert child.events[0].detail == f"parent={uuid.UUID(bytes=first.job_id)}"
-    assert await store.get_job(SCOPE, children[1].job_id) is None
+    assert await store.jobs.get(SCOPE, children[1].job_id) is None
     assert await store.latest_version(SCOPE, source) is not None
 
     # After completion: the same bytes are the latest version's, so nothing is enqueued.
-    after = await store.enqueue_job(SCOPE, ingest_job(source, raw), now_us=at, dedup=True)
+    after = await store.jobs.enqueue(SCOPE, ingest_job(source, raw), now_us=at, dedup=True)
     assert (after.deduplicated, after.job_id, after.erased) == (True, None, False)
     # get_job scoping: another scope sees nothing; no scope (the fleet) sees the job.
-    assert await store.get_job(OTHER, first.job_id) is None
-    fleet = await store.get_job(None, first.job_id, events=False)
+    assert await store.jobs.get(OTHER, first.job_id) is None
+    fleet = await store.jobs.get(None, first.job_id, events=False)
     assert fleet is not None and fleet.scope == SCOPE
-    assert await store.get_job(SCOPE, new_id()) is None
+    assert await store.jobs.get(SCOPE, new_id()) is None
 
 
 async def test_fetch_format_children_dedup_by_name(store: StorageEngine) -> None:
@@ -475,30 +475,32 @@ async def test_fetch_format_children_dedup_by_name(store: StorageEngine) -> None
     matches an active job of the same source and format instead."""
     page = new_id()
     first = NewJob(new_id(), "ingest:web", "web", page, None, b'{"name":"http://127.0.0.1/page"}')
-    assert (await store.enqueue_job(SCOPE, first, now_us=NOW, dedup=True)).job_id == first.job_id
+    assert (await store.jobs.enqueue(SCOPE, first, now_us=NOW, dedup=True)).job_id == first.job_id
     again = replace(first, job_id=new_id())
-    out = await store.enqueue_job(SCOPE, again, now_us=NOW, dedup=True)
+    out = await store.jobs.enqueue(SCOPE, again, now_us=NOW, dedup=True)
     assert (out.deduplicated, out.job_id) == (True, first.job_id)
     # Another format of the same source is another fetch; without dedup, always a new job.
     other_fmt = replace(first, job_id=new_id(), format="html", kind="ingest:html")
-    assert not (await store.enqueue_job(SCOPE, other_fmt, now_us=NOW, dedup=True)).deduplicated
+    assert not (await store.jobs.enqueue(SCOPE, other_fmt, now_us=NOW, dedup=True)).deduplicated
     forced = replace(first, job_id=new_id())
-    assert (await store.enqueue_job(SCOPE, forced, now_us=NOW, dedup=False)).job_id == forced.job_id
+    assert (
+        await store.jobs.enqueue(SCOPE, forced, now_us=NOW, dedup=False)
+    ).job_id == forced.job_id
     # Once the job is over, the same page may be fetched again.
     job = await lease(store, "web")
     assert job.job_id == first.job_id
-    await store.fail_job(held(job), "corrupt_input", "bad", now_us=NOW, decide=failing(NOW))
-    await store.fail_job(  # the forced one too: no active web job of the page is left
+    await store.jobs.fail(held(job), "corrupt_input", "bad", now_us=NOW, decide=failing(NOW))
+    await store.jobs.fail(  # the forced one too: no active web job of the page is left
         held(await lease(store, "web")), "corrupt_input", "bad", now_us=NOW, decide=failing(NOW)
     )
     later = replace(first, job_id=new_id())
-    out = await store.enqueue_job(SCOPE, later, now_us=NOW, dedup=True)
+    out = await store.jobs.enqueue(SCOPE, later, now_us=NOW, dedup=True)
     assert (out.deduplicated, out.job_id) == (False, later.job_id)
 
     # A crawl's children: a page linked twice by one parent, and a page whose fetch is
     # already queued, are fetched once.
     crawl = ingest_job(new_id(), b"<a href=...>")
-    await store.enqueue_job(SCOPE, crawl, now_us=NOW, dedup=True)
+    await store.jobs.enqueue(SCOPE, crawl, now_us=NOW, dedup=True)
     parent = await lease(store)
     other_page = new_id()
     kids = (
@@ -511,9 +513,9 @@ async def test_fetch_format_children_dedup_by_name(store: StorageEngine) -> None
         dedup=Dedup.SUBMIT, completion=JobCompletion(held(parent), NOW, children=kids),
     )  # fmt: skip
     assert not done.deduplicated and done.refused_children == ()
-    enqueued = [await store.get_job(SCOPE, k.job_id, events=False) for k in kids]
+    enqueued = [await store.jobs.get(SCOPE, k.job_id, events=False) for k in kids]
     assert [j is not None for j in enqueued] == [True, False, False]
-    assert await store.active_job_counts() == {
+    assert await store.jobs.active_counts() == {
         ("ingest:web", "pending"): 2,  # `later` and the other page's
         ("ingest:html", "pending"): 1,
     }
@@ -527,7 +529,7 @@ async def test_deduplicated_completion_still_enqueues_its_fetch_children(
     from the same bytes and are not. ``stats.children`` counts the jobs really enqueued."""
     raw = b"<a href=a.html>a</a>"
     index = new_id()
-    await store.enqueue_job(SCOPE, ingest_job(index, raw, "web"), now_us=NOW, dedup=False)
+    await store.jobs.enqueue(SCOPE, ingest_job(index, raw, "web"), now_us=NOW, dedup=False)
     first = await lease(store, "web")
     await store.commit_version(
         SCOPE, version(index, raw, job=first.job_id), one_node("a\n"), dedup=Dedup.SUBMIT,
@@ -535,7 +537,7 @@ async def test_deduplicated_completion_still_enqueues_its_fetch_children(
     )  # fmt: skip
     kept = await store.latest_version(SCOPE, index)
     assert kept is not None
-    await store.enqueue_job(SCOPE, ingest_job(index, None, "web"), now_us=NOW, dedup=False)
+    await store.jobs.enqueue(SCOPE, ingest_job(index, None, "web"), now_us=NOW, dedup=False)
     again = await lease(store, "web")
     linked = new_id()
     fetch = NewJob(new_id(), "ingest:web", "web", linked, None, b'{"name":"http://x/a.html"}')
@@ -548,62 +550,62 @@ async def test_deduplicated_completion_still_enqueues_its_fetch_children(
         ),
     )  # fmt: skip
     assert done.deduplicated and done.source_version_tx is None
-    record = await store.get_job(SCOPE, again.job_id)
+    record = await store.jobs.get(SCOPE, again.job_id)
     assert record is not None and record.state == "completed"
     assert record.events[-1].detail == "deduplicated"
     assert record.stats is not None and msgspec.json.decode(record.stats) == {"children": 1}
-    child = await store.get_job(SCOPE, fetch.job_id)
+    child = await store.jobs.get(SCOPE, fetch.job_id)
     assert child is not None and child.state == "pending"
-    assert await store.get_job(SCOPE, twice.job_id) is None
-    assert await store.get_job(SCOPE, attachment.job_id) is None
+    assert await store.jobs.get(SCOPE, twice.job_id) is None
+    assert await store.jobs.get(SCOPE, attachment.job_id) is None
     assert await store.latest_version(SCOPE, index) == kept  # no new version
 
 
 async def test_reap_expired_and_lose_jobs(store: StorageEngine) -> None:
     jobs = [ingest_job(new_id(), f"job {i}".encode()) for i in range(3)]
     for i, job in enumerate(jobs):
-        await store.enqueue_job(SCOPE, job, now_us=NOW + i, dedup=True)
+        await store.jobs.enqueue(SCOPE, job, now_us=NOW + i, dedup=True)
     leased = [await lease(store, now=NOW + 10) for _ in jobs]
     assert [j.job_id for j in leased] == [j.job_id for j in jobs]  # oldest first
 
     # Nothing has expired yet at the deadline itself.
-    assert await store.reap_expired(now_us=NOW + 10 + LEASE_US, decide=losing(NOW)) == []
+    assert await store.jobs.reap_expired(now_us=NOW + 10 + LEASE_US, decide=losing(NOW)) == []
     late = NOW + 11 + LEASE_US
-    await store.heartbeat_jobs([held(leased[2])], now_us=NOW + 20, lease_us=LEASE_US)
-    reaped = await store.reap_expired(now_us=late, decide=losing(late))
+    await store.jobs.heartbeat([held(leased[2])], now_us=NOW + 20, lease_us=LEASE_US)
+    reaped = await store.jobs.reap_expired(now_us=late, decide=losing(late))
     assert sorted((j.job_id, state) for j, state in reaped) == sorted(
         (j.job_id, "pending") for j in jobs[:2]
     )
     assert all(j.state == "leased" and j.lease_owner == "w" for j, _ in reaped)
-    expired = await store.get_job(SCOPE, jobs[0].job_id)
+    expired = await store.jobs.get(SCOPE, jobs[0].job_id)
     assert expired is not None and expired.attempts == 1 and expired.lease_generation == 1
     assert [e.transition for e in expired.events] == ["enqueued", "leased", "lease_expired"]
     assert expired.failure_reason is not None and expired.failure_reason.startswith("lease_expired")
     # The expired lease can no longer be heartbeaten, failed or completed.
-    assert await store.heartbeat_jobs([held(leased[0])], now_us=late, lease_us=LEASE_US) == []
+    assert await store.jobs.heartbeat([held(leased[0])], now_us=late, lease_us=LEASE_US) == []
     with pytest.raises(StaleLease):
-        await store.fail_job(held(leased[0]), "transient", "x", now_us=late, decide=failing(late))
+        await store.jobs.fail(held(leased[0]), "transient", "x", now_us=late, decide=failing(late))
 
     # Lost with its worker: the one still held gets worker_lost; a stale lease is skipped.
-    lost = await store.lose_jobs(
+    lost = await store.jobs.lose(
         [held(leased[2]), held(leased[0])], now_us=late, detail="stream ended", decide=losing(late)
     )
     assert [(j.job_id, state) for j, state in lost] == [(jobs[2].job_id, "pending")]
-    record = await store.get_job(SCOPE, jobs[2].job_id)
+    record = await store.jobs.get(SCOPE, jobs[2].job_id)
     assert record is not None and record.attempts == 1 and record.available_at == late
     assert [e.transition for e in record.events] == ["enqueued", "leased", "worker_lost"]
-    assert await store.lose_jobs([], now_us=late, detail="x", decide=losing(late)) == []
+    assert await store.jobs.lose([], now_us=late, detail="x", decide=losing(late)) == []
 
     # The loss cap: a job lost twice with max_losses=2 is dead, reason resource_limit.
-    again = await store.lease_next_job(
+    again = await store.jobs.lease_next(
         ["text"], scope=None, worker_id="w", now_us=late, lease_us=LEASE_US
     )
     assert again is not None and again.job_id == jobs[2].job_id
-    lost = await store.lose_jobs(
+    lost = await store.jobs.lose(
         [held(again)], now_us=late, detail="gone again", decide=losing(late, max_losses=2)
     )
     assert [state for _, state in lost] == ["dead"]
-    dead = await store.get_job(SCOPE, jobs[2].job_id)
+    dead = await store.jobs.get(SCOPE, jobs[2].job_id)
     assert dead is not None and dead.state == "dead"
     assert dead.failure_reason == "resource_limit: worker lost 2 times"
     assert [e.transition for e in dead.events][-2:] == ["worker_lost", "dead"]
@@ -614,10 +616,10 @@ async def test_fail_job_dead_letters_permanent_kinds_and_at_max_attempts(
 ) -> None:
     permanent, retried = ingest_job(new_id(), b"p"), ingest_job(new_id(), b"r")
     for new in (permanent, retried):
-        await store.enqueue_job(SCOPE, new, now_us=NOW, dedup=True)
+        await store.jobs.enqueue(SCOPE, new, now_us=NOW, dedup=True)
     leased = await lease(store)
     assert leased.job_id == permanent.job_id
-    dead = await store.fail_job(
+    dead = await store.jobs.fail(
         held(leased), "corrupt_input", "corrupt_input: bad", now_us=NOW, decide=failing(NOW)
     )
     assert (dead.state, dead.attempts) == ("dead", 1)
@@ -627,33 +629,33 @@ async def test_fail_job_dead_letters_permanent_kinds_and_at_max_attempts(
     for _ in range(MAX_ATTEMPTS):
         job = await lease(store, now=now)
         assert job.job_id == retried.job_id
-        after = await store.fail_job(held(job), "transient", "t", now_us=now, decide=failing(now))
+        after = await store.jobs.fail(held(job), "transient", "t", now_us=now, decide=failing(now))
         states.append(after.state)
         now = after.available_at
     assert states == ["pending"] * (MAX_ATTEMPTS - 1) + ["dead"]
     # Dead is terminal: nothing leases, extends, fails, releases, reaps or loses it again.
     gone = held(job)
     assert (
-        await store.lease_next_job(["text"], scope=None, worker_id="w", now_us=now, lease_us=1)
+        await store.jobs.lease_next(["text"], scope=None, worker_id="w", now_us=now, lease_us=1)
         is None
     )
-    assert await store.heartbeat_jobs([gone], now_us=now, lease_us=LEASE_US) == []
+    assert await store.jobs.heartbeat([gone], now_us=now, lease_us=LEASE_US) == []
     with pytest.raises(StaleLease):
-        await store.fail_job(gone, "transient", "t", now_us=now, decide=failing(now))
-    assert not await store.release_job(gone, now_us=now, detail="x")
-    assert await store.reap_expired(now_us=now + 10 * LEASE_US, decide=losing(now)) == []
-    assert await store.lose_jobs([gone], now_us=now, detail="x", decide=losing(now)) == []
+        await store.jobs.fail(gone, "transient", "t", now_us=now, decide=failing(now))
+    assert not await store.jobs.release(gone, now_us=now, detail="x")
+    assert await store.jobs.reap_expired(now_us=now + 10 * LEASE_US, decide=losing(now)) == []
+    assert await store.jobs.lose([gone], now_us=now, detail="x", decide=losing(now)) == []
     for job_id in (permanent.job_id, retried.job_id):
-        final = await store.get_job(SCOPE, job_id, events=False)
+        final = await store.jobs.get(SCOPE, job_id, events=False)
         assert final is not None and final.state == "dead"
 
 
 async def test_heartbeat_batch_naming_one_job_under_two_generations(store: StorageEngine) -> None:
     """Only the lease held is extended: the stale generation's entry is not reported."""
-    await store.enqueue_job(SCOPE, ingest_job(new_id(), b"hb"), now_us=NOW, dedup=True)
+    await store.jobs.enqueue(SCOPE, ingest_job(new_id(), b"hb"), now_us=NOW, dedup=True)
     job = await lease(store)
     stale = LeaseRef(job.job_id, job.lease_generation - 1)
-    extended = await store.heartbeat_jobs([held(job), stale], now_us=NOW, lease_us=LEASE_US)
+    extended = await store.jobs.heartbeat([held(job), stale], now_us=NOW, lease_us=LEASE_US)
     assert extended == [job.job_id]
 
 
@@ -675,7 +677,7 @@ def stream_part(rows: list[str], base: int, earlier: list[int] | None = None) ->
 async def test_stream_parts_replay_out_of_sync_invalid_and_finalize(store: StorageEngine) -> None:
     source, raw = new_id(), b"a,b\n1,2\n"
     job_in = ingest_job(source, raw, "csv")
-    await store.enqueue_job(SCOPE, job_in, now_us=NOW, dedup=True)
+    await store.jobs.enqueue(SCOPE, job_in, now_us=NOW, dedup=True)
     job = await lease(store, "csv")
     v = version(source, raw, name="big.csv", fmt="csv", job=job.job_id)
 
@@ -729,7 +731,7 @@ async def test_stream_parts_replay_out_of_sync_invalid_and_finalize(store: Stora
     assert await store.read_text(SCOPE, source, latest.tx, None, None) == text
     rows = await store.list_nodes(SCOPE, label="ROW", source_id=source, limit=10, after=None)
     assert sorted(n.properties["row"] for n in rows) == ["end", "row 1", "row 2", "ééé"]
-    record = await store.get_job(SCOPE, job.job_id)
+    record = await store.jobs.get(SCOPE, job.job_id)
     assert record is not None and record.state == "completed"
     assert [e.transition for e in record.events] == [
         "enqueued", "leased", "partial", "partial", "partial", "completed",
@@ -740,14 +742,14 @@ async def test_stream_parts_replay_out_of_sync_invalid_and_finalize(store: Stora
 
 async def test_stream_crossing_a_chunk_and_abandoned_on_release(store: StorageEngine) -> None:
     source, raw = new_id(), b"wide"
-    await store.enqueue_job(SCOPE, ingest_job(source, raw, "csv"), now_us=NOW, dedup=True)
+    await store.jobs.enqueue(SCOPE, ingest_job(source, raw, "csv"), now_us=NOW, dedup=True)
     job = await lease(store, "csv")
     v = version(source, raw, fmt="csv", job=job.job_id)
     row = "x" * 1000 + "é" * 100
     p0 = stream_part([row] * 700, 0)  # ~840 KB: two parts cross the 1 MiB chunk
     await store.apply_stream_part(SCOPE, v, p0, StreamPart(held(job), "w", 0, True, 0, NOW, 1))
     # Released mid-stream: the stream is abandoned, the next lease starts afresh at 0.
-    assert await store.release_job(held(job), now_us=NOW, detail="shutdown")
+    assert await store.jobs.release(held(job), now_us=NOW, detail="shutdown")
     assert "stream_abandoned" in await transitions(store, job.job_id)
     job2 = await lease(store, "csv")
     assert await store.stream_base(job2.job_id, held(job2), "w") == 0
@@ -804,7 +806,7 @@ async def test_scan_sees_every_table(store: StorageEngine) -> None:
         SCOPE, version(source, b"scan"), rich_projection(new_id(), new_id()), dedup=Dedup.CONTENT
     )
     job = ingest_job(new_id(), b"scan job")
-    await store.enqueue_job(OTHER, job, now_us=NOW, dedup=True)
+    await store.jobs.enqueue(OTHER, job, now_us=NOW, dedup=True)
     async with store.scan() as scan:
         scopes = await scan.scopes()
         assert set(scopes.values()) >= {SCOPE, OTHER}
@@ -858,7 +860,7 @@ async def _erase(
     )
     job = NewJob(new_id(), ERASE_KIND, ERASE_FORMAT, source, None, msgspec.json.encode(payload))
     await store.enqueue_erasure(SCOPE, job, payload, now_us=now)
-    leased = await store.lease_next_job(
+    leased = await store.jobs.lease_next(
         [ERASE_FORMAT], scope=None, worker_id="core:eraser", now_us=now, lease_us=LEASE_US
     )
     assert leased is not None and leased.job_id == job.job_id and leased.kind == ERASE_KIND
@@ -883,7 +885,7 @@ async def test_erasure_runs_every_step_and_blocklists(store: StorageEngine, tmp_
         {"name": "doc.txt", "content_b64": base64.b64encode(raw).decode(), "size": len(raw)}
     )
     writer = replace(ingest_job(source, raw), payload=inline)
-    await store.enqueue_job(SCOPE, writer, now_us=NOW, dedup=True)
+    await store.jobs.enqueue(SCOPE, writer, now_us=NOW, dedup=True)
     job = await lease(store)
     made = await store.commit_version(
         SCOPE, version(source, raw, job=job.job_id), rich_projection(new_id(), new_id()),
@@ -897,7 +899,7 @@ async def test_erasure_runs_every_step_and_blocklists(store: StorageEngine, tmp_
     await store.store_raw(SCOPE, content_hash(raw), upload, len(raw))
     pending = NewJob(new_id(), "ingest:text", "text", source, content_hash(b"next"),
                      b'{"name":"doc.txt","content_b64":"bmV4dA==","size":4}')  # fmt: skip
-    await store.enqueue_job(SCOPE, pending, now_us=NOW, dedup=True)
+    await store.jobs.enqueue(SCOPE, pending, now_us=NOW, dedup=True)
     # Another scope's identical bytes are not touched.
     there = await store.commit_version(
         OTHER, version(source, raw), one_node("x\n"), dedup=Dedup.CONTENT
@@ -913,7 +915,7 @@ async def test_erasure_runs_every_step_and_blocklists(store: StorageEngine, tmp_
     # Raw upload and the writer's inline copy; the pending job lost its copy when it ended.
     assert counts["jobs"] == {"raw_bytes": len(raw), "inline_bytes": len(raw)}
     assert counts["finish"] == {k: v for step in STEPS[:-1] for k, v in counts[step].items()}
-    finished = await store.get_job(SCOPE, erasure_id)
+    finished = await store.jobs.get(SCOPE, erasure_id)
     assert finished is not None and finished.state == "completed" and finished.stats is not None
     body = msgspec.json.decode(finished.stats)
     assert body["versions"] == [{"sourceId": str(uuid.UUID(bytes=source)), "sourceVersionTx": tx}]
@@ -936,10 +938,10 @@ async def test_erasure_runs_every_step_and_blocklists(store: StorageEngine, tmp_
     assert await store.list_nodes(SCOPE, label=None, source_id=source, limit=10, after=None) == []
     assert not await store.has_raw(SCOPE, content_hash(raw))
     assert await store.has_source(SCOPE, source)
-    scrubbed = await store.get_job(SCOPE, writer.job_id)
+    scrubbed = await store.jobs.get(SCOPE, writer.job_id)
     assert scrubbed is not None and scrubbed.state == "completed"
     assert msgspec.json.decode(scrubbed.payload)["content_b64"] == ""
-    ended = await store.get_job(SCOPE, pending.job_id)
+    ended = await store.jobs.get(SCOPE, pending.job_id)
     assert ended is not None and ended.state == "dead" and b"bmV4dA" not in ended.payload
     assert ended.failure_reason is not None and ended.failure_reason.startswith("erased:")
     assert there.source_version_tx is not None
@@ -953,14 +955,14 @@ async def test_erasure_runs_every_step_and_blocklists(store: StorageEngine, tmp_
             SCOPE, version(new_id(), b"other"), rich_projection(new_id(), new_id()),
             dedup=Dedup.NONE,
         )  # fmt: skip
-    refused = await store.enqueue_job(SCOPE, ingest_job(new_id(), raw), now_us=NOW, dedup=False)
+    refused = await store.jobs.enqueue(SCOPE, ingest_job(new_id(), raw), now_us=NOW, dedup=False)
     assert (refused.erased, refused.job_id, refused.deduplicated) == (True, None, False)
     with pytest.raises(ContentErased):
         await store.store_raw(SCOPE, content_hash(raw), upload, len(raw))
 
     # A held job committing the erased text: CommitOutcome.erased, the job dead.
     submit = ingest_job(new_id(), b"fresh bytes")
-    await store.enqueue_job(SCOPE, submit, now_us=NOW, dedup=True)
+    await store.jobs.enqueue(SCOPE, submit, now_us=NOW, dedup=True)
     job = await lease(store)
     outcome = await store.commit_version(
         SCOPE, version(submit.source_id, b"fresh bytes", job=job.job_id),
@@ -968,7 +970,7 @@ async def test_erasure_runs_every_step_and_blocklists(store: StorageEngine, tmp_
         completion=JobCompletion(held(job), NOW),
     )  # fmt: skip
     assert outcome.erased and outcome.source_version_tx is None and outcome.node_ids == []
-    dead = await store.get_job(SCOPE, job.job_id)
+    dead = await store.jobs.get(SCOPE, job.job_id)
     assert dead is not None and dead.state == "dead" and dead.failure_reason is not None
     assert dead.failure_reason.startswith("erased:")
 
@@ -976,17 +978,17 @@ async def test_erasure_runs_every_step_and_blocklists(store: StorageEngine, tmp_
     # (enqueue refuses those bytes: the job is enqueued without a hash, and the version the
     # worker streams carries the blocklisted one)
     streamed = NewJob(new_id(), "ingest:csv", "csv", new_id(), None, b"{}")
-    await store.enqueue_job(SCOPE, streamed, now_us=NOW, dedup=False)
+    await store.jobs.enqueue(SCOPE, streamed, now_us=NOW, dedup=False)
     sjob = await lease(store, "csv")
     sv = version(streamed.source_id, raw, fmt="csv", job=sjob.job_id)
     part = StreamPart(held(sjob), "w", 0, True, 0, NOW, LEASE_US)
     out = await store.apply_stream_part(SCOPE, sv, stream_part(["a"], 0), part)
     assert out.erased and out.node_ids == []
-    sdead = await store.get_job(SCOPE, sjob.job_id)
+    sdead = await store.jobs.get(SCOPE, sjob.job_id)
     assert sdead is not None and sdead.state == "dead"
     assert await store.erasure_leftovers() == {name: 0 for name, _, _ in LEFTOVER_CHECKS}
     # The blocklist is the scope's own: another scope still takes the same bytes.
-    there_job = await store.enqueue_job(OTHER, ingest_job(new_id(), raw), now_us=NOW, dedup=False)
+    there_job = await store.jobs.enqueue(OTHER, ingest_job(new_id(), raw), now_us=NOW, dedup=False)
     assert not there_job.erased and there_job.job_id is not None
 
 
@@ -1047,7 +1049,7 @@ async def test_engine_as_an_actor_and_its_wakeups(
             assert engine == "sqlite"
         else:
             async with open_store(Config(storage=storage), tmp_path) as other:
-                await other.enqueue_job(
+                await other.jobs.enqueue(
                     SCOPE, ingest_job(new_id(), b"w", "csv"), now_us=NOW, dedup=True
                 )
             with anyio.fail_after(10):

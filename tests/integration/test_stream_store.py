@@ -36,7 +36,7 @@ VERSION = NewVersion(SOURCE, "a.csv", "csv", RAW, 10, "w1", JOB.job_id)
 
 
 async def _lease(store: StorageEngine) -> LeaseRef:
-    held = await store.lease_next_job(
+    held = await store.jobs.lease_next(
         ["csv"], scope=SCOPE, worker_id="w1", now_us=NOW, lease_us=10**9
     )
     assert held is not None
@@ -79,7 +79,7 @@ async def _count(store: StorageEngine, table: str) -> int:
 
 
 async def test_stream_across_chunks_with_replay_and_checks(store: StorageEngine) -> None:
-    await store.enqueue_job(SCOPE, JOB, now_us=NOW, dedup=False)
+    await store.jobs.enqueue(SCOPE, JOB, now_us=NOW, dedup=False)
     lease = await _lease(store)
     first = "é".encode() * 600_000  # 1.2 MB: one full chunk and part of the next
     second = b"x" * 1001 + "é".encode() * 500_000  # fills chunk 1, starts chunk 2
@@ -118,7 +118,7 @@ async def test_stream_across_chunks_with_replay_and_checks(store: StorageEngine)
     assert latest.canonical_text_hash == blake3.blake3(text).digest() == content_hash(text)
     assert await store.read_text(SCOPE, SOURCE, pinned, None, None) == text
     assert await _count(store, "blob_chunks") == 3
-    job = await store.get_job(SCOPE, JOB.job_id)
+    job = await store.jobs.get(SCOPE, JOB.job_id)
     assert job is not None and job.state == "completed"
     assert [e.transition for e in job.events].count("partial") == 3
     assert job.events[-1].detail is not None
@@ -127,19 +127,19 @@ async def test_stream_across_chunks_with_replay_and_checks(store: StorageEngine)
 
 
 async def test_blocklist_at_the_pin(store: StorageEngine) -> None:
-    await store.enqueue_job(SCOPE, JOB, now_us=NOW, dedup=False)
+    await store.jobs.enqueue(SCOPE, JOB, now_us=NOW, dedup=False)
     lease = await _lease(store)
     await _block(store, RAW)
     out = await store.apply_stream_part(SCOPE, VERSION, _proj(b"abc", 0), _part(lease, 0, 0))
     assert out.erased and out.node_ids == []
-    job = await store.get_job(SCOPE, JOB.job_id)
+    job = await store.jobs.get(SCOPE, JOB.job_id)
     assert job is not None and job.state == "dead" and job.failure_reason is not None
     assert job.failure_reason.startswith("erased")
     assert await _count(store, "source_versions") == 0
 
 
 async def test_blocklist_at_the_finalize_purges_the_stream(store: StorageEngine) -> None:
-    await store.enqueue_job(SCOPE, JOB, now_us=NOW, dedup=False)
+    await store.jobs.enqueue(SCOPE, JOB, now_us=NOW, dedup=False)
     lease = await _lease(store)
     await store.apply_stream_part(SCOPE, VERSION, _proj(b"secret ", 0), _part(lease, 0, 0))
     await _block(store, content_hash(b"secret text"))
@@ -149,14 +149,14 @@ async def test_blocklist_at_the_finalize_purges_the_stream(store: StorageEngine)
     assert out.erased and not out.finalized
     for table in ("source_versions", "blob_chunks", "nodes", "span_rows", "node_labels"):
         assert await _count(store, table) == 0, table
-    job = await store.get_job(SCOPE, JOB.job_id)
+    job = await store.jobs.get(SCOPE, JOB.job_id)
     assert job is not None and job.state == "dead"
 
 
 async def test_another_workers_stream_is_abandoned_and_a_single_shot_is_out_of_sequence(
     store: StorageEngine,
 ) -> None:
-    await store.enqueue_job(SCOPE, JOB, now_us=NOW, dedup=False)
+    await store.jobs.enqueue(SCOPE, JOB, now_us=NOW, dedup=False)
     lease = await _lease(store)
     first = await store.apply_stream_part(SCOPE, VERSION, _proj(b"one", 0), _part(lease, 0, 0))
     single = JobCompletion(lease, NOW + 5, b"{}", (), "w1")
@@ -173,7 +173,7 @@ async def test_another_workers_stream_is_abandoned_and_a_single_shot_is_out_of_s
         SCOPE, VERSION, _proj(b"two", 0), _part(lease, 0, 0, worker="w2")
     )
     assert second.source_version_tx > first.source_version_tx and not second.replay
-    job = await store.get_job(SCOPE, JOB.job_id)
+    job = await store.jobs.get(SCOPE, JOB.job_id)
     assert job is not None
     assert [e.transition for e in job.events].count("stream_abandoned") == 1
     assert await store.stream_base(JOB.job_id, lease, "w1") == 0
@@ -185,6 +185,6 @@ async def test_another_workers_stream_is_abandoned_and_a_single_shot_is_out_of_s
     latest = await store.latest_version(SCOPE, SOURCE)
     assert latest is not None and latest.tx == done.source_version_tx
     assert await store.read_text(SCOPE, SOURCE, latest.tx, None, None) == b"whole"
-    job = await store.get_job(SCOPE, JOB.job_id)
+    job = await store.jobs.get(SCOPE, JOB.job_id)
     assert job is not None and job.state == "completed"
     assert [e.transition for e in job.events].count("stream_abandoned") == 2

@@ -461,8 +461,8 @@ async def test_store_lists_and_diffs_published_versions_only(store: StorageEngin
     out = await store.commit_version(scope, v1, _projection(["a", "b"]), dedup=Dedup.NONE)
     assert out.source_version_tx is not None
     job = NewJob(new_id(), "ingest:text", "text", source, raw, b'{"name":"s.txt"}')
-    await store.enqueue_job(scope, job, now_us=NOW, dedup=False)
-    held = await store.lease_next_job(
+    await store.jobs.enqueue(scope, job, now_us=NOW, dedup=False)
+    held = await store.jobs.lease_next(
         ["text"], scope=scope, worker_id="w1", now_us=NOW, lease_us=10**9
     )
     assert held is not None

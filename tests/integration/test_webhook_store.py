@@ -33,8 +33,8 @@ def job(webhook: WebhookTarget | None = None) -> NewJob:
 
 
 async def leased(store: StorageEngine, new: NewJob, now: int = NOW) -> LeaseRef:
-    await store.enqueue_job(SCOPE, new, now_us=now, dedup=False)
-    got = await store.lease_next_job(
+    await store.jobs.enqueue(SCOPE, new, now_us=now, dedup=False)
+    got = await store.jobs.lease_next(
         ["text"], scope=SCOPE, worker_id="w", now_us=now, lease_us=LEASE_US
     )
     assert got is not None and got.job_id == new.job_id
@@ -62,7 +62,7 @@ async def test_terminal_transactions_write_the_subscribed_deliveries(
     assert await store.webhooks.pending_deliveries([on_dead.job_id]) == 0
     # Dead by a permanent failure.
     again = job(WebhookTarget(URL, ALL_EVENTS))
-    await store.fail_job(await leased(store, again), "corrupt_input", "bad", now_us=NOW,
+    await store.jobs.fail(await leased(store, again), "corrupt_input", "bad", now_us=NOW,
                          decide=dead_now)  # fmt: skip
     assert await store.webhooks.pending_deliveries([again.job_id]) == 1
     # Dead by the reaper (a lease that ran out, the loss cap reached).
@@ -76,7 +76,7 @@ async def test_terminal_transactions_write_the_subscribed_deliveries(
             max_losses=1, now_us=late, base_ms=1000, max_s=10.0, rng=random.Random(0),
         )  # fmt: skip
 
-    assert [s for _, s in await store.reap_expired(now_us=late, decide=lose)] == ["dead"]
+    assert [s for _, s in await store.jobs.reap_expired(now_us=late, decide=lose)] == ["dead"]
     assert await store.webhooks.pending_deliveries([reaped.job_id]) == 1
     # A job without a subscription, in a scope without scope-wide ones: none.
     await _complete(store, await leased(store, plain))
@@ -171,15 +171,15 @@ async def test_a_cancel_writes_the_deliveries_subscribed_to_cancelled(
     held = job(WebhookTarget(URL, ALL_EVENTS))
     await leased(store, held)
     pending = job(WebhookTarget(URL, event_bit("cancelled")))
-    await store.enqueue_job(SCOPE, pending, now_us=NOW, dedup=False)
+    await store.jobs.enqueue(SCOPE, pending, now_us=NOW, dedup=False)
     other = job(WebhookTarget(URL, event_bit("completed")))
-    await store.enqueue_job(SCOPE, other, now_us=NOW, dedup=False)
+    await store.jobs.enqueue(SCOPE, other, now_us=NOW, dedup=False)
     for new in (pending, held, other):
-        out = await store.cancel_job(SCOPE, new.job_id, now_us=NOW + 1)
+        out = await store.jobs.cancel(SCOPE, new.job_id, now_us=NOW + 1)
         assert out.job.state == "cancelled"
     assert await store.webhooks.pending_deliveries([pending.job_id]) == 1
     assert await store.webhooks.pending_deliveries([held.job_id]) == 1  # a revoked lease too
     assert await store.webhooks.pending_deliveries([other.job_id]) == 0  # not subscribed to it
     # Cancelling again writes nothing more.
-    await store.cancel_job(SCOPE, pending.job_id, now_us=NOW + 2)
+    await store.jobs.cancel(SCOPE, pending.job_id, now_us=NOW + 2)
     assert await store.webhooks.pending_deliveries([pending.job_id]) == 1

@@ -25,11 +25,10 @@ from telha.domain.errors import Conflict, JobFinished, NotFound
 from telha.domain.ids import id_str
 from telha.domain.model import JobRecord, LeaseRef, Scope
 from telha.storage.core.deliveries import job_ended
-from telha.storage.core.engine import EngineOps
 from telha.storage.core.jobs import abandon_stream, add_event, get_job
 from telha.storage.core.tx import Tx
 
-__all__ = ["REVOKED", "CancelOps", "CancelOutcome", "cancel_job", "lease_states"]
+__all__ = ["REVOKED", "CancelOutcome", "cancel_job", "lease_states"]
 
 #: The wake-up payload (``NOTIFY telha_jobs``) that says "a lease was revoked": each replica
 #: checks the jobs leased through it (:meth:`telha.queue.job_queue.JobQueue.check_revoked`).
@@ -148,19 +147,3 @@ async def lease_states(tx: Tx, job_ids: Sequence[bytes]) -> dict[bytes, tuple[st
         f"SELECT job_id, state, lease_generation FROM jobs WHERE {cond}", *params
     )
     return {bytes(r[0]): (str(r[1]), int(r[2])) for r in rows}
-
-
-class CancelOps(EngineOps):
-    """The cancel operations of :class:`telha.storage.protocol.JobStore`."""
-
-    async def cancel_job(
-        self, scope: Scope, job_id: bytes, *, now_us: int, children: bool = False
-    ) -> CancelOutcome:
-        """See :func:`cancel_job`."""
-        return await self.transaction("cancel job", cancel_job, scope, job_id, now_us, children)
-
-    async def lease_states(self, job_ids: Sequence[bytes]) -> dict[bytes, tuple[str, int]]:
-        """See :func:`lease_states`."""
-        if not job_ids:
-            return {}
-        return await self.read(lease_states, job_ids)

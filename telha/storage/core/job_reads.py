@@ -1,6 +1,7 @@
 """Reads of the job table, written once for both engines: a job with its events, the next
 time a pending job becomes available, the active jobs by kind and state (re-exported by
-:mod:`telha.storage.core.jobs`, whose :class:`~telha.storage.core.jobs.JobOps` serves them)."""
+:mod:`telha.storage.core.jobs`; the aggregate :class:`~telha.storage.core.job_ops.Jobs`
+serves them)."""
 
 from __future__ import annotations
 

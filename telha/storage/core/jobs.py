@@ -41,7 +41,6 @@ from telha.domain.records import (
 from telha.storage.core import fair_lease
 from telha.storage.core.blocklist import BLOCKED, blocked
 from telha.storage.core.deliveries import job_ended, record_job_webhook
-from telha.storage.core.engine import EngineOps
 from telha.storage.core.job_reads import (
     JOB_COLS,
     JOB_FROM,
@@ -68,7 +67,6 @@ from telha.storage.core.tx import Rollback, Tx
 __all__ = [
     "JOB_COLS",
     "JOB_FROM",
-    "JobOps",
     "abandon_stream",
     "active_job_counts",
     "add_event",
@@ -218,7 +216,7 @@ async def enqueue(
 async def enqueue_job(
     tx: Tx, scope: Scope, job: NewJob, now_us: int, dedup: bool, max_pending: int = 0
 ) -> EnqueueOutcome:
-    """:meth:`~telha.storage.protocol.JobStore.enqueue_job` as one transaction: a job that
+    """:meth:`~telha.storage.protocol_jobs.JobStore.enqueue` as one transaction: a job that
     is deduplicated or refused rolls back (nothing written).
 
     ``max_pending`` > 0: the scope's ``max_pending_jobs``, held under its quota lock
@@ -516,84 +514,3 @@ async def lose(
     if not lost:
         raise Rollback([])
     return lost
-
-
-class JobOps(EngineOps):
-    """The job operations of :class:`telha.storage.protocol.JobStore`, over the engine's
-    transaction and read runners. An engine may override one with a measured fast path that
-    a parity test holds to the same rows (docs/architecture.md, "The storage seam")."""
-
-    async def enqueue_job(
-        self, scope: Scope, job: NewJob, *, now_us: int, dedup: bool, max_pending: int = 0
-    ) -> EnqueueOutcome:
-        """Insert a pending job, unless (with ``dedup``) the source's latest version already
-        has ``job.content_hash`` or an active job covers the same ``(source, hash)``, or
-        (``max_pending`` > 0) the scope has that many pending jobs (see :func:`enqueue_job`).
-        """
-        return await self.transaction(
-            "enqueue job", enqueue_job, scope, job, now_us, dedup, max_pending
-        )
-
-    async def lease_next_job(
-        self,
-        formats: Sequence[str],
-        *,
-        scope: Scope | None,
-        worker_id: str,
-        now_us: int,
-        lease_us: int,
-    ) -> JobRecord | None:
-        """See :func:`lease`."""
-        if not formats:
-            return None
-        return await self.transaction(
-            "lease job", lease, formats, scope, worker_id, now_us, lease_us
-        )
-
-    async def next_available_at(
-        self, formats: Sequence[str], scope: Scope | None = None
-    ) -> int | None:
-        """See :func:`next_available_at`."""
-        if not formats:
-            return None
-        return await self.read(next_available_at, formats, scope)
-
-    async def active_job_counts(self) -> dict[tuple[str, str], int]:
-        """See :func:`active_job_counts`."""
-        return await self.read(active_job_counts)
-
-    async def heartbeat_jobs(
-        self, leases: Sequence[LeaseRef], *, now_us: int, lease_us: int
-    ) -> list[bytes]:
-        """See :func:`heartbeat`."""
-        if not leases:
-            return []
-        return await self.transaction("extend leases", heartbeat, leases, now_us, lease_us)
-
-    async def fail_job(
-        self, lease: LeaseRef, kind: str, reason: str, *, now_us: int, decide: Decide
-    ) -> JobRecord:
-        """See :func:`fail`."""
-        return await self.transaction("record failure", fail, lease, kind, reason, now_us, decide)
-
-    async def release_job(self, lease: LeaseRef, *, now_us: int, detail: str) -> bool:
-        """See :func:`release`."""
-        return await self.transaction("release job", release, lease, now_us, detail)
-
-    async def reap_expired(self, *, now_us: int, decide: DecideLoss) -> list[tuple[JobRecord, str]]:
-        """See :func:`reap`."""
-        return await self.transaction("reap leases", reap, now_us, decide)
-
-    async def lose_jobs(
-        self, leases: Sequence[LeaseRef], *, now_us: int, detail: str, decide: DecideLoss
-    ) -> list[tuple[JobRecord, str]]:
-        """See :func:`lose`."""
-        if not leases:
-            return []
-        return await self.transaction("lose jobs", lose, leases, now_us, detail, decide)
-
-    async def get_job(
-        self, scope: Scope | None, job_id: bytes, *, events: bool = True
-    ) -> JobRecord | None:
-        """See :func:`get_job`."""
-        return await self.read(get_job, scope, job_id, events)

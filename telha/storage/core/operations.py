@@ -1,7 +1,7 @@
 """The storage operations written once for both engines (:mod:`telha.storage.core`), composed
-once: each engine's store is its versions' and jobs' operations (an engine may override those
-with a measured fast path: docs/architecture.md, "The storage seam"), these, and its base (the
-transaction and read runners).
+once: each engine's store is its versions' operations (an engine may override those with a
+measured fast path: docs/architecture.md, "The storage seam"), these, the aggregates it
+composes, and its base (the transaction and read runners).
 """
 
 from __future__ import annotations
@@ -9,12 +9,12 @@ from __future__ import annotations
 from functools import cached_property
 
 from telha.storage.core.acl import AclOps
-from telha.storage.core.cancel import CancelOps
 from telha.storage.core.connector_ops import Connectors
 from telha.storage.core.diff import DiffOps
 from telha.storage.core.erasure import ErasureOps
 from telha.storage.core.failed_rows import RowFaultOps
 from telha.storage.core.job_events import JobEventOps
+from telha.storage.core.job_ops import Jobs
 from telha.storage.core.keys import KeyOps
 from telha.storage.core.listings import ListOps
 from telha.storage.core.quotas import StoreQuotas
@@ -42,7 +42,6 @@ class SharedOps(
     RetireOps,
     ReprojectOps,
     ListOps,
-    CancelOps,
     JobEventOps,
     RawOps,
     ScanOps,
@@ -52,15 +51,20 @@ class SharedOps(
     RowFaultOps,
 ):
     """Every operation of :class:`telha.storage.protocol.Storage` but those of
-    :class:`~telha.storage.core.versions.VersionOps` and
-    :class:`~telha.storage.core.jobs.JobOps`; the aggregates already composed rather than
-    inherited are attributes (``store.webhooks``, ``store.connectors``, ``store.quotas``),
-    each made once, on first use, over this store's runners."""
+    :class:`~telha.storage.core.versions.VersionOps`; the aggregates already composed rather
+    than inherited are attributes (``store.jobs``, ``store.webhooks``, ``store.connectors``,
+    ``store.quotas``), each made once, on first use, over this store's runners."""
 
     @cached_property
     def connectors(self) -> Connectors:
         """The connector aggregate (:class:`~telha.storage.core.connector_ops.Connectors`)."""
         return Connectors(self)
+
+    @cached_property
+    def jobs(self) -> Jobs:
+        """The job aggregate (:class:`~telha.storage.core.job_ops.Jobs`; an engine may return
+        a subclass with its fast paths)."""
+        return Jobs(self)
 
     @cached_property
     def quotas(self) -> StoreQuotas:

@@ -29,29 +29,35 @@ from telha.domain.records import job_record
 from telha.domain.rows import PENDING_TX, Match, build_rows
 from telha.storage.core.deliveries import has_webhooks
 from telha.storage.core.fair_lease import CANDIDATES
-from telha.storage.core.jobs import JOB_COLS, JobOps
+from telha.storage.core.job_ops import Jobs
+from telha.storage.core.jobs import JOB_COLS
 from telha.storage.core.search_index import sync_source
 from telha.storage.core.versions import VersionOps
 from telha.storage.postgres.base import PgBase
 from telha.storage.postgres.tx import CHANNEL, Conn, PgTx, source_lock_key
 
-__all__ = ["FastJobOps", "FastVersionOps"]
+__all__ = ["FastJobs", "FastVersionOps"]
 
 
-class FastJobOps(JobOps, PgBase):
-    """:class:`~telha.storage.core.jobs.JobOps` with enqueue and lease as one call each."""
+class FastJobs(Jobs):
+    """:class:`~telha.storage.core.job_ops.Jobs` with enqueue and lease as one call each of
+    ``pg``'s pooled connections."""
 
-    async def enqueue_job(
+    def __init__(self, pg: PgBase) -> None:
+        super().__init__(pg)
+        self._pg = pg
+
+    async def enqueue(
         self, scope: Scope, job: NewJob, *, now_us: int, dedup: bool, max_pending: int = 0
     ) -> EnqueueOutcome:
         """:func:`telha.storage.core.jobs.enqueue_job` as one call of ``telha_enqueue``, its
         own transaction; a job with its own webhook, or held to a pending-jobs quota, takes
         the general path (which stores the webhook, or counts under the quota lock)."""
         if job.webhook is not None or max_pending > 0:
-            return await super().enqueue_job(
+            return await super().enqueue(
                 scope, job, now_us=now_us, dedup=dedup, max_pending=max_pending
             )
-        sid = await self._scope_id(scope, intern=True)
+        sid = await self._pg._scope_id(scope, intern=True)
         assert sid is not None
 
         args = {
@@ -77,12 +83,12 @@ class FastJobOps(JobOps, PgBase):
             assert row is not None
             return EnqueueOutcome(bool(row[0]), row[1], bool(row[2]))
 
-        outcome = await self._write("enqueue job", one, transaction=False)
+        outcome = await self._pg._write("enqueue job", one, transaction=False)
         if not outcome.deduplicated and outcome.job_id is not None:
-            self.job_events.signal((outcome.job_id,))  # its ``enqueued`` event
+            self._pg.job_events.signal((outcome.job_id,))  # its ``enqueued`` event
         return outcome
 
-    async def lease_next_job(
+    async def lease_next(
         self,
         formats: Sequence[str],
         *,
@@ -98,7 +104,7 @@ class FastJobOps(JobOps, PgBase):
             return None
         sid = None
         if scope is not None:
-            sid = await self._scope_id(scope)
+            sid = await self._pg._scope_id(scope)
             if sid is None:
                 return None
 
@@ -118,9 +124,9 @@ class FastJobOps(JobOps, PgBase):
             row = await conn.fetchrow(sql, *args.values())
             return job_record(row) if row is not None else None
 
-        job = await self._write("lease job", one, transaction=False)
+        job = await self._pg._write("lease job", one, transaction=False)
         if job is not None:
-            self.job_events.signal((job.job_id,))  # its ``leased`` event
+            self._pg.job_events.signal((job.job_id,))  # its ``leased`` event
         return job
 
 

@@ -11,6 +11,7 @@ replica's pollers at once (:meth:`PostgresStore.job_wakeups`).
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from functools import cached_property
 from typing import Any
 
 import anyio
@@ -20,7 +21,7 @@ import structlog
 
 from telha.storage.core.operations import SharedOps
 from telha.storage.postgres.base import PgBase
-from telha.storage.postgres.fast import FastJobOps, FastVersionOps
+from telha.storage.postgres.fast import FastJobs, FastVersionOps
 from telha.storage.postgres.statistics import FirstAnalyze
 from telha.storage.postgres.tx import CHANNEL
 from telha.storage.protocol import ALL_FORMATS
@@ -34,7 +35,7 @@ _RECONNECT_S = (0.1, 0.5, 1.0, 2.0, 5.0)
 
 # Every operation before PgBase (the fast paths' own base), so each mixin's __init__ runs
 # (tests/unit/storage/test_store_composition.py).
-class PostgresStore(SharedOps, FastVersionOps, FastJobOps, PgBase):
+class PostgresStore(SharedOps, FastVersionOps, PgBase):
     """PostgreSQL implementation of :class:`telha.storage.protocol.Storage`.
 
     Use as an actor (``await tg.start(store.run)`` reports the opened store; it also listens
@@ -51,6 +52,12 @@ class PostgresStore(SharedOps, FastVersionOps, FastJobOps, PgBase):
         super().__init__(dsn, pool_size=pool_size, readonly=readonly, search=search)
         self._woken: set[str] = set()
         self._woken_event = anyio.Event()
+
+    @cached_property
+    def jobs(self) -> FastJobs:
+        """The job aggregate with enqueue and lease as one function call each
+        (:class:`~telha.storage.postgres.fast.FastJobs`)."""
+        return FastJobs(self)
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[PostgresStore]) -> None:
         """Actor body: open (migrating), start the LISTEN connection and the first

@@ -11,7 +11,6 @@ from __future__ import annotations
 import anyio
 import anyio.abc
 
-from telha.storage.core.jobs import JobOps
 from telha.storage.core.operations import SharedOps
 from telha.storage.core.versions import VersionOps
 from telha.storage.sqlite.base import SqliteBase, _nothing
@@ -20,7 +19,7 @@ from telha.storage.sqlite.checkpointer import Checkpointer
 __all__ = ["SqliteStore"]
 
 
-class SqliteStore(VersionOps, JobOps, SharedOps, SqliteBase):
+class SqliteStore(VersionOps, SharedOps, SqliteBase):
     """SQLite implementation of :class:`telha.storage.protocol.Storage`.
 
     Use as an actor (``await tg.start(store.run)`` reports the opened store) or, in short-lived

@@ -13,13 +13,13 @@ import pytest
 
 from telha.storage.core.connector_ops import Connectors
 from telha.storage.core.engine import EngineOps
-from telha.storage.core.jobs import JobOps
+from telha.storage.core.job_ops import Jobs
 from telha.storage.core.operations import SharedOps
 from telha.storage.core.quotas import StoreQuotas
 from telha.storage.core.versions import VersionOps
 from telha.storage.core.webhooks import Webhooks
 from telha.storage.postgres.base import PgBase
-from telha.storage.postgres.fast import FastJobOps, FastVersionOps
+from telha.storage.postgres.fast import FastJobs, FastVersionOps
 from telha.storage.postgres.store import PostgresStore
 from telha.storage.sqlite.base import SqliteBase
 from telha.storage.sqlite.store import SqliteStore
@@ -29,21 +29,25 @@ from telha.storage.sqlite.store import SqliteStore
 def test_the_engine_base_comes_after_every_operation(store: type, base: type) -> None:
     mro = store.__mro__
     assert mro[-3:] == (base, EngineOps, object)
-    for ops in (*SharedOps.__bases__, VersionOps, JobOps):
+    for ops in (*SharedOps.__bases__, VersionOps):
         assert mro.index(ops) < mro.index(base), ops
 
 
 def test_postgres_fast_paths_answer_first() -> None:
     mro = PostgresStore.__mro__
     assert mro.index(FastVersionOps) < mro.index(VersionOps)
-    assert mro.index(FastJobOps) < mro.index(JobOps)
-    assert PostgresStore.enqueue_job is FastJobOps.enqueue_job
     assert PostgresStore._commit_fast is FastVersionOps._commit_fast
 
 
 #: The aggregates a store composes rather than inherits, with the flat store methods they
 #: replaced (none may come back beside the component).
 COMPOSED = {
+    "jobs": (
+        Jobs,
+        ("enqueue_job", "lease_next_job", "next_available_at", "active_job_counts",
+         "heartbeat_jobs", "fail_job", "release_job", "reap_expired", "lose_jobs", "get_job",
+         "cancel_job", "lease_states"),
+    ),
     "webhooks": (
         Webhooks,
         ("add_webhook", "remove_webhook", "list_webhooks", "rotate_webhook_secret",
@@ -69,6 +73,14 @@ def test_composed_aggregates_are_components_not_methods(store: type) -> None:
     for name, (_, flat) in COMPOSED.items():
         assert isinstance(vars(SharedOps)[name], cached_property), name
         assert [m for m in flat if hasattr(store, m)] == [], name
+
+
+def test_postgres_composes_its_fast_job_paths() -> None:
+    """PostgreSQL's store overrides the component with its fast paths' subclass."""
+    store = PostgresStore("postgresql://never-opened.invalid/telha")
+    assert isinstance(store.jobs, FastJobs) and store.jobs._engine is store
+    assert FastJobs.enqueue is not Jobs.enqueue and FastJobs.lease_next is not Jobs.lease_next
+    assert isinstance(SqliteStore(Path("never-opened.db")).jobs, Jobs)
 
 
 def test_a_component_is_made_once_over_its_store(tmp_path: Path) -> None:
