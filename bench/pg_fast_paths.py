@@ -28,7 +28,7 @@ from telha.domain.ids import content_hash
 from telha.domain.model import Dedup, JobCompletion, LeaseRef, NewJob, NewVersion, Scope
 from telha.domain.projection import EdgeOut, NodeOut, Projection, SpanOut
 from telha.storage.core.job_ops import Jobs
-from telha.storage.core.versions import VersionOps
+from telha.storage.core.version_ops import Versions
 from telha.storage.postgres import PostgresStore
 from tests.support.pg import create_database, drop_databases
 
@@ -51,8 +51,9 @@ async def one_mode(jobs: int, fast: bool) -> dict[str, float]:
     store = PostgresStore(create_database(), pool_size=2)
     await store.open()
     took: dict[str, list[float]] = {"enqueue": [], "lease": [], "commit": []}
-    # The fast paths (FastJobs) or the general path over the same store.
-    jobs = store.jobs if fast else Jobs(store)
+    # The fast paths (FastJobs, FastVersions) or the general paths over the same store.
+    job_ops = store.jobs if fast else Jobs(store)
+    version_ops = store.versions if fast else Versions(store)
     try:
         now = 1_000_000_000_000
         sources = [n.to_bytes(4, "big") * 4 for n in range(jobs)]
@@ -62,19 +63,17 @@ async def one_mode(jobs: int, fast: bool) -> dict[str, float]:
                 content_hash(b"raw %d" % n), b'{"name":"a.txt"}', name=f"a{n}.txt",
             )  # fmt: skip
             t0 = time.perf_counter()
-            await jobs.enqueue(SCOPE, job, now_us=now, dedup=True)
+            await job_ops.enqueue(SCOPE, job, now_us=now, dedup=True)
             took["enqueue"].append(time.perf_counter() - t0)
         leased = []
         for _ in sources:
             t0 = time.perf_counter()
-            got = await jobs.lease_next(
+            got = await job_ops.lease_next(
                 ["text"], scope=None, worker_id="w", now_us=now, lease_us=LEASE_US
             )
             took["lease"].append(time.perf_counter() - t0)
             assert got is not None
             leased.append(got)
-        if not fast:
-            store._commit_fast = VersionOps._commit_fast.__get__(store)  # type: ignore[method-assign]
         for n, job in enumerate(leased):
             proj = _proj(n)
             version = NewVersion(
@@ -82,7 +81,7 @@ async def one_mode(jobs: int, fast: bool) -> dict[str, float]:
             )
             done = JobCompletion(LeaseRef(job.job_id, job.lease_generation), now, b"{}", (), "w")
             t0 = time.perf_counter()
-            await store.commit_version(SCOPE, version, proj, dedup=Dedup.SUBMIT, completion=done)
+            await version_ops.commit(SCOPE, version, proj, dedup=Dedup.SUBMIT, completion=done)
             took["commit"].append(time.perf_counter() - t0)
     finally:
         await store.close()

@@ -124,9 +124,13 @@ class SubmitResult:
     wanted: tuple[str, ...] = ()
 
 
-class IngestStore(VersionStore, RawStore, Protocol):
+class IngestStore(RawStore, Protocol):
     """The storage roles the Ingestor writes through: source versions and raw uploads (and
     reads: a scope's webhook signing secret)."""
+
+    @property
+    def versions(self) -> VersionStore:
+        """The store's version aggregate."""
 
     @property
     def webhooks(self) -> WebhookStore:
@@ -167,7 +171,7 @@ class Ingestor:
         spec = self.projections.spec(fmt)
         latest = None
         if spec is None:
-            latest = as_latest(await self._store.latest_version(scope, source_id))
+            latest = as_latest(await self._store.versions.latest(scope, source_id))
             spec = self.projections.spec_for(fmt, latest.identity if latest else None)
         return identity_of(spec, fmt, options), latest
 
@@ -276,7 +280,7 @@ class Ingestor:
         source_id = source_id_for(name)
         ident, latest = await self.identity(scope, fmt, source_id.bytes, options)
         if latest is None:
-            latest = as_latest(await self._store.latest_version(scope, source_id.bytes))
+            latest = as_latest(await self._store.versions.latest(scope, source_id.bytes))
         if same_identity(latest, upload.digest, ident.fingerprint):
             return IngestResult(True, source_id)
         await self._store.store_raw(scope, upload.digest, upload.path, upload.size)
@@ -337,7 +341,7 @@ class Ingestor:
         source_id = req.source_id or source_id_for(req.name)
         digest = await off_loop(len(req.raw), content_hash, req.raw)
         ident = identity_of(JSON_SPEC, "json", _json_identity_options(opts, req.options))
-        latest = as_latest(await self._store.latest_version(scope, source_id.bytes))
+        latest = as_latest(await self._store.versions.latest(scope, source_id.bytes))
         if same_identity(latest, digest, ident.fingerprint):
             return IngestResult(True, source_id)
         t0 = time.perf_counter()
@@ -358,7 +362,7 @@ class Ingestor:
             fingerprint=ident.fingerprint,
             identity=ident.json,
         )
-        outcome = await self._store.commit_version(scope, version, projection, dedup=Dedup.CONTENT)
+        outcome = await self._store.versions.commit(scope, version, projection, dedup=Dedup.CONTENT)
         t2 = time.perf_counter()
         if outcome.deduplicated:
             return IngestResult(True, source_id)
@@ -402,7 +406,9 @@ class Ingestor:
             sub = await off_loop(len(result_json), decode_submission, result_json)
             t1 = time.perf_counter()
             streamed = sub.partial or sub.seq != 0
-            base = await self._store.stream_base(job.job_id, lease, worker) if streamed else 0
+            base = (
+                await self._store.versions.stream_base(job.job_id, lease, worker) if streamed else 0
+            )
             projection = await off_loop(len(result_json), to_projection, sub, base)
             t2 = time.perf_counter()
             # The payload embeds the raw content (base64) and children may carry theirs:
@@ -420,7 +426,7 @@ class Ingestor:
             now = now_us()
             if not streamed:
                 completion = JobCompletion(lease, now, stats, children, worker)
-                outcome = await self._store.commit_version(
+                outcome = await self._store.versions.commit(
                     job.scope, version, projection, dedup=Dedup.SUBMIT, completion=completion
                 )
                 if outcome.erased:
@@ -436,7 +442,7 @@ class Ingestor:
                     lease, worker, sub.seq, sub.partial, base, now, self._queue.lease_us,
                     version.content_hash if sub.content_hash else None, stats, children,
                 )  # fmt: skip
-                streamed_outcome = await self._store.apply_stream_part(
+                streamed_outcome = await self._store.versions.apply_stream_part(
                     job.scope, version, projection, part
                 )
                 if streamed_outcome.erased:

@@ -29,7 +29,7 @@ from telha.ingest.projections import Projections, spec_of_identity
 from telha.ingest.request import FETCH_FORMATS
 from telha.queue.job_queue import JobQueue
 from telha.storage.api import ReprojectRow
-from telha.storage.protocol import ReprojectStore
+from telha.storage.protocol import VersionStore
 
 __all__ = ["Outdated", "ReprojectResult", "Reprojector"]
 
@@ -67,13 +67,13 @@ class ReprojectResult:
 class Reprojector:
     """Finds outdated current versions and enqueues their re-projection.
 
-    :param store: the storage engine (its reads and the queue's writes).
+    :param versions: the store's version aggregate (the current versions it walks).
     :param projections: the formats' declared projections (the Ingestor's).
     :param queue: where the jobs go.
     """
 
-    def __init__(self, store: ReprojectStore, projections: Projections, queue: JobQueue) -> None:
-        self._store = store
+    def __init__(self, versions: VersionStore, projections: Projections, queue: JobQueue) -> None:
+        self._versions = versions
         self._projections = projections
         self._queue = queue
 
@@ -91,7 +91,7 @@ class Reprojector:
         result = ReprojectResult()
         after = b""
         while True:
-            rows = await self._store.current_versions(scope, fmt, source_id, after, _PAGE)
+            rows = await self._versions.current(scope, fmt, source_id, after, _PAGE)
             if not rows:
                 return result
             after = rows[-1].source_id

@@ -75,7 +75,7 @@ async def reproject(request: Request) -> Response:
             raise RequestError(f"unknown format {body.format!r}")
     source_id = None if body.source_id is None else parse_uuid_param(body.source_id, "sourceId")
     st = state(request)
-    done = await Reprojector(st.store, st.ingestor.projections, st.queue).run(
+    done = await Reprojector(st.store.versions, st.ingestor.projections, st.queue).run(
         scope, fmt=fmt, source_id=source_id, dry_run=body.dry_run
     )
     out = ReprojectOut(

@@ -35,9 +35,8 @@ from telha.storage.protocol import (
     QuotaStore,
     RawStore,
     ReadStore,
-    ReprojectStore,
-    RetireStore,
     SearchStore,
+    VersionStore,
 )
 
 __all__ = ["AppState", "KeyCache", "RestStore", "state"]
@@ -48,8 +47,6 @@ log = structlog.get_logger("telha.rest")
 class RestStore(
     ReadStore,
     SearchStore,
-    RetireStore,
-    ReprojectStore,
     ListStore,
     KeyStore,
     JobEventStore,
@@ -57,8 +54,9 @@ class RestStore(
     Protocol,
 ):
     """The storage roles the REST front uses: the read routes' reads, search and locate, the
-    retire, the listings, API key lookups, the live event stream's reads, the raw bytes
-    pages are rendered from; and the connector and quota aggregates."""
+    listings, API key lookups, the live event stream's reads, the raw bytes pages are
+    rendered from; and the connector, quota and version (the retire, re-projection's walk)
+    aggregates."""
 
     @property
     def connectors(self) -> ConnectorStore:
@@ -67,6 +65,10 @@ class RestStore(
     @property
     def quotas(self) -> QuotaStore:
         """Per-scope limits and usage (``store.quotas``)."""
+
+    @property
+    def versions(self) -> VersionStore:
+        """Source versions: the retire, re-projection's walk (``store.versions``)."""
 
 
 @dataclass

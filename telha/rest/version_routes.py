@@ -128,7 +128,7 @@ async def retire_source(request: Request) -> Response:
     body = await read_body(request, _MAX_BODY_BYTES)
     reason = parse_retire_reason(request.query_params.get("reason"), body)
     await require_admitted(request, access, source_id)
-    done = await state(request).store.retire_source(scope, source_id, reason)
+    done = await state(request).store.versions.retire(scope, source_id, reason)
     return json_response(
         RetireOut(
             source_id=id_str(done.source_id),

@@ -36,28 +36,19 @@ from telha.domain.listings import (
     VersionParent,
 )
 from telha.domain.model import (
-    CommitOutcome,
-    Dedup,
     Direction,
     EdgeRecord,
-    JobCompletion,
     JobEventPage,
     LeaseRef,
     NewJob,
-    NewVersion,
     NodeVersion,
     Scope,
     SourceVersion,
     SpanRecord,
-    StreamOutcome,
-    StreamPart,
 )
-from telha.domain.projection import Projection
 from telha.domain.row_faults import RowFault
 from telha.domain.search_query import Quote, Term
 from telha.storage.core.diff import VersionDiff
-from telha.storage.core.publish import RetireOutcome
-from telha.storage.core.reproject import ReprojectRow
 from telha.storage.core.scan import Scan
 from telha.storage.core.search import Filters, Located, SearchHit
 from telha.storage.core.text_reads import ChunkInputs, TextWindow
@@ -67,6 +58,7 @@ from telha.storage.protocol_connectors import ConnectorStore
 from telha.storage.protocol_jobs import JobStore
 from telha.storage.protocol_keys import KeyStore
 from telha.storage.protocol_lifecycle import QuotaStore, RetentionStore, WebhookStore
+from telha.storage.protocol_versions import VersionStore
 
 __all__ = [
     "ALL_FORMATS",
@@ -81,7 +73,6 @@ __all__ = [
     "RawStore",
     "ReadStore",
     "RetentionStore",
-    "RetireStore",
     "ScanStore",
     "Storage",
     "StorageEngine",
@@ -92,46 +83,6 @@ __all__ = [
 #: What :meth:`QueueStore.job_wakeups` yields when wake-ups may have been missed (say, its
 #: channel reconnected): every format's pollers should look again.
 ALL_FORMATS = "*"
-
-
-class VersionStore(Protocol):
-    """Writing source versions: the Ingestor's synchronous commits and worker submissions,
-    single-shot or streamed part by part."""
-
-    async def latest_version(self, scope: Scope, source_id: bytes) -> SourceVersion | None:
-        """The newest version of a source, or ``None`` for a new source."""
-
-    async def commit_version(
-        self,
-        scope: Scope,
-        version: NewVersion,
-        projection: Projection,
-        *,
-        dedup: Dedup,
-        completion: JobCompletion | None = None,
-    ) -> CommitOutcome:
-        """Write one source version and its projection in one transaction: version row,
-        canonical text chunks, nodes (deterministic ids through the upsert ladder), edges, span
-        rows, and with ``completion`` the job's completion and its child jobs.
-
-        ``dedup`` is checked inside the same transaction; a duplicate writes no version
-        (``CommitOutcome.deduplicated``) but still completes the job. All-or-nothing.
-
-        :raises StaleLease: ``completion`` names a job not held under that lease generation.
-        """
-
-    async def stream_base(self, job_id: bytes, lease: LeaseRef, worker_id: str) -> int:
-        """Bytes of canonical text the job's live stream (of this lease and worker) holds."""
-
-    async def apply_stream_part(
-        self, scope: Scope, version: NewVersion, projection: Projection, part: StreamPart
-    ) -> StreamOutcome:
-        """Apply one streamed submission in one transaction.
-
-        :raises telha.domain.errors.StaleLease: the lease is not current.
-        :raises telha.domain.errors.OutOfSync: wrong seq, or a partial built on another length.
-        :raises telha.domain.errors.InvalidStream: an offset into earlier text off a boundary.
-        """
 
 
 class RawStore(Protocol):
@@ -369,33 +320,6 @@ class SearchStore(Protocol):
         """Versions whose index rows wait to be written or deleted, of ``scope`` or all."""
 
 
-class RetireStore(Protocol):
-    """Retiring a source (docs/rest-api.md, "Versions and diffs"): the REST front's
-    ``DELETE /v1/sources/{sourceId}``."""
-
-    async def retire_source(
-        self, scope: Scope, source_id: bytes, reason: str | None
-    ) -> RetireOutcome:
-        """Close, at a new tx, everything only this source supports and mark its current
-        version retired (:func:`telha.storage.core.publish.retire`); retiring again
-        answers the first retire. Bytes and history stay (this is not erasure).
-
-        :raises NotFound: no such source (no published version) in ``scope``.
-        :raises Conflict: the source is being erased, or its current version was erased.
-        """
-
-
-class ReprojectStore(Protocol):
-    """What re-projection reads (docs/rest-api.md, "Re-projection")."""
-
-    async def current_versions(
-        self, scope: Scope, fmt: str | None, source_id: bytes | None, after: bytes, limit: int
-    ) -> list[ReprojectRow]:
-        """Up to ``limit`` current versions of ``scope`` (neither retired nor erased) with
-        a source id above ``after``, in source id order, of format ``fmt`` and source
-        ``source_id`` when given (:func:`telha.storage.core.reproject.current_versions`)."""
-
-
 class ListStore(Protocol):
     """The listings (docs/rest-api.md, "Listings"): a scope's sources and jobs, newest
     first, index-backed (:mod:`telha.storage.core.listings`)."""
@@ -470,14 +394,11 @@ class ScanStore(Protocol):
 class Storage(
     ComposedAggregates,
     KeyStore,
-    VersionStore,
     RawStore,
     QueueStore,
     JobEventStore,
     ReadStore,
     SearchStore,
-    RetireStore,
-    ReprojectStore,
     ListStore,
     ErasureStore,
     ScanStore,

@@ -9,12 +9,14 @@ from typing import Protocol
 from telha.storage.protocol_connectors import ConnectorStore
 from telha.storage.protocol_jobs import JobStore
 from telha.storage.protocol_lifecycle import QuotaStore, WebhookStore
+from telha.storage.protocol_versions import VersionStore
 
 __all__ = ["ComposedAggregates"]
 
 
 class ComposedAggregates(Protocol):
-    """``store.connectors``, ``store.jobs``, ``store.quotas``, ``store.webhooks``."""
+    """``store.connectors``, ``store.jobs``, ``store.quotas``, ``store.versions``,
+    ``store.webhooks``."""
 
     @property
     def connectors(self) -> ConnectorStore:
@@ -27,6 +29,10 @@ class ComposedAggregates(Protocol):
     @property
     def quotas(self) -> QuotaStore:
         """Per-scope limits and usage."""
+
+    @property
+    def versions(self) -> VersionStore:
+        """Source versions: latest, commit, streamed parts, retire, the current ones."""
 
     @property
     def webhooks(self) -> WebhookStore:

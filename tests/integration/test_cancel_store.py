@@ -85,12 +85,12 @@ async def test_cancel_a_leased_job_revokes_its_lease(store: StorageEngine) -> No
     with pytest.raises(StaleLease):
         await store.jobs.fail(held(job), "transient", "x", now_us=NOW + 6, decide=failing(NOW))
     with pytest.raises(StaleLease):
-        await store.commit_version(
+        await store.versions.commit(
             SCOPE, version(source, raw, job=job.job_id), one_node("late\n"), dedup=Dedup.SUBMIT,
             completion=JobCompletion(held(job), NOW + 7),
         )  # fmt: skip
     assert not await store.jobs.release(held(job), now_us=NOW + 8, detail="shutdown")
-    assert await store.latest_version(SCOPE, source) is None
+    assert await store.versions.latest(SCOPE, source) is None
     assert await transitions(store, job.job_id) == ["enqueued", "leased", "cancelled"]
     # Nor does the reaper touch it once its old deadline passes.
     assert await store.jobs.reap_expired(now_us=NOW + 10 * LEASE_US, decide=losing(NOW)) == []
@@ -106,7 +106,7 @@ async def test_cancel_mid_stream_leaves_the_previous_version_current(
     await store.jobs.enqueue(SCOPE, ingest_job(source, first_raw, "csv"), now_us=NOW, dedup=True)
     first = await lease(store, "csv")
     v1 = version(source, first_raw, fmt="csv", job=first.job_id)
-    done = await store.commit_version(
+    done = await store.versions.commit(
         SCOPE, v1, one_node("one\n", "ROW"), dedup=Dedup.SUBMIT,
         completion=JobCompletion(held(first), NOW + 1),
     )  # fmt: skip
@@ -117,17 +117,19 @@ async def test_cancel_mid_stream_leaves_the_previous_version_current(
     job = await lease(store, "csv", now=NOW + 3)
     v2 = version(source, second_raw, fmt="csv", job=job.job_id)
     p0 = stream_part(["r"] * 50, 0)
-    await store.apply_stream_part(SCOPE, v2, p0, StreamPart(held(job), "w", 0, True, 0, NOW, 1))
+    await store.versions.apply_stream_part(
+        SCOPE, v2, p0, StreamPart(held(job), "w", 0, True, 0, NOW, 1)
+    )
     out = await store.jobs.cancel(SCOPE, job.job_id, now_us=NOW + 4)
     assert [e.transition for e in out.job.events][-2:] == ["stream_abandoned", "cancelled"]
     # The next part and the finalize are refused; the first version stays current and only
     # its row is visible (the 50 streamed rows at no time).
     with pytest.raises(StaleLease):
         p1 = stream_part(["r"], len(p0.canonical))
-        await store.apply_stream_part(
+        await store.versions.apply_stream_part(
             SCOPE, v2, p1, StreamPart(held(job), "w", 1, False, len(p0.canonical), NOW, 1)
         )
-    latest = await store.latest_version(SCOPE, source)
+    latest = await store.versions.latest(SCOPE, source)
     assert latest is not None and latest.tx == done.source_version_tx
     rows = await store.list_nodes(SCOPE, label="ROW", source_id=source, limit=100, after=None)
     assert len(rows) == 1
@@ -141,7 +143,7 @@ async def test_cancel_refuses_finished_jobs_other_scopes_and_erasures(
     source, raw = new_id(), b"done already"
     await store.jobs.enqueue(SCOPE, ingest_job(source, raw), now_us=NOW, dedup=True)
     job = await lease(store)
-    await store.commit_version(
+    await store.versions.commit(
         SCOPE, version(source, raw, job=job.job_id), one_node("x\n"), dedup=Dedup.SUBMIT,
         completion=JobCompletion(held(job), NOW + 1),
     )  # fmt: skip
@@ -177,14 +179,14 @@ async def test_cancel_with_children_cancels_unfinished_descendants(store: Storag
     await store.jobs.enqueue(SCOPE, ingest_job(source, raw, "eml"), now_us=NOW, dedup=True)
     parent = await lease(store, "eml")
     kids = tuple(ingest_job(new_id(), f"attachment {i}".encode(), "csv") for i in range(3))
-    await store.commit_version(
+    await store.versions.commit(
         SCOPE, version(source, raw, fmt="eml", job=parent.job_id), one_node("mail\n"),
         dedup=Dedup.SUBMIT, completion=JobCompletion(held(parent), NOW + 1, children=kids),
     )  # fmt: skip
     # One child completes with a grandchild of its own; one is leased; one stays pending.
     done_kid = await lease(store, "csv", now=NOW + 2)
     grandchild = ingest_job(new_id(), b"inner", "text")
-    await store.commit_version(
+    await store.versions.commit(
         SCOPE, version(done_kid.source_id, b"x", fmt="csv", job=done_kid.job_id),
         one_node("kid\n"), dedup=Dedup.SUBMIT,
         completion=JobCompletion(held(done_kid), NOW + 3, children=(grandchild,)),

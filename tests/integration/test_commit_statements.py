@@ -59,7 +59,7 @@ async def _traced_commit(store: SqliteStore, text: str) -> list[str]:
     version = NewVersion(SOURCE, "a.txt", "text", content_hash(raw), len(raw), "w", None)
     await writer._execute(trace, True)
     try:
-        out = await store.commit_version(SCOPE, version, _proj(text), dedup=Dedup.CONTENT)
+        out = await store.versions.commit(SCOPE, version, _proj(text), dedup=Dedup.CONTENT)
     finally:
         await writer._execute(trace, False)
     assert out.source_version_tx is not None
@@ -122,7 +122,7 @@ async def test_a_single_shot_reads_its_sources_versions_once(
     assert len(_published_reads(statements)) == 1, _published_reads(statements)
     assert _blocklist_reads(statements) == _published_reads(statements)
     assert any(s.startswith("BEGIN") for s in statements)  # the trace saw the transaction
-    latest = await sqlite_store.latest_version(SCOPE, SOURCE)
+    latest = await sqlite_store.versions.latest(SCOPE, SOURCE)
     assert latest is not None and latest.content_hash == content_hash(texts[-1].encode())
 
 

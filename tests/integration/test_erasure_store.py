@@ -37,7 +37,7 @@ def _projection(nodes: list[tuple[bytes, bytes]], filler: int) -> Projection:
 
 async def _commit(store: Any, scope: Scope, source: bytes, proj: Projection) -> int:
     v = NewVersion(source, "doc.json", "json", new_id() * 2, len(proj.canonical), "t")
-    out = await store.commit_version(scope, v, proj, dedup=Dedup.NONE)
+    out = await store.versions.commit(scope, v, proj, dedup=Dedup.NONE)
     assert out.source_version_tx is not None
     return int(out.source_version_tx)
 

@@ -166,17 +166,17 @@ async def test_stored_bytes_follow_every_write_and_removal(
     assert await _agrees(s, A) == len(data)
     # A version's canonical text; the same text in another source shares its chunks.
     src, text = new_id(), "hello fairness " * 100
-    await store.commit_version(A, version(src, b"r1"), one_node(text), dedup=Dedup.NONE)
+    await store.versions.commit(A, version(src, b"r1"), one_node(text), dedup=Dedup.NONE)
     assert await _agrees(s, A) == len(data) + len(text)
-    await store.commit_version(A, version(new_id(), b"r2"), one_node(text), dedup=Dedup.NONE)
+    await store.versions.commit(A, version(new_id(), b"r2"), one_node(text), dedup=Dedup.NONE)
     assert await _agrees(s, A) == len(data) + len(text)
     # Another scope's bytes are its own.
-    await store.commit_version(B, version(new_id(), b"r3"), one_node("b" * 10), dedup=Dedup.NONE)
+    await store.versions.commit(B, version(new_id(), b"r3"), one_node("b" * 10), dedup=Dedup.NONE)
     assert await _agrees(s, B) == 10
     assert await store.quotas.total_stored_bytes() == len(data) + len(text) + 10
     # Erasure removes the source's text (its chunks stay while another source shares them).
     erased = new_id()
-    await store.commit_version(
+    await store.versions.commit(
         A, version(erased, b"r4"), one_node("secret " * 50), dedup=Dedup.NONE
     )
     assert await _agrees(s, A) == len(data) + len(text) + 350

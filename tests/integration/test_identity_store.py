@@ -64,7 +64,7 @@ async def test_enqueue_matches_bytes_and_fingerprint(
 
     # Against the latest version: the same identity deduplicates, another does not.
     committed = new_id()
-    await store.commit_version(SCOPE, _version(committed, ONE), _proj("x"), dedup=Dedup.CONTENT)
+    await store.versions.commit(SCOPE, _version(committed, ONE), _proj("x"), dedup=Dedup.CONTENT)
     hit = await store.jobs.enqueue(SCOPE, _job(committed, ONE.fingerprint), now_us=NOW + 3,
                                   dedup=True, max_pending=max_pending)  # fmt: skip
     assert hit.deduplicated and hit.job_id is None
@@ -73,7 +73,7 @@ async def test_enqueue_matches_bytes_and_fingerprint(
     assert not miss.deduplicated
 
     # A retired source never matches: its bytes make a new version.
-    await store.retire_source(SCOPE, committed, None)
+    await store.versions.retire(SCOPE, committed, None)
     back = await store.jobs.enqueue(SCOPE, _job(committed, ONE.fingerprint), now_us=NOW + 5,
                                    dedup=True, max_pending=max_pending)  # fmt: skip
     assert not back.deduplicated
@@ -81,13 +81,13 @@ async def test_enqueue_matches_bytes_and_fingerprint(
 
 async def test_commit_reasons_and_identity_read_back(store: StorageEngine) -> None:
     source = new_id()
-    first = await store.commit_version(SCOPE, _version(source, ONE), _proj("x"),
+    first = await store.versions.commit(SCOPE, _version(source, ONE), _proj("x"),
                                        dedup=Dedup.CONTENT)  # fmt: skip
-    again = await store.commit_version(SCOPE, _version(source, ONE), _proj("x"),
+    again = await store.versions.commit(SCOPE, _version(source, ONE), _proj("x"),
                                        dedup=Dedup.CONTENT)  # fmt: skip
     assert not first.deduplicated and again.deduplicated
     for ident, text in ((OTHER, "y"), (NEWER_OTHER, "y")):
-        out = await store.commit_version(SCOPE, _version(source, ident), _proj(text),
+        out = await store.versions.commit(SCOPE, _version(source, ident), _proj(text),
                                          dedup=Dedup.CONTENT)  # fmt: skip
         assert not out.deduplicated
     newer, other, one = await store.source_versions(SCOPE, source)

@@ -54,7 +54,7 @@ async def _stream(store: StorageEngine, n: int, parts: list[list[str]]) -> tuple
         last = seq == len(parts) - 1
         part = StreamPart(lease, "w", seq, not last, base, NOW + n, 10**9, stats=b"{}")
         proj = _words(words, base)
-        out = await store.apply_stream_part(SCOPE, version, proj, part)
+        out = await store.versions.apply_stream_part(SCOPE, version, proj, part)
         ids += out.node_ids
         base += len(proj.canonical)
         tx = out.source_version_tx
@@ -93,7 +93,7 @@ async def test_matched_rows_inherit_their_keys_and_later_versions_still_match(
         # So does a whole version.
         raw = b"v4"
         whole = NewVersion(SOURCE, "a.txt", "text", content_hash(raw), 2, "w", None)
-        out = await store.commit_version(
+        out = await store.versions.commit(
             SCOPE, whole, _words(["alpha", "delta", "beta", "gamma"]), dedup=Dedup.NONE
         )
         assert out.node_ids[:3] == [a1, delta, b] and out.node_ids[3] not in v1

@@ -44,7 +44,7 @@ def _version(targets: str, job_id: bytes | None = None) -> NewVersion:
 
 
 async def _single_shot(store: StorageEngine, targets: str) -> int:
-    out = await store.commit_version(
+    out = await store.versions.commit(
         SCOPE, _version(targets), _proj(targets), dedup=Dedup.NONE, completion=None
     )
     assert out.source_version_tx is not None
@@ -108,7 +108,9 @@ async def _stream_part(store: StorageEngine, targets: str) -> int:
     assert held is not None
     part = StreamPart(LeaseRef(held.job_id, held.lease_generation), "w", 0, True, 0, NOW,
                       10**9, stats=b"{}")  # fmt: skip
-    out = await store.apply_stream_part(SCOPE, _version(targets, job.job_id), _proj(targets), part)
+    out = await store.versions.apply_stream_part(
+        SCOPE, _version(targets, job.job_id), _proj(targets), part
+    )
     assert out.source_version_tx is not None
     return out.source_version_tx
 
@@ -143,7 +145,7 @@ async def test_a_version_beside_an_older_live_stream_writes_its_own_edges(
     lease = LeaseRef(held.job_id, held.lease_generation)
     part = StreamPart(lease, "w", 0, True, 0, NOW, 10**9, stats=b"{}")
     stream = _version("BC", job.job_id)
-    pinned = await store.apply_stream_part(SCOPE, stream, _proj("BC"), part)
+    pinned = await store.versions.apply_stream_part(SCOPE, stream, _proj("BC"), part)
     assert pinned.source_version_tx is not None and pinned.source_version_tx > v1
     # The stream (older, live) marked v1's two edges as its own; v3 must not rely on marks
     # it would overwrite: it writes A → B again, and its publish closes both v1 rows.
@@ -156,7 +158,7 @@ async def test_a_version_beside_an_older_live_stream_writes_its_own_edges(
     assert len([r for r in rows if r[1] == v3 and r[2] is None]) == 2
     # The stream finalizes after a newer version was published: it is superseded.
     last = StreamPart(lease, "w", 1, False, 3, NOW + 1, 10**9, stats=b"{}")
-    done = await store.apply_stream_part(SCOPE, stream, _proj("", 3), last)
+    done = await store.versions.apply_stream_part(SCOPE, stream, _proj("", 3), last)
     assert done.finalized
     assert await _targets(store) == {"B", "D"}
     _one_open_row_each(await _rows(store))
@@ -173,7 +175,7 @@ async def test_erasing_an_old_versions_bytes_leaves_the_edges_a_later_version_ke
     text = b"same bytes"
     twin = NewVersion(other, "twin.txt", "text", _version("BC").content_hash, 9, "w", None)
     single = Projection(text, [SpanOut(0, len(text), "body")], [NodeOut(("DOC",), b"{}", (0,))])
-    await store.commit_version(SCOPE, twin, single, dedup=Dedup.NONE, completion=None)
+    await store.versions.commit(SCOPE, twin, single, dedup=Dedup.NONE, completion=None)
     await _erase(store, SCOPE, other)
     assert await _targets(store) == {"B", "D"}
     rows = await _rows(store)

@@ -38,7 +38,7 @@ async def test_first_version_stays_out_of_the_key_index_and_probes_use_it(
         await writer._execute(writer._conn.set_trace_callback, statements.append)
         raw = b"v1"
         v1 = NewVersion(SOURCE, "a.txt", "text", content_hash(raw), len(raw), "w", None)
-        out = await store.commit_version(
+        out = await store.versions.commit(
             SCOPE, v1, _proj(["alpha", "beta", "gamma"]), dedup=Dedup.NONE
         )
         assert out.source_version_tx is not None
@@ -55,7 +55,9 @@ async def test_first_version_stays_out_of_the_key_index_and_probes_use_it(
         lease = LeaseRef(held.job_id, held.lease_generation)
         v2 = NewVersion(SOURCE, "a.txt", "text", content_hash(b"v2"), 2, "w", job.job_id)
         part = StreamPart(lease, "w", 0, False, 0, NOW, 10**9, stats=b"{}")
-        done = await store.apply_stream_part(SCOPE, v2, _proj(["alpha", "beta", "delta"]), part)
+        done = await store.versions.apply_stream_part(
+            SCOPE, v2, _proj(["alpha", "beta", "delta"]), part
+        )
         assert done.finalized
         assert done.node_ids[:2] == out.node_ids[:2] and done.node_ids[2] != out.node_ids[2]
         await writer._execute(writer._conn.set_trace_callback, None)
@@ -82,7 +84,7 @@ async def test_all_deferred_keys_are_stored_as_the_deferred_key(tmp_path: Path) 
     proj.nodes.pop()  # no worker-identified node
     async with fresh_store("sqlite", tmp_path) as store:
         v1 = NewVersion(SOURCE, "a.txt", "text", content_hash(b"v1"), 2, "w", None)
-        out = await store.commit_version(SCOPE, v1, proj, dedup=Dedup.NONE)
+        out = await store.versions.commit(SCOPE, v1, proj, dedup=Dedup.NONE)
         with sqlite3.connect(db) as conn:
             keys = conn.execute("SELECT DISTINCT quote(match_key) FROM nodes").fetchall()
         assert keys == [("X''",)]
@@ -90,5 +92,5 @@ async def test_all_deferred_keys_are_stored_as_the_deferred_key(tmp_path: Path) 
         again = word_projection(["alpha", "beta", "delta"], "PARA")
         again.nodes.pop()
         v2 = NewVersion(SOURCE, "a.txt", "text", content_hash(b"v2"), 2, "w", None)
-        done = await store.commit_version(SCOPE, v2, again, dedup=Dedup.NONE)
+        done = await store.versions.commit(SCOPE, v2, again, dedup=Dedup.NONE)
     assert done.node_ids[:2] == out.node_ids[:2] and done.node_ids[2] != out.node_ids[2]

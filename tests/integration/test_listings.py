@@ -497,7 +497,7 @@ async def test_versions_jobs_and_retires_keep_the_sources_row(store: StorageEngi
     source = source_id_for("r.txt").bytes
     projection = Projection(b"hello", [SpanOut(0, 5, "body")], [NodeOut(("DOC",), b"{}", (0,))])
     version = NewVersion(source, "r.txt", "text", b"h" * 32, 5, "test")
-    first = await store.commit_version(scope, version, projection, dedup=Dedup.NONE)
+    first = await store.versions.commit(scope, version, projection, dedup=Dedup.NONE)
     [row] = await store.list_sources(scope, SourceFilter(), Page(10))
     assert (row.name, row.format, row.state, row.latest_tx, row.version_count) == (
         "r.txt", "text", "current", first.source_version_tx, 1
@@ -513,8 +513,8 @@ async def test_versions_jobs_and_retires_keep_the_sources_row(store: StorageEngi
     )  # fmt: skip
     assert row2.changed_at == first.source_version_tx + 1
     other = NewVersion(source, "r.txt", "markdown", b"i" * 32, 5, "test")
-    second = await store.commit_version(scope, other, projection, dedup=Dedup.NONE)
-    done = await store.retire_source(scope, source, "gone")
+    second = await store.versions.commit(scope, other, projection, dedup=Dedup.NONE)
+    done = await store.versions.retire(scope, source, "gone")
     row3 = await store.source_summary(scope, source)
     assert row3 is not None
     assert (row3.state, row3.format, row3.latest_tx, row3.version_count) == (

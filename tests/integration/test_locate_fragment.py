@@ -69,7 +69,7 @@ async def test_a_locate_with_a_limit_answers_the_first_places_of_the_whole_answe
     for source in (b"c" * 16, b"a" * 16, b"b" * 16):
         raw = "".join(f"{line}\n" for line in lines).encode()
         version = NewVersion(source, "n.txt", "text", content_hash(raw), len(raw), "w", None)
-        await store.commit_version(
+        await store.versions.commit(
             SCOPE, version, _nested(lines), dedup=Dedup.NONE, completion=None
         )
     for text in ("uffal", "buffalo", "buffalo buffalo", "Buffalo"):

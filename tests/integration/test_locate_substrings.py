@@ -42,7 +42,7 @@ async def _commit(store: StorageEngine, words: list[str], source: bytes) -> None
         nodes.append(NodeOut(("PARAGRAPH",), msgspec.json.encode({"i": i}), (i,)))
         at += size + 1
     version = NewVersion(source, "w.txt", "text", content_hash(text), len(text), "w", None)
-    out = await store.commit_version(
+    out = await store.versions.commit(
         SCOPE, version, Projection(text, spans, nodes, []), dedup=Dedup.NONE, completion=None
     )
     assert out.source_version_tx is not None

@@ -77,7 +77,7 @@ async def _archive(store: StorageEngine, paths: list[str], children: bool = True
     kids = tuple(_job("member", MEMBER[p], p.encode(), f"repo.zip/{p}") for p in paths)
     version = NewVersion(ARCHIVE, "repo.zip", "code", content_hash(raw), len(raw), "w", job.job_id)
     done = JobCompletion(lease, NOW, b"{}", kids if children else (), "w")
-    out = await store.commit_version(
+    out = await store.versions.commit(
         SCOPE, version, _manifest(paths), dedup=Dedup.NONE, completion=done
     )
     assert out.source_version_tx is not None
@@ -101,7 +101,7 @@ async def _apply_members(store: StorageEngine, count: int) -> dict[bytes, int]:
             source, f"repo.zip/{path}", "member", content_hash(text), 1, "w", lease.job_id
         )
         done = JobCompletion(lease, NOW, b"{}", (), "w")
-        committed = await store.commit_version(
+        committed = await store.versions.commit(
             SCOPE, version, proj, dedup=Dedup.NONE, completion=done
         )
         assert committed.source_version_tx is not None
@@ -150,12 +150,12 @@ async def test_stream_finalize_retires_and_an_open_stream_does_not(store: Storag
     version = NewVersion(ARCHIVE, "repo.zip", "code", content_hash(raw), len(raw), "w", job.job_id)
     first = _manifest(["pkg/c.py"])
     part = StreamPart(lease, "w", 0, True, 0, NOW, 10**9)
-    await store.apply_stream_part(SCOPE, version, first, part)
+    await store.versions.apply_stream_part(SCOPE, version, first, part)
     for p in PATHS:  # not published: the old members all stand
         assert await _current(store, p), p
     end = len(first.canonical)
     last = StreamPart(lease, "w", 1, False, end, NOW + 1, 10**9, content_hash(raw), b"{}")
-    done = await store.apply_stream_part(SCOPE, version, Projection(b"", base=end), last)
+    done = await store.versions.apply_stream_part(SCOPE, version, Projection(b"", base=end), last)
     assert done.finalized
     assert not await _current(store, "pkg/a.py") and not await _current(store, "pkg/b.py")
     assert await _current(store, "pkg/c.py")
@@ -174,7 +174,7 @@ async def test_late_members_retire_and_other_sources_stay(store: StorageEngine) 
         [SpanOut(0, len(text), "code")],
         [NodeOut(("FILE",), b'{"path":"elsewhere"}', (0,), FILE["pkg/c.py"])],
     )
-    await store.commit_version(
+    await store.versions.commit(
         SCOPE, NewVersion(other, "elsewhere.py", "code", content_hash(text), 1, "w"), proj,
         dedup=Dedup.NONE,
     )  # fmt: skip
@@ -206,5 +206,5 @@ async def test_a_source_that_is_no_archive_is_untouched(store: StorageEngine) ->
             [EdgeOut("CONTAINS", 0, None, to_id=FILE["pkg/a.py"])] if n == 0 else [],
         )
         version = NewVersion(source, "d.md", "markdown", content_hash(text), 4, "w")
-        await store.commit_version(SCOPE, version, proj, dedup=Dedup.NONE)
+        await store.versions.commit(SCOPE, version, proj, dedup=Dedup.NONE)
     assert await _retired(store, MEMBER["pkg/a.py"]) == [] and await _current(store, "pkg/a.py")

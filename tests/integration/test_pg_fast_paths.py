@@ -247,7 +247,7 @@ def _enqueue(job: NewJob, dedup: bool, scope: Scope = SCOPE) -> tuple[Run, Run]:
 async def _with_version(store: PostgresStore) -> None:
     """A committed (upload) version of SOURCE with content hash HASH."""
     version = NewVersion(SOURCE, "a.txt", "text", HASH, 5, "upload")
-    await store.commit_version(SCOPE, version, _proj(b"hello"), dedup=Dedup.CONTENT)
+    await store.versions.commit(SCOPE, version, _proj(b"hello"), dedup=Dedup.CONTENT)
 
 
 async def _with_retired_version(store: PostgresStore) -> None:
@@ -421,7 +421,9 @@ async def _version_then_leased(store: PostgresStore) -> None:
 async def _node_then_leased(store: PostgresStore) -> None:
     """NODE exists (written by an upload of OTHER_SOURCE)."""
     version = NewVersion(OTHER_SOURCE, "b.txt", "text", b"o" * 32, 3, "upload")
-    await store.commit_version(SCOPE, version, _proj(b"old", NODE, b'{"v":0}'), dedup=Dedup.CONTENT)
+    await store.versions.commit(
+        SCOPE, version, _proj(b"old", NODE, b'{"v":0}'), dedup=Dedup.CONTENT
+    )
     await _leased(store)
 
 
@@ -438,7 +440,7 @@ async def _streaming(store: PostgresStore, *, keep: bool) -> None:
     lease = LeaseRef(job.job_id, held.lease_generation)
     version = NewVersion(SOURCE, "a.md", "markdown", HASH, 9, "w2", job.job_id)
     part = StreamPart(lease, "w2", 0, True, 0, NOW + 1, LEASE_US, stats=b"{}")
-    await store.apply_stream_part(SCOPE, version, _proj(b"streamed!"), part)
+    await store.versions.apply_stream_part(SCOPE, version, _proj(b"streamed!"), part)
     if not keep:
         assert await store.jobs.release(lease, now_us=NOW + 2, detail="shutdown")
 
@@ -478,15 +480,16 @@ def _commit(
     answered: list[bool] = []
 
     async def fast(store: PostgresStore) -> Any:
-        orig = store._commit_fast
+        versions = store.versions
+        orig = versions._commit_fast
 
         async def spy(*args: Any) -> CommitOutcome | None:
             got = await orig(*args)
             answered.append(got is not None)
             return got
 
-        store._commit_fast = spy  # type: ignore[method-assign]
-        return await store.commit_version(
+        versions._commit_fast = spy  # type: ignore[method-assign]
+        return await versions.commit(
             SCOPE, version, proj, dedup=Dedup.SUBMIT, completion=completion
         )
 

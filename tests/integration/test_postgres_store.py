@@ -83,7 +83,7 @@ async def test_tx_time_strictly_increasing_across_stores(
         for i in range(40):
             text = f"{name} {i}".encode()
             v = NewVersion(new_id(), f"{name}-{i}", "json", new_id() * 2, len(text), "t")
-            out = await store.commit_version(SCOPE, v, _proj(text), dedup=Dedup.CONTENT)
+            out = await store.versions.commit(SCOPE, v, _proj(text), dedup=Dedup.CONTENT)
             assert out.source_version_tx is not None
             seen[name].append(out.source_version_tx)
 
@@ -104,7 +104,7 @@ async def test_same_bytes_committed_through_both_make_one_version(
 
     async def commit(store: PostgresStore) -> None:
         v = NewVersion(source, "same.json", "json", digest, 4, "t")
-        outcomes.append(await store.commit_version(SCOPE, v, _proj(b"same"), dedup=Dedup.CONTENT))
+        outcomes.append(await store.versions.commit(SCOPE, v, _proj(b"same"), dedup=Dedup.CONTENT))
 
     async with anyio.create_task_group() as tg:
         for store in (a, b, a, b):
@@ -233,14 +233,14 @@ async def test_single_shot_commits_and_what_takes_the_general_path(
         assert held is not None and held.job_id == job.job_id
         version = NewVersion(source, "s.txt", "text", digest, len(text), "w", job.job_id)
         with pytest.raises(StaleLease):
-            await store.commit_version(
+            await store.versions.commit(
                 SCOPE, version, proj, dedup=Dedup.SUBMIT,
                 completion=JobCompletion(LeaseRef(job.job_id, held.lease_generation + 1), now),
             )  # fmt: skip
         # The third commit changes the explicit node's properties: a new version of it.
         third = replace(proj, nodes=[proj.nodes[0]._replace(properties_json=b'{"a":2}')])
         completion = JobCompletion(LeaseRef(job.job_id, held.lease_generation), now + i, b"{}")
-        outcome = await store.commit_version(
+        outcome = await store.versions.commit(
             SCOPE, replace(version, content_hash=new_id() * 2) if i == 2 else version,
             third if i == 2 else proj, dedup=Dedup.SUBMIT, completion=completion,
         )  # fmt: skip
@@ -285,7 +285,7 @@ def _doc(text: bytes, paragraphs: list[bytes], *, person: bool) -> Projection:
 
 async def _commit(store: StorageEngine, source: bytes, proj: Projection) -> CommitOutcome:
     v = NewVersion(source, "d.md", "markdown", content_hash(proj.canonical), 1, "t")
-    return await store.commit_version(SCOPE, v, proj, dedup=Dedup.CONTENT)
+    return await store.versions.commit(SCOPE, v, proj, dedup=Dedup.CONTENT)
 
 
 async def _current(store: StorageEngine, source: bytes) -> dict[bytes, NodeVersion]:
@@ -358,7 +358,7 @@ async def _submit(
     v = NewVersion(source, "r.md", "markdown", new_id() * 2, 1, "w", job.job_id)
     completion = JobCompletion(LeaseRef(job.job_id, 1), now, b"{}")
     out.append(
-        await store.commit_version(SCOPE, v, proj, dedup=Dedup.SUBMIT, completion=completion)
+        await store.versions.commit(SCOPE, v, proj, dedup=Dedup.SUBMIT, completion=completion)
     )
 
 
@@ -446,14 +446,14 @@ async def test_stream_finalized_after_a_later_version_publishes_superseded(
         [NodeOut(("DOCUMENT",), b"{}", (0,)), NodeOut(("PARA",), b"{}", (1,))],
         [EdgeOut("HAS", 0, 1)],
     )
-    pinned = await store.apply_stream_part(SCOPE, streamed, first, part(lease, 0, True))
+    pinned = await store.versions.apply_stream_part(SCOPE, streamed, first, part(lease, 0, True))
     assert pinned.node_ids == v1.node_ids[:2]  # DOCUMENT and "alpha." matched v1's
     v2 = await _commit(store, source, _doc(b"alpha. gamma.", [b"alpha.", b"gamma."], person=False))
     assert v2.source_version_tx is not None and v2.source_version_tx > pinned.source_version_tx
     last = Projection(
         b"omega.", [SpanOut(7, 13, "para")], [NodeOut(("PARA",), b"{}", (0,))], base=7
     )
-    done = await store.apply_stream_part(SCOPE, streamed, last, part(lease, 1, False, 7))
+    done = await store.versions.apply_stream_part(SCOPE, streamed, last, part(lease, 1, False, 7))
     assert done.finalized
     current = await _current(store, source)
     assert set(current) == set(v2.node_ids)
@@ -472,6 +472,6 @@ async def test_stream_finalized_after_a_later_version_publishes_superseded(
     # A later stream abandoned (the job released): v2 stays exactly as it was.
     lease = await leased()
     again = NewVersion(source, "d.md", "markdown", new_id() * 2, 7, "w", lease.job_id)
-    await store.apply_stream_part(SCOPE, again, first, part(lease, 0, True))
+    await store.versions.apply_stream_part(SCOPE, again, first, part(lease, 0, True))
     assert await store.jobs.release(lease, now_us=now + 9, detail="shutdown")
     assert await _current(store, source) == current

@@ -189,7 +189,7 @@ class QueueMachine(RuleBasedStateMachine):
 
         def commit() -> None:
             self._call(
-                self.store.commit_version, SCOPE, version, proj,
+                self.store.versions.commit, SCOPE, version, proj,
                 dedup=Dedup.SUBMIT, completion=completion,
             )  # fmt: skip
 

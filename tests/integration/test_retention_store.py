@@ -151,7 +151,7 @@ async def _world(store: Store, tmp_path: Path) -> World:
     # the same source that died (its last job: removed, the role goes back to b1).
     b_src = new_id()
     b1 = _job(b_src, "b.txt")
-    outcome = await store.commit_version(
+    outcome = await store.versions.commit(
         SCOPE, version(b_src, b"bee", job=b1.job_id), one_node("bee text"), dedup=Dedup.SUBMIT,
         completion=JobCompletion(await _leased(store, b1, OLD), OLD + 1, b"{}"),
     )  # fmt: skip
@@ -186,7 +186,7 @@ async def _world(store: Store, tmp_path: Path) -> World:
     # F: raw bytes a version names (no job: kept all the same).
     named = _bytes(2000, 3)
     z = await _stored(store, tmp_path, named)
-    await store.commit_version(
+    await store.versions.commit(
         SCOPE, version(new_id(), named), one_node("named"), dedup=Dedup.SUBMIT
     )
     w.kept_blobs.append(z)

@@ -65,7 +65,7 @@ async def _commit(
 ) -> int:
     raw = " ".join(words).encode()
     version = NewVersion(source, "w.txt", "text", content_hash(raw), len(raw), "w", None)
-    out = await store.commit_version(
+    out = await store.versions.commit(
         scope, version, _proj(words), dedup=Dedup.NONE, completion=None
     )
     assert out.source_version_tx is not None

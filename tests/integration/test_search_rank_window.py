@@ -57,7 +57,7 @@ def _proj(lines: list[str]) -> Projection:
 async def _commit(store: StorageEngine, source: bytes, lines: list[str]) -> None:
     raw = "\n".join(lines).encode()
     version = NewVersion(source, "w.txt", "text", content_hash(raw), len(raw), "w", None)
-    await store.commit_version(SCOPE, version, _proj(lines), dedup=Dedup.NONE, completion=None)
+    await store.versions.commit(SCOPE, version, _proj(lines), dedup=Dedup.NONE, completion=None)
 
 
 async def _hits(

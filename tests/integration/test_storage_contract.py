@@ -178,11 +178,11 @@ def rich_projection(explicit: bytes, dangling: bytes, props: bytes = b'{"n":1}')
 async def test_commit_then_every_read(store: StorageEngine) -> None:
     source, explicit, dangling = new_id(), new_id(), new_id()
     raw = b"raw bytes of the first version"
-    assert await store.latest_version(SCOPE, source) is None
+    assert await store.versions.latest(SCOPE, source) is None
     assert await store.source_versions(SCOPE, source) == []
     assert not await store.has_source(SCOPE, source)
 
-    first = await store.commit_version(
+    first = await store.versions.commit(
         SCOPE, version(source, raw), rich_projection(explicit, dangling), dedup=Dedup.CONTENT
     )
     assert not first.deduplicated and not first.erased and first.refused_children == ()
@@ -192,7 +192,7 @@ async def test_commit_then_every_read(store: StorageEngine) -> None:
     assert len(first.edge_ids) == 4 and len(set(first.edge_ids)) == 4
     doc, line0, _, line2 = first.node_ids
 
-    latest = await store.latest_version(SCOPE, source)
+    latest = await store.versions.latest(SCOPE, source)
     assert latest is not None
     assert (latest.source_id, latest.tx, latest.name, latest.format) == (
         source,
@@ -206,7 +206,7 @@ async def test_commit_then_every_read(store: StorageEngine) -> None:
     assert latest.job_id is None and latest.erased_at is None
     assert await store.has_source(SCOPE, source)
     assert not await store.has_source(OTHER, source)
-    assert await store.latest_version(OTHER, source) is None
+    assert await store.versions.latest(OTHER, source) is None
 
     # The slice API: whole text, a slice, bounds on boundaries; the bad ranges.
     assert await store.read_text(SCOPE, source, tx1, None, None) == DATA
@@ -264,7 +264,7 @@ async def test_commit_then_every_read(store: StorageEngine) -> None:
 
     # A second version changes the explicit node: a new node version; asOf reads the old one.
     raw2 = b"raw bytes of the second version"
-    second = await store.commit_version(
+    second = await store.versions.commit(
         SCOPE, version(source, raw2), rich_projection(explicit, dangling, b'{"n":2}'),
         dedup=Dedup.CONTENT,
     )  # fmt: skip
@@ -314,20 +314,20 @@ async def test_commit_dedup_modes(store: StorageEngine) -> None:
     source = new_id()
     raw = b"the same raw bytes"
     proj = one_node("same text\n")
-    first = await store.commit_version(SCOPE, version(source, raw), proj, dedup=Dedup.CONTENT)
+    first = await store.versions.commit(SCOPE, version(source, raw), proj, dedup=Dedup.CONTENT)
     assert first.source_version_tx is not None
 
     # Request level: the same raw bytes again write nothing, whatever the text.
-    again = await store.commit_version(
+    again = await store.versions.commit(
         SCOPE, version(source, raw), one_node("other text\n"), dedup=Dedup.CONTENT
     )
     assert again == CommitOutcome(True, None, [], [])
     assert len(await store.source_versions(SCOPE, source)) == 1
     # Another scope is another world: the same bytes are new there.
-    there = await store.commit_version(OTHER, version(source, raw), proj, dedup=Dedup.CONTENT)
+    there = await store.versions.commit(OTHER, version(source, raw), proj, dedup=Dedup.CONTENT)
     assert not there.deduplicated
     # Dedup.NONE never deduplicates.
-    forced = await store.commit_version(SCOPE, version(source, raw), proj, dedup=Dedup.NONE)
+    forced = await store.versions.commit(SCOPE, version(source, raw), proj, dedup=Dedup.NONE)
     assert not forced.deduplicated and forced.source_version_tx is not None
     assert len(await store.source_versions(SCOPE, source)) == 2
 
@@ -341,7 +341,7 @@ async def test_commit_dedup_modes(store: StorageEngine) -> None:
         job = await lease(store)
         assert job.job_id == enqueued.job_id
         writer = job.job_id if len(outcomes) != 2 else outcomes[0][0]  # the third: a retry
-        outcome = await store.commit_version(
+        outcome = await store.versions.commit(
             SCOPE, version(source, raw, job=writer), one_node(text), dedup=Dedup.SUBMIT,
             completion=JobCompletion(held(job), NOW, b'{"s":1}'),
         )  # fmt: skip
@@ -435,11 +435,11 @@ async def test_job_lifecycle_dedup_heartbeat_fail_release_complete(store: Storag
     children = tuple(ingest_job(new_id(), child_raw, "csv") for _ in range(2))
     v = version(source, raw, job=first.job_id)
     with pytest.raises(StaleLease):
-        await store.commit_version(
+        await store.versions.commit(
             SCOPE, v, one_node("x\n"), dedup=Dedup.SUBMIT,
             completion=JobCompletion(held(again), at, children=children),
         )  # fmt: skip
-    done = await store.commit_version(
+    done = await store.versions.commit(
         SCOPE, v, one_node("x\n"), dedup=Dedup.SUBMIT,
         completion=JobCompletion(held(third), at, b'{"rows":1}', children[:1]),
     )  # fmt: skip
@@ -458,7 +458,7 @@ async def test_job_lifecycle_dedup_heartbeat_fail_release_complete(store: Storag
     assert child is not None and child.state == "pending" and child.format == "csv"
     assert child.events[0].detail == f"parent={uuid.UUID(bytes=first.job_id)}"
     assert await store.jobs.get(SCOPE, children[1].job_id) is None
-    assert await store.latest_version(SCOPE, source) is not None
+    assert await store.versions.latest(SCOPE, source) is not None
 
     # After completion: the same bytes are the latest version's, so nothing is enqueued.
     after = await store.jobs.enqueue(SCOPE, ingest_job(source, raw), now_us=at, dedup=True)
@@ -508,7 +508,7 @@ async def test_fetch_format_children_dedup_by_name(store: StorageEngine) -> None
         NewJob(new_id(), "ingest:web", "web", other_page, None, b"{}"),
         NewJob(new_id(), "ingest:web", "web", page, None, b"{}"),  # `later` is pending
     )
-    done = await store.commit_version(
+    done = await store.versions.commit(
         SCOPE, version(crawl.source_id, b"<a href=...>", job=parent.job_id), one_node("links\n"),
         dedup=Dedup.SUBMIT, completion=JobCompletion(held(parent), NOW, children=kids),
     )  # fmt: skip
@@ -531,11 +531,11 @@ async def test_deduplicated_completion_still_enqueues_its_fetch_children(
     index = new_id()
     await store.jobs.enqueue(SCOPE, ingest_job(index, raw, "web"), now_us=NOW, dedup=False)
     first = await lease(store, "web")
-    await store.commit_version(
+    await store.versions.commit(
         SCOPE, version(index, raw, job=first.job_id), one_node("a\n"), dedup=Dedup.SUBMIT,
         completion=JobCompletion(held(first), NOW),
     )  # fmt: skip
-    kept = await store.latest_version(SCOPE, index)
+    kept = await store.versions.latest(SCOPE, index)
     assert kept is not None
     await store.jobs.enqueue(SCOPE, ingest_job(index, None, "web"), now_us=NOW, dedup=False)
     again = await lease(store, "web")
@@ -543,7 +543,7 @@ async def test_deduplicated_completion_still_enqueues_its_fetch_children(
     fetch = NewJob(new_id(), "ingest:web", "web", linked, None, b'{"name":"http://x/a.html"}')
     twice = replace(fetch, job_id=new_id())  # the same page linked twice: one job
     attachment = ingest_job(new_id(), b"bytes of a file", "csv")
-    done = await store.commit_version(
+    done = await store.versions.commit(
         SCOPE, version(index, raw, job=again.job_id), one_node("a\n"), dedup=Dedup.SUBMIT,
         completion=JobCompletion(
             held(again), NOW + 1, b'{"children": 3}', children=(fetch, twice, attachment)
@@ -558,7 +558,7 @@ async def test_deduplicated_completion_still_enqueues_its_fetch_children(
     assert child is not None and child.state == "pending"
     assert await store.jobs.get(SCOPE, twice.job_id) is None
     assert await store.jobs.get(SCOPE, attachment.job_id) is None
-    assert await store.latest_version(SCOPE, index) == kept  # no new version
+    assert await store.versions.latest(SCOPE, index) == kept  # no new version
 
 
 async def test_reap_expired_and_lose_jobs(store: StorageEngine) -> None:
@@ -685,46 +685,46 @@ async def test_stream_parts_replay_out_of_sync_invalid_and_finalize(store: Stora
              worker: str = "w") -> StreamPart:  # fmt: skip
         return StreamPart(lease_ or held(job), worker, seq, partial, base, NOW + seq, LEASE_US)
 
-    assert await store.stream_base(job.job_id, held(job), "w") == 0
+    assert await store.versions.stream_base(job.job_id, held(job), "w") == 0
     with pytest.raises(OutOfSync):  # a stream starts at seq 0
-        await store.apply_stream_part(SCOPE, v, stream_part(["x"], 0), part(1, 0))
+        await store.versions.apply_stream_part(SCOPE, v, stream_part(["x"], 0), part(1, 0))
     p0 = stream_part(["ééé", "row 1"], 0)
-    first = await store.apply_stream_part(SCOPE, v, p0, part(0, 0))
+    first = await store.versions.apply_stream_part(SCOPE, v, p0, part(0, 0))
     assert len(first.node_ids) == 2 and not first.replay and not first.finalized
     assert first.lease_deadline == NOW + LEASE_US and first.source_version_tx > 0
     base = len(p0.canonical)
-    assert await store.stream_base(job.job_id, held(job), "w") == base
-    assert await store.stream_base(job.job_id, held(job), "another worker") == 0
+    assert await store.versions.stream_base(job.job_id, held(job), "w") == base
+    assert await store.versions.stream_base(job.job_id, held(job), "another worker") == 0
     # Not readable before it is finalized.
-    assert await store.latest_version(SCOPE, source) is None
+    assert await store.versions.latest(SCOPE, source) is None
 
     # The same seq again is a replay: the same ids, nothing written.
-    replay = await store.apply_stream_part(SCOPE, v, p0, part(0, 0))
+    replay = await store.versions.apply_stream_part(SCOPE, v, p0, part(0, 0))
     assert replay.replay and replay.node_ids == first.node_ids
     p1 = stream_part(["row 2"], base)
     for bad_seq, bad_base in ((2, base), (1, base + 1), (1, base - 1)):
         with pytest.raises(OutOfSync):
-            await store.apply_stream_part(SCOPE, v, p1, part(bad_seq, bad_base))
+            await store.versions.apply_stream_part(SCOPE, v, p1, part(bad_seq, bad_base))
     # A span into earlier text off a UTF-8 boundary (byte 1 is inside "é").
     off = Projection(b"", [SpanOut(1, 3, "cell")], [NodeOut(("ROW",), b"{}", (0,))], [],
                      base, [1, 3])  # fmt: skip
     with pytest.raises(InvalidStream):
-        await store.apply_stream_part(SCOPE, v, off, part(1, base))
+        await store.versions.apply_stream_part(SCOPE, v, off, part(1, base))
     # A stale lease generation is refused.
     with pytest.raises(StaleLease):
-        await store.apply_stream_part(
+        await store.versions.apply_stream_part(
             SCOPE, v, p1, part(1, base, lease_=LeaseRef(job.job_id, job.lease_generation + 1))
         )
-    assert await store.stream_base(job.job_id, held(job), "w") == base  # nothing moved
+    assert await store.versions.stream_base(job.job_id, held(job), "w") == base  # nothing moved
 
-    second = await store.apply_stream_part(SCOPE, v, p1, part(1, base))
+    second = await store.versions.apply_stream_part(SCOPE, v, p1, part(1, base))
     assert len(second.node_ids) == 1 and second.source_version_tx == first.source_version_tx
     base += len(p1.canonical)
     last = stream_part(["end"], base, earlier=[0, 2])  # earlier offsets on boundaries are fine
-    final = await store.apply_stream_part(SCOPE, v, last, part(2, base, partial=False))
+    final = await store.versions.apply_stream_part(SCOPE, v, last, part(2, base, partial=False))
     assert final.finalized and final.source_version_tx == first.source_version_tx
     text = p0.canonical + p1.canonical + last.canonical
-    latest = await store.latest_version(SCOPE, source)
+    latest = await store.versions.latest(SCOPE, source)
     assert latest is not None and latest.tx == first.source_version_tx
     assert latest.canonical_text_hash == blake3.blake3(text).digest()
     assert latest.text_len == len(text)
@@ -737,7 +737,7 @@ async def test_stream_parts_replay_out_of_sync_invalid_and_finalize(store: Stora
         "enqueued", "leased", "partial", "partial", "partial", "completed",
     ]  # fmt: skip
     with pytest.raises(StaleLease):  # the job is over
-        await store.apply_stream_part(SCOPE, v, p1, part(3, base))
+        await store.versions.apply_stream_part(SCOPE, v, p1, part(3, base))
 
 
 async def test_stream_crossing_a_chunk_and_abandoned_on_release(store: StorageEngine) -> None:
@@ -747,22 +747,24 @@ async def test_stream_crossing_a_chunk_and_abandoned_on_release(store: StorageEn
     v = version(source, raw, fmt="csv", job=job.job_id)
     row = "x" * 1000 + "é" * 100
     p0 = stream_part([row] * 700, 0)  # ~840 KB: two parts cross the 1 MiB chunk
-    await store.apply_stream_part(SCOPE, v, p0, StreamPart(held(job), "w", 0, True, 0, NOW, 1))
+    await store.versions.apply_stream_part(
+        SCOPE, v, p0, StreamPart(held(job), "w", 0, True, 0, NOW, 1)
+    )
     # Released mid-stream: the stream is abandoned, the next lease starts afresh at 0.
     assert await store.jobs.release(held(job), now_us=NOW, detail="shutdown")
     assert "stream_abandoned" in await transitions(store, job.job_id)
     job2 = await lease(store, "csv")
-    assert await store.stream_base(job2.job_id, held(job2), "w") == 0
+    assert await store.versions.stream_base(job2.job_id, held(job2), "w") == 0
     text = b""
     base = 0
     for seq in range(2):
         p = stream_part([row] * 700, base)
-        await store.apply_stream_part(
+        await store.versions.apply_stream_part(
             SCOPE, v, p, StreamPart(held(job2), "w", seq, seq == 0, base, NOW, LEASE_US)
         )
         text += p.canonical
         base += len(p.canonical)
-    latest = await store.latest_version(SCOPE, source)
+    latest = await store.versions.latest(SCOPE, source)
     assert latest is not None and latest.text_len == len(text) > BLOB_CHUNK
     lo = BLOB_CHUNK - BLOB_CHUNK % len((row + "\n").encode())  # a row start before the edge
     assert await store.read_text(SCOPE, source, latest.tx, lo, lo + 3000) == text[lo : lo + 3000]
@@ -802,7 +804,7 @@ async def test_raw_bytes_store_has_read(store: StorageEngine, tmp_path: Path) ->
 
 async def test_scan_sees_every_table(store: StorageEngine) -> None:
     source = new_id()
-    out = await store.commit_version(
+    out = await store.versions.commit(
         SCOPE, version(source, b"scan"), rich_projection(new_id(), new_id()), dedup=Dedup.CONTENT
     )
     job = ingest_job(new_id(), b"scan job")
@@ -887,7 +889,7 @@ async def test_erasure_runs_every_step_and_blocklists(store: StorageEngine, tmp_
     writer = replace(ingest_job(source, raw), payload=inline)
     await store.jobs.enqueue(SCOPE, writer, now_us=NOW, dedup=True)
     job = await lease(store)
-    made = await store.commit_version(
+    made = await store.versions.commit(
         SCOPE, version(source, raw, job=job.job_id), rich_projection(new_id(), new_id()),
         dedup=Dedup.SUBMIT, completion=JobCompletion(held(job), NOW),
     )  # fmt: skip
@@ -901,7 +903,7 @@ async def test_erasure_runs_every_step_and_blocklists(store: StorageEngine, tmp_
                      b'{"name":"doc.txt","content_b64":"bmV4dA==","size":4}')  # fmt: skip
     await store.jobs.enqueue(SCOPE, pending, now_us=NOW, dedup=True)
     # Another scope's identical bytes are not touched.
-    there = await store.commit_version(
+    there = await store.versions.commit(
         OTHER, version(source, raw), one_node("x\n"), dedup=Dedup.CONTENT
     )
     assert await store.erasure_leftovers() == {name: 0 for name, _, _ in LEFTOVER_CHECKS}
@@ -949,9 +951,11 @@ async def test_erasure_runs_every_step_and_blocklists(store: StorageEngine, tmp_
 
     # The blocklist refuses the digests on every write path.
     with pytest.raises(ContentErased):
-        await store.commit_version(SCOPE, version(new_id(), raw), one_node("y\n"), dedup=Dedup.NONE)
+        await store.versions.commit(
+            SCOPE, version(new_id(), raw), one_node("y\n"), dedup=Dedup.NONE
+        )
     with pytest.raises(ContentErased):  # other raw bytes, the erased canonical text
-        await store.commit_version(
+        await store.versions.commit(
             SCOPE, version(new_id(), b"other"), rich_projection(new_id(), new_id()),
             dedup=Dedup.NONE,
         )  # fmt: skip
@@ -964,7 +968,7 @@ async def test_erasure_runs_every_step_and_blocklists(store: StorageEngine, tmp_
     submit = ingest_job(new_id(), b"fresh bytes")
     await store.jobs.enqueue(SCOPE, submit, now_us=NOW, dedup=True)
     job = await lease(store)
-    outcome = await store.commit_version(
+    outcome = await store.versions.commit(
         SCOPE, version(submit.source_id, b"fresh bytes", job=job.job_id),
         rich_projection(new_id(), new_id()), dedup=Dedup.SUBMIT,
         completion=JobCompletion(held(job), NOW),
@@ -982,7 +986,7 @@ async def test_erasure_runs_every_step_and_blocklists(store: StorageEngine, tmp_
     sjob = await lease(store, "csv")
     sv = version(streamed.source_id, raw, fmt="csv", job=sjob.job_id)
     part = StreamPart(held(sjob), "w", 0, True, 0, NOW, LEASE_US)
-    out = await store.apply_stream_part(SCOPE, sv, stream_part(["a"], 0), part)
+    out = await store.versions.apply_stream_part(SCOPE, sv, stream_part(["a"], 0), part)
     assert out.erased and out.node_ids == []
     sdead = await store.jobs.get(SCOPE, sjob.job_id)
     assert sdead is not None and sdead.state == "dead"
@@ -1005,10 +1009,10 @@ async def test_erasure_trims_a_node_another_source_keeps(store: StorageEngine) -
             data, [SpanOut(0, len(data) - 1, "name")], [NodeOut(("PERSON",), props, (0,), shared)]
         )
 
-    keep = await store.commit_version(
+    keep = await store.versions.commit(
         SCOPE, version(keep_src, b"keep"), person("Ann"), dedup=Dedup.CONTENT
     )
-    gone = await store.commit_version(
+    gone = await store.versions.commit(
         SCOPE, version(gone_src, b"gone"), person("Ann Example"), dedup=Dedup.CONTENT
     )
     node = await store.get_node(SCOPE, shared, None)

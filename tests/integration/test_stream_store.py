@@ -83,37 +83,43 @@ async def test_stream_across_chunks_with_replay_and_checks(store: StorageEngine)
     lease = await _lease(store)
     first = "é".encode() * 600_000  # 1.2 MB: one full chunk and part of the next
     second = b"x" * 1001 + "é".encode() * 500_000  # fills chunk 1, starts chunk 2
-    out = await store.apply_stream_part(SCOPE, VERSION, _proj(first, 0), _part(lease, 0, 0))
+    out = await store.versions.apply_stream_part(
+        SCOPE, VERSION, _proj(first, 0), _part(lease, 0, 0)
+    )
     assert not out.replay and not out.finalized and len(out.node_ids) == 1
     pinned = out.source_version_tx
-    assert await store.stream_base(JOB.job_id, lease, "w1") == len(first)
-    assert await store.stream_base(JOB.job_id, lease, "w2") == 0
-    assert await store.latest_version(SCOPE, SOURCE) is None  # not a version yet
-    again = await store.apply_stream_part(SCOPE, VERSION, _proj(first, 0), _part(lease, 0, 0))
+    assert await store.versions.stream_base(JOB.job_id, lease, "w1") == len(first)
+    assert await store.versions.stream_base(JOB.job_id, lease, "w2") == 0
+    assert await store.versions.latest(SCOPE, SOURCE) is None  # not a version yet
+    again = await store.versions.apply_stream_part(
+        SCOPE, VERSION, _proj(first, 0), _part(lease, 0, 0)
+    )
     assert again.replay and again.node_ids == out.node_ids and again.source_version_tx == pinned
     with pytest.raises(OutOfSync, match="expected seq 1, got 2"):
-        await store.apply_stream_part(
+        await store.versions.apply_stream_part(
             SCOPE, VERSION, _proj(second, len(first)), _part(lease, 2, len(first))
         )
     with pytest.raises(OutOfSync, match=f"the stream holds {len(first)}"):
-        await store.apply_stream_part(SCOPE, VERSION, _proj(second, 5), _part(lease, 1, 5))
+        await store.versions.apply_stream_part(SCOPE, VERSION, _proj(second, 5), _part(lease, 1, 5))
     with pytest.raises(InvalidStream, match=f"offset {BLOB_CHUNK + 1} is not"):
-        await store.apply_stream_part(
+        await store.versions.apply_stream_part(
             SCOPE, VERSION, _proj(second, len(first), [2, BLOB_CHUNK + 1]),
             _part(lease, 1, len(first)),
         )  # fmt: skip
     ok = _proj(second, len(first), [0, BLOB_CHUNK, len(first) - 2])
-    out = await store.apply_stream_part(SCOPE, VERSION, ok, _part(lease, 1, len(first)))
+    out = await store.versions.apply_stream_part(SCOPE, VERSION, ok, _part(lease, 1, len(first)))
     assert out.source_version_tx == pinned and not out.replay
     base = len(first) + len(second)
-    assert base > 2 * BLOB_CHUNK and await store.stream_base(JOB.job_id, lease, "w1") == base
+    assert (
+        base > 2 * BLOB_CHUNK and await store.versions.stream_base(JOB.job_id, lease, "w1") == base
+    )
     last = b"end"
-    done = await store.apply_stream_part(
+    done = await store.versions.apply_stream_part(
         SCOPE, VERSION, _proj(last, base), _part(lease, 2, base, partial=False)
     )
     assert done.finalized and done.source_version_tx == pinned
     text = first + second + last
-    latest = await store.latest_version(SCOPE, SOURCE)
+    latest = await store.versions.latest(SCOPE, SOURCE)
     assert latest is not None and latest.tx == pinned and latest.text_len == len(text)
     assert latest.canonical_text_hash == blake3.blake3(text).digest() == content_hash(text)
     assert await store.read_text(SCOPE, SOURCE, pinned, None, None) == text
@@ -123,14 +129,16 @@ async def test_stream_across_chunks_with_replay_and_checks(store: StorageEngine)
     assert [e.transition for e in job.events].count("partial") == 3
     assert job.events[-1].detail is not None
     assert job.events[-1].detail.startswith(f"version={pinned} nodes_added=")
-    assert await store.stream_base(JOB.job_id, lease, "w1") == 0
+    assert await store.versions.stream_base(JOB.job_id, lease, "w1") == 0
 
 
 async def test_blocklist_at_the_pin(store: StorageEngine) -> None:
     await store.jobs.enqueue(SCOPE, JOB, now_us=NOW, dedup=False)
     lease = await _lease(store)
     await _block(store, RAW)
-    out = await store.apply_stream_part(SCOPE, VERSION, _proj(b"abc", 0), _part(lease, 0, 0))
+    out = await store.versions.apply_stream_part(
+        SCOPE, VERSION, _proj(b"abc", 0), _part(lease, 0, 0)
+    )
     assert out.erased and out.node_ids == []
     job = await store.jobs.get(SCOPE, JOB.job_id)
     assert job is not None and job.state == "dead" and job.failure_reason is not None
@@ -141,9 +149,9 @@ async def test_blocklist_at_the_pin(store: StorageEngine) -> None:
 async def test_blocklist_at_the_finalize_purges_the_stream(store: StorageEngine) -> None:
     await store.jobs.enqueue(SCOPE, JOB, now_us=NOW, dedup=False)
     lease = await _lease(store)
-    await store.apply_stream_part(SCOPE, VERSION, _proj(b"secret ", 0), _part(lease, 0, 0))
+    await store.versions.apply_stream_part(SCOPE, VERSION, _proj(b"secret ", 0), _part(lease, 0, 0))
     await _block(store, content_hash(b"secret text"))
-    out = await store.apply_stream_part(
+    out = await store.versions.apply_stream_part(
         SCOPE, VERSION, _proj(b"text", 7), _part(lease, 1, 7, partial=False)
     )
     assert out.erased and not out.finalized
@@ -158,31 +166,33 @@ async def test_another_workers_stream_is_abandoned_and_a_single_shot_is_out_of_s
 ) -> None:
     await store.jobs.enqueue(SCOPE, JOB, now_us=NOW, dedup=False)
     lease = await _lease(store)
-    first = await store.apply_stream_part(SCOPE, VERSION, _proj(b"one", 0), _part(lease, 0, 0))
+    first = await store.versions.apply_stream_part(
+        SCOPE, VERSION, _proj(b"one", 0), _part(lease, 0, 0)
+    )
     single = JobCompletion(lease, NOW + 5, b"{}", (), "w1")
     with pytest.raises(OutOfSync, match="a stream is open: expected seq 1, got 0"):
-        await store.commit_version(
+        await store.versions.commit(
             SCOPE, VERSION, _proj(b"whole", 0), dedup=Dedup.SUBMIT, completion=single
         )
     # Another worker id under the same lease: the checkpoint is not its stream.
     with pytest.raises(OutOfSync, match="expected seq 0, got 1"):
-        await store.apply_stream_part(
+        await store.versions.apply_stream_part(
             SCOPE, VERSION, _proj(b"two", 3), _part(lease, 1, 3, worker="w2")
         )
-    second = await store.apply_stream_part(
+    second = await store.versions.apply_stream_part(
         SCOPE, VERSION, _proj(b"two", 0), _part(lease, 0, 0, worker="w2")
     )
     assert second.source_version_tx > first.source_version_tx and not second.replay
     job = await store.jobs.get(SCOPE, JOB.job_id)
     assert job is not None
     assert [e.transition for e in job.events].count("stream_abandoned") == 1
-    assert await store.stream_base(JOB.job_id, lease, "w1") == 0
+    assert await store.versions.stream_base(JOB.job_id, lease, "w1") == 0
     # A single shot of the first worker abandons the second's stream and commits.
-    done = await store.commit_version(
+    done = await store.versions.commit(
         SCOPE, VERSION, _proj(b"whole", 0), dedup=Dedup.SUBMIT, completion=single
     )
     assert done.source_version_tx is not None and not done.deduplicated
-    latest = await store.latest_version(SCOPE, SOURCE)
+    latest = await store.versions.latest(SCOPE, SOURCE)
     assert latest is not None and latest.tx == done.source_version_tx
     assert await store.read_text(SCOPE, SOURCE, latest.tx, None, None) == b"whole"
     job = await store.jobs.get(SCOPE, JOB.job_id)

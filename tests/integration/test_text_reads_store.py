@@ -54,7 +54,7 @@ async def test_windows_and_chunk_inputs(store: StorageEngine) -> None:
     projection = _projection()
     text = projection.canonical
     v = NewVersion(source, "big.txt", "text", new_id() * 2, len(text), "test")
-    out = await store.commit_version(scope, v, projection, dedup=Dedup.NONE)
+    out = await store.versions.commit(scope, v, projection, dedup=Dedup.NONE)
     tx = out.source_version_tx
     assert tx is not None
     whole = OffsetConverter(text)

@@ -64,12 +64,12 @@ async def test_a_versions_rows_read_the_same_open_or_closed(tmp_path: Path) -> N
     statements: list[str] = []
     async with fresh_store("sqlite", tmp_path) as store:
         traced = [store._writer, *store._readers]  # type: ignore[attr-defined]
-        v1 = await store.commit_version(
+        v1 = await store.versions.commit(
             SCOPE, _version(b"v1"), _proj(["alpha", "beta", "gamma"]), dedup=Dedup.NONE
         )
         # The first version's four rows are open: none is in the by-version index.
         assert index_entries(db, "closed_nodes_by_version") == 0
-        v2 = await store.commit_version(
+        v2 = await store.versions.commit(
             SCOPE, _version(b"v2"), _proj(["alpha", "delta", "gamma", "eps"]), dedup=Dedup.NONE
         )
         assert v1.source_version_tx is not None and v2.source_version_tx is not None
@@ -84,7 +84,7 @@ async def test_a_versions_rows_read_the_same_open_or_closed(tmp_path: Path) -> N
         open_preview = await store.erasure_preview(SCOPE, SOURCE, t2)
         open_chunks = await store.chunk_inputs(SCOPE, SOURCE, t2)
         # Retiring closes v2's rows: the same reads now find them through the other half.
-        await store.retire_source(SCOPE, SOURCE, "test")
+        await store.versions.retire(SCOPE, SOURCE, "test")
         assert index_entries(db, "closed_nodes_by_version") == _closed_rows(db) == 9
         closed_diff = await _whole_diff(store, t1, t2)
         closed_preview = await store.erasure_preview(SCOPE, SOURCE, t2)

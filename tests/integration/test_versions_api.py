@@ -429,21 +429,21 @@ async def test_store_retire_refuses_a_source_being_erased(store: StorageEngine) 
     scope = Scope("t", f"o-{uuid.uuid4()}")
     source = new_id()
     v = NewVersion(source, "w.txt", "text", new_id() * 2, 10, "test")
-    out = await store.commit_version(scope, v, _projection(["a", "b"]), dedup=Dedup.NONE)
+    out = await store.versions.commit(scope, v, _projection(["a", "b"]), dedup=Dedup.NONE)
     assert out.source_version_tx is not None
     payload = ErasePayload(source_id=str(uuid.UUID(bytes=source)), reason="r", principal="p")
     job = NewJob(new_id(), ERASE_KIND, ERASE_FORMAT, source, None, msgspec.json.encode(payload))
     await store.enqueue_erasure(scope, job, payload, now_us=1)  # pending: being erased
     with pytest.raises(Conflict):
-        await store.retire_source(scope, source, "no")
+        await store.versions.retire(scope, source, "no")
     with pytest.raises(NotFound):
-        await store.retire_source(scope, new_id(), None)
+        await store.versions.retire(scope, new_id(), None)
     with pytest.raises(NotFound):
-        await store.retire_source(Scope("never", "wrote"), source, None)
+        await store.versions.retire(Scope("never", "wrote"), source, None)
     other = new_id()
     v2 = NewVersion(other, "x.txt", "text", new_id() * 2, 10, "test")
-    await store.commit_version(scope, v2, _projection(["a", "c"]), dedup=Dedup.NONE)
-    done = await store.retire_source(scope, other, None)
+    await store.versions.commit(scope, v2, _projection(["a", "c"]), dedup=Dedup.NONE)
+    done = await store.versions.retire(scope, other, None)
     assert done.nodes_closed == 2 and done.reason is None
     diff = await store.version_diff(
         scope, other, from_tx=None, to_tx=None, limit=10, after=None
@@ -458,7 +458,7 @@ async def test_store_lists_and_diffs_published_versions_only(store: StorageEngin
     source = new_id()
     raw = new_id() * 2
     v1 = NewVersion(source, "s.txt", "text", new_id() * 2, 10, "test")
-    out = await store.commit_version(scope, v1, _projection(["a", "b"]), dedup=Dedup.NONE)
+    out = await store.versions.commit(scope, v1, _projection(["a", "b"]), dedup=Dedup.NONE)
     assert out.source_version_tx is not None
     job = NewJob(new_id(), "ingest:text", "text", source, raw, b'{"name":"s.txt"}')
     await store.jobs.enqueue(scope, job, now_us=NOW, dedup=False)
@@ -469,7 +469,7 @@ async def test_store_lists_and_diffs_published_versions_only(store: StorageEngin
     lease = LeaseRef(held.job_id, held.lease_generation)
     part = StreamPart(lease, "w1", 0, True, 0, NOW, 10**9, stats=b"{}")
     v2 = NewVersion(source, "s.txt", "text", raw, 10, "w1", job.job_id)
-    streamed = await store.apply_stream_part(scope, v2, _projection(["a", "c"]), part)
+    streamed = await store.versions.apply_stream_part(scope, v2, _projection(["a", "c"]), part)
     assert not streamed.finalized and streamed.source_version_tx is not None
     listed = await store.source_versions(scope, source)
     assert [v.tx for v in listed] == [out.source_version_tx]

@@ -110,7 +110,7 @@ async def test_terminal_transactions_write_the_subscribed_deliveries(
 async def _complete(store: StorageEngine, lease: LeaseRef) -> None:
     """Complete a held job with a first version of a new source (the single-shot commit
     PostgreSQL runs as one call when the job has no subscription)."""
-    await store.commit_version(
+    await store.versions.commit(
         SCOPE,
         version(new_id(), new_id(), job=lease.job_id),
         one_node("text"),

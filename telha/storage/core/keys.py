@@ -1,6 +1,6 @@
-"""REST API keys beyond minting (``telha api-key list``/``revoke``, docs/cli-and-client.md),
-written once for both engines: the keys of the store or of one scope, a revoke, and when a
-key was last used.
+"""REST API keys (``telha api-key create``/``list``/``revoke``, docs/cli-and-client.md),
+written once for both engines: a new key, the keys of the store or of one scope, a revoke,
+and when a key was last used.
 
 A revoke takes effect on the next lookup of the key; the REST front remembers a looked-up
 key for at most 10 s (``telha.rest.state.KeyCache``), so a revoked key is refused within 10 s
@@ -24,6 +24,7 @@ __all__ = [
     "KeyAccess",
     "KeyOps",
     "KeyRecord",
+    "insert_api_key",
     "key_access",
     "key_used",
     "list_keys",
@@ -111,9 +112,38 @@ async def key_used(tx: Tx, key_hash: bytes, at: int) -> None:
     )  # fmt: skip
 
 
+async def insert_api_key(
+    tx: Tx,
+    scope: Scope,
+    key_id: str,
+    key_hash: bytes,
+    at: int,
+    principals: tuple[str, ...] | None = None,
+) -> None:
+    """Store an API key (its hash) for ``scope``, interning the scope if new, with the
+    principals it acts for (``None``: none; docs/rest-api.md, "Principals")."""
+    acts_for = json.dumps(list(principals)) if principals is not None else None
+    await tx.execute(
+        "INSERT INTO api_keys (key_hash, key_id, scope_id, created_at, principals)"
+        " VALUES (?, ?, ?, ?, ?)",
+        key_hash, key_id, await tx.scope_id(scope), at, acts_for,
+    )  # fmt: skip
+
+
 class KeyOps(EngineOps):
-    """The API key operations of :class:`telha.storage.protocol.KeyStore` beyond minting
-    and lookup."""
+    """The API key operations of :class:`telha.storage.protocol.KeyStore` but the lookup."""
+
+    async def insert_api_key(
+        self,
+        scope: Scope,
+        key_id: str,
+        key_hash: bytes,
+        principals: tuple[str, ...] | None = None,
+    ) -> None:
+        """See :func:`insert_api_key` (now)."""
+        await self.transaction(
+            "store api key", insert_api_key, scope, key_id, key_hash, now_us(), principals
+        )
 
     async def list_api_keys(
         self, scope: Scope | None = None, *, revoked: bool = False

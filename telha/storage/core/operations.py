@@ -1,7 +1,7 @@
 """The storage operations written once for both engines (:mod:`telha.storage.core`), composed
-once: each engine's store is its versions' operations (an engine may override those with a
-measured fast path: docs/architecture.md, "The storage seam"), these, the aggregates it
-composes, and its base (the transaction and read runners).
+once: each engine's store is these, the aggregates it composes (an engine may compose a
+subclass with a measured fast path: docs/architecture.md, "The storage seam"), and its base
+(the transaction and read runners).
 """
 
 from __future__ import annotations
@@ -20,27 +20,22 @@ from telha.storage.core.listings import ListOps
 from telha.storage.core.quotas import StoreQuotas
 from telha.storage.core.raw import RawOps
 from telha.storage.core.reads import ReadOps
-from telha.storage.core.reproject import ReprojectOps
 from telha.storage.core.retention import RetentionOps
-from telha.storage.core.retire import RetireOps
 from telha.storage.core.scan import ScanOps
 from telha.storage.core.search import SearchOps
-from telha.storage.core.streams import StreamOps
 from telha.storage.core.text_reads import TextReadOps
+from telha.storage.core.version_ops import Versions
 from telha.storage.core.webhooks import Webhooks
 
 __all__ = ["SharedOps"]
 
 
 class SharedOps(
-    StreamOps,
     ReadOps,
     AclOps,
     TextReadOps,
     SearchOps,
     DiffOps,
-    RetireOps,
-    ReprojectOps,
     ListOps,
     JobEventOps,
     RawOps,
@@ -50,10 +45,10 @@ class SharedOps(
     KeyOps,
     RowFaultOps,
 ):
-    """Every operation of :class:`telha.storage.protocol.Storage` but those of
-    :class:`~telha.storage.core.versions.VersionOps`; the aggregates already composed rather
-    than inherited are attributes (``store.jobs``, ``store.webhooks``, ``store.connectors``,
-    ``store.quotas``), each made once, on first use, over this store's runners."""
+    """Every operation of :class:`telha.storage.protocol.Storage`; the aggregates already
+    composed rather than inherited are attributes (``store.jobs``, ``store.versions``,
+    ``store.webhooks``, ``store.connectors``, ``store.quotas``), each made once, on first
+    use, over this store's runners."""
 
     @cached_property
     def connectors(self) -> Connectors:
@@ -70,6 +65,12 @@ class SharedOps(
     def quotas(self) -> StoreQuotas:
         """The quota aggregate (:class:`~telha.storage.core.quotas.StoreQuotas`)."""
         return StoreQuotas(self)
+
+    @cached_property
+    def versions(self) -> Versions:
+        """The version aggregate (:class:`~telha.storage.core.version_ops.Versions`; an
+        engine may return a subclass with its fast commit)."""
+        return Versions(self)
 
     @cached_property
     def webhooks(self) -> Webhooks:

@@ -275,11 +275,6 @@ class ReadOps(EngineOps):
         """See :func:`scope_for_key`."""
         return await self.read(scope_for_key, key_hash)
 
-    async def latest_version(self, scope: Scope, source_id: bytes) -> SourceVersion | None:
-        """A source's latest finalized version, or ``None`` (see :func:`source_versions`)."""
-        versions = await self.read(source_versions, scope, source_id, True)
-        return versions[0] if versions else None
-
     async def source_versions(self, scope: Scope, source_id: bytes) -> list[SourceVersion]:
         """See :func:`source_versions`."""
         return await self.read(source_versions, scope, source_id, False)

@@ -10,10 +10,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from telha.domain.model import Scope
-from telha.storage.core.engine import EngineOps
 from telha.storage.core.tx import Tx
 
-__all__ = ["ReprojectOps", "ReprojectRow", "current_versions"]
+__all__ = ["ReprojectRow", "current_versions"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,18 +78,3 @@ def _row(r: Any) -> ReprojectRow:
         bytes(r[7]) if r[7] is not None else None,
         bool(r[8]),
     )  # fmt: skip
-
-
-class ReprojectOps(EngineOps):
-    """:class:`telha.storage.protocol.ReprojectStore` over the engine's readers."""
-
-    async def current_versions(
-        self,
-        scope: Scope,
-        fmt: str | None,
-        source_id: bytes | None,
-        after: bytes,
-        limit: int,
-    ) -> list[ReprojectRow]:
-        """See :func:`current_versions`."""
-        return await self.read(current_versions, scope, fmt, source_id, after, limit)

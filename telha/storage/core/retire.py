@@ -6,11 +6,10 @@ from __future__ import annotations
 
 from telha.domain.errors import NotFound
 from telha.domain.model import Scope
-from telha.storage.core.engine import EngineOps
 from telha.storage.core.publish import RetireOutcome, retire
 from telha.storage.core.tx import Tx
 
-__all__ = ["RetireOps", "retire_source"]
+__all__ = ["retire_source"]
 
 
 async def retire_source(
@@ -25,14 +24,3 @@ async def retire_source(
     if sid is None:
         raise NotFound("no such source")
     return await retire(tx, sid, source_id, reason)
-
-
-class RetireOps(EngineOps):
-    """The retire of :class:`telha.storage.protocol.RetireStore`, one
-    :meth:`~telha.storage.core.engine.EngineOps.transaction`."""
-
-    async def retire_source(
-        self, scope: Scope, source_id: bytes, reason: str | None
-    ) -> RetireOutcome:
-        """See :func:`retire_source`."""
-        return await self.transaction("retire source", retire_source, scope, source_id, reason)

@@ -31,7 +31,6 @@ from telha.domain.canonical import is_boundary
 from telha.domain.dedup import version_reason
 from telha.domain.erasure import BLOCKED_REASON
 from telha.domain.errors import InvalidStream
-from telha.domain.identity import match_keys
 from telha.domain.ids import new_id
 from telha.domain.model import (
     BLOB_CHUNK,
@@ -48,9 +47,7 @@ from telha.domain.projection import Projection
 from telha.domain.records import decode_continuation
 from telha.domain.rows import PENDING_TX, VersionRows, build_rows
 from telha.domain.streams import live_length, plan_part
-from telha.offload import off_loop
 from telha.storage.core.blocklist import blocked
-from telha.storage.core.engine import EngineOps
 from telha.storage.core.jobs import (
     abandon_stream,
     add_event,
@@ -65,7 +62,7 @@ from telha.storage.core.publish import keep_edges, match, publish
 from telha.storage.core.tx import Tx
 from telha.storage.core.versions import current_nodes, insert_version
 
-__all__ = ["StreamOps", "apply_stream_part", "purge_stream", "stream_base"]
+__all__ = ["apply_stream_part", "purge_stream", "stream_base"]
 
 
 def _chunks(length: int) -> int:
@@ -294,22 +291,3 @@ async def apply_stream_part(
     if refused is None:
         return StreamOutcome([], cont.tx, 0, erased=True)
     return StreamOutcome(rows.node_ids, cont.tx, 0, finalized=True, refused_children=refused)
-
-
-class StreamOps(EngineOps):
-    """The streamed submissions of :class:`telha.storage.protocol.Storage` over the engine's
-    runners."""
-
-    async def stream_base(self, job_id: bytes, lease: LeaseRef, worker_id: str) -> int:
-        """See :func:`stream_base`."""
-        return await self.read(stream_base, job_id, lease, worker_id)
-
-    async def apply_stream_part(
-        self, scope: Scope, version: NewVersion, projection: Projection, part: StreamPart
-    ) -> StreamOutcome:
-        """See :func:`apply_stream_part` (the part's match keys are computed off the event
-        loop first)."""
-        await off_loop(len(projection.canonical), match_keys, projection)
-        return await self.transaction(
-            "apply streamed submission", apply_stream_part, scope, version, projection, part
-        )

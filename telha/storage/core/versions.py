@@ -1,6 +1,6 @@
-"""Source versions and API keys, written once for both engines (docs/architecture.md, "The
+"""Source versions, written once for both engines (docs/architecture.md, "The
 storage seam"): the version commit of a submission or an upload with its dedup, blocklist
-and job completion; the upsert ladder's read of current nodes; the latest version; API keys.
+and job completion; the upsert ladder's read of current nodes; whether a source has a version.
 
 The commit takes its locks in one order on PostgreSQL — the job row (the lease fence), the
 ``(scope, source)`` advisory locks of the version and its child jobs (dedup), the current
@@ -11,15 +11,12 @@ is written. SQLite's single writer serialises the same steps.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import replace
 
 from telha.domain.dedup import version_reason
 from telha.domain.erasure import BLOCKED_REASON, ERASED_MESSAGE
 from telha.domain.errors import ContentErased
-from telha.domain.identity import match_keys
-from telha.domain.ids import blob_id_for, content_hash, now_us
 from telha.domain.model import (
     CommitOutcome,
     Dedup,
@@ -31,8 +28,6 @@ from telha.domain.projection import Projection
 from telha.domain.records import decode_continuation, is_duplicate
 from telha.domain.rows import PENDING_TX, Existing, build_rows
 from telha.domain.streams import single_shot_allowed
-from telha.offload import OFFLOAD_BYTES, off_loop
-from telha.storage.core.engine import EngineOps
 from telha.storage.core.jobs import (
     abandon_stream,
     blocked_latest,
@@ -47,10 +42,9 @@ from telha.storage.core.tx import Rollback, Tx, any_groups
 __all__ = [
     "IDENTITY_COLS",
     "VERSION_COLS",
-    "VersionOps",
     "commit",
     "current_nodes",
-    "insert_api_key",
+    "has_version",
     "insert_version",
 ]
 
@@ -106,7 +100,7 @@ async def insert_version(
     )  # fmt: skip
 
 
-async def _has_version(tx: Tx, scope: Scope, source_id: bytes) -> bool:
+async def has_version(tx: Tx, scope: Scope, source_id: bytes) -> bool:
     """Whether the source has a published version (a read before a commit's transaction)."""
     sid = await tx.known_scope_id(scope)
     if sid is None:
@@ -203,83 +197,3 @@ async def commit(
     return CommitOutcome(
         False, tx_time, rows.node_ids, rows.edge_ids, refused_children=refused, changes=changes
     )
-
-
-async def insert_api_key(
-    tx: Tx,
-    scope: Scope,
-    key_id: str,
-    key_hash: bytes,
-    at: int,
-    principals: tuple[str, ...] | None = None,
-) -> None:
-    """Store an API key (its hash) for ``scope``, interning the scope if new, with the
-    principals it acts for (``None``: none; docs/rest-api.md, "Principals")."""
-    acts_for = json.dumps(list(principals)) if principals is not None else None
-    await tx.execute(
-        "INSERT INTO api_keys (key_hash, key_id, scope_id, created_at, principals)"
-        " VALUES (?, ?, ?, ?, ?)",
-        key_hash, key_id, await tx.scope_id(scope), at, acts_for,
-    )  # fmt: skip
-
-
-class VersionOps(EngineOps):
-    """The version and API key operations of :class:`telha.storage.protocol.Storage` over
-    the engine's runners. An engine may answer a commit with a measured fast path
-    (:meth:`_commit_fast`) that a parity test holds to the same rows."""
-
-    async def commit_version(
-        self,
-        scope: Scope,
-        version: NewVersion,
-        projection: Projection,
-        *,
-        dedup: Dedup,
-        completion: JobCompletion | None = None,
-    ) -> CommitOutcome:
-        """See :func:`commit` (the canonical text is hashed, and the match keys of a large
-        projection whose source has a version computed, off the event loop first; a first
-        version defers its keys, :func:`telha.storage.core.publish.match`). A small one
-        (under :data:`~telha.offload.OFFLOAD_BYTES` of text) skips that read: the match
-        computes its keys inside the transaction if the source has a version, a cost below
-        the read's (bench/RESULTS.md, "Per-job cuts"); the rows written are the same."""
-        text = projection.canonical
-        canonical_hash = await off_loop(len(text), content_hash, text)
-        if len(text) >= OFFLOAD_BYTES and await self.read(_has_version, scope, version.source_id):
-            await off_loop(len(text), match_keys, projection)  # kept on the projection
-        blob_id = blob_id_for(canonical_hash).bytes
-        fast = await self._commit_fast(
-            scope, version, projection, canonical_hash, blob_id, dedup, completion
-        )
-        if fast is not None:
-            return fast
-        return await self.transaction(
-            "commit version", commit, scope, version, projection, canonical_hash, blob_id,
-            dedup, completion,
-        )  # fmt: skip
-
-    async def _commit_fast(
-        self,
-        scope: Scope,
-        version: NewVersion,
-        projection: Projection,
-        canonical_hash: bytes,
-        blob_id: bytes,
-        dedup: Dedup,
-        completion: JobCompletion | None,
-    ) -> CommitOutcome | None:
-        """An engine's fast path for the commit: its outcome, or ``None`` (nothing written)
-        to take :func:`commit`. None here."""
-        return None
-
-    async def insert_api_key(
-        self,
-        scope: Scope,
-        key_id: str,
-        key_hash: bytes,
-        principals: tuple[str, ...] | None = None,
-    ) -> None:
-        """See :func:`insert_api_key`."""
-        await self.transaction(
-            "store api key", insert_api_key, scope, key_id, key_hash, now_us(), principals
-        )

@@ -32,11 +32,11 @@ from telha.storage.core.fair_lease import CANDIDATES
 from telha.storage.core.job_ops import Jobs
 from telha.storage.core.jobs import JOB_COLS
 from telha.storage.core.search_index import sync_source
-from telha.storage.core.versions import VersionOps
+from telha.storage.core.version_ops import Versions
 from telha.storage.postgres.base import PgBase
 from telha.storage.postgres.tx import CHANNEL, Conn, PgTx, source_lock_key
 
-__all__ = ["FastJobs", "FastVersionOps"]
+__all__ = ["FastJobs", "FastVersions"]
 
 
 class FastJobs(Jobs):
@@ -130,9 +130,13 @@ class FastJobs(Jobs):
         return job
 
 
-class FastVersionOps(VersionOps, PgBase):
-    """:class:`~telha.storage.core.versions.VersionOps` with the common single-shot commit
-    as one call."""
+class FastVersions(Versions):
+    """:class:`~telha.storage.core.version_ops.Versions` with the common single-shot commit
+    as one call of ``pg``'s pooled connections."""
+
+    def __init__(self, pg: PgBase) -> None:
+        super().__init__(pg)
+        self._pg = pg
 
     async def _commit_fast(
         self,
@@ -162,9 +166,9 @@ class FastVersionOps(VersionOps, PgBase):
         """
         if completion is None or completion.children or dedup is not Dedup.SUBMIT:
             return None
-        sid = await self._scope_id(scope, intern=True)
+        sid = await self._pg._scope_id(scope, intern=True)
         assert sid is not None
-        if await self.read(has_webhooks, sid, completion.lease.job_id):
+        if await self._pg.read(has_webhooks, sid, completion.lease.job_id):
             return None
         # A source's first version defers its match keys (telha.storage.core.publish.match).
         keys = projection.match_keys or deferred_keys(projection)
@@ -210,7 +214,7 @@ class FastVersionOps(VersionOps, PgBase):
         }
 
         identity = version.identity.decode() if version.identity is not None else None
-        own_tx = self.search_enabled or identity is not None
+        own_tx = self._pg.search_enabled or identity is not None
 
         async def one(conn: Conn) -> tuple[str, int | None]:
             row = await conn.fetchrow(
@@ -224,16 +228,18 @@ class FastVersionOps(VersionOps, PgBase):
                     " WHERE scope_id = $3 AND source_id = $4 AND tx = $5",
                     version.fingerprint, identity, sid, version.source_id, row[1],
                 )  # fmt: skip
-            if self.search_enabled and row[0] == "committed":  # the index, in the same transaction
-                await sync_source(PgTx(conn, self._scopes), sid, version.source_id)
+            if (
+                self._pg.search_enabled and row[0] == "committed"
+            ):  # the index, in the same transaction
+                await sync_source(PgTx(conn, self._pg._scopes), sid, version.source_id)
             return str(row[0]), row[1]
 
-        outcome, tx_time = await self._write("commit version", one, transaction=own_tx)
+        outcome, tx_time = await self._pg._write("commit version", one, transaction=own_tx)
         if outcome == "stale":
             raise StaleLease("job is not leased under this lease generation")
         if outcome != "committed":
             return None
-        self.job_events.signal((lease.job_id,))  # its ``completed`` event
+        self._pg.job_events.signal((lease.job_id,))  # its ``completed`` event
         assert tx_time is not None
         return CommitOutcome(False, int(tx_time), rows.node_ids, rows.edge_ids, changes=changes)
 

@@ -21,7 +21,7 @@ import structlog
 
 from telha.storage.core.operations import SharedOps
 from telha.storage.postgres.base import PgBase
-from telha.storage.postgres.fast import FastJobs, FastVersionOps
+from telha.storage.postgres.fast import FastJobs, FastVersions
 from telha.storage.postgres.statistics import FirstAnalyze
 from telha.storage.postgres.tx import CHANNEL
 from telha.storage.protocol import ALL_FORMATS
@@ -33,9 +33,9 @@ log = structlog.get_logger("telha.storage")
 _RECONNECT_S = (0.1, 0.5, 1.0, 2.0, 5.0)
 
 
-# Every operation before PgBase (the fast paths' own base), so each mixin's __init__ runs
+# Every operation mixin before PgBase, so each mixin's cooperative __init__ runs
 # (tests/unit/storage/test_store_composition.py).
-class PostgresStore(SharedOps, FastVersionOps, PgBase):
+class PostgresStore(SharedOps, PgBase):
     """PostgreSQL implementation of :class:`telha.storage.protocol.Storage`.
 
     Use as an actor (``await tg.start(store.run)`` reports the opened store; it also listens
@@ -58,6 +58,12 @@ class PostgresStore(SharedOps, FastVersionOps, PgBase):
         """The job aggregate with enqueue and lease as one function call each
         (:class:`~telha.storage.postgres.fast.FastJobs`)."""
         return FastJobs(self)
+
+    @cached_property
+    def versions(self) -> FastVersions:
+        """The version aggregate with a source's first single-shot commit as one function
+        call (:class:`~telha.storage.postgres.fast.FastVersions`)."""
+        return FastVersions(self)
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[PostgresStore]) -> None:
         """Actor body: open (migrating), start the LISTEN connection and the first

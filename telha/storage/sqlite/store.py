@@ -12,14 +12,13 @@ import anyio
 import anyio.abc
 
 from telha.storage.core.operations import SharedOps
-from telha.storage.core.versions import VersionOps
 from telha.storage.sqlite.base import SqliteBase, _nothing
 from telha.storage.sqlite.checkpointer import Checkpointer
 
 __all__ = ["SqliteStore"]
 
 
-class SqliteStore(VersionOps, SharedOps, SqliteBase):
+class SqliteStore(SharedOps, SqliteBase):
     """SQLite implementation of :class:`telha.storage.protocol.Storage`.
 
     Use as an actor (``await tg.start(store.run)`` reports the opened store) or, in short-lived

@@ -1,8 +1,8 @@
 """How each engine's store is composed (telha/storage/core/operations.py): the aggregates
-composed as components are attributes made once over the store; every operation
-mixin stands before the engine's base in the method resolution order, so a mixin's
-cooperative ``__init__`` (say RawOps's locks) runs before the base's, and an engine's fast
-path answers before the general path it overrides."""
+composed as components are attributes made once over the store (PostgreSQL's job and
+version aggregates: the subclasses with its fast paths); every operation mixin left stands
+before the engine's base in the method resolution order, so a mixin's cooperative
+``__init__`` (say RawOps's locks) runs before the base's."""
 
 from __future__ import annotations
 
@@ -16,10 +16,10 @@ from telha.storage.core.engine import EngineOps
 from telha.storage.core.job_ops import Jobs
 from telha.storage.core.operations import SharedOps
 from telha.storage.core.quotas import StoreQuotas
-from telha.storage.core.versions import VersionOps
+from telha.storage.core.version_ops import Versions
 from telha.storage.core.webhooks import Webhooks
 from telha.storage.postgres.base import PgBase
-from telha.storage.postgres.fast import FastJobs, FastVersionOps
+from telha.storage.postgres.fast import FastJobs, FastVersions
 from telha.storage.postgres.store import PostgresStore
 from telha.storage.sqlite.base import SqliteBase
 from telha.storage.sqlite.store import SqliteStore
@@ -29,14 +29,8 @@ from telha.storage.sqlite.store import SqliteStore
 def test_the_engine_base_comes_after_every_operation(store: type, base: type) -> None:
     mro = store.__mro__
     assert mro[-3:] == (base, EngineOps, object)
-    for ops in (*SharedOps.__bases__, VersionOps):
+    for ops in SharedOps.__bases__:
         assert mro.index(ops) < mro.index(base), ops
-
-
-def test_postgres_fast_paths_answer_first() -> None:
-    mro = PostgresStore.__mro__
-    assert mro.index(FastVersionOps) < mro.index(VersionOps)
-    assert PostgresStore._commit_fast is FastVersionOps._commit_fast
 
 
 #: The aggregates a store composes rather than inherits, with the flat store methods they
@@ -47,6 +41,11 @@ COMPOSED = {
         ("enqueue_job", "lease_next_job", "next_available_at", "active_job_counts",
          "heartbeat_jobs", "fail_job", "release_job", "reap_expired", "lose_jobs", "get_job",
          "cancel_job", "lease_states"),
+    ),
+    "versions": (
+        Versions,
+        ("latest_version", "commit_version", "stream_base", "apply_stream_part",
+         "retire_source", "current_versions", "_commit_fast"),
     ),
     "webhooks": (
         Webhooks,
@@ -75,12 +74,15 @@ def test_composed_aggregates_are_components_not_methods(store: type) -> None:
         assert [m for m in flat if hasattr(store, m)] == [], name
 
 
-def test_postgres_composes_its_fast_job_paths() -> None:
-    """PostgreSQL's store overrides the component with its fast paths' subclass."""
+def test_postgres_composes_its_fast_paths() -> None:
+    """PostgreSQL's store composes the job and version aggregates' fast-path subclasses."""
     store = PostgresStore("postgresql://never-opened.invalid/telha")
     assert isinstance(store.jobs, FastJobs) and store.jobs._engine is store
+    assert isinstance(store.versions, FastVersions) and store.versions._engine is store
     assert FastJobs.enqueue is not Jobs.enqueue and FastJobs.lease_next is not Jobs.lease_next
-    assert isinstance(SqliteStore(Path("never-opened.db")).jobs, Jobs)
+    assert FastVersions._commit_fast is not Versions._commit_fast
+    sqlite = SqliteStore(Path("never-opened.db"))
+    assert type(sqlite.jobs) is Jobs and type(sqlite.versions) is Versions
 
 
 def test_a_component_is_made_once_over_its_store(tmp_path: Path) -> None:
