@@ -13,7 +13,7 @@ files the search tests use. Then, client-side wall times:
   the scope's rowid range, ``LIMIT 21``, read-only connection in this process), p50 and p99;
   PostgreSQL: the bare ``tsquery`` with ``ts_rank`` on the same database;
 - the store's own search in this process (:func:`floor_and_store`: the store opened
-  read-only, ``search_page`` with the rank window), query by query alternating with the
+  read-only, ``store.search.page`` with the rank window), query by query alternating with the
   floor: what the REST route costs less HTTP. Two ratios are printed, REST / floor (the
   target's) and in-process / floor (wall and CPU); the searches are timed with
   ``http.client`` on one kept-alive connection (``--client httpx`` for ``httpx``);
@@ -202,7 +202,7 @@ def paired(
     the moment weighs on all three alike): ``search``, ``GET /v1/search`` through REST
     (:class:`Searcher`, ``limit`` 20); ``floor``, the bare engine query (SQLite: a read-only
     ``sqlite3`` connection in this process; PostgreSQL: one ``asyncpg`` connection);
-    ``store``, ``search_page`` of the store opened read-only in this process as the server
+    ``store``, ``store.search.page`` of the store opened read-only in this process as the server
     opens it (its reader pool, the rank window, every hit's words, nodes and snippet: what
     the route does less HTTP; ``limit`` 21 as the route asks). Wall ms of each, CPU ms of
     this process (``*_cpu``: SQLite runs in it, PostgreSQL does not; for ``search`` the
@@ -230,7 +230,7 @@ def paired(
                     await _floor(conn, lite, sid, q)
 
                 async def search(q: str) -> None:
-                    await store.search_page(
+                    await store.search.page(
                         scope, parse_query(q), Filters(), limit=21, offset=0,
                         rank_window=rank_window,
                     )  # fmt: skip

@@ -156,7 +156,7 @@ async def search(request: Request) -> Response:
             "asOf: search covers current versions only (the index holds no past ones)"
         )
     app = state(request)
-    hits, pending = await app.store.search_page(
+    hits, pending = await app.store.search.page(
         scope, terms, filters, limit=limit + 1, offset=offset,
         rank_window=app.config.search.rank_window,
     )  # fmt: skip
@@ -200,7 +200,7 @@ async def locate(request: Request) -> Response:
     quote = parse_quote(req.text)
     source = parse_uuid_param(req.source_id, "sourceId") if req.source_id is not None else None
     store = state(request).store
-    found = await store.locate(
+    found = await store.search.locate(
         scope, quote, source_id=source, limit=req.limit or LOCATE_DEFAULT,
         principals=access.principals,
     )  # fmt: skip

@@ -46,17 +46,16 @@ log = structlog.get_logger("telha.rest")
 
 class RestStore(
     ReadStore,
-    SearchStore,
     ListStore,
     KeyStore,
     JobEventStore,
     RawStore,
     Protocol,
 ):
-    """The storage roles the REST front uses: the read routes' reads, search and locate, the
-    listings, API key lookups, the live event stream's reads, the raw bytes pages are
-    rendered from; and the connector, quota and version (the retire, re-projection's walk)
-    aggregates."""
+    """The storage roles the REST front uses: the read routes' reads, the listings, API key
+    lookups, the live event stream's reads, the raw bytes pages are rendered from; and the
+    connector, quota, search (search and locate) and version (the retire, re-projection's
+    walk) aggregates."""
 
     @property
     def connectors(self) -> ConnectorStore:
@@ -65,6 +64,10 @@ class RestStore(
     @property
     def quotas(self) -> QuotaStore:
         """Per-scope limits and usage (``store.quotas``)."""
+
+    @property
+    def search(self) -> SearchStore:
+        """Search, locate and the index's queue (``store.search``)."""
 
     @property
     def versions(self) -> VersionStore:

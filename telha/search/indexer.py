@@ -1,7 +1,7 @@
 """The search indexer actor (docs/architecture.md, "Search"): does the full-text index's
 waiting work — deletes the rows of versions no longer current (``search_stale``) and writes
 those of new current versions (``search_sources``) — a batch per transaction
-(:meth:`telha.storage.core.search.SearchOps.index_queued`), so ingests do not wait for the
+(:meth:`telha.storage.core.search.Search.index_queued`), so ingests do not wait for the
 index and other writers get the store between batches. A search or locate does its own
 scope's work first, so this actor keeps the work short for everyone else.
 
@@ -27,10 +27,9 @@ import anyio.lowlevel
 import structlog
 
 from telha.domain.errors import StorageError
-from telha.domain.model import Scope
 from telha.metrics import Metrics
 from telha.row_faults import past_bad_rows
-from telha.storage.protocol import RowFaultStore
+from telha.storage.protocol import RowFaultStore, SearchStore
 
 __all__ = ["SearchIndexStoreOps", "SearchIndexer"]
 
@@ -51,16 +50,12 @@ PROGRESS_S = 10.0
 
 
 class SearchIndexStoreOps(RowFaultStore, Protocol):
-    """The storage operations the indexer uses (see :class:`telha.storage.protocol.Storage`)."""
+    """The storage operations the indexer uses (see :class:`telha.storage.protocol.Storage`):
+    the search aggregate and the bad-row record."""
 
-    search_enabled: bool
-
-    async def index_queued(self, *, scope: Scope | None = None, limit: int = ...) -> int:
-        """One batch of the index's waiting work; rows deleted or written, 0 when none
-        waits (:meth:`telha.storage.core.search.SearchOps.index_queued`)."""
-
-    async def queued_versions(self, scope: Scope | None = None) -> int:
-        """Versions whose index rows wait to be written or deleted."""
+    @property
+    def search(self) -> SearchStore:
+        """The index's queue and writer (``store.search``)."""
 
 
 class SearchIndexer:
@@ -102,7 +97,7 @@ class SearchIndexer:
         version that cannot be indexed is marked failed with its reason and the others go
         on (docs/architecture.md, "Supervision and bad rows")."""
         task_status.started(self)
-        if not self._store.search_enabled:
+        if not self._store.search.enabled:
             return
         while True:
             try:
@@ -119,7 +114,7 @@ class SearchIndexer:
         first_seen: float | None = None
         last = 0  # versions waiting at the previous look
         while True:
-            self.queued = await self._store.queued_versions()
+            self.queued = await self._store.search.queued_versions()
             self._progress.saw(self.queued, anyio.current_time())
             if not self.queued:
                 return
@@ -130,7 +125,11 @@ class SearchIndexer:
                 await anyio.sleep(self._settle_s)
                 continue
             if not await past_bad_rows(
-                self._store.index_queued, self._store, self._metrics, "search_indexer", default=1
+                self._store.search.index_queued,
+                self._store,
+                self._metrics,
+                "search_indexer",
+                default=1,
             ):
                 return
             await anyio.lowlevel.checkpoint()  # other writers get the store in between

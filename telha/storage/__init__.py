@@ -43,7 +43,7 @@ def open_store(
             readonly=readonly,
             search=cfg.search.enabled,
         )
-        pg.catch_up_s = cfg.search.catch_up_ms / 1000
+        pg.search.catch_up_s = cfg.search.catch_up_ms / 1000
         return pg
     from telha.storage.sqlite import SqliteStore
 
@@ -54,5 +54,5 @@ def open_store(
         readonly=readonly,
         search=cfg.search.enabled,
     )
-    lite.catch_up_s = cfg.search.catch_up_ms / 1000
+    lite.search.catch_up_s = cfg.search.catch_up_ms / 1000
     return lite

@@ -47,10 +47,8 @@ from telha.domain.model import (
     SpanRecord,
 )
 from telha.domain.row_faults import RowFault
-from telha.domain.search_query import Quote, Term
 from telha.storage.core.diff import VersionDiff
 from telha.storage.core.scan import Scan
-from telha.storage.core.search import Filters, Located, SearchHit
 from telha.storage.core.text_reads import ChunkInputs, TextWindow
 from telha.storage.job_watch import JobEventSignal
 from telha.storage.protocol_composed import ComposedAggregates
@@ -58,6 +56,7 @@ from telha.storage.protocol_connectors import ConnectorStore
 from telha.storage.protocol_jobs import JobStore
 from telha.storage.protocol_keys import KeyStore
 from telha.storage.protocol_lifecycle import QuotaStore, RetentionStore, WebhookStore
+from telha.storage.protocol_search import SearchStore
 from telha.storage.protocol_versions import VersionStore
 
 __all__ = [
@@ -74,6 +73,7 @@ __all__ = [
     "ReadStore",
     "RetentionStore",
     "ScanStore",
+    "SearchStore",
     "Storage",
     "StorageEngine",
     "VersionStore",
@@ -264,62 +264,6 @@ class ReadStore(Protocol):
         """
 
 
-class SearchStore(Protocol):
-    """Full-text search and quote location over the scope's current versions
-    (docs/rest-api.md, "Search")."""
-
-    async def search(
-        self,
-        scope: Scope,
-        terms: list[Term],
-        filters: Filters,
-        *,
-        limit: int,
-        offset: int,
-        rank_window: int = 0,
-    ) -> list[SearchHit]:
-        """The scope's current spans matching every term, best first, ``limit`` from
-        ``offset``; on SQLite a query matching more than ``rank_window`` spans (> 0) ranks
-        the newest of them only (:func:`telha.storage.core.search.search`)."""
-
-    async def search_page(
-        self,
-        scope: Scope,
-        terms: list[Term],
-        filters: Filters,
-        *,
-        limit: int,
-        offset: int,
-        rank_window: int = 0,
-    ) -> tuple[list[SearchHit], int]:
-        """:meth:`search` and the versions whose index rows still wait
-        (:meth:`queued_versions`) when it answered: ``(hits, waiting)``."""
-
-    async def locate(
-        self,
-        scope: Scope,
-        quote: Quote,
-        *,
-        source_id: bytes | None,
-        limit: int,
-        principals: tuple[str, ...] | None = None,
-    ) -> list[Located]:
-        """Every occurrence of ``quote`` in the scope's current versions (with
-        ``principals``: of the sources whose ACL admits one of them), at most ``limit``
-        (:func:`telha.storage.core.search.locate`)."""
-
-    #: ``[search] enabled``: the index is kept.
-    search_enabled: bool
-
-    async def index_queued(self, *, scope: Scope | None = None, limit: int = 2000) -> int:
-        """One batch (at most ``limit`` rows) of the index's waiting work, of ``scope`` or
-        any; returns the rows deleted or written, 0 when nothing waits
-        (:meth:`telha.storage.core.search.SearchOps.index_queued`)."""
-
-    async def queued_versions(self, scope: Scope | None = None) -> int:
-        """Versions whose index rows wait to be written or deleted, of ``scope`` or all."""
-
-
 class ListStore(Protocol):
     """The listings (docs/rest-api.md, "Listings"): a scope's sources and jobs, newest
     first, index-backed (:mod:`telha.storage.core.listings`)."""
@@ -398,7 +342,6 @@ class Storage(
     QueueStore,
     JobEventStore,
     ReadStore,
-    SearchStore,
     ListStore,
     ErasureStore,
     ScanStore,

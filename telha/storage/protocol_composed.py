@@ -9,14 +9,15 @@ from typing import Protocol
 from telha.storage.protocol_connectors import ConnectorStore
 from telha.storage.protocol_jobs import JobStore
 from telha.storage.protocol_lifecycle import QuotaStore, WebhookStore
+from telha.storage.protocol_search import SearchStore
 from telha.storage.protocol_versions import VersionStore
 
 __all__ = ["ComposedAggregates"]
 
 
 class ComposedAggregates(Protocol):
-    """``store.connectors``, ``store.jobs``, ``store.quotas``, ``store.versions``,
-    ``store.webhooks``."""
+    """``store.connectors``, ``store.jobs``, ``store.quotas``, ``store.search``,
+    ``store.versions``, ``store.webhooks``."""
 
     @property
     def connectors(self) -> ConnectorStore:
@@ -29,6 +30,10 @@ class ComposedAggregates(Protocol):
     @property
     def quotas(self) -> QuotaStore:
         """Per-scope limits and usage."""
+
+    @property
+    def search(self) -> SearchStore:
+        """Full-text search, quote location and the index's writer."""
 
     @property
     def versions(self) -> VersionStore:

@@ -350,7 +350,7 @@ async def _entry_failed(store: StorageEngine, source: bytes) -> bool:
 
 
 async def _queue_empty(store: StorageEngine) -> bool:
-    return await store.queued_versions() == 0
+    return await store.search.queued_versions() == 0
 
 
 async def test_retention_passes_by_an_ended_job_it_cannot_read(

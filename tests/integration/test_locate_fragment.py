@@ -40,7 +40,7 @@ async def test_a_digit_fragment_is_found_past_rows_whose_positions_hold_it(
     # "1"; then the one row that does, in another source indexed after them.
     await _commit(store, ["alpha"] * (LOCATE_CANDIDATES + 1), source=b"a" * 16)
     await _commit(store, ["code", "x1y"], source=b"b" * 16)
-    found = await store.locate(SCOPE, parse_quote("1"), source_id=None, limit=10)
+    found = await store.search.locate(SCOPE, parse_quote("1"), source_id=None, limit=10)
     assert [(f.source_id, f.start, f.end) for f in found] == [(b"b" * 16, 6, 7)]
 
 
@@ -73,9 +73,9 @@ async def test_a_locate_with_a_limit_answers_the_first_places_of_the_whole_answe
             SCOPE, version, _nested(lines), dedup=Dedup.NONE, completion=None
         )
     for text in ("uffal", "buffalo", "buffalo buffalo", "Buffalo"):
-        whole = await store.locate(SCOPE, parse_quote(text), source_id=None, limit=1000)
+        whole = await store.search.locate(SCOPE, parse_quote(text), source_id=None, limit=1000)
         assert {f.source_id for f in whole} == {b"a" * 16, b"b" * 16, b"c" * 16}, text
         assert all(len(f.node_ids) == 2 for f in whole), text
         for limit in range(1, len(whole) + 1):
-            found = await store.locate(SCOPE, parse_quote(text), source_id=None, limit=limit)
+            found = await store.search.locate(SCOPE, parse_quote(text), source_id=None, limit=limit)
             assert found == whole[:limit], (text, limit)

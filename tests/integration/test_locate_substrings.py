@@ -69,7 +69,7 @@ def _at(word: str, inner: str, nth: int = 0) -> tuple[int, int]:
 
 
 async def _found(store: StorageEngine, quote: str) -> list[tuple[int, int, bool]]:
-    found = await store.locate(SCOPE, parse_quote(quote), source_id=None, limit=50)
+    found = await store.search.locate(SCOPE, parse_quote(quote), source_id=None, limit=50)
     assert all(f.source_id == SOURCE for f in found)
     return [(f.start, f.end, f.exact) for f in found]
 

@@ -83,7 +83,8 @@ async def _index_rows(store: StorageEngine) -> list[tuple[int, int]]:
 
 
 async def _hits(store: StorageEngine, q: str, scope: Scope = SCOPE) -> list[Any]:
-    return await store.search(scope, parse_query(q), Filters(), limit=20, offset=0)
+    hits, _ = await store.search.page(scope, parse_query(q), Filters(), limit=20, offset=0)
+    return hits
 
 
 async def test_a_publish_queues_and_a_search_indexes_its_scope_first(
@@ -92,11 +93,13 @@ async def test_a_publish_queues_and_a_search_indexes_its_scope_first(
     store = indexed
     v1 = await _commit(store, ["alpha", "beta"])
     assert await _index_rows(store) == []  # queued, not written in the publish
-    assert await store.queued_versions(SCOPE) == 1
+    assert await store.search.queued_versions(SCOPE) == 1
     await _commit(store, ["gamma"], scope=OTHER, source=b"o" * 16)
     assert [h.start for h in await _hits(store, "beta")] == [6]
-    assert await store.queued_versions(SCOPE) == 0
-    assert await store.queued_versions(OTHER) == 1  # another scope's queue stays for the indexer
+    assert await store.search.queued_versions(SCOPE) == 0
+    assert (
+        await store.search.queued_versions(OTHER) == 1
+    )  # another scope's queue stays for the indexer
     assert {t for t, _ in await _index_rows(store)} == {v1}
     v2 = await _commit(store, ["alpha", "delta"])
     # The superseded version's rows wait for deletion; a search reading them is not answered.
@@ -115,12 +118,12 @@ async def test_the_indexer_writes_a_version_in_batches_from_where_it_stopped(
     words = [f"w{i:03d}" for i in range(7)]
     v = await _commit(store, words)
     written = []
-    while n := await store.index_queued(limit=3):
+    while n := await store.search.index_queued(limit=3):
         written.append(n)
         assert len(await _index_rows(store)) == sum(written)
     assert written == [3, 3, 1]
     assert await _index_rows(store) == [(v, 5 * i) for i in range(7)]
-    assert await store.index_queued() == 0
+    assert await store.search.index_queued() == 0
     report = await run_checks(store)
     assert report.total == 0, [v.line() for v in report.violations]
 
@@ -140,7 +143,7 @@ async def test_a_batch_ends_after_its_time_and_where_batches_end_changes_no_row(
         for i, src in enumerate(sources):
             await _commit(store, [f"w{i}a", f"w{i}b"], source=src)
         steps = []
-        while n := await store.index_queued():
+        while n := await store.search.index_queued():
             steps.append(n)
 
         async def rows(tx: Tx) -> list[tuple[Any, ...]]:
@@ -175,7 +178,7 @@ async def test_a_scope_whose_rowid_range_is_used_up_is_refused_and_nothing_is_wr
         pytest.skip("PostgreSQL's index rows take a sequence's ids, not a scope's range")
     store = indexed
     await _commit(store, ["one"], source=b"a" * 16)
-    while await store.index_queued():
+    while await store.search.index_queued():
         pass
     lo, _ = scope_rowids(1)
 
@@ -185,7 +188,7 @@ async def test_a_scope_whose_rowid_range_is_used_up_is_refused_and_nothing_is_wr
     await store.transaction("test", to_bottom)  # type: ignore[attr-defined]
     await _commit(store, ["two", "three"], source=b"b" * 16)
     with pytest.raises(StorageError, match="scope 1: its full-text index rowids are used up"):
-        await store.index_queued()
+        await store.search.index_queued()
 
     async def rowids(tx: Tx) -> list[int]:
         return [int(r[0]) for r in await tx.fetchall("SELECT rowid FROM search_spans")]
@@ -196,14 +199,14 @@ async def test_a_scope_whose_rowid_range_is_used_up_is_refused_and_nothing_is_wr
 async def test_an_erasure_deletes_stale_and_filling_rows_at_once(indexed: StorageEngine) -> None:
     store = indexed
     await _commit(store, ["secretword", "other"])
-    while await store.index_queued():
+    while await store.search.index_queued():
         pass
     await _commit(store, ["secretword", "third"])  # the first version's rows are now stale
-    await store.index_queued(limit=1)  # the stale rows: one deleted, one waiting
+    await store.search.index_queued(limit=1)  # the stale rows: one deleted, one waiting
     assert len(await _index_rows(store)) == 1
-    assert await store.queued_versions() == 2  # a stale version and one being filled
+    assert await store.search.queued_versions() == 2  # a stale version and one being filled
     await _erase(store, SCOPE, SOURCE)
-    assert await store.queued_versions() == 0
+    assert await store.search.queued_versions() == 0
     assert await _index_rows(store) == []
     assert await _hits(store, "secretword") == []
 
@@ -213,7 +216,7 @@ async def test_check_accepts_waiting_work_and_finds_work_nobody_waits_for(
 ) -> None:
     store = indexed
     await _commit(store, ["one", "two"])
-    while await store.index_queued():
+    while await store.search.index_queued():
         pass
     await _commit(store, ["one", "three"])  # stale rows of the first, the second not filled
     report = await run_checks(store)
@@ -231,7 +234,7 @@ async def test_check_accepts_waiting_work_and_finds_work_nobody_waits_for(
 
 
 async def _all_indexed(store: StorageEngine) -> bool:
-    return not await store.queued_versions(SCOPE)
+    return not await store.search.queued_versions(SCOPE)
 
 
 def _source(i: int) -> bytes:
@@ -249,7 +252,7 @@ async def test_a_burst_of_publishes_is_indexed_once_it_settles(indexed: StorageE
             tx.append(await _commit(store, [f"burst{i}"], source=_source(i)))
         # Versions kept arriving: nothing of the index was written while they did.
         assert await _index_rows(store) == []
-        assert await store.queued_versions(SCOPE) == 8
+        assert await store.search.queued_versions(SCOPE) == 8
         await until(lambda: _all_indexed(store))
         tg.cancel_scope.cancel()
     assert await _index_rows(store) == [(t, 0) for t in tx]

@@ -69,10 +69,11 @@ async def _hits(
     offset: int = 0,
     filters: Filters | None = None,
 ) -> list[SearchHit]:
-    return await store.search(
+    hits, _ = await store.search.page(
         SCOPE, parse_query(q), filters or Filters(), limit=limit, offset=offset,
         rank_window=window,
     )  # fmt: skip
+    return hits
 
 
 async def test_a_query_matching_more_than_the_window_ranks_its_newest_matches(

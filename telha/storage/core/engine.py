@@ -25,6 +25,9 @@ class EngineOps:
     """Base of the operation mixins; each engine's base class implements both runners,
     :meth:`open` and :meth:`close` (``async with store`` opens it and closes it, shielded)."""
 
+    #: ``[search] enabled``: the full-text index is kept (each engine's base sets it).
+    search_enabled: bool
+
     async def open(self) -> None:
         """Open the store: its connections, and (unless read-only) its migrations.
 

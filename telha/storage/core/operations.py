@@ -22,7 +22,7 @@ from telha.storage.core.raw import RawOps
 from telha.storage.core.reads import ReadOps
 from telha.storage.core.retention import RetentionOps
 from telha.storage.core.scan import ScanOps
-from telha.storage.core.search import SearchOps
+from telha.storage.core.search import Search
 from telha.storage.core.text_reads import TextReadOps
 from telha.storage.core.version_ops import Versions
 from telha.storage.core.webhooks import Webhooks
@@ -34,7 +34,6 @@ class SharedOps(
     ReadOps,
     AclOps,
     TextReadOps,
-    SearchOps,
     DiffOps,
     ListOps,
     JobEventOps,
@@ -47,8 +46,8 @@ class SharedOps(
 ):
     """Every operation of :class:`telha.storage.protocol.Storage`; the aggregates already
     composed rather than inherited are attributes (``store.jobs``, ``store.versions``,
-    ``store.webhooks``, ``store.connectors``, ``store.quotas``), each made once, on first
-    use, over this store's runners."""
+    ``store.search``, ``store.webhooks``, ``store.connectors``, ``store.quotas``), each
+    made once, on first use, over this store's runners."""
 
     @cached_property
     def connectors(self) -> Connectors:
@@ -65,6 +64,11 @@ class SharedOps(
     def quotas(self) -> StoreQuotas:
         """The quota aggregate (:class:`~telha.storage.core.quotas.StoreQuotas`)."""
         return StoreQuotas(self)
+
+    @cached_property
+    def search(self) -> Search:
+        """The search aggregate (:class:`~telha.storage.core.search.Search`)."""
+        return Search(self)
 
     @cached_property
     def versions(self) -> Versions:

@@ -48,8 +48,8 @@ __all__ = [
     "INDEX_BATCH",
     "Filters",
     "Located",
+    "Search",
     "SearchHit",
-    "SearchOps",
     "locate",
     "search",
 ]
@@ -381,34 +381,29 @@ async def _queued(tx: Tx, scope: Scope | None) -> int:
     return await waiting(tx, sid)
 
 
-class SearchOps(EngineOps):
-    """The search reads of :class:`telha.storage.protocol.SearchStore`, each one
+class Search:
+    """The search aggregate of a store (``store.search``; its contract:
+    :class:`telha.storage.protocol.SearchStore`): the reads, each one
     :meth:`~telha.storage.core.engine.EngineOps.read` after :meth:`catch_up`, and the
-    index's writer (:meth:`index_queued`)."""
+    index's writer (:meth:`index_queued`). A component the store composes, not a mixin:
+    ``engine`` runs each operation.
 
-    #: ``[search] enabled`` (set by each engine's base class).
-    search_enabled: bool
-    #: Most seconds :meth:`catch_up` works before a search answers (``[search]
-    #: catch_up_ms``; :func:`telha.storage.open_store` sets it).
-    catch_up_s: float = CATCH_UP_S
+    :param engine: the store's runners; its ``search_enabled`` says whether the index is
+        kept.
+    """
 
-    async def search(
-        self,
-        scope: Scope,
-        terms: list[Term],
-        filters: Filters,
-        *,
-        limit: int,
-        offset: int,
-        rank_window: int = 0,
-    ) -> list[SearchHit]:
-        """See :func:`search`."""
-        hits, _ = await self.search_page(
-            scope, terms, filters, limit=limit, offset=offset, rank_window=rank_window
-        )
-        return hits
+    def __init__(self, engine: EngineOps) -> None:
+        self._engine = engine
+        #: Most seconds :meth:`catch_up` works before a search answers (``[search]
+        #: catch_up_ms``; :func:`telha.storage.open_store` sets it).
+        self.catch_up_s: float = CATCH_UP_S
 
-    async def search_page(
+    @property
+    def enabled(self) -> bool:
+        """``[search] enabled``: the index is kept."""
+        return self._engine.search_enabled
+
+    async def page(
         self,
         scope: Scope,
         terms: list[Term],
@@ -422,12 +417,13 @@ class SearchOps(EngineOps):
         answered: ``(hits, waiting)``. When nothing waits (the usual case) that is one read:
         the check and the search share its snapshot."""
         args = (scope, terms, filters, limit, offset, rank_window)
-        if self.search_enabled:
-            settled = await self.read(_settled_search, *args)
+        read = self._engine.read
+        if self._engine.search_enabled:
+            settled = await read(_settled_search, *args)
             if settled is not None:
                 return settled, 0
             await self.catch_up(scope)
-        return await self.read(search, *args), await self.queued_versions(scope)
+        return await read(search, *args), await self.queued_versions(scope)
 
     async def locate(
         self,
@@ -440,7 +436,7 @@ class SearchOps(EngineOps):
     ) -> list[Located]:
         """See :func:`locate`."""
         await self.catch_up(scope)
-        return await self.read(locate, scope, quote, source_id, limit, principals)
+        return await self._engine.read(locate, scope, quote, source_id, limit, principals)
 
     async def index_queued(self, *, scope: Scope | None = None, limit: int = INDEX_BATCH) -> int:
         """One batch of the index's waiting work (of ``scope``, or of any scope) in one
@@ -455,19 +451,19 @@ class SearchOps(EngineOps):
             of this batch was written; record it
             (:meth:`~telha.storage.core.failed_rows.RowFaultOps.fail_row`) and call again.
         """
-        return await self.transaction("index search spans", _index_step, scope, limit)
+        return await self._engine.transaction("index search spans", _index_step, scope, limit)
 
     async def queued_versions(self, scope: Scope | None = None) -> int:
         """Versions whose index rows wait to be written or deleted (of ``scope``, or of
         every scope)."""
-        return await self.read(_queued, scope)
+        return await self._engine.read(_queued, scope)
 
     async def catch_up(self, scope: Scope) -> int:
         """Do the index work ``scope`` has waiting, for at most :attr:`catch_up_s` seconds,
         so a search reads what its scope published before it; returns the versions still
         waiting (0 when the index holds exactly the scope's current versions). Stale rows
         still waiting are left out of the search's answer all the same."""
-        if not self.search_enabled:
+        if not self._engine.search_enabled:
             return 0
         deadline = anyio.current_time() + self.catch_up_s
         while await self.queued_versions(scope):
@@ -476,7 +472,7 @@ class SearchOps(EngineOps):
             try:
                 indexed = await self.index_queued(scope=scope)
             except RowFault as fault:  # recorded failed, the scope's other work goes on
-                await record(self, fault, now_us())
+                await record(self._engine, fault, now_us())
                 continue
             if not indexed:  # another replica holds it
                 await anyio.sleep(0.05)

@@ -25,7 +25,7 @@ Kept in two halves, so no ingest waits for the index:
   rows, then writes the oldest version being filled from the key the previous batch stored
   (only the canonical chunks those span rows cover are read). The search indexer actor
   (:mod:`telha.search.indexer`) runs it after commits; a search or locate first runs it
-  for its own scope (:meth:`telha.storage.core.search.SearchOps.catch_up`) and, should
+  for its own scope (:meth:`telha.storage.core.search.Search.catch_up`) and, should
   stale rows remain after that, leaves them out of its answer: no search answers a
   version that is not current.
 

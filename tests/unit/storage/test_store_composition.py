@@ -16,6 +16,7 @@ from telha.storage.core.engine import EngineOps
 from telha.storage.core.job_ops import Jobs
 from telha.storage.core.operations import SharedOps
 from telha.storage.core.quotas import StoreQuotas
+from telha.storage.core.search import Search
 from telha.storage.core.version_ops import Versions
 from telha.storage.core.webhooks import Webhooks
 from telha.storage.postgres.base import PgBase
@@ -46,6 +47,11 @@ COMPOSED = {
         Versions,
         ("latest_version", "commit_version", "stream_base", "apply_stream_part",
          "retire_source", "current_versions", "_commit_fast"),
+    ),
+    "search": (
+        Search,
+        ("search_page", "locate", "index_queued", "queued_versions", "catch_up",
+         "catch_up_s"),
     ),
     "webhooks": (
         Webhooks,
