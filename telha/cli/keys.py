@@ -89,7 +89,7 @@ def keys_list(tenant: str | None, org: str | None, revoked: bool, config_path: P
         raise click.UsageError("give --tenant and --org together, or neither")
     scope = Scope(tenant, org) if tenant is not None and org is not None else None
     cfg, base_dir = existing_store(config_path)
-    keys = run_on_store(cfg, base_dir, lambda s: s.list_api_keys(scope, revoked=revoked))
+    keys = run_on_store(cfg, base_dir, lambda s: s.keys.listed(scope, revoked=revoked))
     columns: tuple[str, ...] = ("id", "scope", "created", "last used", "principals")
     rows = [
         [k.key_id, f"{k.scope.tenant_id}/{k.scope.organization_id}", _when(k.created_at),
@@ -111,7 +111,7 @@ def keys_revoke(key_id: str, config_path: Path | None) -> None:
     within 10 s (the time it remembers a key). Prints ``ID  revoked  TIME``; revoking
     again prints the first revoke; an unknown id exits 1."""
     cfg, base_dir = existing_store(config_path)
-    at = run_on_store(cfg, base_dir, lambda s: s.revoke_api_key(key_id))
+    at = run_on_store(cfg, base_dir, lambda s: s.keys.revoke(key_id))
     if at is None:
         click.echo(f"telha: no such key: {key_id}", err=True)
         sys.exit(1)

@@ -189,7 +189,7 @@ def api_key_create(tenant: str, org: str, principals: str | None, config_path: P
     key_id, key = mint_api_key()
     run_on_store(
         cfg, base_dir,
-        lambda store: store.insert_api_key(Scope(tenant, org), key_id, hash_key(key), acts_for),
+        lambda store: store.keys.add(Scope(tenant, org), key_id, hash_key(key), acts_for),
     )  # fmt: skip
     click.echo(key)
 

@@ -47,19 +47,22 @@ log = structlog.get_logger("telha.rest")
 class RestStore(
     ReadStore,
     ListStore,
-    KeyStore,
     JobEventStore,
     RawStore,
     Protocol,
 ):
-    """The storage roles the REST front uses: the read routes' reads, the listings, API key
-    lookups, the live event stream's reads, the raw bytes pages are rendered from; and the
-    connector, quota, search (search and locate) and version (the retire, re-projection's
-    walk) aggregates."""
+    """The storage roles the REST front uses: the read routes' reads, the listings, the live
+    event stream's reads, the raw bytes pages are rendered from; and the connector, key
+    (the per-request lookup), quota, search (search and locate) and version (the retire,
+    re-projection's walk) aggregates."""
 
     @property
     def connectors(self) -> ConnectorStore:
         """Registered connectors, their items and sync runs (``store.connectors``)."""
+
+    @property
+    def keys(self) -> KeyStore:
+        """API keys: the per-request lookup and its last use (``store.keys``)."""
 
     @property
     def quotas(self) -> QuotaStore:
@@ -120,7 +123,7 @@ class AppState:
             total_key="server.max_event_streams",
             share_key="max_event_streams",
         )
-        self.keys = KeyCache(self.store)
+        self.keys = KeyCache(self.store.keys)
         defaults = default_limits(
             cfg.quotas,
             ingest_slots=cfg.ingest.max_concurrent,
@@ -136,8 +139,8 @@ class KeyCache:
     Only known keys are remembered: a key minted while the service runs works at once.
     """
 
-    def __init__(self, store: KeyStore, ttl_s: float = 10.0, max_entries: int = 10_000) -> None:
-        self._store = store
+    def __init__(self, keys: KeyStore, ttl_s: float = 10.0, max_entries: int = 10_000) -> None:
+        self._keys = keys
         self._ttl_s = ttl_s
         self._max = max_entries
         self._hits: dict[bytes, tuple[KeyAccess, float]] = {}
@@ -154,7 +157,7 @@ class KeyCache:
         now = time.monotonic()
         if hit is not None and hit[1] > now:
             return hit[0]
-        access = await self._store.key_access(digest)
+        access = await self._keys.access(digest)
         if access is None:
             self._hits.pop(digest, None)
             raise Unauthenticated("unknown or revoked API key")
@@ -175,7 +178,7 @@ class KeyCache:
             self._used.clear()
         self._used[digest] = now
         try:
-            await self._store.api_key_used(digest, now_us())
+            await self._keys.used(digest, now_us())
         except StorageError as exc:
             log.warning("key_use_not_noted", error=exc.message)
 

@@ -337,7 +337,6 @@ class ScanStore(Protocol):
 
 class Storage(
     ComposedAggregates,
-    KeyStore,
     RawStore,
     QueueStore,
     JobEventStore,

@@ -8,6 +8,7 @@ from typing import Protocol
 
 from telha.storage.protocol_connectors import ConnectorStore
 from telha.storage.protocol_jobs import JobStore
+from telha.storage.protocol_keys import KeyStore
 from telha.storage.protocol_lifecycle import QuotaStore, WebhookStore
 from telha.storage.protocol_search import SearchStore
 from telha.storage.protocol_versions import VersionStore
@@ -16,8 +17,8 @@ __all__ = ["ComposedAggregates"]
 
 
 class ComposedAggregates(Protocol):
-    """``store.connectors``, ``store.jobs``, ``store.quotas``, ``store.search``,
-    ``store.versions``, ``store.webhooks``."""
+    """``store.connectors``, ``store.jobs``, ``store.keys``, ``store.quotas``,
+    ``store.search``, ``store.versions``, ``store.webhooks``."""
 
     @property
     def connectors(self) -> ConnectorStore:
@@ -26,6 +27,10 @@ class ComposedAggregates(Protocol):
     @property
     def jobs(self) -> JobStore:
         """Job rows: enqueue, lease, heartbeat, fail, release, lose, reap, cancel."""
+
+    @property
+    def keys(self) -> KeyStore:
+        """REST API keys: minted, looked up, listed, revoked."""
 
     @property
     def quotas(self) -> QuotaStore:

@@ -12,10 +12,10 @@ __all__ = ["KeyStore"]
 
 
 class KeyStore(Protocol):
-    """REST API keys: minted by ``telha api-key create``, resolved per request by the REST
-    front."""
+    """REST API keys, a store's ``keys`` (:class:`~telha.storage.core.keys.Keys`): minted
+    by ``telha api-key create``, resolved per request by the REST front."""
 
-    async def insert_api_key(
+    async def add(
         self,
         scope: Scope,
         key_id: str,
@@ -25,21 +25,19 @@ class KeyStore(Protocol):
         """Store a REST API key's hash (never the key) for ``scope``, acting for
         ``principals`` (``None``: none)."""
 
-    async def scope_for_key(self, key_hash: bytes) -> Scope | None:
+    async def scope_for(self, key_hash: bytes) -> Scope | None:
         """The scope of a live (not revoked) key, or ``None``. Reads the store every call."""
 
-    async def key_access(self, key_hash: bytes) -> KeyAccess | None:
+    async def access(self, key_hash: bytes) -> KeyAccess | None:
         """The scope and principals of a live key, or ``None``. Reads the store every call."""
 
-    async def list_api_keys(
-        self, scope: Scope | None = None, *, revoked: bool = False
-    ) -> list[KeyRecord]:
+    async def listed(self, scope: Scope | None = None, *, revoked: bool = False) -> list[KeyRecord]:
         """The store's keys (or ``scope``'s), oldest first, without the revoked ones unless
         ``revoked``; never a key nor its hash."""
 
-    async def revoke_api_key(self, key_id: str) -> int | None:
+    async def revoke(self, key_id: str) -> int | None:
         """Revoke a key by id (a running REST front refuses it within 10 s); its revoke time
         in µs (the first, when revoked already), ``None`` for an unknown id."""
 
-    async def api_key_used(self, key_hash: bytes, at: int) -> None:
-        """Note a use of the key at ``at`` (µs) for :meth:`list_api_keys`' ``last_used_at``."""
+    async def used(self, key_hash: bytes, at: int) -> None:
+        """Note a use of the key at ``at`` (µs) for :meth:`listed`' ``last_used_at``."""

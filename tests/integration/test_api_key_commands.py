@@ -128,26 +128,26 @@ def test_key_commands_never_create_a_store(tmp_path: Path, command: str) -> None
 async def test_key_store_lists_revokes_and_notes_use(store: StorageEngine) -> None:
     a, b = Scope("ta", "o"), Scope("tb", "o")
     ha, hb = blake3.blake3(b"key a").digest(), blake3.blake3(b"key b").digest()
-    await store.insert_api_key(a, "id-a", ha)
-    await store.insert_api_key(b, "id-b", hb)
-    listed = await store.list_api_keys()
+    await store.keys.add(a, "id-a", ha)
+    await store.keys.add(b, "id-b", hb)
+    listed = await store.keys.listed()
     assert [(k.key_id, k.scope, k.last_used_at, k.revoked_at) for k in listed] == [
         ("id-a", a, None, None),
         ("id-b", b, None, None),
     ]
-    assert [k.key_id for k in await store.list_api_keys(b)] == ["id-b"]
-    assert await store.list_api_keys(Scope("nobody", "o")) == []
+    assert [k.key_id for k in await store.keys.listed(b)] == ["id-b"]
+    assert await store.keys.listed(Scope("nobody", "o")) == []
 
-    await store.api_key_used(ha, 2_000_000)
-    await store.api_key_used(ha, 1_000_000)  # an earlier use noted late: the later kept
-    (ka,) = await store.list_api_keys(a)
+    await store.keys.used(ha, 2_000_000)
+    await store.keys.used(ha, 1_000_000)  # an earlier use noted late: the later kept
+    (ka,) = await store.keys.listed(a)
     assert ka.last_used_at == 2_000_000
 
-    at = await store.revoke_api_key("id-a")
+    at = await store.keys.revoke("id-a")
     assert at is not None and at >= ka.created_at
-    assert await store.revoke_api_key("id-a") == at  # the first revoke stands
-    assert await store.revoke_api_key("no-such-id") is None
-    assert await store.scope_for_key(ha) is None and await store.scope_for_key(hb) == b
-    assert [k.key_id for k in await store.list_api_keys()] == ["id-b"]
-    revoked = {k.key_id: k.revoked_at for k in await store.list_api_keys(revoked=True)}
+    assert await store.keys.revoke("id-a") == at  # the first revoke stands
+    assert await store.keys.revoke("no-such-id") is None
+    assert await store.keys.scope_for(ha) is None and await store.keys.scope_for(hb) == b
+    assert [k.key_id for k in await store.keys.listed()] == ["id-b"]
+    revoked = {k.key_id: k.revoked_at for k in await store.keys.listed(revoked=True)}
     assert revoked == {"id-a": at, "id-b": None}

@@ -288,7 +288,7 @@ def _minted_key(server: InProcessServer) -> tuple[str, str]:
 
     async def insert() -> None:
         async with open_store(cfg, base_dir, readers=1, pool_size=2) as store:
-            await store.insert_api_key(Scope(f"t-{uuid.uuid4()}", "org"), key_id, hash_key(key))
+            await store.keys.add(Scope(f"t-{uuid.uuid4()}", "org"), key_id, hash_key(key))
 
     anyio.run(insert)
     return key_id, key

@@ -384,7 +384,7 @@ async def test_erasure_during_an_in_flight_stream(stream_server: Server) -> None
 async def _scope_of(proc: Server, key: str) -> Scope:
     cfg, base_dir = load_config(proc.config, environ={})
     async with open_store(cfg, base_dir, readers=1, pool_size=2) as store:
-        scope = await store.scope_for_key(hash_key(key))
+        scope = await store.keys.scope_for(hash_key(key))
     assert scope is not None
     return scope
 

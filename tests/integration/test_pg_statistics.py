@@ -50,7 +50,7 @@ async def _add_keys(dsn: str, count: int, first: int = 0) -> None:
     """
     async with PostgresStore(dsn, pool_size=2) as store:
         for i in range(first, first + count):
-            await store.insert_api_key(Scope("t", "o"), f"key-{i}", i.to_bytes(32, "big"))
+            await store.keys.add(Scope("t", "o"), f"key-{i}", i.to_bytes(32, "big"))
 
 
 async def _without_autovacuum(conn: asyncpg.Connection) -> None:

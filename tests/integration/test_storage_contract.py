@@ -135,12 +135,12 @@ async def transitions(store: StorageEngine, job_id: bytes) -> list[str]:
 
 async def test_api_keys_resolve_to_their_scope(store: StorageEngine) -> None:
     key_hash = blake3.blake3(b"a key").digest()
-    assert await store.scope_for_key(key_hash) is None
-    await store.insert_api_key(SCOPE, "key-1", key_hash)
-    await store.insert_api_key(OTHER, "key-2", blake3.blake3(b"another key").digest())
-    assert await store.scope_for_key(key_hash) == SCOPE
-    assert await store.scope_for_key(blake3.blake3(b"another key").digest()) == OTHER
-    assert await store.scope_for_key(blake3.blake3(b"unknown").digest()) is None
+    assert await store.keys.scope_for(key_hash) is None
+    await store.keys.add(SCOPE, "key-1", key_hash)
+    await store.keys.add(OTHER, "key-2", blake3.blake3(b"another key").digest())
+    assert await store.keys.scope_for(key_hash) == SCOPE
+    assert await store.keys.scope_for(blake3.blake3(b"another key").digest()) == OTHER
+    assert await store.keys.scope_for(blake3.blake3(b"unknown").digest()) is None
 
 
 # -- versions and reads -----------------------------------------------------------------------
@@ -1059,5 +1059,5 @@ async def test_engine_as_an_actor_and_its_wakeups(
             with anyio.fail_after(10):
                 woken = await anext(aiter(wakeups))
             assert woken in ("csv", ALL_FORMATS)
-        assert await actor.scope_for_key(b"\0" * 32) is None  # open and answering
+        assert await actor.keys.scope_for(b"\0" * 32) is None  # open and answering
         tg.cancel_scope.cancel()

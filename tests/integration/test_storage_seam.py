@@ -40,8 +40,8 @@ async def test_a_rolled_back_scope_is_never_cached(store: StorageEngine) -> None
     assert await engine.read(_read_scope, scope) is None  # type: ignore[attr-defined]
     # The next write interns the scope for real and uses its committed id.
     key = blake3.blake3(b"seam key").digest()
-    await store.insert_api_key(scope, "seam-key", key)
-    assert await store.scope_for_key(key) == scope
+    await store.keys.add(scope, "seam-key", key)
+    assert await store.keys.scope_for(key) == scope
     assert await engine.read(_read_scope, scope) is not None  # type: ignore[attr-defined]
 
 

@@ -251,7 +251,7 @@ class ServerProcess:
 
         async def insert() -> None:
             async with open_store(cfg, base_dir, readers=1, pool_size=2) as store:
-                await store.insert_api_key(Scope(tenant, org), key_id, hash_key(key), principals)
+                await store.keys.add(Scope(tenant, org), key_id, hash_key(key), principals)
 
         # Own thread, own event loop: callable from sync fixtures and async tests alike.
         with ThreadPoolExecutor(1) as pool:

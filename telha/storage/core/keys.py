@@ -22,13 +22,14 @@ from telha.storage.core.tx import Tx
 __all__ = [
     "LAST_USED_EVERY_US",
     "KeyAccess",
-    "KeyOps",
     "KeyRecord",
+    "Keys",
     "insert_api_key",
     "key_access",
     "key_used",
     "list_keys",
     "revoke_key",
+    "scope_for_key",
 ]
 
 #: How stale a key's ``last_used_at`` may get before a lookup writes it again, µs.
@@ -130,10 +131,26 @@ async def insert_api_key(
     )  # fmt: skip
 
 
-class KeyOps(EngineOps):
-    """The API key operations of :class:`telha.storage.protocol.KeyStore` but the lookup."""
+async def scope_for_key(tx: Tx, key_hash: bytes) -> Scope | None:
+    """The scope of an unrevoked API key, by the hash of the key."""
+    row = await tx.fetchone(
+        "SELECT s.tenant_id, s.organization_id FROM api_keys k"
+        " JOIN scopes s ON s.scope_id = k.scope_id"
+        " WHERE k.key_hash = ? AND k.revoked_at IS NULL",
+        key_hash,
+    )
+    return Scope(row[0], row[1]) if row is not None else None
 
-    async def insert_api_key(
+
+class Keys:
+    """The API key aggregate of a store (``store.keys``; its contract:
+    :class:`telha.storage.protocol_keys.KeyStore`): each operation one transaction or one
+    read of ``engine``. A component the store composes, not a mixin."""
+
+    def __init__(self, engine: EngineOps) -> None:
+        self._engine = engine
+
+    async def add(
         self,
         scope: Scope,
         key_id: str,
@@ -141,24 +158,26 @@ class KeyOps(EngineOps):
         principals: tuple[str, ...] | None = None,
     ) -> None:
         """See :func:`insert_api_key` (now)."""
-        await self.transaction(
+        await self._engine.transaction(
             "store api key", insert_api_key, scope, key_id, key_hash, now_us(), principals
         )
 
-    async def list_api_keys(
-        self, scope: Scope | None = None, *, revoked: bool = False
-    ) -> list[KeyRecord]:
-        """See :func:`list_keys`."""
-        return await self.read(list_keys, scope, revoked)
+    async def scope_for(self, key_hash: bytes) -> Scope | None:
+        """See :func:`scope_for_key`."""
+        return await self._engine.read(scope_for_key, key_hash)
 
-    async def key_access(self, key_hash: bytes) -> KeyAccess | None:
+    async def access(self, key_hash: bytes) -> KeyAccess | None:
         """See :func:`key_access`."""
-        return await self.read(key_access, key_hash)
+        return await self._engine.read(key_access, key_hash)
 
-    async def revoke_api_key(self, key_id: str) -> int | None:
+    async def listed(self, scope: Scope | None = None, *, revoked: bool = False) -> list[KeyRecord]:
+        """See :func:`list_keys`."""
+        return await self._engine.read(list_keys, scope, revoked)
+
+    async def revoke(self, key_id: str) -> int | None:
         """See :func:`revoke_key` (now)."""
-        return await self.transaction("revoke api key", revoke_key, key_id, now_us())
+        return await self._engine.transaction("revoke api key", revoke_key, key_id, now_us())
 
-    async def api_key_used(self, key_hash: bytes, at: int) -> None:
+    async def used(self, key_hash: bytes, at: int) -> None:
         """See :func:`key_used`."""
-        await self.transaction("note api key use", key_used, key_hash, at)
+        await self._engine.transaction("note api key use", key_used, key_hash, at)

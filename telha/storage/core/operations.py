@@ -15,7 +15,7 @@ from telha.storage.core.erasure import ErasureOps
 from telha.storage.core.failed_rows import RowFaultOps
 from telha.storage.core.job_events import JobEventOps
 from telha.storage.core.job_ops import Jobs
-from telha.storage.core.keys import KeyOps
+from telha.storage.core.keys import Keys
 from telha.storage.core.listings import ListOps
 from telha.storage.core.quotas import StoreQuotas
 from telha.storage.core.raw import RawOps
@@ -41,13 +41,12 @@ class SharedOps(
     ScanOps,
     ErasureOps,
     RetentionOps,
-    KeyOps,
     RowFaultOps,
 ):
     """Every operation of :class:`telha.storage.protocol.Storage`; the aggregates already
     composed rather than inherited are attributes (``store.jobs``, ``store.versions``,
-    ``store.search``, ``store.webhooks``, ``store.connectors``, ``store.quotas``), each
-    made once, on first use, over this store's runners."""
+    ``store.search``, ``store.keys``, ``store.webhooks``, ``store.connectors``,
+    ``store.quotas``), each made once, on first use, over this store's runners."""
 
     @cached_property
     def connectors(self) -> Connectors:
@@ -59,6 +58,11 @@ class SharedOps(
         """The job aggregate (:class:`~telha.storage.core.job_ops.Jobs`; an engine may return
         a subclass with its fast paths)."""
         return Jobs(self)
+
+    @cached_property
+    def keys(self) -> Keys:
+        """The API key aggregate (:class:`~telha.storage.core.keys.Keys`)."""
+        return Keys(self)
 
     @cached_property
     def quotas(self) -> StoreQuotas:

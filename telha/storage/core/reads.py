@@ -40,7 +40,6 @@ __all__ = [
     "list_nodes",
     "node_edges",
     "read_text",
-    "scope_for_key",
     "source_versions",
     "span_rows",
     "version_at",
@@ -54,17 +53,6 @@ _READ_COLS += f" changes, retired_tx, retire_reason, {IDENTITY_COLS}"
 NODE_COLS = "n.node_id, n.labels, n.properties, n.tx_from, n.tx_to, n.valid_from, n.valid_to,"
 NODE_COLS += " n.provenance, n.source_id"
 _decode = msgspec.json.decode
-
-
-async def scope_for_key(tx: Tx, key_hash: bytes) -> Scope | None:
-    """The scope of an unrevoked API key, by the hash of the key."""
-    row = await tx.fetchone(
-        "SELECT s.tenant_id, s.organization_id FROM api_keys k"
-        " JOIN scopes s ON s.scope_id = k.scope_id"
-        " WHERE k.key_hash = ? AND k.revoked_at IS NULL",
-        key_hash,
-    )
-    return Scope(row[0], row[1]) if row is not None else None
 
 
 async def source_versions(
@@ -270,10 +258,6 @@ async def node_edges(
 class ReadOps(EngineOps):
     """The read operations of :class:`telha.storage.protocol.Storage`, each one
     :meth:`~telha.storage.core.engine.EngineOps.read`."""
-
-    async def scope_for_key(self, key_hash: bytes) -> Scope | None:
-        """See :func:`scope_for_key`."""
-        return await self.read(scope_for_key, key_hash)
 
     async def source_versions(self, scope: Scope, source_id: bytes) -> list[SourceVersion]:
         """See :func:`source_versions`."""

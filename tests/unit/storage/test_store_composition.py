@@ -14,6 +14,7 @@ import pytest
 from telha.storage.core.connector_ops import Connectors
 from telha.storage.core.engine import EngineOps
 from telha.storage.core.job_ops import Jobs
+from telha.storage.core.keys import Keys
 from telha.storage.core.operations import SharedOps
 from telha.storage.core.quotas import StoreQuotas
 from telha.storage.core.search import Search
@@ -52,6 +53,11 @@ COMPOSED = {
         Search,
         ("search_page", "locate", "index_queued", "queued_versions", "catch_up",
          "catch_up_s"),
+    ),
+    "keys": (
+        Keys,
+        ("insert_api_key", "scope_for_key", "key_access", "list_api_keys", "revoke_api_key",
+         "api_key_used"),
     ),
     "webhooks": (
         Webhooks,
