@@ -92,7 +92,7 @@ async def list_sources(request: Request) -> Response:
         principals=access.principals,
     )
     limit, page = _page(q, _SOURCES_CURSOR)
-    rows = await state(request).store.list_sources(scope, f, page)
+    rows = await state(request).store.listings.sources(scope, f, page)
     cursor = None
     if len(rows) > limit:
         rows = rows[:limit]
@@ -117,7 +117,7 @@ async def list_jobs(request: Request) -> Response:
         principals=access.principals,
     )
     limit, page = _page(q, _JOBS_CURSOR)
-    rows = await state(request).store.list_jobs(scope, f, page)
+    rows = await state(request).store.listings.jobs(scope, f, page)
     cursor = None
     if len(rows) > limit:
         rows = rows[:limit]
@@ -145,7 +145,7 @@ async def lookup_source(request: Request, access: Access, q: QueryParams) -> Res
     item = await store.connectors.find_item(scope, connector_id, external_id)
     if item is None or not admits(item.acl, access.principals):
         raise NotFound("no source for that connector and externalId")
-    summary = await store.source_summary(scope, item.source_id)
+    summary = await store.listings.source(scope, item.source_id)
     if summary is None:
         raise NotFound("no source for that connector and externalId")
     versions = await store.source_versions(scope, item.source_id)

@@ -117,10 +117,10 @@ async def get_source(request: Request) -> Response:
     await require_admitted(request, access, source_id)
     store = state(request).store
     versions = await store.source_versions(scope, source_id)
-    summary = await store.source_summary(scope, source_id)
+    summary = await store.listings.source(scope, source_id)
     if summary is None:
         raise NotFound("no such source")
-    parents = await store.version_parents(scope, source_id) if versions else {}
+    parents = await store.listings.version_parents(scope, source_id) if versions else {}
     latest = versions[0] if versions else None
     retired = None
     if latest is not None and latest.retired_tx is not None:

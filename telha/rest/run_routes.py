@@ -97,7 +97,7 @@ async def list_runs(request: Request) -> Response:
         raise NotFound("no such connector")
     runs = []
     for r in await st.store.connectors.sync_runs(scope, connector_id, limit=limit):
-        family = await st.store.job_family(scope, r.run_id)
+        family = await st.store.listings.job_family(scope, r.run_id)
         runs.append(_run_out(r, family.children if family is not None else {}))
     return json_response(RunList(runs=runs))
 

@@ -42,7 +42,7 @@ async def job_out(st: AppState, scope: Scope, job: JobRecord) -> JobStatus:
 
     :raises NotFound: the job is not in ``scope``.
     """
-    family = await st.store.job_family(scope, job.job_id)
+    family = await st.store.listings.job_family(scope, job.job_id)
     if family is None:
         raise NotFound("no such job")
     return job_status_out(job, family, pending_hint(job, st.queue.polled_formats()))

@@ -46,7 +46,6 @@ log = structlog.get_logger("telha.rest")
 
 class RestStore(
     ReadStore,
-    ListStore,
     JobEventStore,
     RawStore,
     Protocol,
@@ -63,6 +62,10 @@ class RestStore(
     @property
     def keys(self) -> KeyStore:
         """API keys: the per-request lookup and its last use (``store.keys``)."""
+
+    @property
+    def listings(self) -> ListStore:
+        """The listings of sources and jobs (``store.listings``)."""
 
     @property
     def quotas(self) -> QuotaStore:

@@ -26,15 +26,6 @@ import anyio.abc
 
 from telha.domain.chunking import MAX_CHUNKED_TEXT_BYTES
 from telha.domain.erasure import ErasePayload, PreviewVersion
-from telha.domain.listings import (
-    JobFamily,
-    JobFilter,
-    JobSummary,
-    Page,
-    SourceFilter,
-    SourceSummary,
-    VersionParent,
-)
 from telha.domain.model import (
     Direction,
     EdgeRecord,
@@ -56,6 +47,7 @@ from telha.storage.protocol_connectors import ConnectorStore
 from telha.storage.protocol_jobs import JobStore
 from telha.storage.protocol_keys import KeyStore
 from telha.storage.protocol_lifecycle import QuotaStore, RetentionStore, WebhookStore
+from telha.storage.protocol_listings import ListStore
 from telha.storage.protocol_search import SearchStore
 from telha.storage.protocol_versions import VersionStore
 
@@ -264,30 +256,6 @@ class ReadStore(Protocol):
         """
 
 
-class ListStore(Protocol):
-    """The listings (docs/rest-api.md, "Listings"): a scope's sources and jobs, newest
-    first, index-backed (:mod:`telha.storage.core.listings`)."""
-
-    async def list_sources(self, scope: Scope, f: SourceFilter, page: Page) -> list[SourceSummary]:
-        """The scope's sources matching ``f``, newest change first, after ``page.after``, at
-        most ``page.limit``."""
-
-    async def source_summary(self, scope: Scope, source_id: bytes) -> SourceSummary | None:
-        """One source as listed; ``None`` when ``scope`` has no job and no version of it."""
-
-    async def list_jobs(self, scope: Scope, f: JobFilter, page: Page) -> list[JobSummary]:
-        """The scope's jobs matching ``f``, newest first, after ``page.after``, at most
-        ``page.limit``."""
-
-    async def job_family(self, scope: Scope, job_id: bytes) -> JobFamily | None:
-        """A job's parent and its children counted by state; ``None`` when the job is not
-        in ``scope``."""
-
-    async def version_parents(self, scope: Scope, source_id: bytes) -> dict[int, VersionParent]:
-        """``{version tx: parent}`` of the source's published versions a child job wrote
-        (an attachment's, an archive member's); others absent."""
-
-
 class ErasureStore(Protocol):
     """GDPR erasure (:mod:`telha.domain.erasure`): the erase job and its audit row, then its
     steps, one transaction each."""
@@ -341,7 +309,6 @@ class Storage(
     QueueStore,
     JobEventStore,
     ReadStore,
-    ListStore,
     ErasureStore,
     ScanStore,
     RetentionStore,

@@ -10,6 +10,7 @@ from telha.storage.protocol_connectors import ConnectorStore
 from telha.storage.protocol_jobs import JobStore
 from telha.storage.protocol_keys import KeyStore
 from telha.storage.protocol_lifecycle import QuotaStore, WebhookStore
+from telha.storage.protocol_listings import ListStore
 from telha.storage.protocol_search import SearchStore
 from telha.storage.protocol_versions import VersionStore
 
@@ -47,3 +48,7 @@ class ComposedAggregates(Protocol):
     @property
     def webhooks(self) -> WebhookStore:
         """Webhook subscriptions, signing secrets and deliveries."""
+
+    @property
+    def listings(self) -> ListStore:
+        """The listings: a scope's sources and jobs, newest first."""

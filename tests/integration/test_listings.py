@@ -421,7 +421,7 @@ async def test_sqlite_listing_plans_search_indexes_and_scan_nothing(tmp_path: Pa
             job = NewJob(new_id(), "ingest:text", "text", source_id_for(name).bytes,
                          new_id() * 2, b"{}", name=name)  # fmt: skip
             assert not (await store.jobs.enqueue(scope, job, now_us=1_000 + i, dedup=True)).erased
-        listed = await store.list_sources(scope, SourceFilter(prefix="docs/1"), Page(5))
+        listed = await store.listings.sources(scope, SourceFilter(prefix="docs/1"), Page(5))
         assert [s.name for s in listed] == [f"docs/{i}.txt" for i in (199, 198, 197, 196, 195)]
     conn = sqlite3.connect(tmp_path / "store.db")
     sid = conn.execute("SELECT scope_id FROM scopes").fetchone()[0]
@@ -467,7 +467,7 @@ async def test_a_prefix_lists_the_same_read_by_name_or_by_walking(store: Storage
         got: list[str] = []
         page = Page(4)
         while True:
-            rows = await store.list_sources(scope, SourceFilter(prefix=prefix), page)
+            rows = await store.listings.sources(scope, SourceFilter(prefix=prefix), page)
             got += [r.name for r in rows]
             if len(rows) < page.limit:
                 return got
@@ -498,7 +498,7 @@ async def test_versions_jobs_and_retires_keep_the_sources_row(store: StorageEngi
     projection = Projection(b"hello", [SpanOut(0, 5, "body")], [NodeOut(("DOC",), b"{}", (0,))])
     version = NewVersion(source, "r.txt", "text", b"h" * 32, 5, "test")
     first = await store.versions.commit(scope, version, projection, dedup=Dedup.NONE)
-    [row] = await store.list_sources(scope, SourceFilter(), Page(10))
+    [row] = await store.listings.sources(scope, SourceFilter(), Page(10))
     assert (row.name, row.format, row.state, row.latest_tx, row.version_count) == (
         "r.txt", "text", "current", first.source_version_tx, 1
     )  # fmt: skip
@@ -506,7 +506,7 @@ async def test_versions_jobs_and_retires_keep_the_sources_row(store: StorageEngi
     assert first.source_version_tx is not None
     job = NewJob(new_id(), "ingest:text", "text", source, b"n" * 32, b"{}", name="r.txt")
     await store.jobs.enqueue(scope, job, now_us=first.source_version_tx + 1, dedup=True)
-    row2 = await store.source_summary(scope, source)
+    row2 = await store.listings.source(scope, source)
     assert row2 is not None
     assert (row2.state, row2.version_count, row2.last_job_id, row2.last_job_state) == (
         "current", 1, job.job_id, "pending"
@@ -515,14 +515,14 @@ async def test_versions_jobs_and_retires_keep_the_sources_row(store: StorageEngi
     other = NewVersion(source, "r.txt", "markdown", b"i" * 32, 5, "test")
     second = await store.versions.commit(scope, other, projection, dedup=Dedup.NONE)
     done = await store.versions.retire(scope, source, "gone")
-    row3 = await store.source_summary(scope, source)
+    row3 = await store.listings.source(scope, source)
     assert row3 is not None
     assert (row3.state, row3.format, row3.latest_tx, row3.version_count) == (
         "retired", "markdown", second.source_version_tx, 2
     )  # fmt: skip
     assert (row3.last_job_id, row3.changed_at) == (job.job_id, done.tx)
-    assert await store.list_sources(Scope("nobody", "org"), SourceFilter(), Page(10)) == []
-    assert await store.job_family(Scope("nobody", "org"), job.job_id) is None
+    assert await store.listings.sources(Scope("nobody", "org"), SourceFilter(), Page(10)) == []
+    assert await store.listings.job_family(Scope("nobody", "org"), job.job_id) is None
 
 
 async def test_the_migration_lists_a_first_release_store(tmp_path: Path) -> None:

@@ -242,9 +242,9 @@ async def test_old_ended_jobs_and_unnamed_raw_bytes_go(
     assert await store.webhooks.delivery_times() == (None, None)
 
     # A's only job is gone: the source is as if never ingested.
-    assert await store.source_summary(SCOPE, w.sources["a"]) is None
+    assert await store.listings.source(SCOPE, w.sources["a"]) is None
     # B's last job died and went: its version's job is its last job again.
-    b = await store.source_summary(SCOPE, w.sources["b"])
+    b = await store.listings.source(SCOPE, w.sources["b"])
     assert b is not None and b.state == "current" and b.version_count == 1
     assert (b.last_job_id, b.last_job_state) == (w.kept_last, "completed")
     [v] = await store.source_versions(SCOPE, w.sources["b"])

@@ -41,7 +41,7 @@ __all__ = [
     "PREFIX_SORTED_MAX",
     "SOURCE_SUMMARY_SQL",
     "VERSION_PARENTS_SQL",
-    "ListOps",
+    "Listings",
     "family_of",
     "job_family",
     "jobs_query",
@@ -279,26 +279,31 @@ async def version_parents(tx: Tx, scope: Scope, source_id: bytes) -> dict[int, V
     return out
 
 
-class ListOps(EngineOps):
-    """The listing reads of :class:`telha.storage.protocol.ListStore`, each one
-    :meth:`~telha.storage.core.engine.EngineOps.read`."""
+class Listings:
+    """The listing aggregate of a store (``store.listings``; its contract:
+    :class:`telha.storage.protocol_listings.ListStore`), each one
+    :meth:`~telha.storage.core.engine.EngineOps.read` of ``engine``. A component the store
+    composes, not a mixin."""
 
-    async def list_sources(self, scope: Scope, f: SourceFilter, page: Page) -> list[SourceSummary]:
+    def __init__(self, engine: EngineOps) -> None:
+        self._engine = engine
+
+    async def sources(self, scope: Scope, f: SourceFilter, page: Page) -> list[SourceSummary]:
         """See :func:`list_sources`."""
-        return await self.read(list_sources, scope, f, page)
+        return await self._engine.read(list_sources, scope, f, page)
 
-    async def source_summary(self, scope: Scope, source_id: bytes) -> SourceSummary | None:
+    async def source(self, scope: Scope, source_id: bytes) -> SourceSummary | None:
         """See :func:`source_summary`."""
-        return await self.read(source_summary, scope, source_id)
+        return await self._engine.read(source_summary, scope, source_id)
 
-    async def list_jobs(self, scope: Scope, f: JobFilter, page: Page) -> list[JobSummary]:
+    async def jobs(self, scope: Scope, f: JobFilter, page: Page) -> list[JobSummary]:
         """See :func:`list_jobs`."""
-        return await self.read(list_jobs, scope, f, page)
+        return await self._engine.read(list_jobs, scope, f, page)
 
     async def job_family(self, scope: Scope, job_id: bytes) -> JobFamily | None:
         """See :func:`job_family`."""
-        return await self.read(job_family, scope, job_id)
+        return await self._engine.read(job_family, scope, job_id)
 
     async def version_parents(self, scope: Scope, source_id: bytes) -> dict[int, VersionParent]:
         """See :func:`version_parents`."""
-        return await self.read(version_parents, scope, source_id)
+        return await self._engine.read(version_parents, scope, source_id)

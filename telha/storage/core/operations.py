@@ -16,7 +16,7 @@ from telha.storage.core.failed_rows import RowFaultOps
 from telha.storage.core.job_events import JobEventOps
 from telha.storage.core.job_ops import Jobs
 from telha.storage.core.keys import Keys
-from telha.storage.core.listings import ListOps
+from telha.storage.core.listings import Listings
 from telha.storage.core.quotas import StoreQuotas
 from telha.storage.core.raw import RawOps
 from telha.storage.core.reads import ReadOps
@@ -35,7 +35,6 @@ class SharedOps(
     AclOps,
     TextReadOps,
     DiffOps,
-    ListOps,
     JobEventOps,
     RawOps,
     ScanOps,
@@ -84,3 +83,8 @@ class SharedOps(
     def webhooks(self) -> Webhooks:
         """The webhook aggregate (:class:`~telha.storage.core.webhooks.Webhooks`)."""
         return Webhooks(self)
+
+    @cached_property
+    def listings(self) -> Listings:
+        """The listing aggregate (:class:`~telha.storage.core.listings.Listings`)."""
+        return Listings(self)
