@@ -153,15 +153,15 @@ class WorkerServicer(WorkerServiceBase):
 
     :param queue: leases, heartbeats, failures.
     :param ingestor: applies submissions.
-    :param store: where ``FetchContent`` reads stored raw bytes.
+    :param raw: the store's raw upload aggregate, where ``FetchContent`` reads stored raw bytes.
     """
 
     def __init__(
-        self, queue: JobQueue, ingestor: Ingestor, store: RawStore, sync: SyncRuns | None = None
+        self, queue: JobQueue, ingestor: Ingestor, raw: RawStore, sync: SyncRuns | None = None
     ) -> None:
         self._queue = queue
         self._ingestor = ingestor
-        self._store = store
+        self._raw = raw
         #: Ends ``sync:<kind>`` jobs (docs/connectors.md, "Sync runs").
         self._sync = sync
         #: Open ``PollJobs`` streams with failover.
@@ -310,9 +310,7 @@ class WorkerServicer(WorkerServiceBase):
         if digest is None:
             raise GRPCError(Status.NOT_FOUND, "the job's content is inline in its payload")
         try:
-            async for offset, data, total in self._store.read_raw(
-                job.scope, digest, message.offset
-            ):
+            async for offset, data, total in self._raw.read(job.scope, digest, message.offset):
                 yield ContentChunk(offset=offset, data=data, total_size=total)
         except NotFound as exc:
             raise GRPCError(Status.NOT_FOUND, exc.message) from None

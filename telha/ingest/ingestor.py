@@ -124,9 +124,13 @@ class SubmitResult:
     wanted: tuple[str, ...] = ()
 
 
-class IngestStore(RawStore, Protocol):
+class IngestStore(Protocol):
     """The storage roles the Ingestor writes through: source versions and raw uploads (and
     reads: a scope's webhook signing secret)."""
+
+    @property
+    def raw(self) -> RawStore:
+        """The store's raw upload aggregate."""
 
     @property
     def versions(self) -> VersionStore:
@@ -283,7 +287,7 @@ class Ingestor:
             latest = as_latest(await self._store.versions.latest(scope, source_id.bytes))
         if same_identity(latest, upload.digest, ident.fingerprint):
             return IngestResult(True, source_id)
-        await self._store.store_raw(scope, upload.digest, upload.path, upload.size)
+        await self._store.raw.put(scope, upload.digest, upload.path, upload.size)
         job = _new_job(fmt, name, b"", upload.digest, options, stored=True, size=upload.size)
         job = replace(job, webhook=webhook, fingerprint=ident.fingerprint)
         outcome = await self._queue.enqueue(scope, job, dedup=True, max_pending=max_pending)

@@ -158,7 +158,7 @@ async def _raw_bytes(st: AppState, scope: Scope, version: SourceVersion) -> byte
     """
     parts: list[bytes] = []
     try:
-        async for _, data, _ in st.store.read_raw(scope, version.content_hash):
+        async for _, data, _ in st.store.raw.read(scope, version.content_hash):
             parts.append(data)
         return b"".join(parts)
     except NotFound:

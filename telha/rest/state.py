@@ -47,7 +47,6 @@ log = structlog.get_logger("telha.rest")
 class RestStore(
     ReadStore,
     JobEventStore,
-    RawStore,
     Protocol,
 ):
     """The storage roles the REST front uses: the read routes' reads, the listings, the live
@@ -66,6 +65,10 @@ class RestStore(
     @property
     def listings(self) -> ListStore:
         """The listings of sources and jobs (``store.listings``)."""
+
+    @property
+    def raw(self) -> RawStore:
+        """Raw uploads the pages are rendered from (``store.raw``)."""
 
     @property
     def quotas(self) -> QuotaStore:

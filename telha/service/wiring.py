@@ -245,7 +245,7 @@ async def _serve(
         eraser = await sup.start("eraser", Eraser(store, queue, pause_after=pause).run)
         sync_runs = SyncRuns(store.connectors, queue)
         await sup.start("connector_scheduler", ConnectorScheduler(store.connectors, sync_runs).run)
-        servicer = WorkerServicer(queue, ingestor, store, sync_runs)
+        servicer = WorkerServicer(queue, ingestor, store.raw, sync_runs)
         try:
             token_key = load_token_key(cfg.grpc.token_key, cfg.storage_path(base_dir).parent)
         except ValueError as exc:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager
-from pathlib import Path
 from typing import Any, Protocol, Self
 
 import anyio.abc
@@ -48,6 +47,7 @@ from telha.storage.protocol_jobs import JobStore
 from telha.storage.protocol_keys import KeyStore
 from telha.storage.protocol_lifecycle import QuotaStore, RetentionStore, WebhookStore
 from telha.storage.protocol_listings import ListStore
+from telha.storage.protocol_raw import RawStore
 from telha.storage.protocol_search import SearchStore
 from telha.storage.protocol_versions import VersionStore
 
@@ -75,31 +75,6 @@ __all__ = [
 #: What :meth:`QueueStore.job_wakeups` yields when wake-ups may have been missed (say, its
 #: channel reconnected): every format's pollers should look again.
 ALL_FORMATS = "*"
-
-
-class RawStore(Protocol):
-    """Raw uploaded bytes, content-addressed: stored by the Ingestor, streamed to workers by
-    ``FetchContent``."""
-
-    async def has_raw(self, scope: Scope, digest: bytes) -> bool:
-        """Whether raw bytes with BLAKE3 ``digest`` are stored complete in ``scope``."""
-
-    async def store_raw(self, scope: Scope, digest: bytes, path: Path, size: int) -> None:
-        """Store the file at ``path`` (``size`` bytes, BLAKE3 ``digest``, checked by the caller)
-        content-addressed in 1 MiB chunks, a few chunks per transaction; when those bytes
-        are stored already, only their ``created_at`` is refreshed (so retention keeps them
-        for the job about to name them). Marked complete in the last transaction, so a store
-        cut short is never read and is overwritten by the next store of the same bytes."""
-
-    def read_raw(
-        self, scope: Scope, digest: bytes, offset: int = 0
-    ) -> AsyncIterator[tuple[int, bytes, int]]:
-        """The stored raw bytes from byte ``offset`` on, as ``(offset, data, total size)``
-        chunks of at most 1 MiB.
-
-        :raises NotFound: no complete raw bytes with ``digest`` in ``scope``, or ``offset`` is
-            past their end.
-        """
 
 
 class RowFaultStore(Protocol):
@@ -305,7 +280,6 @@ class ScanStore(Protocol):
 
 class Storage(
     ComposedAggregates,
-    RawStore,
     QueueStore,
     JobEventStore,
     ReadStore,

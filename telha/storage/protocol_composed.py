@@ -11,6 +11,7 @@ from telha.storage.protocol_jobs import JobStore
 from telha.storage.protocol_keys import KeyStore
 from telha.storage.protocol_lifecycle import QuotaStore, WebhookStore
 from telha.storage.protocol_listings import ListStore
+from telha.storage.protocol_raw import RawStore
 from telha.storage.protocol_search import SearchStore
 from telha.storage.protocol_versions import VersionStore
 
@@ -52,3 +53,7 @@ class ComposedAggregates(Protocol):
     @property
     def listings(self) -> ListStore:
         """The listings: a scope's sources and jobs, newest first."""
+
+    @property
+    def raw(self) -> RawStore:
+        """Raw uploaded bytes: stored, streamed back."""

@@ -160,9 +160,9 @@ async def test_stored_bytes_follow_every_write_and_removal(
     digest = content_hash(data)
     path = tmp_path / "up"
     path.write_bytes(data)
-    await store.store_raw(A, digest, path, len(data))
+    await store.raw.put(A, digest, path, len(data))
     assert await _agrees(s, A) == len(data)
-    await store.store_raw(A, digest, path, len(data))  # the same bytes again: no change
+    await store.raw.put(A, digest, path, len(data))  # the same bytes again: no change
     assert await _agrees(s, A) == len(data)
     # A version's canonical text; the same text in another source shares its chunks.
     src, text = new_id(), "hello fairness " * 100

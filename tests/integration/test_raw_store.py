@@ -31,7 +31,7 @@ def _bytes(size: int) -> bytes:
 async def _read(store: SqliteStore | PostgresStore, digest: bytes, offset: int = 0) -> bytes:
     got: list[bytes] = []
     totals = set()
-    async for at, data, total in store.read_raw(SCOPE, digest, offset):
+    async for at, data, total in store.raw.read(SCOPE, digest, offset):
         assert at == offset + sum(len(d) for d in got) and len(data) <= MiB
         got.append(data)
         totals.add(total)
@@ -54,17 +54,17 @@ async def test_stored_bytes_read_back(
     path = tmp_path / "upload"
     path.write_bytes(data)
     digest = content_hash(data)
-    assert not await store.has_raw(SCOPE, digest)
-    await store.store_raw(SCOPE, digest, path, size)
-    await store.store_raw(SCOPE, digest, path, size)  # stored already: a no-op
-    assert await store.has_raw(SCOPE, digest)
+    assert not await store.raw.has(SCOPE, digest)
+    await store.raw.put(SCOPE, digest, path, size)
+    await store.raw.put(SCOPE, digest, path, size)  # stored already: a no-op
+    assert await store.raw.has(SCOPE, digest)
     assert await store.read(_count, digest) == (-(-size // MiB), 1)
     assert await _read(store, digest) == data
     for offset in {0, size // 2, max(size - 1, 0), size}:
         assert await _read(store, digest, offset) == data[offset:]
     with pytest.raises(NotFound):
         await _read(store, digest, size + 1)
-    assert not await store.has_raw(Scope("t", "other"), digest)
+    assert not await store.raw.has(Scope("t", "other"), digest)
 
 
 async def test_a_store_cut_short_is_not_read_and_is_overwritten(
@@ -76,12 +76,12 @@ async def test_a_store_cut_short_is_not_read_and_is_overwritten(
     await store.transaction(
         "store raw bytes", store_chunks, SCOPE, digest, len(data), 0, [b"x" * MiB], False
     )
-    assert not await store.has_raw(SCOPE, digest)
+    assert not await store.raw.has(SCOPE, digest)
     with pytest.raises(NotFound):
         await _read(store, digest)
     path = tmp_path / "upload"
     path.write_bytes(data)
-    await store.store_raw(SCOPE, digest, path, len(data))
+    await store.raw.put(SCOPE, digest, path, len(data))
     assert await _read(store, digest) == data
     assert await store.read(_count, digest) == (3, 1)
 
@@ -105,18 +105,18 @@ async def test_blocklisted_bytes_are_refused(
     path.write_bytes(data)
     await store.transaction("block", _block, digest)
     with pytest.raises(ContentErased):
-        await store.store_raw(SCOPE, digest, path, len(data))
+        await store.raw.put(SCOPE, digest, path, len(data))
     assert await store.read(_count, digest) == (0, 0)
 
 
 async def test_a_scan_is_one_snapshot(store: SqliteStore | PostgresStore, tmp_path: Path) -> None:
     path = tmp_path / "upload"
     path.write_bytes(b"abc")
-    await store.store_raw(SCOPE, content_hash(b"abc"), path, 3)
+    await store.raw.put(SCOPE, content_hash(b"abc"), path, 3)
     async with store.scan() as scan:
         before = await scan.scopes()
         # A write beside the open snapshot (it interns a new scope) is not seen by it.
-        await store.store_raw(Scope("t", "later"), content_hash(b"abc"), path, 3)
+        await store.raw.put(Scope("t", "later"), content_hash(b"abc"), path, 3)
         assert await scan.scopes() == before == {next(iter(before)): SCOPE}
         assert [v async for v in scan.versions(10)] == []
         assert await scan.jobs_at([b"\x00" * 16]) == []

@@ -90,7 +90,7 @@ async def _stored(store: Store, tmp_path: Path, data: bytes, *, at: int = OLD) -
     digest = content_hash(data)
     path = tmp_path / f"upload-{digest.hex()[:8]}"
     path.write_bytes(data)
-    await store.store_raw(SCOPE, digest, path, len(data))
+    await store.raw.put(SCOPE, digest, path, len(data))
     await store.transaction("age", _age_blob, digest, at)
     return digest
 
@@ -204,7 +204,7 @@ async def _world(store: Store, tmp_path: Path) -> World:
     # Old raw bytes a new upload has just found stored (and refreshed): kept.
     again = _bytes(4000, 6)
     r = await _stored(store, tmp_path, again)
-    await store.store_raw(SCOPE, r, tmp_path / f"upload-{r.hex()[:8]}", len(again))
+    await store.raw.put(SCOPE, r, tmp_path / f"upload-{r.hex()[:8]}", len(again))
     w.kept_blobs.append(r)
     w.events = sum([await _events(store, j) for j in w.gone_jobs])
     return w
@@ -238,7 +238,7 @@ async def test_old_ended_jobs_and_unnamed_raw_bytes_go(
     for digest in w.gone_blobs:
         assert await store.read(_blob_rows, digest) == (0, 0)
     for digest in w.kept_blobs:
-        assert await store.has_raw(SCOPE, digest)
+        assert await store.raw.has(SCOPE, digest)
     assert await store.webhooks.delivery_times() == (None, None)
 
     # A's only job is gone: the source is as if never ingested.
@@ -268,7 +268,7 @@ async def test_a_cutoff_before_everything_removes_nothing(store: Store, tmp_path
     for j in w.gone_jobs + w.kept_jobs:
         assert await store.jobs.get(SCOPE, j) is not None
     for digest in w.kept_blobs:
-        assert await store.has_raw(SCOPE, digest)
+        assert await store.raw.has(SCOPE, digest)
 
 
 async def test_bytes_stored_again_mid_removal_survive(store: Store, tmp_path: Path) -> None:
@@ -279,14 +279,14 @@ async def test_bytes_stored_again_mid_removal_survive(store: Store, tmp_path: Pa
     sid = await store.read(lambda tx: tx.known_scope_id(SCOPE))
     blob = BlobCandidate(sid, digest, len(data))
     first = await store.transaction("gc", remove_blob, blob, CUTOFF, 2)
-    assert first is False and not await store.has_raw(SCOPE, digest)
-    await store.store_raw(SCOPE, digest, tmp_path / f"upload-{digest.hex()[:8]}", len(data))
-    assert await store.has_raw(SCOPE, digest)
-    got = b"".join([d async for _, d, _ in store.read_raw(SCOPE, digest)])
+    assert first is False and not await store.raw.has(SCOPE, digest)
+    await store.raw.put(SCOPE, digest, tmp_path / f"upload-{digest.hex()[:8]}", len(data))
+    assert await store.raw.has(SCOPE, digest)
+    got = b"".join([d async for _, d, _ in store.raw.read(SCOPE, digest)])
     assert got == data
     assert await store.transaction("gc", remove_blob, blob, CUTOFF, 2) is None
     done = await store.remove_ended_jobs(before_us=CUTOFF)
-    assert done.raw_blobs == 0 and await store.has_raw(SCOPE, digest)
+    assert done.raw_blobs == 0 and await store.raw.has(SCOPE, digest)
 
 
 async def _plan(tx: Tx) -> list[str]:

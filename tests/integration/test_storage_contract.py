@@ -780,23 +780,23 @@ async def test_raw_bytes_store_has_read(store: StorageEngine, tmp_path: Path) ->
     path = tmp_path / "upload.bin"
     path.write_bytes(data)
     digest = content_hash(data)
-    assert not await store.has_raw(SCOPE, digest)
+    assert not await store.raw.has(SCOPE, digest)
     with pytest.raises(NotFound):
-        [c async for c in store.read_raw(SCOPE, digest)]
-    await store.store_raw(SCOPE, digest, path, len(data))
-    await store.store_raw(SCOPE, digest, path, len(data))  # stored already: a no-op
-    assert await store.has_raw(SCOPE, digest)
-    assert not await store.has_raw(OTHER, digest)
-    chunks = [c async for c in store.read_raw(SCOPE, digest)]
+        [c async for c in store.raw.read(SCOPE, digest)]
+    await store.raw.put(SCOPE, digest, path, len(data))
+    await store.raw.put(SCOPE, digest, path, len(data))  # stored already: a no-op
+    assert await store.raw.has(SCOPE, digest)
+    assert not await store.raw.has(OTHER, digest)
+    chunks = [c async for c in store.raw.read(SCOPE, digest)]
     assert [(off, size) for off, _, size in chunks] == [(0, len(data)), (BLOB_CHUNK, len(data))]
     assert b"".join(d for _, d, _ in chunks) == data
-    tail = [c async for c in store.read_raw(SCOPE, digest, BLOB_CHUNK - 3)]
+    tail = [c async for c in store.raw.read(SCOPE, digest, BLOB_CHUNK - 3)]
     assert tail[0][0] == BLOB_CHUNK - 3 and b"".join(d for _, d, _ in tail) == data[-21:]
-    assert b"".join([d async for _, d, _ in store.read_raw(SCOPE, digest, len(data))]) == b""
+    assert b"".join([d async for _, d, _ in store.raw.read(SCOPE, digest, len(data))]) == b""
     with pytest.raises(NotFound):
-        [c async for c in store.read_raw(SCOPE, digest, len(data) + 1)]
+        [c async for c in store.raw.read(SCOPE, digest, len(data) + 1)]
     with pytest.raises(NotFound):
-        [c async for c in store.read_raw(OTHER, digest)]
+        [c async for c in store.raw.read(OTHER, digest)]
 
 
 # -- scan -------------------------------------------------------------------------------------
@@ -898,7 +898,7 @@ async def test_erasure_runs_every_step_and_blocklists(store: StorageEngine, tmp_
     # The same raw bytes uploaded, and a queued job of the source holding them inline.
     upload = tmp_path / "raw.bin"
     upload.write_bytes(raw)
-    await store.store_raw(SCOPE, content_hash(raw), upload, len(raw))
+    await store.raw.put(SCOPE, content_hash(raw), upload, len(raw))
     pending = NewJob(new_id(), "ingest:text", "text", source, content_hash(b"next"),
                      b'{"name":"doc.txt","content_b64":"bmV4dA==","size":4}')  # fmt: skip
     await store.jobs.enqueue(SCOPE, pending, now_us=NOW, dedup=True)
@@ -938,7 +938,7 @@ async def test_erasure_runs_every_step_and_blocklists(store: StorageEngine, tmp_
         await store.span_rows(SCOPE, source, tx)
     assert [await store.get_node(SCOPE, n, None) for n in made.node_ids] == [None] * 4
     assert await store.list_nodes(SCOPE, label=None, source_id=source, limit=10, after=None) == []
-    assert not await store.has_raw(SCOPE, content_hash(raw))
+    assert not await store.raw.has(SCOPE, content_hash(raw))
     assert await store.has_source(SCOPE, source)
     scrubbed = await store.jobs.get(SCOPE, writer.job_id)
     assert scrubbed is not None and scrubbed.state == "completed"
@@ -962,7 +962,7 @@ async def test_erasure_runs_every_step_and_blocklists(store: StorageEngine, tmp_
     refused = await store.jobs.enqueue(SCOPE, ingest_job(new_id(), raw), now_us=NOW, dedup=False)
     assert (refused.erased, refused.job_id, refused.deduplicated) == (True, None, False)
     with pytest.raises(ContentErased):
-        await store.store_raw(SCOPE, content_hash(raw), upload, len(raw))
+        await store.raw.put(SCOPE, content_hash(raw), upload, len(raw))
 
     # A held job committing the erased text: CommitOutcome.erased, the job dead.
     submit = ingest_job(new_id(), b"fresh bytes")

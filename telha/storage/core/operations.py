@@ -18,7 +18,7 @@ from telha.storage.core.job_ops import Jobs
 from telha.storage.core.keys import Keys
 from telha.storage.core.listings import Listings
 from telha.storage.core.quotas import StoreQuotas
-from telha.storage.core.raw import RawOps
+from telha.storage.core.raw import Raw
 from telha.storage.core.reads import ReadOps
 from telha.storage.core.retention import RetentionOps
 from telha.storage.core.scan import ScanOps
@@ -36,7 +36,6 @@ class SharedOps(
     TextReadOps,
     DiffOps,
     JobEventOps,
-    RawOps,
     ScanOps,
     ErasureOps,
     RetentionOps,
@@ -88,3 +87,8 @@ class SharedOps(
     def listings(self) -> Listings:
         """The listing aggregate (:class:`~telha.storage.core.listings.Listings`)."""
         return Listings(self)
+
+    @cached_property
+    def raw(self) -> Raw:
+        """The raw upload aggregate (:class:`~telha.storage.core.raw.Raw`)."""
+        return Raw(self)

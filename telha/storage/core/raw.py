@@ -19,7 +19,6 @@ from __future__ import annotations
 import os
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import anyio
 
@@ -31,7 +30,7 @@ from telha.storage.core.blocklist import blocked
 from telha.storage.core.engine import EngineOps
 from telha.storage.core.tx import Tx
 
-__all__ = ["RawOps", "has_raw", "raw_chunk", "raw_head", "refresh_raw", "store_chunks"]
+__all__ = ["Raw", "has_raw", "raw_chunk", "raw_head", "refresh_raw", "store_chunks"]
 
 #: Chunks written per transaction: 8 MiB keeps each writer hold in the tens of milliseconds.
 _CHUNKS_PER_TX = 8
@@ -163,21 +162,21 @@ def _read_chunks(path: Path, first: int, count: int) -> tuple[list[bytes], bool]
         return chunks, f.tell() >= os.fstat(f.fileno()).st_size
 
 
-class RawOps(EngineOps):
-    """The raw blob operations of :class:`telha.storage.protocol.Storage`."""
+class Raw:
+    """The raw upload aggregate of a store (``store.raw``; its contract:
+    :class:`telha.storage.protocol_raw.RawStore`), over ``engine``'s runners. A component
+    the store composes, not a mixin."""
 
-    #: One lock per (scope, digest) being stored by this process.
-    _raw_locks: dict[tuple[Scope, bytes], anyio.Lock]
+    def __init__(self, engine: EngineOps) -> None:
+        self._engine = engine
+        #: One lock per (scope, digest) being stored by this process.
+        self._locks: dict[tuple[Scope, bytes], anyio.Lock] = {}
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._raw_locks = {}
-
-    async def has_raw(self, scope: Scope, digest: bytes) -> bool:
+    async def has(self, scope: Scope, digest: bytes) -> bool:
         """See :func:`has_raw`."""
-        return await self.read(has_raw, scope, digest)
+        return await self._engine.read(has_raw, scope, digest)
 
-    async def store_raw(self, scope: Scope, digest: bytes, path: Path, size: int) -> None:
+    async def put(self, scope: Scope, digest: bytes, path: Path, size: int) -> None:
         """Store the file at ``path`` (``size`` bytes, BLAKE3 ``digest``) a few chunks per
         transaction (:func:`store_chunks`); when those bytes are stored already, only their
         ``created_at`` is refreshed (:func:`refresh_raw`).
@@ -188,10 +187,10 @@ class RawOps(EngineOps):
         :raises ContentErased: ``digest`` is on the scope's erasure blocklist.
         """
         key = (scope, digest)
-        lock = self._raw_locks.setdefault(key, anyio.Lock())
+        lock = self._locks.setdefault(key, anyio.Lock())
         try:
             async with lock:
-                if await self.has_raw(scope, digest) and await self.transaction(
+                if await self.has(scope, digest) and await self._engine.transaction(
                     "refresh raw bytes", refresh_raw, scope, digest, now_us()
                 ):
                     return  # content-addressed: those bytes are stored already
@@ -201,15 +200,15 @@ class RawOps(EngineOps):
                     chunks, last = await anyio.to_thread.run_sync(
                         _read_chunks, path, idx, _CHUNKS_PER_TX
                     )
-                    await self.transaction(
+                    await self._engine.transaction(
                         "store raw bytes", store_chunks, scope, digest, size, idx, chunks, last
                     )
                     idx += len(chunks)
         finally:
             if not lock.statistics().tasks_waiting and not lock.locked():
-                self._raw_locks.pop(key, None)
+                self._locks.pop(key, None)
 
-    async def read_raw(
+    async def read(
         self, scope: Scope, digest: bytes, offset: int = 0
     ) -> AsyncIterator[tuple[int, bytes, int]]:
         """The stored raw bytes from byte ``offset`` on, as ``(offset, data, total size)``
@@ -218,7 +217,7 @@ class RawOps(EngineOps):
         :raises NotFound: no complete raw bytes with ``digest`` in ``scope``, ``offset`` is
             past their end, or a chunk is missing.
         """
-        sid, size, data = await self.read(raw_head, scope, digest, offset)
+        sid, size, data = await self._engine.read(raw_head, scope, digest, offset)
         idx, skip = divmod(offset, BLOB_CHUNK)
         while data is not None:
             yield idx * BLOB_CHUNK + skip, data[skip:], size
@@ -226,4 +225,4 @@ class RawOps(EngineOps):
             idx += 1
             if idx * BLOB_CHUNK >= size:
                 break
-            data = await self.read(raw_chunk, sid, digest, idx)
+            data = await self._engine.read(raw_chunk, sid, digest, idx)

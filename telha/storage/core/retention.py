@@ -22,7 +22,7 @@ at all (a file whose only job died) loses its row, so it is no longer listed and
 **Raw bytes.** A raw blob (:mod:`telha.storage.core.raw`) written before the cutoff that no
 remaining job (any state) and no version of its scope names is removed, its chunks a
 bounded number per transaction: the first marks it incomplete (no read uses it from then),
-the last removes its row. ``store_raw`` refreshes a blob it finds stored (and a store
+the last removes its row. ``store.raw.put`` refreshes a blob it finds stored (and a store
 starting over an incomplete one refreshes it too), so bytes a new job is about to use are
 never older than the cutoff when that job is enqueued.
 
