@@ -356,7 +356,7 @@ def result_body(
     return msgspec.json.encode(body)
 
 
-#: What :meth:`telha.storage.protocol.ScanStore.erasure_leftovers` counts, across every scope:
+#: What :meth:`telha.storage.protocol_erasure.ErasureStore.leftovers` counts, across every scope:
 #: ``(name, description, SQL counting the rows)``; each should be 0. The SQL is portable
 #: between the engines except the expression ``{b64}``: a job payload's ``content_b64``, read
 #: only for the jobs it concerns (``CASE`` fixes the order: another job's payload that is

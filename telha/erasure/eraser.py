@@ -39,9 +39,13 @@ log = structlog.get_logger("telha.erasure")
 _POLL_S = 0.5
 
 
-class EraserStore(ReadStore, ErasureStore, RowFaultStore, Protocol):
+class EraserStore(ReadStore, RowFaultStore, Protocol):
     """The storage roles the Eraser uses: reads to resolve what a request names, and the
     erasure's own operations."""
+
+    @property
+    def erasure(self) -> ErasureStore:
+        """The erasure aggregate: the erase job, its steps, its preview."""
 
 
 class Eraser:
@@ -96,7 +100,7 @@ class Eraser:
         )
         self._finished[job.job_id] = anyio.Event()
         try:
-            await self._store.enqueue_erasure(scope, job, payload, now_us=now_us())
+            await self._store.erasure.enqueue(scope, job, payload, now_us=now_us())
             self._queue.transition(ERASE_KIND, "enqueued")
             self._queue.notify(ERASE_FORMAT)
             log.info("erasure_requested", erasure_id=id_str(job.job_id), principal=principal)
@@ -115,7 +119,7 @@ class Eraser:
             raise NotFound("no such source version")
         if not versions and not await self._store.has_source(scope, source_id):
             raise NotFound("no such source")
-        found = await self._store.erasure_preview(scope, source_id, version_tx)
+        found = await self._store.erasure.preview(scope, source_id, version_tx)
         return msgspec.json.encode(preview_body(source_id, version_tx, found))
 
     async def _wait(self, scope: Scope, job_id: bytes) -> bytes:
@@ -149,7 +153,7 @@ class Eraser:
                 extended, _ = await self._queue.heartbeat([lease])
                 if not extended:
                     raise StaleLease("the erase job's lease was lost")
-                counts = await self._store.erase_step(lease, step, now_us=now_us())
+                counts = await self._store.erasure.step(lease, step, now_us=now_us())
                 log.info("erase_step", step=step, **counts)
                 if step == self._pause_after:
                     log.warning("erase_paused", step=step)

@@ -24,13 +24,10 @@ from typing import Any, Protocol, Self
 import anyio.abc
 
 from telha.domain.chunking import MAX_CHUNKED_TEXT_BYTES
-from telha.domain.erasure import ErasePayload, PreviewVersion
 from telha.domain.model import (
     Direction,
     EdgeRecord,
     JobEventPage,
-    LeaseRef,
-    NewJob,
     NodeVersion,
     Scope,
     SourceVersion,
@@ -43,6 +40,7 @@ from telha.storage.core.text_reads import ChunkInputs, TextWindow
 from telha.storage.job_watch import JobEventSignal
 from telha.storage.protocol_composed import ComposedAggregates
 from telha.storage.protocol_connectors import ConnectorStore
+from telha.storage.protocol_erasure import ErasureStore
 from telha.storage.protocol_jobs import JobStore
 from telha.storage.protocol_keys import KeyStore
 from telha.storage.protocol_lifecycle import QuotaStore, RetentionStore, WebhookStore
@@ -231,38 +229,13 @@ class ReadStore(Protocol):
         """
 
 
-class ErasureStore(Protocol):
-    """GDPR erasure (:mod:`telha.domain.erasure`): the erase job and its audit row, then its
-    steps, one transaction each."""
-
-    async def enqueue_erasure(
-        self, scope: Scope, job: NewJob, payload: ErasePayload, *, now_us: int
-    ) -> None:
-        """Insert an erase job (kind ``erase``, pending) and its audit row (who, what, when,
-        why; no content) in one transaction."""
-
-    async def erase_step(self, lease: LeaseRef, step: str, *, now_us: int) -> dict[str, int]:
-        """Run one step of the erase job held under ``lease`` (one of
-        :data:`telha.domain.erasure.STEPS`) in one transaction that also records it (an
-        ``erase_step`` event with its counts); a step already recorded is not run again and
-        returns its recorded counts. ``finish`` completes the job with the result as its
-        ``stats`` (and on SQLite then truncates the WAL).
-
-        :raises StaleLease: the lease is not current.
-        :raises ValueError: an unknown step.
-        """
-
-    async def erasure_preview(
-        self, scope: Scope, source_id: bytes, version_tx: int | None
-    ) -> list[PreviewVersion]:
-        """What erasing ``source_id`` (or its version ``version_tx``) would erase now, writing
-        nothing: each version of the closure over shared digests with its source's name and
-        the node versions it wrote (:func:`telha.storage.core.erasure.erasure_preview`)."""
-
-
 class ScanStore(Protocol):
     """Whole-store reads across every scope, for ``telha check``: a consistent snapshot and the
-    erasure leftovers counted beside it."""
+    erasure leftovers counted beside it (``erasure.leftovers``)."""
+
+    @property
+    def erasure(self) -> ErasureStore:
+        """The erasure aggregate (its leftovers)."""
 
     def scan(self) -> AbstractAsyncContextManager[Scan]:
         """A consistent, read-only snapshot of every table for as long as the ``async with``
@@ -272,18 +245,12 @@ class ScanStore(Protocol):
         :raises StorageError: the store cannot be read.
         """
 
-    async def erasure_leftovers(self) -> dict[str, int]:
-        """Rows, across every scope, that an erasure should have removed or scrubbed and that
-        are still there: ``{name: count}`` for each of
-        :data:`telha.domain.erasure.LEFTOVER_CHECKS` (all 0 when nothing erased remains)."""
-
 
 class Storage(
     ComposedAggregates,
     QueueStore,
     JobEventStore,
     ReadStore,
-    ErasureStore,
     ScanStore,
     RetentionStore,
     Protocol,

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from telha.storage.protocol_connectors import ConnectorStore
+from telha.storage.protocol_erasure import ErasureStore
 from telha.storage.protocol_jobs import JobStore
 from telha.storage.protocol_keys import KeyStore
 from telha.storage.protocol_lifecycle import QuotaStore, WebhookStore
@@ -57,3 +58,7 @@ class ComposedAggregates(Protocol):
     @property
     def raw(self) -> RawStore:
         """Raw uploaded bytes: stored, streamed back."""
+
+    @property
+    def erasure(self) -> ErasureStore:
+        """GDPR erasure: the erase job, its steps, its preview and leftovers."""

@@ -234,7 +234,7 @@ async def test_loss_write_back_dead_letters_a_lost_job_that_does_not_decode(
 async def _erase_job(store: StorageEngine, source: bytes) -> bytes:
     payload = ErasePayload(source_id=str(uuid.UUID(bytes=source)), reason="test", principal="p")
     job = NewJob(new_id(), ERASE_KIND, ERASE_FORMAT, source, None, msgspec.json.encode(payload))
-    await store.enqueue_erasure(SCOPE, job, payload, now_us=now_us())
+    await store.erasure.enqueue(SCOPE, job, payload, now_us=now_us())
     return job.job_id
 
 

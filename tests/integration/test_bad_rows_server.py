@@ -71,7 +71,7 @@ async def _poison(config: Path) -> dict[str, bytes]:
         )
         body = ErasePayload(source_id=str(uuid.UUID(bytes=source)), reason="r", principal="p")
         erase = NewJob(new_id(), ERASE_KIND, ERASE_FORMAT, source, None, msgspec.json.encode(body))
-        await store.enqueue_erasure(SCOPE, erase, body, now_us=now_us())
+        await store.erasure.enqueue(SCOPE, erase, body, now_us=now_us())
         await _sql(store, "UPDATE jobs SET payload = ? WHERE job_id = ?", b"[]", erase.job_id)
     return {"leased": leased.job_id, "payload": payload.job_id, "erase": erase.job_id}
 

@@ -45,7 +45,7 @@ async def _commit(store: Any, scope: Scope, source: bytes, proj: Projection) -> 
 async def _erase(store: Any, scope: Scope, source: bytes) -> dict[str, int]:
     payload = ErasePayload(source_id=str(uuid.UUID(bytes=source)), reason="test", principal="p")
     job = NewJob(new_id(), ERASE_KIND, ERASE_FORMAT, source, None, msgspec.json.encode(payload))
-    await store.enqueue_erasure(scope, job, payload, now_us=1)
+    await store.erasure.enqueue(scope, job, payload, now_us=1)
     held = await store.jobs.lease_next(
         [ERASE_FORMAT], scope=scope, worker_id="w", now_us=2, lease_us=60_000_000
     )
@@ -53,12 +53,12 @@ async def _erase(store: Any, scope: Scope, source: bytes) -> dict[str, int]:
     lease = LeaseRef(held.job_id, held.lease_generation)
     counts: dict[str, int] = {}
     for step in STEPS[:-1]:
-        counts.update(await store.erase_step(lease, step, now_us=3))
+        counts.update(await store.erasure.step(lease, step, now_us=3))
     # A recorded step answers its counts again without running.
-    assert await store.erase_step(lease, "nodes", now_us=4) == {
+    assert await store.erasure.step(lease, "nodes", now_us=4) == {
         k: counts[k] for k in ("hidden", "trimmed", "edges")
     }
-    assert await store.erase_step(lease, "finish", now_us=5) == counts
+    assert await store.erasure.step(lease, "finish", now_us=5) == counts
     return counts
 
 
@@ -87,7 +87,7 @@ async def test_paged_erasure_matches_one_page(store: Any, monkeypatch: pytest.Mo
     assert counts["hidden"] == OWN and counts["trimmed"] == SHARED
     assert counts["span_rows"] == SHARED + OWN and counts["edges"] == SHARED + OWN - 1
     assert nodes == [(["THING"], {"a": 1})] * SHARED + [None] * OWN
-    assert await store.erasure_leftovers() == dict.fromkeys(await store.erasure_leftovers(), 0)
+    assert await store.erasure.leftovers() == dict.fromkeys(await store.erasure.leftovers(), 0)
 
 
 async def _scope_id(tx: Any, scope: Scope) -> int | None:

@@ -861,22 +861,22 @@ async def _erase(
         source_id=str(uuid.UUID(bytes=source)), reason="right to erasure", principal="tester"
     )
     job = NewJob(new_id(), ERASE_KIND, ERASE_FORMAT, source, None, msgspec.json.encode(payload))
-    await store.enqueue_erasure(SCOPE, job, payload, now_us=now)
+    await store.erasure.enqueue(SCOPE, job, payload, now_us=now)
     leased = await store.jobs.lease_next(
         [ERASE_FORMAT], scope=None, worker_id="core:eraser", now_us=now, lease_us=LEASE_US
     )
     assert leased is not None and leased.job_id == job.job_id and leased.kind == ERASE_KIND
     with pytest.raises(ValueError):
-        await store.erase_step(held(leased), "no-such-step", now_us=now)
+        await store.erasure.step(held(leased), "no-such-step", now_us=now)
     with pytest.raises(StaleLease):
-        await store.erase_step(LeaseRef(job.job_id, 99), "mark", now_us=now)
+        await store.erasure.step(LeaseRef(job.job_id, 99), "mark", now_us=now)
     counts = {}
     for step in STEPS:
-        counts[step] = await store.erase_step(held(leased), step, now_us=now)
+        counts[step] = await store.erasure.step(held(leased), step, now_us=now)
         if step != "finish":  # a recorded step is not run again: the same counts
-            assert await store.erase_step(held(leased), step, now_us=now) == counts[step]
+            assert await store.erasure.step(held(leased), step, now_us=now) == counts[step]
     with pytest.raises(StaleLease):  # finished: the job is completed, no longer held
-        await store.erase_step(held(leased), "finish", now_us=now)
+        await store.erasure.step(held(leased), "finish", now_us=now)
     return job.job_id, counts
 
 
@@ -906,7 +906,7 @@ async def test_erasure_runs_every_step_and_blocklists(store: StorageEngine, tmp_
     there = await store.versions.commit(
         OTHER, version(source, raw), one_node("x\n"), dedup=Dedup.CONTENT
     )
-    assert await store.erasure_leftovers() == {name: 0 for name, _, _ in LEFTOVER_CHECKS}
+    assert await store.erasure.leftovers() == {name: 0 for name, _, _ in LEFTOVER_CHECKS}
 
     erasure_id, counts = await _erase(store, source, now=NOW + 1)
     assert counts["nodes"]["hidden"] == 4 and counts["nodes"].get("trimmed", 0) == 0
@@ -926,7 +926,7 @@ async def test_erasure_runs_every_step_and_blocklists(store: StorageEngine, tmp_
         e.detail.split()[0] for e in finished.events if e.transition == "erase_step" and e.detail
     ]
     assert steps == list(STEPS[:-1])
-    assert await store.erasure_leftovers() == {name: 0 for name, _, _ in LEFTOVER_CHECKS}
+    assert await store.erasure.leftovers() == {name: 0 for name, _, _ in LEFTOVER_CHECKS}
 
     # What is gone, and what remains.
     [erased] = await store.source_versions(SCOPE, source)
@@ -990,7 +990,7 @@ async def test_erasure_runs_every_step_and_blocklists(store: StorageEngine, tmp_
     assert out.erased and out.node_ids == []
     sdead = await store.jobs.get(SCOPE, sjob.job_id)
     assert sdead is not None and sdead.state == "dead"
-    assert await store.erasure_leftovers() == {name: 0 for name, _, _ in LEFTOVER_CHECKS}
+    assert await store.erasure.leftovers() == {name: 0 for name, _, _ in LEFTOVER_CHECKS}
     # The blocklist is the scope's own: another scope still takes the same bytes.
     there_job = await store.jobs.enqueue(OTHER, ingest_job(new_id(), raw), now_us=NOW, dedup=False)
     assert not there_job.erased and there_job.job_id is not None
@@ -1025,7 +1025,7 @@ async def test_erasure_trims_a_node_another_source_keeps(store: StorageEngine) -
         (keep_src, keep.source_version_tx, 0, 3)
     ]
     assert gone.source_version_tx is not None and node.tx_from > gone.source_version_tx
-    assert await store.erasure_leftovers() == {name: 0 for name, _, _ in LEFTOVER_CHECKS}
+    assert await store.erasure.leftovers() == {name: 0 for name, _, _ in LEFTOVER_CHECKS}
 
 
 # -- the engine's lifecycle -------------------------------------------------------------------

@@ -433,7 +433,7 @@ async def test_store_retire_refuses_a_source_being_erased(store: StorageEngine) 
     assert out.source_version_tx is not None
     payload = ErasePayload(source_id=str(uuid.UUID(bytes=source)), reason="r", principal="p")
     job = NewJob(new_id(), ERASE_KIND, ERASE_FORMAT, source, None, msgspec.json.encode(payload))
-    await store.enqueue_erasure(scope, job, payload, now_us=1)  # pending: being erased
+    await store.erasure.enqueue(scope, job, payload, now_us=1)  # pending: being erased
     with pytest.raises(Conflict):
         await store.versions.retire(scope, source, "no")
     with pytest.raises(NotFound):

@@ -64,6 +64,14 @@ class EngineOps:
         """
         raise NotImplementedError
 
+    async def erasure_finished(self) -> None:
+        """Run after an erasure's ``finish`` step committed, outside any transaction: the
+        engine's cleanup of what the erasure overwrote (docs/operations.md, "Erasure").
+
+        :raises StorageError: the cleanup failed (the erasure itself is committed).
+        """
+        raise NotImplementedError
+
     def snapshot(self) -> AbstractAsyncContextManager[SnapshotTx]:
         """A read connection held in one snapshot for as long as the ``async with`` block
         runs (SQLite: a pooled reader inside ``BEGIN``; PostgreSQL: a ``READ ONLY``,

@@ -12,14 +12,14 @@ node rows they rewrite (in id order); on SQLite the single writer serialises the
 Reads that may be long hold one bounded page in memory at a time: span rows are read in
 primary key order, :data:`_PAGE` rows a statement; canonical text one chunk (≤ 1 MiB) at a
 time. After ``finish`` an engine may clean up outside the transaction
-(:meth:`ErasureOps._erasure_finished`: SQLite truncates its WAL, so no WAL frame keeps an
-older page holding erased bytes).
+(:meth:`~telha.storage.core.engine.EngineOps.erasure_finished`: SQLite truncates its WAL,
+so no WAL frame keeps an older page holding erased bytes).
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import blake3
 
@@ -59,13 +59,12 @@ from telha.storage.core.sources import note_versions
 from telha.storage.core.tx import Tx
 
 __all__ = [
-    "ErasureOps",
+    "Erasure",
     "enqueue_erasure",
     "erase_step",
     "erased_versions",
     "erasure_leftovers",
     "erasure_preview",
-    "has_source",
 ]
 
 #: Ids one ``IN``/``ANY`` list names at most (SQLite's parameter limit stays far away).
@@ -181,20 +180,6 @@ async def erasure_preview(
             count += int(row[0]) if row else 0
         out.append(PreviewVersion(s, t, names.get(s, ""), count))
     return out
-
-
-async def has_source(tx: Tx, scope: Scope, source_id: bytes) -> bool:
-    """Whether ``scope`` knows the source: a version row (finalized or a stream's pinned
-    one) or a job of it other than an erasure."""
-    sid = await tx.known_scope_id(scope)
-    if sid is None:
-        return False
-    row = await tx.fetchone(
-        "SELECT EXISTS (SELECT 1 FROM source_versions WHERE scope_id = ? AND source_id = ?)"
-        " OR EXISTS (SELECT 1 FROM jobs WHERE scope_id = ? AND source_id = ? AND kind <> ?)",
-        sid, source_id, sid, source_id, ERASE_KIND,
-    )  # fmt: skip
-    return row is not None and bool(row[0])
 
 
 async def erasure_leftovers(tx: Tx) -> dict[str, int]:
@@ -494,46 +479,41 @@ _STEPS: dict[str, Step] = {
 }  # fmt: skip
 
 
-class ErasureOps(EngineOps):
-    """The erasure operations of :class:`telha.storage.protocol.Storage`, over the engine's
-    transaction and read runners."""
+class Erasure:
+    """The erasure aggregate of a store (``store.erasure``; its contract:
+    :class:`telha.storage.protocol_erasure.ErasureStore`), over ``engine``'s runners. A
+    component the store composes, not a mixin."""
 
-    if TYPE_CHECKING:
+    def __init__(self, engine: EngineOps) -> None:
+        self._engine = engine
 
-        async def _erasure_finished(self) -> None:
-            """Run by :meth:`erase_step` after ``finish`` committed, outside any transaction:
-            the engine's cleanup of what the erasure overwrote (each engine's base class
-            implements it)."""
-
-    async def has_source(self, scope: Scope, source_id: bytes) -> bool:
-        """See :func:`has_source`."""
-        return await self.read(has_source, scope, source_id)
-
-    async def erasure_preview(
-        self, scope: Scope, source_id: bytes, version_tx: int | None
-    ) -> list[PreviewVersion]:
-        """See :func:`erasure_preview`."""
-        return await self.read(erasure_preview, scope, source_id, version_tx)
-
-    async def erasure_leftovers(self) -> dict[str, int]:
-        """See :func:`erasure_leftovers`."""
-        return await self.read(erasure_leftovers)
-
-    async def enqueue_erasure(
+    async def enqueue(
         self, scope: Scope, job: NewJob, payload: ErasePayload, *, now_us: int
     ) -> None:
         """See :func:`enqueue_erasure`."""
-        await self.transaction("enqueue erasure", enqueue_erasure, scope, job, payload, now_us)
+        await self._engine.transaction(
+            "enqueue erasure", enqueue_erasure, scope, job, payload, now_us
+        )
 
-    async def erase_step(self, lease: LeaseRef, step: str, *, now_us: int) -> Counts:
+    async def step(self, lease: LeaseRef, step: str, *, now_us: int) -> Counts:
         """See :func:`erase_step`; after ``finish``, the engine's
-        :meth:`_erasure_finished`.
+        :meth:`~telha.storage.core.engine.EngineOps.erasure_finished`.
 
         :raises ValueError: an unknown step.
         """
         if step not in STEPS:
             raise ValueError(f"unknown erasure step {step!r}")
-        counts = await self.transaction(f"erase ({step})", erase_step, lease, step, now_us)
+        counts = await self._engine.transaction(f"erase ({step})", erase_step, lease, step, now_us)
         if step == "finish":
-            await self._erasure_finished()
+            await self._engine.erasure_finished()
         return counts
+
+    async def preview(
+        self, scope: Scope, source_id: bytes, version_tx: int | None
+    ) -> list[PreviewVersion]:
+        """See :func:`erasure_preview`."""
+        return await self._engine.read(erasure_preview, scope, source_id, version_tx)
+
+    async def leftovers(self) -> dict[str, int]:
+        """See :func:`erasure_leftovers`."""
+        return await self._engine.read(erasure_leftovers)

@@ -11,7 +11,7 @@ from functools import cached_property
 from telha.storage.core.acl import AclOps
 from telha.storage.core.connector_ops import Connectors
 from telha.storage.core.diff import DiffOps
-from telha.storage.core.erasure import ErasureOps
+from telha.storage.core.erasure import Erasure
 from telha.storage.core.failed_rows import RowFaultOps
 from telha.storage.core.job_events import JobEventOps
 from telha.storage.core.job_ops import Jobs
@@ -37,7 +37,6 @@ class SharedOps(
     DiffOps,
     JobEventOps,
     ScanOps,
-    ErasureOps,
     RetentionOps,
     RowFaultOps,
 ):
@@ -92,3 +91,8 @@ class SharedOps(
     def raw(self) -> Raw:
         """The raw upload aggregate (:class:`~telha.storage.core.raw.Raw`)."""
         return Raw(self)
+
+    @cached_property
+    def erasure(self) -> Erasure:
+        """The erasure aggregate (:class:`~telha.storage.core.erasure.Erasure`)."""
+        return Erasure(self)

@@ -15,6 +15,7 @@ from typing import Any
 
 import msgspec
 
+from telha.domain.erasure import ERASE_KIND
 from telha.domain.errors import ContentErased, NotFound
 from telha.domain.model import (
     Ambiguity,
@@ -37,6 +38,7 @@ __all__ = [
     "ReadOps",
     "blob_range",
     "get_node",
+    "has_source",
     "list_nodes",
     "node_edges",
     "read_text",
@@ -53,6 +55,20 @@ _READ_COLS += f" changes, retired_tx, retire_reason, {IDENTITY_COLS}"
 NODE_COLS = "n.node_id, n.labels, n.properties, n.tx_from, n.tx_to, n.valid_from, n.valid_to,"
 NODE_COLS += " n.provenance, n.source_id"
 _decode = msgspec.json.decode
+
+
+async def has_source(tx: Tx, scope: Scope, source_id: bytes) -> bool:
+    """Whether ``scope`` knows the source: a version row (finalized or a stream's pinned
+    one) or a job of it other than an erasure."""
+    sid = await tx.known_scope_id(scope)
+    if sid is None:
+        return False
+    row = await tx.fetchone(
+        "SELECT EXISTS (SELECT 1 FROM source_versions WHERE scope_id = ? AND source_id = ?)"
+        " OR EXISTS (SELECT 1 FROM jobs WHERE scope_id = ? AND source_id = ? AND kind <> ?)",
+        sid, source_id, sid, source_id, ERASE_KIND,
+    )  # fmt: skip
+    return row is not None and bool(row[0])
 
 
 async def source_versions(
@@ -258,6 +274,10 @@ async def node_edges(
 class ReadOps(EngineOps):
     """The read operations of :class:`telha.storage.protocol.Storage`, each one
     :meth:`~telha.storage.core.engine.EngineOps.read`."""
+
+    async def has_source(self, scope: Scope, source_id: bytes) -> bool:
+        """See :func:`has_source`."""
+        return await self.read(has_source, scope, source_id)
 
     async def source_versions(self, scope: Scope, source_id: bytes) -> list[SourceVersion]:
         """See :func:`source_versions`."""

@@ -149,8 +149,8 @@ class PgBase(EngineOps):
             return await self.transaction("intern scope", _intern_scope, scope)
         return await self.read(_known_scope, scope)
 
-    async def _erasure_finished(self) -> None:
-        """After an erasure's ``finish`` (see :class:`~telha.storage.core.erasure.ErasureOps`):
+    async def erasure_finished(self) -> None:
+        """After an erasure's ``finish`` (see :class:`~telha.storage.core.erasure.Erasure`):
         nothing to do here. The old versions of the rows it updated or deleted stay in the
         table pages until VACUUM reclaims them; running it is the operator's step
         (docs/operations.md, "Erasure")."""

@@ -302,8 +302,8 @@ class SqliteBase(EngineOps):
             result = await reader._execute(body, reader._conn)  # type: ignore[no-untyped-call]
         return cast(T, result)
 
-    async def _erasure_finished(self) -> None:
-        """After an erasure's ``finish`` (see :class:`~telha.storage.core.erasure.ErasureOps`):
+    async def erasure_finished(self) -> None:
+        """After an erasure's ``finish`` (see :class:`~telha.storage.core.erasure.Erasure`):
         copy every WAL frame into the database file and truncate the WAL to zero bytes, so no
         frame keeps an older page holding erased bytes (``secure_delete`` zeroed them in the
         pages). Retried (50 times, 0.1 s apart) while readers hold old snapshots. Each try
