@@ -23,7 +23,7 @@ from telha.domain.ids import now_us
 from telha.metrics import Metrics
 from telha.row_faults import settle
 from telha.storage.api import JobKey, RetentionResult
-from telha.storage.protocol import RowFaultStore
+from telha.storage.protocol import RetentionStore, RowFaultStore
 
 __all__ = ["Retention", "RetentionStoreOps", "cutoff_us", "run_pass"]
 
@@ -36,16 +36,12 @@ _FIRST_PASS_S = 10.0
 
 
 class RetentionStoreOps(RowFaultStore, Protocol):
-    """The storage operation retention uses (see :class:`telha.storage.protocol.Storage`)."""
+    """The storage retention uses (see :class:`telha.storage.protocol.Storage`): its
+    aggregate and the bad-row record."""
 
-    async def remove_ended_jobs(
-        self,
-        *,
-        before_us: int,
-        after: JobKey | None = None,
-        batch: int = 1000,
-        dry_run: bool = False,
-    ) -> RetentionResult: ...
+    @property
+    def retention(self) -> RetentionStore:
+        """Ended jobs and unnamed raw uploads removed (``store.retention``)."""
 
 
 def cutoff_us(retain_days: float, now: int) -> int:
@@ -66,7 +62,7 @@ async def run_pass(
 
     :raises StorageError: the store failed; what earlier transactions removed stays removed.
     """
-    return await store.remove_ended_jobs(
+    return await store.retention.remove_ended(
         before_us=cutoff_us(config.retain_days, now), after=after, dry_run=dry_run
     )
 

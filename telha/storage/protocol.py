@@ -252,7 +252,6 @@ class Storage(
     JobEventStore,
     ReadStore,
     ScanStore,
-    RetentionStore,
     Protocol,
 ):
     """Every role at once: what an engine implements (the composed aggregates are

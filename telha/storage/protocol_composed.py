@@ -10,7 +10,7 @@ from telha.storage.protocol_connectors import ConnectorStore
 from telha.storage.protocol_erasure import ErasureStore
 from telha.storage.protocol_jobs import JobStore
 from telha.storage.protocol_keys import KeyStore
-from telha.storage.protocol_lifecycle import QuotaStore, WebhookStore
+from telha.storage.protocol_lifecycle import QuotaStore, RetentionStore, WebhookStore
 from telha.storage.protocol_listings import ListStore
 from telha.storage.protocol_raw import RawStore
 from telha.storage.protocol_search import SearchStore
@@ -62,3 +62,7 @@ class ComposedAggregates(Protocol):
     @property
     def erasure(self) -> ErasureStore:
         """GDPR erasure: the erase job, its steps, its preview and leftovers."""
+
+    @property
+    def retention(self) -> RetentionStore:
+        """Job retention: ended jobs and unnamed raw uploads removed."""

@@ -16,9 +16,10 @@ __all__ = ["QuotaStore", "RetentionStore", "WebhookStore"]
 
 class RetentionStore(Protocol):
     """Job retention (docs/operations.md, "Retention";
-    :mod:`telha.storage.core.retention`): ``telha gc`` and the periodic collector."""
+    :mod:`telha.storage.core.retention`), a store's ``retention``: ``telha gc`` and the
+    periodic collector."""
 
-    async def remove_ended_jobs(
+    async def remove_ended(
         self,
         *,
         before_us: int,

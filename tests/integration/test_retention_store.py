@@ -216,14 +216,14 @@ async def test_old_ended_jobs_and_unnamed_raw_bytes_go(
     w = await _world(store, tmp_path)
     # Two chunks per transaction: the 6-chunk upload takes three.
     monkeypatch.setattr(retention, "CHUNKS_PER_TX", 2)
-    dry = await store.remove_ended_jobs(before_us=CUTOFF, dry_run=True)
+    dry = await store.retention.remove_ended(before_us=CUTOFF, dry_run=True)
     expected = (len(w.gone_jobs), w.events, len(w.gone_blobs), sum(w.gone_blobs.values()))
     assert (dry.jobs, dry.events, dry.raw_blobs, dry.raw_bytes) == expected
     assert dry.payload_bytes == len(b'{"p": 1}') * len(w.gone_jobs)
     for j in w.gone_jobs:  # a dry run removes nothing
         assert await store.jobs.get(SCOPE, j) is not None
 
-    done = await store.remove_ended_jobs(before_us=CUTOFF, batch=2)
+    done = await store.retention.remove_ended(before_us=CUTOFF, batch=2)
     assert (done.jobs, done.events, done.raw_blobs, done.raw_bytes) == expected
     assert done.bytes_freed == dry.bytes_freed == sum(w.gone_blobs.values()) + dry.payload_bytes
     assert done.after is not None
@@ -252,10 +252,10 @@ async def test_old_ended_jobs_and_unnamed_raw_bytes_go(
     assert await store.read_text(SCOPE, w.sources["b"], v.tx, None, None) == b"bee text"
 
     # Nothing more to remove, from the start or from where the pass stopped.
-    assert await store.remove_ended_jobs(before_us=CUTOFF, after=done.after) == (
+    assert await store.retention.remove_ended(before_us=CUTOFF, after=done.after) == (
         retention.RetentionResult(after=done.after)
     )
-    again = await store.remove_ended_jobs(before_us=CUTOFF)
+    again = await store.retention.remove_ended(before_us=CUTOFF)
     assert (again.jobs, again.raw_blobs, again.bytes_freed) == (0, 0, 0)
     report = await run_checks(store)
     assert report.total == 0, [v.line() for v in report.violations]
@@ -263,7 +263,7 @@ async def test_old_ended_jobs_and_unnamed_raw_bytes_go(
 
 async def test_a_cutoff_before_everything_removes_nothing(store: Store, tmp_path: Path) -> None:
     w = await _world(store, tmp_path)
-    done = await store.remove_ended_jobs(before_us=OLD - DAY)
+    done = await store.retention.remove_ended(before_us=OLD - DAY)
     assert (done.jobs, done.events, done.raw_blobs, done.bytes_freed) == (0, 0, 0, 0)
     for j in w.gone_jobs + w.kept_jobs:
         assert await store.jobs.get(SCOPE, j) is not None
@@ -285,7 +285,7 @@ async def test_bytes_stored_again_mid_removal_survive(store: Store, tmp_path: Pa
     got = b"".join([d async for _, d, _ in store.raw.read(SCOPE, digest)])
     assert got == data
     assert await store.transaction("gc", remove_blob, blob, CUTOFF, 2) is None
-    done = await store.remove_ended_jobs(before_us=CUTOFF)
+    done = await store.retention.remove_ended(before_us=CUTOFF)
     assert done.raw_blobs == 0 and await store.raw.has(SCOPE, digest)
 
 
@@ -333,7 +333,7 @@ async def test_two_collectors_at_once_remove_each_job_once(store: Store, tmp_pat
     results: list[retention.RetentionResult] = []
 
     async def one() -> None:
-        results.append(await store.remove_ended_jobs(before_us=CUTOFF, batch=1))
+        results.append(await store.retention.remove_ended(before_us=CUTOFF, batch=1))
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(one)

@@ -20,7 +20,7 @@ from telha.storage.core.listings import Listings
 from telha.storage.core.quotas import StoreQuotas
 from telha.storage.core.raw import Raw
 from telha.storage.core.reads import ReadOps
-from telha.storage.core.retention import RetentionOps
+from telha.storage.core.retention import StoreRetention
 from telha.storage.core.scan import ScanOps
 from telha.storage.core.search import Search
 from telha.storage.core.text_reads import TextReadOps
@@ -37,7 +37,6 @@ class SharedOps(
     DiffOps,
     JobEventOps,
     ScanOps,
-    RetentionOps,
     RowFaultOps,
 ):
     """Every operation of :class:`telha.storage.protocol.Storage`; the aggregates already
@@ -96,3 +95,8 @@ class SharedOps(
     def erasure(self) -> Erasure:
         """The erasure aggregate (:class:`~telha.storage.core.erasure.Erasure`)."""
         return Erasure(self)
+
+    @cached_property
+    def retention(self) -> StoreRetention:
+        """The retention aggregate (:class:`~telha.storage.core.retention.StoreRetention`)."""
+        return StoreRetention(self)

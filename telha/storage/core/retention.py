@@ -52,8 +52,8 @@ __all__ = [
     "BlobCandidate",
     "JobBatch",
     "JobKey",
-    "RetentionOps",
     "RetentionResult",
+    "StoreRetention",
     "blob_candidates",
     "count_jobs",
     "ended_jobs_sql",
@@ -305,10 +305,16 @@ async def remove_blob(tx: Tx, blob: BlobCandidate, before_us: int, budget: int) 
     return True
 
 
-class RetentionOps(EngineOps):
-    """The retention operation of :class:`telha.storage.protocol.Storage`."""
+class StoreRetention:
+    """The retention aggregate of a store (``store.retention``; its contract:
+    :class:`telha.storage.protocol_lifecycle.RetentionStore`), over ``engine``'s runners. A
+    component the store composes, not a mixin (named apart from the actor that runs its
+    passes, :class:`telha.retention.collector.Retention`)."""
 
-    async def remove_ended_jobs(
+    def __init__(self, engine: EngineOps) -> None:
+        self._engine = engine
+
+    async def remove_ended(
         self,
         *,
         before_us: int,
@@ -325,14 +331,16 @@ class RetentionOps(EngineOps):
             removed (each is whole), a later pass finishes.
         """
         if dry_run:
-            jobs, events, payload = await self.read(count_jobs, before_us)
+            jobs, events, payload = await self._engine.read(count_jobs, before_us)
             blobs, size = await self._blobs(before_us, remove=False)
             return RetentionResult(jobs, events, blobs, size, payload)
         jobs = events = payload = 0
         faults: list[RowFault] = []
         key = after
         while True:
-            done = await self.transaction("remove ended jobs", remove_jobs, before_us, key, batch)
+            done = await self._engine.transaction(
+                "remove ended jobs", remove_jobs, before_us, key, batch
+            )
             jobs, events, payload = (
                 jobs + done.jobs,
                 events + done.events,
@@ -352,7 +360,7 @@ class RetentionOps(EngineOps):
         count = size = 0
         after: tuple[int, bytes] | None = None
         while True:
-            page, nxt = await self.read(blob_candidates, before_us, after, BLOBS_PER_READ)
+            page, nxt = await self._engine.read(blob_candidates, before_us, after, BLOBS_PER_READ)
             for blob in page:
                 gone: bool | None = True
                 while remove and (gone := await self._remove_blob(blob, before_us)) is False:
@@ -365,6 +373,6 @@ class RetentionOps(EngineOps):
 
     async def _remove_blob(self, blob: BlobCandidate, before_us: int) -> bool | None:
         """One transaction of :func:`remove_blob`."""
-        return await self.transaction(
+        return await self._engine.transaction(
             "remove raw bytes", remove_blob, blob, before_us, CHUNKS_PER_TX
         )
