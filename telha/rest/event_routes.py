@@ -100,7 +100,7 @@ async def _events(
             if st.shutdown.is_set():
                 return
             armed = watch.armed()
-            next_page = await store.job_events_after(scope, job_id, after, limit=PAGE)
+            next_page = await store.jobs.events_after(scope, job_id, after, limit=PAGE)
             if next_page is None:  # removed meanwhile (erased or collected)
                 return
             page = next_page
@@ -138,7 +138,7 @@ async def job_events(request: Request) -> Response:
         st.event_streams.release(scope)
 
     try:
-        page = await st.store.job_events_after(scope, job_id, after, limit=PAGE)
+        page = await st.store.jobs.events_after(scope, job_id, after, limit=PAGE)
         if page is None:
             raise NotFound("no such job")
     except BaseException:

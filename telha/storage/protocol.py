@@ -27,7 +27,6 @@ from telha.domain.chunking import MAX_CHUNKED_TEXT_BYTES
 from telha.domain.model import (
     Direction,
     EdgeRecord,
-    JobEventPage,
     NodeVersion,
     Scope,
     SourceVersion,
@@ -106,11 +105,9 @@ class JobEventStore(Protocol):
     #: Wakes this process's readers of a job once events of it are committed.
     job_events: JobEventSignal
 
-    async def job_events_after(
-        self, scope: Scope, job_id: bytes, after_seq: int, *, limit: int
-    ) -> JobEventPage | None:
-        """The job's state, then at most ``limit`` of its events with ``seq > after_seq``
-        (oldest first); ``None`` when absent or in another scope."""
+    @property
+    def jobs(self) -> JobStore:
+        """The job aggregate: the events themselves (``events_after``)."""
 
 
 class ReadStore(Protocol):

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from telha.domain.model import EnqueueOutcome, JobRecord, LeaseRef, NewJob, Scope
+from telha.domain.model import EnqueueOutcome, JobEventPage, JobRecord, LeaseRef, NewJob, Scope
 from telha.domain.policy import Decide, DecideLoss
 from telha.storage.core.cancel import CancelOutcome
 
@@ -99,3 +99,10 @@ class JobStore(Protocol):
     async def lease_states(self, job_ids: Sequence[bytes]) -> dict[bytes, tuple[str, int]]:
         """``{job_id: (state, lease_generation)}`` of those of ``job_ids`` that exist (a
         replica checking the leases it handed out)."""
+
+    async def events_after(
+        self, scope: Scope, job_id: bytes, after_seq: int, *, limit: int
+    ) -> JobEventPage | None:
+        """The job's state, then at most ``limit`` of its events with ``seq > after_seq``
+        (oldest first); ``None`` when absent or in another scope (docs/rest-api.md, "Live
+        events")."""

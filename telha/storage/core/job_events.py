@@ -12,10 +12,9 @@ snapshot; SQLite reads both in one.)
 from __future__ import annotations
 
 from telha.domain.model import JobEvent, JobEventPage, JobState, Scope
-from telha.storage.core.engine import EngineOps
 from telha.storage.core.tx import Tx
 
-__all__ = ["JobEventOps", "events_after"]
+__all__ = ["events_after"]
 
 
 async def events_after(
@@ -38,13 +37,3 @@ async def events_after(
         job_id, after_seq, limit,
     )  # fmt: skip
     return JobEventPage(state, tuple((int(r[0]), JobEvent(r[1], r[2], r[3])) for r in found))
-
-
-class JobEventOps(EngineOps):
-    """The read of :class:`telha.storage.protocol.JobEventStore`."""
-
-    async def job_events_after(
-        self, scope: Scope, job_id: bytes, after_seq: int, *, limit: int
-    ) -> JobEventPage | None:
-        """See :func:`events_after`."""
-        return await self.read(events_after, scope, job_id, after_seq, limit)

@@ -1,7 +1,8 @@
 """The job aggregate of a store (``store.jobs``): enqueue, lease, heartbeat, fail, release,
-lose, reap, cancel and the reads the queue needs, each one transaction or one read of the
-engine's runners over :mod:`telha.storage.core.jobs`, :mod:`telha.storage.core.job_reads`
-and :mod:`telha.storage.core.cancel` (:class:`telha.storage.protocol_jobs.JobStore` is its
+lose, reap, cancel, the reads the queue needs and a job's events as the live stream reads
+them, each one transaction or one read of the engine's runners over
+:mod:`telha.storage.core.jobs`, :mod:`telha.storage.core.job_reads`,
+:mod:`telha.storage.core.cancel` and :mod:`telha.storage.core.job_events` (:class:`telha.storage.protocol_jobs.JobStore` is its
 contract; docs/architecture.md, "A job's life"). Times in µs.
 
 An engine may make it a subclass with a measured fast path that a parity test holds to the
@@ -11,12 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from telha.domain.model import EnqueueOutcome, JobRecord, LeaseRef, NewJob, Scope
+from telha.domain.model import EnqueueOutcome, JobEventPage, JobRecord, LeaseRef, NewJob, Scope
 from telha.domain.policy import Decide, DecideLoss
 from telha.storage.core import cancel as c
 from telha.storage.core import job_reads as r
 from telha.storage.core import jobs as j
 from telha.storage.core.engine import EngineOps
+from telha.storage.core.job_events import events_after
 
 __all__ = ["Jobs"]
 
@@ -116,3 +118,9 @@ class Jobs:
         if not job_ids:
             return {}
         return await self._engine.read(c.lease_states, job_ids)
+
+    async def events_after(
+        self, scope: Scope, job_id: bytes, after_seq: int, *, limit: int
+    ) -> JobEventPage | None:
+        """See :func:`telha.storage.core.job_events.events_after`."""
+        return await self._engine.read(events_after, scope, job_id, after_seq, limit)

@@ -13,7 +13,6 @@ from telha.storage.core.connector_ops import Connectors
 from telha.storage.core.diff import DiffOps
 from telha.storage.core.erasure import Erasure
 from telha.storage.core.failed_rows import RowFaultOps
-from telha.storage.core.job_events import JobEventOps
 from telha.storage.core.job_ops import Jobs
 from telha.storage.core.keys import Keys
 from telha.storage.core.listings import Listings
@@ -35,7 +34,6 @@ class SharedOps(
     AclOps,
     TextReadOps,
     DiffOps,
-    JobEventOps,
     ScanOps,
     RowFaultOps,
 ):
