@@ -1,6 +1,6 @@
 """How a supervised actor settles a stored row it cannot process (docs/architecture.md,
 "Supervision and bad rows"): the row is recorded failed with its reason
-(:meth:`~telha.storage.core.failed_rows.RowFaultOps.fail_row`), counted in
+(:meth:`~telha.storage.core.operations.SharedOps.fail_row`), counted in
 ``telha_rows_failed{actor, what}``, and the actor goes on with the next row. Only what
 :func:`telha.domain.row_faults.is_row_error` calls the store's or the process's failure
 escapes to the :class:`~telha.service.supervisor.Supervisor`, which restarts the actor.

@@ -39,9 +39,13 @@ log = structlog.get_logger("telha.erasure")
 _POLL_S = 0.5
 
 
-class EraserStore(ReadStore, RowFaultStore, Protocol):
+class EraserStore(RowFaultStore, Protocol):
     """The storage roles the Eraser uses: reads to resolve what a request names, and the
     erasure's own operations."""
+
+    @property
+    def reads(self) -> ReadStore:
+        """The read aggregate: a source's versions, whether the scope knows it."""
 
     @property
     def erasure(self) -> ErasureStore:
@@ -75,12 +79,12 @@ class Eraser:
         :raises NotFound: no such source (or version) in ``scope``.
         :raises StorageError: the erase job ended dead (its events say why).
         """
-        versions = await self._store.source_versions(scope, source_id)
+        versions = await self._store.reads.versions(scope, source_id)
         if version_tx is not None:
             versions = [v for v in versions if v.tx == version_tx]
         if version_tx is not None and not versions:
             raise NotFound("no such source version")
-        if not versions and not await self._store.has_source(scope, source_id):
+        if not versions and not await self._store.reads.has_source(scope, source_id):
             raise NotFound("no such source")
         if versions and all(v.erasure_id is not None for v in versions):
             earlier = max(versions, key=lambda v: v.tx).erasure_id
@@ -114,10 +118,10 @@ class Eraser:
 
         :raises NotFound: no such source (or version) in ``scope``.
         """
-        versions = await self._store.source_versions(scope, source_id)
+        versions = await self._store.reads.versions(scope, source_id)
         if version_tx is not None and not any(v.tx == version_tx for v in versions):
             raise NotFound("no such source version")
-        if not versions and not await self._store.has_source(scope, source_id):
+        if not versions and not await self._store.reads.has_source(scope, source_id):
             raise NotFound("no such source")
         found = await self._store.erasure.preview(scope, source_id, version_tx)
         return msgspec.json.encode(preview_body(source_id, version_tx, found))

@@ -70,5 +70,5 @@ async def require_admitted(
     """
     if access.principals is None:
         return
-    if not await state(request).store.source_admitted(access.scope, source_id, access.principals):
+    if not await state(request).store.reads.admitted(access.scope, source_id, access.principals):
         raise NotFound(missing)

@@ -101,14 +101,14 @@ async def _version_chunks(
     key = (scope, source_id, tx, max_bytes, overlap, within)
     hit = st.chunk_cache.get(key)
     if hit is not None:
-        version = next((v for v in await st.store.source_versions(scope, source_id)
+        version = next((v for v in await st.store.reads.versions(scope, source_id)
                         if v.tx == tx), None)  # fmt: skip
         if version is None:
             raise NotFound("no such source version")
         if version.erased_at is not None:
             raise ContentErased(f"source version {tx} was erased: {version.erase_reason}")
         return hit
-    got = await st.store.chunk_inputs(scope, source_id, tx)
+    got = await st.store.reads.chunk_inputs(scope, source_id, tx)
     cut = partial(
         chunk_text, got.text, got.spans, got.nodes, max_bytes=max_bytes, overlap=overlap,
         within=within,

@@ -148,7 +148,7 @@ async def lookup_source(request: Request, access: Access, q: QueryParams) -> Res
     summary = await store.listings.source(scope, item.source_id)
     if summary is None:
         raise NotFound("no source for that connector and externalId")
-    versions = await store.source_versions(scope, item.source_id)
+    versions = await store.reads.versions(scope, item.source_id)
     root = versions[0].root_node_id if versions else None
     listed = source_summary_out(summary)
     return json_response(

@@ -28,7 +28,7 @@ def units_param(request: Request) -> Units:
 
 
 async def converter(
-    store: ReadStore, scope: Scope, source_id: bytes, tx: int, start: int, end: int
+    reads: ReadStore, scope: Scope, source_id: bytes, tx: int, start: int, end: int
 ) -> OffsetConverter:
     """A converter for the byte offsets ``start..end`` of version ``tx`` of ``source_id``
     (``conv.to_units([...], units)``; byte offsets outside it raise ``ValueError``).
@@ -36,5 +36,5 @@ async def converter(
     :raises NotFound: no such version in ``scope``.
     :raises ContentErased: the version was erased.
     """
-    window = await store.text_window(scope, source_id, tx, start, end)
+    window = await reads.text_window(scope, source_id, tx, start, end)
     return OffsetConverter(window.data, window.base, window.before)

@@ -187,9 +187,7 @@ async def page_png(request: Request) -> Response:
     scale = _scale(request.query_params.get("scale"))
     await require_admitted(request, access, source_id, "no such source version")
     st = state(request)
-    version = next(
-        (v for v in await st.store.source_versions(scope, source_id) if v.tx == tx), None
-    )
+    version = next((v for v in await st.store.reads.versions(scope, source_id) if v.tx == tx), None)
     if version is None:
         raise NotFound("no such source version")
     if version.erased_at is not None:

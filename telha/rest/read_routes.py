@@ -116,7 +116,7 @@ async def get_source(request: Request) -> Response:
     source_id = parse_uuid(request.path_params["source_id"], "source")
     await require_admitted(request, access, source_id)
     store = state(request).store
-    versions = await store.source_versions(scope, source_id)
+    versions = await store.reads.versions(scope, source_id)
     summary = await store.listings.source(scope, source_id)
     if summary is None:
         raise NotFound("no such source")
@@ -180,8 +180,8 @@ async def get_text(request: Request) -> Response:
     store = state(request).store
     start_units = start or 0
     if units != "byte" and (start is not None or end is not None):
-        start, end = await _bytes_of(store, scope, source_id, tx, start, end, units)
-    data = await store.read_text(scope, source_id, tx, start, end)
+        start, end = await _bytes_of(store.reads, scope, source_id, tx, start, end, units)
+    data = await store.reads.text(scope, source_id, tx, start, end)
     if units == "byte":
         real_end = start_units + len(data)
     elif units == "codepoint":
@@ -194,7 +194,7 @@ async def get_text(request: Request) -> Response:
 
 
 async def _bytes_of(
-    store: ReadStore,
+    reads: ReadStore,
     scope: Scope,
     source_id: bytes,
     tx: int,
@@ -209,7 +209,7 @@ async def _bytes_of(
     hi = end if end is not None else lo
     if lo > hi:
         raise RequestError(f"start ({lo}) is after end ({hi})")
-    conv = await converter(store, scope, source_id, tx, lo, 4 * hi)
+    conv = await converter(reads, scope, source_id, tx, lo, 4 * hi)
     return (
         conv.to_bytes(start, units) if start is not None else None,
         conv.to_bytes(end, units, clamp=True) if end is not None else None,
@@ -225,10 +225,10 @@ async def get_spans(request: Request) -> Response:
     units = units_param(request)
     await require_admitted(request, access, source_id, "no such source version")
     store = state(request).store
-    rows = await store.span_rows(scope, source_id, tx)
+    rows = await store.reads.span_rows(scope, source_id, tx)
     offsets = [x for r in rows for x in (r.start, r.end)]
     if units != "byte" and offsets:
-        conv = await converter(store, scope, source_id, tx, 0, max(offsets))
+        conv = await converter(store.reads, scope, source_id, tx, 0, max(offsets))
         offsets = conv.to_units(offsets, units)
     return json_response(
         SpanList(
@@ -255,7 +255,7 @@ async def get_node(request: Request) -> Response:
     units = units_param(request)
     store = state(request).store
     node = await _admitted_node(request, access, node_id, as_of)
-    out = (await node_out(store, scope, [node], units))[0]
+    out = (await node_out(store.reads, scope, [node], units))[0]
     out.ambiguities = [
         AmbiguityOut(
             kind=a.kind,
@@ -277,7 +277,7 @@ async def _admitted_node(
 
     :raises NotFound: either not (one message for both: no existence leak).
     """
-    node = await state(request).store.get_node(access.scope, node_id, as_of, access.principals)
+    node = await state(request).store.reads.node(access.scope, node_id, as_of, access.principals)
     if node is None:
         raise NotFound("no such node" + ("" if as_of is None else f" as of {as_of}"))
     return node
@@ -296,7 +296,7 @@ async def list_nodes(request: Request) -> Response:
     source = q.get("sourceId")
     source_id = parse_uuid_param(source, "sourceId") if source is not None else None
     store = state(request).store
-    nodes = await store.list_nodes(
+    nodes = await store.reads.nodes(
         scope,
         label=q.get("label"),
         source_id=source_id,
@@ -308,7 +308,7 @@ async def list_nodes(request: Request) -> Response:
     more = len(nodes) > limit
     nodes = nodes[:limit]
     cursor = encode_node_cursor(nodes[-1].node_id) if more else None
-    out = await node_out(store, scope, nodes, units)
+    out = await node_out(store.reads, scope, nodes, units)
     return json_response(NodeList(nodes=out, next_cursor=cursor))
 
 
@@ -324,7 +324,7 @@ async def node_edges(request: Request) -> Response:
         raise RequestError("direction must be out, in or both") from None
     as_of = parse_int(request.query_params.get("asOf"), "asOf")
     await _admitted_node(request, access, node_id, as_of)
-    edges = await state(request).store.node_edges(
+    edges = await state(request).store.reads.edges(
         access.scope, node_id, direction, as_of, principals=access.principals
     )
     return json_response(

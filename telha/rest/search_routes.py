@@ -112,7 +112,7 @@ def _hit_out(hit: SearchHit, conv: OffsetConverter | None, units: Units) -> Sear
 
 
 async def _converters(
-    store: ReadStore, scope: Scope, places: list[tuple[bytes, int, int, int]], units: Units
+    reads: ReadStore, scope: Scope, places: list[tuple[bytes, int, int, int]], units: Units
 ) -> dict[tuple[bytes, int], OffsetConverter | None]:
     """A converter per version of ``places`` (``(source_id, tx, start, end)`` bytes) over the
     bytes they cover (docs/rest-api.md, "Offsets in other units"); none needed for bytes
@@ -127,7 +127,7 @@ async def _converters(
     out: dict[tuple[bytes, int], OffsetConverter | None] = {}
     for (source_id, tx), (lo, hi) in ranges.items():
         try:
-            out[(source_id, tx)] = await converter(store, scope, source_id, tx, lo, hi)
+            out[(source_id, tx)] = await converter(reads, scope, source_id, tx, lo, hi)
         except (NotFound, ContentErased):
             out[(source_id, tx)] = None
     return out
@@ -163,7 +163,7 @@ async def search(request: Request) -> Response:
     more = len(hits) > limit
     hits = hits[:limit]
     convs = await _converters(
-        app.store, scope, [(h.source_id, h.version_tx, h.start, h.end) for h in hits], units
+        app.store.reads, scope, [(h.source_id, h.version_tx, h.start, h.end) for h in hits], units
     )
     return json_response(
         SearchResult(
@@ -205,7 +205,7 @@ async def locate(request: Request) -> Response:
         principals=access.principals,
     )  # fmt: skip
     convs = await _converters(
-        store, scope, [(f.source_id, f.version_tx, f.start, f.end) for f in found], units
+        store.reads, scope, [(f.source_id, f.version_tx, f.start, f.end) for f in found], units
     )
     out = []
     for f in found:

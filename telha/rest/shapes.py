@@ -54,7 +54,7 @@ def _slice(window: tuple[int, bytes], start: int, end: int) -> str:
 
 
 async def node_out(
-    store: ReadStore, scope: Scope, nodes: list[NodeVersion], units: Units = "byte"
+    reads: ReadStore, scope: Scope, nodes: list[NodeVersion], units: Units = "byte"
 ) -> list[NodeOut]:
     """Nodes as the wire shows them, each provenance span's text resolved (one read per
     distinct version; an erased or missing version's text is empty) and its offsets in
@@ -69,9 +69,9 @@ async def node_out(
         lo, hi = min(a for a, _ in ranges), max(b for _, b in ranges)
         try:
             if units == "byte":
-                texts[key] = (lo, await store.read_text(scope, key[0], key[1], lo, hi))
+                texts[key] = (lo, await reads.text(scope, key[0], key[1], lo, hi))
             else:
-                window = await store.text_window(scope, key[0], key[1], lo, hi)
+                window = await reads.text_window(scope, key[0], key[1], lo, hi)
                 texts[key] = (window.base, window.data)
                 convs[key] = OffsetConverter(window.data, window.base, window.before)
         except (NotFound, RequestError, ContentErased):

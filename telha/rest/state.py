@@ -44,15 +44,11 @@ __all__ = ["AppState", "KeyCache", "RestStore", "state"]
 log = structlog.get_logger("telha.rest")
 
 
-class RestStore(
-    ReadStore,
-    JobEventStore,
-    Protocol,
-):
-    """The storage roles the REST front uses: the read routes' reads, the listings, the live
-    event stream's reads, the raw bytes pages are rendered from; and the connector, key
-    (the per-request lookup), quota, search (search and locate) and version (the retire,
-    re-projection's walk) aggregates."""
+class RestStore(JobEventStore, Protocol):
+    """The storage the REST front uses: the live event stream's signal and, through it, the
+    job aggregate's events; and the connector, key (the per-request lookup), listing, raw
+    upload (what pages are rendered from), read, quota, search (search and locate) and
+    version (the retire, re-projection's walk) aggregates."""
 
     @property
     def connectors(self) -> ConnectorStore:
@@ -69,6 +65,10 @@ class RestStore(
     @property
     def raw(self) -> RawStore:
         """Raw uploads the pages are rendered from (``store.raw``)."""
+
+    @property
+    def reads(self) -> ReadStore:
+        """Reads of what was ingested (``store.reads``)."""
 
     @property
     def quotas(self) -> QuotaStore:

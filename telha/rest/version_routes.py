@@ -67,12 +67,12 @@ async def source_diff(request: Request) -> Response:
     units = units_param(request)
     await require_admitted(request, access, source_id)
     store = state(request).store
-    diff = await store.version_diff(
+    diff = await store.reads.diff(
         scope, source_id, from_tx=from_tx, to_tx=to_tx, limit=limit,
         after=parse_node_cursor(q.get("cursor")),
     )  # fmt: skip
     pairs = [n for pair in diff.changed for n in pair]
-    out = await node_out(store, scope, [*diff.added, *diff.removed, *pairs], units)
+    out = await node_out(store.reads, scope, [*diff.added, *diff.removed, *pairs], units)
     added = out[: len(diff.added)]
     removed = out[len(diff.added) : len(diff.added) + len(diff.removed)]
     rest = out[len(diff.added) + len(diff.removed) :]

@@ -13,6 +13,7 @@ from telha.storage.protocol_keys import KeyStore
 from telha.storage.protocol_lifecycle import QuotaStore, RetentionStore, WebhookStore
 from telha.storage.protocol_listings import ListStore
 from telha.storage.protocol_raw import RawStore
+from telha.storage.protocol_reads import ReadStore
 from telha.storage.protocol_search import SearchStore
 from telha.storage.protocol_versions import VersionStore
 
@@ -66,3 +67,7 @@ class ComposedAggregates(Protocol):
     @property
     def retention(self) -> RetentionStore:
         """Job retention: ended jobs and unnamed raw uploads removed."""
+
+    @property
+    def reads(self) -> ReadStore:
+        """Reads of what was ingested: versions, text, spans, nodes, edges, chunks, diffs."""

@@ -65,7 +65,7 @@ async def test_sql_and_python_forms_agree(engine: str, tmp_path: Path) -> None:
             by_python = {ids[n] for n, acl in ACLS.items() if admits(acl, asked)}
             assert by_sql == by_python, asked
             for name in ACLS:
-                checked = await store.source_admitted(scope, ids[name], asked)
+                checked = await store.reads.admitted(scope, ids[name], asked)
                 assert checked == (ids[name] in by_sql), (asked, name)
-        assert await store.source_admitted(scope, uuid.uuid4().bytes, ("user:x",))  # no ACL
-        assert await store.source_admitted(scope, ids["empty"], None)  # no principals
+        assert await store.reads.admitted(scope, uuid.uuid4().bytes, ("user:x",))  # no ACL
+        assert await store.reads.admitted(scope, ids["empty"], None)  # no principals

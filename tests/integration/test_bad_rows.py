@@ -274,7 +274,7 @@ async def test_eraser_dead_letters_an_erase_job_whose_payload_does_not_decode(
             return (await _job(store, third)).state == "completed"
 
         await until(third_done)
-    versions = await store.source_versions(SCOPE, bad_source)
+    versions = await store.reads.versions(SCOPE, bad_source)
     assert all(v.erasure_id is None for v in versions)  # the dead erasure wrote nothing
 
 

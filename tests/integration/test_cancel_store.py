@@ -131,9 +131,9 @@ async def test_cancel_mid_stream_leaves_the_previous_version_current(
         )
     latest = await store.versions.latest(SCOPE, source)
     assert latest is not None and latest.tx == done.source_version_tx
-    rows = await store.list_nodes(SCOPE, label="ROW", source_id=source, limit=100, after=None)
+    rows = await store.reads.nodes(SCOPE, label="ROW", source_id=source, limit=100, after=None)
     assert len(rows) == 1
-    versions = await store.source_versions(SCOPE, source)
+    versions = await store.reads.versions(SCOPE, source)
     assert [v.tx for v in versions] == [done.source_version_tx]
 
 

@@ -71,7 +71,7 @@ async def _scenario(store: Any, scope: Scope) -> tuple[dict[str, int], list[Any]
     counts = await _erase(store, scope, erased)
     nodes = []
     for i in ids:
-        node = await store.get_node(scope, i, None)
+        node = await store.reads.node(scope, i, None)
         nodes.append(None if node is None else (node.labels, node.properties))
     return counts, nodes
 
@@ -101,8 +101,8 @@ async def test_purge_stream_leaves_nothing_of_the_version(store: Any) -> None:
     pinned = await _commit(store, scope, source, _projection([(i, b"{}") for i in ids], 2))
     sid = await store.read(_scope_id, scope)
     await store.transaction("purge stream", streams.purge_stream, sid, source, pinned)
-    assert await store.source_versions(scope, source) == []
-    assert not await store.has_source(scope, source)
-    assert [await store.get_node(scope, i, None) for i in ids] == [None] * 3
-    assert [v.tx for v in await store.source_versions(scope, other)] == [kept]
-    assert len(await store.span_rows(scope, other, kept)) == 2
+    assert await store.reads.versions(scope, source) == []
+    assert not await store.reads.has_source(scope, source)
+    assert [await store.reads.node(scope, i, None) for i in ids] == [None] * 3
+    assert [v.tx for v in await store.reads.versions(scope, other)] == [kept]
+    assert len(await store.reads.span_rows(scope, other, kept)) == 2

@@ -90,7 +90,7 @@ async def test_commit_reasons_and_identity_read_back(store: StorageEngine) -> No
         out = await store.versions.commit(SCOPE, _version(source, ident), _proj(text),
                                          dedup=Dedup.CONTENT)  # fmt: skip
         assert not out.deduplicated
-    newer, other, one = await store.source_versions(SCOPE, source)
+    newer, other, one = await store.reads.versions(SCOPE, source)
     assert [v.reason for v in (one, other, newer)] == [None, "options", "projection"]
     assert [v.fingerprint for v in (one, other, newer)] == [
         ONE.fingerprint, OTHER.fingerprint, NEWER_OTHER.fingerprint,

@@ -52,7 +52,7 @@ async def _single_shot(store: StorageEngine, targets: str) -> int:
 
 
 async def _targets(store: StorageEngine, as_of: int | None = None) -> set[str]:
-    edges = await store.node_edges(SCOPE, IDS["A"], Direction.OUT, as_of)
+    edges = await store.reads.edges(SCOPE, IDS["A"], Direction.OUT, as_of)
     names = {v: k for k, v in IDS.items()}
     return {names[e.to_id] for e in edges}
 

@@ -122,7 +122,7 @@ async def _retired(store: StorageEngine, source: bytes) -> list[tuple[int | None
 
 
 async def _current(store: StorageEngine, path: str, as_of: int | None = None) -> bool:
-    return await store.get_node(SCOPE, FILE[path], as_of) is not None
+    return await store.reads.node(SCOPE, FILE[path], as_of) is not None
 
 
 async def test_single_shot_retires_the_dropped_member(store: StorageEngine) -> None:

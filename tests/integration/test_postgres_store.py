@@ -110,7 +110,7 @@ async def test_same_bytes_committed_through_both_make_one_version(
         for store in (a, b, a, b):
             tg.start_soon(commit, store)
     assert sorted(o.deduplicated for o in outcomes) == [False, True, True, True]
-    assert len(await a.source_versions(SCOPE, source)) == 1
+    assert len(await a.reads.versions(SCOPE, source)) == 1
 
 
 async def test_no_job_leased_twice_and_reapers_at_once(
@@ -250,12 +250,12 @@ async def test_single_shot_commits_and_what_takes_the_general_path(
         assert record.events[-1].transition == "completed"
     assert [o.deduplicated for o in outcomes] == [False, True, False]
     assert outcomes[0].node_ids == outcomes[2].node_ids == [node]
-    versions = await a.source_versions(SCOPE, source)
+    versions = await a.reads.versions(SCOPE, source)
     assert [v.tx for v in versions] == [
         outcomes[2].source_version_tx,
         outcomes[0].source_version_tx,
     ]
-    current = await a.get_node(SCOPE, node, None)
+    current = await a.reads.node(SCOPE, node, None)
     assert current is not None and current.properties == {"a": 2}
     assert current.tx_from == outcomes[2].source_version_tx
 
@@ -289,7 +289,7 @@ async def _commit(store: StorageEngine, source: bytes, proj: Projection) -> Comm
 
 
 async def _current(store: StorageEngine, source: bytes) -> dict[bytes, NodeVersion]:
-    found = await store.list_nodes(SCOPE, label=None, source_id=source, limit=1000, after=None)
+    found = await store.reads.nodes(SCOPE, label=None, source_id=source, limit=1000, after=None)
     return {n.node_id: n for n in found}
 
 
@@ -313,16 +313,16 @@ async def test_supersede_shared_node_retire_on_both_engines(store: StorageEngine
     assert (v2.changes.added, v2.changes.unchanged, v2.changes.removed) == (0, 2, 1)
     assert v2.node_ids == [doc, alpha]
     assert set(await _current(store, a)) == {doc, alpha}
-    old = await store.get_node(SCOPE, beta, as_of=v1.source_version_tx)
+    old = await store.reads.node(SCOPE, beta, as_of=v1.source_version_tx)
     assert old is not None and old.tx_to == v2.source_version_tx
-    assert await store.get_node(SCOPE, beta, as_of=None) is None
+    assert await store.reads.node(SCOPE, beta, as_of=None) is None
     # PERSON left A's graph but B's MENTIONS edge touches it: a new version with B's spans.
-    shared = await store.get_node(SCOPE, PERSON, as_of=None)
+    shared = await store.reads.node(SCOPE, PERSON, as_of=None)
     assert shared is not None and shared.tx_from == v2.source_version_tx
     assert [(p.source_id, p.source_version_tx, p.start, p.end) for p in shared.provenance] == [
         (b, vb.source_version_tx, 0, 6)
     ]
-    edges = await store.node_edges(SCOPE, PERSON, Direction.IN)
+    edges = await store.reads.edges(SCOPE, PERSON, Direction.IN)
     assert len(edges) == 1  # B's; A's MENTIONS was closed with v2
     retired = await store.transaction("retire source", _retire, a, "gone")
     assert (retired.version_tx, retired.nodes_closed, retired.reason) == (
@@ -331,9 +331,9 @@ async def test_supersede_shared_node_retire_on_both_engines(store: StorageEngine
     again = await store.transaction("retire source", _retire, a, "other")
     assert again == retired
     assert await _current(store, a) == {}
-    before = await store.get_node(SCOPE, alpha, as_of=retired.tx - 1)
+    before = await store.reads.node(SCOPE, alpha, as_of=retired.tx - 1)
     assert before is not None and before.tx_from == v2.source_version_tx
-    assert await store.get_node(SCOPE, PERSON, as_of=None) is not None  # B still has it
+    assert await store.reads.node(SCOPE, PERSON, as_of=None) is not None  # B still has it
     v3 = await _commit(store, a, _doc(b"alpha. delta.", [b"alpha."], person=False))
     assert not v3.deduplicated and v3.node_ids[:1] != [doc]  # nothing current to match
     assert set(await _current(store, a)) == set(v3.node_ids)
@@ -390,7 +390,7 @@ async def test_replicas_committing_one_source_end_with_the_later_version(
         txs = sorted(o.source_version_tx for o in outcomes if o.source_version_tx is not None)
         assert len(txs) == len(texts)
         latest = txs[-1]
-        versions = await a.source_versions(SCOPE, source)
+        versions = await a.reads.versions(SCOPE, source)
         assert [v.tx for v in versions] == txs[::-1]  # every one published
         current = await _current(b, source)
         winner = next(o for o in outcomes if o.source_version_tx == latest)
@@ -458,14 +458,14 @@ async def test_stream_finalized_after_a_later_version_publishes_superseded(
     current = await _current(store, source)
     assert set(current) == set(v2.node_ids)
     assert {n.tx_from for n in current.values()} == {v2.source_version_tx}
-    versions = await store.source_versions(SCOPE, source)
+    versions = await store.reads.versions(SCOPE, source)
     assert [v.tx for v in versions] == [
         v2.source_version_tx, pinned.source_version_tx, v1.source_version_tx
     ]  # fmt: skip
     record = await store.jobs.get(SCOPE, lease.job_id)
     assert record is not None and record.state == "completed"
     for t in (pinned.source_version_tx, v2.source_version_tx - 1, v2.source_version_tx):
-        seen = await store.list_nodes(
+        seen = await store.reads.nodes(
             SCOPE, label=None, source_id=source, limit=100, after=None, as_of=t
         )
         assert {n.tx_from for n in seen} <= {v1.source_version_tx, v2.source_version_tx}

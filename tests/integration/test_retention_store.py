@@ -247,9 +247,9 @@ async def test_old_ended_jobs_and_unnamed_raw_bytes_go(
     b = await store.listings.source(SCOPE, w.sources["b"])
     assert b is not None and b.state == "current" and b.version_count == 1
     assert (b.last_job_id, b.last_job_state) == (w.kept_last, "completed")
-    [v] = await store.source_versions(SCOPE, w.sources["b"])
+    [v] = await store.reads.versions(SCOPE, w.sources["b"])
     assert v.tx == w.version_tx and v.job_id == w.kept_last
-    assert await store.read_text(SCOPE, w.sources["b"], v.tx, None, None) == b"bee text"
+    assert await store.reads.text(SCOPE, w.sources["b"], v.tx, None, None) == b"bee text"
 
     # Nothing more to remove, from the start or from where the pass stopped.
     assert await store.retention.remove_ended(before_us=CUTOFF, after=done.after) == (

@@ -179,8 +179,8 @@ async def test_commit_then_every_read(store: StorageEngine) -> None:
     source, explicit, dangling = new_id(), new_id(), new_id()
     raw = b"raw bytes of the first version"
     assert await store.versions.latest(SCOPE, source) is None
-    assert await store.source_versions(SCOPE, source) == []
-    assert not await store.has_source(SCOPE, source)
+    assert await store.reads.versions(SCOPE, source) == []
+    assert not await store.reads.has_source(SCOPE, source)
 
     first = await store.versions.commit(
         SCOPE, version(source, raw), rich_projection(explicit, dangling), dedup=Dedup.CONTENT
@@ -204,36 +204,36 @@ async def test_commit_then_every_read(store: StorageEngine) -> None:
     assert latest.canonical_text_hash == blake3.blake3(DATA).digest()
     assert latest.text_len == len(DATA) and latest.worker == "test-worker"
     assert latest.job_id is None and latest.erased_at is None
-    assert await store.has_source(SCOPE, source)
-    assert not await store.has_source(OTHER, source)
+    assert await store.reads.has_source(SCOPE, source)
+    assert not await store.reads.has_source(OTHER, source)
     assert await store.versions.latest(OTHER, source) is None
 
     # The slice API: whole text, a slice, bounds on boundaries; the bad ranges.
-    assert await store.read_text(SCOPE, source, tx1, None, None) == DATA
-    assert await store.read_text(SCOPE, source, tx1, 11, 18) == "sécond".encode()
-    assert await store.read_text(SCOPE, source, tx1, 5, 5) == b""
-    assert await store.read_text(SCOPE, source, tx1, len(DATA), None) == b""
+    assert await store.reads.text(SCOPE, source, tx1, None, None) == DATA
+    assert await store.reads.text(SCOPE, source, tx1, 11, 18) == "sécond".encode()
+    assert await store.reads.text(SCOPE, source, tx1, 5, 5) == b""
+    assert await store.reads.text(SCOPE, source, tx1, len(DATA), None) == b""
     # An end past the text reads what exists (docs/rest-api.md, "Reading text").
-    assert await store.read_text(SCOPE, source, tx1, 0, len(DATA) + 1) == DATA
+    assert await store.reads.text(SCOPE, source, tx1, 0, len(DATA) + 1) == DATA
     for start, end in ((5, 4), (len(DATA) + 1, None), (13, 20), (11, 13)):
         with pytest.raises(RequestError):
-            await store.read_text(SCOPE, source, tx1, start, end)
+            await store.reads.text(SCOPE, source, tx1, start, end)
     with pytest.raises(NotFound):
-        await store.read_text(SCOPE, source, tx1 + 1, None, None)
+        await store.reads.text(SCOPE, source, tx1 + 1, None, None)
     with pytest.raises(NotFound):
-        await store.read_text(OTHER, source, tx1, None, None)
+        await store.reads.text(OTHER, source, tx1, None, None)
 
     # The span reverse index, in document order, with the nodes each span produced.
-    spans = await store.span_rows(SCOPE, source, tx1)
+    spans = await store.reads.span_rows(SCOPE, source, tx1)
     assert [(s.start, s.end, s.kind) for s in spans] == sorted(
         [(0, len(DATA), "body")] + [(a, b, "line") for a, b in LINE_SPANS]
     )
     assert [s.linked_nodes for s in spans] == [[line0], [doc], [explicit], [line2]]
     with pytest.raises(NotFound):
-        await store.span_rows(OTHER, source, tx1)
+        await store.reads.span_rows(OTHER, source, tx1)
 
     # Nodes: labels, properties, provenance, valid time, the ambiguity.
-    node = await store.get_node(SCOPE, explicit, None)
+    node = await store.reads.node(SCOPE, explicit, None)
     assert node is not None
     assert node.labels == ["LINE", "SECOND"] and node.properties == {"n": 1}
     assert (node.tx_from, node.tx_to, node.valid_from, node.valid_to) == (tx1, None, 1_000, 2_000)
@@ -245,22 +245,22 @@ async def test_commit_then_every_read(store: StorageEngine) -> None:
         "date_order", 0.5, 0.75,
     )  # fmt: skip
     assert amb.severity_hint == "low" and amb.candidates[0]["validFrom"] == 1000
-    assert await store.get_node(OTHER, explicit, None) is None
-    assert await store.get_node(SCOPE, new_id(), None) is None
+    assert await store.reads.node(OTHER, explicit, None) is None
+    assert await store.reads.node(SCOPE, new_id(), None) is None
 
     # Edges: the dangling one is left out; directions.
-    out = await store.node_edges(SCOPE, doc, Direction.OUT)
+    out = await store.reads.edges(SCOPE, doc, Direction.OUT)
     assert sorted((e.type, e.to_id) for e in out) == sorted(
         ("HAS", n) for n in (line0, explicit, line2)
     )
     assert all(e.from_id == doc for e in out)
-    assert await store.node_edges(SCOPE, doc, Direction.IN) == []
-    into = await store.node_edges(SCOPE, explicit, Direction.IN)
+    assert await store.reads.edges(SCOPE, doc, Direction.IN) == []
+    into = await store.reads.edges(SCOPE, explicit, Direction.IN)
     assert [(e.type, e.from_id, e.properties) for e in into] == [("HAS", doc, {})]
-    assert await store.node_edges(SCOPE, explicit, Direction.OUT) == []  # SEE_ALSO dangles
-    both = await store.node_edges(SCOPE, explicit, Direction.BOTH)
+    assert await store.reads.edges(SCOPE, explicit, Direction.OUT) == []  # SEE_ALSO dangles
+    both = await store.reads.edges(SCOPE, explicit, Direction.BOTH)
     assert [e.edge_id for e in both] == [e.edge_id for e in into]
-    assert await store.node_edges(OTHER, doc, Direction.BOTH) == []
+    assert await store.reads.edges(OTHER, doc, Direction.BOTH) == []
 
     # A second version changes the explicit node: a new node version; asOf reads the old one.
     raw2 = b"raw bytes of the second version"
@@ -270,24 +270,24 @@ async def test_commit_then_every_read(store: StorageEngine) -> None:
     )  # fmt: skip
     tx2 = second.source_version_tx
     assert tx2 is not None and tx2 > tx1
-    assert [v.tx for v in await store.source_versions(SCOPE, source)] == [tx2, tx1]
-    now_node = await store.get_node(SCOPE, explicit, None)
+    assert [v.tx for v in await store.reads.versions(SCOPE, source)] == [tx2, tx1]
+    now_node = await store.reads.node(SCOPE, explicit, None)
     assert now_node is not None and now_node.properties == {"n": 2} and now_node.tx_from == tx2
-    then = await store.get_node(SCOPE, explicit, tx1)
+    then = await store.reads.node(SCOPE, explicit, tx1)
     assert then is not None and then.properties == {"n": 1} and then.tx_to == tx2
-    assert await store.get_node(SCOPE, explicit, tx1 - 1) is None
+    assert await store.reads.node(SCOPE, explicit, tx1 - 1) is None
     # Nodes without an explicit id match the first version's (same labels and span text):
     # they keep their ids as new versions at tx2, and the first version's are closed
     # (docs/architecture.md, "Versions and node identity").
     assert second.node_ids == first.node_ids
-    now_doc = await store.get_node(SCOPE, doc, None)
+    now_doc = await store.reads.node(SCOPE, doc, None)
     assert now_doc is not None and now_doc.tx_from == tx2 and now_doc.tx_to is None
-    old_doc = await store.get_node(SCOPE, doc, tx1)
+    old_doc = await store.reads.node(SCOPE, doc, tx1)
     assert old_doc is not None and old_doc.tx_from == tx1 and old_doc.tx_to == tx2
     assert set(second.edge_ids) == set(first.edge_ids)  # edges between matched nodes too
 
     # Listing: current nodes only, ordered by id, paged with ``after``; label and source.
-    current = [n.node_id for n in await store.list_nodes(
+    current = [n.node_id for n in await store.reads.nodes(
         SCOPE, label=None, source_id=None, limit=100, after=None
     )]  # fmt: skip
     assert current == sorted(current)
@@ -296,18 +296,20 @@ async def test_commit_then_every_read(store: StorageEngine) -> None:
     paged: list[bytes] = []
     after = None
     while True:
-        page = await store.list_nodes(SCOPE, label=None, source_id=source, limit=3, after=after)
+        page = await store.reads.nodes(SCOPE, label=None, source_id=source, limit=3, after=after)
         paged += [n.node_id for n in page]
         if len(page) < 3:
             break
         after = page[-1].node_id
     assert paged == current
-    lines = await store.list_nodes(SCOPE, label="LINE", source_id=source, limit=100, after=None)
+    lines = await store.reads.nodes(SCOPE, label="LINE", source_id=source, limit=100, after=None)
     assert len(lines) == 3 and all("LINE" in n.labels for n in lines)
-    seconds = await store.list_nodes(SCOPE, label="SECOND", source_id=None, limit=100, after=None)
+    seconds = await store.reads.nodes(SCOPE, label="SECOND", source_id=None, limit=100, after=None)
     assert [n.node_id for n in seconds] == [explicit]
-    assert await store.list_nodes(SCOPE, label="DOC", source_id=new_id(), limit=5, after=None) == []
-    assert await store.list_nodes(OTHER, label=None, source_id=None, limit=5, after=None) == []
+    assert (
+        await store.reads.nodes(SCOPE, label="DOC", source_id=new_id(), limit=5, after=None) == []
+    )
+    assert await store.reads.nodes(OTHER, label=None, source_id=None, limit=5, after=None) == []
 
 
 async def test_commit_dedup_modes(store: StorageEngine) -> None:
@@ -322,14 +324,14 @@ async def test_commit_dedup_modes(store: StorageEngine) -> None:
         SCOPE, version(source, raw), one_node("other text\n"), dedup=Dedup.CONTENT
     )
     assert again == CommitOutcome(True, None, [], [])
-    assert len(await store.source_versions(SCOPE, source)) == 1
+    assert len(await store.reads.versions(SCOPE, source)) == 1
     # Another scope is another world: the same bytes are new there.
     there = await store.versions.commit(OTHER, version(source, raw), proj, dedup=Dedup.CONTENT)
     assert not there.deduplicated
     # Dedup.NONE never deduplicates.
     forced = await store.versions.commit(SCOPE, version(source, raw), proj, dedup=Dedup.NONE)
     assert not forced.deduplicated and forced.source_version_tx is not None
-    assert len(await store.source_versions(SCOPE, source)) == 2
+    assert len(await store.reads.versions(SCOPE, source)) == 2
 
     # Submit time, through held jobs: same bytes and text from another job → deduplicated
     # (the job still completes); a retry of the job that wrote the latest → re-applied;
@@ -350,7 +352,7 @@ async def test_commit_dedup_modes(store: StorageEngine) -> None:
         assert msgspec.json.decode(record.stats)["s"] == 1  # the worker's stats are kept
         outcomes.append((job.job_id, outcome.deduplicated))
     assert [d for _, d in outcomes] == [False, True, False, False]
-    versions = await store.source_versions(SCOPE, source)
+    versions = await store.reads.versions(SCOPE, source)
     assert len(versions) == 5
     assert versions[0].canonical_text_hash == blake3.blake3(b"changed text\n").digest()
     assert versions[1].job_id == outcomes[0][0]
@@ -728,8 +730,8 @@ async def test_stream_parts_replay_out_of_sync_invalid_and_finalize(store: Stora
     assert latest is not None and latest.tx == first.source_version_tx
     assert latest.canonical_text_hash == blake3.blake3(text).digest()
     assert latest.text_len == len(text)
-    assert await store.read_text(SCOPE, source, latest.tx, None, None) == text
-    rows = await store.list_nodes(SCOPE, label="ROW", source_id=source, limit=10, after=None)
+    assert await store.reads.text(SCOPE, source, latest.tx, None, None) == text
+    rows = await store.reads.nodes(SCOPE, label="ROW", source_id=source, limit=10, after=None)
     assert sorted(n.properties["row"] for n in rows) == ["end", "row 1", "row 2", "ééé"]
     record = await store.jobs.get(SCOPE, job.job_id)
     assert record is not None and record.state == "completed"
@@ -767,8 +769,8 @@ async def test_stream_crossing_a_chunk_and_abandoned_on_release(store: StorageEn
     latest = await store.versions.latest(SCOPE, source)
     assert latest is not None and latest.text_len == len(text) > BLOB_CHUNK
     lo = BLOB_CHUNK - BLOB_CHUNK % len((row + "\n").encode())  # a row start before the edge
-    assert await store.read_text(SCOPE, source, latest.tx, lo, lo + 3000) == text[lo : lo + 3000]
-    rows = await store.list_nodes(SCOPE, label="ROW", source_id=source, limit=5000, after=None)
+    assert await store.reads.text(SCOPE, source, latest.tx, lo, lo + 3000) == text[lo : lo + 3000]
+    rows = await store.reads.nodes(SCOPE, label="ROW", source_id=source, limit=5000, after=None)
     assert len(rows) == 1400  # the abandoned stream's 700 rows are visible at no time
 
 
@@ -929,17 +931,17 @@ async def test_erasure_runs_every_step_and_blocklists(store: StorageEngine, tmp_
     assert await store.erasure.leftovers() == {name: 0 for name, _, _ in LEFTOVER_CHECKS}
 
     # What is gone, and what remains.
-    [erased] = await store.source_versions(SCOPE, source)
+    [erased] = await store.reads.versions(SCOPE, source)
     assert erased.erased_at == NOW + 1
     assert erased.erasure_id == erasure_id and erased.erase_reason == "right to erasure"
     with pytest.raises(ContentErased):
-        await store.read_text(SCOPE, source, tx, None, None)
+        await store.reads.text(SCOPE, source, tx, None, None)
     with pytest.raises(ContentErased):
-        await store.span_rows(SCOPE, source, tx)
-    assert [await store.get_node(SCOPE, n, None) for n in made.node_ids] == [None] * 4
-    assert await store.list_nodes(SCOPE, label=None, source_id=source, limit=10, after=None) == []
+        await store.reads.span_rows(SCOPE, source, tx)
+    assert [await store.reads.node(SCOPE, n, None) for n in made.node_ids] == [None] * 4
+    assert await store.reads.nodes(SCOPE, label=None, source_id=source, limit=10, after=None) == []
     assert not await store.raw.has(SCOPE, content_hash(raw))
-    assert await store.has_source(SCOPE, source)
+    assert await store.reads.has_source(SCOPE, source)
     scrubbed = await store.jobs.get(SCOPE, writer.job_id)
     assert scrubbed is not None and scrubbed.state == "completed"
     assert msgspec.json.decode(scrubbed.payload)["content_b64"] == ""
@@ -947,7 +949,7 @@ async def test_erasure_runs_every_step_and_blocklists(store: StorageEngine, tmp_
     assert ended is not None and ended.state == "dead" and b"bmV4dA" not in ended.payload
     assert ended.failure_reason is not None and ended.failure_reason.startswith("erased:")
     assert there.source_version_tx is not None
-    assert await store.read_text(OTHER, source, there.source_version_tx, None, None) == b"x\n"
+    assert await store.reads.text(OTHER, source, there.source_version_tx, None, None) == b"x\n"
 
     # The blocklist refuses the digests on every write path.
     with pytest.raises(ContentErased):
@@ -1015,11 +1017,11 @@ async def test_erasure_trims_a_node_another_source_keeps(store: StorageEngine) -
     gone = await store.versions.commit(
         SCOPE, version(gone_src, b"gone"), person("Ann Example"), dedup=Dedup.CONTENT
     )
-    node = await store.get_node(SCOPE, shared, None)
+    node = await store.reads.node(SCOPE, shared, None)
     assert node is not None and node.properties == {"name": "Ann Example"}
     _, counts = await _erase(store, gone_src, now=NOW)
     assert (counts["nodes"].get("hidden", 0), counts["nodes"]["trimmed"]) == (0, 1)
-    node = await store.get_node(SCOPE, shared, None)
+    node = await store.reads.node(SCOPE, shared, None)
     assert node is not None and node.properties == {"name": "Ann"}
     assert [(p.source_id, p.source_version_tx, p.start, p.end) for p in node.provenance] == [
         (keep_src, keep.source_version_tx, 0, 3)

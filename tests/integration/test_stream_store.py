@@ -122,7 +122,7 @@ async def test_stream_across_chunks_with_replay_and_checks(store: StorageEngine)
     latest = await store.versions.latest(SCOPE, SOURCE)
     assert latest is not None and latest.tx == pinned and latest.text_len == len(text)
     assert latest.canonical_text_hash == blake3.blake3(text).digest() == content_hash(text)
-    assert await store.read_text(SCOPE, SOURCE, pinned, None, None) == text
+    assert await store.reads.text(SCOPE, SOURCE, pinned, None, None) == text
     assert await _count(store, "blob_chunks") == 3
     job = await store.jobs.get(SCOPE, JOB.job_id)
     assert job is not None and job.state == "completed"
@@ -194,7 +194,7 @@ async def test_another_workers_stream_is_abandoned_and_a_single_shot_is_out_of_s
     assert done.source_version_tx is not None and not done.deduplicated
     latest = await store.versions.latest(SCOPE, SOURCE)
     assert latest is not None and latest.tx == done.source_version_tx
-    assert await store.read_text(SCOPE, SOURCE, latest.tx, None, None) == b"whole"
+    assert await store.reads.text(SCOPE, SOURCE, latest.tx, None, None) == b"whole"
     job = await store.jobs.get(SCOPE, JOB.job_id)
     assert job is not None and job.state == "completed"
     assert [e.transition for e in job.events].count("stream_abandoned") == 2

@@ -60,7 +60,7 @@ async def test_windows_and_chunk_inputs(store: StorageEngine) -> None:
     whole = OffsetConverter(text)
     lo = text.index(b"\n", 2 * BLOB_CHUNK + 10) + 1
     hi = text.index(b"\n", lo + 100)
-    window = await store.text_window(scope, source, tx, lo, hi)
+    window = await store.reads.text_window(scope, source, tx, lo, hi)
     assert window.base == 2 * BLOB_CHUNK and window.data == text[2 * BLOB_CHUNK :]
     conv = OffsetConverter(window.data, window.base, window.before)
     for units in ("codepoint", "utf16"):
@@ -69,13 +69,13 @@ async def test_windows_and_chunk_inputs(store: StorageEngine) -> None:
         assert conv.to_bytes(cp, units) == lo  # type: ignore[arg-type]
     # The emoji that straddles the chunk boundary: a window of the second chunk alone.
     emoji = BLOB_CHUNK - 2
-    second = await store.text_window(scope, source, tx, BLOB_CHUNK, BLOB_CHUNK + 10)
+    second = await store.reads.text_window(scope, source, tx, BLOB_CHUNK, BLOB_CHUNK + 10)
     conv = OffsetConverter(second.data, second.base, second.before)
     after = emoji + 4
     assert conv.one(after, "utf16") == whole.one(after, "utf16")
     assert conv.to_bytes(whole.one(after, "codepoint"), "codepoint") == after
 
-    got = await store.chunk_inputs(scope, source, tx)
+    got = await store.reads.chunk_inputs(scope, source, tx)
     assert got.text == text and len(got.spans) == len(projection.spans)
     kinds = {n.labels[0] for n in got.nodes.values()}
     assert kinds == {"SECTION", "PARAGRAPH"}  # rows without a page are left out
@@ -83,9 +83,9 @@ async def test_windows_and_chunk_inputs(store: StorageEngine) -> None:
     section = next(n for n in got.nodes.values() if "SECTION" in n.labels)
     assert section.level == 1 and section.title is not None
     with pytest.raises(PayloadTooLarge):
-        await store.chunk_inputs(scope, source, tx, max_text_bytes=BLOB_CHUNK)
+        await store.reads.chunk_inputs(scope, source, tx, max_text_bytes=BLOB_CHUNK)
     other = Scope("t", f"o-{uuid.uuid4()}")
     with pytest.raises(NotFound):
-        await store.chunk_inputs(other, source, tx)
+        await store.reads.chunk_inputs(other, source, tx)
     with pytest.raises(NotFound):
-        await store.text_window(other, source, tx, 0, 10)
+        await store.reads.text_window(other, source, tx, 0, 10)

@@ -48,7 +48,7 @@ async def _whole_diff(
     changed: list[bytes] = []
     after: bytes | None = None
     while True:
-        page = await store.version_diff(
+        page = await store.reads.diff(
             SCOPE, SOURCE, from_tx=from_tx, to_tx=to_tx, limit=1, after=after
         )
         added += [n.node_id for n in page.added]
@@ -82,13 +82,13 @@ async def test_a_versions_rows_read_the_same_open_or_closed(tmp_path: Path) -> N
             await c._execute(c._conn.set_trace_callback, statements.append)
         open_diff = await _whole_diff(store, t1, t2)
         open_preview = await store.erasure.preview(SCOPE, SOURCE, t2)
-        open_chunks = await store.chunk_inputs(SCOPE, SOURCE, t2)
+        open_chunks = await store.reads.chunk_inputs(SCOPE, SOURCE, t2)
         # Retiring closes v2's rows: the same reads now find them through the other half.
         await store.versions.retire(SCOPE, SOURCE, "test")
         assert index_entries(db, "closed_nodes_by_version") == _closed_rows(db) == 9
         closed_diff = await _whole_diff(store, t1, t2)
         closed_preview = await store.erasure.preview(SCOPE, SOURCE, t2)
-        closed_chunks = await store.chunk_inputs(SCOPE, SOURCE, t2)
+        closed_chunks = await store.reads.chunk_inputs(SCOPE, SOURCE, t2)
         for c in traced:
             await c._execute(c._conn.set_trace_callback, None)
 

@@ -445,7 +445,7 @@ async def test_store_retire_refuses_a_source_being_erased(store: StorageEngine) 
     await store.versions.commit(scope, v2, _projection(["a", "c"]), dedup=Dedup.NONE)
     done = await store.versions.retire(scope, other, None)
     assert done.nodes_closed == 2 and done.reason is None
-    diff = await store.version_diff(
+    diff = await store.reads.diff(
         scope, other, from_tx=None, to_tx=None, limit=10, after=None
     )  # the retired version is still the latest: against nothing, all added
     assert diff.from_tx is None and len(diff.added) == 2 and diff.next_after is None
@@ -471,14 +471,14 @@ async def test_store_lists_and_diffs_published_versions_only(store: StorageEngin
     v2 = NewVersion(source, "s.txt", "text", raw, 10, "w1", job.job_id)
     streamed = await store.versions.apply_stream_part(scope, v2, _projection(["a", "c"]), part)
     assert not streamed.finalized and streamed.source_version_tx is not None
-    listed = await store.source_versions(scope, source)
+    listed = await store.reads.versions(scope, source)
     assert [v.tx for v in listed] == [out.source_version_tx]
     assert listed[0].published_tx == out.source_version_tx and listed[0].changes is not None
     with pytest.raises(NotFound):
-        await store.version_diff(
+        await store.reads.diff(
             scope, source, from_tx=None, to_tx=streamed.source_version_tx, limit=10, after=None
         )
-    diff = await store.version_diff(scope, source, from_tx=None, to_tx=None, limit=10, after=None)
+    diff = await store.reads.diff(scope, source, from_tx=None, to_tx=None, limit=10, after=None)
     assert (diff.from_tx, diff.to_tx, len(diff.added)) == (None, out.source_version_tx, 2)
 
 

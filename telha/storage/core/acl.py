@@ -14,13 +14,11 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from telha.domain.acl import Principals, admits
 from telha.domain.model import Scope
 from telha.storage.core.dialect import Dialect
-from telha.storage.core.engine import EngineOps
 from telha.storage.core.tx import Tx
 
-__all__ = ["AclOps", "admitted", "source_acl"]
+__all__ = ["admitted", "source_acl"]
 
 
 def admitted(
@@ -54,17 +52,3 @@ async def source_acl(tx: Tx, scope: Scope, source_id: bytes) -> list[str] | None
         return None
     acl = json.loads(row[0])
     return [str(p) for p in acl] if isinstance(acl, list) else []
-
-
-class AclOps(EngineOps):
-    """The principal checks of :class:`telha.storage.protocol.ReadStore`."""
-
-    async def source_admitted(
-        self, scope: Scope, source_id: bytes, principals: Principals | None
-    ) -> bool:
-        """Whether a request of ``scope`` acting for ``principals`` sees the source
-        (:func:`telha.domain.acl.admits` over :func:`source_acl`); always ``True`` without
-        principals (no read)."""
-        if principals is None:
-            return True
-        return admits(await self.read(source_acl, scope, source_id), principals)

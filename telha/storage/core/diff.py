@@ -32,12 +32,11 @@ from dataclasses import dataclass
 from telha.domain.errors import ContentErased, NotFound, RequestError
 from telha.domain.model import NodeVersion, Scope
 from telha.domain.records import node_record
-from telha.storage.core.engine import EngineOps
 from telha.storage.core.publish import latest_published
 from telha.storage.core.reads import NODE_COLS
 from telha.storage.core.tx import Tx
 
-__all__ = ["DiffOps", "VersionDiff", "version_diff"]
+__all__ = ["VersionDiff", "version_diff"]
 
 #: Stands for "no version" as ``from``: no node row has this tx.
 _NOTHING = -1
@@ -161,21 +160,3 @@ async def version_diff(
         picked_from, picked_to, added, removed, changed,
         unchanged, ids[-1] if more else None,
     )  # fmt: skip
-
-
-class DiffOps(EngineOps):
-    """The diff read of :class:`telha.storage.protocol.ReadStore`, one
-    :meth:`~telha.storage.core.engine.EngineOps.read`."""
-
-    async def version_diff(
-        self,
-        scope: Scope,
-        source_id: bytes,
-        *,
-        from_tx: int | None,
-        to_tx: int | None,
-        limit: int,
-        after: bytes | None,
-    ) -> VersionDiff:
-        """See :func:`version_diff`."""
-        return await self.read(version_diff, scope, source_id, from_tx, to_tx, limit, after)

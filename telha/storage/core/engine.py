@@ -1,4 +1,4 @@
-"""What the operation mixins of :mod:`telha.storage.core` need from an engine: a runner for
+"""What the aggregates of :mod:`telha.storage.core` need from an engine: a runner for
 one write transaction and one for a read, each handing the operation a
 :class:`~telha.storage.core.tx.Tx`, and a read snapshot held open for a block (the whole-store
 scan of ``telha check``) (docs/architecture.md, "The storage seam")."""
@@ -22,7 +22,7 @@ Op = Callable[..., Coroutine[Any, Any, T]]
 
 
 class EngineOps:
-    """Base of the operation mixins; each engine's base class implements both runners,
+    """The runners every aggregate is composed over; each engine's base class implements them,
     :meth:`open` and :meth:`close` (``async with store`` opens it and closes it, shielded)."""
 
     #: ``[search] enabled``: the full-text index is kept (each engine's base sets it).

@@ -26,7 +26,7 @@ from telha.storage.core.engine import EngineOps
 from telha.storage.core.jobs import end_dead
 from telha.storage.core.tx import Rollback, Tx
 
-__all__ = ["RowFaultOps", "fail_row", "key_text", "note", "record"]
+__all__ = ["fail_row", "key_text", "note", "record"]
 
 log = structlog.get_logger("telha.storage")
 
@@ -88,19 +88,6 @@ async def record(ops: EngineOps, fault: RowFault, now_us: int) -> bool:
         recorded=done,
     )  # fmt: skip
     return done
-
-
-class RowFaultOps(EngineOps):
-    """:meth:`fail_row` of :class:`telha.storage.protocol.Storage`."""
-
-    async def fail_row(self, fault: RowFault, *, now_us: int) -> bool:
-        """Record ``fault``'s row failed with its reason in one transaction (module
-        docstring) and log it (``row_failed``: what, key, reason); ``False`` when nothing
-        needed writing.
-
-        :raises StorageError: the driver failed; nothing was written.
-        """
-        return await record(self, fault, now_us)
 
 
 def key_text(key: object) -> str:

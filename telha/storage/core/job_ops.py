@@ -2,8 +2,9 @@
 lose, reap, cancel, the reads the queue needs and a job's events as the live stream reads
 them, each one transaction or one read of the engine's runners over
 :mod:`telha.storage.core.jobs`, :mod:`telha.storage.core.job_reads`,
-:mod:`telha.storage.core.cancel` and :mod:`telha.storage.core.job_events` (:class:`telha.storage.protocol_jobs.JobStore` is its
-contract; docs/architecture.md, "A job's life"). Times in µs.
+:mod:`telha.storage.core.cancel` and :mod:`telha.storage.core.job_events`
+(:class:`telha.storage.protocol_jobs.JobStore` is its contract; docs/architecture.md, "A
+job's life"). Times in µs.
 
 An engine may make it a subclass with a measured fast path that a parity test holds to the
 same rows (PostgreSQL's :class:`~telha.storage.postgres.fast.FastJobs`)."""

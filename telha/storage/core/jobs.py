@@ -467,7 +467,7 @@ async def reap(tx: Tx, now_us: int, decide: DecideLoss) -> list[tuple[JobRecord,
 
     :raises RowFault: an expired job's row cannot be processed (its streaming checkpoint
         does not decode, its scope is gone…): nothing was written; once it is recorded
-        (:meth:`~telha.storage.core.failed_rows.RowFaultOps.fail_row`) the next pass goes on
+        (:meth:`~telha.storage.core.operations.SharedOps.fail_row`) the next pass goes on
         without it (docs/architecture.md, "Supervision and bad rows").
     """
     lock = tx.dialect.expired_leases_batch

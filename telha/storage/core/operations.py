@@ -6,41 +6,54 @@ subclass with a measured fast path: docs/architecture.md, "The storage seam"), a
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from functools import cached_property
 
-from telha.storage.core.acl import AclOps
+from telha.domain.row_faults import RowFault
 from telha.storage.core.connector_ops import Connectors
-from telha.storage.core.diff import DiffOps
+from telha.storage.core.engine import EngineOps
 from telha.storage.core.erasure import Erasure
-from telha.storage.core.failed_rows import RowFaultOps
+from telha.storage.core.failed_rows import record
 from telha.storage.core.job_ops import Jobs
 from telha.storage.core.keys import Keys
 from telha.storage.core.listings import Listings
 from telha.storage.core.quotas import StoreQuotas
 from telha.storage.core.raw import Raw
-from telha.storage.core.reads import ReadOps
+from telha.storage.core.read_ops import Reads
 from telha.storage.core.retention import StoreRetention
-from telha.storage.core.scan import ScanOps
+from telha.storage.core.scan import Scan
 from telha.storage.core.search import Search
-from telha.storage.core.text_reads import TextReadOps
 from telha.storage.core.version_ops import Versions
 from telha.storage.core.webhooks import Webhooks
 
 __all__ = ["SharedOps"]
 
 
-class SharedOps(
-    ReadOps,
-    AclOps,
-    TextReadOps,
-    DiffOps,
-    ScanOps,
-    RowFaultOps,
-):
-    """Every operation of :class:`telha.storage.protocol.Storage`; the aggregates already
-    composed rather than inherited are attributes (``store.jobs``, ``store.versions``,
-    ``store.search``, ``store.keys``, ``store.webhooks``, ``store.connectors``,
-    ``store.quotas``), each made once, on first use, over this store's runners."""
+class SharedOps(EngineOps):
+    """Every operation of :class:`telha.storage.protocol.Storage`: the aggregates are
+    attributes (``store.jobs``, ``store.versions``, ``store.reads``, ``store.search``, …),
+    each a component made once, on first use, over this store's runners; what spans every
+    aggregate (the whole-store snapshot, a bad row's record) is a method here."""
+
+    @asynccontextmanager
+    async def scan(self) -> AsyncIterator[Scan]:
+        """A consistent read-only snapshot of every table for as long as the block runs
+        (:meth:`~telha.storage.core.engine.EngineOps.snapshot`).
+
+        :raises StorageError: the store cannot be read.
+        """
+        async with self.snapshot() as tx:
+            yield Scan(tx)
+
+    async def fail_row(self, fault: RowFault, *, now_us: int) -> bool:
+        """Record ``fault``'s row failed with its reason in one transaction
+        (:mod:`telha.storage.core.failed_rows`) and log it (``row_failed``: what, key,
+        reason); ``False`` when nothing needed writing.
+
+        :raises StorageError: the driver failed; nothing was written.
+        """
+        return await record(self, fault, now_us)
 
     @cached_property
     def connectors(self) -> Connectors:
@@ -98,3 +111,8 @@ class SharedOps(
     def retention(self) -> StoreRetention:
         """The retention aggregate (:class:`~telha.storage.core.retention.StoreRetention`)."""
         return StoreRetention(self)
+
+    @cached_property
+    def reads(self) -> Reads:
+        """The read aggregate (:class:`~telha.storage.core.read_ops.Reads`)."""
+        return Reads(self)

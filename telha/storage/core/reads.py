@@ -28,14 +28,12 @@ from telha.domain.model import (
 )
 from telha.domain.records import node_record, slice_chunks, slice_text, version_record
 from telha.storage.core.acl import admitted
-from telha.storage.core.engine import EngineOps
 from telha.storage.core.tx import Tx
 from telha.storage.core.versions import IDENTITY_COLS, VERSION_COLS
 from telha.storage.core.visible import visible
 
 __all__ = [
     "NODE_COLS",
-    "ReadOps",
     "blob_range",
     "get_node",
     "has_source",
@@ -269,61 +267,3 @@ async def node_edges(
             params += [sid, node_id, *edge_params, *far_params]
     rows = await tx.fetchall(" UNION ".join(parts) + " ORDER BY 1", *params)
     return [EdgeRecord(eid, t, f, to, _decode(p)) for eid, t, f, to, p in rows]
-
-
-class ReadOps(EngineOps):
-    """The read operations of :class:`telha.storage.protocol.Storage`, each one
-    :meth:`~telha.storage.core.engine.EngineOps.read`."""
-
-    async def has_source(self, scope: Scope, source_id: bytes) -> bool:
-        """See :func:`has_source`."""
-        return await self.read(has_source, scope, source_id)
-
-    async def source_versions(self, scope: Scope, source_id: bytes) -> list[SourceVersion]:
-        """See :func:`source_versions`."""
-        return await self.read(source_versions, scope, source_id, False)
-
-    async def read_text(
-        self, scope: Scope, source_id: bytes, tx: int, start: int | None, end: int | None
-    ) -> bytes:
-        """See :func:`read_text`."""
-        return await self.read(read_text, scope, source_id, tx, start, end)
-
-    async def span_rows(self, scope: Scope, source_id: bytes, tx: int) -> list[SpanRecord]:
-        """See :func:`span_rows`."""
-        return await self.read(span_rows, scope, source_id, tx)
-
-    async def get_node(
-        self,
-        scope: Scope,
-        node_id: bytes,
-        as_of: int | None,
-        principals: tuple[str, ...] | None = None,
-    ) -> NodeVersion | None:
-        """See :func:`get_node`."""
-        return await self.read(get_node, scope, node_id, as_of, principals)
-
-    async def list_nodes(
-        self,
-        scope: Scope,
-        *,
-        label: str | None,
-        source_id: bytes | None,
-        limit: int,
-        after: bytes | None,
-        as_of: int | None = None,
-        principals: tuple[str, ...] | None = None,
-    ) -> list[NodeVersion]:
-        """See :func:`list_nodes`."""
-        return await self.read(list_nodes, scope, label, source_id, limit, after, as_of, principals)
-
-    async def node_edges(
-        self,
-        scope: Scope,
-        node_id: bytes,
-        direction: Direction,
-        as_of: int | None = None,
-        principals: tuple[str, ...] | None = None,
-    ) -> list[EdgeRecord]:
-        """See :func:`node_edges`."""
-        return await self.read(node_edges, scope, node_id, direction, as_of, principals)

@@ -11,7 +11,6 @@ arrays; on SQLite a ``VALUES`` list of at most 500 keys per statement (the diale
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
 from typing import Any
 
 from telha.domain.model import Scope
@@ -28,12 +27,11 @@ from telha.domain.scan import (
     ScanSpan,
     ScanVersion,
 )
-from telha.storage.core.engine import EngineOps
 from telha.storage.core.search_scan import SearchProblems, search_problems
 from telha.storage.core.tx import SnapshotTx
 from telha.storage.core.visible import visible
 
-__all__ = ["Scan", "ScanOps"]
+__all__ = ["Scan"]
 
 _VERSION = (
     "v.scope_id, v.source_id, v.tx, v.name, v.format, v.content_hash, v.canonical_text_hash,"
@@ -58,10 +56,11 @@ _NAMES = ("a", "b", "c", "d", "e")
 
 
 class Scan:
-    """A read-only snapshot of a whole store (made by :meth:`ScanOps.scan`), for ``telha
-    check``. Page iterators yield lists of at most ``page`` rows in primary-key order;
-    ``*_at`` lookups return the rows found for the keys given (in no particular order; a key
-    with no row is simply absent). Nothing here writes.
+    """A read-only snapshot of a whole store (made by
+    :meth:`telha.storage.core.operations.SharedOps.scan`), for ``telha check``. Page
+    iterators yield lists of at most ``page`` rows in primary-key order; ``*_at`` lookups
+    return the rows found for the keys given (in no particular order; a key with no row is
+    simply absent). Nothing here writes.
 
     :raises telha.domain.errors.StorageError: a driver failure (wrapped), from any method.
     """
@@ -295,17 +294,3 @@ class Scan:
         """The full-text index against the span rows (:func:`.search_scan.search_problems`),
         at most ``limit`` example keys per kind."""
         return await search_problems(self._tx, limit)
-
-
-class ScanOps(EngineOps):
-    """The :meth:`~telha.storage.protocol.Storage.scan` operation."""
-
-    @asynccontextmanager
-    async def scan(self) -> AsyncIterator[Scan]:
-        """A consistent read-only snapshot of every table for as long as the block runs
-        (:meth:`~telha.storage.core.engine.EngineOps.snapshot`).
-
-        :raises StorageError: the store cannot be read.
-        """
-        async with self.snapshot() as tx:
-            yield Scan(tx)

@@ -449,7 +449,7 @@ class Search:
         :raises RowFault: a version being filled cannot be indexed (its canonical text is
             missing, a span row is out of its range, labels that do not decode): nothing
             of this batch was written; record it
-            (:meth:`~telha.storage.core.failed_rows.RowFaultOps.fail_row`) and call again.
+            (:meth:`~telha.storage.core.operations.SharedOps.fail_row`) and call again.
         """
         return await self._engine.transaction("index search spans", _index_step, scope, limit)
 

@@ -21,11 +21,10 @@ from telha.domain.errors import PayloadTooLarge
 from telha.domain.model import BLOB_CHUNK, Scope
 from telha.domain.records import slice_chunks
 from telha.domain.units import Counts, counts
-from telha.storage.core.engine import EngineOps
 from telha.storage.core.reads import blob_range, version_at
 from telha.storage.core.tx import Tx
 
-__all__ = ["ChunkInputs", "TextReadOps", "TextWindow", "chunk_inputs", "text_window"]
+__all__ = ["ChunkInputs", "TextWindow", "chunk_inputs", "text_window"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,24 +157,3 @@ async def text_window(
             before = before + counts(bytes(row[0]))
     chunks = await blob_range(tx, sid, version.blob_id, first, last)
     return TextWindow(first * BLOB_CHUNK, b"".join(chunks), before)
-
-
-class TextReadOps(EngineOps):
-    """The chunk and offset reads of :class:`telha.storage.protocol.ReadStore`, each one
-    :meth:`~telha.storage.core.engine.EngineOps.read`."""
-
-    async def chunk_inputs(
-        self,
-        scope: Scope,
-        source_id: bytes,
-        tx: int,
-        max_text_bytes: int = MAX_CHUNKED_TEXT_BYTES,
-    ) -> ChunkInputs:
-        """See :func:`chunk_inputs`."""
-        return await self.read(chunk_inputs, scope, source_id, tx, max_text_bytes)
-
-    async def text_window(
-        self, scope: Scope, source_id: bytes, tx: int, start: int, end: int
-    ) -> TextWindow:
-        """See :func:`text_window`."""
-        return await self.read(text_window, scope, source_id, tx, start, end)

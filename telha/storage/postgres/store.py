@@ -33,8 +33,6 @@ log = structlog.get_logger("telha.storage")
 _RECONNECT_S = (0.1, 0.5, 1.0, 2.0, 5.0)
 
 
-# Every operation mixin before PgBase, so each mixin's cooperative __init__ runs
-# (tests/unit/storage/test_store_composition.py).
 class PostgresStore(SharedOps, PgBase):
     """PostgreSQL implementation of :class:`telha.storage.protocol.Storage`.
 

@@ -1,6 +1,7 @@
 """Connections of the SQLite engine (docs/architecture.md): one writer behind a lock, a bounded pool
 of read-only WAL readers, the transaction helper every write goes through, and the scope
-interning all tables share. The engine's operations are mixins over this base.
+interning all tables share. The store (:class:`~telha.storage.sqlite.store.SqliteStore`) is
+the shared operations and their aggregates over this base.
 """
 
 from __future__ import annotations

@@ -2,8 +2,9 @@
 
 Writes are serialised by one lock over the single writer connection; each write is one
 ``BEGIN IMMEDIATE`` transaction, so a failure leaves nothing behind. This module holds the
-actor; the operations are mixins: those written once for both engines
-(:mod:`telha.storage.core`) and the engine's own beside it.
+actor; the operations are those written once for both engines
+(:class:`~telha.storage.core.operations.SharedOps`: the aggregates it composes, over this
+engine's runners).
 """
 
 from __future__ import annotations
