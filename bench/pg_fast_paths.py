@@ -27,9 +27,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from telha.domain.ids import content_hash
 from telha.domain.model import Dedup, JobCompletion, LeaseRef, NewJob, NewVersion, Scope
 from telha.domain.projection import EdgeOut, NodeOut, Projection, SpanOut
-from telha.storage.core.job_ops import Jobs
-from telha.storage.core.version_ops import Versions
+from telha.storage.jobs.aggregate import Jobs
 from telha.storage.postgres import PostgresStore
+from telha.storage.versions.aggregate import Versions
 from tests.support.pg import create_database, drop_databases
 
 SCOPE = Scope("bench", "o")

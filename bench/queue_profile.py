@@ -46,14 +46,14 @@ PY_SPY = Path(sys.executable).parent / "py-spy"
 STAGES: dict[str, tuple[str, ...]] = {
     "webhooks (rows, deliverer)": (
         "telha/webhooks/deliverer.py",
-        "core/deliveries.py",
-        "core/webhooks.py",
+        "webhooks/deliveries.py",
+        "webhooks/subscriptions.py",
     ),
-    "search-index upkeep": ("telha/search/indexer.py", "core/search_index.py"),
-    "events (job event rows, live streams)": ("core/job_events.py", "add_event (", "job_watch.py"),
-    "publish": ("core/publish.py",),
+    "search-index upkeep": ("telha/search/indexer.py", "search/index.py"),
+    "events (job event rows, live streams)": ("jobs/events.py", "add_event (", "job_watch.py"),
+    "publish": ("versions/publish.py",),
     "submission commit (version, nodes, spans, complete)": (
-        "core/versions.py",
+        "versions/commit.py",
         "sqlite/rows.py",
         "domain/rows.py",
         "complete (telha/storage/core/jobs",
@@ -72,7 +72,7 @@ STAGES: dict[str, tuple[str, ...]] = {
         "workers_common/consumer.py",
     ),
     "lease + wake-up": (
-        "core/fair_lease.py",
+        "jobs/fair_lease.py",
         "lease (telha/storage/core/jobs",
         "JobQueue.lease",
         "JobQueue.poll",
@@ -87,7 +87,7 @@ STAGES: dict[str, tuple[str, ...]] = {
         "telha/auth.py",
         "telha/rest/quotas.py",
     ),
-    "job status reads (the bench's polling)": ("job_status (", "job_out (", "core/job_reads.py"),
+    "job status reads (the bench's polling)": ("job_status (", "job_out (", "jobs/reads.py"),
 }
 GENERIC: dict[str, tuple[str, ...]] = {
     "HTTP (hypercorn, h11, starlette, middleware)": (

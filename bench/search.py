@@ -59,7 +59,7 @@ from telha.config import SearchConfig, load_config
 from telha.domain.model import Scope
 from telha.domain.search_query import fts5_query, parse_query, scope_rowids, tsquery
 from telha.storage import open_store
-from telha.storage.core.search import Filters
+from telha.storage.search.queries import Filters
 from tests.support.pg import create_database, drop_databases
 from tests.support.server import ServerProcess, write_config
 from tests.support.wait import wait_job_blocking, wait_search_indexed

@@ -2,7 +2,7 @@
 bytes remain anywhere the store can look.
 
 Kept engine-neutral: the store counts the leftovers
-(:meth:`telha.storage.protocol_erasure.ErasureStore.leftovers`, one count per entry of
+(:meth:`telha.storage.erasure.role.ErasureStore.leftovers`, one count per entry of
 :data:`telha.domain.erasure.LEFTOVER_CHECKS`, over every scope); this module turns them into
 findings. The counts are read beside the snapshot the other checks share, not inside it.
 """

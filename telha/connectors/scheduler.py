@@ -13,7 +13,7 @@ import structlog
 from telha.domain.errors import StorageError
 from telha.domain.ids import id_str
 from telha.ingest.sync_runs import SyncRuns
-from telha.storage.protocol_connectors import ConnectorStore
+from telha.storage.protocol import ConnectorStore
 
 __all__ = ["ConnectorScheduler"]
 

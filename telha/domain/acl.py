@@ -9,7 +9,7 @@ request with principals sees a source with an ACL only when the ACL names one of
 source a request may not see answers as if absent (404), never 403.
 
 The rule is written twice, side by side and held equal by a test on both engines: here in
-Python (:func:`admits`) and as one SQL condition (:func:`telha.storage.core.acl.admitted`).
+Python (:func:`admits`) and as one SQL condition (:func:`telha.storage.reads.acl.admitted`).
 """
 
 from __future__ import annotations

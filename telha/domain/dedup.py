@@ -6,7 +6,7 @@ A version is identified by its raw bytes (``content_hash``) and by how they were
 parser versions that shape its output, the format and the effective options with defaults
 filled in, as canonical JSON (:func:`workers_common.projection.identity_json`). Every dedup
 decision — the JSON bypass and the upload's early check in the Ingestor, request-level dedup
-in :func:`telha.storage.core.jobs.enqueue` (PostgreSQL's fast path: ``telha_enqueue`` in
+in :func:`telha.storage.jobs.lifecycle.enqueue` (PostgreSQL's fast path: ``telha_enqueue`` in
 ``telha/storage/postgres/functions.sql``, the same comparison in SQL, which says so) and the
 commit's (:func:`telha.domain.records.is_duplicate`) — asks :func:`same_identity`. Pure.
 """

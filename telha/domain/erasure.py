@@ -1,6 +1,6 @@
 """Engine-neutral pieces of GDPR erasure (docs/operations.md, "Erasure"): the erase job's
 payload, its steps and their recorded counts, the closure of what one erasure covers, and the
-plan for the nodes an erased version wrote. Pure; no I/O. :mod:`telha.storage.core.erasure`
+plan for the nodes an erased version wrote. Pure; no I/O. :mod:`telha.storage.erasure.steps`
 runs the steps, each in one transaction, for both engines.
 
 An erasure is a job of kind :data:`ERASE_KIND` (format :data:`ERASE_FORMAT`, which no format
@@ -356,7 +356,7 @@ def result_body(
     return msgspec.json.encode(body)
 
 
-#: What :meth:`telha.storage.protocol_erasure.ErasureStore.leftovers` counts, across every scope:
+#: What :meth:`telha.storage.erasure.role.ErasureStore.leftovers` counts, across every scope:
 #: ``(name, description, SQL counting the rows)``; each should be 0. The SQL is portable
 #: between the engines except the expression ``{b64}``: a job payload's ``content_b64``, read
 #: only for the jobs it concerns (``CASE`` fixes the order: another job's payload that is

@@ -158,7 +158,7 @@ def build_rows(
     stands (no row); a streamed part (``tx`` pinned earlier) leaves a node written after its
     pin alone, and refuses to change one an earlier part of the same stream wrote
     (:class:`InvalidStream`). Nothing is closed here: the publish closes what the new rows
-    replace (:mod:`telha.storage.core.publish`). Span rows with the same ``[start, end)`` are
+    replace (:mod:`telha.storage.versions.publish`). Span rows with the same ``[start, end)`` are
     merged (first kind wins); edge ids are :func:`telha.domain.identity.edge_id`.
     """
     existing = existing or {}

@@ -191,7 +191,7 @@ def prune_warning(
     confirmed), else ``None``.
 
     Which items are ``gone`` is decided by the marks a run leaves (the one place:
-    :func:`telha.storage.core.sync_pages.gone_items`): only the connector's own live
+    :func:`telha.storage.connectors.sync_pages.gone_items`): only the connector's own live
     items; after a complete listing only (an incomplete one retires nothing); a full
     listing's unlisted items, a delta's removed ones; never an item that failed.
     """

@@ -5,7 +5,7 @@ spec (the connector's settings and the checkpoint of the last complete run — n
 markers: core compares them page by page); a connector worker leases it over
 ``WorkerService`` like any job and submits its report as streamed pages
 (:class:`telha.domain.sync_runs.SyncPage`). :meth:`SyncRuns.apply` turns each page into one
-transaction (:func:`telha.storage.core.sync_pages.apply_page`): the items read become child
+transaction (:func:`telha.storage.connectors.sync_pages.apply_page`): the items read become child
 jobs of the run at once, the answer names the listed items to read next, the run's counts
 so far are its job's ``stats``; the last page retires what a complete listing no longer
 holds, under the rules of docs/connectors.md ("Deletions"), and completes the run.
@@ -40,7 +40,7 @@ from telha.ingest.request import FETCH_FORMATS, KNOWN_FORMATS, check_request
 from telha.offload import off_loop
 from telha.queue.job_queue import JobQueue
 from telha.storage.api import PageApply
-from telha.storage.protocol_connectors import ConnectorStore
+from telha.storage.protocol import ConnectorStore
 
 __all__ = ["SyncRuns", "checkpoint_of", "run_spec"]
 

@@ -1,5 +1,5 @@
 """``POST /v1/ingest/{jobId}/cancel`` (docs/rest-api.md, "Cancel"): stop a job sent by
-mistake. The rules live in :mod:`telha.storage.core.cancel`; the JobQueue tells the worker."""
+mistake. The rules live in :mod:`telha.storage.jobs.cancel`; the JobQueue tells the worker."""
 
 from __future__ import annotations
 

@@ -116,7 +116,7 @@ class Quotas:
         ``max_pending_jobs``. Returns that ``max_pending_jobs`` for a request that makes a
         job (``0``: unlimited, or no job), which the enqueue holds again in its own
         transaction: this early check refuses before an upload is stored, but two requests
-        can pass it together (:func:`telha.storage.core.jobs.enqueue_job`).
+        can pass it together (:func:`telha.storage.jobs.lifecycle.enqueue_job`).
 
         :raises QuotaExceeded: the message names the quota, the usage and the limit (the
             caller counts it, :meth:`count_refusal`, as it counts the enqueue's).

@@ -273,7 +273,7 @@ async def _admitted_node(
     request: Request, access: Access, node_id: bytes, as_of: int | None
 ) -> NodeVersion:
     """The node (as of ``as_of``), when it exists and its source admits the request's
-    principals (:func:`~telha.storage.core.acl.admitted`).
+    principals (:func:`~telha.storage.reads.acl.admitted`).
 
     :raises NotFound: either not (one message for both: no existence leak).
     """

@@ -1,6 +1,6 @@
 """The retention actor (docs/operations.md, "Retention"): every ``jobs.gc_interval_s`` it
 removes the jobs that ended more than ``jobs.retain_days`` ago and the raw uploads nothing
-names any more (:mod:`telha.storage.core.retention`), logs what it removed and counts it in
+names any more (:mod:`telha.storage.retention.passes`), logs what it removed and counts it in
 ``/metrics``. ``jobs.retain_days = 0`` keeps every job: the actor does nothing.
 
 Each pass starts where the last one's scan of ended jobs stopped: the jobs it kept there

@@ -1,7 +1,7 @@
 """The search indexer actor (docs/architecture.md, "Search"): does the full-text index's
 waiting work — deletes the rows of versions no longer current (``search_stale``) and writes
 those of new current versions (``search_sources``) — a batch per transaction
-(:meth:`telha.storage.core.search.Search.index_queued`), so ingests do not wait for the
+(:meth:`telha.storage.search.aggregate.Search.index_queued`), so ingests do not wait for the
 index and other writers get the store between batches. A search or locate does its own
 scope's work first, so this actor keeps the work short for everyone else.
 

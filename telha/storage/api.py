@@ -9,15 +9,15 @@ this module is their one public name, so ``core`` stays free to move
 
 from __future__ import annotations
 
-from telha.storage.core.cancel import REVOKED
-from telha.storage.core.keys import LAST_USED_EVERY_US, KeyAccess
-from telha.storage.core.reproject import ReprojectRow
-from telha.storage.core.retention import JobKey, RetentionResult
+from telha.storage.connectors.sync_pages import PageApply
+from telha.storage.connectors.sync_runs import RunRow
 from telha.storage.core.scan import Scan
-from telha.storage.core.search import Filters, Located, SearchHit
-from telha.storage.core.sync_pages import PageApply
-from telha.storage.core.sync_runs import RunRow
-from telha.storage.core.webhooks import DeliveryClaim, DeliveryResult
+from telha.storage.jobs.cancel import REVOKED
+from telha.storage.keys.queries import LAST_USED_EVERY_US, KeyAccess
+from telha.storage.retention.passes import JobKey, RetentionResult
+from telha.storage.search.queries import Filters, Located, SearchHit
+from telha.storage.versions.reproject import ReprojectRow
+from telha.storage.webhooks.subscriptions import DeliveryClaim, DeliveryResult
 
 __all__ = [
     "LAST_USED_EVERY_US",

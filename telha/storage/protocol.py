@@ -24,19 +24,21 @@ from typing import Any, Protocol, Self
 import anyio.abc
 
 from telha.domain.row_faults import RowFault
+from telha.storage.connectors.role import ConnectorStore
 from telha.storage.core.scan import Scan
+from telha.storage.erasure.role import ErasureStore
 from telha.storage.job_watch import JobEventSignal
+from telha.storage.jobs.role import JobStore
+from telha.storage.keys.role import KeyStore
+from telha.storage.listings.role import ListStore
 from telha.storage.protocol_composed import ComposedAggregates
-from telha.storage.protocol_connectors import ConnectorStore
-from telha.storage.protocol_erasure import ErasureStore
-from telha.storage.protocol_jobs import JobStore
-from telha.storage.protocol_keys import KeyStore
-from telha.storage.protocol_lifecycle import QuotaStore, RetentionStore, WebhookStore
-from telha.storage.protocol_listings import ListStore
-from telha.storage.protocol_raw import RawStore
-from telha.storage.protocol_reads import ReadStore
-from telha.storage.protocol_search import SearchStore
-from telha.storage.protocol_versions import VersionStore
+from telha.storage.quotas.role import QuotaStore
+from telha.storage.raw.role import RawStore
+from telha.storage.reads.role import ReadStore
+from telha.storage.retention.role import RetentionStore
+from telha.storage.search.role import SearchStore
+from telha.storage.versions.role import VersionStore
+from telha.storage.webhooks.role import WebhookStore
 
 __all__ = [
     "ALL_FORMATS",

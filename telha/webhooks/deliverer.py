@@ -1,5 +1,5 @@
 """The webhook deliverer actor (docs/operations.md, "Webhooks"): sends the deliveries a job's
-terminal transaction wrote (:mod:`telha.storage.core.webhooks`), off the completion path.
+terminal transaction wrote (:mod:`telha.storage.webhooks.subscriptions`), off the completion path.
 
 Each pass reads when the next delivery is due; when one is, it claims up to
 ``webhooks.batch`` due rows in one transaction (a claim no other replica can take), POSTs

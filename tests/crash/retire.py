@@ -1,6 +1,7 @@
-"""Retire sources through the storage's own ``retire`` (:func:`telha.storage.core.publish.retire`,
-one transaction per source), from a process of its own that the crash tier can SIGKILL in the
-middle of a retire: ``python -m tests.crash.retire CONFIG TENANT ORG SOURCE_UUID…`` prints each
+"""Retire sources through the storage's own ``retire``
+(:func:`telha.storage.versions.publish.retire`, one transaction per source), from a process
+of its own that the crash tier can SIGKILL in the middle of a retire: ``python -m
+tests.crash.retire CONFIG TENANT ORG SOURCE_UUID…`` prints each
 source's uuid once its retire committed. Retiring again answers the first retire, so a killed
 run is simply run again.
 
@@ -22,8 +23,8 @@ import anyio
 from telha.config import load_config
 from telha.domain.model import Scope
 from telha.storage import open_store
-from telha.storage.core.publish import RetireOutcome, retire
 from telha.storage.core.tx import Tx
+from telha.storage.versions.publish import RetireOutcome, retire
 
 __all__ = ["retire_sources"]
 

@@ -1,5 +1,5 @@
 """The two forms of the ACL rule agree (docs/rest-api.md, "Principals"): the SQL condition
-every listing and search adds (:func:`telha.storage.core.acl.admitted`) and the Python
+every listing and search adds (:func:`telha.storage.reads.acl.admitted`) and the Python
 check of one source (:func:`telha.domain.acl.admits`, through ``source_admitted``), on
 both engines, over items with and without ACLs (an empty one, non-ASCII names, quotes)."""
 
@@ -13,8 +13,8 @@ import pytest
 from telha.domain.acl import admits
 from telha.domain.connectors import ConnectorItem
 from telha.domain.model import Scope
-from telha.storage.core.acl import admitted
 from telha.storage.core.tx import Tx
+from telha.storage.reads.acl import admitted
 from tests.support.pg import ENGINES
 from tests.support.stores import fresh_store
 

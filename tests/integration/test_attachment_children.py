@@ -23,7 +23,7 @@ import anyio
 import httpx
 import pytest
 
-from telha.storage.core.listings import VERSION_PARENTS_SQL
+from telha.storage.listings.queries import VERSION_PARENTS_SQL
 from tests.conftest import CORPUS
 from tests.support.inproc import InProcessServer
 from tests.support.pg import ENGINES, require_engine

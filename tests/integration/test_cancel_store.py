@@ -1,5 +1,5 @@
 """Cancelling jobs on the store itself, on both engines (one operation written once in
-telha.storage.core.cancel): a pending job, a leased one (its generation bumped, its holder
+telha.storage.jobs.cancel): a pending job, a leased one (its generation bumped, its holder
 refused everywhere, nothing written, no attempt counted), a half-streamed version abandoned
 with the previous version staying current, cancelling twice, finished jobs, other scopes,
 children and grandchildren, and the same bytes enqueued again afterwards."""

@@ -1,4 +1,4 @@
-"""Erasure at the storage level, on both engines (:mod:`telha.storage.core.erasure`): the
+"""Erasure at the storage level, on both engines (:mod:`telha.storage.erasure.steps`): the
 span-row scans read in pages and the node reads in batches, here far smaller than the
 defaults so they turn over many times; an erasure then counts and leaves exactly what one
 page and one batch do. A node the erased source shares with a surviving source is trimmed,

@@ -1,5 +1,5 @@
 """Fair leasing and per-scope usage on the store directly, on both engines
-(:mod:`telha.storage.core.fair_lease`, :mod:`telha.storage.core.quotas`): scopes take turns
+(:mod:`telha.storage.jobs.fair_lease`, :mod:`telha.storage.quotas.limits`): scopes take turns
 (least recently leased first, then oldest first within a scope), a late scope's single job
 goes ahead of a busy scope's backlog, a retried job keeps its scope's turn, a scoped lease
 sees only its scope; stored bytes follow every write and removal of raw and canonical bytes
@@ -18,8 +18,8 @@ from telha.domain.errors import QuotaExceeded
 from telha.domain.ids import content_hash, new_id
 from telha.domain.model import BLOB_CHUNK, Dedup, LeaseRef, NewJob, Scope, WebhookTarget
 from telha.storage import StorageEngine
-from telha.storage.core.retention import BlobCandidate, remove_blob
 from telha.storage.core.tx import Tx
+from telha.storage.retention.passes import BlobCandidate, remove_blob
 from tests.integration.test_erasure_store import _erase
 from tests.integration.test_storage_contract import failing, one_node, version
 

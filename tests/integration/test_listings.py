@@ -28,7 +28,7 @@ from telha.domain.ids import new_id, source_id_for
 from telha.domain.listings import JobFilter, Page, SourceFilter
 from telha.domain.model import NewJob, Scope
 from telha.storage import StorageEngine
-from telha.storage.core.listings import (
+from telha.storage.listings.queries import (
     JOB_FAMILY_SQL,
     SOURCE_SUMMARY_SQL,
     jobs_query,
@@ -454,7 +454,7 @@ async def test_sqlite_listing_plans_search_indexes_and_scan_nothing(tmp_path: Pa
 async def test_a_prefix_lists_the_same_read_by_name_or_by_walking(store: StorageEngine) -> None:
     """Both ways of reading a prefix (few names: by name and sorted; many: the listing's
     order walked) list the same rows, on both engines."""
-    from telha.storage.core import listings
+    from telha.storage.listings import queries as listings
 
     scope = Scope("prefix", "org")
     for i in range(30):

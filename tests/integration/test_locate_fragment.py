@@ -17,7 +17,7 @@ from telha.domain.model import Dedup, NewVersion
 from telha.domain.projection import NodeOut, Projection, SpanOut
 from telha.domain.search_query import parse_quote
 from telha.storage import StorageEngine
-from telha.storage.core.search import LOCATE_CANDIDATES
+from telha.storage.search.queries import LOCATE_CANDIDATES
 from tests.integration.test_search_queue import SCOPE, _commit
 from tests.support.pg import ENGINES
 from tests.support.stores import fresh_store

@@ -1,4 +1,4 @@
-"""Archive members on the store itself, on both engines (telha.storage.core.members): an
+"""Archive members on the store itself, on both engines (telha.storage.versions.members): an
 archive's version whose MANIFEST no longer CONTAINS a member's FILE retires that member
 source in the publish's transaction — a single-shot commit and a stream's finalize alike;
 an unpublished stream retires nothing; a FILE another source wrote is left alone; a member
@@ -22,8 +22,8 @@ from telha.domain.model import (
 )
 from telha.domain.projection import EdgeOut, NodeOut, Projection, SpanOut
 from telha.storage import StorageEngine
-from telha.storage.core.members import REASON
 from telha.storage.core.tx import Tx
+from telha.storage.versions.members import REASON
 
 pytestmark = pytest.mark.anyio
 

@@ -38,13 +38,13 @@ from telha.domain.model import (
 )
 from telha.domain.projection import EdgeOut, NodeOut, Projection, SpanOut
 from telha.domain.rows import build_rows
-from telha.storage.core import jobs as core_jobs
-from telha.storage.core import streams as core_streams
-from telha.storage.core import versions as core_versions
-from telha.storage.core.publish import retire
 from telha.storage.core.row_tables import ROW_TABLES
+from telha.storage.jobs import lifecycle as core_jobs
 from telha.storage.postgres import PostgresStore
 from telha.storage.postgres import fast as pg_fast
+from telha.storage.versions import commit as core_versions
+from telha.storage.versions import streams as core_streams
+from telha.storage.versions.publish import retire
 from tests.support.pg import create_database, require_engine
 
 pytestmark = pytest.mark.anyio

@@ -34,10 +34,10 @@ from telha.domain.model import (
 from telha.domain.policy import FailureDecision, decide_loss
 from telha.domain.projection import EdgeOut, NodeOut, Projection, SpanOut
 from telha.storage import StorageEngine
-from telha.storage.core.publish import RetireOutcome, retire
 from telha.storage.core.tx import Tx
 from telha.storage.postgres import PostgresStore
 from telha.storage.postgres.migrate import migrations
+from telha.storage.versions.publish import RetireOutcome, retire
 from tests.support.pg import create_database, require_engine
 
 pytestmark = pytest.mark.anyio
@@ -298,7 +298,7 @@ async def _retire(tx: Tx, source: bytes, reason: str) -> RetireOutcome:
 
 
 async def test_supersede_shared_node_retire_on_both_engines(store: StorageEngine) -> None:
-    """The publish and the retire of telha.storage.core.publish on each engine: a re-ingest
+    """The publish and the retire of telha.storage.versions.publish on each engine: a re-ingest
     keeps the ids of what did not change, closes what went (readable ``asOf`` before), keeps
     a node another source's edge touches as a new version with that source's spans, and a
     retire closes the rest; the same bytes afterwards are a new version, not a duplicate."""

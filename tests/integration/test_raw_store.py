@@ -12,9 +12,9 @@ import pytest
 from telha.domain.errors import ContentErased, NotFound
 from telha.domain.ids import content_hash, new_id
 from telha.domain.model import BLOB_CHUNK, Scope
-from telha.storage.core.raw import store_chunks
 from telha.storage.core.tx import Tx
 from telha.storage.postgres import PostgresStore
+from telha.storage.raw.chunks import store_chunks
 from telha.storage.sqlite import SqliteStore
 
 pytestmark = pytest.mark.anyio

@@ -1,4 +1,4 @@
-"""Job retention on the store directly, on both engines (:mod:`telha.storage.core.retention`):
+"""Job retention on the store directly, on both engines (:mod:`telha.storage.retention.passes`):
 ended jobs older than the cutoff go with their events, subscriptions, deliveries and the raw
 uploads nothing else names; jobs a version names, recent ones and unfinished ones stay, and
 so do raw bytes a live job or a version names and bytes a new upload has just refreshed; a
@@ -31,11 +31,11 @@ from telha.domain.policy import FailureDecision, decide_failure
 from telha.domain.webhooks import ALL_EVENTS
 from telha.metrics import Metrics
 from telha.retention.collector import Retention
-from telha.storage.core import retention
-from telha.storage.core.raw import store_chunks
-from telha.storage.core.retention import BlobCandidate, ended_jobs_sql, remove_blob
 from telha.storage.core.tx import Tx
 from telha.storage.postgres import PostgresStore
+from telha.storage.raw.chunks import store_chunks
+from telha.storage.retention import passes as retention
+from telha.storage.retention.passes import BlobCandidate, ended_jobs_sql, remove_blob
 from telha.storage.sqlite import SqliteStore
 from telha.storage.sqlite.dialect import SQLITE
 from tests.integration.test_storage_contract import one_node, version

@@ -26,10 +26,10 @@ from telha.domain.projection import NodeOut, Projection, SpanOut
 from telha.domain.search_query import parse_query, scope_rowids
 from telha.search.indexer import SearchIndexer
 from telha.storage import StorageEngine
-from telha.storage.core import search_index
-from telha.storage.core.search import Filters
-from telha.storage.core.search import search as search_op
 from telha.storage.core.tx import Tx
+from telha.storage.search import index as search_index
+from telha.storage.search.queries import Filters
+from telha.storage.search.queries import search as search_op
 from tests.integration.test_erasure_store import _erase
 from tests.support.pg import ENGINES
 from tests.support.stores import engine_of, fresh_store

@@ -16,9 +16,9 @@ from telha.domain.model import Dedup, NewVersion, Scope
 from telha.domain.projection import NodeOut, Projection, SpanOut
 from telha.domain.search_query import parse_query, scope_rowids
 from telha.storage import StorageEngine
-from telha.storage.core.search import Filters, SearchHit
-from telha.storage.core.search import search as search_op
 from telha.storage.core.tx import Tx
+from telha.storage.search.queries import Filters, SearchHit
+from telha.storage.search.queries import search as search_op
 from tests.support.pg import ENGINES
 from tests.support.stores import engine_of, fresh_store
 

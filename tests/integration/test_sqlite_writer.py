@@ -17,8 +17,8 @@ import pytest
 
 from telha.domain.ids import new_id
 from telha.domain.model import NewJob, Scope
-from telha.storage.core import fair_lease
 from telha.storage.core.tx import Tx
+from telha.storage.jobs import fair_lease
 from telha.storage.sqlite.store import SqliteStore
 
 pytestmark = pytest.mark.anyio

@@ -1,5 +1,5 @@
 """Streamed submissions on the store itself, on both engines (one operation written once in
-telha.storage.core.streams): a stream whose text crosses 1 MiB chunk boundaries, a replayed
+telha.storage.versions.streams): a stream whose text crosses 1 MiB chunk boundaries, a replayed
 partial, the seq, base and UTF-8 boundary checks, the finalize re-hash; the blocklist at the
 pin and at the finalize (everything the stream wrote purged); another worker's stream
 abandoned; a single shot while the worker's own stream is open."""

@@ -1,4 +1,4 @@
-"""The chunk and offset reads of the store on each engine (telha/storage/core/text_reads.py):
+"""The chunk and offset reads of the store on each engine (telha/storage/reads/text.py):
 a version of 2.5 MiB whose emoji straddles the first 1 MiB chunk boundary converts offsets
 in its third chunk from a window of that chunk alone exactly as from the whole text;
 ``chunk_inputs`` gives the whole text, every span and only the nodes chunking reads, and

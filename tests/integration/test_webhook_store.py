@@ -1,4 +1,4 @@
-"""Webhook storage on each engine (:mod:`telha.storage.core.webhooks`): deliveries are
+"""Webhook storage on each engine (:mod:`telha.storage.webhooks.subscriptions`): deliveries are
 written by the transaction that ends a job — completed, failed to dead, reaped to dead,
 cancelled — for
 the subscriptions that asked for that state only; a claim takes a delivery for one attempt
@@ -17,7 +17,7 @@ from telha.domain.model import Dedup, JobCompletion, LeaseRef, NewJob, Scope, We
 from telha.domain.policy import FailureDecision, decide_failure, decide_loss
 from telha.domain.webhooks import ALL_EVENTS, event_bit
 from telha.storage import StorageEngine
-from telha.storage.core.webhooks import DeliveryResult
+from telha.storage.webhooks.subscriptions import DeliveryResult
 from tests.integration.test_storage_contract import one_node, version
 
 pytestmark = pytest.mark.anyio

@@ -25,7 +25,7 @@ of repo + path, :func:`code_worker.file_id`), dangling until that child is appli
 are named ``<archive name>/<path>`` (a new archive version re-ingests only the files whose
 bytes changed: request-level dedup) with options ``repo`` (``options.repo``, else the
 archive's name) and ``path``. A new archive version that no longer holds a path retires that
-child's source (:mod:`telha.storage.core.members`).
+child's source (:mod:`telha.storage.versions.members`).
 """
 
 from __future__ import annotations

@@ -134,7 +134,7 @@ class Dialect(Protocol):
         """``(sql, params)``: a statement selecting ``cols`` of scope ``sid``'s index rows
         ``s`` whose folded words hold ``fragment`` (lower-case) and meet every condition of
         ``conds``, then ``LIMIT ?``; ``params`` are bound before the conditions'
-        (:func:`telha.storage.core.search_candidates.containing`; ``sid``:
+        (:func:`telha.storage.search.candidates.containing`; ``sid``:
         :meth:`indexed_scope`)."""
 
     def search_columns(self, span: str, length: int) -> tuple[Any, ...]:
@@ -152,7 +152,7 @@ class Dialect(Protocol):
         """``(sql, params)``: the first ``limit`` node ids after ``after``, in id order, that
         differ between versions ``old`` and ``new`` of the source (a row in one only, or
         rows whose labels or properties differ; erased rows left out) — one page of
-        :func:`telha.storage.core.diff.version_diff`. ``old`` is ``-1`` for no version."""
+        :func:`telha.storage.reads.diff.version_diff`. ``old`` is ``-1`` for no version."""
 
     def diff_unchanged(
         self, sid: int, source_id: bytes, old: int, new: int

@@ -12,7 +12,7 @@ its own, so the next pass goes on with the other rows:
   rows written for it so far are deleted, no search answers it); it is not tried again until
   its source gets a new current version, and ``telha check`` lists it (``search_index``);
 - a retention job (``"retention_job"``) or raw blob (``"raw_blob"``) is left as it is:
-  nothing to write, the pass skips it (:mod:`telha.storage.core.retention`).
+  nothing to write, the pass skips it (:mod:`telha.storage.retention.passes`).
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from telha.domain.ids import id_str
 from telha.domain.policy import format_reason
 from telha.domain.row_faults import FAULT_KIND, RowFault
 from telha.storage.core.engine import EngineOps
-from telha.storage.core.jobs import end_dead
 from telha.storage.core.tx import Rollback, Tx
+from telha.storage.jobs.lifecycle import end_dead
 
 __all__ = ["fail_row", "key_text", "note", "record"]
 

@@ -11,21 +11,21 @@ from contextlib import asynccontextmanager
 from functools import cached_property
 
 from telha.domain.row_faults import RowFault
-from telha.storage.core.connector_ops import Connectors
+from telha.storage.connectors.aggregate import Connectors
 from telha.storage.core.engine import EngineOps
-from telha.storage.core.erasure import Erasure
 from telha.storage.core.failed_rows import record
-from telha.storage.core.job_ops import Jobs
-from telha.storage.core.keys import Keys
-from telha.storage.core.listings import Listings
-from telha.storage.core.quotas import StoreQuotas
-from telha.storage.core.raw import Raw
-from telha.storage.core.read_ops import Reads
-from telha.storage.core.retention import StoreRetention
 from telha.storage.core.scan import Scan
-from telha.storage.core.search import Search
-from telha.storage.core.version_ops import Versions
-from telha.storage.core.webhooks import Webhooks
+from telha.storage.erasure.aggregate import Erasure
+from telha.storage.jobs.aggregate import Jobs
+from telha.storage.keys.aggregate import Keys
+from telha.storage.listings.aggregate import Listings
+from telha.storage.quotas.aggregate import StoreQuotas
+from telha.storage.raw.aggregate import Raw
+from telha.storage.reads.aggregate import Reads
+from telha.storage.retention.aggregate import StoreRetention
+from telha.storage.search.aggregate import Search
+from telha.storage.versions.aggregate import Versions
+from telha.storage.webhooks.aggregate import Webhooks
 
 __all__ = ["SharedOps"]
 
@@ -57,62 +57,62 @@ class SharedOps(EngineOps):
 
     @cached_property
     def connectors(self) -> Connectors:
-        """The connector aggregate (:class:`~telha.storage.core.connector_ops.Connectors`)."""
+        """The connector aggregate (:class:`~telha.storage.connectors.aggregate.Connectors`)."""
         return Connectors(self)
 
     @cached_property
     def jobs(self) -> Jobs:
-        """The job aggregate (:class:`~telha.storage.core.job_ops.Jobs`; an engine may return
+        """The job aggregate (:class:`~telha.storage.jobs.aggregate.Jobs`; an engine may return
         a subclass with its fast paths)."""
         return Jobs(self)
 
     @cached_property
     def keys(self) -> Keys:
-        """The API key aggregate (:class:`~telha.storage.core.keys.Keys`)."""
+        """The API key aggregate (:class:`~telha.storage.keys.aggregate.Keys`)."""
         return Keys(self)
 
     @cached_property
     def quotas(self) -> StoreQuotas:
-        """The quota aggregate (:class:`~telha.storage.core.quotas.StoreQuotas`)."""
+        """The quota aggregate (:class:`~telha.storage.quotas.aggregate.StoreQuotas`)."""
         return StoreQuotas(self)
 
     @cached_property
     def search(self) -> Search:
-        """The search aggregate (:class:`~telha.storage.core.search.Search`)."""
+        """The search aggregate (:class:`~telha.storage.search.aggregate.Search`)."""
         return Search(self)
 
     @cached_property
     def versions(self) -> Versions:
-        """The version aggregate (:class:`~telha.storage.core.version_ops.Versions`; an
+        """The version aggregate (:class:`~telha.storage.versions.aggregate.Versions`; an
         engine may return a subclass with its fast commit)."""
         return Versions(self)
 
     @cached_property
     def webhooks(self) -> Webhooks:
-        """The webhook aggregate (:class:`~telha.storage.core.webhooks.Webhooks`)."""
+        """The webhook aggregate (:class:`~telha.storage.webhooks.aggregate.Webhooks`)."""
         return Webhooks(self)
 
     @cached_property
     def listings(self) -> Listings:
-        """The listing aggregate (:class:`~telha.storage.core.listings.Listings`)."""
+        """The listing aggregate (:class:`~telha.storage.listings.aggregate.Listings`)."""
         return Listings(self)
 
     @cached_property
     def raw(self) -> Raw:
-        """The raw upload aggregate (:class:`~telha.storage.core.raw.Raw`)."""
+        """The raw upload aggregate (:class:`~telha.storage.raw.aggregate.Raw`)."""
         return Raw(self)
 
     @cached_property
     def erasure(self) -> Erasure:
-        """The erasure aggregate (:class:`~telha.storage.core.erasure.Erasure`)."""
+        """The erasure aggregate (:class:`~telha.storage.erasure.aggregate.Erasure`)."""
         return Erasure(self)
 
     @cached_property
     def retention(self) -> StoreRetention:
-        """The retention aggregate (:class:`~telha.storage.core.retention.StoreRetention`)."""
+        """The retention aggregate (:class:`~telha.storage.retention.aggregate.StoreRetention`)."""
         return StoreRetention(self)
 
     @cached_property
     def reads(self) -> Reads:
-        """The read aggregate (:class:`~telha.storage.core.read_ops.Reads`)."""
+        """The read aggregate (:class:`~telha.storage.reads.aggregate.Reads`)."""
         return Reads(self)

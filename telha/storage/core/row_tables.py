@@ -13,7 +13,7 @@ from functools import cached_property
 __all__ = ["ROW_TABLES", "SEARCH_COLS", "RowTable"]
 
 #: The columns of a full-text index row (``search_spans``) every engine writes, in the order
-#: :func:`telha.storage.core.search_index.index_pending` builds them; the dialect's
+#: :func:`telha.storage.search.index.index_pending` builds them; the dialect's
 #: :meth:`~telha.storage.core.dialect.Dialect.search_columns` follow.
 SEARCH_COLS = 'scope_id, source_id, version_tx, start, "end", kind, linked_nodes, labels, format'
 

@@ -27,9 +27,9 @@ from telha.domain.scan import (
     ScanSpan,
     ScanVersion,
 )
-from telha.storage.core.search_scan import SearchProblems, search_problems
 from telha.storage.core.tx import SnapshotTx
 from telha.storage.core.visible import visible
+from telha.storage.search.scan import SearchProblems, search_problems
 
 __all__ = ["Scan"]
 

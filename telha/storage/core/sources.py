@@ -2,11 +2,12 @@
 (docs/rest-api.md, "Listings"), written once for both engines.
 
 A row is kept in the same transaction as each write that changes how its source stands:
-:func:`note_job` when a job of the source is enqueued (:func:`telha.storage.core.jobs.enqueue`),
-:func:`note_versions` when one of its versions is published, its current version retired or
-a version erased. ``changed_at`` (µs) is the time of the last of these writes, so the listing
-"newest change first" is one index range (``sources_by_change``). A job's later state is not
-copied here: listings join the last job's row, so every job transition stays one row write.
+:func:`note_job` when a job of the source is enqueued
+(:func:`telha.storage.jobs.lifecycle.enqueue`), :func:`note_versions` when one of its
+versions is published, its current version retired or a version erased. ``changed_at`` (µs)
+is the time of the last of these writes, so the listing "newest change first" is one index
+range (``sources_by_change``). A job's later state is not copied here: listings join the
+last job's row, so every job transition stays one row write.
 
 PostgreSQL's fast paths (``telha_enqueue``, ``telha_note_versions`` in its ``functions.sql``)
 run these very statements: :mod:`telha.storage.postgres.functions` fills them in there.

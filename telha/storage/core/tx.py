@@ -54,7 +54,7 @@ class Tx(Protocol):
     #: ``" FOR UPDATE SKIP LOCKED"`` on PostgreSQL, ``""`` on SQLite.
     skip_locked: str
     #: Whether the store keeps the full-text index (``[search] enabled``; see
-    #: :mod:`telha.storage.core.search_index`).
+    #: :mod:`telha.storage.search.index`).
     search: bool
 
     async def execute(self, sql: str, *params: Any) -> int:
@@ -98,7 +98,7 @@ class Tx(Protocol):
 
     def head_known(self, sid: int, fmt: str) -> bool:
         """Whether lease head ``(sid, fmt)`` is known to exist without a read (lease heads
-        are never removed: :mod:`telha.storage.core.fair_lease`): SQLite's single writer
+        are never removed: :mod:`telha.storage.jobs.fair_lease`): SQLite's single writer
         remembers every head a committed transaction saw; PostgreSQL knows none (``False``:
         read it)."""
 

@@ -5,7 +5,7 @@ transaction time across replicas is taken by :meth:`~telha.storage.postgres.tx.P
 
 Unlike SQLite there is no single writer: several transactions (of this process and of other
 replicas) run at once, so every operation that must not interleave takes a row or advisory
-lock inside its own transaction (see :mod:`telha.storage.core.jobs`).
+lock inside its own transaction (see :mod:`telha.storage.jobs.lifecycle`).
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from telha.domain.errors import StorageError
 from telha.domain.model import Scope
 from telha.storage.core.engine import EngineOps, Op
 from telha.storage.core.migrations import require_current
-from telha.storage.core.search_index import set_search
 from telha.storage.core.tx import Rollback
 from telha.storage.job_watch import JobEventSignal
 from telha.storage.postgres.migrate import apply_migrations
@@ -31,6 +30,7 @@ from telha.storage.postgres.tx import (
     PgSnapshotTx,
     PgTx,
 )
+from telha.storage.search.index import set_search
 
 __all__ = ["PgBase"]
 
@@ -58,7 +58,7 @@ class PgBase(EngineOps):
         with ``default_transaction_read_only`` on, so nothing can be written (``telha check``).
     :param search: keep the full-text index (``[search] enabled``); at open the index has
         its build recorded or it is emptied to match
-        (:func:`telha.storage.core.search_index.set_search`).
+        (:func:`telha.storage.search.index.set_search`).
     """
 
     def __init__(
@@ -150,7 +150,7 @@ class PgBase(EngineOps):
         return await self.read(_known_scope, scope)
 
     async def erasure_finished(self) -> None:
-        """After an erasure's ``finish`` (see :class:`~telha.storage.core.erasure.Erasure`):
+        """After an erasure's ``finish`` (see :class:`~telha.storage.erasure.aggregate.Erasure`):
         nothing to do here. The old versions of the rows it updated or deleted stay in the
         table pages until VACUUM reclaims them; running it is the operator's step
         (docs/operations.md, "Erasure")."""

@@ -27,20 +27,20 @@ from telha.domain.model import (
 from telha.domain.projection import Projection
 from telha.domain.records import job_record
 from telha.domain.rows import PENDING_TX, Match, build_rows
-from telha.storage.core.deliveries import has_webhooks
-from telha.storage.core.fair_lease import CANDIDATES
-from telha.storage.core.job_ops import Jobs
-from telha.storage.core.jobs import JOB_COLS
-from telha.storage.core.search_index import sync_source
-from telha.storage.core.version_ops import Versions
+from telha.storage.jobs.aggregate import Jobs
+from telha.storage.jobs.fair_lease import CANDIDATES
+from telha.storage.jobs.lifecycle import JOB_COLS
 from telha.storage.postgres.base import PgBase
 from telha.storage.postgres.tx import CHANNEL, Conn, PgTx, source_lock_key
+from telha.storage.search.index import sync_source
+from telha.storage.versions.aggregate import Versions
+from telha.storage.webhooks.deliveries import has_webhooks
 
 __all__ = ["FastJobs", "FastVersions"]
 
 
 class FastJobs(Jobs):
-    """:class:`~telha.storage.core.job_ops.Jobs` with enqueue and lease as one call each of
+    """:class:`~telha.storage.jobs.aggregate.Jobs` with enqueue and lease as one call each of
     ``pg``'s pooled connections."""
 
     def __init__(self, pg: PgBase) -> None:
@@ -50,7 +50,7 @@ class FastJobs(Jobs):
     async def enqueue(
         self, scope: Scope, job: NewJob, *, now_us: int, dedup: bool, max_pending: int = 0
     ) -> EnqueueOutcome:
-        """:func:`telha.storage.core.jobs.enqueue_job` as one call of ``telha_enqueue``, its
+        """:func:`telha.storage.jobs.lifecycle.enqueue_job` as one call of ``telha_enqueue``, its
         own transaction; a job with its own webhook, or held to a pending-jobs quota, takes
         the general path (which stores the webhook, or counts under the quota lock)."""
         if job.webhook is not None or max_pending > 0:
@@ -97,8 +97,8 @@ class FastJobs(Jobs):
         now_us: int,
         lease_us: int,
     ) -> JobRecord | None:
-        """:func:`telha.storage.core.jobs.lease` as one call of ``telha_lease_fair`` (the
-        fair pick of :mod:`telha.storage.core.fair_lease`, reading at most its ``CANDIDATES``
+        """:func:`telha.storage.jobs.lifecycle.lease` as one call of ``telha_lease_fair`` (the
+        fair pick of :mod:`telha.storage.jobs.fair_lease`, reading at most its ``CANDIDATES``
         heads, ``SKIP LOCKED``, the lease, its event and the head's turn), its own transaction."""
         if not formats:
             return None
@@ -131,7 +131,7 @@ class FastJobs(Jobs):
 
 
 class FastVersions(Versions):
-    """:class:`~telha.storage.core.version_ops.Versions` with the common single-shot commit
+    """:class:`~telha.storage.versions.aggregate.Versions` with the common single-shot commit
     as one call of ``pg``'s pooled connections."""
 
     def __init__(self, pg: PgBase) -> None:
@@ -152,15 +152,15 @@ class FastVersions(Versions):
         call of ``telha_commit_single`` (``functions.sql``), its own transaction, for a source
         with nothing to supersede (no published version, no open rows): the general path's
         locks in its order (job row, source lock, clock row last) and the rows, publish and
-        completion :func:`telha.storage.core.versions.commit` writes for that case — node
+        completion :func:`telha.storage.versions.commit.commit` writes for that case — node
         rows with their match keys and no previous ids (the match is empty), the version
         published at its own tx with its root node and changes, the job's stats merged with
         the changes. ``None`` (nothing written) when the case needs the general path: a
         source with a version or an open stream, a stream checkpoint, blocklisted content,
         an explicit node id that exists, a job with a webhook subscription (its deliveries
-        are written by the general path, :mod:`telha.storage.core.webhooks`). With search
+        are written by the general path, :mod:`telha.storage.webhooks.subscriptions`). With search
         enabled the call and the new version's index rows
-        (:func:`telha.storage.core.search_index.sync_source`) are one transaction.
+        (:func:`telha.storage.search.index.sync_source`) are one transaction.
 
         :raises StaleLease: the job is not leased under the completion's generation.
         """
@@ -170,7 +170,7 @@ class FastVersions(Versions):
         assert sid is not None
         if await self._pg.read(has_webhooks, sid, completion.lease.job_id):
             return None
-        # A source's first version defers its match keys (telha.storage.core.publish.match).
+        # A source's first version defers its match keys (telha.storage.versions.publish.match).
         keys = projection.match_keys or deferred_keys(projection)
         matched = Match(keys, [None] * len(projection.nodes), {})
         rows = build_rows(

@@ -13,15 +13,17 @@ case per rule through both paths and compares every row.
 
 from __future__ import annotations
 
-from telha.storage.core import fair_lease, job_statements, sources
+from telha.storage.core import sources
 from telha.storage.core.blocklist import BLOCKED
-from telha.storage.core.lease_fence import FENCE
 from telha.storage.core.migrations import fill, functions_sql
-from telha.storage.core.quotas import ADD_USAGE
 from telha.storage.core.row_tables import ROW_TABLES
+from telha.storage.jobs import fair_lease
+from telha.storage.jobs import statements as job_statements
+from telha.storage.jobs.lease_fence import FENCE
 from telha.storage.postgres.dialect import POSTGRES
 from telha.storage.postgres.rows import TAILS
 from telha.storage.postgres.tx import CLOCK
+from telha.storage.quotas.limits import ADD_USAGE
 
 __all__ = ["fills", "functions"]
 

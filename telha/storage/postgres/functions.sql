@@ -21,15 +21,15 @@ END
 $$;
 
 
--- Enqueue in one round trip (telha.storage.postgres.fast.FastJobOps.enqueue_job): the
+-- Enqueue in one round trip (telha.storage.postgres.fast.FastJobs.enqueue): the
 -- blocklist check and request-level dedup under the (scope, source) advisory lock, the job
 -- row, its first event, its source's row (telha.storage.core.sources.note_job), its lease
--- head (telha.storage.core.fair_lease.note_head) and the NOTIFY, as one call that is its own
+-- head (telha.storage.jobs.fair_lease.note_head) and the NOTIFY, as one call that is its own
 -- transaction. A VOLATILE PL/pgSQL function takes a new snapshot per statement under READ
 -- COMMITTED, so the dedup reads after the lock see every committed enqueue and version of
 -- that source (which one statement could not: its snapshot predates the lock).
 --
--- The statements are telha.storage.core.jobs.enqueue's, in its order (the lock, the
+-- The statements are telha.storage.jobs.lifecycle.enqueue's, in its order (the lock, the
 -- blocklist, then dedup); the latest version's match is telha.domain.dedup.same_identity's
 -- comparison (the same bytes and fingerprint, neither retired nor erased), the one rule
 -- restated here. tests/integration/test_pg_fast_paths.py runs a case per clause through both
@@ -94,11 +94,11 @@ END
 $$;
 
 
--- The fair lease in one call (telha.storage.postgres.fast.FastJobOps.lease_next_job): the
--- pick of telha.storage.core.fair_lease and the writes of telha.storage.core.jobs.lease, in
+-- The fair lease in one call (telha.storage.postgres.fast.FastJobs.lease_next): the
+-- pick of telha.storage.jobs.fair_lease and the writes of telha.storage.jobs.lifecycle.lease, in
 -- one round trip instead of about eight. The heads of p_formats (of p_scope only, unless NULL)
 -- with an available pending job are read least recently leased first (at most p_candidates:
--- telha.storage.core.fair_lease.CANDIDATES); each head's oldest available job is locked with
+-- telha.storage.jobs.fair_lease.CANDIDATES); each head's oldest available job is locked with
 -- SKIP LOCKED in its own statement, so a job another transaction is leasing is passed over
 -- and never leased twice; the first one locked is leased, with its `leased` event, and its
 -- head moved to the back. No row: nothing available. The statements keep generic plans.
@@ -126,9 +126,9 @@ $$;
 
 
 -- A single-shot submission's commit in one call (telha.storage.postgres.fast
--- .FastVersionOps._commit_fast), its own transaction, for the case where there is nothing to
+-- .FastVersions._commit_fast), its own transaction, for the case where there is nothing to
 -- supersede: a source with no published version and no open rows. Then the match of
--- telha.storage.core.publish is empty, so the caller builds the rows with their match keys
+-- telha.storage.versions.publish is empty, so the caller builds the rows with their match keys
 -- and no previous ids. In the order of the general path's locks: the job row (lease fence),
 -- the (scope, source) advisory locks, then (new snapshots) the checks, and last the clock row;
 -- then every row (each table's rows one array of its row type, read by field name; the row
@@ -165,7 +165,7 @@ BEGIN
     END LOOP;
     -- A stream checkpoint; a source with a published version (dedup, supersede) or with
     -- open rows (an unpublished stream the publish would close); a child job (an archive
-    -- member the archive may have dropped meanwhile: telha.storage.core.members).
+    -- member the archive may have dropped meanwhile: telha.storage.versions.members).
     IF v_job.continuation IS NOT NULL OR v_job.parent_job_id IS NOT NULL
        OR EXISTS (SELECT 1 FROM source_versions s WHERE s.scope_id = p_scope
                   AND s.source_id = p_source AND s.published_tx IS NOT NULL)
@@ -204,7 +204,7 @@ END
 $$;
 
 
--- A scope's stored bytes (telha.storage.core.quotas.stored_bytes): every chunk written,
+-- A scope's stored bytes (telha.storage.quotas.limits.stored_bytes): every chunk written,
 -- rewritten or deleted adds its difference to the scope's counter. The counter's shard is the
 -- writing backend's pid, so two transactions adding bytes to one scope never wait on one row.
 CREATE OR REPLACE FUNCTION telha_usage() RETURNS trigger LANGUAGE plpgsql AS $$

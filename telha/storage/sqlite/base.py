@@ -21,9 +21,9 @@ from telha.domain.ids import TxClock
 from telha.domain.model import Scope
 from telha.storage.core.engine import EngineOps, Op
 from telha.storage.core.migrations import require_current
-from telha.storage.core.search_index import set_search
 from telha.storage.core.tx import Rollback, drive
 from telha.storage.job_watch import JobEventSignal
+from telha.storage.search.index import set_search
 from telha.storage.sqlite.migrate import apply_migrations
 from telha.storage.sqlite.tx import SqliteSnapshotTx, SqliteTx
 
@@ -63,7 +63,7 @@ class SqliteBase(EngineOps):
         :class:`StorageError`.
     :param search: keep the full-text index (``[search] enabled``); at open the index has
         its build recorded or it is emptied to match
-        (:func:`telha.storage.core.search_index.set_search`).
+        (:func:`telha.storage.search.index.set_search`).
     """
 
     def __init__(
@@ -304,7 +304,7 @@ class SqliteBase(EngineOps):
         return cast(T, result)
 
     async def erasure_finished(self) -> None:
-        """After an erasure's ``finish`` (see :class:`~telha.storage.core.erasure.Erasure`):
+        """After an erasure's ``finish`` (see :class:`~telha.storage.erasure.aggregate.Erasure`):
         copy every WAL frame into the database file and truncate the WAL to zero bytes, so no
         frame keeps an older page holding erased bytes (``secure_delete`` zeroed them in the
         pages). Retried (50 times, 0.1 s apart) while readers hold old snapshots. Each try

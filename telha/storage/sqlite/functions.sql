@@ -7,7 +7,7 @@
 -- telha.storage.sqlite.migrate.functions (the scope_usage counter's, as PostgreSQL's).
 -- schema.txt beside this file is the schema this gives; `make schema` writes it again.
 
--- A scope's stored bytes (telha.storage.core.quotas.stored_bytes): every chunk written,
+-- A scope's stored bytes (telha.storage.quotas.limits.stored_bytes): every chunk written,
 -- rewritten or deleted adds its difference to the scope's counter (one writer: shard 0).
 DROP TRIGGER IF EXISTS blob_chunks_usage_ins;
 DROP TRIGGER IF EXISTS blob_chunks_usage_upd;

@@ -7,7 +7,7 @@ import aiosqlite
 
 from telha.domain.ids import now_us
 from telha.storage.core.migrations import fill, functions_sql, numbered_migrations
-from telha.storage.core.quotas import ADD_USAGE
+from telha.storage.quotas.limits import ADD_USAGE
 
 __all__ = ["apply_migrations", "functions", "migrations"]
 
@@ -19,7 +19,7 @@ def migrations() -> list[tuple[int, str, str]]:
 
 def functions() -> str:
     """The engine's triggers (``functions.sql``), each chunk trigger adding its difference
-    to ``scope_usage`` with :data:`telha.storage.core.quotas.ADD_USAGE` (one writer: shard
+    to ``scope_usage`` with :data:`telha.storage.quotas.limits.ADD_USAGE` (one writer: shard
     0)."""
     return functions_sql(
         "telha.storage.sqlite",

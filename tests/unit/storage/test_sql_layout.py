@@ -10,9 +10,9 @@ import re
 
 import pytest
 
-from telha.storage.core.job_statements import ACTIVE_FETCH
 from telha.storage.core.migrations import fill
 from telha.storage.core.sources import NOTE_VERSIONS
+from telha.storage.jobs.statements import ACTIVE_FETCH
 from telha.storage.postgres.functions import fills
 from telha.storage.postgres.migrate import functions as pg_functions
 from telha.storage.postgres.migrate import migrations as pg_migrations

@@ -10,25 +10,25 @@ from pathlib import Path
 
 import pytest
 
-from telha.storage.core.connector_ops import Connectors
+from telha.storage.connectors.aggregate import Connectors
 from telha.storage.core.engine import EngineOps
-from telha.storage.core.erasure import Erasure
-from telha.storage.core.job_ops import Jobs
-from telha.storage.core.keys import Keys
-from telha.storage.core.listings import Listings
 from telha.storage.core.operations import SharedOps
-from telha.storage.core.quotas import StoreQuotas
-from telha.storage.core.raw import Raw
-from telha.storage.core.read_ops import Reads
-from telha.storage.core.retention import StoreRetention
-from telha.storage.core.search import Search
-from telha.storage.core.version_ops import Versions
-from telha.storage.core.webhooks import Webhooks
+from telha.storage.erasure.aggregate import Erasure
+from telha.storage.jobs.aggregate import Jobs
+from telha.storage.keys.aggregate import Keys
+from telha.storage.listings.aggregate import Listings
 from telha.storage.postgres.base import PgBase
 from telha.storage.postgres.fast import FastJobs, FastVersions
 from telha.storage.postgres.store import PostgresStore
+from telha.storage.quotas.aggregate import StoreQuotas
+from telha.storage.raw.aggregate import Raw
+from telha.storage.reads.aggregate import Reads
+from telha.storage.retention.aggregate import StoreRetention
+from telha.storage.search.aggregate import Search
 from telha.storage.sqlite.base import SqliteBase
 from telha.storage.sqlite.store import SqliteStore
+from telha.storage.versions.aggregate import Versions
+from telha.storage.webhooks.aggregate import Webhooks
 
 
 @pytest.mark.parametrize(("store", "base"), [(PostgresStore, PgBase), (SqliteStore, SqliteBase)])

@@ -1,7 +1,7 @@
 -- Full-text search (docs/architecture.md, "Search"): one row per span row of each source's
 -- current version (its latest published version, neither retired nor erased), written and
 -- deleted in the transactions that publish, supersede, retire and erase versions
--- (telha.storage.core.search_index). `body` is the span's folded words with their positions,
+-- (telha.storage.search.index). `body` is the span's folded words with their positions,
 -- built by telha.domain.search_text (no server dictionary or parser decides what a word is).
 -- `labels` is ' A B ' (the linked nodes' labels, spaces around each).
 CREATE TABLE search_spans (

@@ -1,5 +1,5 @@
 -- Listings (docs/rest-api.md, "Listings"): GET /v1/sources and GET /v1/ingest, newest first,
--- read through indexes only (telha/storage/core/listings.py).
+-- read through indexes only (telha/storage/listings/queries.py).
 
 -- A job's source name (NULL for an erase job, which lists its source's) and the job whose
 -- completion enqueued it (an e-mail's attachment, an archive's file, a crawled page).

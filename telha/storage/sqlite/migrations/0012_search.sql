@@ -1,7 +1,7 @@
 -- Full-text search (docs/architecture.md, "Search"): one row per span row of each source's
 -- current version (its latest published version, neither retired nor erased), written and
 -- deleted in the transactions that publish, supersede, retire and erase versions
--- (telha.storage.core.search_index). `body` is the span's text with a space between CJK
+-- (telha.storage.search.index). `body` is the span's text with a space between CJK
 -- characters (telha.domain.search_text.fts5_body); `search_fts` indexes it. `labels` is
 -- ' A B ' (the linked nodes' labels, spaces around each).
 CREATE TABLE search_spans (
@@ -20,7 +20,7 @@ CREATE TABLE search_spans (
 CREATE INDEX search_spans_by_source ON search_spans (scope_id, source_id, version_tx, start);
 
 -- External content: telha.storage.sqlite.search_rows inserts each new row's words and
--- telha.storage.core.search_index deletes a row's words (FTS5 'delete' with the stored body)
+-- telha.storage.search.index deletes a row's words (FTS5 'delete' with the stored body)
 -- in the statements that write and delete `search_spans` rows (one INSERT ... SELECT per
 -- version: row triggers cost 4x as much).
 CREATE VIRTUAL TABLE search_fts USING fts5(

@@ -4,7 +4,7 @@
 -- lease_heads: one row per (scope, format) that has had a job, with the time of its last
 -- lease (µs). A lease takes the head with the oldest last lease that has an available
 -- pending job, then that scope's oldest job through jobs_fair; it reads one row per head,
--- never the backlog. Rows are written by enqueue (telha.storage.core.fair_lease) and never
+-- never the backlog. Rows are written by enqueue (telha.storage.jobs.fair_lease) and never
 -- removed, so a job that goes back to pending always has its head.
 CREATE TABLE lease_heads (
     scope_id       INTEGER NOT NULL,

@@ -1,0 +1,2 @@
+"""The raw aggregate of the store (docs/architecture.md, "The storage seam"): its
+component (``aggregate``), its role (``role``) and its transaction functions."""
