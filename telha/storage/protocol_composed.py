@@ -23,12 +23,16 @@ __all__ = ["ComposedAggregates"]
 
 
 class ComposedAggregates(Protocol):
-    """``store.connectors``, ``store.jobs``, ``store.keys``, ``store.quotas``,
-    ``store.search``, ``store.versions``, ``store.webhooks``."""
+    """Every aggregate of a store, ``store.<name>`` (docs/architecture.md, "The storage
+    seam")."""
 
     @property
     def connectors(self) -> ConnectorStore:
         """Registered connectors, their items and sync runs."""
+
+    @property
+    def erasure(self) -> ErasureStore:
+        """GDPR erasure: the erase job, its steps, its preview and leftovers."""
 
     @property
     def jobs(self) -> JobStore:
@@ -39,8 +43,24 @@ class ComposedAggregates(Protocol):
         """REST API keys: minted, looked up, listed, revoked."""
 
     @property
+    def listings(self) -> ListStore:
+        """The listings: a scope's sources and jobs, newest first."""
+
+    @property
     def quotas(self) -> QuotaStore:
         """Per-scope limits and usage."""
+
+    @property
+    def raw(self) -> RawStore:
+        """Raw uploaded bytes: stored, streamed back."""
+
+    @property
+    def reads(self) -> ReadStore:
+        """Reads of what was ingested: versions, text, spans, nodes, edges, chunks, diffs."""
+
+    @property
+    def retention(self) -> RetentionStore:
+        """Job retention: ended jobs and unnamed raw uploads removed."""
 
     @property
     def search(self) -> SearchStore:
@@ -53,23 +73,3 @@ class ComposedAggregates(Protocol):
     @property
     def webhooks(self) -> WebhookStore:
         """Webhook subscriptions, signing secrets and deliveries."""
-
-    @property
-    def listings(self) -> ListStore:
-        """The listings: a scope's sources and jobs, newest first."""
-
-    @property
-    def raw(self) -> RawStore:
-        """Raw uploaded bytes: stored, streamed back."""
-
-    @property
-    def erasure(self) -> ErasureStore:
-        """GDPR erasure: the erase job, its steps, its preview and leftovers."""
-
-    @property
-    def retention(self) -> RetentionStore:
-        """Job retention: ended jobs and unnamed raw uploads removed."""
-
-    @property
-    def reads(self) -> ReadStore:
-        """Reads of what was ingested: versions, text, spans, nodes, edges, chunks, diffs."""

@@ -1,7 +1,7 @@
-"""The storage operations written once for both engines (:mod:`telha.storage.core`), composed
-once: each engine's store is these, the aggregates it composes (an engine may compose a
-subclass with a measured fast path: docs/architecture.md, "The storage seam"), and its base
-(the transaction and read runners).
+"""The store's shared part, written once for both engines: each engine's store is
+:class:`SharedOps` (every aggregate it composes, an engine overriding one with a subclass
+that has a measured fast path: docs/architecture.md, "The storage seam") over its base (the
+transaction and read runners).
 """
 
 from __future__ import annotations
@@ -61,6 +61,11 @@ class SharedOps(EngineOps):
         return Connectors(self)
 
     @cached_property
+    def erasure(self) -> Erasure:
+        """The erasure aggregate (:class:`~telha.storage.erasure.aggregate.Erasure`)."""
+        return Erasure(self)
+
+    @cached_property
     def jobs(self) -> Jobs:
         """The job aggregate (:class:`~telha.storage.jobs.aggregate.Jobs`; an engine may return
         a subclass with its fast paths)."""
@@ -72,9 +77,29 @@ class SharedOps(EngineOps):
         return Keys(self)
 
     @cached_property
+    def listings(self) -> Listings:
+        """The listing aggregate (:class:`~telha.storage.listings.aggregate.Listings`)."""
+        return Listings(self)
+
+    @cached_property
     def quotas(self) -> StoreQuotas:
         """The quota aggregate (:class:`~telha.storage.quotas.aggregate.StoreQuotas`)."""
         return StoreQuotas(self)
+
+    @cached_property
+    def raw(self) -> Raw:
+        """The raw upload aggregate (:class:`~telha.storage.raw.aggregate.Raw`)."""
+        return Raw(self)
+
+    @cached_property
+    def reads(self) -> Reads:
+        """The read aggregate (:class:`~telha.storage.reads.aggregate.Reads`)."""
+        return Reads(self)
+
+    @cached_property
+    def retention(self) -> StoreRetention:
+        """The retention aggregate (:class:`~telha.storage.retention.aggregate.StoreRetention`)."""
+        return StoreRetention(self)
 
     @cached_property
     def search(self) -> Search:
@@ -91,28 +116,3 @@ class SharedOps(EngineOps):
     def webhooks(self) -> Webhooks:
         """The webhook aggregate (:class:`~telha.storage.webhooks.aggregate.Webhooks`)."""
         return Webhooks(self)
-
-    @cached_property
-    def listings(self) -> Listings:
-        """The listing aggregate (:class:`~telha.storage.listings.aggregate.Listings`)."""
-        return Listings(self)
-
-    @cached_property
-    def raw(self) -> Raw:
-        """The raw upload aggregate (:class:`~telha.storage.raw.aggregate.Raw`)."""
-        return Raw(self)
-
-    @cached_property
-    def erasure(self) -> Erasure:
-        """The erasure aggregate (:class:`~telha.storage.erasure.aggregate.Erasure`)."""
-        return Erasure(self)
-
-    @cached_property
-    def retention(self) -> StoreRetention:
-        """The retention aggregate (:class:`~telha.storage.retention.aggregate.StoreRetention`)."""
-        return StoreRetention(self)
-
-    @cached_property
-    def reads(self) -> Reads:
-        """The read aggregate (:class:`~telha.storage.reads.aggregate.Reads`)."""
-        return Reads(self)
