@@ -16,7 +16,8 @@ from telha.domain.erasure import ERASE_FORMAT, ERASE_KIND, STEPS, ErasePayload
 from telha.domain.ids import new_id
 from telha.domain.model import Dedup, LeaseRef, NewJob, NewVersion, Scope
 from telha.domain.projection import EdgeOut, NodeOut, Projection, SpanOut
-from telha.storage.core import erasure, streams
+from telha.storage.erasure import steps as erasure
+from telha.storage.versions import streams
 
 pytestmark = pytest.mark.anyio
 
