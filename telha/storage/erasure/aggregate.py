@@ -2,12 +2,7 @@
 
 from __future__ import annotations
 
-from telha.domain.erasure import (
-    STEPS,
-    Counts,
-    ErasePayload,
-    PreviewVersion,
-)
+from telha.domain.erasure import STEPS, Counts, ErasePayload, PreviewVersion
 from telha.domain.model import LeaseRef, NewJob, Scope
 from telha.storage.core.engine import EngineOps
 from telha.storage.erasure.steps import (

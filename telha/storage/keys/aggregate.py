@@ -28,11 +28,7 @@ class Keys:
         self._engine = engine
 
     async def add(
-        self,
-        scope: Scope,
-        key_id: str,
-        key_hash: bytes,
-        principals: tuple[str, ...] | None = None,
+        self, scope: Scope, key_id: str, key_hash: bytes, principals: tuple[str, ...] | None = None
     ) -> None:
         """See :func:`insert_api_key` (now)."""
         await self._engine.transaction(

@@ -8,15 +8,10 @@ import anyio
 from telha.domain.ids import now_us
 from telha.domain.model import Scope
 from telha.domain.row_faults import RowFault
-from telha.domain.search_query import (
-    Quote,
-    Term,
-)
+from telha.domain.search_query import Quote, Term
 from telha.storage.core.engine import EngineOps
 from telha.storage.core.failed_rows import record
-from telha.storage.search.candidates import (
-    Filters,
-)
+from telha.storage.search.candidates import Filters
 from telha.storage.search.queries import (
     CATCH_UP_S,
     INDEX_BATCH,
