@@ -63,16 +63,16 @@ class RestStore(JobEventStore, Protocol):
         """The listings of sources and jobs (``store.listings``)."""
 
     @property
+    def quotas(self) -> QuotaStore:
+        """Per-scope limits and usage (``store.quotas``)."""
+
+    @property
     def raw(self) -> RawStore:
         """Raw uploads the pages are rendered from (``store.raw``)."""
 
     @property
     def reads(self) -> ReadStore:
         """Reads of what was ingested (``store.reads``)."""
-
-    @property
-    def quotas(self) -> QuotaStore:
-        """Per-scope limits and usage (``store.quotas``)."""
 
     @property
     def search(self) -> SearchStore:
