@@ -1,10 +1,11 @@
 """What code outside :mod:`telha.storage` may name besides the Protocols
-(:mod:`telha.storage.protocol` and its ``protocol_*`` parts) and :func:`telha.storage.open_store`:
-the record types those Protocols take and return, and the constants a caller of them needs.
+(:mod:`telha.storage.protocol`, which re-exports each aggregate's role) and
+:func:`telha.storage.open_store`: the record types those Protocols take and return, and the
+constants a caller of them needs.
 
-They are defined beside the transaction functions that write them (``telha/storage/core/``);
-this module is their one public name, so ``core`` stays free to move
-(docs/architecture.md, "Import layering").
+They are defined beside the transaction functions that write them (each aggregate's package,
+``telha/storage/<aggregate>/``, and ``telha/storage/core/``); this module is their one public
+name, so those stay free to move (docs/architecture.md, "Layering").
 """
 
 from __future__ import annotations
