@@ -1,6 +1,6 @@
 """The starlette application: every route module's routes, the middleware, the probes and
 the one error mapping (docs/rest-api.md, "Errors"). The app factory: nothing below it
-imports it (docs/architecture.md, "Import layering").
+imports it (docs/architecture.md, "Layering").
 
 Every error leaves as ``{"error": {"code", "message"}}`` with the status its
 :class:`~telha.domain.errors.TelhaError` carries; unknown routes and methods too.
