@@ -25,7 +25,8 @@ from telha.domain.errors import Conflict, JobFinished, NotFound
 from telha.domain.ids import id_str
 from telha.domain.model import JobRecord, LeaseRef, Scope
 from telha.storage.core.tx import Tx
-from telha.storage.jobs.lifecycle import abandon_stream, add_event, get_job
+from telha.storage.jobs.lifecycle import abandon_stream, add_event
+from telha.storage.jobs.reads import get_job
 from telha.storage.webhooks.deliveries import job_ended
 
 __all__ = ["REVOKED", "CancelOutcome", "cancel_job", "lease_states"]

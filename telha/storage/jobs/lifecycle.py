@@ -44,14 +44,7 @@ from telha.storage.core.sources import note_job
 from telha.storage.core.tx import Rollback, Tx
 from telha.storage.jobs import fair_lease
 from telha.storage.jobs.lease_fence import check_lease, fence_held
-from telha.storage.jobs.reads import (
-    JOB_COLS,
-    JOB_FROM,
-    JOB_RETURNING,
-    active_job_counts,
-    get_job,
-    next_available_at,
-)
+from telha.storage.jobs.reads import JOB_COLS, JOB_FROM, JOB_RETURNING
 from telha.storage.jobs.statements import (
     ACTIVE_FETCH,
     ADD_EVENT,
@@ -65,10 +58,7 @@ from telha.storage.quotas.limits import hold_pending
 from telha.storage.webhooks.deliveries import job_ended, record_job_webhook
 
 __all__ = [
-    "JOB_COLS",
-    "JOB_FROM",
     "abandon_stream",
-    "active_job_counts",
     "add_event",
     "blocked_latest",
     "check_lease",
@@ -78,12 +68,10 @@ __all__ = [
     "enqueue_job",
     "fail",
     "fence_held",
-    "get_job",
     "heartbeat",
     "latest_identity",
     "lease",
     "lose",
-    "next_available_at",
     "reap",
     "release",
     "select_job",

@@ -1,7 +1,6 @@
 """Reads of the job table, written once for both engines: a job with its events, the next
-time a pending job becomes available, the active jobs by kind and state (re-exported by
-:mod:`telha.storage.jobs.lifecycle`; the aggregate :class:`~telha.storage.jobs.aggregate.Jobs`
-serves them)."""
+time a pending job becomes available, the active jobs by kind and state (the aggregate
+:class:`~telha.storage.jobs.aggregate.Jobs` serves them)."""
 
 from __future__ import annotations
 

@@ -29,7 +29,7 @@ from telha.domain.records import job_record
 from telha.domain.rows import PENDING_TX, Match, build_rows
 from telha.storage.jobs.aggregate import Jobs
 from telha.storage.jobs.fair_lease import CANDIDATES
-from telha.storage.jobs.lifecycle import JOB_COLS
+from telha.storage.jobs.reads import JOB_COLS
 from telha.storage.postgres.base import PgBase
 from telha.storage.postgres.tx import CHANNEL, Conn, PgTx, source_lock_key
 from telha.storage.search.index import sync_source

@@ -22,7 +22,7 @@ from telha.domain.listings import JobFamily
 from telha.domain.model import JobRecord, Scope
 from telha.domain.webhooks import new_secret
 from telha.storage.core.tx import Rollback, Tx
-from telha.storage.jobs.lifecycle import get_job
+from telha.storage.jobs.reads import get_job
 from telha.storage.listings.queries import family_of
 from telha.storage.webhooks.deliveries import has_webhooks, job_ended, record_job_webhook
 
