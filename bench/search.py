@@ -10,8 +10,11 @@ files the search tests use. Then, client-side wall times:
   (``--rank-window``, the service's default), then, the server restarted on the same data with
   ``rank_window = 0``, every match ranked;
 - floor (SQLite): the bare FTS5 query of the same terms on the same file (``bm25`` ordered,
-  the scope's rowid range, ``LIMIT 21``, read-only connection in this process), p50 and p99;
-  PostgreSQL: the bare ``tsquery`` with ``ts_rank`` on the same database;
+  the scope's rowid range, ``LIMIT 21``, read-only connection in this process, SQLite's
+  default settings), p50 and p99; PostgreSQL: the bare ``tsquery`` with ``ts_rank`` on the
+  same database. On SQLite the same query is also timed on a connection set as the store's
+  readers are (``mapped floor``: ``PRAGMA mmap_size``, their page cache), for information:
+  what is left of the route's cost once the engine's settings are alike;
 - the store's own search in this process (:func:`floor_and_store`: the store opened
   read-only, ``store.search.page`` with the rank window), query by query alternating with the
   floor: what the REST route costs less HTTP. Two ratios are printed, REST / floor (the
@@ -60,6 +63,7 @@ from telha.domain.model import Scope
 from telha.domain.search_query import fts5_query, parse_query, scope_rowids, tsquery
 from telha.storage import open_store
 from telha.storage.search.queries import Filters
+from telha.storage.sqlite.base import READER_CACHE_KIB
 from tests.support.pg import create_database, drop_databases
 from tests.support.server import ServerProcess, write_config
 from tests.support.wait import wait_job_blocking, wait_search_indexed
@@ -198,19 +202,21 @@ def paired(
     rank_window: int,
     client: str,
 ) -> dict[str, Any]:
-    """Each query three ways back to back, the order rotated query by query (so the load of
-    the moment weighs on all three alike): ``search``, ``GET /v1/search`` through REST
+    """Each query four ways back to back, the order rotated query by query (so the load of
+    the moment weighs on all four alike): ``search``, ``GET /v1/search`` through REST
     (:class:`Searcher`, ``limit`` 20); ``floor``, the bare engine query (SQLite: a read-only
     ``sqlite3`` connection in this process; PostgreSQL: one ``asyncpg`` connection);
     ``store``, ``store.search.page`` of the store opened read-only in this process as the server
     opens it (its reader pool, the rank window, every hit's words, nodes and snippet: what
-    the route does less HTTP; ``limit`` 21 as the route asks). Wall ms of each, CPU ms of
+    the route does less HTTP; ``limit`` 21 as the route asks); ``mapped``, the floor's
+    query on a connection set as the store's readers (SQLite; PostgreSQL: the floor again).
+    Wall ms of each, CPU ms of
     this process (``*_cpu``: SQLite runs in it, PostgreSQL does not; for ``search`` the
     client's), the server's CPU ms per REST search (``server_cpu``: every thread of it, its
     background actors too) and the mean hits. 20 queries warm the caches first."""
     cfg, base_dir = load_config(server.config, environ={})
     scope = Scope("bench", "search")
-    names = ("search", "floor", "store")
+    names = ("search", "floor", "store", "mapped")
     out: dict[str, Any] = {k: [] for n in names for k in (n, f"{n}_cpu")}
     hits: list[int] = []
     searcher = Searcher(server.base_url, key, client)
@@ -220,6 +226,10 @@ def paired(
     async def run() -> None:
         conn = await asyncpg.connect(dsn) if dsn else None
         lite = None if dsn else sqlite3.connect(f"file:{server.db}?mode=ro", uri=True)
+        mapped = None if dsn else sqlite3.connect(f"file:{server.db}?mode=ro", uri=True)
+        if mapped is not None:
+            mapped.execute(f"PRAGMA mmap_size={cfg.storage.reader_mmap_mib * 1024 * 1024}")
+            mapped.execute(f"PRAGMA cache_size=-{READER_CACHE_KIB}")
         try:
             async with open_store(cfg, base_dir, readers=1, pool_size=2, readonly=True) as store:
 
@@ -229,38 +239,53 @@ def paired(
                 async def floor(q: str) -> None:
                     await _floor(conn, lite, sid, q)
 
+                async def floor_mapped(q: str) -> None:
+                    await _floor(conn, mapped, sid, q)
+
                 async def search(q: str) -> None:
                     await store.search.page(
                         scope, parse_query(q), Filters(), limit=21, offset=0,
                         rank_window=rank_window,
                     )  # fmt: skip
 
-                ways = list(zip(names, (rest, floor, search), strict=True))
+                ways = list(zip(names, (rest, floor, search, floor_mapped), strict=True))
                 for q in qs[:20]:
                     for _, fn in ways:
                         await fn(q)
                 hits.clear()
-                server_cpu = 0.0
-                for i, q in enumerate(qs):
-                    for name, fn in ways[i % 3 :] + ways[: i % 3]:
-                        s0 = _proc_cpu_ms(pid)
-                        c0, t0 = time.process_time(), time.perf_counter()
-                        await fn(q)
-                        out[name].append((time.perf_counter() - t0) * 1e3)
-                        out[f"{name}_cpu"].append((time.process_time() - c0) * 1e3)
-                        if name == "search":
-                            server_cpu += _proc_cpu_ms(pid) - s0
-                out["server_cpu"] = server_cpu / len(qs)
+                out["server_cpu"] = await _rotated(ways, qs, out, pid) / len(qs)
         finally:
             searcher.close()
             if conn is not None:
                 await conn.close()
             if lite is not None:
                 lite.close()
+            if mapped is not None:
+                mapped.close()
 
     anyio.run(run)
     out["hits_mean"] = statistics.mean(hits)
     return out
+
+
+async def _rotated(
+    ways: list[tuple[str, Any]], qs: list[str], out: dict[str, Any], pid: int
+) -> float:
+    """Each query every way, the order rotated query by query; wall and CPU ms appended to
+    ``out[name]`` and ``out[f"{name}_cpu"]``. Returns the CPU ms server ``pid`` spent in
+    the ``search`` way's requests."""
+    server_cpu = 0.0
+    for i, q in enumerate(qs):
+        k = i % len(ways)
+        for name, fn in ways[k:] + ways[:k]:
+            s0 = _proc_cpu_ms(pid)
+            c0, t0 = time.process_time(), time.perf_counter()
+            await fn(q)
+            out[name].append((time.perf_counter() - t0) * 1e3)
+            out[f"{name}_cpu"].append((time.process_time() - c0) * 1e3)
+            if name == "search":
+                server_cpu += _proc_cpu_ms(pid) - s0
+    return server_cpu
 
 
 async def _floor(
@@ -451,11 +476,13 @@ def report(r: dict[str, Any]) -> None:
     )
     e50, e99 = pct(r["exact"], 0.5), pct(r["exact"], 0.99)
     i50, i99 = pct(r["store"], 0.5), pct(r["store"], 0.99)
+    m50, m99 = pct(r["mapped"], 0.5), pct(r["mapped"], 0.99)
     rows = [
         (f"search (REST, limit 20, rank_window {r['rank_window']:,})", s50, s99),
         ("search (REST, limit 20, every match ranked)", e50, e99),
         ("search (store call in this process, no HTTP)", i50, i99),
         ("floor (bare engine query, every match)", f50, f99),
+        ("mapped floor (the same, set as the readers)", m50, m99),
         ("locate (REST)", l50, l99),
     ]
     if r["exact"] is r["search"]:  # --quick: not timed
@@ -496,6 +523,11 @@ def report(r: dict[str, Any]) -> None:
         f"ratio in-process store search / floor (p50): wall {inproc:.2f}, CPU {cpu:.2f}"
         " (no HTTP: not the target's measure)"
     )
+    if r["engine"] == "sqlite" and m50:
+        print(
+            f"ratio REST search / mapped floor (p50): {s50 / m50:.2f}; in-process store search"
+            f" / mapped floor: {i50 / m50:.2f} (the engine set alike: not the target's measure)"
+        )
     ok = "PASS" if l50 <= TARGET_LOCATE_MS else "FAIL"
     print(f"target locate p50 <= {TARGET_LOCATE_MS:g} ms: {ok}")
 

@@ -63,6 +63,10 @@ class StorageConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=T
     synchronous: Literal["normal", "full"] = "normal"
     #: Read-only connections used by the read API (WAL readers).
     readers: int = 2
+    #: MiB of the SQLite file each read connection maps into memory (``PRAGMA mmap_size``;
+    #: SQLite caps it at 2,047): pages are read from the OS's page cache without a system
+    #: call each. 0 reads every page with ``pread``.
+    reader_mmap_mib: int = 2047
     #: PostgreSQL connection string (``postgresql://user@host:port/db``); required with
     #: ``engine = "postgres"``.
     dsn: str = ""
@@ -411,6 +415,7 @@ def _validate(cfg: Config) -> None:
         (cfg.ingest.json_max_nodes >= 1, "ingest.json_max_nodes", "must be >= 1"),
         (cfg.ingest.max_concurrent >= 1, "ingest.max_concurrent", "must be >= 1"),
         (cfg.search.rank_window >= 0, "search.rank_window", "must be >= 0 (0: rank all)"),
+        (cfg.storage.reader_mmap_mib >= 0, "storage.reader_mmap_mib", "must be >= 0 (0: none)"),
         (cfg.jobs.max_attempts >= 1, "jobs.max_attempts", "must be >= 1"),
         (cfg.jobs.max_worker_losses >= 1, "jobs.max_worker_losses", "must be >= 1"),
         (cfg.jobs.lease_secs > 0, "jobs.lease_secs", "must be > 0"),

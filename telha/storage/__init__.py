@@ -51,6 +51,7 @@ def open_store(
         cfg.storage_path(base_dir),
         synchronous=storage.synchronous,
         readers=readers or storage.readers,
+        reader_mmap_mib=storage.reader_mmap_mib,
         readonly=readonly,
         search=cfg.search.enabled,
     )

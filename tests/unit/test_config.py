@@ -78,6 +78,8 @@ def test_repo_config_toml_is_valid() -> None:
         ("[jobs]\ngc_interval_s = 0", "jobs.gc_interval_s"),
         ("[workers]\nprocesses = 'many'", "workers.processes"),
         ("[search]\nrank_window = -1", "search.rank_window"),
+        ("[storage]\nreader_mmap_mib = -1", "storage.reader_mmap_mib"),
+        ("[storage]\nreader_mmap_mib = 'all'", "storage.reader_mmap_mib"),
         ("[server]\nbody_idle_timeout_s = 0", "server.body_idle_timeout_s"),
         ("[server]\nbody_idle_timeout_s = -1.5", "server.body_idle_timeout_s"),
         ("[server]\nbody_idle_timeout_s = 'soon'", "server.body_idle_timeout_s"),
