@@ -1,5 +1,6 @@
-"""Fast failover and the poison cap against a real ``telha serve`` on both
-engines: a worker whose ``PollJobs`` stream ends (process SIGKILLed, process stopped, stream
+"""Fast failover and the poison cap against the service on both engines (in-process,
+:mod:`tests.support.inproc`; a ``telha serve`` subprocess where an in-process consumer
+dies and the process must live on): a worker whose ``PollJobs`` stream ends (process SIGKILLed, process stopped, stream
 cancelled, in-process consumer task dead) hands its jobs back at once (``worker_lost``, a
 failed attempt) to a worker already waiting, long before its lease could expire; the old
 generation is fenced off; a job lost ``jobs.max_worker_losses`` times is dead."""
@@ -15,6 +16,7 @@ import pytest
 from grpclib import GRPCError, Status
 
 from telha_proto.telha.worker.v1 import JobPayload
+from tests.support.inproc import Server
 from tests.support.queue_env import Tenant, queue_server, text_submission, transitions
 from tests.support.server import ServerProcess, write_config
 from tests.support.wait import wait_job, wait_job_blocking
@@ -27,8 +29,10 @@ LEASE_S = 300.0
 
 
 @pytest.fixture(scope="module")
-def queue_srv(tmp_path_factory: pytest.TempPathFactory, engine: str) -> Iterator[ServerProcess]:
-    with queue_server(tmp_path_factory, f"failover-{engine}", LEASE_S, engine) as proc:
+def queue_srv(tmp_path_factory: pytest.TempPathFactory, engine: str) -> Iterator[Server]:
+    with queue_server(
+        tmp_path_factory, f"failover-{engine}", LEASE_S, engine, in_process=True
+    ) as proc:
         yield proc
         assert proc.stop() == 0, proc.log_text()
 

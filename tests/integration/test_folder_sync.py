@@ -24,7 +24,7 @@ import pytest
 from telha.domain.connectors import connector_source_id
 from telha.domain.model import Scope
 from tests.support.inproc import InProcessServer, Server
-from tests.support.server import ServerProcess, child_environ, telha_check, write_config
+from tests.support.server import child_environ, telha_check, write_config
 from tests.support.sync_runs import run_counts, run_sync
 from tests.support.wait import wait_search_indexed
 
@@ -322,7 +322,7 @@ async def test_listing_cut_short_retires_nothing_remote_worker(
         tmp_path, engine, workers={"in_process": ["text_worker"]}, jobs=_JOBS,
         connectors={"allowed_roots": [tempfile.gettempdir()]},
     )  # fmt: skip
-    with ServerProcess(config) as srv:
+    with InProcessServer(config) as srv:
         scope = Scope(f"tenant-{uuid.uuid4()}", "org")
         key = srv.create_key(scope.tenant_id, scope.organization_id)
         worker = subprocess.Popen(  # noqa: ASYNC220 - started once, not awaited on

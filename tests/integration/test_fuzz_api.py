@@ -1,4 +1,5 @@
-"""Fuzzing the REST front against a real ``telha serve`` on 127.0.0.1:
+"""Fuzzing the REST front of the service in-process (:mod:`tests.support.inproc`, real
+sockets on 127.0.0.1):
 schemathesis generates requests for every operation of its own ``/openapi.json`` (valid and
 invalid ones, a bounded number each); no answer may be a 5xx or carry a status the document
 does not list for that operation, and the server's log may hold no 5xx and no
@@ -20,7 +21,8 @@ from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import status_code_conformance
 
 from telha.rest.openapi import openapi_document
-from tests.support.server import ServerProcess, write_config
+from tests.support.inproc import InProcessServer
+from tests.support.server import write_config
 
 #: Examples per operation and mode (12 operations, valid and invalid requests; well under
 #: 2 minutes in all on a loaded 2-core machine).
@@ -41,10 +43,10 @@ CASES = [
 
 
 @pytest.fixture(scope="module")
-def fuzz_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+def fuzz_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessServer]:
     folder = tmp_path_factory.mktemp("fuzz")
     # No in-process workers: worker formats are enqueued and stay pending.
-    with ServerProcess(write_config(folder, workers={"in_process": []})) as server:
+    with InProcessServer(write_config(folder, workers={"in_process": []})) as server:
         yield server
         assert server.stop() == 0, server.log_text()
         assert_no_server_error(server.log_text())
@@ -61,11 +63,11 @@ def assert_no_server_error(log: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def fuzz_key(fuzz_server: ServerProcess) -> str:
+def fuzz_key(fuzz_server: InProcessServer) -> str:
     return fuzz_server.create_key("fuzz", "org")
 
 
-def test_the_served_document_is_the_one_fuzzed(fuzz_server: ServerProcess) -> None:
+def test_the_served_document_is_the_one_fuzzed(fuzz_server: InProcessServer) -> None:
     import httpx
 
     served = httpx.get(f"{fuzz_server.base_url}/openapi.json").json()
@@ -75,7 +77,7 @@ def test_the_served_document_is_the_one_fuzzed(fuzz_server: ServerProcess) -> No
 
 @pytest.mark.parametrize(("label", "mode"), CASES)
 def test_no_server_error_and_no_undocumented_status(
-    fuzz_server: ServerProcess, fuzz_key: str, label: str, mode: GenerationMode
+    fuzz_server: InProcessServer, fuzz_key: str, label: str, mode: GenerationMode
 ) -> None:
     @given(case=OPERATIONS[label].as_strategy(generation_mode=mode))
     @settings(
@@ -116,7 +118,7 @@ PROBES: dict[str, dict[str, Any]] = {
 
 @pytest.mark.parametrize("probe", sorted(PROBES))
 def test_the_probes_shapes_are_refused_as_bad_requests(
-    fuzz_server: ServerProcess, fuzz_key: str, probe: str
+    fuzz_server: InProcessServer, fuzz_key: str, probe: str
 ) -> None:
     import httpx
 

@@ -16,7 +16,7 @@ from grpclib import GRPCError, Status
 
 from telha.domain.model import Scope
 from telha_proto.telha.worker.v1 import JobPayload, PollJobsRequest
-from tests.support.inproc import Server
+from tests.support.inproc import InProcessServer, Server
 from tests.support.queue_env import Tenant, queue_server, text_submission, transitions
 from tests.support.server import ServerProcess, write_config
 from tests.support.wait import wait_job, wait_job_blocking
@@ -316,7 +316,7 @@ def test_remote_worker_process_end_to_end(tmp_path: Path, engine: str) -> None:
     import subprocess
     import sys
 
-    with ServerProcess(write_config(tmp_path, engine, workers={"in_process": []})) as server:
+    with InProcessServer(write_config(tmp_path, engine, workers={"in_process": []})) as server:
         key = server.create_key("t", "o")
         env = server.worker_env(Scope("t", "o"))
         log = (tmp_path / "worker.log").open("wb")

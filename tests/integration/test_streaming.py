@@ -19,9 +19,9 @@ from grpclib import GRPCError, Status
 
 from telha.domain.model import Scope
 from telha_proto.telha.worker.v1 import JobPayload
-from tests.support.inproc import Server
+from tests.support.inproc import InProcessServer, Server
 from tests.support.queue_env import Tenant, queue_server, transitions
-from tests.support.server import ServerProcess, write_config
+from tests.support.server import write_config
 from tests.support.wait import wait_job, wait_job_blocking
 from tests.support.worker import ScriptedWorker
 from workers_common import IngestionResultBuilder
@@ -184,7 +184,7 @@ async def test_lost_lease_restarts_a_clean_stream(tenant: Tenant, worker: Script
 def test_worker_killed_mid_stream_then_rerun_completes_once(tmp_path: Path, engine: str) -> None:
     """A real streaming worker process, SIGKILLed after its first partial; after the lease
     expires a second process re-runs the job: one finalized version, no duplicate rows."""
-    with ServerProcess(
+    with InProcessServer(
         write_config(
             tmp_path,
             engine,
@@ -387,7 +387,7 @@ async def test_consumer_resends_a_part_whose_ack_was_lost(tenant: Tenant) -> Non
 def test_refused_stream_closes_the_handler_generator(tmp_path: Path, engine: str) -> None:
     """Core refuses a part as invalid: the job is dead, and the worker closes the handler's
     generator (its cleanup runs) instead of leaving it suspended."""
-    with ServerProcess(write_config(tmp_path, engine, workers={"in_process": []})) as server:
+    with InProcessServer(write_config(tmp_path, engine, workers={"in_process": []})) as server:
         scope = Scope("t", "o")
         mark = tmp_path / "closed"
         proc = server.spawn_worker(

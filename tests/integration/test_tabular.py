@@ -20,7 +20,7 @@ from telha.domain.model import Scope
 from tests.conftest import CORPUS
 from tests.support.inproc import InProcessServer, Server
 from tests.support.queue_env import Tenant, transitions
-from tests.support.server import ServerProcess, write_config
+from tests.support.server import write_config
 from tests.support.wait import wait_job, wait_job_blocking
 
 pytestmark = pytest.mark.anyio
@@ -194,7 +194,7 @@ def test_remote_tabular_worker_killed_mid_stream_then_rerun_completes_once(
     after its first partials; its job comes back at once (``worker_lost``), a second process
     fetches the content again and streams the table afresh: one finalized version, every row
     exactly once."""
-    with ServerProcess(
+    with InProcessServer(
         write_config(
             tmp_path, workers={"in_process": []}, jobs={"lease_secs": 2, "reap_interval_s": 0.1}
         )

@@ -20,7 +20,7 @@ from grpclib import GRPCError, Status
 from telha.domain.model import Scope
 from tests.support.inproc import InProcessServer, Server
 from tests.support.queue_env import Tenant, transitions
-from tests.support.server import ServerProcess, write_config
+from tests.support.server import write_config
 from tests.support.wait import wait_job, wait_job_blocking
 from tests.support.worker import ScriptedWorker
 
@@ -217,7 +217,7 @@ async def test_truncated_and_boundaryless_bodies_are_refused(tenant: Tenant) -> 
 def test_remote_worker_fetches_uploaded_content(tmp_path: Path, engine: str) -> None:
     """A real ``python -m workers_common.run text_worker`` process reads a 2.5 MiB upload
     through FetchContent (three chunks) and projects it."""
-    with ServerProcess(write_config(tmp_path, engine, workers={"in_process": []})) as server:
+    with InProcessServer(write_config(tmp_path, engine, workers={"in_process": []})) as server:
         key = server.create_key("t", "o")
         spool = tmp_path / "spool"
         spool.mkdir()
