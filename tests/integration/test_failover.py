@@ -1,9 +1,10 @@
 """Fast failover and the poison cap against the service on both engines (in-process,
 :mod:`tests.support.inproc`; a ``telha serve`` subprocess where an in-process consumer
-dies and the process must live on): a worker whose ``PollJobs`` stream ends (process SIGKILLed, process stopped, stream
-cancelled, in-process consumer task dead) hands its jobs back at once (``worker_lost``, a
-failed attempt) to a worker already waiting, long before its lease could expire; the old
-generation is fenced off; a job lost ``jobs.max_worker_losses`` times is dead."""
+dies and the process must live on): a worker whose ``PollJobs`` stream ends (process
+SIGKILLed, process stopped, stream cancelled, in-process consumer task dead) hands its jobs
+back at once (``worker_lost``, a failed attempt) to a worker already waiting, long before
+its lease could expire; the old generation is fenced off; a job lost
+``jobs.max_worker_losses`` times is dead."""
 
 from __future__ import annotations
 
