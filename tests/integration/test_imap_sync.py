@@ -1,6 +1,7 @@
 """Sync runs of the ``imap`` connector (docs/connectors.md, "The imap kind") against a real
-Dovecot on 127.0.0.1 (tests/support/dovecot.py) and a real server on both engines, the
-connector worker and the email worker in-process: corpus messages appended over IMAP are
+Dovecot on 127.0.0.1 (tests/support/dovecot.py) and the service in-process
+(:mod:`tests.support.inproc`) on both engines, the connector worker and the email worker in
+it: corpus messages appended over IMAP are
 ingested as ``eml``, a second run fetches no body (Dovecot's own count), an expunged message
 retires, TLS and STARTTLS with a certificate the test made, and the bad input — wrong
 credentials, a closed port, a connection cut halfway through the listing, a UIDVALIDITY
@@ -21,7 +22,8 @@ from telha.domain.model import Scope
 from tests.conftest import CORPUS
 from tests.support.cutting_proxy import CuttingProxy
 from tests.support.dovecot import Dovecot, free_port, require_dovecot
-from tests.support.server import ServerProcess, telha_check, write_config
+from tests.support.inproc import InProcessServer
+from tests.support.server import telha_check, write_config
 from tests.support.sync_runs import run_counts, run_sync
 
 pytestmark = pytest.mark.anyio
@@ -44,7 +46,7 @@ def dovecot() -> Iterator[Dovecot]:
 @pytest.fixture(scope="module")
 def imap_server(
     engine: str, dovecot: Dovecot, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[ServerProcess]:
+) -> Iterator[InProcessServer]:
     """A server running the email worker and the connector worker in-process, with the
     mailbox password in its environment."""
     folder = tmp_path_factory.mktemp(f"imap-{engine}")
@@ -57,7 +59,7 @@ def imap_server(
     )  # fmt: skip
     os.environ[_SECRET_ENV] = dovecot.password
     try:
-        with ServerProcess(config) as proc:
+        with InProcessServer(config) as proc:
             yield proc
             assert proc.stop() == 0, proc.log_text()
     finally:
@@ -65,7 +67,7 @@ def imap_server(
 
 
 @pytest.fixture
-async def api(imap_server: ServerProcess) -> AsyncIterator[httpx.AsyncClient]:
+async def api(imap_server: InProcessServer) -> AsyncIterator[httpx.AsyncClient]:
     key = imap_server.create_key(_SCOPE.tenant_id, _SCOPE.organization_id)
     async with httpx.AsyncClient(
         base_url=imap_server.base_url, headers={"x-api-key": key}, timeout=30
@@ -124,7 +126,7 @@ async def _bodies(dovecot: Dovecot, since: int, sessions: int) -> int:
 
 
 async def test_imap_sync_adds_skips_unchanged_and_retires_expunged(
-    api: httpx.AsyncClient, dovecot: Dovecot, mailbox: str, imap_server: ServerProcess
+    api: httpx.AsyncClient, dovecot: Dovecot, mailbox: str, imap_server: InProcessServer
 ) -> None:
     corpus = _corpus()
     assert len(corpus) >= 10
@@ -299,7 +301,7 @@ async def test_imap_settings_are_checked(api: httpx.AsyncClient) -> None:
 
 
 async def test_a_secret_granted_to_another_scope_is_refused_at_add(
-    imap_server: ServerProcess, dovecot: Dovecot, mailbox: str
+    imap_server: InProcessServer, dovecot: Dovecot, mailbox: str
 ) -> None:
     key = imap_server.create_key(f"tenant-{uuid.uuid4()}", "org")
     async with httpx.AsyncClient(

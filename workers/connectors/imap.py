@@ -318,9 +318,15 @@ class ImapConnector:
         """Log out (the SDK calls it once the run's reads are done: the messages core asks
         for are fetched after the listing moved on, the last page's after it ended)."""
         conn, self._conn = self._conn, None
-        if conn is not None:
+        if conn is None:
+            return
+        try:
+            conn.logout()
+        except _IMAP_ERRORS:
+            # ``logout`` closes the socket only once the server answered: a connection cut
+            # or a server gone silent would keep it open for the worker's life.
             with contextlib.suppress(*_IMAP_ERRORS):
-                conn.logout()
+                conn.shutdown()
 
     def _page_items(self, conn: imaplib.IMAP4, lo: int, hi: int) -> Iterator[RemoteItem]:
         try:
