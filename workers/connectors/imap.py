@@ -315,8 +315,10 @@ class ImapConnector:
             yield from self._page_items(conn, page[0], page[-1])
 
     def close(self) -> None:
-        """Log out (the SDK calls it once the run's reads are done: the messages core asks
-        for are fetched after the listing moved on, the last page's after it ended)."""
+        """Log out (the SDK calls it once the run's reads are done, or the listing failed:
+        the messages core asks for are fetched after the listing moved on, the last page's
+        after it ended). A ``LOGOUT`` the server cannot answer (the connection was cut) is
+        followed by closing the socket; neither raises."""
         conn, self._conn = self._conn, None
         if conn is None:
             return

@@ -27,7 +27,7 @@ from telha.storage.search.index import set_search
 from telha.storage.sqlite.migrate import apply_migrations
 from telha.storage.sqlite.tx import SqliteSnapshotTx, SqliteTx
 
-__all__ = ["READER_CACHE_KIB", "SqliteBase"]
+__all__ = ["SqliteBase", "reader_pragmas"]
 
 T = TypeVar("T")
 
@@ -45,7 +45,15 @@ _AUTOCHECKPOINT_PAGES = 16384
 #: 10,000-row partial dirties: a 200,000-row CSV ingests in 12 s with it, 26 s with 16 MiB
 #: (bench/tabular.py, peak server RSS 362 MB against 322 MB).
 _WRITER_CACHE_KIB = 64 * 1024
-READER_CACHE_KIB = 8 * 1024
+_READER_CACHE_KIB = 8 * 1024
+
+
+def reader_pragmas(mmap_bytes: int) -> list[str]:
+    """The ``PRAGMA`` statements that set a read connection apart from the writer: its page
+    cache (8 MiB) and the bytes of the file it maps (``mmap_bytes``; 0: none; SQLite caps
+    it at 2,047 MiB). :class:`SqliteBase` runs them on every reader; ``bench/search.py``
+    sets its mapped floor's connection with them."""
+    return [f"PRAGMA cache_size=-{_READER_CACHE_KIB}", f"PRAGMA mmap_size={mmap_bytes}"]
 
 
 def _nothing() -> None:
@@ -203,10 +211,13 @@ class SqliteBase(EngineOps):
             await conn.execute("PRAGMA secure_delete=ON")
             # The writer: a 2.3 MB JSON batch or a 10,000-row partial dirties ~10 MB of pages,
             # kept in memory until COMMIT. Readers serve small pages and slices.
-            cache_kib = READER_CACHE_KIB if readonly else _WRITER_CACHE_KIB
-            await conn.execute(f"PRAGMA cache_size=-{cache_kib}")
-            if readonly:
-                await conn.execute(f"PRAGMA mmap_size={self._reader_mmap_bytes}")
+            settings = (
+                reader_pragmas(self._reader_mmap_bytes)
+                if readonly
+                else [f"PRAGMA cache_size=-{_WRITER_CACHE_KIB}"]
+            )
+            for pragma in settings:
+                await conn.execute(pragma)
         except BaseException:
             # Not a database (or unreadable): close, or its thread keeps the process alive.
             with anyio.CancelScope(shield=True):
